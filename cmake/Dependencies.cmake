@@ -1,0 +1,71 @@
+# Finds required and optional dependencies and prints one found / not-found line per optional part,
+# each with the Debian package that provides it. Sets RINGMASTER_HAVE_<PART> for the rest of the build.
+
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(fmt REQUIRED)
+set(BLA_VENDOR OpenBLAS)
+find_package(BLAS REQUIRED)
+find_path(CBLAS_INCLUDE_DIR openblas_config.h
+  PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread aarch64-linux-gnu/openblas-pthread
+  REQUIRED)
+
+function(ringmaster_report part found detail hint)
+  if(found)
+    message(STATUS "[ringmaster] ${part}: found (${detail})")
+  else()
+    message(STATUS "[ringmaster] ${part}: not found - ${hint}")
+  endif()
+endfunction()
+
+# CUDA toolkit (nvcc, runtime, cuBLAS).
+set(RINGMASTER_HAVE_CUDA OFF)
+if(RINGMASTER_WITH_CUDA)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    set(CMAKE_CUDA_STANDARD 20)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(RINGMASTER_HAVE_CUDA ON)
+    endif()
+  endif()
+  ringmaster_report("CUDA toolkit" ${RINGMASTER_HAVE_CUDA}
+    "nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES}"
+    "install NVIDIA's CUDA toolkit (nvcc, cuBLAS) under /usr/local/cuda; the CPU path is built")
+else()
+  message(STATUS "[ringmaster] CUDA toolkit: disabled by RINGMASTER_WITH_CUDA=OFF")
+endif()
+
+# NCCL, from the toolkit's directory or the system.
+set(RINGMASTER_HAVE_NCCL OFF)
+if(RINGMASTER_HAVE_CUDA)
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(RINGMASTER_HAVE_NCCL ON)
+  endif()
+  ringmaster_report("NCCL" ${RINGMASTER_HAVE_NCCL} "${NCCL_LIBRARY}"
+    "install libnccl-dev (NVIDIA's repository) or NCCL into the CUDA toolkit; GPU collectives are off")
+else()
+  message(STATUS "[ringmaster] NCCL: not searched (no CUDA toolkit)")
+endif()
+
+# Qt 6 Widgets + Charts, for the desktop application.
+find_package(Qt6 QUIET COMPONENTS Widgets Charts Test)
+if(Qt6_FOUND AND TARGET Qt6::Charts)
+  set(RINGMASTER_HAVE_QT ON)
+else()
+  set(RINGMASTER_HAVE_QT OFF)
+endif()
+ringmaster_report("Qt 6 + Qt Charts" ${RINGMASTER_HAVE_QT} "Qt ${Qt6_VERSION}"
+  "apt-get install qt6-base-dev libqt6charts6-dev; the desktop application is not built")
+
+# libssh, for launching over SSH.
+pkg_check_modules(LIBSSH QUIET IMPORTED_TARGET libssh)
+ringmaster_report("libssh" ${LIBSSH_FOUND} "libssh ${LIBSSH_VERSION}"
+  "apt-get install libssh-dev; only local launches are available")
+set(RINGMASTER_HAVE_LIBSSH ${LIBSSH_FOUND})

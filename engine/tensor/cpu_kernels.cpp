@@ -1,0 +1,231 @@
+// The host implementation of kernels.inc: GEMM through OpenBLAS's cblas_sgemm, everything else as
+// plain loops that double as the obvious reference the CUDA kernels are tested against.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "tensor/kernels.h"
+
+namespace ringmaster::cpu {
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    scale(c, beta, m * n);
+    return;
+  }
+  const int64_t lda = trans_a ? m : k;
+  const int64_t ldb = trans_b ? k : n;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
+              static_cast<blasint>(n));
+}
+
+void fill(float* y, int64_t n, float value) { std::fill(y, y + n, value); }
+
+void addBiasRows(float* y, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) row[c] += bias[c];
+  }
+}
+
+void sumRows(const float* x, float* out, int64_t rows, int64_t cols, float beta) {
+  for (int64_t c = 0; c < cols; ++c) out[c] = beta == 0.0f ? 0.0f : beta * out[c];
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * cols;
+    for (int64_t c = 0; c < cols; ++c) out[c] += row[c];
+  }
+}
+
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+
+void scale(float* y, float alpha, int64_t n) {
+  if (alpha == 0.0f) {
+    std::fill(y, y + n, 0.0f);  // like BLAS: beta = 0 clears NaN and Inf too
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+void mul(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+}
+
+double sumSquares(const float* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
+void relu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+namespace {
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+}  // namespace
+
+void gelu(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * kInvSqrt2));
+}
+
+void geluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
+    float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+void dropout(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+             uint64_t offset) {
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    mask[i] = uniformFloat(seed, offset + static_cast<uint64_t>(i)) >= p ? keep_scale : 0.0f;
+    y[i] = x[i] * mask[i];
+  }
+}
+
+void layerNormForward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                      float* rstd, int64_t rows, int64_t cols, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    double sum = 0.0, sum_sq = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum += xr[c];
+    const double mu = cols > 0 ? sum / cols : 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum_sq += (xr[c] - mu) * (xr[c] - mu);
+    const double var = cols > 0 ? sum_sq / cols : 0.0;
+    const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+    mean[r] = static_cast<float>(mu);
+    rstd[r] = inv;
+    float* yr = y + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      yr[c] = (xr[c] - mean[r]) * inv * gamma[c] + beta[c];
+    }
+  }
+}
+
+void layerNormBackward(const float* x, const float* gamma, const float* mean, const float* rstd,
+                       const float* dy, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                       int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    const float* dyr = dy + r * cols;
+    float* dxr = dx + r * cols;
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float xhat = (xr[c] - mean[r]) * rstd[r];
+      const float dxhat = dyr[c] * gamma[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += static_cast<double>(dxhat) * xhat;
+      dgamma[c] += dyr[c] * xhat;
+      dbeta[c] += dyr[c];
+    }
+    const float mean_dxhat = static_cast<float>(sum_dxhat / cols);
+    const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      const float xhat = (xr[c] - mean[r]) * rstd[r];
+      dxr[c] = rstd[r] * (dyr[c] * gamma[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+}
+
+namespace {
+void checkLabel(int32_t label, int64_t cols, int64_t row) {
+  if (label < 0 || label >= cols) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("label {} of row {} is outside [0, {})", label, row, cols));
+  }
+}
+}  // namespace
+
+double softmaxCrossEntropyForward(const float* logits, const int32_t* labels, float* probs,
+                                  int64_t rows, int64_t cols) {
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    checkLabel(labels[r], cols, r);
+    const float* lr = logits + r * cols;
+    float* pr = probs + r * cols;
+    const float max = *std::max_element(lr, lr + cols);
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) {
+      pr[c] = std::exp(lr[c] - max);
+      sum += pr[c];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
+    total += -(static_cast<double>(lr[labels[r]]) - max - std::log(sum));
+  }
+  return rows > 0 ? total / rows : 0.0;
+}
+
+void softmaxCrossEntropyBackward(const float* probs, const int32_t* labels, float* dlogits,
+                                 int64_t rows, int64_t cols, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    checkLabel(labels[r], cols, r);
+    for (int64_t c = 0; c < cols; ++c) {
+      dlogits[r * cols + c] = (probs[r * cols + c] - (c == labels[r] ? 1.0f : 0.0f)) * scale;
+    }
+  }
+}
+
+int64_t countCorrect(const float* logits, const int32_t* labels, int64_t rows, int64_t cols) {
+  int64_t correct = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* lr = logits + r * cols;
+    correct += (std::max_element(lr, lr + cols) - lr) == labels[r];
+  }
+  return correct;
+}
+
+void sgdStep(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr,
+             float momentum, float dampening, float weight_decay, bool nesterov, bool first_step) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i] + weight_decay * param[i];
+    if (momentum != 0.0f) {
+      float& buf = momentum_buffer[i];
+      buf = first_step ? g : momentum * buf + (1.0f - dampening) * g;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    param[i] -= lr * g;
+  }
+}
+
+void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+              bool decoupled) {
+  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
+  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), step);
+  const float step_size = static_cast<float>(lr / bias_correction1);
+  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  for (int64_t i = 0; i < n; ++i) {
+    float g = grad[i];
+    if (decoupled) {
+      param[i] *= 1.0f - lr * weight_decay;
+    } else {
+      g += weight_decay * param[i];
+    }
+    exp_avg[i] += (1.0f - beta1) * (g - exp_avg[i]);
+    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
+    const float denom = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
+    param[i] -= step_size * exp_avg[i] / denom;
+  }
+}
+
+}  // namespace ringmaster::cpu
