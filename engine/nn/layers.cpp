@@ -1,0 +1,183 @@
+// Forward and backward of the MLP layers, on whichever device their tensors live.
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "tensor/ops.h"
+
+namespace ringmaster {
+
+namespace {
+
+void checkRows(const Tensor& input, int64_t features, const char* layer) {
+  RM_CHECK_ARG(input.rank() == 2 && input.dim(1) == features,
+               fmt::format("{} expects input [batch, {}], got {}", layer, features,
+                           shapeStr(input.shape())));
+}
+
+Tensor uniformTensor(const Shape& shape, double bound, Rng& rng, Device device) {
+  std::vector<float> values(shapeNumel(shape));
+  for (float& v : values) v = static_cast<float>(rng.uniform(-bound, bound));
+  return Tensor::fromVector(values, shape, device);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+Linear::Linear(int64_t in_features, int64_t out_features, uint64_t seed, Device device) {
+  RM_CHECK_ARG(in_features > 0 && out_features > 0,
+               fmt::format("Linear({}, {}) needs positive sizes", in_features, out_features));
+  // kaiming_uniform_(a = sqrt(5)) gives bound = sqrt(6 / ((1 + a^2) fan_in)) = 1 / sqrt(fan_in);
+  // nn.Linear draws the bias from the same bound.
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  Rng rng(seed);
+  weight_ = makeParameter(uniformTensor({out_features, in_features}, bound, rng, device));
+  bias_ = makeParameter(uniformTensor({out_features}, bound, rng, device));
+}
+
+Tensor Linear::forward(const Tensor& input) {
+  checkRows(input, weight_.value.dim(1), "Linear");
+  input_ = input;
+  Tensor out = Tensor::empty({input.dim(0), weight_.value.dim(0)}, DType::kF32, input.device());
+  ops::matmul(input, false, weight_.value, true, out);
+  ops::addBiasRows(out, bias_.value);
+  return out;
+}
+
+Tensor Linear::backward(const Tensor& grad_output) {
+  RM_CHECK_ARG(input_.defined(), "Linear::backward before forward");
+  ops::matmul(grad_output, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
+  ops::sumRows(grad_output, bias_.grad, 1.0f);                               // db += sum dy
+  Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
+  ops::matmul(grad_output, false, weight_.value, false, grad_input);        // dx = dy W
+  return grad_input;
+}
+
+void Linear::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
+  out.push_back({prefix + "weight", &weight_});
+  out.push_back({prefix + "bias", &bias_});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Activations
+
+Tensor ReLU::forward(const Tensor& input) {
+  input_ = input;
+  Tensor out = Tensor::empty(input.shape(), DType::kF32, input.device());
+  ops::relu(input, out);
+  return out;
+}
+
+Tensor ReLU::backward(const Tensor& grad_output) {
+  Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
+  ops::reluBackward(input_, grad_output, grad_input);
+  return grad_input;
+}
+
+Tensor GELU::forward(const Tensor& input) {
+  input_ = input;
+  Tensor out = Tensor::empty(input.shape(), DType::kF32, input.device());
+  ops::gelu(input, out);
+  return out;
+}
+
+Tensor GELU::backward(const Tensor& grad_output) {
+  Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
+  ops::geluBackward(input_, grad_output, grad_input);
+  return grad_input;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout
+
+Dropout::Dropout(float p, uint64_t seed) : p_(p), seed_(seed) {
+  RM_CHECK_ARG(p >= 0.0f && p < 1.0f, fmt::format("dropout probability {} outside [0, 1)", p));
+}
+
+Tensor Dropout::forward(const Tensor& input) {
+  if (!training_ || p_ == 0.0f) {
+    mask_ = Tensor();
+    return input;
+  }
+  mask_ = Tensor::empty(input.shape(), DType::kF32, input.device());
+  Tensor out = Tensor::empty(input.shape(), DType::kF32, input.device());
+  ops::dropout(input, out, mask_, p_, mix64(seed_ ^ mix64(calls_++)), 0);
+  return out;
+}
+
+Tensor Dropout::backward(const Tensor& grad_output) {
+  if (!mask_.defined()) return grad_output;
+  Tensor grad_input = Tensor::empty(grad_output.shape(), DType::kF32, grad_output.device());
+  ops::mul(grad_output, mask_, grad_input);
+  return grad_input;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+LayerNorm::LayerNorm(int64_t features, float eps, Device device) : eps_(eps) {
+  RM_CHECK_ARG(features > 0, fmt::format("LayerNorm({}) needs a positive size", features));
+  weight_ = makeParameter(Tensor::full({features}, 1.0f, device));
+  bias_ = makeParameter(Tensor::zeros({features}, DType::kF32, device));
+}
+
+Tensor LayerNorm::forward(const Tensor& input) {
+  checkRows(input, weight_.value.numel(), "LayerNorm");
+  input_ = input;
+  mean_ = Tensor::empty({input.dim(0)}, DType::kF32, input.device());
+  rstd_ = Tensor::empty({input.dim(0)}, DType::kF32, input.device());
+  Tensor out = Tensor::empty(input.shape(), DType::kF32, input.device());
+  ops::layerNormForward(input, weight_.value, bias_.value, out, mean_, rstd_, eps_);
+  return out;
+}
+
+Tensor LayerNorm::backward(const Tensor& grad_output) {
+  Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
+  ops::layerNormBackward(input_, weight_.value, mean_, rstd_, grad_output, grad_input,
+                         weight_.grad, bias_.grad);
+  return grad_input;
+}
+
+void LayerNorm::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
+  out.push_back({prefix + "weight", &weight_});
+  out.push_back({prefix + "bias", &bias_});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sequential
+
+void Sequential::append(std::unique_ptr<Module> module) {
+  module->setTraining(training_);
+  children_.push_back(std::move(module));
+}
+
+Tensor Sequential::forward(const Tensor& input) {
+  Tensor x = input;
+  for (auto& child : children_) x = child->forward(x);
+  return x;
+}
+
+Tensor Sequential::backward(const Tensor& grad_output) {
+  Tensor g = grad_output;
+  for (auto it = children_.rbegin(); it != children_.rend(); ++it) g = (*it)->backward(g);
+  return g;
+}
+
+void Sequential::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
+  for (size_t i = 0; i < children_.size(); ++i) {
+    children_[i]->collectParameters(fmt::format("{}{}.", prefix, i), out);
+  }
+}
+
+void Sequential::setTraining(bool training) {
+  training_ = training;
+  for (auto& child : children_) child->setTraining(training);
+}
+
+}  // namespace ringmaster

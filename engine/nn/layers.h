@@ -1,0 +1,106 @@
+// The layers of an MLP: Linear, ReLU, GELU, Dropout, LayerNorm, and the Sequential container. Their
+// definitions and default initialisations are PyTorch's (nn.Linear's kaiming-uniform with a = sqrt(5),
+// exact-erf GELU, inverted dropout, biased-variance LayerNorm with eps 1e-5).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace ringmaster {
+
+// y = x W^T + b with W [out, in]. Weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), as nn.Linear.
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, uint64_t seed, Device device = Device::cpu());
+  std::string typeName() const override { return "Linear"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+  void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+
+  Parameter& weight() { return weight_; }
+  Parameter& bias() { return bias_; }
+
+ private:
+  Parameter weight_;  // [out, in]
+  Parameter bias_;    // [out]
+  Tensor input_;      // [batch, in], from the last forward
+};
+
+class ReLU : public Module {
+ public:
+  std::string typeName() const override { return "ReLU"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+
+ private:
+  Tensor input_;
+};
+
+// GELU with the exact erf form (approximate = "none").
+class GELU : public Module {
+ public:
+  std::string typeName() const override { return "GELU"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+
+ private:
+  Tensor input_;
+};
+
+// Inverted dropout: in training, each element is zeroed with probability p and the rest scaled by
+// 1/(1-p); in eval mode it is the identity. The k-th forward of a module seeded s draws its mask
+// from the counter-based stream (s, k), so runs are reproducible and CPU and CUDA agree.
+class Dropout : public Module {
+ public:
+  Dropout(float p, uint64_t seed);
+  std::string typeName() const override { return "Dropout"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+  // The number of masks drawn so far; part of a checkpoint's state for exact resumption.
+  uint64_t calls() const { return calls_; }
+  void setCalls(uint64_t calls) { calls_ = calls; }
+
+ private:
+  float p_;
+  uint64_t seed_;
+  uint64_t calls_ = 0;
+  Tensor mask_;  // 0 or 1/(1-p) per element, from the last training forward; undefined in eval
+};
+
+// Normalises each row over its last dimension: y = (x - mean) / sqrt(var + eps) * weight + bias.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t features, float eps = 1e-5f, Device device = Device::cpu());
+  std::string typeName() const override { return "LayerNorm"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+  void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+
+ private:
+  float eps_;
+  Parameter weight_;  // [features], ones
+  Parameter bias_;    // [features], zeros
+  Tensor input_, mean_, rstd_;
+};
+
+// Runs its children in order; parameters are named by child index like nn.Sequential.
+class Sequential : public Module {
+ public:
+  std::string typeName() const override { return "Sequential"; }
+  void append(std::unique_ptr<Module> module);
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+  void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+  void setTraining(bool training) override;
+
+  size_t size() const { return children_.size(); }
+  Module& child(size_t index) { return *children_.at(index); }
+
+ private:
+  std::vector<std::unique_ptr<Module>> children_;
+};
+
+}  // namespace ringmaster

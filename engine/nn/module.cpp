@@ -1,0 +1,31 @@
+// Parameter traversal shared by every module.
+#include "nn/module.h"
+
+#include "tensor/ops.h"
+
+namespace ringmaster {
+
+Parameter makeParameter(Tensor value) {
+  Parameter p;
+  p.grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
+  p.value = std::move(value);
+  return p;
+}
+
+std::vector<NamedParameter> Module::namedParameters() {
+  std::vector<NamedParameter> out;
+  collectParameters("", out);
+  return out;
+}
+
+void Module::zeroGrad() {
+  for (auto& named : namedParameters()) ops::fill(named.parameter->grad, 0.0f);
+}
+
+int64_t Module::parameterCount() {
+  int64_t count = 0;
+  for (auto& named : namedParameters()) count += named.parameter->value.numel();
+  return count;
+}
+
+}  // namespace ringmaster

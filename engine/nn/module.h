@@ -1,0 +1,50 @@
+// Modules with explicit forward and backward, in the manner of torch.nn but without autograd: a
+// module keeps what its backward needs from the last forward, and backward accumulates parameter
+// gradients (like .grad after loss.backward()) and returns the gradient of its input.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ringmaster {
+
+struct Parameter {
+  Tensor value;
+  Tensor grad;  // same shape and device as value; zeroed by zeroGrad(), accumulated by backward
+};
+
+struct NamedParameter {
+  std::string name;  // PyTorch state_dict naming: "0.weight", "3.bias", ...
+  Parameter* parameter;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  // "Linear", "ReLU", ...: the torch.nn class this module corresponds to.
+  virtual std::string typeName() const = 0;
+  virtual Tensor forward(const Tensor& input) = 0;
+  // Accumulates into the parameters' grads and returns d(loss)/d(input of the last forward).
+  virtual Tensor backward(const Tensor& grad_output) = 0;
+  // Appends this module's parameters, names prefixed by `prefix` ("" or "3.").
+  virtual void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {}
+  // Train mode on (the default) or eval mode; containers forward it to their children.
+  virtual void setTraining(bool training) { training_ = training; }
+  bool training() const { return training_; }
+
+  std::vector<NamedParameter> namedParameters();
+  void zeroGrad();
+  int64_t parameterCount();
+
+ protected:
+  bool training_ = true;
+};
+
+// A parameter with a zeroed gradient of the same shape.
+Parameter makeParameter(Tensor value);
+
+}  // namespace ringmaster
