@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian package Ringmaster builds, tests and runs with (as root; idempotent: a
+# machine that already has them all is left alone without touching the network).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git python3     # toolchain
+  libopenblas-dev                                              # CPU GEMM
+  nlohmann-json3-dev libfmt-dev libcli11-dev                   # JSON, formatting, command lines
+  libgtest-dev libgmock-dev                                    # tests
+  libgloo-dev                                                  # CPU collectives
+  libsqlite3-dev                                               # run storage
+  libssh-dev                                                   # SSH launcher
+  qt6-base-dev qt6-charts-dev                                  # desktop application
+  clang libclang-rt-14-dev                                     # libFuzzer targets
+)
+# Extra packages named on the command line (e.g. python3-torch for the benchmarks' anchor).
+packages+=("$@")
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "[install-deps] all ${#packages[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "[install-deps] installing: ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

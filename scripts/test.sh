@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, then builds and runs the whole suite through
+# CTest in the three configurations that must pass: dev (with the CUDA path where the toolkit is
+# installed), asan (AddressSanitizer + UndefinedBehaviorSanitizer) and cpu-only. The dev run goes
+# last so that the final lines are its CTest summary; any failing configuration fails the script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+jobs=$(nproc)
+failed=()
+for preset in asan cpu-only dev; do
+  echo "=== [$preset] configure and build"
+  cmake --preset "$preset" >"build-$preset.log" 2>&1 || { cat "build-$preset.log"; exit 1; }
+  grep '\[ringmaster\]' "build-$preset.log" || true
+  cmake --build --preset "$preset" -j "$jobs"
+  echo "=== [$preset] test"
+  ctest --preset "$preset" -j "$jobs" || failed+=("$preset")
+done
+rm -f build-*.log
+if ((${#failed[@]})); then
+  echo "FAILED configurations: ${failed[*]}"
+  exit 1
+fi
