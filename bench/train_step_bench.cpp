@@ -1,0 +1,116 @@
+// Benchmark of one training step (forward, softmax cross-entropy, backward, AdamW) of the
+// 784-256-256-10 MLP on one CPU thread, beside PyTorch (Debian's python3-torch) doing the same step
+// single-threaded, measured in the same run. Prints a table of samples/s and the ratio to PyTorch.
+#include <cblas.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/random.h"
+#include "nn/loss.h"
+#include "nn/mlp.h"
+#include "optim/optimizer.h"
+
+namespace {
+
+using namespace ringmaster;
+using Clock = std::chrono::steady_clock;
+
+struct Timing {
+  int steps = 0;
+  double seconds = 0;
+  double samplesPerSecond(int batch) const { return steps * batch / seconds; }
+};
+
+Timing timeOurs(const std::vector<int64_t>& layers, int batch, double seconds) {
+  auto model = buildMlp({.layers = layers, .seed = 0});
+  Adam optimizer(model->namedParameters(), {.lr = 1e-3f, .weight_decay = 0.01f,
+                                            .decoupled_weight_decay = true});
+  SoftmaxCrossEntropy loss;
+  Rng rng(1);
+  std::vector<float> x(batch * layers.front());
+  for (float& v : x) v = static_cast<float>(rng.normal());
+  std::vector<int32_t> y(batch);
+  for (int32_t& v : y) v = static_cast<int32_t>(rng.below(layers.back()));
+  Tensor inputs = Tensor::fromVector(x, {batch, layers.front()});
+  Tensor labels = Tensor::fromInts(y, {batch});
+  auto step = [&] {
+    optimizer.zeroGrad();
+    loss.forward(model->forward(inputs), labels);
+    model->backward(loss.backward());
+    optimizer.step();
+  };
+  for (int i = 0; i < 5; ++i) step();
+  Timing t;
+  const auto start = Clock::now();
+  while ((t.seconds = std::chrono::duration<double>(Clock::now() - start).count()) < seconds) {
+    step();
+    t.steps++;
+  }
+  return t;
+}
+
+// Runs the PyTorch anchor; returns batch -> timing, empty when torch is not importable.
+std::map<int, Timing> timeTorch(const std::string& python, const std::string& script,
+                                const std::vector<int64_t>& layers, const std::vector<int>& batches,
+                                double seconds) {
+  const std::string command =
+      fmt::format("OMP_NUM_THREADS=1 '{}' '{}' {} {} {} 2>/dev/null", python, script,
+                  fmt::join(layers, ","), fmt::join(batches, ","), seconds);
+  std::map<int, Timing> out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char line[4096];
+  while (std::fgets(line, sizeof line, pipe) != nullptr) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) continue;
+    out[j.at("batch").get<int>()] = Timing{j.at("steps").get<int>(), j.at("seconds").get<double>()};
+  }
+  pclose(pipe);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"One MLP training step on one CPU thread, against PyTorch"};
+  std::vector<int64_t> layers{784, 256, 256, 10};
+  std::vector<int> batches{32, 64, 128, 256};
+  double seconds = 2.0;
+  std::string python = "/usr/bin/python3";
+  std::string script = RINGMASTER_BENCH_DIR "/torch_train_step.py";
+  app.add_option("--layers", layers, "MLP widths")->delimiter(',');
+  app.add_option("--batch", batches, "batch sizes")->delimiter(',');
+  app.add_option("--seconds", seconds, "time per measurement");
+  app.add_option("--python", python, "Python with torch, the anchor");
+  CLI11_PARSE(app, argc, argv);
+
+  openblas_set_num_threads(1);
+  std::map<int, Timing> torch = timeTorch(python, script, layers, batches, seconds);
+  fmt::print("MLP {} | AdamW | one CPU thread | {:.1f} s per cell\n", fmt::join(layers, "-"),
+             seconds);
+  if (torch.empty()) {
+    fmt::print("PyTorch anchor unavailable: install python3-torch (bash scripts/install-deps.sh "
+               "python3-torch)\n");
+  }
+  fmt::print("{:>6} | {:>14} | {:>14} | {:>12} | {:>16}\n", "batch", "ours samples/s",
+             "torch samples/s", "ours / torch", "ours ms/step");
+  for (int batch : batches) {
+    Timing ours = timeOurs(layers, batch, seconds);
+    std::string torch_rate = "n/a", ratio = "n/a";
+    if (auto it = torch.find(batch); it != torch.end()) {
+      torch_rate = fmt::format("{:.0f}", it->second.samplesPerSecond(batch));
+      ratio = fmt::format("{:.2f}", ours.samplesPerSecond(batch) / it->second.samplesPerSecond(batch));
+    }
+    fmt::print("{:>6} | {:>14.0f} | {:>14} | {:>12} | {:>16.3f}\n", batch,
+               ours.samplesPerSecond(batch), torch_rate, ratio, 1e3 * ours.seconds / ours.steps);
+  }
+  return 0;
+}
