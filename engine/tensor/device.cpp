@@ -19,6 +19,14 @@ int cudaDeviceCount() {
 
 bool cudaAvailable() { return cudaDeviceCount() > 0; }
 
+std::string deviceName(Device device) {
+  return device.isCuda() ? cuda::deviceName(device.index) : std::string("cpu");
+}
+
+void synchronize(Device device) {
+  if (device.isCuda()) cuda::synchronize(device.index);
+}
+
 size_t dtypeSize(DType dtype) {
   switch (dtype) {
     case DType::kF32: return 4;

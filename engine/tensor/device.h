@@ -25,6 +25,10 @@ struct Device {
 // True when this build has the CUDA path and the machine has at least one device.
 bool cudaAvailable();
 int cudaDeviceCount();
+// "cpu", or the CUDA device's product name ("NVIDIA H100 80GB HBM3").
+std::string deviceName(Device device);
+// Waits for all work queued on the device (nothing to wait for on the host).
+void synchronize(Device device);
 
 enum class DType { kF32, kBF16, kF16, kF64, kI32, kI64, kU8 };
 

@@ -24,9 +24,13 @@ void checkSameNumel(const Tensor& a, const Tensor& b) {
                                                    shapeStr(a.shape()), shapeStr(b.shape())));
 }
 
+// A tensor as a matrix: the first axis is the rows, the product of the others the columns.
 int64_t rowsOf(const Tensor& t) { return t.rank() == 0 ? 1 : t.dim(0); }
-int64_t colsOf(const Tensor& t) { return t.rank() < 2 ? t.numel() / std::max<int64_t>(rowsOf(t), 1)
-                                                      : t.numel() / std::max<int64_t>(t.dim(0), 1); }
+int64_t colsOf(const Tensor& t) {
+  int64_t cols = 1;
+  for (int64_t axis = 1; axis < t.rank(); ++axis) cols *= t.dim(static_cast<int>(axis));
+  return cols;
+}
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tensor/allocator.h"
 
@@ -18,6 +19,8 @@ inline constexpr bool kBuiltWithCuda = false;
 int deviceCount();
 BackingMemory backingMemory();
 void copyBytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// The device's product name, from cudaGetDeviceProperties.
+std::string deviceName(int device_index);
 // Waits for all work on the device.
 void synchronize(int device_index);
 

@@ -15,6 +15,10 @@ void copyBytes(void*, Device, const void*, Device, size_t) {
   RM_THROW(kUnavailable, "this build of Ringmaster has no CUDA support");
 }
 
+std::string deviceName(int) {
+  RM_THROW(kUnavailable, "this build of Ringmaster has no CUDA support");
+}
+
 void synchronize(int) {}
 
 }  // namespace ringmaster::cuda

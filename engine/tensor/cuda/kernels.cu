@@ -1,0 +1,608 @@
+// The CUDA implementation of kernels.inc: GEMM through cuBLAS, everything else as small kernels on
+// the default stream, one section per op, each following cpu_kernels.cpp (the reference the tests
+// compare against) formula for formula. Kernels that return a value synchronise; none is tuned
+// beyond grid-stride loops and one block per row, on purpose: readability first.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "tensor/allocator.h"
+#include "tensor/cuda/cublas_handle.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/kernels.h"
+
+namespace ringmaster::cuda {
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Launch helpers, block reductions, scratch memory
+
+constexpr int kThreads = 256;  // threads per block: a multiple of the warp size
+constexpr int kWarpSize = 32;
+constexpr int64_t kMaxBlocks = 4096;      // elementwise grids; grid-stride loops do the rest
+constexpr int64_t kMaxRowBlocks = 65535;  // one-block-per-row grids; rows past it loop
+
+// Blocks for a grid-stride loop over n elements (n > 0).
+int blocksFor(int64_t n) {
+  return static_cast<int>(std::min((n + kThreads - 1) / kThreads, kMaxBlocks));
+}
+
+// Blocks for a kernel with one block per row (rows > 0).
+int rowBlocksFor(int64_t rows) {
+  return static_cast<int>(std::min(rows, kMaxRowBlocks));
+}
+
+__device__ int64_t firstIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ int64_t gridStride() {
+  return static_cast<int64_t>(gridDim.x) * blockDim.x;
+}
+
+struct Add {
+  template <typename T>
+  __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// Reduces `value` over the block with `op` (identity `identity`) and returns the result to every
+// thread. Every thread of the block must call it: it synchronises, and may be called again at once.
+template <typename T, typename Op>
+__device__ T blockReduce(T value, T identity, Op op) {
+  __shared__ T warp_results[kWarpSize];
+  __shared__ T result;
+  const int lane = threadIdx.x % kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+    value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+  }
+  if (lane == 0) warp_results[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    value = lane < static_cast<int>(blockDim.x) / kWarpSize ? warp_results[lane] : identity;
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      value = op(value, __shfl_down_sync(0xffffffffu, value, offset));
+    }
+    if (lane == 0) result = value;
+  }
+  __syncthreads();
+  const T total = result;
+  __syncthreads();  // everyone has read `result` before a next call overwrites it
+  return total;
+}
+
+__device__ double blockSum(double value) {
+  return blockReduce(value, 0.0, Add{});
+}
+__device__ float blockMax(float value) {
+  return blockReduce(value, -INFINITY, Max{});
+}
+
+int currentDevice() {
+  int device = 0;
+  RM_CUDA_CHECK(cudaGetDevice(&device));
+  return device;
+}
+
+// A short-lived buffer on the current device for results reduced on the host, taken from the
+// device's caching allocator: it shows in the memory figures, and once cached costs no cudaMalloc.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes)
+      : device_(Device::cuda(currentDevice())), ptr_(allocatorFor(device_).allocate(bytes)) {}
+  ~Scratch() { allocatorFor(device_).deallocate(ptr_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  template <typename T>
+  T* as() {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  Device device_;
+  void* ptr_;
+};
+
+// Copies n elements to the host. cudaMemcpy waits for the kernels queued before it.
+template <typename T>
+std::vector<T> toHost(const T* device_ptr, int64_t n) {
+  std::vector<T> host(static_cast<size_t>(n));
+  if (n > 0) {
+    RM_CUDA_CHECK(
+        cudaMemcpy(host.data(), device_ptr, host.size() * sizeof(T), cudaMemcpyDeviceToHost));
+  }
+  return host;
+}
+
+// The host's label check, with the host's message, on a copy of the labels.
+void checkLabels(const int32_t* labels, int64_t rows, int64_t cols) {
+  const std::vector<int32_t> host = toHost(labels, rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (host[r] < 0 || host[r] >= cols) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("label {} of row {} is outside [0, {})", host[r], r, cols));
+    }
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// gemm
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+          const float* b, float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no products: C = beta * C, where beta = 0 clears NaN and Inf as on the host
+    scale(c, beta, m * n);
+    return;
+  }
+  RM_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX,
+               fmt::format("gemm of {} x {} x {} exceeds cuBLAS's 32-bit sizes", m, n, k));
+  const int lda = static_cast<int>(trans_a ? m : k);
+  const int ldb = static_cast<int>(trans_b ? k : n);
+  // cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So compute
+  // C^T = op(B)^T op(A)^T: B's buffer goes first, and m and n trade places.
+  RM_CUBLAS_CHECK(cublasSgemm(cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                              static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
+                              &beta, c, static_cast<int>(n)));
+}
+
+// ------------------------------------------------------------------------------------------------
+// fill, addBiasRows, sumRows
+
+namespace {
+
+__global__ void fillKernel(float* y, int64_t n, float value) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] = value;
+}
+
+__global__ void addBiasRowsKernel(float* y, const float* bias, int64_t n, int64_t cols) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] += bias[i % cols];
+}
+
+// One thread per column walks down the rows in order: each column is summed in the host's order.
+__global__ void sumRowsKernel(const float* x, float* out, int64_t rows, int64_t cols, float beta) {
+  for (int64_t c = firstIndex(); c < cols; c += gridStride()) {
+    float sum = beta == 0.0f ? 0.0f : beta * out[c];
+    for (int64_t r = 0; r < rows; ++r) sum += x[r * cols + c];
+    out[c] = sum;
+  }
+}
+
+}  // namespace
+
+void fill(float* y, int64_t n, float value) {
+  if (n <= 0) return;
+  fillKernel<<<blocksFor(n), kThreads>>>(y, n, value);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void addBiasRows(float* y, const float* bias, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  if (n <= 0) return;
+  addBiasRowsKernel<<<blocksFor(n), kThreads>>>(y, bias, n, cols);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void sumRows(const float* x, float* out, int64_t rows, int64_t cols, float beta) {
+  if (cols <= 0) return;
+  sumRowsKernel<<<blocksFor(cols), kThreads>>>(x, out, rows, cols, beta);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// axpy, scale, mul
+
+namespace {
+
+__global__ void axpyKernel(float alpha, const float* x, float* y, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] += alpha * x[i];
+}
+
+__global__ void scaleKernel(float* y, float alpha, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] *= alpha;
+}
+
+__global__ void mulKernel(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) out[i] = a[i] * b[i];
+}
+
+}  // namespace
+
+void axpy(float alpha, const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  axpyKernel<<<blocksFor(n), kThreads>>>(alpha, x, y, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void scale(float* y, float alpha, int64_t n) {
+  if (alpha == 0.0f) {
+    fill(y, n, 0.0f);  // like BLAS: alpha = 0 clears NaN and Inf too
+    return;
+  }
+  if (n <= 0) return;
+  scaleKernel<<<blocksFor(n), kThreads>>>(y, alpha, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void mul(const float* a, const float* b, float* out, int64_t n) {
+  if (n <= 0) return;
+  mulKernel<<<blocksFor(n), kThreads>>>(a, b, out, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// sumSquares: per-block sums in double, added on the host in block order (deterministic)
+
+namespace {
+
+__global__ void sumSquaresKernel(const float* x, int64_t n, double* block_sums) {
+  double sum = 0.0;
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    sum += static_cast<double>(x[i]) * x[i];
+  }
+  sum = blockSum(sum);
+  if (threadIdx.x == 0) block_sums[blockIdx.x] = sum;
+}
+
+}  // namespace
+
+double sumSquares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  const int blocks = blocksFor(n);
+  Scratch block_sums(blocks * sizeof(double));
+  sumSquaresKernel<<<blocks, kThreads>>>(x, n, block_sums.as<double>());
+  RM_CUDA_CHECK(cudaGetLastError());
+  double sum = 0.0;
+  for (double s : toHost(block_sums.as<double>(), blocks)) sum += s;
+  return sum;
+}
+
+// ------------------------------------------------------------------------------------------------
+// relu, gelu
+
+namespace {
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+__global__ void reluKernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+__global__ void reluBackwardKernel(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+__global__ void geluKernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    y[i] = 0.5f * x[i] * (1.0f + erff(x[i] * kInvSqrt2));
+  }
+}
+
+__global__ void geluBackwardKernel(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float cdf = 0.5f * (1.0f + erff(x[i] * kInvSqrt2));
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * x[i] * x[i]);
+    dx[i] = dy[i] * (cdf + x[i] * pdf);
+  }
+}
+
+}  // namespace
+
+void relu(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  reluKernel<<<blocksFor(n), kThreads>>>(x, y, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  if (n <= 0) return;
+  reluBackwardKernel<<<blocksFor(n), kThreads>>>(x, dy, dx, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void gelu(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  geluKernel<<<blocksFor(n), kThreads>>>(x, y, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void geluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  if (n <= 0) return;
+  geluBackwardKernel<<<blocksFor(n), kThreads>>>(x, dy, dx, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// dropout: the same counter-based draws as the host, so the masks are equal bit for bit
+
+namespace {
+
+__global__ void dropoutKernel(const float* x, float* y, float* mask, int64_t n, float p,
+                              float keep_scale, uint64_t seed, uint64_t offset) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float m = uniformFloat(seed, offset + static_cast<uint64_t>(i)) >= p ? keep_scale : 0.0f;
+    mask[i] = m;
+    y[i] = x[i] * m;
+  }
+}
+
+}  // namespace
+
+void dropout(const float* x, float* y, float* mask, int64_t n, float p, uint64_t seed,
+             uint64_t offset) {
+  if (n <= 0) return;
+  const float keep_scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;  // on the host, as the host does
+  dropoutKernel<<<blocksFor(n), kThreads>>>(x, y, mask, n, p, keep_scale, seed, offset);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// layer norm: one block per row, row sums in double
+
+namespace {
+
+__global__ void layerNormForwardKernel(const float* x, const float* gamma, const float* beta,
+                                       float* y, float* mean, float* rstd, int64_t rows,
+                                       int64_t cols, float eps) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    double sum = 0.0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += xr[c];
+    sum = blockSum(sum);
+    const double mu = cols > 0 ? sum / cols : 0.0;
+    double sum_sq = 0.0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      sum_sq += (xr[c] - mu) * (xr[c] - mu);
+    }
+    sum_sq = blockSum(sum_sq);
+    const double var = cols > 0 ? sum_sq / cols : 0.0;
+    const float inv = static_cast<float>(1.0 / sqrt(var + eps));
+    const float mean_r = static_cast<float>(mu);
+    if (threadIdx.x == 0) {
+      mean[r] = mean_r;
+      rstd[r] = inv;
+    }
+    float* yr = y + r * cols;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      yr[c] = (xr[c] - mean_r) * inv * gamma[c] + beta[c];
+    }
+  }
+}
+
+// dx, one block per row.
+__global__ void layerNormBackwardInputKernel(const float* x, const float* gamma, const float* mean,
+                                             const float* rstd, const float* dy, float* dx,
+                                             int64_t rows, int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* xr = x + r * cols;
+    const float* dyr = dy + r * cols;
+    float* dxr = dx + r * cols;
+    double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float xhat = (xr[c] - mean[r]) * rstd[r];
+      const float dxhat = dyr[c] * gamma[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += static_cast<double>(dxhat) * xhat;
+    }
+    sum_dxhat = blockSum(sum_dxhat);
+    sum_dxhat_xhat = blockSum(sum_dxhat_xhat);
+    const float mean_dxhat = static_cast<float>(sum_dxhat / cols);
+    const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / cols);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float xhat = (xr[c] - mean[r]) * rstd[r];
+      dxr[c] = rstd[r] * (dyr[c] * gamma[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+    }
+  }
+}
+
+// dgamma and dbeta, one thread per column adding the rows in the host's order.
+__global__ void layerNormBackwardWeightsKernel(const float* x, const float* mean, const float* rstd,
+                                               const float* dy, float* dgamma, float* dbeta,
+                                               int64_t rows, int64_t cols) {
+  for (int64_t c = firstIndex(); c < cols; c += gridStride()) {
+    float dg = dgamma[c], db = dbeta[c];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float xhat = (x[r * cols + c] - mean[r]) * rstd[r];
+      dg += dy[r * cols + c] * xhat;
+      db += dy[r * cols + c];
+    }
+    dgamma[c] = dg;
+    dbeta[c] = db;
+  }
+}
+
+}  // namespace
+
+void layerNormForward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
+                      float* rstd, int64_t rows, int64_t cols, float eps) {
+  if (rows <= 0) return;  // cols = 0 still writes mean = 0 and rstd = 1/sqrt(eps), as the host
+  layerNormForwardKernel<<<rowBlocksFor(rows), kThreads>>>(x, gamma, beta, y, mean, rstd, rows,
+                                                           cols, eps);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void layerNormBackward(const float* x, const float* gamma, const float* mean, const float* rstd,
+                       const float* dy, float* dx, float* dgamma, float* dbeta, int64_t rows,
+                       int64_t cols) {
+  if (rows <= 0 || cols <= 0) return;  // nothing to write, nothing to add
+  layerNormBackwardInputKernel<<<rowBlocksFor(rows), kThreads>>>(x, gamma, mean, rstd, dy, dx, rows,
+                                                                 cols);
+  RM_CUDA_CHECK(cudaGetLastError());
+  layerNormBackwardWeightsKernel<<<blocksFor(cols), kThreads>>>(x, mean, rstd, dy, dgamma, dbeta,
+                                                                rows, cols);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// softmax cross-entropy: one block per row; per-row losses summed on the host in double
+
+namespace {
+
+__global__ void softmaxCrossEntropyForwardKernel(const float* logits, const int32_t* labels,
+                                                 float* probs, double* losses, int64_t rows,
+                                                 int64_t cols) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* lr = logits + r * cols;
+    float* pr = probs + r * cols;
+    float max = -INFINITY;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) max = fmaxf(max, lr[c]);
+    max = blockMax(max);
+    double sum = 0.0;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      pr[c] = expf(lr[c] - max);
+      sum += pr[c];
+    }
+    sum = blockSum(sum);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) pr[c] *= inv;
+    if (threadIdx.x == 0) losses[r] = -(static_cast<double>(lr[labels[r]]) - max - log(sum));
+  }
+}
+
+__global__ void softmaxCrossEntropyBackwardKernel(const float* probs, const int32_t* labels,
+                                                  float* dlogits, int64_t n, int64_t cols,
+                                                  float scale) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const int64_t r = i / cols, c = i % cols;
+    dlogits[i] = (probs[i] - (c == labels[r] ? 1.0f : 0.0f)) * scale;
+  }
+}
+
+}  // namespace
+
+double softmaxCrossEntropyForward(const float* logits, const int32_t* labels, float* probs,
+                                  int64_t rows, int64_t cols) {
+  if (rows <= 0) return 0.0;
+  checkLabels(labels, rows, cols);  // also rules out cols = 0
+  Scratch losses(rows * sizeof(double));
+  softmaxCrossEntropyForwardKernel<<<rowBlocksFor(rows), kThreads>>>(
+      logits, labels, probs, losses.as<double>(), rows, cols);
+  RM_CUDA_CHECK(cudaGetLastError());
+  double total = 0.0;
+  for (double loss : toHost(losses.as<double>(), rows)) total += loss;
+  return total / rows;
+}
+
+void softmaxCrossEntropyBackward(const float* probs, const int32_t* labels, float* dlogits,
+                                 int64_t rows, int64_t cols, float scale) {
+  if (rows <= 0) return;
+  checkLabels(labels, rows, cols);
+  const int64_t n = rows * cols;
+  softmaxCrossEntropyBackwardKernel<<<blocksFor(n), kThreads>>>(probs, labels, dlogits, n, cols,
+                                                                scale);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// countCorrect: one thread per row, scanning like std::max_element (the first largest wins)
+
+namespace {
+
+__global__ void countCorrectKernel(const float* logits, const int32_t* labels, int64_t rows,
+                                   int64_t cols, unsigned long long* correct) {
+  for (int64_t r = firstIndex(); r < rows; r += gridStride()) {
+    const float* lr = logits + r * cols;
+    int64_t best = 0;
+    for (int64_t c = 1; c < cols; ++c) {
+      if (lr[best] < lr[c]) best = c;
+    }
+    if (best == labels[r]) atomicAdd(correct, 1ull);
+  }
+}
+
+}  // namespace
+
+int64_t countCorrect(const float* logits, const int32_t* labels, int64_t rows, int64_t cols) {
+  if (rows <= 0) return 0;
+  Scratch correct(sizeof(unsigned long long));
+  RM_CUDA_CHECK(cudaMemset(correct.as<unsigned long long>(), 0, sizeof(unsigned long long)));
+  countCorrectKernel<<<blocksFor(rows), kThreads>>>(logits, labels, rows, cols,
+                                                    correct.as<unsigned long long>());
+  RM_CUDA_CHECK(cudaGetLastError());
+  return static_cast<int64_t>(toHost(correct.as<unsigned long long>(), 1)[0]);
+}
+
+// ------------------------------------------------------------------------------------------------
+// sgdStep, adamStep: one thread per element, the host's formulas
+
+namespace {
+
+__global__ void sgdStepKernel(float* param, const float* grad, float* momentum_buffer, int64_t n,
+                              float lr, float momentum, float dampening, float weight_decay,
+                              bool nesterov, bool first_step) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    float g = grad[i] + weight_decay * param[i];
+    if (momentum != 0.0f) {
+      const float buf = first_step ? g : momentum * momentum_buffer[i] + (1.0f - dampening) * g;
+      momentum_buffer[i] = buf;
+      g = nesterov ? g + momentum * buf : buf;
+    }
+    param[i] -= lr * g;
+  }
+}
+
+__global__ void adamStepKernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                               int64_t n, float beta1, float beta2, float eps, float weight_decay,
+                               bool decoupled, float decay, float step_size,
+                               float bias_correction2_sqrt) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    float g = grad[i];
+    if (decoupled) {
+      param[i] *= decay;
+    } else {
+      g += weight_decay * param[i];
+    }
+    const float m = exp_avg[i] + (1.0f - beta1) * (g - exp_avg[i]);
+    const float v = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
+    const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
+    param[i] -= step_size * m / denom;
+  }
+}
+
+}  // namespace
+
+void sgdStep(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr,
+             float momentum, float dampening, float weight_decay, bool nesterov, bool first_step) {
+  if (n <= 0) return;
+  sgdStepKernel<<<blocksFor(n), kThreads>>>(param, grad, momentum_buffer, n, lr, momentum,
+                                            dampening, weight_decay, nesterov, first_step);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
+              bool decoupled) {
+  if (n <= 0) return;
+  // The per-step scalars, computed on the host exactly as the host kernel computes them.
+  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
+  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), step);
+  const float step_size = static_cast<float>(lr / bias_correction1);
+  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+  const float decay = 1.0f - lr * weight_decay;  // AdamW's multiplier
+  adamStepKernel<<<blocksFor(n), kThreads>>>(param, grad, exp_avg, exp_avg_sq, n, beta1, beta2, eps,
+                                             weight_decay, decoupled, decay, step_size,
+                                             bias_correction2_sqrt);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace ringmaster::cuda
