@@ -1,0 +1,152 @@
+// The telemetry events a worker sends to the desktop, one JSON line each (spec: docs/telemetry.md).
+// Plain structs only: encoding and decoding live in codec.h, writing in writer.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#ifndef RINGMASTER_TELEMETRY_PROTOCOL
+#error "RINGMASTER_TELEMETRY_PROTOCOL must be defined (link ringmaster::telemetry)"
+#endif
+#ifndef RINGMASTER_VERSION
+#error "RINGMASTER_VERSION must be defined (link ringmaster::telemetry)"
+#endif
+
+namespace ringmaster {
+
+// The protocol version this build writes in "v" and the newest it decodes.
+inline constexpr int kTelemetryProtocol = RINGMASTER_TELEMETRY_PROTOCOL;
+// Ringmaster's own version, sent in hello.version.
+inline constexpr std::string_view kRingmasterVersion = RINGMASTER_VERSION;
+// The longest line (without its '\n') a decoder or a LineSplitter accepts.
+inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
+// The deepest nesting of JSON arrays and objects a decoder accepts (flight_recorder records).
+inline constexpr int kMaxJsonDepth = 64;
+
+// ---------------------------------------------------------------------------------------------
+// Small enumerations, with their wire spelling.
+
+enum class SchedPhase { kForward, kBackward, kWeight };     // "F", "B", "W"
+enum class LogLevel { kDebug, kInfo, kWarn, kError };       // "debug", "info", ...
+enum class DoneStatus { kCompleted, kFailed, kCancelled };  // "completed", ...
+
+std::string_view toString(SchedPhase value);
+std::string_view toString(LogLevel value);
+std::string_view toString(DoneStatus value);
+std::optional<SchedPhase> parseSchedPhase(std::string_view name);
+std::optional<LogLevel> parseLogLevel(std::string_view name);
+std::optional<DoneStatus> parseDoneStatus(std::string_view name);
+
+// ---------------------------------------------------------------------------------------------
+// Event bodies. Times are milliseconds (double) unless the name says otherwise; memory is bytes.
+// Steps count optimizer steps from 1 (Optimizer::stepCount() after the step).
+
+// First line of every stream: who this rank is and what it runs on.
+struct HelloEvent {
+  int world_size = 1;
+  int local_rank = 0;  // rank within its host
+  std::string host;    // the host name as the worker sees it
+  int64_t pid = 0;
+  std::string device;                 // "cpu", "cuda:0", ...
+  std::string device_name;            // "NVIDIA H100 80GB HBM3", the CPU model, ...
+  uint64_t device_memory_total = 0;   // bytes; 0 when unknown
+  std::string version;                // Ringmaster version of the worker (kRingmasterVersion)
+  std::optional<std::string> run_id;  // the desktop's run id, when it assigned one
+  std::string strategy;               // "single", "ddp", "fsdp", "pipeline"
+  int attempt = 0;                    // restart attempt, 0 for the first
+  bool operator==(const HelloEvent&) const = default;
+};
+
+// One completed optimizer step on this rank.
+struct StepEvent {
+  int64_t step = 0;
+  double loss = 0;  // may be NaN / infinite (sent as null, read back as NaN)
+  double lr = 0;
+  int64_t samples = 0;              // samples this rank processed in this step
+  double step_ms = 0;               // wall time of the whole step
+  double compute_ms = 0;            // forward + backward + optimizer
+  double comm_ms = 0;               // time inside collectives, overlapped or not
+  double exposed_comm_ms = 0;       // communication time not hidden behind compute
+  uint64_t mem_allocated = 0;       // allocator: bytes in use at the end of the step
+  uint64_t mem_peak = 0;            // allocator: peak bytes in use during the step
+  uint64_t mem_reserved = 0;        // allocator: bytes held from the device, cached included
+  uint64_t device_mem_used = 0;     // the device's own used bytes (all processes)
+  std::optional<double> grad_norm;  // global gradient norm before clipping
+  std::optional<double> accuracy;   // in [0, 1], when the task measures it
+  bool operator==(const StepEvent&) const = default;
+};
+
+// One collective or point-to-point operation of the communicator.
+struct CommEvent {
+  uint64_t seq_op = 0;  // the communicator's operation sequence number
+  std::string op;       // "all_reduce", "all_gather", "send", ...
+  std::string group;    // the process group's name ("world", ...)
+  uint64_t bytes = 0;   // message size as nccl-tests counts it
+  std::string dtype;    // "float32", ...
+  double duration_ms = 0;
+  double algbw_gbps = 0;          // bytes / duration, GB/s (1e9 bytes)
+  double busbw_gbps = 0;          // algbw times the op's bus factor, GB/s
+  std::optional<double> wait_ms;  // time spent waiting for the slowest peer
+  std::optional<int64_t> step;    // the step the operation belongs to
+  bool operator==(const CommEvent&) const = default;
+};
+
+// One pipeline action (forward, backward or weight-gradient of one micro-batch on one stage).
+struct SchedEvent {
+  int64_t step = 0;
+  int stage = 0;
+  int micro_batch = 0;
+  SchedPhase phase = SchedPhase::kForward;
+  int64_t start_us = 0;   // microseconds on the clock aligned to rank 0's
+  int64_t end_us = 0;     // >= start_us
+  int virtual_stage = 0;  // model chunk on this rank (interleaved schedules)
+  bool operator==(const SchedEvent&) const = default;
+};
+
+struct LogEvent {
+  LogLevel level = LogLevel::kInfo;
+  std::string message;
+  bool operator==(const LogEvent&) const = default;
+};
+
+// A failure on this rank; fatal ones are followed by done{failed} when the worker can still write.
+struct ErrorEvent {
+  std::string message;
+  std::string kind;             // errorKindName() of a ringmaster::Error, or "exception"
+  std::string where;            // "engine/comm/gloo.cpp:42"
+  std::optional<int64_t> step;  // last completed step
+  bool fatal = true;
+  std::optional<nlohmann::json> flight_recorder;  // a JSON array of the communicator's records
+  bool operator==(const ErrorEvent&) const = default;
+};
+
+// Last line of a stream.
+struct DoneEvent {
+  DoneStatus status = DoneStatus::kCompleted;
+  int64_t final_step = 0;  // last completed step, 0 when none
+  double wall_s = 0;       // seconds from hello to done
+  bool operator==(const DoneEvent&) const = default;
+};
+
+using EventBody =
+    std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent, DoneEvent>;
+
+// The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done".
+std::string_view eventTypeName(const EventBody& body);
+
+// One line of a stream: the envelope every event carries, and its body.
+struct TelemetryEvent {
+  int rank = 0;
+  uint64_t seq = 0;  // per rank, from 0, strictly increasing
+  double time = 0;   // "t": seconds since the Unix epoch, microsecond precision
+  EventBody body;
+  bool operator==(const TelemetryEvent&) const = default;
+};
+
+}  // namespace ringmaster

@@ -1,0 +1,374 @@
+// The telemetry codec: every event type round-trips with its optional fields present and absent,
+// the wire form is what docs/telemetry.md shows, and every kind of bad line is rejected with a
+// message naming the field, never with an exception or a crash.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/error.h"
+#include "sample_events.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Round trips.
+
+TEST(TelemetryCodec, EveryEventTypeRoundTrips) {
+  for (const EventBody& body : samples::allBodies()) {
+    SCOPED_TRACE(std::string(eventTypeName(body)));
+    const TelemetryEvent event = samples::wrap(body);
+    const std::string line = encodeEvent(event);
+    EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+    DecodeResult result = decodeEvent(line);
+    ASSERT_TRUE(result.ok()) << result.error().message << "\n" << line;
+    EXPECT_EQ(result.event(), event) << line;
+    // Encoding what was decoded gives the same bytes back.
+    EXPECT_EQ(encodeEvent(result.event()), line);
+  }
+}
+
+TEST(TelemetryCodec, OptionalFieldsAreOmittedWhenAbsent) {
+  const std::string full = encodeEvent(samples::wrap(samples::fullStep()));
+  const std::string minimal = encodeEvent(samples::wrap(samples::minimalStep()));
+  EXPECT_THAT(full, HasSubstr("\"grad_norm\":0.8125"));
+  EXPECT_THAT(full, HasSubstr("\"accuracy\":0.5"));
+  EXPECT_EQ(minimal.find("grad_norm"), std::string::npos);
+  EXPECT_EQ(minimal.find("accuracy"), std::string::npos);
+
+  const std::string error = encodeEvent(samples::wrap(samples::minimalError()));
+  EXPECT_EQ(error.find("flight_recorder"), std::string::npos);
+  EXPECT_EQ(error.find("\"step\""), std::string::npos);
+  const std::string hello = encodeEvent(samples::wrap(samples::minimalHello()));
+  EXPECT_EQ(hello.find("run_id"), std::string::npos);
+}
+
+TEST(TelemetryCodec, WireFormIsCompactAndOrdered) {
+  DoneEvent done;
+  done.status = DoneStatus::kCompleted;
+  done.final_step = 12;
+  done.wall_s = 1.5;
+  EXPECT_EQ(encodeEvent(TelemetryEvent{1, 7, 1700000000.25, done}),
+            R"({"v":1,"type":"done","rank":1,"seq":7,"t":1700000000.25,)"
+            R"("status":"completed","final_step":12,"wall_s":1.5})");
+
+  SchedEvent sched;
+  sched.step = 1;
+  sched.phase = SchedPhase::kForward;
+  sched.start_us = 10;
+  sched.end_us = 20;
+  EXPECT_EQ(encodeEvent(TelemetryEvent{0, 0, 0.5, sched}),
+            R"({"v":1,"type":"sched","rank":0,"seq":0,"t":0.5,"step":1,"stage":0,)"
+            R"("micro_batch":0,"phase":"F","start_us":10,"end_us":20,"virtual_stage":0})");
+}
+
+TEST(TelemetryCodec, TimeKeepsMicroseconds) {
+  TelemetryEvent event = samples::wrap(samples::sampleDone());
+  event.time = 1732320000.000001;
+  DecodeResult result = decodeEvent(encodeEvent(event));
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result.event().time, event.time);
+  EXPECT_NEAR(result.event().time - 1732320000.0, 1e-6, 1e-7);
+}
+
+TEST(TelemetryCodec, NonFiniteLossTravelsAsNullAndComesBackAsNaN) {
+  for (double loss :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity()}) {
+    StepEvent step = samples::fullStep();
+    step.loss = loss;
+    const std::string line = encodeEvent(samples::wrap(step));
+    EXPECT_THAT(line, HasSubstr("\"loss\":null"));
+    DecodeResult result = decodeEvent(line);
+    ASSERT_TRUE(result.ok()) << result.error().message;
+    EXPECT_TRUE(std::isnan(std::get<StepEvent>(result.event().body).loss));
+  }
+}
+
+TEST(TelemetryCodec, NullOptionalFieldMeansAbsent) {
+  Json j = Json::parse(encodeEvent(samples::wrap(samples::fullStep())));
+  j["grad_norm"] = nullptr;
+  j["accuracy"] = nullptr;
+  DecodeResult result = decodeEvent(j.dump());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(std::get<StepEvent>(result.event().body), samples::minimalStep());
+}
+
+TEST(TelemetryCodec, DefaultedFieldsMayBeMissing) {
+  Json hello = Json::parse(encodeEvent(samples::wrap(samples::fullHello())));
+  hello.erase("attempt");
+  DecodeResult h = decodeEvent(hello.dump());
+  ASSERT_TRUE(h.ok()) << h.error().message;
+  EXPECT_EQ(std::get<HelloEvent>(h.event().body).attempt, 0);
+
+  Json sched = Json::parse(encodeEvent(samples::wrap(samples::fullSched())));
+  sched.erase("virtual_stage");
+  DecodeResult s = decodeEvent(sched.dump());
+  ASSERT_TRUE(s.ok()) << s.error().message;
+  EXPECT_EQ(std::get<SchedEvent>(s.event().body).virtual_stage, 0);
+}
+
+TEST(TelemetryCodec, UnknownFieldsAreIgnored) {
+  Json j = Json::parse(encodeEvent(samples::wrap(samples::fullComm())));
+  j["future_field"] = {{"nested", {1, 2, 3}}};
+  j["another"] = "x";
+  DecodeResult result = decodeEvent(j.dump());
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(result.event(), samples::wrap(samples::fullComm()));
+}
+
+TEST(TelemetryCodec, FieldOrderAndWhitespaceDoNotMatter) {
+  // nlohmann::json sorts keys, unlike the encoder; pretty-printing adds newlines inside.
+  Json j = Json::parse(encodeEvent(samples::wrap(samples::fullError())));
+  DecodeResult sorted = decodeEvent(j.dump());
+  ASSERT_TRUE(sorted.ok()) << sorted.error().message;
+  EXPECT_EQ(sorted.event(), samples::wrap(samples::fullError()));
+  DecodeResult spaced = decodeEvent("  " + j.dump(2) + "\r\n");
+  ASSERT_TRUE(spaced.ok()) << spaced.error().message;
+}
+
+TEST(TelemetryCodec, InvalidUtf8IsReplacedWhenEncoding) {
+  LogEvent log;
+  log.message = "bad \xff\xfe bytes";
+  const std::string line = encodeEvent(samples::wrap(log));
+  DecodeResult result = decodeEvent(line);
+  ASSERT_TRUE(result.ok()) << result.error().message;
+  EXPECT_EQ(std::get<LogEvent>(result.event().body).message, "bad \xef\xbf\xbd\xef\xbf\xbd bytes");
+}
+
+TEST(TelemetryCodec, LineOfExactlyTheLimitIsAccepted) {
+  LogEvent log;
+  log.message = "";
+  const std::size_t overhead = encodeEvent(samples::wrap(log)).size();
+  log.message.assign(kMaxLineBytes - overhead, 'a');
+  std::string line = encodeEvent(samples::wrap(log));
+  ASSERT_EQ(line.size(), kMaxLineBytes);
+  EXPECT_TRUE(decodeEvent(line).ok());
+  EXPECT_TRUE(decodeEvent(line + "\n").ok());  // the newline does not count
+  log.message += 'a';
+  DecodeResult over = decodeEvent(encodeEvent(samples::wrap(log)));
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().message, "line is 1048577 bytes, longer than the limit of 1048576");
+}
+
+TEST(TelemetryCodec, DecodeResultAccessorsEnforceTheirSide) {
+  DecodeResult bad = decodeEvent("nope");
+  EXPECT_THROW(bad.event(), Error);
+  DecodeResult good = decodeEvent(encodeEvent(samples::wrap(samples::sampleDone())));
+  EXPECT_THROW(good.error(), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Malformed lines. Each case edits one field of a valid line and names the expected message.
+
+struct BadLine {
+  const char* name;
+  std::string line;
+  std::string expected;  // a substring of the error message
+};
+
+// `base` with `key` set to the raw JSON text `raw` (or erased when raw is empty).
+std::string edit(const EventBody& base, const std::string& key, const std::string& raw) {
+  Json j = Json::parse(encodeEvent(samples::wrap(base)));
+  if (raw.empty()) {
+    j.erase(key);
+    return j.dump();
+  }
+  // Splice the raw text in, so that it can be something nlohmann would not write.
+  j[key] = "@@RAW@@";
+  std::string line = j.dump();
+  line.replace(line.find("\"@@RAW@@\""), 9, raw);
+  return line;
+}
+
+std::vector<BadLine> badLines() {
+  const auto step = samples::fullStep();
+  const auto hello = samples::fullHello();
+  const auto comm = samples::fullComm();
+  const auto sched = samples::fullSched();
+  const auto log = samples::sampleLog();
+  const auto error = samples::fullError();
+  const auto done = samples::sampleDone();
+  const std::string valid = encodeEvent(samples::wrap(done));
+  return {
+      // Not a JSON object.
+      {"empty", "", "empty line"},
+      {"blank", " \t\r\n", "empty line"},
+      {"garbage", "hello world", "malformed JSON: parse error at line 1, column 1"},
+      {"truncated", valid.substr(0, valid.size() / 2), "malformed JSON"},
+      {"trailing garbage", valid + "x", "malformed JSON"},
+      {"two objects", valid + valid, "malformed JSON"},
+      {"NaN literal", edit(step, "loss", "NaN"), "malformed JSON"},
+      {"number overflow", edit(step, "lr", "1e999"), "malformed JSON"},
+      {"invalid UTF-8", edit(log, "message", "\"\xc3\x28\""), "malformed JSON"},
+      {"raw control char", edit(log, "message", "\"a\tb\""), "malformed JSON"},
+      {"NUL byte", valid.substr(0, 5) + std::string(1, '\0') + valid.substr(5), "malformed JSON"},
+      {"array", "[1,2,3]", "expected a JSON object, got an array"},
+      {"string", "\"step\"", "expected a JSON object, got string \"step\""},
+      {"number", "42", "expected a JSON object, got 42"},
+      {"deep nesting", edit(done, "x", std::string(100000, '[') + std::string(100000, ']')),
+       "JSON nested deeper than 64 levels"},
+      {"deep flight recorder",
+       edit(error, "flight_recorder", std::string(64, '[') + std::string(64, ']')),
+       "JSON nested deeper than 64 levels"},
+      // The envelope.
+      {"no v", "{}", "v: missing (not a Ringmaster telemetry line?)"},
+      {"newer version", edit(done, "v", "2"), "protocol version 2 is newer than this build's 1"},
+      {"huge version", edit(done, "v", "18446744073709551615"),
+       "protocol version 18446744073709551615 is newer than this build's 1"},
+      {"older version", edit(done, "v", "0"), "protocol version 0 is older than this build's 1"},
+      {"negative version", edit(done, "v", "-3"), "protocol version -3 is older"},
+      {"version string", edit(done, "v", "\"1\""), "v: expected an integer, got string \"1\""},
+      {"version float", edit(done, "v", "1.0"), "v: expected an integer, got 1.0"},
+      {"no type", edit(done, "type", ""), "type: missing"},
+      {"type not string", edit(done, "type", "7"), "type: expected a string, got 7"},
+      {"unknown type", edit(done, "type", "\"heartbeat\""),
+       "type: unknown event type \"heartbeat\""},
+      {"no rank", edit(done, "rank", ""), "rank: missing"},
+      {"negative rank", edit(done, "rank", "-1"),
+       "rank: expected an integer in [0, 2147483647], got -1"},
+      {"rank overflows int", edit(done, "rank", "2147483648"), "rank: expected an integer in"},
+      {"no seq", edit(done, "seq", ""), "seq: missing"},
+      {"negative seq", edit(done, "seq", "-1"), "seq: expected a non-negative integer, got -1"},
+      {"seq overflows uint64", edit(done, "seq", "18446744073709551616"),
+       "seq: expected a non-negative integer, got 1.8446744073709552e+19 (out of range)"},
+      {"fractional seq", edit(done, "seq", "1.5"), "seq: expected a non-negative integer, got 1.5"},
+      {"no t", edit(done, "t", ""), "t: missing"},
+      {"t NaN string", edit(done, "t", "\"NaN\""),
+       "t: expected a finite number, got string \"NaN\""},
+      {"t null", edit(done, "t", "null"), "t: expected a finite number, got null"},
+      {"t negative", edit(done, "t", "-5"), "t: expected seconds since 1970"},
+      // hello.
+      {"hello world_size 0", edit(hello, "world_size", "0"),
+       "hello.world_size: expected an integer in [1, 2147483647], got 0"},
+      {"hello rank beyond world", edit(hello, "rank", "8"),
+       "hello.world_size: 8 is not greater than the rank 8"},
+      {"hello local_rank beyond world", edit(hello, "local_rank", "9"),
+       "hello.local_rank: 9 is not less than world_size 8"},
+      {"hello host number", edit(hello, "host", "5"), "hello.host: expected a string, got 5"},
+      {"hello no device", edit(hello, "device", ""), "hello.device: missing"},
+      {"hello negative memory", edit(hello, "device_memory_total", "-1"),
+       "hello.device_memory_total: expected a non-negative integer, got -1"},
+      {"hello run_id number", edit(hello, "run_id", "12"),
+       "hello.run_id: expected a string, got 12"},
+      {"hello attempt negative", edit(hello, "attempt", "-1"),
+       "hello.attempt: expected an integer"},
+      {"hello version missing", edit(hello, "version", ""), "hello.version: missing"},
+      // step.
+      {"step no lr", edit(step, "lr", ""), "step.lr: missing"},
+      {"step lr string", edit(step, "lr", "\"fast\""),
+       "step.lr: expected a finite number, got string \"fast\""},
+      {"step lr null", edit(step, "lr", "null"), "step.lr: expected a finite number, got null"},
+      {"step loss NaN string", edit(step, "loss", "\"NaN\""),
+       "step.loss: expected a number or null, got string \"NaN\""},
+      {"step loss missing", edit(step, "loss", ""), "step.loss: missing"},
+      {"step negative step", edit(step, "step", "-2"),
+       "step.step: expected a non-negative integer, got -2"},
+      {"step fractional step", edit(step, "step", "1.5"),
+       "step.step: expected a non-negative integer, got 1.5"},
+      {"step samples bool", edit(step, "samples", "true"),
+       "step.samples: expected a non-negative integer, got true"},
+      {"step mem negative", edit(step, "mem_peak", "-5"),
+       "step.mem_peak: expected a non-negative integer, got -5"},
+      {"step mem huge", edit(step, "mem_reserved", "1e300"),
+       "step.mem_reserved: expected a non-negative integer, got 1e+300 (out of range)"},
+      {"step grad_norm string", edit(step, "grad_norm", "\"x\""),
+       "step.grad_norm: expected a finite number"},
+      {"step accuracy object", edit(step, "accuracy", "{}"),
+       "step.accuracy: expected a finite number, got an object"},
+      {"step long string shown cut", edit(step, "lr", "\"" + std::string(100, 'z') + "\""),
+       "got string \"" + std::string(40, 'z') + "\"..."},
+      // comm.
+      {"comm no op", edit(comm, "op", ""), "comm.op: missing"},
+      {"comm bytes negative", edit(comm, "bytes", "-1"),
+       "comm.bytes: expected a non-negative integer"},
+      {"comm step negative", edit(comm, "step", "-1"),
+       "comm.step: expected a non-negative integer"},
+      {"comm wait array", edit(comm, "wait_ms", "[1]"),
+       "comm.wait_ms: expected a finite number, got an array"},
+      {"comm busbw missing", edit(comm, "busbw_gbps", ""), "comm.busbw_gbps: missing"},
+      // sched.
+      {"sched bad phase", edit(sched, "phase", "\"X\""),
+       "sched.phase: expected one of \"F\", \"B\", \"W\", got string \"X\""},
+      {"sched phase number", edit(sched, "phase", "0"), "sched.phase: expected one of"},
+      {"sched ends before start", edit(sched, "end_us", "-1501"),
+       "sched.end_us: -1501 is before start_us -1500"},
+      {"sched start overflow", edit(sched, "start_us", "9223372036854775808"),
+       "sched.start_us: expected an integer, got 9223372036854775808"},
+      {"sched stage negative", edit(sched, "stage", "-1"),
+       "sched.stage: expected an integer in [0, 2147483647]"},
+      // log.
+      {"log bad level", edit(log, "level", "\"fatal\""),
+       "log.level: expected one of \"debug\", \"info\", \"warn\", \"error\", got string \"fatal\""},
+      {"log no message", edit(log, "message", ""), "log.message: missing"},
+      // error.
+      {"error fatal number", edit(error, "fatal", "1"),
+       "error.fatal: expected true or false, got 1"},
+      {"error fatal missing", edit(error, "fatal", ""), "error.fatal: missing"},
+      {"error recorder object", edit(error, "flight_recorder", "{}"),
+       "error.flight_recorder: expected an array, got an object"},
+      {"error where missing", edit(error, "where", ""), "error.where: missing"},
+      // done.
+      {"done bad status", edit(done, "status", "\"ok\""),
+       "done.status: expected one of \"completed\", \"failed\", \"cancelled\", got string \"ok\""},
+      {"done wall_s string", edit(done, "wall_s", "\"1s\""),
+       "done.wall_s: expected a finite number"},
+      {"done final_step negative", edit(done, "final_step", "-1"),
+       "done.final_step: expected a non-negative integer"},
+      // Size.
+      {"oversized", std::string(kMaxLineBytes + 1, ' '),
+       "line is 1048577 bytes, longer than the limit of 1048576"},
+  };
+}
+
+TEST(TelemetryCodec, MalformedLinesAreRejectedWithTheirField) {
+  for (const BadLine& bad : badLines()) {
+    SCOPED_TRACE(bad.name);
+    DecodeResult result = decodeEvent(bad.line);
+    ASSERT_FALSE(result.ok()) << bad.line.substr(0, 300);
+    EXPECT_THAT(result.error().message, HasSubstr(bad.expected));
+    EXPECT_EQ(result.error().message.find("json.exception"), std::string::npos)
+        << result.error().message;
+  }
+}
+
+TEST(TelemetryCodec, ParseErrorMessagesAreAsciiOnly) {
+  DecodeResult result = decodeEvent("{\"v\":1,\xff\xfe}");
+  ASSERT_FALSE(result.ok());
+  for (char c : result.error().message) {
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << result.error().message;
+  }
+}
+
+TEST(TelemetryCodec, VersionIsCheckedBeforeTheType) {
+  // A newer stream with a type this build does not know is named as newer, not as unknown.
+  DecodeResult result = decodeEvent(R"({"v":2,"type":"heartbeat","rank":0,"seq":0,"t":1})");
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().message, "protocol version 2 is newer than this build's 1");
+}
+
+TEST(TelemetryCodec, EnumSpellingsRoundTrip) {
+  for (auto phase : {SchedPhase::kForward, SchedPhase::kBackward, SchedPhase::kWeight}) {
+    EXPECT_EQ(parseSchedPhase(toString(phase)), phase);
+  }
+  for (auto level : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    EXPECT_EQ(parseLogLevel(toString(level)), level);
+  }
+  for (auto status : {DoneStatus::kCompleted, DoneStatus::kFailed, DoneStatus::kCancelled}) {
+    EXPECT_EQ(parseDoneStatus(toString(status)), status);
+  }
+  EXPECT_FALSE(parseSchedPhase("f"));
+  EXPECT_FALSE(parseLogLevel("WARN"));
+  EXPECT_FALSE(parseDoneStatus(""));
+}
+
+}  // namespace
+}  // namespace ringmaster

@@ -1,0 +1,152 @@
+// Sample telemetry events for the tests: every type, with every optional field present ("full")
+// or absent ("minimal").
+#pragma once
+
+#include <vector>
+
+#include "telemetry/events.h"
+
+namespace ringmaster::samples {
+
+inline HelloEvent fullHello() {
+  HelloEvent e;
+  e.world_size = 8;
+  e.local_rank = 3;
+  e.host = "gpu-node-01.cluster";
+  e.pid = 48213;
+  e.device = "cuda:3";
+  e.device_name = "NVIDIA H100 80GB HBM3";
+  e.device_memory_total = 85'520'809'984ull;
+  e.version = std::string(kRingmasterVersion);
+  e.run_id = "run-2024-11-23-0001";
+  e.strategy = "fsdp";
+  e.attempt = 2;
+  return e;
+}
+
+inline HelloEvent minimalHello() {
+  HelloEvent e = fullHello();
+  e.run_id.reset();
+  e.attempt = 0;
+  return e;
+}
+
+inline StepEvent fullStep() {
+  StepEvent e;
+  e.step = 1234;
+  e.loss = 2.3025850929940455;
+  e.lr = 3e-4;
+  e.samples = 64;
+  e.step_ms = 41.25;
+  e.compute_ms = 30.5;
+  e.comm_ms = 12.125;
+  e.exposed_comm_ms = 1.75;
+  e.mem_allocated = 1ull << 33;
+  e.mem_peak = (1ull << 34) + 17;
+  e.mem_reserved = 1ull << 35;
+  e.device_mem_used = 18'446'744'073'709'551'615ull;  // the largest uint64
+  e.grad_norm = 0.8125;
+  e.accuracy = 0.5;
+  return e;
+}
+
+inline StepEvent minimalStep() {
+  StepEvent e = fullStep();
+  e.grad_norm.reset();
+  e.accuracy.reset();
+  return e;
+}
+
+inline CommEvent fullComm() {
+  CommEvent e;
+  e.seq_op = 99;
+  e.op = "all_reduce";
+  e.group = "world";
+  e.bytes = 104'857'600;
+  e.dtype = "float32";
+  e.duration_ms = 4.2;
+  e.algbw_gbps = 24.96;
+  e.busbw_gbps = 43.68;
+  e.wait_ms = 0.3;
+  e.step = 7;
+  return e;
+}
+
+inline CommEvent minimalComm() {
+  CommEvent e = fullComm();
+  e.wait_ms.reset();
+  e.step.reset();
+  return e;
+}
+
+inline SchedEvent fullSched() {
+  SchedEvent e;
+  e.step = 5;
+  e.stage = 2;
+  e.micro_batch = 7;
+  e.phase = SchedPhase::kBackward;
+  e.start_us = -1500;  // before rank 0's origin: legal on the aligned clock
+  e.end_us = 2'000'000'000'000;
+  e.virtual_stage = 1;
+  return e;
+}
+
+inline SchedEvent minimalSched() {
+  SchedEvent e = fullSched();
+  e.virtual_stage = 0;
+  e.phase = SchedPhase::kWeight;
+  return e;
+}
+
+inline LogEvent sampleLog() {
+  LogEvent e;
+  e.level = LogLevel::kWarn;
+  e.message = "bucket 3 \"late\"\n\ttab, unicode: \xc3\xa9\xe2\x82\xac, nul follows: " +
+              std::string(1, '\0');
+  return e;
+}
+
+inline ErrorEvent fullError() {
+  ErrorEvent e;
+  e.message = "all_reduce timed out after 30 s";
+  e.kind = "I/O error";
+  e.where = "engine/comm/gloo_backend.cpp:212";
+  e.step = 41;
+  e.fatal = true;
+  e.flight_recorder = nlohmann::json::array(
+      {{{"seq", 17}, {"op", "all_reduce"}, {"state", "completed"}, {"ranks", {0, 1, 2}}},
+       {{"seq", 18},
+        {"op", "broadcast"},
+        {"state", "started"},
+        {"ms", 30000.5},
+        {"nested", {{"a", nullptr}, {"b", false}}}}});
+  return e;
+}
+
+inline ErrorEvent minimalError() {
+  ErrorEvent e = fullError();
+  e.step.reset();
+  e.flight_recorder.reset();
+  e.fatal = false;
+  return e;
+}
+
+inline DoneEvent sampleDone() {
+  DoneEvent e;
+  e.status = DoneStatus::kCancelled;
+  e.final_step = 1000;
+  e.wall_s = 3600.000125;
+  return e;
+}
+
+// Every body above, each once.
+inline std::vector<EventBody> allBodies() {
+  return {fullHello(), minimalHello(), fullStep(),  minimalStep(), fullComm(),     minimalComm(),
+          fullSched(), minimalSched(), sampleLog(), fullError(),   minimalError(), sampleDone()};
+}
+
+inline TelemetryEvent wrap(EventBody body, int rank = 3, uint64_t seq = 42) {
+  return TelemetryEvent{rank, seq, 1732320000.123456, std::move(body)};
+}
+
+}  // namespace ringmaster::samples
