@@ -1,0 +1,1277 @@
+// Parsing, validation and the canonical JSON form of the job spec. The parser walks the document
+// once, reporting every problem it meets with its path, then runs the cross-field checks whose
+// inputs were all valid, so that one mistake is reported once and not again by every check after
+// it.
+#include "spec/job_spec.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <set>
+#include <span>
+#include <sstream>
+#include <utility>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Kind names
+
+namespace {
+
+template <typename E>
+struct NamedValue {
+  E value;
+  std::string_view name;
+};
+
+constexpr NamedValue<StrategyKind> kStrategyKinds[] = {{StrategyKind::kSingle, "single"},
+                                                       {StrategyKind::kDdp, "ddp"},
+                                                       {StrategyKind::kFsdp, "fsdp"},
+                                                       {StrategyKind::kPipeline, "pipeline"}};
+constexpr NamedValue<FsdpSharding> kFsdpShardings[] = {
+    {FsdpSharding::kFullShard, "full_shard"},
+    {FsdpSharding::kShardGradOp, "shard_grad_op"},
+    {FsdpSharding::kNoShard, "no_shard"}};
+constexpr NamedValue<FsdpUnits> kFsdpUnits[] = {{FsdpUnits::kLayer, "layer"},
+                                                {FsdpUnits::kModel, "model"}};
+constexpr NamedValue<PipelineSchedule> kPipelineSchedules[] = {
+    {PipelineSchedule::kGpipe, "gpipe"},
+    {PipelineSchedule::k1f1b, "1f1b"},
+    {PipelineSchedule::kInterleaved1f1b, "interleaved_1f1b"},
+    {PipelineSchedule::kZbH1, "zb_h1"}};
+constexpr NamedValue<ModelKind> kModelKinds[] = {{ModelKind::kMlp, "mlp"}};
+constexpr NamedValue<ActivationKind> kActivationKinds[] = {{ActivationKind::kRelu, "relu"},
+                                                           {ActivationKind::kGelu, "gelu"}};
+constexpr NamedValue<DataKind> kDataKinds[] = {{DataKind::kSynthetic, "synthetic"},
+                                               {DataKind::kIdx, "idx"}};
+constexpr NamedValue<OptimizerKind> kOptimizerKinds[] = {
+    {OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kAdamW, "adamw"}};
+constexpr NamedValue<BackendKind> kBackendKinds[] = {
+    {BackendKind::kAuto, "auto"}, {BackendKind::kGloo, "gloo"}, {BackendKind::kNccl, "nccl"}};
+constexpr NamedValue<DeviceKind> kDeviceKinds[] = {
+    {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
+
+template <typename E>
+std::span<const NamedValue<E>> table();
+
+#define RM_SPEC_TABLE(E, array)               \
+  template <>                                 \
+  std::span<const NamedValue<E>> table<E>() { \
+    return array;                             \
+  }
+RM_SPEC_TABLE(StrategyKind, kStrategyKinds)
+RM_SPEC_TABLE(FsdpSharding, kFsdpShardings)
+RM_SPEC_TABLE(FsdpUnits, kFsdpUnits)
+RM_SPEC_TABLE(PipelineSchedule, kPipelineSchedules)
+RM_SPEC_TABLE(ModelKind, kModelKinds)
+RM_SPEC_TABLE(ActivationKind, kActivationKinds)
+RM_SPEC_TABLE(DataKind, kDataKinds)
+RM_SPEC_TABLE(OptimizerKind, kOptimizerKinds)
+RM_SPEC_TABLE(BackendKind, kBackendKinds)
+RM_SPEC_TABLE(DeviceKind, kDeviceKinds)
+#undef RM_SPEC_TABLE
+
+template <typename E>
+std::string_view nameOf(E value) {
+  for (const auto& entry : table<E>()) {
+    if (entry.value == value) return entry.name;
+  }
+  RM_ENFORCE(false, fmt::format("enum value {} has no name", static_cast<int>(value)));
+  return {};
+}
+
+template <typename E>
+std::optional<E> valueOf(std::string_view name) {
+  for (const auto& entry : table<E>()) {
+    if (entry.name == name) return entry.value;
+  }
+  return std::nullopt;
+}
+
+template <typename E>
+std::vector<std::string_view> namesOf() {
+  std::vector<std::string_view> names;
+  for (const auto& entry : table<E>()) names.push_back(entry.name);
+  return names;
+}
+
+}  // namespace
+
+#define RM_SPEC_ENUM(E)                                   \
+  std::string_view toString(E value) {                    \
+    return nameOf(value);                                 \
+  }                                                       \
+  template <>                                             \
+  std::optional<E> fromString<E>(std::string_view name) { \
+    return valueOf<E>(name);                              \
+  }                                                       \
+  template <>                                             \
+  std::vector<std::string_view> enumNames<E>() {          \
+    return namesOf<E>();                                  \
+  }
+RM_SPEC_ENUM(StrategyKind)
+RM_SPEC_ENUM(FsdpSharding)
+RM_SPEC_ENUM(FsdpUnits)
+RM_SPEC_ENUM(PipelineSchedule)
+RM_SPEC_ENUM(ModelKind)
+RM_SPEC_ENUM(ActivationKind)
+RM_SPEC_ENUM(DataKind)
+RM_SPEC_ENUM(OptimizerKind)
+RM_SPEC_ENUM(BackendKind)
+RM_SPEC_ENUM(DeviceKind)
+#undef RM_SPEC_ENUM
+
+double defaultWeightDecay(OptimizerKind kind) {
+  return kind == OptimizerKind::kAdamW ? 0.01 : 0.0;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Keys of every block
+
+namespace {
+
+using Keys = std::vector<std::string_view>;
+
+const Keys kRootKeys = {"name",   "description", "strategy",   "model",
+                        "data",   "train",       "optimizer",  "backend",
+                        "device", "launch",      "checkpoint", "telemetry"};
+const Keys kStrategyKeys = {"kind",     "bucket_cap_mb",  "sharding", "units",
+                            "schedule", "virtual_stages", "stages"};
+const Keys kModelKeys = {"kind",       "layers", "activation",     "dropout",
+                         "layer_norm", "seed",   "init_checkpoint"};
+const Keys kDataKeys = {"kind",   "samples", "features", "classes",  "seed",
+                        "images", "labels",  "shuffle",  "drop_last"};
+const Keys kTrainKeys = {"steps", "batch_size", "grad_accum_steps", "micro_batches", "seed"};
+const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
+                             "betas", "eps", "weight_decay", "clip_grad_norm"};
+const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
+const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file"};
+const Keys kCheckpointKeys = {"dir", "every_steps"};
+const Keys kTelemetryKeys = {"every_steps"};
+
+// The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps").
+const std::vector<std::pair<std::string_view, const Keys*>> kBlocks = {
+    {"strategy", &kStrategyKeys},     {"model", &kModelKeys},         {"data", &kDataKeys},
+    {"train", &kTrainKeys},           {"optimizer", &kOptimizerKeys}, {"launch", &kLaunchKeys},
+    {"checkpoint", &kCheckpointKeys}, {"telemetry", &kTelemetryKeys}};
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+
+std::string join(std::string_view path, std::string_view key) {
+  if (path.empty()) return std::string(key);
+  return fmt::format("{}.{}", path, key);
+}
+
+std::string indexed(std::string_view path, size_t index) {
+  return fmt::format("{}[{}]", path, index);
+}
+
+// The value as JSON, shortened when long; never throws (invalid UTF-8 is replaced).
+std::string shown(const json& value) {
+  std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
+  constexpr size_t kMaxShown = 80;
+  if (text.size() > kMaxShown) text = text.substr(0, kMaxShown - 3) + "...";
+  return text;
+}
+
+// Optimal string alignment distance, ignoring case.
+size_t editDistance(std::string_view a, std::string_view b) {
+  auto lower = [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  };
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
+          lower(a[i - 2]) == lower(b[j - 1])) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The closest candidate within a distance that still reads as a typo of `key`, or "".
+std::string_view closest(std::string_view key, const Keys& candidates) {
+  size_t allowed = key.size() <= 3 ? 1 : key.size() <= 8 ? 2 : 3;
+  std::string_view best;
+  size_t best_distance = allowed + 1;
+  for (std::string_view candidate : candidates) {
+    size_t distance = editDistance(key, candidate);
+    if (distance < best_distance && distance < std::max(key.size(), candidate.size())) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+// "1 stage", "2 stages".
+std::string counted(int64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+bool isIntegral(const json& value) {
+  if (value.is_number_integer()) return true;
+  if (!value.is_number_float()) return false;
+  double x = value.get<double>();
+  return std::isfinite(x) && std::trunc(x) == x && std::abs(x) < 9.2e18;
+}
+
+// How a key outside the kind's set is reported: "only valid when strategy.kind is fsdp".
+using KindGate = std::function<std::optional<std::string>(std::string_view key)>;
+
+// ---------------------------------------------------------------------------------------------
+// The parser
+
+class SpecParser {
+ public:
+  explicit SpecParser(std::vector<SpecProblem>* problems) : problems_(problems) {}
+
+  JobSpec parse(const json& root) {
+    JobSpec spec;
+    if (!root.is_object()) {
+      report("", "expected a JSON object, got " + shown(root));
+      return spec;
+    }
+    checkKeys(root, "", kRootKeys, nullptr);
+    if (const json* v = need(root, "", "name")) parseName(*v, spec.name);
+    if (const json* v = find(root, "description")) {
+      if (v->is_string()) {
+        spec.description = v->get<std::string>();
+      } else {
+        report("description", "expected a string, got " + shown(*v));
+      }
+    }
+    if (const json* v = need(root, "", "strategy")) parseStrategy(*v, spec.strategy);
+    if (const json* v = need(root, "", "model")) parseModel(*v, spec.model);
+    if (const json* v = need(root, "", "data")) parseData(*v, spec.data);
+    if (const json* v = need(root, "", "train")) parseTrain(*v, spec.train);
+    if (const json* v = need(root, "", "optimizer")) parseOptimizer(*v, spec.optimizer);
+    if (const json* v = find(root, "backend")) readEnum(*v, "backend", spec.backend);
+    if (const json* v = find(root, "device")) readEnum(*v, "device", spec.device);
+    if (const json* v = find(root, "launch")) {
+      parseLaunch(*v, spec.launch);
+    } else {
+      world_size_ = worldSize(spec);
+    }
+    if (const json* v = find(root, "checkpoint"); v && !v->is_null()) {
+      spec.checkpoint.emplace();
+      parseCheckpoint(*v, *spec.checkpoint);
+    }
+    if (const json* v = find(root, "telemetry")) parseTelemetry(*v, spec.telemetry);
+    crossCheck(spec);
+    return spec;
+  }
+
+ private:
+  // --- reporting -------------------------------------------------------------------------------
+
+  void report(std::string path, std::string message) {
+    problems_->push_back({std::move(path), std::move(message)});
+  }
+
+  // True when nothing was reported at `path`, inside it or at a block containing it: the value
+  // read there can be trusted by a cross-field check.
+  bool okAt(std::string_view path) const {
+    auto within = [](std::string_view inner, std::string_view outer) {
+      if (outer.empty()) return true;
+      if (inner.size() < outer.size() || inner.substr(0, outer.size()) != outer) return false;
+      return inner.size() == outer.size() || inner[outer.size()] == '.' ||
+             inner[outer.size()] == '[';
+    };
+    for (const SpecProblem& problem : *problems_) {
+      if (within(path, problem.path) || within(problem.path, path)) return false;
+    }
+    return true;
+  }
+
+  template <typename... Paths>
+  bool allOk(const Paths&... paths) const {
+    return (okAt(paths) && ...);
+  }
+
+  // --- objects and keys ------------------------------------------------------------------------
+
+  static const json* find(const json& object, std::string_view key) {
+    auto it = object.find(key);
+    return it == object.end() ? nullptr : &*it;
+  }
+
+  const json* need(const json& object, std::string_view path, std::string_view key) {
+    const json* value = find(object, key);
+    if (!value) report(join(path, key), "required");
+    return value;
+  }
+
+  bool expectObject(const json& value, std::string_view path) {
+    if (value.is_object()) return true;
+    report(std::string(path), "expected an object, got " + shown(value));
+    return false;
+  }
+
+  // Reports every key outside `allowed` (with the nearest allowed key as a suggestion); `gate`
+  // says when an allowed key belongs to another kind than the block's.
+  void checkKeys(const json& object, std::string_view path, const Keys& allowed,
+                 const KindGate& gate) {
+    for (const auto& [key, value] : object.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) {
+        if (gate) {
+          if (auto why = gate(key)) report(join(path, key), *why);
+        }
+        continue;
+      }
+      std::string message = "unknown key";
+      if (std::string_view near = closest(key, allowed); !near.empty()) {
+        message += fmt::format(" (did you mean \"{}\"?)", near);
+      } else if (path.empty()) {
+        for (const auto& [block, keys] : kBlocks) {
+          if (std::find(keys->begin(), keys->end(), key) != keys->end()) {
+            message += fmt::format(" (did you mean \"{}.{}\"?)", block, key);
+            break;
+          }
+        }
+      }
+      report(join(path, key), message);
+    }
+  }
+
+  // --- values ----------------------------------------------------------------------------------
+
+  // An integer in [min, max]. `expected` describes the lower bound ("a positive integer"); above
+  // `max` the message adds "no larger than max" unless `range_in_text` says `expected` has it.
+  template <typename T>
+  bool readInt(const json& value, const std::string& path, T& out, int64_t min, int64_t max,
+               std::string_view expected, bool range_in_text = false) {
+    if (!isIntegral(value)) {
+      report(path, fmt::format("expected {}, got {}", expected, shown(value)));
+      return false;
+    }
+    bool too_big = false;
+    int64_t x = 0;
+    if (value.is_number_unsigned() &&
+        value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      too_big = true;
+    } else {
+      x = value.is_number_float() ? static_cast<int64_t>(value.get<double>())
+                                  : value.get<int64_t>();
+      too_big = x > max;
+    }
+    if (!too_big && x < min) {
+      report(path, fmt::format("expected {}, got {}", expected, shown(value)));
+      return false;
+    }
+    if (too_big) {
+      if (range_in_text) {
+        report(path, fmt::format("expected {}, got {}", expected, shown(value)));
+      } else {
+        report(path,
+               fmt::format("expected {} no larger than {}, got {}", expected, max, shown(value)));
+      }
+      return false;
+    }
+    out = static_cast<T>(x);
+    return true;
+  }
+
+  bool readSeed(const json& value, const std::string& path, uint64_t& out) {
+    if (value.is_number_unsigned()) {
+      out = value.get<uint64_t>();
+      return true;
+    }
+    if (value.is_number_integer() && value.get<int64_t>() >= 0) {
+      out = static_cast<uint64_t>(value.get<int64_t>());
+      return true;
+    }
+    if (isIntegral(value) && value.get<double>() >= 0) {
+      out = static_cast<uint64_t>(value.get<double>());
+      return true;
+    }
+    report(path, "expected a non-negative integer, got " + shown(value));
+    return false;
+  }
+
+  // A finite number for which `fits` holds; above `max` the message adds "no larger than max".
+  bool readNumber(const json& value, const std::string& path, double& out,
+                  std::string_view expected, const std::function<bool(double)>& fits,
+                  double max = std::numeric_limits<double>::infinity()) {
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || !fits(value.get<double>())) {
+      report(path, fmt::format("expected {}, got {}", expected, shown(value)));
+      return false;
+    }
+    if (value.get<double>() > max) {
+      report(path,
+             fmt::format("expected {} no larger than {}, got {}", expected, max, shown(value)));
+      return false;
+    }
+    out = value.get<double>();
+    return true;
+  }
+
+  bool readPositive(const json& value, const std::string& path, double& out,
+                    double max = std::numeric_limits<double>::infinity()) {
+    return readNumber(
+        value, path, out, "a positive number", [](double x) { return x > 0; }, max);
+  }
+
+  bool readBool(const json& value, const std::string& path, bool& out) {
+    if (!value.is_boolean()) {
+      report(path, "expected true or false, got " + shown(value));
+      return false;
+    }
+    out = value.get<bool>();
+    return true;
+  }
+
+  // A non-empty string without NUL characters (a path, a user name).
+  bool readText(const json& value, const std::string& path, std::string& out) {
+    if (!value.is_string() || value.get_ref<const std::string&>().empty() ||
+        value.get_ref<const std::string&>().find('\0') != std::string::npos) {
+      report(path, "expected a non-empty string, got " + shown(value));
+      return false;
+    }
+    out = value.get<std::string>();
+    return true;
+  }
+
+  // As readText, into an optional; null leaves it unset.
+  bool readOptionalText(const json& value, const std::string& path,
+                        std::optional<std::string>& out) {
+    if (value.is_null()) return true;
+    std::string text;
+    if (!readText(value, path, text)) return false;
+    out = std::move(text);
+    return true;
+  }
+
+  template <typename E>
+  bool readEnum(const json& value, const std::string& path, E& out) {
+    if (value.is_string()) {
+      if (auto parsed = fromString<E>(value.get_ref<const std::string&>())) {
+        out = *parsed;
+        return true;
+      }
+    }
+    std::string names;
+    for (std::string_view name : enumNames<E>()) {
+      names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
+    }
+    report(path, fmt::format("expected one of {}, got {}", names, shown(value)));
+    return false;
+  }
+
+  // --- blocks ----------------------------------------------------------------------------------
+
+  void parseName(const json& value, std::string& out) {
+    if (!value.is_string() || value.get_ref<const std::string&>().empty()) {
+      report("name", "expected a non-empty string, got " + shown(value));
+      return;
+    }
+    const std::string& name = value.get_ref<const std::string&>();
+    if (name.size() > static_cast<size_t>(kMaxNameLength)) {
+      report("name",
+             fmt::format("expected at most {} characters, got {}", kMaxNameLength, name.size()));
+      return;
+    }
+    bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    });
+    if (!plain) {
+      report("name", "expected only letters, digits, '.', '_' and '-', got " + shown(value));
+      return;
+    }
+    out = name;
+  }
+
+  // Options of a kind: `owners` maps each option key to the kinds it belongs to. While the kind
+  // is unknown every option is read (so its value is still checked) and none is misplaced.
+  template <typename E>
+  KindGate kindGate(std::string_view kind_path, std::optional<E> kind,
+                    std::vector<std::pair<std::string_view, std::vector<E>>> owners) {
+    return [kind_path, kind, owners](std::string_view key) -> std::optional<std::string> {
+      if (!kind) return std::nullopt;
+      for (const auto& [option, kinds] : owners) {
+        if (option != key) continue;
+        if (std::find(kinds.begin(), kinds.end(), *kind) != kinds.end()) return std::nullopt;
+        std::string names;
+        for (size_t i = 0; i < kinds.size(); ++i) {
+          names += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ");
+          names += toString(kinds[i]);
+        }
+        return fmt::format("only valid when {} is {}", kind_path, names);
+      }
+      return std::nullopt;
+    };
+  }
+
+  // Whether an option of a kind block is to be read: present, and the kind is unknown or its own.
+  template <typename E>
+  const json* option(const json& object, std::string_view key, std::optional<E> kind,
+                     std::initializer_list<E> kinds) {
+    const json* value = find(object, key);
+    if (!value) return nullptr;
+    if (kind && std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) return nullptr;
+    return value;
+  }
+
+  void parseStrategy(const json& value, StrategySpec& out) {
+    const std::string path = "strategy";
+    if (!expectObject(value, path)) return;
+    std::optional<StrategyKind> kind;
+    if (const json* v = need(value, path, "kind")) {
+      StrategyKind parsed{};
+      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
+    }
+    if (kind) out.kind = *kind;
+    using K = StrategyKind;
+    checkKeys(value, path, kStrategyKeys,
+              kindGate<K>("strategy.kind", kind,
+                          {{"bucket_cap_mb", {K::kDdp}},
+                           {"sharding", {K::kFsdp}},
+                           {"units", {K::kFsdp}},
+                           {"schedule", {K::kPipeline}},
+                           {"virtual_stages", {K::kPipeline}},
+                           {"stages", {K::kPipeline}}}));
+    if (const json* v = option(value, "bucket_cap_mb", kind, {K::kDdp})) {
+      readPositive(*v, join(path, "bucket_cap_mb"), out.ddp.bucket_cap_mb, kMaxBucketCapMb);
+    }
+    if (const json* v = option(value, "sharding", kind, {K::kFsdp})) {
+      readEnum(*v, join(path, "sharding"), out.fsdp.sharding);
+    }
+    if (const json* v = option(value, "units", kind, {K::kFsdp})) {
+      readEnum(*v, join(path, "units"), out.fsdp.units);
+    }
+    if (const json* v = option(value, "schedule", kind, {K::kPipeline})) {
+      readEnum(*v, join(path, "schedule"), out.pipeline.schedule);
+    }
+    if (const json* v = option(value, "virtual_stages", kind, {K::kPipeline})) {
+      readInt(*v, join(path, "virtual_stages"), out.pipeline.virtual_stages, 1, kMaxVirtualStages,
+              "a positive integer");
+    }
+    if (const json* v = option(value, "stages", kind, {K::kPipeline})) {
+      parseStages(*v, join(path, "stages"), out.pipeline.stages);
+    }
+  }
+
+  void parseStages(const json& value, const std::string& path, std::vector<std::vector<int>>& out) {
+    if (!value.is_array() || value.empty()) {
+      report(path,
+             "expected a non-empty array of stages (arrays of layer indices), got " + shown(value));
+      return;
+    }
+    std::vector<std::vector<int>> stages;
+    bool ok = true;
+    for (size_t s = 0; s < value.size(); ++s) {
+      const json& stage = value[s];
+      std::string stage_path = indexed(path, s);
+      if (!stage.is_array() || stage.empty()) {
+        report(stage_path, "expected a non-empty array of layer indices, got " + shown(stage));
+        ok = false;
+        continue;
+      }
+      std::vector<int> layers;
+      for (size_t i = 0; i < stage.size(); ++i) {
+        int layer = 0;
+        if (readInt(stage[i], indexed(stage_path, i), layer, 0, kMaxLayerCount,
+                    "a non-negative integer")) {
+          layers.push_back(layer);
+        } else {
+          ok = false;
+        }
+      }
+      stages.push_back(std::move(layers));
+    }
+    if (ok) out = std::move(stages);
+  }
+
+  void parseModel(const json& value, ModelSpec& out) {
+    const std::string path = "model";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kModelKeys, nullptr);
+    if (const json* v = need(value, path, "kind")) readEnum(*v, join(path, "kind"), out.kind);
+    if (const json* v = need(value, path, "layers"))
+      parseLayers(*v, join(path, "layers"), out.layers);
+    if (const json* v = find(value, "activation")) {
+      readEnum(*v, join(path, "activation"), out.activation);
+    }
+    if (const json* v = find(value, "dropout")) {
+      readNumber(*v, join(path, "dropout"), out.dropout, "a number in [0, 1)",
+                 [](double x) { return x >= 0 && x < 1; });
+    }
+    if (const json* v = find(value, "layer_norm")) {
+      readBool(*v, join(path, "layer_norm"), out.layer_norm);
+    }
+    if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
+    if (const json* v = find(value, "init_checkpoint")) {
+      readOptionalText(*v, join(path, "init_checkpoint"), out.init_checkpoint);
+    }
+  }
+
+  void parseLayers(const json& value, const std::string& path, std::vector<int64_t>& out) {
+    if (!value.is_array() || value.size() < 2) {
+      report(path, "expected an array of at least 2 layer widths, got " + shown(value));
+      return;
+    }
+    if (value.size() > static_cast<size_t>(kMaxLayerCount)) {
+      report(path,
+             fmt::format("expected at most {} layer widths, got {}", kMaxLayerCount, value.size()));
+      return;
+    }
+    std::vector<int64_t> layers;
+    bool ok = true;
+    for (size_t i = 0; i < value.size(); ++i) {
+      int64_t width = 0;
+      if (readInt(value[i], indexed(path, i), width, 1, kMaxLayerWidth, "a positive integer")) {
+        layers.push_back(width);
+      } else {
+        ok = false;
+      }
+    }
+    if (!ok) return;
+    // Weights and biases of every Linear layer; widths are <= 2^20, so no overflow.
+    int64_t parameters = 0;
+    for (size_t i = 0; i + 1 < layers.size(); ++i) {
+      parameters += layers[i] * layers[i + 1] + layers[i + 1];
+    }
+    if (parameters > kMaxParameters) {
+      report(path, fmt::format("{} parameters is more than the {} supported", parameters,
+                               kMaxParameters));
+      return;
+    }
+    out = std::move(layers);
+  }
+
+  void parseData(const json& value, DataSpec& out) {
+    const std::string path = "data";
+    if (!expectObject(value, path)) return;
+    std::optional<DataKind> kind;
+    if (const json* v = need(value, path, "kind")) {
+      DataKind parsed{};
+      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
+    }
+    if (kind) out.kind = *kind;
+    using K = DataKind;
+    checkKeys(value, path, kDataKeys,
+              kindGate<K>("data.kind", kind,
+                          {{"samples", {K::kSynthetic}},
+                           {"features", {K::kSynthetic}},
+                           {"classes", {K::kSynthetic}},
+                           {"seed", {K::kSynthetic}},
+                           {"images", {K::kIdx}},
+                           {"labels", {K::kIdx}}}));
+    // Required per kind: only once the kind is known.
+    auto synthetic = [&](std::string_view key) -> const json* {
+      if (kind == K::kSynthetic) return need(value, path, key);
+      return option(value, key, kind, {K::kSynthetic});
+    };
+    auto idx = [&](std::string_view key) -> const json* {
+      if (kind == K::kIdx) return need(value, path, key);
+      return option(value, key, kind, {K::kIdx});
+    };
+    if (const json* v = synthetic("samples")) {
+      readInt(*v, join(path, "samples"), out.samples, 1, kMaxSamples, "a positive integer");
+    }
+    if (const json* v = synthetic("features")) {
+      readInt(*v, join(path, "features"), out.features, 1, kMaxLayerWidth, "a positive integer");
+    }
+    if (const json* v = synthetic("classes")) {
+      readInt(*v, join(path, "classes"), out.classes, 2, kMaxLayerWidth,
+              "an integer of at least 2");
+    }
+    if (const json* v = option(value, "seed", kind, {K::kSynthetic})) {
+      readSeed(*v, join(path, "seed"), out.seed);
+    }
+    if (const json* v = idx("images")) readText(*v, join(path, "images"), out.images);
+    if (const json* v = idx("labels")) readText(*v, join(path, "labels"), out.labels);
+    if (const json* v = find(value, "shuffle")) readBool(*v, join(path, "shuffle"), out.shuffle);
+    if (const json* v = find(value, "drop_last")) {
+      readBool(*v, join(path, "drop_last"), out.drop_last);
+    }
+  }
+
+  void parseTrain(const json& value, TrainSpec& out) {
+    const std::string path = "train";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kTrainKeys, nullptr);
+    if (const json* v = need(value, path, "steps")) {
+      readInt(*v, join(path, "steps"), out.steps, 1, kMaxSteps, "a positive integer");
+    }
+    if (const json* v = need(value, path, "batch_size")) {
+      readInt(*v, join(path, "batch_size"), out.batch_size, 1, kMaxBatchSize, "a positive integer");
+    }
+    if (const json* v = find(value, "grad_accum_steps")) {
+      readInt(*v, join(path, "grad_accum_steps"), out.grad_accum_steps, 1, kMaxBatchSize,
+              "a positive integer");
+    }
+    if (const json* v = find(value, "micro_batches")) {
+      readInt(*v, join(path, "micro_batches"), out.micro_batches, 1, kMaxBatchSize,
+              "a positive integer");
+    }
+    if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
+  }
+
+  void parseOptimizer(const json& value, OptimizerSpec& out) {
+    const std::string path = "optimizer";
+    if (!expectObject(value, path)) return;
+    std::optional<OptimizerKind> kind;
+    if (const json* v = need(value, path, "kind")) {
+      OptimizerKind parsed{};
+      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
+    }
+    if (kind) out.kind = *kind;
+    using K = OptimizerKind;
+    checkKeys(value, path, kOptimizerKeys,
+              kindGate<K>("optimizer.kind", kind,
+                          {{"momentum", {K::kSgd}},
+                           {"dampening", {K::kSgd}},
+                           {"nesterov", {K::kSgd}},
+                           {"betas", {K::kAdam, K::kAdamW}},
+                           {"eps", {K::kAdam, K::kAdamW}}}));
+    if (const json* v = need(value, path, "lr")) readPositive(*v, join(path, "lr"), out.lr);
+    auto unit = [](double x) { return x >= 0 && x < 1; };
+    if (const json* v = option(value, "momentum", kind, {K::kSgd})) {
+      readNumber(*v, join(path, "momentum"), out.momentum, "a number in [0, 1)", unit);
+    }
+    if (const json* v = option(value, "dampening", kind, {K::kSgd})) {
+      readNumber(*v, join(path, "dampening"), out.dampening, "a number in [0, 1]",
+                 [](double x) { return x >= 0 && x <= 1; });
+    }
+    if (const json* v = option(value, "nesterov", kind, {K::kSgd})) {
+      readBool(*v, join(path, "nesterov"), out.nesterov);
+    }
+    if (const json* v = option(value, "betas", kind, {K::kAdam, K::kAdamW})) {
+      std::string betas_path = join(path, "betas");
+      if (!v->is_array() || v->size() != 2) {
+        report(betas_path, "expected an array of two numbers in [0, 1), got " + shown(*v));
+      } else {
+        readNumber((*v)[0], indexed(betas_path, 0), out.betas[0], "a number in [0, 1)", unit);
+        readNumber((*v)[1], indexed(betas_path, 1), out.betas[1], "a number in [0, 1)", unit);
+      }
+    }
+    if (const json* v = option(value, "eps", kind, {K::kAdam, K::kAdamW})) {
+      readPositive(*v, join(path, "eps"), out.eps);
+    }
+    if (kind) out.weight_decay = defaultWeightDecay(*kind);
+    if (const json* v = find(value, "weight_decay")) {
+      readNumber(*v, join(path, "weight_decay"), out.weight_decay, "a non-negative number",
+                 [](double x) { return x >= 0; });
+    }
+    if (const json* v = find(value, "clip_grad_norm"); v && !v->is_null()) {
+      double norm = 0;
+      if (readPositive(*v, join(path, "clip_grad_norm"), norm)) out.clip_grad_norm = norm;
+    }
+    if (kind == K::kSgd && out.nesterov &&
+        allOk("optimizer.momentum", "optimizer.dampening", "optimizer.nesterov") &&
+        (out.momentum <= 0 || out.dampening != 0)) {
+      report("optimizer.nesterov",
+             fmt::format("requires momentum > 0 and dampening 0 (as in PyTorch), got momentum {} "
+                         "and dampening {}",
+                         out.momentum, out.dampening));
+    }
+  }
+
+  bool readHostName(const json& value, const std::string& path, std::string& out) {
+    bool ok = value.is_string() && !value.get_ref<const std::string&>().empty() &&
+              value.get_ref<const std::string&>().size() <= 255 &&
+              value.get_ref<const std::string&>()[0] != '-';
+    if (ok) {
+      const std::string& host = value.get_ref<const std::string&>();
+      ok = std::all_of(host.begin(), host.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-:%[]", c);
+      });
+    }
+    if (!ok) {
+      report(path, "expected a host name or address, got " + shown(value));
+      return false;
+    }
+    out = value.get<std::string>();
+    return true;
+  }
+
+  void parseLaunch(const json& value, LaunchSpec& out) {
+    const std::string path = "launch";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kLaunchKeys, nullptr);
+    if (const json* v = find(value, "hosts")) {
+      parseHosts(*v, join(path, "hosts"), out.hosts);
+    } else {
+      world_size_ = 1;
+    }
+    if (const json* v = find(value, "node_binary")) {
+      readOptionalText(*v, join(path, "node_binary"), out.node_binary);
+    }
+    if (const json* v = find(value, "master_port")) {
+      readInt(*v, join(path, "master_port"), out.master_port, 0, 65535,
+              "a port number in 0..65535 (0 picks a free port)", true);
+    }
+    if (const json* v = find(value, "timeout_s")) {
+      readPositive(*v, join(path, "timeout_s"), out.timeout_s, kMaxTimeoutSeconds);
+    }
+  }
+
+  void parseHosts(const json& value, const std::string& path, std::vector<LaunchHostSpec>& out) {
+    if (!value.is_array() || value.empty()) {
+      report(path, "expected a non-empty array of hosts, got " + shown(value));
+      return;
+    }
+    if (value.size() > static_cast<size_t>(kMaxWorldSize)) {
+      report(path, fmt::format("expected at most {} hosts, got {}", kMaxWorldSize, value.size()));
+      return;
+    }
+    std::vector<LaunchHostSpec> hosts(value.size());
+    bool ranks_ok = true;
+    for (size_t i = 0; i < value.size(); ++i) {
+      std::string host_path = indexed(path, i);
+      LaunchHostSpec& host = hosts[i];
+      if (!expectObject(value[i], host_path)) {
+        ranks_ok = false;
+        continue;
+      }
+      const json& object = value[i];
+      checkKeys(object, host_path, kHostKeys, nullptr);
+      if (const json* v = find(object, "host"))
+        readHostName(*v, join(host_path, "host"), host.host);
+      if (const json* v = need(object, host_path, "ranks")) {
+        ranks_ok &= readInt(*v, join(host_path, "ranks"), host.ranks, 1, kMaxRanksPerHost,
+                            "a positive integer");
+      } else {
+        ranks_ok = false;
+      }
+      if (const json* v = find(object, "port"); v && !v->is_null()) {
+        int port = 0;
+        if (readInt(*v, join(host_path, "port"), port, 1, 65535, "a port number in 1..65535",
+                    true)) {
+          host.port = port;
+        }
+      }
+      if (const json* v = find(object, "user")) {
+        if (readOptionalText(*v, join(host_path, "user"), host.user) && host.user &&
+            (host.user->front() == '-' ||
+             std::any_of(host.user->begin(), host.user->end(), [](char c) {
+               return std::isspace(static_cast<unsigned char>(c)) ||
+                      std::iscntrl(static_cast<unsigned char>(c)) || c == '@';
+             }))) {
+          report(join(host_path, "user"), "expected a user name, got " + shown(*v));
+        }
+      }
+      if (const json* v = find(object, "identity_file")) {
+        readOptionalText(*v, join(host_path, "identity_file"), host.identity_file);
+      }
+    }
+    out = std::move(hosts);
+    if (!ranks_ok) return;
+    int64_t world = 0;
+    for (const LaunchHostSpec& host : out) world += host.ranks;
+    if (world > kMaxWorldSize) {
+      report(path,
+             fmt::format("a world size of {} is more than the {} supported", world, kMaxWorldSize));
+      return;
+    }
+    world_size_ = static_cast<int>(world);
+  }
+
+  void parseCheckpoint(const json& value, CheckpointSpec& out) {
+    const std::string path = "checkpoint";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kCheckpointKeys, nullptr);
+    if (const json* v = need(value, path, "dir")) readText(*v, join(path, "dir"), out.dir);
+    if (const json* v = find(value, "every_steps")) {
+      readInt(*v, join(path, "every_steps"), out.every_steps, 0, kMaxSteps,
+              "a non-negative integer");
+    }
+  }
+
+  void parseTelemetry(const json& value, TelemetrySpec& out) {
+    const std::string path = "telemetry";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kTelemetryKeys, nullptr);
+    if (const json* v = find(value, "every_steps")) {
+      readInt(*v, join(path, "every_steps"), out.every_steps, 1, kMaxSteps, "a positive integer");
+    }
+  }
+
+  // --- checks across blocks --------------------------------------------------------------------
+
+  void crossCheck(const JobSpec& spec) {
+    const bool strategy_known = okAt("strategy.kind");
+    const bool layers_known = okAt("model.layers");
+    const StrategyKind strategy = spec.strategy.kind;
+
+    // Data against model.
+    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known) {
+      const auto& layers = spec.model.layers;
+      if (okAt("data.features") && spec.data.features != layers.front()) {
+        report("data.features", fmt::format("must equal model.layers[0] ({}), got {}",
+                                            layers.front(), spec.data.features));
+      }
+      if (okAt("data.classes") && spec.data.classes != layers.back()) {
+        report("data.classes", fmt::format("must equal model.layers[{}] ({}), got {}",
+                                           layers.size() - 1, layers.back(), spec.data.classes));
+      }
+    }
+
+    // Backend against device.
+    if (allOk("backend", "device") && spec.backend == BackendKind::kNccl &&
+        spec.device == DeviceKind::kCpu) {
+      report("backend", "nccl needs CUDA devices, but device is \"cpu\"");
+    }
+
+    if (!strategy_known) return;
+
+    if (strategy == StrategyKind::kSingle && world_size_ && *world_size_ != 1) {
+      report("strategy.kind", fmt::format("single runs exactly 1 rank, but launch.hosts give a "
+                                          "world size of {}",
+                                          *world_size_));
+    }
+
+    const bool micro_ok = okAt("train.micro_batches");
+    if (strategy != StrategyKind::kPipeline && micro_ok && spec.train.micro_batches != 1) {
+      report("train.micro_batches",
+             fmt::format("must be 1 unless strategy.kind is pipeline, got {}",
+                         spec.train.micro_batches));
+    }
+    if (strategy == StrategyKind::kPipeline) checkPipeline(spec, layers_known);
+
+    // Every data-parallel rank needs a full batch when incomplete ones are dropped.
+    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && spec.data.drop_last &&
+        allOk("data.samples", "data.drop_last", "train.batch_size") && world_size_) {
+      int64_t ranks = strategy == StrategyKind::kPipeline ? 1 : *world_size_;
+      int64_t needed = ranks * spec.train.batch_size;
+      if (spec.data.samples < needed) {
+        report("data.samples",
+               fmt::format("with drop_last, {} × batch_size {} need at least {} samples, got {}",
+                           counted(ranks, "data-parallel rank"), spec.train.batch_size, needed,
+                           spec.data.samples));
+      }
+    }
+  }
+
+  void checkPipeline(const JobSpec& spec, bool layers_known) {
+    const PipelineSpec& pipeline = spec.strategy.pipeline;
+    const bool schedule_ok = okAt("strategy.schedule");
+    const bool virtual_ok = okAt("strategy.virtual_stages");
+    if (schedule_ok && virtual_ok) {
+      bool interleaved = pipeline.schedule == PipelineSchedule::kInterleaved1f1b;
+      if (interleaved && pipeline.virtual_stages < 2) {
+        report("strategy.virtual_stages",
+               fmt::format("interleaved_1f1b needs at least 2 virtual stages per rank, got {}",
+                           pipeline.virtual_stages));
+      } else if (!interleaved && pipeline.virtual_stages != 1) {
+        report("strategy.virtual_stages",
+               fmt::format("must be 1 unless strategy.schedule is interleaved_1f1b, got {}",
+                           pipeline.virtual_stages));
+      }
+    }
+
+    if (allOk("train.micro_batches", "train.batch_size") &&
+        spec.train.batch_size % spec.train.micro_batches != 0) {
+      report("train.micro_batches", fmt::format("must divide train.batch_size ({}), got {}",
+                                                spec.train.batch_size, spec.train.micro_batches));
+    }
+
+    if (!(virtual_ok && layers_known && world_size_)) return;
+    const int64_t stages = int64_t{*world_size_} * pipeline.virtual_stages;
+    const int64_t linear = static_cast<int64_t>(spec.model.layers.size()) - 1;
+    if (stages > linear) {
+      report("strategy",
+             fmt::format("world size {} × virtual_stages {} = {} pipeline stages, but "
+                         "model.layers has only {} Linear layers (each stage needs one)",
+                         *world_size_, pipeline.virtual_stages, stages, linear));
+      return;
+    }
+    if (pipeline.stages.empty() || !okAt("strategy.stages")) return;
+    if (static_cast<int64_t>(pipeline.stages.size()) != stages) {
+      report("strategy.stages",
+             fmt::format("expected {} (world size {} × virtual_stages {}), got {}",
+                         counted(stages, "stage"), *world_size_, pipeline.virtual_stages,
+                         pipeline.stages.size()));
+      return;
+    }
+    const std::string rule =
+        fmt::format("stages must list layers 0..{} in order, each once", linear - 1);
+    int64_t next = 0;
+    for (size_t s = 0; s < pipeline.stages.size(); ++s) {
+      for (size_t i = 0; i < pipeline.stages[s].size(); ++i) {
+        if (pipeline.stages[s][i] != next) {
+          report(indexed(indexed("strategy.stages", s), i),
+                 fmt::format("expected layer {} ({}), got {}", next, rule, pipeline.stages[s][i]));
+          return;
+        }
+        ++next;
+      }
+    }
+    if (next < linear) {
+      std::string missing = next + 1 == linear ? fmt::format("layer {} is", next)
+                                               : fmt::format("layers {}..{} are", next, linear - 1);
+      report("strategy.stages", fmt::format("{} in no stage ({})", missing, rule));
+    }
+  }
+
+  std::vector<SpecProblem>* problems_;
+  std::optional<int> world_size_;  // set when every launch.hosts[].ranks is valid
+};
+
+// ---------------------------------------------------------------------------------------------
+// Duplicate keys, which nlohmann::json keeps only the last of
+
+class DuplicateKeyFinder : public nlohmann::json_sax<json> {
+ public:
+  explicit DuplicateKeyFinder(std::vector<SpecProblem>* problems) : problems_(problems) {}
+
+  bool null() override { return value(); }
+  bool boolean(bool) override { return value(); }
+  bool number_integer(number_integer_t) override { return value(); }
+  bool number_unsigned(number_unsigned_t) override { return value(); }
+  bool number_float(number_float_t, const string_t&) override { return value(); }
+  bool string(string_t&) override { return value(); }
+  bool binary(binary_t&) override { return value(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_array() override { return close(); }
+  bool key(string_t& key) override {
+    Frame& frame = stack_.back();
+    frame.key = key;
+    if (!frame.keys.insert(key).second) {
+      problems_->push_back(
+          {join(frame.path, key), "duplicate key (only the last one would be used)"});
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool is_array = false;
+    size_t next_index = 0;
+    std::string path;
+    std::string key;
+    std::set<std::string> keys;
+  };
+
+  // The path of the value that starts now.
+  std::string nextPath() {
+    if (stack_.empty()) return "";
+    Frame& frame = stack_.back();
+    if (frame.is_array) return indexed(frame.path, frame.next_index++);
+    return join(frame.path, frame.key);
+  }
+  bool value() {
+    nextPath();
+    return true;
+  }
+  bool open(bool is_array) {
+    Frame frame;
+    frame.is_array = is_array;
+    frame.path = nextPath();
+    stack_.push_back(std::move(frame));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+
+  std::vector<SpecProblem>* problems_;
+  std::vector<Frame> stack_;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Public functions
+
+std::string SpecParseResult::describe() const {
+  std::string text;
+  for (const SpecProblem& problem : problems) {
+    if (!text.empty()) text += '\n';
+    text += problem.path.empty() ? problem.message : problem.path + ": " + problem.message;
+  }
+  return text;
+}
+
+SpecParseResult parseJobSpec(const json& document) {
+  SpecParseResult result;
+  try {
+    SpecParser parser(&result.problems);
+    JobSpec spec = parser.parse(document);
+    if (result.problems.empty()) result.spec = std::move(spec);
+  } catch (const std::exception& e) {
+    // Only a bug of ours can get here; report it rather than break the never-throws promise.
+    result.spec.reset();
+    result.problems.push_back(
+        {"", fmt::format("internal error while checking the spec: {}", e.what())});
+  }
+  return result;
+}
+
+SpecParseResult parseJobSpec(std::string_view json_text) {
+  json document;
+  try {
+    document = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    std::string message = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the tag.
+    if (auto tag_end = message.find("] ");
+        message.starts_with("[json.") && tag_end != std::string::npos) {
+      message = message.substr(tag_end + 2);
+    }
+    SpecParseResult result;
+    result.problems.push_back({"", "invalid JSON: " + message});
+    return result;
+  }
+  std::vector<SpecProblem> duplicates;
+  DuplicateKeyFinder finder(&duplicates);
+  json::sax_parse(json_text.begin(), json_text.end(), &finder);
+  SpecParseResult result = parseJobSpec(document);
+  if (!duplicates.empty()) {
+    result.spec.reset();
+    result.problems.insert(result.problems.begin(), duplicates.begin(), duplicates.end());
+  }
+  return result;
+}
+
+JobSpec loadJobSpecFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) RM_THROW(kIo, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) RM_THROW(kIo, fmt::format("{}: cannot read", path));
+  SpecParseResult result = parseJobSpec(text.str());
+  if (!result.ok()) {
+    RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", path, result.describe()));
+  }
+  return std::move(*result.spec);
+}
+
+json toJson(const JobSpec& spec) {
+  json strategy = {{"kind", toString(spec.strategy.kind)}};
+  switch (spec.strategy.kind) {
+    case StrategyKind::kSingle:
+      break;
+    case StrategyKind::kDdp:
+      strategy["bucket_cap_mb"] = spec.strategy.ddp.bucket_cap_mb;
+      break;
+    case StrategyKind::kFsdp:
+      strategy["sharding"] = toString(spec.strategy.fsdp.sharding);
+      strategy["units"] = toString(spec.strategy.fsdp.units);
+      break;
+    case StrategyKind::kPipeline:
+      strategy["schedule"] = toString(spec.strategy.pipeline.schedule);
+      strategy["virtual_stages"] = spec.strategy.pipeline.virtual_stages;
+      if (!spec.strategy.pipeline.stages.empty()) {
+        strategy["stages"] = spec.strategy.pipeline.stages;
+      }
+      break;
+  }
+
+  const ModelSpec& m = spec.model;
+  json model = {{"kind", toString(m.kind)},
+                {"layers", m.layers},
+                {"activation", toString(m.activation)},
+                {"dropout", m.dropout},
+                {"layer_norm", m.layer_norm},
+                {"seed", m.seed}};
+  if (m.init_checkpoint) model["init_checkpoint"] = *m.init_checkpoint;
+
+  const DataSpec& d = spec.data;
+  json data = {{"kind", toString(d.kind)}, {"shuffle", d.shuffle}, {"drop_last", d.drop_last}};
+  if (d.kind == DataKind::kSynthetic) {
+    data["samples"] = d.samples;
+    data["features"] = d.features;
+    data["classes"] = d.classes;
+    data["seed"] = d.seed;
+  } else {
+    data["images"] = d.images;
+    data["labels"] = d.labels;
+  }
+
+  const TrainSpec& t = spec.train;
+  json train = {{"steps", t.steps},
+                {"batch_size", t.batch_size},
+                {"grad_accum_steps", t.grad_accum_steps},
+                {"micro_batches", t.micro_batches},
+                {"seed", t.seed}};
+
+  const OptimizerSpec& o = spec.optimizer;
+  json optimizer = {{"kind", toString(o.kind)}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
+  if (o.kind == OptimizerKind::kSgd) {
+    optimizer["momentum"] = o.momentum;
+    optimizer["dampening"] = o.dampening;
+    optimizer["nesterov"] = o.nesterov;
+  } else {
+    optimizer["betas"] = o.betas;
+    optimizer["eps"] = o.eps;
+  }
+  if (o.clip_grad_norm) optimizer["clip_grad_norm"] = *o.clip_grad_norm;
+
+  json hosts = json::array();
+  for (const LaunchHostSpec& h : spec.launch.hosts) {
+    json host = {{"host", h.host}, {"ranks", h.ranks}};
+    if (h.port) host["port"] = *h.port;
+    if (h.user) host["user"] = *h.user;
+    if (h.identity_file) host["identity_file"] = *h.identity_file;
+    hosts.push_back(std::move(host));
+  }
+  json launch = {{"hosts", std::move(hosts)},
+                 {"master_port", spec.launch.master_port},
+                 {"timeout_s", spec.launch.timeout_s}};
+  if (spec.launch.node_binary) launch["node_binary"] = *spec.launch.node_binary;
+
+  json document = {{"name", spec.name},
+                   {"description", spec.description},
+                   {"strategy", std::move(strategy)},
+                   {"model", std::move(model)},
+                   {"data", std::move(data)},
+                   {"train", std::move(train)},
+                   {"optimizer", std::move(optimizer)},
+                   {"backend", toString(spec.backend)},
+                   {"device", toString(spec.device)},
+                   {"launch", std::move(launch)},
+                   {"telemetry", {{"every_steps", spec.telemetry.every_steps}}}};
+  if (spec.checkpoint) {
+    document["checkpoint"] = {{"dir", spec.checkpoint->dir},
+                              {"every_steps", spec.checkpoint->every_steps}};
+  }
+  return document;
+}
+
+std::vector<SpecProblem> validateJobSpec(const JobSpec& spec) {
+  return parseJobSpec(toJson(spec)).problems;
+}
+
+int worldSize(const JobSpec& spec) {
+  int64_t world = 0;
+  for (const LaunchHostSpec& host : spec.launch.hosts) world += host.ranks;
+  return static_cast<int>(world);
+}
+
+int stageCount(const JobSpec& spec) {
+  if (spec.strategy.kind != StrategyKind::kPipeline) return 1;
+  return worldSize(spec) * spec.strategy.pipeline.virtual_stages;
+}
+
+int dataParallelSize(const JobSpec& spec) {
+  return spec.strategy.kind == StrategyKind::kPipeline ? 1 : worldSize(spec);
+}
+
+}  // namespace ringmaster

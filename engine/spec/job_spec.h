@@ -1,0 +1,271 @@
+// The job spec: one JSON document that describes a training job completely (strategy, model, data,
+// training loop, optimizer, backend, hosts, checkpoints, telemetry), as plain structs with their
+// defaults, a parser that reports every problem with its JSON path, and the canonical JSON form.
+// It validates what can be known from the document alone; files, hosts and devices are not touched.
+// Field reference: docs/spec.md.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringmaster {
+
+// ---------------------------------------------------------------------------------------------
+// Kinds. Each has toString() (the JSON spelling) and fromString<E>() (nullopt for an unknown
+// name); enumNames<E>() lists every spelling in declaration order, for menus.
+
+enum class StrategyKind { kSingle, kDdp, kFsdp, kPipeline };
+enum class FsdpSharding { kFullShard, kShardGradOp, kNoShard };
+// What one FSDP unit (one flat parameter) holds: one Linear layer with what follows it, or the
+// whole model.
+enum class FsdpUnits { kLayer, kModel };
+enum class PipelineSchedule { kGpipe, k1f1b, kInterleaved1f1b, kZbH1 };
+enum class ModelKind { kMlp };
+// Named ActivationKind so as not to clash with nn/mlp.h's Activation, to which it maps one to one.
+enum class ActivationKind { kRelu, kGelu };
+enum class DataKind { kSynthetic, kIdx };
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+enum class BackendKind { kAuto, kGloo, kNccl };
+enum class DeviceKind { kAuto, kCpu, kCuda };
+
+std::string_view toString(StrategyKind value);
+std::string_view toString(FsdpSharding value);
+std::string_view toString(FsdpUnits value);
+std::string_view toString(PipelineSchedule value);
+std::string_view toString(ModelKind value);
+std::string_view toString(ActivationKind value);
+std::string_view toString(DataKind value);
+std::string_view toString(OptimizerKind value);
+std::string_view toString(BackendKind value);
+std::string_view toString(DeviceKind value);
+
+template <typename E>
+std::optional<E> fromString(std::string_view name);
+template <typename E>
+std::vector<std::string_view> enumNames();
+
+#define RINGMASTER_SPEC_ENUM_NAMES(E)                    \
+  template <>                                            \
+  std::optional<E> fromString<E>(std::string_view name); \
+  template <>                                            \
+  std::vector<std::string_view> enumNames<E>()
+RINGMASTER_SPEC_ENUM_NAMES(StrategyKind);
+RINGMASTER_SPEC_ENUM_NAMES(FsdpSharding);
+RINGMASTER_SPEC_ENUM_NAMES(FsdpUnits);
+RINGMASTER_SPEC_ENUM_NAMES(PipelineSchedule);
+RINGMASTER_SPEC_ENUM_NAMES(ModelKind);
+RINGMASTER_SPEC_ENUM_NAMES(ActivationKind);
+RINGMASTER_SPEC_ENUM_NAMES(DataKind);
+RINGMASTER_SPEC_ENUM_NAMES(OptimizerKind);
+RINGMASTER_SPEC_ENUM_NAMES(BackendKind);
+RINGMASTER_SPEC_ENUM_NAMES(DeviceKind);
+#undef RINGMASTER_SPEC_ENUM_NAMES
+
+// ---------------------------------------------------------------------------------------------
+// Limits beyond which a value is rejected as absurd rather than attempted.
+
+inline constexpr int kMaxNameLength = 64;
+inline constexpr int64_t kMaxLayerWidth = int64_t{1} << 20;
+inline constexpr int64_t kMaxLayerCount = 1024;             // entries of model.layers
+inline constexpr int64_t kMaxParameters = 10'000'000'000;   // weights + biases of the MLP
+inline constexpr int64_t kMaxSteps = 1'000'000'000;         // train.steps, every_steps
+inline constexpr int64_t kMaxBatchSize = int64_t{1} << 20;  // also grad_accum, micro_batches
+inline constexpr int64_t kMaxSamples = 1'000'000'000;
+inline constexpr int64_t kMaxRanksPerHost = 1024;
+inline constexpr int64_t kMaxWorldSize = 65536;
+inline constexpr int64_t kMaxVirtualStages = 1024;
+inline constexpr double kMaxBucketCapMb = 65536;
+inline constexpr double kMaxTimeoutSeconds = 86400;
+
+// ---------------------------------------------------------------------------------------------
+// The spec. Fields marked "required" have no default: the parser insists on them, and the values
+// here are placeholders. Only the options block of the chosen strategy kind is read and written;
+// the others keep their defaults.
+
+struct DdpSpec {
+  double bucket_cap_mb = 25;  // gradient bucket size cap, MiB (PyTorch's bucket_cap_mb)
+  bool operator==(const DdpSpec&) const = default;
+};
+
+struct FsdpSpec {
+  FsdpSharding sharding = FsdpSharding::kFullShard;
+  FsdpUnits units = FsdpUnits::kLayer;
+  bool operator==(const FsdpSpec&) const = default;
+};
+
+struct PipelineSpec {
+  PipelineSchedule schedule = PipelineSchedule::k1f1b;
+  int virtual_stages =
+      1;  // model chunks per rank; > 1 only with kInterleaved1f1b, which needs >= 2
+  // Explicit partition: stage s (world_size * virtual_stages of them, in model order; stage s runs
+  // on rank s % world_size) holds these Linear-layer indices. Empty: balanced by parameter count.
+  std::vector<std::vector<int>> stages;
+  bool operator==(const PipelineSpec&) const = default;
+};
+
+struct StrategySpec {
+  StrategyKind kind = StrategyKind::kSingle;
+  DdpSpec ddp;
+  FsdpSpec fsdp;
+  PipelineSpec pipeline;
+  bool operator==(const StrategySpec&) const = default;
+};
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::kMlp;
+  std::vector<int64_t> layers;  // required; widths, input first: {784, 256, 256, 10}
+  ActivationKind activation = ActivationKind::kRelu;
+  double dropout = 0;  // in [0, 1)
+  bool layer_norm = false;
+  uint64_t seed = 0;
+  std::optional<std::string> init_checkpoint;  // weights to start from instead of the seed's
+  bool operator==(const ModelSpec&) const = default;
+};
+
+struct DataSpec {
+  DataKind kind = DataKind::kSynthetic;
+  // kSynthetic (all required but seed): features == model.layers.front(),
+  // classes == model.layers.back().
+  int64_t samples = 0;
+  int64_t features = 0;
+  int64_t classes = 0;
+  uint64_t seed = 0;
+  // kIdx (both required): IDX files as MNIST ships them.
+  std::string images;
+  std::string labels;
+  // Both kinds.
+  bool shuffle = true;
+  bool drop_last = false;
+  bool operator==(const DataSpec&) const = default;
+};
+
+struct TrainSpec {
+  int64_t steps = 0;       // required: optimizer steps
+  int64_t batch_size = 0;  // required: samples per rank per micro-step
+  int grad_accum_steps = 1;
+  int micro_batches = 1;  // pipeline only: must divide batch_size
+  uint64_t seed = 0;      // shuffling and dropout
+  bool operator==(const TrainSpec&) const = default;
+};
+
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::kAdamW;
+  double lr = 0;  // required
+  // kSgd only.
+  double momentum = 0;
+  double dampening = 0;
+  bool nesterov = false;
+  // kAdam / kAdamW only.
+  std::array<double, 2> betas = {0.9, 0.999};
+  double eps = 1e-8;
+  // Every kind. The parser fills defaultWeightDecay(kind) when the document has none.
+  double weight_decay = 0;
+  std::optional<double> clip_grad_norm;  // max global L2 norm; nullopt: no clipping
+  bool operator==(const OptimizerSpec&) const = default;
+};
+
+// PyTorch's default: 0.01 for AdamW, 0 otherwise.
+double defaultWeightDecay(OptimizerKind kind);
+
+struct LaunchHostSpec {
+  std::string host = "localhost";
+  int ranks = 1;                             // required in JSON: workers on this host
+  std::optional<int> port;                   // SSH port; nullopt: ~/.ssh/config or 22
+  std::optional<std::string> user;           // nullopt: ~/.ssh/config or the local user
+  std::optional<std::string> identity_file;  // nullopt: ~/.ssh/config or the agent
+  bool operator==(const LaunchHostSpec&) const = default;
+};
+
+struct LaunchSpec {
+  std::vector<LaunchHostSpec> hosts = {LaunchHostSpec{}};
+  std::optional<std::string> node_binary;  // ringmaster-node on the hosts; nullopt: on the PATH
+  int master_port = 0;                     // rank 0's store; 0 picks a free port
+  double timeout_s = 300;                  // rendezvous and collective timeout
+  bool operator==(const LaunchSpec&) const = default;
+};
+
+struct CheckpointSpec {
+  std::string dir;          // required
+  int64_t every_steps = 0;  // 0: only at the end
+  bool operator==(const CheckpointSpec&) const = default;
+};
+
+struct TelemetrySpec {
+  int64_t every_steps = 1;  // a step event every this many steps
+  bool operator==(const TelemetrySpec&) const = default;
+};
+
+struct JobSpec {
+  std::string name;  // required: [A-Za-z0-9._-]{1,64}
+  std::string description;
+  StrategySpec strategy;
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  OptimizerSpec optimizer;
+  BackendKind backend = BackendKind::kAuto;
+  DeviceKind device = DeviceKind::kAuto;
+  LaunchSpec launch;
+  std::optional<CheckpointSpec> checkpoint;  // nullopt: no checkpoints
+  TelemetrySpec telemetry;
+  bool operator==(const JobSpec&) const = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Parsing.
+
+struct SpecProblem {
+  std::string path;     // "train.batch_size", "launch.hosts[1].ranks"; "" for the document
+  std::string message;  // "expected a positive integer, got -3"
+  bool operator==(const SpecProblem&) const = default;
+};
+
+struct SpecParseResult {
+  std::optional<JobSpec> spec;  // set exactly when there are no problems
+  std::vector<SpecProblem> problems;
+
+  bool ok() const { return spec.has_value() && problems.empty(); }
+  // One problem per line, "path: message" (just the message for the document itself).
+  std::string describe() const;
+};
+
+// Never throw on bad input (invalid JSON included: one problem at path "" with the parser's
+// position); every problem of the document is reported at once. The text form also reports
+// duplicate keys, which a parsed nlohmann::json can no longer show.
+SpecParseResult parseJobSpec(std::string_view json_text);
+SpecParseResult parseJobSpec(const nlohmann::json& document);
+// Text overloads, so that a string is never taken for a JSON string value.
+inline SpecParseResult parseJobSpec(const std::string& json_text) {
+  return parseJobSpec(std::string_view(json_text));
+}
+inline SpecParseResult parseJobSpec(const char* json_text) {
+  return parseJobSpec(std::string_view(json_text));
+}
+
+// Throws Error kIo when the file cannot be read and kSpec, with describe(), when it is invalid.
+JobSpec loadJobSpecFile(const std::string& path);
+
+// The canonical form: every default filled in, only the chosen kinds' options; keys sorted.
+// parseJobSpec(toJson(spec)) gives back spec for any spec that parseJobSpec produced.
+nlohmann::json toJson(const JobSpec& spec);
+
+// The problems of a spec built or edited in code (parseJobSpec(toJson(spec)).problems).
+std::vector<SpecProblem> validateJobSpec(const JobSpec& spec);
+
+// Sum of launch.hosts[].ranks.
+int worldSize(const JobSpec& spec);
+
+// Pipeline stages (world size * virtual_stages) for kPipeline, 1 for the other strategies.
+int stageCount(const JobSpec& spec);
+
+// Ranks that split each batch's data between them: 1 for kPipeline (every stage sees the same
+// micro-batches), the world size for the other strategies.
+int dataParallelSize(const JobSpec& spec);
+
+}  // namespace ringmaster

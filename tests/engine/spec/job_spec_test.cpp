@@ -1,0 +1,1102 @@
+// Tests of the job spec: defaults, the canonical form and its round trip, the example files, and
+// every problem the parser reports, message by message. Most error cases are one table: a JSON
+// merge patch (RFC 7386; null deletes a key) applied to a minimal valid spec, and the exact
+// problems expected back.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "spec/job_spec.h"
+
+namespace ringmaster {
+namespace {
+
+using json = nlohmann::json;
+
+const char* const kMinimal = R"({
+  "name": "t",
+  "strategy": {"kind": "single"},
+  "model": {"kind": "mlp", "layers": [4, 8, 3]},
+  "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3},
+  "train": {"steps": 10, "batch_size": 8},
+  "optimizer": {"kind": "sgd", "lr": 0.1}
+})";
+
+json minimal() {
+  return json::parse(kMinimal);
+}
+
+json patched(const json& patch) {
+  json document = minimal();
+  document.merge_patch(patch);
+  return document;
+}
+
+std::vector<std::string> problemLines(const SpecParseResult& result) {
+  std::vector<std::string> lines;
+  for (const SpecProblem& problem : result.problems) {
+    lines.push_back(problem.path.empty() ? problem.message : problem.path + ": " + problem.message);
+  }
+  return lines;
+}
+
+std::vector<std::string> problemsOf(const json& document) {
+  return problemLines(parseJobSpec(document));
+}
+
+std::string examplesDir() {
+  return std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples";
+}
+
+std::vector<std::string> exampleFiles() {
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(examplesDir())) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Valid specs
+
+TEST(JobSpec, MinimalSpecGetsEveryDefault) {
+  SpecParseResult result = parseJobSpec(kMinimal);
+  ASSERT_TRUE(result.ok()) << result.describe();
+  const JobSpec& spec = *result.spec;
+  EXPECT_EQ(spec.name, "t");
+  EXPECT_EQ(spec.description, "");
+  EXPECT_EQ(spec.strategy.kind, StrategyKind::kSingle);
+  EXPECT_EQ(spec.strategy.ddp.bucket_cap_mb, 25);
+  EXPECT_EQ(spec.strategy.fsdp.sharding, FsdpSharding::kFullShard);
+  EXPECT_EQ(spec.strategy.fsdp.units, FsdpUnits::kLayer);
+  EXPECT_EQ(spec.strategy.pipeline.schedule, PipelineSchedule::k1f1b);
+  EXPECT_EQ(spec.strategy.pipeline.virtual_stages, 1);
+  EXPECT_TRUE(spec.strategy.pipeline.stages.empty());
+  EXPECT_EQ(spec.model.kind, ModelKind::kMlp);
+  EXPECT_EQ(spec.model.layers, (std::vector<int64_t>{4, 8, 3}));
+  EXPECT_EQ(spec.model.activation, ActivationKind::kRelu);
+  EXPECT_EQ(spec.model.dropout, 0);
+  EXPECT_FALSE(spec.model.layer_norm);
+  EXPECT_EQ(spec.model.seed, 0u);
+  EXPECT_FALSE(spec.model.init_checkpoint);
+  EXPECT_EQ(spec.data.kind, DataKind::kSynthetic);
+  EXPECT_EQ(spec.data.samples, 32);
+  EXPECT_EQ(spec.data.features, 4);
+  EXPECT_EQ(spec.data.classes, 3);
+  EXPECT_EQ(spec.data.seed, 0u);
+  EXPECT_TRUE(spec.data.shuffle);
+  EXPECT_FALSE(spec.data.drop_last);
+  EXPECT_EQ(spec.train.steps, 10);
+  EXPECT_EQ(spec.train.batch_size, 8);
+  EXPECT_EQ(spec.train.grad_accum_steps, 1);
+  EXPECT_EQ(spec.train.micro_batches, 1);
+  EXPECT_EQ(spec.train.seed, 0u);
+  EXPECT_EQ(spec.optimizer.kind, OptimizerKind::kSgd);
+  EXPECT_EQ(spec.optimizer.lr, 0.1);
+  EXPECT_EQ(spec.optimizer.momentum, 0);
+  EXPECT_EQ(spec.optimizer.dampening, 0);
+  EXPECT_FALSE(spec.optimizer.nesterov);
+  EXPECT_EQ(spec.optimizer.weight_decay, 0);
+  EXPECT_FALSE(spec.optimizer.clip_grad_norm);
+  EXPECT_EQ(spec.backend, BackendKind::kAuto);
+  EXPECT_EQ(spec.device, DeviceKind::kAuto);
+  ASSERT_EQ(spec.launch.hosts.size(), 1u);
+  EXPECT_EQ(spec.launch.hosts[0].host, "localhost");
+  EXPECT_EQ(spec.launch.hosts[0].ranks, 1);
+  EXPECT_FALSE(spec.launch.hosts[0].port);
+  EXPECT_FALSE(spec.launch.hosts[0].user);
+  EXPECT_FALSE(spec.launch.hosts[0].identity_file);
+  EXPECT_FALSE(spec.launch.node_binary);
+  EXPECT_EQ(spec.launch.master_port, 0);
+  EXPECT_EQ(spec.launch.timeout_s, 300);
+  EXPECT_FALSE(spec.checkpoint);
+  EXPECT_EQ(spec.telemetry.every_steps, 1);
+  EXPECT_EQ(worldSize(spec), 1);
+  EXPECT_EQ(stageCount(spec), 1);
+  EXPECT_EQ(dataParallelSize(spec), 1);
+}
+
+TEST(JobSpec, CanonicalFormFillsEveryDefault) {
+  json expected = json::parse(R"({
+    "name": "t",
+    "description": "",
+    "strategy": {"kind": "single"},
+    "model": {"kind": "mlp", "layers": [4, 8, 3], "activation": "relu", "dropout": 0.0,
+              "layer_norm": false, "seed": 0},
+    "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3, "seed": 0,
+             "shuffle": true, "drop_last": false},
+    "train": {"steps": 10, "batch_size": 8, "grad_accum_steps": 1, "micro_batches": 1, "seed": 0},
+    "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0, "nesterov": false,
+                  "weight_decay": 0.0},
+    "backend": "auto",
+    "device": "auto",
+    "launch": {"hosts": [{"host": "localhost", "ranks": 1}], "master_port": 0, "timeout_s": 300.0},
+    "telemetry": {"every_steps": 1}
+  })");
+  EXPECT_EQ(toJson(*parseJobSpec(kMinimal).spec), expected);
+}
+
+TEST(JobSpec, AdamAndAdamWDefaults) {
+  auto adam = parseJobSpec(patched({{"optimizer", {{"kind", "adam"}}}}));
+  ASSERT_TRUE(adam.ok()) << adam.describe();
+  EXPECT_EQ(adam.spec->optimizer.betas, (std::array<double, 2>{0.9, 0.999}));
+  EXPECT_EQ(adam.spec->optimizer.eps, 1e-8);
+  EXPECT_EQ(adam.spec->optimizer.weight_decay, 0.0);
+
+  auto adamw = parseJobSpec(patched({{"optimizer", {{"kind", "adamw"}}}}));
+  ASSERT_TRUE(adamw.ok()) << adamw.describe();
+  EXPECT_EQ(adamw.spec->optimizer.weight_decay, 0.01);
+  EXPECT_EQ(defaultWeightDecay(OptimizerKind::kAdamW), 0.01);
+  EXPECT_EQ(defaultWeightDecay(OptimizerKind::kSgd), 0.0);
+
+  auto explicit_decay =
+      parseJobSpec(patched({{"optimizer", {{"kind", "adamw"}, {"weight_decay", 0}}}}));
+  ASSERT_TRUE(explicit_decay.ok());
+  EXPECT_EQ(explicit_decay.spec->optimizer.weight_decay, 0.0);
+}
+
+TEST(JobSpec, EveryFieldIsRead) {
+  json document = json::parse(R"({
+    "name": "full-spec_1.0",
+    "description": "everything set",
+    "strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b", "virtual_stages": 2,
+                 "stages": [[0], [1, 2], [3], [4]]},
+    "model": {"kind": "mlp", "layers": [16, 32, 32, 32, 32, 4], "activation": "gelu",
+              "dropout": 0.25, "layer_norm": true, "seed": 7, "init_checkpoint": "init.safetensors"},
+    "data": {"kind": "synthetic", "samples": 1000, "features": 16, "classes": 4, "seed": 3,
+             "shuffle": false, "drop_last": true},
+    "train": {"steps": 50, "batch_size": 32, "grad_accum_steps": 2, "micro_batches": 4,
+              "seed": 11},
+    "optimizer": {"kind": "adam", "lr": 0.002, "betas": [0.8, 0.95], "eps": 1e-6,
+                  "weight_decay": 0.1, "clip_grad_norm": 0.5},
+    "backend": "nccl",
+    "device": "cuda",
+    "launch": {"hosts": [{"host": "node-a.example.org", "ranks": 1, "port": 2222, "user": "ml",
+                          "identity_file": "~/.ssh/id_ed25519"},
+                         {"host": "10.0.0.2", "ranks": 1}],
+               "node_binary": "/opt/ringmaster/bin/ringmaster-node", "master_port": 29500,
+               "timeout_s": 60},
+    "checkpoint": {"dir": "ckpt", "every_steps": 25},
+    "telemetry": {"every_steps": 5}
+  })");
+  SpecParseResult result = parseJobSpec(document);
+  ASSERT_TRUE(result.ok()) << result.describe();
+  const JobSpec& spec = *result.spec;
+  EXPECT_EQ(spec.name, "full-spec_1.0");
+  EXPECT_EQ(spec.description, "everything set");
+  EXPECT_EQ(spec.strategy.kind, StrategyKind::kPipeline);
+  EXPECT_EQ(spec.strategy.pipeline.schedule, PipelineSchedule::kInterleaved1f1b);
+  EXPECT_EQ(spec.strategy.pipeline.virtual_stages, 2);
+  EXPECT_EQ(spec.strategy.pipeline.stages, (std::vector<std::vector<int>>{{0}, {1, 2}, {3}, {4}}));
+  EXPECT_EQ(spec.model.layers, (std::vector<int64_t>{16, 32, 32, 32, 32, 4}));
+  EXPECT_EQ(spec.model.activation, ActivationKind::kGelu);
+  EXPECT_EQ(spec.model.dropout, 0.25);
+  EXPECT_TRUE(spec.model.layer_norm);
+  EXPECT_EQ(spec.model.seed, 7u);
+  EXPECT_EQ(spec.model.init_checkpoint, "init.safetensors");
+  EXPECT_EQ(spec.data.samples, 1000);
+  EXPECT_EQ(spec.data.seed, 3u);
+  EXPECT_FALSE(spec.data.shuffle);
+  EXPECT_TRUE(spec.data.drop_last);
+  EXPECT_EQ(spec.train.steps, 50);
+  EXPECT_EQ(spec.train.batch_size, 32);
+  EXPECT_EQ(spec.train.grad_accum_steps, 2);
+  EXPECT_EQ(spec.train.micro_batches, 4);
+  EXPECT_EQ(spec.train.seed, 11u);
+  EXPECT_EQ(spec.optimizer.kind, OptimizerKind::kAdam);
+  EXPECT_EQ(spec.optimizer.lr, 0.002);
+  EXPECT_EQ(spec.optimizer.betas, (std::array<double, 2>{0.8, 0.95}));
+  EXPECT_EQ(spec.optimizer.eps, 1e-6);
+  EXPECT_EQ(spec.optimizer.weight_decay, 0.1);
+  EXPECT_EQ(spec.optimizer.clip_grad_norm, 0.5);
+  EXPECT_EQ(spec.backend, BackendKind::kNccl);
+  EXPECT_EQ(spec.device, DeviceKind::kCuda);
+  ASSERT_EQ(spec.launch.hosts.size(), 2u);
+  EXPECT_EQ(spec.launch.hosts[0].host, "node-a.example.org");
+  EXPECT_EQ(spec.launch.hosts[0].port, 2222);
+  EXPECT_EQ(spec.launch.hosts[0].user, "ml");
+  EXPECT_EQ(spec.launch.hosts[0].identity_file, "~/.ssh/id_ed25519");
+  EXPECT_EQ(spec.launch.hosts[1].host, "10.0.0.2");
+  EXPECT_FALSE(spec.launch.hosts[1].port);
+  EXPECT_EQ(spec.launch.node_binary, "/opt/ringmaster/bin/ringmaster-node");
+  EXPECT_EQ(spec.launch.master_port, 29500);
+  EXPECT_EQ(spec.launch.timeout_s, 60);
+  ASSERT_TRUE(spec.checkpoint);
+  EXPECT_EQ(spec.checkpoint->dir, "ckpt");
+  EXPECT_EQ(spec.checkpoint->every_steps, 25);
+  EXPECT_EQ(spec.telemetry.every_steps, 5);
+  EXPECT_EQ(worldSize(spec), 2);
+  EXPECT_EQ(stageCount(spec), 4);
+  EXPECT_EQ(dataParallelSize(spec), 1);
+
+  // Canonical form and back.
+  EXPECT_EQ(parseJobSpec(toJson(spec)).spec, spec);
+  EXPECT_EQ(parseJobSpec(toJson(spec).dump(2)).spec, spec);
+}
+
+TEST(JobSpec, StrategyOptionsOfEachKind) {
+  auto ddp = parseJobSpec(patched({{"strategy", {{"kind", "ddp"}, {"bucket_cap_mb", 12.5}}}}));
+  ASSERT_TRUE(ddp.ok()) << ddp.describe();
+  EXPECT_EQ(ddp.spec->strategy.ddp.bucket_cap_mb, 12.5);
+  EXPECT_EQ(toJson(*ddp.spec)["strategy"], json::parse(R"({"kind":"ddp","bucket_cap_mb":12.5})"));
+
+  for (std::string_view sharding : enumNames<FsdpSharding>()) {
+    for (std::string_view units : enumNames<FsdpUnits>()) {
+      auto fsdp = parseJobSpec(
+          patched({{"strategy", {{"kind", "fsdp"}, {"sharding", sharding}, {"units", units}}}}));
+      ASSERT_TRUE(fsdp.ok()) << fsdp.describe();
+      EXPECT_EQ(toString(fsdp.spec->strategy.fsdp.sharding), sharding);
+      EXPECT_EQ(toString(fsdp.spec->strategy.fsdp.units), units);
+      EXPECT_EQ(parseJobSpec(toJson(*fsdp.spec)).spec, fsdp.spec);
+    }
+  }
+
+  for (std::string_view schedule : {"gpipe", "1f1b", "zb_h1"}) {
+    auto pipeline =
+        parseJobSpec(patched({{"strategy", {{"kind", "pipeline"}, {"schedule", schedule}}},
+                              {"launch", {{"hosts", {{{"ranks", 2}}}}}},
+                              {"train", {{"micro_batches", 4}}}}));
+    ASSERT_TRUE(pipeline.ok()) << pipeline.describe();
+    EXPECT_EQ(toString(pipeline.spec->strategy.pipeline.schedule), schedule);
+    EXPECT_EQ(stageCount(*pipeline.spec), 2);
+    EXPECT_EQ(dataParallelSize(*pipeline.spec), 1);
+  }
+}
+
+TEST(JobSpec, IdxDataAndNullOptionals) {
+  json document = patched(json::parse(R"({
+    "data": {"kind": "idx", "samples": null, "features": null, "classes": null,
+             "images": "a-images", "labels": "a-labels"},
+    "model": {"init_checkpoint": null},
+    "optimizer": {"clip_grad_norm": null},
+    "launch": {"hosts": [{"host": "h", "ranks": 1, "port": null, "user": null,
+                          "identity_file": null}], "node_binary": null}
+  })"));
+  document["checkpoint"] = nullptr;  // merge_patch would delete it; null means "no checkpoints"
+  SpecParseResult result = parseJobSpec(document);
+  ASSERT_TRUE(result.ok()) << result.describe();
+  EXPECT_EQ(result.spec->data.kind, DataKind::kIdx);
+  EXPECT_EQ(result.spec->data.images, "a-images");
+  EXPECT_EQ(result.spec->data.labels, "a-labels");
+  EXPECT_FALSE(result.spec->model.init_checkpoint);
+  EXPECT_FALSE(result.spec->optimizer.clip_grad_norm);
+  EXPECT_FALSE(result.spec->launch.hosts[0].port);
+  EXPECT_FALSE(result.spec->checkpoint);
+  json canonical_data = toJson(*result.spec)["data"];
+  EXPECT_EQ(canonical_data, json::parse(R"({"kind":"idx","images":"a-images","labels":"a-labels",
+                                            "shuffle":true,"drop_last":false})"));
+}
+
+TEST(JobSpec, IntegralFloatsAndLargeSeedsAreAccepted) {
+  SpecParseResult result = parseJobSpec(patched(
+      json::parse(R"({"train": {"steps": 1e3, "batch_size": 8.0, "seed": 18446744073709551615},
+                              "model": {"seed": 1e15}})")));
+  ASSERT_TRUE(result.ok()) << result.describe();
+  EXPECT_EQ(result.spec->train.steps, 1000);
+  EXPECT_EQ(result.spec->train.batch_size, 8);
+  EXPECT_EQ(result.spec->train.seed, 18446744073709551615ull);
+  EXPECT_EQ(result.spec->model.seed, 1000000000000000ull);
+  EXPECT_EQ(parseJobSpec(toJson(*result.spec)).spec, result.spec);
+}
+
+TEST(JobSpec, NcclWithCudaOrAutoDeviceIsValid) {
+  EXPECT_TRUE(parseJobSpec(patched({{"backend", "nccl"}, {"device", "cuda"}})).ok());
+  EXPECT_TRUE(parseJobSpec(patched({{"backend", "nccl"}, {"device", "auto"}})).ok());
+  EXPECT_TRUE(parseJobSpec(patched({{"backend", "gloo"}, {"device", "cuda"}})).ok());
+}
+
+TEST(JobSpec, DropLastWithEnoughSamplesIsValid) {
+  // 2 DDP ranks × 8 = 16 samples exactly.
+  EXPECT_TRUE(parseJobSpec(patched({{"strategy", {{"kind", "ddp"}}},
+                                    {"data", {{"samples", 16}, {"drop_last", true}}},
+                                    {"launch", {{"hosts", {{{"ranks", 2}}}}}}}))
+                  .ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Example files
+
+TEST(JobSpecExamples, EveryExampleParsesAndRoundTrips) {
+  std::vector<std::string> files = exampleFiles();
+  ASSERT_GE(files.size(), 5u) << examplesDir();
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    JobSpec spec;
+    ASSERT_NO_THROW(spec = loadJobSpecFile(file));
+    EXPECT_EQ(spec.name + ".json", std::filesystem::path(file).filename().string())
+        << "an example's name should match its file name";
+    EXPECT_EQ(parseJobSpec(toJson(spec)).spec, spec);
+    EXPECT_EQ(parseJobSpec(toJson(spec).dump()).spec, spec);
+  }
+}
+
+TEST(JobSpecExamples, SingleMlp) {
+  JobSpec spec = loadJobSpecFile(examplesDir() + "/single_mlp.json");
+  EXPECT_EQ(spec.name, "single_mlp");
+  EXPECT_EQ(spec.strategy.kind, StrategyKind::kSingle);
+  EXPECT_EQ(spec.model.layers, (std::vector<int64_t>{784, 256, 256, 10}));
+  EXPECT_EQ(spec.model.activation, ActivationKind::kRelu);
+  EXPECT_EQ(spec.data.kind, DataKind::kSynthetic);
+  EXPECT_EQ(spec.data.samples, 8192);
+  EXPECT_EQ(spec.data.features, 784);
+  EXPECT_EQ(spec.data.classes, 10);
+  EXPECT_EQ(spec.data.seed, 1u);
+  EXPECT_EQ(spec.train.steps, 300);
+  EXPECT_EQ(spec.train.batch_size, 64);
+  EXPECT_EQ(spec.optimizer.kind, OptimizerKind::kAdamW);
+  EXPECT_EQ(spec.optimizer.lr, 1e-3);
+  EXPECT_EQ(spec.optimizer.weight_decay, 0.01);
+  EXPECT_EQ(spec.telemetry.every_steps, 10);
+  EXPECT_EQ(spec.device, DeviceKind::kCpu);
+  EXPECT_EQ(spec.backend, BackendKind::kAuto);
+  EXPECT_EQ(worldSize(spec), 1);
+}
+
+TEST(JobSpecExamples, StrategiesAndWorldSizes) {
+  JobSpec ddp = loadJobSpecFile(examplesDir() + "/ddp_mlp.json");
+  EXPECT_EQ(ddp.strategy.kind, StrategyKind::kDdp);
+  EXPECT_EQ(worldSize(ddp), 4);
+  EXPECT_EQ(dataParallelSize(ddp), 4);
+
+  JobSpec fsdp = loadJobSpecFile(examplesDir() + "/fsdp_mlp.json");
+  EXPECT_EQ(fsdp.strategy.kind, StrategyKind::kFsdp);
+  EXPECT_EQ(fsdp.strategy.fsdp.sharding, FsdpSharding::kFullShard);
+  EXPECT_EQ(worldSize(fsdp), 4);
+
+  JobSpec pipeline = loadJobSpecFile(examplesDir() + "/pipeline_mlp.json");
+  EXPECT_EQ(pipeline.strategy.kind, StrategyKind::kPipeline);
+  EXPECT_EQ(pipeline.strategy.pipeline.schedule, PipelineSchedule::k1f1b);
+  EXPECT_EQ(pipeline.train.micro_batches, 8);
+  EXPECT_EQ(worldSize(pipeline), 4);
+  EXPECT_EQ(stageCount(pipeline), 4);
+  EXPECT_GE(static_cast<int>(pipeline.model.layers.size()) - 1, stageCount(pipeline));
+
+  JobSpec mnist = loadJobSpecFile(examplesDir() + "/idx_mnist.json");
+  EXPECT_EQ(mnist.data.kind, DataKind::kIdx);
+  EXPECT_EQ(mnist.data.images, "data/train-images-idx3-ubyte");
+  EXPECT_EQ(mnist.data.labels, "data/train-labels-idx1-ubyte");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every problem, message by message
+
+struct ErrorCase {
+  const char* patch;  // JSON merge patch on kMinimal
+  std::vector<std::string> expected;
+};
+
+void PrintTo(const ErrorCase& c, std::ostream* os) {
+  *os << c.patch;
+}
+
+class JobSpecErrors : public testing::TestWithParam<ErrorCase> {};
+
+TEST_P(JobSpecErrors, ReportsExactly) {
+  const ErrorCase& c = GetParam();
+  json document = patched(json::parse(c.patch));
+  SpecParseResult result = parseJobSpec(document);
+  EXPECT_EQ(problemLines(result), c.expected);
+  EXPECT_FALSE(result.ok());
+  EXPECT_FALSE(result.spec);
+  // The text path reports the same.
+  EXPECT_EQ(problemLines(parseJobSpec(document.dump())), c.expected);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Root, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"name": null})", {"name: required"}},
+        ErrorCase{R"({"name": ""})", {"name: expected a non-empty string, got \"\""}},
+        ErrorCase{R"({"name": 5})", {"name: expected a non-empty string, got 5"}},
+        ErrorCase{R"({"name": "my job"})",
+                  {"name: expected only letters, digits, '.', '_' and '-', got \"my job\""}},
+        ErrorCase{R"({"name": "a/b"})",
+                  {"name: expected only letters, digits, '.', '_' and '-', got \"a/b\""}},
+        ErrorCase{
+            R"({"name": "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+            {"name: expected at most 64 characters, got 65"}},
+        ErrorCase{R"({"description": 3})", {"description: expected a string, got 3"}},
+        ErrorCase{R"({"nmae": "x"})", {"nmae: unknown key (did you mean \"name\"?)"}},
+        ErrorCase{R"({"steps": 10})", {"steps: unknown key (did you mean \"train.steps\"?)"}},
+        ErrorCase{R"({"zzz": 1})", {"zzz: unknown key"}},
+        ErrorCase{R"({"backend": "mpi"})",
+                  {"backend: expected one of \"auto\", \"gloo\", \"nccl\", got \"mpi\""}},
+        ErrorCase{R"({"device": "tpu"})",
+                  {"device: expected one of \"auto\", \"cpu\", \"cuda\", got \"tpu\""}},
+        ErrorCase{R"({"device": 1})",
+                  {"device: expected one of \"auto\", \"cpu\", \"cuda\", got 1"}},
+        ErrorCase{R"({"backend": "nccl", "device": "cpu"})",
+                  {"backend: nccl needs CUDA devices, but device is \"cpu\""}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Strategy, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"strategy": null})", {"strategy: required"}},
+        ErrorCase{R"({"strategy": "ddp"})", {"strategy: expected an object, got \"ddp\""}},
+        ErrorCase{R"({"strategy": {"kind": null}})", {"strategy.kind: required"}},
+        ErrorCase{R"({"strategy": {"kind": "tp"}})",
+                  {"strategy.kind: expected one of \"single\", \"ddp\", \"fsdp\", \"pipeline\", "
+                   "got \"tp\""}},
+        ErrorCase{
+            R"({"strategy": {"kind": null, "knd": "single"}})",
+            {"strategy.kind: required", "strategy.knd: unknown key (did you mean \"kind\"?)"}},
+        ErrorCase{R"({"strategy": {"bucket_cap_mb": 25}})",
+                  {"strategy.bucket_cap_mb: only valid when strategy.kind is ddp"}},
+        ErrorCase{R"({"strategy": {"sharding": "full_shard"}})",
+                  {"strategy.sharding: only valid when strategy.kind is fsdp"}},
+        ErrorCase{R"({"strategy": {"units": "layer"}})",
+                  {"strategy.units: only valid when strategy.kind is fsdp"}},
+        ErrorCase{R"({"strategy": {"kind": "ddp", "schedule": "1f1b"}})",
+                  {"strategy.schedule: only valid when strategy.kind is pipeline"}},
+        ErrorCase{R"({"strategy": {"kind": "fsdp", "virtual_stages": 1}})",
+                  {"strategy.virtual_stages: only valid when strategy.kind is pipeline"}},
+        ErrorCase{R"({"strategy": {"stages": [[0], [1]]}})",
+                  {"strategy.stages: only valid when strategy.kind is pipeline"}},
+        ErrorCase{R"({"strategy": {"kind": "ddp", "bucket_cap_mb": 0}})",
+                  {"strategy.bucket_cap_mb: expected a positive number, got 0"}},
+        ErrorCase{R"({"strategy": {"kind": "ddp", "bucket_cap_mb": "25"}})",
+                  {"strategy.bucket_cap_mb: expected a positive number, got \"25\""}},
+        ErrorCase{R"({"strategy": {"kind": "ddp", "bucket_cap_mb": 1e6}})",
+                  {"strategy.bucket_cap_mb: expected a positive number no larger than 65536, got "
+                   "1000000.0"}},
+        ErrorCase{R"({"strategy": {"kind": "ddp", "find_unused_parameters": true}})",
+                  {"strategy.find_unused_parameters: unknown key"}},
+        ErrorCase{R"({"strategy": {"kind": "fsdp", "sharding": "zero3"}})",
+                  {"strategy.sharding: expected one of \"full_shard\", \"shard_grad_op\", "
+                   "\"no_shard\", got \"zero3\""}},
+        ErrorCase{R"({"strategy": {"kind": "fsdp", "units": "block"}})",
+                  {"strategy.units: expected one of \"layer\", \"model\", got \"block\""}},
+        ErrorCase{R"({"strategy": {"kind": "fsdp", "shardng": "no_shard"}})",
+                  {"strategy.shardng: unknown key (did you mean \"sharding\"?)"}},
+        // An unknown kind still has its options' values checked, but none is misplaced.
+        ErrorCase{R"({"strategy": {"kind": "zero", "sharding": "x", "bucket_cap_mb": -1}})",
+                  {"strategy.kind: expected one of \"single\", \"ddp\", \"fsdp\", \"pipeline\", "
+                   "got \"zero\"",
+                   "strategy.bucket_cap_mb: expected a positive number, got -1",
+                   "strategy.sharding: expected one of \"full_shard\", \"shard_grad_op\", "
+                   "\"no_shard\", got \"x\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.kind: single runs exactly 1 rank, but launch.hosts give a world size "
+                   "of 2"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Pipeline, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "looped"}})",
+                  {"strategy.schedule: expected one of \"gpipe\", \"1f1b\", \"interleaved_1f1b\", "
+                   "\"zb_h1\", got \"looped\""}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "virtual_stages": 0}})",
+                  {"strategy.virtual_stages: expected a positive integer, got 0"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "virtual_stages": 5000}})",
+                  {"strategy.virtual_stages: expected a positive integer no larger than 1024, got "
+                   "5000"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "virtual_stages": 2}})",
+                  {"strategy.virtual_stages: must be 1 unless strategy.schedule is "
+                   "interleaved_1f1b, got 2"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b"}})",
+                  {"strategy.virtual_stages: interleaved_1f1b needs at least 2 virtual stages per "
+                   "rank, got 1"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b",
+                                   "virtual_stages": 3}})",
+                  {"strategy: world size 1 × virtual_stages 3 = 3 pipeline stages, but "
+                   "model.layers has only 2 Linear layers (each stage needs one)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline"}, "launch": {"hosts": [{"ranks": 3}]}})",
+                  {"strategy: world size 3 × virtual_stages 1 = 3 pipeline stages, but "
+                   "model.layers has only 2 Linear layers (each stage needs one)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [1]]}})",
+                  {"strategy.stages: expected 1 stage (world size 1 × virtual_stages 1), got 2"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[1], [0]]},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.stages[0][0]: expected layer 0 (stages must list layers 0..1 in "
+                   "order, each once), got 1"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [0]]},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.stages[1][0]: expected layer 1 (stages must list layers 0..1 in "
+                   "order, each once), got 0"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [1]]},
+                      "model": {"layers": [4, 8, 8, 3]}, "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.stages: layer 2 is in no stage (stages must list layers 0..2 in "
+                   "order, each once)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [1]]},
+                      "model": {"layers": [4, 8, 8, 8, 3]}, "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.stages: layers 2..3 are in no stage (stages must list layers 0..3 in "
+                   "order, each once)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": "balanced"}})",
+                  {"strategy.stages: expected a non-empty array of stages (arrays of layer "
+                   "indices), got \"balanced\""}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": []}})",
+                  {"strategy.stages: expected a non-empty array of stages (arrays of layer "
+                   "indices), got []"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[]]}})",
+                  {"strategy.stages[0]: expected a non-empty array of layer indices, got []"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0, -1]]}})",
+                  {"strategy.stages[0][1]: expected a non-negative integer, got -1"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline"}, "train": {"micro_batches": 3}})",
+                  {"train.micro_batches: must divide train.batch_size (8), got 3"}},
+        ErrorCase{R"({"train": {"micro_batches": 2}})",
+                  {"train.micro_batches: must be 1 unless strategy.kind is pipeline, got 2"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Model, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"model": null})", {"model: required"}},
+        ErrorCase{R"({"model": [784, 10]})", {"model: expected an object, got [784,10]"}},
+        ErrorCase{R"({"model": {"kind": null}})", {"model.kind: required"}},
+        ErrorCase{R"({"model": {"kind": "cnn"}})",
+                  {"model.kind: expected one of \"mlp\", got \"cnn\""}},
+        ErrorCase{R"({"model": {"layers": null}})", {"model.layers: required"}},
+        ErrorCase{R"({"model": {"layers": [4]}})",
+                  {"model.layers: expected an array of at least 2 layer widths, got [4]"}},
+        ErrorCase{R"({"model": {"layers": "4,8,3"}})",
+                  {"model.layers: expected an array of at least 2 layer widths, got \"4,8,3\""}},
+        ErrorCase{R"({"model": {"layers": [4, 0, 3]}})",
+                  {"model.layers[1]: expected a positive integer, got 0"}},
+        ErrorCase{R"({"model": {"layers": [4, 8.5, -3]}})",
+                  {"model.layers[1]: expected a positive integer, got 8.5",
+                   "model.layers[2]: expected a positive integer, got -3"}},
+        ErrorCase{R"({"model": {"layers": [4, 2000000, 3]}})",
+                  {"model.layers[1]: expected a positive integer no larger than 1048576, got "
+                   "2000000"}},
+        ErrorCase{R"({"model": {"layers": [4, 1048576, 1048576, 3]}})",
+                  {"model.layers: 1099521064963 parameters is more than the 10000000000 "
+                   "supported"}},
+        ErrorCase{R"({"model": {"activation": "tanh"}})",
+                  {"model.activation: expected one of \"relu\", \"gelu\", got \"tanh\""}},
+        ErrorCase{R"({"model": {"dropout": 1}})",
+                  {"model.dropout: expected a number in [0, 1), got 1"}},
+        ErrorCase{R"({"model": {"dropout": -0.5}})",
+                  {"model.dropout: expected a number in [0, 1), got -0.5"}},
+        ErrorCase{R"({"model": {"dropout": "0.1"}})",
+                  {"model.dropout: expected a number in [0, 1), got \"0.1\""}},
+        ErrorCase{R"({"model": {"layer_norm": "yes"}})",
+                  {"model.layer_norm: expected true or false, got \"yes\""}},
+        ErrorCase{R"({"model": {"seed": -1}})",
+                  {"model.seed: expected a non-negative integer, got -1"}},
+        ErrorCase{R"({"model": {"seed": 1.5}})",
+                  {"model.seed: expected a non-negative integer, got 1.5"}},
+        ErrorCase{R"({"model": {"init_checkpoint": ""}})",
+                  {"model.init_checkpoint: expected a non-empty string, got \"\""}},
+        ErrorCase{R"({"model": {"layer": [4, 3]}})",
+                  {"model.layer: unknown key (did you mean \"layers\"?)"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Data, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"data": null})", {"data: required"}},
+        ErrorCase{R"({"data": "mnist"})", {"data: expected an object, got \"mnist\""}},
+        ErrorCase{R"({"data": {"kind": null}})", {"data.kind: required"}},
+        ErrorCase{R"({"data": {"kind": "csv"}})",
+                  {"data.kind: expected one of \"synthetic\", \"idx\", got \"csv\""}},
+        ErrorCase{R"({"data": {"samples": null, "features": null, "classes": null}})",
+                  {"data.samples: required", "data.features: required", "data.classes: required"}},
+        ErrorCase{R"({"data": {"samples": 0}})",
+                  {"data.samples: expected a positive integer, got 0"}},
+        ErrorCase{R"({"data": {"samples": 2000000000}})",
+                  {"data.samples: expected a positive integer no larger than 1000000000, got "
+                   "2000000000"}},
+        ErrorCase{R"({"data": {"features": -4}})",
+                  {"data.features: expected a positive integer, got -4"}},
+        ErrorCase{R"({"data": {"features": 5}})",
+                  {"data.features: must equal model.layers[0] (4), got 5"}},
+        ErrorCase{R"({"data": {"classes": 1}})",
+                  {"data.classes: expected an integer of at least 2, got 1"}},
+        ErrorCase{R"({"data": {"classes": 4}})",
+                  {"data.classes: must equal model.layers[2] (3), got 4"}},
+        ErrorCase{R"({"data": {"seed": "x"}})",
+                  {"data.seed: expected a non-negative integer, got \"x\""}},
+        ErrorCase{R"({"data": {"images": "i", "labels": "l"}})",
+                  {"data.images: only valid when data.kind is idx",
+                   "data.labels: only valid when data.kind is idx"}},
+        ErrorCase{R"({"data": {"kind": "idx", "features": null, "classes": null, "seed": 1}})",
+                  {"data.samples: only valid when data.kind is synthetic",
+                   "data.seed: only valid when data.kind is synthetic", "data.images: required",
+                   "data.labels: required"}},
+        ErrorCase{R"({"data": {"kind": "idx", "samples": null, "features": null, "classes": null,
+                               "images": "", "labels": 7}})",
+                  {"data.images: expected a non-empty string, got \"\"",
+                   "data.labels: expected a non-empty string, got 7"}},
+        ErrorCase{R"({"data": {"shuffle": 1}})", {"data.shuffle: expected true or false, got 1"}},
+        ErrorCase{R"({"data": {"drop_last": "no"}})",
+                  {"data.drop_last: expected true or false, got \"no\""}},
+        ErrorCase{R"({"data": {"samples": 4, "drop_last": true}})",
+                  {"data.samples: with drop_last, 1 data-parallel rank × batch_size 8 need at "
+                   "least 8 samples, got 4"}},
+        ErrorCase{R"({"strategy": {"kind": "ddp"}, "data": {"samples": 20, "drop_last": true},
+                      "launch": {"hosts": [{"ranks": 3}]}})",
+                  {"data.samples: with drop_last, 3 data-parallel ranks × batch_size 8 need at "
+                   "least 24 samples, got 20"}},
+        ErrorCase{R"({"data": {"sample": 4}})",
+                  {"data.sample: unknown key (did you mean \"samples\"?)"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Train, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"train": null})", {"train: required"}},
+        ErrorCase{R"({"train": 10})", {"train: expected an object, got 10"}},
+        ErrorCase{R"({"train": {"steps": null, "batch_size": null}})",
+                  {"train.steps: required", "train.batch_size: required"}},
+        ErrorCase{R"({"train": {"steps": 0}})",
+                  {"train.steps: expected a positive integer, got 0"}},
+        ErrorCase{R"({"train": {"steps": 1.5}})",
+                  {"train.steps: expected a positive integer, got 1.5"}},
+        ErrorCase{R"({"train": {"steps": 2000000000}})",
+                  {"train.steps: expected a positive integer no larger than 1000000000, got "
+                   "2000000000"}},
+        ErrorCase{R"({"train": {"steps": 18446744073709551615}})",
+                  {"train.steps: expected a positive integer no larger than 1000000000, got "
+                   "18446744073709551615"}},
+        ErrorCase{R"({"train": {"steps": 1e300}})",
+                  {"train.steps: expected a positive integer, got 1e+300"}},
+        ErrorCase{R"({"train": {"batch_size": -3}})",
+                  {"train.batch_size: expected a positive integer, got -3"}},
+        ErrorCase{R"({"train": {"batch_size": "abc"}})",
+                  {"train.batch_size: expected a positive integer, got \"abc\""}},
+        ErrorCase{R"({"train": {"batch_size": 2097152}})",
+                  {"train.batch_size: expected a positive integer no larger than 1048576, got "
+                   "2097152"}},
+        ErrorCase{R"({"train": {"grad_accum_steps": 0}})",
+                  {"train.grad_accum_steps: expected a positive integer, got 0"}},
+        ErrorCase{R"({"train": {"micro_batches": 0}})",
+                  {"train.micro_batches: expected a positive integer, got 0"}},
+        ErrorCase{R"({"train": {"seed": -5}})",
+                  {"train.seed: expected a non-negative integer, got -5"}},
+        ErrorCase{R"({"train": {"batchsize": 8}})",
+                  {"train.batchsize: unknown key (did you mean \"batch_size\"?)"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizer, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"optimizer": null})", {"optimizer: required"}},
+        ErrorCase{R"({"optimizer": "adam"})", {"optimizer: expected an object, got \"adam\""}},
+        ErrorCase{R"({"optimizer": {"kind": null}})", {"optimizer.kind: required"}},
+        ErrorCase{R"({"optimizer": {"kind": "lamb"}})",
+                  {"optimizer.kind: expected one of \"sgd\", \"adam\", \"adamw\", got \"lamb\""}},
+        ErrorCase{R"({"optimizer": {"lr": null}})", {"optimizer.lr: required"}},
+        ErrorCase{R"({"optimizer": {"lr": 0}})",
+                  {"optimizer.lr: expected a positive number, got 0"}},
+        ErrorCase{R"({"optimizer": {"lr": "fast"}})",
+                  {"optimizer.lr: expected a positive number, got \"fast\""}},
+        ErrorCase{R"({"optimizer": {"momentum": 1}})",
+                  {"optimizer.momentum: expected a number in [0, 1), got 1"}},
+        ErrorCase{R"({"optimizer": {"dampening": 2}})",
+                  {"optimizer.dampening: expected a number in [0, 1], got 2"}},
+        ErrorCase{R"({"optimizer": {"nesterov": "y"}})",
+                  {"optimizer.nesterov: expected true or false, got \"y\""}},
+        ErrorCase{R"({"optimizer": {"nesterov": true}})",
+                  {"optimizer.nesterov: requires momentum > 0 and dampening 0 (as in PyTorch), got "
+                   "momentum 0 and dampening 0"}},
+        ErrorCase{R"({"optimizer": {"nesterov": true, "momentum": 0.9, "dampening": 0.1}})",
+                  {"optimizer.nesterov: requires momentum > 0 and dampening 0 (as in PyTorch), got "
+                   "momentum 0.9 and dampening 0.1"}},
+        ErrorCase{R"({"optimizer": {"betas": [0.9, 0.99], "eps": 1e-8}})",
+                  {"optimizer.betas: only valid when optimizer.kind is adam or adamw",
+                   "optimizer.eps: only valid when optimizer.kind is adam or adamw"}},
+        ErrorCase{R"({"optimizer": {"kind": "adam", "momentum": 0.9, "dampening": 0,
+                                    "nesterov": false}})",
+                  {"optimizer.dampening: only valid when optimizer.kind is sgd",
+                   "optimizer.momentum: only valid when optimizer.kind is sgd",
+                   "optimizer.nesterov: only valid when optimizer.kind is sgd"}},
+        ErrorCase{R"({"optimizer": {"kind": "adamw", "betas": [0.9]}})",
+                  {"optimizer.betas: expected an array of two numbers in [0, 1), got [0.9]"}},
+        ErrorCase{R"({"optimizer": {"kind": "adamw", "betas": [0.9, 1.0]}})",
+                  {"optimizer.betas[1]: expected a number in [0, 1), got 1.0"}},
+        ErrorCase{R"({"optimizer": {"kind": "adam", "eps": 0}})",
+                  {"optimizer.eps: expected a positive number, got 0"}},
+        ErrorCase{R"({"optimizer": {"weight_decay": -0.1}})",
+                  {"optimizer.weight_decay: expected a non-negative number, got -0.1"}},
+        ErrorCase{R"({"optimizer": {"clip_grad_norm": 0}})",
+                  {"optimizer.clip_grad_norm: expected a positive number, got 0"}},
+        ErrorCase{R"({"optimizer": {"kind": "rmsprop", "momentum": -1}})",
+                  {"optimizer.kind: expected one of \"sgd\", \"adam\", \"adamw\", got \"rmsprop\"",
+                   "optimizer.momentum: expected a number in [0, 1), got -1"}},
+        ErrorCase{R"({"optimizer": {"learning_rate": 0.1}})",
+                  {"optimizer.learning_rate: unknown key"}},
+        ErrorCase{R"({"optimizer": {"momentm": 0.9}})",
+                  {"optimizer.momentm: unknown key (did you mean \"momentum\"?)"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Launch, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"launch": "local"})", {"launch: expected an object, got \"local\""}},
+        ErrorCase{R"({"launch": {"hosts": []}})",
+                  {"launch.hosts: expected a non-empty array of hosts, got []"}},
+        ErrorCase{R"({"launch": {"hosts": [1]}})", {"launch.hosts[0]: expected an object, got 1"}},
+        ErrorCase{R"({"launch": {"hosts": [{"host": "a"}]}})", {"launch.hosts[0].ranks: required"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1}, {"ranks": 0}]}})",
+                  {"launch.hosts[1].ranks: expected a positive integer, got 0"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 2000}]}})",
+                  {"launch.hosts[0].ranks: expected a positive integer no larger than 1024, got "
+                   "2000"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "host": ""}]}})",
+                  {"launch.hosts[0].host: expected a host name or address, got \"\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "host": "-oProxyCommand=x"}]}})",
+                  {"launch.hosts[0].host: expected a host name or address, got "
+                   "\"-oProxyCommand=x\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "host": "a b"}]}})",
+                  {"launch.hosts[0].host: expected a host name or address, got \"a b\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "port": 0}]}})",
+                  {"launch.hosts[0].port: expected a port number in 1..65535, got 0"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "port": 70000}]}})",
+                  {"launch.hosts[0].port: expected a port number in 1..65535, got 70000"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "user": ""}]}})",
+                  {"launch.hosts[0].user: expected a non-empty string, got \"\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "user": "a b"}]}})",
+                  {"launch.hosts[0].user: expected a user name, got \"a b\""}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "identity_file": 3}]}})",
+                  {"launch.hosts[0].identity_file: expected a non-empty string, got 3"}},
+        ErrorCase{R"({"launch": {"hosts": [{"ranks": 1, "hots": "a"}]}})",
+                  {"launch.hosts[0].hots: unknown key (did you mean \"host\"?)"}},
+        ErrorCase{R"({"launch": {"node_binary": ""}})",
+                  {"launch.node_binary: expected a non-empty string, got \"\""}},
+        ErrorCase{R"({"launch": {"master_port": -1}})",
+                  {"launch.master_port: expected a port number in 0..65535 (0 picks a free port), "
+                   "got -1"}},
+        ErrorCase{R"({"launch": {"master_port": 65536}})",
+                  {"launch.master_port: expected a port number in 0..65535 (0 picks a free port), "
+                   "got 65536"}},
+        ErrorCase{R"({"launch": {"timeout_s": 0}})",
+                  {"launch.timeout_s: expected a positive number, got 0"}},
+        ErrorCase{R"({"launch": {"timeout_s": 1e9}})",
+                  {"launch.timeout_s: expected a positive number no larger than 86400, got "
+                   "1000000000.0"}},
+        ErrorCase{R"({"launch": {"host": []}})",
+                  {"launch.host: unknown key (did you mean \"hosts\"?)"}}));
+
+INSTANTIATE_TEST_SUITE_P(
+    CheckpointAndTelemetry, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"checkpoint": "ckpt"})", {"checkpoint: expected an object, got \"ckpt\""}},
+        ErrorCase{R"({"checkpoint": {}})", {"checkpoint.dir: required"}},
+        ErrorCase{R"({"checkpoint": {"dir": ""}})",
+                  {"checkpoint.dir: expected a non-empty string, got \"\""}},
+        ErrorCase{R"({"checkpoint": {"dir": "c", "every_steps": -1}})",
+                  {"checkpoint.every_steps: expected a non-negative integer, got -1"}},
+        ErrorCase{R"({"checkpoint": {"dir": "c", "every_step": 10}})",
+                  {"checkpoint.every_step: unknown key (did you mean \"every_steps\"?)"}},
+        ErrorCase{R"({"telemetry": 1})", {"telemetry: expected an object, got 1"}},
+        ErrorCase{R"({"telemetry": {"every_steps": 0}})",
+                  {"telemetry.every_steps: expected a positive integer, got 0"}},
+        ErrorCase{R"({"telemetry": {"every": 10}})", {"telemetry.every: unknown key"}}));
+
+TEST(JobSpecErrors, WorldSizeAboveTheLimit) {
+  json hosts = json::array();
+  for (int i = 0; i < 65; ++i)
+    hosts.push_back({{"host", "h" + std::to_string(i)}, {"ranks", 1024}});
+  EXPECT_EQ(problemsOf(patched({{"launch", {{"hosts", hosts}}}})),
+            std::vector<std::string>{
+                "launch.hosts: a world size of 66560 is more than the 65536 supported"});
+}
+
+TEST(JobSpecErrors, TooManyLayers) {
+  json layers = json::array();
+  for (int i = 0; i < 1025; ++i) layers.push_back(4);
+  EXPECT_EQ(problemsOf(patched({{"model", {{"layers", layers}}}})),
+            std::vector<std::string>{"model.layers: expected at most 1024 layer widths, got 1025"});
+}
+
+TEST(JobSpecErrors, LongValuesAreShortenedInMessages) {
+  std::string long_name(200, 'x');
+  long_name[0] = ' ';
+  std::vector<std::string> problems = problemsOf(patched({{"name", long_name}}));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0], "name: expected at most 64 characters, got 200");
+  problems = problemsOf(patched({{"device", long_name}}));
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_LT(problems[0].size(), 200u);
+  EXPECT_TRUE(problems[0].ends_with("...")) << problems[0];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several problems at once, the document itself, duplicates
+
+TEST(JobSpecErrors, EveryProblemIsReportedTogether) {
+  json document = json::parse(R"({
+    "name": "bad name",
+    "strategy": {"kind": "ddp", "sharding": "full_shard"},
+    "model": {"kind": "mlp", "layers": [4, 8, 3], "dropout": 1.5, "layer": 1},
+    "data": {"kind": "synthetic", "samples": 32, "features": 5, "classes": 3},
+    "train": {"steps": 0, "batch_size": -3},
+    "optimizer": {"kind": "adamw", "lr": -1, "momentum": 0.9},
+    "backend": "nccl",
+    "device": "cpu",
+    "launch": {"hosts": [{"ranks": 2}, {"host": "b", "ranks": "two"}]},
+    "telemetry": {"every_steps": 0},
+    "extra": true
+  })");
+  SpecParseResult result = parseJobSpec(document);
+  EXPECT_FALSE(result.ok());
+  EXPECT_EQ(problemLines(result),
+            (std::vector<std::string>{
+                "extra: unknown key",
+                "name: expected only letters, digits, '.', '_' and '-', got \"bad name\"",
+                "strategy.sharding: only valid when strategy.kind is fsdp",
+                "model.layer: unknown key (did you mean \"layers\"?)",
+                "model.dropout: expected a number in [0, 1), got 1.5",
+                "train.steps: expected a positive integer, got 0",
+                "train.batch_size: expected a positive integer, got -3",
+                "optimizer.momentum: only valid when optimizer.kind is sgd",
+                "optimizer.lr: expected a positive number, got -1",
+                "launch.hosts[1].ranks: expected a positive integer, got \"two\"",
+                "telemetry.every_steps: expected a positive integer, got 0",
+                "data.features: must equal model.layers[0] (4), got 5",
+                "backend: nccl needs CUDA devices, but device is \"cpu\"",
+            }));
+  EXPECT_EQ(result.describe(),
+            "extra: unknown key\n"
+            "name: expected only letters, digits, '.', '_' and '-', got \"bad name\"\n"
+            "strategy.sharding: only valid when strategy.kind is fsdp\n"
+            "model.layer: unknown key (did you mean \"layers\"?)\n"
+            "model.dropout: expected a number in [0, 1), got 1.5\n"
+            "train.steps: expected a positive integer, got 0\n"
+            "train.batch_size: expected a positive integer, got -3\n"
+            "optimizer.momentum: only valid when optimizer.kind is sgd\n"
+            "optimizer.lr: expected a positive number, got -1\n"
+            "launch.hosts[1].ranks: expected a positive integer, got \"two\"\n"
+            "telemetry.every_steps: expected a positive integer, got 0\n"
+            "data.features: must equal model.layers[0] (4), got 5\n"
+            "backend: nccl needs CUDA devices, but device is \"cpu\"");
+}
+
+TEST(JobSpecErrors, UnknownKeysAtEveryLevelTogether) {
+  json document = patched(json::parse(R"({
+    "x0": 1, "strategy": {"x1": 1}, "model": {"x2": 1}, "data": {"x3": 1}, "train": {"x4": 1},
+    "optimizer": {"x5": 1}, "launch": {"x6": 1, "hosts": [{"ranks": 1, "x7": 1}]},
+    "checkpoint": {"dir": "c", "x8": 1}, "telemetry": {"x9": 1}
+  })"));
+  EXPECT_EQ(problemsOf(document),
+            (std::vector<std::string>{"x0: unknown key", "strategy.x1: unknown key",
+                                      "model.x2: unknown key", "data.x3: unknown key",
+                                      "train.x4: unknown key", "optimizer.x5: unknown key",
+                                      "launch.x6: unknown key", "launch.hosts[0].x7: unknown key",
+                                      "checkpoint.x8: unknown key", "telemetry.x9: unknown key"}));
+}
+
+TEST(JobSpecErrors, MissingBlocksAreEachRequired) {
+  EXPECT_EQ(problemsOf(json::object()),
+            (std::vector<std::string>{"name: required", "strategy: required", "model: required",
+                                      "data: required", "train: required", "optimizer: required"}));
+}
+
+TEST(JobSpecErrors, DocumentMustBeAnObject) {
+  SpecParseResult result = parseJobSpec("[1, 2]");
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_EQ(result.problems[0], (SpecProblem{"", "expected a JSON object, got [1,2]"}));
+  EXPECT_EQ(result.describe(), "expected a JSON object, got [1,2]");
+  EXPECT_EQ(problemsOf(json("spec")),
+            std::vector<std::string>{"expected a JSON object, got \"spec\""});
+}
+
+TEST(JobSpecErrors, InvalidJsonNamesThePosition) {
+  for (const char* text : {"", "{", "{\"name\": \"a\",}", "{\n  \"name\": tru\n}", "nul",
+                           "{\"name\": \"a\"} trailing"}) {
+    SCOPED_TRACE(text);
+    SpecParseResult result;
+    ASSERT_NO_THROW(result = parseJobSpec(std::string_view(text)));
+    EXPECT_FALSE(result.ok());
+    ASSERT_EQ(result.problems.size(), 1u);
+    EXPECT_EQ(result.problems[0].path, "");
+    EXPECT_TRUE(result.problems[0].message.starts_with("invalid JSON: parse error at line "))
+        << result.problems[0].message;
+    EXPECT_EQ(result.problems[0].message.find("[json.exception"), std::string::npos);
+  }
+  SpecParseResult result = parseJobSpec("{\n  \"name\": \"a\",\n  \"x\": ]\n}");
+  EXPECT_EQ(result.problems[0].message,
+            "invalid JSON: parse error at line 3, column 8: syntax error while parsing value - "
+            "unexpected ']'; expected '[', '{', or a literal")
+      << result.problems[0].message;
+}
+
+TEST(JobSpecErrors, DuplicateKeysAreReported) {
+  std::string text = kMinimal;
+  text.insert(text.find("\"steps\""), "\"steps\": 5, ");
+  text.insert(1, "\"name\": \"first\", ");
+  SpecParseResult result = parseJobSpec(text);
+  EXPECT_EQ(
+      problemLines(result),
+      (std::vector<std::string>{"name: duplicate key (only the last one would be used)",
+                                "train.steps: duplicate key (only the last one would be used)"}));
+  EXPECT_FALSE(result.spec);
+}
+
+TEST(JobSpecErrors, DuplicateKeyPathsInsideArrays) {
+  SpecParseResult result = parseJobSpec(
+      R"({"name": "t", "strategy": {"kind": "ddp"},
+          "model": {"kind": "mlp", "layers": [4, 8, 3]},
+          "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3},
+          "train": {"steps": 10, "batch_size": 8},
+          "optimizer": {"kind": "sgd", "lr": 0.1},
+          "launch": {"hosts": [{"host": "a", "ranks": 1}, {"host": "b", "ranks": 1, "ranks": 2}]}})");
+  EXPECT_EQ(problemLines(result),
+            std::vector<std::string>{
+                "launch.hosts[1].ranks: duplicate key (only the last one would be used)"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Robustness: every value of every example replaced by values of every type never throws
+
+void forEachLeaf(const json& value, const json::json_pointer& at,
+                 const std::function<void(const json::json_pointer&)>& visit) {
+  visit(at);
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) forEachLeaf(child, at / key, visit);
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i) forEachLeaf(value[i], at / i, visit);
+  }
+}
+
+TEST(JobSpecRobustness, NeverThrowsOnAnyReplacedValue) {
+  const std::vector<json> replacements = {nullptr,
+                                          true,
+                                          0,
+                                          -1,
+                                          1.5,
+                                          1e300,
+                                          "",
+                                          "x",
+                                          json::array(),
+                                          json::object(),
+                                          json::array({1, 2}),
+                                          18446744073709551615ull};
+  int documents = 0;
+  for (const std::string& file : exampleFiles()) {
+    json original = toJson(loadJobSpecFile(file));
+    forEachLeaf(original, json::json_pointer(), [&](const json::json_pointer& at) {
+      for (const json& replacement : replacements) {
+        json document = original;
+        document[at] = replacement;
+        SpecParseResult result;
+        ASSERT_NO_THROW(result = parseJobSpec(document)) << at.to_string();
+        ASSERT_EQ(result.ok(), result.problems.empty()) << at.to_string();
+        ASSERT_EQ(result.spec.has_value(), result.problems.empty()) << at.to_string();
+        for (const SpecProblem& problem : result.problems) {
+          EXPECT_FALSE(problem.message.empty()) << at.to_string();
+        }
+        ++documents;
+      }
+    });
+  }
+  EXPECT_GT(documents, 1000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trip, files, helpers
+
+TEST(JobSpecRoundTrip, EveryKindCombination) {
+  for (std::string_view strategy : enumNames<StrategyKind>()) {
+    for (std::string_view optimizer : enumNames<OptimizerKind>()) {
+      for (std::string_view data : enumNames<DataKind>()) {
+        SCOPED_TRACE(fmt::format("{} {} {}", strategy, optimizer, data));
+        json patch = {{"strategy", {{"kind", strategy}}},
+                      {"optimizer", {{"kind", optimizer}, {"clip_grad_norm", 2.5}}},
+                      {"model", {{"layers", {4, 8, 8, 3}}}}};
+        if (data == "idx") {
+          patch["data"] = {{"kind", "idx"},      {"samples", nullptr}, {"features", nullptr},
+                           {"classes", nullptr}, {"images", "i"},      {"labels", "l"}};
+        }
+        if (strategy != "single") patch["launch"] = {{"hosts", {{{"ranks", 3}}}}};
+        SpecParseResult first = parseJobSpec(patched(patch));
+        ASSERT_TRUE(first.ok()) << first.describe();
+        json canonical = toJson(*first.spec);
+        SpecParseResult second = parseJobSpec(canonical.dump());
+        ASSERT_TRUE(second.ok()) << second.describe();
+        EXPECT_EQ(*second.spec, *first.spec);
+        EXPECT_EQ(toJson(*second.spec), canonical);
+      }
+    }
+  }
+}
+
+TEST(JobSpecFiles, LoadErrors) {
+  try {
+    loadJobSpecFile("/nonexistent/ringmaster/spec.json");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(e.message().find("/nonexistent/ringmaster/spec.json"), std::string::npos);
+  }
+
+  std::string path = std::string(RINGMASTER_BINARY_DIR) + "/spec_test_invalid.json";
+  {
+    std::ofstream out(path);
+    out << R"({"name": "bad name", "strategy": {"kind": "single"}})";
+  }
+  try {
+    loadJobSpecFile(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kSpec);
+    EXPECT_EQ(e.message(), path +
+                               " is not a valid job spec:\n"
+                               "name: expected only letters, digits, '.', '_' and '-', got \"bad "
+                               "name\"\n"
+                               "model: required\ndata: required\ntrain: required\n"
+                               "optimizer: required");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(JobSpecHelpers, EnumNamesRoundTrip) {
+  auto check = [](auto tag, std::vector<std::string_view> names) {
+    using E = decltype(tag);
+    EXPECT_EQ(enumNames<E>(), names);
+    for (std::string_view name : names) {
+      std::optional<E> value = fromString<E>(name);
+      ASSERT_TRUE(value) << name;
+      EXPECT_EQ(toString(*value), name);
+    }
+    EXPECT_FALSE(fromString<E>("nonsense"));
+    EXPECT_FALSE(fromString<E>(""));
+  };
+  check(StrategyKind{}, {"single", "ddp", "fsdp", "pipeline"});
+  check(FsdpSharding{}, {"full_shard", "shard_grad_op", "no_shard"});
+  check(FsdpUnits{}, {"layer", "model"});
+  check(PipelineSchedule{}, {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
+  check(ModelKind{}, {"mlp"});
+  check(ActivationKind{}, {"relu", "gelu"});
+  check(DataKind{}, {"synthetic", "idx"});
+  check(OptimizerKind{}, {"sgd", "adam", "adamw"});
+  check(BackendKind{}, {"auto", "gloo", "nccl"});
+  check(DeviceKind{}, {"auto", "cpu", "cuda"});
+  EXPECT_EQ(fromString<StrategyKind>("DDP"), std::nullopt) << "names are case-sensitive";
+}
+
+TEST(JobSpecHelpers, ValidateEditedSpec) {
+  JobSpec spec = *parseJobSpec(kMinimal).spec;
+  EXPECT_TRUE(validateJobSpec(spec).empty());
+  spec.strategy.kind = StrategyKind::kDdp;
+  spec.launch.hosts.assign(2, LaunchHostSpec{});
+  spec.launch.hosts[0].host = "a";
+  spec.launch.hosts[0].ranks = 2;
+  spec.launch.hosts[1].host = "b";
+  spec.launch.hosts[1].ranks = 3;
+  EXPECT_TRUE(validateJobSpec(spec).empty());
+  EXPECT_EQ(worldSize(spec), 5);
+  EXPECT_EQ(dataParallelSize(spec), 5);
+  EXPECT_EQ(stageCount(spec), 1);
+  spec.train.batch_size = 0;
+  spec.data.features = 5;
+  EXPECT_EQ(validateJobSpec(spec),
+            (std::vector<SpecProblem>{{"train.batch_size", "expected a positive integer, got 0"},
+                                      {"data.features", "must equal model.layers[0] (4), got 5"}}));
+}
+
+TEST(JobSpecHelpers, DescribeOfValidSpecIsEmpty) {
+  SpecParseResult result = parseJobSpec(kMinimal);
+  EXPECT_TRUE(result.ok());
+  EXPECT_EQ(result.describe(), "");
+  // parseJobSpec accepts std::string, const char* and string_view alike.
+  EXPECT_TRUE(parseJobSpec(std::string(kMinimal)).ok());
+  EXPECT_TRUE(parseJobSpec(std::string_view(kMinimal)).ok());
+}
+
+}  // namespace
+}  // namespace ringmaster
