@@ -1,0 +1,29 @@
+// Training checkpoints: a directory per step holding model.safetensors (parameters named as the
+// equivalent nn.Sequential's state_dict, so PyTorch's safetensors loader reads them) and
+// optimizer.safetensors (per-parameter state named "<parameter>.<state>", the step in metadata).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+
+namespace ringmaster {
+
+// Writes <dir>/step_<step, 8 digits>/{model,optimizer}.safetensors, each atomically; returns the
+// step directory.
+std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
+                                   const std::vector<NamedParameter>& parameters,
+                                   const Optimizer& optimizer);
+
+// Copies weights into `parameters` from a model.safetensors file or a step directory. Every
+// parameter must be present with its shape (kFormat error naming the first that is not); extra
+// tensors in the file are an error too, since they mean the file is of another model.
+void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters);
+
+// Restores the optimizer from an optimizer.safetensors file or a step directory; returns its step.
+int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer);
+
+}  // namespace ringmaster

@@ -1,0 +1,211 @@
+// Reading and writing unsigned-byte IDX files, with a precise error for each way a file can be
+// malformed.
+#include "data/idx_dataset.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+namespace {
+
+constexpr uint8_t kUnsignedByte = 0x08;
+constexpr uint32_t kImagesMagic = 0x00000803;
+constexpr uint32_t kLabelsMagic = 0x00000801;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+std::vector<uint8_t> readWholeFile(const std::string& path) {
+  File file(std::fopen(path.c_str(), "rb"));
+  if (!file) RM_THROW(kIo, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  std::vector<uint8_t> bytes;
+  uint8_t chunk[1 << 16];
+  for (;;) {
+    const size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.insert(bytes.end(), chunk, chunk + got);
+    if (got < sizeof chunk) break;
+  }
+  if (std::ferror(file.get())) {
+    RM_THROW(kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  }
+  return bytes;
+}
+
+uint32_t readBigEndian32(const uint8_t* p) {
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+const char* typeCodeName(uint8_t code) {
+  switch (code) {
+    case 0x08:
+      return "unsigned byte";
+    case 0x09:
+      return "signed byte";
+    case 0x0B:
+      return "short";
+    case 0x0C:
+      return "int";
+    case 0x0D:
+      return "float";
+    case 0x0E:
+      return "double";
+  }
+  return "not an IDX type";
+}
+
+// A parsed IDX file: its dimensions and where its elements start.
+struct IdxArray {
+  std::vector<uint32_t> dims;
+  const uint8_t* data = nullptr;
+};
+
+// Checks the header and size of an unsigned-byte IDX file of `expected_dims` dimensions; `what`
+// names its role in messages ("images", "labels").
+IdxArray parseIdx(const std::string& path, const std::vector<uint8_t>& bytes, int expected_dims,
+                  const char* what) {
+  const uint32_t expected_magic = (uint32_t{kUnsignedByte} << 8) | uint32_t(expected_dims);
+  if (bytes.empty()) {
+    RM_THROW(kFormat, fmt::format("{}: empty file, expected an IDX {} file (magic 0x{:08X})", path,
+                                  what, expected_magic));
+  }
+  if (bytes.size() < 4) {
+    RM_THROW(kFormat,
+             fmt::format("{}: truncated: expected at least 4 bytes of IDX header, found {}", path,
+                         bytes.size()));
+  }
+  const uint32_t magic = readBigEndian32(bytes.data());
+  if (bytes[0] != 0 || bytes[1] != 0) {
+    RM_THROW(kFormat, fmt::format("{}: bad magic number 0x{:08X}, expected 0x{:08X} (IDX {}); is "
+                                  "this an IDX file (unpack .gz files first)?",
+                                  path, magic, expected_magic, what));
+  }
+  const uint8_t type = bytes[2];
+  if (type != kUnsignedByte) {
+    RM_THROW(kFormat, fmt::format("{}: unsupported IDX type code 0x{:02X} ({}) in magic number "
+                                  "0x{:08X}; only 0x08 (unsigned byte) is supported",
+                                  path, type, typeCodeName(type), magic));
+  }
+  const int dims = bytes[3];
+  if (dims != expected_dims) {
+    RM_THROW(kFormat, fmt::format("{}: bad magic number 0x{:08X}, expected 0x{:08X}: IDX {} have "
+                                  "{} dimension(s), this file has {}",
+                                  path, magic, expected_magic, what, expected_dims, dims));
+  }
+  const size_t header = 4 + 4 * static_cast<size_t>(dims);
+  if (bytes.size() < header) {
+    RM_THROW(kFormat, fmt::format("{}: truncated: expected {} bytes of IDX header, found {}", path,
+                                  header, bytes.size()));
+  }
+  IdxArray array;
+  unsigned __int128 elements = 1;
+  for (int d = 0; d < dims; ++d) {
+    array.dims.push_back(readBigEndian32(bytes.data() + 4 + 4 * d));
+    elements *= array.dims.back();
+  }
+  const unsigned __int128 expected_size = header + elements;
+  if (bytes.size() != expected_size) {
+    std::string dims_str;
+    for (uint32_t d : array.dims) dims_str += fmt::format("{}{}", dims_str.empty() ? "" : " x ", d);
+    RM_THROW(
+        kFormat,
+        fmt::format("{}: {}: expected {} bytes ({}-byte header + {} {}), found {}", path,
+                    bytes.size() < expected_size ? "truncated" : "trailing bytes after the data",
+                    static_cast<uint64_t>(expected_size), header, dims_str,
+                    dims == 1 ? "labels" : "pixels", bytes.size()));
+  }
+  array.data = bytes.data() + header;
+  return array;
+}
+
+void writeAll(std::FILE* file, const std::string& path, const void* data, size_t size) {
+  if (size > 0 && std::fwrite(data, 1, size, file) != size) {
+    RM_THROW(kIo, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
+}  // namespace
+
+IdxDataset IdxDataset::load(const std::string& images_path, const std::string& labels_path,
+                            int64_t classes) {
+  RM_CHECK_ARG(classes >= 0, fmt::format("classes must be >= 0, got {}", classes));
+  const std::vector<uint8_t> image_bytes = readWholeFile(images_path);
+  const std::vector<uint8_t> label_bytes = readWholeFile(labels_path);
+  const IdxArray images = parseIdx(images_path, image_bytes, 3, "images");
+  const IdxArray labels = parseIdx(labels_path, label_bytes, 1, "labels");
+  if (images.dims[0] != labels.dims[0]) {
+    RM_THROW(kFormat, fmt::format("{} holds {} images, but {} holds {} labels: the counts must "
+                                  "match",
+                                  images_path, images.dims[0], labels_path, labels.dims[0]));
+  }
+  if (images.dims[0] > 0 && (images.dims[1] == 0 || images.dims[2] == 0)) {
+    RM_THROW(kFormat, fmt::format("{}: images of {} x {} pixels hold no pixels", images_path,
+                                  images.dims[1], images.dims[2]));
+  }
+
+  IdxDataset dataset;
+  dataset.count_ = images.dims[0];
+  dataset.rows_ = images.dims[1];
+  dataset.cols_ = images.dims[2];
+  dataset.pixels_.assign(images.data, images.data + dataset.count_ * dataset.features());
+  dataset.labels_.assign(labels.data, labels.data + dataset.count_);
+  int32_t max_label = -1;
+  for (int32_t label : dataset.labels_) max_label = std::max(max_label, label);
+  if (classes == 0) {
+    dataset.classes_ = max_label + 1;
+  } else {
+    dataset.classes_ = classes;
+    for (int64_t i = 0; i < dataset.count_; ++i) {
+      if (dataset.labels_[i] >= classes) {
+        RM_THROW(kFormat, fmt::format("{}: label {} of sample {} is not below the {} classes",
+                                      labels_path, dataset.labels_[i], i, classes));
+      }
+    }
+  }
+  return dataset;
+}
+
+void IdxDataset::fillChecked(std::span<const int64_t> indices, float* features_out,
+                             int32_t* labels_out) const {
+  const int64_t f = features();
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const uint8_t* pixels = pixels_.data() + indices[k] * f;
+    float* out = features_out + static_cast<int64_t>(k) * f;
+    // As torchvision: img.float().div(255), a float32 division.
+    for (int64_t j = 0; j < f; ++j) out[j] = static_cast<float>(pixels[j]) / 255.0f;
+    labels_out[k] = labels_[indices[k]];
+  }
+}
+
+void writeIdx(const std::string& path, const std::vector<uint32_t>& dims,
+              std::span<const uint8_t> data) {
+  RM_CHECK_ARG(dims.size() <= 255,
+               fmt::format("an IDX file has at most 255 dimensions, got {}", dims.size()));
+  unsigned __int128 elements = 1;
+  for (uint32_t d : dims) elements *= d;
+  RM_CHECK_ARG(elements == data.size(),
+               fmt::format("{}: {} bytes of data for dimensions whose product is {}", path,
+                           data.size(), static_cast<uint64_t>(elements)));
+  std::vector<uint8_t> header{0, 0, kUnsignedByte, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims) {
+    for (int shift : {24, 16, 8, 0}) header.push_back(static_cast<uint8_t>(d >> shift));
+  }
+  File file(std::fopen(path.c_str(), "wb"));
+  if (!file) RM_THROW(kIo, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  writeAll(file.get(), path, header.data(), header.size());
+  writeAll(file.get(), path, data.data(), data.size());
+  if (std::fclose(file.release()) != 0) {
+    RM_THROW(kIo, fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+  }
+}
+
+}  // namespace ringmaster
