@@ -1,0 +1,139 @@
+// ringmaster-node: the binary that runs on training nodes. `worker` runs one rank of a job and
+// streams its telemetry on stdout; `--version` says which build and protocol this is. Errors become
+// exit codes here and nowhere else (docs/errors.md).
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "spec/job_spec.h"
+#include "telemetry/writer.h"
+#include "train/trainer.h"
+
+namespace {
+
+using namespace ringmaster;
+
+enum ExitCode : int {
+  kExitCompleted = 0,
+  kExitFailed = 1,
+  kExitUsage = 2,
+  kExitUnavailable = 3,
+  kExitCancelled = 130,
+};
+
+std::atomic<bool> g_stop_requested{false};
+
+void onStopSignal(int) { g_stop_requested.store(true); }
+
+// Reads an integer environment variable of the torchrun environment; absent gives `fallback`.
+int intFromEnvironment(const char* name, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 0 || value > 1 << 20) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("environment variable {}={} is not a non-negative integer", name, text));
+  }
+  return static_cast<int>(value);
+}
+
+std::string hostName() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+int exitCodeFor(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kSpec:
+    case ErrorKind::kInvalidArgument: return kExitUsage;
+    case ErrorKind::kUnavailable: return kExitUnavailable;
+    default: return kExitFailed;
+  }
+}
+
+int runWorker(const std::string& spec_path) {
+  RankContext context;
+  context.rank = intFromEnvironment("RANK", 0);
+  context.world_size = intFromEnvironment("WORLD_SIZE", 1);
+  context.local_rank = intFromEnvironment("LOCAL_RANK", context.rank);
+  context.host = hostName();
+  if (context.world_size < 1 || context.rank >= context.world_size) {
+    RM_THROW(kInvalidArgument, fmt::format("RANK={} is outside WORLD_SIZE={}", context.rank,
+                                           context.world_size));
+  }
+
+  TelemetryWriter telemetry(stdout, context.rank);
+  int64_t last_step = 0;
+  try {
+    JobSpec spec = loadJobSpecFile(spec_path);
+    Trainer trainer(std::move(spec), context, telemetry,
+                    [] { return g_stop_requested.load(); });
+    TrainingResult result = trainer.run();
+    last_step = result.final_step;
+    telemetry.emit(DoneEvent{.status = result.cancelled ? DoneStatus::kCancelled : DoneStatus::kCompleted,
+                             .final_step = result.final_step,
+                             .wall_s = result.wall_seconds});
+    if (result.cancelled) {
+      fmt::print(stderr, "[rank {}] cancelled after step {}\n", context.rank, result.final_step);
+      return kExitCancelled;
+    }
+    fmt::print(stderr, "[rank {}] done: {} steps, loss {:.4f} -> {:.4f} in {:.1f} s\n",
+               context.rank, result.final_step, result.first_loss, result.last_loss,
+               result.wall_seconds);
+    return kExitCompleted;
+  } catch (const Error& e) {
+    telemetry.emit(ErrorEvent{.message = e.message(),
+                              .kind = std::string(errorKindName(e.kind())),
+                              .where = e.where(),
+                              .step = last_step,
+                              .fatal = true});
+    telemetry.emit(DoneEvent{.status = DoneStatus::kFailed, .final_step = last_step, .wall_s = 0});
+    throw;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);  // a closed telemetry pipe is an error value, not a death
+  std::signal(SIGINT, onStopSignal);
+  std::signal(SIGTERM, onStopSignal);
+
+  CLI::App app{"ringmaster-node: runs ranks of Ringmaster jobs on this host"};
+  app.set_version_flag("--version",
+                       fmt::format("ringmaster-node {} (telemetry protocol {})", RINGMASTER_VERSION,
+                                   RINGMASTER_TELEMETRY_PROTOCOL));
+  app.require_subcommand(1);
+  std::string spec_path;
+  CLI::App* worker = app.add_subcommand("worker", "run one rank (RANK / WORLD_SIZE from the "
+                                                  "environment, default 0 / 1)");
+  worker->add_option("--spec", spec_path, "job spec (JSON)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitCompleted : kExitUsage;
+  }
+
+  try {
+    if (worker->parsed()) return runWorker(spec_path);
+  } catch (const Error& e) {
+    fmt::print(stderr, "error: {}\n", e.message());
+    if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());
+    return exitCodeFor(e.kind());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return kExitFailed;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,62 @@
+// The training loop of one rank: builds the model, data, sampler and optimizer a job spec
+// describes, trains for train.steps, and reports every step as telemetry. This trainer runs
+// the `single` strategy; the distributed strategies plug in over the communicator.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "data/dataset.h"
+#include "nn/mlp.h"
+#include "optim/optimizer.h"
+#include "spec/job_spec.h"
+#include "telemetry/writer.h"
+
+namespace ringmaster {
+
+// Who this process is in the job: the torchrun environment, read by app/.
+struct RankContext {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string host;
+};
+
+struct TrainingResult {
+  bool cancelled = false;
+  int64_t final_step = 0;  // the last completed optimizer step
+  double first_loss = 0;   // loss of step 1
+  double last_loss = 0;    // loss of final_step
+  double wall_seconds = 0;
+};
+
+// The device a spec's `device` asks for on this machine: auto picks CUDA when a device is visible.
+// Throws kUnavailable when cuda is asked for and there is none.
+Device resolveDevice(DeviceKind kind, int local_rank);
+
+std::unique_ptr<Dataset> makeDataset(const DataSpec& spec);
+MlpConfig mlpConfig(const ModelSpec& spec);
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
+                                         std::vector<NamedParameter> parameters);
+
+class Trainer {
+ public:
+  // `stop_requested` is polled between steps (SIGINT / SIGTERM); `log` receives one human-readable
+  // line per telemetry step.
+  Trainer(JobSpec spec, RankContext context, TelemetryWriter& telemetry,
+          std::function<bool()> stop_requested, std::FILE* log = stderr);
+
+  TrainingResult run();
+
+ private:
+  JobSpec spec_;
+  RankContext context_;
+  TelemetryWriter& telemetry_;
+  std::function<bool()> stop_requested_;
+  std::FILE* log_;
+};
+
+}  // namespace ringmaster
