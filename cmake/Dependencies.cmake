@@ -67,7 +67,7 @@ else()
   set(RINGMASTER_HAVE_QT OFF)
 endif()
 ringmaster_report("Qt 6 + Qt Charts" ${RINGMASTER_HAVE_QT} "Qt ${Qt6_VERSION}"
-  "apt-get install qt6-base-dev libqt6charts6-dev; the desktop application is not built")
+  "apt-get install qt6-base-dev qt6-charts-dev libqt6opengl6-dev; the desktop application is not built")
 
 # libssh, for launching over SSH.
 pkg_check_modules(LIBSSH QUIET IMPORTED_TARGET libssh)

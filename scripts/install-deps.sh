@@ -11,7 +11,8 @@ packages=(
   libgloo-dev                                                  # CPU collectives
   libsqlite3-dev                                               # run storage
   libssh-dev                                                   # SSH launcher
-  qt6-base-dev qt6-charts-dev                                  # desktop application
+  qt6-base-dev qt6-charts-dev libqt6opengl6-dev                # desktop application
+  libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
   clang libclang-rt-14-dev                                     # libFuzzer targets
 )
 # Extra packages named on the command line (e.g. python3-torch for the benchmarks' anchor).

@@ -12,6 +12,8 @@ std::string_view errorKindName(ErrorKind kind) {
     case ErrorKind::kIo: return "I/O error";
     case ErrorKind::kFormat: return "format error";
     case ErrorKind::kCuda: return "CUDA error";
+    case ErrorKind::kComm: return "communication error";
+    case ErrorKind::kTimeout: return "timeout";
     case ErrorKind::kUnavailable: return "unavailable";
     case ErrorKind::kInternal: return "internal error";
   }

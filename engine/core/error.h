@@ -15,6 +15,8 @@ enum class ErrorKind {
   kIo,               // a file or stream could not be read or written
   kFormat,           // a file was read but its content is not the format it claims
   kCuda,             // a CUDA / cuBLAS call failed
+  kComm,             // a peer, the network or a communication library (Gloo, NCCL) failed
+  kTimeout,          // an operation did not finish within its timeout
   kUnavailable,      // the build or the machine lacks what was asked for (CUDA, a strategy)
   kInternal,         // an invariant of ours broke: a bug
 };

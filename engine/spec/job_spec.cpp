@@ -1128,7 +1128,7 @@ SpecParseResult parseJobSpec(std::string_view json_text) {
   json document;
   try {
     document = json::parse(json_text.begin(), json_text.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     std::string message = e.what();
     // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the tag.
     if (auto tag_end = message.find("] ");

@@ -1100,3 +1100,13 @@ TEST(JobSpecHelpers, DescribeOfValidSpecIsEmpty) {
 
 }  // namespace
 }  // namespace ringmaster
+
+// Found by fuzz_spec_parser: a number too large for a double made nlohmann-json throw
+// out_of_range, which escaped the parser. It must come back as a problem instead.
+TEST(JobSpecParse, NumberOutOfRangeIsAProblemNotACrash) {
+  ringmaster::SpecParseResult result = ringmaster::parseJobSpec("\n 2e7777");
+  ASSERT_FALSE(result.spec.has_value());
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_NE(result.problems[0].message.find("invalid JSON"), std::string::npos)
+      << result.problems[0].message;
+}

@@ -1,0 +1,272 @@
+// Names, checks and the host reduction kernels of reduce_op.h.
+#include "comm/reduce_op.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+std::string_view toString(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum: return "sum";
+    case ReduceKind::kAvg: return "avg";
+    case ReduceKind::kProduct: return "product";
+    case ReduceKind::kMin: return "min";
+    case ReduceKind::kMax: return "max";
+    case ReduceKind::kBand: return "band";
+    case ReduceKind::kBor: return "bor";
+    case ReduceKind::kBxor: return "bxor";
+    case ReduceKind::kPremulSum: return "premul_sum";
+  }
+  return "?";
+}
+
+bool isFloating(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
+std::string_view commDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float32";
+    case DType::kBF16: return "bfloat16";
+    case DType::kF16: return "float16";
+    case DType::kF64: return "float64";
+    case DType::kI32: return "int32";
+    case DType::kI64: return "int64";
+    case DType::kU8: return "uint8";
+  }
+  return "?";
+}
+
+void checkReduceSupported(ReduceOp op, DType dtype) {
+  bool bitwise = op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor || op.kind == ReduceKind::kBxor;
+  if (bitwise && isFloating(dtype)) {
+    RM_THROW(kInvalidArgument, fmt::format("reduce op {} needs an integer tensor, got {}",
+                                           toString(op.kind), commDTypeName(dtype)));
+  }
+  if (op.kind == ReduceKind::kPremulSum && !isFloating(dtype)) {
+    RM_THROW(kInvalidArgument, fmt::format("reduce op premul_sum needs a floating tensor, got {}",
+                                           commDTypeName(dtype)));
+  }
+}
+
+std::string_view toString(CommOp op) {
+  switch (op) {
+    case CommOp::kAllReduce: return "all_reduce";
+    case CommOp::kBroadcast: return "broadcast";
+    case CommOp::kReduce: return "reduce";
+    case CommOp::kAllGather: return "all_gather";
+    case CommOp::kReduceScatter: return "reduce_scatter";
+    case CommOp::kAllToAll: return "all_to_all";
+    case CommOp::kGather: return "gather";
+    case CommOp::kScatter: return "scatter";
+    case CommOp::kBarrier: return "barrier";
+    case CommOp::kSend: return "send";
+    case CommOp::kRecv: return "recv";
+  }
+  return "?";
+}
+
+double busFactor(CommOp op, int ranks) {
+  double n = ranks;
+  switch (op) {
+    case CommOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CommOp::kAllGather:
+    case CommOp::kReduceScatter:
+    case CommOp::kAllToAll:
+    case CommOp::kGather:
+    case CommOp::kScatter: return (n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+ReduceKind baseKind(ReduceKind kind) {
+  return kind == ReduceKind::kAvg || kind == ReduceKind::kPremulSum ? ReduceKind::kSum : kind;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Half precision.
+
+uint16_t floatToHalf(float value) {
+  uint32_t x;
+  std::memcpy(&x, &value, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t exp = (x >> 23) & 0xffu;
+  uint32_t mant = x & 0x7fffffu;
+  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));  // inf / nan
+  int e = static_cast<int>(exp) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
+  if (e <= 0) {                                               // subnormal or zero
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000u;
+    uint32_t shift = static_cast<uint32_t>(14 - e);
+    uint32_t half = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
+  uint32_t rem = mant & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent
+  return static_cast<uint16_t>(half);
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
+      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels.
+
+namespace {
+
+template <typename T, typename F>
+void apply(void* acc, const void* in, size_t count, F f) {
+  auto* a = static_cast<T*>(acc);
+  const auto* b = static_cast<const T*>(in);
+  for (size_t i = 0; i < count; ++i) a[i] = f(a[i], b[i]);
+}
+
+template <typename T>
+void reduceTyped(ReduceKind kind, void* acc, const void* in, size_t count) {
+  switch (kind) {
+    case ReduceKind::kSum: return apply<T>(acc, in, count, [](T a, T b) { return T(a + b); });
+    case ReduceKind::kProduct: return apply<T>(acc, in, count, [](T a, T b) { return T(a * b); });
+    case ReduceKind::kMin:
+      return apply<T>(acc, in, count, [](T a, T b) {
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+        }
+        return std::min(a, b);
+      });
+    case ReduceKind::kMax:
+      return apply<T>(acc, in, count, [](T a, T b) {
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+        }
+        return std::max(a, b);
+      });
+    case ReduceKind::kBand:
+    case ReduceKind::kBor:
+    case ReduceKind::kBxor:
+      if constexpr (std::is_integral_v<T>) {
+        if (kind == ReduceKind::kBand) return apply<T>(acc, in, count, [](T a, T b) { return T(a & b); });
+        if (kind == ReduceKind::kBor) return apply<T>(acc, in, count, [](T a, T b) { return T(a | b); });
+        return apply<T>(acc, in, count, [](T a, T b) { return T(a ^ b); });
+      }
+      break;
+    default: break;
+  }
+  RM_ENFORCE(false, fmt::format("reduceInto: unsupported kind {}", toString(kind)));
+}
+
+// 16-bit floats: widen to float, reduce, round back (per element, in blocks).
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void reduceHalfLike(ReduceKind kind, void* acc, const void* in, size_t count) {
+  auto* a = static_cast<uint16_t*>(acc);
+  const auto* b = static_cast<const uint16_t*>(in);
+  float fa[256], fb[256];
+  for (size_t base = 0; base < count; base += 256) {
+    size_t n = std::min<size_t>(256, count - base);
+    for (size_t i = 0; i < n; ++i) {
+      fa[i] = ToFloat(a[base + i]);
+      fb[i] = ToFloat(b[base + i]);
+    }
+    reduceTyped<float>(kind, fa, fb, n);
+    for (size_t i = 0; i < n; ++i) a[base + i] = FromFloat(fa[i]);
+  }
+}
+
+template <typename T>
+void scaleTyped(void* data, size_t count, double factor) {
+  auto* p = static_cast<T*>(data);
+  for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] * factor);
+}
+
+template <float (*ToFloat)(uint16_t), uint16_t (*FromFloat)(float)>
+void scaleHalfLike(void* data, size_t count, double factor) {
+  auto* p = static_cast<uint16_t*>(data);
+  for (size_t i = 0; i < count; ++i) p[i] = FromFloat(static_cast<float>(ToFloat(p[i]) * factor));
+}
+
+}  // namespace
+
+void reduceInto(ReduceKind kind, DType dtype, void* acc, const void* in, size_t count) {
+  switch (dtype) {
+    case DType::kF32: return reduceTyped<float>(kind, acc, in, count);
+    case DType::kF64: return reduceTyped<double>(kind, acc, in, count);
+    case DType::kI32: return reduceTyped<int32_t>(kind, acc, in, count);
+    case DType::kI64: return reduceTyped<int64_t>(kind, acc, in, count);
+    case DType::kU8: return reduceTyped<uint8_t>(kind, acc, in, count);
+    case DType::kBF16: return reduceHalfLike<bf16ToFloat, floatToBf16>(kind, acc, in, count);
+    case DType::kF16: return reduceHalfLike<halfToFloat, floatToHalf>(kind, acc, in, count);
+  }
+}
+
+void scaleInPlace(DType dtype, void* data, size_t count, double factor) {
+  switch (dtype) {
+    case DType::kF32: return scaleTyped<float>(data, count, factor);
+    case DType::kF64: return scaleTyped<double>(data, count, factor);
+    case DType::kBF16: return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count, factor);
+    case DType::kF16: return scaleHalfLike<halfToFloat, floatToHalf>(data, count, factor);
+    default: RM_THROW(kInvalidArgument, fmt::format("cannot scale a {} tensor", commDTypeName(dtype)));
+  }
+}
+
+void divideInPlace(DType dtype, void* data, size_t count, int64_t divisor) {
+  switch (dtype) {
+    case DType::kF32: return scaleTyped<float>(data, count, 1.0 / static_cast<double>(divisor));
+    case DType::kF64: {
+      auto* p = static_cast<double*>(data);
+      for (size_t i = 0; i < count; ++i) p[i] /= static_cast<double>(divisor);
+      return;
+    }
+    case DType::kBF16: return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count, 1.0 / static_cast<double>(divisor));
+    case DType::kF16: return scaleHalfLike<halfToFloat, floatToHalf>(data, count, 1.0 / static_cast<double>(divisor));
+    case DType::kI32: {
+      auto* p = static_cast<int32_t*>(data);
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<int32_t>(p[i] / divisor);
+      return;
+    }
+    case DType::kI64: {
+      auto* p = static_cast<int64_t*>(data);
+      for (size_t i = 0; i < count; ++i) p[i] /= divisor;
+      return;
+    }
+    case DType::kU8: {
+      auto* p = static_cast<uint8_t*>(data);
+      for (size_t i = 0; i < count; ++i) p[i] = static_cast<uint8_t>(p[i] / divisor);
+      return;
+    }
+  }
+}
+
+}  // namespace ringmaster
