@@ -130,6 +130,7 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
     store.port = port;
     store.is_server = rank == 0;
     store.timeout = options.timeout;
+    result.master_host = host;
     result.store = std::make_shared<TcpStore>(store);
   }
   return result;

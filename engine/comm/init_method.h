@@ -24,6 +24,7 @@ struct Rendezvous {
   int rank = 0;
   int world_size = 1;
   std::string init_method;
+  std::string master_host;  // the store's host for env:// and tcp:// (empty for file://)
 };
 
 // Reads one environment variable; std::nullopt when unset. Tests pass their own.

@@ -1,0 +1,38 @@
+// Communicator records as telemetry events.
+#include "comm/comm_telemetry.h"
+
+namespace ringmaster {
+
+CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step) {
+  CommEvent event;
+  event.seq_op = record.seq;
+  event.op = std::string(toString(record.op));
+  event.group = record.group;
+  event.bytes = record.bytes;
+  event.dtype = std::string(commDTypeName(record.dtype));
+  event.duration_ms = record.duration_ms;
+  event.algbw_gbps = record.algbw_gbps;
+  event.busbw_gbps = record.busbw_gbps;
+  event.wait_ms = record.wait_ms;
+  event.step = step;
+  return event;
+}
+
+void TelemetryCommObserver::onOperation(const CommRecord& record) {
+  int64_t step = step_.load();
+  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt));
+}
+
+void TelemetryCommObserver::onFailure(const Error& error, const nlohmann::json& flight_recorder) {
+  ErrorEvent event;
+  event.message = error.message();
+  event.kind = std::string(errorKindName(error.kind()));
+  event.where = error.where();
+  int64_t step = step_.load();
+  if (step > 0) event.step = step;
+  event.fatal = true;
+  event.flight_recorder = flight_recorder;
+  writer_.emit(event);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,29 @@
+// TelemetryCommObserver: turns the communicator's records into telemetry `comm` events and its
+// failure into an `error` event carrying the flight recorder, on a worker's TelemetryWriter.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "comm/communicator.h"
+#include "telemetry/writer.h"
+
+namespace ringmaster {
+
+class TelemetryCommObserver : public CommObserver {
+ public:
+  explicit TelemetryCommObserver(TelemetryWriter& writer) : writer_(writer) {}
+
+  // The step the next operations belong to (the trainer sets it at each step; 0: none yet).
+  void setStep(int64_t step) { step_ = step; }
+  void onOperation(const CommRecord& record) override;
+  void onFailure(const Error& error, const nlohmann::json& flight_recorder) override;
+
+  static CommEvent toEvent(const CommRecord& record, std::optional<int64_t> step);
+
+ private:
+  TelemetryWriter& writer_;
+  std::atomic<int64_t> step_{0};
+};
+
+}  // namespace ringmaster

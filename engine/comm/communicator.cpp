@@ -1,0 +1,554 @@
+// The shared driver of every backend: checks, sequencing, composition, timing, flight recorder,
+// failure propagation and the watchdog. Three threads per communicator: the op thread launches
+// operations in program order (the order every rank must agree on), the completion thread waits
+// for them in the same order, the watchdog publishes progress and watches for other ranks'
+// failures.
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "telemetry/writer.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::string kFailureKey = "ringmaster/failure";
+
+double nowUs() { return telemetryNow() * 1e6; }
+
+std::string progressKey(int rank) { return fmt::format("progress/{}", rank); }
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<Backend> backend, std::shared_ptr<Store> store,
+                           std::shared_ptr<Store> job_store, int rank, int size,
+                           std::string group_name, CommOptions options)
+    : backend_(std::move(backend)),
+      store_(std::move(store)),
+      job_store_(std::move(job_store)),
+      rank_(rank),
+      size_(size),
+      group_name_(std::move(group_name)),
+      options_(std::move(options)),
+      recorder_(options_.flight_recorder_entries) {
+  RM_CHECK_ARG(size_ >= 1 && rank_ >= 0 && rank_ < size_,
+               fmt::format("communicator: rank {} out of range for size {}", rank_, size_));
+  world_ranks_.resize(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) world_ranks_[static_cast<size_t>(r)] = r;
+  op_thread_ = std::thread([this] { opLoop(); });
+  completion_thread_ = std::thread([this] { completionLoop(); });
+  if (size_ > 1) watchdog_thread_ = std::thread([this] { watchdogLoop(); });
+}
+
+Communicator::~Communicator() {
+  bool busy;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    busy = in_flight_ > 0;
+  }
+  if (busy) abort("communicator destroyed with operations in flight");
+  op_cv_.notify_all();
+  completion_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mutex_);
+  }
+  watchdog_cv_.notify_all();
+  op_thread_.join();
+  completion_thread_.join();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks and descriptions.
+
+void Communicator::checkTensor(const Tensor& t, const char* what) const {
+  RM_CHECK_ARG(t.defined(), fmt::format("{} on {}: tensor is undefined", what, group_name_));
+  RM_CHECK_ARG(t.device() == backend_->device(),
+               fmt::format("{} on {}: tensor is on {}, the {} backend works on {}", what, group_name_,
+                           t.device().str(), backend_->name(), backend_->device().str()));
+}
+
+std::string Communicator::describe(const OpCall& call) const {
+  bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  std::string text = fmt::format("{} #{} on {}", toString(call.op), call.seq, group_name_);
+  if (p2p) text += fmt::format(" ({} rank {}, tag {})", call.op == CommOp::kSend ? "to" : "from", call.peer, call.tag);
+  return text;
+}
+
+std::string Communicator::describeRanks(const std::vector<int>& group_ranks) const {
+  std::vector<std::string> parts;
+  for (int r : group_ranks) parts.push_back(std::to_string(world_ranks_[static_cast<size_t>(r)]));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations.
+
+WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
+                                       const std::function<void()>& run) {
+  uint64_t id, seq;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = next_id_++;
+    seq = next_collective_seq_++;
+  }
+  FlightEntry entry{id, seq, op, group_name_, bytes, dtype, -1, OpState::kStarted, nowUs(), nowUs(), 0};
+  recorder_.record(entry);
+  auto work = std::make_shared<Work>(fmt::format("{} #{} on {}", toString(op), seq, group_name_), options_.timeout);
+  auto start = Clock::now();
+  run();
+  double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  recorder_.transition(id, OpState::kCompleted, nowUs());
+  last_started_seq_ = seq;
+  last_completed_seq_ = seq;
+  if (options_.observer) {
+    CommRecord record{seq, op, group_name_, 1, bytes, dtype, ms, ms > 0 ? bytes / (ms * 1e6) : 0, 0,
+                      std::nullopt, -1};
+    options_.observer->onOperation(record);
+  }
+  work->complete();
+  return work;
+}
+
+WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype, std::function<void()> before,
+                              std::function<void()> after) {
+  auto task = std::make_unique<Task>();
+  bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    task->id = next_id_++;
+    call.seq = p2p ? next_p2p_seq_++ : next_collective_seq_++;
+    ++in_flight_;
+  }
+  call.timeout = options_.timeout;
+  task->call = std::move(call);
+  task->bytes = bytes;
+  task->dtype = dtype;
+  task->before = std::move(before);
+  task->after = std::move(after);
+  task->work = std::make_shared<Work>(describe(task->call), options_.timeout);
+  recorder_.record({task->id, task->call.seq, task->call.op, group_name_, bytes, dtype,
+                    task->call.peer, OpState::kScheduled, nowUs(), 0, 0});
+  WorkPtr work = task->work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    op_queue_.push_back(std::move(task));
+  }
+  op_cv_.notify_one();
+  return work;
+}
+
+WorkPtr Communicator::allReduce(Tensor tensor, ReduceOp op) {
+  checkTensor(tensor, "all_reduce");
+  checkReduceSupported(op, tensor.dtype());
+  uint64_t bytes = tensor.nbytes();
+  if (size_ == 1) {
+    return completedLocally(CommOp::kAllReduce, bytes, tensor.dtype(), [&] {
+      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+    });
+  }
+  OpCall call{CommOp::kAllReduce, 0, tensor, {}, op.kind, op.factor};
+  std::function<void()> before, after;
+  if (!backend_->nativeReduce(op.kind)) {
+    call.reduce = baseKind(op.kind);
+    if (op.kind == ReduceKind::kPremulSum) {
+      before = [tensor, op]() mutable { scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor); };
+    }
+    if (op.kind == ReduceKind::kAvg) {
+      after = [tensor, n = size_]() mutable { divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n); };
+    }
+  }
+  return enqueue(std::move(call), bytes, tensor.dtype(), std::move(before), std::move(after));
+}
+
+WorkPtr Communicator::broadcast(Tensor tensor, int root) {
+  checkTensor(tensor, "broadcast");
+  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("broadcast on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  if (size_ == 1) return completedLocally(CommOp::kBroadcast, tensor.nbytes(), tensor.dtype(), [] {});
+  OpCall call{CommOp::kBroadcast, 0, tensor};
+  call.peer = root;
+  return enqueue(std::move(call), tensor.nbytes(), tensor.dtype());
+}
+
+WorkPtr Communicator::reduce(Tensor tensor, int root, ReduceOp op) {
+  checkTensor(tensor, "reduce");
+  checkReduceSupported(op, tensor.dtype());
+  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("reduce on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  uint64_t bytes = tensor.nbytes();
+  if (size_ == 1) {
+    return completedLocally(CommOp::kReduce, bytes, tensor.dtype(), [&] {
+      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+    });
+  }
+  OpCall call{CommOp::kReduce, 0, tensor, {}, op.kind, op.factor};
+  call.peer = root;
+  std::function<void()> before, after;
+  if (!backend_->nativeReduce(op.kind)) {
+    call.reduce = baseKind(op.kind);
+    if (op.kind == ReduceKind::kPremulSum) {
+      before = [tensor, op]() mutable { scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor); };
+    }
+    if (op.kind == ReduceKind::kAvg && rank_ == root) {
+      after = [tensor, n = size_]() mutable { divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n); };
+    }
+  }
+  return enqueue(std::move(call), bytes, tensor.dtype(), std::move(before), std::move(after));
+}
+
+WorkPtr Communicator::allGather(Tensor output, Tensor input) {
+  checkTensor(output, "all_gather");
+  checkTensor(input, "all_gather");
+  RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
+               fmt::format("all_gather on {}: output must hold {} x {} {} elements, got {} {}", group_name_,
+                           size_, input.numel(), commDTypeName(input.dtype()), output.numel(), commDTypeName(output.dtype())));
+  if (size_ == 1) return completedLocally(CommOp::kAllGather, output.nbytes(), input.dtype(), [&] { output.copyFrom(input); });
+  OpCall call{CommOp::kAllGather, 0, input, output};
+  return enqueue(std::move(call), output.nbytes(), input.dtype());
+}
+
+WorkPtr Communicator::reduceScatter(Tensor output, Tensor input, ReduceOp op) {
+  checkTensor(output, "reduce_scatter");
+  checkTensor(input, "reduce_scatter");
+  checkReduceSupported(op, input.dtype());
+  RM_CHECK_ARG(output.dtype() == input.dtype() && input.numel() == output.numel() * size_,
+               fmt::format("reduce_scatter on {}: input must hold {} x {} {} elements, got {} {}", group_name_,
+                           size_, output.numel(), commDTypeName(output.dtype()), input.numel(), commDTypeName(input.dtype())));
+  uint64_t bytes = input.nbytes();
+  if (size_ == 1) {
+    return completedLocally(CommOp::kReduceScatter, bytes, input.dtype(), [&] {
+      output.copyFrom(input);
+      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(output.dtype(), output.raw(), output.numel(), op.factor);
+    });
+  }
+  OpCall call{CommOp::kReduceScatter, 0, input, output, op.kind, op.factor};
+  std::function<void()> after;
+  if (!backend_->nativeReduce(op.kind)) {
+    call.reduce = baseKind(op.kind);
+    if (op.kind == ReduceKind::kPremulSum) {  // scale a copy: the caller's input stays as it was
+      Tensor scaled = input.clone();
+      scaleInPlace(scaled.dtype(), scaled.raw(), scaled.numel(), op.factor);
+      call.input = scaled;
+    }
+    if (op.kind == ReduceKind::kAvg) {
+      after = [output, n = size_]() mutable { divideInPlace(output.dtype(), output.raw(), output.numel(), n); };
+    }
+  }
+  return enqueue(std::move(call), bytes, input.dtype(), {}, std::move(after));
+}
+
+WorkPtr Communicator::allToAll(Tensor output, Tensor input) {
+  checkTensor(output, "all_to_all");
+  checkTensor(input, "all_to_all");
+  RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() && input.numel() % size_ == 0,
+               fmt::format("all_to_all on {}: input and output must have the same dtype and a numel divisible "
+                           "by {}, got {} and {}", group_name_, size_, input.numel(), output.numel()));
+  if (size_ == 1) return completedLocally(CommOp::kAllToAll, input.nbytes(), input.dtype(), [&] { output.copyFrom(input); });
+  OpCall call{CommOp::kAllToAll, 0, input, output};
+  return enqueue(std::move(call), input.nbytes(), input.dtype());
+}
+
+WorkPtr Communicator::gather(Tensor output, Tensor input, int root) {
+  checkTensor(input, "gather");
+  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("gather on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  if (rank_ == root) {
+    checkTensor(output, "gather");
+    RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
+                 fmt::format("gather on {}: the root's output must hold {} x {} elements, got {}", group_name_,
+                             size_, input.numel(), output.numel()));
+  }
+  uint64_t bytes = input.nbytes() * static_cast<uint64_t>(size_);
+  if (size_ == 1) return completedLocally(CommOp::kGather, bytes, input.dtype(), [&] { output.copyFrom(input); });
+  OpCall call{CommOp::kGather, 0, input, rank_ == root ? output : Tensor()};
+  call.peer = root;
+  return enqueue(std::move(call), bytes, input.dtype());
+}
+
+WorkPtr Communicator::scatter(Tensor output, Tensor input, int root) {
+  checkTensor(output, "scatter");
+  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("scatter on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  if (rank_ == root) {
+    checkTensor(input, "scatter");
+    RM_CHECK_ARG(output.dtype() == input.dtype() && input.numel() == output.numel() * size_,
+                 fmt::format("scatter on {}: the root's input must hold {} x {} elements, got {}", group_name_,
+                             size_, output.numel(), input.numel()));
+  }
+  uint64_t bytes = output.nbytes() * static_cast<uint64_t>(size_);
+  if (size_ == 1) return completedLocally(CommOp::kScatter, bytes, output.dtype(), [&] { output.copyFrom(input); });
+  OpCall call{CommOp::kScatter, 0, rank_ == root ? input : Tensor(), output};
+  call.peer = root;
+  return enqueue(std::move(call), bytes, output.dtype());
+}
+
+WorkPtr Communicator::barrier() {
+  if (size_ == 1) return completedLocally(CommOp::kBarrier, 0, DType::kU8, [] {});
+  return enqueue(OpCall{CommOp::kBarrier}, 0, DType::kU8);
+}
+
+WorkPtr Communicator::isend(Tensor tensor, int dst, int tag) {
+  checkTensor(tensor, "send");
+  RM_CHECK_ARG(dst >= 0 && dst < size_ && dst != rank_,
+               fmt::format("send on {}: destination {} is not another rank of {} (this is rank {})", group_name_, dst, size_, rank_));
+  RM_CHECK_ARG(tag >= 0, fmt::format("send on {}: tag must be >= 0, got {}", group_name_, tag));
+  OpCall call{CommOp::kSend, 0, tensor};
+  call.peer = dst;
+  call.tag = tag;
+  return enqueue(std::move(call), tensor.nbytes(), tensor.dtype());
+}
+
+WorkPtr Communicator::irecv(Tensor tensor, int src, int tag) {
+  checkTensor(tensor, "recv");
+  RM_CHECK_ARG(src >= 0 && src < size_ && src != rank_,
+               fmt::format("recv on {}: source {} is not another rank of {} (this is rank {})", group_name_, src, size_, rank_));
+  RM_CHECK_ARG(tag >= 0, fmt::format("recv on {}: tag must be >= 0, got {}", group_name_, tag));
+  OpCall call{CommOp::kRecv, 0, tensor};
+  call.peer = src;
+  call.tag = tag;
+  return enqueue(std::move(call), tensor.nbytes(), tensor.dtype());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sub-groups.
+
+std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ranks, std::string name) {
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  RM_CHECK_ARG(!ranks.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
+                   sorted.front() >= 0 && sorted.back() < size_,
+               fmt::format("new_group on {}: ranks [{}] must be distinct ranks of 0..{}", group_name_,
+                           fmt::join(ranks, ", "), size_ - 1));
+  uint64_t index;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    index = ++groups_created_;
+  }
+  if (name.empty()) name = fmt::format("{}.group{}", group_name_, index);
+  auto member = std::find(ranks.begin(), ranks.end(), rank_);
+  if (member == ranks.end()) return nullptr;
+  int group_rank = static_cast<int>(member - ranks.begin());
+  int group_size = static_cast<int>(ranks.size());
+  auto store = std::make_shared<PrefixStore>(fmt::format("group{}", index), store_);
+  std::unique_ptr<Backend> backend;
+  if (group_size > 1) backend = backend_->split(store, group_rank, group_size);
+  else backend = backend_->split(nullptr, 0, 1);
+  auto group = std::make_unique<Communicator>(std::move(backend), store, job_store_, group_rank, group_size,
+                                              std::move(name), options_);
+  for (int r = 0; r < group_size; ++r) {
+    group->world_ranks_[static_cast<size_t>(r)] = world_ranks_[static_cast<size_t>(ranks[static_cast<size_t>(r)])];
+  }
+  return group;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Threads.
+
+void Communicator::opLoop() {
+  for (;;) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      op_cv_.wait(lock, [&] { return stopping_ || !op_queue_.empty(); });
+      if (op_queue_.empty()) {
+        op_done_ = true;
+        completion_cv_.notify_all();
+        return;
+      }
+      task = std::move(op_queue_.front());
+      op_queue_.pop_front();
+    }
+    bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
+    if (!failed_) {
+      task->started = Clock::now();
+      recorder_.transition(task->id, OpState::kStarted, nowUs());
+      if (!p2p) last_started_seq_ = task->call.seq;
+      try {
+        if (task->before) task->before();
+        task->pending = backend_->launch(task->call);
+      } catch (const Error& e) {
+        if (!failed_) {
+          std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
+          if (e.kind() == ErrorKind::kTimeout && !p2p) {
+            auto behind = ranksBehind(task->call.seq);
+            message = fmt::format("{} timed out after {} ms; {}", describe(task->call), options_.timeout.count(),
+                                  behind.empty() ? std::string("every rank reached it (the transfer itself stalled)")
+                                                 : "ranks that did not reach it: " + describeRanks(behind));
+          }
+          failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
+        }
+      } catch (const std::exception& e) {
+        failWith(Error(ErrorKind::kComm, fmt::format("{} failed: {}", describe(task->call), e.what()), __FILE__, __LINE__), true);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      completion_queue_.push_back(std::move(task));
+    }
+    completion_cv_.notify_one();
+  }
+}
+
+void Communicator::completionLoop() {
+  for (;;) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      completion_cv_.wait(lock, [&] { return op_done_ || !completion_queue_.empty(); });
+      if (completion_queue_.empty()) return;
+      task = std::move(completion_queue_.front());
+      completion_queue_.pop_front();
+    }
+    bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
+    try {
+      if (!task->pending) throw Error(ErrorKind::kComm, "not started", __FILE__, __LINE__);
+      task->pending->wait(task->started + options_.timeout);
+      if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
+      if (task->after) task->after();
+      auto end = Clock::now();
+      double ms = task->pending->deviceMs().value_or(std::chrono::duration<double, std::milli>(end - task->started).count());
+      recorder_.transition(task->id, OpState::kCompleted, nowUs());
+      if (!p2p) last_completed_seq_ = task->call.seq;
+      if (options_.observer) {
+        double algbw = ms > 0 ? static_cast<double>(task->bytes) / (ms * 1e6) : 0;
+        CommRecord record{task->call.seq, task->call.op, group_name_, size_, task->bytes, task->dtype, ms, algbw,
+                          algbw * busFactor(task->call.op, size_), task->pending->waitMs(), task->call.peer};
+        options_.observer->onOperation(record);
+      }
+      task->work->complete();
+    } catch (const Error& e) {
+      if (!failed_) {
+        std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
+        if (e.kind() == ErrorKind::kTimeout) {
+          message = fmt::format("{} timed out after {} ms", describe(task->call), options_.timeout.count());
+          if (!p2p) {
+            auto behind = ranksBehind(task->call.seq);
+            if (!behind.empty()) message += "; ranks that did not reach it: " + describeRanks(behind);
+          } else {
+            message += fmt::format("; rank {} did not match it", world_ranks_[static_cast<size_t>(task->call.peer)]);
+          }
+        }
+        failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
+      }
+      recorder_.transition(task->id, OpState::kFailed, nowUs());
+      Error root = [&] {
+        std::lock_guard<std::mutex> lock(failure_mutex_);
+        return *failure_;
+      }();
+      std::string message = root.message();
+      if (message.rfind(describe(task->call), 0) != 0) message = fmt::format("{} aborted: {}", describe(task->call), message);
+      task->work->fail(std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_flight_;
+    }
+  }
+}
+
+void Communicator::watchdogLoop() {
+  uint64_t published_started = UINT64_MAX, published_completed = UINT64_MAX;
+  bool store_lost = false;
+  std::unique_lock<std::mutex> lock(watchdog_mutex_);
+  for (;;) {
+    bool stop;
+    {
+      std::lock_guard<std::mutex> state(mutex_);
+      stop = stopping_;
+    }
+    if (stop) return;
+    lock.unlock();
+    try {
+      uint64_t started = last_started_seq_, completed = last_completed_seq_;
+      if (started != published_started || completed != published_completed) {
+        store_->set(progressKey(rank_), toBytes(fmt::format("{} {}", started, completed)));
+        published_started = started;
+        published_completed = completed;
+      }
+      if (!failed_ && job_store_->check({kFailureKey})) {
+        std::string cause = toString(job_store_->get(kFailureKey));
+        failWith(Error(ErrorKind::kComm, cause, __FILE__, __LINE__), false);
+      }
+      store_lost = false;
+    } catch (const std::exception& e) {
+      bool busy;
+      {
+        std::lock_guard<std::mutex> state(mutex_);
+        busy = in_flight_ > 0;
+      }
+      if (busy && !failed_ && store_lost) {  // twice in a row, with work waiting on the peers
+        failWith(Error(ErrorKind::kComm, fmt::format("the rendezvous store is unreachable ({}); rank 0, which hosts it, may have died", e.what()), __FILE__, __LINE__), false);
+      }
+      store_lost = true;
+    }
+    lock.lock();
+    watchdog_cv_.wait_for(lock, options_.watchdog_period);
+  }
+}
+
+std::vector<int> Communicator::ranksBehind(uint64_t seq) {
+  // Give every watchdog a chance to publish what it reached.
+  std::this_thread::sleep_for(options_.watchdog_period * 3);
+  std::vector<int> behind;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    try {
+      if (!store_->check({progressKey(r)})) {
+        behind.push_back(r);
+        continue;
+      }
+      std::istringstream in(toString(store_->get(progressKey(r))));
+      uint64_t started = 0;
+      in >> started;
+      if (started < seq) behind.push_back(r);
+    } catch (const std::exception&) {
+      behind.push_back(r);
+    }
+  }
+  return behind;
+}
+
+std::optional<std::string> Communicator::publishedFailure() {
+  try {
+    if (job_store_->check({kFailureKey})) return toString(job_store_->get(kFailureKey));
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+void Communicator::failWith(const Error& error, bool publish) {
+  if (publish) {
+    // A peer that failed first published its cause before closing its connections: that, not
+    // the broken connection it left us, is the root cause.
+    if (auto cause = publishedFailure()) {
+      failWith(Error(ErrorKind::kComm, *cause, __FILE__, __LINE__), false);
+      return;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (failure_) return;
+    failure_ = error;
+    failed_ = true;
+  }
+  if (publish) {
+    try {
+      std::string cause = fmt::format("rank {} failed: {}", world_ranks_[static_cast<size_t>(rank_)], error.message());
+      job_store_->compareSet(kFailureKey, {}, toBytes(cause));
+    } catch (const std::exception&) {
+      // The store is gone (rank 0 died): the peers see that themselves.
+    }
+  }
+  backend_->abort();
+  if (options_.observer) options_.observer->onFailure(error, recorder_.dump());
+}
+
+void Communicator::abort(const std::string& reason) {
+  failWith(Error(ErrorKind::kComm, reason, __FILE__, __LINE__), true);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,182 @@
+// Communicator: the one interface every strategy talks to (rank, size, every collective and
+// point-to-point op of torch.distributed, sub-groups), and the shared driver behind every backend:
+// it checks arguments, numbers operations, short-cuts one-rank groups, composes AVG and PREMUL_SUM
+// where the backend lacks them, times each operation, keeps the flight recorder, and never hangs:
+// every operation has a deadline, a failure on one rank is published in the store, and the other
+// ranks abort within a watchdog period instead of waiting out their own timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/backend.h"
+#include "comm/flight_recorder.h"
+#include "comm/reduce_op.h"
+#include "comm/store.h"
+#include "comm/work.h"
+#include "core/error.h"
+#include "tensor/tensor.h"
+
+namespace ringmaster {
+
+// What timing reports for one finished operation.
+struct CommRecord {
+  uint64_t seq = 0;
+  CommOp op = CommOp::kAllReduce;
+  std::string group;
+  int group_size = 1;
+  uint64_t bytes = 0;  // as nccl-tests counts them (docs/comm.md)
+  DType dtype = DType::kF32;
+  double duration_ms = 0;
+  double algbw_gbps = 0;  // bytes / duration
+  double busbw_gbps = 0;  // algbw * busFactor(op, group_size)
+  std::optional<double> wait_ms;
+  int peer = -1;
+};
+
+// Receives every finished operation and the failure of the communicator. Called from the
+// communicator's threads; implementations must be thread-safe and quick.
+class CommObserver {
+ public:
+  virtual ~CommObserver() = default;
+  virtual void onOperation(const CommRecord& record) {}
+  // Once, when the communicator fails: the root cause and the flight recorder (a JSON array).
+  virtual void onFailure(const Error& error, const nlohmann::json& flight_recorder) {}
+};
+
+struct CommOptions {
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // per operation
+  std::chrono::milliseconds watchdog_period{100};  // failure polling and progress publishing
+  size_t flight_recorder_entries = 1024;
+  std::shared_ptr<CommObserver> observer;  // may be null
+};
+
+class Communicator {
+ public:
+  // Takes a connected backend for `rank` of `size` whose ranks share `store` (scoped to this
+  // group; `job_store` is the unscoped store every group of the job shares, for failures).
+  Communicator(std::unique_ptr<Backend> backend, std::shared_ptr<Store> store,
+               std::shared_ptr<Store> job_store, int rank, int size, std::string group_name,
+               CommOptions options);
+  ~Communicator();
+
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& groupName() const { return group_name_; }
+  std::string backendName() const { return backend_->name(); }
+  Device device() const { return backend_->device(); }
+  const CommOptions& options() const { return options_; }
+
+  // --- Collectives. Every one returns at once; wait() on the Work for the result. Tensors must
+  // stay alive and untouched until then. Shapes: docs/comm.md.
+  WorkPtr allReduce(Tensor tensor, ReduceOp op = ReduceOp::sum());
+  WorkPtr broadcast(Tensor tensor, int root);
+  WorkPtr reduce(Tensor tensor, int root, ReduceOp op = ReduceOp::sum());
+  // output holds size() blocks of input.numel() elements, rank r's input in block r.
+  WorkPtr allGather(Tensor output, Tensor input);
+  // input holds size() blocks of output.numel() elements; rank r gets the reduction of block r.
+  WorkPtr reduceScatter(Tensor output, Tensor input, ReduceOp op = ReduceOp::sum());
+  // input and output hold size() equal blocks; block j of rank i goes to block i of rank j.
+  WorkPtr allToAll(Tensor output, Tensor input);
+  // On root, output holds size() blocks of input.numel(); elsewhere output is ignored.
+  WorkPtr gather(Tensor output, Tensor input, int root);
+  // On root, input holds size() blocks of output.numel(); rank r receives block r.
+  WorkPtr scatter(Tensor output, Tensor input, int root);
+  WorkPtr barrier();
+
+  // --- Point to point. isend / irecv return at once; send / recv wait.
+  WorkPtr isend(Tensor tensor, int dst, int tag = 0);
+  WorkPtr irecv(Tensor tensor, int src, int tag = 0);
+  void send(Tensor tensor, int dst, int tag = 0) { isend(std::move(tensor), dst, tag)->wait(); }
+  void recv(Tensor tensor, int src, int tag = 0) { irecv(std::move(tensor), src, tag)->wait(); }
+
+  // A sub-group of the world ranks `ranks` (ascending group order is the list's order). Every rank
+  // of this communicator must call it with the same list, in the same order of calls; members get
+  // their communicator, the others nullptr. Usable concurrently with this one.
+  std::unique_ptr<Communicator> newGroup(const std::vector<int>& ranks, std::string name = "");
+
+  // Fails every pending and later operation with `reason`, publishes it for the other ranks and
+  // unblocks the backend. Idempotent; the first reason wins.
+  void abort(const std::string& reason);
+  bool failed() const { return failed_.load(); }
+
+  const FlightRecorder& flightRecorder() const { return recorder_; }
+
+ private:
+  struct Task {
+    OpCall call;
+    uint64_t id = 0;
+    uint64_t bytes = 0;
+    DType dtype = DType::kF32;
+    WorkPtr work;
+    std::function<void()> before;  // runs on the op thread just before launch
+    std::function<void()> after;   // runs on the completion thread after success
+    std::chrono::steady_clock::time_point started;
+    std::unique_ptr<PendingOp> pending;
+  };
+
+  WorkPtr enqueue(OpCall call, uint64_t bytes, DType dtype, std::function<void()> before = {},
+                  std::function<void()> after = {});
+  WorkPtr completedLocally(CommOp op, uint64_t bytes, DType dtype, const std::function<void()>& run);
+  void opLoop();
+  void completionLoop();
+  void watchdogLoop();
+  // Marks the communicator failed (first caller wins), publishes and reports it.
+  void failWith(const Error& error, bool publish);
+  // The failure another rank published for the job, if any.
+  std::optional<std::string> publishedFailure();
+  // The ranks whose published progress has not reached collective `seq`.
+  std::vector<int> ranksBehind(uint64_t seq);
+  std::string describe(const OpCall& call) const;
+  std::string describeRanks(const std::vector<int>& group_ranks) const;
+  void checkTensor(const Tensor& t, const char* what) const;
+
+  std::unique_ptr<Backend> backend_;
+  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> job_store_;
+  int rank_;
+  int size_;
+  std::string group_name_;
+  CommOptions options_;
+  std::vector<int> world_ranks_;  // world rank of each group rank, for messages
+  FlightRecorder recorder_;
+
+  std::mutex mutex_;
+  std::condition_variable op_cv_;
+  std::condition_variable completion_cv_;
+  std::deque<std::unique_ptr<Task>> op_queue_;          // guarded by mutex_
+  std::deque<std::unique_ptr<Task>> completion_queue_;  // guarded by mutex_
+  bool stopping_ = false;                               // guarded by mutex_
+  bool op_done_ = false;                                // guarded by mutex_: the op thread ended
+  uint64_t next_id_ = 1;                                // guarded by mutex_
+  uint64_t next_collective_seq_ = 1;                    // guarded by mutex_
+  uint64_t next_p2p_seq_ = 1;                           // guarded by mutex_
+  uint64_t groups_created_ = 0;                         // guarded by mutex_
+  int in_flight_ = 0;                                   // guarded by mutex_: queued or running
+
+  std::atomic<uint64_t> last_started_seq_{0};    // collectives
+  std::atomic<uint64_t> last_completed_seq_{0};  // collectives
+  std::atomic<bool> failed_{false};
+  std::mutex failure_mutex_;
+  std::optional<Error> failure_;  // guarded by failure_mutex_
+
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_cv_;
+  std::thread op_thread_;
+  std::thread completion_thread_;
+  std::thread watchdog_thread_;
+};
+
+}  // namespace ringmaster

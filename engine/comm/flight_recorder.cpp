@@ -1,0 +1,65 @@
+// FlightRecorder ring buffer.
+#include "comm/flight_recorder.h"
+
+namespace ringmaster {
+
+std::string_view toString(OpState state) {
+  switch (state) {
+    case OpState::kScheduled: return "scheduled";
+    case OpState::kStarted: return "started";
+    case OpState::kCompleted: return "completed";
+    case OpState::kFailed: return "failed";
+  }
+  return "?";
+}
+
+FlightRecorder::FlightRecorder(size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {
+  ring_.reserve(capacity_);
+}
+
+void FlightRecorder::record(const FlightEntry& entry) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ring_.size() < capacity_) {
+    ring_.push_back(entry);
+  } else {
+    ring_[next_] = entry;
+    next_ = (next_ + 1) % capacity_;
+  }
+}
+
+void FlightRecorder::transition(uint64_t id, OpState state, double time_us) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
+    if (it->id != id) continue;
+    it->state = state;
+    if (state == OpState::kStarted) it->started_us = time_us;
+    else it->finished_us = time_us;
+    return;
+  }
+}
+
+std::vector<FlightEntry> FlightRecorder::entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<FlightEntry> out;
+  out.reserve(ring_.size());
+  for (size_t i = 0; i < ring_.size(); ++i) out.push_back(ring_[(next_ + i) % ring_.size()]);
+  return out;
+}
+
+nlohmann::json FlightRecorder::dump() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FlightEntry& e : entries()) {
+    nlohmann::json j = {{"seq", e.seq},     {"op", toString(e.op)},
+                        {"group", e.group}, {"bytes", e.bytes},
+                        {"dtype", commDTypeName(e.dtype)},
+                        {"state", toString(e.state)},
+                        {"scheduled_us", static_cast<int64_t>(e.scheduled_us)}};
+    if (e.peer >= 0) j["peer"] = e.peer;
+    if (e.started_us > 0) j["started_us"] = static_cast<int64_t>(e.started_us);
+    if (e.finished_us > 0) j["finished_us"] = static_cast<int64_t>(e.finished_us);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace ringmaster

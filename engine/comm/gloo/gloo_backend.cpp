@@ -1,0 +1,386 @@
+// Gloo backend: each op maps to Gloo's new-style collectives with our reduce kernels.
+#include "comm/gloo/gloo_backend.h"
+
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint8_t kP2PSlotPrefix = 0x70;
+constexpr uint8_t kReduceScatterSlotPrefix = 0x71;
+
+// Gloo's rendezvous speaks to our store through this adapter.
+class StoreAdapter : public gloo::rendezvous::Store {
+ public:
+  explicit StoreAdapter(std::shared_ptr<ringmaster::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    Bytes value = store_->get(key);
+    return std::vector<char>(value.begin(), value.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<ringmaster::Store> store_;
+};
+
+// Calls f with a value of the unsigned type as wide as one element (Gloo's templates only use
+// the type's size when every reduction goes through our own function).
+template <typename F>
+void withElementType(size_t element_size, F&& f) {
+  switch (element_size) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+  }
+  RM_ENFORCE(false, fmt::format("no element type of {} bytes", element_size));
+}
+
+// Gloo's reduce signature: c = a (op) b, where c may alias a or b.
+gloo::AllreduceOptions::Func reduceFunction(ReduceKind kind, DType dtype) {
+  return [kind, dtype](void* c, const void* a, const void* b, size_t n) {
+    const void* other = b;
+    if (c == b) {
+      other = a;
+    } else if (c != a) {
+      std::memcpy(c, a, n * dtypeSize(dtype));
+    }
+    reduceInto(kind, dtype, c, other, n);
+  };
+}
+
+// Runs a Gloo call, turning its exceptions into ours.
+template <typename F>
+void guarded(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const gloo::IoException& e) {
+    std::string message = e.what();
+    bool timeout = message.find("Timed out") != std::string::npos || message.find("timed out") != std::string::npos;
+    throw Error(timeout ? ErrorKind::kTimeout : ErrorKind::kComm, fmt::format("gloo {}: {}", what, message), __FILE__, __LINE__);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::kComm, fmt::format("gloo {}: {}", what, e.what()), __FILE__, __LINE__);
+  }
+}
+
+class DoneOp : public PendingOp {
+ public:
+  void wait(Clock::time_point) override {}
+};
+
+}  // namespace
+
+// A send or receive in flight: the completion thread waits on its unbound buffer.
+class GlooBackend::P2POp : public PendingOp {
+ public:
+  P2POp(GlooBackend* backend, std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send, Tensor keep)
+      : backend_(backend), buffer_(std::move(buffer)), is_send_(is_send), keep_(std::move(keep)) {
+    backend_->track(buffer_.get(), true);
+  }
+  ~P2POp() override { backend_->track(buffer_.get(), false); }
+
+  void wait(Clock::time_point deadline) override {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) left = std::chrono::milliseconds(1);
+    bool completed = false;
+    guarded(is_send_ ? "send" : "recv", [&] {
+      completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left);
+    });
+    if (!completed) RM_THROW(kComm, fmt::format("gloo {}: aborted", is_send_ ? "send" : "recv"));
+  }
+
+ private:
+  GlooBackend* backend_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+  bool is_send_;
+  Tensor keep_;  // the tensor stays alive while the transport may touch it
+};
+
+GlooBackend::GlooBackend(std::shared_ptr<gloo::transport::Device> device,
+                         std::shared_ptr<gloo::Context> context, GlooOptions options)
+    : device_(std::move(device)), context_(std::move(context)), options_(std::move(options)) {}
+
+GlooBackend::~GlooBackend() = default;
+
+std::unique_ptr<GlooBackend> GlooBackend::connect(std::shared_ptr<Store> store, int rank, int size,
+                                                  const GlooOptions& options) {
+  std::shared_ptr<gloo::transport::Device> device;
+  gloo::transport::tcp::attr attr;
+  if (!options.interface.empty()) attr.iface = options.interface;
+  else attr.hostname = options.hostname;
+  guarded("device", [&] { device = gloo::transport::tcp::CreateDevice(attr); });
+  if (size == 1) {
+    return std::unique_ptr<GlooBackend>(new GlooBackend(std::move(device), std::make_shared<gloo::Context>(0, 1), options));
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options.timeout);
+  StoreAdapter adapter(std::move(store));
+  guarded("rendezvous", [&] { context->connectFullMesh(adapter, device); });
+  return std::unique_ptr<GlooBackend>(new GlooBackend(std::move(device), std::move(context), options));
+}
+
+std::unique_ptr<Backend> GlooBackend::split(std::shared_ptr<Store> store, int group_rank, int group_size) {
+  if (group_size == 1) {
+    auto context = std::make_shared<gloo::Context>(0, 1);
+    return std::unique_ptr<GlooBackend>(new GlooBackend(device_, std::move(context), options_));
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(group_rank, group_size);
+  context->setTimeout(options_.timeout);
+  StoreAdapter adapter(std::move(store));
+  guarded("rendezvous", [&] { context->connectFullMesh(adapter, device_); });
+  return std::unique_ptr<GlooBackend>(new GlooBackend(device_, std::move(context), options_));
+}
+
+size_t GlooBackend::allreduceSegmentBytes(size_t bytes, int ranks, size_t configured) {
+  if (configured > 0) return configured;
+  // Gloo's default (1 MiB) pays a per-segment round trip; large buffers do best with each rank's
+  // chunk moved in a few large messages (docs/comm.md, bench/comm_bench).
+  size_t per_rank = bytes / static_cast<size_t>(std::max(ranks, 1));
+  return std::max<size_t>(size_t{1} << 20, per_rank / 4);
+}
+
+void GlooBackend::track(gloo::transport::UnboundBuffer* buffer, bool add) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (add) p2p_in_flight_.insert(buffer);
+  else p2p_in_flight_.erase(buffer);
+}
+
+void GlooBackend::abort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (aborted_) return;
+  aborted_ = true;
+  for (auto* buffer : p2p_in_flight_) {
+    buffer->abortWaitSend();
+    buffer->abortWaitRecv();
+  }
+  // Closing every pair fails the Gloo operation in flight at once instead of at its timeout.
+  try {
+    context_->closeConnections();
+  } catch (const std::exception&) {
+  }
+}
+
+std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_) RM_THROW(kComm, "gloo: the communicator was aborted");
+  }
+  Tensor in = call.input;
+  Tensor out = call.output;
+  auto timeout = call.timeout;
+  const uint32_t tag = 0;
+  switch (call.op) {
+    case CommOp::kAllReduce: {
+      if (in.numel() == 0) break;
+      guarded("all_reduce", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::AllreduceOptions opts(context_);
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
+          opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+          opts.setMaxSegmentSize(allreduceSegmentBytes(in.nbytes(), context_->size, options_.allreduce_segment_bytes));
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::allreduce(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kBroadcast: {
+      if (in.numel() == 0) break;
+      guarded("broadcast", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::BroadcastOptions opts(context_);
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setRoot(call.peer);
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::broadcast(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kReduce: {
+      if (in.numel() == 0) break;
+      guarded("reduce", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::ReduceOptions opts(context_);
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setRoot(call.peer);
+          opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::reduce(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kAllGather: {
+      if (in.numel() == 0) break;
+      guarded("all_gather", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::AllgatherOptions opts(context_);
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::allgather(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kReduceScatter:
+      if (out.numel() == 0) break;
+      guarded("reduce_scatter", [&] { reduceScatterRing(call); });
+      break;
+    case CommOp::kAllToAll: {
+      if (in.numel() == 0) break;
+      guarded("all_to_all", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::AlltoallOptions opts(context_);
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::alltoall(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kGather: {
+      if (in.numel() == 0) break;
+      guarded("gather", [&] {
+        withElementType(dtypeSize(in.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::GatherOptions opts(context_);
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          if (context_->rank == call.peer) {
+            opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+          }
+          opts.setRoot(call.peer);
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::gather(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kScatter: {
+      if (out.numel() == 0) break;
+      guarded("scatter", [&] {
+        withElementType(dtypeSize(out.dtype()), [&](auto type) {
+          using T = decltype(type);
+          gloo::ScatterOptions opts(context_);
+          std::vector<T*> blocks;
+          if (context_->rank == call.peer) {
+            auto* base = static_cast<T*>(const_cast<void*>(in.raw()));
+            for (int r = 0; r < context_->size; ++r) blocks.push_back(base + r * out.numel());
+            opts.setInputs(blocks, static_cast<size_t>(out.numel()));
+          }
+          opts.setOutput(static_cast<T*>(out.raw()), static_cast<size_t>(out.numel()));
+          opts.setRoot(call.peer);
+          opts.setTag(tag);
+          opts.setTimeout(timeout);
+          gloo::scatter(opts);
+        });
+      });
+      break;
+    }
+    case CommOp::kBarrier:
+      guarded("barrier", [&] {
+        gloo::BarrierOptions opts(context_);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::barrier(opts);
+      });
+      break;
+    case CommOp::kSend:
+    case CommOp::kRecv: {
+      bool is_send = call.op == CommOp::kSend;
+      Tensor tensor = in;
+      if (tensor.nbytes() == 0) break;
+      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+      guarded(is_send ? "send" : "recv", [&] {
+        buffer = context_->createUnboundBuffer(tensor.raw(), tensor.nbytes());
+        auto slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(call.tag));
+        if (is_send) buffer->send(call.peer, slot);
+        else buffer->recv(call.peer, slot);
+      });
+      return std::make_unique<P2POp>(this, std::move(buffer), is_send, tensor);
+    }
+  }
+  return std::make_unique<DoneOp>();
+}
+
+// Ring reduce-scatter: n - 1 steps; at step s rank r sends its partial block (r - s - 1) to the
+// right neighbour and folds the block (r - s - 2) arriving from the left into its own partial
+// sums. After the last step rank r holds the full reduction of block r. Each rank moves
+// (n - 1) / n of the input, the bus factor nccl-tests assumes.
+void GlooBackend::reduceScatterRing(const OpCall& call) {
+  const int n = context_->size;
+  const int r = context_->rank;
+  const size_t block_elems = static_cast<size_t>(call.output.numel());
+  const size_t elem = dtypeSize(call.output.dtype());
+  const size_t block_bytes = block_elems * elem;
+  Tensor acc = call.input.clone();  // partial sums, n blocks
+  Tensor incoming = Tensor::empty({static_cast<int64_t>(block_elems)}, call.output.dtype());
+  auto* acc_bytes = static_cast<uint8_t*>(acc.raw());
+  auto send_buf = context_->createUnboundBuffer(acc_bytes, acc.nbytes());
+  auto recv_buf = context_->createUnboundBuffer(incoming.raw(), block_bytes);
+  const int right = (r + 1) % n;
+  const int left = (r - 1 + n) % n;
+  auto deadline = Clock::now() + call.timeout;
+  auto left_ms = [&] {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    return std::max(ms, std::chrono::milliseconds(1));
+  };
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_block = ((r - s - 1) % n + n) % n;
+    const int recv_block = ((r - s - 2) % n + n) % n;
+    auto slot = gloo::Slot::build(kReduceScatterSlotPrefix, static_cast<uint32_t>(s));
+    recv_buf->recv(left, slot, 0, block_bytes);
+    send_buf->send(right, slot, static_cast<size_t>(send_block) * block_bytes, block_bytes);
+    if (!recv_buf->waitRecv(left_ms())) RM_THROW(kComm, "gloo reduce_scatter: aborted");
+    if (!send_buf->waitSend(left_ms())) RM_THROW(kComm, "gloo reduce_scatter: aborted");
+    reduceInto(call.reduce, call.output.dtype(), acc_bytes + static_cast<size_t>(recv_block) * block_bytes,
+               incoming.raw(), block_elems);
+  }
+  Tensor output = call.output;
+  std::memcpy(output.raw(), acc_bytes + static_cast<size_t>(r) * block_bytes, block_bytes);
+}
+
+}  // namespace ringmaster

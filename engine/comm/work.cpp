@@ -1,0 +1,49 @@
+// Work handles.
+#include "comm/work.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+Work::Work(std::string what, std::chrono::milliseconds default_timeout)
+    : what_(std::move(what)), default_timeout_(default_timeout) {}
+
+bool Work::isCompleted() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+bool Work::isSuccess() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_ && !error_;
+}
+
+void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
+  auto limit = timeout.value_or(default_timeout_ + std::chrono::seconds(5));
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) {
+    RM_THROW(kTimeout, fmt::format("{}: not completed after waiting {} ms", what_, limit.count()));
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Work::complete() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+  }
+  done_cv_.notify_all();
+}
+
+void Work::fail(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace ringmaster

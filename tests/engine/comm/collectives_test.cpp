@@ -1,0 +1,349 @@
+// Every collective and point-to-point op over Gloo, for world sizes 1..4 (odd ones included) and
+// element counts 0, 1, odd and large, each checked bit for bit against the host reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+
+#include "comm_harness.h"
+#include "comm_values.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace ringmaster::testing;
+
+// Rank r's input element i: small integers, so every reduction is exact in every dtype.
+double input(int rank, int64_t i) { return (rank + 1) + (i % 5); }
+// For the bitwise ops: one bit per rank plus bits shared by all.
+double bits(int rank, int64_t i) { return (1 << rank) | ((i * 16) & 0xF0); }
+
+std::vector<Tensor> allInputs(int world, DType dtype, int64_t n, double (*f)(int, int64_t)) {
+  std::vector<Tensor> out;
+  for (int r = 0; r < world; ++r) out.push_back(makeTensor(dtype, n, [&](int64_t i) { return f(r, i); }));
+  return out;
+}
+
+std::vector<ReduceOp> opsFor(DType dtype) {
+  std::vector<ReduceOp> ops{ReduceOp::sum(), ReduceOp::avg(), ReduceOp::min(), ReduceOp::max()};
+  if (dtype != DType::kBF16 && dtype != DType::kF16) ops.push_back(ReduceOp::product());
+  if (isFloating(dtype)) ops.push_back(ReduceOp::premulSum(0.5));
+  else {
+    ops.push_back(ReduceOp::band());
+    ops.push_back(ReduceOp::bor());
+    ops.push_back(ReduceOp::bxor());
+  }
+  return ops;
+}
+
+bool bitwise(ReduceOp op) {
+  return op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor || op.kind == ReduceKind::kBxor;
+}
+
+const std::vector<DType> kDTypes{DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBF16, DType::kF16};
+
+class Collectives : public ::testing::TestWithParam<int> {
+ protected:
+  int world() const { return GetParam(); }
+};
+
+TEST_P(Collectives, AllReduceEveryOpAndDtype) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    for (DType dtype : kDTypes) {
+      for (ReduceOp op : opsFor(dtype)) {
+        for (int64_t n : {0, 1, 7, 1000}) {
+          auto f = bitwise(op) ? bits : input;
+          auto inputs = allInputs(world(), dtype, n, f);
+          Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
+          comm.allReduce(t, op)->wait();
+          ASSERT_TRUE(sameValues(t, referenceReduce(inputs, op)))
+              << toString(op.kind) << " " << commDTypeName(dtype) << " n=" << n;
+        }
+      }
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, AllReduceOfManySegments) {
+  // 3 MiB of float32 (an odd count): several of Gloo's segments per rank.
+  const int64_t n = 786433;
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    auto inputs = allInputs(world(), DType::kF32, n, input);
+    Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
+    comm.allReduce(t)->wait();
+    ASSERT_TRUE(sameValues(t, referenceReduce(inputs, ReduceOp::sum())));
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, BroadcastFromEveryRoot) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    for (int root = 0; root < comm.size(); ++root) {
+      for (int64_t n : {0, 1, 1001}) {
+        Tensor t = makeTensor(DType::kI64, n, [&](int64_t i) { return comm.rank() == root ? 100 * root + i : -1; });
+        comm.broadcast(t, root)->wait();
+        ASSERT_TRUE(sameValues(t, makeTensor(DType::kI64, n, [&](int64_t i) { return 100 * root + i; })))
+            << "root " << root << " n=" << n;
+      }
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, ReduceToEveryRoot) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    for (int root = 0; root < comm.size(); ++root) {
+      for (auto [dtype, op] : std::vector<std::pair<DType, ReduceOp>>{
+               {DType::kF32, ReduceOp::sum()}, {DType::kF64, ReduceOp::avg()},
+               {DType::kI32, ReduceOp::max()}, {DType::kI64, ReduceOp::bor()},
+               {DType::kF32, ReduceOp::premulSum(0.25)}}) {
+        auto f = bitwise(op) ? bits : input;
+        auto inputs = allInputs(world(), dtype, 37, f);
+        Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
+        comm.reduce(t, root, op)->wait();
+        if (comm.rank() == root) {
+          ASSERT_TRUE(sameValues(t, referenceReduce(inputs, op))) << toString(op.kind) << " root " << root;
+        }
+      }
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, AllGather) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    for (DType dtype : {DType::kF32, DType::kI64, DType::kBF16}) {
+      for (int64_t n : {0, 1, 7, 1000}) {
+        Tensor in = makeTensor(dtype, n, [&](int64_t i) { return input(comm.rank(), i); });
+        Tensor out = Tensor::empty({n * comm.size()}, dtype);
+        comm.allGather(out, in)->wait();
+        Tensor expected = makeTensor(dtype, n * comm.size(), [&](int64_t j) { return input(static_cast<int>(j / std::max<int64_t>(n, 1)), j % std::max<int64_t>(n, 1)); });
+        ASSERT_TRUE(sameValues(out, expected)) << commDTypeName(dtype) << " n=" << n;
+      }
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, ReduceScatter) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    for (auto [dtype, op] : std::vector<std::pair<DType, ReduceOp>>{
+             {DType::kF32, ReduceOp::sum()}, {DType::kF64, ReduceOp::min()}, {DType::kF32, ReduceOp::avg()},
+             {DType::kBF16, ReduceOp::premulSum(2.0)}, {DType::kI64, ReduceOp::bxor()}, {DType::kI32, ReduceOp::product()}}) {
+      for (int64_t block : {0, 1, 7, 1000}) {
+        const int64_t n = block * comm.size();
+        auto f = bitwise(op) ? bits : input;
+        auto inputs = allInputs(world(), dtype, n, f);
+        Tensor in = inputs[static_cast<size_t>(comm.rank())].clone();
+        Tensor untouched = in.clone();
+        Tensor out = Tensor::empty({block}, dtype);
+        comm.reduceScatter(out, in, op)->wait();
+        Tensor full = referenceReduce(inputs, op);
+        Tensor mine = block == 0 ? Tensor::empty({0}, dtype) : full.narrowRows(comm.rank() * block, block);
+        ASSERT_TRUE(sameValues(out, mine)) << toString(op.kind) << " " << commDTypeName(dtype) << " block=" << block;
+        ASSERT_TRUE(sameValues(in, untouched)) << "reduce_scatter changed its input";
+      }
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, AllToAll) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    const int n = comm.size();
+    for (int64_t block : {1, 7, 300}) {
+      // Rank i's block j carries 1000 * i + 10 * j + k.
+      Tensor in = makeTensor(DType::kI32, block * n, [&](int64_t x) { return 1000 * comm.rank() + 10 * (x / block) + x % block; });
+      Tensor out = Tensor::empty({block * n}, DType::kI32);
+      comm.allToAll(out, in)->wait();
+      Tensor expected = makeTensor(DType::kI32, block * n, [&](int64_t x) { return 1000 * (x / block) + 10 * comm.rank() + x % block; });
+      ASSERT_TRUE(sameValues(out, expected)) << "block " << block;
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, GatherAndScatterAtEveryRoot) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    const int n = comm.size();
+    for (int root = 0; root < n; ++root) {
+      const int64_t block = 5;
+      Tensor in = makeTensor(DType::kF64, block, [&](int64_t i) { return input(comm.rank(), i); });
+      Tensor gathered = comm.rank() == root ? Tensor::empty({block * n}, DType::kF64) : Tensor();
+      comm.gather(gathered, in, root)->wait();
+      if (comm.rank() == root) {
+        ASSERT_TRUE(sameValues(gathered, makeTensor(DType::kF64, block * n, [&](int64_t j) { return input(static_cast<int>(j / block), j % block); })));
+      }
+      Tensor source = comm.rank() == root ? makeTensor(DType::kF64, block * n, [&](int64_t j) { return 7 * j + root; }) : Tensor();
+      Tensor mine = Tensor::empty({block}, DType::kF64);
+      comm.scatter(mine, source, root)->wait();
+      ASSERT_TRUE(sameValues(mine, makeTensor(DType::kF64, block, [&](int64_t i) { return 7 * (comm.rank() * block + i) + root; })))
+          << "scatter root " << root;
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, BarrierHoldsEveryRankUntilAllArrive) {
+  std::atomic<int> arrived{0};
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    if (comm.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    arrived.fetch_add(1);
+    comm.barrier()->wait();
+    ASSERT_EQ(arrived.load(), comm.size());
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, QueuedOperationsCompleteInAnyWaitOrder) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    std::vector<Tensor> tensors;
+    std::vector<WorkPtr> works;
+    for (int k = 0; k < 8; ++k) {
+      tensors.push_back(makeTensor(DType::kF32, 257, [&](int64_t i) { return k + input(comm.rank(), i); }));
+      works.push_back(comm.allReduce(tensors.back()));
+    }
+    for (int k = 7; k >= 0; --k) {
+      works[static_cast<size_t>(k)]->wait();
+      ASSERT_TRUE(works[static_cast<size_t>(k)]->isCompleted());
+      ASSERT_TRUE(works[static_cast<size_t>(k)]->isSuccess());
+      auto inputs = allInputs(world(), DType::kF32, 257, input);
+      Tensor expected = referenceReduce(inputs, ReduceOp::sum());
+      auto e = values(expected);
+      auto got = values(tensors[static_cast<size_t>(k)]);
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], e[i] + k * comm.size());
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, TimingRecordsEveryOperation) {
+  struct Collect : CommObserver {
+    std::mutex mutex;
+    std::vector<CommRecord> records;
+    void onOperation(const CommRecord& r) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      records.push_back(r);
+    }
+  };
+  CommOptions options;
+  auto shared = std::make_shared<Collect>();
+  options.observer = shared;
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
+    comm.allReduce(t)->wait();
+    Tensor out = Tensor::empty({1024 * comm.size()}, DType::kF32);
+    comm.allGather(out, t)->wait();
+    comm.barrier()->wait();
+  }, options);
+  EXPECT_ALL_RANKS_OK(failures);
+  ASSERT_EQ(shared->records.size(), static_cast<size_t>(3 * world()));
+  for (const CommRecord& r : shared->records) {
+    EXPECT_EQ(r.group, "world");
+    EXPECT_EQ(r.group_size, world());
+    EXPECT_GE(r.duration_ms, 0);
+    if (r.op == CommOp::kAllReduce) {
+      EXPECT_EQ(r.seq, 1u);
+      EXPECT_EQ(r.bytes, 4096u);
+    } else if (r.op == CommOp::kAllGather) {
+      EXPECT_EQ(r.seq, 2u);
+      EXPECT_EQ(r.bytes, 4096u * static_cast<uint64_t>(world()));  // the output, as nccl-tests counts
+    } else {
+      EXPECT_EQ(r.op, CommOp::kBarrier);
+      EXPECT_EQ(r.bytes, 0u);
+    }
+    if (r.duration_ms > 0 && world() > 1) {
+      EXPECT_NEAR(r.algbw_gbps, r.bytes / (r.duration_ms * 1e6), 1e-9);
+      EXPECT_NEAR(r.busbw_gbps, r.algbw_gbps * busFactor(r.op, world()), 1e-9);
+    }
+  }
+}
+
+TEST_P(Collectives, SendAndReceiveAroundTheRingWithTags) {
+  if (world() == 1) GTEST_SKIP() << "point-to-point needs two ranks";
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    const int n = comm.size();
+    const int right = (comm.rank() + 1) % n, left = (comm.rank() + n - 1) % n;
+    // Two messages with different tags, received in the opposite order of sending.
+    Tensor first = makeTensor(DType::kF32, 100, [&](int64_t i) { return comm.rank() * 1000 + i; });
+    Tensor second = makeTensor(DType::kF32, 3, [&](int64_t i) { return -comm.rank() - i; });
+    auto s1 = comm.isend(first, right, 1);
+    auto s2 = comm.isend(second, right, 2);
+    Tensor got_second = Tensor::empty({3}, DType::kF32);
+    Tensor got_first = Tensor::empty({100}, DType::kF32);
+    auto r2 = comm.irecv(got_second, left, 2);
+    auto r1 = comm.irecv(got_first, left, 1);
+    r2->wait();
+    r1->wait();
+    s1->wait();
+    s2->wait();
+    ASSERT_TRUE(sameValues(got_first, makeTensor(DType::kF32, 100, [&](int64_t i) { return left * 1000 + i; })));
+    ASSERT_TRUE(sameValues(got_second, makeTensor(DType::kF32, 3, [&](int64_t i) { return -left - i; })));
+    // Blocking send / recv between ranks 0 and 1, the others idle.
+    if (comm.rank() == 0) comm.send(makeTensor(DType::kI64, 1, [](int64_t) { return 42; }), 1);
+    if (comm.rank() == 1) {
+      Tensor x = Tensor::empty({1}, DType::kI64);
+      comm.recv(x, 0);
+      ASSERT_EQ(values(x)[0], 42);
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, SubGroupsRunConcurrentlyWithTheWorld) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    std::vector<int> evens, odds;
+    for (int r = 0; r < comm.size(); ++r) (r % 2 ? odds : evens).push_back(r);
+    auto even_group = comm.newGroup(evens, "evens");
+    auto odd_group = odds.empty() ? nullptr : comm.newGroup(odds, "odds");
+    auto& mine = comm.rank() % 2 ? odd_group : even_group;
+    ASSERT_NE(mine, nullptr);
+    ASSERT_EQ((comm.rank() % 2 ? even_group : odd_group), nullptr);  // not a member of the other
+    const auto& members = comm.rank() % 2 ? odds : evens;
+    ASSERT_EQ(mine->size(), static_cast<int>(members.size()));
+    // Both groups at once, from two threads of each rank.
+    Tensor on_world = makeTensor(DType::kF32, 4096, [&](int64_t) { return comm.rank() + 1; });
+    Tensor on_group = makeTensor(DType::kF32, 4096, [&](int64_t) { return comm.rank() + 1; });
+    std::thread world_thread([&] {
+      for (int k = 0; k < 5; ++k) {
+        Tensor t = on_world.clone();
+        comm.allReduce(t)->wait();
+        if (k == 4) on_world = t;
+      }
+    });
+    for (int k = 0; k < 5; ++k) {
+      Tensor t = on_group.clone();
+      mine->allReduce(t)->wait();
+      if (k == 4) on_group = t;
+    }
+    world_thread.join();
+    double group_sum = 0;
+    for (int r : members) group_sum += r + 1;
+    ASSERT_EQ(values(on_world)[4095], comm.size() * (comm.size() + 1) / 2.0);
+    ASSERT_EQ(values(on_group)[0], group_sum);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST_P(Collectives, MalformedCallsAreRefusedBeforeAnythingIsSent) {
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    Tensor t = Tensor::empty({4}, DType::kF32);
+    EXPECT_THROW(comm.broadcast(t, comm.size()), Error);
+    EXPECT_THROW(comm.allGather(Tensor::empty({3}, DType::kF32), t), Error);
+    EXPECT_THROW(comm.allReduce(t, ReduceOp::band()), Error);
+    EXPECT_THROW(comm.isend(t, comm.rank()), Error);
+    EXPECT_THROW(comm.newGroup({0, 0}), Error);
+    // And the communicator still works afterwards.
+    Tensor ok = makeTensor(DType::kF32, 4, [](int64_t) { return 1.0; });
+    comm.allReduce(ok)->wait();
+    ASSERT_EQ(values(ok)[0], comm.size());
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+}  // namespace
+}  // namespace ringmaster

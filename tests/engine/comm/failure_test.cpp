@@ -1,0 +1,182 @@
+// Never hang: a rank that does not arrive makes the others time out with the op, its sequence
+// number and the missing ranks named; a rank that fails or dies makes the others abort within a
+// watchdog period instead of their own timeout; the flight recorder reaches the observer; and
+// every thread is released (each test ends by destroying its communicators).
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "comm_harness.h"
+#include "comm_values.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace ringmaster::testing;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+struct FailureLog : CommObserver {
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  std::vector<nlohmann::json> dumps;
+  void onFailure(const Error& error, const nlohmann::json& recorder) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    errors.push_back(error.message());
+    dumps.push_back(recorder);
+  }
+};
+
+TEST(CommFailure, TimeoutNamesTheOpTheSequenceAndTheRanksThatDidNotArrive) {
+  CommOptions options;
+  options.timeout = 1500ms;
+  options.watchdog_period = 50ms;
+  auto log = std::make_shared<FailureLog>();
+  options.observer = log;
+  std::atomic<bool> released{false};
+  auto failures = runRanks(3, [&](Communicator& comm) {
+    Tensor t = makeTensor(DType::kF32, 16, [](int64_t) { return 1.0; });
+    comm.allReduce(t)->wait();  // #1: everyone
+    if (comm.rank() == 2) {
+      // Rank 2 never reaches #2; it waits until the others gave up, then leaves.
+      while (!comm.failed()) std::this_thread::sleep_for(10ms);
+      released = true;
+      return;
+    }
+    comm.allReduce(t)->wait();  // #2: ranks 0 and 1 only
+  }, options);
+  ASSERT_EQ(failures.size(), 2u) << describe(failures);
+  for (const auto& f : failures) {
+    EXPECT_NE(f.message.find("all_reduce #2 on world"), std::string::npos) << f.message;
+    EXPECT_TRUE(f.message.find("timed out after 1500 ms; ranks that did not reach it: 2") != std::string::npos ||
+                f.message.find("rank 0 failed") != std::string::npos || f.message.find("rank 1 failed") != std::string::npos)
+        << f.message;
+  }
+  EXPECT_TRUE(released.load());  // rank 2 learned of the failure through the store
+  ASSERT_FALSE(log->dumps.empty());
+  // The flight recorder shows #1 completed and #2 not.
+  bool saw_first = false, saw_second = false;
+  for (const auto& entry : log->dumps[0]) {
+    if (entry["seq"] == 1) saw_first = entry["state"] == "completed";
+    if (entry["seq"] == 2) saw_second = entry["state"] != "completed";
+  }
+  EXPECT_TRUE(saw_first) << log->dumps[0].dump();
+  EXPECT_TRUE(saw_second) << log->dumps[0].dump();
+}
+
+TEST(CommFailure, AFailingRankAbortsThePeersLongBeforeTheirTimeout) {
+  CommOptions options;
+  options.timeout = 120s;  // the peers must not wait for this
+  options.watchdog_period = 50ms;
+  std::atomic<int64_t> slowest_ms{0};
+  auto failures = runRanks(4, [&](Communicator& comm) {
+    Tensor t = makeTensor(DType::kF32, 1 << 16, [](int64_t) { return 1.0; });
+    comm.allReduce(t)->wait();
+    if (comm.rank() == 3) {
+      std::this_thread::sleep_for(200ms);
+      comm.abort("simulated failure: loss became NaN");
+      throw std::runtime_error("rank 3 gave up");
+    }
+    auto start = Clock::now();
+    try {
+      comm.allReduce(t)->wait();
+    } catch (const Error& e) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+      slowest_ms = std::max<int64_t>(slowest_ms, ms);
+      EXPECT_NE(e.message().find("rank 3 failed: simulated failure: loss became NaN"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("all_reduce #2 on world"), std::string::npos) << e.message();
+      throw;
+    }
+  }, options);
+  EXPECT_EQ(failures.size(), 4u) << describe(failures);
+  // Within seconds, far below the 120 s timeout.
+  EXPECT_LT(slowest_ms.load(), 30000);
+}
+
+TEST(CommFailure, ADeadRankFailsThePeersPromptly) {
+  CommOptions options;
+  options.timeout = 120s;
+  options.watchdog_period = 50ms;
+  std::atomic<int64_t> slowest_ms{0};
+  // Rank 1's communicator goes away (its sockets close) while the others are inside all_reduce.
+  TcpStoreOptions server_options;
+  server_options.is_server = true;
+  auto server = std::make_shared<TcpStore>(server_options);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int rank = 0; rank < 3; ++rank) {
+    threads.emplace_back([&, rank] {
+      Rendezvous rdv;
+      rdv.rank = rank;
+      rdv.world_size = 3;
+      if (rank == 0) rdv.store = server;
+      else {
+        TcpStoreOptions client;
+        client.port = server->port();
+        rdv.store = std::make_shared<TcpStore>(client);
+      }
+      ProcessGroupOptions pg;
+      pg.comm = options;
+      auto comm = makeCommunicator(rdv, pg);
+      Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
+      comm->allReduce(t)->wait();
+      if (rank == 1) {
+        std::this_thread::sleep_for(200ms);
+        comm.reset();  // dies: no failure published, only closed connections
+        return;
+      }
+      auto start = Clock::now();
+      try {
+        comm->allReduce(t)->wait();
+      } catch (const Error& e) {
+        errors++;
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        slowest_ms = std::max<int64_t>(slowest_ms, ms);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 2);
+  EXPECT_LT(slowest_ms.load(), 30000);
+}
+
+TEST(CommFailure, OperationsAfterAFailureFailAtOnceWithTheRootCause) {
+  CommOptions options;
+  options.watchdog_period = 50ms;
+  auto failures = runRanks(2, [&](Communicator& comm) {
+    comm.abort("stop here");
+    Tensor t = makeTensor(DType::kF32, 4, [](int64_t) { return 1.0; });
+    auto work = comm.allReduce(t);
+    try {
+      work->wait(5s);
+      FAIL() << "an operation succeeded after abort";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kComm);
+      EXPECT_NE(e.message().find("stop here"), std::string::npos) << e.message();
+    }
+    EXPECT_TRUE(work->isCompleted());
+    EXPECT_FALSE(work->isSuccess());
+  }, options);
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST(CommFailure, AnUnmatchedReceiveTimesOutNamingThePeer) {
+  CommOptions options;
+  options.timeout = 800ms;
+  options.watchdog_period = 50ms;
+  auto failures = runRanks(2, [&](Communicator& comm) {
+    if (comm.rank() == 0) {
+      Tensor t = Tensor::empty({8}, DType::kF32);
+      comm.recv(t, 1, 5);  // rank 1 never sends
+    } else {
+      while (!comm.failed()) std::this_thread::sleep_for(10ms);
+    }
+  }, options);
+  ASSERT_EQ(failures.size(), 1u) << describe(failures);
+  EXPECT_EQ(failures[0].rank, 0);
+  EXPECT_NE(failures[0].message.find("recv #1 on world (from rank 1, tag 5) timed out after 800 ms"), std::string::npos)
+      << failures[0].message;
+}
+
+}  // namespace
+}  // namespace ringmaster
