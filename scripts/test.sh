@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, then builds and runs the whole suite through
-# CTest in the three configurations that must pass: dev (with the CUDA path where the toolkit is
-# installed), asan (AddressSanitizer + UndefinedBehaviorSanitizer) and cpu-only. The dev run goes
-# last so that the final lines are its CTest summary; any failing configuration fails the script.
+# CTest in the configurations that must pass: asan (AddressSanitizer + UndefinedBehaviorSanitizer),
+# tsan (ThreadSanitizer, the communication layer's tests: label "comm"), cpu-only, and dev (with
+# the CUDA path where the toolkit is installed). The dev run goes last so that the final lines are
+# its CTest summary; any failing configuration fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 jobs=$(nproc)
 failed=()
-for preset in asan cpu-only dev; do
+for preset in asan tsan cpu-only dev; do
   echo "=== [$preset] configure and build"
   cmake --preset "$preset" >"build-$preset.log" 2>&1 || { cat "build-$preset.log"; exit 1; }
   grep '\[ringmaster\]' "build-$preset.log" || true

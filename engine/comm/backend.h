@@ -19,8 +19,8 @@ namespace ringmaster {
 struct OpCall {
   CommOp op = CommOp::kAllReduce;
   uint64_t seq = 0;
-  Tensor input;               // all_reduce / broadcast / reduce: the in-place tensor
-  Tensor output;              // all_gather, reduce_scatter, all_to_all, gather (root), scatter
+  Tensor input;   // all_reduce / broadcast / reduce: the in-place tensor
+  Tensor output;  // all_gather, reduce_scatter, all_to_all, gather (root), scatter
   ReduceKind reduce = ReduceKind::kSum;  // SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR; or AVG /
                                          // PREMUL_SUM when the backend does them natively
   double premul_factor = 1.0;

@@ -20,9 +20,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 const std::string kFailureKey = "ringmaster/failure";
 
-double nowUs() { return telemetryNow() * 1e6; }
+double nowUs() {
+  return telemetryNow() * 1e6;
+}
 
-std::string progressKey(int rank) { return fmt::format("progress/{}", rank); }
+std::string progressKey(int rank) {
+  return fmt::format("progress/{}", rank);
+}
 
 }  // namespace
 
@@ -56,9 +60,7 @@ Communicator::~Communicator() {
   if (busy) abort("communicator destroyed with operations in flight");
   op_cv_.notify_all();
   completion_cv_.notify_all();
-  {
-    std::lock_guard<std::mutex> lock(watchdog_mutex_);
-  }
+  { std::lock_guard<std::mutex> lock(watchdog_mutex_); }
   watchdog_cv_.notify_all();
   op_thread_.join();
   completion_thread_.join();
@@ -70,15 +72,18 @@ Communicator::~Communicator() {
 
 void Communicator::checkTensor(const Tensor& t, const char* what) const {
   RM_CHECK_ARG(t.defined(), fmt::format("{} on {}: tensor is undefined", what, group_name_));
-  RM_CHECK_ARG(t.device() == backend_->device(),
-               fmt::format("{} on {}: tensor is on {}, the {} backend works on {}", what, group_name_,
-                           t.device().str(), backend_->name(), backend_->device().str()));
+  RM_CHECK_ARG(
+      t.device() == backend_->device(),
+      fmt::format("{} on {}: tensor is on {}, the {} backend works on {}", what, group_name_,
+                  t.device().str(), backend_->name(), backend_->device().str()));
 }
 
 std::string Communicator::describe(const OpCall& call) const {
   bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
   std::string text = fmt::format("{} #{} on {}", toString(call.op), call.seq, group_name_);
-  if (p2p) text += fmt::format(" ({} rank {}, tag {})", call.op == CommOp::kSend ? "to" : "from", call.peer, call.tag);
+  if (p2p)
+    text += fmt::format(" ({} rank {}, tag {})", call.op == CommOp::kSend ? "to" : "from",
+                        call.peer, call.tag);
   return text;
 }
 
@@ -99,9 +104,11 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
     id = next_id_++;
     seq = next_collective_seq_++;
   }
-  FlightEntry entry{id, seq, op, group_name_, bytes, dtype, -1, OpState::kStarted, nowUs(), nowUs(), 0};
+  FlightEntry entry{id,      seq,     op, group_name_, bytes, dtype, -1, OpState::kStarted,
+                    nowUs(), nowUs(), 0};
   recorder_.record(entry);
-  auto work = std::make_shared<Work>(fmt::format("{} #{} on {}", toString(op), seq, group_name_), options_.timeout);
+  auto work = std::make_shared<Work>(fmt::format("{} #{} on {}", toString(op), seq, group_name_),
+                                     options_.timeout);
   auto start = Clock::now();
   run();
   double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -109,16 +116,17 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
   last_started_seq_ = seq;
   last_completed_seq_ = seq;
   if (options_.observer) {
-    CommRecord record{seq, op, group_name_, 1, bytes, dtype, ms, ms > 0 ? bytes / (ms * 1e6) : 0, 0,
-                      std::nullopt, -1};
+    CommRecord record{seq,   op,           group_name_, 1,
+                      bytes, dtype,        ms,          ms > 0 ? bytes / (ms * 1e6) : 0,
+                      0,     std::nullopt, -1};
     options_.observer->onOperation(record);
   }
   work->complete();
   return work;
 }
 
-WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype, std::function<void()> before,
-                              std::function<void()> after) {
+WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
+                              std::function<void()> before, std::function<void()> after) {
   auto task = std::make_unique<Task>();
   bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
   {
@@ -151,7 +159,8 @@ WorkPtr Communicator::allReduce(Tensor tensor, ReduceOp op) {
   uint64_t bytes = tensor.nbytes();
   if (size_ == 1) {
     return completedLocally(CommOp::kAllReduce, bytes, tensor.dtype(), [&] {
-      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+      if (op.kind == ReduceKind::kPremulSum)
+        scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
     });
   }
   OpCall call{CommOp::kAllReduce, 0, tensor, {}, op.kind, op.factor};
@@ -159,10 +168,14 @@ WorkPtr Communicator::allReduce(Tensor tensor, ReduceOp op) {
   if (!backend_->nativeReduce(op.kind)) {
     call.reduce = baseKind(op.kind);
     if (op.kind == ReduceKind::kPremulSum) {
-      before = [tensor, op]() mutable { scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor); };
+      before = [tensor, op]() mutable {
+        scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+      };
     }
     if (op.kind == ReduceKind::kAvg) {
-      after = [tensor, n = size_]() mutable { divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n); };
+      after = [tensor, n = size_]() mutable {
+        divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n);
+      };
     }
   }
   return enqueue(std::move(call), bytes, tensor.dtype(), std::move(before), std::move(after));
@@ -170,8 +183,11 @@ WorkPtr Communicator::allReduce(Tensor tensor, ReduceOp op) {
 
 WorkPtr Communicator::broadcast(Tensor tensor, int root) {
   checkTensor(tensor, "broadcast");
-  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("broadcast on {}: root {} out of range for {} ranks", group_name_, root, size_));
-  if (size_ == 1) return completedLocally(CommOp::kBroadcast, tensor.nbytes(), tensor.dtype(), [] {});
+  RM_CHECK_ARG(
+      root >= 0 && root < size_,
+      fmt::format("broadcast on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  if (size_ == 1)
+    return completedLocally(CommOp::kBroadcast, tensor.nbytes(), tensor.dtype(), [] {});
   OpCall call{CommOp::kBroadcast, 0, tensor};
   call.peer = root;
   return enqueue(std::move(call), tensor.nbytes(), tensor.dtype());
@@ -180,11 +196,14 @@ WorkPtr Communicator::broadcast(Tensor tensor, int root) {
 WorkPtr Communicator::reduce(Tensor tensor, int root, ReduceOp op) {
   checkTensor(tensor, "reduce");
   checkReduceSupported(op, tensor.dtype());
-  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("reduce on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  RM_CHECK_ARG(
+      root >= 0 && root < size_,
+      fmt::format("reduce on {}: root {} out of range for {} ranks", group_name_, root, size_));
   uint64_t bytes = tensor.nbytes();
   if (size_ == 1) {
     return completedLocally(CommOp::kReduce, bytes, tensor.dtype(), [&] {
-      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+      if (op.kind == ReduceKind::kPremulSum)
+        scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
     });
   }
   OpCall call{CommOp::kReduce, 0, tensor, {}, op.kind, op.factor};
@@ -193,10 +212,14 @@ WorkPtr Communicator::reduce(Tensor tensor, int root, ReduceOp op) {
   if (!backend_->nativeReduce(op.kind)) {
     call.reduce = baseKind(op.kind);
     if (op.kind == ReduceKind::kPremulSum) {
-      before = [tensor, op]() mutable { scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor); };
+      before = [tensor, op]() mutable {
+        scaleInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), op.factor);
+      };
     }
     if (op.kind == ReduceKind::kAvg && rank_ == root) {
-      after = [tensor, n = size_]() mutable { divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n); };
+      after = [tensor, n = size_]() mutable {
+        divideInPlace(tensor.dtype(), tensor.raw(), tensor.numel(), n);
+      };
     }
   }
   return enqueue(std::move(call), bytes, tensor.dtype(), std::move(before), std::move(after));
@@ -206,9 +229,12 @@ WorkPtr Communicator::allGather(Tensor output, Tensor input) {
   checkTensor(output, "all_gather");
   checkTensor(input, "all_gather");
   RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
-               fmt::format("all_gather on {}: output must hold {} x {} {} elements, got {} {}", group_name_,
-                           size_, input.numel(), commDTypeName(input.dtype()), output.numel(), commDTypeName(output.dtype())));
-  if (size_ == 1) return completedLocally(CommOp::kAllGather, output.nbytes(), input.dtype(), [&] { output.copyFrom(input); });
+               fmt::format("all_gather on {}: output must hold {} x {} {} elements, got {} {}",
+                           group_name_, size_, input.numel(), commDTypeName(input.dtype()),
+                           output.numel(), commDTypeName(output.dtype())));
+  if (size_ == 1)
+    return completedLocally(CommOp::kAllGather, output.nbytes(), input.dtype(),
+                            [&] { output.copyFrom(input); });
   OpCall call{CommOp::kAllGather, 0, input, output};
   return enqueue(std::move(call), output.nbytes(), input.dtype());
 }
@@ -218,13 +244,15 @@ WorkPtr Communicator::reduceScatter(Tensor output, Tensor input, ReduceOp op) {
   checkTensor(input, "reduce_scatter");
   checkReduceSupported(op, input.dtype());
   RM_CHECK_ARG(output.dtype() == input.dtype() && input.numel() == output.numel() * size_,
-               fmt::format("reduce_scatter on {}: input must hold {} x {} {} elements, got {} {}", group_name_,
-                           size_, output.numel(), commDTypeName(output.dtype()), input.numel(), commDTypeName(input.dtype())));
+               fmt::format("reduce_scatter on {}: input must hold {} x {} {} elements, got {} {}",
+                           group_name_, size_, output.numel(), commDTypeName(output.dtype()),
+                           input.numel(), commDTypeName(input.dtype())));
   uint64_t bytes = input.nbytes();
   if (size_ == 1) {
     return completedLocally(CommOp::kReduceScatter, bytes, input.dtype(), [&] {
       output.copyFrom(input);
-      if (op.kind == ReduceKind::kPremulSum) scaleInPlace(output.dtype(), output.raw(), output.numel(), op.factor);
+      if (op.kind == ReduceKind::kPremulSum)
+        scaleInPlace(output.dtype(), output.raw(), output.numel(), op.factor);
     });
   }
   OpCall call{CommOp::kReduceScatter, 0, input, output, op.kind, op.factor};
@@ -237,7 +265,9 @@ WorkPtr Communicator::reduceScatter(Tensor output, Tensor input, ReduceOp op) {
       call.input = scaled;
     }
     if (op.kind == ReduceKind::kAvg) {
-      after = [output, n = size_]() mutable { divideInPlace(output.dtype(), output.raw(), output.numel(), n); };
+      after = [output, n = size_]() mutable {
+        divideInPlace(output.dtype(), output.raw(), output.numel(), n);
+      };
     }
   }
   return enqueue(std::move(call), bytes, input.dtype(), {}, std::move(after));
@@ -246,25 +276,34 @@ WorkPtr Communicator::reduceScatter(Tensor output, Tensor input, ReduceOp op) {
 WorkPtr Communicator::allToAll(Tensor output, Tensor input) {
   checkTensor(output, "all_to_all");
   checkTensor(input, "all_to_all");
-  RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() && input.numel() % size_ == 0,
-               fmt::format("all_to_all on {}: input and output must have the same dtype and a numel divisible "
-                           "by {}, got {} and {}", group_name_, size_, input.numel(), output.numel()));
-  if (size_ == 1) return completedLocally(CommOp::kAllToAll, input.nbytes(), input.dtype(), [&] { output.copyFrom(input); });
+  RM_CHECK_ARG(
+      output.dtype() == input.dtype() && output.numel() == input.numel() &&
+          input.numel() % size_ == 0,
+      fmt::format(
+          "all_to_all on {}: input and output must have the same dtype and a numel divisible "
+          "by {}, got {} and {}",
+          group_name_, size_, input.numel(), output.numel()));
+  if (size_ == 1)
+    return completedLocally(CommOp::kAllToAll, input.nbytes(), input.dtype(),
+                            [&] { output.copyFrom(input); });
   OpCall call{CommOp::kAllToAll, 0, input, output};
   return enqueue(std::move(call), input.nbytes(), input.dtype());
 }
 
 WorkPtr Communicator::gather(Tensor output, Tensor input, int root) {
   checkTensor(input, "gather");
-  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("gather on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  RM_CHECK_ARG(
+      root >= 0 && root < size_,
+      fmt::format("gather on {}: root {} out of range for {} ranks", group_name_, root, size_));
   if (rank_ == root) {
     checkTensor(output, "gather");
     RM_CHECK_ARG(output.dtype() == input.dtype() && output.numel() == input.numel() * size_,
-                 fmt::format("gather on {}: the root's output must hold {} x {} elements, got {}", group_name_,
-                             size_, input.numel(), output.numel()));
+                 fmt::format("gather on {}: the root's output must hold {} x {} elements, got {}",
+                             group_name_, size_, input.numel(), output.numel()));
   }
   uint64_t bytes = input.nbytes() * static_cast<uint64_t>(size_);
-  if (size_ == 1) return completedLocally(CommOp::kGather, bytes, input.dtype(), [&] { output.copyFrom(input); });
+  if (size_ == 1)
+    return completedLocally(CommOp::kGather, bytes, input.dtype(), [&] { output.copyFrom(input); });
   OpCall call{CommOp::kGather, 0, input, rank_ == root ? output : Tensor()};
   call.peer = root;
   return enqueue(std::move(call), bytes, input.dtype());
@@ -272,15 +311,19 @@ WorkPtr Communicator::gather(Tensor output, Tensor input, int root) {
 
 WorkPtr Communicator::scatter(Tensor output, Tensor input, int root) {
   checkTensor(output, "scatter");
-  RM_CHECK_ARG(root >= 0 && root < size_, fmt::format("scatter on {}: root {} out of range for {} ranks", group_name_, root, size_));
+  RM_CHECK_ARG(
+      root >= 0 && root < size_,
+      fmt::format("scatter on {}: root {} out of range for {} ranks", group_name_, root, size_));
   if (rank_ == root) {
     checkTensor(input, "scatter");
     RM_CHECK_ARG(output.dtype() == input.dtype() && input.numel() == output.numel() * size_,
-                 fmt::format("scatter on {}: the root's input must hold {} x {} elements, got {}", group_name_,
-                             size_, output.numel(), input.numel()));
+                 fmt::format("scatter on {}: the root's input must hold {} x {} elements, got {}",
+                             group_name_, size_, output.numel(), input.numel()));
   }
   uint64_t bytes = output.nbytes() * static_cast<uint64_t>(size_);
-  if (size_ == 1) return completedLocally(CommOp::kScatter, bytes, output.dtype(), [&] { output.copyFrom(input); });
+  if (size_ == 1)
+    return completedLocally(CommOp::kScatter, bytes, output.dtype(),
+                            [&] { output.copyFrom(input); });
   OpCall call{CommOp::kScatter, 0, rank_ == root ? input : Tensor(), output};
   call.peer = root;
   return enqueue(std::move(call), bytes, output.dtype());
@@ -294,7 +337,8 @@ WorkPtr Communicator::barrier() {
 WorkPtr Communicator::isend(Tensor tensor, int dst, int tag) {
   checkTensor(tensor, "send");
   RM_CHECK_ARG(dst >= 0 && dst < size_ && dst != rank_,
-               fmt::format("send on {}: destination {} is not another rank of {} (this is rank {})", group_name_, dst, size_, rank_));
+               fmt::format("send on {}: destination {} is not another rank of {} (this is rank {})",
+                           group_name_, dst, size_, rank_));
   RM_CHECK_ARG(tag >= 0, fmt::format("send on {}: tag must be >= 0, got {}", group_name_, tag));
   OpCall call{CommOp::kSend, 0, tensor};
   call.peer = dst;
@@ -305,7 +349,8 @@ WorkPtr Communicator::isend(Tensor tensor, int dst, int tag) {
 WorkPtr Communicator::irecv(Tensor tensor, int src, int tag) {
   checkTensor(tensor, "recv");
   RM_CHECK_ARG(src >= 0 && src < size_ && src != rank_,
-               fmt::format("recv on {}: source {} is not another rank of {} (this is rank {})", group_name_, src, size_, rank_));
+               fmt::format("recv on {}: source {} is not another rank of {} (this is rank {})",
+                           group_name_, src, size_, rank_));
   RM_CHECK_ARG(tag >= 0, fmt::format("recv on {}: tag must be >= 0, got {}", group_name_, tag));
   OpCall call{CommOp::kRecv, 0, tensor};
   call.peer = src;
@@ -316,13 +361,14 @@ WorkPtr Communicator::irecv(Tensor tensor, int src, int tag) {
 // ---------------------------------------------------------------------------------------------
 // Sub-groups.
 
-std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ranks, std::string name) {
+std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ranks,
+                                                     std::string name) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   RM_CHECK_ARG(!ranks.empty() && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
                    sorted.front() >= 0 && sorted.back() < size_,
-               fmt::format("new_group on {}: ranks [{}] must be distinct ranks of 0..{}", group_name_,
-                           fmt::join(ranks, ", "), size_ - 1));
+               fmt::format("new_group on {}: ranks [{}] must be distinct ranks of 0..{}",
+                           group_name_, fmt::join(ranks, ", "), size_ - 1));
   uint64_t index;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -335,12 +381,15 @@ std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ran
   int group_size = static_cast<int>(ranks.size());
   auto store = std::make_shared<PrefixStore>(fmt::format("group{}", index), store_);
   std::unique_ptr<Backend> backend;
-  if (group_size > 1) backend = backend_->split(store, group_rank, group_size);
-  else backend = backend_->split(nullptr, 0, 1);
-  auto group = std::make_unique<Communicator>(std::move(backend), store, job_store_, group_rank, group_size,
-                                              std::move(name), options_);
+  if (group_size > 1)
+    backend = backend_->split(store, group_rank, group_size);
+  else
+    backend = backend_->split(nullptr, 0, 1);
+  auto group = std::make_unique<Communicator>(std::move(backend), store, job_store_, group_rank,
+                                              group_size, std::move(name), options_);
   for (int r = 0; r < group_size; ++r) {
-    group->world_ranks_[static_cast<size_t>(r)] = world_ranks_[static_cast<size_t>(ranks[static_cast<size_t>(r)])];
+    group->world_ranks_[static_cast<size_t>(r)] =
+        world_ranks_[static_cast<size_t>(ranks[static_cast<size_t>(r)])];
   }
   return group;
 }
@@ -361,6 +410,7 @@ void Communicator::opLoop() {
       }
       task = std::move(op_queue_.front());
       op_queue_.pop_front();
+      launching_ = task->work;
     }
     bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
     if (!failed_) {
@@ -375,18 +425,23 @@ void Communicator::opLoop() {
           std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
           if (e.kind() == ErrorKind::kTimeout && !p2p) {
             auto behind = ranksBehind(task->call.seq);
-            message = fmt::format("{} timed out after {} ms; {}", describe(task->call), options_.timeout.count(),
-                                  behind.empty() ? std::string("every rank reached it (the transfer itself stalled)")
-                                                 : "ranks that did not reach it: " + describeRanks(behind));
+            message = fmt::format(
+                "{} timed out after {} ms; {}", describe(task->call), options_.timeout.count(),
+                behind.empty() ? std::string("every rank reached it (the transfer itself stalled)")
+                               : "ranks that did not reach it: " + describeRanks(behind));
           }
           failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
         }
       } catch (const std::exception& e) {
-        failWith(Error(ErrorKind::kComm, fmt::format("{} failed: {}", describe(task->call), e.what()), __FILE__, __LINE__), true);
+        failWith(
+            Error(ErrorKind::kComm, fmt::format("{} failed: {}", describe(task->call), e.what()),
+                  __FILE__, __LINE__),
+            true);
       }
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      launching_.reset();
       completion_queue_.push_back(std::move(task));
     }
     completion_cv_.notify_one();
@@ -410,13 +465,23 @@ void Communicator::completionLoop() {
       if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
       if (task->after) task->after();
       auto end = Clock::now();
-      double ms = task->pending->deviceMs().value_or(std::chrono::duration<double, std::milli>(end - task->started).count());
+      double ms = task->pending->deviceMs().value_or(
+          std::chrono::duration<double, std::milli>(end - task->started).count());
       recorder_.transition(task->id, OpState::kCompleted, nowUs());
       if (!p2p) last_completed_seq_ = task->call.seq;
       if (options_.observer) {
         double algbw = ms > 0 ? static_cast<double>(task->bytes) / (ms * 1e6) : 0;
-        CommRecord record{task->call.seq, task->call.op, group_name_, size_, task->bytes, task->dtype, ms, algbw,
-                          algbw * busFactor(task->call.op, size_), task->pending->waitMs(), task->call.peer};
+        CommRecord record{task->call.seq,
+                          task->call.op,
+                          group_name_,
+                          size_,
+                          task->bytes,
+                          task->dtype,
+                          ms,
+                          algbw,
+                          algbw * busFactor(task->call.op, size_),
+                          task->pending->waitMs(),
+                          task->call.peer};
         options_.observer->onOperation(record);
       }
       task->work->complete();
@@ -424,12 +489,15 @@ void Communicator::completionLoop() {
       if (!failed_) {
         std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
         if (e.kind() == ErrorKind::kTimeout) {
-          message = fmt::format("{} timed out after {} ms", describe(task->call), options_.timeout.count());
+          message = fmt::format("{} timed out after {} ms", describe(task->call),
+                                options_.timeout.count());
           if (!p2p) {
             auto behind = ranksBehind(task->call.seq);
-            if (!behind.empty()) message += "; ranks that did not reach it: " + describeRanks(behind);
+            if (!behind.empty())
+              message += "; ranks that did not reach it: " + describeRanks(behind);
           } else {
-            message += fmt::format("; rank {} did not match it", world_ranks_[static_cast<size_t>(task->call.peer)]);
+            message += fmt::format("; rank {} did not match it",
+                                   world_ranks_[static_cast<size_t>(task->call.peer)]);
           }
         }
         failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
@@ -440,7 +508,8 @@ void Communicator::completionLoop() {
         return *failure_;
       }();
       std::string message = root.message();
-      if (message.rfind(describe(task->call), 0) != 0) message = fmt::format("{} aborted: {}", describe(task->call), message);
+      if (message.rfind(describe(task->call), 0) != 0)
+        message = fmt::format("{} aborted: {}", describe(task->call), message);
       task->work->fail(std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
     }
     {
@@ -481,7 +550,12 @@ void Communicator::watchdogLoop() {
         busy = in_flight_ > 0;
       }
       if (busy && !failed_ && store_lost) {  // twice in a row, with work waiting on the peers
-        failWith(Error(ErrorKind::kComm, fmt::format("the rendezvous store is unreachable ({}); rank 0, which hosts it, may have died", e.what()), __FILE__, __LINE__), false);
+        failWith(Error(ErrorKind::kComm,
+                       fmt::format("the rendezvous store is unreachable ({}); rank 0, which hosts "
+                                   "it, may have died",
+                                   e.what()),
+                       __FILE__, __LINE__),
+                 false);
       }
       store_lost = true;
     }
@@ -537,14 +611,32 @@ void Communicator::failWith(const Error& error, bool publish) {
   }
   if (publish) {
     try {
-      std::string cause = fmt::format("rank {} failed: {}", world_ranks_[static_cast<size_t>(rank_)], error.message());
+      std::string cause = fmt::format("rank {} failed: {}",
+                                      world_ranks_[static_cast<size_t>(rank_)], error.message());
       job_store_->compareSet(kFailureKey, {}, toBytes(cause));
     } catch (const std::exception&) {
       // The store is gone (rank 0 died): the peers see that themselves.
     }
   }
+  failPendingWorks(error);
   backend_->abort();
   if (options_.observer) options_.observer->onFailure(error, recorder_.dump());
+}
+
+void Communicator::failPendingWorks(const Error& root) {
+  std::vector<WorkPtr> works;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (launching_) works.push_back(launching_);
+    for (const auto& task : op_queue_) works.push_back(task->work);
+    for (const auto& task : completion_queue_) works.push_back(task->work);
+  }
+  for (const WorkPtr& work : works) {
+    std::string message = root.message();
+    if (message.rfind(work->what(), 0) != 0)
+      message = fmt::format("{} aborted: {}", work->what(), message);
+    work->fail(std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
+  }
 }
 
 void Communicator::abort(const std::string& reason) {

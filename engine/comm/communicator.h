@@ -129,12 +129,16 @@ class Communicator {
 
   WorkPtr enqueue(OpCall call, uint64_t bytes, DType dtype, std::function<void()> before = {},
                   std::function<void()> after = {});
-  WorkPtr completedLocally(CommOp op, uint64_t bytes, DType dtype, const std::function<void()>& run);
+  WorkPtr completedLocally(CommOp op, uint64_t bytes, DType dtype,
+                           const std::function<void()>& run);
   void opLoop();
   void completionLoop();
   void watchdogLoop();
   // Marks the communicator failed (first caller wins), publishes and reports it.
   void failWith(const Error& error, bool publish);
+  // Fails the Work of every queued or running operation at once with the root cause, so that no
+  // caller waits for a backend that is still unwinding.
+  void failPendingWorks(const Error& root);
   // The failure another rank published for the job, if any.
   std::optional<std::string> publishedFailure();
   // The ranks whose published progress has not reached collective `seq`.
@@ -165,6 +169,7 @@ class Communicator {
   uint64_t next_p2p_seq_ = 1;                           // guarded by mutex_
   uint64_t groups_created_ = 0;                         // guarded by mutex_
   int in_flight_ = 0;                                   // guarded by mutex_: queued or running
+  WorkPtr launching_;  // guarded by mutex_: the op the op thread is inside the backend with
 
   std::atomic<uint64_t> last_started_seq_{0};    // collectives
   std::atomic<uint64_t> last_completed_seq_{0};  // collectives

@@ -37,7 +37,8 @@ class FileStore::Lock {
  public:
   explicit Lock(FileStore& store) : guard_(store.mutex_), fd_(store.fd_) {
     while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno != EINTR) RM_THROW(kIo, fmt::format("store file {}: flock: {}", store.path_, std::strerror(errno)));
+      if (errno != EINTR)
+        RM_THROW(kIo, fmt::format("store file {}: flock: {}", store.path_, std::strerror(errno)));
     }
   }
   ~Lock() { ::flock(fd_, LOCK_UN); }
@@ -50,7 +51,8 @@ class FileStore::Lock {
 FileStore::FileStore(std::string path, Millis timeout) : path_(std::move(path)) {
   timeout_ = timeout;
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd_ < 0) RM_THROW(kIo, fmt::format("store file {}: cannot open: {}", path_, std::strerror(errno)));
+  if (fd_ < 0)
+    RM_THROW(kIo, fmt::format("store file {}: cannot open: {}", path_, std::strerror(errno)));
   add(kUsersKey, 1);
 }
 
@@ -69,7 +71,8 @@ FileStore::~FileStore() {
 
 void FileStore::refresh() {
   struct stat st {};
-  if (::fstat(fd_, &st) != 0) RM_THROW(kIo, fmt::format("store file {}: stat: {}", path_, std::strerror(errno)));
+  if (::fstat(fd_, &st) != 0)
+    RM_THROW(kIo, fmt::format("store file {}: stat: {}", path_, std::strerror(errno)));
   if (st.st_size < offset_) {  // the file was replaced under us: start over
     map_.clear();
     offset_ = 0;
@@ -84,7 +87,10 @@ void FileStore::refresh() {
     got += static_cast<size_t>(r);
   }
   size_t pos = 0;
-  auto truncated = [&] { RM_THROW(kFormat, fmt::format("store file {}: truncated record at byte {}", path_, offset_ + static_cast<off_t>(pos))); };
+  auto truncated = [&] {
+    RM_THROW(kFormat, fmt::format("store file {}: truncated record at byte {}", path_,
+                                  offset_ + static_cast<off_t>(pos)));
+  };
   while (pos < buf.size()) {
     if (buf.size() - pos < 5) truncated();
     uint8_t op = buf[pos];
@@ -95,7 +101,8 @@ void FileStore::refresh() {
     size_t value_at = pos + 9 + klen;
     if (buf.size() - value_at < vlen) truncated();
     if (op == kSetRecord) {
-      map_[key] = Bytes(buf.begin() + static_cast<ptrdiff_t>(value_at), buf.begin() + static_cast<ptrdiff_t>(value_at + vlen));
+      map_[key] = Bytes(buf.begin() + static_cast<ptrdiff_t>(value_at),
+                        buf.begin() + static_cast<ptrdiff_t>(value_at + vlen));
     } else if (op == kDeleteRecord) {
       map_.erase(key);
     } else {
@@ -116,9 +123,11 @@ void FileStore::append(uint8_t op, const std::string& key, const Bytes& value) {
   ::fstat(fd_, &st);
   size_t done = 0;
   while (done < rec.size()) {
-    ssize_t w = ::pwrite(fd_, rec.data() + done, rec.size() - done, st.st_size + static_cast<off_t>(done));
+    ssize_t w =
+        ::pwrite(fd_, rec.data() + done, rec.size() - done, st.st_size + static_cast<off_t>(done));
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) RM_THROW(kIo, fmt::format("store file {}: write failed: {}", path_, std::strerror(errno)));
+    if (w <= 0)
+      RM_THROW(kIo, fmt::format("store file {}: write failed: {}", path_, std::strerror(errno)));
     done += static_cast<size_t>(w);
   }
   refresh();
@@ -135,7 +144,8 @@ Bytes FileStore::get(const std::string& key) {
   Lock lock(*this);
   refresh();
   auto it = map_.find(key);
-  if (it == map_.end()) RM_THROW(kComm, fmt::format("store: key '{}' was deleted while being read", key));
+  if (it == map_.end())
+    RM_THROW(kComm, fmt::format("store: key '{}' was deleted while being read", key));
   return it->second;
 }
 
@@ -147,7 +157,8 @@ int64_t FileStore::add(const std::string& key, int64_t delta) {
     try {
       value = std::stoll(toString(it->second));
     } catch (const std::exception&) {
-      RM_THROW(kInvalidArgument, fmt::format("store: add on key '{}' whose value is not an integer", key));
+      RM_THROW(kInvalidArgument,
+               fmt::format("store: add on key '{}' whose value is not an integer", key));
     }
   }
   value += delta;
@@ -182,7 +193,8 @@ bool FileStore::deleteKey(const std::string& key) {
 bool FileStore::check(const std::vector<std::string>& keys) {
   Lock lock(*this);
   refresh();
-  return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return map_.count(k) > 0; });
+  return std::all_of(keys.begin(), keys.end(),
+                     [&](const std::string& k) { return map_.count(k) > 0; });
 }
 
 int64_t FileStore::numKeys() {

@@ -5,10 +5,14 @@ namespace ringmaster {
 
 std::string_view toString(OpState state) {
   switch (state) {
-    case OpState::kScheduled: return "scheduled";
-    case OpState::kStarted: return "started";
-    case OpState::kCompleted: return "completed";
-    case OpState::kFailed: return "failed";
+    case OpState::kScheduled:
+      return "scheduled";
+    case OpState::kStarted:
+      return "started";
+    case OpState::kCompleted:
+      return "completed";
+    case OpState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -32,8 +36,10 @@ void FlightRecorder::transition(uint64_t id, OpState state, double time_us) {
   for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
     if (it->id != id) continue;
     it->state = state;
-    if (state == OpState::kStarted) it->started_us = time_us;
-    else it->finished_us = time_us;
+    if (state == OpState::kStarted)
+      it->started_us = time_us;
+    else
+      it->finished_us = time_us;
     return;
   }
 }
@@ -49,8 +55,10 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
 nlohmann::json FlightRecorder::dump() const {
   nlohmann::json out = nlohmann::json::array();
   for (const FlightEntry& e : entries()) {
-    nlohmann::json j = {{"seq", e.seq},     {"op", toString(e.op)},
-                        {"group", e.group}, {"bytes", e.bytes},
+    nlohmann::json j = {{"seq", e.seq},
+                        {"op", toString(e.op)},
+                        {"group", e.group},
+                        {"bytes", e.bytes},
                         {"dtype", commDTypeName(e.dtype)},
                         {"state", toString(e.state)},
                         {"scheduled_us", static_cast<int64_t>(e.scheduled_us)}};

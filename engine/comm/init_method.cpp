@@ -28,7 +28,8 @@ std::optional<long long> parseInt(const std::string& text) {
 bool splitHostPort(const std::string& text, std::string* host, std::string* port) {
   if (!text.empty() && text[0] == '[') {
     auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':') return false;
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return false;
     *host = text.substr(1, close - 1);
     *port = text.substr(close + 2);
     return true;
@@ -87,11 +88,15 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
   std::string file_path;
   if (url == "env://" || url.rfind("env://", 0) == 0) {
     auto addr = env("MASTER_ADDR");
-    if (!addr || addr->empty()) problems.push_back("MASTER_ADDR is not set");
-    else host = *addr;
+    if (!addr || addr->empty())
+      problems.push_back("MASTER_ADDR is not set");
+    else
+      host = *addr;
     auto port_text = env("MASTER_PORT");
-    if (!port_text) problems.push_back("MASTER_PORT is not set");
-    else port = checkPort("MASTER_PORT", *port_text);
+    if (!port_text)
+      problems.push_back("MASTER_PORT is not set");
+    else
+      port = checkPort("MASTER_PORT", *port_text);
     intFromEnv("WORLD_SIZE", &world, 1);
     intFromEnv("RANK", &rank, 0);
   } else if (url.rfind("tcp://", 0) == 0) {
@@ -107,11 +112,16 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
       problems.push_back(fmt::format("init method '{}': expected file:///ABSOLUTE/PATH", url));
     }
   } else {
-    problems.push_back(fmt::format("init method '{}': expected env://, tcp://HOST:PORT or file:///PATH", url));
+    problems.push_back(
+        fmt::format("init method '{}': expected env://, tcp://HOST:PORT or file:///PATH", url));
   }
   if (url.rfind("env://", 0) != 0) {
-    if (world < 1) problems.push_back(fmt::format("{}: world_size must be given (>= 1)", url.substr(0, url.find(':'))));
-    if (rank < 0) problems.push_back(fmt::format("{}: rank must be given (>= 0)", url.substr(0, url.find(':'))));
+    if (world < 1)
+      problems.push_back(
+          fmt::format("{}: world_size must be given (>= 1)", url.substr(0, url.find(':'))));
+    if (rank < 0)
+      problems.push_back(
+          fmt::format("{}: rank must be given (>= 0)", url.substr(0, url.find(':'))));
   }
   if (problems.empty() && rank >= world) {
     problems.push_back(fmt::format("RANK={} is out of range for WORLD_SIZE={}", rank, world));

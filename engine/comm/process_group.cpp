@@ -18,8 +18,8 @@ bool isLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
-std::string glooHostname(const Rendezvous& rdv, const ProcessGroupOptions& options, const EnvLookup& env,
-                         std::string* interface) {
+std::string glooHostname(const Rendezvous& rdv, const ProcessGroupOptions& options,
+                         const EnvLookup& env, std::string* interface) {
   if (!options.gloo_hostname.empty()) return options.gloo_hostname;
   if (auto ifname = env("GLOO_SOCKET_IFNAME"); ifname && !ifname->empty()) {
     *interface = *ifname;
@@ -41,12 +41,15 @@ bool backendAvailable(const std::string& backend) {
   return false;
 }
 
-std::unique_ptr<Communicator> makeCommunicator(const Rendezvous& rdv, const ProcessGroupOptions& options,
+std::unique_ptr<Communicator> makeCommunicator(const Rendezvous& rdv,
+                                               const ProcessGroupOptions& options,
                                                const EnvLookup& env) {
   RM_CHECK_ARG(options.backend == "gloo" || options.backend == "nccl",
                fmt::format("backend '{}': expected gloo or nccl", options.backend));
   if (!backendAvailable(options.backend)) {
-    RM_THROW(kUnavailable, fmt::format("backend {} is not in this build (it needs the CUDA toolkit's NCCL)", options.backend));
+    RM_THROW(kUnavailable,
+             fmt::format("backend {} is not in this build (it needs the CUDA toolkit's NCCL)",
+                         options.backend));
   }
   auto store = std::make_shared<PrefixStore>("world", rdv.store);
   std::unique_ptr<Backend> backend;
@@ -54,18 +57,22 @@ std::unique_ptr<Communicator> makeCommunicator(const Rendezvous& rdv, const Proc
     GlooOptions gloo;
     gloo.hostname = glooHostname(rdv, options, env, &gloo.interface);
     gloo.timeout = options.comm.timeout;
-    if (rdv.world_size > 1) backend = GlooBackend::connect(store, rdv.rank, rdv.world_size, gloo);
-    else backend = GlooBackend::connect(nullptr, 0, 1, gloo);
+    if (rdv.world_size > 1)
+      backend = GlooBackend::connect(store, rdv.rank, rdv.world_size, gloo);
+    else
+      backend = GlooBackend::connect(nullptr, 0, 1, gloo);
   } else {
 #if RINGMASTER_HAVE_NCCL
-    backend = NcclBackend::connect(store, rdv.rank, rdv.world_size, options.cuda_device, options.comm.timeout);
+    backend = NcclBackend::connect(store, rdv.rank, rdv.world_size, options.cuda_device,
+                                   options.comm.timeout);
 #endif
   }
-  return std::make_unique<Communicator>(std::move(backend), store, rdv.store, rdv.rank, rdv.world_size,
-                                        "world", options.comm);
+  return std::make_unique<Communicator>(std::move(backend), store, rdv.store, rdv.rank,
+                                        rdv.world_size, "world", options.comm);
 }
 
-std::unique_ptr<Communicator> initProcessGroup(const ProcessGroupOptions& options, const EnvLookup& env) {
+std::unique_ptr<Communicator> initProcessGroup(const ProcessGroupOptions& options,
+                                               const EnvLookup& env) {
   InitOptions init = options.init;
   if (init.timeout.count() <= 0) init.timeout = options.comm.timeout;
   Rendezvous rdv = rendezvous(init, env);

@@ -13,38 +13,56 @@ namespace ringmaster {
 
 std::string_view toString(ReduceKind kind) {
   switch (kind) {
-    case ReduceKind::kSum: return "sum";
-    case ReduceKind::kAvg: return "avg";
-    case ReduceKind::kProduct: return "product";
-    case ReduceKind::kMin: return "min";
-    case ReduceKind::kMax: return "max";
-    case ReduceKind::kBand: return "band";
-    case ReduceKind::kBor: return "bor";
-    case ReduceKind::kBxor: return "bxor";
-    case ReduceKind::kPremulSum: return "premul_sum";
+    case ReduceKind::kSum:
+      return "sum";
+    case ReduceKind::kAvg:
+      return "avg";
+    case ReduceKind::kProduct:
+      return "product";
+    case ReduceKind::kMin:
+      return "min";
+    case ReduceKind::kMax:
+      return "max";
+    case ReduceKind::kBand:
+      return "band";
+    case ReduceKind::kBor:
+      return "bor";
+    case ReduceKind::kBxor:
+      return "bxor";
+    case ReduceKind::kPremulSum:
+      return "premul_sum";
   }
   return "?";
 }
 
 bool isFloating(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 || dtype == DType::kF16;
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 ||
+         dtype == DType::kF16;
 }
 
 std::string_view commDTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "float32";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    case DType::kF64: return "float64";
-    case DType::kI32: return "int32";
-    case DType::kI64: return "int64";
-    case DType::kU8: return "uint8";
+    case DType::kF32:
+      return "float32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF64:
+      return "float64";
+    case DType::kI32:
+      return "int32";
+    case DType::kI64:
+      return "int64";
+    case DType::kU8:
+      return "uint8";
   }
   return "?";
 }
 
 void checkReduceSupported(ReduceOp op, DType dtype) {
-  bool bitwise = op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor || op.kind == ReduceKind::kBxor;
+  bool bitwise =
+      op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor || op.kind == ReduceKind::kBxor;
   if (bitwise && isFloating(dtype)) {
     RM_THROW(kInvalidArgument, fmt::format("reduce op {} needs an integer tensor, got {}",
                                            toString(op.kind), commDTypeName(dtype)));
@@ -57,17 +75,28 @@ void checkReduceSupported(ReduceOp op, DType dtype) {
 
 std::string_view toString(CommOp op) {
   switch (op) {
-    case CommOp::kAllReduce: return "all_reduce";
-    case CommOp::kBroadcast: return "broadcast";
-    case CommOp::kReduce: return "reduce";
-    case CommOp::kAllGather: return "all_gather";
-    case CommOp::kReduceScatter: return "reduce_scatter";
-    case CommOp::kAllToAll: return "all_to_all";
-    case CommOp::kGather: return "gather";
-    case CommOp::kScatter: return "scatter";
-    case CommOp::kBarrier: return "barrier";
-    case CommOp::kSend: return "send";
-    case CommOp::kRecv: return "recv";
+    case CommOp::kAllReduce:
+      return "all_reduce";
+    case CommOp::kBroadcast:
+      return "broadcast";
+    case CommOp::kReduce:
+      return "reduce";
+    case CommOp::kAllGather:
+      return "all_gather";
+    case CommOp::kReduceScatter:
+      return "reduce_scatter";
+    case CommOp::kAllToAll:
+      return "all_to_all";
+    case CommOp::kGather:
+      return "gather";
+    case CommOp::kScatter:
+      return "scatter";
+    case CommOp::kBarrier:
+      return "barrier";
+    case CommOp::kSend:
+      return "send";
+    case CommOp::kRecv:
+      return "recv";
   }
   return "?";
 }
@@ -75,13 +104,16 @@ std::string_view toString(CommOp op) {
 double busFactor(CommOp op, int ranks) {
   double n = ranks;
   switch (op) {
-    case CommOp::kAllReduce: return 2.0 * (n - 1) / n;
+    case CommOp::kAllReduce:
+      return 2.0 * (n - 1) / n;
     case CommOp::kAllGather:
     case CommOp::kReduceScatter:
     case CommOp::kAllToAll:
     case CommOp::kGather:
-    case CommOp::kScatter: return (n - 1) / n;
-    default: return 1.0;
+    case CommOp::kScatter:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 
@@ -158,8 +190,10 @@ void apply(void* acc, const void* in, size_t count, F f) {
 template <typename T>
 void reduceTyped(ReduceKind kind, void* acc, const void* in, size_t count) {
   switch (kind) {
-    case ReduceKind::kSum: return apply<T>(acc, in, count, [](T a, T b) { return T(a + b); });
-    case ReduceKind::kProduct: return apply<T>(acc, in, count, [](T a, T b) { return T(a * b); });
+    case ReduceKind::kSum:
+      return apply<T>(acc, in, count, [](T a, T b) { return T(a + b); });
+    case ReduceKind::kProduct:
+      return apply<T>(acc, in, count, [](T a, T b) { return T(a * b); });
     case ReduceKind::kMin:
       return apply<T>(acc, in, count, [](T a, T b) {
         if constexpr (std::is_floating_point_v<T>) {
@@ -178,12 +212,15 @@ void reduceTyped(ReduceKind kind, void* acc, const void* in, size_t count) {
     case ReduceKind::kBor:
     case ReduceKind::kBxor:
       if constexpr (std::is_integral_v<T>) {
-        if (kind == ReduceKind::kBand) return apply<T>(acc, in, count, [](T a, T b) { return T(a & b); });
-        if (kind == ReduceKind::kBor) return apply<T>(acc, in, count, [](T a, T b) { return T(a | b); });
+        if (kind == ReduceKind::kBand)
+          return apply<T>(acc, in, count, [](T a, T b) { return T(a & b); });
+        if (kind == ReduceKind::kBor)
+          return apply<T>(acc, in, count, [](T a, T b) { return T(a | b); });
         return apply<T>(acc, in, count, [](T a, T b) { return T(a ^ b); });
       }
       break;
-    default: break;
+    default:
+      break;
   }
   RM_ENFORCE(false, fmt::format("reduceInto: unsupported kind {}", toString(kind)));
 }
@@ -221,36 +258,56 @@ void scaleHalfLike(void* data, size_t count, double factor) {
 
 void reduceInto(ReduceKind kind, DType dtype, void* acc, const void* in, size_t count) {
   switch (dtype) {
-    case DType::kF32: return reduceTyped<float>(kind, acc, in, count);
-    case DType::kF64: return reduceTyped<double>(kind, acc, in, count);
-    case DType::kI32: return reduceTyped<int32_t>(kind, acc, in, count);
-    case DType::kI64: return reduceTyped<int64_t>(kind, acc, in, count);
-    case DType::kU8: return reduceTyped<uint8_t>(kind, acc, in, count);
-    case DType::kBF16: return reduceHalfLike<bf16ToFloat, floatToBf16>(kind, acc, in, count);
-    case DType::kF16: return reduceHalfLike<halfToFloat, floatToHalf>(kind, acc, in, count);
+    case DType::kF32:
+      return reduceTyped<float>(kind, acc, in, count);
+    case DType::kF64:
+      return reduceTyped<double>(kind, acc, in, count);
+    case DType::kI32:
+      return reduceTyped<int32_t>(kind, acc, in, count);
+    case DType::kI64:
+      return reduceTyped<int64_t>(kind, acc, in, count);
+    case DType::kU8:
+      return reduceTyped<uint8_t>(kind, acc, in, count);
+    case DType::kBF16:
+      return reduceHalfLike<bf16ToFloat, floatToBf16>(kind, acc, in, count);
+    case DType::kF16:
+      return reduceHalfLike<halfToFloat, floatToHalf>(kind, acc, in, count);
   }
 }
 
 void scaleInPlace(DType dtype, void* data, size_t count, double factor) {
   switch (dtype) {
-    case DType::kF32: return scaleTyped<float>(data, count, factor);
-    case DType::kF64: return scaleTyped<double>(data, count, factor);
-    case DType::kBF16: return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count, factor);
-    case DType::kF16: return scaleHalfLike<halfToFloat, floatToHalf>(data, count, factor);
-    default: RM_THROW(kInvalidArgument, fmt::format("cannot scale a {} tensor", commDTypeName(dtype)));
+    case DType::kF32:
+      return scaleTyped<float>(data, count, factor);
+    case DType::kF64:
+      return scaleTyped<double>(data, count, factor);
+    case DType::kBF16:
+      return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count, factor);
+    case DType::kF16:
+      return scaleHalfLike<halfToFloat, floatToHalf>(data, count, factor);
+    default:
+      RM_THROW(kInvalidArgument, fmt::format("cannot scale a {} tensor", commDTypeName(dtype)));
   }
 }
 
 void divideInPlace(DType dtype, void* data, size_t count, int64_t divisor) {
   switch (dtype) {
-    case DType::kF32: return scaleTyped<float>(data, count, 1.0 / static_cast<double>(divisor));
+    case DType::kF32: {
+      auto* p = static_cast<float*>(data);
+      for (size_t i = 0; i < count; ++i) p[i] /= static_cast<float>(divisor);
+      return;
+    }
     case DType::kF64: {
       auto* p = static_cast<double*>(data);
       for (size_t i = 0; i < count; ++i) p[i] /= static_cast<double>(divisor);
       return;
     }
-    case DType::kBF16: return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count, 1.0 / static_cast<double>(divisor));
-    case DType::kF16: return scaleHalfLike<halfToFloat, floatToHalf>(data, count, 1.0 / static_cast<double>(divisor));
+    case DType::kBF16:
+      return scaleHalfLike<bf16ToFloat, floatToBf16>(data, count,
+                                                     1.0 / static_cast<double>(divisor));
+    case DType::kF16:
+      return scaleHalfLike<halfToFloat, floatToHalf>(data, count,
+                                                     1.0 / static_cast<double>(divisor));
     case DType::kI32: {
       auto* p = static_cast<int32_t*>(data);
       for (size_t i = 0; i < count; ++i) p[i] = static_cast<int32_t>(p[i] / divisor);

@@ -38,8 +38,17 @@ bool isFloating(DType dtype);
 std::string_view commDTypeName(DType dtype);
 
 enum class CommOp {
-  kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
-  kBarrier, kSend, kRecv,
+  kAllReduce,
+  kBroadcast,
+  kReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kBarrier,
+  kSend,
+  kRecv,
 };
 // "all_reduce", "broadcast", ..., "send", "recv".
 std::string_view toString(CommOp op);

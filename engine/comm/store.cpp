@@ -3,8 +3,12 @@
 
 namespace ringmaster {
 
-Bytes toBytes(const std::string& text) { return Bytes(text.begin(), text.end()); }
-std::string toString(const Bytes& bytes) { return std::string(bytes.begin(), bytes.end()); }
+Bytes toBytes(const std::string& text) {
+  return Bytes(text.begin(), text.end());
+}
+std::string toString(const Bytes& bytes) {
+  return std::string(bytes.begin(), bytes.end());
+}
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
     : prefix_(std::move(prefix)), base_(std::move(base)) {
@@ -18,7 +22,9 @@ std::vector<std::string> PrefixStore::scoped(const std::vector<std::string>& key
   return out;
 }
 
-void PrefixStore::set(const std::string& key, const Bytes& value) { base_->set(scoped(key), value); }
+void PrefixStore::set(const std::string& key, const Bytes& value) {
+  base_->set(scoped(key), value);
+}
 
 Bytes PrefixStore::get(const std::string& key) {
   base_->wait({scoped(key)}, timeout_);
@@ -33,11 +39,17 @@ Bytes PrefixStore::compareSet(const std::string& key, const Bytes& expected, con
   return base_->compareSet(scoped(key), expected, desired);
 }
 
-bool PrefixStore::deleteKey(const std::string& key) { return base_->deleteKey(scoped(key)); }
+bool PrefixStore::deleteKey(const std::string& key) {
+  return base_->deleteKey(scoped(key));
+}
 
-bool PrefixStore::check(const std::vector<std::string>& keys) { return base_->check(scoped(keys)); }
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  return base_->check(scoped(keys));
+}
 
-int64_t PrefixStore::numKeys() { return base_->numKeys(); }
+int64_t PrefixStore::numKeys() {
+  return base_->numKeys();
+}
 
 void PrefixStore::wait(const std::vector<std::string>& keys, Millis timeout) {
   base_->wait(scoped(keys), timeout);

@@ -43,7 +43,9 @@ void putBytes(Bytes& out, const uint8_t* data, size_t n) {
   putU32(out, static_cast<uint32_t>(n));
   out.insert(out.end(), data, data + n);
 }
-void putBytes(Bytes& out, const Bytes& b) { putBytes(out, b.data(), b.size()); }
+void putBytes(Bytes& out, const Bytes& b) {
+  putBytes(out, b.data(), b.size());
+}
 void putString(Bytes& out, const std::string& s) {
   putBytes(out, reinterpret_cast<const uint8_t*>(s.data()), s.size());
 }
@@ -71,7 +73,8 @@ class Reader {
   Bytes bytes() {
     uint32_t n = u32();
     need(n);
-    Bytes out(b_.begin() + static_cast<ptrdiff_t>(pos_), b_.begin() + static_cast<ptrdiff_t>(pos_ + n));
+    Bytes out(b_.begin() + static_cast<ptrdiff_t>(pos_),
+              b_.begin() + static_cast<ptrdiff_t>(pos_ + n));
     pos_ += n;
     return out;
   }
@@ -85,7 +88,9 @@ class Reader {
   size_t pos_ = 0;
 };
 
-std::string errnoText(int err) { return std::strerror(err); }
+std::string errnoText(int err) {
+  return std::strerror(err);
+}
 
 bool writeAll(int fd, const uint8_t* data, size_t n) {
   while (n > 0) {
@@ -138,7 +143,8 @@ AddrInfoPtr resolve(const std::string& host, int port, bool passive) {
   addrinfo* result = nullptr;
   std::string service = std::to_string(port);
   int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
-  if (rc != 0) RM_THROW(kComm, fmt::format("store: cannot resolve '{}': {}", host, gai_strerror(rc)));
+  if (rc != 0)
+    RM_THROW(kComm, fmt::format("store: cannot resolve '{}': {}", host, gai_strerror(rc)));
   return AddrInfoPtr(result);
 }
 
@@ -168,7 +174,8 @@ class TcpStore::Server {
       ::close(fd);
     }
     if (listen_fd_ < 0) {
-      RM_THROW(kComm, fmt::format("store: cannot listen on {}:{}: {}", host, port, errnoText(last_errno)));
+      RM_THROW(kComm,
+               fmt::format("store: cannot listen on {}:{}: {}", host, port, errnoText(last_errno)));
     }
     sockaddr_storage bound{};
     socklen_t len = sizeof(bound);
@@ -278,7 +285,8 @@ class TcpStore::Server {
           try {
             value = std::stoll(toString(it->second));
           } catch (const std::exception&) {
-            RM_THROW(kInvalidArgument, fmt::format("store: add on key '{}' whose value is not an integer", key));
+            RM_THROW(kInvalidArgument,
+                     fmt::format("store: add on key '{}' whose value is not an integer", key));
           }
         }
         value += delta;
@@ -325,7 +333,7 @@ class TcpStore::Server {
   int wake_fd_ = -1;
   int port_ = 0;
   std::thread thread_;
-  std::unordered_map<int, Client> clients_;   // touched by the server thread only
+  std::unordered_map<int, Client> clients_;     // touched by the server thread only
   std::unordered_map<std::string, Bytes> map_;  // touched by the server thread only
 };
 
@@ -369,8 +377,8 @@ void TcpStore::connectClient(Millis timeout) {
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
   }
-  RM_THROW(kTimeout, fmt::format("store: could not connect to {}:{} within {} ms ({})", host_, port_,
-                                 timeout.count(), last_error));
+  RM_THROW(kTimeout, fmt::format("store: could not connect to {}:{} within {} ms ({})", host_,
+                                 port_, timeout.count(), last_error));
 }
 
 Bytes TcpStore::roundTrip(const Bytes& request) {

@@ -32,6 +32,7 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
 void Work::complete() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;  // failed already, by an abort
     done_ = true;
   }
   done_cv_.notify_all();
@@ -40,6 +41,7 @@ void Work::complete() {
 void Work::fail(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;  // the first outcome stands
     done_ = true;
     error_ = std::move(error);
   }

@@ -25,7 +25,7 @@ class Work {
   // operation when `timeout` (default: the communicator's timeout plus a margin) passes first.
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // For the communicator: marks the operation finished.
+  // For the communicator: marks the operation finished; the first outcome stands.
   void complete();
   void fail(std::exception_ptr error);
   const std::string& what() const { return what_; }

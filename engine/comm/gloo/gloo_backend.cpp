@@ -42,7 +42,8 @@ class StoreAdapter : public gloo::rendezvous::Store {
     return std::vector<char>(value.begin(), value.end());
   }
   void wait(const std::vector<std::string>& keys) override { store_->wait(keys); }
-  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys,
+            const std::chrono::milliseconds& timeout) override {
     store_->wait(keys, timeout);
   }
 
@@ -55,10 +56,14 @@ class StoreAdapter : public gloo::rendezvous::Store {
 template <typename F>
 void withElementType(size_t element_size, F&& f) {
   switch (element_size) {
-    case 1: return f(uint8_t{});
-    case 2: return f(uint16_t{});
-    case 4: return f(uint32_t{});
-    case 8: return f(uint64_t{});
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    case 8:
+      return f(uint64_t{});
   }
   RM_ENFORCE(false, fmt::format("no element type of {} bytes", element_size));
 }
@@ -83,8 +88,10 @@ void guarded(const char* what, F&& f) {
     f();
   } catch (const gloo::IoException& e) {
     std::string message = e.what();
-    bool timeout = message.find("Timed out") != std::string::npos || message.find("timed out") != std::string::npos;
-    throw Error(timeout ? ErrorKind::kTimeout : ErrorKind::kComm, fmt::format("gloo {}: {}", what, message), __FILE__, __LINE__);
+    bool timeout = message.find("Timed out") != std::string::npos ||
+                   message.find("timed out") != std::string::npos;
+    throw Error(timeout ? ErrorKind::kTimeout : ErrorKind::kComm,
+                fmt::format("gloo {}: {}", what, message), __FILE__, __LINE__);
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
@@ -102,7 +109,8 @@ class DoneOp : public PendingOp {
 // A send or receive in flight: the completion thread waits on its unbound buffer.
 class GlooBackend::P2POp : public PendingOp {
  public:
-  P2POp(GlooBackend* backend, std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send, Tensor keep)
+  P2POp(GlooBackend* backend, std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send,
+        Tensor keep)
       : backend_(backend), buffer_(std::move(buffer)), is_send_(is_send), keep_(std::move(keep)) {
     backend_->track(buffer_.get(), true);
   }
@@ -112,9 +120,8 @@ class GlooBackend::P2POp : public PendingOp {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) left = std::chrono::milliseconds(1);
     bool completed = false;
-    guarded(is_send_ ? "send" : "recv", [&] {
-      completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left);
-    });
+    guarded(is_send_ ? "send" : "recv",
+            [&] { completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left); });
     if (!completed) RM_THROW(kComm, fmt::format("gloo {}: aborted", is_send_ ? "send" : "recv"));
   }
 
@@ -135,20 +142,25 @@ std::unique_ptr<GlooBackend> GlooBackend::connect(std::shared_ptr<Store> store, 
                                                   const GlooOptions& options) {
   std::shared_ptr<gloo::transport::Device> device;
   gloo::transport::tcp::attr attr;
-  if (!options.interface.empty()) attr.iface = options.interface;
-  else attr.hostname = options.hostname;
+  if (!options.interface.empty())
+    attr.iface = options.interface;
+  else
+    attr.hostname = options.hostname;
   guarded("device", [&] { device = gloo::transport::tcp::CreateDevice(attr); });
   if (size == 1) {
-    return std::unique_ptr<GlooBackend>(new GlooBackend(std::move(device), std::make_shared<gloo::Context>(0, 1), options));
+    return std::unique_ptr<GlooBackend>(
+        new GlooBackend(std::move(device), std::make_shared<gloo::Context>(0, 1), options));
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
   StoreAdapter adapter(std::move(store));
   guarded("rendezvous", [&] { context->connectFullMesh(adapter, device); });
-  return std::unique_ptr<GlooBackend>(new GlooBackend(std::move(device), std::move(context), options));
+  return std::unique_ptr<GlooBackend>(
+      new GlooBackend(std::move(device), std::move(context), options));
 }
 
-std::unique_ptr<Backend> GlooBackend::split(std::shared_ptr<Store> store, int group_rank, int group_size) {
+std::unique_ptr<Backend> GlooBackend::split(std::shared_ptr<Store> store, int group_rank,
+                                            int group_size) {
   if (group_size == 1) {
     auto context = std::make_shared<gloo::Context>(0, 1);
     return std::unique_ptr<GlooBackend>(new GlooBackend(device_, std::move(context), options_));
@@ -170,8 +182,10 @@ size_t GlooBackend::allreduceSegmentBytes(size_t bytes, int ranks, size_t config
 
 void GlooBackend::track(gloo::transport::UnboundBuffer* buffer, bool add) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (add) p2p_in_flight_.insert(buffer);
-  else p2p_in_flight_.erase(buffer);
+  if (add)
+    p2p_in_flight_.insert(buffer);
+  else
+    p2p_in_flight_.erase(buffer);
 }
 
 void GlooBackend::abort() {
@@ -205,10 +219,12 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::AllreduceOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
+                         static_cast<size_t>(in.numel()));
           opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
           opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-          opts.setMaxSegmentSize(allreduceSegmentBytes(in.nbytes(), context_->size, options_.allreduce_segment_bytes));
+          opts.setMaxSegmentSize(
+              allreduceSegmentBytes(in.nbytes(), context_->size, options_.allreduce_segment_bytes));
           opts.setTag(tag);
           opts.setTimeout(timeout);
           gloo::allreduce(opts);
@@ -222,7 +238,8 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::BroadcastOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
+                         static_cast<size_t>(in.numel()));
           opts.setRoot(call.peer);
           opts.setTag(tag);
           opts.setTimeout(timeout);
@@ -237,7 +254,8 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::ReduceOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
+                         static_cast<size_t>(in.numel()));
           opts.setRoot(call.peer);
           opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
           opts.setTag(tag);
@@ -253,8 +271,10 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::AllgatherOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
-          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
+                        static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
+                         static_cast<size_t>(out.numel()));
           opts.setTag(tag);
           opts.setTimeout(timeout);
           gloo::allgather(opts);
@@ -272,8 +292,10 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::AlltoallOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
-          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
+                        static_cast<size_t>(in.numel()));
+          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
+                         static_cast<size_t>(out.numel()));
           opts.setTag(tag);
           opts.setTimeout(timeout);
           gloo::alltoall(opts);
@@ -287,9 +309,11 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
         withElementType(dtypeSize(in.dtype()), [&](auto type) {
           using T = decltype(type);
           gloo::GatherOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())), static_cast<size_t>(in.numel()));
+          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
+                        static_cast<size_t>(in.numel()));
           if (context_->rank == call.peer) {
-            opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())), static_cast<size_t>(out.numel()));
+            opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
+                           static_cast<size_t>(out.numel()));
           }
           opts.setRoot(call.peer);
           opts.setTag(tag);
@@ -337,8 +361,10 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
       guarded(is_send ? "send" : "recv", [&] {
         buffer = context_->createUnboundBuffer(tensor.raw(), tensor.nbytes());
         auto slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(call.tag));
-        if (is_send) buffer->send(call.peer, slot);
-        else buffer->recv(call.peer, slot);
+        if (is_send)
+          buffer->send(call.peer, slot);
+        else
+          buffer->recv(call.peer, slot);
       });
       return std::make_unique<P2POp>(this, std::move(buffer), is_send, tensor);
     }
@@ -376,8 +402,9 @@ void GlooBackend::reduceScatterRing(const OpCall& call) {
     send_buf->send(right, slot, static_cast<size_t>(send_block) * block_bytes, block_bytes);
     if (!recv_buf->waitRecv(left_ms())) RM_THROW(kComm, "gloo reduce_scatter: aborted");
     if (!send_buf->waitSend(left_ms())) RM_THROW(kComm, "gloo reduce_scatter: aborted");
-    reduceInto(call.reduce, call.output.dtype(), acc_bytes + static_cast<size_t>(recv_block) * block_bytes,
-               incoming.raw(), block_elems);
+    reduceInto(call.reduce, call.output.dtype(),
+               acc_bytes + static_cast<size_t>(recv_block) * block_bytes, incoming.raw(),
+               block_elems);
   }
   Tensor output = call.output;
   std::memcpy(output.raw(), acc_bytes + static_cast<size_t>(r) * block_bytes, block_bytes);

@@ -43,15 +43,16 @@ class GlooBackend : public Backend {
   Device device() const override { return Device::cpu(); }
   std::unique_ptr<PendingOp> launch(const OpCall& call) override;
   void abort() override;
-  std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank, int group_size) override;
+  std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank,
+                                 int group_size) override;
 
   // The segment size all_reduce uses for a message of `bytes` over `ranks` ranks.
   static size_t allreduceSegmentBytes(size_t bytes, int ranks, size_t configured);
 
  private:
   class P2POp;
-  GlooBackend(std::shared_ptr<gloo::transport::Device> device, std::shared_ptr<gloo::Context> context,
-              GlooOptions options);
+  GlooBackend(std::shared_ptr<gloo::transport::Device> device,
+              std::shared_ptr<gloo::Context> context, GlooOptions options);
   void reduceScatterRing(const OpCall& call);
   void track(gloo::transport::UnboundBuffer* buffer, bool add);
 
@@ -60,7 +61,7 @@ class GlooBackend : public Backend {
   GlooOptions options_;
   std::mutex mutex_;
   std::set<gloo::transport::UnboundBuffer*> p2p_in_flight_;  // guarded by mutex_
-  bool aborted_ = false;                                    // guarded by mutex_
+  bool aborted_ = false;                                     // guarded by mutex_
 };
 
 }  // namespace ringmaster

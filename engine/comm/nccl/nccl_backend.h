@@ -24,7 +24,8 @@ class NcclBackend : public Backend {
   bool nativeReduce(ReduceKind kind) const override { return true; }
   std::unique_ptr<PendingOp> launch(const OpCall& call) override;
   void abort() override;
-  std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank, int group_size) override;
+  std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank,
+                                 int group_size) override;
 
   struct State;  // the communicator, its stream and device (nccl_backend.cpp)
 

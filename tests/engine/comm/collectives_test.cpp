@@ -14,20 +14,26 @@ namespace {
 using namespace ringmaster::testing;
 
 // Rank r's input element i: small integers, so every reduction is exact in every dtype.
-double input(int rank, int64_t i) { return (rank + 1) + (i % 5); }
+double input(int rank, int64_t i) {
+  return (rank + 1) + (i % 5);
+}
 // For the bitwise ops: one bit per rank plus bits shared by all.
-double bits(int rank, int64_t i) { return (1 << rank) | ((i * 16) & 0xF0); }
+double bits(int rank, int64_t i) {
+  return (1 << rank) | ((i * 16) & 0xF0);
+}
 
 std::vector<Tensor> allInputs(int world, DType dtype, int64_t n, double (*f)(int, int64_t)) {
   std::vector<Tensor> out;
-  for (int r = 0; r < world; ++r) out.push_back(makeTensor(dtype, n, [&](int64_t i) { return f(r, i); }));
+  for (int r = 0; r < world; ++r)
+    out.push_back(makeTensor(dtype, n, [&](int64_t i) { return f(r, i); }));
   return out;
 }
 
 std::vector<ReduceOp> opsFor(DType dtype) {
   std::vector<ReduceOp> ops{ReduceOp::sum(), ReduceOp::avg(), ReduceOp::min(), ReduceOp::max()};
   if (dtype != DType::kBF16 && dtype != DType::kF16) ops.push_back(ReduceOp::product());
-  if (isFloating(dtype)) ops.push_back(ReduceOp::premulSum(0.5));
+  if (isFloating(dtype))
+    ops.push_back(ReduceOp::premulSum(0.5));
   else {
     ops.push_back(ReduceOp::band());
     ops.push_back(ReduceOp::bor());
@@ -37,10 +43,12 @@ std::vector<ReduceOp> opsFor(DType dtype) {
 }
 
 bool bitwise(ReduceOp op) {
-  return op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor || op.kind == ReduceKind::kBxor;
+  return op.kind == ReduceKind::kBand || op.kind == ReduceKind::kBor ||
+         op.kind == ReduceKind::kBxor;
 }
 
-const std::vector<DType> kDTypes{DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBF16, DType::kF16};
+const std::vector<DType> kDTypes{DType::kF32, DType::kF64,  DType::kI32,
+                                 DType::kI64, DType::kBF16, DType::kF16};
 
 class Collectives : public ::testing::TestWithParam<int> {
  protected:
@@ -81,9 +89,11 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
   auto failures = runRanks(world(), [&](Communicator& comm) {
     for (int root = 0; root < comm.size(); ++root) {
       for (int64_t n : {0, 1, 1001}) {
-        Tensor t = makeTensor(DType::kI64, n, [&](int64_t i) { return comm.rank() == root ? 100 * root + i : -1; });
+        Tensor t = makeTensor(DType::kI64, n,
+                              [&](int64_t i) { return comm.rank() == root ? 100 * root + i : -1; });
         comm.broadcast(t, root)->wait();
-        ASSERT_TRUE(sameValues(t, makeTensor(DType::kI64, n, [&](int64_t i) { return 100 * root + i; })))
+        ASSERT_TRUE(
+            sameValues(t, makeTensor(DType::kI64, n, [&](int64_t i) { return 100 * root + i; })))
             << "root " << root << " n=" << n;
       }
     }
@@ -94,16 +104,19 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 TEST_P(Collectives, ReduceToEveryRoot) {
   auto failures = runRanks(world(), [&](Communicator& comm) {
     for (int root = 0; root < comm.size(); ++root) {
-      for (auto [dtype, op] : std::vector<std::pair<DType, ReduceOp>>{
-               {DType::kF32, ReduceOp::sum()}, {DType::kF64, ReduceOp::avg()},
-               {DType::kI32, ReduceOp::max()}, {DType::kI64, ReduceOp::bor()},
-               {DType::kF32, ReduceOp::premulSum(0.25)}}) {
+      for (auto [dtype, op] :
+           std::vector<std::pair<DType, ReduceOp>>{{DType::kF32, ReduceOp::sum()},
+                                                   {DType::kF64, ReduceOp::avg()},
+                                                   {DType::kI32, ReduceOp::max()},
+                                                   {DType::kI64, ReduceOp::bor()},
+                                                   {DType::kF32, ReduceOp::premulSum(0.25)}}) {
         auto f = bitwise(op) ? bits : input;
         auto inputs = allInputs(world(), dtype, 37, f);
         Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
         comm.reduce(t, root, op)->wait();
         if (comm.rank() == root) {
-          ASSERT_TRUE(sameValues(t, referenceReduce(inputs, op))) << toString(op.kind) << " root " << root;
+          ASSERT_TRUE(sameValues(t, referenceReduce(inputs, op)))
+              << toString(op.kind) << " root " << root;
         }
       }
     }
@@ -118,7 +131,9 @@ TEST_P(Collectives, AllGather) {
         Tensor in = makeTensor(dtype, n, [&](int64_t i) { return input(comm.rank(), i); });
         Tensor out = Tensor::empty({n * comm.size()}, dtype);
         comm.allGather(out, in)->wait();
-        Tensor expected = makeTensor(dtype, n * comm.size(), [&](int64_t j) { return input(static_cast<int>(j / std::max<int64_t>(n, 1)), j % std::max<int64_t>(n, 1)); });
+        Tensor expected = makeTensor(dtype, n * comm.size(), [&](int64_t j) {
+          return input(static_cast<int>(j / std::max<int64_t>(n, 1)), j % std::max<int64_t>(n, 1));
+        });
         ASSERT_TRUE(sameValues(out, expected)) << commDTypeName(dtype) << " n=" << n;
       }
     }
@@ -128,9 +143,13 @@ TEST_P(Collectives, AllGather) {
 
 TEST_P(Collectives, ReduceScatter) {
   auto failures = runRanks(world(), [&](Communicator& comm) {
-    for (auto [dtype, op] : std::vector<std::pair<DType, ReduceOp>>{
-             {DType::kF32, ReduceOp::sum()}, {DType::kF64, ReduceOp::min()}, {DType::kF32, ReduceOp::avg()},
-             {DType::kBF16, ReduceOp::premulSum(2.0)}, {DType::kI64, ReduceOp::bxor()}, {DType::kI32, ReduceOp::product()}}) {
+    for (auto [dtype, op] :
+         std::vector<std::pair<DType, ReduceOp>>{{DType::kF32, ReduceOp::sum()},
+                                                 {DType::kF64, ReduceOp::min()},
+                                                 {DType::kF32, ReduceOp::avg()},
+                                                 {DType::kBF16, ReduceOp::premulSum(2.0)},
+                                                 {DType::kI64, ReduceOp::bxor()},
+                                                 {DType::kI32, ReduceOp::product()}}) {
       for (int64_t block : {0, 1, 7, 1000}) {
         const int64_t n = block * comm.size();
         auto f = bitwise(op) ? bits : input;
@@ -140,8 +159,10 @@ TEST_P(Collectives, ReduceScatter) {
         Tensor out = Tensor::empty({block}, dtype);
         comm.reduceScatter(out, in, op)->wait();
         Tensor full = referenceReduce(inputs, op);
-        Tensor mine = block == 0 ? Tensor::empty({0}, dtype) : full.narrowRows(comm.rank() * block, block);
-        ASSERT_TRUE(sameValues(out, mine)) << toString(op.kind) << " " << commDTypeName(dtype) << " block=" << block;
+        Tensor mine =
+            block == 0 ? Tensor::empty({0}, dtype) : full.narrowRows(comm.rank() * block, block);
+        ASSERT_TRUE(sameValues(out, mine))
+            << toString(op.kind) << " " << commDTypeName(dtype) << " block=" << block;
         ASSERT_TRUE(sameValues(in, untouched)) << "reduce_scatter changed its input";
       }
     }
@@ -154,10 +175,14 @@ TEST_P(Collectives, AllToAll) {
     const int n = comm.size();
     for (int64_t block : {1, 7, 300}) {
       // Rank i's block j carries 1000 * i + 10 * j + k.
-      Tensor in = makeTensor(DType::kI32, block * n, [&](int64_t x) { return 1000 * comm.rank() + 10 * (x / block) + x % block; });
+      Tensor in = makeTensor(DType::kI32, block * n, [&](int64_t x) {
+        return 1000 * comm.rank() + 10 * (x / block) + x % block;
+      });
       Tensor out = Tensor::empty({block * n}, DType::kI32);
       comm.allToAll(out, in)->wait();
-      Tensor expected = makeTensor(DType::kI32, block * n, [&](int64_t x) { return 1000 * (x / block) + 10 * comm.rank() + x % block; });
+      Tensor expected = makeTensor(DType::kI32, block * n, [&](int64_t x) {
+        return 1000 * (x / block) + 10 * comm.rank() + x % block;
+      });
       ASSERT_TRUE(sameValues(out, expected)) << "block " << block;
     }
   });
@@ -173,12 +198,18 @@ TEST_P(Collectives, GatherAndScatterAtEveryRoot) {
       Tensor gathered = comm.rank() == root ? Tensor::empty({block * n}, DType::kF64) : Tensor();
       comm.gather(gathered, in, root)->wait();
       if (comm.rank() == root) {
-        ASSERT_TRUE(sameValues(gathered, makeTensor(DType::kF64, block * n, [&](int64_t j) { return input(static_cast<int>(j / block), j % block); })));
+        ASSERT_TRUE(sameValues(gathered, makeTensor(DType::kF64, block * n, [&](int64_t j) {
+                                 return input(static_cast<int>(j / block), j % block);
+                               })));
       }
-      Tensor source = comm.rank() == root ? makeTensor(DType::kF64, block * n, [&](int64_t j) { return 7 * j + root; }) : Tensor();
+      Tensor source = comm.rank() == root ? makeTensor(DType::kF64, block * n,
+                                                       [&](int64_t j) { return 7 * j + root; })
+                                          : Tensor();
       Tensor mine = Tensor::empty({block}, DType::kF64);
       comm.scatter(mine, source, root)->wait();
-      ASSERT_TRUE(sameValues(mine, makeTensor(DType::kF64, block, [&](int64_t i) { return 7 * (comm.rank() * block + i) + root; })))
+      ASSERT_TRUE(sameValues(
+          mine, makeTensor(DType::kF64, block,
+                           [&](int64_t i) { return 7 * (comm.rank() * block + i) + root; })))
           << "scatter root " << root;
     }
   });
@@ -201,7 +232,8 @@ TEST_P(Collectives, QueuedOperationsCompleteInAnyWaitOrder) {
     std::vector<Tensor> tensors;
     std::vector<WorkPtr> works;
     for (int k = 0; k < 8; ++k) {
-      tensors.push_back(makeTensor(DType::kF32, 257, [&](int64_t i) { return k + input(comm.rank(), i); }));
+      tensors.push_back(
+          makeTensor(DType::kF32, 257, [&](int64_t i) { return k + input(comm.rank(), i); }));
       works.push_back(comm.allReduce(tensors.back()));
     }
     for (int k = 7; k >= 0; --k) {
@@ -230,13 +262,16 @@ TEST_P(Collectives, TimingRecordsEveryOperation) {
   CommOptions options;
   auto shared = std::make_shared<Collect>();
   options.observer = shared;
-  auto failures = runRanks(world(), [&](Communicator& comm) {
-    Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
-    comm.allReduce(t)->wait();
-    Tensor out = Tensor::empty({1024 * comm.size()}, DType::kF32);
-    comm.allGather(out, t)->wait();
-    comm.barrier()->wait();
-  }, options);
+  auto failures = runRanks(
+      world(),
+      [&](Communicator& comm) {
+        Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
+        comm.allReduce(t)->wait();
+        Tensor out = Tensor::empty({1024 * comm.size()}, DType::kF32);
+        comm.allGather(out, t)->wait();
+        comm.barrier()->wait();
+      },
+      options);
   EXPECT_ALL_RANKS_OK(failures);
   ASSERT_EQ(shared->records.size(), static_cast<size_t>(3 * world()));
   for (const CommRecord& r : shared->records) {
@@ -248,7 +283,8 @@ TEST_P(Collectives, TimingRecordsEveryOperation) {
       EXPECT_EQ(r.bytes, 4096u);
     } else if (r.op == CommOp::kAllGather) {
       EXPECT_EQ(r.seq, 2u);
-      EXPECT_EQ(r.bytes, 4096u * static_cast<uint64_t>(world()));  // the output, as nccl-tests counts
+      EXPECT_EQ(r.bytes,
+                4096u * static_cast<uint64_t>(world()));  // the output, as nccl-tests counts
     } else {
       EXPECT_EQ(r.op, CommOp::kBarrier);
       EXPECT_EQ(r.bytes, 0u);
@@ -278,8 +314,10 @@ TEST_P(Collectives, SendAndReceiveAroundTheRingWithTags) {
     r1->wait();
     s1->wait();
     s2->wait();
-    ASSERT_TRUE(sameValues(got_first, makeTensor(DType::kF32, 100, [&](int64_t i) { return left * 1000 + i; })));
-    ASSERT_TRUE(sameValues(got_second, makeTensor(DType::kF32, 3, [&](int64_t i) { return -left - i; })));
+    ASSERT_TRUE(sameValues(
+        got_first, makeTensor(DType::kF32, 100, [&](int64_t i) { return left * 1000 + i; })));
+    ASSERT_TRUE(
+        sameValues(got_second, makeTensor(DType::kF32, 3, [&](int64_t i) { return -left - i; })));
     // Blocking send / recv between ranks 0 and 1, the others idle.
     if (comm.rank() == 0) comm.send(makeTensor(DType::kI64, 1, [](int64_t) { return 42; }), 1);
     if (comm.rank() == 1) {

@@ -26,7 +26,8 @@ struct RankFailure {
 inline std::vector<RankFailure> runRanks(int world, const std::function<void(Communicator&)>& body,
                                          CommOptions comm_options = {},
                                          const std::string& backend = "gloo") {
-  if (comm_options.timeout == std::chrono::seconds(300)) comm_options.timeout = std::chrono::seconds(60);
+  if (comm_options.timeout == std::chrono::seconds(300))
+    comm_options.timeout = std::chrono::seconds(60);
   TcpStoreOptions server_options;
   server_options.is_server = true;
   server_options.timeout = std::chrono::seconds(60);
@@ -70,6 +71,7 @@ inline std::string describe(const std::vector<RankFailure>& failures) {
   return out;
 }
 
-#define EXPECT_ALL_RANKS_OK(failures) EXPECT_TRUE((failures).empty()) << ::ringmaster::testing::describe(failures)
+#define EXPECT_ALL_RANKS_OK(failures) \
+  EXPECT_TRUE((failures).empty()) << ::ringmaster::testing::describe(failures)
 
 }  // namespace ringmaster::testing

@@ -20,13 +20,27 @@ inline Tensor makeTensor(DType dtype, int64_t n, const std::function<double(int6
     double v = f(i);
     void* p = static_cast<uint8_t*>(t.raw()) + static_cast<size_t>(i) * dtypeSize(dtype);
     switch (dtype) {
-      case DType::kF32: *static_cast<float*>(p) = static_cast<float>(v); break;
-      case DType::kF64: *static_cast<double*>(p) = v; break;
-      case DType::kI32: *static_cast<int32_t*>(p) = static_cast<int32_t>(v); break;
-      case DType::kI64: *static_cast<int64_t*>(p) = static_cast<int64_t>(v); break;
-      case DType::kU8: *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v); break;
-      case DType::kBF16: *static_cast<uint16_t*>(p) = floatToBf16(static_cast<float>(v)); break;
-      case DType::kF16: *static_cast<uint16_t*>(p) = floatToHalf(static_cast<float>(v)); break;
+      case DType::kF32:
+        *static_cast<float*>(p) = static_cast<float>(v);
+        break;
+      case DType::kF64:
+        *static_cast<double*>(p) = v;
+        break;
+      case DType::kI32:
+        *static_cast<int32_t*>(p) = static_cast<int32_t>(v);
+        break;
+      case DType::kI64:
+        *static_cast<int64_t*>(p) = static_cast<int64_t>(v);
+        break;
+      case DType::kU8:
+        *static_cast<uint8_t*>(p) = static_cast<uint8_t>(v);
+        break;
+      case DType::kBF16:
+        *static_cast<uint16_t*>(p) = floatToBf16(static_cast<float>(v));
+        break;
+      case DType::kF16:
+        *static_cast<uint16_t*>(p) = floatToHalf(static_cast<float>(v));
+        break;
     }
   }
   return t;
@@ -35,15 +49,30 @@ inline Tensor makeTensor(DType dtype, int64_t n, const std::function<double(int6
 inline std::vector<double> values(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const void* p = static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(i) * dtypeSize(t.dtype());
+    const void* p =
+        static_cast<const uint8_t*>(t.raw()) + static_cast<size_t>(i) * dtypeSize(t.dtype());
     switch (t.dtype()) {
-      case DType::kF32: out[i] = *static_cast<const float*>(p); break;
-      case DType::kF64: out[i] = *static_cast<const double*>(p); break;
-      case DType::kI32: out[i] = *static_cast<const int32_t*>(p); break;
-      case DType::kI64: out[i] = static_cast<double>(*static_cast<const int64_t*>(p)); break;
-      case DType::kU8: out[i] = *static_cast<const uint8_t*>(p); break;
-      case DType::kBF16: out[i] = bf16ToFloat(*static_cast<const uint16_t*>(p)); break;
-      case DType::kF16: out[i] = halfToFloat(*static_cast<const uint16_t*>(p)); break;
+      case DType::kF32:
+        out[i] = *static_cast<const float*>(p);
+        break;
+      case DType::kF64:
+        out[i] = *static_cast<const double*>(p);
+        break;
+      case DType::kI32:
+        out[i] = *static_cast<const int32_t*>(p);
+        break;
+      case DType::kI64:
+        out[i] = static_cast<double>(*static_cast<const int64_t*>(p));
+        break;
+      case DType::kU8:
+        out[i] = *static_cast<const uint8_t*>(p);
+        break;
+      case DType::kBF16:
+        out[i] = bf16ToFloat(*static_cast<const uint16_t*>(p));
+        break;
+      case DType::kF16:
+        out[i] = halfToFloat(*static_cast<const uint16_t*>(p));
+        break;
     }
   }
   return out;
@@ -59,9 +88,11 @@ inline Tensor referenceReduce(const std::vector<Tensor>& inputs, ReduceOp op) {
   }
   Tensor acc = scaled[0].clone();
   for (size_t r = 1; r < scaled.size(); ++r) {
-    reduceInto(baseKind(op.kind), acc.dtype(), acc.raw(), scaled[r].raw(), static_cast<size_t>(acc.numel()));
+    reduceInto(baseKind(op.kind), acc.dtype(), acc.raw(), scaled[r].raw(),
+               static_cast<size_t>(acc.numel()));
   }
-  if (op.kind == ReduceKind::kAvg) divideInPlace(acc.dtype(), acc.raw(), acc.numel(), static_cast<int64_t>(inputs.size()));
+  if (op.kind == ReduceKind::kAvg)
+    divideInPlace(acc.dtype(), acc.raw(), acc.numel(), static_cast<int64_t>(inputs.size()));
   return acc;
 }
 
@@ -77,8 +108,9 @@ inline ::testing::AssertionResult sameValues(const Tensor& actual, const Tensor&
     if (!same && bad++ == 0) first = i;
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << a.size() << " elements differ; first at " << first
-                                       << ": got " << a[first] << ", expected " << e[first];
+  return ::testing::AssertionFailure()
+         << bad << " of " << a.size() << " elements differ; first at " << first << ": got "
+         << a[first] << ", expected " << e[first];
 }
 
 }  // namespace ringmaster::testing

@@ -50,8 +50,10 @@ TEST(InitMethod, EnvNamesEveryMissingVariable) {
 }
 
 TEST(InitMethod, EnvNamesBadValues) {
-  std::string message = errorOf({}, fakeEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "70000"},
-                                             {"RANK", "one"}, {"WORLD_SIZE", "0"}}));
+  std::string message = errorOf({}, fakeEnv({{"MASTER_ADDR", "127.0.0.1"},
+                                             {"MASTER_PORT", "70000"},
+                                             {"RANK", "one"},
+                                             {"WORLD_SIZE", "0"}}));
   EXPECT_NE(message.find("MASTER_PORT='70000'"), std::string::npos) << message;
   EXPECT_NE(message.find("RANK='one'"), std::string::npos) << message;
   EXPECT_NE(message.find("WORLD_SIZE='0'"), std::string::npos) << message;
@@ -59,8 +61,10 @@ TEST(InitMethod, EnvNamesBadValues) {
 }
 
 TEST(InitMethod, RankMustBeBelowWorldSize) {
-  std::string message = errorOf({}, fakeEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"},
-                                             {"RANK", "4"}, {"WORLD_SIZE", "4"}}));
+  std::string message = errorOf({}, fakeEnv({{"MASTER_ADDR", "127.0.0.1"},
+                                             {"MASTER_PORT", "29500"},
+                                             {"RANK", "4"},
+                                             {"WORLD_SIZE", "4"}}));
   EXPECT_NE(message.find("RANK=4 is out of range for WORLD_SIZE=4"), std::string::npos) << message;
 }
 
@@ -83,7 +87,8 @@ TEST(InitMethod, UnknownSchemesAndMalformedUrlsAreNamed) {
   bad.init_method = "udp://x:1";
   bad.rank = 0;
   bad.world_size = 1;
-  EXPECT_NE(errorOf(bad, fakeEnv({})).find("expected env://, tcp://HOST:PORT or file:///PATH"), std::string::npos);
+  EXPECT_NE(errorOf(bad, fakeEnv({})).find("expected env://, tcp://HOST:PORT or file:///PATH"),
+            std::string::npos);
   bad.init_method = "tcp://no-port";
   EXPECT_NE(errorOf(bad, fakeEnv({})).find("expected tcp://HOST:PORT"), std::string::npos);
   bad.init_method = "tcp://127.0.0.1:0";
@@ -97,8 +102,10 @@ TEST(InitMethod, EnvRendezvousOfThreeRanks) {
   std::vector<std::string> seen(3);
   for (int rank = 0; rank < 3; ++rank) {
     threads.emplace_back([&, rank] {
-      auto env = fakeEnv({{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port},
-                          {"RANK", std::to_string(rank)}, {"WORLD_SIZE", "3"}});
+      auto env = fakeEnv({{"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", port},
+                          {"RANK", std::to_string(rank)},
+                          {"WORLD_SIZE", "3"}});
       InitOptions options;
       options.timeout = 10s;
       Rendezvous rdv = rendezvous(options, env);
@@ -107,7 +114,8 @@ TEST(InitMethod, EnvRendezvousOfThreeRanks) {
       rdv.store->set("hello/" + std::to_string(rank), toBytes("from " + std::to_string(rank)));
       rdv.store->add("arrived", 1);
       rdv.store->wait({"hello/0", "hello/1", "hello/2"});
-      seen[static_cast<size_t>(rank)] = toString(rdv.store->get("hello/" + std::to_string((rank + 1) % 3)));
+      seen[static_cast<size_t>(rank)] =
+          toString(rdv.store->get("hello/" + std::to_string((rank + 1) % 3)));
       // Rank 0 hosts the store: it leaves only after everyone else has.
       if (rank != 0) {
         rdv.store->add("left", 1);
@@ -123,7 +131,8 @@ TEST(InitMethod, EnvRendezvousOfThreeRanks) {
 }
 
 TEST(InitMethod, FileRendezvousOfTwoRanks) {
-  auto path = std::filesystem::temp_directory_path() / ("rm_init_file_" + std::to_string(::getpid()));
+  auto path =
+      std::filesystem::temp_directory_path() / ("rm_init_file_" + std::to_string(::getpid()));
   std::vector<std::thread> threads;
   for (int rank = 0; rank < 2; ++rank) {
     threads.emplace_back([&, rank] {

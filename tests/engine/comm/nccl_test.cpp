@@ -13,13 +13,13 @@ namespace {
 using namespace ringmaster::testing;
 
 // Skips the calling test where the build has no NCCL or the machine too few GPUs.
-#define REQUIRE_NCCL(ranks)                                                                     \
-  do {                                                                                          \
+#define REQUIRE_NCCL(ranks)                                                                      \
+  do {                                                                                           \
     if (!backendAvailable("nccl")) GTEST_SKIP() << "built without NCCL (no CUDA toolkit found)"; \
-    if (cudaDeviceCount() < (ranks)) {                                                          \
-      GTEST_SKIP() << "needs " << (ranks) << " CUDA device(s), this machine has "               \
-                   << cudaDeviceCount();                                                        \
-    }                                                                                           \
+    if (cudaDeviceCount() < (ranks)) {                                                           \
+      GTEST_SKIP() << "needs " << (ranks) << " CUDA device(s), this machine has "                \
+                   << cudaDeviceCount();                                                         \
+    }                                                                                            \
   } while (0)
 
 // Runs body on `ranks` threads, rank r driving CUDA device r.
@@ -36,7 +36,8 @@ std::vector<RankFailure> runNcclRanks(int ranks, const std::function<void(Commun
         Rendezvous rdv;
         rdv.rank = rank;
         rdv.world_size = ranks;
-        if (rank == 0) rdv.store = server;
+        if (rank == 0)
+          rdv.store = server;
         else {
           TcpStoreOptions client;
           client.port = server->port();
@@ -65,26 +66,37 @@ TEST(Nccl, EveryCollectiveMatchesTheHostReference) {
     const int n = comm.size();
     Device gpu = comm.device();
     auto rankInput = [](int r, int64_t i) { return (r + 1) + (i % 5); };
-    for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBF16, DType::kF16}) {
+    for (DType dtype :
+         {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBF16, DType::kF16}) {
       std::vector<ReduceOp> ops{ReduceOp::sum(), ReduceOp::avg(), ReduceOp::min(), ReduceOp::max()};
-      if (isFloating(dtype)) ops.push_back(ReduceOp::premulSum(0.5));
-      else ops.push_back(ReduceOp::bxor());
+      if (isFloating(dtype))
+        ops.push_back(ReduceOp::premulSum(0.5));
+      else
+        ops.push_back(ReduceOp::bxor());
       for (ReduceOp op : ops) {
         std::vector<Tensor> inputs;
-        for (int r = 0; r < n; ++r) inputs.push_back(makeTensor(dtype, 1001, [&](int64_t i) { return rankInput(r, i); }));
+        for (int r = 0; r < n; ++r)
+          inputs.push_back(makeTensor(dtype, 1001, [&](int64_t i) { return rankInput(r, i); }));
         Tensor t = inputs[static_cast<size_t>(comm.rank())].to(gpu);
         comm.allReduce(t, op)->wait();
         ASSERT_TRUE(sameValues(t.to(Device::cpu()), referenceReduce(inputs, op)))
             << toString(op.kind) << " " << commDTypeName(dtype);
       }
     }
-    Tensor in = makeTensor(DType::kF32, 33, [&](int64_t i) { return rankInput(comm.rank(), i); }).to(gpu);
+    Tensor in =
+        makeTensor(DType::kF32, 33, [&](int64_t i) { return rankInput(comm.rank(), i); }).to(gpu);
     Tensor gathered = Tensor::empty({33 * n}, DType::kF32, gpu);
     comm.allGather(gathered, in)->wait();
-    ASSERT_TRUE(sameValues(gathered.to(Device::cpu()), makeTensor(DType::kF32, 33 * n, [&](int64_t j) { return rankInput(static_cast<int>(j / 33), j % 33); })));
-    Tensor b = makeTensor(DType::kI64, 9, [&](int64_t i) { return comm.rank() == 0 ? i : -1; }).to(gpu);
+    ASSERT_TRUE(
+        sameValues(gathered.to(Device::cpu()), makeTensor(DType::kF32, 33 * n, [&](int64_t j) {
+                     return rankInput(static_cast<int>(j / 33), j % 33);
+                   })));
+    Tensor b =
+        makeTensor(DType::kI64, 9, [&](int64_t i) { return comm.rank() == 0 ? i : -1; }).to(gpu);
     comm.broadcast(b, 0)->wait();
-    ASSERT_TRUE(sameValues(b.to(Device::cpu()), makeTensor(DType::kI64, 9, [](int64_t i) { return static_cast<double>(i); })));
+    ASSERT_TRUE(sameValues(b.to(Device::cpu()), makeTensor(DType::kI64, 9, [](int64_t i) {
+                             return static_cast<double>(i);
+                           })));
     comm.barrier()->wait();
   });
   EXPECT_ALL_RANKS_OK(failures);
@@ -98,7 +110,8 @@ TEST(Nccl, RefusesHostTensorsWithAClearMessage) {
       comm.allReduce(host);
       FAIL() << "accepted a host tensor";
     } catch (const Error& e) {
-      EXPECT_NE(e.message().find("the nccl backend works on cuda:0"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("the nccl backend works on cuda:0"), std::string::npos)
+          << e.message();
     }
   });
   EXPECT_ALL_RANKS_OK(failures);
@@ -106,10 +119,12 @@ TEST(Nccl, RefusesHostTensorsWithAClearMessage) {
 
 TEST(Nccl, UnavailableWithoutADevice) {
   if (!backendAvailable("nccl")) GTEST_SKIP() << "built without NCCL";
-  if (cudaDeviceCount() > 0) GTEST_SKIP() << "this machine has a GPU; the no-device path is not reachable";
+  if (cudaDeviceCount() > 0)
+    GTEST_SKIP() << "this machine has a GPU; the no-device path is not reachable";
   auto failures = runNcclRanks(1, [](Communicator&) {});
   ASSERT_EQ(failures.size(), 1u);
-  EXPECT_NE(failures[0].message.find("needs a CUDA device"), std::string::npos) << failures[0].message;
+  EXPECT_NE(failures[0].message.find("needs a CUDA device"), std::string::npos)
+      << failures[0].message;
 }
 
 }  // namespace

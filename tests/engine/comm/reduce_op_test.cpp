@@ -47,7 +47,8 @@ TEST(ReduceOp, UnsupportedCombinationsAreRefusedWithTheirNames) {
     checkReduceSupported(ReduceOp::band(), DType::kF32);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(e.message().find("band needs an integer tensor, got float32"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("band needs an integer tensor, got float32"), std::string::npos)
+        << e.message();
   }
   EXPECT_THROW(checkReduceSupported(ReduceOp::premulSum(2), DType::kI64), Error);
   EXPECT_NO_THROW(checkReduceSupported(ReduceOp::bxor(), DType::kI64));

@@ -16,7 +16,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Makes the n-th handle on one shared store: for TCP the first hosts it, for files they share a path.
+// Makes the n-th handle on one shared store: for TCP the first hosts it, for files they share a
+// path.
 class StoreFactory {
  public:
   explicit StoreFactory(bool tcp) : tcp_(tcp) {
@@ -212,7 +213,8 @@ TEST(TcpStore, ServesIpv6Loopback) {
 }
 
 TEST(FileStore, LastUserRemovesTheFile) {
-  auto path = std::filesystem::temp_directory_path() / ("rm_store_last_" + std::to_string(::getpid()));
+  auto path =
+      std::filesystem::temp_directory_path() / ("rm_store_last_" + std::to_string(::getpid()));
   {
     FileStore a(path.string());
     {
