@@ -449,6 +449,18 @@ void Communicator::opLoop() {
 }
 
 void Communicator::completionLoop() {
+  // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
+  // the communicator right after wait() does not find it busy.
+  auto finished = [this](const WorkPtr& work, std::exception_ptr error) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_flight_;
+    }
+    if (error)
+      work->fail(error);
+    else
+      work->complete();
+  };
   for (;;) {
     std::unique_ptr<Task> task;
     {
@@ -484,7 +496,7 @@ void Communicator::completionLoop() {
                           task->call.peer};
         options_.observer->onOperation(record);
       }
-      task->work->complete();
+      finished(task->work, nullptr);
     } catch (const Error& e) {
       if (!failed_) {
         std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
@@ -510,11 +522,8 @@ void Communicator::completionLoop() {
       std::string message = root.message();
       if (message.rfind(describe(task->call), 0) != 0)
         message = fmt::format("{} aborted: {}", describe(task->call), message);
-      task->work->fail(std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --in_flight_;
+      finished(task->work,
+               std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
     }
   }
 }
