@@ -204,20 +204,7 @@ int64_t FileStore::numKeys() {
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto backoff = std::chrono::microseconds(200);
-  while (!check(keys)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      std::vector<std::string> missing;
-      for (const auto& key : keys) {
-        if (!check({key})) missing.push_back(key);
-      }
-      RM_THROW(kTimeout, fmt::format("store: timed out after {} ms waiting for key(s) {}",
-                                     timeout.count(), fmt::join(missing, ", ")));
-    }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
-  }
+  pollUntilPresent(keys, timeout);
 }
 
 }  // namespace ringmaster

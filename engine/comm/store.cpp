@@ -1,6 +1,14 @@
 // Byte helpers and PrefixStore.
 #include "comm/store.h"
 
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
 namespace ringmaster {
 
 Bytes toBytes(const std::string& text) {
@@ -8,6 +16,25 @@ Bytes toBytes(const std::string& text) {
 }
 std::string toString(const Bytes& bytes) {
   return std::string(bytes.begin(), bytes.end());
+}
+
+void Store::pollUntilPresent(const std::vector<std::string>& keys, Millis timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto backoff = std::chrono::microseconds(200);
+  while (!check(keys)) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      std::vector<std::string> missing;
+      for (const auto& key : keys) {
+        if (!check({key})) missing.push_back(key);
+      }
+      RM_THROW(kTimeout, fmt::format("store: timed out after {} ms waiting for key(s) {}",
+                                     timeout.count(), fmt::join(missing, ", ")));
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(backoff, deadline - now));
+    backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
+  }
 }
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)

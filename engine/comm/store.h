@@ -42,6 +42,10 @@ class Store {
   void setTimeout(Millis timeout) { timeout_ = timeout; }
 
  protected:
+  // wait() for stores without notifications: polls check() with backoff, then throws kTimeout
+  // naming the keys still missing.
+  void pollUntilPresent(const std::vector<std::string>& keys, Millis timeout);
+
   Millis timeout_{std::chrono::seconds(300)};
 };
 

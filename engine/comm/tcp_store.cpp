@@ -462,20 +462,7 @@ int64_t TcpStore::numKeys() {
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys, Millis timeout) {
-  auto deadline = Clock::now() + timeout;
-  auto backoff = std::chrono::microseconds(200);
-  while (!check(keys)) {
-    if (Clock::now() >= deadline) {
-      std::vector<std::string> missing;
-      for (const auto& key : keys) {
-        if (!check({key})) missing.push_back(key);
-      }
-      RM_THROW(kTimeout, fmt::format("store: timed out after {} ms waiting for key(s) {}",
-                                     timeout.count(), fmt::join(missing, ", ")));
-    }
-    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
-    backoff = std::min(backoff * 2, std::chrono::microseconds(20000));
-  }
+  pollUntilPresent(keys, timeout);
 }
 
 }  // namespace ringmaster
