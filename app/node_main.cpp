@@ -1,6 +1,6 @@
 // ringmaster-node: the binary that runs on training nodes. `worker` runs one rank of a job and
-// streams its telemetry on stdout; `--version` says which build and protocol this is. Errors become
-// exit codes here and nowhere else (docs/errors.md).
+// streams its telemetry on stdout; `bench-comm` benchmarks the collectives; `--version` says which
+// build and protocol this is. Errors become exit codes here and nowhere else (docs/errors.md).
 #include <unistd.h>
 
 #include <atomic>
@@ -8,9 +8,10 @@
 #include <cstdlib>
 #include <string>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
+#include "bench_comm_command.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
@@ -30,7 +31,9 @@ enum ExitCode : int {
 
 std::atomic<bool> g_stop_requested{false};
 
-void onStopSignal(int) { g_stop_requested.store(true); }
+void onStopSignal(int) {
+  g_stop_requested.store(true);
+}
 
 // Reads an integer environment variable of the torchrun environment; absent gives `fallback`.
 int intFromEnvironment(const char* name, int fallback) {
@@ -54,9 +57,12 @@ std::string hostName() {
 int exitCodeFor(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kSpec:
-    case ErrorKind::kInvalidArgument: return kExitUsage;
-    case ErrorKind::kUnavailable: return kExitUnavailable;
-    default: return kExitFailed;
+    case ErrorKind::kInvalidArgument:
+      return kExitUsage;
+    case ErrorKind::kUnavailable:
+      return kExitUnavailable;
+    default:
+      return kExitFailed;
   }
 }
 
@@ -67,21 +73,21 @@ int runWorker(const std::string& spec_path) {
   context.local_rank = intFromEnvironment("LOCAL_RANK", context.rank);
   context.host = hostName();
   if (context.world_size < 1 || context.rank >= context.world_size) {
-    RM_THROW(kInvalidArgument, fmt::format("RANK={} is outside WORLD_SIZE={}", context.rank,
-                                           context.world_size));
+    RM_THROW(kInvalidArgument,
+             fmt::format("RANK={} is outside WORLD_SIZE={}", context.rank, context.world_size));
   }
 
   TelemetryWriter telemetry(stdout, context.rank);
   int64_t last_step = 0;
   try {
     JobSpec spec = loadJobSpecFile(spec_path);
-    Trainer trainer(std::move(spec), context, telemetry,
-                    [] { return g_stop_requested.load(); });
+    Trainer trainer(std::move(spec), context, telemetry, [] { return g_stop_requested.load(); });
     TrainingResult result = trainer.run();
     last_step = result.final_step;
-    telemetry.emit(DoneEvent{.status = result.cancelled ? DoneStatus::kCancelled : DoneStatus::kCompleted,
-                             .final_step = result.final_step,
-                             .wall_s = result.wall_seconds});
+    telemetry.emit(
+        DoneEvent{.status = result.cancelled ? DoneStatus::kCancelled : DoneStatus::kCompleted,
+                  .final_step = result.final_step,
+                  .wall_s = result.wall_seconds});
     if (result.cancelled) {
       fmt::print(stderr, "[rank {}] cancelled after step {}\n", context.rank, result.final_step);
       return kExitCancelled;
@@ -105,18 +111,18 @@ int runWorker(const std::string& spec_path) {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed telemetry pipe is an error value, not a death
-  std::signal(SIGINT, onStopSignal);
-  std::signal(SIGTERM, onStopSignal);
 
   CLI::App app{"ringmaster-node: runs ranks of Ringmaster jobs on this host"};
-  app.set_version_flag("--version",
-                       fmt::format("ringmaster-node {} (telemetry protocol {})", RINGMASTER_VERSION,
-                                   RINGMASTER_TELEMETRY_PROTOCOL));
+  app.set_version_flag("--version", fmt::format("ringmaster-node {} (telemetry protocol {})",
+                                                RINGMASTER_VERSION, RINGMASTER_TELEMETRY_PROTOCOL));
   app.require_subcommand(1);
   std::string spec_path;
-  CLI::App* worker = app.add_subcommand("worker", "run one rank (RANK / WORLD_SIZE from the "
-                                                  "environment, default 0 / 1)");
+  CLI::App* worker = app.add_subcommand("worker",
+                                        "run one rank (RANK / WORLD_SIZE from the "
+                                        "environment, default 0 / 1)");
   worker->add_option("--spec", spec_path, "job spec (JSON)")->required();
+  BenchCommArgs bench_comm_args;
+  CLI::App* bench_comm = addBenchCommCommand(app, bench_comm_args);
 
   try {
     app.parse(argc, argv);
@@ -126,7 +132,14 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (worker->parsed()) return runWorker(spec_path);
+    if (worker->parsed()) {
+      // A worker finishes its step and reports before it exits; bench-comm just dies.
+      std::signal(SIGINT, onStopSignal);
+      std::signal(SIGTERM, onStopSignal);
+      return runWorker(spec_path);
+    }
+    if (bench_comm->parsed())
+      return runBenchComm(bench_comm_args, std::vector<std::string>(argv, argv + argc));
   } catch (const Error& e) {
     fmt::print(stderr, "error: {}\n", e.message());
     if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());

@@ -421,22 +421,12 @@ void Communicator::opLoop() {
         if (task->before) task->before();
         task->pending = backend_->launch(task->call);
       } catch (const Error& e) {
-        if (!failed_) {
-          std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
-          if (e.kind() == ErrorKind::kTimeout && !p2p) {
-            auto behind = ranksBehind(task->call.seq);
-            message = fmt::format(
-                "{} timed out after {} ms; {}", describe(task->call), options_.timeout.count(),
-                behind.empty() ? std::string("every rank reached it (the transfer itself stalled)")
-                               : "ranks that did not reach it: " + describeRanks(behind));
-          }
-          failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
-        }
+        if (!failed_) failWith(explainFailure(task->call, e), true);
       } catch (const std::exception& e) {
-        failWith(
-            Error(ErrorKind::kComm, fmt::format("{} failed: {}", describe(task->call), e.what()),
-                  __FILE__, __LINE__),
-            true);
+        if (!failed_)
+          failWith(
+              explainFailure(task->call, Error(ErrorKind::kComm, e.what(), __FILE__, __LINE__)),
+              true);
       }
     }
     {
@@ -498,22 +488,7 @@ void Communicator::completionLoop() {
       }
       finished(task->work, nullptr);
     } catch (const Error& e) {
-      if (!failed_) {
-        std::string message = fmt::format("{} failed: {}", describe(task->call), e.message());
-        if (e.kind() == ErrorKind::kTimeout) {
-          message = fmt::format("{} timed out after {} ms", describe(task->call),
-                                options_.timeout.count());
-          if (!p2p) {
-            auto behind = ranksBehind(task->call.seq);
-            if (!behind.empty())
-              message += "; ranks that did not reach it: " + describeRanks(behind);
-          } else {
-            message += fmt::format("; rank {} did not match it",
-                                   world_ranks_[static_cast<size_t>(task->call.peer)]);
-          }
-        }
-        failWith(Error(e.kind(), message, __FILE__, __LINE__), true);
-      }
+      if (!failed_) failWith(explainFailure(task->call, e), true);
       recorder_.transition(task->id, OpState::kFailed, nowUs());
       Error root = [&] {
         std::lock_guard<std::mutex> lock(failure_mutex_);
@@ -529,7 +504,7 @@ void Communicator::completionLoop() {
 }
 
 void Communicator::watchdogLoop() {
-  uint64_t published_started = UINT64_MAX, published_completed = UINT64_MAX;
+  uint64_t heartbeat = 0;
   bool store_lost = false;
   std::unique_lock<std::mutex> lock(watchdog_mutex_);
   for (;;) {
@@ -541,12 +516,11 @@ void Communicator::watchdogLoop() {
     if (stop) return;
     lock.unlock();
     try {
-      uint64_t started = last_started_seq_, completed = last_completed_seq_;
-      if (started != published_started || completed != published_completed) {
-        store_->set(progressKey(rank_), toBytes(fmt::format("{} {}", started, completed)));
-        published_started = started;
-        published_completed = completed;
-      }
+      // "started completed heartbeat": the heartbeat advances every period, so peers can tell a
+      // live rank that is merely behind from a dead or hung one.
+      store_->set(progressKey(rank_),
+                  toBytes(fmt::format("{} {} {}", last_started_seq_.load(),
+                                      last_completed_seq_.load(), ++heartbeat)));
       if (!failed_ && job_store_->check({kFailureKey})) {
         std::string cause = toString(job_store_->get(kFailureKey));
         failWith(Error(ErrorKind::kComm, cause, __FILE__, __LINE__), false);
@@ -573,26 +547,58 @@ void Communicator::watchdogLoop() {
   }
 }
 
-std::vector<int> Communicator::ranksBehind(uint64_t seq) {
-  // Give every watchdog a chance to publish what it reached.
-  std::this_thread::sleep_for(options_.watchdog_period * 3);
-  std::vector<int> behind;
+std::vector<Communicator::PeerProgress> Communicator::peerProgress() {
+  std::vector<PeerProgress> out(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     try {
-      if (!store_->check({progressKey(r)})) {
-        behind.push_back(r);
-        continue;
-      }
+      if (!store_->check({progressKey(r)})) continue;
       std::istringstream in(toString(store_->get(progressKey(r))));
-      uint64_t started = 0;
-      in >> started;
-      if (started < seq) behind.push_back(r);
+      PeerProgress& p = out[static_cast<size_t>(r)];
+      p.published = static_cast<bool>(in >> p.started >> p.completed >> p.heartbeat);
     } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+Error Communicator::explainFailure(const OpCall& call, const Error& error) {
+  // Watch the peers' watchdogs for three periods: a rank that stopped beating died or hangs, a
+  // rank still beating but short of this operation never called it.
+  auto before = peerProgress();
+  std::this_thread::sleep_for(options_.watchdog_period * 3);
+  auto after = peerProgress();
+  std::vector<int> silent, behind;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const PeerProgress &b = before[static_cast<size_t>(r)], &a = after[static_cast<size_t>(r)];
+    if (!a.published || a.heartbeat == b.heartbeat) {
+      silent.push_back(r);
+    } else if (a.started < call.seq) {
       behind.push_back(r);
     }
   }
-  return behind;
+  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  std::string message =
+      error.kind() == ErrorKind::kTimeout
+          ? fmt::format("{} timed out after {} ms", describe(call), options_.timeout.count())
+          : fmt::format("{} failed: {}", describe(call), error.message());
+  if (!silent.empty()) {
+    message += fmt::format("; {} {} stopped responding (no heartbeat for {} ms: dead or hung)",
+                           silent.size() == 1 ? "rank" : "ranks", describeRanks(silent),
+                           (options_.watchdog_period * 3).count());
+  }
+  if (error.kind() == ErrorKind::kTimeout) {
+    if (p2p) {
+      message +=
+          fmt::format("; rank {} did not match it", world_ranks_[static_cast<size_t>(call.peer)]);
+    } else if (!behind.empty()) {
+      message += "; ranks that did not reach it: " + describeRanks(behind);
+    } else if (silent.empty()) {
+      message += "; every rank reached it (the transfer itself stalled)";
+    }
+  }
+  return Error(error.kind(), message, __FILE__, __LINE__);
 }
 
 std::optional<std::string> Communicator::publishedFailure() {

@@ -141,8 +141,17 @@ class Communicator {
   void failPendingWorks(const Error& root);
   // The failure another rank published for the job, if any.
   std::optional<std::string> publishedFailure();
-  // The ranks whose published progress has not reached collective `seq`.
-  std::vector<int> ranksBehind(uint64_t seq);
+  // What a peer's watchdog last published.
+  struct PeerProgress {
+    bool published = false;
+    uint64_t started = 0;    // last collective started
+    uint64_t completed = 0;  // last collective completed
+    uint64_t heartbeat = 0;  // advances every watchdog period while the peer lives
+  };
+  std::vector<PeerProgress> peerProgress();
+  // The error `call` failed with, completed with what the peers' progress tells: which ranks
+  // stopped responding, and for a timeout which ranks never reached the operation.
+  Error explainFailure(const OpCall& call, const Error& error);
   std::string describe(const OpCall& call) const;
   std::string describeRanks(const std::vector<int>& group_ranks) const;
   void checkTensor(const Tensor& t, const char* what) const;

@@ -86,6 +86,7 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
   std::string host;
   int port = 0;
   std::string file_path;
+  bool agent_hosts_store = false;  // torchrun's convention: the launching agent hosts the store
   if (url == "env://" || url.rfind("env://", 0) == 0) {
     auto addr = env("MASTER_ADDR");
     if (!addr || addr->empty())
@@ -99,6 +100,9 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
       port = checkPort("MASTER_PORT", *port_text);
     intFromEnv("WORLD_SIZE", &world, 1);
     intFromEnv("RANK", &rank, 0);
+    auto agent_store = env("TORCHELASTIC_USE_AGENT_STORE");
+    agent_hosts_store =
+        agent_store && (*agent_store == "True" || *agent_store == "true" || *agent_store == "1");
   } else if (url.rfind("tcp://", 0) == 0) {
     std::string port_text;
     if (!splitHostPort(url.substr(6), &host, &port_text)) {
@@ -138,7 +142,7 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
     TcpStoreOptions store;
     store.host = host;
     store.port = port;
-    store.is_server = rank == 0;
+    store.is_server = rank == 0 && !agent_hosts_store;
     store.timeout = options.timeout;
     result.master_host = host;
     result.store = std::make_shared<TcpStore>(store);

@@ -1,6 +1,7 @@
 // Init methods with PyTorch's meanings: "env://" (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE from
 // the environment), "tcp://host:port" and "file:///path" (rank and world size given by the caller).
-// Each yields the store the ranks rendezvous through; rank 0 hosts the TCP store.
+// Each yields the store the ranks rendezvous through; rank 0 hosts the TCP store, unless
+// TORCHELASTIC_USE_AGENT_STORE=True says the launching agent hosts it, as torchrun's does.
 #pragma once
 
 #include <functional>

@@ -187,13 +187,35 @@ void apply(void* acc, const void* in, size_t count, F f) {
   for (size_t i = 0; i < count; ++i) a[i] = f(a[i], b[i]);
 }
 
+// Integer sums and products wrap around (two's complement), as PyTorch's do, instead of
+// overflowing into undefined behaviour.
+template <typename T>
+T wrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return T(U(a) + U(b));
+  } else {
+    return T(a + b);
+  }
+}
+
+template <typename T>
+T wrappingMultiply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return T(U(a) * U(b));
+  } else {
+    return T(a * b);
+  }
+}
+
 template <typename T>
 void reduceTyped(ReduceKind kind, void* acc, const void* in, size_t count) {
   switch (kind) {
     case ReduceKind::kSum:
-      return apply<T>(acc, in, count, [](T a, T b) { return T(a + b); });
+      return apply<T>(acc, in, count, wrappingAdd<T>);
     case ReduceKind::kProduct:
-      return apply<T>(acc, in, count, [](T a, T b) { return T(a * b); });
+      return apply<T>(acc, in, count, wrappingMultiply<T>);
     case ReduceKind::kMin:
       return apply<T>(acc, in, count, [](T a, T b) {
         if constexpr (std::is_floating_point_v<T>) {

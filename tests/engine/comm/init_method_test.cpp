@@ -130,6 +130,30 @@ TEST(InitMethod, EnvRendezvousOfThreeRanks) {
   EXPECT_EQ(seen[2], "from 0");
 }
 
+// With TORCHELASTIC_USE_AGENT_STORE=True the launcher hosts the store and every rank, rank 0 too,
+// connects to it as a client.
+TEST(InitMethod, EnvWithTheAgentsStore) {
+  TcpStoreOptions server_options;
+  server_options.is_server = true;
+  TcpStore agent_store(server_options);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      auto env = fakeEnv({{"MASTER_ADDR", "127.0.0.1"},
+                          {"MASTER_PORT", std::to_string(agent_store.port())},
+                          {"RANK", std::to_string(rank)},
+                          {"WORLD_SIZE", "2"},
+                          {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+      InitOptions options;
+      options.timeout = 10s;
+      Rendezvous rdv = rendezvous(options, env);
+      rdv.store->add("arrived", 1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(agent_store.add("arrived", 0), 2);
+}
+
 TEST(InitMethod, FileRendezvousOfTwoRanks) {
   auto path =
       std::filesystem::temp_directory_path() / ("rm_init_file_" + std::to_string(::getpid()));

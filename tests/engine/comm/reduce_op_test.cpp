@@ -36,6 +36,20 @@ TEST(ReduceOp, EveryKindOnIntegers) {
   EXPECT_EQ(run(ReduceKind::kBxor, 0b1100, 0b1010), 0b0110);
 }
 
+// PyTorch's integer sums and products wrap around; ours must too (and must not be undefined
+// behaviour, which the UBSan build would stop at).
+TEST(ReduceOp, IntegerSumsAndProductsWrapAround) {
+  int32_t a = std::numeric_limits<int32_t>::max(), b = 1;
+  reduceInto(ReduceKind::kSum, DType::kI32, &a, &b, 1);
+  EXPECT_EQ(a, std::numeric_limits<int32_t>::min());
+  int64_t c = int64_t{1} << 62, d = 4;
+  reduceInto(ReduceKind::kProduct, DType::kI64, &c, &d, 1);
+  EXPECT_EQ(c, 0);
+  uint8_t e = 200, f = 100;
+  reduceInto(ReduceKind::kSum, DType::kU8, &e, &f, 1);
+  EXPECT_EQ(e, 44);
+}
+
 TEST(ReduceOp, MinAndMaxPropagateNan) {
   float a = 1.0f, b = std::numeric_limits<float>::quiet_NaN();
   reduceInto(ReduceKind::kMax, DType::kF32, &a, &b, 1);

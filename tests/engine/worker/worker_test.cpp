@@ -9,13 +9,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/child_process.h"
+#include "common/captured_process.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
 namespace {
 
-using testing::ChildProcess;
+using testing::CapturedProcess;
+using testing::exitedWith;
 using namespace std::chrono_literals;
 
 const std::string kNode = RINGMASTER_BINARY_DIR "/app/ringmaster-node";
@@ -40,9 +41,9 @@ std::string writeTempSpec(const std::string& name, const std::string& text) {
 }
 
 TEST(Worker, VersionNamesTheTelemetryProtocol) {
-  ChildProcess node(kNode, {"--version"});
-  int status = node.wait(30s);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CapturedProcess node(kNode, {"--version"});
+  ExitStatus status = node.wait(30s);
+  EXPECT_TRUE(exitedWith(status, 0));
   EXPECT_NE(node.out().find("telemetry protocol " + std::to_string(kTelemetryProtocol)),
             std::string::npos)
       << node.out();
@@ -51,10 +52,10 @@ TEST(Worker, VersionNamesTheTelemetryProtocol) {
 // Acceptance: the example spec trains the 784-256-256-10 MLP on synthetic teacher data and its
 // loss after 300 steps is below half of the first step's.
 TEST(Worker, SingleMlpExampleHalvesItsLossIn300Steps) {
-  ChildProcess node(kNode, {"worker", "--spec", kExamples + "/single_mlp.json"});
-  int status = node.wait(600s);
+  CapturedProcess node(kNode, {"worker", "--spec", kExamples + "/single_mlp.json"});
+  ExitStatus status = node.wait(600s);
   ASSERT_FALSE(node.timedOut());
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << node.err();
+  ASSERT_TRUE(exitedWith(status, 0)) << node.err();
 
   std::vector<TelemetryEvent> events = decodeStream(node.out());
   ASSERT_GE(events.size(), 3u);
@@ -88,9 +89,9 @@ TEST(Worker, InvalidSpecExitsWith2AndNamesEveryField) {
     "data": {"kind": "synthetic", "samples": 64, "features": 4, "classes": 2},
     "train": {"steps": 10, "batch_size": -3}, "optimizer": {"kind": "sgd", "lr": 0.1},
     "bogus": 1})");
-  ChildProcess node(kNode, {"worker", "--spec", spec});
-  int status = node.wait(30s);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << node.err();
+  CapturedProcess node(kNode, {"worker", "--spec", spec});
+  ExitStatus status = node.wait(30s);
+  EXPECT_TRUE(exitedWith(status, 2)) << node.err();
   EXPECT_NE(node.err().find("train.batch_size: expected a positive integer, got -3"),
             std::string::npos)
       << node.err();
@@ -102,17 +103,17 @@ TEST(Worker, InvalidSpecExitsWith2AndNamesEveryField) {
 }
 
 TEST(Worker, MissingSpecFileExitsWith1) {
-  ChildProcess node(kNode, {"worker", "--spec", "/nonexistent/spec.json"});
-  int status = node.wait(30s);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << node.err();
+  CapturedProcess node(kNode, {"worker", "--spec", "/nonexistent/spec.json"});
+  ExitStatus status = node.wait(30s);
+  EXPECT_TRUE(exitedWith(status, 1)) << node.err();
   EXPECT_NE(node.err().find("/nonexistent/spec.json"), std::string::npos) << node.err();
 }
 
 TEST(Worker, BadRankEnvironmentExitsWith2) {
-  ChildProcess node(kNode, {"worker", "--spec", kExamples + "/single_mlp.json"},
-                    {{"RANK", "x1"}});
-  int status = node.wait(30s);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << node.err();
+  CapturedProcess node(kNode, {"worker", "--spec", kExamples + "/single_mlp.json"},
+                       {{"RANK", "x1"}});
+  ExitStatus status = node.wait(30s);
+  EXPECT_TRUE(exitedWith(status, 2)) << node.err();
   EXPECT_NE(node.err().find("RANK"), std::string::npos) << node.err();
 }
 
@@ -122,12 +123,12 @@ TEST(Worker, SigtermCancelsCleanlyWithExit130) {
     "data": {"kind": "synthetic", "samples": 512, "features": 16, "classes": 4},
     "train": {"steps": 100000000, "batch_size": 8}, "optimizer": {"kind": "sgd", "lr": 0.01},
     "device": "cpu", "telemetry": {"every_steps": 1000}})");
-  ChildProcess node(kNode, {"worker", "--spec", spec});
+  CapturedProcess node(kNode, {"worker", "--spec", spec});
   ASSERT_TRUE(node.waitForOutput("\"type\":\"step\"", 60s)) << node.err();
   node.signal(SIGTERM);
-  int status = node.wait(60s);
+  ExitStatus status = node.wait(60s);
   ASSERT_FALSE(node.timedOut());
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << node.err();
+  EXPECT_TRUE(exitedWith(status, 130)) << node.err();
   std::vector<TelemetryEvent> events = decodeStream(node.out());
   ASSERT_FALSE(events.empty());
   const auto* done = std::get_if<DoneEvent>(&events.back().body);
@@ -142,11 +143,11 @@ TEST(Worker, CudaWithoutADeviceExitsWith3) {
     "data": {"kind": "synthetic", "samples": 64, "features": 4, "classes": 2},
     "train": {"steps": 1, "batch_size": 8}, "optimizer": {"kind": "sgd", "lr": 0.1},
     "device": "cuda"})");
-  ChildProcess node(kNode, {"worker", "--spec", spec});
-  int status = node.wait(60s);
-  ASSERT_TRUE(WIFEXITED(status));
-  if (WEXITSTATUS(status) == 0) GTEST_SKIP() << "a CUDA device is visible: the run succeeded";
-  EXPECT_EQ(WEXITSTATUS(status), 3) << node.err();
+  CapturedProcess node(kNode, {"worker", "--spec", spec});
+  ExitStatus status = node.wait(60s);
+  ASSERT_EQ(status.signal, 0);
+  if (status.exit_code == 0) GTEST_SKIP() << "a CUDA device is visible: the run succeeded";
+  EXPECT_EQ(status.exit_code, 3) << node.err();
   EXPECT_NE(node.err().find("cuda"), std::string::npos) << node.err();
 }
 
