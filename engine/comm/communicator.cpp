@@ -5,6 +5,9 @@
 // failures.
 #include "comm/communicator.h"
 
+#include <array>
+#include <cstring>
+
 #include <algorithm>
 #include <sstream>
 
@@ -418,6 +421,7 @@ void Communicator::opLoop() {
       recorder_.transition(task->id, OpState::kStarted, nowUs());
       if (!p2p) last_started_seq_ = task->call.seq;
       try {
+        if (!p2p && options_.verify_calls) verifyCall(*task);
         if (task->before) task->before();
         task->pending = backend_->launch(task->call);
       } catch (const Error& e) {
@@ -545,6 +549,46 @@ void Communicator::watchdogLoop() {
     lock.lock();
     watchdog_cv_.wait_for(lock, options_.watchdog_period);
   }
+}
+
+void Communicator::verifyCall(const Task& task) {
+  constexpr int64_t kFields = 6;
+  const OpCall& call = task.call;
+  const std::array<int64_t, kFields> mine{static_cast<int64_t>(call.seq),
+                                          static_cast<int64_t>(call.op),
+                                          static_cast<int64_t>(task.dtype),
+                                          static_cast<int64_t>(task.bytes),
+                                          call.peer,
+                                          static_cast<int64_t>(call.reduce)};
+  Tensor host_mine = Tensor::empty({kFields}, DType::kI64);
+  std::memcpy(host_mine.raw(), mine.data(), sizeof mine);
+  OpCall exchange{CommOp::kAllGather, call.seq, host_mine.to(backend_->device()),
+                  Tensor::empty({kFields * size_}, DType::kI64, backend_->device())};
+  exchange.timeout = options_.timeout;
+  backend_->launch(exchange)->wait(Clock::now() + options_.timeout);
+  Tensor everyone = exchange.output.to(Device::cpu());
+  const auto* all = static_cast<const int64_t*>(everyone.raw());
+  bool agree = true;
+  for (int r = 0; r < size_ && agree; ++r)
+    agree = std::equal(mine.begin(), mine.end(), all + r * kFields);
+  if (agree) return;
+
+  auto describeCall = [&](const int64_t* f) {
+    auto op = static_cast<CommOp>(f[1]);
+    std::string text = fmt::format("{} #{} of {} {} bytes", toString(op), f[0],
+                                   commDTypeName(static_cast<DType>(f[2])), f[3]);
+    if (f[4] >= 0) text += fmt::format(", root {}", f[4]);
+    if (op == CommOp::kAllReduce || op == CommOp::kReduce || op == CommOp::kReduceScatter)
+      text += fmt::format(", {}", toString(static_cast<ReduceKind>(f[5])));
+    return text;
+  };
+  std::vector<std::string> calls;
+  for (int r = 0; r < size_; ++r) {
+    calls.push_back(fmt::format("rank {}: {}", world_ranks_[static_cast<size_t>(r)],
+                                describeCall(all + r * kFields)));
+  }
+  RM_THROW(kInvalidArgument, fmt::format("the ranks of {} disagree on the collective they call: {}",
+                                         group_name_, fmt::join(calls, "; ")));
 }
 
 std::vector<Communicator::PeerProgress> Communicator::peerProgress() {

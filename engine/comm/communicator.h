@@ -57,6 +57,11 @@ struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // per operation
   std::chrono::milliseconds watchdog_period{100};  // failure polling and progress publishing
   size_t flight_recorder_entries = 1024;
+  // Before each collective, the ranks exchange what they are about to call (op, sequence number,
+  // dtype, bytes, root, reduce op) and fail with every rank's call named when they disagree,
+  // instead of corrupting data or hanging (PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL). Costs one
+  // small all_gather per collective; bench-comm turns it off to time the collective alone.
+  bool verify_calls = true;
   std::shared_ptr<CommObserver> observer;  // may be null
 };
 
@@ -141,6 +146,9 @@ class Communicator {
   void failPendingWorks(const Error& root);
   // The failure another rank published for the job, if any.
   std::optional<std::string> publishedFailure();
+  // verify_calls: exchanges `task`'s signature with the peers; throws kInvalidArgument naming
+  // every rank's call when they disagree.
+  void verifyCall(const Task& task);
   // What a peer's watchdog last published.
   struct PeerProgress {
     bool published = false;

@@ -1,0 +1,51 @@
+// The acceptance grid of the communication layer: every op x dtype x reduce op that applies, for
+// world sizes 1..4 and element counts 0, 1, 7, 1000 and 1 << 20, each result checked against
+// bench-comm's independent reference (computed per element in double). Its own executable: too
+// slow for the TSan build, which runs the label "comm".
+#include <gtest/gtest.h>
+
+#include "comm/bench/comm_benchmark.h"
+#include "comm_harness.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace ringmaster::testing;
+
+class CommGrid : public ::testing::TestWithParam<int> {};
+
+TEST_P(CommGrid, EveryOpDtypeAndReduceOpAtEveryCount) {
+  const int world = GetParam();
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kU8, DType::kBF16,
+                      DType::kF16}) {
+    for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
+      CommBenchOptions o;
+      o.ops = allBenchOps();
+      if (world == 1) std::erase(o.ops, BenchOp::kSendRecv);
+      // The blocked ops get count rounded up to whole blocks, so 1 and 7 are blocks of 1 and 7.
+      o.min_bytes = o.max_bytes = static_cast<uint64_t>(count) * dtypeSize(dtype);
+      o.iters = 1;
+      o.warmup = 0;
+      o.dtype = dtype;
+      o.redops = reduceKindsFor(dtype);
+      o.root = world / 2;
+      o.check = true;
+      std::vector<CommBenchRow> rows;
+      auto failures = runRanks(world, [&](Communicator& comm) {
+        auto mine = runCommBenchmark(comm, o);
+        if (comm.rank() == 0) rows = mine;
+      });
+      ASSERT_TRUE(failures.empty()) << describe(failures);
+      for (const auto& row : rows) {
+        EXPECT_EQ(row.wrong.value_or(-1), 0)
+            << toString(row.op) << " " << commDTypeName(dtype) << " "
+            << (row.redop ? toString(*row.redop) : "") << " count " << count;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CommGrid, ::testing::Values(1, 2, 3, 4));
+
+}  // namespace
+}  // namespace ringmaster
