@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh python3-torch
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target train_step_bench comm_bench
+cmake --build --preset release -j "$(nproc)" --target train_step_bench ringmaster-node
 ./build/release/bench/train_step_bench
-./build/release/bench/comm_bench
+/usr/bin/python3 bench/comm_vs_torch.py --node build/release/app/ringmaster-node

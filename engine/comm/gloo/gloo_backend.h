@@ -46,7 +46,10 @@ class GlooBackend : public Backend {
   std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank,
                                  int group_size) override;
 
-  // The segment size all_reduce uses for a message of `bytes` over `ranks` ranks.
+  // Whether all_reduce of `bytes` takes Gloo's ring (large buffers) or its BCUBE algorithm
+  // (latency-bound small ones).
+  static bool allreduceUsesRing(size_t bytes);
+  // The segment size the ring all_reduce uses for a message of `bytes` over `ranks` ranks.
   static size_t allreduceSegmentBytes(size_t bytes, int ranks, size_t configured);
 
  private:

@@ -105,14 +105,10 @@ TEST(CommBadInput, AnUnreachableMasterAddrIsNamedWithinTheRendezvousTimeout) {
     TcpStore probe(options);
     port = probe.port();
   }  // now nobody listens there
-  std::map<std::string, std::string> vars{{"MASTER_ADDR", "127.0.0.1"},
-                                          {"MASTER_PORT", std::to_string(port)},
-                                          {"RANK", "1"},
-                                          {"WORLD_SIZE", "2"}};
-  EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  EnvLookup env = fakeEnv({{"MASTER_ADDR", "127.0.0.1"},
+                           {"MASTER_PORT", std::to_string(port)},
+                           {"RANK", "1"},
+                           {"WORLD_SIZE", "2"}});
   InitOptions options;
   options.timeout = 1s;
   const auto start = Clock::now();
@@ -128,14 +124,10 @@ TEST(CommBadInput, AnUnreachableMasterAddrIsNamedWithinTheRendezvousTimeout) {
 }
 
 TEST(CommBadInput, AnUnresolvableMasterAddrIsNamed) {
-  std::map<std::string, std::string> vars{{"MASTER_ADDR", "no-such-host.invalid"},
-                                          {"MASTER_PORT", "29500"},
-                                          {"RANK", "1"},
-                                          {"WORLD_SIZE", "2"}};
-  EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
+  EnvLookup env = fakeEnv({{"MASTER_ADDR", "no-such-host.invalid"},
+                           {"MASTER_PORT", "29500"},
+                           {"RANK", "1"},
+                           {"WORLD_SIZE", "2"}});
   InitOptions options;
   options.timeout = 1s;
   try {

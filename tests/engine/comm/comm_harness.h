@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -63,6 +64,15 @@ inline std::vector<RankFailure> runRanks(int world, const std::function<void(Com
   }
   for (auto& t : threads) t.join();
   return failures;
+}
+
+// An environment of exactly `vars`, for the init methods.
+inline EnvLookup fakeEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
 }
 
 inline std::string describe(const std::vector<RankFailure>& failures) {

@@ -10,20 +10,14 @@
 
 #include "comm/init_method.h"
 #include "comm/tcp_store.h"
+#include "comm_harness.h"
 #include "core/error.h"
 
 namespace ringmaster {
 namespace {
 
 using namespace std::chrono_literals;
-
-EnvLookup fakeEnv(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using testing::fakeEnv;
 
 std::string errorOf(const InitOptions& options, const EnvLookup& env) {
   try {
