@@ -21,7 +21,9 @@ namespace ringmaster {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-const std::string kFailureKey = "ringmaster/failure";
+// A literal, not a std::string: a process that exits with a communicator alive must not find it
+// destroyed under the watchdog.
+constexpr char kFailureKey[] = "ringmaster/failure";
 
 double nowUs() {
   return telemetryNow() * 1e6;

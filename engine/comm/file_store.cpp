@@ -22,7 +22,7 @@ namespace ringmaster {
 namespace {
 constexpr uint8_t kSetRecord = 1;
 constexpr uint8_t kDeleteRecord = 2;
-const std::string kUsersKey = "__ringmaster_file_store_users";
+constexpr char kUsersKey[] = "__ringmaster_file_store_users";
 
 uint32_t readU32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
