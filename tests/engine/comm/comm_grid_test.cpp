@@ -7,6 +7,8 @@
 #include "comm/bench/comm_benchmark.h"
 #include "comm_harness.h"
 
+#include <thread>
+
 namespace ringmaster {
 namespace {
 
@@ -43,6 +45,50 @@ TEST_P(CommGrid, EveryOpDtypeAndReduceOpAtEveryCount) {
       }
     }
   }
+}
+
+// Every op x dtype x reduce op on a sub-group whose order differs from the world's (the world
+// ranks from last to first, rank 0 left out where the world has more than two ranks), while the
+// world group runs the same grid at the same time from another thread of each rank.
+TEST_P(CommGrid, EveryOpOnASubGroupConcurrentlyWithTheWorld) {
+  const int world = GetParam();
+  std::vector<int> members;
+  for (int r = world - 1; r >= (world > 2 ? 1 : 0); --r) members.push_back(r);
+  auto options = [&](DType dtype, int group_size) {
+    CommBenchOptions o;
+    o.ops = allBenchOps();
+    if (group_size == 1) std::erase(o.ops, BenchOp::kSendRecv);
+    o.min_bytes = dtypeSize(dtype);
+    o.max_bytes = 1000 * dtypeSize(dtype);
+    o.step_factor = 7;  // 1, 7, 49, 343 elements
+    o.iters = 1;
+    o.warmup = 0;
+    o.dtype = dtype;
+    o.redops = reduceKindsFor(dtype);
+    o.root = group_size - 1;
+    o.check = true;
+    return o;
+  };
+  auto expectClean = [](const std::vector<CommBenchRow>& rows, const std::string& where) {
+    ASSERT_FALSE(rows.empty()) << where;
+    for (const auto& row : rows)
+      EXPECT_EQ(row.wrong.value_or(-1), 0) << where << ": " << toString(row.op) << " "
+                                           << commDTypeName(row.dtype) << " " << row.bytes << " B";
+  };
+  auto failures = runRanks(world, [&](Communicator& comm) {
+    auto group = comm.newGroup(members, "reversed");
+    std::thread world_thread([&] {
+      for (DType dtype : {DType::kF32, DType::kI64, DType::kBF16})
+        expectClean(runCommBenchmark(comm, options(dtype, comm.size())), "world");
+    });
+    if (group) {
+      ASSERT_EQ(group->size(), static_cast<int>(members.size()));
+      for (DType dtype : {DType::kF32, DType::kI64, DType::kBF16})
+        expectClean(runCommBenchmark(*group, options(dtype, group->size())), "sub-group");
+    }
+    world_thread.join();
+  });
+  ASSERT_TRUE(failures.empty()) << describe(failures);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, CommGrid, ::testing::Values(1, 2, 3, 4));
