@@ -152,16 +152,8 @@ Bytes FileStore::get(const std::string& key) {
 int64_t FileStore::add(const std::string& key, int64_t delta) {
   Lock lock(*this);
   refresh();
-  int64_t value = 0;
-  if (auto it = map_.find(key); it != map_.end()) {
-    try {
-      value = std::stoll(toString(it->second));
-    } catch (const std::exception&) {
-      RM_THROW(kInvalidArgument,
-               fmt::format("store: add on key '{}' whose value is not an integer", key));
-    }
-  }
-  value += delta;
+  auto it = map_.find(key);
+  int64_t value = addToStoredInteger(it != map_.end() ? &it->second : nullptr, key, delta);
   append(kSetRecord, key, toBytes(std::to_string(value)));
   return value;
 }

@@ -18,6 +18,19 @@ std::string toString(const Bytes& bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+int64_t addToStoredInteger(const Bytes* current, const std::string& key, int64_t delta) {
+  int64_t value = 0;
+  if (current != nullptr) {
+    try {
+      value = std::stoll(toString(*current));
+    } catch (const std::exception&) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("store: add on key '{}' whose value is not an integer", key));
+    }
+  }
+  return value + delta;
+}
+
 void Store::pollUntilPresent(const std::vector<std::string>& keys, Millis timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   auto backoff = std::chrono::microseconds(200);

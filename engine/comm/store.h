@@ -16,6 +16,9 @@ using Millis = std::chrono::milliseconds;
 
 Bytes toBytes(const std::string& text);
 std::string toString(const Bytes& bytes);
+// add()'s arithmetic, shared by the stores: `current` (nullptr: the key is absent, counted as 0)
+// plus `delta`; throws kInvalidArgument naming `key` when its value is not an integer.
+int64_t addToStoredInteger(const Bytes* current, const std::string& key, int64_t delta);
 
 class Store {
  public:

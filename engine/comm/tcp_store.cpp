@@ -280,16 +280,8 @@ class TcpStore::Server {
       case Command::kAdd: {
         std::string key = in.string();
         int64_t delta = in.i64();
-        int64_t value = 0;
-        if (auto it = map_.find(key); it != map_.end()) {
-          try {
-            value = std::stoll(toString(it->second));
-          } catch (const std::exception&) {
-            RM_THROW(kInvalidArgument,
-                     fmt::format("store: add on key '{}' whose value is not an integer", key));
-          }
-        }
-        value += delta;
+        auto it = map_.find(key);
+        int64_t value = addToStoredInteger(it != map_.end() ? &it->second : nullptr, key, delta);
         map_[key] = toBytes(std::to_string(value));
         putI64(reply, value);
         return;

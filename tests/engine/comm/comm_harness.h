@@ -1,5 +1,5 @@
-// Runs N ranks as threads over a loopback TcpStore (rank 0 hosts it) with the Gloo backend, and
-// collects every rank's failure, in the manner of gloo/test/base_test.h.
+// Runs N ranks as threads over a loopback TcpStore (rank 0 hosts it) with the Gloo (or NCCL)
+// backend, and collects every rank's failure, in the manner of gloo/test/base_test.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -53,6 +53,7 @@ inline std::vector<RankFailure> runRanks(int world, const std::function<void(Com
         }
         ProcessGroupOptions options;
         options.backend = backend;
+        options.cuda_device = rank;  // nccl: rank r drives device r
         options.comm = comm_options;
         auto comm = makeCommunicator(rdv, options);
         body(*comm);

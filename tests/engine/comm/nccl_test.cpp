@@ -22,41 +22,9 @@ using namespace ringmaster::testing;
     }                                                                                            \
   } while (0)
 
-// Runs body on `ranks` threads, rank r driving CUDA device r.
+// Runs body on `ranks` threads over NCCL, rank r driving CUDA device r.
 std::vector<RankFailure> runNcclRanks(int ranks, const std::function<void(Communicator&)>& body) {
-  TcpStoreOptions server_options;
-  server_options.is_server = true;
-  auto server = std::make_shared<TcpStore>(server_options);
-  std::mutex mutex;
-  std::vector<RankFailure> failures;
-  std::vector<std::thread> threads;
-  for (int rank = 0; rank < ranks; ++rank) {
-    threads.emplace_back([&, rank] {
-      try {
-        Rendezvous rdv;
-        rdv.rank = rank;
-        rdv.world_size = ranks;
-        if (rank == 0)
-          rdv.store = server;
-        else {
-          TcpStoreOptions client;
-          client.port = server->port();
-          rdv.store = std::make_shared<TcpStore>(client);
-        }
-        ProcessGroupOptions options;
-        options.backend = "nccl";
-        options.cuda_device = rank;
-        options.comm.timeout = std::chrono::seconds(60);
-        auto comm = makeCommunicator(rdv, options);
-        body(*comm);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back({rank, e.what()});
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return failures;
+  return runRanks(ranks, body, {}, "nccl");
 }
 
 TEST(Nccl, EveryCollectiveMatchesTheHostReference) {
