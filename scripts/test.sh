@@ -20,6 +20,14 @@ for preset in asan tsan cpu-only dev; do
 done
 rm -f build-*.log
 if ((${#failed[@]})); then
+  # A failure must be diagnosable from the end of the log alone: name the failed tests of every
+  # failed configuration and run them once more with their output (the verdict stays "failed").
+  for preset in "${failed[@]}"; do
+    echo "=== [$preset] failed tests"
+    cat "build/$preset/Testing/Temporary/LastTestsFailed.log" 2>/dev/null || true
+    echo "=== [$preset] the failed tests once more, with output"
+    ctest --preset "$preset" --rerun-failed --output-on-failure 2>&1 | tail -n 150 || true
+  done
   echo "FAILED configurations: ${failed[*]}"
   exit 1
 fi

@@ -126,7 +126,7 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
                       0,     std::nullopt, -1};
     options_.observer->onOperation(record);
   }
-  work->complete();
+  work->complete(ms);
   return work;
 }
 
@@ -447,7 +447,8 @@ void Communicator::opLoop() {
 void Communicator::completionLoop() {
   // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
   // the communicator right after wait() does not find it busy.
-  auto finished = [this](const WorkPtr& work, std::exception_ptr error) {
+  auto finished = [this](const WorkPtr& work, std::exception_ptr error,
+                         std::optional<double> duration_ms) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --in_flight_;
@@ -455,7 +456,7 @@ void Communicator::completionLoop() {
     if (error)
       work->fail(error);
     else
-      work->complete();
+      work->complete(duration_ms);
   };
   for (;;) {
     std::unique_ptr<Task> task;
@@ -492,7 +493,7 @@ void Communicator::completionLoop() {
                           task->call.peer};
         options_.observer->onOperation(record);
       }
-      finished(task->work, nullptr);
+      finished(task->work, nullptr, ms);
     } catch (const Error& e) {
       if (!failed_) failWith(explainFailure(task->call, e), true);
       recorder_.transition(task->id, OpState::kFailed, nowUs());
@@ -504,7 +505,8 @@ void Communicator::completionLoop() {
       if (message.rfind(describe(task->call), 0) != 0)
         message = fmt::format("{} aborted: {}", describe(task->call), message);
       finished(task->work,
-               std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)));
+               std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)),
+               std::nullopt);
     }
   }
 }

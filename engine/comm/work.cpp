@@ -29,11 +29,17 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void Work::complete() {
+std::optional<double> Work::durationMs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return duration_ms_;
+}
+
+void Work::complete(std::optional<double> duration_ms) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;  // failed already, by an abort
     done_ = true;
+    duration_ms_ = duration_ms;
   }
   done_cv_.notify_all();
 }

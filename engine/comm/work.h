@@ -25,8 +25,12 @@ class Work {
   // operation when `timeout` (default: the communicator's timeout plus a margin) passes first.
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
+  // How long the operation itself ran (on the device for NCCL, on the host for Gloo), set when
+  // it completed successfully; nullopt before.
+  std::optional<double> durationMs() const;
+
   // For the communicator: marks the operation finished; the first outcome stands.
-  void complete();
+  void complete(std::optional<double> duration_ms = std::nullopt);
   void fail(std::exception_ptr error);
   const std::string& what() const { return what_; }
 
@@ -37,6 +41,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::optional<double> duration_ms_;
 };
 
 using WorkPtr = std::shared_ptr<Work>;
