@@ -12,6 +12,8 @@
 #include <CLI/CLI.hpp>
 
 #include "bench_comm_command.h"
+#include "comm/comm_telemetry.h"
+#include "comm/process_group.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
@@ -81,7 +83,25 @@ int runWorker(const std::string& spec_path) {
   int64_t last_step = 0;
   try {
     JobSpec spec = loadJobSpecFile(spec_path);
-    Trainer trainer(std::move(spec), context, telemetry, [] { return g_stop_requested.load(); });
+    // Every strategy but `single` trains over the world process group, made from the torchrun
+    // environment (env://) that the agent sets.
+    std::unique_ptr<Communicator> world;
+    auto comm_observer = std::make_shared<TelemetryCommObserver>(telemetry);
+    if (spec.strategy.kind != StrategyKind::kSingle) {
+      ProcessGroupOptions options;
+      const Device device = resolveDevice(spec.device, context.local_rank);
+      options.backend = backendFor(spec.backend, device);
+      options.cuda_device = device.isCuda() ? device.index : 0;
+      const auto timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(spec.launch.timeout_s * 1000));
+      options.init.timeout = timeout;
+      options.comm.timeout = timeout;
+      options.comm.observer = comm_observer;
+      world = initProcessGroup(options);
+    }
+    Trainer trainer(
+        std::move(spec), context, telemetry, [] { return g_stop_requested.load(); }, stderr,
+        world.get(), comm_observer.get());
     TrainingResult result = trainer.run();
     last_step = result.final_step;
     telemetry.emit(

@@ -426,6 +426,13 @@ void Communicator::opLoop() {
         if (!p2p && options_.verify_calls) verifyCall(*task);
         if (task->before) task->before();
         task->pending = backend_->launch(task->call);
+        // A composed reduction's last part (AVG's division) belongs to the operation: it must be
+        // done before the next operation, which may use the same buffer, starts.
+        if (task->after) {
+          task->pending->wait(task->started + options_.timeout);
+          task->after();
+          task->after = nullptr;
+        }
       } catch (const Error& e) {
         if (!failed_) failWith(explainFailure(task->call, e), true);
       } catch (const std::exception& e) {
@@ -472,7 +479,6 @@ void Communicator::completionLoop() {
       if (!task->pending) throw Error(ErrorKind::kComm, "not started", __FILE__, __LINE__);
       task->pending->wait(task->started + options_.timeout);
       if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
-      if (task->after) task->after();
       auto end = Clock::now();
       double ms = task->pending->deviceMs().value_or(
           std::chrono::duration<double, std::milli>(end - task->started).count());
@@ -504,8 +510,7 @@ void Communicator::completionLoop() {
       std::string message = root.message();
       if (message.rfind(describe(task->call), 0) != 0)
         message = fmt::format("{} aborted: {}", describe(task->call), message);
-      finished(task->work,
-               std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)),
+      finished(task->work, std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)),
                std::nullopt);
     }
   }

@@ -127,7 +127,7 @@ class Communicator {
     DType dtype = DType::kF32;
     WorkPtr work;
     std::function<void()> before;  // runs on the op thread just before launch
-    std::function<void()> after;   // runs on the completion thread after success
+    std::function<void()> after;   // runs on the op thread once the backend finished it
     std::chrono::steady_clock::time_point started;
     std::unique_ptr<PendingOp> pending;
   };

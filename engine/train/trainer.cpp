@@ -14,6 +14,7 @@
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
 #include "nn/loss.h"
+#include "parallel/ddp.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 
@@ -27,13 +28,24 @@ double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
+// Whether to stop before the next step. With several ranks, any rank's request stops all of them
+// after the same step (a rank that stopped alone would leave the others waiting in a collective).
+bool stopAgreed(bool requested_here, Communicator* world) {
+  if (world == nullptr || world->size() == 1) return requested_here;
+  Tensor flag = Tensor::fromInts({requested_here ? 1 : 0}, {1}, world->device());
+  world->allReduce(flag, ReduceOp::max())->wait();
+  return flag.toFloatVector()[0] != 0;
+}
+
 }  // namespace
 
 Device resolveDevice(DeviceKind kind, int local_rank) {
   const int devices = cudaDeviceCount();
   switch (kind) {
-    case DeviceKind::kCpu: return Device::cpu();
-    case DeviceKind::kAuto: return devices > 0 ? Device::cuda(local_rank % devices) : Device::cpu();
+    case DeviceKind::kCpu:
+      return Device::cpu();
+    case DeviceKind::kAuto:
+      return devices > 0 ? Device::cuda(local_rank % devices) : Device::cpu();
     case DeviceKind::kCuda:
       if (devices == 0) {
         RM_THROW(kUnavailable, cudaAvailable() || !RINGMASTER_HAVE_CUDA
@@ -45,8 +57,24 @@ Device resolveDevice(DeviceKind kind, int local_rank) {
   RM_ENFORCE(false, "unknown device kind");
 }
 
+std::string backendFor(BackendKind kind, Device device) {
+  switch (kind) {
+    case BackendKind::kAuto:
+      return device.isCuda() ? "nccl" : "gloo";
+    case BackendKind::kGloo:
+      return "gloo";
+    case BackendKind::kNccl:
+      RM_CHECK_ARG(device.isCuda(),
+                   "backend: 'nccl' needs CUDA devices; this rank runs on the "
+                   "host (use 'gloo' or 'auto')");
+      return "nccl";
+  }
+  RM_ENFORCE(false, "unknown backend kind");
+}
+
 std::unique_ptr<Dataset> makeDataset(const DataSpec& spec) {
-  if (spec.kind == DataKind::kIdx) return std::make_unique<IdxDataset>(IdxDataset::load(spec.images, spec.labels));
+  if (spec.kind == DataKind::kIdx)
+    return std::make_unique<IdxDataset>(IdxDataset::load(spec.images, spec.labels));
   return std::make_unique<SyntheticTeacherDataset>(spec.samples, spec.features, spec.classes,
                                                    spec.seed);
 }
@@ -81,19 +109,30 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
 }
 
 Trainer::Trainer(JobSpec spec, RankContext context, TelemetryWriter& telemetry,
-                 std::function<bool()> stop_requested, std::FILE* log)
+                 std::function<bool()> stop_requested, std::FILE* log, Communicator* world,
+                 TelemetryCommObserver* comm_observer)
     : spec_(std::move(spec)),
       context_(std::move(context)),
       telemetry_(telemetry),
       stop_requested_(std::move(stop_requested)),
-      log_(log) {}
+      log_(log),
+      world_(world),
+      comm_observer_(comm_observer) {}
 
 TrainingResult Trainer::run() {
-  if (spec_.strategy.kind != StrategyKind::kSingle || context_.world_size != 1) {
-    RM_THROW(kUnavailable,
-             fmt::format("strategy.kind: '{}' with world size {} needs the communication layer, "
-                         "which this build does not have yet; use 'single' with one rank",
-                         toString(spec_.strategy.kind), context_.world_size));
+  const StrategyKind strategy = spec_.strategy.kind;
+  if (strategy == StrategyKind::kFsdp || strategy == StrategyKind::kPipeline) {
+    RM_THROW(kUnavailable, fmt::format("strategy.kind: '{}' is not in this build yet; use 'ddp'",
+                                       toString(strategy)));
+  }
+  if (strategy == StrategyKind::kSingle) {
+    RM_CHECK_ARG(context_.world_size == 1,
+                 fmt::format("strategy.kind: 'single' runs one rank, not {}", context_.world_size));
+  } else {
+    RM_CHECK_ARG(world_ != nullptr && world_->size() == context_.world_size &&
+                     world_->rank() == context_.rank,
+                 fmt::format("strategy.kind: '{}' needs the world communicator of rank {} of {}",
+                             toString(strategy), context_.rank, context_.world_size));
   }
   const auto wall_start = Clock::now();
   const Device device = resolveDevice(spec_.device, context_.local_rank);
@@ -120,6 +159,13 @@ TrainingResult Trainer::run() {
   auto model = buildMlp(mlpConfig(spec_.model), device);
   std::vector<NamedParameter> parameters = model->namedParameters();
   if (spec_.model.init_checkpoint) loadModelWeights(*spec_.model.init_checkpoint, parameters);
+  std::unique_ptr<DistributedDataParallel> ddp;
+  if (strategy == StrategyKind::kDdp) {
+    ddp = std::make_unique<DistributedDataParallel>(
+        *model, *world_, DdpOptions{.bucket_cap_mb = spec_.strategy.ddp.bucket_cap_mb});
+  }
+  // Rank 0 writes the checkpoints of a replicated model; every rank holds the same state.
+  const bool writes_checkpoints = context_.rank == 0;
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
 
   DistributedSampler sampler(dataset->size(), context_.world_size, context_.rank,
@@ -134,10 +180,11 @@ TrainingResult Trainer::run() {
              context_.rank, spec_.name, model->parameterCount(), device.str(), spec_.train.steps,
              accum, spec_.train.batch_size);
   for (int64_t step = 1; step <= spec_.train.steps; ++step) {
-    if (stop_requested_()) {
+    if (stopAgreed(stop_requested_(), world_)) {
       result.cancelled = true;
       break;
     }
+    if (comm_observer_) comm_observer_->setStep(step);
     const auto step_start = Clock::now();
     allocator.resetPeakStats();
     optimizer->zeroGrad();
@@ -149,8 +196,17 @@ TrainingResult Trainer::run() {
       loss_sum += loss_fn.forward(logits, batch.labels);
       correct += ops::countCorrect(logits, batch.labels);
       samples += batch.labels.numel();
-      model->backward(loss_fn.backward(1.0f / static_cast<float>(accum)));
+      Tensor grad_logits = loss_fn.backward(1.0f / static_cast<float>(accum));
+      if (ddp) {
+        // no_sync for all but the last micro-batch: gradients accumulate locally, and only the
+        // last backward all-reduces their sum.
+        ddp->backward(grad_logits, /*sync=*/micro == accum - 1);
+      } else {
+        model->backward(grad_logits);
+      }
     }
+    GradientSyncTiming sync;
+    if (ddp) sync = ddp->finishGradientSync();
     std::optional<double> grad_norm;
     if (spec_.optimizer.clip_grad_norm) {
       grad_norm = clipGradNorm(parameters, *spec_.optimizer.clip_grad_norm);
@@ -175,9 +231,9 @@ TrainingResult Trainer::run() {
                                 .lr = optimizer->lr(),
                                 .samples = samples,
                                 .step_ms = step_ms,
-                                .compute_ms = step_ms,
-                                .comm_ms = 0,
-                                .exposed_comm_ms = 0,
+                                .compute_ms = step_ms - sync.exposed_comm_ms,
+                                .comm_ms = sync.comm_ms,
+                                .exposed_comm_ms = sync.exposed_comm_ms,
                                 .mem_allocated = memory.allocated_bytes,
                                 .mem_peak = memory.peak_allocated_bytes,
                                 .mem_reserved = memory.reserved_bytes,
@@ -189,11 +245,12 @@ TrainingResult Trainer::run() {
                  loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);
     }
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
-        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {
+        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps &&
+        writes_checkpoints) {
       saveTrainingCheckpoint(spec_.checkpoint->dir, step, parameters, *optimizer);
     }
   }
-  if (spec_.checkpoint && result.final_step > 0) {
+  if (spec_.checkpoint && result.final_step > 0 && writes_checkpoints) {
     const std::string path =
         saveTrainingCheckpoint(spec_.checkpoint->dir, result.final_step, parameters, *optimizer);
     fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, path);

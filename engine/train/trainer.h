@@ -1,6 +1,6 @@
 // The training loop of one rank: builds the model, data, sampler and optimizer a job spec
-// describes, trains for train.steps, and reports every step as telemetry. This trainer runs
-// the `single` strategy; the distributed strategies plug in over the communicator.
+// describes, trains for train.steps under the spec's strategy (single or DDP over the world
+// communicator), and reports every step as telemetry.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "comm/comm_telemetry.h"
+#include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/mlp.h"
 #include "optim/optimizer.h"
@@ -37,6 +39,10 @@ struct TrainingResult {
 // Throws kUnavailable when cuda is asked for and there is none.
 Device resolveDevice(DeviceKind kind, int local_rank);
 
+// The collective backend for a spec's `backend` on `device`: auto is nccl on CUDA, gloo on the
+// host. Throws kInvalidArgument for nccl on the host.
+std::string backendFor(BackendKind kind, Device device);
+
 std::unique_ptr<Dataset> makeDataset(const DataSpec& spec);
 MlpConfig mlpConfig(const ModelSpec& spec);
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
@@ -44,10 +50,13 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
 
 class Trainer {
  public:
-  // `stop_requested` is polled between steps (SIGINT / SIGTERM); `log` receives one human-readable
-  // line per telemetry step.
+  // `stop_requested` is polled between steps (SIGINT / SIGTERM; with several ranks they agree, so
+  // all stop after the same step); `log` receives one human-readable line per telemetry step.
+  // `world` is the job's communicator, required by every strategy but `single`; its
+  // `comm_observer`, when given, is told the step each operation belongs to.
   Trainer(JobSpec spec, RankContext context, TelemetryWriter& telemetry,
-          std::function<bool()> stop_requested, std::FILE* log = stderr);
+          std::function<bool()> stop_requested, std::FILE* log = stderr,
+          Communicator* world = nullptr, TelemetryCommObserver* comm_observer = nullptr);
 
   TrainingResult run();
 
@@ -57,6 +66,8 @@ class Trainer {
   TelemetryWriter& telemetry_;
   std::function<bool()> stop_requested_;
   std::FILE* log_;
+  Communicator* world_;
+  TelemetryCommObserver* comm_observer_;
 };
 
 }  // namespace ringmaster

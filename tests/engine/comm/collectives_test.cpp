@@ -85,6 +85,23 @@ TEST_P(Collectives, AllReduceOfManySegments) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
+TEST_P(Collectives, QueuedAveragesOnOneBufferRunInOrder) {
+  // Operations queued on one buffer without waiting run one after another, composed parts
+  // included: AVG over Gloo is SUM and a division, and the next SUM must see the divided values.
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    // Large enough that a division running late would overlap the next operation's transfer.
+    Tensor t = Tensor::full({1 << 21}, static_cast<float>(comm.rank() + 1));
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < 4; ++i) works.push_back(comm.allReduce(t, ReduceOp::avg()));
+    comm.allReduce(t, ReduceOp::sum())->wait();
+    for (const WorkPtr& work : works) work->wait();
+    // The mean of 1..n is (n + 1) / 2, unchanged by further averages, then summed n times.
+    const float expected = static_cast<float>(world() * (world() + 1)) / 2.0f;
+    for (float v : t.toFloatVector()) ASSERT_FLOAT_EQ(v, expected);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
 TEST_P(Collectives, BroadcastFromEveryRoot) {
   auto failures = runRanks(world(), [&](Communicator& comm) {
     for (int root = 0; root < comm.size(); ++root) {

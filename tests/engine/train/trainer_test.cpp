@@ -3,13 +3,14 @@
 // seed a new run through model.init_checkpoint.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <unistd.h>
+#include <cstdio>
 
 #include <filesystem>
 
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
+#include "engine/comm/comm_harness.h"
 #include "telemetry/codec.h"
 #include "tensor/ops.h"
 #include "train/trainer.h"
@@ -39,7 +40,8 @@ struct TrainingRun {
   std::vector<TelemetryEvent> events;
 };
 
-TrainingRun train(const JobSpec& spec, std::function<bool()> stop = [] { return false; }) {
+TrainingRun train(
+    const JobSpec& spec, std::function<bool()> stop = [] { return false; }) {
   std::FILE* stream = std::tmpfile();
   TrainingRun run;
   {
@@ -109,7 +111,7 @@ TEST(Trainer, GradientAccumulationProcessesEveryMicroBatch) {
   }
 }
 
-TEST(Trainer, RefusesDistributedStrategiesUntilTheCommunicatorExists) {
+TEST(Trainer, DistributedStrategiesNeedTheWorldCommunicator) {
   JobSpec spec = smallSpec(1);
   spec.strategy.kind = StrategyKind::kDdp;
   spec.launch.hosts[0].ranks = 2;
@@ -117,9 +119,86 @@ TEST(Trainer, RefusesDistributedStrategiesUntilTheCommunicatorExists) {
     train(spec);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
-    EXPECT_NE(e.message().find("strategy.kind"), std::string::npos) << e.message();
+    EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(e.message().find("strategy.kind: 'ddp' needs the world communicator"),
+              std::string::npos)
+        << e.message();
   }
+}
+
+// DDP through the trainer on 3 ranks (threads over loopback Gloo): rank 0's checkpoint equals a
+// single process's with the 3-times batch (tolerance: see tests/engine/parallel/ddp_test.cpp), and
+// every rank's step events carry the communication figures.
+TEST(Trainer, DdpOnThreeRanksEqualsOneProcessWithTheTripleBatch) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("ringmaster_ddp_trainer_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  JobSpec ddp = smallSpec(6);
+  ddp.optimizer.kind = OptimizerKind::kSgd;
+  ddp.optimizer.lr = 0.05;
+  ddp.optimizer.momentum = 0.9;
+  ddp.optimizer.weight_decay = 0;
+  ddp.optimizer.clip_grad_norm.reset();
+  ddp.strategy.kind = StrategyKind::kDdp;
+  ddp.launch.hosts[0].ranks = 3;
+  ddp.train.batch_size = 8;
+  ddp.checkpoint = CheckpointSpec{.dir = (dir / "ddp").string()};
+  std::mutex mutex;
+  std::vector<StepEvent> steps;
+  auto failures = testing::runRanks(3, [&](Communicator& comm) {
+    std::FILE* stream = std::tmpfile();
+    std::FILE* log = std::fopen("/dev/null", "w");
+    {
+      TelemetryWriter telemetry(stream, comm.rank());
+      Trainer trainer(
+          ddp, RankContext{.rank = comm.rank(), .world_size = 3, .host = "test"}, telemetry,
+          [] { return false; }, log, &comm);
+      EXPECT_EQ(trainer.run().final_step, 6);
+    }
+    std::fclose(log);
+    std::rewind(stream);
+    char line[1 << 16];
+    while (std::fgets(line, sizeof line, stream) != nullptr) {
+      DecodeResult decoded = decodeEvent(line);
+      if (!decoded.ok()) continue;
+      if (const auto* step = std::get_if<StepEvent>(&decoded.event().body)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        steps.push_back(*step);
+      }
+    }
+    std::fclose(stream);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  EXPECT_EQ(steps.size(), 3u * 6u);
+  for (const StepEvent& step : steps) {
+    EXPECT_GT(step.comm_ms, 0.0);
+    EXPECT_GE(step.exposed_comm_ms, 0.0);
+    EXPECT_NEAR(step.compute_ms + step.exposed_comm_ms, step.step_ms, 1e-6);
+  }
+
+  JobSpec single = ddp;
+  single.strategy.kind = StrategyKind::kSingle;
+  single.launch.hosts[0].ranks = 1;
+  single.train.batch_size = 24;
+  single.checkpoint = CheckpointSpec{.dir = (dir / "single").string()};
+  train(single);
+
+  auto model_of = [](const fs::path& file) {
+    auto model = buildMlp({.layers = {32, 64, 10}});
+    auto params = model->namedParameters();
+    loadModelWeights(file.string(), params);
+    std::vector<float> flat;
+    for (auto& p : params) {
+      auto v = p.parameter->value.toFloatVector();
+      flat.insert(flat.end(), v.begin(), v.end());
+    }
+    return flat;
+  };
+  std::vector<float> a = model_of(dir / "ddp" / "step_00000006" / "model.safetensors");
+  std::vector<float> b = model_of(dir / "single" / "step_00000006" / "model.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-6f) << "element " << i;
+  fs::remove_all(dir);
 }
 
 class TrainerCheckpoint : public ::testing::Test {

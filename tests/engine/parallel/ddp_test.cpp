@@ -1,0 +1,223 @@
+// DDP against the arithmetic it promises: N ranks (threads over loopback Gloo) with batch B each
+// compute what one process computes with batch N * B, with and without gradient accumulation;
+// replicas start from rank 0's parameters; buckets follow reverse parameter order under the cap
+// and each bucket's all-reduce starts right after the backward of its last module.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <mutex>
+
+#include "data/distributed_sampler.h"
+#include "data/synthetic_dataset.h"
+#include "engine/comm/comm_harness.h"
+#include "nn/loss.h"
+#include "nn/mlp.h"
+#include "optim/optimizer.h"
+#include "parallel/ddp.h"
+#include "tensor/ops.h"
+
+namespace ringmaster {
+namespace {
+
+using testing::runRanks;
+
+// float32 sums taken in another order (per-rank partial sums, then the all-reduce) differ from the
+// one-process sum by a few ulp per element (~1e-7 relative); five SGD steps with momentum carry
+// that into the parameters without amplifying it much. 2e-6 absolute on parameters of magnitude
+// ~0.1 is ~20 ulp of headroom, far below what any wrong sample, scale or missing rank would give
+// (those change parameters by 1e-3 and more).
+constexpr float kTolerance = 2e-6f;
+
+constexpr int64_t kSamples = 960;  // divisible by every N * B * accumulation used here
+const MlpConfig kModel{.layers = {12, 16, 16, 4}, .seed = 11};
+
+struct Schedule {  // how many samples per rank, micro-batches and steps
+  int64_t batch_per_rank = 8;
+  int accumulation = 1;
+  int steps = 5;
+};
+
+using Parameters = std::vector<std::vector<float>>;
+
+Parameters snapshot(Sequential& model) {
+  Parameters out;
+  for (auto& p : model.namedParameters()) out.push_back(p.parameter->value.toFloatVector());
+  return out;
+}
+
+// One optimizer step per iteration over `world` ranks' worth of data, in one process:
+// batch world * B, the gradient scaled for `accumulation` micro-batches.
+Parameters trainOneProcess(int world, const Schedule& setup) {
+  SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+  auto model = buildMlp(kModel);
+  Sgd sgd(model->namedParameters(), {.lr = 0.1f, .momentum = 0.9f});
+  BatchIterator batches(DistributedSampler(kSamples, 1, 0, true, 7, false),
+                        world * setup.batch_per_rank);
+  SoftmaxCrossEntropy loss;
+  for (int step = 0; step < setup.steps; ++step) {
+    sgd.zeroGrad();
+    for (int micro = 0; micro < setup.accumulation; ++micro) {
+      Batch batch = makeBatch(data, batches.next());
+      loss.forward(model->forward(batch.features), batch.labels);
+      model->backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)));
+    }
+    sgd.step();
+  }
+  return snapshot(*model);
+}
+
+// The same under DDP on `world` ranks; rank r > 0 starts from deliberately different parameters,
+// which the start-up broadcast must replace. Returns every rank's final parameters.
+std::vector<Parameters> trainDdp(int world, const Schedule& setup, DdpOptions options = {}) {
+  std::vector<Parameters> finals(world);
+  auto failures = runRanks(world, [&](Communicator& comm) {
+    SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+    MlpConfig config = kModel;
+    config.seed += comm.rank();
+    auto model = buildMlp(config);
+    DistributedDataParallel ddp(*model, comm, options);
+    Sgd sgd(model->namedParameters(), {.lr = 0.1f, .momentum = 0.9f});
+    BatchIterator batches(DistributedSampler(kSamples, world, comm.rank(), true, 7, false),
+                          setup.batch_per_rank);
+    SoftmaxCrossEntropy loss;
+    for (int step = 0; step < setup.steps; ++step) {
+      sgd.zeroGrad();
+      for (int micro = 0; micro < setup.accumulation; ++micro) {
+        Batch batch = makeBatch(data, batches.next());
+        loss.forward(ddp.forward(batch.features), batch.labels);
+        ddp.backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)),
+                     /*sync=*/micro == setup.accumulation - 1);
+      }
+      ddp.finishGradientSync();
+      sgd.step();
+    }
+    finals[comm.rank()] = snapshot(*model);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  return finals;
+}
+
+float maxDifference(const Parameters& a, const Parameters& b) {
+  float worst = 0;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t t = 0; t < a.size() && t < b.size(); ++t) {
+    EXPECT_EQ(a[t].size(), b[t].size());
+    for (size_t i = 0; i < a[t].size() && i < b[t].size(); ++i)
+      worst = std::max(worst, std::fabs(a[t][i] - b[t][i]));
+  }
+  return worst;
+}
+
+class DdpEquivalence : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpEquivalence, EqualsOneProcessWithTheNTimesBatch) {
+  const int world = GetParam();
+  Schedule setup;
+  // A 2 KiB cap puts the model in several buckets, so bucketing is part of what is checked.
+  std::vector<Parameters> ddp =
+      trainDdp(world, setup, {.bucket_cap_mb = 2.0 / 1024, .first_bucket_mb = 1.0 / 1024});
+  Parameters reference = trainOneProcess(world, setup);
+  EXPECT_GT(maxDifference(reference, snapshot(*buildMlp(kModel))), 1e-3f)
+      << "training must move the parameters, or the comparison proves nothing";
+  for (int rank = 0; rank < world; ++rank) {
+    EXPECT_EQ(ddp[rank], ddp[0]) << "rank " << rank << " diverged from rank 0";
+    EXPECT_LE(maxDifference(ddp[rank], reference), kTolerance) << "rank " << rank;
+  }
+}
+
+TEST_P(DdpEquivalence, AccumulationEqualsTheLargeBatchStep) {
+  const int world = GetParam();
+  Schedule accumulated{.batch_per_rank = 4, .accumulation = 3};
+  std::vector<Parameters> ddp = trainDdp(world, accumulated);
+  // One process, no accumulation, one batch of world * 4 * 3 samples per step.
+  Parameters large_batch = trainOneProcess(world, {.batch_per_rank = 12, .accumulation = 1});
+  for (int rank = 0; rank < world; ++rank)
+    EXPECT_LE(maxDifference(ddp[rank], large_batch), kTolerance) << "rank " << rank;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, DdpEquivalence, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return "world" + std::to_string(info.param); });
+
+TEST(Ddp, OneProcessAccumulationEqualsTheLargeBatchStep) {
+  Parameters accumulated = trainOneProcess(1, {.batch_per_rank = 4, .accumulation = 3});
+  Parameters large_batch = trainOneProcess(1, {.batch_per_rank = 12, .accumulation = 1});
+  EXPECT_LE(maxDifference(accumulated, large_batch), kTolerance);
+}
+
+TEST(Ddp, BucketsTakeParametersInReverseOrderAndStartWhenComplete) {
+  auto failures = runRanks(2, [&](Communicator& comm) {
+    // Modules 0, 2, 4 are Linear 12x16, 16x16, 16x4; parameters in order: 0.weight (768 B),
+    // 0.bias (64 B), 2.weight (1024 B), 2.bias (64 B), 4.weight (256 B), 4.bias (16 B).
+    auto model = buildMlp(kModel);
+    std::vector<NamedParameter> named = model->namedParameters();
+    DistributedDataParallel ddp(*model, comm,
+                                {.bucket_cap_mb = 1000.0 / (1 << 20), .first_bucket_mb = 1e-9});
+    const auto& buckets = ddp.buckets();
+    // A bucket closes once it reaches its cap: the tiny first cap takes the last bias alone, then
+    // 1000-byte buckets.
+    const std::vector<std::vector<size_t>> expected = {{5}, {4, 3, 2}, {1, 0}};
+    ASSERT_EQ(buckets.size(), expected.size());
+    for (size_t b = 0; b < expected.size(); ++b) {
+      ASSERT_EQ(buckets[b].parameters.size(), expected[b].size()) << "bucket " << b;
+      for (size_t i = 0; i < expected[b].size(); ++i)
+        EXPECT_EQ(buckets[b].parameters[i], named[expected[b][i]].parameter)
+            << "bucket " << b << " slot " << i;
+    }
+    // Gradients are views into the buckets, so the all-reduce needs no copies.
+    EXPECT_TRUE(named[0].parameter->grad.sharesStorageWith(buckets[2].buffer));
+
+    SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+    Batch batch = makeBatch(data, std::vector<int64_t>{0, 1, 2, 3});
+    SoftmaxCrossEntropy loss;
+    loss.forward(ddp.forward(batch.features), batch.labels);
+    ddp.backward(loss.backward(1.0f));
+    // Each bucket started right after the module that completed it, before the earlier modules'
+    // backward: bucket 0 after module 4, bucket 1 after module 2 (2.weight), bucket 2 after 0.
+    EXPECT_EQ(buckets[0].ready_after_module, 4);
+    EXPECT_EQ(buckets[1].ready_after_module, 2);
+    EXPECT_EQ(buckets[2].ready_after_module, 0);
+    GradientSyncTiming timing = ddp.finishGradientSync();
+    EXPECT_GT(timing.comm_ms, 0.0);
+    EXPECT_GE(timing.exposed_comm_ms, 0.0);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+// Counts the all-reduces a rank runs.
+class AllReduceCounter : public CommObserver {
+ public:
+  void onOperation(const CommRecord& record) override {
+    if (record.op == CommOp::kAllReduce) ++count;
+  }
+  std::atomic<int> count{0};
+};
+
+TEST(Ddp, NoSyncMicroBatchesLaunchNoAllReduce) {
+  auto counter = std::make_shared<AllReduceCounter>();
+  CommOptions options;
+  options.observer = counter;
+  auto failures = runRanks(
+      2,
+      [&](Communicator& comm) {
+        auto model = buildMlp(kModel);
+        DistributedDataParallel ddp(*model, comm,
+                                    {.bucket_cap_mb = 1000.0 / (1 << 20), .first_bucket_mb = 1e-9});
+        SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+        SoftmaxCrossEntropy loss;
+        for (int micro = 0; micro < 3; ++micro) {
+          Batch batch = makeBatch(data, std::vector<int64_t>{micro * 2 + comm.rank()});
+          loss.forward(ddp.forward(batch.features), batch.labels);
+          ddp.backward(loss.backward(1.0f), /*sync=*/micro == 2);
+        }
+        ddp.finishGradientSync();
+        EXPECT_EQ(ddp.buckets().size(), 3u);
+      },
+      options);
+  EXPECT_ALL_RANKS_OK(failures);
+  EXPECT_EQ(counter->count.load(), 2 * 3) << "one all-reduce per bucket per rank, for the last "
+                                             "micro-batch only";
+}
+
+}  // namespace
+}  // namespace ringmaster
