@@ -1,16 +1,19 @@
-// ringmaster-node: the binary that runs on training nodes. `worker` runs one rank of a job and
-// streams its telemetry on stdout; `bench-comm` benchmarks the collectives; `--version` says which
-// build and protocol this is. Errors become exit codes here and nowhere else (docs/errors.md).
+// ringmaster-node: the binary that runs on training nodes. `agent` supervises one host's workers
+// (torchrun's role); `worker` runs one rank of a job and streams its telemetry on stdout;
+// `bench-comm` benchmarks the collectives; `--version` says which build and protocol this is.
+// Errors become exit codes here and nowhere else (docs/errors.md).
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "agent/node_agent.h"
 #include "bench_comm_command.h"
 #include "comm/comm_telemetry.h"
 #include "comm/process_group.h"
@@ -127,6 +130,45 @@ int runWorker(const std::string& spec_path) {
   }
 }
 
+struct AgentArgs {
+  std::string spec_path;
+  int node_rank = 0;
+  int nnodes = 1;
+  std::string master;
+  double grace_s = 5;
+  bool ignore_stdin = false;
+};
+
+int runAgentCommand(const AgentArgs& args) {
+  AgentOptions options;
+  options.spec = loadJobSpecFile(args.spec_path);
+  options.node_rank = args.node_rank;
+  options.nnodes = args.nnodes;
+  const size_t colon = args.master.rfind(':');
+  RM_CHECK_ARG(colon != std::string::npos && colon > 0,
+               fmt::format("--master '{}': expected HOST:PORT", args.master));
+  options.master_addr = args.master.substr(0, colon);
+  if (options.master_addr.size() > 2 && options.master_addr.front() == '[')
+    options.master_addr = options.master_addr.substr(1, options.master_addr.size() - 2);
+  try {
+    size_t used = 0;
+    options.master_port = std::stoi(args.master.substr(colon + 1), &used);
+    RM_CHECK_ARG(used == args.master.size() - colon - 1, "trailing characters");
+  } catch (const std::exception&) {
+    RM_THROW(kInvalidArgument, fmt::format("--master '{}': the port is not a number", args.master));
+  }
+  // The workers are this very binary, so agent and workers are always the same build.
+  std::error_code error;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
+  RM_CHECK_ARG(!error, "agent: cannot find its own executable (/proc/self/exe)");
+  options.worker_command = {self, "worker", "--spec",
+                            std::filesystem::absolute(args.spec_path).string()};
+  options.host = hostName();
+  options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
+  options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;
+  return static_cast<int>(runAgent(options));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,6 +183,26 @@ int main(int argc, char** argv) {
                                         "run one rank (RANK / WORLD_SIZE from the "
                                         "environment, default 0 / 1)");
   worker->add_option("--spec", spec_path, "job spec (JSON)")->required();
+  AgentArgs agent_args;
+  CLI::App* agent = app.add_subcommand(
+      "agent", "run this host's workers of a job (one agent per host), their telemetry on stdout");
+  agent->add_option("--spec", agent_args.spec_path, "job spec (JSON)")->required();
+  agent->add_option("--node-rank", agent_args.node_rank, "this host's index in launch.hosts")
+      ->default_val(0);
+  agent->add_option("--nnodes", agent_args.nnodes, "number of hosts (agents)")->default_val(1);
+  agent
+      ->add_option("--master", agent_args.master,
+                   "HOST:PORT of the rendezvous store, hosted by node 0's agent (port 0 there: "
+                   "a free one)")
+      ->default_val("127.0.0.1:0");
+  agent
+      ->add_option("--grace", agent_args.grace_s,
+                   "seconds between SIGTERM and SIGKILL when stopping workers")
+      ->default_val(5.0)
+      ->check(CLI::Range(0.0, 3600.0));
+  agent->add_flag("--ignore-stdin", agent_args.ignore_stdin,
+                  "keep running when stdin closes (default: stop everything, as when the "
+                  "launcher's SSH link drops)");
   BenchCommArgs bench_comm_args;
   CLI::App* bench_comm = addBenchCommCommand(app, bench_comm_args);
 
@@ -158,6 +220,7 @@ int main(int argc, char** argv) {
       std::signal(SIGTERM, onStopSignal);
       return runWorker(spec_path);
     }
+    if (agent->parsed()) return runAgentCommand(agent_args);
     if (bench_comm->parsed())
       return runBenchComm(bench_comm_args, std::vector<std::string>(argv, argv + argc));
   } catch (const Error& e) {

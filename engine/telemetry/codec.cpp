@@ -167,6 +167,9 @@ void putBody(OrderedJson& out, const ErrorEvent& e) {
   out["where"] = e.where;
   putOptional(out, "step", e.step);
   out["fatal"] = e.fatal;
+  putOptional(out, "host", e.host);
+  putOptional(out, "exit_code", e.exit_code);
+  putOptional(out, "signal", e.signal);
   // flight_recorder is spliced in by encodeEvent: it is an nlohmann::json, not an ordered_json.
 }
 
@@ -471,6 +474,9 @@ ErrorEvent readError(FieldReader& in) {
   e.where = in.string("where");
   e.step = in.optionalInteger("step", 0, kInt64Max);
   e.fatal = in.boolean("fatal");
+  e.host = in.optionalString("host");
+  if (auto code = in.optionalInteger("exit_code", 0, 255)) e.exit_code = static_cast<int>(*code);
+  e.signal = in.optionalString("signal");
   if (const Json* records = in.optional("flight_recorder")) {
     if (records->is_array()) {
       e.flight_recorder = *records;

@@ -123,6 +123,10 @@ struct ErrorEvent {
   std::optional<int64_t> step;  // last completed step
   bool fatal = true;
   std::optional<nlohmann::json> flight_recorder;  // a JSON array of the communicator's records
+  // Set by the node agent when the worker process itself ended badly.
+  std::optional<std::string> host;
+  std::optional<int> exit_code;       // the worker's exit code
+  std::optional<std::string> signal;  // the signal that killed it: "SIGKILL"
   bool operator==(const ErrorEvent&) const = default;
 };
 

@@ -113,6 +113,9 @@ inline ErrorEvent fullError() {
   e.where = "engine/comm/gloo_backend.cpp:212";
   e.step = 41;
   e.fatal = true;
+  e.host = "node-7";
+  e.exit_code = 1;
+  e.signal = "SIGKILL";
   e.flight_recorder = nlohmann::json::array(
       {{{"seq", 17}, {"op", "all_reduce"}, {"state", "completed"}, {"ranks", {0, 1, 2}}},
        {{"seq", 18},
@@ -127,6 +130,9 @@ inline ErrorEvent minimalError() {
   ErrorEvent e = fullError();
   e.step.reset();
   e.flight_recorder.reset();
+  e.host.reset();
+  e.exit_code.reset();
+  e.signal.reset();
   e.fatal = false;
   return e;
 }

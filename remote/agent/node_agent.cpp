@@ -1,0 +1,404 @@
+// The node agent's event loop: one poll() over its stdin, a self-pipe for signals, and each
+// worker's stdout and stderr; workers are reaped by PID as they end.
+#include "agent/node_agent.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "comm/tcp_store.h"
+#include "core/error.h"
+#include "process/child_process.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPollPeriod = std::chrono::milliseconds(20);
+
+// Signals reach the loop through this pipe (the handler only writes the signal number).
+int g_signal_pipe[2] = {-1, -1};
+
+void onSignal(int signo) {
+  const int saved = errno;
+  const char byte = static_cast<char>(signo);
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+// Installs the handlers for the agent's lifetime and restores the previous ones after.
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+      RM_THROW(kIo, fmt::format("agent: cannot make the signal pipe: {}", std::strerror(errno)));
+    struct sigaction action = {};
+    action.sa_handler = onSignal;
+    sigemptyset(&action.sa_mask);
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &action, &previous_[i]);
+  }
+  ~SignalForwarding() {
+    for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    ::close(g_signal_pipe[0]);
+    ::close(g_signal_pipe[1]);
+    g_signal_pipe[0] = g_signal_pipe[1] = -1;
+  }
+  int fd() const { return g_signal_pipe[0]; }
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction previous_[3];
+};
+
+// Writes all of `data`; false when the reader has gone or the descriptor failed.
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd p{fd, POLLOUT, 0};
+        ::poll(&p, 1, 100);
+        continue;
+      }
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+void setNonBlocking(int fd) {
+  if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+double unixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+struct Worker {
+  int rank = 0;
+  int local_rank = 0;
+  std::unique_ptr<ChildProcess> process;
+  LineSplitter out;
+  LineSplitter err;
+  // What the agent knows of the worker's telemetry, to continue its sequence after it died.
+  uint64_t next_seq = 0;
+  int64_t last_step = 0;
+  bool done_seen = false;
+  bool stopped_by_agent = false;
+  bool reported = false;  // the agent's closing events for it were written
+};
+
+class Agent {
+ public:
+  explicit Agent(const AgentOptions& options) : options_(options) {}
+
+  AgentOutcome run();
+
+ private:
+  void startStore();
+  void startWorkers();
+  void message(const std::string& text);
+  void emit(Worker& worker, EventBody body);
+  void forwardTelemetry(Worker& worker, const std::string& line);
+  void readFrom(Worker& worker, bool stdout_stream);
+  void stopAll(int signo, const char* reason);
+  void reap();
+  void report(Worker& worker);
+
+  const AgentOptions& options_;
+  std::unique_ptr<TcpStore> store_;
+  int master_port_ = 0;
+  std::vector<Worker> workers_;
+  bool output_broken_ = false;
+  bool launcher_gone_ = false;
+  bool cancelled_ = false;
+  std::optional<size_t> first_failure_;
+  std::optional<Clock::time_point> kill_deadline_;
+};
+
+void Agent::message(const std::string& text) {
+  writeAll(options_.log_fd, fmt::format("[agent node {}] {}\n", options_.node_rank, text));
+}
+
+void Agent::startStore() {
+  master_port_ = options_.master_port;
+  if (options_.node_rank != 0) return;
+  TcpStoreOptions store;
+  store.host = options_.master_addr;
+  store.port = options_.master_port;
+  store.is_server = true;
+  store.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options_.spec.launch.timeout_s * 1000));
+  store_ = std::make_unique<TcpStore>(store);
+  master_port_ = store_->port();
+  message(fmt::format("rendezvous store on {}:{}", options_.master_addr, master_port_));
+}
+
+void Agent::startWorkers() {
+  const LaunchHostSpec& host = options_.spec.launch.hosts[static_cast<size_t>(options_.node_rank)];
+  for (int local = 0; local < host.ranks; ++local) {
+    ChildOptions child;
+    child.argv = options_.worker_command;
+    for (auto& [name, value] : workerEnvironment(options_, master_port_, local))
+      child.environment[name] = value;
+    child.stdin_mode = StreamMode::kNull;
+    Worker worker;
+    worker.local_rank = local;
+    worker.rank = std::stoi(child.environment.at("RANK"));
+    worker.process = std::make_unique<ChildProcess>(child);
+    setNonBlocking(worker.process->stdoutFd());
+    setNonBlocking(worker.process->stderrFd());
+    workers_.push_back(std::move(worker));
+  }
+  message(fmt::format("started {} workers, ranks {}..{}", workers_.size(), workers_.front().rank,
+                      workers_.back().rank));
+}
+
+void Agent::emit(Worker& worker, EventBody body) {
+  TelemetryEvent event{worker.rank, worker.next_seq++, unixSeconds(), std::move(body)};
+  if (!output_broken_ && !writeAll(options_.output_fd, encodeEvent(event) + "\n")) {
+    output_broken_ = true;
+  }
+}
+
+void Agent::forwardTelemetry(Worker& worker, const std::string& line) {
+  DecodeResult decoded = decodeEvent(line);
+  if (decoded.ok()) {
+    const TelemetryEvent& event = decoded.event();
+    worker.next_seq = std::max(worker.next_seq, event.seq + 1);
+    if (const auto* step = std::get_if<StepEvent>(&event.body)) worker.last_step = step->step;
+    if (const auto* done = std::get_if<DoneEvent>(&event.body)) {
+      worker.done_seen = true;
+      worker.last_step = done->final_step;
+    }
+  }
+  // Each line goes out in one piece: the agent is the stream's only writer.
+  if (!output_broken_ && !writeAll(options_.output_fd, line + "\n")) output_broken_ = true;
+}
+
+void Agent::readFrom(Worker& worker, bool stdout_stream) {
+  const int fd = stdout_stream ? worker.process->stdoutFd() : worker.process->stderrFd();
+  LineSplitter& splitter = stdout_stream ? worker.out : worker.err;
+  char buffer[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    if (n > 0) {
+      splitter.feed({buffer, static_cast<size_t>(n)});
+    } else {
+      // End of the stream: the worker has exited (or closed it). A partial telemetry line is the
+      // remains of a write cut short by its death; it is dropped, and said so.
+      if (stdout_stream && splitter.pendingBytes() > 0) {
+        message(fmt::format("rank {}: dropped an unfinished telemetry line of {} bytes",
+                            worker.rank, splitter.pendingBytes()));
+      } else {
+        splitter.finish();
+      }
+    }
+    while (auto line = splitter.next()) {
+      if (line->oversized) {
+        message(fmt::format("rank {}: dropped a line over {} bytes starting '{}'", worker.rank,
+                            splitter.maxLineBytes(), line->text));
+      } else if (stdout_stream) {
+        forwardTelemetry(worker, line->text);
+      } else {
+        writeAll(options_.log_fd, line->text + "\n");
+      }
+    }
+    if (n <= 0) {
+      worker.process->closeOutput(fd);
+      return;
+    }
+  }
+}
+
+void Agent::stopAll(int signo, const char* reason) {
+  message(fmt::format("{}: sending {} to the workers", reason, signalName(signo)));
+  for (Worker& worker : workers_) {
+    if (worker.process->status()) continue;
+    worker.stopped_by_agent = true;
+    worker.process->signal(signo);
+  }
+  if (!kill_deadline_) kill_deadline_ = Clock::now() + options_.grace;
+}
+
+void Agent::reap() {
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    Worker& worker = workers_[i];
+    if (worker.process->status()) continue;
+    std::optional<ExitStatus> status = worker.process->poll();
+    if (!status || status->ok()) continue;
+    const bool expected = worker.stopped_by_agent && (status->exit_code == 130 || status->signal);
+    if (!expected && !cancelled_ && !launcher_gone_ && !first_failure_) {
+      first_failure_ = i;
+      message(fmt::format("rank {} {}", worker.rank, status->describe()));
+      stopAll(SIGTERM, "a worker failed");
+    }
+  }
+}
+
+void Agent::report(Worker& worker) {
+  worker.reported = true;
+  const ExitStatus status = *worker.process->status();
+  const bool is_first_failure = first_failure_ && &workers_[*first_failure_] == &worker;
+  if (is_first_failure) {
+    ErrorEvent error;
+    error.message =
+        fmt::format("rank {} (pid {}) on {} {} after step {}", worker.rank, worker.process->pid(),
+                    options_.host, status.describe(), worker.last_step);
+    error.kind = "worker failed";
+    error.where = "agent";
+    error.step = worker.last_step;
+    error.fatal = true;
+    error.host = options_.host;
+    if (status.signal)
+      error.signal = signalName(status.signal);
+    else
+      error.exit_code = status.exit_code;
+    emit(worker, error);
+  }
+  if (!worker.done_seen && (is_first_failure || !status.ok())) {
+    emit(worker,
+         DoneEvent{.status = is_first_failure ? DoneStatus::kFailed : DoneStatus::kCancelled,
+                   .final_step = worker.last_step,
+                   .wall_s = 0});
+  }
+}
+
+AgentOutcome Agent::run() {
+  SignalForwarding signals;
+  startStore();
+  startWorkers();
+  bool input_open = options_.input_fd >= 0;
+  for (;;) {
+    std::vector<pollfd> fds;
+    fds.push_back({signals.fd(), POLLIN, 0});
+    if (input_open) fds.push_back({options_.input_fd, POLLIN, 0});
+    for (Worker& worker : workers_) {
+      if (worker.process->stdoutFd() >= 0) fds.push_back({worker.process->stdoutFd(), POLLIN, 0});
+      if (worker.process->stderrFd() >= 0) fds.push_back({worker.process->stderrFd(), POLLIN, 0});
+    }
+    ::poll(fds.data(), fds.size(), static_cast<int>(kPollPeriod.count()));
+
+    char signal_bytes[16];
+    ssize_t got;
+    while ((got = ::read(signals.fd(), signal_bytes, sizeof signal_bytes)) > 0) {
+      for (ssize_t i = 0; i < got; ++i) {
+        const int signo = signal_bytes[i] == SIGHUP ? SIGTERM : signal_bytes[i];
+        if (cancelled_) {
+          stopAll(SIGKILL, "a second stop signal");
+        } else {
+          cancelled_ = true;
+          stopAll(signo, "stop requested");
+        }
+      }
+    }
+    if (input_open) {
+      for (const pollfd& p : fds) {
+        if (p.fd != options_.input_fd || p.revents == 0) continue;
+        char discard[256];
+        ssize_t n = ::read(options_.input_fd, discard, sizeof discard);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+          input_open = false;
+          if (!launcher_gone_) {
+            launcher_gone_ = true;
+            stopAll(SIGTERM, "stdin closed (the launcher has gone)");
+          }
+        }
+      }
+    }
+    for (Worker& worker : workers_) {
+      if (worker.process->stdoutFd() >= 0) readFrom(worker, true);
+      if (worker.process->stderrFd() >= 0) readFrom(worker, false);
+    }
+    if (output_broken_ && !launcher_gone_) {
+      launcher_gone_ = true;
+      stopAll(SIGTERM, "stdout closed (the launcher has gone)");
+    }
+    reap();
+    if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
+      for (Worker& worker : workers_) {
+        if (!worker.process->status() && worker.process->signal(SIGKILL)) {
+          worker.stopped_by_agent = true;
+          message(fmt::format("rank {} still running after {} ms: SIGKILL", worker.rank,
+                              options_.grace.count()));
+        }
+      }
+      kill_deadline_ = Clock::time_point::max();
+    }
+    bool all_finished = true;
+    for (Worker& worker : workers_) {
+      const bool drained = worker.process->stdoutFd() < 0 && worker.process->stderrFd() < 0;
+      if (worker.process->status() && drained) {
+        if (!worker.reported) report(worker);
+      } else {
+        all_finished = false;
+      }
+    }
+    if (all_finished) break;
+  }
+  if (first_failure_) return AgentOutcome::kFailed;
+  if (launcher_gone_) return AgentOutcome::kLauncherGone;
+  if (cancelled_) return AgentOutcome::kCancelled;
+  message("all workers completed");
+  return AgentOutcome::kCompleted;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOptions& options,
+                                                                   int master_port,
+                                                                   int local_rank) {
+  const auto& hosts = options.spec.launch.hosts;
+  int first_rank = 0;
+  for (int node = 0; node < options.node_rank; ++node)
+    first_rank += hosts[static_cast<size_t>(node)].ranks;
+  const int local_world = hosts[static_cast<size_t>(options.node_rank)].ranks;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"MASTER_ADDR", options.master_addr},
+      {"MASTER_PORT", std::to_string(master_port)},
+      {"RANK", std::to_string(first_rank + local_rank)},
+      {"WORLD_SIZE", std::to_string(worldSize(options.spec))},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"NODE_RANK", std::to_string(options.node_rank)},
+      {"GROUP_RANK", std::to_string(options.node_rank)},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+  };
+  // As torchrun does: several ranks on one host must not each start a thread per core.
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
+    if (std::getenv(name) == nullptr && local_world > 1) env.emplace_back(name, "1");
+  }
+  return env;
+}
+
+AgentOutcome runAgent(const AgentOptions& options) {
+  const int hosts = static_cast<int>(options.spec.launch.hosts.size());
+  RM_CHECK_ARG(
+      options.nnodes == hosts,
+      fmt::format("--nnodes {} does not match the spec's {} launch.hosts", options.nnodes, hosts));
+  RM_CHECK_ARG(options.node_rank >= 0 && options.node_rank < hosts,
+               fmt::format("--node-rank {} is outside 0..{}", options.node_rank, hosts - 1));
+  RM_CHECK_ARG(!options.worker_command.empty(), "agent: no worker command");
+  RM_CHECK_ARG(options.master_port >= 0 && options.master_port <= 65535,
+               fmt::format("--master port {} is outside 0..65535", options.master_port));
+  RM_CHECK_ARG(options.node_rank == 0 || options.master_port != 0,
+               "--master: only node 0 may leave the port to be chosen (0)");
+  return Agent(options).run();
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,48 @@
+// The node agent, like torchrun's elastic agent for one host: starts the host's workers with the
+// torchrun environment, copies their telemetry lines onto one stream whole and in order, forwards
+// SIGINT / SIGTERM, stops the siblings when a worker dies and reports that first failure as an
+// `error` event, and ends everything when its stdin closes (the launcher or its SSH link is gone).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "spec/job_spec.h"
+
+namespace ringmaster {
+
+struct AgentOptions {
+  JobSpec spec;
+  int node_rank = 0;  // this host's index in spec.launch.hosts
+  int nnodes = 1;     // must equal spec.launch.hosts.size()
+  // Rank 0's rendezvous store: MASTER_ADDR / MASTER_PORT of the workers. Node 0's agent hosts it
+  // (TORCHELASTIC_USE_AGENT_STORE), so it outlives any worker; port 0 there picks a free port.
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  // How a worker is started: `worker_command` then RANK etc. in its environment.
+  std::vector<std::string> worker_command;
+  std::string host;  // this host's name, for the error event
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};  // TERM to KILL
+  int input_fd = 0;   // watched for end of file; -1: not watched
+  int output_fd = 1;  // the workers' telemetry lines, and the agent's own events
+  int log_fd = 2;     // the workers' stderr lines, and the agent's own messages
+};
+
+// How the agent's run ended, also its exit code.
+enum class AgentOutcome : int {
+  kCompleted = 0,
+  kFailed = 1,          // a worker failed; the others were stopped
+  kLauncherGone = 129,  // stdin closed or stdout broken: everything was stopped
+  kCancelled = 130,     // SIGINT / SIGTERM reached the agent and was forwarded
+};
+
+// The torchrun environment of the worker with local rank `local_rank` on `options.node_rank`.
+std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOptions& options,
+                                                                   int master_port, int local_rank);
+
+// Runs the host's workers to the end. Returns only when every worker has been reaped. Throws
+// kInvalidArgument for options that do not fit the spec.
+AgentOutcome runAgent(const AgentOptions& options);
+
+}  // namespace ringmaster

@@ -1,0 +1,266 @@
+// The node agent: the torchrun environment of each worker; lines of 8 fast writers arrive whole
+// and complete; and, through `ringmaster-node agent` as a child process, a DDP run streams every
+// rank, a worker killed with SIGKILL stops the rest and is reported, a closed stdin or SIGTERM
+// ends every worker, and options that do not fit the spec are refused.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "agent/node_agent.h"
+#include "common/captured_process.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::CapturedProcess;
+using Clock = std::chrono::steady_clock;
+
+const std::string kNode = RINGMASTER_BINARY_DIR "/app/ringmaster-node";
+
+JobSpec ddpSpec(int ranks, int64_t steps) {
+  SpecParseResult parsed = parseJobSpec(R"({
+    "name": "agent-test", "strategy": {"kind": "ddp"},
+    "model": {"kind": "mlp", "layers": [16, 32, 4], "seed": 3},
+    "data": {"kind": "synthetic", "samples": 4096, "features": 16, "classes": 4, "seed": 1},
+    "train": {"steps": 10, "batch_size": 16},
+    "optimizer": {"kind": "sgd", "lr": 0.05},
+    "device": "cpu",
+    "launch": {"hosts": [{"host": "localhost", "ranks": 2}], "timeout_s": 30}})");
+  EXPECT_TRUE(parsed.ok()) << parsed.describe();
+  JobSpec spec = *parsed.spec;
+  spec.launch.hosts[0].ranks = ranks;
+  spec.train.steps = steps;
+  return spec;
+}
+
+// A spec file that lives as long as the object.
+class SpecFile {
+ public:
+  explicit SpecFile(const JobSpec& spec) {
+    path_ = fs::temp_directory_path() / ("ringmaster_agent_" + std::to_string(getpid()) + "_" +
+                                         std::to_string(counter_++) + ".json");
+    std::ofstream(path_) << toJson(spec).dump(2);
+  }
+  ~SpecFile() { fs::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+// Every line of `text` decoded; a line that does not decode fails the test.
+std::vector<TelemetryEvent> decodeAll(const std::string& text) {
+  std::vector<TelemetryEvent> events;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    DecodeResult decoded = decodeEvent(line);
+    EXPECT_TRUE(decoded.ok()) << (decoded.ok() ? "" : decoded.error().message) << ": "
+                              << line.substr(0, 120);
+    if (decoded.ok()) events.push_back(decoded.event());
+  }
+  return events;
+}
+
+bool processExists(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+std::map<int, pid_t> workerPids(const std::vector<TelemetryEvent>& events) {
+  std::map<int, pid_t> pids;
+  for (const auto& e : events)
+    if (const auto* hello = std::get_if<HelloEvent>(&e.body))
+      pids[e.rank] = static_cast<pid_t>(hello->pid);
+  return pids;
+}
+
+TEST(AgentEnvironment, FollowsTorchrunAcrossNodes) {
+  AgentOptions options;
+  options.spec = ddpSpec(2, 1);
+  options.spec.launch.hosts.push_back({.host = "b", .ranks = 3});
+  options.node_rank = 1;
+  options.nnodes = 2;
+  options.master_addr = "10.0.0.1";
+  auto env = workerEnvironment(options, 29500, 2);
+  std::map<std::string, std::string> vars(env.begin(), env.end());
+  EXPECT_EQ(vars["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(vars["MASTER_PORT"], "29500");
+  EXPECT_EQ(vars["RANK"], "4");  // two ranks on node 0, then local rank 2
+  EXPECT_EQ(vars["WORLD_SIZE"], "5");
+  EXPECT_EQ(vars["LOCAL_RANK"], "2");
+  EXPECT_EQ(vars["LOCAL_WORLD_SIZE"], "3");
+  EXPECT_EQ(vars["NODE_RANK"], "1");
+  EXPECT_EQ(vars["TORCHELASTIC_USE_AGENT_STORE"], "True");
+}
+
+TEST(Agent, EightFastWritersLoseNoLineAndTearNone) {
+  constexpr int kWorkers = 8, kEvents = 2000;
+  AgentOptions options;
+  options.spec = ddpSpec(kWorkers, 1);
+  options.worker_command = {RINGMASTER_TELEMETRY_FLOOD, std::to_string(kEvents)};
+  options.host = "test";
+  options.input_fd = -1;
+  std::FILE* out = std::tmpfile();
+  std::FILE* log = std::tmpfile();
+  options.output_fd = fileno(out);
+  options.log_fd = fileno(log);
+  EXPECT_EQ(runAgent(options), AgentOutcome::kCompleted);
+
+  std::rewind(out);
+  std::string text;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, out)) > 0) text.append(buffer, n);
+  std::fclose(out);
+  std::fclose(log);
+  std::map<int, uint64_t> next_seq;
+  size_t over_pipe_buf = 0;
+  for (const TelemetryEvent& e : decodeAll(text)) {
+    EXPECT_EQ(e.seq, next_seq[e.rank]) << "rank " << e.rank;
+    next_seq[e.rank] = e.seq + 1;
+    const auto& message = std::get<LogEvent>(e.body).message;
+    if (message.size() > 4096) ++over_pipe_buf;
+    const size_t length = (e.seq * 7919u + static_cast<size_t>(e.rank) * 31u) % 20000u;
+    EXPECT_EQ(message, std::string(length, static_cast<char>('a' + (e.seq + e.rank) % 26)));
+  }
+  ASSERT_EQ(next_seq.size(), static_cast<size_t>(kWorkers));
+  for (auto [rank, count] : next_seq) EXPECT_EQ(count, static_cast<uint64_t>(kEvents)) << rank;
+  EXPECT_GT(over_pipe_buf, 1000u) << "the test must include lines longer than PIPE_BUF";
+}
+
+TEST(Agent, DdpRunOnThreeRanksStreamsEveryRankWhole) {
+  SpecFile spec(ddpSpec(3, 20));
+  CapturedProcess agent(kNode, {"agent", "--spec", spec.path()});
+  ExitStatus status = agent.wait(std::chrono::seconds(120));
+  ASSERT_TRUE(testing::exitedWith(status, 0)) << status.describe() << "\n" << agent.err();
+  std::map<int, uint64_t> next_seq;
+  std::map<int, int> steps, dones;
+  for (const TelemetryEvent& e : decodeAll(agent.out())) {
+    EXPECT_EQ(e.seq, next_seq[e.rank]) << "rank " << e.rank;
+    next_seq[e.rank] = e.seq + 1;
+    if (const auto* hello = std::get_if<HelloEvent>(&e.body)) {
+      EXPECT_EQ(hello->world_size, 3);
+      EXPECT_EQ(hello->local_rank, e.rank);
+    }
+    if (std::holds_alternative<StepEvent>(e.body)) ++steps[e.rank];
+    if (const auto* done = std::get_if<DoneEvent>(&e.body)) {
+      ++dones[e.rank];
+      EXPECT_EQ(done->status, DoneStatus::kCompleted);
+      EXPECT_EQ(done->final_step, 20);
+    }
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(steps[rank], 20) << rank;
+    EXPECT_EQ(dones[rank], 1) << rank;
+  }
+}
+
+// Starts a long DDP run and waits until every rank has reported 3 steps.
+struct LongRun {
+  explicit LongRun(int ranks)
+      : spec(ddpSpec(ranks, 1000000)),
+        agent(kNode, {"agent", "--spec", spec.path(), "--grace", "2"}) {
+    const auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (Clock::now() < deadline && !started) {
+      agent.waitForOutput("\x01 (never printed: just read for a while)",
+                          std::chrono::milliseconds(50));
+      std::vector<TelemetryEvent> events =
+          decodeAll(agent.out().substr(0, agent.out().rfind('\n') + 1));
+      std::map<int, int64_t> last_step;
+      for (const auto& e : events)
+        if (const auto* step = std::get_if<StepEvent>(&e.body)) last_step[e.rank] = step->step;
+      started = static_cast<int>(last_step.size()) == ranks;
+      for (auto [rank, step] : last_step) started = started && step >= 3;
+      if (started) pids = workerPids(events);
+    }
+  }
+  SpecFile spec;
+  CapturedProcess agent;
+  bool started = false;
+  std::map<int, pid_t> pids;
+};
+
+TEST(Agent, SigkilledWorkerStopsTheRestAndIsReported) {
+  LongRun run(3);
+  ASSERT_TRUE(run.started) << run.agent.err();
+  ASSERT_EQ(run.pids.size(), 3u);
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(::kill(run.pids[1], SIGKILL), 0);
+  ExitStatus status = run.agent.wait(std::chrono::seconds(60));
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  ::testing::Test::RecordProperty("seconds_from_sigkill_to_agent_exit", std::to_string(seconds));
+  std::printf("agent exited %.2f s after the SIGKILL\n", seconds);
+  EXPECT_FALSE(run.agent.timedOut());
+  EXPECT_TRUE(testing::exitedWith(status, 1)) << status.describe() << "\n" << run.agent.err();
+  for (auto [rank, pid] : run.pids) EXPECT_FALSE(processExists(pid)) << "rank " << rank;
+
+  std::vector<TelemetryEvent> events = decodeAll(run.agent.out());
+  const ErrorEvent* root = nullptr;
+  for (const auto& e : events) {
+    if (const auto* error = std::get_if<ErrorEvent>(&e.body); error && error->where == "agent") {
+      EXPECT_EQ(root, nullptr) << "one root cause";
+      EXPECT_EQ(e.rank, 1);
+      root = error;
+    }
+  }
+  ASSERT_NE(root, nullptr) << run.agent.out().substr(run.agent.out().size() - 2000);
+  EXPECT_EQ(root->signal, std::optional<std::string>("SIGKILL"));
+  EXPECT_TRUE(root->host.has_value());
+  EXPECT_GT(root->step.value_or(0), 0);
+  EXPECT_NE(root->message.find("rank 1"), std::string::npos) << root->message;
+  EXPECT_NE(root->message.find("SIGKILL"), std::string::npos) << root->message;
+  std::map<int, int> dones;
+  for (const auto& e : events)
+    if (std::holds_alternative<DoneEvent>(e.body)) ++dones[e.rank];
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(dones[rank], 1) << "rank " << rank;
+}
+
+TEST(Agent, ClosingStdinEndsEveryWorker) {
+  LongRun run(2);
+  ASSERT_TRUE(run.started) << run.agent.err();
+  run.agent.closeStdin();
+  ExitStatus status = run.agent.wait(std::chrono::seconds(60));
+  EXPECT_FALSE(run.agent.timedOut());
+  EXPECT_TRUE(testing::exitedWith(status, 129)) << status.describe() << "\n" << run.agent.err();
+  EXPECT_NE(run.agent.err().find("stdin closed"), std::string::npos) << run.agent.err();
+  for (auto [rank, pid] : run.pids) EXPECT_FALSE(processExists(pid)) << "rank " << rank;
+}
+
+TEST(Agent, SigtermIsForwardedAndEveryRankEndsCancelled) {
+  LongRun run(2);
+  ASSERT_TRUE(run.started) << run.agent.err();
+  run.agent.signal(SIGTERM);
+  ExitStatus status = run.agent.wait(std::chrono::seconds(60));
+  EXPECT_TRUE(testing::exitedWith(status, 130)) << status.describe() << "\n" << run.agent.err();
+  for (auto [rank, pid] : run.pids) EXPECT_FALSE(processExists(pid)) << "rank " << rank;
+  std::map<int, DoneStatus> done;
+  for (const auto& e : decodeAll(run.agent.out()))
+    if (const auto* d = std::get_if<DoneEvent>(&e.body)) done[e.rank] = d->status;
+  ASSERT_EQ(done.size(), 2u);
+  for (auto [rank, s] : done) EXPECT_EQ(s, DoneStatus::kCancelled) << "rank " << rank;
+}
+
+TEST(Agent, OptionsThatDoNotFitTheSpecAreRefused) {
+  SpecFile spec(ddpSpec(2, 1));
+  CapturedProcess agent(kNode, {"agent", "--spec", spec.path(), "--nnodes", "2"});
+  ExitStatus status = agent.wait(std::chrono::seconds(30));
+  EXPECT_TRUE(testing::exitedWith(status, 2)) << status.describe();
+  EXPECT_NE(agent.err().find("--nnodes 2 does not match the spec's 1 launch.hosts"),
+            std::string::npos)
+      << agent.err();
+}
+
+}  // namespace
+}  // namespace ringmaster
