@@ -57,20 +57,21 @@ void loadModelWeights(const std::string& path, const std::vector<NamedParameter>
     expected.insert(named.name);
     auto it = loaded.tensors.find(named.name);
     if (it == loaded.tensors.end()) {
-      RM_THROW(kFormat, fmt::format("{}: no tensor '{}' for the model's parameter", file,
-                                    named.name));
+      RM_THROW(kFormat,
+               fmt::format("{}: no tensor '{}' for the model's parameter", file, named.name));
     }
     const Tensor& value = named.parameter->value;
     if (it->second.shape() != value.shape() || it->second.dtype() != value.dtype()) {
-      RM_THROW(kFormat, fmt::format("{}: tensor '{}' is {} {}, the model's parameter is {} {}",
-                                    file, named.name, dtypeName(it->second.dtype()),
-                                    shapeStr(it->second.shape()), dtypeName(value.dtype()),
-                                    shapeStr(value.shape())));
+      RM_THROW(kFormat,
+               fmt::format("{}: tensor '{}' is {} {}, the model's parameter is {} {}", file,
+                           named.name, dtypeName(it->second.dtype()), shapeStr(it->second.shape()),
+                           dtypeName(value.dtype()), shapeStr(value.shape())));
     }
   }
   for (const auto& [name, tensor] : loaded.tensors) {
     if (!expected.count(name)) {
-      RM_THROW(kFormat, fmt::format("{}: tensor '{}' is not a parameter of this model", file, name));
+      RM_THROW(kFormat,
+               fmt::format("{}: tensor '{}' is not a parameter of this model", file, name));
     }
   }
   for (const auto& named : parameters) {
@@ -91,6 +92,23 @@ int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer) {
   }
   optimizer.loadState(loaded.tensors, step);
   return step;
+}
+
+std::optional<std::string> newestCheckpoint(const std::string& dir) {
+  std::error_code error;
+  std::optional<std::pair<int64_t, fs::path>> newest;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() != 13 || name.rfind("step_", 0) != 0) continue;
+    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
+    if (!fs::exists(entry.path() / "model.safetensors") ||
+        !fs::exists(entry.path() / "optimizer.safetensors"))
+      continue;
+    const int64_t step = std::stoll(name.substr(5));
+    if (!newest || step > newest->first) newest = {step, entry.path()};
+  }
+  if (!newest) return std::nullopt;
+  return newest->second.string();
 }
 
 }  // namespace ringmaster

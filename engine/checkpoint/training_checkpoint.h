@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
 // parameter must be present with its shape (kFormat error naming the first that is not); extra
 // tensors in the file are an error too, since they mean the file is of another model.
 void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters);
+
+// The step directory of the highest step in `dir` holding both files, or nullopt when there is
+// none (or no such directory).
+std::optional<std::string> newestCheckpoint(const std::string& dir);
 
 // Restores the optimizer from an optimizer.safetensors file or a step directory; returns its step.
 int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer);

@@ -158,7 +158,7 @@ const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "n
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
 const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file"};
-const Keys kCheckpointKeys = {"dir", "every_steps"};
+const Keys kCheckpointKeys = {"dir", "every_steps", "resume"};
 const Keys kTelemetryKeys = {"every_steps"};
 
 // The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps").
@@ -896,6 +896,7 @@ class SpecParser {
       readInt(*v, join(path, "every_steps"), out.every_steps, 0, kMaxSteps,
               "a non-negative integer");
     }
+    if (const json* v = find(value, "resume")) readBool(*v, join(path, "resume"), out.resume);
   }
 
   void parseTelemetry(const json& value, TelemetrySpec& out) {
@@ -1250,7 +1251,8 @@ json toJson(const JobSpec& spec) {
                    {"telemetry", {{"every_steps", spec.telemetry.every_steps}}}};
   if (spec.checkpoint) {
     document["checkpoint"] = {{"dir", spec.checkpoint->dir},
-                              {"every_steps", spec.checkpoint->every_steps}};
+                              {"every_steps", spec.checkpoint->every_steps},
+                              {"resume", spec.checkpoint->resume}};
   }
   return document;
 }

@@ -193,6 +193,9 @@ struct LaunchSpec {
 struct CheckpointSpec {
   std::string dir;          // required
   int64_t every_steps = 0;  // 0: only at the end
+  // Continue from the newest step directory in `dir` when there is one: weights, optimizer state,
+  // step count and the position in the data order.
+  bool resume = false;
   bool operator==(const CheckpointSpec&) const = default;
 };
 

@@ -167,19 +167,37 @@ TrainingResult Trainer::run() {
   // Rank 0 writes the checkpoints of a replicated model; every rank holds the same state.
   const bool writes_checkpoints = context_.rank == 0;
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
+  // Resuming: weights, optimizer state, and the step count that positions the data order and the
+  // dropout streams where the interrupted run left them. (DDP: every rank reads rank 0's files.)
+  int64_t first_step = 1;
+  if (spec_.checkpoint && spec_.checkpoint->resume) {
+    if (std::optional<std::string> newest = newestCheckpoint(spec_.checkpoint->dir)) {
+      loadModelWeights(*newest, parameters);
+      first_step = loadOptimizerState(*newest, *optimizer) + 1;
+      fmt::print(log_, "[rank {}] resuming from {} at step {}\n", context_.rank, *newest,
+                 first_step);
+    }
+  }
 
   DistributedSampler sampler(dataset->size(), context_.world_size, context_.rank,
                              spec_.data.shuffle, spec_.train.seed, spec_.data.drop_last);
   BatchIterator batches(sampler, spec_.train.batch_size);
   SoftmaxCrossEntropy loss_fn;
   const int accum = spec_.train.grad_accum_steps;
+  const int64_t steps_done = first_step - 1;
+  batches.seek(steps_done * accum);
+  for (size_t i = 0; i < model->size(); ++i) {
+    if (auto* dropout = dynamic_cast<Dropout*>(&model->child(i)))
+      dropout->setCalls(static_cast<uint64_t>(steps_done * accum));
+  }
   const int64_t every = spec_.telemetry.every_steps;
 
   TrainingResult result;
+  result.final_step = steps_done;
   fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
              context_.rank, spec_.name, model->parameterCount(), device.str(), spec_.train.steps,
              accum, spec_.train.batch_size);
-  for (int64_t step = 1; step <= spec_.train.steps; ++step) {
+  for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
     if (stopAgreed(stop_requested_(), world_)) {
       result.cancelled = true;
       break;
@@ -220,11 +238,11 @@ TrainingResult Trainer::run() {
                                              "set optimizer.clip_grad_norm",
                                              loss, step));
     }
-    if (step == 1) result.first_loss = loss;
+    if (step == first_step) result.first_loss = loss;
     result.last_loss = loss;
     result.final_step = step;
 
-    if (step % every == 0 || step == 1 || step == spec_.train.steps) {
+    if (step % every == 0 || step == first_step || step == spec_.train.steps) {
       const MemoryStats memory = allocator.stats();
       telemetry_.emit(StepEvent{.step = step,
                                 .loss = loss,
@@ -250,7 +268,7 @@ TrainingResult Trainer::run() {
       saveTrainingCheckpoint(spec_.checkpoint->dir, step, parameters, *optimizer);
     }
   }
-  if (spec_.checkpoint && result.final_step > 0 && writes_checkpoints) {
+  if (spec_.checkpoint && result.final_step > steps_done && writes_checkpoints) {
     const std::string path =
         saveTrainingCheckpoint(spec_.checkpoint->dir, result.final_step, parameters, *optimizer);
     fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, path);

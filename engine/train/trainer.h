@@ -30,7 +30,7 @@ struct RankContext {
 struct TrainingResult {
   bool cancelled = false;
   int64_t final_step = 0;  // the last completed optimizer step
-  double first_loss = 0;   // loss of step 1
+  double first_loss = 0;   // loss of the first step run (1, or the first after resuming)
   double last_loss = 0;    // loss of final_step
   double wall_seconds = 0;
 };

@@ -282,5 +282,75 @@ TEST_F(TrainerCheckpoint, InitCheckpointStartsFromTrainedWeights) {
   EXPECT_LT(from_checkpoint.result.first_loss, trained.result.first_loss);
 }
 
+// Every parameter of a checkpoint's model file, flattened.
+std::vector<float> checkpointWeights(const fs::path& step_dir, float dropout = 0) {
+  auto model = buildMlp({.layers = {32, 64, 10}, .dropout = dropout});
+  auto params = model->namedParameters();
+  loadModelWeights(step_dir.string(), params);
+  std::vector<float> flat;
+  for (auto& p : params) {
+    auto v = p.parameter->value.toFloatVector();
+    flat.insert(flat.end(), v.begin(), v.end());
+  }
+  return flat;
+}
+
+TEST_F(TrainerCheckpoint, ResumingContinuesStepsDataOrderAndDropoutExactly) {
+  JobSpec straight = smallSpec(8);
+  straight.model.dropout = 0.1;  // the dropout streams must continue where they were
+  straight.train.grad_accum_steps = 2;
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
+  train(straight);
+
+  JobSpec interrupted = straight;
+  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
+  interrupted.train.steps = 5;
+  EXPECT_EQ(train(interrupted).result.final_step, 5);
+  interrupted.train.steps = 8;
+  TrainingRun resumed = train(interrupted);
+  EXPECT_EQ(resumed.result.final_step, 8);
+  std::vector<int64_t> steps;
+  for (const auto& e : resumed.events)
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) steps.push_back(step->step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{6, 7, 8}));
+  // The same arithmetic in the same order: bit for bit.
+  EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000008", 0.1f),
+            checkpointWeights(dir_ / "straight" / "step_00000008", 0.1f));
+  // Resuming a finished run trains nothing and keeps its step.
+  EXPECT_EQ(train(interrupted).result.final_step, 8);
+}
+
+TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
+  auto ddp_run = [&](JobSpec spec) {
+    auto failures = testing::runRanks(2, [&](Communicator& comm) {
+      std::FILE* stream = std::tmpfile();
+      std::FILE* log = std::fopen("/dev/null", "w");
+      {
+        TelemetryWriter telemetry(stream, comm.rank());
+        Trainer(
+            spec, RankContext{.rank = comm.rank(), .world_size = 2, .host = "test"}, telemetry,
+            [] { return false; }, log, &comm)
+            .run();
+      }
+      std::fclose(log);
+      std::fclose(stream);
+    });
+    EXPECT_ALL_RANKS_OK(failures);
+  };
+  JobSpec straight = smallSpec(6);
+  straight.strategy.kind = StrategyKind::kDdp;
+  straight.launch.hosts[0].ranks = 2;
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
+  ddp_run(straight);
+  JobSpec interrupted = straight;
+  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
+  interrupted.train.steps = 4;
+  ddp_run(interrupted);
+  interrupted.train.steps = 6;
+  ddp_run(interrupted);
+  EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
+            checkpointWeights(dir_ / "straight" / "step_00000006"));
+}
+
 }  // namespace
 }  // namespace ringmaster
