@@ -167,6 +167,25 @@ TEST(Agent, DdpRunOnThreeRanksStreamsEveryRankWhole) {
   }
 }
 
+TEST(Agent, DdpExampleOnFourRanksLearns) {
+  // resources/examples/ddp_mlp.json as shipped, shortened to 60 steps for the test's time.
+  JobSpec spec = loadJobSpecFile(RINGMASTER_SOURCE_DIR "/resources/examples/ddp_mlp.json");
+  ASSERT_EQ(worldSize(spec), 4);
+  spec.train.steps = 60;
+  SpecFile file(spec);
+  CapturedProcess agent(kNode, {"agent", "--spec", file.path()});
+  ExitStatus status = agent.wait(std::chrono::seconds(240));
+  ASSERT_TRUE(testing::exitedWith(status, 0)) << status.describe() << "\n" << agent.err();
+  std::map<int, std::vector<double>> losses;
+  for (const TelemetryEvent& e : decodeAll(agent.out()))
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) losses[e.rank].push_back(step->loss);
+  ASSERT_EQ(losses.size(), 4u);
+  for (const auto& [rank, series] : losses) {
+    ASSERT_GE(series.size(), 2u);
+    EXPECT_LT(series.back(), 0.5 * series.front()) << "rank " << rank;
+  }
+}
+
 // Starts a long DDP run and waits until every rank has reported 3 steps.
 struct LongRun {
   explicit LongRun(int ranks)
