@@ -83,6 +83,13 @@ void setNonBlocking(int fd) {
   if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
+// The global rank of local rank 0 on `node`: the ranks of the hosts before it.
+int firstRankOfNode(const JobSpec& spec, int node) {
+  int rank = 0;
+  for (int n = 0; n < node; ++n) rank += spec.launch.hosts[static_cast<size_t>(n)].ranks;
+  return rank;
+}
+
 double unixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -157,7 +164,7 @@ void Agent::startWorkers() {
     child.stdin_mode = StreamMode::kNull;
     Worker worker;
     worker.local_rank = local;
-    worker.rank = std::stoi(child.environment.at("RANK"));
+    worker.rank = firstRankOfNode(options_.spec, options_.node_rank) + local;
     worker.process = std::make_unique<ChildProcess>(child);
     setNonBlocking(worker.process->stdoutFd());
     setNonBlocking(worker.process->stderrFd());
@@ -363,11 +370,8 @@ AgentOutcome Agent::run() {
 std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOptions& options,
                                                                    int master_port,
                                                                    int local_rank) {
-  const auto& hosts = options.spec.launch.hosts;
-  int first_rank = 0;
-  for (int node = 0; node < options.node_rank; ++node)
-    first_rank += hosts[static_cast<size_t>(node)].ranks;
-  const int local_world = hosts[static_cast<size_t>(options.node_rank)].ranks;
+  const int first_rank = firstRankOfNode(options.spec, options.node_rank);
+  const int local_world = options.spec.launch.hosts[static_cast<size_t>(options.node_rank)].ranks;
   std::vector<std::pair<std::string, std::string>> env = {
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(master_port)},

@@ -38,6 +38,13 @@ class CapturedProcess {
     return true;
   }
 
+  // Reads output for `duration` (less if both streams end).
+  void readFor(std::chrono::milliseconds duration) {
+    const auto deadline = std::chrono::steady_clock::now() + duration;
+    while (std::chrono::steady_clock::now() < deadline && pump(10)) {
+    }
+  }
+
   // Reads everything until the child exits (killing it after `limit`); returns how it ended.
   ExitStatus wait(std::chrono::milliseconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;

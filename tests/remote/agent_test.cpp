@@ -193,8 +193,7 @@ struct LongRun {
         agent(kNode, {"agent", "--spec", spec.path(), "--grace", "2"}) {
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     while (Clock::now() < deadline && !started) {
-      agent.waitForOutput("\x01 (never printed: just read for a while)",
-                          std::chrono::milliseconds(50));
+      agent.readFor(std::chrono::milliseconds(50));
       std::vector<TelemetryEvent> events =
           decodeAll(agent.out().substr(0, agent.out().rfind('\n') + 1));
       std::map<int, int64_t> last_step;

@@ -40,14 +40,18 @@ struct TrainingRun {
   std::vector<TelemetryEvent> events;
 };
 
+// With `world`, the run is that communicator's rank.
 TrainingRun train(
-    const JobSpec& spec, std::function<bool()> stop = [] { return false; }) {
+    const JobSpec& spec, std::function<bool()> stop = [] { return false; },
+    Communicator* world = nullptr) {
   std::FILE* stream = std::tmpfile();
   TrainingRun run;
   {
-    TelemetryWriter telemetry(stream, 0);
+    const RankContext context{
+        .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
+    TelemetryWriter telemetry(stream, context.rank);
     std::FILE* log = std::fopen("/dev/null", "w");
-    Trainer trainer(spec, RankContext{.host = "test"}, telemetry, std::move(stop), log);
+    Trainer trainer(spec, context, telemetry, std::move(stop), log, world);
     run.result = trainer.run();
     std::fclose(log);
   }
@@ -60,6 +64,30 @@ TrainingRun train(
   }
   std::fclose(stream);
   return run;
+}
+
+// The spec trained on `world` ranks as threads over loopback Gloo; each rank's run.
+std::vector<TrainingRun> trainOnRanks(const JobSpec& spec, int world) {
+  std::vector<TrainingRun> runs(static_cast<size_t>(world));
+  auto failures = testing::runRanks(world, [&](Communicator& comm) {
+    runs[static_cast<size_t>(comm.rank())] = train(
+        spec, [] { return false; }, &comm);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  return runs;
+}
+
+// Every parameter of a checkpoint's model (a step directory or its model file), flattened.
+std::vector<float> checkpointWeights(const fs::path& path, float dropout = 0) {
+  auto model = buildMlp({.layers = {32, 64, 10}, .dropout = dropout});
+  auto params = model->namedParameters();
+  loadModelWeights(path.string(), params);
+  std::vector<float> flat;
+  for (auto& p : params) {
+    auto v = p.parameter->value.toFloatVector();
+    flat.insert(flat.end(), v.begin(), v.end());
+  }
+  return flat;
 }
 
 TEST(Trainer, LossFallsOnTeacherData) {
@@ -143,32 +171,12 @@ TEST(Trainer, DdpOnThreeRanksEqualsOneProcessWithTheTripleBatch) {
   ddp.launch.hosts[0].ranks = 3;
   ddp.train.batch_size = 8;
   ddp.checkpoint = CheckpointSpec{.dir = (dir / "ddp").string()};
-  std::mutex mutex;
   std::vector<StepEvent> steps;
-  auto failures = testing::runRanks(3, [&](Communicator& comm) {
-    std::FILE* stream = std::tmpfile();
-    std::FILE* log = std::fopen("/dev/null", "w");
-    {
-      TelemetryWriter telemetry(stream, comm.rank());
-      Trainer trainer(
-          ddp, RankContext{.rank = comm.rank(), .world_size = 3, .host = "test"}, telemetry,
-          [] { return false; }, log, &comm);
-      EXPECT_EQ(trainer.run().final_step, 6);
-    }
-    std::fclose(log);
-    std::rewind(stream);
-    char line[1 << 16];
-    while (std::fgets(line, sizeof line, stream) != nullptr) {
-      DecodeResult decoded = decodeEvent(line);
-      if (!decoded.ok()) continue;
-      if (const auto* step = std::get_if<StepEvent>(&decoded.event().body)) {
-        std::lock_guard<std::mutex> lock(mutex);
-        steps.push_back(*step);
-      }
-    }
-    std::fclose(stream);
-  });
-  EXPECT_ALL_RANKS_OK(failures);
+  for (const TrainingRun& run : trainOnRanks(ddp, 3)) {
+    EXPECT_EQ(run.result.final_step, 6);
+    for (const auto& e : run.events)
+      if (const auto* step = std::get_if<StepEvent>(&e.body)) steps.push_back(*step);
+  }
   EXPECT_EQ(steps.size(), 3u * 6u);
   for (const StepEvent& step : steps) {
     EXPECT_GT(step.comm_ms, 0.0);
@@ -183,19 +191,8 @@ TEST(Trainer, DdpOnThreeRanksEqualsOneProcessWithTheTripleBatch) {
   single.checkpoint = CheckpointSpec{.dir = (dir / "single").string()};
   train(single);
 
-  auto model_of = [](const fs::path& file) {
-    auto model = buildMlp({.layers = {32, 64, 10}});
-    auto params = model->namedParameters();
-    loadModelWeights(file.string(), params);
-    std::vector<float> flat;
-    for (auto& p : params) {
-      auto v = p.parameter->value.toFloatVector();
-      flat.insert(flat.end(), v.begin(), v.end());
-    }
-    return flat;
-  };
-  std::vector<float> a = model_of(dir / "ddp" / "step_00000006" / "model.safetensors");
-  std::vector<float> b = model_of(dir / "single" / "step_00000006" / "model.safetensors");
+  std::vector<float> a = checkpointWeights(dir / "ddp" / "step_00000006" / "model.safetensors");
+  std::vector<float> b = checkpointWeights(dir / "single" / "step_00000006" / "model.safetensors");
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 2e-6f) << "element " << i;
   fs::remove_all(dir);
@@ -282,19 +279,6 @@ TEST_F(TrainerCheckpoint, InitCheckpointStartsFromTrainedWeights) {
   EXPECT_LT(from_checkpoint.result.first_loss, trained.result.first_loss);
 }
 
-// Every parameter of a checkpoint's model file, flattened.
-std::vector<float> checkpointWeights(const fs::path& step_dir, float dropout = 0) {
-  auto model = buildMlp({.layers = {32, 64, 10}, .dropout = dropout});
-  auto params = model->namedParameters();
-  loadModelWeights(step_dir.string(), params);
-  std::vector<float> flat;
-  for (auto& p : params) {
-    auto v = p.parameter->value.toFloatVector();
-    flat.insert(flat.end(), v.begin(), v.end());
-  }
-  return flat;
-}
-
 TEST_F(TrainerCheckpoint, ResumingContinuesStepsDataOrderAndDropoutExactly) {
   JobSpec straight = smallSpec(8);
   straight.model.dropout = 0.1;  // the dropout streams must continue where they were
@@ -321,33 +305,17 @@ TEST_F(TrainerCheckpoint, ResumingContinuesStepsDataOrderAndDropoutExactly) {
 }
 
 TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
-  auto ddp_run = [&](JobSpec spec) {
-    auto failures = testing::runRanks(2, [&](Communicator& comm) {
-      std::FILE* stream = std::tmpfile();
-      std::FILE* log = std::fopen("/dev/null", "w");
-      {
-        TelemetryWriter telemetry(stream, comm.rank());
-        Trainer(
-            spec, RankContext{.rank = comm.rank(), .world_size = 2, .host = "test"}, telemetry,
-            [] { return false; }, log, &comm)
-            .run();
-      }
-      std::fclose(log);
-      std::fclose(stream);
-    });
-    EXPECT_ALL_RANKS_OK(failures);
-  };
   JobSpec straight = smallSpec(6);
   straight.strategy.kind = StrategyKind::kDdp;
   straight.launch.hosts[0].ranks = 2;
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
-  ddp_run(straight);
+  trainOnRanks(straight, 2);
   JobSpec interrupted = straight;
   interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
   interrupted.train.steps = 4;
-  ddp_run(interrupted);
+  trainOnRanks(interrupted, 2);
   interrupted.train.steps = 6;
-  ddp_run(interrupted);
+  trainOnRanks(interrupted, 2);
   EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
             checkpointWeights(dir_ / "straight" / "step_00000006"));
 }
