@@ -1,6 +1,7 @@
 // Gloo backend: each op maps to Gloo's new-style collectives with our reduce kernels.
 #include "comm/gloo/gloo_backend.h"
 
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -132,6 +133,19 @@ class GlooBackend::P2POp : public PendingOp {
   Tensor keep_;  // the tensor stays alive while the transport may touch it
 };
 
+// Gloo's TCP transport writes with writev, which cannot pass MSG_NOSIGNAL: a write to a peer that
+// just died raises SIGPIPE, whose default action would kill this rank before it could report the
+// failure. A process that left SIGPIPE at its default gets it ignored (as Python does for
+// torch.distributed), so the write fails with EPIPE and the failure is named like any other; a
+// handler the program installed itself is left alone.
+namespace {
+void ignoreSigpipeUnlessHandled() {
+  struct sigaction current = {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
+}
+}  // namespace
+
 GlooBackend::GlooBackend(std::shared_ptr<gloo::transport::Device> device,
                          std::shared_ptr<gloo::Context> context, GlooOptions options)
     : device_(std::move(device)), context_(std::move(context)), options_(std::move(options)) {}
@@ -140,6 +154,7 @@ GlooBackend::~GlooBackend() = default;
 
 std::unique_ptr<GlooBackend> GlooBackend::connect(std::shared_ptr<Store> store, int rank, int size,
                                                   const GlooOptions& options) {
+  ignoreSigpipeUnlessHandled();
   std::shared_ptr<gloo::transport::Device> device;
   gloo::transport::tcp::attr attr;
   if (!options.interface.empty())
