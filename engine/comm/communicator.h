@@ -83,6 +83,8 @@ class Communicator {
   std::string backendName() const { return backend_->name(); }
   Device device() const { return backend_->device(); }
   const CommOptions& options() const { return options_; }
+  // The group's key-value store (keys scoped to this group), for rendezvous beside the collectives.
+  Store& store() const { return *store_; }
 
   // --- Collectives. Every one returns at once; wait() on the Work for the result. Tensors must
   // stay alive and untouched until then. Shapes: docs/comm.md.

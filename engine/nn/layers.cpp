@@ -59,6 +59,26 @@ Tensor Linear::backward(const Tensor& grad_output) {
   return grad_input;
 }
 
+Tensor Linear::backwardInput(const Tensor& grad_output) {
+  RM_CHECK_ARG(input_.defined(), "Linear::backwardInput before forward");
+  grad_output_ = grad_output;
+  Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
+  ops::matmul(grad_output, false, weight_.value, false, grad_input);  // dx = dy W
+  return grad_input;
+}
+
+void Linear::backwardWeights() {
+  RM_CHECK_ARG(grad_output_.defined(), "Linear::backwardWeights before backwardInput");
+  ops::matmul(grad_output_, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
+  ops::sumRows(grad_output_, bias_.grad, 1.0f);                               // db += sum dy
+  grad_output_ = Tensor();
+}
+
+void Linear::restoreContext(const std::vector<Tensor>& context) {
+  input_ = context.at(0);
+  grad_output_ = context.at(1);
+}
+
 void Linear::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
   out.push_back({prefix + "weight", &weight_});
   out.push_back({prefix + "bias", &bias_});
@@ -142,6 +162,12 @@ Tensor LayerNorm::backward(const Tensor& grad_output) {
   ops::layerNormBackward(input_, weight_.value, mean_, rstd_, grad_output, grad_input,
                          weight_.grad, bias_.grad);
   return grad_input;
+}
+
+void LayerNorm::restoreContext(const std::vector<Tensor>& context) {
+  input_ = context.at(0);
+  mean_ = context.at(1);
+  rstd_ = context.at(2);
 }
 
 void LayerNorm::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {

@@ -18,15 +18,21 @@ class Linear : public Module {
   std::string typeName() const override { return "Linear"; }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
+  // dx = dy W now; dW and db later, from the kept dy.
+  Tensor backwardInput(const Tensor& grad_output) override;
+  void backwardWeights() override;
+  std::vector<Tensor> saveContext() const override { return {input_, grad_output_}; }
+  void restoreContext(const std::vector<Tensor>& context) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
 
   Parameter& weight() { return weight_; }
   Parameter& bias() { return bias_; }
 
  private:
-  Parameter weight_;  // [out, in]
-  Parameter bias_;    // [out]
-  Tensor input_;      // [batch, in], from the last forward
+  Parameter weight_;    // [out, in]
+  Parameter bias_;      // [out]
+  Tensor input_;        // [batch, in], from the last forward
+  Tensor grad_output_;  // [batch, out], between backwardInput and backwardWeights
 };
 
 class ReLU : public Module {
@@ -34,6 +40,8 @@ class ReLU : public Module {
   std::string typeName() const override { return "ReLU"; }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
+  std::vector<Tensor> saveContext() const override { return {input_}; }
+  void restoreContext(const std::vector<Tensor>& context) override { input_ = context.at(0); }
 
  private:
   Tensor input_;
@@ -45,6 +53,8 @@ class GELU : public Module {
   std::string typeName() const override { return "GELU"; }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
+  std::vector<Tensor> saveContext() const override { return {input_}; }
+  void restoreContext(const std::vector<Tensor>& context) override { input_ = context.at(0); }
 
  private:
   Tensor input_;
@@ -59,6 +69,8 @@ class Dropout : public Module {
   std::string typeName() const override { return "Dropout"; }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
+  std::vector<Tensor> saveContext() const override { return {mask_}; }
+  void restoreContext(const std::vector<Tensor>& context) override { mask_ = context.at(0); }
   // The number of masks drawn so far; part of a checkpoint's state for exact resumption.
   uint64_t calls() const { return calls_; }
   void setCalls(uint64_t calls) { calls_ = calls; }
@@ -77,6 +89,8 @@ class LayerNorm : public Module {
   std::string typeName() const override { return "LayerNorm"; }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
+  std::vector<Tensor> saveContext() const override { return {input_, mean_, rstd_}; }
+  void restoreContext(const std::vector<Tensor>& context) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
 
  private:

@@ -32,6 +32,16 @@ class Module {
   virtual Tensor backward(const Tensor& grad_output) = 0;
   // Appends this module's parameters, names prefixed by `prefix` ("" or "3.").
   virtual void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {}
+  // What backward needs from the last forward (after backwardInput: what backwardWeights needs),
+  // so that a pipeline can run several micro-batches' forwards before their backwards. The
+  // tensors are shared, not copied.
+  virtual std::vector<Tensor> saveContext() const { return {}; }
+  virtual void restoreContext(const std::vector<Tensor>& context) {}
+  // Backward in two halves for zero-bubble pipeline schedules: backwardInput returns d(input) and
+  // may leave parameter gradients to backwardWeights. Modules whose weight gradients are cheap do
+  // everything in the first half.
+  virtual Tensor backwardInput(const Tensor& grad_output) { return backward(grad_output); }
+  virtual void backwardWeights() {}
   // Train mode on (the default) or eval mode; containers forward it to their children.
   virtual void setTraining(bool training) { training_ = training; }
   bool training() const { return training_; }

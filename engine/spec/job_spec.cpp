@@ -158,7 +158,7 @@ const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "n
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
 const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file"};
-const Keys kCheckpointKeys = {"dir", "every_steps", "resume"};
+const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
 const Keys kTelemetryKeys = {"every_steps"};
 
 // The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps").
@@ -897,6 +897,8 @@ class SpecParser {
               "a non-negative integer");
     }
     if (const json* v = find(value, "resume")) readBool(*v, join(path, "resume"), out.resume);
+    if (const json* v = find(value, "consolidate"))
+      readBool(*v, join(path, "consolidate"), out.consolidate);
   }
 
   void parseTelemetry(const json& value, TelemetrySpec& out) {
@@ -1252,7 +1254,8 @@ json toJson(const JobSpec& spec) {
   if (spec.checkpoint) {
     document["checkpoint"] = {{"dir", spec.checkpoint->dir},
                               {"every_steps", spec.checkpoint->every_steps},
-                              {"resume", spec.checkpoint->resume}};
+                              {"resume", spec.checkpoint->resume},
+                              {"consolidate", spec.checkpoint->consolidate}};
   }
   return document;
 }

@@ -196,6 +196,9 @@ struct CheckpointSpec {
   // Continue from the newest step directory in `dir` when there is one: weights, optimizer state,
   // step count and the position in the data order.
   bool resume = false;
+  // FSDP: besides each rank's shard, rank 0 writes the whole model in the unwrapped model's
+  // state_dict naming (gathered from every rank), loadable as model.init_checkpoint.
+  bool consolidate = false;
   bool operator==(const CheckpointSpec&) const = default;
 };
 

@@ -1,0 +1,90 @@
+// FullyShardedDataParallel in the manner of torch.distributed.fsdp: the model's parameters are
+// grouped into units, each unit's parameters live in one flat buffer padded to a multiple of the
+// world size, and each rank keeps (and optimizes) only its shard of every unit. full_shard (ZeRO-3)
+// all-gathers a unit just before its forward and again before its backward, freeing it after each;
+// shard_grad_op (ZeRO-2) keeps it gathered from forward to the end of backward; no_shard is DDP
+// with one bucket per unit. Gradients are reduce-scattered (all-reduced for no_shard) per unit as
+// soon as the unit's backward is done, overlapping the backward of the units before it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "nn/layers.h"
+#include "parallel/ddp.h"
+#include "spec/job_spec.h"
+
+namespace ringmaster {
+
+struct FsdpOptions {
+  FsdpSharding sharding = FsdpSharding::kFullShard;
+  FsdpUnits units = FsdpUnits::kLayer;
+  // full_shard: start the next unit's all-gather before running the current one (forward: the
+  // next unit; backward: the previous one), as FSDP's forward_prefetch / BACKWARD_PRE.
+  bool prefetch = true;
+};
+
+// One FSDP unit: consecutive modules of the model whose parameters share one flat parameter.
+struct FsdpUnit {
+  size_t first_module = 0, end_module = 0;  // modules [first, end) of the model
+  std::vector<NamedParameter> parameters;   // the model's, state_dict names
+  std::vector<Shape> shapes;                // of those parameters
+  int64_t numel = 0;                        // sum of the parameters' elements
+  int64_t padded_numel = 0;                 // numel rounded up to a multiple of the world size
+  Parameter shard;   // this rank's [padded / world] slice (no_shard: the whole flat parameter)
+  Tensor full;       // the gathered flat parameter, while materialised
+  WorkPtr gathering; // the all-gather filling `full`, while in flight
+};
+
+class FullyShardedDataParallel {
+ public:
+  // Groups the model's modules into units (a Linear with the modules after it up to the next
+  // Linear, or the whole model), takes rank 0's values for every unit (sync_module_states) and
+  // keeps this rank's shard; the modules' own parameter storage is released. `model` and `comm`
+  // must outlive this object.
+  FullyShardedDataParallel(Sequential& model, Communicator& comm, FsdpOptions options = {});
+
+  Tensor forward(const Tensor& input);
+  // Backward unit by unit, last first, each unit's gradient reduce-scattered into the shards' grads
+  // (accumulating, so several micro-batches before one step give the accumulated gradient; FSDP's
+  // no_sync would keep full gradients instead, which is the memory this strategy exists to save).
+  // no_shard keeps DDP's no_sync: without `sync` the gradients only accumulate locally, and the
+  // last micro-batch's backward all-reduces their sum.
+  void backward(const Tensor& grad_output, bool sync = true);
+  // Waits for the gradient reductions; the shards' grads then hold the average over ranks.
+  GradientSyncTiming finishGradientSync();
+
+  // What the optimizer updates: one flat shard per unit, named "flat_param.<unit>".
+  std::vector<NamedParameter> shardParameters();
+  // clip_grad_norm_ over the whole (sharded) model: the norm is reduced across ranks.
+  double clipGradNorm(double max_norm);
+  // The model's parameters with their full values, gathered on every rank (collective), named as
+  // the unwrapped model's state_dict: for consolidated checkpoints and for tests.
+  std::vector<std::pair<std::string, Tensor>> fullParameters();
+  // Elements of the unwrapped model's parameters (no padding).
+  int64_t parameterCount() const;
+  const std::vector<FsdpUnit>& units() const { return units_; }
+  const FsdpOptions& options() const { return options_; }
+
+ private:
+  bool sharded() const { return options_.sharding != FsdpSharding::kNoShard; }
+  void startGather(size_t unit);
+  void materialise(size_t unit);  // gathered and the modules' parameters point into it
+  void release(size_t unit);      // the modules' parameters and the full buffer let go
+
+  Sequential& model_;
+  Communicator& comm_;
+  FsdpOptions options_;
+  std::vector<FsdpUnit> units_;
+  struct PendingReduction {
+    WorkPtr work;
+    Tensor reduced;  // the reduce-scatter's output, to be added to the shard's grad
+    size_t unit;
+  };
+  std::vector<PendingReduction> in_flight_;
+};
+
+}  // namespace ringmaster

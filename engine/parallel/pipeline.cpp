@@ -1,0 +1,315 @@
+// Stage partitioning, the clock offset to rank 0, and the execution of one step's pipeline actions
+// over point-to-point messages.
+#include "parallel/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "tensor/ops.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Block {  // a Linear layer and the modules after it up to the next Linear
+  size_t first = 0, end = 0;
+  int64_t parameters = 0;
+};
+
+std::vector<Block> linearBlocks(Sequential& model) {
+  std::vector<Block> blocks;
+  for (size_t m = 0; m < model.size(); ++m) {
+    if (blocks.empty() || model.child(m).typeName() == "Linear") {
+      if (!blocks.empty()) blocks.back().end = m;
+      blocks.push_back({m, m, 0});
+    }
+    std::vector<NamedParameter> named;
+    model.child(m).collectParameters("", named);
+    for (const NamedParameter& p : named) blocks.back().parameters += p.parameter->value.numel();
+  }
+  if (!blocks.empty()) blocks.back().end = model.size();
+  return blocks;
+}
+
+// Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest; returns
+// the index of the first weight of each run.
+std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts) {
+  const size_t n = weights.size();
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  // best[k][i]: the smallest largest-run sum splitting the first i weights into k runs.
+  std::vector<std::vector<int64_t>> best(parts + 1, std::vector<int64_t>(n + 1, kInf));
+  std::vector<std::vector<size_t>> cut(parts + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= parts; ++k) {
+    for (size_t i = k; i <= n; ++i) {
+      for (size_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == kInf) continue;
+        const int64_t cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (cost < best[k][i]) {
+          best[k][i] = cost;
+          cut[k][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<size_t> starts(parts);
+  size_t i = n;
+  for (int k = parts; k >= 1; --k) {
+    starts[k - 1] = cut[k][i];
+    i = cut[k][i];
+  }
+  return starts;
+}
+
+int64_t systemClockUs() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Bytes clockBytes(int64_t micros) { return toBytes(std::to_string(micros)); }
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> partitionStages(
+    Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers) {
+  const std::vector<Block> blocks = linearBlocks(model);
+  RM_CHECK_ARG(stages >= 1 && static_cast<size_t>(stages) <= blocks.size(),
+               fmt::format("pipeline: {} stages for a model of {} Linear layers", stages,
+                           blocks.size()));
+  std::vector<size_t> starts;
+  if (!linear_layers.empty()) {
+    RM_CHECK_ARG(linear_layers.size() == static_cast<size_t>(stages),
+                 fmt::format("strategy.stages: {} stages given, {} needed", linear_layers.size(),
+                             stages));
+    int expected = 0;
+    for (size_t s = 0; s < linear_layers.size(); ++s) {
+      for (int layer : linear_layers[s]) {
+        RM_CHECK_ARG(layer == expected,
+                     fmt::format("strategy.stages[{}]: layer {} where layer {} was expected (the "
+                                 "stages must hold consecutive layers, in order, each once)",
+                                 s, layer, expected));
+        ++expected;
+      }
+      starts.push_back(static_cast<size_t>(linear_layers[s].front()));
+    }
+    RM_CHECK_ARG(static_cast<size_t>(expected) == blocks.size(),
+                 fmt::format("strategy.stages: layers {}..{} are in no stage", expected,
+                             blocks.size() - 1));
+  } else {
+    std::vector<int64_t> weights;
+    for (const Block& block : blocks) weights.push_back(block.parameters);
+    starts = balancedSplit(weights, stages);
+  }
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    const size_t last_block = s + 1 < starts.size() ? starts[s + 1] - 1 : blocks.size() - 1;
+    out.emplace_back(blocks[starts[s]].first, blocks[last_block].end);
+  }
+  return out;
+}
+
+PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, PipelineOptions options)
+    : model_(model),
+      comm_(comm),
+      options_(std::move(options)),
+      plan_(makePipelinePlan(comm.size(), options_.micro_batches, options_.schedule,
+                             options_.virtual_stages)) {
+  stages_ = partitionStages(model_, plan_.modelStages(), options_.stages);
+  for (const auto& [first, end] : stages_) {
+    auto* head = dynamic_cast<Linear*>(&model_.child(first));
+    RM_CHECK_ARG(head != nullptr, "pipeline: every stage must start with a Linear layer");
+    stage_input_width_.push_back(head->weight().value.dim(1));
+    int64_t out_width = 0;
+    for (size_t m = first; m < end; ++m) {
+      if (auto* linear = dynamic_cast<Linear*>(&model_.child(m)))
+        out_width = linear->weight().value.dim(0);
+    }
+    stage_output_width_.push_back(out_width);
+  }
+  // The other ranks' stages are never run here: let their storage go.
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (rankOf(static_cast<int>(s)) == comm_.rank()) continue;
+    for (size_t m = stages_[s].first; m < stages_[s].second; ++m) {
+      std::vector<NamedParameter> named;
+      model_.child(m).collectParameters("", named);
+      for (const NamedParameter& p : named) *p.parameter = Parameter{};
+    }
+  }
+  measureClockOffset();
+}
+
+int64_t PipelineParallel::nowUs() const { return systemClockUs() + clock_offset_us_; }
+
+void PipelineParallel::measureClockOffset() {
+  // NTP through the store: rank r writes a ping, rank 0 answers with its clock, and rank r takes
+  // rank 0's time to be at the middle of the round trip. The round with the shortest trip wins.
+  constexpr int kRounds = 5;
+  const auto timeout = comm_.options().timeout;
+  Store& store = comm_.store();
+  const int64_t generation = store.add(fmt::format("pipeline/clock/calls/{}", comm_.rank()), 1);
+  auto key = [&](int rank, int round, const char* what) {
+    return fmt::format("pipeline/clock/{}/{}/{}/{}", generation, rank, round, what);
+  };
+  clock_offset_us_ = 0;
+  if (comm_.rank() == 0) {
+    for (int rank = 1; rank < comm_.size(); ++rank) {
+      for (int round = 0; round < kRounds; ++round) {
+        store.wait({key(rank, round, "ping")}, timeout);
+        store.set(key(rank, round, "pong"), clockBytes(systemClockUs()));
+      }
+    }
+    return;
+  }
+  int64_t best_round_trip = std::numeric_limits<int64_t>::max();
+  for (int round = 0; round < kRounds; ++round) {
+    const int64_t sent = systemClockUs();
+    store.set(key(comm_.rank(), round, "ping"), {});
+    store.wait({key(comm_.rank(), round, "pong")}, timeout);
+    const int64_t remote = std::stoll(toString(store.get(key(comm_.rank(), round, "pong"))));
+    const int64_t received = systemClockUs();
+    if (received - sent < best_round_trip) {
+      best_round_trip = received - sent;
+      clock_offset_us_ = remote - (sent + received) / 2;
+      clock_uncertainty_us_ = (best_round_trip + 1) / 2;
+    }
+  }
+}
+
+PipelineStepResult PipelineParallel::runStep(int64_t rows,
+                                             const std::function<Batch(int)>& micro_batch,
+                                             float grad_scale) {
+  const int rank = comm_.rank();
+  const Device device = comm_.device();
+  const bool split_backward = plan_.schedule == PipelineSchedule::kZbH1;
+  // Messages are told apart by tag: direction, micro-batch and the receiving model stage.
+  auto tag = [&](PipelinePhase phase, int micro, int stage) {
+    return (micro * plan_.modelStages() + stage) * 2 + (phase == PipelinePhase::kForward ? 0 : 1);
+  };
+  // Every receive of the step is posted before any action runs, so that a send always meets a
+  // posted receive and completes without waiting for the receiver to reach that action.
+  // A message between two chunks of this rank (one rank, interleaved) is handed over in `local`.
+  std::map<std::tuple<PipelinePhase, int, int>, std::pair<Tensor, WorkPtr>> receives;
+  std::map<std::tuple<PipelinePhase, int, int>, Tensor> local;
+  for (const PipelineAction& a : plan_.actions[rank]) {
+    const int stage = modelStage(a.chunk);
+    const int peer_stage = a.phase == PipelinePhase::kForward ? stage - 1 : stage + 1;
+    if (peer_stage < 0 || peer_stage >= plan_.modelStages() || rankOf(peer_stage) == rank) continue;
+    if (a.phase == PipelinePhase::kForward) {
+      Tensor buffer = Tensor::empty({rows, stage_input_width_[stage]}, DType::kF32, device);
+      receives[{a.phase, a.micro_batch, a.chunk}] = {
+          buffer, comm_.irecv(buffer, rankOf(stage - 1), tag(a.phase, a.micro_batch, stage))};
+    } else if (a.phase == PipelinePhase::kBackward) {
+      Tensor buffer = Tensor::empty({rows, stage_output_width_[stage]}, DType::kF32, device);
+      receives[{a.phase, a.micro_batch, a.chunk}] = {
+          buffer, comm_.irecv(buffer, rankOf(stage + 1), tag(a.phase, a.micro_batch, stage))};
+    }
+  }
+  PipelineStepResult result;
+  auto receive = [&](const PipelineAction& a) {
+    if (auto it = local.find({a.phase, a.micro_batch, a.chunk}); it != local.end()) {
+      Tensor handed = it->second;
+      local.erase(it);
+      return handed;
+    }
+    auto& [buffer, work] = receives.at({a.phase, a.micro_batch, a.chunk});
+    const auto start = Clock::now();
+    work->wait();
+    result.comm_wait_ms +=
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return buffer;
+  };
+  std::vector<WorkPtr> sends;
+  auto send = [&](PipelinePhase phase, int micro, int to_stage, const Tensor& tensor) {
+    if (rankOf(to_stage) == rank) {
+      local[{phase, micro, to_stage / comm_.size()}] = tensor;
+      return;
+    }
+    if (device.isCuda()) synchronize(device);
+    sends.push_back(comm_.isend(tensor, rankOf(to_stage), tag(phase, micro, to_stage)));
+  };
+  // What each (chunk, micro-batch) keeps between its F and B (and B and W): the modules' contexts
+  // and, on the last stage, the loss gradient.
+  std::map<std::pair<int, int>, std::vector<std::vector<Tensor>>> contexts;
+  std::map<std::pair<int, int>, Tensor> loss_grads;
+  SoftmaxCrossEntropy loss_fn;
+  auto save = [&](size_t first, size_t end) {
+    std::vector<std::vector<Tensor>> saved;
+    for (size_t m = first; m < end; ++m) saved.push_back(model_.child(m).saveContext());
+    return saved;
+  };
+  auto restore = [&](size_t first, const std::vector<std::vector<Tensor>>& saved) {
+    for (size_t i = 0; i < saved.size(); ++i) model_.child(first + i).restoreContext(saved[i]);
+  };
+
+  for (const PipelineAction& a : plan_.actions[rank]) {
+    const int stage = modelStage(a.chunk);
+    const auto [first, end] = stages_[stage];
+    const std::pair<int, int> key{a.chunk, a.micro_batch};
+    ExecutedAction executed{a, stage, nowUs(), 0};
+    if (a.phase == PipelinePhase::kForward) {
+      Batch batch;
+      if (isFirst(stage) || isLast(stage)) batch = micro_batch(a.micro_batch);
+      Tensor x = isFirst(stage) ? batch.features : receive(a);
+      for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
+      contexts[key] = save(first, end);
+      if (isLast(stage)) {
+        result.loss_sum += loss_fn.forward(x, batch.labels);
+        result.correct += ops::countCorrect(x, batch.labels);
+        result.samples += batch.labels.numel();
+        loss_grads[key] = loss_fn.backward(grad_scale);
+      } else {
+        send(a.phase, a.micro_batch, stage + 1, x);
+      }
+    } else if (a.phase == PipelinePhase::kBackward) {
+      Tensor grad = isLast(stage) ? loss_grads.at(key) : receive(a);
+      loss_grads.erase(key);
+      restore(first, contexts.at(key));
+      for (size_t m = end; m-- > first;)
+        grad = split_backward ? model_.child(m).backwardInput(grad) : model_.child(m).backward(grad);
+      if (split_backward)
+        contexts[key] = save(first, end);  // what the W action needs
+      else
+        contexts.erase(key);
+      if (!isFirst(stage)) send(a.phase, a.micro_batch, stage - 1, grad);
+    } else {
+      restore(first, contexts.at(key));
+      for (size_t m = end; m-- > first;) model_.child(m).backwardWeights();
+      contexts.erase(key);
+    }
+    executed.end_us = nowUs();
+    result.actions.push_back(executed);
+  }
+  for (const WorkPtr& send : sends) send->wait();
+  // The loss lives on the last stage's rank; every rank reports it.
+  Tensor totals = Tensor::fromVector(
+      {static_cast<float>(result.loss_sum), static_cast<float>(result.correct),
+       static_cast<float>(result.samples)},
+      {3}, device);
+  comm_.broadcast(totals, rankOf(plan_.modelStages() - 1))->wait();
+  const std::vector<float> values = totals.toFloatVector();
+  result.loss_sum = values[0];
+  result.correct = static_cast<int64_t>(values[1]);
+  result.samples = static_cast<int64_t>(values[2]);
+  return result;
+}
+
+std::vector<NamedParameter> PipelineParallel::parameters() {
+  std::vector<NamedParameter> out;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    if (rankOf(static_cast<int>(s)) != comm_.rank()) continue;
+    for (size_t m = stages_[s].first; m < stages_[s].second; ++m)
+      model_.child(m).collectParameters(fmt::format("{}.", m), out);
+  }
+  return out;
+}
+
+}  // namespace ringmaster

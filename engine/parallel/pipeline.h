@@ -1,0 +1,93 @@
+// Pipeline parallelism at run time: the model's layers split into stages, this rank keeps only its
+// stages (chunks), and one training step executes this rank's list of the schedule's F / B / W
+// actions, activations going forward and gradients backward by point-to-point messages. Each
+// action's start and end are kept on a clock aligned to rank 0's, for sched events.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "data/dataset.h"
+#include "nn/layers.h"
+#include "nn/loss.h"
+#include "parallel/pipeline_schedule.h"
+
+namespace ringmaster {
+
+// Modules [first, end) of the model form each model stage: a Linear layer starts a block that runs
+// to the next Linear, and a stage is a run of consecutive blocks. `linear_layers` (from the spec:
+// stage s holds these Linear-layer indices, consecutive) or, when empty, a partition balanced by
+// parameter count (the largest stage as small as possible).
+std::vector<std::pair<size_t, size_t>> partitionStages(
+    Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers = {});
+
+struct PipelineOptions {
+  PipelineSchedule schedule = PipelineSchedule::k1f1b;
+  int virtual_stages = 1;
+  int micro_batches = 1;
+  std::vector<std::vector<int>> stages;  // explicit partition; empty: balanced
+};
+
+// One executed action: phase, micro-batch, model stage, chunk, start and end in microseconds on
+// rank 0's clock (system clock + the measured offset).
+struct ExecutedAction {
+  PipelineAction action;
+  int model_stage = 0;
+  int64_t start_us = 0, end_us = 0;
+};
+
+struct PipelineStepResult {
+  // Summed over the step's micro-batches, from the last stage (broadcast to every rank).
+  double loss_sum = 0;
+  int64_t correct = 0;
+  int64_t samples = 0;
+  double comm_wait_ms = 0;  // time this rank waited for activations and gradients
+  std::vector<ExecutedAction> actions;
+};
+
+class PipelineParallel {
+ public:
+  // Splits `model` into comm.size() * virtual_stages stages and releases the parameters of the
+  // stages other ranks run. Measures the offset of this rank's clock to rank 0's through the
+  // communicator's store (collective over the group).
+  PipelineParallel(Sequential& model, Communicator& comm, PipelineOptions options);
+
+  // One pass over the step's micro-batches of `rows` samples each: `micro_batch(i)` gives
+  // micro-batch i; only the ranks of the first and last stages ask for it. Each micro-batch's loss
+  // gradient is scaled by `grad_scale` (1 / micro_batches, as gradient accumulation over the same
+  // micro-batches would), and the parameter gradients accumulate on this rank's stages.
+  PipelineStepResult runStep(int64_t rows, const std::function<Batch(int)>& micro_batch,
+                             float grad_scale);
+
+  // This rank's parameters, named as in the whole model's state_dict.
+  std::vector<NamedParameter> parameters();
+  const PipelinePlan& plan() const { return plan_; }
+  const std::vector<std::pair<size_t, size_t>>& stages() const { return stages_; }
+  int64_t clockOffsetUs() const { return clock_offset_us_; }
+  // Half the round trip the offset was measured over: the offset is right to within this much.
+  int64_t clockUncertaintyUs() const { return clock_uncertainty_us_; }
+
+ private:
+  int modelStage(int chunk) const { return plan_.modelStage(comm_.rank(), chunk); }
+  int rankOf(int model_stage) const { return model_stage % comm_.size(); }
+  bool isFirst(int model_stage) const { return model_stage == 0; }
+  bool isLast(int model_stage) const { return model_stage == plan_.modelStages() - 1; }
+  void measureClockOffset();
+  int64_t nowUs() const;
+
+  Sequential& model_;
+  Communicator& comm_;
+  PipelineOptions options_;
+  PipelinePlan plan_;
+  std::vector<std::pair<size_t, size_t>> stages_;  // modules of every model stage
+  std::vector<int64_t> stage_input_width_;         // features entering each model stage
+  std::vector<int64_t> stage_output_width_;
+  int64_t clock_offset_us_ = 0;  // add to this rank's system clock to get rank 0's
+  int64_t clock_uncertainty_us_ = 0;
+};
+
+}  // namespace ringmaster
