@@ -24,11 +24,7 @@ std::string resolveFile(const std::string& path, const char* file_name) {
   return path;
 }
 
-}  // namespace
-
-std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
-                                   const std::vector<NamedParameter>& parameters,
-                                   const Optimizer& optimizer) {
+fs::path makeStepDir(const std::string& dir, int64_t step) {
   const fs::path step_dir = fs::path(dir) / fmt::format("step_{:08d}", step);
   std::error_code ec;
   fs::create_directories(step_dir, ec);
@@ -36,6 +32,23 @@ std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
     RM_THROW(kIo, fmt::format("cannot create checkpoint directory {}: {}", step_dir.string(),
                               ec.message()));
   }
+  return step_dir;
+}
+
+}  // namespace
+
+std::string saveModelWeights(const std::string& dir, int64_t step,
+                             const std::vector<std::pair<std::string, Tensor>>& weights) {
+  const fs::path file = makeStepDir(dir, step) / "model.safetensors";
+  saveSafetensors(file.string(), weights,
+                  {{"format", kFormatName}, {"step", std::to_string(step)}});
+  return file.string();
+}
+
+std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
+                                   const std::vector<NamedParameter>& parameters,
+                                   const Optimizer& optimizer) {
+  const fs::path step_dir = makeStepDir(dir, step);
   std::vector<std::pair<std::string, Tensor>> weights;
   for (const auto& named : parameters) weights.emplace_back(named.name, named.parameter->value);
   const std::map<std::string, std::string> metadata{{"format", kFormatName},

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -18,6 +19,11 @@ namespace ringmaster {
 std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
                                    const std::vector<NamedParameter>& parameters,
                                    const Optimizer& optimizer);
+
+// Writes <dir>/step_<step, 8 digits>/model.safetensors alone (a consolidated copy of a sharded
+// model, gathered by the caller); returns the file's path.
+std::string saveModelWeights(const std::string& dir, int64_t step,
+                             const std::vector<std::pair<std::string, Tensor>>& weights);
 
 // Copies weights into `parameters` from a model.safetensors file or a step directory. Every
 // parameter must be present with its shape (kFormat error naming the first that is not); extra

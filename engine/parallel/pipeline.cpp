@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -267,6 +268,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
         result.samples += batch.labels.numel();
         loss_grads[key] = loss_fn.backward(grad_scale);
       } else {
+        executed.end_us = nowUs();  // the send is communication, not part of the action
         send(a.phase, a.micro_batch, stage + 1, x);
       }
     } else if (a.phase == PipelinePhase::kBackward) {
@@ -279,13 +281,16 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
         contexts[key] = save(first, end);  // what the W action needs
       else
         contexts.erase(key);
-      if (!isFirst(stage)) send(a.phase, a.micro_batch, stage - 1, grad);
+      if (!isFirst(stage)) {
+        executed.end_us = nowUs();
+        send(a.phase, a.micro_batch, stage - 1, grad);
+      }
     } else {
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;) model_.child(m).backwardWeights();
       contexts.erase(key);
     }
-    executed.end_us = nowUs();
+    if (executed.end_us == 0) executed.end_us = nowUs();
     result.actions.push_back(executed);
   }
   for (const WorkPtr& send : sends) send->wait();
@@ -300,6 +305,21 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
   result.correct = static_cast<int64_t>(values[1]);
   result.samples = static_cast<int64_t>(values[2]);
   return result;
+}
+
+double PipelineParallel::clipGradNorm(double max_norm) {
+  RM_CHECK_ARG(max_norm > 0.0, fmt::format("max_norm {} must be positive", max_norm));
+  const std::vector<NamedParameter> own = parameters();
+  double sum_squares = 0;
+  for (const NamedParameter& p : own) sum_squares += ops::sumSquares(p.parameter->grad);
+  Tensor total = Tensor::fromVector({static_cast<float>(sum_squares)}, {1}, comm_.device());
+  comm_.allReduce(total, ReduceOp::sum())->wait();
+  const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
+  const double coefficient = max_norm / (norm + 1e-6);
+  if (coefficient < 1.0) {
+    for (const NamedParameter& p : own) ops::scale(p.parameter->grad, static_cast<float>(coefficient));
+  }
+  return norm;
 }
 
 std::vector<NamedParameter> PipelineParallel::parameters() {

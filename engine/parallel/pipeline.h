@@ -65,6 +65,8 @@ class PipelineParallel {
 
   // This rank's parameters, named as in the whole model's state_dict.
   std::vector<NamedParameter> parameters();
+  // clip_grad_norm_ over the whole model: the stages' squared norms are summed across ranks.
+  double clipGradNorm(double max_norm);
   const PipelinePlan& plan() const { return plan_; }
   const std::vector<std::pair<size_t, size_t>>& stages() const { return stages_; }
   int64_t clockOffsetUs() const { return clock_offset_us_; }

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,8 @@
 #include "data/synthetic_dataset.h"
 #include "nn/loss.h"
 #include "parallel/ddp.h"
+#include "parallel/fsdp.h"
+#include "parallel/pipeline.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 
@@ -119,12 +122,100 @@ Trainer::Trainer(JobSpec spec, RankContext context, TelemetryWriter& telemetry,
       world_(world),
       comm_observer_(comm_observer) {}
 
+namespace {
+
+// The model as the strategy runs it: forward and backward through the wrapper, the parameters the
+// optimizer updates, and where checkpoints go.
+struct StrategyModel {
+  Sequential* model = nullptr;
+  std::unique_ptr<DistributedDataParallel> ddp;
+  std::unique_ptr<FullyShardedDataParallel> fsdp;
+  std::unique_ptr<PipelineParallel> pipeline;
+
+  Tensor forward(const Tensor& input) {
+    if (ddp) return ddp->forward(input);
+    if (fsdp) return fsdp->forward(input);
+    return model->forward(input);
+  }
+  void backward(const Tensor& grad, bool sync) {
+    if (ddp)
+      ddp->backward(grad, sync);
+    else if (fsdp)
+      fsdp->backward(grad, sync);
+    else
+      model->backward(grad);
+  }
+  GradientSyncTiming finishGradientSync() {
+    if (ddp) return ddp->finishGradientSync();
+    if (fsdp) return fsdp->finishGradientSync();
+    return {};
+  }
+  std::vector<NamedParameter> optimizerParameters() {
+    if (fsdp) return fsdp->shardParameters();
+    if (pipeline) return pipeline->parameters();
+    return model->namedParameters();
+  }
+  double clipGradNorm(double max_norm) {
+    if (fsdp) return fsdp->clipGradNorm(max_norm);
+    if (pipeline) return pipeline->clipGradNorm(max_norm);
+    return ringmaster::clipGradNorm(model->namedParameters(), max_norm);
+  }
+  // Sharded and staged models keep one checkpoint per rank; replicated ones one for all.
+  bool perRankCheckpoints() const { return fsdp || pipeline; }
+};
+
+std::string rankCheckpointDir(const std::string& dir, const RankContext& context) {
+  return fmt::format("{}/rank_{}_of_{}", dir, context.rank, context.world_size);
+}
+
+// The step every rank can resume from: the newest this rank has, lowered to the oldest newest
+// of any rank when checkpoints are per rank (a rank killed while writing may be a step behind).
+std::optional<std::string> resumePoint(const std::string& dir, bool per_rank,
+                                       Communicator* world) {
+  std::optional<std::string> newest = newestCheckpoint(dir);
+  if (!per_rank || world == nullptr || world->size() == 1) return newest;
+  const int step = newest ? std::stoi(std::filesystem::path(*newest).filename().string().substr(5))
+                          : 0;
+  Tensor agreed = Tensor::fromInts({step}, {1}, world->device());
+  world->allReduce(agreed, ReduceOp::min())->wait();
+  const int common = static_cast<int>(agreed.toFloatVector()[0]);
+  if (common == 0) return std::nullopt;
+  return fmt::format("{}/step_{:08d}", dir, common);
+}
+
+// Writes this rank's part of checkpoint `step` (when it writes any); FSDP with
+// checkpoint.consolidate also gathers the whole model (collective) for rank 0 to write beside.
+// Returns the step directory this rank wrote.
+std::optional<std::string> saveCheckpoint(StrategyModel& runner, const CheckpointSpec& spec,
+                                          const std::string& dir, bool writes,
+                                          const RankContext& context, int64_t step,
+                                          const std::vector<NamedParameter>& parameters,
+                                          const Optimizer& optimizer) {
+  std::optional<std::string> written;
+  if (writes) written = saveTrainingCheckpoint(dir, step, parameters, optimizer);
+  if (runner.fsdp && spec.consolidate) {
+    std::vector<std::pair<std::string, Tensor>> whole = runner.fsdp->fullParameters();
+    if (context.rank == 0) saveModelWeights(spec.dir, step, whole);
+  }
+  return written;
+}
+
+SchedPhase schedPhase(PipelinePhase phase) {
+  switch (phase) {
+    case PipelinePhase::kForward:
+      return SchedPhase::kForward;
+    case PipelinePhase::kBackward:
+      return SchedPhase::kBackward;
+    case PipelinePhase::kWeight:
+      return SchedPhase::kWeight;
+  }
+  RM_ENFORCE(false, "unknown pipeline phase");
+}
+
+}  // namespace
+
 TrainingResult Trainer::run() {
   const StrategyKind strategy = spec_.strategy.kind;
-  if (strategy == StrategyKind::kFsdp || strategy == StrategyKind::kPipeline) {
-    RM_THROW(kUnavailable, fmt::format("strategy.kind: '{}' is not in this build yet; use 'ddp'",
-                                       toString(strategy)));
-  }
   if (strategy == StrategyKind::kSingle) {
     RM_CHECK_ARG(context_.world_size == 1,
                  fmt::format("strategy.kind: 'single' runs one rank, not {}", context_.world_size));
@@ -157,30 +248,62 @@ TrainingResult Trainer::run() {
                fmt::format("data: {} classes, but the model has {} outputs", dataset->classes(),
                            spec_.model.layers.back()));
   auto model = buildMlp(mlpConfig(spec_.model), device);
-  std::vector<NamedParameter> parameters = model->namedParameters();
-  if (spec_.model.init_checkpoint) loadModelWeights(*spec_.model.init_checkpoint, parameters);
-  std::unique_ptr<DistributedDataParallel> ddp;
-  if (strategy == StrategyKind::kDdp) {
-    ddp = std::make_unique<DistributedDataParallel>(
-        *model, *world_, DdpOptions{.bucket_cap_mb = spec_.strategy.ddp.bucket_cap_mb});
+  const int64_t parameter_count = model->parameterCount();
+  if (spec_.model.init_checkpoint)
+    loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());
+  StrategyModel runner{.model = model.get()};
+  const int micro_batches = strategy == StrategyKind::kPipeline ? spec_.train.micro_batches : 1;
+  switch (strategy) {
+    case StrategyKind::kSingle:
+      break;
+    case StrategyKind::kDdp:
+      runner.ddp = std::make_unique<DistributedDataParallel>(
+          *model, *world_, DdpOptions{.bucket_cap_mb = spec_.strategy.ddp.bucket_cap_mb});
+      break;
+    case StrategyKind::kFsdp:
+      runner.fsdp = std::make_unique<FullyShardedDataParallel>(
+          *model, *world_,
+          FsdpOptions{.sharding = spec_.strategy.fsdp.sharding, .units = spec_.strategy.fsdp.units});
+      break;
+    case StrategyKind::kPipeline:
+      runner.pipeline = std::make_unique<PipelineParallel>(
+          *model, *world_,
+          PipelineOptions{.schedule = spec_.strategy.pipeline.schedule,
+                          .virtual_stages = spec_.strategy.pipeline.virtual_stages,
+                          .micro_batches = micro_batches,
+                          .stages = spec_.strategy.pipeline.stages});
+      break;
   }
-  // Rank 0 writes the checkpoints of a replicated model; every rank holds the same state.
-  const bool writes_checkpoints = context_.rank == 0;
+  std::vector<NamedParameter> parameters = runner.optimizerParameters();
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
+  // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be
+  // reachable from every host). Sharded and staged ones: each rank its own.
+  std::string checkpoint_dir;
+  bool writes_checkpoints = false;
+  if (spec_.checkpoint) {
+    checkpoint_dir = runner.perRankCheckpoints()
+                         ? rankCheckpointDir(spec_.checkpoint->dir, context_)
+                         : spec_.checkpoint->dir;
+    writes_checkpoints = runner.perRankCheckpoints() || context_.rank == 0;
+  }
   // Resuming: weights, optimizer state, and the step count that positions the data order and the
-  // dropout streams where the interrupted run left them. (DDP: every rank reads rank 0's files.)
+  // dropout streams where the interrupted run left them.
   int64_t first_step = 1;
   if (spec_.checkpoint && spec_.checkpoint->resume) {
-    if (std::optional<std::string> newest = newestCheckpoint(spec_.checkpoint->dir)) {
-      loadModelWeights(*newest, parameters);
-      first_step = loadOptimizerState(*newest, *optimizer) + 1;
-      fmt::print(log_, "[rank {}] resuming from {} at step {}\n", context_.rank, *newest,
-                 first_step);
+    if (std::optional<std::string> from =
+            resumePoint(checkpoint_dir, runner.perRankCheckpoints(), world_)) {
+      loadModelWeights(*from, parameters);
+      first_step = loadOptimizerState(*from, *optimizer) + 1;
+      fmt::print(log_, "[rank {}] resuming from {} at step {}\n", context_.rank, *from, first_step);
     }
   }
 
-  DistributedSampler sampler(dataset->size(), context_.world_size, context_.rank,
-                             spec_.data.shuffle, spec_.train.seed, spec_.data.drop_last);
+  // A pipeline's ranks all see the same batches (split into micro-batches); the data-parallel
+  // strategies' ranks each their share.
+  const int data_ranks = dataParallelSize(spec_);
+  const int data_rank = data_ranks == 1 ? 0 : context_.rank;
+  DistributedSampler sampler(dataset->size(), data_ranks, data_rank, spec_.data.shuffle,
+                             spec_.train.seed, spec_.data.drop_last);
   BatchIterator batches(sampler, spec_.train.batch_size);
   SoftmaxCrossEntropy loss_fn;
   const int accum = spec_.train.grad_accum_steps;
@@ -188,47 +311,77 @@ TrainingResult Trainer::run() {
   batches.seek(steps_done * accum);
   for (size_t i = 0; i < model->size(); ++i) {
     if (auto* dropout = dynamic_cast<Dropout*>(&model->child(i)))
-      dropout->setCalls(static_cast<uint64_t>(steps_done * accum));
+      dropout->setCalls(static_cast<uint64_t>(steps_done * accum * micro_batches));
   }
   const int64_t every = spec_.telemetry.every_steps;
 
   TrainingResult result;
   result.final_step = steps_done;
   fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
-             context_.rank, spec_.name, model->parameterCount(), device.str(), spec_.train.steps,
-             accum, spec_.train.batch_size);
+             context_.rank, spec_.name, parameter_count, device.str(), spec_.train.steps, accum,
+             spec_.train.batch_size);
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
     if (stopAgreed(stop_requested_(), world_)) {
       result.cancelled = true;
       break;
     }
     if (comm_observer_) comm_observer_->setStep(step);
+    const bool reported = step % every == 0 || step == first_step || step == spec_.train.steps;
     const auto step_start = Clock::now();
     allocator.resetPeakStats();
     optimizer->zeroGrad();
     double loss_sum = 0.0;
     int64_t samples = 0, correct = 0;
+    GradientSyncTiming sync;
+    std::vector<SchedEvent> sched_events;
     for (int micro = 0; micro < accum; ++micro) {
+      if (runner.pipeline) {
+        const std::vector<int64_t> indices = batches.next();
+        const int64_t rows = spec_.train.batch_size / micro_batches;
+        PipelineStepResult pass = runner.pipeline->runStep(
+            rows,
+            [&](int i) {
+              return makeBatch(*dataset,
+                               std::vector<int64_t>(indices.begin() + i * rows,
+                                                    indices.begin() + (i + 1) * rows),
+                               device);
+            },
+            1.0f / static_cast<float>(accum * micro_batches));
+        loss_sum += pass.loss_sum / micro_batches;
+        correct += pass.correct;
+        samples += pass.samples;
+        sync.comm_ms += pass.comm_wait_ms;
+        sync.exposed_comm_ms += pass.comm_wait_ms;
+        if (reported) {
+          for (const ExecutedAction& action : pass.actions) {
+            sched_events.push_back(SchedEvent{.step = step,
+                                              .stage = action.model_stage,
+                                              .micro_batch = action.action.micro_batch +
+                                                             micro * micro_batches,
+                                              .phase = schedPhase(action.action.phase),
+                                              .start_us = action.start_us,
+                                              .end_us = action.end_us,
+                                              .virtual_stage = action.action.chunk});
+          }
+        }
+        continue;
+      }
       Batch batch = makeBatch(*dataset, batches.next(), device);
-      Tensor logits = model->forward(batch.features);
+      Tensor logits = runner.forward(batch.features);
       loss_sum += loss_fn.forward(logits, batch.labels);
       correct += ops::countCorrect(logits, batch.labels);
       samples += batch.labels.numel();
-      Tensor grad_logits = loss_fn.backward(1.0f / static_cast<float>(accum));
-      if (ddp) {
-        // no_sync for all but the last micro-batch: gradients accumulate locally, and only the
-        // last backward all-reduces their sum.
-        ddp->backward(grad_logits, /*sync=*/micro == accum - 1);
-      } else {
-        model->backward(grad_logits);
-      }
+      // no_sync for all but the last micro-batch: gradients accumulate locally, and only the
+      // last backward reduces their sum.
+      runner.backward(loss_fn.backward(1.0f / static_cast<float>(accum)),
+                      /*sync=*/micro == accum - 1);
     }
-    GradientSyncTiming sync;
-    if (ddp) sync = ddp->finishGradientSync();
+    const GradientSyncTiming reduction = runner.finishGradientSync();
+    sync.comm_ms += reduction.comm_ms;
+    sync.exposed_comm_ms += reduction.exposed_comm_ms;
     std::optional<double> grad_norm;
-    if (spec_.optimizer.clip_grad_norm) {
-      grad_norm = clipGradNorm(parameters, *spec_.optimizer.clip_grad_norm);
-    }
+    if (spec_.optimizer.clip_grad_norm)
+      grad_norm = runner.clipGradNorm(*spec_.optimizer.clip_grad_norm);
     optimizer->step();
     synchronize(device);
     const double step_ms = millisecondsSince(step_start);
@@ -242,7 +395,8 @@ TrainingResult Trainer::run() {
     result.last_loss = loss;
     result.final_step = step;
 
-    if (step % every == 0 || step == first_step || step == spec_.train.steps) {
+    if (reported) {
+      for (const SchedEvent& event : sched_events) telemetry_.emit(event);
       const MemoryStats memory = allocator.stats();
       telemetry_.emit(StepEvent{.step = step,
                                 .loss = loss,
@@ -263,15 +417,17 @@ TrainingResult Trainer::run() {
                  loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);
     }
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
-        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps &&
-        writes_checkpoints) {
-      saveTrainingCheckpoint(spec_.checkpoint->dir, step, parameters, *optimizer);
+        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {
+      saveCheckpoint(runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_, step,
+                     parameters, *optimizer);
     }
   }
-  if (spec_.checkpoint && result.final_step > steps_done && writes_checkpoints) {
-    const std::string path =
-        saveTrainingCheckpoint(spec_.checkpoint->dir, result.final_step, parameters, *optimizer);
-    fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, path);
+  if (spec_.checkpoint && result.final_step > steps_done) {
+    if (std::optional<std::string> path =
+            saveCheckpoint(runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_,
+                           result.final_step, parameters, *optimizer)) {
+      fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
+    }
   }
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - wall_start).count();
   return result;
