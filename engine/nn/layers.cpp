@@ -53,9 +53,9 @@ Tensor Linear::forward(const Tensor& input) {
 Tensor Linear::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(input_.defined(), "Linear::backward before forward");
   ops::matmul(grad_output, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
-  ops::sumRows(grad_output, bias_.grad, 1.0f);                               // db += sum dy
+  ops::sumRows(grad_output, bias_.grad, 1.0f);                              // db += sum dy
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
-  ops::matmul(grad_output, false, weight_.value, false, grad_input);        // dx = dy W
+  ops::matmul(grad_output, false, weight_.value, false, grad_input);  // dx = dy W
   return grad_input;
 }
 
@@ -70,7 +70,7 @@ Tensor Linear::backwardInput(const Tensor& grad_output) {
 void Linear::backwardWeights() {
   RM_CHECK_ARG(grad_output_.defined(), "Linear::backwardWeights before backwardInput");
   ops::matmul(grad_output_, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
-  ops::sumRows(grad_output_, bias_.grad, 1.0f);                               // db += sum dy
+  ops::sumRows(grad_output_, bias_.grad, 1.0f);                              // db += sum dy
   grad_output_ = Tensor();
 }
 
@@ -159,8 +159,8 @@ Tensor LayerNorm::forward(const Tensor& input) {
 
 Tensor LayerNorm::backward(const Tensor& grad_output) {
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
-  ops::layerNormBackward(input_, weight_.value, mean_, rstd_, grad_output, grad_input,
-                         weight_.grad, bias_.grad);
+  ops::layerNormBackward(input_, weight_.value, mean_, rstd_, grad_output, grad_input, weight_.grad,
+                         bias_.grad);
   return grad_input;
 }
 

@@ -1,6 +1,6 @@
 // The layers of an MLP: Linear, ReLU, GELU, Dropout, LayerNorm, and the Sequential container. Their
-// definitions and default initialisations are PyTorch's (nn.Linear's kaiming-uniform with a = sqrt(5),
-// exact-erf GELU, inverted dropout, biased-variance LayerNorm with eps 1e-5).
+// definitions and default initialisations are PyTorch's (nn.Linear's kaiming-uniform with a =
+// sqrt(5), exact-erf GELU, inverted dropout, biased-variance LayerNorm with eps 1e-5).
 #pragma once
 
 #include <cstdint>

@@ -15,16 +15,18 @@ std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device) {
   const size_t linear_count = config.layers.size() - 1;
   for (size_t i = 0; i < linear_count; ++i) {
     const uint64_t layer_seed = mix64(config.seed * 0x100000001B3ull + i);
-    model->append(std::make_unique<Linear>(config.layers[i], config.layers[i + 1], layer_seed,
-                                           device));
+    model->append(
+        std::make_unique<Linear>(config.layers[i], config.layers[i + 1], layer_seed, device));
     if (i + 1 == linear_count) break;  // logits: no activation after the last layer
-    if (config.layer_norm) model->append(std::make_unique<LayerNorm>(config.layers[i + 1], 1e-5f, device));
+    if (config.layer_norm)
+      model->append(std::make_unique<LayerNorm>(config.layers[i + 1], 1e-5f, device));
     if (config.activation == Activation::kGelu) {
       model->append(std::make_unique<GELU>());
     } else {
       model->append(std::make_unique<ReLU>());
     }
-    if (config.dropout > 0.0f) model->append(std::make_unique<Dropout>(config.dropout, ~layer_seed));
+    if (config.dropout > 0.0f)
+      model->append(std::make_unique<Dropout>(config.dropout, ~layer_seed));
   }
   return model;
 }

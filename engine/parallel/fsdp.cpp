@@ -48,9 +48,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicat
 
   const int shards = sharded() ? comm_.size() : 1;
   for (FsdpUnit& unit : units_) {
-    RM_CHECK_ARG(!unit.parameters.empty(),
-                 fmt::format("FSDP: modules {}..{} hold no parameters", unit.first_module,
-                             unit.end_module - 1));
+    RM_CHECK_ARG(!unit.parameters.empty(), fmt::format("FSDP: modules {}..{} hold no parameters",
+                                                       unit.first_module, unit.end_module - 1));
     const Device device = unit.parameters.front().parameter->value.device();
     for (const NamedParameter& named : unit.parameters) {
       RM_CHECK_ARG(named.parameter->value.dtype() == DType::kF32,
@@ -63,7 +62,8 @@ FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicat
     // the flat parameter; the padding is zeros and stays zeros (its gradient is zero).
     Tensor flat = Tensor::zeros({unit.padded_numel}, DType::kF32, device);
     std::vector<Tensor> views = parameterViews(unit, flat);
-    for (size_t i = 0; i < views.size(); ++i) views[i].copyFrom(unit.parameters[i].parameter->value);
+    for (size_t i = 0; i < views.size(); ++i)
+      views[i].copyFrom(unit.parameters[i].parameter->value);
     comm_.broadcast(flat, 0)->wait();
     if (sharded()) {
       const int64_t shard_numel = unit.padded_numel / shards;
@@ -137,12 +137,13 @@ void FullyShardedDataParallel::backward(const Tensor& grad_output, bool sync) {
       std::vector<Tensor> grads = parameterViews(unit, flat_grad);
       for (size_t i = 0; i < grads.size(); ++i) unit.parameters[i].parameter->grad = grads[i];
     }
-    for (size_t m = unit.end_module; m-- > unit.first_module;) grad = model_.child(m).backward(grad);
+    for (size_t m = unit.end_module; m-- > unit.first_module;)
+      grad = model_.child(m).backward(grad);
     if (!sharded() && !sync) continue;
     if (unit.shard.value.device().isCuda()) synchronize(unit.shard.value.device());
     if (sharded()) {
-      Tensor reduced = Tensor::empty({unit.shard.value.numel()}, DType::kF32,
-                                     unit.shard.value.device());
+      Tensor reduced =
+          Tensor::empty({unit.shard.value.numel()}, DType::kF32, unit.shard.value.device());
       in_flight_.push_back({comm_.reduceScatter(reduced, flat_grad, ReduceOp::avg()), reduced, u});
       for (const NamedParameter& named : unit.parameters) named.parameter->grad = Tensor();
       release(u);
@@ -159,7 +160,8 @@ GradientSyncTiming FullyShardedDataParallel::finishGradientSync() {
   timing.exposed_comm_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   for (const PendingReduction& pending : in_flight_) {
     timing.comm_ms += pending.work->durationMs().value_or(0);
-    if (pending.reduced.defined()) ops::axpy(1.0f, pending.reduced, units_[pending.unit].shard.grad);
+    if (pending.reduced.defined())
+      ops::axpy(1.0f, pending.reduced, units_[pending.unit].shard.grad);
   }
   in_flight_.clear();
   return timing;

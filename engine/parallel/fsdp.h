@@ -34,9 +34,9 @@ struct FsdpUnit {
   std::vector<Shape> shapes;                // of those parameters
   int64_t numel = 0;                        // sum of the parameters' elements
   int64_t padded_numel = 0;                 // numel rounded up to a multiple of the world size
-  Parameter shard;   // this rank's [padded / world] slice (no_shard: the whole flat parameter)
-  Tensor full;       // the gathered flat parameter, while materialised
-  WorkPtr gathering; // the all-gather filling `full`, while in flight
+  Parameter shard;    // this rank's [padded / world] slice (no_shard: the whole flat parameter)
+  Tensor full;        // the gathered flat parameter, while materialised
+  WorkPtr gathering;  // the all-gather filling `full`, while in flight
 };
 
 class FullyShardedDataParallel {

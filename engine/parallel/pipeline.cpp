@@ -76,21 +76,23 @@ int64_t systemClockUs() {
   return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-Bytes clockBytes(int64_t micros) { return toBytes(std::to_string(micros)); }
+Bytes clockBytes(int64_t micros) {
+  return toBytes(std::to_string(micros));
+}
 
 }  // namespace
 
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers) {
   const std::vector<Block> blocks = linearBlocks(model);
-  RM_CHECK_ARG(stages >= 1 && static_cast<size_t>(stages) <= blocks.size(),
-               fmt::format("pipeline: {} stages for a model of {} Linear layers", stages,
-                           blocks.size()));
+  RM_CHECK_ARG(
+      stages >= 1 && static_cast<size_t>(stages) <= blocks.size(),
+      fmt::format("pipeline: {} stages for a model of {} Linear layers", stages, blocks.size()));
   std::vector<size_t> starts;
   if (!linear_layers.empty()) {
-    RM_CHECK_ARG(linear_layers.size() == static_cast<size_t>(stages),
-                 fmt::format("strategy.stages: {} stages given, {} needed", linear_layers.size(),
-                             stages));
+    RM_CHECK_ARG(
+        linear_layers.size() == static_cast<size_t>(stages),
+        fmt::format("strategy.stages: {} stages given, {} needed", linear_layers.size(), stages));
     int expected = 0;
     for (size_t s = 0; s < linear_layers.size(); ++s) {
       for (int layer : linear_layers[s]) {
@@ -102,9 +104,9 @@ std::vector<std::pair<size_t, size_t>> partitionStages(
       }
       starts.push_back(static_cast<size_t>(linear_layers[s].front()));
     }
-    RM_CHECK_ARG(static_cast<size_t>(expected) == blocks.size(),
-                 fmt::format("strategy.stages: layers {}..{} are in no stage", expected,
-                             blocks.size() - 1));
+    RM_CHECK_ARG(
+        static_cast<size_t>(expected) == blocks.size(),
+        fmt::format("strategy.stages: layers {}..{} are in no stage", expected, blocks.size() - 1));
   } else {
     std::vector<int64_t> weights;
     for (const Block& block : blocks) weights.push_back(block.parameters);
@@ -148,7 +150,9 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
   measureClockOffset();
 }
 
-int64_t PipelineParallel::nowUs() const { return systemClockUs() + clock_offset_us_; }
+int64_t PipelineParallel::nowUs() const {
+  return systemClockUs() + clock_offset_us_;
+}
 
 void PipelineParallel::measureClockOffset() {
   // NTP through the store: rank r writes a ping, rank 0 answers with its clock, and rank r takes
@@ -224,8 +228,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     auto& [buffer, work] = receives.at({a.phase, a.micro_batch, a.chunk});
     const auto start = Clock::now();
     work->wait();
-    result.comm_wait_ms +=
-        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    result.comm_wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     return buffer;
   };
   std::vector<WorkPtr> sends;
@@ -276,7 +279,8 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       loss_grads.erase(key);
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;)
-        grad = split_backward ? model_.child(m).backwardInput(grad) : model_.child(m).backward(grad);
+        grad =
+            split_backward ? model_.child(m).backwardInput(grad) : model_.child(m).backward(grad);
       if (split_backward)
         contexts[key] = save(first, end);  // what the W action needs
       else
@@ -295,10 +299,10 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
   }
   for (const WorkPtr& send : sends) send->wait();
   // The loss lives on the last stage's rank; every rank reports it.
-  Tensor totals = Tensor::fromVector(
-      {static_cast<float>(result.loss_sum), static_cast<float>(result.correct),
-       static_cast<float>(result.samples)},
-      {3}, device);
+  Tensor totals =
+      Tensor::fromVector({static_cast<float>(result.loss_sum), static_cast<float>(result.correct),
+                          static_cast<float>(result.samples)},
+                         {3}, device);
   comm_.broadcast(totals, rankOf(plan_.modelStages() - 1))->wait();
   const std::vector<float> values = totals.toFloatVector();
   result.loss_sum = values[0];
@@ -317,7 +321,8 @@ double PipelineParallel::clipGradNorm(double max_norm) {
   const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
   const double coefficient = max_norm / (norm + 1e-6);
   if (coefficient < 1.0) {
-    for (const NamedParameter& p : own) ops::scale(p.parameter->grad, static_cast<float>(coefficient));
+    for (const NamedParameter& p : own)
+      ops::scale(p.parameter->grad, static_cast<float>(coefficient));
   }
   return norm;
 }

@@ -170,12 +170,11 @@ std::string rankCheckpointDir(const std::string& dir, const RankContext& context
 
 // The step every rank can resume from: the newest this rank has, lowered to the oldest newest
 // of any rank when checkpoints are per rank (a rank killed while writing may be a step behind).
-std::optional<std::string> resumePoint(const std::string& dir, bool per_rank,
-                                       Communicator* world) {
+std::optional<std::string> resumePoint(const std::string& dir, bool per_rank, Communicator* world) {
   std::optional<std::string> newest = newestCheckpoint(dir);
   if (!per_rank || world == nullptr || world->size() == 1) return newest;
-  const int step = newest ? std::stoi(std::filesystem::path(*newest).filename().string().substr(5))
-                          : 0;
+  const int step =
+      newest ? std::stoi(std::filesystem::path(*newest).filename().string().substr(5)) : 0;
   Tensor agreed = Tensor::fromInts({step}, {1}, world->device());
   world->allReduce(agreed, ReduceOp::min())->wait();
   const int common = static_cast<int>(agreed.toFloatVector()[0]);
@@ -263,7 +262,8 @@ TrainingResult Trainer::run() {
     case StrategyKind::kFsdp:
       runner.fsdp = std::make_unique<FullyShardedDataParallel>(
           *model, *world_,
-          FsdpOptions{.sharding = spec_.strategy.fsdp.sharding, .units = spec_.strategy.fsdp.units});
+          FsdpOptions{.sharding = spec_.strategy.fsdp.sharding,
+                      .units = spec_.strategy.fsdp.units});
       break;
     case StrategyKind::kPipeline:
       runner.pipeline = std::make_unique<PipelineParallel>(
@@ -354,14 +354,14 @@ TrainingResult Trainer::run() {
         sync.exposed_comm_ms += pass.comm_wait_ms;
         if (reported) {
           for (const ExecutedAction& action : pass.actions) {
-            sched_events.push_back(SchedEvent{.step = step,
-                                              .stage = action.model_stage,
-                                              .micro_batch = action.action.micro_batch +
-                                                             micro * micro_batches,
-                                              .phase = schedPhase(action.action.phase),
-                                              .start_us = action.start_us,
-                                              .end_us = action.end_us,
-                                              .virtual_stage = action.action.chunk});
+            sched_events.push_back(
+                SchedEvent{.step = step,
+                           .stage = action.model_stage,
+                           .micro_batch = action.action.micro_batch + micro * micro_batches,
+                           .phase = schedPhase(action.action.phase),
+                           .start_us = action.start_us,
+                           .end_us = action.end_us,
+                           .virtual_stage = action.action.chunk});
           }
         }
         continue;

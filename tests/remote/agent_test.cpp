@@ -167,24 +167,40 @@ TEST(Agent, DdpRunOnThreeRanksStreamsEveryRankWhole) {
   }
 }
 
-TEST(Agent, DdpExampleOnFourRanksLearns) {
-  // resources/examples/ddp_mlp.json as shipped, shortened to 60 steps for the test's time.
-  JobSpec spec = loadJobSpecFile(RINGMASTER_SOURCE_DIR "/resources/examples/ddp_mlp.json");
+class AgentExample : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AgentExample, RunsOnFourRanksAndLearns) {
+  // resources/examples/<strategy>_mlp.json as shipped, shortened to 150 steps for the test's time
+  // and without its checkpoints.
+  JobSpec spec =
+      loadJobSpecFile(RINGMASTER_SOURCE_DIR "/resources/examples/" + GetParam() + ".json");
   ASSERT_EQ(worldSize(spec), 4);
-  spec.train.steps = 60;
+  spec.train.steps = 150;
+  spec.checkpoint.reset();
   SpecFile file(spec);
   CapturedProcess agent(kNode, {"agent", "--spec", file.path()});
   ExitStatus status = agent.wait(std::chrono::seconds(240));
   ASSERT_TRUE(testing::exitedWith(status, 0)) << status.describe() << "\n" << agent.err();
   std::map<int, std::vector<double>> losses;
-  for (const TelemetryEvent& e : decodeAll(agent.out()))
+  int sched_events = 0;
+  for (const TelemetryEvent& e : decodeAll(agent.out())) {
     if (const auto* step = std::get_if<StepEvent>(&e.body)) losses[e.rank].push_back(step->loss);
+    sched_events += std::holds_alternative<SchedEvent>(e.body);
+  }
   ASSERT_EQ(losses.size(), 4u);
   for (const auto& [rank, series] : losses) {
     ASSERT_GE(series.size(), 2u);
     EXPECT_LT(series.back(), 0.5 * series.front()) << "rank " << rank;
   }
+  if (spec.strategy.kind == StrategyKind::kPipeline) {
+    // An F and a B per micro-batch on every stage, for every step with a step event.
+    EXPECT_EQ(sched_events, 2 * spec.train.micro_batches * 4 * static_cast<int>(losses[0].size()));
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Strategies, AgentExample,
+                         ::testing::Values("ddp_mlp", "fsdp_mlp", "pipeline_mlp"),
+                         [](const auto& info) { return info.param; });
 
 // Starts a long DDP run and waits until every rank has reported 3 steps.
 struct LongRun {

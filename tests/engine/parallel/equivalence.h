@@ -10,9 +10,9 @@
 
 #include "data/distributed_sampler.h"
 #include "data/synthetic_dataset.h"
+#include "engine/comm/comm_harness.h"
 #include "nn/loss.h"
 #include "nn/mlp.h"
-#include "engine/comm/comm_harness.h"
 #include "optim/optimizer.h"
 #include "parallel/ddp.h"
 

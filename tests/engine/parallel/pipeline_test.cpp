@@ -49,10 +49,9 @@ PipelineRun trainPipeline(int world, PipelineSchedule schedule, int virtual_stag
     SyntheticTeacherDataset data(kSamples, 12, 4, 3);
     auto model = buildMlp(config);
     const std::vector<NamedParameter> all = model->namedParameters();
-    PipelineParallel pipeline(*model, comm,
-                              {.schedule = schedule,
-                               .virtual_stages = virtual_stages,
-                               .micro_batches = kMicroBatches});
+    PipelineParallel pipeline(
+        *model, comm,
+        {.schedule = schedule, .virtual_stages = virtual_stages, .micro_batches = kMicroBatches});
     Sgd sgd(pipeline.parameters(), {.lr = 0.1f, .momentum = 0.9f});
     BatchIterator batches(DistributedSampler(kSamples, 1, 0, true, 7, false),
                           kRows * kMicroBatches);
@@ -106,9 +105,8 @@ TEST_P(PipelineEquivalence, EqualsGradientAccumulationOverTheSameMicroBatches) {
       config.dropout = 0.25f;
     }
     PipelineRun pipeline = trainPipeline(world, schedule, virtual_stages, config);
-    Parameters reference =
-        trainOneProcess(1, {.batch_per_rank = kRows, .accumulation = kMicroBatches, .steps = kSteps},
-                        config);
+    Parameters reference = trainOneProcess(
+        1, {.batch_per_rank = kRows, .accumulation = kMicroBatches, .steps = kSteps}, config);
     EXPECT_LE(maxDifference(pipeline.parameters, reference), kTolerance);
     EXPECT_GT(maxDifference(reference, testing::snapshot(*buildMlp(config))), 1e-3f)
         << "training must move the parameters, or the comparison proves nothing";
@@ -117,16 +115,16 @@ TEST_P(PipelineEquivalence, EqualsGradientAccumulationOverTheSameMicroBatches) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Schedules, PipelineEquivalence,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(PipelineSchedule::kGpipe, PipelineSchedule::k1f1b,
-                                         PipelineSchedule::kInterleaved1f1b,
-                                         PipelineSchedule::kZbH1)),
-    [](const auto& info) {
-      return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-             std::string(toString(std::get<1>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values(PipelineSchedule::kGpipe,
+                                                              PipelineSchedule::k1f1b,
+                                                              PipelineSchedule::kInterleaved1f1b,
+                                                              PipelineSchedule::kZbH1)),
+                         [](const auto& info) {
+                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  std::string(toString(std::get<1>(info.param)));
+                         });
 
 TEST(Pipeline, ExecutedActionsFollowThePlanAndTheirDependencies) {
   const int world = 3;
