@@ -8,3 +8,4 @@ cmake --build --preset release -j "$(nproc)" --target train_step_bench ringmaste
 ./build/release/bench/train_step_bench
 /usr/bin/python3 bench/comm_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/ddp_vs_torch.py --node build/release/app/ringmaster-node
+/usr/bin/python3 bench/strategies.py --node build/release/app/ringmaster-node

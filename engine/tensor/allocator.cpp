@@ -20,7 +20,7 @@ namespace {
 
 constexpr size_t kSmallGranule = 512;
 constexpr size_t kLargeThreshold = size_t{1} << 20;
-constexpr size_t kLargeGranule = size_t{2} << 20;
+constexpr size_t kLargeDivisions = 8;  // PyTorch's roundup_power2_divisions
 constexpr size_t kHostAlignment = 64;
 
 void* hostAllocate(size_t bytes, int) { return std::aligned_alloc(kHostAlignment, bytes); }
@@ -49,7 +49,12 @@ CachingAllocator::~CachingAllocator() {
 
 size_t CachingAllocator::roundSize(size_t bytes) {
   if (bytes == 0) bytes = 1;
-  size_t granule = bytes < kLargeThreshold ? kSmallGranule : kLargeGranule;
+  size_t granule = kSmallGranule;
+  if (bytes >= kLargeThreshold) {
+    size_t power = kLargeThreshold;  // the largest power of two not above `bytes`
+    while (power <= bytes / 2) power *= 2;
+    granule = power / kLargeDivisions;
+  }
   return (bytes + granule - 1) / granule * granule;
 }
 

@@ -33,8 +33,12 @@ TEST(CachingAllocator, RoundsSizesToGranules) {
   EXPECT_EQ(CachingAllocator::roundSize(1), 512u);
   EXPECT_EQ(CachingAllocator::roundSize(512), 512u);
   EXPECT_EQ(CachingAllocator::roundSize(513), 1024u);
-  EXPECT_EQ(CachingAllocator::roundSize((1u << 20) + 1), 2u << 20);
-  EXPECT_EQ(CachingAllocator::roundSize(5u << 20), 6u << 20);
+  // Above 1 MiB: eighths of the power of two below.
+  EXPECT_EQ(CachingAllocator::roundSize(1u << 20), 1u << 20);
+  EXPECT_EQ(CachingAllocator::roundSize((1u << 20) + 1), (1u << 20) + (128u << 10));
+  EXPECT_EQ(CachingAllocator::roundSize(5u << 20), 5u << 20);
+  EXPECT_EQ(CachingAllocator::roundSize((4u << 20) + 4096), (4u << 20) + (512u << 10));
+  EXPECT_EQ(CachingAllocator::roundSize((16u << 20) - 1), 16u << 20);
 }
 
 TEST(CachingAllocator, CountsAllocatedPeakAndReserved) {

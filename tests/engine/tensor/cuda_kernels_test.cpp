@@ -203,7 +203,7 @@ TEST_F(CudaAllocator, CountsAllocatedPeakAndReserved) {
   const MemoryStats before = allocator.stats();
   EXPECT_EQ(before.reserved_bytes, before.allocated_bytes);  // an empty cache holds nothing
   const uint64_t small_block = 4096;        // 1000 floats, 4000 bytes, in 512-byte granules
-  const uint64_t large_block = 4ull << 20;  // 3 MiB, in 2 MiB granules
+  const uint64_t large_block = 3ull << 20;  // 3 MiB: a multiple of 2 MiB / 8
   {
     Tensor small = Tensor::empty({1000}, DType::kF32, gpu());
     Tensor large = Tensor::empty({3 << 18}, DType::kF32, gpu());
