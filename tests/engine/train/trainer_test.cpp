@@ -69,13 +69,17 @@ TrainingRun train(
   return run;
 }
 
-// The spec trained on `world` ranks as threads over loopback Gloo; each rank's run.
-std::vector<TrainingRun> trainOnRanks(const JobSpec& spec, int world) {
+// The spec trained on `world` ranks as threads over loopback Gloo (or `backend`); each rank's run.
+std::vector<TrainingRun> trainOnRanks(const JobSpec& spec, int world,
+                                      const std::string& backend = "gloo") {
   std::vector<TrainingRun> runs(static_cast<size_t>(world));
-  auto failures = testing::runRanks(world, [&](Communicator& comm) {
-    runs[static_cast<size_t>(comm.rank())] = train(
-        spec, [] { return false; }, &comm);
-  });
+  auto failures = testing::runRanks(
+      world,
+      [&](Communicator& comm) {
+        runs[static_cast<size_t>(comm.rank())] = train(
+            spec, [] { return false; }, &comm);
+      },
+      {}, backend);
   EXPECT_ALL_RANKS_OK(failures);
   return runs;
 }
@@ -403,6 +407,28 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
       EXPECT_EQ(tensor.toFloatVector(), b.tensors.at(name).toFloatVector()) << name;
   }
 }
+
+// Each distributed strategy with one rank on a CUDA device over NCCL: it trains and the loss falls.
+class TrainerOnCuda : public ::testing::TestWithParam<StrategyKind> {};
+
+TEST_P(TrainerOnCuda, StrategyRunsWithWorldSizeOne) {
+  if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: the strategies run on CPU";
+  JobSpec spec = smallSpec(100);
+  spec.device = DeviceKind::kCuda;
+  spec.strategy.kind = GetParam();
+  spec.train.micro_batches = GetParam() == StrategyKind::kPipeline ? 4 : 1;
+  std::vector<TrainingRun> runs = trainOnRanks(spec, 1, "nccl");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].result.final_step, 100);
+  EXPECT_LT(runs[0].result.last_loss, 0.8 * runs[0].result.first_loss);
+  for (const auto& e : runs[0].events)
+    if (const auto* hello = std::get_if<HelloEvent>(&e.body)) EXPECT_EQ(hello->device, "cuda:0");
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, TrainerOnCuda,
+                         ::testing::Values(StrategyKind::kDdp, StrategyKind::kFsdp,
+                                           StrategyKind::kPipeline),
+                         [](const auto& info) { return std::string(toString(info.param)); });
 
 }  // namespace
 }  // namespace ringmaster
