@@ -1,4 +1,5 @@
-// The single-rank training loop and the builders that turn spec sections into engine objects.
+// One rank's training loop under any strategy, and the builders that turn spec sections into
+// engine objects.
 #include "train/trainer.h"
 
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // The training loop of one rank: builds the model, data, sampler and optimizer a job spec
-// describes, trains for train.steps under the spec's strategy (single or DDP over the world
-// communicator), and reports every step as telemetry.
+// describes, trains for train.steps under the spec's strategy (single, or DDP, FSDP or a pipeline
+// over the world communicator), and reports every step (and every pipeline action) as telemetry.
 #pragma once
 
 #include <cstdint>
