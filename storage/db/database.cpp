@@ -1,0 +1,306 @@
+// Opening the run database (pragmas, the network file system check) and its migrations.
+#include "db/database.h"
+
+#include <sys/vfs.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Migration i (0-based) takes a database from user_version i to i + 1. Append, never edit: a
+// database written by an older build must reach the current version through every step.
+const std::vector<const char*>& migrationSql() {
+  static const std::vector<const char*> kMigrations = {
+      // 1: runs, their attempts and ranks, and everything the telemetry protocol carries.
+      R"sql(
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  spec TEXT NOT NULL,                 -- the canonical spec JSON
+  strategy TEXT NOT NULL,
+  world_size INTEGER NOT NULL CHECK (world_size >= 1),
+  status TEXT NOT NULL CHECK (status IN
+      ('pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted')),
+  created_at REAL NOT NULL,           -- seconds since the epoch
+  started_at REAL,
+  ended_at REAL,
+  error TEXT,                         -- the root cause, as the first failing rank reported it
+  error_rank INTEGER,
+  error_host TEXT,
+  recorder_pid INTEGER,               -- the process recording it while running
+  recorder_host TEXT
+);
+CREATE INDEX runs_by_created ON runs (created_at);
+
+CREATE TABLE attempts (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  started_at REAL NOT NULL,
+  ended_at REAL,
+  events_stored INTEGER NOT NULL DEFAULT 0,
+  events_duplicate INTEGER NOT NULL DEFAULT 0,
+  events_dropped INTEGER NOT NULL DEFAULT 0,   -- the recorder's queue was full
+  lines_malformed INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run_id, attempt)
+);
+
+CREATE TABLE ranks (
+  run_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  local_rank INTEGER,
+  host TEXT,
+  pid INTEGER,
+  device TEXT,
+  device_name TEXT,
+  memory_total INTEGER,
+  version TEXT,
+  status TEXT,                        -- from the rank's done event
+  PRIMARY KEY (run_id, attempt, rank),
+  FOREIGN KEY (run_id, attempt) REFERENCES attempts ON DELETE CASCADE
+);
+
+-- (run, attempt, rank, seq) of every stored event: a replayed event is stored once.
+CREATE TABLE events_seen (
+  run_id INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  PRIMARY KEY (run_id, attempt, rank, seq),
+  FOREIGN KEY (run_id, attempt) REFERENCES attempts ON DELETE CASCADE
+) WITHOUT ROWID;
+
+CREATE TABLE metrics (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE           -- "loss", "step_ms", "mem_peak", ...
+);
+
+-- Generic scalar series: one value per (run, metric, rank, step), whatever the strategy.
+CREATE TABLE scalars (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  metric_id INTEGER NOT NULL REFERENCES metrics (id),
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  value REAL NOT NULL,
+  attempt INTEGER NOT NULL,
+  PRIMARY KEY (run_id, metric_id, rank, step)
+) WITHOUT ROWID;
+
+CREATE TABLE comm_events (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  t REAL NOT NULL,
+  step INTEGER,
+  op TEXT NOT NULL,
+  group_name TEXT NOT NULL,
+  group_size INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  dtype TEXT NOT NULL,
+  duration_ms REAL NOT NULL,
+  wait_ms REAL,
+  algbw_gbps REAL NOT NULL,
+  busbw_gbps REAL NOT NULL,
+  peer INTEGER
+);
+CREATE INDEX comm_events_by_run ON comm_events (run_id, op, bytes);
+
+CREATE TABLE sched_events (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  stage INTEGER NOT NULL,
+  virtual_stage INTEGER NOT NULL,
+  micro_batch INTEGER NOT NULL,
+  phase TEXT NOT NULL CHECK (phase IN ('F', 'B', 'W')),
+  start_us INTEGER NOT NULL,
+  end_us INTEGER NOT NULL
+);
+CREATE INDEX sched_events_by_step ON sched_events (run_id, step);
+
+CREATE TABLE logs (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  rank INTEGER,                       -- null: the recorder's own lines
+  t REAL NOT NULL,
+  level TEXT NOT NULL,
+  message TEXT NOT NULL
+);
+CREATE INDEX logs_by_run ON logs (run_id, rank);
+
+CREATE TABLE flight_recorder_dumps (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  t REAL NOT NULL,
+  dump TEXT NOT NULL                  -- the flight recorder's JSON
+);
+)sql",
+  };
+  return kMigrations;
+}
+
+int userVersion(sqlite3* db) {
+  sqlite3_stmt* statement = nullptr;
+  checkSqlite(db, sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &statement, nullptr),
+              "reading the schema version");
+  int version = 0;
+  if (sqlite3_step(statement) == SQLITE_ROW) version = sqlite3_column_int(statement, 0);
+  sqlite3_finalize(statement);
+  return version;
+}
+
+}  // namespace
+
+std::string defaultDatabasePath() {
+  const char* data_home = std::getenv("XDG_DATA_HOME");
+  fs::path base;
+  if (data_home != nullptr && data_home[0] == '/') {
+    base = data_home;
+  } else {
+    const char* home = std::getenv("HOME");
+    RM_CHECK_ARG(home != nullptr && home[0] != '\0',
+                 "neither XDG_DATA_HOME nor HOME is set: give the database with --db");
+    base = fs::path(home) / ".local" / "share";
+  }
+  return (base / "ringmaster" / "runs.db").string();
+}
+
+std::optional<std::string> networkFileSystem(const std::string& path) {
+  fs::path probe = fs::absolute(path);
+  std::error_code ec;
+  while (!fs::exists(probe, ec) && probe.has_parent_path() && probe != probe.parent_path())
+    probe = probe.parent_path();
+  struct statfs info {};
+  if (::statfs(probe.c_str(), &info) != 0) return std::nullopt;
+  switch (static_cast<unsigned long>(info.f_type)) {
+    case 0x6969:  // NFS_SUPER_MAGIC
+      return "nfs";
+    case 0xFF534D42:  // CIFS_MAGIC_NUMBER
+      return "cifs";
+    case 0xFE534D42:  // SMB2_MAGIC_NUMBER
+      return "smb2";
+    case 0x517B:  // SMB_SUPER_MAGIC
+      return "smb";
+    case 0x5346414F:  // AFS_SUPER_MAGIC
+      return "afs";
+    case 0x65735546:  // FUSE_SUPER_MAGIC (sshfs, s3fs, ...)
+      return "fuse";
+    default:
+      return std::nullopt;
+  }
+}
+
+void checkSqlite(sqlite3* db, int code, const std::string& what) {
+  if (code == SQLITE_OK || code == SQLITE_DONE || code == SQLITE_ROW) return;
+  const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(code);
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      RM_THROW(kTimeout, fmt::format("{}: the database is locked by another process ({}); "
+                                     "nothing was written, try again when it is done",
+                                     what, message));
+    case SQLITE_FULL:
+      RM_THROW(kIo, fmt::format("{}: the database or its disk is full ({}); the transaction "
+                                "was rolled back, what was committed before is kept",
+                                what, message));
+    default:
+      RM_THROW(kIo, fmt::format("{}: {}", what, message));
+  }
+}
+
+int currentSchemaVersion() {
+  return static_cast<int>(migrationSql().size());
+}
+
+Database::Database(const std::string& path, DatabaseOptions options) : path_(path) {
+  if (std::optional<std::string> remote = networkFileSystem(path)) {
+    RM_THROW(kUnavailable,
+             fmt::format("{} is on a network file system ({}); the run database uses SQLite's "
+                         "WAL mode, which needs a local disk: give a local path with --db",
+                         path, *remote));
+  }
+  std::error_code ec;
+  const fs::path directory = fs::absolute(path).parent_path();
+  fs::create_directories(directory, ec);
+  if (ec) {
+    RM_THROW(kIo, fmt::format("cannot create the database directory {}: {}", directory.string(),
+                              ec.message()));
+  }
+  const int opened =
+      sqlite3_open_v2(path.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (opened != SQLITE_OK) {
+    const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(opened);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    RM_THROW(kIo, fmt::format("cannot open the run database {}: {}", path, message));
+  }
+  try {
+    sqlite3_busy_timeout(db_, options.busy_timeout_ms);
+    exec("PRAGMA journal_mode = WAL");
+    exec(options.full_sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+    exec("PRAGMA foreign_keys = ON");
+    const int version = userVersion(db_);
+    if (version > currentSchemaVersion()) {
+      RM_THROW(kFormat, fmt::format("{} has schema version {}, newer than this build's {}: "
+                                    "open it with a newer ringmaster",
+                                    path, version, currentSchemaVersion()));
+    }
+    migrate(*this, options.schema_version < 0 ? currentSchemaVersion() : options.schema_version);
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Database::~Database() {
+  if (db_ != nullptr) sqlite3_close(db_);
+}
+
+int Database::schemaVersion() const {
+  return userVersion(db_);
+}
+
+void Database::exec(const std::string& sql) {
+  char* error = nullptr;
+  const int code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
+  if (error != nullptr) sqlite3_free(error);
+  checkSqlite(db_, code, fmt::format("{}: {}", path_, sql.substr(0, sql.find('\n'))));
+}
+
+void Database::transaction(const std::function<void()>& body) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    body();
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void migrate(Database& db, int target) {
+  RM_CHECK_ARG(target >= 0 && target <= currentSchemaVersion(),
+               fmt::format("no schema version {}", target));
+  for (int version = db.schemaVersion(); version < target; ++version) {
+    db.transaction([&] {
+      db.exec(migrationSql()[static_cast<size_t>(version)]);
+      db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
+    });
+  }
+}
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,67 @@
+// The run database: one SQLite file opened in WAL mode with foreign keys on and an explicit
+// synchronous level, refused on network file systems (WAL's shared memory needs a local disk), and
+// brought to the current schema by forward migrations on open.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace ringmaster::storage {
+
+// ~/.local/share/ringmaster/runs.db, or $XDG_DATA_HOME/ringmaster/runs.db when that is set.
+std::string defaultDatabasePath();
+
+// The name of the network file system holding `path` (its directory when the file does not exist
+// yet): "nfs", "cifs", "smb2", ...; nullopt for a local one.
+std::optional<std::string> networkFileSystem(const std::string& path);
+
+struct DatabaseOptions {
+  // How long a statement waits for another process's write lock before failing with a clear
+  // error (SQLite's busy timeout).
+  int busy_timeout_ms = 5000;
+  // NORMAL: in WAL mode a crash of this process loses nothing committed, a power cut may lose
+  // the last transactions but never corrupts. FULL syncs every commit.
+  bool full_sync = false;
+  // The schema version to migrate to on open: the current one unless a migration test asks for
+  // an earlier one.
+  int schema_version = -1;
+};
+
+class Database {
+ public:
+  // Opens (creating it and its directory) and migrates. Throws kIo naming the path and SQLite's
+  // message when it cannot, kUnavailable for a network file system, kFormat for a database of a
+  // newer schema than this build knows.
+  explicit Database(const std::string& path, DatabaseOptions options = {});
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  sqlite3* handle() const { return db_; }
+  const std::string& path() const { return path_; }
+  int schemaVersion() const;
+
+  // Runs SQL without results; throws kIo with SQLite's message and the statement.
+  void exec(const std::string& sql);
+  // Runs `body` in one IMMEDIATE transaction, committed when it returns, rolled back on throw.
+  void transaction(const std::function<void()>& body);
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+// The schema version this build writes; migrations bring any earlier one here.
+int currentSchemaVersion();
+
+// Brings a database to `target` (default: current) by running the migrations after its
+// user_version in one transaction each. Exposed for the migration tests.
+void migrate(Database& db, int target);
+
+// Throws kIo for an SQLite result code other than the expected ones, naming what was done.
+void checkSqlite(sqlite3* db, int code, const std::string& what);
+
+}  // namespace ringmaster::storage

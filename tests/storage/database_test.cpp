@@ -1,0 +1,173 @@
+// The run database file: pragmas on open, the schema reached from every earlier version, a newer
+// schema refused, and a locked or full database giving a clear error without losing what was
+// committed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "core/error.h"
+#include "db/database.h"
+
+namespace ringmaster::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+class DatabaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ringmaster_db_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path() const { return (dir_ / "nested" / "runs.db").string(); }
+  fs::path dir_;
+};
+
+int64_t queryInt(const Database& db, const std::string& sql) {
+  sqlite3_stmt* statement = nullptr;
+  checkSqlite(db.handle(), sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr),
+              sql);
+  int64_t value = -1;
+  if (sqlite3_step(statement) == SQLITE_ROW) value = sqlite3_column_int64(statement, 0);
+  sqlite3_finalize(statement);
+  return value;
+}
+
+std::string queryText(const Database& db, const std::string& sql) {
+  sqlite3_stmt* statement = nullptr;
+  checkSqlite(db.handle(), sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr),
+              sql);
+  std::string value;
+  if (sqlite3_step(statement) == SQLITE_ROW)
+    value = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
+  sqlite3_finalize(statement);
+  return value;
+}
+
+TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
+  Database db(path());
+  EXPECT_TRUE(fs::exists(path()));
+  EXPECT_EQ(queryText(db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(queryInt(db, "PRAGMA synchronous"), 1) << "NORMAL";
+  EXPECT_EQ(queryInt(db, "PRAGMA foreign_keys"), 1);
+  EXPECT_EQ(db.schemaVersion(), currentSchemaVersion());
+  for (const char* table : {"runs", "attempts", "ranks", "events_seen", "metrics", "scalars",
+                            "comm_events", "sched_events", "logs", "flight_recorder_dumps"}) {
+    EXPECT_EQ(queryInt(db, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") +
+                               table + "'"),
+              1)
+        << table;
+  }
+  // Foreign keys hold: an attempt needs its run.
+  EXPECT_THROW(db.exec("INSERT INTO attempts (run_id, attempt, started_at) VALUES (42, 0, 0)"),
+               Error);
+}
+
+TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
+  for (int from = 0; from < currentSchemaVersion(); ++from) {
+    SCOPED_TRACE("from version " + std::to_string(from));
+    fs::remove_all(dir_);
+    {
+      Database old(path(), {.schema_version = from});
+      EXPECT_EQ(old.schemaVersion(), from);
+      if (from >= 1) {
+        old.exec(
+            "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
+            "VALUES ('kept', '{}', 'ddp', 2, 'completed', 1)");
+      }
+    }
+    Database current(path());
+    EXPECT_EQ(current.schemaVersion(), currentSchemaVersion());
+    if (from >= 1) {
+      EXPECT_EQ(queryText(current, "SELECT name FROM runs"), "kept");
+    }
+    EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");
+  }
+}
+
+TEST_F(DatabaseTest, ANewerSchemaIsRefusedNamingTheVersions) {
+  { Database db(path()); }
+  {
+    sqlite3* raw = nullptr;
+    ASSERT_EQ(sqlite3_open(path().c_str(), &raw), SQLITE_OK);
+    const std::string bump = "PRAGMA user_version = " + std::to_string(currentSchemaVersion() + 1);
+    ASSERT_EQ(sqlite3_exec(raw, bump.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(raw);
+  }
+  try {
+    Database db(path());
+    FAIL() << "opened a database of a newer schema";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    const std::string message = e.what();
+    EXPECT_NE(message.find("schema version " + std::to_string(currentSchemaVersion() + 1)),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("this build's " + std::to_string(currentSchemaVersion())),
+              std::string::npos)
+        << message;
+  }
+}
+
+TEST_F(DatabaseTest, ALockedDatabaseIsAClearErrorAfterTheBusyTimeout) {
+  Database holder(path());
+  Database waiter(path(), {.busy_timeout_ms = 100});
+  holder.exec("BEGIN IMMEDIATE");
+  holder.exec("INSERT INTO metrics (name) VALUES ('held')");
+  try {
+    waiter.exec("INSERT INTO metrics (name) VALUES ('blocked')");
+    FAIL() << "wrote past another process's write lock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kTimeout);
+    EXPECT_NE(std::string(e.what()).find("locked by another process"), std::string::npos)
+        << e.what();
+  }
+  holder.exec("COMMIT");
+  waiter.exec("INSERT INTO metrics (name) VALUES ('after')");
+  EXPECT_EQ(queryInt(waiter, "SELECT count(*) FROM metrics"), 2);
+}
+
+TEST_F(DatabaseTest, AFullDatabaseRollsBackTheTransactionAndKeepsWhatWasCommitted) {
+  Database db(path());
+  db.exec("INSERT INTO metrics (name) VALUES ('committed')");
+  const int64_t pages = queryInt(db, "PRAGMA page_count");
+  db.exec("PRAGMA max_page_count = " + std::to_string(pages + 2));
+  try {
+    db.transaction([&] {
+      for (int i = 0; i < 10000; ++i)
+        db.exec("INSERT INTO metrics (name) VALUES ('" + std::string(200, 'x') + std::to_string(i) +
+                "')");
+    });
+    FAIL() << "the page limit was never reached";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(std::string(e.what()).find("full"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM metrics"), 1);
+  EXPECT_EQ(queryText(db, "PRAGMA integrity_check"), "ok");
+}
+
+TEST(DatabasePath, FollowsXdgDataHomeElseHome) {
+  const char* saved_xdg = std::getenv("XDG_DATA_HOME");
+  const std::string saved = saved_xdg ? saved_xdg : "";
+  setenv("XDG_DATA_HOME", "/data/xdg", 1);
+  EXPECT_EQ(defaultDatabasePath(), "/data/xdg/ringmaster/runs.db");
+  unsetenv("XDG_DATA_HOME");
+  const std::string home = std::getenv("HOME");
+  EXPECT_EQ(defaultDatabasePath(), home + "/.local/share/ringmaster/runs.db");
+  if (saved_xdg) setenv("XDG_DATA_HOME", saved.c_str(), 1);
+}
+
+TEST(DatabasePath, ALocalDiskIsNotANetworkFileSystem) {
+  EXPECT_EQ(networkFileSystem(fs::temp_directory_path() / "does" / "not" / "exist.db"),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace ringmaster::storage
