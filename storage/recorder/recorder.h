@@ -1,0 +1,90 @@
+// The recorder: takes decoded telemetry (or raw lines) from any number of ranks and writes it to
+// the run database on its own thread, in batched transactions. The producer never waits on the
+// database: the queue is bounded, and when it is full an event is dropped and counted (in the
+// attempt's row), never hidden. Storing is idempotent: an event replayed with the same
+// (run, attempt, rank, seq) is stored once.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "telemetry/events.h"
+
+namespace ringmaster::storage {
+
+class Database;
+
+// A run as it is created: what the runs table needs before any telemetry arrives.
+struct NewRun {
+  std::string name;
+  std::string spec_json;  // canonical
+  std::string strategy;
+  int world_size = 1;
+};
+
+// Inserts a `running` run with attempt 0, owned by this process (pid and host, so that a later
+// start can tell it was interrupted); returns its id.
+int64_t createRun(Database& db, const NewRun& run);
+// Sets the final status (completed, failed, cancelled) and the end time.
+void finishRun(Database& db, int64_t run_id, const std::string& status);
+// Runs left `running` by a process of this host that no longer exists become `interrupted`;
+// returns how many.
+int reconcileInterruptedRuns(Database& db);
+
+struct RecorderOptions {
+  size_t queue_capacity = 1 << 16;  // events waiting for the writer
+  size_t batch_size = 8192;         // events per transaction at most
+};
+
+struct RecorderCounts {
+  int64_t stored = 0;      // events written
+  int64_t duplicates = 0;  // replayed events recognised and skipped
+  int64_t dropped = 0;     // refused because the queue was full
+  int64_t malformed = 0;   // lines that did not decode
+};
+
+class Recorder {
+ public:
+  // Opens its own connection to the database at `db_path` and starts the writer thread.
+  Recorder(std::string db_path, int64_t run_id, int attempt, RecorderOptions options = {});
+  // Writes what is queued, then stops.
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Queues an event; false when the queue is full and the event was dropped (and counted).
+  bool submit(TelemetryEvent event);
+  // Decodes a line and queues it; a malformed line is counted and its reason logged to the run.
+  bool submitLine(std::string_view line);
+  // Blocks until everything submitted before the call is committed (or failed to be).
+  void flush();
+  RecorderCounts counts() const;
+  // The error that stopped the writer (the database became unwritable), empty while healthy.
+  std::string failure() const;
+
+ private:
+  void writerLoop();
+
+  std::string db_path_;
+  int64_t run_id_;
+  int attempt_;
+  RecorderOptions options_;
+  mutable std::mutex mutex_;
+  std::condition_variable queued_, written_;
+  std::deque<TelemetryEvent> queue_;
+  std::deque<std::string> malformed_reasons_;  // to log into the run (the first 100 per batch)
+  uint64_t malformed_queued_ = 0;              // malformed lines not yet counted in the database
+  RecorderCounts pending_;                     // drops and malformed lines not yet in the database
+  uint64_t submitted_ = 0, committed_ = 0;     // items accepted / processed, for flush()
+  bool stopping_ = false;
+  RecorderCounts counts_;
+  std::string failure_;
+  std::thread writer_;
+};
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,188 @@
+// The recorder against a real SQLite file: every kind of event from several ranks lands in its
+// table; replayed and reordered events are stored once; malformed lines are counted and logged;
+// a full queue drops and the drop is recorded; runs of a dead recorder become `interrupted`.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "recorder/recorder.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+class RecorderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("ringmaster_recorder_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    path_ = (dir_ / "runs.db").string();
+    db_.emplace(path_);
+    run_ = createRun(*db_, {.name = "test", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
+  }
+  void TearDown() override {
+    db_.reset();
+    fs::remove_all(dir_);
+  }
+  int64_t count(const std::string& sql) {
+    sqlite3_stmt* statement = nullptr;
+    checkSqlite(db_->handle(),
+                sqlite3_prepare_v2(db_->handle(), sql.c_str(), -1, &statement, nullptr), sql);
+    int64_t value = -1;
+    if (sqlite3_step(statement) == SQLITE_ROW) value = sqlite3_column_int64(statement, 0);
+    sqlite3_finalize(statement);
+    return value;
+  }
+  fs::path dir_;
+  std::string path_;
+  std::optional<Database> db_;
+  int64_t run_ = 0;
+};
+
+// A rank's stream: hello, `steps` steps each with one all_reduce and one pipeline action, done.
+std::vector<TelemetryEvent> rankStream(int rank, int steps) {
+  std::vector<TelemetryEvent> events;
+  uint64_t seq = 0;
+  auto add = [&](EventBody body) {
+    events.push_back({.rank = rank, .seq = seq++, .time = 1e9 + seq, .body = std::move(body)});
+  };
+  add(HelloEvent{.world_size = 3,
+                 .host = "h" + std::to_string(rank),
+                 .pid = 100 + rank,
+                 .device = "cpu",
+                 .strategy = "ddp"});
+  for (int step = 1; step <= steps; ++step) {
+    add(CommEvent{.seq_op = static_cast<uint64_t>(step),
+                  .op = "all_reduce",
+                  .group = "world",
+                  .bytes = 4096,
+                  .dtype = "float32",
+                  .duration_ms = 0.5,
+                  .step = step});
+    add(SchedEvent{.step = step, .stage = rank, .micro_batch = 0, .start_us = 10, .end_us = 20});
+    add(StepEvent{.step = step, .loss = 2.0 / step, .samples = 32, .step_ms = 5, .accuracy = 0.5});
+  }
+  add(LogEvent{.message = "hello from " + std::to_string(rank)});
+  add(DoneEvent{.final_step = steps});
+  return events;
+}
+
+TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
+  {
+    Recorder recorder(path_, run_, 0);
+    for (int rank = 0; rank < 3; ++rank)
+      for (const TelemetryEvent& e : rankStream(rank, 10))
+        EXPECT_TRUE(recorder.submitLine(encodeEvent(e)));
+    recorder.flush();
+    EXPECT_EQ(recorder.counts().stored, 3 * (10 * 3 + 3));
+  }
+  EXPECT_EQ(count("SELECT count(*) FROM ranks WHERE status = 'completed'"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 30);
+  EXPECT_EQ(count("SELECT count(*) FROM sched_events"), 30);
+  // 11 metrics per step, plus accuracy.
+  EXPECT_EQ(count("SELECT count(*) FROM scalars"), 3 * 10 * 12);
+  EXPECT_EQ(count("SELECT count(*) FROM scalars JOIN metrics ON metric_id = metrics.id "
+                  "WHERE name = 'loss' AND rank = 2"),
+            10);
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NOT NULL"), 3);
+  EXPECT_EQ(count("SELECT events_stored FROM attempts"), 3 * 33);
+}
+
+TEST_F(RecorderTest, ReplayedAndReorderedEventsAreStoredOnce) {
+  std::vector<TelemetryEvent> events;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::vector<TelemetryEvent> stream = rankStream(rank, 20);
+    events.insert(events.end(), stream.begin(), stream.end());
+  }
+  std::vector<TelemetryEvent> replayed = events;
+  replayed.insert(replayed.end(), events.begin(), events.begin() + 40);
+  std::shuffle(replayed.begin(), replayed.end(), std::mt19937(3));
+  {
+    Recorder recorder(path_, run_, 0, {.batch_size = 16});
+    for (const TelemetryEvent& e : replayed) recorder.submit(e);
+    recorder.flush();
+    EXPECT_EQ(recorder.counts().stored, static_cast<int64_t>(events.size()));
+    EXPECT_EQ(recorder.counts().duplicates, 40);
+  }
+  {
+    Recorder again(path_, run_, 0);  // a whole stream replayed by a later recorder
+    for (const TelemetryEvent& e : events) again.submit(e);
+    again.flush();
+    EXPECT_EQ(again.counts().stored, 0);
+  }
+  EXPECT_EQ(count("SELECT count(*) FROM events_seen"), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 60);
+  EXPECT_EQ(count("SELECT events_duplicate FROM attempts"),
+            40 + static_cast<int64_t>(events.size()));
+}
+
+TEST_F(RecorderTest, MalformedLinesAreCountedAndLoggedNeverFatal) {
+  {
+    Recorder recorder(path_, run_, 0);
+    EXPECT_FALSE(recorder.submitLine("not json"));
+    EXPECT_FALSE(recorder.submitLine(R"({"v":1,"type":"step","rank":0})"));
+    EXPECT_FALSE(recorder.submitLine(std::string(1 << 20, '{')));
+    EXPECT_TRUE(recorder.submitLine(encodeEvent(rankStream(0, 1)[0])));
+    recorder.flush();
+    EXPECT_EQ(recorder.counts().malformed, 3);
+    EXPECT_EQ(recorder.counts().stored, 1);
+    EXPECT_TRUE(recorder.failure().empty());
+  }
+  EXPECT_EQ(count("SELECT lines_malformed FROM attempts"), 3);
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND level = 'warn'"), 3);
+}
+
+TEST_F(RecorderTest, AFullQueueDropsAndTheDropIsRecorded) {
+  // Another connection holds the write lock, so the writer waits (within its busy timeout) while
+  // the producer fills the queue.
+  Database holder(path_);
+  holder.exec("BEGIN IMMEDIATE");
+  int64_t refused = 0;
+  {
+    Recorder recorder(path_, run_, 0, {.queue_capacity = 8, .batch_size = 4});
+    std::vector<TelemetryEvent> events = rankStream(0, 20);
+    for (const TelemetryEvent& e : events) refused += recorder.submit(e) ? 0 : 1;
+    holder.exec("COMMIT");
+    recorder.flush();
+    EXPECT_GT(refused, 0);
+    EXPECT_EQ(recorder.counts().dropped, refused);
+    EXPECT_EQ(recorder.counts().stored + refused, static_cast<int64_t>(events.size()));
+  }
+  EXPECT_EQ(count("SELECT events_dropped FROM attempts"), refused);
+}
+
+TEST_F(RecorderTest, RunsOfADeadRecorderBecomeInterrupted) {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);  // reaped: its pid names no process now
+  const int64_t orphan =
+      createRun(*db_, {.name = "orphan", .spec_json = "{}", .strategy = "ddp", .world_size = 1});
+  db_->exec("UPDATE runs SET recorder_pid = " + std::to_string(child) +
+            " WHERE id = " + std::to_string(orphan));
+  EXPECT_EQ(reconcileInterruptedRuns(*db_), 1);
+  EXPECT_EQ(count("SELECT count(*) FROM runs WHERE status = 'interrupted' AND id = " +
+                  std::to_string(orphan)),
+            1);
+  // This process's own run is alive and stays running.
+  EXPECT_EQ(
+      count("SELECT count(*) FROM runs WHERE status = 'running' AND id = " + std::to_string(run_)),
+      1);
+  finishRun(*db_, run_, "completed");
+  EXPECT_EQ(count("SELECT count(*) FROM runs WHERE status = 'completed' AND ended_at IS NOT NULL"),
+            1);
+}
+
+}  // namespace
+}  // namespace ringmaster::storage
