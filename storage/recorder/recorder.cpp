@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -50,7 +51,7 @@ class Statement {
     sqlite3_bind_double(statement_, index, value);
     return *this;
   }
-  Statement& bind(int index, const std::string& value) {
+  Statement& bind(int index, std::string_view value) {
     sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()),
                       SQLITE_TRANSIENT);
     return *this;
@@ -76,44 +77,6 @@ class Statement {
   sqlite3* db_;
   sqlite3_stmt* statement_ = nullptr;
 };
-
-const char* phaseLetter(SchedPhase phase) {
-  switch (phase) {
-    case SchedPhase::kForward:
-      return "F";
-    case SchedPhase::kBackward:
-      return "B";
-    case SchedPhase::kWeight:
-      return "W";
-  }
-  return "F";
-}
-
-const char* levelName(LogLevel level) {
-  switch (level) {
-    case LogLevel::kDebug:
-      return "debug";
-    case LogLevel::kInfo:
-      return "info";
-    case LogLevel::kWarn:
-      return "warn";
-    case LogLevel::kError:
-      return "error";
-  }
-  return "info";
-}
-
-const char* doneStatusName(DoneStatus status) {
-  switch (status) {
-    case DoneStatus::kCompleted:
-      return "completed";
-    case DoneStatus::kFailed:
-      return "failed";
-    case DoneStatus::kCancelled:
-      return "cancelled";
-  }
-  return "failed";
-}
 
 // Every statement the writer needs, prepared once on its connection.
 class EventStore {
@@ -164,7 +127,7 @@ class EventStore {
     return true;
   }
 
-  void log(std::optional<int64_t> rank, double t, const std::string& level,
+  void log(std::optional<int64_t> rank, double t, std::string_view level,
            const std::string& message) {
     log_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank).bind(4, t);
     log_.bind(5, level).bind(6, message).run();
@@ -222,11 +185,11 @@ class EventStore {
   void storeBody(const TelemetryEvent& e, const SchedEvent& s) {
     sched_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, s.step);
     sched_.bind(5, int64_t{s.stage}).bind(6, int64_t{s.virtual_stage});
-    sched_.bind(7, int64_t{s.micro_batch}).bind(8, std::string(phaseLetter(s.phase)));
+    sched_.bind(7, int64_t{s.micro_batch}).bind(8, toString(s.phase));
     sched_.bind(9, s.start_us).bind(10, s.end_us).run();
   }
   void storeBody(const TelemetryEvent& e, const LogEvent& l) {
-    log(int64_t{e.rank}, e.time, levelName(l.level), l.message);
+    log(int64_t{e.rank}, e.time, toString(l.level), l.message);
   }
   void storeBody(const TelemetryEvent& e, const ErrorEvent& error) {
     log(int64_t{e.rank}, e.time, "error", error.message);
@@ -240,7 +203,7 @@ class EventStore {
     }
   }
   void storeBody(const TelemetryEvent& e, const DoneEvent& done) {
-    rank_done_.bind(1, std::string(doneStatusName(done.status))).bind(2, run_id_);
+    rank_done_.bind(1, toString(done.status)).bind(2, run_id_);
     rank_done_.bind(3, int64_t{attempt_}).bind(4, int64_t{e.rank}).run();
   }
 
