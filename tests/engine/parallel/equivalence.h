@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "data/distributed_sampler.h"
@@ -75,17 +77,24 @@ inline float maxDifference(const Parameters& a, const Parameters& b) {
   return worst;
 }
 
-// The same under DDP on `world` ranks; rank r > 0 starts from deliberately different parameters,
-// which the start-up broadcast must replace. Returns every rank's final parameters.
-inline std::vector<Parameters> trainDdp(int world, const Schedule& setup, DdpOptions options = {}) {
+// Trains like trainOneProcess, but on `world` ranks each taking its share of the batch through a
+// data-parallel wrapper (DDP, FSDP) that `wrap` builds around the rank's model. Rank r > 0 starts
+// from deliberately different parameters, which the wrapper's start-up broadcast must replace.
+// `optimized` gives what the optimizer updates, `final_parameters` a rank's whole model at the end.
+template <typename Wrapper>
+std::vector<Parameters> trainDataParallel(
+    int world, const Schedule& setup,
+    const std::function<std::unique_ptr<Wrapper>(Sequential&, Communicator&)>& wrap,
+    const std::function<std::vector<NamedParameter>(Sequential&, Wrapper&)>& optimized,
+    const std::function<Parameters(Sequential&, Wrapper&)>& final_parameters) {
   std::vector<Parameters> finals(world);
   auto failures = runRanks(world, [&](Communicator& comm) {
     SyntheticTeacherDataset data(kSamples, 12, 4, 3);
     MlpConfig config = kModel;
     config.seed += comm.rank();
     auto model = buildMlp(config);
-    DistributedDataParallel ddp(*model, comm, options);
-    Sgd sgd(model->namedParameters(), {.lr = 0.1f, .momentum = 0.9f});
+    std::unique_ptr<Wrapper> parallel = wrap(*model, comm);
+    Sgd sgd(optimized(*model, *parallel), {.lr = 0.1f, .momentum = 0.9f});
     BatchIterator batches(DistributedSampler(kSamples, world, comm.rank(), true, 7, false),
                           setup.batch_per_rank);
     SoftmaxCrossEntropy loss;
@@ -93,17 +102,29 @@ inline std::vector<Parameters> trainDdp(int world, const Schedule& setup, DdpOpt
       sgd.zeroGrad();
       for (int micro = 0; micro < setup.accumulation; ++micro) {
         Batch batch = makeBatch(data, batches.next());
-        loss.forward(ddp.forward(batch.features), batch.labels);
-        ddp.backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)),
-                     /*sync=*/micro == setup.accumulation - 1);
+        loss.forward(parallel->forward(batch.features), batch.labels);
+        parallel->backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)),
+                           /*sync=*/micro == setup.accumulation - 1);
       }
-      ddp.finishGradientSync();
+      parallel->finishGradientSync();
       sgd.step();
     }
-    finals[comm.rank()] = snapshot(*model);
+    finals[comm.rank()] = final_parameters(*model, *parallel);
   });
   EXPECT_ALL_RANKS_OK(failures);
   return finals;
+}
+
+// trainDataParallel under DDP: every rank's final parameters.
+inline std::vector<Parameters> trainDdp(int world, const Schedule& setup, DdpOptions options = {}) {
+  using Ddp = DistributedDataParallel;
+  return trainDataParallel<Ddp>(
+      world, setup,
+      [&](Sequential& model, Communicator& comm) {
+        return std::make_unique<Ddp>(model, comm, options);
+      },
+      [](Sequential& model, Ddp&) { return model.namedParameters(); },
+      [](Sequential& model, Ddp&) { return snapshot(model); });
 }
 
 }  // namespace ringmaster::testing

@@ -23,33 +23,18 @@ using testing::trainDdp;
 
 // Every rank's full parameters (gathered) after training under FSDP like trainDdp does.
 std::vector<Parameters> trainFsdp(int world, const Schedule& setup, FsdpOptions options) {
-  std::vector<Parameters> finals(world);
-  auto failures = runRanks(world, [&](Communicator& comm) {
-    SyntheticTeacherDataset data(kSamples, 12, 4, 3);
-    MlpConfig config = kModel;
-    config.seed += comm.rank();  // rank 0's values must win
-    auto model = buildMlp(config);
-    FullyShardedDataParallel fsdp(*model, comm, options);
-    Sgd sgd(fsdp.shardParameters(), {.lr = 0.1f, .momentum = 0.9f});
-    BatchIterator batches(DistributedSampler(kSamples, world, comm.rank(), true, 7, false),
-                          setup.batch_per_rank);
-    SoftmaxCrossEntropy loss;
-    for (int step = 0; step < setup.steps; ++step) {
-      sgd.zeroGrad();
-      for (int micro = 0; micro < setup.accumulation; ++micro) {
-        Batch batch = makeBatch(data, batches.next());
-        loss.forward(fsdp.forward(batch.features), batch.labels);
-        fsdp.backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)),
-                      /*sync=*/micro == setup.accumulation - 1);
-      }
-      fsdp.finishGradientSync();
-      sgd.step();
-    }
-    for (auto& [name, value] : fsdp.fullParameters())
-      finals[comm.rank()].push_back(value.toFloatVector());
-  });
-  EXPECT_ALL_RANKS_OK(failures);
-  return finals;
+  using Fsdp = FullyShardedDataParallel;
+  return testing::trainDataParallel<Fsdp>(
+      world, setup,
+      [&](Sequential& model, Communicator& comm) {
+        return std::make_unique<Fsdp>(model, comm, options);
+      },
+      [](Sequential&, Fsdp& fsdp) { return fsdp.shardParameters(); },
+      [](Sequential&, Fsdp& fsdp) {
+        Parameters whole;
+        for (auto& [name, value] : fsdp.fullParameters()) whole.push_back(value.toFloatVector());
+        return whole;
+      });
 }
 
 using FsdpCase = std::tuple<int, FsdpSharding, FsdpUnits>;
