@@ -9,7 +9,8 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
+
+from agent_run import run_spec, step_times
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -38,19 +39,8 @@ def ours(node, layers, ranks, args):
         "launch": {"hosts": [{"host": "localhost", "ranks": ranks}]},
         "telemetry": {"every_steps": 1},
     }
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-        path = f.name
-    try:
-        out = subprocess.run([node, "agent", "--spec", path, "--ignore-stdin"], check=True,
-                             capture_output=True, text=True, timeout=900).stdout
-    finally:
-        os.unlink(path)
-    times = {}
-    for line in out.splitlines():
-        e = json.loads(line)
-        if e["type"] == "step" and e["rank"] == 0:
-            times[e["step"]] = e["t"]
+    events = run_spec(node, spec)
+    times = step_times(events)
     samples = (args.steps - args.warmup) * args.batch * ranks
     return samples / (times[args.steps] - times[args.warmup])
 

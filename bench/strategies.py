@@ -6,10 +6,8 @@
 # beside what the ZeRO paper's formulas predict for the model state with float32 Adam
 # (4 bytes of parameter, 4 of gradient and 8 of optimizer state per parameter).
 import argparse
-import json
-import os
-import subprocess
-import tempfile
+
+from agent_run import run_spec, step_times
 
 WIDTHS = [784] + [1024] * 8 + [10]
 RANKS = 4
@@ -98,22 +96,10 @@ def run(node, strategy, args):
     }
     if pipeline:
         spec["train"]["micro_batches"] = args.micro_batches
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-        path = f.name
-    try:
-        out = subprocess.run([node, "agent", "--spec", path, "--ignore-stdin"], check=True,
-                             capture_output=True, text=True, timeout=900).stdout
-    finally:
-        os.unlink(path)
-    times, allocated, peak = {}, [0] * RANKS, [0] * RANKS
-    for line in out.splitlines():
-        e = json.loads(line)
-        if e["type"] != "step":
-            continue
-        if e["rank"] == 0:
-            times[e["step"]] = e["t"]
-        if e["step"] > args.warmup:
+    events = run_spec(node, spec)
+    times, allocated, peak = step_times(events), [0] * RANKS, [0] * RANKS
+    for e in events:
+        if e["type"] == "step" and e["step"] > args.warmup:
             allocated[e["rank"]] = max(allocated[e["rank"]], e["mem_allocated"])
             peak[e["rank"]] = max(peak[e["rank"]], e["mem_peak"])
     samples = (args.steps - args.warmup) * args.global_batch
