@@ -84,6 +84,20 @@ std::vector<TrainingRun> trainOnRanks(const JobSpec& spec, int world,
   return runs;
 }
 
+// Trains `spec` (which has a checkpoint section) on `world` ranks with checkpoints in `dir` and
+// checkpoint.resume on, first to step `stop_at` and then again to its own step count, so that the
+// second run resumes where the first stopped; returns the second run's ranks.
+std::vector<TrainingRun> trainInterruptedThenResumed(JobSpec spec, const fs::path& dir,
+                                                     int64_t stop_at, int world) {
+  const int64_t steps = spec.train.steps;
+  spec.checkpoint->dir = dir.string();
+  spec.checkpoint->resume = true;
+  spec.train.steps = stop_at;
+  trainOnRanks(spec, world);
+  spec.train.steps = steps;
+  return trainOnRanks(spec, world);
+}
+
 // Every parameter of a checkpoint's model (a step directory or its model file), flattened.
 std::vector<float> checkpointWeights(const fs::path& path, float dropout = 0) {
   auto model = buildMlp({.layers = {32, 64, 10}, .dropout = dropout});
@@ -317,12 +331,7 @@ TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
   straight.launch.hosts[0].ranks = 2;
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
   trainOnRanks(straight, 2);
-  JobSpec interrupted = straight;
-  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
-  interrupted.train.steps = 4;
-  trainOnRanks(interrupted, 2);
-  interrupted.train.steps = 6;
-  trainOnRanks(interrupted, 2);
+  trainInterruptedThenResumed(straight, dir_ / "resumed", 4, 2);
   EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
             checkpointWeights(dir_ / "straight" / "step_00000006"));
 }
@@ -337,13 +346,7 @@ TEST_F(TrainerCheckpoint, FsdpResumesFromItsShardsAndConsolidatesTheModel) {
     EXPECT_TRUE(fs::exists(dir_ / "straight" / fmt::format("rank_{}_of_3", rank) / "step_00000006" /
                            "optimizer.safetensors"));
   }
-  JobSpec interrupted = straight;
-  interrupted.checkpoint =
-      CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true, .consolidate = true};
-  interrupted.train.steps = 4;
-  trainOnRanks(interrupted, 3);
-  interrupted.train.steps = 6;
-  std::vector<TrainingRun> resumed = trainOnRanks(interrupted, 3);
+  std::vector<TrainingRun> resumed = trainInterruptedThenResumed(straight, dir_ / "resumed", 4, 3);
   for (const TrainingRun& run : resumed) EXPECT_EQ(run.result.final_step, 6);
   // The consolidated file is the plain model's state_dict, and resuming changed nothing.
   EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
@@ -393,12 +396,7 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
     }
   }
 
-  JobSpec interrupted = straight;
-  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
-  interrupted.train.steps = 3;
-  trainOnRanks(interrupted, 2);
-  interrupted.train.steps = 5;
-  trainOnRanks(interrupted, 2);
+  trainInterruptedThenResumed(straight, dir_ / "resumed", 3, 2);
   for (int rank = 0; rank < 2; ++rank) {
     const fs::path file = fs::path(fmt::format("rank_{}_of_2", rank)) / "step_00000005";
     SafetensorsFile a = loadSafetensors((dir_ / "resumed" / file / "model.safetensors").string());
