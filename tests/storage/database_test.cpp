@@ -2,7 +2,6 @@
 // schema refused, and a locked or full database giving a clear error without losing what was
 // committed.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -10,45 +9,20 @@
 
 #include "core/error.h"
 #include "db/database.h"
+#include "storage/storage_test_support.h"
 
 namespace ringmaster::storage {
 namespace {
 
 namespace fs = std::filesystem;
 
-class DatabaseTest : public ::testing::Test {
+using testing::queryInt;
+using testing::queryText;
+
+class DatabaseTest : public testing::StorageTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ringmaster_db_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path() const { return (dir_ / "nested" / "runs.db").string(); }
-  fs::path dir_;
 };
-
-int64_t queryInt(const Database& db, const std::string& sql) {
-  sqlite3_stmt* statement = nullptr;
-  checkSqlite(db.handle(), sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr),
-              sql);
-  int64_t value = -1;
-  if (sqlite3_step(statement) == SQLITE_ROW) value = sqlite3_column_int64(statement, 0);
-  sqlite3_finalize(statement);
-  return value;
-}
-
-std::string queryText(const Database& db, const std::string& sql) {
-  sqlite3_stmt* statement = nullptr;
-  checkSqlite(db.handle(), sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr),
-              sql);
-  std::string value;
-  if (sqlite3_step(statement) == SQLITE_ROW)
-    value = reinterpret_cast<const char*>(sqlite3_column_text(statement, 0));
-  sqlite3_finalize(statement);
-  return value;
-}
 
 TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
   Database db(path());

@@ -13,6 +13,7 @@
 
 #include "db/database.h"
 #include "recorder/recorder.h"
+#include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -20,31 +21,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class RecorderTest : public ::testing::Test {
+class RecorderTest : public testing::StorageTest {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("ringmaster_recorder_" + std::to_string(getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
+    StorageTest::SetUp();
     path_ = (dir_ / "runs.db").string();
     db_.emplace(path_);
     run_ = createRun(*db_, {.name = "test", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
   }
   void TearDown() override {
     db_.reset();
-    fs::remove_all(dir_);
+    StorageTest::TearDown();
   }
-  int64_t count(const std::string& sql) {
-    sqlite3_stmt* statement = nullptr;
-    checkSqlite(db_->handle(),
-                sqlite3_prepare_v2(db_->handle(), sql.c_str(), -1, &statement, nullptr), sql);
-    int64_t value = -1;
-    if (sqlite3_step(statement) == SQLITE_ROW) value = sqlite3_column_int64(statement, 0);
-    sqlite3_finalize(statement);
-    return value;
-  }
-  fs::path dir_;
+  int64_t count(const std::string& sql) { return testing::queryInt(*db_, sql); }
   std::string path_;
   std::optional<Database> db_;
   int64_t run_ = 0;
