@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "nn/loss.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {

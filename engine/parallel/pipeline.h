@@ -6,14 +6,12 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
-#include "nn/loss.h"
 #include "parallel/pipeline_schedule.h"
 
 namespace ringmaster {
