@@ -25,7 +25,7 @@ std::string resolveFile(const std::string& path, const char* file_name) {
 }
 
 fs::path makeStepDir(const std::string& dir, int64_t step) {
-  const fs::path step_dir = fs::path(dir) / fmt::format("step_{:08d}", step);
+  const fs::path step_dir = checkpointStepDir(dir, step);
   std::error_code ec;
   fs::create_directories(step_dir, ec);
   if (ec) {
@@ -107,9 +107,13 @@ int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer) {
   return step;
 }
 
-std::optional<std::string> newestCheckpoint(const std::string& dir) {
+std::string checkpointStepDir(const std::string& dir, int64_t step) {
+  return (fs::path(dir) / fmt::format("step_{:08d}", step)).string();
+}
+
+std::optional<int64_t> newestCheckpointStep(const std::string& dir) {
   std::error_code error;
-  std::optional<std::pair<int64_t, fs::path>> newest;
+  std::optional<int64_t> newest;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
     if (name.size() != 13 || name.rfind("step_", 0) != 0) continue;
@@ -118,10 +122,15 @@ std::optional<std::string> newestCheckpoint(const std::string& dir) {
         !fs::exists(entry.path() / "optimizer.safetensors"))
       continue;
     const int64_t step = std::stoll(name.substr(5));
-    if (!newest || step > newest->first) newest = {step, entry.path()};
+    if (!newest || step > *newest) newest = step;
   }
-  if (!newest) return std::nullopt;
-  return newest->second.string();
+  return newest;
+}
+
+std::optional<std::string> newestCheckpoint(const std::string& dir) {
+  std::optional<int64_t> step = newestCheckpointStep(dir);
+  if (!step) return std::nullopt;
+  return checkpointStepDir(dir, *step);
 }
 
 }  // namespace ringmaster

@@ -33,6 +33,10 @@ void loadModelWeights(const std::string& path, const std::vector<NamedParameter>
 // The step directory of the highest step in `dir` holding both files, or nullopt when there is
 // none (or no such directory).
 std::optional<std::string> newestCheckpoint(const std::string& dir);
+// That step's number.
+std::optional<int64_t> newestCheckpointStep(const std::string& dir);
+// <dir>/step_<step, 8 digits>: where checkpoint `step` lives.
+std::string checkpointStepDir(const std::string& dir, int64_t step);
 
 // Restores the optimizer from an optimizer.safetensors file or a step directory; returns its step.
 int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer);

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -172,15 +171,13 @@ std::string rankCheckpointDir(const std::string& dir, const RankContext& context
 // The step every rank can resume from: the newest this rank has, lowered to the oldest newest
 // of any rank when checkpoints are per rank (a rank killed while writing may be a step behind).
 std::optional<std::string> resumePoint(const std::string& dir, bool per_rank, Communicator* world) {
-  std::optional<std::string> newest = newestCheckpoint(dir);
-  if (!per_rank || world == nullptr || world->size() == 1) return newest;
-  const int step =
-      newest ? std::stoi(std::filesystem::path(*newest).filename().string().substr(5)) : 0;
-  Tensor agreed = Tensor::fromInts({step}, {1}, world->device());
+  if (!per_rank || world == nullptr || world->size() == 1) return newestCheckpoint(dir);
+  const int newest = static_cast<int>(newestCheckpointStep(dir).value_or(0));
+  Tensor agreed = Tensor::fromInts({newest}, {1}, world->device());
   world->allReduce(agreed, ReduceOp::min())->wait();
   const int common = static_cast<int>(agreed.toFloatVector()[0]);
   if (common == 0) return std::nullopt;
-  return fmt::format("{}/step_{:08d}", dir, common);
+  return checkpointStepDir(dir, common);
 }
 
 // Writes this rank's part of checkpoint `step` (when it writes any); FSDP with
