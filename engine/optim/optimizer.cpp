@@ -101,8 +101,8 @@ void Adam::step() {
   step_count_++;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& p = *parameters_[i].parameter;
-    ops::adamStep(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], lr_, options_.beta1,
-                  options_.beta2, options_.eps, options_.weight_decay, step_count_,
+    ops::adamStep(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], lr_, options_.beta1, options_.beta2,
+                  options_.eps, options_.weight_decay, step_count_,
                   options_.decoupled_weight_decay);
   }
 }
@@ -135,15 +135,20 @@ double gradNorm(const std::vector<NamedParameter>& parameters) {
 }
 
 double clipGradNorm(const std::vector<NamedParameter>& parameters, double max_norm) {
-  RM_CHECK_ARG(max_norm > 0.0, fmt::format("max_norm {} must be positive", max_norm));
   const double norm = gradNorm(parameters);
+  clipGradientsGivenNorm(parameters, norm, max_norm);
+  return norm;
+}
+
+void clipGradientsGivenNorm(const std::vector<NamedParameter>& parameters, double norm,
+                            double max_norm) {
+  RM_CHECK_ARG(max_norm > 0.0, fmt::format("max_norm {} must be positive", max_norm));
   const double coefficient = max_norm / (norm + 1e-6);
   if (coefficient < 1.0) {
     for (const auto& named : parameters) {
       ops::scale(named.parameter->grad, static_cast<float>(coefficient));
     }
   }
-  return norm;
 }
 
 }  // namespace ringmaster

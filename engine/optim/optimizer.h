@@ -84,6 +84,10 @@ class Adam : public Optimizer {
 // Scales all gradients so that their joint L2 norm is at most max_norm, as clip_grad_norm_ does
 // (coefficient max_norm / (norm + 1e-6), clamped to 1). Returns the norm before clipping.
 double clipGradNorm(const std::vector<NamedParameter>& parameters, double max_norm);
+// The scaling of clipGradNorm with the norm already known (for a model spread over ranks, whose
+// norm is reduced across them first).
+void clipGradientsGivenNorm(const std::vector<NamedParameter>& parameters, double norm,
+                            double max_norm);
 // The joint L2 norm of all gradients.
 double gradNorm(const std::vector<NamedParameter>& parameters);
 

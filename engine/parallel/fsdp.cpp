@@ -3,11 +3,12 @@
 #include "parallel/fsdp.h"
 
 #include <chrono>
-#include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "optim/optimizer.h"
+#include "parallel/grad_norm.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -175,20 +176,9 @@ std::vector<NamedParameter> FullyShardedDataParallel::shardParameters() {
 }
 
 double FullyShardedDataParallel::clipGradNorm(double max_norm) {
-  RM_CHECK_ARG(max_norm > 0.0, fmt::format("max_norm {} must be positive", max_norm));
-  double sum_squares = 0;
-  for (const FsdpUnit& unit : units_) sum_squares += ops::sumSquares(unit.shard.grad);
-  if (sharded()) {
-    Tensor total = Tensor::fromVector({static_cast<float>(sum_squares)}, {1}, comm_.device());
-    comm_.allReduce(total, ReduceOp::sum())->wait();
-    sum_squares = total.toFloatVector()[0];
-  }
-  const double norm = std::sqrt(sum_squares);
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient < 1.0) {
-    for (FsdpUnit& unit : units_) ops::scale(unit.shard.grad, static_cast<float>(coefficient));
-  }
-  return norm;
+  // no_shard: every rank holds the whole (averaged) gradient already.
+  if (!sharded()) return ringmaster::clipGradNorm(shardParameters(), max_norm);
+  return clipDistributedGradNorm(shardParameters(), comm_, max_norm);
 }
 
 std::vector<std::pair<std::string, Tensor>> FullyShardedDataParallel::fullParameters() {

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -13,6 +12,7 @@
 
 #include "core/error.h"
 #include "nn/loss.h"
+#include "parallel/grad_norm.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -314,19 +314,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
 }
 
 double PipelineParallel::clipGradNorm(double max_norm) {
-  RM_CHECK_ARG(max_norm > 0.0, fmt::format("max_norm {} must be positive", max_norm));
-  const std::vector<NamedParameter> own = parameters();
-  double sum_squares = 0;
-  for (const NamedParameter& p : own) sum_squares += ops::sumSquares(p.parameter->grad);
-  Tensor total = Tensor::fromVector({static_cast<float>(sum_squares)}, {1}, comm_.device());
-  comm_.allReduce(total, ReduceOp::sum())->wait();
-  const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
-  const double coefficient = max_norm / (norm + 1e-6);
-  if (coefficient < 1.0) {
-    for (const NamedParameter& p : own)
-      ops::scale(p.parameter->grad, static_cast<float>(coefficient));
-  }
-  return norm;
+  return clipDistributedGradNorm(parameters(), comm_, max_norm);
 }
 
 std::vector<NamedParameter> PipelineParallel::parameters() {

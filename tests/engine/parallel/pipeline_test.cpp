@@ -160,6 +160,34 @@ TEST(Pipeline, ExecutedActionsFollowThePlanAndTheirDependencies) {
   }
 }
 
+TEST(Pipeline, ClippingUsesTheNormOfTheWholeModel) {
+  // One step's gradients: 3 stages on 3 ranks against one process accumulating the same
+  // micro-batches; the clipped norm must be the whole model's on every rank.
+  SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+  auto batchOf = [&](int micro) {
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < kRows; ++i) rows.push_back(micro * kRows + i);
+    return makeBatch(data, rows);
+  };
+  auto whole = buildMlp(kDeepModel);
+  SoftmaxCrossEntropy loss;
+  for (int micro = 0; micro < kMicroBatches; ++micro) {
+    Batch batch = batchOf(micro);
+    loss.forward(whole->forward(batch.features), batch.labels);
+    whole->backward(loss.backward(1.0f / kMicroBatches));
+  }
+  const double expected = gradNorm(whole->namedParameters());
+  std::vector<double> norms(3);
+  auto failures = runRanks(3, [&](Communicator& comm) {
+    auto model = buildMlp(kDeepModel);
+    PipelineParallel pipeline(*model, comm, {.micro_batches = kMicroBatches});
+    pipeline.runStep(kRows, batchOf, 1.0f / kMicroBatches);
+    norms[comm.rank()] = pipeline.clipGradNorm(1e-3);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_NEAR(norms[rank], expected, 1e-5 * expected);
+}
+
 TEST(Pipeline, StagesBalanceParametersOrFollowTheSpec) {
   // Linear layers of 12x64, 64x64, 64x64, 64x4: 832, 4160, 4160, 260 parameters; blocks of a
   // Linear and its ReLU occupy modules 0-1, 2-3, 4-5 and 6.

@@ -1,0 +1,17 @@
+// Gradient clipping for a model spread over ranks (FSDP shards, pipeline stages): each rank holds
+// part of the parameters, and the norm that clip_grad_norm_ uses is the whole model's.
+#pragma once
+
+#include <vector>
+
+#include "comm/communicator.h"
+#include "nn/module.h"
+
+namespace ringmaster {
+
+// Sums the local parameters' squared gradient norms across `comm`'s ranks (collective), scales
+// every local gradient as clip_grad_norm_ does for that total, and returns the total norm.
+double clipDistributedGradNorm(const std::vector<NamedParameter>& local, Communicator& comm,
+                               double max_norm);
+
+}  // namespace ringmaster
