@@ -147,6 +147,44 @@ CREATE TABLE flight_recorder_dumps (
   dump TEXT NOT NULL                  -- the flight recorder's JSON
 );
 )sql",
+      // 2: every scalar series summarised per bucket of 64 and of 4096 steps (count, sum, min,
+      // max, first and last point), so a series of any length loads reduced to a few thousand
+      // buckets without reading every point. Existing series are summarised here.
+      R"sql(
+CREATE TABLE scalar_rollups (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  metric_id INTEGER NOT NULL REFERENCES metrics (id),
+  rank INTEGER NOT NULL,
+  width INTEGER NOT NULL,             -- steps per bucket: 64 or 4096
+  bucket INTEGER NOT NULL,            -- step / width
+  n INTEGER NOT NULL,
+  sum REAL NOT NULL,
+  min REAL NOT NULL,
+  max REAL NOT NULL,
+  first_step INTEGER NOT NULL,
+  last_step INTEGER NOT NULL,
+  last_value REAL NOT NULL,
+  PRIMARY KEY (run_id, metric_id, rank, width, bucket)
+) WITHOUT ROWID;
+INSERT INTO scalar_rollups
+  SELECT g.run_id, g.metric_id, g.rank, 64, g.bucket, g.n, g.sum, g.min, g.max, g.first_step,
+         g.last_step, s.value
+  FROM (SELECT run_id, metric_id, rank, step / 64 AS bucket, count(*) AS n, sum(value) AS sum,
+               min(value) AS min, max(value) AS max, min(step) AS first_step,
+               max(step) AS last_step
+        FROM scalars GROUP BY run_id, metric_id, rank, step / 64) g
+  JOIN scalars s ON s.run_id = g.run_id AND s.metric_id = g.metric_id AND s.rank = g.rank
+                AND s.step = g.last_step;
+INSERT INTO scalar_rollups
+  SELECT g.run_id, g.metric_id, g.rank, 4096, g.bucket, g.n, g.sum, g.min, g.max, g.first_step,
+         g.last_step, r.last_value
+  FROM (SELECT run_id, metric_id, rank, bucket / 64 AS bucket, sum(n) AS n, sum(sum) AS sum,
+               min(min) AS min, max(max) AS max, min(first_step) AS first_step,
+               max(last_step) AS last_step, max(bucket) AS last_bucket
+        FROM scalar_rollups WHERE width = 64 GROUP BY run_id, metric_id, rank, bucket / 64) g
+  JOIN scalar_rollups r ON r.run_id = g.run_id AND r.metric_id = g.metric_id
+                       AND r.rank = g.rank AND r.width = 64 AND r.bucket = g.last_bucket;
+)sql",
   };
   return kMigrations;
 }

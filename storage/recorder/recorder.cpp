@@ -15,6 +15,8 @@
 
 #include "core/error.h"
 #include "db/database.h"
+#include "db/series_summary.h"
+#include "db/statement.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -32,50 +34,12 @@ std::string thisHost() {
   return name;
 }
 
-// A prepared statement, reset after each run, finalized on destruction.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    checkSqlite(db, sqlite3_prepare_v2(db, sql, -1, &statement_, nullptr),
-                fmt::format("preparing {}", sql));
-  }
-  ~Statement() { sqlite3_finalize(statement_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& bind(int index, int64_t value) {
-    sqlite3_bind_int64(statement_, index, value);
-    return *this;
-  }
-  Statement& bind(int index, double value) {
-    sqlite3_bind_double(statement_, index, value);
-    return *this;
-  }
-  Statement& bind(int index, std::string_view value) {
-    sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()),
-                      SQLITE_TRANSIENT);
-    return *this;
-  }
-  template <typename T>
-  Statement& bind(int index, const std::optional<T>& value) {
-    if (value) return bind(index, *value);
-    sqlite3_bind_null(statement_, index);
-    return *this;
-  }
-  // Steps once; true when a row came back (read it before the next run()).
-  bool run() {
-    const int code = sqlite3_step(statement_);
-    if (code == SQLITE_ROW) return true;
-    sqlite3_reset(statement_);
-    checkSqlite(db_, code, "storing telemetry");
-    return false;
-  }
-  int64_t columnInt(int index) const { return sqlite3_column_int64(statement_, index); }
-  void reset() { sqlite3_reset(statement_); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* statement_ = nullptr;
+struct RollupKey {
+  int64_t metric_id;
+  int64_t rank;
+  int64_t width;
+  int64_t bucket;
+  auto operator<=>(const RollupKey&) const = default;
 };
 
 // Every statement the writer needs, prepared once on its connection.
@@ -85,35 +49,43 @@ class EventStore {
       : db_(db),
         run_id_(run_id),
         attempt_(attempt),
-        seen_(db.handle(),
+        seen_(db,
               "INSERT OR IGNORE INTO events_seen (run_id, attempt, rank, seq) VALUES (?, ?, ?, ?)"),
-        rank_(db.handle(),
+        rank_(db,
               "INSERT OR REPLACE INTO ranks (run_id, attempt, rank, local_rank, host, pid, device, "
               "device_name, memory_total, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        rank_done_(db.handle(),
-                   "UPDATE ranks SET status = ? WHERE run_id = ? AND attempt = ? AND rank = ?"),
-        metric_insert_(db.handle(), "INSERT OR IGNORE INTO metrics (name) VALUES (?)"),
-        metric_select_(db.handle(), "SELECT id FROM metrics WHERE name = ?"),
-        scalar_(db.handle(),
+        rank_done_(db, "UPDATE ranks SET status = ? WHERE run_id = ? AND attempt = ? AND rank = ?"),
+        metric_insert_(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)"),
+        metric_select_(db, "SELECT id FROM metrics WHERE name = ?"),
+        scalar_(db,
                 "INSERT OR REPLACE INTO scalars (run_id, metric_id, rank, step, value, attempt) "
                 "VALUES (?, ?, ?, ?, ?, ?)"),
-        comm_(db.handle(),
+        comm_(db,
               "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
               "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) VALUES "
               "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"),
-        sched_(db.handle(),
+        sched_(db,
                "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
                "micro_batch, phase, start_us, end_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        log_(db.handle(),
+        log_(db,
              "INSERT INTO logs (run_id, attempt, rank, t, level, message) VALUES (?, ?, ?, ?, ?, "
              "?)"),
-        root_cause_(db.handle(),
+        root_cause_(db,
                     "UPDATE runs SET error = ?, error_rank = ?, error_host = ? "
                     "WHERE id = ? AND error IS NULL"),
-        dump_(db.handle(),
+        dump_(db,
               "INSERT INTO flight_recorder_dumps (run_id, attempt, rank, t, dump) "
               "VALUES (?, ?, ?, ?, ?)"),
-        counts_(db.handle(),
+        rollup_(
+            db,
+            "INSERT INTO scalar_rollups (run_id, metric_id, rank, width, bucket, n, sum, min, "
+            "max, first_step, last_step, last_value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO UPDATE SET n = n + excluded.n, sum = sum + excluded.sum, "
+            "min = min(min, excluded.min), max = max(max, excluded.max), "
+            "first_step = min(first_step, excluded.first_step), "
+            "last_value = CASE WHEN excluded.last_step >= last_step THEN excluded.last_value "
+            "ELSE last_value END, last_step = max(last_step, excluded.last_step)"),
+        counts_(db,
                 "UPDATE attempts SET events_stored = events_stored + ?, "
                 "events_duplicate = events_duplicate + ?, events_dropped = events_dropped + ?, "
                 "lines_malformed = lines_malformed + ? WHERE run_id = ? AND attempt = ?") {}
@@ -131,6 +103,18 @@ class EventStore {
            const std::string& message) {
     log_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank).bind(4, t);
     log_.bind(5, level).bind(6, message).run();
+  }
+
+  // Merges the batch's bucket summaries into scalar_rollups: one upsert per bucket touched, not
+  // per point.
+  void writeRollups() {
+    for (const auto& [key, bucket] : rollups_) {
+      rollup_.bind(1, run_id_).bind(2, key.metric_id).bind(3, key.rank).bind(4, key.width);
+      rollup_.bind(5, key.bucket).bind(6, bucket.count).bind(7, bucket.sum).bind(8, bucket.min);
+      rollup_.bind(9, bucket.max).bind(10, bucket.first_step).bind(11, bucket.last_step);
+      rollup_.bind(12, bucket.last_value).run();
+    }
+    rollups_.clear();
   }
 
   void addCounts(const RecorderCounts& delta) {
@@ -151,8 +135,11 @@ class EventStore {
   }
 
   void scalar(const TelemetryEvent& e, int64_t step, const std::string& name, double value) {
-    scalar_.bind(1, run_id_).bind(2, metricId(name)).bind(3, int64_t{e.rank}).bind(4, step);
+    const int64_t metric = metricId(name);
+    scalar_.bind(1, run_id_).bind(2, metric).bind(3, int64_t{e.rank}).bind(4, step);
     scalar_.bind(5, value).bind(6, int64_t{attempt_}).run();
+    for (int64_t width : kRollupWidths)
+      rollups_[RollupKey{metric, e.rank, width, step / width}].add(step, value);
   }
 
   void storeBody(const TelemetryEvent& e, const HelloEvent& hello) {
@@ -162,6 +149,7 @@ class EventStore {
     rank_.bind(9, static_cast<int64_t>(hello.device_memory_total)).bind(10, hello.version).run();
   }
   void storeBody(const TelemetryEvent& e, const StepEvent& s) {
+    scalar(e, s.step, "wall_time_s", e.time);
     scalar(e, s.step, "loss", s.loss);
     scalar(e, s.step, "lr", s.lr);
     scalar(e, s.step, "samples", static_cast<double>(s.samples));
@@ -211,8 +199,9 @@ class EventStore {
   int64_t run_id_;
   int attempt_;
   Statement seen_, rank_, rank_done_, metric_insert_, metric_select_, scalar_, comm_, sched_, log_,
-      root_cause_, dump_, counts_;
+      root_cause_, dump_, rollup_, counts_;
   std::map<std::string, int64_t> metric_ids_;
+  std::map<RollupKey, SeriesSummary> rollups_;  // this batch's points, per bucket
 };
 
 }  // namespace
@@ -221,7 +210,7 @@ int64_t createRun(Database& db, const NewRun& run) {
   const double now = nowSeconds();
   int64_t id = 0;
   db.transaction([&] {
-    Statement insert(db.handle(),
+    Statement insert(db,
                      "INSERT INTO runs (name, spec, strategy, world_size, status, created_at, "
                      "started_at, recorder_pid, recorder_host) "
                      "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)");
@@ -229,8 +218,7 @@ int64_t createRun(Database& db, const NewRun& run) {
     insert.bind(4, int64_t{run.world_size}).bind(5, now).bind(6, now);
     insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost()).run();
     id = sqlite3_last_insert_rowid(db.handle());
-    Statement attempt(db.handle(),
-                      "INSERT INTO attempts (run_id, attempt, started_at) VALUES (?, 0, ?)");
+    Statement attempt(db, "INSERT INTO attempts (run_id, attempt, started_at) VALUES (?, 0, ?)");
     attempt.bind(1, id).bind(2, now).run();
   });
   return id;
@@ -238,11 +226,10 @@ int64_t createRun(Database& db, const NewRun& run) {
 
 void finishRun(Database& db, int64_t run_id, const std::string& status) {
   db.transaction([&] {
-    Statement update(db.handle(),
+    Statement update(db,
                      "UPDATE runs SET status = ?, ended_at = ?, recorder_pid = NULL WHERE id = ?");
     update.bind(1, status).bind(2, nowSeconds()).bind(3, run_id).run();
-    Statement attempt(db.handle(),
-                      "UPDATE attempts SET ended_at = ? WHERE run_id = ? AND ended_at IS NULL");
+    Statement attempt(db, "UPDATE attempts SET ended_at = ? WHERE run_id = ? AND ended_at IS NULL");
     attempt.bind(1, nowSeconds()).bind(2, run_id).run();
   });
 }
@@ -251,7 +238,7 @@ int reconcileInterruptedRuns(Database& db) {
   const std::string host = thisHost();
   std::vector<int64_t> orphaned;
   {
-    Statement running(db.handle(),
+    Statement running(db,
                       "SELECT id, recorder_pid FROM runs WHERE status IN ('pending', 'running') "
                       "AND recorder_host = ?");
     running.bind(1, host);
@@ -369,6 +356,7 @@ void Recorder::writerLoop() {
         }
         for (const std::string& reason : reasons)
           store->log(std::nullopt, nowSeconds(), "warn", "malformed telemetry line: " + reason);
+        store->writeRollups();
         store->addCounts(delta);
       });
     } catch (const std::exception& e) {

@@ -54,12 +54,30 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
         old.exec(
             "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
             "VALUES ('kept', '{}', 'ddp', 2, 'completed', 1)");
+        old.exec("INSERT INTO metrics (name) VALUES ('loss')");
+        for (int step = 1; step <= 200; ++step) {
+          old.exec("INSERT INTO scalars VALUES (1, 1, 0, " + std::to_string(step) + ", " +
+                   std::to_string(step == 100 ? 50.0 : 1.0 / step) + ", 0)");
+        }
       }
     }
     Database current(path());
     EXPECT_EQ(current.schemaVersion(), currentSchemaVersion());
     if (from >= 1) {
       EXPECT_EQ(queryText(current, "SELECT name FROM runs"), "kept");
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalars"), 200);
+    }
+    if (from >= 1 && from < 2) {  // migration 2 summarised the existing series
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_rollups WHERE width = 64"), 4);
+      EXPECT_EQ(queryInt(current, "SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 200);
+      EXPECT_EQ(queryInt(current,
+                         "SELECT max FROM scalar_rollups WHERE width = 64 AND "
+                         "bucket = 1"),
+                50);
+      EXPECT_EQ(queryText(current,
+                          "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || "
+                          "last_value FROM scalar_rollups WHERE width = 4096"),
+                "200 1 200 0.005");
     }
     EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");
   }

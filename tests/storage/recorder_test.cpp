@@ -1,6 +1,7 @@
 // The recorder against a real SQLite file: every kind of event from several ranks lands in its
 // table; replayed and reordered events are stored once; malformed lines are counted and logged;
 // a full queue drops and the drop is recorded; runs of a dead recorder become `interrupted`.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "db/series_summary.h"
 #include "recorder/recorder.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
@@ -79,8 +81,12 @@ TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
   EXPECT_EQ(count("SELECT count(*) FROM ranks WHERE status = 'completed'"), 3);
   EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 30);
   EXPECT_EQ(count("SELECT count(*) FROM sched_events"), 30);
-  // 11 metrics per step, plus accuracy.
-  EXPECT_EQ(count("SELECT count(*) FROM scalars"), 3 * 10 * 12);
+  // 11 metrics per step, plus accuracy and the step's wall time.
+  EXPECT_EQ(count("SELECT count(*) FROM scalars"), 3 * 10 * 13);
+  // Every series is summarised per bucket of 64 and of 4096 steps: steps 1..10 are one bucket.
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 64"), 3 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 4096"), 3 * 13);
+  EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 3 * 10 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalars JOIN metrics ON metric_id = metrics.id "
                   "WHERE name = 'loss' AND rank = 2"),
             10);
@@ -114,6 +120,20 @@ TEST_F(RecorderTest, ReplayedAndReorderedEventsAreStoredOnce) {
   EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 60);
   EXPECT_EQ(count("SELECT events_duplicate FROM attempts"),
             40 + static_cast<int64_t>(events.size()));
+  // The bucket summaries, built batch by batch from shuffled events, equal the points' own.
+  for (int64_t width : kRollupWidths) {
+    EXPECT_EQ(count(fmt::format(
+                  "SELECT count(*) FROM scalar_rollups r JOIN (SELECT metric_id, rank, step / {0} "
+                  "AS bucket, count(*) AS n, min(value) AS lo, max(value) AS hi, max(step) AS "
+                  "last FROM scalars GROUP BY 1, 2, 3) g USING (metric_id, rank, bucket) "
+                  "WHERE r.width = {0} AND r.n = g.n AND r.min = g.lo AND r.max = g.hi AND "
+                  "r.last_step = g.last AND r.last_value = (SELECT value FROM scalars s WHERE "
+                  "s.metric_id = r.metric_id AND s.rank = r.rank AND s.step = r.last_step)",
+                  width)),
+              count(fmt::format("SELECT count(DISTINCT metric_id || '/' || rank || '/' || "
+                                "(step / {})) FROM scalars",
+                                width)));
+  }
 }
 
 TEST_F(RecorderTest, MalformedLinesAreCountedAndLoggedNeverFatal) {
