@@ -1,0 +1,106 @@
+// Communication statistics: percentiles computed from the stored events per (op, size), per-rank
+// totals from SQL, step figures from the series summaries.
+#include "query/comm_stats.h"
+
+#include <algorithm>
+#include <map>
+
+#include "db/statement.h"
+#include "query/series.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+// The q-quantile (0..1) by the nearest-rank method; the values are reordered.
+double quantile(std::vector<double>& values, double q) {
+  if (values.empty()) return 0;
+  const size_t index =
+      std::min(values.size() - 1, static_cast<size_t>(q * static_cast<double>(values.size())));
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index),
+                   values.end());
+  return values[index];
+}
+
+double median(std::vector<double> values) {
+  return quantile(values, 0.5);
+}
+
+}  // namespace
+
+std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
+  Statement select(db,
+                   "SELECT op, bytes, duration_ms, algbw_gbps, busbw_gbps FROM comm_events "
+                   "WHERE run_id = ? ORDER BY op, bytes");
+  select.bind(1, run_id);
+  std::vector<CommOpStats> stats;
+  std::vector<double> durations, algbw, busbw;
+  auto close = [&] {
+    if (stats.empty() || durations.empty()) return;
+    CommOpStats& s = stats.back();
+    s.p50_ms = quantile(durations, 0.5);
+    s.p99_ms = quantile(durations, 0.99);
+    s.algbw_gbps = median(algbw);
+    s.busbw_gbps = median(busbw);
+    durations.clear();
+    algbw.clear();
+    busbw.clear();
+  };
+  while (select.run()) {
+    std::string op = select.columnText(0);
+    const int64_t bytes = select.columnInt(1);
+    if (stats.empty() || stats.back().op != op || stats.back().bytes != bytes) {
+      close();
+      stats.push_back({.op = std::move(op), .bytes = bytes});
+    }
+    CommOpStats& s = stats.back();
+    const double ms = select.columnDouble(2);
+    ++s.count;
+    s.total_ms += ms;
+    durations.push_back(ms);
+    algbw.push_back(select.columnDouble(3));
+    busbw.push_back(select.columnDouble(4));
+  }
+  close();
+  return stats;
+}
+
+std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
+  Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
+  world.bind(1, run_id);
+  const int world_size = world.run() ? static_cast<int>(world.columnInt(0)) : 0;
+  world.reset();
+
+  std::vector<RankCommStats> ranks(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)].rank = r;
+  Statement totals(db,
+                   "SELECT rank, count(*), total(duration_ms), total(wait_ms), count(wait_ms) "
+                   "FROM comm_events WHERE run_id = ? GROUP BY rank");
+  totals.bind(1, run_id);
+  while (totals.run()) {
+    const int64_t r = totals.columnInt(0);
+    if (r < 0 || r >= world_size) continue;
+    RankCommStats& s = ranks[static_cast<size_t>(r)];
+    s.operations = totals.columnInt(1);
+    s.comm_ms = totals.columnDouble(2);
+    if (totals.columnInt(4) > 0) {
+      s.wait_ms = totals.columnDouble(3);
+      s.transfer_ms = s.comm_ms - *s.wait_ms;
+    }
+  }
+  std::vector<double> computes;
+  for (RankCommStats& s : ranks) {
+    s.mean_step_ms = summarizeSeries(db, run_id, "step_ms", s.rank).mean();
+    s.mean_compute_ms = summarizeSeries(db, run_id, "compute_ms", s.rank).mean();
+    s.mean_exposed_comm_ms = summarizeSeries(db, run_id, "exposed_comm_ms", s.rank).mean();
+    if (s.mean_step_ms > 0) computes.push_back(s.mean_compute_ms);
+  }
+  if (computes.size() >= 2) {
+    const double typical = median(computes);
+    for (RankCommStats& s : ranks)
+      s.straggler = s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
+  }
+  return ranks;
+}
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,44 @@
+// Communication statistics of a run, as nccl-tests reports them: per operation and message size
+// (count, bytes, p50 / p99 duration, algbw and busbw), and per rank (time in collectives, time
+// waiting for peers where the backend measures it, compute time) with straggler ranks flagged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+
+namespace ringmaster::storage {
+
+struct CommOpStats {
+  std::string op;     // "all_reduce", ...
+  int64_t bytes = 0;  // message size, as nccl-tests counts it
+  int64_t count = 0;  // operations over all ranks
+  double total_ms = 0;
+  double p50_ms = 0, p99_ms = 0;          // of the duration
+  double algbw_gbps = 0, busbw_gbps = 0;  // medians, GB/s
+};
+// By op, then size.
+std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id);
+
+struct RankCommStats {
+  int rank = 0;
+  int64_t operations = 0;
+  double comm_ms = 0;                 // total time inside operations
+  std::optional<double> wait_ms;      // of which waiting for peers, where measured
+  std::optional<double> transfer_ms;  // comm_ms - wait_ms
+  double mean_step_ms = 0;            // over the steps it reported
+  double mean_compute_ms = 0;         // step time not spent in exposed communication
+  double mean_exposed_comm_ms = 0;
+  // A rank whose compute time per step stands out from the median rank's (by more than
+  // kStragglerRatio): the others wait for it in every collective.
+  bool straggler = false;
+};
+inline constexpr double kStragglerRatio = 1.25;
+
+// Every rank of the run, by rank.
+std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,142 @@
+// The run list and a run's records, read with prepared statements.
+#include "query/runs.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "db/statement.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+constexpr const char* kRunColumns =
+    "id, name, spec, strategy, world_size, status, created_at, started_at, ended_at, error, "
+    "error_rank, error_host";
+
+RunRecord readRun(const Statement& row) {
+  RunRecord run;
+  run.id = row.columnInt(0);
+  run.name = row.columnText(1);
+  run.spec_json = row.columnText(2);
+  run.strategy = row.columnText(3);
+  run.world_size = static_cast<int>(row.columnInt(4));
+  run.status = row.columnText(5);
+  run.created_at = row.columnDouble(6);
+  run.started_at = row.optionalDouble(7);
+  run.ended_at = row.optionalDouble(8);
+  run.error = row.optionalText(9);
+  if (auto rank = row.optionalInt(10)) run.error_rank = static_cast<int>(*rank);
+  run.error_host = row.optionalText(11);
+  return run;
+}
+
+}  // namespace
+
+double RunRecord::durationSeconds() const {
+  if (!started_at) return 0;
+  const double end = ended_at.value_or(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  return std::max(0.0, end - *started_at);
+}
+
+std::vector<RunRecord> listRuns(const Database& db, const RunFilter& filter) {
+  Statement select(db, fmt::format("SELECT {} FROM runs WHERE (?1 IS NULL OR instr(name, ?1) > 0) "
+                                   "AND (?2 IS NULL OR strategy = ?2) AND (?3 IS NULL OR status = "
+                                   "?3) AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR "
+                                   "created_at < ?5) ORDER BY created_at DESC, id DESC LIMIT ?6",
+                                   kRunColumns));
+  select.bind(1, filter.name_contains).bind(2, filter.strategy).bind(3, filter.status);
+  select.bind(4, filter.created_after).bind(5, filter.created_before).bind(6, filter.limit);
+  std::vector<RunRecord> runs;
+  while (select.run()) runs.push_back(readRun(select));
+  return runs;
+}
+
+RunRecord loadRun(const Database& db, int64_t run_id) {
+  Statement select(db, fmt::format("SELECT {} FROM runs WHERE id = ?", kRunColumns));
+  select.bind(1, run_id);
+  if (!select.run()) RM_THROW(kInvalidArgument, fmt::format("no run {} in {}", run_id, db.path()));
+  RunRecord run = readRun(select);
+  select.reset();
+  return run;
+}
+
+std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id) {
+  Statement select(db,
+                   "SELECT rank, attempt, host, device, device_name, version, pid, memory_total, "
+                   "status FROM ranks WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM "
+                   "ranks WHERE run_id = ?1) ORDER BY rank");
+  select.bind(1, run_id);
+  std::vector<RankRecord> ranks;
+  while (select.run()) {
+    ranks.push_back(RankRecord{.rank = static_cast<int>(select.columnInt(0)),
+                               .attempt = static_cast<int>(select.columnInt(1)),
+                               .host = select.columnText(2),
+                               .device = select.columnText(3),
+                               .device_name = select.columnText(4),
+                               .version = select.columnText(5),
+                               .pid = select.columnInt(6),
+                               .memory_total = select.columnInt(7),
+                               .status = select.optionalText(8)});
+  }
+  return ranks;
+}
+
+std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<int> rank,
+                              int limit) {
+  Statement select(db,
+                   "SELECT rank, t, level, message FROM (SELECT rowid, rank, t, level, message "
+                   "FROM logs WHERE run_id = ?1 AND (?2 IS NULL OR rank = ?2) ORDER BY rowid DESC "
+                   "LIMIT ?3) ORDER BY rowid");
+  select.bind(1, run_id).bind(2, rank).bind(3, limit);
+  std::vector<LogLine> lines;
+  while (select.run()) {
+    LogLine line{.t = select.columnDouble(1),
+                 .level = select.columnText(2),
+                 .message = select.columnText(3)};
+    if (auto r = select.optionalInt(0)) line.rank = static_cast<int>(*r);
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::vector<FlightRecorderDump> loadFlightRecorderDumps(const Database& db, int64_t run_id) {
+  Statement select(db,
+                   "SELECT rank, t, dump FROM flight_recorder_dumps WHERE run_id = ? ORDER BY t");
+  select.bind(1, run_id);
+  std::vector<FlightRecorderDump> dumps;
+  while (select.run()) {
+    dumps.push_back(
+        {static_cast<int>(select.columnInt(0)), select.columnDouble(1), select.columnText(2)});
+  }
+  return dumps;
+}
+
+std::vector<std::string> metricNames(const Database& db, int64_t run_id) {
+  // The 4096-step summaries hold one row per series and bucket: far fewer than the points.
+  Statement select(db,
+                   "SELECT name FROM metrics WHERE id IN (SELECT DISTINCT metric_id FROM "
+                   "scalar_rollups WHERE run_id = ? AND width = 4096) ORDER BY name");
+  select.bind(1, run_id);
+  std::vector<std::string> names;
+  while (select.run()) names.push_back(select.columnText(0));
+  return names;
+}
+
+IngestCounts loadIngestCounts(const Database& db, int64_t run_id) {
+  Statement select(db,
+                   "SELECT total(events_stored), total(events_duplicate), total(events_dropped), "
+                   "total(lines_malformed) FROM attempts WHERE run_id = ?");
+  select.bind(1, run_id);
+  IngestCounts counts;
+  if (select.run()) {
+    counts = {select.columnInt(0), select.columnInt(1), select.columnInt(2), select.columnInt(3)};
+    select.reset();
+  }
+  return counts;
+}
+
+}  // namespace ringmaster::storage

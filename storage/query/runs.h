@@ -1,0 +1,79 @@
+// Reading runs back: the run records (for the run list and a run's header), their ranks, logs and
+// flight-recorder dumps, and the names of the scalar metrics a run has.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+
+namespace ringmaster::storage {
+
+struct RunRecord {
+  int64_t id = 0;
+  std::string name;
+  std::string spec_json;
+  std::string strategy;
+  int world_size = 1;
+  std::string status;  // pending, running, completed, failed, cancelled, interrupted
+  double created_at = 0;
+  std::optional<double> started_at, ended_at;
+  std::optional<std::string> error;  // the root cause
+  std::optional<int> error_rank;
+  std::optional<std::string> error_host;
+  // Seconds from start to end (to now while running); 0 when it never started.
+  double durationSeconds() const;
+};
+
+struct RunFilter {
+  std::optional<std::string> name_contains;
+  std::optional<std::string> strategy;
+  std::optional<std::string> status;
+  std::optional<double> created_after, created_before;  // seconds since the epoch
+  int limit = 1000;
+};
+
+// Newest first.
+std::vector<RunRecord> listRuns(const Database& db, const RunFilter& filter = {});
+// Throws kInvalidArgument naming the id when there is no such run.
+RunRecord loadRun(const Database& db, int64_t run_id);
+
+struct RankRecord {
+  int rank = 0;
+  int attempt = 0;
+  std::string host, device, device_name, version;
+  int64_t pid = 0;
+  int64_t memory_total = 0;
+  std::optional<std::string> status;  // from its done event
+};
+// The ranks of the run's latest attempt, by rank.
+std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id);
+
+struct LogLine {
+  std::optional<int> rank;  // empty: the recorder's own line
+  double t = 0;
+  std::string level, message;
+};
+// Oldest first; at most `limit` lines, the last ones when there are more.
+std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<int> rank = {},
+                              int limit = 1000);
+
+struct FlightRecorderDump {
+  int rank = 0;
+  double t = 0;
+  std::string dump_json;
+};
+std::vector<FlightRecorderDump> loadFlightRecorderDumps(const Database& db, int64_t run_id);
+
+// The scalar metrics the run recorded ("loss", "step_ms", ...), sorted.
+std::vector<std::string> metricNames(const Database& db, int64_t run_id);
+
+// What the recorder counted for the run's attempts together.
+struct IngestCounts {
+  int64_t stored = 0, duplicates = 0, dropped = 0, malformed = 0;
+};
+IngestCounts loadIngestCounts(const Database& db, int64_t run_id);
+
+}  // namespace ringmaster::storage

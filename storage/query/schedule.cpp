@@ -1,0 +1,72 @@
+// Schedule queries: actions read in start order, bubbles from per-rank busy time over the span.
+#include "query/schedule.h"
+
+#include <algorithm>
+#include <map>
+
+#include "db/statement.h"
+
+namespace ringmaster::storage {
+
+std::vector<int64_t> scheduledSteps(const Database& db, int64_t run_id) {
+  Statement select(db, "SELECT DISTINCT step FROM sched_events WHERE run_id = ? ORDER BY step");
+  select.bind(1, run_id);
+  std::vector<int64_t> steps;
+  while (select.run()) steps.push_back(select.columnInt(0));
+  return steps;
+}
+
+std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id, int64_t step) {
+  Statement select(db,
+                   "SELECT rank, stage, virtual_stage, micro_batch, phase, start_us, end_us FROM "
+                   "sched_events WHERE run_id = ? AND step = ? AND attempt = (SELECT max(attempt) "
+                   "FROM sched_events WHERE run_id = ?1 AND step = ?2) ORDER BY start_us, rank");
+  select.bind(1, run_id).bind(2, step);
+  StepSchedule schedule{.step = step};
+  std::map<int, double> busy;
+  while (select.run()) {
+    const std::string phase = select.columnText(4);
+    ScheduledAction action{.rank = static_cast<int>(select.columnInt(0)),
+                           .stage = static_cast<int>(select.columnInt(1)),
+                           .virtual_stage = static_cast<int>(select.columnInt(2)),
+                           .micro_batch = static_cast<int>(select.columnInt(3)),
+                           .phase = phase.empty() ? '?' : phase[0],
+                           .start_us = select.columnInt(5),
+                           .end_us = select.columnInt(6)};
+    if (schedule.actions.empty()) {
+      schedule.start_us = action.start_us;
+      schedule.end_us = action.end_us;
+    }
+    schedule.start_us = std::min(schedule.start_us, action.start_us);
+    schedule.end_us = std::max(schedule.end_us, action.end_us);
+    busy[action.rank] += static_cast<double>(action.end_us - action.start_us);
+    schedule.actions.push_back(action);
+  }
+  if (schedule.actions.empty()) return std::nullopt;
+  const double span =
+      static_cast<double>(std::max<int64_t>(1, schedule.end_us - schedule.start_us));
+  for (const auto& [rank, busy_us] : busy) {
+    schedule.ranks.push_back(
+        {.rank = rank, .busy_us = busy_us, .bubble_fraction = std::max(0.0, 1 - busy_us / span)});
+    schedule.bubble_fraction += schedule.ranks.back().bubble_fraction;
+  }
+  schedule.bubble_fraction /= static_cast<double>(schedule.ranks.size());
+  return schedule;
+}
+
+std::optional<double> meanBubbleFraction(const Database& db, int64_t run_id) {
+  const std::vector<int64_t> steps = scheduledSteps(db, run_id);
+  if (steps.empty()) return std::nullopt;
+  double sum = 0;
+  int counted = 0;
+  for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
+    if (auto schedule = loadStepSchedule(db, run_id, steps[i])) {
+      sum += schedule->bubble_fraction;
+      ++counted;
+    }
+  }
+  if (counted == 0) return std::nullopt;
+  return sum / counted;
+}
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,45 @@
+// Pipeline schedules as they ran: the F / B / W actions of one step on every rank (times on rank
+// 0's clock), and the measured bubble: the share of the step's span each rank spent idle.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+
+namespace ringmaster::storage {
+
+struct ScheduledAction {
+  int rank = 0;
+  int stage = 0;          // model stage
+  int virtual_stage = 0;  // model chunk on its rank
+  int micro_batch = 0;
+  char phase = 'F';  // 'F', 'B' or 'W'
+  int64_t start_us = 0, end_us = 0;
+};
+
+struct RankBubble {
+  int rank = 0;
+  double busy_us = 0;
+  double bubble_fraction = 0;  // 1 - busy / the step's span
+};
+
+struct StepSchedule {
+  int64_t step = 0;
+  int64_t start_us = 0, end_us = 0;      // the first action's start, the last one's end
+  std::vector<ScheduledAction> actions;  // by start time
+  std::vector<RankBubble> ranks;         // by rank
+  double bubble_fraction = 0;            // mean over ranks
+};
+
+// The steps with schedule events, ascending.
+std::vector<int64_t> scheduledSteps(const Database& db, int64_t run_id);
+// One step's schedule; nullopt when the step has no schedule events.
+std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id, int64_t step);
+// The mean bubble fraction over the run's scheduled steps after the first (which includes the
+// warm-up); the first alone when it is the only one; nullopt without schedule events.
+std::optional<double> meanBubbleFraction(const Database& db, int64_t run_id);
+
+}  // namespace ringmaster::storage

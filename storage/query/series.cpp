@@ -1,0 +1,205 @@
+// Series reduction: a bucket grid aligned to the rollup width it reads, the partial rollup buckets
+// at either end of the range read as points, and everything merged with SeriesSummary::merge.
+#include "query/series.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "db/statement.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+std::optional<int64_t> metricId(const Database& db, const std::string& name) {
+  Statement select(db, "SELECT id FROM metrics WHERE name = ?");
+  select.bind(1, name);
+  if (!select.run()) return std::nullopt;
+  const int64_t id = select.columnInt(0);
+  select.reset();
+  return id;
+}
+
+struct Extent {
+  int64_t first = 0, last = -1;
+  bool empty() const { return last < first; }
+};
+
+// The first and last step of a rank's series (two separate min/max so each is one index seek).
+Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int rank) {
+  Statement select(db,
+                   "SELECT (SELECT min(step) FROM scalars WHERE run_id = ?1 AND metric_id = ?2 "
+                   "AND rank = ?3), (SELECT max(step) FROM scalars WHERE run_id = ?1 AND "
+                   "metric_id = ?2 AND rank = ?3)");
+  select.bind(1, run_id).bind(2, metric_id).bind(3, rank);
+  Extent extent;
+  if (select.run() && !select.isNull(0)) extent = {select.columnInt(0), select.columnInt(1)};
+  select.reset();
+  return extent;
+}
+
+// Buckets [base + i * width, base + (i + 1) * width) for i < count, covering [first, last]. When
+// rollup_width > 0 the width is a multiple of it and the base aligned to it, so every rollup
+// bucket falls inside one grid bucket.
+struct Grid {
+  int64_t first = 0, last = 0;  // the steps asked for
+  int64_t base = 0, width = 1, count = 0;
+  int64_t rollup_width = 0;  // 0: read points only
+
+  int64_t indexOf(int64_t step) const { return (step - base) / width; }
+};
+
+Grid makeGrid(int64_t first, int64_t last, int buckets) {
+  Grid grid{.first = first, .last = last};
+  const int64_t n = std::max(1, buckets);
+  const int64_t span = last - first + 1;
+  const int64_t wanted = (span + n - 1) / n;
+  for (int64_t width : kRollupWidths)
+    if (width <= wanted) grid.rollup_width = width;
+  if (grid.rollup_width == 0) {
+    grid.base = first;
+    grid.width = wanted;
+  } else {
+    const int64_t w = grid.rollup_width;
+    grid.base = first / w * w;
+    grid.width = (wanted + w - 1) / w * w;
+    while ((last - grid.base) / grid.width + 1 > n) grid.width += w;
+  }
+  grid.count = (last - grid.base) / grid.width + 1;
+  return grid;
+}
+
+void readPoints(const Database& db, int64_t run_id, int64_t metric_id, int rank, int64_t first,
+                int64_t last, const Grid& grid, std::vector<SeriesSummary>& into) {
+  if (last < first) return;
+  Statement select(db,
+                   "SELECT step, value FROM scalars WHERE run_id = ? AND metric_id = ? AND "
+                   "rank = ? AND step BETWEEN ? AND ?");
+  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, first).bind(5, last);
+  while (select.run()) {
+    const int64_t step = select.columnInt(0);
+    into[static_cast<size_t>(grid.indexOf(step))].add(step, select.columnDouble(1));
+  }
+}
+
+// Adds one rank's points in [grid.first, grid.last] to `into` (grid.count summaries).
+void readRank(const Database& db, int64_t run_id, int64_t metric_id, int rank, const Grid& grid,
+              std::vector<SeriesSummary>& into) {
+  const int64_t w = grid.rollup_width;
+  if (w == 0) {
+    readPoints(db, run_id, metric_id, rank, grid.first, grid.last, grid, into);
+    return;
+  }
+  // Rollup buckets wholly inside the range; the partial ones at the ends are read as points.
+  const int64_t first_bucket = (grid.first + w - 1) / w;
+  const int64_t last_bucket = (grid.last + 1) / w - 1;
+  if (first_bucket > last_bucket) {
+    readPoints(db, run_id, metric_id, rank, grid.first, grid.last, grid, into);
+    return;
+  }
+  readPoints(db, run_id, metric_id, rank, grid.first, first_bucket * w - 1, grid, into);
+  readPoints(db, run_id, metric_id, rank, (last_bucket + 1) * w, grid.last, grid, into);
+  Statement select(db,
+                   "SELECT bucket, n, sum, min, max, first_step, last_step, last_value FROM "
+                   "scalar_rollups WHERE run_id = ? AND metric_id = ? AND rank = ? AND width = ? "
+                   "AND bucket BETWEEN ? AND ?");
+  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, w);
+  select.bind(5, first_bucket).bind(6, last_bucket);
+  while (select.run()) {
+    const SeriesSummary summary{.count = select.columnInt(1),
+                                .sum = select.columnDouble(2),
+                                .min = select.columnDouble(3),
+                                .max = select.columnDouble(4),
+                                .first_step = select.columnInt(5),
+                                .last_step = select.columnInt(6),
+                                .last_value = select.columnDouble(7)};
+    into[static_cast<size_t>(grid.indexOf(select.columnInt(0) * w))].merge(summary);
+  }
+}
+
+std::optional<Grid> gridFor(Extent extent, const SeriesRange& range) {
+  const int64_t first = std::max(range.from_step, extent.first);
+  const int64_t last = std::min(range.to_step, extent.last);
+  if (extent.empty() || last < first) return std::nullopt;
+  return makeGrid(first, last, range.buckets);
+}
+
+}  // namespace
+
+Series loadSeries(const Database& db, int64_t run_id, const std::string& metric, int rank,
+                  const SeriesRange& range) {
+  Series series;
+  const std::optional<int64_t> metric_id = metricId(db, metric);
+  if (!metric_id) return series;
+  const std::optional<Grid> grid = gridFor(stepExtent(db, run_id, *metric_id, rank), range);
+  if (!grid) return series;
+  std::vector<SeriesSummary> buckets(static_cast<size_t>(grid->count));
+  readRank(db, run_id, *metric_id, rank, *grid, buckets);
+  series.bucket_width = grid->width;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (!buckets[i].empty())
+      series.buckets.push_back({grid->base + static_cast<int64_t>(i) * grid->width, buckets[i]});
+  }
+  return series;
+}
+
+Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
+                  const SeriesRange& range) {
+  Band band;
+  const std::optional<int64_t> metric_id = metricId(db, metric);
+  if (!metric_id) return band;
+  Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
+  world.bind(1, run_id);
+  const int world_size = world.run() ? static_cast<int>(world.columnInt(0)) : 0;
+  world.reset();
+
+  Extent all;
+  std::vector<int> ranks;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const Extent extent = stepExtent(db, run_id, *metric_id, rank);
+    if (extent.empty()) continue;
+    ranks.push_back(rank);
+    all = all.empty() ? extent
+                      : Extent{std::min(all.first, extent.first), std::max(all.last, extent.last)};
+  }
+  const std::optional<Grid> grid = gridFor(all, range);
+  if (!grid) return band;
+  std::vector<std::vector<SeriesSummary>> per_rank;
+  for (int rank : ranks) {
+    per_rank.emplace_back(static_cast<size_t>(grid->count));
+    readRank(db, run_id, *metric_id, rank, *grid, per_rank.back());
+  }
+  band.bucket_width = grid->width;
+  std::vector<double> means;
+  for (size_t i = 0; i < static_cast<size_t>(grid->count); ++i) {
+    BandBucket bucket{.start = grid->base + static_cast<int64_t>(i) * grid->width};
+    SeriesSummary envelope;
+    means.clear();
+    for (const auto& buckets : per_rank) {
+      if (buckets[i].empty()) continue;
+      envelope.merge(buckets[i]);
+      means.push_back(buckets[i].mean());
+    }
+    if (means.empty()) continue;
+    const auto middle = means.begin() + static_cast<std::ptrdiff_t>(means.size() / 2);
+    std::nth_element(means.begin(), middle, means.end());
+    double median = *middle;
+    if (means.size() % 2 == 0) median = (median + *std::max_element(means.begin(), middle)) / 2;
+    bucket.min = envelope.min;
+    bucket.max = envelope.max;
+    bucket.median = median;
+    bucket.ranks = static_cast<int>(means.size());
+    band.buckets.push_back(bucket);
+  }
+  return band;
+}
+
+SeriesSummary summarizeSeries(const Database& db, int64_t run_id, const std::string& metric,
+                              int rank) {
+  SeriesSummary total;
+  for (const SeriesBucket& bucket : loadSeries(db, run_id, metric, rank, {.buckets = 1}).buckets)
+    total.merge(bucket.summary);
+  return total;
+}
+
+}  // namespace ringmaster::storage

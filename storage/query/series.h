@@ -1,0 +1,58 @@
+// Scalar series reduced to at most N buckets for a step range, each bucket carrying min, max, mean
+// and last, so a spike always survives however far the series is reduced (unlike sampling). Long
+// ranges are read from scalar_rollups rather than point by point: a 1M-step series reduced to
+// 2,000 buckets reads about 16,000 summaries.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "db/series_summary.h"
+
+namespace ringmaster::storage {
+
+struct SeriesRange {
+  int64_t from_step = 0;                                  // inclusive
+  int64_t to_step = std::numeric_limits<int64_t>::max();  // inclusive
+  int buckets = 1000;  // at most this many buckets come back (at least 1)
+};
+
+// One bucket: the steps [start, start + width) of the grid, summarised. Empty buckets (no point in
+// them) are left out.
+struct SeriesBucket {
+  int64_t start = 0;
+  SeriesSummary summary;
+};
+
+struct Series {
+  int64_t bucket_width = 1;  // steps per bucket
+  std::vector<SeriesBucket> buckets;
+};
+
+// One rank's series of `metric`. Unknown metric or rank: an empty series.
+Series loadSeries(const Database& db, int64_t run_id, const std::string& metric, int rank,
+                  const SeriesRange& range = {});
+
+// Across ranks, per bucket: the lowest min, the median of the ranks' means and the highest max.
+struct BandBucket {
+  int64_t start = 0;
+  double min = 0, median = 0, max = 0;
+  int ranks = 0;  // ranks with points in the bucket
+};
+struct Band {
+  int64_t bucket_width = 1;
+  std::vector<BandBucket> buckets;
+};
+// Every rank of the run (0 .. world_size - 1) on one grid.
+Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
+                  const SeriesRange& range = {});
+
+// The whole series of one rank as one summary (count, mean, min, max, last).
+SeriesSummary summarizeSeries(const Database& db, int64_t run_id, const std::string& metric,
+                              int rank);
+
+}  // namespace ringmaster::storage

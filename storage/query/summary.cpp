@@ -1,0 +1,113 @@
+// Summary figures from the series summaries and the schedule queries; spec differences from the
+// flattened canonical spec JSON.
+#include "query/summary.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "query/schedule.h"
+#include "query/series.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+// Leaves of a JSON document by path; arrays of scalars are one leaf (their JSON text).
+void flatten(const nlohmann::json& value, const std::string& path,
+             std::map<std::string, std::string>& leaves) {
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items())
+      flatten(child, path.empty() ? key : path + "." + key, leaves);
+    return;
+  }
+  if (value.is_array()) {
+    const bool scalars =
+        std::all_of(value.begin(), value.end(), [](const auto& e) { return e.is_primitive(); });
+    if (!scalars) {
+      for (size_t i = 0; i < value.size(); ++i)
+        flatten(value[i], fmt::format("{}[{}]", path, i), leaves);
+      return;
+    }
+  }
+  leaves[path] = value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+}  // namespace
+
+RunSummary summarizeRun(const Database& db, int64_t run_id) {
+  RunSummary summary{.run = loadRun(db, run_id)};
+  const int world = summary.run.world_size;
+  // Pipeline stages all report the same samples; the other strategies split them.
+  const double sample_share = summary.run.strategy == "pipeline" ? 1.0 / world : 1.0;
+  double loss_sum = 0, accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0;
+  int losses = 0, accuracies = 0;
+  int64_t steps = 0;
+  for (int rank = 0; rank < world; ++rank) {
+    const SeriesSummary loss = summarizeSeries(db, run_id, "loss", rank);
+    if (!loss.empty()) {
+      loss_sum += loss.last_value;
+      ++losses;
+      summary.final_step = std::max(summary.final_step, loss.last_step);
+    }
+    const SeriesSummary accuracy = summarizeSeries(db, run_id, "accuracy", rank);
+    if (!accuracy.empty()) {
+      accuracy_sum += accuracy.last_value;
+      ++accuracies;
+    }
+    const SeriesSummary step_ms = summarizeSeries(db, run_id, "step_ms", rank);
+    const SeriesSummary samples = summarizeSeries(db, run_id, "samples", rank);
+    if (step_ms.sum > 0)
+      summary.samples_per_second += sample_share * samples.sum * 1000 / step_ms.sum;
+    step_ms_sum += step_ms.sum;
+    steps += step_ms.count;
+    exposed_sum += summarizeSeries(db, run_id, "exposed_comm_ms", rank).sum;
+    const SeriesSummary peak = summarizeSeries(db, run_id, "mem_peak", rank);
+    summary.peak_memory.push_back(peak.empty() ? 0 : static_cast<int64_t>(peak.max));
+  }
+  if (losses > 0) summary.final_loss = loss_sum / losses;
+  if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;
+  if (steps > 0) summary.mean_step_ms = step_ms_sum / static_cast<double>(steps);
+  if (step_ms_sum > 0) summary.comm_share = exposed_sum / step_ms_sum;
+  summary.bubble_fraction = meanBubbleFraction(db, run_id);
+  return summary;
+}
+
+std::vector<SpecDifference> specDifferences(const std::vector<std::string>& spec_jsons) {
+  std::vector<std::map<std::string, std::string>> leaves(spec_jsons.size());
+  std::map<std::string, bool> paths;
+  for (size_t i = 0; i < spec_jsons.size(); ++i) {
+    nlohmann::json spec = nlohmann::json::parse(spec_jsons[i], nullptr, false);
+    if (spec.is_discarded())
+      RM_THROW(kFormat, fmt::format("the spec of run #{} is not valid JSON", i + 1));
+    flatten(spec, "", leaves[i]);
+    for (const auto& [path, value] : leaves[i]) paths[path] = true;
+  }
+  std::vector<SpecDifference> differences;
+  for (const auto& [path, unused] : paths) {
+    SpecDifference difference{.path = path};
+    for (const auto& run : leaves) {
+      auto it = run.find(path);
+      difference.values.push_back(it == run.end() ? "" : it->second);
+    }
+    if (std::adjacent_find(difference.values.begin(), difference.values.end(),
+                           std::not_equal_to<>()) != difference.values.end())
+      differences.push_back(std::move(difference));
+  }
+  return differences;
+}
+
+RunComparison compareRuns(const Database& db, const std::vector<int64_t>& run_ids) {
+  RunComparison comparison;
+  std::vector<std::string> specs;
+  for (int64_t id : run_ids) {
+    comparison.runs.push_back(summarizeRun(db, id));
+    specs.push_back(comparison.runs.back().run.spec_json);
+  }
+  comparison.differences = specDifferences(specs);
+  return comparison;
+}
+
+}  // namespace ringmaster::storage

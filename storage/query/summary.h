@@ -1,0 +1,45 @@
+// A run's summary figures (throughput, final loss, peak memory per rank, communication share,
+// pipeline bubble) and the comparison of runs: those figures side by side and the differences
+// between their specs.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "query/runs.h"
+
+namespace ringmaster::storage {
+
+struct RunSummary {
+  RunRecord run;
+  int64_t final_step = 0;            // the last step any rank reported
+  std::optional<double> final_loss;  // mean over ranks of their last reported loss
+  std::optional<double> final_accuracy;
+  double samples_per_second = 0;          // the whole job's, over the steps reported
+  double mean_step_ms = 0;                // mean over ranks and steps
+  std::vector<int64_t> peak_memory;       // per rank: the allocator's peak over the run, bytes
+  double comm_share = 0;                  // exposed communication / step time, all ranks
+  std::optional<double> bubble_fraction;  // pipeline runs: measured, mean over steps
+};
+
+RunSummary summarizeRun(const Database& db, int64_t run_id);
+
+// A spec field whose value differs between runs, one value per run ("" where a run lacks it).
+struct SpecDifference {
+  std::string path;  // "strategy.kind", "launch.hosts[0].ranks", ...
+  std::vector<std::string> values;
+};
+// Fields of the specs (JSON texts) that differ; identical specs give none. Throws kFormat naming
+// the run index for a spec that is not JSON.
+std::vector<SpecDifference> specDifferences(const std::vector<std::string>& spec_jsons);
+
+struct RunComparison {
+  std::vector<RunSummary> runs;
+  std::vector<SpecDifference> differences;
+};
+RunComparison compareRuns(const Database& db, const std::vector<int64_t>& run_ids);
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,332 @@
+// The storage queries against real databases: series reduction checked bucket by bucket against
+// the points themselves (a spike survives 1M -> 1,000 buckets), the rank band, communication
+// statistics with a straggler, the measured pipeline bubble, run summaries and comparison.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "core/error.h"
+#include "db/database.h"
+#include "db/statement.h"
+#include "query/comm_stats.h"
+#include "query/runs.h"
+#include "query/schedule.h"
+#include "query/series.h"
+#include "query/summary.h"
+#include "recorder/recorder.h"
+#include "storage/storage_test_support.h"
+
+namespace ringmaster::storage {
+namespace {
+
+class QueryTest : public testing::StorageTest {
+ protected:
+  std::string path() const { return (dir_ / "runs.db").string(); }
+};
+
+// The value of the test series at `step`: noise in [0, 1) and one spike.
+constexpr int64_t kSpikeStep = 777'777;
+double pointValue(int64_t step) {
+  if (step == kSpikeStep) return 1000.0;
+  return std::fmod(static_cast<double>(step) * 0.6180339887, 1.0);
+}
+
+// The summary of the points in [first, last] computed directly.
+SeriesSummary bruteForce(int64_t first, int64_t last) {
+  SeriesSummary summary;
+  for (int64_t step = first; step <= last; ++step) summary.add(step, pointValue(step));
+  return summary;
+}
+
+void expectSameSummary(const SeriesSummary& got, const SeriesSummary& want) {
+  EXPECT_EQ(got.count, want.count);
+  EXPECT_EQ(got.min, want.min);
+  EXPECT_EQ(got.max, want.max);
+  EXPECT_EQ(got.first_step, want.first_step);
+  EXPECT_EQ(got.last_step, want.last_step);
+  EXPECT_EQ(got.last_value, want.last_value);
+  EXPECT_NEAR(got.mean(), want.mean(), 1e-9);
+}
+
+// Checks a reduced series bucket by bucket against the points, for the range [first, last].
+void expectExact(const Series& series, int64_t first, int64_t last, int buckets) {
+  ASSERT_FALSE(series.buckets.empty());
+  EXPECT_LE(series.buckets.size(), static_cast<size_t>(buckets));
+  int64_t total = 0;
+  for (const SeriesBucket& bucket : series.buckets) {
+    SCOPED_TRACE(fmt::format("bucket at {}", bucket.start));
+    expectSameSummary(bucket.summary,
+                      bruteForce(std::max(first, bucket.start),
+                                 std::min(last, bucket.start + series.bucket_width - 1)));
+    total += bucket.summary.count;
+  }
+  EXPECT_EQ(total, last - first + 1);
+}
+
+TEST_F(QueryTest, ASpikeSurvivesAMillionPointsReducedToAThousandBuckets) {
+  constexpr int64_t kPoints = 1'000'000;
+  int64_t run = 0;
+  {
+    // Written at schema 1 with bare inserts; migration 2 then summarises the series into
+    // rollups, as for a database of an older build.
+    Database old(path(), {.schema_version = 1});
+    old.exec(
+        "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
+        "VALUES ('long', '{}', 'ddp', 1, 'completed', 1)");
+    old.exec("INSERT INTO metrics (name) VALUES ('loss')");
+    run = 1;
+    old.transaction([&] {
+      Statement insert(old, "INSERT INTO scalars VALUES (1, 1, 0, ?, ?, 0)");
+      for (int64_t step = 1; step <= kPoints; ++step)
+        insert.bind(1, step).bind(2, pointValue(step)).run();
+    });
+  }
+  Database db(path());
+
+  const Series all = loadSeries(db, run, "loss", 0, {.buckets = 1000});
+  expectExact(all, 1, kPoints, 1000);
+  EXPECT_GE(all.buckets.size(), 900u);
+  int spikes = 0;
+  for (const SeriesBucket& bucket : all.buckets) {
+    if (bucket.summary.max == 1000.0) {
+      ++spikes;
+      EXPECT_LE(bucket.start, kSpikeStep);
+      EXPECT_GT(bucket.start + all.bucket_width, kSpikeStep);
+    }
+  }
+  EXPECT_EQ(spikes, 1);
+
+  // Ranges whose ends cut rollup buckets, at several resolutions (rollups of 4096, of 64, points).
+  for (auto [first, last, buckets] : std::vector<std::tuple<int64_t, int64_t, int>>{
+           {12'345, 987'654, 777}, {700'001, 800'000, 2000}, {777'700, 777'900, 50}, {5, 5, 10}}) {
+    SCOPED_TRACE(fmt::format("[{}, {}] in {} buckets", first, last, buckets));
+    expectExact(loadSeries(db, run, "loss", 0, {first, last, buckets}), first, last, buckets);
+  }
+  EXPECT_TRUE(loadSeries(db, run, "no such metric", 0).buckets.empty());
+  EXPECT_TRUE(loadSeries(db, run, "loss", 3).buckets.empty());
+  EXPECT_EQ(summarizeSeries(db, run, "loss", 0).max, 1000.0);
+}
+
+// A recorder session writing `steps` step events for each rank of `run`, values from `loss`.
+void recordSteps(const std::string& path, int64_t run, int world, int64_t steps,
+                 const std::function<StepEvent(int rank, int64_t step)>& make) {
+  Recorder recorder(path, run, 0, {.batch_size = 100});
+  for (int rank = 0; rank < world; ++rank) {
+    uint64_t seq = 0;
+    for (int64_t step = 1; step <= steps; ++step) {
+      recorder.submit({.rank = rank, .seq = seq++, .time = 1e9 + step, .body = make(rank, step)});
+    }
+  }
+  recorder.flush();
+  ASSERT_EQ(recorder.failure(), "");
+}
+
+TEST_F(QueryTest, TheRankBandCarriesTheLowestMinTheMedianMeanAndTheHighestMax) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "band", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
+  // Rank r's loss is r + 1 everywhere, except rank 3's spike at step 500.
+  recordSteps(path(), run, 4, 1000, [](int rank, int64_t step) {
+    return StepEvent{.step = step, .loss = step == 500 && rank == 3 ? 99.0 : rank + 1.0};
+  });
+  const Band band = loadRankBand(db, run, "loss", {.buckets = 10});
+  ASSERT_FALSE(band.buckets.empty());
+  EXPECT_LE(band.buckets.size(), 10u);
+  bool spike = false;
+  for (const BandBucket& bucket : band.buckets) {
+    EXPECT_EQ(bucket.ranks, 4);
+    EXPECT_EQ(bucket.min, 1.0);
+    spike = spike || bucket.max == 99.0;
+    if (bucket.max != 99.0) {
+      EXPECT_EQ(bucket.max, 4.0);
+      EXPECT_EQ(bucket.median, 2.5);  // the ranks' means 1, 2, 3, 4
+    }
+  }
+  EXPECT_TRUE(spike);
+}
+
+TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "comm", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
+  {
+    Recorder recorder(path(), run, 0);
+    for (int rank = 0; rank < 4; ++rank) {
+      uint64_t seq = 0;
+      for (int i = 1; i <= 100; ++i) {  // durations 1..100 ms on every rank
+        recorder.submit({.rank = rank,
+                         .seq = seq++,
+                         .time = 1e9,
+                         .body = CommEvent{.op = "all_reduce",
+                                           .group = "world",
+                                           .bytes = 1 << 20,
+                                           .dtype = "float32",
+                                           .duration_ms = static_cast<double>(i),
+                                           .algbw_gbps = 1.0 * i,
+                                           .busbw_gbps = 1.5 * i,
+                                           .wait_ms = rank == 2 ? 0.0 : 0.5 * i}});
+      }
+      recorder.submit({.rank = rank,
+                       .seq = seq++,
+                       .time = 1e9,
+                       .body = CommEvent{.op = "broadcast",
+                                         .group = "world",
+                                         .bytes = 64,
+                                         .dtype = "float32",
+                                         .duration_ms = 2}});
+      for (int64_t step = 1; step <= 10; ++step) {
+        // Rank 2 computes twice as long as the others.
+        const double compute = rank == 2 ? 20 : 10;
+        recorder.submit({.rank = rank,
+                         .seq = seq++,
+                         .time = 1e9,
+                         .body = StepEvent{.step = step,
+                                           .step_ms = 22,
+                                           .compute_ms = compute,
+                                           .exposed_comm_ms = 22 - compute}});
+      }
+    }
+  }
+  const std::vector<CommOpStats> ops = commStatsByOp(db, run);
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].op, "all_reduce");
+  EXPECT_EQ(ops[0].bytes, 1 << 20);
+  EXPECT_EQ(ops[0].count, 400);
+  EXPECT_EQ(ops[0].total_ms, 4 * 5050);
+  EXPECT_EQ(ops[0].p50_ms, 51);  // nearest rank of 400 values, each of 1..100 four times
+  EXPECT_EQ(ops[0].p99_ms, 100);
+  EXPECT_EQ(ops[0].algbw_gbps, 51);
+  EXPECT_EQ(ops[0].busbw_gbps, 1.5 * 51);
+  EXPECT_EQ(ops[1].op, "broadcast");
+  EXPECT_EQ(ops[1].count, 4);
+  EXPECT_EQ(ops[1].p99_ms, 2);
+
+  const std::vector<RankCommStats> ranks = commStatsByRank(db, run);
+  ASSERT_EQ(ranks.size(), 4u);
+  for (const RankCommStats& rank : ranks) {
+    SCOPED_TRACE(rank.rank);
+    EXPECT_EQ(rank.operations, 101);
+    EXPECT_EQ(rank.comm_ms, 5050 + 2);
+    ASSERT_TRUE(rank.wait_ms.has_value());
+    EXPECT_EQ(*rank.wait_ms, rank.rank == 2 ? 0 : 2525);
+    EXPECT_EQ(*rank.transfer_ms, rank.comm_ms - *rank.wait_ms);
+    EXPECT_EQ(rank.mean_step_ms, 22);
+    EXPECT_EQ(rank.straggler, rank.rank == 2);
+  }
+}
+
+TEST_F(QueryTest, TheMeasuredBubbleIsEachRanksIdleShareOfTheStep) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "pipe", .spec_json = "{}", .strategy = "pipeline", .world_size = 2});
+  {
+    Recorder recorder(path(), run, 0);
+    uint64_t seq[2] = {0, 0};
+    auto action = [&](int rank, int64_t step, int micro, SchedPhase phase, int64_t start,
+                      int64_t end) {
+      recorder.submit({.rank = rank,
+                       .seq = seq[rank]++,
+                       .time = 1e9,
+                       .body = SchedEvent{.step = step,
+                                          .stage = rank,
+                                          .micro_batch = micro,
+                                          .phase = phase,
+                                          .start_us = start,
+                                          .end_us = end}});
+    };
+    // Step 1, two stages, one micro-batch: F0 F1 B1 B0, each 10 us, span 40 us: every rank is
+    // busy 20 of 40 us.
+    action(0, 1, 0, SchedPhase::kForward, 0, 10);
+    action(1, 1, 0, SchedPhase::kForward, 10, 20);
+    action(1, 1, 0, SchedPhase::kBackward, 20, 30);
+    action(0, 1, 0, SchedPhase::kBackward, 30, 40);
+    // Step 2: rank 1 busy the whole 100 us, rank 0 for 25 us.
+    action(0, 2, 0, SchedPhase::kForward, 1000, 1025);
+    action(1, 2, 0, SchedPhase::kForward, 1000, 1100);
+  }
+  EXPECT_EQ(scheduledSteps(db, run), (std::vector<int64_t>{1, 2}));
+  const std::optional<StepSchedule> first = loadStepSchedule(db, run, 1);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_EQ(first->actions.size(), 4u);
+  EXPECT_EQ(first->actions[2].phase, 'B');
+  EXPECT_EQ(first->actions[2].rank, 1);
+  EXPECT_EQ(first->end_us - first->start_us, 40);
+  ASSERT_EQ(first->ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(first->ranks[0].bubble_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(first->bubble_fraction, 0.5);
+  const std::optional<StepSchedule> second = loadStepSchedule(db, run, 2);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_DOUBLE_EQ(second->ranks[0].bubble_fraction, 0.75);
+  EXPECT_DOUBLE_EQ(second->ranks[1].bubble_fraction, 0.0);
+  // The mean leaves out the first step (warm-up) when there are others.
+  EXPECT_DOUBLE_EQ(*meanBubbleFraction(db, run), 0.375);
+  EXPECT_FALSE(loadStepSchedule(db, run, 3).has_value());
+}
+
+TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
+  Database db(path());
+  const int64_t fast =
+      createRun(db, {.name = "fast",
+                     .spec_json = R"({"strategy":{"kind":"ddp"},"train":{"steps":100,)"
+                                  R"("batch_size":64},"model":{"layers":[4,8,2]}})",
+                     .strategy = "ddp",
+                     .world_size = 2});
+  const int64_t slow =
+      createRun(db, {.name = "slow",
+                     .spec_json = R"({"strategy":{"kind":"ddp"},"train":{"steps":100,)"
+                                  R"("batch_size":32},"model":{"layers":[4,16,2]}})",
+                     .strategy = "ddp",
+                     .world_size = 2});
+  // fast: 32 samples per rank in 10 ms -> 6400 samples/s for the job; slow: half that.
+  for (auto [run, step_ms] : {std::pair{fast, 10.0}, std::pair{slow, 20.0}}) {
+    recordSteps(path(), run, 2, 100, [step_ms](int rank, int64_t step) {
+      return StepEvent{.step = step,
+                       .loss = 1.0 / static_cast<double>(step) + rank * 0.01,
+                       .samples = 32,
+                       .step_ms = step_ms,
+                       .compute_ms = step_ms * 0.75,
+                       .exposed_comm_ms = step_ms * 0.25,
+                       .mem_peak = static_cast<uint64_t>(1000 * (rank + 1) + step)};
+    });
+  }
+  finishRun(db, fast, "completed");
+
+  const RunSummary summary = summarizeRun(db, fast);
+  EXPECT_EQ(summary.run.name, "fast");
+  EXPECT_EQ(summary.run.status, "completed");
+  EXPECT_EQ(summary.final_step, 100);
+  EXPECT_NEAR(*summary.final_loss, 0.01 + 0.005, 1e-12);
+  EXPECT_NEAR(summary.samples_per_second, 6400, 1e-6);
+  EXPECT_NEAR(summary.comm_share, 0.25, 1e-12);
+  EXPECT_EQ(summary.peak_memory, (std::vector<int64_t>{1100, 2100}));
+  EXPECT_FALSE(summary.bubble_fraction.has_value());
+
+  const RunComparison comparison = compareRuns(db, {fast, slow});
+  ASSERT_EQ(comparison.runs.size(), 2u);
+  EXPECT_NEAR(comparison.runs[1].samples_per_second, 3200, 1e-6);
+  ASSERT_EQ(comparison.differences.size(), 2u);
+  EXPECT_EQ(comparison.differences[0].path, "model.layers");
+  EXPECT_EQ(comparison.differences[0].values, (std::vector<std::string>{"[4,8,2]", "[4,16,2]"}));
+  EXPECT_EQ(comparison.differences[1].path, "train.batch_size");
+  EXPECT_EQ(comparison.differences[1].values, (std::vector<std::string>{"64", "32"}));
+  EXPECT_TRUE(specDifferences({R"({"a":1})", R"({"a":1})"}).empty());
+  EXPECT_THROW(specDifferences({"{", "{}"}), Error);
+
+  const std::vector<RunRecord> listed = listRuns(db);
+  ASSERT_EQ(listed.size(), 2u);
+  EXPECT_EQ(listed[0].name, "slow");  // newest first
+  EXPECT_EQ(listRuns(db, {.status = "completed"}).size(), 1u);
+  EXPECT_EQ(listRuns(db, {.name_contains = "ow"}).size(), 1u);
+  EXPECT_THROW(loadRun(db, 42), Error);
+  EXPECT_EQ(metricNames(db, fast).size(), 12u);  // 11 per step and the wall time
+  EXPECT_EQ(loadIngestCounts(db, fast).stored, 200);
+}
+
+}  // namespace
+}  // namespace ringmaster::storage
