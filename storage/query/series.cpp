@@ -42,7 +42,7 @@ Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int ran
 // rollup_width > 0 the width is a multiple of it and the base aligned to it, so every rollup
 // bucket falls inside one grid bucket.
 struct Grid {
-  int64_t first = 0, last = 0;  // the steps asked for
+  int64_t first = 0, last = 0;  // the steps to read
   int64_t base = 0, width = 1, count = 0;
   int64_t rollup_width = 0;  // 0: read points only
 
@@ -117,11 +117,20 @@ void readRank(const Database& db, int64_t run_id, int64_t metric_id, int rank, c
   }
 }
 
+// The grid spans the range asked for (the series' own first / last step where the range is left
+// open), so series of several runs or ranks asked for the same range share one grid; only the
+// steps that exist are read.
 std::optional<Grid> gridFor(Extent extent, const SeriesRange& range) {
-  const int64_t first = std::max(range.from_step, extent.first);
-  const int64_t last = std::min(range.to_step, extent.last);
-  if (extent.empty() || last < first) return std::nullopt;
-  return makeGrid(first, last, range.buckets);
+  if (extent.empty()) return std::nullopt;
+  const int64_t grid_first = range.from_step == 0 ? extent.first : range.from_step;
+  const int64_t grid_last =
+      range.to_step == std::numeric_limits<int64_t>::max() ? extent.last : range.to_step;
+  if (grid_last < grid_first) return std::nullopt;
+  Grid grid = makeGrid(grid_first, grid_last, range.buckets);
+  grid.first = std::max(grid_first, extent.first);
+  grid.last = std::min(grid_last, extent.last);
+  if (grid.last < grid.first) return std::nullopt;
+  return grid;
 }
 
 }  // namespace

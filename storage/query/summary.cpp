@@ -47,7 +47,9 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
   int64_t steps = 0;
   for (int rank = 0; rank < world; ++rank) {
     const SeriesSummary loss = summarizeSeries(db, run_id, "loss", rank);
+    RankSummary& figures = summary.ranks.emplace_back(RankSummary{.rank = rank});
     if (!loss.empty()) {
+      figures.last_step = loss.last_step;
       loss_sum += loss.last_value;
       ++losses;
       summary.final_step = std::max(summary.final_step, loss.last_step);
@@ -59,13 +61,14 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
     }
     const SeriesSummary step_ms = summarizeSeries(db, run_id, "step_ms", rank);
     const SeriesSummary samples = summarizeSeries(db, run_id, "samples", rank);
-    if (step_ms.sum > 0)
-      summary.samples_per_second += sample_share * samples.sum * 1000 / step_ms.sum;
+    if (step_ms.sum > 0) figures.samples_per_second = samples.sum * 1000 / step_ms.sum;
+    summary.samples_per_second += sample_share * figures.samples_per_second;
+    figures.mean_step_ms = step_ms.mean();
     step_ms_sum += step_ms.sum;
     steps += step_ms.count;
     exposed_sum += summarizeSeries(db, run_id, "exposed_comm_ms", rank).sum;
     const SeriesSummary peak = summarizeSeries(db, run_id, "mem_peak", rank);
-    summary.peak_memory.push_back(peak.empty() ? 0 : static_cast<int64_t>(peak.max));
+    figures.peak_memory = peak.empty() ? 0 : static_cast<int64_t>(peak.max);
   }
   if (losses > 0) summary.final_loss = loss_sum / losses;
   if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;

@@ -13,6 +13,14 @@
 
 namespace ringmaster::storage {
 
+struct RankSummary {
+  int rank = 0;
+  int64_t last_step = 0;          // its last reported step
+  double samples_per_second = 0;  // the samples it reported over its step time
+  double mean_step_ms = 0;
+  int64_t peak_memory = 0;  // the allocator's peak over the run, bytes
+};
+
 struct RunSummary {
   RunRecord run;
   int64_t final_step = 0;            // the last step any rank reported
@@ -20,7 +28,7 @@ struct RunSummary {
   std::optional<double> final_accuracy;
   double samples_per_second = 0;          // the whole job's, over the steps reported
   double mean_step_ms = 0;                // mean over ranks and steps
-  std::vector<int64_t> peak_memory;       // per rank: the allocator's peak over the run, bytes
+  std::vector<RankSummary> ranks;         // every rank of the world, by rank
   double comm_share = 0;                  // exposed communication / step time, all ranks
   std::optional<double> bubble_fraction;  // pipeline runs: measured, mean over steps
 };

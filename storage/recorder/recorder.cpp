@@ -234,6 +234,14 @@ void finishRun(Database& db, int64_t run_id, const std::string& status) {
   });
 }
 
+void recordRunError(Database& db, int64_t run_id, const std::string& message,
+                    std::optional<int> rank, std::optional<std::string> host) {
+  Statement update(db,
+                   "UPDATE runs SET error = ?, error_rank = ?, error_host = ? WHERE id = ? AND "
+                   "error IS NULL");
+  update.bind(1, message).bind(2, rank).bind(3, host).bind(4, run_id).run();
+}
+
 int reconcileInterruptedRuns(Database& db) {
   const std::string host = thisHost();
   std::vector<int64_t> orphaned;
@@ -296,6 +304,22 @@ bool Recorder::submitLine(std::string_view line) {
   return false;
 }
 
+bool Recorder::submitLog(std::optional<int> rank, std::string_view level,
+                         std::string_view message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (logs_.size() >= options_.queue_capacity || !failure_.empty()) {
+      ++counts_.dropped;
+      ++pending_.dropped;
+      return false;
+    }
+    logs_.push_back({rank, std::string(level), std::string(message), nowSeconds()});
+    ++submitted_;
+  }
+  queued_.notify_one();
+  return true;
+}
+
 void Recorder::flush() {
   std::unique_lock lock(mutex_);
   const uint64_t target = submitted_;
@@ -326,24 +350,32 @@ void Recorder::writerLoop() {
   }
   for (;;) {
     std::vector<TelemetryEvent> batch;
+    std::deque<PendingLog> logs;
     std::deque<std::string> reasons;
     RecorderCounts delta;
     uint64_t processed = 0;
     {
       std::unique_lock lock(mutex_);
       queued_.wait(lock, [&] {
-        return stopping_ || !queue_.empty() || malformed_queued_ > 0 || pending_.dropped > 0;
+        return stopping_ || !queue_.empty() || !logs_.empty() || malformed_queued_ > 0 ||
+               pending_.dropped > 0;
       });
-      if (stopping_ && queue_.empty() && malformed_queued_ == 0 && pending_.dropped == 0) break;
+      if (stopping_ && queue_.empty() && logs_.empty() && malformed_queued_ == 0 &&
+          pending_.dropped == 0)
+        break;
       while (!queue_.empty() && batch.size() < options_.batch_size) {
         batch.push_back(std::move(queue_.front()));
         queue_.pop_front();
+      }
+      while (!logs_.empty() && logs.size() < options_.batch_size) {
+        logs.push_back(std::move(logs_.front()));
+        logs_.pop_front();
       }
       reasons.swap(malformed_reasons_);
       delta.dropped = pending_.dropped;
       delta.malformed = pending_.malformed;
       pending_ = {};
-      processed = batch.size() + malformed_queued_;
+      processed = batch.size() + logs.size() + malformed_queued_;
       malformed_queued_ = 0;
     }
     try {
@@ -353,6 +385,10 @@ void Recorder::writerLoop() {
             ++delta.stored;
           else
             ++delta.duplicates;
+        }
+        for (const PendingLog& line : logs) {
+          store->log(line.rank ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
+                     line.level, line.message);
         }
         for (const std::string& reason : reasons)
           store->log(std::nullopt, nowSeconds(), "warn", "malformed telemetry line: " + reason);
@@ -364,6 +400,7 @@ void Recorder::writerLoop() {
       failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
       counts_.dropped += static_cast<int64_t>(batch.size() + queue_.size());
       queue_.clear();
+      logs_.clear();
       committed_ += processed;
       written_.notify_all();
       return;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -32,6 +33,9 @@ struct NewRun {
 int64_t createRun(Database& db, const NewRun& run);
 // Sets the final status (completed, failed, cancelled) and the end time.
 void finishRun(Database& db, int64_t run_id, const std::string& status);
+// Sets the run's root cause unless a rank already reported one (the first failure wins).
+void recordRunError(Database& db, int64_t run_id, const std::string& message,
+                    std::optional<int> rank = {}, std::optional<std::string> host = {});
 // Runs left `running` by a process of this host that no longer exists become `interrupted`;
 // returns how many.
 int reconcileInterruptedRuns(Database& db);
@@ -61,6 +65,9 @@ class Recorder {
   bool submit(TelemetryEvent event);
   // Decodes a line and queues it; a malformed line is counted and its reason logged to the run.
   bool submitLine(std::string_view line);
+  // Queues a line of a process's human-readable output (a worker's stderr) for the run's logs;
+  // `rank` empty for the launcher's or an agent's own lines. Dropped and counted when full.
+  bool submitLog(std::optional<int> rank, std::string_view level, std::string_view message);
   // Blocks until everything submitted before the call is committed (or failed to be).
   void flush();
   RecorderCounts counts() const;
@@ -77,6 +84,12 @@ class Recorder {
   mutable std::mutex mutex_;
   std::condition_variable queued_, written_;
   std::deque<TelemetryEvent> queue_;
+  struct PendingLog {
+    std::optional<int> rank;
+    std::string level, message;
+    double t;
+  };
+  std::deque<PendingLog> logs_;
   std::deque<std::string> malformed_reasons_;  // to log into the run (the first 100 per batch)
   uint64_t malformed_queued_ = 0;              // malformed lines not yet counted in the database
   RecorderCounts pending_;                     // drops and malformed lines not yet in the database

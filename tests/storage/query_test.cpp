@@ -304,7 +304,12 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
   EXPECT_NEAR(*summary.final_loss, 0.01 + 0.005, 1e-12);
   EXPECT_NEAR(summary.samples_per_second, 6400, 1e-6);
   EXPECT_NEAR(summary.comm_share, 0.25, 1e-12);
-  EXPECT_EQ(summary.peak_memory, (std::vector<int64_t>{1100, 2100}));
+  ASSERT_EQ(summary.ranks.size(), 2u);
+  EXPECT_EQ(summary.ranks[0].peak_memory, 1100);
+  EXPECT_EQ(summary.ranks[1].peak_memory, 2100);
+  EXPECT_EQ(summary.ranks[1].last_step, 100);
+  EXPECT_NEAR(summary.ranks[1].samples_per_second, 3200, 1e-6);
+  EXPECT_EQ(summary.ranks[1].mean_step_ms, 10);
   EXPECT_FALSE(summary.bubble_fraction.has_value());
 
   const RunComparison comparison = compareRuns(db, {fast, slow});

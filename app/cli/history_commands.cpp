@@ -1,0 +1,354 @@
+// Reports over the run database, as tables or JSON.
+#include "cli/history_commands.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/terminal.h"
+#include "query/comm_stats.h"
+#include "query/schedule.h"
+#include "query/series.h"
+#include "query/summary.h"
+
+namespace ringmaster::cli {
+
+using namespace storage;
+using nlohmann::json;
+
+namespace {
+
+json optionalJson(const auto& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+json runJson(const RunRecord& run) {
+  return {{"id", run.id},
+          {"name", run.name},
+          {"strategy", run.strategy},
+          {"world_size", run.world_size},
+          {"status", run.status},
+          {"created_at", run.created_at},
+          {"started_at", optionalJson(run.started_at)},
+          {"ended_at", optionalJson(run.ended_at)},
+          {"duration_s", run.durationSeconds()},
+          {"error", optionalJson(run.error)},
+          {"error_rank", optionalJson(run.error_rank)},
+          {"error_host", optionalJson(run.error_host)}};
+}
+
+json summaryJson(const RunSummary& summary) {
+  json ranks = json::array();
+  for (const RankSummary& rank : summary.ranks) {
+    ranks.push_back({{"rank", rank.rank},
+                     {"last_step", rank.last_step},
+                     {"samples_per_second", rank.samples_per_second},
+                     {"mean_step_ms", rank.mean_step_ms},
+                     {"peak_memory", rank.peak_memory}});
+  }
+  return {{"run", runJson(summary.run)},
+          {"final_step", summary.final_step},
+          {"final_loss", optionalJson(summary.final_loss)},
+          {"final_accuracy", optionalJson(summary.final_accuracy)},
+          {"samples_per_second", summary.samples_per_second},
+          {"mean_step_ms", summary.mean_step_ms},
+          {"comm_share", summary.comm_share},
+          {"bubble_fraction", optionalJson(summary.bubble_fraction)},
+          {"ranks", ranks}};
+}
+
+std::string percent(double fraction) {
+  return fmt::format("{:.1f}%", fraction * 100);
+}
+
+int64_t peakMemory(const RunSummary& summary) {
+  int64_t peak = 0;
+  for (const RankSummary& rank : summary.ranks) peak = std::max(peak, rank.peak_memory);
+  return peak;
+}
+
+}  // namespace
+
+int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
+  const std::vector<RunRecord> runs = listRuns(db, filter);
+  if (as_json) {
+    json out = json::array();
+    for (const RunRecord& run : runs) {
+      json entry = runJson(run);
+      const SeriesSummary loss = summarizeSeries(db, run.id, "loss", 0);
+      entry["final_step"] = loss.empty() ? 0 : loss.last_step;
+      entry["final_loss"] = loss.empty() ? json(nullptr) : json(loss.last_value);
+      out.push_back(std::move(entry));
+    }
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+  if (runs.empty()) {
+    fmt::print(stderr, "no runs in {}\n", db.path());
+    return 0;
+  }
+  const bool colour = colourFor(stdout);
+  Table table({"ID", "NAME", "STATUS", "STRATEGY", "RANKS", "STARTED", "DURATION", "STEPS",
+               "LOSS (rank 0)"});
+  table.alignRight({0, 4, 6, 7, 8});
+  for (const RunRecord& run : runs) {
+    const SeriesSummary loss = summarizeSeries(db, run.id, "loss", 0);
+    table.addRow(
+        {std::to_string(run.id), run.name, paint(run.status, statusColour(run.status), colour),
+         run.strategy, std::to_string(run.world_size),
+         formatTimestamp(run.started_at.value_or(run.created_at)),
+         formatDuration(run.durationSeconds()), loss.empty() ? "-" : std::to_string(loss.last_step),
+         loss.empty() ? "-" : formatNumber(loss.last_value)});
+  }
+  table.print(stdout);
+  return 0;
+}
+
+void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE* out) {
+  const RunSummary summary = summarizeRun(db, run_id);
+  const std::vector<RankRecord> ranks = loadRanks(db, run_id);
+  const std::vector<RankCommStats> comm_ranks = commStatsByRank(db, run_id);
+  const std::vector<CommOpStats> ops = commStatsByOp(db, run_id);
+  const IngestCounts ingest = loadIngestCounts(db, run_id);
+  std::vector<LogLine> problems;
+  for (const LogLine& line : loadLogs(db, run_id, std::nullopt, 100000))
+    if (line.level == "error" || line.level == "warn") problems.push_back(line);
+  const RunRecord& run = summary.run;
+
+  if (as_json) {
+    json document = summaryJson(summary);
+    json rank_rows = json::array();
+    for (const RankRecord& rank : ranks) {
+      rank_rows.push_back({{"rank", rank.rank},
+                           {"host", rank.host},
+                           {"pid", rank.pid},
+                           {"device", rank.device},
+                           {"device_name", rank.device_name},
+                           {"status", optionalJson(rank.status)}});
+    }
+    document["rank_records"] = rank_rows;
+    json comm = json::array();
+    for (const CommOpStats& op : ops) {
+      comm.push_back({{"op", op.op},
+                      {"bytes", op.bytes},
+                      {"count", op.count},
+                      {"total_ms", op.total_ms},
+                      {"p50_ms", op.p50_ms},
+                      {"p99_ms", op.p99_ms},
+                      {"algbw_gbps", op.algbw_gbps},
+                      {"busbw_gbps", op.busbw_gbps}});
+    }
+    document["comm_ops"] = comm;
+    json comm_by_rank = json::array();
+    for (const RankCommStats& rank : comm_ranks) {
+      comm_by_rank.push_back({{"rank", rank.rank},
+                              {"operations", rank.operations},
+                              {"comm_ms", rank.comm_ms},
+                              {"wait_ms", optionalJson(rank.wait_ms)},
+                              {"transfer_ms", optionalJson(rank.transfer_ms)},
+                              {"mean_compute_ms", rank.mean_compute_ms},
+                              {"mean_exposed_comm_ms", rank.mean_exposed_comm_ms},
+                              {"straggler", rank.straggler}});
+    }
+    document["comm_ranks"] = comm_by_rank;
+    document["events"] = {{"stored", ingest.stored},
+                          {"duplicates", ingest.duplicates},
+                          {"dropped", ingest.dropped},
+                          {"malformed", ingest.malformed}};
+    json problem_lines = json::array();
+    for (const LogLine& line : problems) {
+      problem_lines.push_back({{"rank", optionalJson(line.rank)},
+                               {"t", line.t},
+                               {"level", line.level},
+                               {"message", line.message}});
+    }
+    document["problems"] = problem_lines;
+    fmt::print(out, "{}\n", document.dump(2));
+    return;
+  }
+
+  const bool colour = colourFor(out);
+  fmt::print(out, "{} {}  {}\n", paint(fmt::format("Run {}", run.id), Colour::kBold, colour),
+             run.name, paint(run.status, statusColour(run.status), colour));
+  fmt::print(out, "  {} on {} rank{}, started {}, took {}\n", run.strategy, run.world_size,
+             run.world_size == 1 ? "" : "s",
+             formatTimestamp(run.started_at.value_or(run.created_at)),
+             formatDuration(run.durationSeconds()));
+  std::string figures = fmt::format("  step {}  final loss {}", summary.final_step,
+                                    formatOptional(summary.final_loss));
+  if (summary.final_accuracy)
+    figures += fmt::format("  accuracy {}", percent(*summary.final_accuracy));
+  figures +=
+      fmt::format("  {:.0f} samples/s  step {} ms  exposed comm {}", summary.samples_per_second,
+                  formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
+  if (summary.bubble_fraction)
+    figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
+  fmt::print(out, "{}\n", figures);
+  if (run.error) {
+    std::string where;
+    if (run.error_rank) where += fmt::format(" rank {}", *run.error_rank);
+    if (run.error_host) where += fmt::format(" on {}", *run.error_host);
+    fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour), where, *run.error);
+  }
+
+  fmt::print(out, "\n");
+  Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "STEP MS",
+                    "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", ""});
+  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10});
+  for (int r = 0; r < run.world_size; ++r) {
+    const RankRecord* record = nullptr;
+    for (const RankRecord& candidate : ranks)
+      if (candidate.rank == r) record = &candidate;
+    const RankSummary& figures = summary.ranks[static_cast<size_t>(r)];
+    const RankCommStats& comm = comm_ranks[static_cast<size_t>(r)];
+    const std::string status = record && record->status ? *record->status : "-";
+    rank_table.addRow({std::to_string(r), record ? record->host : "-",
+                       record ? std::to_string(record->pid) : "-", record ? record->device : "-",
+                       paint(status, statusColour(status), colour && status != "-"),
+                       std::to_string(figures.last_step),
+                       fmt::format("{:.0f}", figures.samples_per_second),
+                       formatNumber(figures.mean_step_ms, 3), formatNumber(comm.mean_compute_ms, 3),
+                       formatNumber(comm.mean_exposed_comm_ms, 3),
+                       formatBytes(static_cast<double>(figures.peak_memory)),
+                       comm.straggler ? paint("straggler", Colour::kYellow, colour) : ""});
+  }
+  rank_table.print(out);
+
+  if (!ops.empty()) {
+    fmt::print(out, "\n");
+    Table comm_table(
+        {"OP", "SIZE", "COUNT", "TOTAL MS", "P50 MS", "P99 MS", "ALGBW GB/s", "BUSBW GB/s"});
+    comm_table.alignRight({1, 2, 3, 4, 5, 6, 7});
+    for (const CommOpStats& op : ops) {
+      comm_table.addRow({op.op, formatBytes(static_cast<double>(op.bytes)),
+                         std::to_string(op.count), formatNumber(op.total_ms),
+                         formatNumber(op.p50_ms, 3), formatNumber(op.p99_ms, 3),
+                         formatNumber(op.algbw_gbps, 3), formatNumber(op.busbw_gbps, 3)});
+    }
+    comm_table.print(out);
+  }
+  fmt::print(out, "\n  events: {} stored, {} duplicate, {} dropped, {} malformed lines\n",
+             ingest.stored, ingest.duplicates, ingest.dropped, ingest.malformed);
+  constexpr size_t kShownProblems = 10;
+  if (!problems.empty()) {
+    fmt::print(out, "\n{} (last {} of {}):\n", paint("Warnings and errors", Colour::kBold, colour),
+               std::min(kShownProblems, problems.size()), problems.size());
+    for (size_t i = problems.size() > kShownProblems ? problems.size() - kShownProblems : 0;
+         i < problems.size(); ++i) {
+      const LogLine& line = problems[i];
+      fmt::print(out, "  {} {}{}\n",
+                 paint(line.level, line.level == "error" ? Colour::kRed : Colour::kYellow, colour),
+                 line.rank ? fmt::format("[rank {}] ", *line.rank) : "", line.message);
+    }
+  }
+}
+
+int showCommand(const Database& db, int64_t run_id, bool as_json) {
+  printRunReport(db, run_id, as_json, stdout);
+  return 0;
+}
+
+int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool as_json) {
+  const RunComparison comparison = compareRuns(db, run_ids);
+  // Overlaid loss: every run's series on the same ten buckets of the longest run's steps.
+  int64_t last_step = 1;
+  for (const RunSummary& summary : comparison.runs)
+    last_step = std::max(last_step, summary.final_step);
+  std::vector<Series> losses;
+  for (const RunSummary& summary : comparison.runs)
+    losses.push_back(loadSeries(db, summary.run.id, "loss", 0,
+                                {.from_step = 1, .to_step = last_step, .buckets = 10}));
+
+  if (as_json) {
+    json runs = json::array();
+    for (size_t i = 0; i < comparison.runs.size(); ++i) {
+      json entry = summaryJson(comparison.runs[i]);
+      json series = json::array();
+      for (const SeriesBucket& bucket : losses[i].buckets) {
+        series.push_back({{"start", bucket.start},
+                          {"mean", bucket.summary.mean()},
+                          {"min", bucket.summary.min},
+                          {"max", bucket.summary.max},
+                          {"last", bucket.summary.last_value}});
+      }
+      entry["loss_rank0"] = series;
+      runs.push_back(std::move(entry));
+    }
+    json differences = json::array();
+    for (const SpecDifference& difference : comparison.differences)
+      differences.push_back({{"path", difference.path}, {"values", difference.values}});
+    fmt::print("{}\n", json{{"runs", runs}, {"spec_differences", differences}}.dump(2));
+    return 0;
+  }
+
+  std::vector<std::string> headers = {""};
+  for (const RunSummary& summary : comparison.runs)
+    headers.push_back(fmt::format("#{} {}", summary.run.id, summary.run.name));
+  Table figures(headers);
+  std::vector<size_t> right;
+  for (size_t i = 1; i < headers.size(); ++i) right.push_back(i);
+  figures.alignRight(right);
+  auto row = [&](const std::string& label, auto cell) {
+    std::vector<std::string> cells = {label};
+    for (const RunSummary& summary : comparison.runs) cells.push_back(cell(summary));
+    figures.addRow(std::move(cells));
+  };
+  row("status", [](const RunSummary& s) { return s.run.status; });
+  row("strategy",
+      [](const RunSummary& s) { return fmt::format("{} x{}", s.run.strategy, s.run.world_size); });
+  row("steps", [](const RunSummary& s) { return std::to_string(s.final_step); });
+  row("final loss", [](const RunSummary& s) { return formatOptional(s.final_loss); });
+  row("samples/s", [](const RunSummary& s) { return fmt::format("{:.0f}", s.samples_per_second); });
+  row("step ms", [](const RunSummary& s) { return formatNumber(s.mean_step_ms, 3); });
+  row("exposed comm", [](const RunSummary& s) { return percent(s.comm_share); });
+  row("bubble",
+      [](const RunSummary& s) { return s.bubble_fraction ? percent(*s.bubble_fraction) : "-"; });
+  row("peak memory",
+      [](const RunSummary& s) { return formatBytes(static_cast<double>(peakMemory(s))); });
+  row("duration", [](const RunSummary& s) { return formatDuration(s.run.durationSeconds()); });
+  figures.print(stdout);
+
+  fmt::print("\nLoss (rank 0, mean per bucket)\n");
+  std::vector<std::string> loss_headers = {"STEPS"};
+  for (size_t i = 1; i < headers.size(); ++i) loss_headers.push_back(headers[i]);
+  Table loss_table(loss_headers);
+  loss_table.alignRight(right);
+  std::map<int64_t, std::vector<std::string>> by_start;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    for (const SeriesBucket& bucket : losses[i].buckets) {
+      auto& cells = by_start[bucket.start];
+      cells.resize(losses.size(), "-");
+      cells[i] = formatNumber(bucket.summary.mean());
+    }
+  }
+  for (auto& [start, cells] : by_start) {
+    cells.resize(losses.size(), "-");
+    std::vector<std::string> full = {
+        fmt::format("{}-{}", start, start + losses.front().bucket_width - 1)};
+    full.insert(full.end(), cells.begin(), cells.end());
+    loss_table.addRow(std::move(full));
+  }
+  loss_table.print(stdout);
+
+  fmt::print("\nSpec differences\n");
+  if (comparison.differences.empty()) {
+    fmt::print("  none: the specs are identical\n");
+    return 0;
+  }
+  std::vector<std::string> diff_headers = {"FIELD"};
+  for (size_t i = 1; i < headers.size(); ++i) diff_headers.push_back(headers[i]);
+  Table differences(diff_headers);
+  for (const SpecDifference& difference : comparison.differences) {
+    std::vector<std::string> cells = {difference.path};
+    for (const std::string& value : difference.values) {
+      constexpr size_t kWidest = 40;  // --json carries the whole value
+      cells.push_back(value.empty()             ? "-"
+                      : value.size() <= kWidest ? value
+                                                : value.substr(0, kWidest - 3) + "...");
+    }
+    differences.addRow(std::move(cells));
+  }
+  differences.print(stdout);
+  return 0;
+}
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,24 @@
+// The commands that read the run database: `runs` (the table of past runs), `show RUN` (a run's
+// report: summary, ranks, communication, errors) and `compare RUN RUN...`. Each prints an aligned
+// table for people or, with --json, one JSON document for scripts.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "query/runs.h"
+
+namespace ringmaster::cli {
+
+int runsCommand(const storage::Database& db, const storage::RunFilter& filter, bool json);
+int showCommand(const storage::Database& db, int64_t run_id, bool json);
+int compareCommand(const storage::Database& db, const std::vector<int64_t>& run_ids, bool json);
+
+// The report `show` prints, also printed at the end of `run`.
+void printRunReport(const storage::Database& db, int64_t run_id, bool json, std::FILE* out);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,310 @@
+// The run command's loop: launcher output in, recorder and progress display out, signals turned
+// into a cancel (first) and a kill (second).
+#include "cli/run_command.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "cli/history_commands.h"
+#include "cli/terminal.h"
+#include "core/error.h"
+#include "db/database.h"
+#include "launcher/local_launcher.h"
+#include "recorder/recorder.h"
+#include "spec/job_spec.h"
+#include "telemetry/codec.h"
+#include "telemetry/progress.h"
+
+namespace ringmaster::cli {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace storage;
+
+namespace {
+
+std::atomic<int> g_stop_signals{0};
+
+void onStopSignal(int) {
+  g_stop_signals.fetch_add(1);
+}
+
+// SIGINT / SIGTERM count stop requests (without SA_RESTART, so poll returns at once).
+class StopSignals {
+ public:
+  StopSignals() {
+    g_stop_signals = 0;
+    struct sigaction action {};
+    action.sa_handler = onStopSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  int count() const { return g_stop_signals.load(); }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+JobSpec loadSpec(const RunCommandOptions& options) {
+  std::ifstream file(options.spec_path);
+  if (!file) RM_THROW(kIo, fmt::format("cannot read the job spec {}", options.spec_path));
+  std::stringstream text;
+  text << file.rdbuf();
+  SpecParseResult parsed;
+  if (options.overrides.empty()) {
+    parsed = parseJobSpec(text.str());
+  } else {
+    nlohmann::json document = nlohmann::json::parse(text.str(), nullptr, false);
+    if (document.is_discarded()) {
+      parsed = parseJobSpec(text.str());  // reports the JSON error with its position
+    } else {
+      applyOverrides(document, options.overrides);
+      parsed = parseJobSpec(document);
+    }
+  }
+  if (!parsed.ok())
+    RM_THROW(kSpec,
+             fmt::format("{} is not a valid job spec:\n{}", options.spec_path, parsed.describe()));
+  return *parsed.spec;
+}
+
+void requireLocalHosts(const JobSpec& spec) {
+  for (const LaunchHostSpec& host : spec.launch.hosts) {
+    if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1") {
+      RM_THROW(kUnavailable,
+               fmt::format("launch.hosts names '{}': this build launches on the local machine "
+                           "only (localhost); launching over SSH is not built yet",
+                           host.host));
+    }
+  }
+  if (spec.launch.hosts.size() != 1) {
+    RM_THROW(kInvalidArgument,
+             "launch.hosts: a local run has one host entry (localhost) with "
+             "all its ranks");
+  }
+}
+
+// "[rank 3] ..." -> 3.
+std::optional<int> rankOfLogLine(std::string_view line) {
+  constexpr std::string_view kPrefix = "[rank ";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  int rank = 0;
+  size_t i = kPrefix.size();
+  if (i >= line.size() || !std::isdigit(static_cast<unsigned char>(line[i]))) return std::nullopt;
+  for (; i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])) && rank < 1 << 20;
+       ++i)
+    rank = rank * 10 + (line[i] - '0');
+  return rank;
+}
+
+// The live progress line: redrawn in place on a terminal, a plain line every few seconds otherwise.
+class ProgressDisplay {
+ public:
+  ProgressDisplay(bool enabled, bool terminal) : enabled_(enabled), terminal_(terminal) {}
+
+  void update(const RunProgress& progress, bool force = false) {
+    if (!enabled_) return;
+    const auto now = Clock::now();
+    const auto interval = terminal_ ? std::chrono::milliseconds(100) : std::chrono::seconds(5);
+    if (!force && now - last_ < interval) return;
+    if (!terminal_ && progress.step() == last_step_ && !force) return;
+    last_ = now;
+    last_step_ = progress.step();
+    const double fraction =
+        progress.totalSteps() > 0
+            ? std::min(1.0, static_cast<double>(progress.step()) / progress.totalSteps())
+            : 0.0;
+    std::string text = fmt::format("step {}/{}", progress.step(), progress.totalSteps());
+    if (auto loss = progress.loss()) text += fmt::format("  loss {}", formatNumber(*loss));
+    if (progress.samplesPerSecond() > 0)
+      text += fmt::format("  {:.0f} samples/s", progress.samplesPerSecond());
+    if (auto eta = progress.etaSeconds()) text += fmt::format("  ETA {}", formatDuration(*eta));
+    if (progress.step() == 0)
+      text = fmt::format("starting: {}/{} ranks up", progress.ranksStarted(), progress.worldSize());
+    if (terminal_) {
+      constexpr int kWidth = 24;
+      const int filled = static_cast<int>(fraction * kWidth);
+      fmt::print(stderr, "\r\x1b[K[{}{}] {:3.0f}%  {}", std::string(filled, '#'),
+                 std::string(kWidth - filled, '-'), fraction * 100, text);
+      drawn_ = true;
+    } else {
+      fmt::print(stderr, "{:3.0f}%  {}\n", fraction * 100, text);
+    }
+    std::fflush(stderr);
+  }
+  // Clears the in-place line before other output.
+  void clear() {
+    if (drawn_) fmt::print(stderr, "\r\x1b[K");
+    drawn_ = false;
+  }
+
+ private:
+  bool enabled_, terminal_;
+  bool drawn_ = false;
+  Clock::time_point last_{};
+  int64_t last_step_ = -1;
+};
+
+}  // namespace
+
+void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
+  for (const std::string& assignment : overrides) {
+    const size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("--set '{}': expected FIELD=VALUE, e.g. train.steps=50", assignment));
+    }
+    const std::string path = assignment.substr(0, equals);
+    const std::string text = assignment.substr(equals + 1);
+    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+    if (value.is_discarded()) value = text;
+    nlohmann::json* node = &document;
+    std::stringstream parts(path);
+    std::string key;
+    while (std::getline(parts, key, '.')) {
+      if (key.empty() || !node->is_object()) {
+        RM_THROW(kInvalidArgument,
+                 fmt::format("--set '{}': '{}' is not a field path of objects", assignment, path));
+      }
+      node = &(*node)[key];
+    }
+    *node = std::move(value);
+  }
+}
+
+int runCommand(const RunCommandOptions& options) {
+  const JobSpec spec = loadSpec(options);
+  requireLocalHosts(spec);
+  const std::string node_binary = defaultNodeBinary();
+  const int world = worldSize(spec);
+
+  Database db(options.db_path);
+  reconcileInterruptedRuns(db);
+  const std::string canonical = toJson(spec).dump(2);
+  const int64_t run_id = createRun(db, {.name = spec.name,
+                                        .spec_json = canonical,
+                                        .strategy = std::string(toString(spec.strategy.kind)),
+                                        .world_size = world});
+  // The spec the workers read, kept beside the database: the run's exact input.
+  const fs::path spec_file =
+      fs::absolute(options.db_path).parent_path() / "specs" / fmt::format("run-{}.json", run_id);
+  fs::create_directories(spec_file.parent_path());
+  {
+    std::ofstream out(spec_file);
+    out << canonical << "\n";
+    if (!out) RM_THROW(kIo, fmt::format("cannot write {}", spec_file.string()));
+  }
+  std::unique_ptr<std::ofstream> telemetry_copy;
+  if (options.save_telemetry) {
+    telemetry_copy = std::make_unique<std::ofstream>(*options.save_telemetry);
+    if (!*telemetry_copy) RM_THROW(kIo, fmt::format("cannot write {}", *options.save_telemetry));
+  }
+
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  const bool colour = colourFor(stderr);
+  if (!options.quiet) {
+    fmt::print(stderr, "{} run {} '{}': {} on {} local rank{}, recording to {}\n",
+               paint("ringmaster", Colour::kBold, colour), run_id, spec.name,
+               toString(spec.strategy.kind), world, world == 1 ? "" : "s", options.db_path);
+  }
+
+  RunProgress progress(world, spec.train.steps,
+                       spec.strategy.kind == StrategyKind::kPipeline ? 1.0 / world : 1.0);
+  ProgressDisplay display(!options.quiet, terminal);
+  Recorder recorder(options.db_path, run_id, 0);
+  StopSignals signals;
+  LocalLauncher launch(
+      {.node_binary = node_binary,
+       .spec_path = spec_file.string(),
+       .grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000))});
+  LaunchSink sink{.on_telemetry =
+                      [&](std::string_view line) {
+                        if (telemetry_copy) *telemetry_copy << line << '\n';
+                        DecodeResult decoded = decodeEvent(line);
+                        if (!decoded.ok()) {
+                          recorder.submitLine(line);  // counted and logged as malformed
+                          return;
+                        }
+                        progress.observe(decoded.event());
+                        recorder.submit(std::move(decoded.event()));
+                      },
+                  .on_log =
+                      [&](std::string_view line) {
+                        recorder.submitLog(rankOfLogLine(line), "stderr", line);
+                        if (options.verbose) {
+                          display.clear();
+                          fmt::print(stderr, "{}\n", line);
+                        }
+                      }};
+
+  int handled_signals = 0;
+  std::string recording_failure;
+  while (launch.pump(std::chrono::milliseconds(100), sink)) {
+    if (const int signals_now = signals.count(); signals_now > handled_signals) {
+      handled_signals = signals_now;
+      display.clear();
+      if (handled_signals == 1) {
+        if (!options.quiet)
+          fmt::print(stderr, "cancelling: the ranks finish their step (Ctrl-C again to kill)\n");
+        launch.cancel();
+      } else {
+        launch.kill();
+      }
+    }
+    if (recording_failure.empty()) {
+      if (std::string failure = recorder.failure(); !failure.empty()) {
+        recording_failure = failure;
+        display.clear();
+        fmt::print(stderr, "error: {}; stopping the run\n", failure);
+        launch.cancel();
+      }
+    }
+    display.update(progress);
+  }
+  const ExitStatus agent = launch.wait();
+  recorder.flush();
+  display.update(progress, /*force=*/true);
+  display.clear();
+  if (terminal && !options.quiet) fmt::print(stderr, "\n");
+  if (recording_failure.empty()) recording_failure = recorder.failure();
+
+  const bool cancelled = handled_signals > 0 && recording_failure.empty();
+  std::string status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
+  if (!recording_failure.empty()) status = "failed";
+  try {
+    if (status == "failed") {
+      recordRunError(db, run_id,
+                     !recording_failure.empty()
+                         ? recording_failure
+                         : fmt::format("the node agent ended with {}", agent.describe()));
+    }
+    finishRun(db, run_id, status);
+  } catch (const Error& e) {
+    fmt::print(stderr,
+               "error: could not mark run {} {}: {}; it will show as interrupted from the next "
+               "start\n",
+               run_id, status, e.message());
+    return 1;
+  }
+  printRunReport(db, run_id, options.json, stdout);
+  if (status == "completed") return 0;
+  return status == "cancelled" ? 130 : 1;
+}
+
+}  // namespace ringmaster::cli

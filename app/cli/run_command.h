@@ -1,0 +1,33 @@
+// `ringmaster run SPEC`: validates the spec, launches it on this machine through the node agent,
+// records every telemetry and log line in the run database, shows live progress, and prints the
+// run's summary. Ctrl-C cancels cleanly (status `cancelled`, workers gone).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringmaster::cli {
+
+struct RunCommandOptions {
+  std::string spec_path;
+  std::string db_path;
+  std::vector<std::string> overrides;         // "train.steps=40": a JSON value, else a string
+  std::optional<std::string> save_telemetry;  // a copy of every telemetry line received
+  bool json = false;                          // the final summary as JSON on stdout
+  bool quiet = false;                         // no progress output
+  bool verbose = false;                       // the workers' own output on stderr
+  double grace_s = 5;                         // cancel: SIGTERM to SIGKILL
+};
+
+// The exit code: 0 completed, 1 failed, 130 cancelled. Throws (before launching) for a bad spec,
+// an unusable database or a missing ringmaster-node.
+int runCommand(const RunCommandOptions& options);
+
+// Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,
+// else taken as a string. Throws kInvalidArgument naming a malformed override.
+void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides);
+
+}  // namespace ringmaster::cli

@@ -1,0 +1,142 @@
+// Tables and human-readable formats for the command line.
+#include "cli/terminal.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <ctime>
+
+#include <fmt/format.h>
+
+namespace ringmaster::cli {
+
+namespace {
+
+// Visible width: escape sequences count nothing, UTF-8 continuation bytes count nothing.
+size_t visibleWidth(const std::string& text) {
+  size_t width = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\x1b') {
+      while (i < text.size() && text[i] != 'm') ++i;
+      continue;
+    }
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++width;
+  }
+  return width;
+}
+
+}  // namespace
+
+bool colourFor(std::FILE* stream) {
+  if (std::getenv("NO_COLOR") != nullptr) return false;
+  const char* term = std::getenv("TERM");
+  if (term != nullptr && std::string(term) == "dumb") return false;
+  return ::isatty(::fileno(stream)) != 0;
+}
+
+std::string paint(const std::string& text, Colour colour, bool enabled) {
+  if (!enabled || colour == Colour::kNone) return text;
+  const char* code = "";
+  switch (colour) {
+    case Colour::kGreen:
+      code = "32";
+      break;
+    case Colour::kRed:
+      code = "31";
+      break;
+    case Colour::kYellow:
+      code = "33";
+      break;
+    case Colour::kCyan:
+      code = "36";
+      break;
+    case Colour::kDim:
+      code = "2";
+      break;
+    case Colour::kBold:
+      code = "1";
+      break;
+    case Colour::kNone:
+      break;
+  }
+  return fmt::format("\x1b[{}m{}\x1b[0m", code, text);
+}
+
+Colour statusColour(const std::string& status) {
+  if (status == "completed") return Colour::kGreen;
+  if (status == "failed") return Colour::kRed;
+  if (status == "running") return Colour::kCyan;
+  return Colour::kYellow;
+}
+
+Table::Table(std::vector<std::string> headers)
+    : headers_(std::move(headers)), right_(headers_.size(), false) {}
+
+void Table::addRow(std::vector<std::string> cells) {
+  cells.resize(headers_.size());
+  rows_.push_back(std::move(cells));
+}
+
+void Table::alignRight(std::vector<size_t> columns) {
+  for (size_t column : columns)
+    if (column < right_.size()) right_[column] = true;
+}
+
+void Table::print(std::FILE* out) const {
+  std::vector<size_t> widths(headers_.size());
+  for (size_t c = 0; c < headers_.size(); ++c) widths[c] = visibleWidth(headers_[c]);
+  for (const auto& row : rows_)
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], visibleWidth(row[c]));
+  auto printRow = [&](const std::vector<std::string>& row) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) {
+      const std::string padding(widths[c] - visibleWidth(row[c]), ' ');
+      if (c > 0) line += "  ";
+      line += right_[c] ? padding + row[c] : (c + 1 == row.size() ? row[c] : row[c] + padding);
+    }
+    line.erase(line.find_last_not_of(' ') + 1);
+    fmt::print(out, "{}\n", line);
+  };
+  printRow(headers_);
+  for (const auto& row : rows_) printRow(row);
+}
+
+std::string formatBytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (std::abs(bytes) >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[unit]);
+}
+
+std::string formatDuration(double seconds) {
+  if (seconds < 60) return fmt::format("{:.1f} s", seconds);
+  const auto total = static_cast<int64_t>(std::lround(seconds));
+  if (total < 3600) return fmt::format("{}:{:02}", total / 60, total % 60);
+  return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+}
+
+std::string formatTimestamp(double epoch_seconds) {
+  const auto time = static_cast<std::time_t>(epoch_seconds);
+  std::tm local{};
+  ::localtime_r(&time, &local);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &local);
+  return text;
+}
+
+std::string formatNumber(double value, int significant) {
+  if (!std::isfinite(value)) return fmt::format("{}", value);
+  if (value != 0 && std::abs(value) >= std::pow(10.0, significant))
+    return fmt::format("{:.0f}", value);
+  return fmt::format("{:.{}g}", value, significant);
+}
+
+std::string formatOptional(const std::optional<double>& value, int significant) {
+  return value ? formatNumber(*value, significant) : "-";
+}
+
+}  // namespace ringmaster::cli

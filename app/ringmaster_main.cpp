@@ -1,0 +1,161 @@
+// ringmaster: the desktop side. Subcommands give the whole product headless: `run` launches a job
+// locally and records it, `runs` / `show` / `compare` read the run database, `export` writes a run
+// as CSV or as a Perfetto trace. Errors become exit codes here and nowhere else (docs/errors.md).
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "cli/history_commands.h"
+#include "cli/run_command.h"
+#include "core/error.h"
+#include "db/database.h"
+#include "export/run_export.h"
+#include "recorder/recorder.h"
+
+namespace {
+
+using namespace ringmaster;
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,
+  kExitUsage = 2,
+  kExitUnavailable = 3,
+  kExitBusy = 4,
+};
+
+int exitCodeFor(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kSpec:
+    case ErrorKind::kInvalidArgument:
+      return kExitUsage;
+    case ErrorKind::kUnavailable:
+      return kExitUnavailable;
+    case ErrorKind::kTimeout:
+      return kExitBusy;
+    default:
+      return kExitFailed;
+  }
+}
+
+// Opens the database for a reading command; runs whose recorder died become `interrupted`.
+std::unique_ptr<storage::Database> openDatabase(const std::string& path) {
+  auto db = std::make_unique<storage::Database>(path);
+  storage::reconcileInterruptedRuns(*db);
+  return db;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+
+  CLI::App app{"ringmaster: launch, record, inspect and compare distributed training runs"};
+  app.set_version_flag("--version", fmt::format("ringmaster {} (telemetry protocol {})",
+                                                RINGMASTER_VERSION, RINGMASTER_TELEMETRY_PROTOCOL));
+  app.require_subcommand(1);
+  std::string db_path;
+  app.add_option("--db", db_path,
+                 "the run database (default: $XDG_DATA_HOME/ringmaster/runs.db, else "
+                 "~/.local/share/ringmaster/runs.db)");
+  bool json = false;
+
+  cli::RunCommandOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "validate a job spec, run it on this machine, record it and print its summary");
+  run->add_option("spec", run_options.spec_path, "job spec (JSON)")->required();
+  run->add_option("--set", run_options.overrides,
+                  "override a spec field, FIELD=VALUE (VALUE as JSON, else a string); repeatable")
+      ->allow_extra_args(false);
+  run->add_option("--save-telemetry", run_options.save_telemetry,
+                  "also write every telemetry line received to this file");
+  run->add_option("--grace", run_options.grace_s, "seconds from SIGTERM to SIGKILL when cancelling")
+      ->default_val(5.0)
+      ->check(CLI::Range(0.0, 3600.0));
+  run->add_flag("-q,--quiet", run_options.quiet, "no progress output");
+  run->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
+  run->add_flag("--json", run_options.json, "print the final summary as JSON");
+
+  storage::RunFilter filter;
+  CLI::App* runs = app.add_subcommand("runs", "list past runs, newest first");
+  runs->add_option("--name", filter.name_contains, "only names containing this text");
+  runs->add_option("--strategy", filter.strategy, "only this strategy (ddp, fsdp, pipeline, ...)");
+  runs->add_option("--status", filter.status,
+                   "only this status (running, completed, failed, cancelled, interrupted)");
+  runs->add_option("--limit", filter.limit, "at most this many runs")->default_val(50);
+  runs->add_flag("--json", json, "JSON instead of a table");
+
+  int64_t run_id = 0;
+  CLI::App* show = app.add_subcommand("show", "a run's summary, ranks, communication and errors");
+  show->add_option("run", run_id, "run id")->required();
+  show->add_flag("--json", json, "JSON instead of tables");
+
+  std::vector<int64_t> run_ids;
+  CLI::App* compare =
+      app.add_subcommand("compare", "compare runs: figures, loss, spec differences");
+  compare->add_option("runs", run_ids, "two or more run ids")->required()->expected(2, 64);
+  compare->add_flag("--json", json, "JSON instead of tables");
+
+  std::string csv_dir, trace_path;
+  CLI::App* exporter = app.add_subcommand("export", "write a run as CSV files or a Perfetto trace");
+  exporter->add_option("run", run_id, "run id")->required();
+  exporter->add_option("--csv", csv_dir, "directory for run.json and one CSV file per table");
+  exporter->add_option("--trace", trace_path,
+                       "Chrome trace JSON file (open in https://ui.perfetto.dev)");
+  exporter->add_flag("--json", json, "print what was written as JSON");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+
+  try {
+    if (db_path.empty()) db_path = storage::defaultDatabasePath();
+    if (run->parsed()) {
+      run_options.db_path = db_path;
+      return cli::runCommand(run_options);
+    }
+    if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
+    if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
+    if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
+    if (exporter->parsed()) {
+      if (csv_dir.empty() == trace_path.empty()) {
+        fmt::print(stderr, "error: export needs exactly one of --csv DIR and --trace FILE\n");
+        return kExitUsage;
+      }
+      const std::unique_ptr<storage::Database> opened = openDatabase(db_path);
+      const storage::Database& db = *opened;
+      if (!csv_dir.empty()) {
+        const std::vector<std::string> files = storage::exportRunCsv(db, run_id, csv_dir);
+        if (json) {
+          fmt::print("{}\n", nlohmann::json{{"files", files}}.dump(2));
+        } else {
+          for (const std::string& file : files) fmt::print("{}\n", file);
+        }
+      } else {
+        const int64_t slices = storage::exportRunTrace(db, run_id, trace_path);
+        if (json) {
+          fmt::print("{}\n", nlohmann::json{{"file", trace_path}, {"slices", slices}}.dump(2));
+        } else {
+          fmt::print("{}: {} slices; open it in https://ui.perfetto.dev\n", trace_path, slices);
+        }
+      }
+      return kExitOk;
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "error: {}\n", e.message());
+    if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());
+    return exitCodeFor(e.kind());
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return kExitFailed;
+  }
+  return kExitUsage;
+}

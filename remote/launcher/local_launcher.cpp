@@ -1,0 +1,127 @@
+// The local launcher: the agent's stdout and stderr are read with poll and cut into lines; its
+// stdin stays open and unused, the link whose end stops the agent.
+#include "launcher/local_launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+
+namespace fs = std::filesystem;
+
+struct LocalLauncher::Streams {
+  LineSplitter telemetry;
+  LineSplitter log{64 * 1024};
+};
+
+std::string defaultNodeBinary() {
+  if (const char* configured = std::getenv("RINGMASTER_NODE"); configured && *configured) {
+    if (!fs::exists(configured))
+      RM_THROW(kUnavailable, fmt::format("RINGMASTER_NODE={} does not exist", configured));
+    return configured;
+  }
+  std::error_code error;
+  const fs::path self = fs::read_symlink("/proc/self/exe", error);
+  const fs::path beside = self.parent_path() / "ringmaster-node";
+  if (error || !fs::exists(beside)) {
+    RM_THROW(kUnavailable, fmt::format("ringmaster-node is not beside this executable ({}); "
+                                       "build it or set RINGMASTER_NODE",
+                                       beside.string()));
+  }
+  return beside.string();
+}
+
+namespace {
+
+ChildOptions agentOptions(const LocalLaunchOptions& options) {
+  ChildOptions child;
+  child.argv = {options.node_binary,
+                "agent",
+                "--spec",
+                fs::absolute(options.spec_path).string(),
+                "--grace",
+                fmt::format("{:.3f}", options.grace.count() / 1000.0)};
+  child.stdin_mode = StreamMode::kPipe;  // its end of file tells the agent to stop everything
+  child.stdout_mode = StreamMode::kPipe;
+  child.stderr_mode = StreamMode::kPipe;
+  return child;
+}
+
+// Reads what `fd` has into `splitter`; false at end of file (or a read error).
+bool readAvailable(int fd, LineSplitter& splitter) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      splitter.feed({buffer, static_cast<size_t>(n)});
+      if (static_cast<size_t>(n) < sizeof buffer) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    splitter.finish();
+    return false;
+  }
+}
+
+}  // namespace
+
+LocalLauncher::LocalLauncher(const LocalLaunchOptions& options)
+    : agent_(agentOptions(options)), streams_(std::make_unique<Streams>()) {
+  for (int fd : {agent_.stdoutFd(), agent_.stderrFd()})
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+LocalLauncher::~LocalLauncher() = default;
+
+bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {
+  const int out = agent_.stdoutFd(), err = agent_.stderrFd();
+  if (out < 0 && err < 0) return false;
+  pollfd fds[2] = {{out, POLLIN, 0}, {err, POLLIN, 0}};
+  const int ready = ::poll(fds, 2, static_cast<int>(timeout.count()));
+  if (ready < 0 && errno != EINTR) RM_THROW(kIo, fmt::format("poll: {}", std::strerror(errno)));
+  if (out >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+      !readAvailable(out, streams_->telemetry))
+    agent_.closeOutput(out);
+  if (err >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+      !readAvailable(err, streams_->log))
+    agent_.closeOutput(err);
+  while (auto line = streams_->telemetry.next()) {
+    if (line->oversized) {
+      if (sink.on_log)
+        sink.on_log(fmt::format("[launcher] dropped a telemetry line over {} bytes starting '{}'",
+                                streams_->telemetry.maxLineBytes(), line->text));
+    } else if (sink.on_telemetry) {
+      sink.on_telemetry(line->text);
+    }
+  }
+  while (auto line = streams_->log.next())
+    if (sink.on_log) sink.on_log(line->text);
+  return agent_.stdoutFd() >= 0 || agent_.stderrFd() >= 0;
+}
+
+void LocalLauncher::cancel() {
+  agent_.signal(SIGTERM);
+}
+
+void LocalLauncher::kill() {
+  agent_.signal(SIGKILL);
+}
+
+ExitStatus LocalLauncher::wait() {
+  return agent_.wait();
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,44 @@
+// LocalLauncher: runs a job on this machine through one `ringmaster-node agent`, started as a
+// child process with its stdin on a pipe, so the agent (and with it every worker) stops when this
+// process dies, however it dies.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "launcher/launch.h"
+#include "process/child_process.h"
+
+namespace ringmaster {
+
+struct LocalLaunchOptions {
+  std::string node_binary;  // the ringmaster-node executable
+  std::string spec_path;    // the job spec file the agent and its workers read
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};  // the agent's TERM-to-KILL time
+};
+
+// The ringmaster-node beside this executable (the same build), or RINGMASTER_NODE when set.
+// Throws kUnavailable naming the path when it is not there.
+std::string defaultNodeBinary();
+
+class LocalLauncher final : public Launch {
+ public:
+  // Starts the agent; throws kUnavailable when it cannot be executed.
+  explicit LocalLauncher(const LocalLaunchOptions& options);
+  ~LocalLauncher() override;  // a still running agent is killed and reaped
+
+  bool pump(std::chrono::milliseconds timeout, const LaunchSink& sink) override;
+  void cancel() override;
+  void kill() override;
+  ExitStatus wait() override;
+
+  pid_t agentPid() const { return agent_.pid(); }
+
+ private:
+  struct Streams;
+  ChildProcess agent_;
+  std::unique_ptr<Streams> streams_;
+};
+
+}  // namespace ringmaster
