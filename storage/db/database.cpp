@@ -1,8 +1,11 @@
 // Opening the run database (pragmas, the network file system check) and its migrations.
 #include "db/database.h"
 
+#include <sys/resource.h>
+#include <sys/statvfs.h>
 #include <sys/vfs.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -240,9 +243,29 @@ std::optional<std::string> networkFileSystem(const std::string& path) {
   }
 }
 
+namespace {
+
+// Whether a failed write was refused for space: SQLite reports ENOSPC as SQLITE_FULL, but a write
+// past the process's file size limit (EFBIG, ulimit -f) or a disk filled between the check and the
+// write arrives as SQLITE_IOERR_WRITE, with the file's errno no longer readable through the API.
+bool writeRefusedForSpace(sqlite3* db, int extended_code) {
+  if (extended_code != SQLITE_IOERR_WRITE && extended_code != SQLITE_IOERR_TRUNCATE) return false;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) return true;
+  const char* file = sqlite3_db_filename(db, "main");
+  struct statvfs disk {};
+  if (file == nullptr || *file == '\0' ||
+      ::statvfs(fs::path(file).parent_path().c_str(), &disk) != 0)
+    return false;
+  return static_cast<uint64_t>(disk.f_bavail) * disk.f_frsize < (uint64_t{1} << 20);
+}
+
+}  // namespace
+
 void checkSqlite(sqlite3* db, int code, const std::string& what) {
   if (code == SQLITE_OK || code == SQLITE_DONE || code == SQLITE_ROW) return;
   const std::string message = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(code);
+  if (db != nullptr && writeRefusedForSpace(db, sqlite3_extended_errcode(db))) code = SQLITE_FULL;
   switch (code & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -286,6 +309,7 @@ Database::Database(const std::string& path, DatabaseOptions options) : path_(pat
     RM_THROW(kIo, fmt::format("cannot open the run database {}: {}", path, message));
   }
   try {
+    sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, options.busy_timeout_ms);
     exec("PRAGMA journal_mode = WAL");
     exec(options.full_sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
