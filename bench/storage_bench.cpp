@@ -1,0 +1,271 @@
+// Storage benchmark: (1) telemetry ingest, lines decoded and stored by the Recorder, beside bare
+// prepared-statement inserts of the same rows into the same schema (the anchor: what SQLite itself
+// does on this disk); (2) loading a 1M-point series reduced to 2,000 buckets, beside the plain SQL
+// GROUP BY that reads every point.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "db/database.h"
+#include "db/statement.h"
+#include "query/series.h"
+#include "recorder/recorder.h"
+#include "telemetry/codec.h"
+
+namespace {
+
+using namespace ringmaster;
+using namespace ringmaster::storage;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// `events` telemetry lines: the recorded file's lines repeated with their sequence numbers and
+// steps shifted so every copy is new; without a file, a DDP-like stream (per rank and step two
+// all-reduces and a step event).
+std::vector<std::string> telemetryLines(const std::string& recorded, int64_t events) {
+  std::vector<TelemetryEvent> source;
+  if (!recorded.empty()) {
+    std::ifstream in(recorded);
+    std::string line;
+    while (std::getline(in, line)) {
+      DecodeResult decoded = decodeEvent(line);
+      if (decoded.ok() && !std::holds_alternative<HelloEvent>(decoded.event().body) &&
+          !std::holds_alternative<DoneEvent>(decoded.event().body))
+        source.push_back(decoded.event());
+    }
+    if (source.empty()) throw std::runtime_error("no events in " + recorded);
+  } else {
+    for (int rank = 0; rank < 4; ++rank) {
+      for (int64_t step = 1; step <= 100; ++step) {
+        for (uint64_t bytes : {uint64_t{1} << 20, uint64_t{4}})
+          source.push_back({.rank = rank,
+                            .seq = 0,
+                            .time = 1.8e9 + step,
+                            .body = CommEvent{.op = "all_reduce",
+                                              .group = "world",
+                                              .bytes = bytes,
+                                              .dtype = "float32",
+                                              .duration_ms = 1.5,
+                                              .algbw_gbps = 0.7,
+                                              .busbw_gbps = 1.05,
+                                              .step = step}});
+        source.push_back({.rank = rank,
+                          .seq = 0,
+                          .time = 1.8e9 + step,
+                          .body = StepEvent{.step = step,
+                                            .loss = 1.0 / step,
+                                            .lr = 1e-3,
+                                            .samples = 64,
+                                            .step_ms = 10,
+                                            .compute_ms = 7,
+                                            .comm_ms = 4,
+                                            .exposed_comm_ms = 3,
+                                            .mem_allocated = 1 << 22,
+                                            .mem_peak = 1 << 23,
+                                            .mem_reserved = 1 << 24,
+                                            .accuracy = 0.5}});
+      }
+    }
+  }
+  int64_t max_step = 0;
+  for (const TelemetryEvent& e : source)
+    if (const auto* s = std::get_if<StepEvent>(&e.body)) max_step = std::max(max_step, s->step);
+  std::vector<std::string> lines;
+  std::vector<uint64_t> next_seq(1024, 0);
+  for (int64_t copy = 0; static_cast<int64_t>(lines.size()) < events; ++copy) {
+    for (TelemetryEvent e : source) {
+      if (static_cast<int64_t>(lines.size()) >= events) break;
+      e.seq = next_seq.at(static_cast<size_t>(e.rank))++;
+      if (auto* s = std::get_if<StepEvent>(&e.body)) s->step += copy * max_step;
+      if (auto* c = std::get_if<CommEvent>(&e.body); c && c->step) *c->step += copy * max_step;
+      lines.push_back(encodeEvent(e));
+    }
+  }
+  return lines;
+}
+
+// The anchor: the same rows the recorder writes (the idempotence key, the scalars of a step, the
+// comm row), bound from already decoded events and inserted with bare prepared statements in
+// transactions of the recorder's batch size.
+double bareInserts(const std::string& path, int64_t run,
+                   const std::vector<TelemetryEvent>& events) {
+  Database db(path);
+  Statement seen(db, "INSERT INTO events_seen (run_id, attempt, rank, seq) VALUES (?, 0, ?, ?)");
+  Statement scalar(db,
+                   "INSERT INTO scalars (run_id, metric_id, rank, step, value, attempt) "
+                   "VALUES (?, ?, ?, ?, ?, 0)");
+  Statement comm(db,
+                 "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
+                 "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) "
+                 "VALUES (?, 0, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?)");
+  db.exec(
+      "INSERT OR IGNORE INTO metrics (id, name) VALUES (1001, 'b1'), (1002, 'b2'), "
+      "(1003, 'b3'), (1004, 'b4'), (1005, 'b5'), (1006, 'b6'), (1007, 'b7'), (1008, 'b8'), "
+      "(1009, 'b9'), (1010, 'b10'), (1011, 'b11'), (1012, 'b12'), (1013, 'b13')");
+  const auto start = Clock::now();
+  for (size_t first = 0; first < events.size(); first += 8192) {
+    db.transaction([&] {
+      for (size_t i = first; i < std::min(events.size(), first + 8192); ++i) {
+        const TelemetryEvent& e = events[i];
+        seen.bind(1, run).bind(2, e.rank).bind(3, static_cast<int64_t>(e.seq)).run();
+        if (const auto* s = std::get_if<StepEvent>(&e.body)) {
+          const double values[] = {e.time,
+                                   s->loss,
+                                   s->lr,
+                                   double(s->samples),
+                                   s->step_ms,
+                                   s->compute_ms,
+                                   s->comm_ms,
+                                   s->exposed_comm_ms,
+                                   double(s->mem_allocated),
+                                   double(s->mem_peak),
+                                   double(s->mem_reserved),
+                                   double(s->device_mem_used),
+                                   s->accuracy.value_or(0)};
+          for (int m = 0; m < 13; ++m)
+            scalar.bind(1, run)
+                .bind(2, int64_t{1001 + m})
+                .bind(3, e.rank)
+                .bind(4, s->step)
+                .bind(5, values[m])
+                .run();
+        } else if (const auto* c = std::get_if<CommEvent>(&e.body)) {
+          comm.bind(1, run)
+              .bind(2, e.rank)
+              .bind(3, e.time)
+              .bind(4, c->step)
+              .bind(5, c->op)
+              .bind(6, c->group)
+              .bind(7, static_cast<int64_t>(c->bytes))
+              .bind(8, c->dtype)
+              .bind(9, c->duration_ms)
+              .bind(10, c->algbw_gbps)
+              .bind(11, c->busbw_gbps)
+              .run();
+        }
+      }
+    });
+  }
+  return secondsSince(start);
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"storage benchmark: telemetry ingest and reduced series loading"};
+  std::string recorded, dir = (fs::temp_directory_path() / "ringmaster_storage_bench").string();
+  int64_t events = 1'000'000, points = 1'000'000;
+  int buckets = 2000, repeats = 20;
+  app.add_option("--telemetry", recorded,
+                 "a recorded telemetry file (ringmaster run "
+                 "--save-telemetry); default: a synthetic DDP stream");
+  app.add_option("--events", events, "telemetry events to ingest")->default_val(events);
+  app.add_option("--points", points, "points of the series to load")->default_val(points);
+  app.add_option("--buckets", buckets, "buckets to reduce it to")->default_val(buckets);
+  app.add_option("--dir", dir, "where the benchmark databases go (removed afterwards)");
+  CLI11_PARSE(app, argc, argv);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  // 1. Ingest.
+  const std::vector<std::string> lines = telemetryLines(recorded, events);
+  std::vector<TelemetryEvent> decoded;
+  decoded.reserve(lines.size());
+  for (const std::string& line : lines) decoded.push_back(decodeEvent(line).event());
+  size_t steps = 0;
+  for (const TelemetryEvent& e : decoded) steps += std::holds_alternative<StepEvent>(e.body);
+
+  const std::string ingest_db = dir + "/ingest.db";
+  double recorder_s = 0;
+  int64_t stored = 0;
+  {
+    Database db(ingest_db);
+    const int64_t run =
+        createRun(db, {.name = "bench", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
+    const auto start = Clock::now();
+    {
+      Recorder recorder(ingest_db, run, 0, {.queue_capacity = lines.size() + 1});
+      for (const std::string& line : lines) recorder.submitLine(line);
+      recorder.flush();
+      stored = recorder.counts().stored;
+    }
+    recorder_s = secondsSince(start);
+  }
+  const std::string raw_db = dir + "/raw.db";
+  double raw_s = 0;
+  {
+    Database db(raw_db);
+    const int64_t run =
+        createRun(db, {.name = "raw", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
+    raw_s = bareInserts(raw_db, run, decoded);
+  }
+  fmt::print(
+      "Telemetry ingest: {} events ({} step events of 13 scalars each, the rest comm), "
+      "{}\n\n",
+      lines.size(), steps, recorded.empty() ? "synthetic DDP stream" : recorded);
+  fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
+  fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder (decode + store + rollups)",
+             recorder_s, stored / recorder_s, raw_s / recorder_s);
+  fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "anchor: bare prepared inserts, same rows",
+             raw_s, lines.size() / raw_s, 1.0);
+
+  // 2. Series load: a v1 database of `points` points, summarised by migration 2.
+  const std::string series_db = dir + "/series.db";
+  {
+    Database old(series_db, {.schema_version = 1});
+    old.exec(
+        "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) VALUES "
+        "('long', '{}', 'ddp', 1, 'completed', 0)");
+    old.exec("INSERT INTO metrics (name) VALUES ('loss')");
+    old.transaction([&] {
+      Statement insert(old, "INSERT INTO scalars VALUES (1, 1, 0, ?, ?, 0)");
+      for (int64_t step = 1; step <= points; ++step)
+        insert.bind(1, step).bind(2, 1.0 / step + (step % 1000 == 0 ? 1.0 : 0.0)).run();
+    });
+  }
+  Database db(series_db);
+  std::vector<double> reduced_ms, scan_ms;
+  size_t got = 0;
+  for (int i = 0; i < repeats; ++i) {
+    auto start = Clock::now();
+    got = loadSeries(db, 1, "loss", 0, {.buckets = buckets}).buckets.size();
+    reduced_ms.push_back(secondsSince(start) * 1e3);
+    start = Clock::now();
+    Statement scan(db, fmt::format("SELECT (step - 1) * {} / {}, min(value), max(value), "
+                                   "avg(value), count(*) FROM scalars WHERE run_id = 1 AND "
+                                   "metric_id = 1 AND rank = 0 GROUP BY 1",
+                                   buckets, points));
+    while (scan.run()) {
+    }
+    scan_ms.push_back(secondsSince(start) * 1e3);
+  }
+  fmt::print(
+      "\nSeries load: {} points reduced to {} buckets ({} came back), median of {} "
+      "loads\n\n",
+      points, buckets, got, repeats);
+  fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "median ms", "max ms", "ratio");
+  fmt::print("{:<44} {:>12.2f} {:>14.2f} {:>10.2f}\n", "loadSeries (rollups + edge points)",
+             median(reduced_ms), *std::max_element(reduced_ms.begin(), reduced_ms.end()),
+             median(scan_ms) / median(reduced_ms));
+  fmt::print("{:<44} {:>12.2f} {:>14.2f} {:>10.2f}\n", "anchor: SQL GROUP BY over every point",
+             median(scan_ms), *std::max_element(scan_ms.begin(), scan_ms.end()), 1.0);
+  fs::remove_all(dir);
+  return 0;
+}
