@@ -118,9 +118,19 @@ class EveryStrategy : public RingmasterCli, public ::testing::WithParamInterface
 
 TEST_P(EveryStrategy, RunsFourLocalRanksAndStoresEveryEventSent) {
   const std::string telemetry = (dir_ / "telemetry.jsonl").string();
-  CapturedProcess run(kRingmaster,
-                      args({"run", example(GetParam()), "--set", "train.steps=20", "--set",
-                            "telemetry.every_steps=1", "--save-telemetry", telemetry, "--json"}));
+  std::vector<std::string> command = {"run",
+                                      example(GetParam()),
+                                      "--set",
+                                      "train.steps=20",
+                                      "--set",
+                                      "telemetry.every_steps=1",
+                                      "--save-telemetry",
+                                      telemetry,
+                                      "--json"};
+  if (std::string(GetParam()) == "fsdp_mlp") {  // its checkpoints go to this test's directory
+    command.insert(command.end(), {"--set", "checkpoint.dir=" + (dir_ / "checkpoints").string()});
+  }
+  CapturedProcess run(kRingmaster, args(command));
   const ExitStatus status = run.wait(240s);
   ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
 
