@@ -18,6 +18,7 @@
 #include "comm/comm_telemetry.h"
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "exit_codes.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
 #include "train/trainer.h"
@@ -25,14 +26,6 @@
 namespace {
 
 using namespace ringmaster;
-
-enum ExitCode : int {
-  kExitCompleted = 0,
-  kExitFailed = 1,
-  kExitUsage = 2,
-  kExitUnavailable = 3,
-  kExitCancelled = 130,
-};
 
 std::atomic<bool> g_stop_requested{false};
 
@@ -66,18 +59,6 @@ std::string hostName() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
-}
-
-int exitCodeFor(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kSpec:
-    case ErrorKind::kInvalidArgument:
-      return kExitUsage;
-    case ErrorKind::kUnavailable:
-      return kExitUnavailable;
-    default:
-      return kExitFailed;
-  }
 }
 
 int runWorker(const std::string& spec_path) {
@@ -128,7 +109,7 @@ int runWorker(const std::string& spec_path) {
     fmt::print(stderr, "[rank {}] done: {} steps, loss {:.4f} -> {:.4f} in {:.1f} s\n",
                context.rank, result.final_step, result.first_loss, result.last_loss,
                result.wall_seconds);
-    return kExitCompleted;
+    return kExitOk;
   } catch (const Error& e) {
     telemetry.emit(ErrorEvent{.message = e.message(),
                               .kind = std::string(errorKindName(e.kind())),
@@ -220,10 +201,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? kExitCompleted : kExitUsage;
+    return code == 0 ? kExitOk : kExitUsage;
   }
 
-  try {
+  return runReportingErrors([&] {
     if (worker->parsed()) {
       // A worker finishes its step and reports before it exits; bench-comm just dies.
       std::signal(SIGINT, onStopSignal);
@@ -233,13 +214,6 @@ int main(int argc, char** argv) {
     if (agent->parsed()) return runAgentCommand(agent_args);
     if (bench_comm->parsed())
       return runBenchComm(bench_comm_args, std::vector<std::string>(argv, argv + argc));
-  } catch (const Error& e) {
-    fmt::print(stderr, "error: {}\n", e.message());
-    if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());
-    return exitCodeFor(e.kind());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitFailed;
-  }
-  return kExitUsage;
+    return static_cast<int>(kExitUsage);
+  });
 }

@@ -14,6 +14,7 @@
 #include "cli/run_command.h"
 #include "core/error.h"
 #include "db/database.h"
+#include "exit_codes.h"
 #include "export/run_export.h"
 #include "recorder/recorder.h"
 
@@ -21,26 +22,9 @@ namespace {
 
 using namespace ringmaster;
 
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailed = 1,
-  kExitUsage = 2,
-  kExitUnavailable = 3,
-  kExitBusy = 4,
-};
-
-int exitCodeFor(ErrorKind kind) {
-  switch (kind) {
-    case ErrorKind::kSpec:
-    case ErrorKind::kInvalidArgument:
-      return kExitUsage;
-    case ErrorKind::kUnavailable:
-      return kExitUnavailable;
-    case ErrorKind::kTimeout:
-      return kExitBusy;
-    default:
-      return kExitFailed;
-  }
+// A locked database has its own code, so that a script can wait and retry.
+int ringmasterExitCodeFor(ErrorKind kind) {
+  return kind == ErrorKind::kTimeout ? kExitBusy : exitCodeFor(kind);
 }
 
 // Opens the database for a reading command; runs whose recorder died become `interrupted`.
@@ -116,46 +100,41 @@ int main(int argc, char** argv) {
     return code == 0 ? kExitOk : kExitUsage;
   }
 
-  try {
-    if (db_path.empty()) db_path = storage::defaultDatabasePath();
-    if (run->parsed()) {
-      run_options.db_path = db_path;
-      return cli::runCommand(run_options);
-    }
-    if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
-    if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
-    if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
-    if (exporter->parsed()) {
-      if (csv_dir.empty() == trace_path.empty()) {
-        fmt::print(stderr, "error: export needs exactly one of --csv DIR and --trace FILE\n");
+  return runReportingErrors(
+      [&]() -> int {
+        if (db_path.empty()) db_path = storage::defaultDatabasePath();
+        if (run->parsed()) {
+          run_options.db_path = db_path;
+          return cli::runCommand(run_options);
+        }
+        if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
+        if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
+        if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
+        if (exporter->parsed()) {
+          if (csv_dir.empty() == trace_path.empty()) {
+            fmt::print(stderr, "error: export needs exactly one of --csv DIR and --trace FILE\n");
+            return kExitUsage;
+          }
+          const std::unique_ptr<storage::Database> opened = openDatabase(db_path);
+          const storage::Database& db = *opened;
+          if (!csv_dir.empty()) {
+            const std::vector<std::string> files = storage::exportRunCsv(db, run_id, csv_dir);
+            if (json) {
+              fmt::print("{}\n", nlohmann::json{{"files", files}}.dump(2));
+            } else {
+              for (const std::string& file : files) fmt::print("{}\n", file);
+            }
+          } else {
+            const int64_t slices = storage::exportRunTrace(db, run_id, trace_path);
+            if (json) {
+              fmt::print("{}\n", nlohmann::json{{"file", trace_path}, {"slices", slices}}.dump(2));
+            } else {
+              fmt::print("{}: {} slices; open it in https://ui.perfetto.dev\n", trace_path, slices);
+            }
+          }
+          return kExitOk;
+        }
         return kExitUsage;
-      }
-      const std::unique_ptr<storage::Database> opened = openDatabase(db_path);
-      const storage::Database& db = *opened;
-      if (!csv_dir.empty()) {
-        const std::vector<std::string> files = storage::exportRunCsv(db, run_id, csv_dir);
-        if (json) {
-          fmt::print("{}\n", nlohmann::json{{"files", files}}.dump(2));
-        } else {
-          for (const std::string& file : files) fmt::print("{}\n", file);
-        }
-      } else {
-        const int64_t slices = storage::exportRunTrace(db, run_id, trace_path);
-        if (json) {
-          fmt::print("{}\n", nlohmann::json{{"file", trace_path}, {"slices", slices}}.dump(2));
-        } else {
-          fmt::print("{}: {} slices; open it in https://ui.perfetto.dev\n", trace_path, slices);
-        }
-      }
-      return kExitOk;
-    }
-  } catch (const Error& e) {
-    fmt::print(stderr, "error: {}\n", e.message());
-    if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());
-    return exitCodeFor(e.kind());
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
-    return kExitFailed;
-  }
-  return kExitUsage;
+      },
+      ringmasterExitCodeFor);
 }

@@ -19,6 +19,7 @@
 #include "cli/terminal.h"
 #include "core/error.h"
 #include "db/database.h"
+#include "exit_codes.h"
 #include "launcher/local_launcher.h"
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
@@ -300,11 +301,11 @@ int runCommand(const RunCommandOptions& options) {
                "error: could not mark run {} {}: {}; it will show as interrupted from the next "
                "start\n",
                run_id, status, e.message());
-    return 1;
+    return kExitFailed;
   }
   printRunReport(db, run_id, options.json, stdout);
-  if (status == "completed") return 0;
-  return status == "cancelled" ? 130 : 1;
+  if (status == "completed") return kExitOk;
+  return status == "cancelled" ? kExitCancelled : kExitFailed;
 }
 
 }  // namespace ringmaster::cli

@@ -61,6 +61,9 @@ class Statement {
   }
   void reset() { sqlite3_reset(statement_); }
 
+  int columnCount() const { return sqlite3_column_count(statement_); }
+  std::string columnName(int column) const { return sqlite3_column_name(statement_, column); }
+  int columnType(int column) const { return sqlite3_column_type(statement_, column); }
   bool isNull(int column) const { return sqlite3_column_type(statement_, column) == SQLITE_NULL; }
   int64_t columnInt(int column) const { return sqlite3_column_int64(statement_, column); }
   double columnDouble(int column) const { return sqlite3_column_double(statement_, column); }

@@ -29,35 +29,29 @@ std::ofstream openForWriting(const fs::path& path) {
 // Writes every row of `sql` (parameter 1: the run id) with a header of its column names.
 void writeCsv(const Database& db, int64_t run_id, const std::string& sql, const fs::path& path) {
   std::ofstream out = openForWriting(path);
-  sqlite3_stmt* statement = nullptr;
-  checkSqlite(db.handle(), sqlite3_prepare_v2(db.handle(), sql.c_str(), -1, &statement, nullptr),
-              sql);
-  sqlite3_bind_int64(statement, 1, run_id);
-  const int columns = sqlite3_column_count(statement);
-  for (int c = 0; c < columns; ++c)
-    out << (c ? "," : "") << csvField(sqlite3_column_name(statement, c));
+  Statement select(db, sql);
+  select.bind(1, run_id);
+  const int columns = select.columnCount();
+  for (int c = 0; c < columns; ++c) out << (c ? "," : "") << csvField(select.columnName(c));
   out << '\n';
-  int code;
-  while ((code = sqlite3_step(statement)) == SQLITE_ROW) {
+  while (select.run()) {
     for (int c = 0; c < columns; ++c) {
       if (c) out << ',';
-      switch (sqlite3_column_type(statement, c)) {
+      switch (select.columnType(c)) {
         case SQLITE_NULL:
           break;
         case SQLITE_INTEGER:
-          out << sqlite3_column_int64(statement, c);
+          out << select.columnInt(c);
           break;
         case SQLITE_FLOAT:
-          out << fmt::format("{}", sqlite3_column_double(statement, c));
+          out << fmt::format("{}", select.columnDouble(c));
           break;
         default:
-          out << csvField(reinterpret_cast<const char*>(sqlite3_column_text(statement, c)));
+          out << csvField(select.columnText(c));
       }
     }
     out << '\n';
   }
-  sqlite3_finalize(statement);
-  checkSqlite(db.handle(), code, "exporting " + path.filename().string());
   if (!out) RM_THROW(kIo, fmt::format("writing {} failed", path.string()));
 }
 
