@@ -1,6 +1,8 @@
 // Gloo backend: each op maps to Gloo's new-style collectives with our reduce kernels.
 #include "comm/gloo/gloo_backend.h"
 
+#include <sys/socket.h>
+
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -18,6 +20,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/tcp/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
@@ -30,6 +33,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint8_t kP2PSlotPrefix = 0x70;
 constexpr uint8_t kReduceScatterSlotPrefix = 0x71;
+
+// Gloo's TCP pair keeps its socket protected. A pair closed by its own side never wakes the
+// operations waiting on it (they sleep until their timeout); a pair whose socket is shut down
+// sees the end of stream on its event loop and fails them at once, as a peer's close does.
+struct TcpPairSocket : gloo::transport::tcp::Pair {
+  static void shutDown(gloo::transport::tcp::Pair& pair) {
+    std::lock_guard<std::mutex> lock(pair.*(&TcpPairSocket::m_));
+    int fd = pair.*(&TcpPairSocket::fd_);
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  }
+};
 
 // Gloo's rendezvous speaks to our store through this adapter.
 class StoreAdapter : public gloo::rendezvous::Store {
@@ -218,10 +232,12 @@ void GlooBackend::abort() {
     buffer->abortWaitSend();
     buffer->abortWaitRecv();
   }
-  // Closing every pair fails the Gloo operation in flight at once instead of at its timeout.
-  try {
-    context_->closeConnections();
-  } catch (const std::exception&) {
+  // Shutting every connection down fails the Gloo operation in flight, here and on the peers, at
+  // once instead of at its timeout; Gloo's event loop then closes the pairs.
+  for (int peer = 0; peer < context_->size; ++peer) {
+    if (peer == context_->rank) continue;
+    auto* pair = dynamic_cast<gloo::transport::tcp::Pair*>(context_->getPair(peer).get());
+    if (pair != nullptr) TcpPairSocket::shutDown(*pair);
   }
 }
 
