@@ -61,6 +61,15 @@ int main(int argc, char** argv) {
   run->add_option("--grace", run_options.grace_s, "seconds from SIGTERM to SIGKILL when cancelling")
       ->default_val(5.0)
       ->check(CLI::Range(0.0, 3600.0));
+  run->add_flag("--accept-new-host-keys", run_options.accept_new_host_keys,
+                "accept and record the key of a host not yet in known_hosts (its fingerprint is "
+                "shown); a changed key is always refused");
+  run->add_option("--known-hosts", run_options.known_hosts,
+                  "known_hosts file (default ~/.ssh/known_hosts)");
+  run->add_option("--ssh-config", run_options.ssh_config,
+                  "ssh client config (default ~/.ssh/config)");
+  run->add_option("--master-addr", run_options.master_addr,
+                  "the first host's address as the other hosts reach it (default: its HostName)");
   run->add_flag("-q,--quiet", run_options.quiet, "no progress output");
   run->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
   run->add_flag("--json", run_options.json, "print the final summary as JSON");

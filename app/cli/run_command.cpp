@@ -2,6 +2,7 @@
 // into a cancel (first) and a kill (second).
 #include "cli/run_command.h"
 
+#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -21,6 +22,9 @@
 #include "db/database.h"
 #include "exit_codes.h"
 #include "launcher/local_launcher.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "ssh/ssh_launcher.h"
+#endif
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
@@ -85,21 +89,80 @@ JobSpec loadSpec(const RunCommandOptions& options) {
   return *parsed.spec;
 }
 
-void requireLocalHosts(const JobSpec& spec) {
-  for (const LaunchHostSpec& host : spec.launch.hosts) {
-    if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1") {
-      RM_THROW(kUnavailable,
-               fmt::format("launch.hosts names '{}': this build launches on the local machine "
-                           "only (localhost); launching over SSH is not built yet",
-                           host.host));
-    }
-  }
-  if (spec.launch.hosts.size() != 1) {
-    RM_THROW(kInvalidArgument,
-             "launch.hosts: a local run has one host entry (localhost) with "
-             "all its ranks");
-  }
+bool runsHere(const JobSpec& spec) {
+  if (spec.launch.hosts.size() != 1) return false;
+  const LaunchHostSpec& host = spec.launch.hosts[0];
+  const bool local_name =
+      host.host == "localhost" || host.host == "127.0.0.1" || host.host == "::1";
+  return local_name && !host.port && !host.user && !host.identity_file;
 }
+
+#if RINGMASTER_HAVE_LIBSSH
+// A passphrase typed on the controlling terminal, without echo; none without a terminal.
+std::optional<std::string> askPassphrase(const std::string& identity_file) {
+  FILE* tty = std::fopen("/dev/tty", "r+");
+  if (tty == nullptr) return std::nullopt;
+  const int fd = ::fileno(tty);
+  termios saved{};
+  ::tcgetattr(fd, &saved);
+  termios quiet = saved;
+  quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+  ::tcsetattr(fd, TCSAFLUSH, &quiet);
+  fmt::print(tty, "passphrase for {}: ", identity_file);
+  std::fflush(tty);
+  std::string passphrase;
+  for (int c = std::fgetc(tty); c != EOF && c != '\n'; c = std::fgetc(tty))
+    passphrase += static_cast<char>(c);
+  ::tcsetattr(fd, TCSAFLUSH, &saved);
+  fmt::print(tty, "\n");
+  std::fclose(tty);
+  return passphrase;
+}
+
+std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
+                                      const RunCommandOptions& options, Database& db,
+                                      int64_t run_id) {
+  SshLaunchOptions launch;
+  launch.hosts = spec.launch.hosts;
+  launch.spec_json = canonical;
+  launch.local_node_binary = defaultNodeBinary();
+  // By default the hosts have this build at the same absolute path (a shared file system).
+  launch.node_binary = spec.launch.node_binary.value_or(launch.local_node_binary);
+  launch.master_addr = options.master_addr;
+  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
+  if (options.ssh_config) launch.ssh_config_path = *options.ssh_config;
+  if (options.known_hosts) launch.connect.known_hosts_path = *options.known_hosts;
+  const bool quiet = options.quiet;
+  launch.connect.accept_unknown_key = [&options, quiet](const SshTarget& target,
+                                                        const std::string& fingerprint) {
+    if (!options.accept_new_host_keys) return false;
+    if (!quiet) {
+      fmt::print(stderr,
+                 "host '{}' ({}:{}) is new: accepting its key {} (--accept-new-host-keys)\n",
+                 target.alias, target.hostname, target.port, fingerprint);
+    }
+    return true;
+  };
+  launch.connect.passphrase = askPassphrase;
+  auto launcher = std::make_unique<SshLauncher>(std::move(launch));
+  std::vector<RunHost> hosts;
+  for (size_t i = 0; i < launcher->hosts().size(); ++i) {
+    const SshHostRecord& host = launcher->hosts()[i];
+    hosts.push_back({.node_rank = static_cast<int>(i),
+                     .alias = host.alias,
+                     .hostname = host.hostname,
+                     .user = host.user,
+                     .port = host.port,
+                     .fingerprint = host.fingerprint,
+                     .node_binary = host.node_binary,
+                     .uploaded = host.uploaded,
+                     .command = host.command,
+                     .libssh_version = host.libssh_version});
+  }
+  recordRunHosts(db, run_id, hosts);
+  return launcher;
+}
+#endif
 
 // "[rank 3] ..." -> 3.
 std::optional<int> rankOfLogLine(std::string_view line) {
@@ -191,7 +254,14 @@ void applyOverrides(nlohmann::json& document, const std::vector<std::string>& ov
 
 int runCommand(const RunCommandOptions& options) {
   const JobSpec spec = loadSpec(options);
-  requireLocalHosts(spec);
+  const bool here = runsHere(spec);
+#if !RINGMASTER_HAVE_LIBSSH
+  if (!here) {
+    RM_THROW(kUnavailable,
+             "launch.hosts names remote hosts, and this build has no SSH "
+             "launcher (libssh was not found when it was configured)");
+  }
+#endif
   const std::string node_binary = defaultNodeBinary();
   const int world = worldSize(spec);
 
@@ -230,10 +300,24 @@ int runCommand(const RunCommandOptions& options) {
   ProgressDisplay display(!options.quiet, terminal);
   Recorder recorder(options.db_path, run_id, 0);
   StopSignals signals;
-  LocalLauncher launch(
-      {.node_binary = node_binary,
-       .spec_path = spec_file.string(),
-       .grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000))});
+  std::unique_ptr<Launch> launcher;
+  if (here) {
+    launcher = std::make_unique<LocalLauncher>(LocalLaunchOptions{
+        .node_binary = node_binary,
+        .spec_path = spec_file.string(),
+        .grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000))});
+  } else {
+#if RINGMASTER_HAVE_LIBSSH
+    try {
+      launcher = launchOverSsh(spec, canonical, options, db, run_id);
+    } catch (const Error& e) {
+      recordRunError(db, run_id, e.message());
+      finishRun(db, run_id, "failed");
+      throw;
+    }
+#endif
+  }
+  Launch& launch = *launcher;
   LaunchSink sink{.on_telemetry =
                       [&](std::string_view line) {
                         if (telemetry_copy) *telemetry_copy << line << '\n';
@@ -284,15 +368,17 @@ int runCommand(const RunCommandOptions& options) {
   display.clear();
   if (terminal && !options.quiet) fmt::print(stderr, "\n");
   if (recording_failure.empty()) recording_failure = recorder.failure();
+  const std::string launch_failure = launch.failure();
 
   const bool cancelled = handled_signals > 0 && recording_failure.empty();
   std::string status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
-  if (!recording_failure.empty()) status = "failed";
+  if (!recording_failure.empty() || !launch_failure.empty()) status = "failed";
   try {
     if (status == "failed") {
       recordRunError(db, run_id,
-                     !recording_failure.empty()
-                         ? recording_failure
+                     !recording_failure.empty() ? recording_failure
+                     : !launch_failure.empty()
+                         ? launch_failure
                          : fmt::format("the node agent ended with {}", agent.describe()));
     }
     finishRun(db, run_id, status);

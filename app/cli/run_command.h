@@ -1,4 +1,5 @@
-// `ringmaster run SPEC`: validates the spec, launches it on this machine through the node agent,
+// `ringmaster run SPEC`: validates the spec, launches it through the node agents (here, or over SSH
+// on the spec's hosts),
 // records every telemetry and log line in the run database, shows live progress, and prints the
 // run's summary. Ctrl-C cancels cleanly (status `cancelled`, workers gone).
 #pragma once
@@ -20,6 +21,11 @@ struct RunCommandOptions {
   bool quiet = false;                         // no progress output
   bool verbose = false;                       // the workers' own output on stderr
   double grace_s = 5;                         // cancel: SIGTERM to SIGKILL
+  // Over SSH (launch.hosts names other hosts):
+  bool accept_new_host_keys = false;       // record unknown host keys (their fingerprint is shown)
+  std::optional<std::string> known_hosts;  // default ~/.ssh/known_hosts
+  std::optional<std::string> ssh_config;   // default ~/.ssh/config
+  std::string master_addr;  // node 0's address as the other hosts reach it; default its HostName
 };
 
 // The exit code: 0 completed, 1 failed, 130 cancelled. Throws (before launching) for a bad spec,

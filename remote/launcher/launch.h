@@ -34,6 +34,9 @@ class Launch {
   // Reaps the agents (after pump returned false, this does not block for long) and returns how
   // the first one to fail ended, else the common success.
   virtual ExitStatus wait() = 0;
+  // Why the launch failed apart from how the agents exited (a host's connection was lost),
+  // naming the host; empty when nothing did.
+  virtual std::string failure() const { return {}; }
 };
 
 }  // namespace ringmaster

@@ -188,6 +188,23 @@ INSERT INTO scalar_rollups
   JOIN scalar_rollups r ON r.run_id = g.run_id AND r.metric_id = g.metric_id
                        AND r.rank = g.rank AND r.width = 64 AND r.bucket = g.last_bucket;
 )sql",
+      // 3: the hosts of a run launched over SSH: who ran what where, with the verified host key.
+      R"sql(
+CREATE TABLE run_hosts (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  node_rank INTEGER NOT NULL,
+  alias TEXT NOT NULL,                -- as written in launch.hosts
+  hostname TEXT NOT NULL,
+  port INTEGER NOT NULL,
+  user TEXT NOT NULL,
+  fingerprint TEXT NOT NULL,          -- the host key verified against known_hosts (SHA256:...)
+  node_binary TEXT NOT NULL,
+  uploaded INTEGER NOT NULL,          -- 1: this launch uploaded ringmaster-node
+  command TEXT NOT NULL,              -- exactly what was started
+  libssh_version TEXT NOT NULL,
+  PRIMARY KEY (run_id, node_rank)
+);
+)sql",
   };
   return kMigrations;
 }

@@ -234,6 +234,29 @@ void finishRun(Database& db, int64_t run_id, const std::string& status) {
   });
 }
 
+void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& hosts) {
+  db.transaction([&] {
+    Statement insert(db,
+                     "INSERT INTO run_hosts (run_id, node_rank, alias, hostname, port, user, "
+                     "fingerprint, node_binary, uploaded, command, libssh_version) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const RunHost& host : hosts) {
+      insert.bind(1, run_id)
+          .bind(2, host.node_rank)
+          .bind(3, host.alias)
+          .bind(4, host.hostname)
+          .bind(5, host.port)
+          .bind(6, host.user)
+          .bind(7, host.fingerprint)
+          .bind(8, host.node_binary)
+          .bind(9, host.uploaded ? 1 : 0)
+          .bind(10, host.command)
+          .bind(11, host.libssh_version);
+      insert.run();
+    }
+  });
+}
+
 void recordRunError(Database& db, int64_t run_id, const std::string& message,
                     std::optional<int> rank, std::optional<std::string> host) {
   Statement update(db,

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "telemetry/events.h"
 
@@ -36,6 +37,16 @@ void finishRun(Database& db, int64_t run_id, const std::string& status);
 // Sets the run's root cause unless a rank already reported one (the first failure wins).
 void recordRunError(Database& db, int64_t run_id, const std::string& message,
                     std::optional<int> rank = {}, std::optional<std::string> host = {});
+// A host of a run launched over SSH (the run_hosts table).
+struct RunHost {
+  int node_rank = 0;
+  std::string alias, hostname, user;
+  int port = 22;
+  std::string fingerprint, node_binary;
+  bool uploaded = false;
+  std::string command, libssh_version;
+};
+void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& hosts);
 // Runs left `running` by a process of this host that no longer exists become `interrupted`;
 // returns how many.
 int reconcileInterruptedRuns(Database& db);

@@ -1,0 +1,407 @@
+// The SSH launcher's phases: prepare every host in parallel (connect, verify, authenticate, find
+// or upload ringmaster-node, upload the spec into a fresh job directory), start node 0's agent
+// and read the store's port from it, start the others in parallel, then serve each host on its
+// own thread (the only one touching that host's session): lines in, signals out, keepalives.
+#include "ssh/ssh_launcher.h"
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "telemetry/codec.h"
+#include "telemetry/events.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+constexpr auto kCommandTimeout = 30s;
+constexpr auto kKeepaliveEvery = 5s;
+constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
+constexpr std::string_view kStorePrefix = "rendezvous store on ";
+
+std::string trimmed(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
+    text.pop_back();
+  return text;
+}
+
+std::string readLocalFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) RM_THROW(kIo, fmt::format("cannot read {}", path));
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+}  // namespace
+
+std::string expectedNodeVersion() {
+  return fmt::format("ringmaster-node {} (telemetry protocol {})", kRingmasterVersion,
+                     RINGMASTER_TELEMETRY_PROTOCOL);
+}
+
+struct SshLauncher::Host {
+  int node_rank = 0;
+  LaunchHostSpec spec;
+  SshTarget target;
+  std::unique_ptr<SshSession> session;
+  std::unique_ptr<SshChannel> agent;
+  std::string node_binary, job_dir, command;
+  bool uploaded = false;
+  long pgid = 0;  // the agent's process group on the host, 0 until it said
+  LineSplitter out, err{64 * 1024};
+  std::atomic<int> stop_signal{0};  // asked for: SIGTERM or SIGKILL
+  ExitStatus exit;
+  std::exception_ptr error;  // preparing, starting or serving failed
+};
+
+SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)) {
+  RM_CHECK_ARG(!options_.hosts.empty(), "launch.hosts is empty");
+  for (size_t i = 0; i < options_.hosts.size(); ++i) {
+    auto host = std::make_unique<Host>();
+    host->node_rank = static_cast<int>(i);
+    host->spec = options_.hosts[i];
+    hosts_.push_back(std::move(host));
+  }
+  auto firstError = [&]() -> std::exception_ptr {
+    for (auto& host : hosts_)
+      if (host->error) return host->error;
+    return nullptr;
+  };
+  auto stopStarted = [&] {
+    for (auto& host : hosts_) {
+      if (!host->agent) continue;
+      try {
+        stopHost(*host, SIGKILL);
+      } catch (const std::exception&) {
+      }
+    }
+    cleanUp();
+  };
+
+  // Every host connected and prepared at once: the slowest host sets the time, not the sum.
+  {
+    std::vector<std::thread> preparing;
+    for (auto& host : hosts_) {
+      preparing.emplace_back([this, &host] {
+        try {
+          prepare(*host);
+        } catch (...) {
+          host->error = std::current_exception();
+        }
+      });
+    }
+    for (auto& thread : preparing) thread.join();
+  }
+  if (auto error = firstError()) {
+    cleanUp();
+    std::rethrow_exception(error);
+  }
+
+  // Node 0 hosts the store on a port it picks; the others need that port.
+  Host& first = *hosts_[0];
+  int master_port = 0;
+  try {
+    startAgent(first, 0);
+    const auto deadline = Clock::now() + options_.connect.connect_timeout + kCommandTimeout;
+    while (master_port == 0) {
+      std::string out, err;
+      const bool open = first.agent->read(out, err, 50ms);
+      first.out.feed(out);
+      first.err.feed(err);
+      while (auto line = first.err.next()) {
+        const auto at = line->text.find(kStorePrefix);
+        if (line->text.rfind(kPgidPrefix, 0) == 0) {
+          first.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
+          continue;
+        }
+        if (at != std::string::npos) {
+          const std::string address = line->text.substr(at + kStorePrefix.size());
+          master_port = std::stoi(address.substr(address.rfind(':') + 1));
+        }
+        pushLine(false, line->text);
+      }
+      while (auto line = first.out.next()) pushLine(true, line->text);
+      if (!open) {
+        RM_THROW(kComm, fmt::format("host '{}': the node agent ended before its rendezvous "
+                                    "store started (exit status {})",
+                                    first.target.alias, first.agent->exitStatus().value_or(-1)));
+      }
+      if (Clock::now() > deadline) {
+        RM_THROW(kTimeout, fmt::format("host '{}': the node agent did not start its rendezvous "
+                                       "store in time",
+                                       first.target.alias));
+      }
+    }
+  } catch (...) {
+    first.error = std::current_exception();
+    stopStarted();
+    std::rethrow_exception(first.error);
+  }
+  {
+    std::vector<std::thread> starting;
+    for (size_t i = 1; i < hosts_.size(); ++i) {
+      starting.emplace_back([this, i, master_port] {
+        try {
+          startAgent(*hosts_[i], master_port);
+        } catch (...) {
+          hosts_[i]->error = std::current_exception();
+        }
+      });
+    }
+    for (auto& thread : starting) thread.join();
+  }
+  if (auto error = firstError()) {
+    stopStarted();
+    std::rethrow_exception(error);
+  }
+
+  for (auto& host : hosts_) {
+    records_.push_back({.alias = host->target.alias,
+                        .hostname = host->target.hostname,
+                        .user = host->target.user,
+                        .port = host->target.port,
+                        .fingerprint = host->session->fingerprint(),
+                        .node_binary = host->node_binary,
+                        .uploaded = host->uploaded,
+                        .command = host->command,
+                        .libssh_version = SshSession::libsshVersion()});
+  }
+  serving_ = static_cast<int>(hosts_.size());
+  for (auto& host : hosts_) threads_.emplace_back([this, &host] { serve(*host); });
+}
+
+SshLauncher::~SshLauncher() {
+  if (!joined_) {
+    kill();
+    wait();
+  }
+}
+
+void SshLauncher::prepare(Host& host) {
+  host.target = resolveSshTarget(host.spec, options_.ssh_config_path);
+  host.session = std::make_unique<SshSession>(host.target, options_.connect);
+  SshSession& session = *host.session;
+  const std::string& alias = host.target.alias;
+  const std::string expected = expectedNodeVersion();
+
+  auto versionOf = [&](const std::string& binary) {
+    CommandResult found = session.run(shellCommand({binary, "--version"}), kCommandTimeout);
+    return found.exit_status == 0 ? trimmed(found.out) : std::string();
+  };
+  host.node_binary = options_.node_binary;
+  const std::string found = versionOf(host.node_binary);
+  if (found != expected) {
+    const std::string why =
+        found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
+                      : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
+    if (!options_.upload_node_binary || options_.local_node_binary.empty()) {
+      RM_THROW(kUnavailable, fmt::format("host '{}': {}; install this build's ringmaster-node "
+                                         "there or allow the upload",
+                                         alias, why));
+    }
+    // A per-version cache under the remote home: later launches of this build find it there.
+    const std::string dir = fmt::format("{}/node-{}-protocol{}", options_.remote_cache_dir,
+                                        kRingmasterVersion, RINGMASTER_TELEMETRY_PROTOCOL);
+    const std::string cached = dir + "/ringmaster-node";
+    if (versionOf(cached) != expected) {
+      CommandResult made = session.run("mkdir -p -m 700 " + shellQuote(dir), kCommandTimeout);
+      if (made.exit_status != 0)
+        RM_THROW(kIo, fmt::format("host '{}': cannot create {}: {}", alias, dir, made.err));
+      session.upload(cached + ".partial", readLocalFile(options_.local_node_binary), 0755);
+      CommandResult moved =
+          session.run(shellCommand({"mv", "-f", cached + ".partial", cached}), kCommandTimeout);
+      if (moved.exit_status != 0)
+        RM_THROW(kIo, fmt::format("host '{}': cannot install {}: {}", alias, cached, moved.err));
+      const std::string uploaded = versionOf(cached);
+      if (uploaded != expected) {
+        RM_THROW(kUnavailable,
+                 fmt::format("host '{}': {}, and the uploaded build does not run there ({})", alias,
+                             why, uploaded.empty() ? "no version" : uploaded));
+      }
+      host.uploaded = true;
+    }
+    host.node_binary = cached;
+  }
+
+  // The spec goes by SFTP into a fresh private directory, never on a command line.
+  CommandResult made = session.run(
+      "umask 077 && mktemp -d \"${TMPDIR:-/tmp}/ringmaster-job.XXXXXX\"", kCommandTimeout);
+  host.job_dir = trimmed(made.out);
+  if (made.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
+      host.job_dir.find('\n') != std::string::npos)
+    RM_THROW(kIo, fmt::format("host '{}': cannot create a job directory: {}", alias, made.err));
+  session.upload(host.job_dir + "/spec.json", options_.spec_json, 0600);
+}
+
+void SshLauncher::startAgent(Host& host, int master_port) {
+  std::string master =
+      options_.master_addr.empty() ? hosts_[0]->target.hostname : options_.master_addr;
+  if (master.find(':') != std::string::npos) master = "[" + master + "]";
+  const std::vector<std::string> argv = {
+      host.node_binary, "agent",
+      "--spec",         host.job_dir + "/spec.json",
+      "--node-rank",    std::to_string(host.node_rank),
+      "--nnodes",       std::to_string(hosts_.size()),
+      "--master",       fmt::format("{}:{}", master, master_port),
+      "--grace",        fmt::format("{:.3f}", options_.grace.count() / 1000.0)};
+  // sshd runs the command's shell as a session leader; `exec` keeps its pid, so the agent's
+  // process group id is the shell's $$, said first on stderr.
+  host.command = fmt::format("echo {}$$ >&2; exec {}", kPgidPrefix, shellCommand(argv));
+  host.agent = host.session->start(host.command);
+}
+
+void SshLauncher::pushLine(bool telemetry, std::string line) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    lines_.emplace_back(telemetry, std::move(line));
+  }
+  arrived_.notify_one();
+}
+
+void SshLauncher::stopHost(Host& host, int signo) {
+  if (host.pgid <= 0) {  // not known yet: the end of its stdin stops the agent as well
+    host.agent->closeInput();
+    return;
+  }
+  host.session->run(fmt::format("kill -{} -- -{}", signo == SIGKILL ? "KILL" : "TERM", host.pgid),
+                    kCommandTimeout);
+}
+
+void SshLauncher::serve(Host& host) {
+  int sent = 0;
+  Clock::time_point term_sent{}, last_keepalive = Clock::now();
+  try {
+    for (;;) {
+      const int wanted = host.stop_signal.load();
+      if (wanted > sent) {
+        stopHost(host, wanted);
+        sent = wanted;
+        term_sent = Clock::now();
+      }
+      if (sent == SIGTERM && Clock::now() - term_sent > options_.grace + 2s) {
+        stopHost(host, SIGKILL);
+        sent = SIGKILL;
+      }
+      if (Clock::now() - last_keepalive > kKeepaliveEvery) {
+        host.session->keepalive();
+        last_keepalive = Clock::now();
+      }
+      std::string out, err;
+      const bool open = host.agent->read(out, err, 50ms);
+      host.out.feed(out);
+      host.err.feed(err);
+      if (!open) {
+        host.out.finish();
+        host.err.finish();
+      }
+      while (auto line = host.err.next()) {
+        if (host.pgid == 0 && line->text.rfind(kPgidPrefix, 0) == 0) {
+          host.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
+          continue;
+        }
+        pushLine(false, line->text);
+      }
+      while (auto line = host.out.next()) {
+        if (line->oversized) {
+          pushLine(false, fmt::format("[launcher] host '{}': dropped a telemetry line over {} "
+                                      "bytes starting '{}'",
+                                      host.target.alias, host.out.maxLineBytes(), line->text));
+        } else {
+          pushLine(true, line->text);
+        }
+      }
+      if (!open) break;
+    }
+    const std::optional<int> status = host.agent->exitStatus();
+    host.exit = ExitStatus{.exit_code = status.value_or(255), .signal = 0};
+    if (!status) {
+      RM_THROW(kComm, fmt::format("host '{}': the agent's channel closed without an exit status",
+                                  host.target.alias));
+    }
+  } catch (const std::exception& e) {
+    host.error = std::current_exception();
+    host.exit = ExitStatus{.exit_code = 255, .signal = 0};
+    pushLine(false, fmt::format("[launcher] {}", e.what()));
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_.empty()) failure_ = e.what();
+    }
+    // The job cannot go on without this host: the others are stopped.
+    for (auto& other : hosts_) {
+      int none = 0;
+      other->stop_signal.compare_exchange_strong(none, SIGTERM);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --serving_;
+  }
+  arrived_.notify_all();
+}
+
+bool SshLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {
+  std::deque<std::pair<bool, std::string>> lines;
+  bool serving;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    arrived_.wait_for(lock, timeout, [&] { return !lines_.empty() || serving_ == 0; });
+    lines.swap(lines_);
+    serving = serving_ > 0;
+  }
+  for (auto& [telemetry, line] : lines) {
+    if (telemetry && sink.on_telemetry)
+      sink.on_telemetry(line);
+    else if (!telemetry && sink.on_log)
+      sink.on_log(line);
+  }
+  return serving || !lines.empty();
+}
+
+void SshLauncher::cancel() {
+  for (auto& host : hosts_) {
+    int none = 0;
+    host->stop_signal.compare_exchange_strong(none, SIGTERM);
+  }
+}
+
+void SshLauncher::kill() {
+  for (auto& host : hosts_) host->stop_signal.store(SIGKILL);
+}
+
+ExitStatus SshLauncher::wait() {
+  if (!joined_) {
+    for (auto& thread : threads_) thread.join();
+    joined_ = true;
+    cleanUp();
+  }
+  for (auto& host : hosts_)
+    if (!host->exit.ok()) return host->exit;
+  return {};
+}
+
+std::string SshLauncher::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void SshLauncher::cleanUp() {
+  for (auto& host : hosts_) {
+    host->agent.reset();
+    if (!host->session || host->job_dir.empty()) continue;
+    try {
+      host->session->run(shellCommand({"rm", "-rf", "--", host->job_dir}), 10s);
+    } catch (const std::exception&) {
+      // The connection is gone: the directory is left in the host's temporary directory.
+    }
+    host->job_dir.clear();
+  }
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,93 @@
+// SshLauncher: a job on hosts reached over SSH, one `ringmaster-node agent` per host. Every host
+// is connected (host key verified first), checked and prepared in parallel; node 0's agent starts
+// the rendezvous store on a free port and the others are started against it. Each agent runs in
+// its own process group (sshd makes the remote shell a session leader and the agent `exec`s it),
+// so cancel and kill reach all of a host's processes from a second channel; a dropped connection
+// ends the remote agent, which exits when its stdin closes.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "launcher/launch.h"
+#include "spec/job_spec.h"
+#include "ssh/ssh_session.h"
+#include "ssh/ssh_target.h"
+
+namespace ringmaster {
+
+struct SshLaunchOptions {
+  std::vector<LaunchHostSpec> hosts;  // the spec's launch.hosts, in node-rank order
+  std::string spec_json;              // the job spec every agent and worker reads
+  std::string node_binary;            // ringmaster-node's path on the hosts
+  std::string local_node_binary;      // this build's, uploaded where the hosts lack it
+  bool upload_node_binary = true;     // else a host without the right version is an error
+  // Where an uploaded ringmaster-node is kept on the hosts, one directory per version (relative
+  // paths start in the remote home).
+  std::string remote_cache_dir = ".cache/ringmaster";
+  // Where the other hosts reach node 0's rendezvous store; empty: node 0's HostName.
+  std::string master_addr;
+  std::chrono::milliseconds grace{5000};  // cancel: TERM, then KILL after this
+  std::string ssh_config_path = defaultSshConfigPath();
+  SshConnectOptions connect;
+};
+
+// What a run records per host.
+struct SshHostRecord {
+  std::string alias, hostname, user;
+  int port = 22;
+  std::string fingerprint;     // the verified host key, "SHA256:..."
+  std::string node_binary;     // the ringmaster-node that ran (after an upload: the cached one)
+  bool uploaded = false;       // this launch uploaded it
+  std::string command;         // exactly what was started
+  std::string libssh_version;  // of this side
+};
+
+// `ringmaster-node --version` of this build: the version and telemetry protocol agents must have.
+std::string expectedNodeVersion();
+
+class SshLauncher final : public Launch {
+ public:
+  // Connects to every host, prepares and starts every agent; when any host fails, everything
+  // already started is stopped and the error (naming the host and the reason) is thrown.
+  explicit SshLauncher(SshLaunchOptions options);
+  ~SshLauncher() override;  // kills what still runs and removes the job's files on the hosts
+
+  bool pump(std::chrono::milliseconds timeout, const LaunchSink& sink) override;
+  void cancel() override;
+  void kill() override;
+  ExitStatus wait() override;
+  std::string failure() const override;
+
+  const std::vector<SshHostRecord>& hosts() const { return records_; }
+
+ private:
+  struct Host;
+  void prepare(Host& host);
+  void startAgent(Host& host, int master_port);
+  void serve(Host& host);
+  void stopHost(Host& host, int signo);
+  void pushLine(bool telemetry, std::string line);
+  void cleanUp();
+
+  SshLaunchOptions options_;
+  std::vector<std::unique_ptr<Host>> hosts_;
+  std::vector<SshHostRecord> records_;
+  std::vector<std::thread> threads_;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::deque<std::pair<bool, std::string>> lines_;  // (telemetry?, line)
+  int serving_ = 0;
+  std::string failure_;
+  bool joined_ = false;
+};
+
+}  // namespace ringmaster

@@ -1,0 +1,341 @@
+// libssh behind SshSession: options set explicitly (the user's config is parsed by us, never by
+// libssh, and strict host-key checking is forced), the known_hosts verdict taken before any
+// authentication, and TCP_USER_TIMEOUT on the socket so a silent host ends the connection.
+#include "ssh/ssh_session.h"
+
+#include <fcntl.h>
+#include <libssh/libssh.h>
+#include <libssh/server.h>
+#include <libssh/sftp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr unsigned kSilentHostMs = 20000;  // unacknowledged data for this long ends a connection
+
+std::string keyFingerprint(ssh_key key) {
+  unsigned char* hash = nullptr;
+  size_t length = 0;
+  if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &length) != 0)
+    return "(no fingerprint)";
+  char* text = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, length);
+  std::string out = text ? text : "(no fingerprint)";
+  ssh_string_free_char(text);
+  ssh_clean_pubkey_hash(&hash);
+  return out;
+}
+
+// The fingerprints known_hosts holds for the target ("a, b"); libssh's own entry lookup does not
+// hand back the key it compared with.
+std::string knownFingerprints(const std::string& path, const SshTarget& target) {
+  const std::string host =
+      target.port == 22 ? target.hostname : fmt::format("[{}]:{}", target.hostname, target.port);
+  std::ifstream in(path);
+  std::vector<std::string> found;
+  std::string line;
+  while (std::getline(in, line)) {
+    ssh_knownhosts_entry* entry = nullptr;
+    if (ssh_known_hosts_parse_line(host.c_str(), line.c_str(), &entry) == SSH_OK && entry &&
+        entry->publickey)
+      found.push_back(keyFingerprint(entry->publickey));
+    ssh_knownhosts_entry_free(entry);
+  }
+  return found.empty() ? "(none readable)" : fmt::format("{}", fmt::join(found, ", "));
+}
+
+void wipe(std::string& secret) {
+  volatile char* p = secret.data();
+  for (size_t i = 0; i < secret.size(); ++i) p[i] = 0;
+  secret.clear();
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// SshChannel
+
+SshChannel::SshChannel(ssh_channel_struct* channel, std::string host)
+    : channel_(channel), host_(std::move(host)) {}
+
+SshChannel::~SshChannel() {
+  if (ssh_channel_is_open(channel_)) ssh_channel_close(channel_);
+  ssh_channel_free(channel_);
+}
+
+bool SshChannel::read(std::string& out, std::string& err, std::chrono::milliseconds timeout) {
+  if (out_ended_ && err_ended_) return false;
+  const int polled = ssh_channel_poll_timeout(channel_, static_cast<int>(timeout.count()), 0);
+  if (polled == SSH_ERROR) {
+    RM_THROW(kComm, fmt::format("host '{}': the SSH connection was lost ({})", host_,
+                                ssh_get_error(ssh_channel_get_session(channel_))));
+  }
+  char buffer[1 << 15];
+  for (int is_stderr : {0, 1}) {
+    std::string& into = is_stderr ? err : out;
+    for (;;) {
+      const int n = ssh_channel_read_nonblocking(channel_, buffer, sizeof buffer, is_stderr);
+      if (n == SSH_ERROR) {
+        RM_THROW(kComm, fmt::format("host '{}': the SSH connection was lost ({})", host_,
+                                    ssh_get_error(ssh_channel_get_session(channel_))));
+      }
+      if (n <= 0) break;
+      into.append(buffer, static_cast<size_t>(n));
+    }
+  }
+  if (ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_)) {
+    out_ended_ = ssh_channel_poll(channel_, 0) <= 0;
+    err_ended_ = ssh_channel_poll(channel_, 1) <= 0;
+  }
+  return !(out_ended_ && err_ended_);
+}
+
+void SshChannel::write(std::string_view data) {
+  while (!data.empty()) {
+    const int n = ssh_channel_write(channel_, data.data(), static_cast<uint32_t>(data.size()));
+    if (n == SSH_ERROR) {
+      RM_THROW(kComm, fmt::format("host '{}': writing to the command failed ({})", host_,
+                                  ssh_get_error(ssh_channel_get_session(channel_))));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void SshChannel::closeInput() {
+  if (ssh_channel_is_open(channel_)) ssh_channel_send_eof(channel_);
+}
+
+std::optional<int> SshChannel::exitStatus() {
+  const int status = ssh_channel_get_exit_status(channel_);
+  if (status < 0) return std::nullopt;
+  return status;
+}
+
+// ------------------------------------------------------------------------------------------------
+// SshSession
+
+SshSession::SshSession(SshTarget target, const SshConnectOptions& options)
+    : target_(std::move(target)), session_(ssh_new()) {
+  if (session_ == nullptr) RM_THROW(kInternal, "ssh_new failed");
+  try {
+    const bool process_config = false;  // the user's config was read by resolveSshTarget
+    const int strict = 1;               // whatever a config says, never accept an unknown key
+    const unsigned port = static_cast<unsigned>(target_.port);
+    const long seconds = static_cast<long>(options.connect_timeout.count() / 1000);
+    const long micros = static_cast<long>(options.connect_timeout.count() % 1000) * 1000;
+    ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &process_config);
+    ssh_options_set(session_, SSH_OPTIONS_HOST, target_.hostname.c_str());
+    ssh_options_set(session_, SSH_OPTIONS_PORT, &port);
+    ssh_options_set(session_, SSH_OPTIONS_USER, target_.user.c_str());
+    ssh_options_set(session_, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
+    ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_path.c_str());
+    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &seconds);
+    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT_USEC, &micros);
+    const auto start = Clock::now();
+    if (ssh_connect(session_) != SSH_OK) {
+      const std::string reason = ssh_get_error(session_);
+      if (Clock::now() - start >= options.connect_timeout ||
+          reason.find("imeout") != std::string::npos) {
+        RM_THROW(kTimeout, fmt::format("host '{}' ({}:{}): no SSH connection within {} ms ({})",
+                                       target_.alias, target_.hostname, target_.port,
+                                       options.connect_timeout.count(), reason));
+      }
+      fail("cannot connect");
+    }
+    const int fd = ssh_get_fd(session_);
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+    ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &kSilentHostMs, sizeof kSilentHostMs);
+    verifyHostKey(options);
+    authenticate(options);
+  } catch (...) {
+    ssh_disconnect(session_);
+    ssh_free(session_);
+    throw;
+  }
+}
+
+SshSession::~SshSession() {
+  ssh_disconnect(session_);
+  ssh_free(session_);
+}
+
+void SshSession::fail(const std::string& what) const {
+  RM_THROW(kComm, fmt::format("host '{}' ({}@{}:{}): {}: {}", target_.alias, target_.user,
+                              target_.hostname, target_.port, what, ssh_get_error(session_)));
+}
+
+void SshSession::verifyHostKey(const SshConnectOptions& options) {
+  ssh_key key = nullptr;
+  if (ssh_get_server_publickey(session_, &key) != SSH_OK) fail("the host sent no key");
+  fingerprint_ = keyFingerprint(key);
+  ssh_key_free(key);
+
+  const std::string where =
+      fmt::format("host '{}' ({}:{})", target_.alias, target_.hostname, target_.port);
+  switch (ssh_session_is_known_server(session_)) {
+    case SSH_KNOWN_HOSTS_OK:
+      return;
+    case SSH_KNOWN_HOSTS_CHANGED:
+    case SSH_KNOWN_HOSTS_OTHER: {
+      const std::string known = knownFingerprints(options.known_hosts_path, target_);
+      RM_THROW(kComm,
+               fmt::format("{}: REFUSED, the host key has changed (known: {}, offered now: {}). "
+                           "Someone may be intercepting the connection, or the host was "
+                           "reinstalled; if you know it was, remove its old entry from {}",
+                           where, known, fingerprint_, options.known_hosts_path));
+    }
+    case SSH_KNOWN_HOSTS_UNKNOWN:
+    case SSH_KNOWN_HOSTS_NOT_FOUND: {
+      if (!options.accept_unknown_key || !options.accept_unknown_key(target_, fingerprint_)) {
+        RM_THROW(kComm, fmt::format("{}: REFUSED, the host is not in {} (its key: {}); accept "
+                                    "it with --accept-new-host-keys or connect once with ssh",
+                                    where, options.known_hosts_path, fingerprint_));
+      }
+      std::error_code error;
+      std::filesystem::create_directories(
+          std::filesystem::path(options.known_hosts_path).parent_path(), error);
+      if (ssh_session_update_known_hosts(session_) != SSH_OK)
+        fail(fmt::format("cannot record the host key in {}", options.known_hosts_path));
+      return;
+    }
+    case SSH_KNOWN_HOSTS_ERROR:
+      break;
+  }
+  fail(fmt::format("cannot check the host key against {}", options.known_hosts_path));
+}
+
+void SshSession::authenticate(const SshConnectOptions& options) {
+  int rc = ssh_userauth_none(session_, nullptr);
+  if (rc == SSH_AUTH_SUCCESS) return;
+  if (rc == SSH_AUTH_ERROR) fail("authentication failed");
+  const int methods = ssh_userauth_list(session_, nullptr);
+  std::vector<std::string> tried;
+
+  if ((methods & SSH_AUTH_METHOD_PUBLICKEY) != 0) {
+    if (options.use_agent && std::getenv("SSH_AUTH_SOCK") != nullptr) {
+      tried.push_back("agent");
+      if (ssh_userauth_agent(session_, nullptr) == SSH_AUTH_SUCCESS) return;
+    }
+    std::vector<std::string> files = target_.identity_files;
+    if (files.empty()) {
+      const auto home = std::filesystem::path(defaultKnownHostsPath()).parent_path();
+      for (const char* name : {"id_ed25519", "id_ecdsa", "id_rsa"})
+        if (std::filesystem::exists(home / name)) files.push_back((home / name).string());
+    }
+    for (const auto& file : files) {
+      ssh_key key = nullptr;
+      if (ssh_pki_import_privkey_file(file.c_str(), nullptr, nullptr, nullptr, &key) != SSH_OK) {
+        std::optional<std::string> passphrase =
+            options.passphrase ? options.passphrase(file) : std::nullopt;
+        if (!passphrase) {
+          tried.push_back(file + " (unreadable or encrypted)");
+          continue;
+        }
+        rc = ssh_pki_import_privkey_file(file.c_str(), passphrase->c_str(), nullptr, nullptr, &key);
+        wipe(*passphrase);
+        if (rc != SSH_OK) {
+          tried.push_back(file + " (wrong passphrase)");
+          continue;
+        }
+      }
+      tried.push_back(file);
+      rc = ssh_userauth_publickey(session_, nullptr, key);
+      ssh_key_free(key);
+      if (rc == SSH_AUTH_SUCCESS) return;
+      if (rc == SSH_AUTH_ERROR) fail("authentication failed");
+    }
+  }
+  if ((methods & SSH_AUTH_METHOD_PASSWORD) != 0 && options.password) {
+    if (std::optional<std::string> password = options.password(target_)) {
+      tried.push_back("password");
+      rc = ssh_userauth_password(session_, nullptr, password->c_str());
+      wipe(*password);
+      if (rc == SSH_AUTH_SUCCESS) return;
+    }
+  }
+  RM_THROW(kComm, fmt::format("host '{}' ({}@{}:{}): authentication refused (tried: {})",
+                              target_.alias, target_.user, target_.hostname, target_.port,
+                              tried.empty() ? "nothing usable"
+                                            : fmt::format("{}", fmt::join(tried, ", "))));
+}
+
+std::unique_ptr<SshChannel> SshSession::start(const std::string& command) {
+  ssh_channel channel = ssh_channel_new(session_);
+  if (channel == nullptr) fail("cannot open a channel");
+  if (ssh_channel_open_session(channel) != SSH_OK) {
+    ssh_channel_free(channel);
+    fail("cannot open a session channel");
+  }
+  if (ssh_channel_request_exec(channel, command.c_str()) != SSH_OK) {
+    ssh_channel_close(channel);
+    ssh_channel_free(channel);
+    fail("the host refused to run the command");
+  }
+  return std::unique_ptr<SshChannel>(new SshChannel(channel, target_.alias));
+}
+
+CommandResult SshSession::run(const std::string& command, std::chrono::milliseconds timeout,
+                              std::string_view input) {
+  auto channel = start(command);
+  if (!input.empty()) channel->write(input);
+  channel->closeInput();
+  CommandResult result;
+  const auto deadline = Clock::now() + timeout;
+  while (channel->read(result.out, result.err, std::chrono::milliseconds(50))) {
+    if (Clock::now() > deadline) {
+      RM_THROW(kTimeout, fmt::format("host '{}': `{}` did not finish within {} ms", target_.alias,
+                                     command, timeout.count()));
+    }
+  }
+  result.exit_status = channel->exitStatus().value_or(-1);
+  return result;
+}
+
+void SshSession::upload(const std::string& remote_path, std::string_view content, int mode) {
+  sftp_session sftp = sftp_new(session_);
+  if (sftp == nullptr) fail("cannot start SFTP");
+  struct Closer {
+    sftp_session sftp;
+    sftp_file file = nullptr;
+    ~Closer() {
+      if (file) sftp_close(file);
+      sftp_free(sftp);
+    }
+  } closer{sftp};
+  if (sftp_init(sftp) != SSH_OK) fail("cannot start SFTP");
+  closer.file =
+      sftp_open(sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, static_cast<mode_t>(mode));
+  if (closer.file == nullptr) fail(fmt::format("cannot create {} by SFTP", remote_path));
+  constexpr size_t kChunk = 1 << 15;
+  while (!content.empty()) {
+    const size_t n = std::min(kChunk, content.size());
+    const ssize_t written = sftp_write(closer.file, content.data(), n);
+    if (written <= 0) fail(fmt::format("writing {} by SFTP failed", remote_path));
+    content.remove_prefix(static_cast<size_t>(written));
+  }
+}
+
+void SshSession::keepalive() {
+  ssh_send_keepalive(session_);
+}
+
+std::string SshSession::libsshVersion() {
+  return ssh_version(0);
+}
+
+}  // namespace ringmaster

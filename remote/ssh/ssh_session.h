@@ -1,0 +1,97 @@
+// One SSH connection (libssh) made the way a careful `ssh` makes it: the host key checked against
+// known_hosts before any authentication (a changed key is refused with both fingerprints, an
+// unknown one only accepted through the caller's confirmation), then the agent, identity files
+// (passphrases through a callback) and, only where a host opted in, a password. Commands run on
+// channels; files go by SFTP. A session and its channels belong to one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ssh/ssh_target.h"
+
+struct ssh_session_struct;
+struct ssh_channel_struct;
+
+namespace ringmaster {
+
+struct SshConnectOptions {
+  std::chrono::milliseconds connect_timeout{10000};
+  std::string known_hosts_path = defaultKnownHostsPath();
+  // Asked for a host whose key known_hosts lacks, with its SHA-256 fingerprint; true records the
+  // key there and goes on. Unset: unknown hosts are refused.
+  std::function<bool(const SshTarget& target, const std::string& fingerprint)> accept_unknown_key;
+  // Asked for the passphrase of an encrypted identity file; nullopt skips that file.
+  std::function<std::optional<std::string>(const std::string& identity_file)> passphrase;
+  // Password authentication, for hosts that opted in: asked after the keys failed.
+  std::function<std::optional<std::string>(const SshTarget& target)> password;
+  bool use_agent = true;  // SSH_AUTH_SOCK's agent, when set
+};
+
+struct CommandResult {
+  int exit_status = -1;  // -1: none came (the channel closed without one)
+  std::string out, err;
+};
+
+// A command running on the host: its stdin, stdout and stderr.
+class SshChannel {
+ public:
+  ~SshChannel();
+  SshChannel(const SshChannel&) = delete;
+  SshChannel& operator=(const SshChannel&) = delete;
+
+  // Appends what arrived on stdout and stderr, waiting at most `timeout` for the first byte;
+  // false once both have ended. Throws kComm when the connection failed.
+  bool read(std::string& out, std::string& err, std::chrono::milliseconds timeout);
+  void write(std::string_view data);
+  void closeInput();                // end of file on the command's stdin
+  std::optional<int> exitStatus();  // once the command has ended and said so
+
+ private:
+  friend class SshSession;
+  SshChannel(ssh_channel_struct* channel, std::string host);
+  ssh_channel_struct* channel_;
+  std::string host_;
+  bool out_ended_ = false, err_ended_ = false;
+};
+
+class SshSession {
+ public:
+  // Connects, verifies the host key and authenticates; throws kComm (kTimeout for the connect
+  // timeout) naming the host and the reason.
+  SshSession(SshTarget target, const SshConnectOptions& options);
+  ~SshSession();
+  SshSession(const SshSession&) = delete;
+  SshSession& operator=(const SshSession&) = delete;
+
+  const SshTarget& target() const { return target_; }
+  const std::string& fingerprint() const { return fingerprint_; }  // "SHA256:..."
+
+  // Starts `command` (already quoted: the remote user's shell reads it).
+  std::unique_ptr<SshChannel> start(const std::string& command);
+  // Runs `command` to its end, `input` on its stdin; throws kTimeout after `timeout`.
+  CommandResult run(const std::string& command, std::chrono::milliseconds timeout,
+                    std::string_view input = {});
+  // Writes `content` to `remote_path` by SFTP with permissions `mode`.
+  void upload(const std::string& remote_path, std::string_view content, int mode);
+  // Sends an SSH keepalive (the reply keeps TCP's unacknowledged-data timer quiet); the socket's
+  // TCP_USER_TIMEOUT then ends a connection whose host stopped answering.
+  void keepalive();
+
+  static std::string libsshVersion();
+
+ private:
+  void verifyHostKey(const SshConnectOptions& options);
+  void authenticate(const SshConnectOptions& options);
+  [[noreturn]] void fail(const std::string& what) const;
+
+  SshTarget target_;
+  ssh_session_struct* session_ = nullptr;
+  std::string fingerprint_;
+};
+
+}  // namespace ringmaster

@@ -1,0 +1,267 @@
+// ssh_config parsing (Host blocks with *, ? and ! patterns; Match blocks are skipped), token
+// expansion for IdentityFile (~, %d, %h, %r, %u, %%), name validation and shell quoting.
+#include "ssh/ssh_target.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+namespace {
+
+std::string homeDirectory() {
+  if (const char* home = std::getenv("HOME"); home && *home) return home;
+  if (const passwd* entry = ::getpwuid(::getuid())) return entry->pw_dir;
+  return "";
+}
+
+std::string localUserName() {
+  if (const passwd* entry = ::getpwuid(::getuid())) return entry->pw_name;
+  if (const char* user = std::getenv("USER"); user && *user) return user;
+  return "root";
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// OpenSSH's glob: '*' any run, '?' one character.
+bool globMatches(const char* pattern, const char* text) {
+  if (*pattern == '\0') return *text == '\0';
+  if (*pattern == '*') {
+    for (const char* t = text;; ++t) {
+      if (globMatches(pattern + 1, t)) return true;
+      if (*t == '\0') return false;
+    }
+  }
+  if (*text == '\0') return false;
+  if (*pattern == '?' || *pattern == *text) return globMatches(pattern + 1, text + 1);
+  return false;
+}
+
+// A Host line's pattern list: a negated match excludes, else any positive match includes.
+bool hostPatternsMatch(const std::vector<std::string>& patterns, const std::string& host) {
+  bool matched = false;
+  for (const auto& pattern : patterns) {
+    if (!pattern.empty() && pattern[0] == '!') {
+      if (globMatches(pattern.c_str() + 1, host.c_str())) return false;
+    } else if (globMatches(pattern.c_str(), host.c_str())) {
+      matched = true;
+    }
+  }
+  return matched;
+}
+
+// "Keyword value", "Keyword=value", with double-quoted arguments.
+std::vector<std::string> splitConfigLine(const std::string& line) {
+  std::vector<std::string> words;
+  std::string current;
+  bool quoted = false, has = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '"') {
+      quoted = !quoted;
+      has = true;
+    } else if (!quoted &&
+               (std::isspace(static_cast<unsigned char>(c)) || (c == '=' && words.empty()))) {
+      if (has) words.push_back(current);
+      current.clear();
+      has = false;
+    } else if (!quoted && c == '#') {
+      break;
+    } else {
+      current += c;
+      has = true;
+    }
+  }
+  if (has) words.push_back(current);
+  return words;
+}
+
+std::string expandTokens(const std::string& text, const SshTarget& target) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == 0 && text[0] == '~' && (text.size() == 1 || text[1] == '/')) {
+      out += homeDirectory();
+      continue;
+    }
+    if (text[i] != '%' || i + 1 == text.size()) {
+      out += text[i];
+      continue;
+    }
+    switch (text[++i]) {
+      case '%':
+        out += '%';
+        break;
+      case 'd':
+        out += homeDirectory();
+        break;
+      case 'h':
+        out += target.hostname;
+        break;
+      case 'r':
+        out += target.user;
+        break;
+      case 'u':
+        out += localUserName();
+        break;
+      default:
+        RM_THROW(kInvalidArgument,
+                 fmt::format("host '{}': IdentityFile '{}' uses the token %{}, which is not "
+                             "supported (%d, %h, %r, %u, %%)",
+                             target.alias, text, text[i]));
+    }
+  }
+  return out;
+}
+
+struct ConfigValues {
+  std::optional<std::string> hostname, user, proxy_jump;
+  std::optional<int> port;
+  std::vector<std::string> identity_files;
+};
+
+ConfigValues readConfig(const std::string& path, const std::string& alias) {
+  ConfigValues values;
+  if (path.empty()) return values;
+  std::ifstream in(path);
+  if (!in) return values;
+  bool applies = true;  // lines before the first Host apply to every host
+  std::string line;
+  int line_number = 0;
+  while (std::getline(in, line)) {
+    ++line_number;
+    auto words = splitConfigLine(line);
+    if (words.empty()) continue;
+    const std::string keyword = lower(words[0]);
+    if (keyword == "host") {
+      applies = hostPatternsMatch({words.begin() + 1, words.end()}, alias);
+      continue;
+    }
+    if (keyword == "match") {  // conditions ssh evaluates at connect time: not supported
+      applies = false;
+      continue;
+    }
+    if (!applies || words.size() < 2) continue;
+    const std::string& value = words[1];
+    if (keyword == "hostname" && !values.hostname) {
+      values.hostname = value;
+    } else if (keyword == "user" && !values.user) {
+      values.user = value;
+    } else if (keyword == "port" && !values.port) {
+      try {
+        values.port = std::stoi(value);
+      } catch (const std::exception&) {
+        RM_THROW(kInvalidArgument,
+                 fmt::format("{}:{}: Port '{}' is not a number", path, line_number, value));
+      }
+    } else if (keyword == "identityfile") {
+      values.identity_files.push_back(value);
+    } else if (keyword == "proxyjump" && !values.proxy_jump && lower(value) != "none") {
+      values.proxy_jump = value;
+    }
+  }
+  return values;
+}
+
+bool plainName(const std::string& name, bool allow_colon) {
+  if (name.empty() || name.size() > 255 || name[0] == '-') return false;
+  return std::all_of(name.begin(), name.end(), [&](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || (allow_colon && c == ':');
+  });
+}
+
+}  // namespace
+
+std::string defaultSshConfigPath() {
+  const std::string home = homeDirectory();
+  return home.empty() ? "" : home + "/.ssh/config";
+}
+
+std::string defaultKnownHostsPath() {
+  return homeDirectory() + "/.ssh/known_hosts";
+}
+
+void validateHostName(const std::string& name, const std::string& field) {
+  if (!plainName(name, true)) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("{}: '{}' is not a host name (letters, digits, '.', '-', '_', ':'; not "
+                         "starting with '-')",
+                         field, name));
+  }
+}
+
+void validateUserName(const std::string& name, const std::string& field) {
+  if (!plainName(name, false) || name.size() > 32) {
+    RM_THROW(kInvalidArgument, fmt::format("{}: '{}' is not a user name (letters, digits, '.', "
+                                           "'-', '_', at most 32; not starting with '-')",
+                                           field, name));
+  }
+}
+
+bool isLocalHost(const LaunchHostSpec& host) {
+  const bool local_name =
+      host.host == "localhost" || host.host == "127.0.0.1" || host.host == "::1";
+  return local_name && !host.port && !host.user && !host.identity_file;
+}
+
+SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
+  SshTarget target;
+  target.alias = host.host;
+  validateHostName(host.host, fmt::format("host '{}'", host.host));
+  const ConfigValues config = readConfig(config_path, host.host);
+  target.hostname = config.hostname.value_or(host.host);
+  validateHostName(target.hostname, fmt::format("host '{}': HostName", host.host));
+  target.port = host.port.value_or(config.port.value_or(22));
+  if (target.port < 1 || target.port > 65535)
+    RM_THROW(kInvalidArgument,
+             fmt::format("host '{}': port {} is outside 1..65535", host.host, target.port));
+  target.user = host.user.value_or(config.user.value_or(localUserName()));
+  validateUserName(target.user, fmt::format("host '{}': user", host.host));
+  if (host.identity_file)
+    target.identity_files.push_back(expandTokens(*host.identity_file, target));
+  for (const auto& file : config.identity_files)
+    target.identity_files.push_back(expandTokens(file, target));
+  if (config.proxy_jump) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("host '{}': ProxyJump {} in {} is not supported by the SSH launcher; "
+                         "give launch.hosts an address it can reach directly",
+                         host.host, *config.proxy_jump, config_path));
+  }
+  return target;
+}
+
+std::string shellQuote(const std::string& text) {
+  RM_CHECK_ARG(text.find('\0') == std::string::npos, "a shell argument may not contain a NUL byte");
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string shellCommand(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& word : words) {
+    if (!out.empty()) out += ' ';
+    out += shellQuote(word);
+  }
+  return out;
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,49 @@
+// Where an entry of `launch.hosts` leads: the OpenSSH client configuration (~/.ssh/config) read
+// explicitly, as `ssh` reads it (first value wins, IdentityFile accumulates), merged with the
+// entry's own fields; and the checks that keep host and user names from ever reaching a shell
+// as anything but a name.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spec/job_spec.h"
+
+namespace ringmaster {
+
+struct SshTarget {
+  std::string alias;     // as written in launch.hosts (what errors name)
+  std::string hostname;  // what is connected to
+  int port = 22;
+  std::string user;
+  std::vector<std::string> identity_files;  // tried in order after the agent
+  std::optional<std::string> proxy_jump;    // recorded; jumping is not supported (an error)
+};
+
+// The current user's ~/.ssh/config ("" when HOME is unset).
+std::string defaultSshConfigPath();
+// The current user's ~/.ssh/known_hosts.
+std::string defaultKnownHostsPath();
+
+// Resolves `host` through the config at `config_path` (a missing file is an empty config; "" reads
+// none). Fields set on the entry win over the config. Throws kInvalidArgument naming the host for
+// a host or user name that is not a plain name, a port outside 1..65535, or a ProxyJump.
+SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path);
+
+// Whether `host` runs here without SSH: localhost, 127.0.0.1 or ::1 with no port, user or
+// identity of its own (with a port it is an SSH server like any other).
+bool isLocalHost(const LaunchHostSpec& host);
+
+// Host names: letters, digits, '.', '-', '_' and ':' (IPv6), not starting with '-'; user names:
+// letters, digits, '.', '-', '_', not starting with '-'. Throw kInvalidArgument naming `field`.
+void validateHostName(const std::string& name, const std::string& field);
+void validateUserName(const std::string& name, const std::string& field);
+
+// One POSIX shell word that the shell turns back into exactly `text` (single quotes; a quote
+// inside becomes '\''). Refuses text with a NUL byte (kInvalidArgument).
+std::string shellQuote(const std::string& text);
+// Words quoted and joined by spaces.
+std::string shellCommand(const std::vector<std::string>& words);
+
+}  // namespace ringmaster

@@ -1,0 +1,331 @@
+// SSH against a real OpenSSH sshd on 127.0.0.1: host-key verification before authentication
+// (known, unknown, accepted, changed, and a hostile ~/.ssh/config), wrong keys, unreachable and
+// silent ports, the ssh_config reader, name validation, shell quoting against an injection corpus
+// (run by a real shell, here and through sshd), and ringmaster-node uploaded to a host lacking it.
+#include <gtest/gtest.h>
+#include <pwd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "spec/job_spec.h"
+#include "ssh/ssh_launcher.h"
+#include "ssh/ssh_session.h"
+#include "ssh/ssh_target.h"
+#include "sshd_server.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::CapturedProcess;
+using testing::SshdServer;
+
+std::string localUser() {
+  return ::getpwuid(::getuid())->pw_name;
+}
+
+fs::path freshDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / fmt::format("ringmaster-{}-{}", name, ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+class SshTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    dir_ = freshDir(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    testing::makeKey(dir_ / "id_user");
+    server_ = std::make_unique<SshdServer>(dir_ / "sshd", dir_ / "id_user.pub");
+    known_hosts_ = dir_ / "known_hosts";
+    std::ofstream(known_hosts_).close();
+  }
+  void TearDown() override {
+    server_.reset();
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  void trustServer() { std::ofstream(known_hosts_, std::ios::app) << server_->knownHostsLine(); }
+  SshTarget target() const {
+    return {.alias = "test-host",
+            .hostname = "127.0.0.1",
+            .port = server_->port(),
+            .user = localUser(),
+            .identity_files = {(dir_ / "id_user").string()}};
+  }
+  SshConnectOptions connectOptions() const {
+    SshConnectOptions options;
+    options.connect_timeout = 5s;
+    options.known_hosts_path = known_hosts_.string();
+    options.use_agent = false;
+    return options;
+  }
+  std::string expectRefused(const SshTarget& target, const SshConnectOptions& options) {
+    try {
+      SshSession session(target, options);
+    } catch (const Error& e) {
+      return e.message();
+    }
+    ADD_FAILURE() << "the connection was not refused";
+    return "";
+  }
+
+  fs::path dir_, known_hosts_;
+  std::unique_ptr<SshdServer> server_;
+};
+
+TEST_F(SshTest, AKnownHostRunsCommandsAndTakesFilesBySftp) {
+  trustServer();
+  SshSession session(target(), connectOptions());
+  EXPECT_EQ(session.fingerprint().rfind("SHA256:", 0), 0u) << session.fingerprint();
+  CommandResult result = session.run("echo out; echo err >&2; cat; exit 3", 10s, "from stdin");
+  EXPECT_EQ(result.exit_status, 3);
+  EXPECT_EQ(result.out, "out\nfrom stdin");
+  EXPECT_EQ(result.err, "err\n");
+  session.upload((dir_ / "uploaded").string(), "content\n", 0640);
+  EXPECT_EQ(testing::readText(dir_ / "uploaded"), "content\n");
+  EXPECT_EQ(fs::status(dir_ / "uploaded").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+}
+
+TEST_F(SshTest, AnUnknownHostIsRefusedBeforeAnyAuthentication) {
+  const std::string message = expectRefused(target(), connectOptions());
+  EXPECT_NE(message.find("REFUSED, the host is not in"), std::string::npos) << message;
+  EXPECT_NE(message.find("SHA256:"), std::string::npos) << message;
+  EXPECT_NE(message.find("test-host"), std::string::npos) << message;
+  std::this_thread::sleep_for(200ms);  // let sshd write its log
+  const std::string log = server_->log();
+  EXPECT_EQ(log.find("publickey"), std::string::npos) << log;
+  EXPECT_EQ(log.find("Accepted"), std::string::npos) << log;
+  EXPECT_EQ(testing::readText(known_hosts_), "");
+}
+
+TEST_F(SshTest, AHostileSshConfigCannotTurnStrictHostKeyCheckingOff) {
+  const fs::path config = dir_ / "config";
+  std::ofstream(config) << "Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n"
+                           "  GlobalKnownHostsFile /dev/null\n";
+  LaunchHostSpec host{.host = "127.0.0.1",
+                      .ranks = 1,
+                      .port = server_->port(),
+                      .identity_file = (dir_ / "id_user").string()};
+  SshTarget resolved = resolveSshTarget(host, config.string());
+  const std::string message = expectRefused(resolved, connectOptions());
+  EXPECT_NE(message.find("REFUSED"), std::string::npos) << message;
+}
+
+TEST_F(SshTest, AnUnknownKeyAcceptedByTheCallbackIsRecordedAndKnownFromThenOn) {
+  SshConnectOptions options = connectOptions();
+  std::string shown;
+  options.accept_unknown_key = [&](const SshTarget&, const std::string& fingerprint) {
+    shown = fingerprint;
+    return true;
+  };
+  std::string fingerprint;
+  {
+    SshSession session(target(), options);
+    fingerprint = session.fingerprint();
+  }
+  EXPECT_EQ(shown, fingerprint);
+  EXPECT_NE(testing::readText(known_hosts_).find("[127.0.0.1]:"), std::string::npos);
+  SshSession again(target(), connectOptions());  // no callback now: the key is known
+  EXPECT_EQ(again.fingerprint(), fingerprint);
+}
+
+TEST_F(SshTest, AChangedHostKeyIsRefusedWithBothFingerprintsWhateverTheCallbackSays) {
+  trustServer();
+  std::string old_fingerprint;
+  {
+    SshSession session(target(), connectOptions());
+    old_fingerprint = session.fingerprint();
+  }
+  server_->replaceHostKey();
+  const std::string new_fingerprint = server_->hostKeyFingerprint();
+  ASSERT_NE(new_fingerprint, old_fingerprint);
+  SshConnectOptions options = connectOptions();
+  bool asked = false;
+  options.accept_unknown_key = [&](const SshTarget&, const std::string&) {
+    asked = true;
+    return true;
+  };
+  const std::string message = expectRefused(target(), options);
+  EXPECT_NE(message.find("the host key has changed"), std::string::npos) << message;
+  EXPECT_NE(message.find("known: " + old_fingerprint), std::string::npos) << message;
+  EXPECT_NE(message.find("offered now: " + new_fingerprint), std::string::npos) << message;
+  EXPECT_FALSE(asked);
+}
+
+TEST_F(SshTest, AWrongUserKeyIsRefused) {
+  trustServer();
+  testing::makeKey(dir_ / "id_other");
+  SshTarget other = target();
+  other.identity_files = {(dir_ / "id_other").string()};
+  const std::string message = expectRefused(other, connectOptions());
+  EXPECT_NE(message.find("authentication refused"), std::string::npos) << message;
+  EXPECT_NE(message.find("id_other"), std::string::npos) << message;
+}
+
+TEST_F(SshTest, AnEncryptedKeyIsUnlockedThroughThePassphraseCallback) {
+  trustServer();
+  testing::makeKey(dir_ / "id_locked", "planted-passphrase-4711");
+  std::ofstream(dir_ / "sshd" / "authorized_keys", std::ios::app)
+      << testing::readText(dir_ / "id_locked.pub");
+  SshTarget locked = target();
+  locked.identity_files = {(dir_ / "id_locked").string()};
+  SshConnectOptions options = connectOptions();
+  int asked = 0;
+  options.passphrase = [&](const std::string& file) -> std::optional<std::string> {
+    ++asked;
+    EXPECT_EQ(file, (dir_ / "id_locked").string());
+    return std::string("planted-passphrase-4711");
+  };
+  SshSession session(locked, options);
+  EXPECT_EQ(asked, 1);
+  EXPECT_EQ(session.run("echo in", 10s).out, "in\n");
+}
+
+TEST_F(SshTest, AClosedPortFailsAtOnceAndASilentOneWithinTheConnectTimeout) {
+  SshTarget closed = target();
+  closed.port = testing::freeLoopbackPort();
+  const auto start = std::chrono::steady_clock::now();
+  std::string message = expectRefused(closed, connectOptions());
+  EXPECT_NE(message.find("test-host"), std::string::npos) << message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+
+  // A listener that never speaks SSH: the banner never comes.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(listener, 4);
+  socklen_t length = sizeof address;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  SshTarget silent = target();
+  silent.port = ntohs(address.sin_port);
+  SshConnectOptions options = connectOptions();
+  options.connect_timeout = 1500ms;
+  const auto silent_start = std::chrono::steady_clock::now();
+  message = expectRefused(silent, options);
+  const auto took = std::chrono::steady_clock::now() - silent_start;
+  ::close(listener);
+  EXPECT_GE(took, 1s) << message;
+  EXPECT_LT(took, 10s) << message;
+  EXPECT_NE(message.find("test-host"), std::string::npos) << message;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names and quoting.
+
+const std::vector<std::string>& injectionCorpus() {
+  static const std::vector<std::string> corpus = {"; touch CANARY",
+                                                  "$(touch CANARY)",
+                                                  "`touch CANARY`",
+                                                  "| touch CANARY",
+                                                  "& touch CANARY",
+                                                  "< /etc/passwd",
+                                                  "> CANARY",
+                                                  "*",
+                                                  "?",
+                                                  "~",
+                                                  "'",
+                                                  "\"",
+                                                  "it's \"quoted\"",
+                                                  "a\nb",
+                                                  "-rf",
+                                                  "--help",
+                                                  "with spaces",
+                                                  "tab\there",
+                                                  "Ünïcødé ✓",
+                                                  "'; touch CANARY; '",
+                                                  "\\",
+                                                  "$HOME",
+                                                  "${IFS}touch${IFS}CANARY"};
+  return corpus;
+}
+
+TEST(ShellQuote, AShellGivesBackExactlyEachWordOfTheInjectionCorpus) {
+  const fs::path dir = freshDir("quote");
+  for (const std::string& word : injectionCorpus()) {
+    CapturedProcess sh("/bin/sh", {"-c", "cd " + shellQuote(dir.string()) + " && printf '%s|' " +
+                                             shellQuote(word)});
+    ASSERT_TRUE(sh.wait(10s).ok()) << word;
+    EXPECT_EQ(sh.out(), word + "|") << word;
+  }
+  EXPECT_FALSE(fs::exists(dir / "CANARY"));
+  EXPECT_EQ(shellCommand({"a b", "c'd"}), "'a b' 'c'\\''d'");
+  fs::remove_all(dir);
+}
+
+TEST_F(SshTest, TheRemoteShellReceivesExactlyTheIntendedArguments) {
+  trustServer();
+  SshSession session(target(), connectOptions());
+  std::vector<std::string> argv = {"printf", "%s|"};
+  for (const auto& word : injectionCorpus()) argv.push_back(word);
+  CommandResult result =
+      session.run("cd " + shellQuote(dir_.string()) + " && " + shellCommand(argv), 10s);
+  std::string expected;
+  for (const auto& word : injectionCorpus()) expected += word + "|";
+  EXPECT_EQ(result.out, expected);
+  EXPECT_FALSE(fs::exists(dir_ / "CANARY"));
+}
+
+TEST(SshTarget, HostAndUserNamesFromTheCorpusAreRejectedBeforeConnecting) {
+  for (const std::string& word : injectionCorpus()) {
+    LaunchHostSpec host{.host = word, .ranks = 1};
+    EXPECT_THROW(resolveSshTarget(host, ""), Error) << word;
+    LaunchHostSpec user{.host = "node1", .ranks = 1, .user = word};
+    EXPECT_THROW(resolveSshTarget(user, ""), Error) << word;
+  }
+  LaunchHostSpec fine{.host = "gpu-node.example.org", .ranks = 1, .user = "alice_b"};
+  EXPECT_EQ(resolveSshTarget(fine, "").user, "alice_b");
+}
+
+TEST(SshTarget, AnAliasBringsItsConfigAndTheEntryFieldsWin) {
+  const fs::path dir = freshDir("config");
+  std::ofstream(dir / "config") << "# cluster\n"
+                                   "Host gpu? !gpu9\n"
+                                   "  HostName 10.0.0.7\n"
+                                   "  Port=2222\n"
+                                   "  User trainer\n"
+                                   "  IdentityFile ~/.ssh/id_gpu\n"
+                                   "Host *\n"
+                                   "  User fallback\n"
+                                   "  Port 22\n"
+                                   "  IdentityFile \"/keys/%r@%h\"\n"
+                                   "Host jump\n"
+                                   "  ProxyJump bastion\n";
+  SshTarget gpu = resolveSshTarget({.host = "gpu1", .ranks = 1}, (dir / "config").string());
+  EXPECT_EQ(gpu.hostname, "10.0.0.7");
+  EXPECT_EQ(gpu.port, 2222);
+  EXPECT_EQ(gpu.user, "trainer");
+  ASSERT_EQ(gpu.identity_files.size(), 2u);
+  EXPECT_EQ(gpu.identity_files[0], std::string(std::getenv("HOME")) + "/.ssh/id_gpu");
+  EXPECT_EQ(gpu.identity_files[1], "/keys/trainer@10.0.0.7");
+
+  SshTarget excluded = resolveSshTarget({.host = "gpu9", .ranks = 1}, (dir / "config").string());
+  EXPECT_EQ(excluded.hostname, "gpu9");
+  EXPECT_EQ(excluded.user, "fallback");
+
+  SshTarget overridden = resolveSshTarget({.host = "gpu2", .ranks = 1, .port = 2200, .user = "me"},
+                                          (dir / "config").string());
+  EXPECT_EQ(overridden.port, 2200);
+  EXPECT_EQ(overridden.user, "me");
+
+  try {
+    resolveSshTarget({.host = "jump", .ranks = 1}, (dir / "config").string());
+    ADD_FAILURE() << "ProxyJump was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("ProxyJump bastion"), std::string::npos) << e.message();
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ringmaster
