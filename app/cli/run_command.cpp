@@ -132,15 +132,12 @@ std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& ca
   launch.grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
   if (options.ssh_config) launch.ssh_config_path = *options.ssh_config;
   if (options.known_hosts) launch.connect.known_hosts_path = *options.known_hosts;
-  const bool quiet = options.quiet;
-  launch.connect.accept_unknown_key = [&options, quiet](const SshTarget& target,
-                                                        const std::string& fingerprint) {
+  launch.connect.accept_unknown_key = [&options](const SshTarget& target,
+                                                 const std::string& fingerprint) {
     if (!options.accept_new_host_keys) return false;
-    if (!quiet) {
-      fmt::print(stderr,
-                 "host '{}' ({}:{}) is new: accepting its key {} (--accept-new-host-keys)\n",
-                 target.alias, target.hostname, target.port, fingerprint);
-    }
+    // Said even with --quiet: trusting a key is a security decision the user must see.
+    fmt::print(stderr, "{} is new: accepting and recording its key {} (--accept-new-host-keys)\n",
+               describeTarget(target), fingerprint);
     return true;
   };
   launch.connect.passphrase = askPassphrase;
@@ -374,11 +371,12 @@ int runCommand(const RunCommandOptions& options) {
   std::string status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
   if (!recording_failure.empty() || !launch_failure.empty()) status = "failed";
   try {
-    if (status == "failed") {
+    if (!launch_failure.empty()) {
+      recordRunRootCause(db, run_id, launch_failure);
+    } else if (status == "failed") {
       recordRunError(db, run_id,
-                     !recording_failure.empty() ? recording_failure
-                     : !launch_failure.empty()
-                         ? launch_failure
+                     !recording_failure.empty()
+                         ? recording_failure
                          : fmt::format("the node agent ended with {}", agent.describe()));
     }
     finishRun(db, run_id, status);

@@ -129,14 +129,15 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
       }
       while (auto line = first.out.next()) pushLine(true, line->text);
       if (!open) {
-        RM_THROW(kComm, fmt::format("host '{}': the node agent ended before its rendezvous "
-                                    "store started (exit status {})",
-                                    first.target.alias, first.agent->exitStatus().value_or(-1)));
+        RM_THROW(kComm,
+                 fmt::format("{}: the node agent ended before its rendezvous "
+                             "store started (exit status {})",
+                             describeTarget(first.target), first.agent->exitStatus().value_or(-1)));
       }
       if (Clock::now() > deadline) {
-        RM_THROW(kTimeout, fmt::format("host '{}': the node agent did not start its rendezvous "
+        RM_THROW(kTimeout, fmt::format("{}: the node agent did not start its rendezvous "
                                        "store in time",
-                                       first.target.alias));
+                                       describeTarget(first.target)));
       }
     }
   } catch (...) {
@@ -188,7 +189,7 @@ void SshLauncher::prepare(Host& host) {
   host.target = resolveSshTarget(host.spec, options_.ssh_config_path);
   host.session = std::make_unique<SshSession>(host.target, options_.connect);
   SshSession& session = *host.session;
-  const std::string& alias = host.target.alias;
+  const std::string alias = describeTarget(host.target);
   const std::string expected = expectedNodeVersion();
 
   auto versionOf = [&](const std::string& binary) {
@@ -202,7 +203,7 @@ void SshLauncher::prepare(Host& host) {
         found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
                       : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
     if (!options_.upload_node_binary || options_.local_node_binary.empty()) {
-      RM_THROW(kUnavailable, fmt::format("host '{}': {}; install this build's ringmaster-node "
+      RM_THROW(kUnavailable, fmt::format("{}: {}; install this build's ringmaster-node "
                                          "there or allow the upload",
                                          alias, why));
     }
@@ -213,17 +214,16 @@ void SshLauncher::prepare(Host& host) {
     if (versionOf(cached) != expected) {
       CommandResult made = session.run("mkdir -p -m 700 " + shellQuote(dir), kCommandTimeout);
       if (made.exit_status != 0)
-        RM_THROW(kIo, fmt::format("host '{}': cannot create {}: {}", alias, dir, made.err));
+        RM_THROW(kIo, fmt::format("{}: cannot create {}: {}", alias, dir, made.err));
       session.upload(cached + ".partial", readLocalFile(options_.local_node_binary), 0755);
       CommandResult moved =
           session.run(shellCommand({"mv", "-f", cached + ".partial", cached}), kCommandTimeout);
       if (moved.exit_status != 0)
-        RM_THROW(kIo, fmt::format("host '{}': cannot install {}: {}", alias, cached, moved.err));
+        RM_THROW(kIo, fmt::format("{}: cannot install {}: {}", alias, cached, moved.err));
       const std::string uploaded = versionOf(cached);
       if (uploaded != expected) {
-        RM_THROW(kUnavailable,
-                 fmt::format("host '{}': {}, and the uploaded build does not run there ({})", alias,
-                             why, uploaded.empty() ? "no version" : uploaded));
+        RM_THROW(kUnavailable, fmt::format("{}: {}, and the uploaded build does not run there ({})",
+                                           alias, why, uploaded.empty() ? "no version" : uploaded));
       }
       host.uploaded = true;
     }
@@ -236,7 +236,7 @@ void SshLauncher::prepare(Host& host) {
   host.job_dir = trimmed(made.out);
   if (made.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
       host.job_dir.find('\n') != std::string::npos)
-    RM_THROW(kIo, fmt::format("host '{}': cannot create a job directory: {}", alias, made.err));
+    RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, made.err));
   session.upload(host.job_dir + "/spec.json", options_.spec_json, 0600);
 }
 
@@ -310,9 +310,10 @@ void SshLauncher::serve(Host& host) {
       }
       while (auto line = host.out.next()) {
         if (line->oversized) {
-          pushLine(false, fmt::format("[launcher] host '{}': dropped a telemetry line over {} "
-                                      "bytes starting '{}'",
-                                      host.target.alias, host.out.maxLineBytes(), line->text));
+          pushLine(false,
+                   fmt::format("[launcher] {}: dropped a telemetry line over {} "
+                               "bytes starting '{}'",
+                               describeTarget(host.target), host.out.maxLineBytes(), line->text));
         } else {
           pushLine(true, line->text);
         }
@@ -322,8 +323,8 @@ void SshLauncher::serve(Host& host) {
     const std::optional<int> status = host.agent->exitStatus();
     host.exit = ExitStatus{.exit_code = status.value_or(255), .signal = 0};
     if (!status) {
-      RM_THROW(kComm, fmt::format("host '{}': the agent's channel closed without an exit status",
-                                  host.target.alias));
+      RM_THROW(kComm, fmt::format("{}: the agent's channel closed without an exit status",
+                                  describeTarget(host.target)));
     }
   } catch (const std::exception& e) {
     host.error = std::current_exception();

@@ -81,7 +81,7 @@ bool SshChannel::read(std::string& out, std::string& err, std::chrono::milliseco
   if (out_ended_ && err_ended_) return false;
   const int polled = ssh_channel_poll_timeout(channel_, static_cast<int>(timeout.count()), 0);
   if (polled == SSH_ERROR) {
-    RM_THROW(kComm, fmt::format("host '{}': the SSH connection was lost ({})", host_,
+    RM_THROW(kComm, fmt::format("{}: the SSH connection was lost ({})", host_,
                                 ssh_get_error(ssh_channel_get_session(channel_))));
   }
   char buffer[1 << 15];
@@ -90,7 +90,7 @@ bool SshChannel::read(std::string& out, std::string& err, std::chrono::milliseco
     for (;;) {
       const int n = ssh_channel_read_nonblocking(channel_, buffer, sizeof buffer, is_stderr);
       if (n == SSH_ERROR) {
-        RM_THROW(kComm, fmt::format("host '{}': the SSH connection was lost ({})", host_,
+        RM_THROW(kComm, fmt::format("{}: the SSH connection was lost ({})", host_,
                                     ssh_get_error(ssh_channel_get_session(channel_))));
       }
       if (n <= 0) break;
@@ -108,7 +108,7 @@ void SshChannel::write(std::string_view data) {
   while (!data.empty()) {
     const int n = ssh_channel_write(channel_, data.data(), static_cast<uint32_t>(data.size()));
     if (n == SSH_ERROR) {
-      RM_THROW(kComm, fmt::format("host '{}': writing to the command failed ({})", host_,
+      RM_THROW(kComm, fmt::format("{}: writing to the command failed ({})", host_,
                                   ssh_get_error(ssh_channel_get_session(channel_))));
     }
     data.remove_prefix(static_cast<size_t>(n));
@@ -286,7 +286,7 @@ std::unique_ptr<SshChannel> SshSession::start(const std::string& command) {
     ssh_channel_free(channel);
     fail("the host refused to run the command");
   }
-  return std::unique_ptr<SshChannel>(new SshChannel(channel, target_.alias));
+  return std::unique_ptr<SshChannel>(new SshChannel(channel, describeTarget(target_)));
 }
 
 CommandResult SshSession::run(const std::string& command, std::chrono::milliseconds timeout,
@@ -298,8 +298,8 @@ CommandResult SshSession::run(const std::string& command, std::chrono::milliseco
   const auto deadline = Clock::now() + timeout;
   while (channel->read(result.out, result.err, std::chrono::milliseconds(50))) {
     if (Clock::now() > deadline) {
-      RM_THROW(kTimeout, fmt::format("host '{}': `{}` did not finish within {} ms", target_.alias,
-                                     command, timeout.count()));
+      RM_THROW(kTimeout, fmt::format("{}: `{}` did not finish within {} ms",
+                                     describeTarget(target_), command, timeout.count()));
     }
   }
   result.exit_status = channel->exitStatus().value_or(-1);

@@ -185,6 +185,11 @@ bool plainName(const std::string& name, bool allow_colon) {
 
 }  // namespace
 
+std::string describeTarget(const SshTarget& target) {
+  return fmt::format("host '{}' ({}@{}:{})", target.alias, target.user, target.hostname,
+                     target.port);
+}
+
 std::string defaultSshConfigPath() {
   const std::string home = homeDirectory();
   return home.empty() ? "" : home + "/.ssh/config";

@@ -21,6 +21,9 @@ struct SshTarget {
   std::optional<std::string> proxy_jump;    // recorded; jumping is not supported (an error)
 };
 
+// "host 'gpu1' (alice@10.0.0.7:22)": how errors name a host.
+std::string describeTarget(const SshTarget& target);
+
 // The current user's ~/.ssh/config ("" when HOME is unset).
 std::string defaultSshConfigPath();
 // The current user's ~/.ssh/known_hosts.

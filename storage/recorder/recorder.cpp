@@ -265,6 +265,12 @@ void recordRunError(Database& db, int64_t run_id, const std::string& message,
   update.bind(1, message).bind(2, rank).bind(3, host).bind(4, run_id).run();
 }
 
+void recordRunRootCause(Database& db, int64_t run_id, const std::string& message) {
+  Statement update(db,
+                   "UPDATE runs SET error = ?, error_rank = NULL, error_host = NULL WHERE id = ?");
+  update.bind(1, message).bind(2, run_id).run();
+}
+
 int reconcileInterruptedRuns(Database& db) {
   const std::string host = thisHost();
   std::vector<int64_t> orphaned;

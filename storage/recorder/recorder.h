@@ -37,6 +37,9 @@ void finishRun(Database& db, int64_t run_id, const std::string& status);
 // Sets the run's root cause unless a rank already reported one (the first failure wins).
 void recordRunError(Database& db, int64_t run_id, const std::string& message,
                     std::optional<int> rank = {}, std::optional<std::string> host = {});
+// Sets a failure known to have caused the others (a host's connection was lost), replacing what
+// the ranks reported as they were stopped because of it.
+void recordRunRootCause(Database& db, int64_t run_id, const std::string& message);
 // A host of a run launched over SSH (the run_hosts table).
 struct RunHost {
   int node_rank = 0;

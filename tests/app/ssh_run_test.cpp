@@ -1,0 +1,252 @@
+// `ringmaster run` over SSH onto two real sshd "hosts" on 127.0.0.1 (2 ranks each): every event
+// sent reaches the database and the hosts are recorded with their verified keys; Ctrl-C leaves no
+// process on the hosts; a connection cut mid-run ends that host's agent and workers and fails the
+// run naming the host; a passphrase never reaches the database or the logs.
+#include <gtest/gtest.h>
+#include <pwd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/captured_process.h"
+#include "db/database.h"
+#include "remote/sshd_server.h"
+#include "storage/storage_test_support.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryInt;
+using storage::testing::queryText;
+using testing::CapturedProcess;
+using testing::SshdServer;
+
+const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+
+// The PIDs of sshd's descendants that are sshd processes (the connection's own processes).
+std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
+  std::map<pid_t, pid_t> parent;
+  std::map<pid_t, std::string> command;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    const pid_t pid = std::stoi(name);
+    parent[pid] = ppid;
+    command[pid] = text.substr(text.find('(') + 1, close - text.find('(') - 1);
+  }
+  std::vector<pid_t> found;
+  for (const auto& [pid, ppid] : parent) {
+    for (pid_t up = ppid; up > 1; up = parent.count(up) ? parent[up] : 0) {
+      if (up == listener) {
+        if (command[pid] == "sshd") found.push_back(pid);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+class SshRun : public storage::testing::StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    fs::create_directories(dir_);
+    testing::makeKey(dir_ / "id_user");
+    for (int i = 0; i < 2; ++i) {
+      servers_.push_back(
+          std::make_unique<SshdServer>(dir_ / fmt::format("sshd{}", i), dir_ / "id_user.pub"));
+      std::ofstream(dir_ / "known_hosts", std::ios::app) << servers_.back()->knownHostsLine();
+    }
+    std::ofstream(dir_ / "ssh_config") << "# empty: the hosts are given in full\n";
+  }
+  void TearDown() override {
+    for (pid_t pid : jobProcesses()) ::kill(pid, SIGKILL);  // only after a failure
+    servers_.clear();
+    StorageTest::TearDown();
+  }
+
+  std::string dbPath() const { return (dir_ / "runs.db").string(); }
+  // A DDP spec over the two hosts, 2 ranks each, telemetry every step.
+  std::string writeSpec(int steps, const std::string& name = "ssh-ddp") {
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    json spec = json::parse(in);
+    spec["name"] = name;
+    spec["train"]["steps"] = steps;
+    spec["telemetry"]["every_steps"] = 1;
+    spec["launch"]["hosts"] = json::array();
+    for (const auto& server : servers_) {
+      spec["launch"]["hosts"].push_back({{"host", "127.0.0.1"},
+                                         {"port", server->port()},
+                                         {"ranks", 2},
+                                         {"identity_file", (dir_ / "id_user").string()}});
+    }
+    const fs::path path = dir_ / "spec.json";
+    std::ofstream(path) << spec.dump(2);
+    return path.string();
+  }
+  std::vector<std::string> runArgs(const std::string& spec, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--db",          dbPath(),
+                                     "run",           spec,
+                                     "--known-hosts", (dir_ / "known_hosts").string(),
+                                     "--ssh-config",  (dir_ / "ssh_config").string(),
+                                     "--grace",       "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  }
+  // The remote job directories of every run, from the commands recorded per host.
+  std::vector<std::string> jobDirs() const {
+    std::vector<std::string> dirs;
+    if (!fs::exists(dbPath())) return dirs;
+    storage::Database db(dbPath());
+    const std::string commands =
+        queryText(db, "SELECT coalesce(group_concat(command, '\n'), '') FROM run_hosts");
+    for (size_t at = commands.find("/ringmaster-job."); at != std::string::npos;
+         at = commands.find("/ringmaster-job.", at + 1)) {
+      const size_t begin = commands.rfind('\'', at) + 1;
+      dirs.push_back(commands.substr(begin, commands.find('/', at + 1) - begin));
+    }
+    return dirs;
+  }
+  // Processes on the "hosts" (this machine) that belong to a job of this test.
+  std::vector<pid_t> jobProcesses() const {
+    std::vector<pid_t> found;
+    const auto dirs = jobDirs();
+    if (dirs.empty()) return found;
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename().string();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream cmdline(entry.path() / "cmdline");
+      std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+      for (const auto& dir : dirs)
+        if (text.find(dir) != std::string::npos) found.push_back(std::stoi(name));
+    }
+    return found;
+  }
+  bool noJobProcessesLeft(std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!jobProcesses().empty()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(50ms);
+    }
+    return true;
+  }
+  // Waits until the run has stored a step event of every rank.
+  bool waitForTraining(CapturedProcess& run, std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      run.readFor(200ms);
+      if (!fs::exists(dbPath())) continue;
+      storage::Database db(dbPath());
+      if (queryInt(db, "SELECT count(DISTINCT rank) FROM scalars") == 4) return true;
+    }
+    return false;
+  }
+
+  std::vector<std::unique_ptr<SshdServer>> servers_;
+};
+
+TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
+  const std::string telemetry = (dir_ / "telemetry.jsonl").string();
+  CapturedProcess run(kRingmaster, runArgs(writeSpec(15), {"--save-telemetry", telemetry}));
+  const ExitStatus status = run.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+
+  std::map<int, int64_t> sent;
+  std::ifstream in(telemetry);
+  for (std::string line; std::getline(in, line);) {
+    const DecodeResult decoded = decodeEvent(line);
+    ASSERT_TRUE(decoded.ok()) << line;
+    EXPECT_EQ(decoded.event().seq, static_cast<uint64_t>(sent[decoded.event().rank]));
+    ++sent[decoded.event().rank];
+  }
+  ASSERT_EQ(sent.size(), 4u);
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
+  for (const auto& [rank, count] : sent) {
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM events_seen WHERE rank = {}", rank)),
+              count)
+        << "rank " << rank;
+  }
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM ranks"), 4);
+  ASSERT_EQ(queryInt(db, "SELECT count(*) FROM run_hosts"), 2);
+  for (int node = 0; node < 2; ++node) {
+    EXPECT_EQ(
+        queryText(db, fmt::format("SELECT fingerprint FROM run_hosts WHERE node_rank = {}", node)),
+        servers_[static_cast<size_t>(node)]->hostKeyFingerprint());
+    const std::string command =
+        queryText(db, fmt::format("SELECT command FROM run_hosts WHERE node_rank = {}", node));
+    EXPECT_NE(command.find(fmt::format("'--node-rank' '{}'", node)), std::string::npos) << command;
+  }
+  EXPECT_FALSE(queryText(db, "SELECT libssh_version FROM run_hosts LIMIT 1").empty());
+  EXPECT_TRUE(noJobProcessesLeft(15s));
+  for (const auto& dir : jobDirs()) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
+}
+
+TEST_F(SshRun, AnUnknownHostStopsTheLaunchBeforeAnythingStartsUnlessAccepted) {
+  std::ofstream(dir_ / "known_hosts", std::ios::trunc) << servers_[0]->knownHostsLine();
+  CapturedProcess refused(kRingmaster, runArgs(writeSpec(2), {"-q"}));
+  const ExitStatus status = refused.wait(60s);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(refused.err().find("REFUSED, the host is not in"), std::string::npos) << refused.err();
+  EXPECT_NE(refused.err().find(servers_[1]->hostKeyFingerprint()), std::string::npos)
+      << refused.err();
+  {
+    storage::Database db(dbPath());
+    EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "failed");
+    EXPECT_EQ(queryInt(db, "SELECT count(*) FROM run_hosts"), 0);
+  }
+  CapturedProcess accepted(kRingmaster, runArgs(writeSpec(2), {"-q", "--accept-new-host-keys"}));
+  const ExitStatus accepted_status = accepted.wait(240s);
+  EXPECT_TRUE(accepted_status.ok()) << accepted.err();
+  EXPECT_NE(accepted.err().find(servers_[1]->hostKeyFingerprint()), std::string::npos)
+      << "the accepted fingerprint is shown";
+}
+
+TEST_F(SshRun, CtrlCCancelsAndLeavesNoProcessOnTheHosts) {
+  CapturedProcess run(kRingmaster, runArgs(writeSpec(100000), {"-q"}));
+  ASSERT_TRUE(waitForTraining(run, 120s)) << run.err();
+  run.signal(SIGINT);
+  const ExitStatus status = run.wait(60s);
+  EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << run.err() << run.out();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "cancelled");
+  EXPECT_TRUE(noJobProcessesLeft(15s));
+}
+
+TEST_F(SshRun, ACutConnectionEndsThatHostsProcessesAndFailsTheRunNamingTheHost) {
+  CapturedProcess run(kRingmaster, runArgs(writeSpec(100000), {"-q"}));
+  ASSERT_TRUE(waitForTraining(run, 120s)) << run.err();
+  const auto sessions = sshdSessionProcesses(servers_[1]->pid());
+  ASSERT_FALSE(sessions.empty());
+  for (pid_t pid : sessions) ::kill(pid, SIGKILL);
+  const ExitStatus status = run.wait(90s);
+  EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << run.err();
+  EXPECT_TRUE(noJobProcessesLeft(30s));
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "failed");
+  const std::string error = queryText(db, "SELECT error FROM runs");
+  EXPECT_NE(error.find(fmt::format("127.0.0.1:{}", servers_[1]->port())), std::string::npos)
+      << error;
+}
+
+}  // namespace
+}  // namespace ringmaster
