@@ -1,7 +1,13 @@
 // Backend selection and the world communicator.
 #include "comm/process_group.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -18,6 +24,32 @@ bool isLoopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+// The address of this host's interface that routes to `host` (a UDP socket "connected" there
+// sends nothing): the address the peers, which reach the master the same way, can reach us at.
+// The host name would do only where it resolves to that interface, which it often does not.
+std::optional<std::string> localAddressToward(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &found) != 0 || found == nullptr) return {};
+  std::optional<std::string> address;
+  const int fd = ::socket(found->ai_family, SOCK_DGRAM, 0);
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (fd >= 0 && ::connect(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        local.ss_family == AF_INET6
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (::inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) address = text;
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(found);
+  return address;
+}
+
 std::string glooHostname(const Rendezvous& rdv, const ProcessGroupOptions& options,
                          const EnvLookup& env, std::string* interface) {
   if (!options.gloo_hostname.empty()) return options.gloo_hostname;
@@ -26,6 +58,7 @@ std::string glooHostname(const Rendezvous& rdv, const ProcessGroupOptions& optio
     return "";
   }
   if (rdv.master_host.empty() || isLoopback(rdv.master_host)) return "127.0.0.1";
+  if (auto address = localAddressToward(rdv.master_host)) return *address;
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
   return name;

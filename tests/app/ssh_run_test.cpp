@@ -248,5 +248,100 @@ TEST_F(SshRun, ACutConnectionEndsThatHostsProcessesAndFailsTheRunNamingTheHost) 
       << error;
 }
 
+// Three network namespaces this test creates: the launcher's, with a bridge, and two hosts joined
+// to it by veth pairs, each with its own address. Everything is removed again, by name.
+class NetworkNamespaces {
+ public:
+  NetworkNamespaces() : prefix_(fmt::format("rm{}", ::getpid())) {
+    subnet_ = fmt::format("10.213.{}", ::getpid() % 200 + 20);
+  }
+  ~NetworkNamespaces() {
+    for (const char* name : {"l", "a", "b"}) ip({"netns", "del", prefix_ + name});
+  }
+  // Why not, or "" once the namespaces are up.
+  std::string setUp() {
+    if (::geteuid() != 0) return "network namespaces need root";
+    if (!fs::exists("/usr/sbin/ip")) return "no /usr/sbin/ip (iproute2)";
+    if (!ip({"netns", "add", launcher()})) return "`ip netns add` is not allowed here";
+    const std::vector<std::vector<std::string>> steps = {
+        {"netns", "add", host(0)},
+        {"netns", "add", host(1)},
+        {"-n", launcher(), "link", "add", "br0", "type", "bridge"},
+        {"-n", launcher(), "addr", "add", subnet_ + ".1/24", "dev", "br0"},
+        {"-n", launcher(), "link", "set", "br0", "up"},
+        {"-n", launcher(), "link", "set", "lo", "up"}};
+    for (const auto& step : steps)
+      if (!ip(step)) return "setting up the namespaces failed at ip " + step[2];
+    for (int i = 0; i < 2; ++i) {
+      const std::string veth = fmt::format("v{}", i);
+      const std::vector<std::vector<std::string>> link = {
+          {"-n", launcher(), "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns",
+           host(i)},
+          {"-n", launcher(), "link", "set", veth, "master", "br0"},
+          {"-n", launcher(), "link", "set", veth, "up"},
+          {"-n", host(i), "addr", "add", address(i) + "/24", "dev", "eth0"},
+          {"-n", host(i), "link", "set", "eth0", "up"},
+          {"-n", host(i), "link", "set", "lo", "up"}};
+      for (const auto& step : link)
+        if (!ip(step)) return "setting up the namespaces failed at ip " + step[2] + " " + step[3];
+    }
+    return "";
+  }
+  std::string launcher() const { return prefix_ + "l"; }
+  std::string host(int i) const { return prefix_ + (i == 0 ? "a" : "b"); }
+  std::string address(int i) const { return fmt::format("{}.{}", subnet_, i + 2); }
+
+ private:
+  static bool ip(const std::vector<std::string>& args) {
+    CapturedProcess process("/usr/sbin/ip", args);
+    return process.wait(30s).ok();
+  }
+  std::string prefix_, subnet_;
+};
+
+TEST(SshRunAcrossNamespaces, TrainsAcrossTwoHostsWithTheirOwnAddresses) {
+  if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  NetworkNamespaces namespaces;
+  if (auto why = namespaces.setUp(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("ringmaster-netns-{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  testing::makeKey(dir / "id_user");
+  std::vector<std::unique_ptr<SshdServer>> servers;
+  std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+  json spec = json::parse(in);
+  spec["train"]["steps"] = 10;
+  spec["telemetry"]["every_steps"] = 1;
+  spec["launch"]["hosts"] = json::array();
+  for (int i = 0; i < 2; ++i) {
+    servers.push_back(std::make_unique<SshdServer>(
+        dir / fmt::format("sshd{}", i), dir / "id_user.pub",
+        testing::SshdPlacement{
+            .netns = namespaces.host(i), .address = namespaces.address(i), .port = 22}));
+    std::ofstream(dir / "known_hosts", std::ios::app) << servers.back()->knownHostsLine();
+    spec["launch"]["hosts"].push_back({{"host", namespaces.address(i)},
+                                       {"ranks", 2},
+                                       {"identity_file", (dir / "id_user").string()}});
+  }
+  std::ofstream(dir / "spec.json") << spec.dump(2);
+  std::ofstream(dir / "ssh_config") << "";
+  const std::string db_path = (dir / "runs.db").string();
+  CapturedProcess run("/usr/sbin/ip", {"netns", "exec", namespaces.launcher(), kRingmaster, "--db",
+                                       db_path, "run", (dir / "spec.json").string(),
+                                       "--known-hosts", (dir / "known_hosts").string(),
+                                       "--ssh-config", (dir / "ssh_config").string(), "-q"});
+  const ExitStatus status = run.wait(240s);
+  EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  {
+    storage::Database db(db_path);
+    EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
+    EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM scalars"), 4);
+    EXPECT_EQ(queryText(db, "SELECT hostname FROM run_hosts WHERE node_rank = 1"),
+              namespaces.address(1));
+  }
+  servers.clear();
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ringmaster

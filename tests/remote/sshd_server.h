@@ -68,17 +68,26 @@ inline bool acceptsConnections(int port) {
   return ok;
 }
 
+// Where an sshd listens: 127.0.0.1 on a free port here, or an address inside a network namespace
+// a test created.
+struct SshdPlacement {
+  std::string netns;                  // "" for this namespace
+  std::string address = "127.0.0.1";  // ListenAddress
+  int port = 0;                       // 0: a free one (only without netns)
+};
+
 class SshdServer {
  public:
   // `authorized_key`: the .pub file of the key allowed in.
-  SshdServer(const std::filesystem::path& dir, const std::filesystem::path& authorized_key)
-      : dir_(dir) {
+  SshdServer(const std::filesystem::path& dir, const std::filesystem::path& authorized_key,
+             SshdPlacement placement = {})
+      : dir_(dir), placement_(std::move(placement)) {
     std::filesystem::create_directories(dir_);
     makeKey(dir_ / "host_ed25519");
     std::filesystem::copy_file(authorized_key, dir_ / "authorized_keys",
                                std::filesystem::copy_options::overwrite_existing);
     if (::geteuid() == 0) std::filesystem::create_directories("/run/sshd");  // privilege separation
-    start();
+    start(placement_.port);
   }
   ~SshdServer() { stop(); }
 
@@ -110,7 +119,9 @@ class SshdServer {
   std::string knownHostsLine() const {
     std::string key = readText(dir_ / "host_ed25519.pub");
     while (!key.empty() && key.back() == '\n') key.pop_back();
-    return "[127.0.0.1]:" + std::to_string(port_) + " " + key + "\n";
+    const std::string host =
+        port_ == 22 ? placement_.address : "[" + placement_.address + "]:" + std::to_string(port_);
+    return host + " " + key + "\n";
   }
   std::string log() const { return readText(dir_ / "sshd.log"); }
 
@@ -120,7 +131,7 @@ class SshdServer {
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = port != 0 ? port : freeLoopbackPort();
       std::ofstream config(dir_ / "sshd_config");
-      config << "Port " << port_ << "\nListenAddress 127.0.0.1\n"
+      config << "Port " << port_ << "\nListenAddress " << placement_.address << "\n"
              << "HostKey " << (dir_ / "host_ed25519").string() << "\n"
              << "PidFile none\nUsePAM no\nStrictModes no\n"
              << "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
@@ -129,12 +140,20 @@ class SshdServer {
              << "Subsystem sftp internal-sftp\nLogLevel VERBOSE\nMaxStartups 64\n"
              << "ClientAliveInterval 0\n";
       config.close();
-      process_ = std::make_unique<CapturedProcess>(
-          kSshd, std::vector<std::string>{"-D", "-e", "-f", (dir_ / "sshd_config").string(), "-E",
-                                          (dir_ / "sshd.log").string()});
+      std::filesystem::remove(dir_ / "sshd.log");
+      std::vector<std::string> argv = {
+          "-D", "-e", "-f", (dir_ / "sshd_config").string(), "-E", (dir_ / "sshd.log").string()};
+      std::string program = kSshd;
+      if (!placement_.netns.empty()) {
+        argv.insert(argv.begin(), {"netns", "exec", placement_.netns, kSshd});
+        program = "/usr/sbin/ip";
+      }
+      process_ = std::make_unique<CapturedProcess>(program, argv);
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
       while (std::chrono::steady_clock::now() < deadline) {
-        if (acceptsConnections(port_)) return;
+        if (placement_.netns.empty() ? acceptsConnections(port_)
+                                     : log().find("Server listening on") != std::string::npos)
+          return;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       process_->signal(SIGKILL);
@@ -145,6 +164,7 @@ class SshdServer {
   }
 
   std::filesystem::path dir_;
+  SshdPlacement placement_;
   int port_ = 0;
   std::unique_ptr<CapturedProcess> process_;
 };
