@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #if RINGMASTER_HAVE_LIBSSH
 #include "ssh/ssh_launcher.h"
 #endif
+#include "process/child_process.h"
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
@@ -98,17 +100,42 @@ bool runsHere(const JobSpec& spec) {
 }
 
 #if RINGMASTER_HAVE_LIBSSH
-// A passphrase typed on the controlling terminal, without echo; none without a terminal.
+// OpenSSH's SSH_ASKPASS: the program's first line of output, when SSH_ASKPASS_REQUIRE=force or
+// there is no terminal to ask on.
+std::optional<std::string> askPassProgram(const std::string& prompt) {
+  const char* program = std::getenv("SSH_ASKPASS");
+  if (program == nullptr || *program == '\0') return std::nullopt;
+  ChildOptions child;
+  child.argv = {program, prompt};
+  child.stdout_mode = StreamMode::kPipe;
+  ChildProcess askpass(child);
+  std::string answer;
+  char buffer[256];
+  for (ssize_t n; (n = ::read(askpass.stdoutFd(), buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    answer.append(buffer, static_cast<size_t>(n));
+  }
+  if (!askpass.wait().ok()) return std::nullopt;
+  if (const size_t end = answer.find('\n'); end != std::string::npos) answer.resize(end);
+  return answer;
+}
+
+// A passphrase typed on the controlling terminal without echo, else from SSH_ASKPASS; none when
+// neither is there (the key is then skipped).
 std::optional<std::string> askPassphrase(const std::string& identity_file) {
+  const std::string prompt = fmt::format("passphrase for {}: ", identity_file);
+  const char* require = std::getenv("SSH_ASKPASS_REQUIRE");
+  if (require != nullptr && std::string_view(require) == "force") return askPassProgram(prompt);
   FILE* tty = std::fopen("/dev/tty", "r+");
-  if (tty == nullptr) return std::nullopt;
+  if (tty == nullptr) return askPassProgram(prompt);
   const int fd = ::fileno(tty);
   termios saved{};
   ::tcgetattr(fd, &saved);
   termios quiet = saved;
   quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
   ::tcsetattr(fd, TCSAFLUSH, &quiet);
-  fmt::print(tty, "passphrase for {}: ", identity_file);
+  fmt::print(tty, "{}", prompt);
   std::fflush(tty);
   std::string passphrase;
   for (int c = std::fgetc(tty); c != EOF && c != '\n'; c = std::fgetc(tty))

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/error.h"
 #include "telemetry/codec.h"
@@ -107,6 +108,7 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
   // Node 0 hosts the store on a port it picks; the others need that port.
   Host& first = *hosts_[0];
   int master_port = 0;
+  std::vector<std::string> first_said;  // the agent's last words, should it end at once
   try {
     startAgent(first, 0);
     const auto deadline = Clock::now() + options_.connect.connect_timeout + kCommandTimeout;
@@ -125,14 +127,17 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
           const std::string address = line->text.substr(at + kStorePrefix.size());
           master_port = std::stoi(address.substr(address.rfind(':') + 1));
         }
+        first_said.push_back(line->text);
+        if (first_said.size() > 5) first_said.erase(first_said.begin());
         pushLine(false, line->text);
       }
       while (auto line = first.out.next()) pushLine(true, line->text);
       if (!open) {
         RM_THROW(kComm,
-                 fmt::format("{}: the node agent ended before its rendezvous "
-                             "store started (exit status {})",
-                             describeTarget(first.target), first.agent->exitStatus().value_or(-1)));
+                 fmt::format("{}: the node agent ended before its rendezvous store started (exit "
+                             "status {}): {}",
+                             describeTarget(first.target), first.agent->exitStatus().value_or(-1),
+                             fmt::join(first_said, " / ")));
       }
       if (Clock::now() > deadline) {
         RM_THROW(kTimeout, fmt::format("{}: the node agent did not start its rendezvous "

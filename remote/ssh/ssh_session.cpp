@@ -321,7 +321,7 @@ void SshSession::upload(const std::string& remote_path, std::string_view content
   closer.file =
       sftp_open(sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, static_cast<mode_t>(mode));
   if (closer.file == nullptr) fail(fmt::format("cannot create {} by SFTP", remote_path));
-  constexpr size_t kChunk = 1 << 15;
+  constexpr size_t kChunk = 200 * 1024;  // below OpenSSH sftp-server's 256 KiB message limit
   while (!content.empty()) {
     const size_t n = std::min(kChunk, content.size());
     const ssize_t written = sftp_write(closer.file, content.data(), n);

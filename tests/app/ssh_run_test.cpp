@@ -248,6 +248,38 @@ TEST_F(SshRun, ACutConnectionEndsThatHostsProcessesAndFailsTheRunNamingTheHost) 
       << error;
 }
 
+TEST_F(SshRun, APassphraseNeverReachesTheDatabaseTheFilesOrTheOutput) {
+  const std::string secret = "planted-Passphrase-9f3c1e";
+  testing::makeKey(dir_ / "id_locked", secret);
+  for (int i = 0; i < 2; ++i) {
+    std::ofstream(dir_ / fmt::format("sshd{}", i) / "authorized_keys", std::ios::app)
+        << testing::readText(dir_ / "id_locked.pub");
+  }
+  const fs::path askpass = dir_ / "askpass" / "askpass.sh";
+  fs::create_directories(askpass.parent_path());
+  std::ofstream(askpass) << "#!/bin/sh\necho '" << secret << "'\n";
+  fs::permissions(askpass, fs::perms::owner_all);
+  std::string spec = testing::readText(writeSpec(3));
+  for (size_t at; (at = spec.find("id_user")) != std::string::npos;)
+    spec.replace(at, 7, "id_locked");
+  std::ofstream(dir_ / "spec.json") << spec;
+
+  CapturedProcess run(kRingmaster, runArgs((dir_ / "spec.json").string(), {"-v"}),
+                      {{"SSH_ASKPASS", askpass.string()}, {"SSH_ASKPASS_REQUIRE", "force"}});
+  const ExitStatus status = run.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  EXPECT_EQ(run.out().find(secret), std::string::npos);
+  EXPECT_EQ(run.err().find(secret), std::string::npos);
+  int files = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_)) {
+    if (!entry.is_regular_file() || entry.path().parent_path() == askpass.parent_path()) continue;
+    ++files;
+    EXPECT_EQ(testing::readText(entry.path()).find(secret), std::string::npos)
+        << entry.path() << " holds the passphrase";
+  }
+  EXPECT_GT(files, 5);  // the database, its WAL, the spec copy, keys, sshd logs and configs
+}
+
 // Three network namespaces this test creates: the launcher's, with a bridge, and two hosts joined
 // to it by veth pairs, each with its own address. Everything is removed again, by name.
 class NetworkNamespaces {

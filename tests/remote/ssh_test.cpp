@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "spec/job_spec.h"
@@ -218,6 +219,94 @@ TEST_F(SshTest, AClosedPortFailsAtOnceAndASilentOneWithinTheConnectTimeout) {
   EXPECT_GE(took, 1s) << message;
   EXPECT_LT(took, 10s) << message;
   EXPECT_NE(message.find("test-host"), std::string::npos) << message;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The launcher, on one host.
+
+const std::string kNode = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster-node";
+
+class SshLaunch : public SshTest {
+ protected:
+  // A 2-rank DDP job on the test's sshd, the paths it is given full of shell syntax (a job name
+  // can hold none: the spec allows letters, digits, '.', '_' and '-').
+  SshLaunchOptions launchOptions(const std::string& node_binary) {
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    nlohmann::json spec = nlohmann::json::parse(in);
+    spec["name"] = "ssh-upload";
+    spec["train"]["steps"] = 3;
+    spec["launch"]["hosts"] = {{{"host", "127.0.0.1"},
+                                {"port", server_->port()},
+                                {"ranks", 2},
+                                {"identity_file", (dir_ / "id_user").string()}}};
+    SshLaunchOptions options;
+    options.hosts = {LaunchHostSpec{.host = "127.0.0.1",
+                                    .ranks = 2,
+                                    .port = server_->port(),
+                                    .identity_file = (dir_ / "id_user").string()}};
+    options.spec_json = spec.dump();
+    options.node_binary = node_binary;
+    options.local_node_binary = kNode;
+    options.remote_cache_dir = (dir_ / "node cache; touch CANARY").string();
+    options.ssh_config_path = "";
+    options.connect = connectOptions();
+    options.grace = 2s;
+    return options;
+  }
+  // Pumps to the end; returns the telemetry lines.
+  std::vector<std::string> runToEnd(Launch& launch) {
+    std::vector<std::string> lines;
+    LaunchSink sink{.on_telemetry = [&](std::string_view line) { lines.emplace_back(line); },
+                    .on_log = [](std::string_view) {}};
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (launch.pump(100ms, sink)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the job did not end";
+        launch.kill();
+      }
+    }
+    return lines;
+  }
+};
+
+TEST_F(SshLaunch, AHostLackingRingmasterNodeGetsThisBuildUploadedIntoAVersionCache) {
+  trustServer();
+  const std::string missing = (dir_ / "no such dir; touch CANARY" / "ringmaster-node").string();
+  SshLauncher launch(launchOptions(missing));
+  ASSERT_EQ(launch.hosts().size(), 1u);
+  const SshHostRecord& host = launch.hosts()[0];
+  EXPECT_TRUE(host.uploaded);
+  EXPECT_EQ(host.node_binary.rfind((dir_ / "node cache; touch CANARY").string(), 0), 0u)
+      << host.node_binary;
+  EXPECT_TRUE(fs::exists(host.node_binary));
+  const auto lines = runToEnd(launch);
+  EXPECT_TRUE(launch.wait().ok());
+  EXPECT_TRUE(launch.failure().empty()) << launch.failure();
+  EXPECT_GT(lines.size(), 4u);
+  EXPECT_FALSE(fs::exists(dir_ / "CANARY"));
+  EXPECT_FALSE(fs::exists(fs::path(std::getenv("HOME")) / "CANARY"));
+
+  // The next launch finds the cached build and uploads nothing.
+  SshLauncher again(launchOptions(missing));
+  EXPECT_FALSE(again.hosts()[0].uploaded);
+  runToEnd(again);
+  EXPECT_TRUE(again.wait().ok());
+}
+
+TEST_F(SshLaunch, WithoutUploadsAMissingRingmasterNodeIsAClearErrorNamingTheHost) {
+  trustServer();
+  SshLaunchOptions options = launchOptions("/opt/nowhere/ringmaster-node");
+  options.upload_node_binary = false;
+  try {
+    SshLauncher launch(options);
+    ADD_FAILURE() << "the launch started";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("/opt/nowhere/ringmaster-node is not there or does not run"),
+              std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find(fmt::format("127.0.0.1:{}", server_->port())), std::string::npos)
+        << e.message();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
