@@ -11,6 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/history_commands.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "cli/hosts_command.h"
+#endif
 #include "cli/run_command.h"
 #include "core/error.h"
 #include "db/database.h"
@@ -102,6 +105,25 @@ int main(int argc, char** argv) {
                        "Chrome trace JSON file (open in https://ui.perfetto.dev)");
   exporter->add_flag("--json", json, "print what was written as JSON");
 
+#if RINGMASTER_HAVE_LIBSSH
+  CLI::App* hosts = app.add_subcommand("hosts", "SSH hosts");
+  hosts->require_subcommand(1);
+  cli::HostsCheckOptions hosts_options;
+  CLI::App* check = hosts->add_subcommand(
+      "check", "connect to hosts (host key verified) and show what they offer a job");
+  check->add_option("hosts", hosts_options.hosts, "aliases of ~/.ssh/config or [user@]host[:port]")
+      ->required();
+  check->add_option("--node-binary", hosts_options.node_binary,
+                    "ringmaster-node's path on the hosts (default: this build's)");
+  check->add_option("--known-hosts", hosts_options.known_hosts,
+                    "known_hosts file (default ~/.ssh/known_hosts)");
+  check->add_option("--ssh-config", hosts_options.ssh_config,
+                    "ssh client config (default ~/.ssh/config)");
+  check->add_flag("--accept-new-host-keys", hosts_options.accept_new_host_keys,
+                  "accept and record the key of a host not yet in known_hosts");
+  check->add_flag("--json", hosts_options.json, "JSON instead of a table");
+#endif
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -116,6 +138,9 @@ int main(int argc, char** argv) {
           run_options.db_path = db_path;
           return cli::runCommand(run_options);
         }
+#if RINGMASTER_HAVE_LIBSSH
+        if (check->parsed()) return cli::hostsCheckCommand(hosts_options);
+#endif
         if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
         if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
         if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);

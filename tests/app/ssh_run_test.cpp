@@ -280,6 +280,29 @@ TEST_F(SshRun, APassphraseNeverReachesTheDatabaseTheFilesOrTheOutput) {
   EXPECT_GT(files, 5);  // the database, its WAL, the spec copy, keys, sshd logs and configs
 }
 
+TEST_F(SshRun, HostsCheckShowsTheKeyTheNodeVersionCpusAndMemory) {
+  std::ofstream(dir_ / "ssh_config")
+      << "Host 127.0.0.1\n  IdentityFile " << (dir_ / "id_user").string() << "\n";
+  const int closed_port = testing::freeLoopbackPort();
+  CapturedProcess check(
+      kRingmaster,
+      {"hosts", "check", fmt::format("127.0.0.1:{}", servers_[0]->port()),
+       fmt::format("127.0.0.1:{}", closed_port), "--known-hosts", (dir_ / "known_hosts").string(),
+       "--ssh-config", (dir_ / "ssh_config").string(), "--json"});
+  const ExitStatus status = check.wait(60s);
+  EXPECT_EQ(status.exit_code, 1) << "one host is unreachable";
+  const json reports = json::parse(check.out());
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports[0]["fingerprint"], servers_[0]->hostKeyFingerprint());
+  EXPECT_TRUE(reports[0]["node_matches"].get<bool>()) << reports[0].dump();
+  EXPECT_GE(reports[0]["cpus"].get<int>(), 1);
+  EXPECT_GT(reports[0]["memory_bytes"].get<int64_t>(), 1 << 20);
+  EXPECT_EQ(reports[0]["error"], "");
+  EXPECT_NE(reports[1]["error"].get<std::string>().find(std::to_string(closed_port)),
+            std::string::npos)
+      << reports[1].dump();
+}
+
 // Three network namespaces this test creates: the launcher's, with a bridge, and two hosts joined
 // to it by veth pairs, each with its own address. Everything is removed again, by name.
 class NetworkNamespaces {

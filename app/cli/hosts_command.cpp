@@ -1,0 +1,96 @@
+// The hosts are checked in parallel; the table (or JSON) comes when all have answered.
+#include "cli/hosts_command.h"
+
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/terminal.h"
+#include "exit_codes.h"
+#include "launcher/local_launcher.h"
+#include "ssh/host_check.h"
+
+namespace ringmaster::cli {
+
+int hostsCheckCommand(const HostsCheckOptions& options) {
+  SshConnectOptions connect;
+  if (options.known_hosts) connect.known_hosts_path = *options.known_hosts;
+  connect.accept_unknown_key = [&options](const SshTarget& target, const std::string& key) {
+    if (!options.accept_new_host_keys) return false;
+    fmt::print(stderr, "{} is new: accepting and recording its key {} (--accept-new-host-keys)\n",
+               describeTarget(target), key);
+    return true;
+  };
+  const std::string config = options.ssh_config.value_or(defaultSshConfigPath());
+  const std::string node = options.node_binary.value_or(defaultNodeBinary());
+
+  std::vector<HostReport> reports(options.hosts.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < options.hosts.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        reports[i] =
+            checkHost(resolveSshTarget(parseHostArgument(options.hosts[i]), config), connect, node);
+      } catch (const Error& e) {
+        reports[i].target.alias = options.hosts[i];
+        reports[i].error = e.message();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+
+  bool all_answered = true;
+  if (options.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const HostReport& r : reports) {
+      nlohmann::json gpus = nlohmann::json::array();
+      for (const GpuInfo& gpu : r.gpus)
+        gpus.push_back({{"name", gpu.name}, {"memory_mib", gpu.memory_mib}});
+      out.push_back({{"host", r.target.alias},
+                     {"hostname", r.target.hostname},
+                     {"port", r.target.port},
+                     {"user", r.target.user},
+                     {"fingerprint", r.fingerprint},
+                     {"node_version", r.node_version},
+                     {"node_matches", r.node_matches},
+                     {"cpus", r.cpus},
+                     {"memory_bytes", r.memory_bytes},
+                     {"gpus", gpus},
+                     {"error", r.error}});
+      all_answered = all_answered && r.error.empty();
+    }
+    fmt::print("{}\n", out.dump(2));
+    return all_answered ? kExitOk : kExitFailed;
+  }
+  const bool colour = colourFor(stdout);
+  Table table({"HOST", "ADDRESS", "HOST KEY", "RINGMASTER-NODE", "CPUS", "MEMORY", "GPUS"});
+  table.alignRight({4, 5});
+  for (const HostReport& r : reports) {
+    if (!r.error.empty()) {
+      all_answered = false;
+      continue;
+    }
+    std::string node = r.node_version.empty() ? paint("not found", Colour::kRed, colour)
+                       : r.node_matches
+                           ? r.node_version
+                           : paint(r.node_version + " (other build)", Colour::kYellow, colour);
+    std::string gpus = "none";
+    if (!r.gpus.empty()) {
+      gpus = fmt::format("{}x {} ({})", r.gpus.size(), r.gpus[0].name,
+                         formatBytes(static_cast<double>(r.gpus[0].memory_mib) * (1 << 20)));
+    }
+    table.addRow({r.target.alias,
+                  fmt::format("{}@{}:{}", r.target.user, r.target.hostname, r.target.port),
+                  r.fingerprint, node, std::to_string(r.cpus),
+                  formatBytes(static_cast<double>(r.memory_bytes)), gpus});
+  }
+  if (!table.empty()) table.print(stdout);
+  for (const HostReport& r : reports)
+    if (!r.error.empty())
+      fmt::print(stderr, "{}: {}\n", paint("error", Colour::kRed, colour), r.error);
+  return all_answered ? kExitOk : kExitFailed;
+}
+
+}  // namespace ringmaster::cli
