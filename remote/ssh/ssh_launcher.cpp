@@ -1,5 +1,5 @@
 // The SSH launcher's phases: prepare every host in parallel (connect, verify, authenticate, find
-// or upload ringmaster-node, upload the spec into a fresh job directory), start node 0's agent
+// or upload ringmaster-node, write the spec into a fresh job directory), start node 0's agent
 // and read the store's port from it, start the others in parallel, then serve each host on its
 // own thread (the only one touching that host's session): lines in, signals out, keepalives.
 #include "ssh/ssh_launcher.h"
@@ -25,6 +25,7 @@ constexpr auto kCommandTimeout = 30s;
 constexpr auto kKeepaliveEvery = 5s;
 constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
 constexpr std::string_view kStorePrefix = "rendezvous store on ";
+constexpr std::string_view kJobDirMarker = "ringmaster-job-dir";
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
@@ -201,48 +202,54 @@ void SshLauncher::prepare(Host& host) {
     CommandResult found = session.run(shellCommand({binary, "--version"}), kCommandTimeout);
     return found.exit_status == 0 ? trimmed(found.out) : std::string();
   };
+  // One command asks for the node's version and writes the spec (its stdin, never the command
+  // line) into a fresh private job directory: each command is a shell forked on the host.
   host.node_binary = options_.node_binary;
-  const std::string found = versionOf(host.node_binary);
-  if (found != expected) {
-    const std::string why =
-        found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
-                      : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
-    if (!options_.upload_node_binary || options_.local_node_binary.empty()) {
-      RM_THROW(kUnavailable, fmt::format("{}: {}; install this build's ringmaster-node "
-                                         "there or allow the upload",
-                                         alias, why));
-    }
-    // A per-version cache under the remote home: later launches of this build find it there.
-    const std::string dir = fmt::format("{}/node-{}-protocol{}", options_.remote_cache_dir,
-                                        kRingmasterVersion, RINGMASTER_TELEMETRY_PROTOCOL);
-    const std::string cached = dir + "/ringmaster-node";
-    if (versionOf(cached) != expected) {
-      CommandResult made = session.run("mkdir -p -m 700 " + shellQuote(dir), kCommandTimeout);
-      if (made.exit_status != 0)
-        RM_THROW(kIo, fmt::format("{}: cannot create {}: {}", alias, dir, made.err));
-      session.upload(cached + ".partial", readLocalFile(options_.local_node_binary), 0755);
-      CommandResult moved =
-          session.run(shellCommand({"mv", "-f", cached + ".partial", cached}), kCommandTimeout);
-      if (moved.exit_status != 0)
-        RM_THROW(kIo, fmt::format("{}: cannot install {}: {}", alias, cached, moved.err));
-      const std::string uploaded = versionOf(cached);
-      if (uploaded != expected) {
-        RM_THROW(kUnavailable, fmt::format("{}: {}, and the uploaded build does not run there ({})",
-                                           alias, why, uploaded.empty() ? "no version" : uploaded));
-      }
-      host.uploaded = true;
-    }
-    host.node_binary = cached;
-  }
-
-  // The spec goes by SFTP into a fresh private directory, never on a command line.
-  CommandResult made = session.run(
-      "umask 077 && mktemp -d \"${TMPDIR:-/tmp}/ringmaster-job.XXXXXX\"", kCommandTimeout);
-  host.job_dir = trimmed(made.out);
-  if (made.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
+  const CommandResult probe = session.run(
+      fmt::format("{} --version 2>/dev/null; echo {}; umask 077 && d=$(mktemp -d "
+                  "\"${{TMPDIR:-/tmp}}/ringmaster-job.XXXXXX\") && cat > \"$d/spec.json\" && "
+                  "echo \"$d\"",
+                  shellCommand({host.node_binary}), kJobDirMarker),
+      kCommandTimeout, options_.spec_json);
+  const size_t marker = probe.out.find(std::string(kJobDirMarker) + "\n");
+  host.job_dir = marker == std::string::npos
+                     ? std::string()
+                     : trimmed(probe.out.substr(marker + kJobDirMarker.size() + 1));
+  if (probe.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
       host.job_dir.find('\n') != std::string::npos)
-    RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, made.err));
-  session.upload(host.job_dir + "/spec.json", options_.spec_json, 0600);
+    RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, probe.err));
+  const std::string found = trimmed(probe.out.substr(0, marker));
+  if (found == expected) return;
+
+  const std::string why =
+      found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
+                    : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
+  if (!options_.upload_node_binary || options_.local_node_binary.empty()) {
+    RM_THROW(kUnavailable, fmt::format("{}: {}; install this build's ringmaster-node "
+                                       "there or allow the upload",
+                                       alias, why));
+  }
+  // A per-version cache under the remote home: later launches of this build find it there.
+  const std::string dir = fmt::format("{}/node-{}-protocol{}", options_.remote_cache_dir,
+                                      kRingmasterVersion, RINGMASTER_TELEMETRY_PROTOCOL);
+  const std::string cached = dir + "/ringmaster-node";
+  if (versionOf(cached) != expected) {
+    CommandResult made = session.run("mkdir -p -m 700 " + shellQuote(dir), kCommandTimeout);
+    if (made.exit_status != 0)
+      RM_THROW(kIo, fmt::format("{}: cannot create {}: {}", alias, dir, made.err));
+    session.upload(cached + ".partial", readLocalFile(options_.local_node_binary), 0755);
+    CommandResult moved =
+        session.run(shellCommand({"mv", "-f", cached + ".partial", cached}), kCommandTimeout);
+    if (moved.exit_status != 0)
+      RM_THROW(kIo, fmt::format("{}: cannot install {}: {}", alias, cached, moved.err));
+    const std::string uploaded = versionOf(cached);
+    if (uploaded != expected) {
+      RM_THROW(kUnavailable, fmt::format("{}: {}, and the uploaded build does not run there ({})",
+                                         alias, why, uploaded.empty() ? "no version" : uploaded));
+    }
+    host.uploaded = true;
+  }
+  host.node_binary = cached;
 }
 
 void SshLauncher::startAgent(Host& host, int master_port) {

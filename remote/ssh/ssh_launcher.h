@@ -1,9 +1,10 @@
 // SshLauncher: a job on hosts reached over SSH, one `ringmaster-node agent` per host. Every host
-// is connected (host key verified first), checked and prepared in parallel; node 0's agent starts
-// the rendezvous store on a free port and the others are started against it. Each agent runs in
-// its own process group (sshd makes the remote shell a session leader and the agent `exec`s it),
-// so cancel and kill reach all of a host's processes from a second channel; a dropped connection
-// ends the remote agent, which exits when its stdin closes.
+// is connected (host key verified first), checked and prepared in parallel (the spec travels on
+// stdin into a private job directory, ringmaster-node is uploaded by SFTP where missing); node 0's
+// agent starts the rendezvous store on a free port and the others are started against it. Each
+// agent runs in its own process group (sshd makes the remote shell a session leader and the agent
+// `exec`s it), so cancel and kill reach all of a host's processes from a second channel; a dropped
+// connection ends the remote agent, which exits when its stdin closes.
 #pragma once
 
 #include <atomic>
