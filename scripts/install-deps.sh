@@ -11,6 +11,7 @@ packages=(
   libgloo-dev                                                  # CPU collectives
   libsqlite3-dev                                               # run storage
   libssh-dev                                                   # SSH launcher
+  openssh-server openssh-client iproute2                       # the SSH tests' sshd, ssh, netns
   qt6-base-dev qt6-charts-dev libqt6opengl6-dev                # desktop application
   libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
   clang libclang-rt-14-dev                                     # libFuzzer targets
@@ -31,4 +32,14 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "[install-deps] installing: ${missing[*]}"
 $SUDO apt-get update -qq
+# openssh-server's package scripts would start sshd on port 22: the tests start their own on
+# 127.0.0.1, so service starts are refused for the install (policy-rc.d) unless a policy exists.
+policy=/usr/sbin/policy-rc.d
+added_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+  $SUDO chmod 755 "$policy"
+  added_policy=1
+fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if ((added_policy)); then $SUDO rm -f "$policy"; fi

@@ -314,9 +314,11 @@ int runCommand(const RunCommandOptions& options) {
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   const bool colour = colourFor(stderr);
   if (!options.quiet) {
-    fmt::print(stderr, "{} run {} '{}': {} on {} local rank{}, recording to {}\n",
+    const std::string where =
+        here ? "local" : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
+    fmt::print(stderr, "{} run {} '{}': {} on {} {} rank{}, recording to {}\n",
                paint("ringmaster", Colour::kBold, colour), run_id, spec.name,
-               toString(spec.strategy.kind), world, world == 1 ? "" : "s", options.db_path);
+               toString(spec.strategy.kind), world, where, world == 1 ? "" : "s", options.db_path);
   }
 
   RunProgress progress(world, spec.train.steps,
