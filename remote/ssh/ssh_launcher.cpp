@@ -135,9 +135,10 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
       while (auto line = first.out.next()) pushLine(true, line->text);
       if (!open) {
         RM_THROW(kComm,
-                 fmt::format("{}: the node agent ended before its rendezvous store started (exit "
-                             "status {}): {}",
-                             describeTarget(first.target), first.agent->exitStatus().value_or(-1),
+                 fmt::format("{}: the node agent ended before its rendezvous store started (it "
+                             "ended with {}): {}",
+                             describeTarget(first.target),
+                             first.agent->exit().value_or(ExitStatus{.exit_code = -1}).describe(),
                              fmt::join(first_said, " / ")));
       }
       if (Clock::now() > deadline) {
@@ -332,9 +333,11 @@ void SshLauncher::serve(Host& host) {
       }
       if (!open) break;
     }
-    const std::optional<int> status = host.agent->exitStatus();
-    host.exit = ExitStatus{.exit_code = status.value_or(255), .signal = 0};
-    if (!status) {
+    if (std::optional<ExitStatus> ended = host.agent->exit()) {
+      host.exit = *ended;
+    } else if (sent != 0) {
+      host.exit = ExitStatus{.exit_code = 0, .signal = sent};  // it went as we asked it to
+    } else {
       RM_THROW(kComm, fmt::format("{}: the agent's channel closed without an exit status",
                                   describeTarget(host.target)));
     }

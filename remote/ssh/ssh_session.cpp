@@ -4,6 +4,7 @@
 #include "ssh/ssh_session.h"
 
 #include <fcntl.h>
+#include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 #include <libssh/server.h>
 #include <libssh/sftp.h>
@@ -11,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -69,8 +71,42 @@ void wipe(std::string& secret) {
 // ------------------------------------------------------------------------------------------------
 // SshChannel
 
+// sshd reports a command killed by a signal with exit-signal, not exit-status; libssh 0.10 only
+// hands that over through a channel callback.
+struct SshChannel::Callbacks {
+  ssh_channel_callbacks_struct table{};
+  std::optional<int> status;
+  int signal = 0;
+};
+
+namespace {
+
+int signalNumber(std::string_view name) {
+  static const std::pair<std::string_view, int> kSignals[] = {
+      {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"INT", SIGINT},   {"HUP", SIGHUP},  {"QUIT", SIGQUIT},
+      {"SEGV", SIGSEGV}, {"ABRT", SIGABRT}, {"PIPE", SIGPIPE}, {"BUS", SIGBUS},  {"FPE", SIGFPE},
+      {"ILL", SIGILL},   {"ALRM", SIGALRM}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+  for (const auto& [known, number] : kSignals)
+    if (known == name) return number;
+  return SIGKILL;  // a signal the protocol names but we do not: killed all the same
+}
+
+}  // namespace
+
 SshChannel::SshChannel(ssh_channel_struct* channel, std::string host)
-    : channel_(channel), host_(std::move(host)) {}
+    : channel_(channel), host_(std::move(host)), callbacks_(std::make_unique<Callbacks>()) {
+  ssh_channel_callbacks_struct& table = callbacks_->table;
+  ssh_callbacks_init(&table);
+  table.userdata = callbacks_.get();
+  table.channel_exit_status_function = [](ssh_session, ssh_channel, int status, void* data) {
+    static_cast<Callbacks*>(data)->status = status;
+  };
+  table.channel_exit_signal_function = [](ssh_session, ssh_channel, const char* signal, int,
+                                          const char*, const char*, void* data) {
+    static_cast<Callbacks*>(data)->signal = signalNumber(signal ? signal : "");
+  };
+  ssh_set_channel_callbacks(channel_, &table);
+}
 
 SshChannel::~SshChannel() {
   if (ssh_channel_is_open(channel_)) ssh_channel_close(channel_);
@@ -119,10 +155,12 @@ void SshChannel::closeInput() {
   if (ssh_channel_is_open(channel_)) ssh_channel_send_eof(channel_);
 }
 
-std::optional<int> SshChannel::exitStatus() {
-  const int status = ssh_channel_get_exit_status(channel_);
-  if (status < 0) return std::nullopt;
-  return status;
+std::optional<ExitStatus> SshChannel::exit() {
+  const int status = ssh_channel_get_exit_status(channel_);  // processes what is pending
+  if (callbacks_->signal != 0) return ExitStatus{.exit_code = 0, .signal = callbacks_->signal};
+  if (status >= 0) return ExitStatus{.exit_code = status, .signal = 0};
+  if (callbacks_->status) return ExitStatus{.exit_code = *callbacks_->status, .signal = 0};
+  return std::nullopt;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -302,7 +340,8 @@ CommandResult SshSession::run(const std::string& command, std::chrono::milliseco
                                      describeTarget(target_), command, timeout.count()));
     }
   }
-  result.exit_status = channel->exitStatus().value_or(-1);
+  const std::optional<ExitStatus> ended = channel->exit();
+  result.exit_status = ended && ended->signal == 0 ? ended->exit_code : -1;
   return result;
 }
 

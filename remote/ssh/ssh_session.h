@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "process/child_process.h"
 #include "ssh/ssh_target.h"
 
 struct ssh_session_struct;
@@ -48,15 +49,18 @@ class SshChannel {
   // false once both have ended. Throws kComm when the connection failed.
   bool read(std::string& out, std::string& err, std::chrono::milliseconds timeout);
   void write(std::string_view data);
-  void closeInput();                // end of file on the command's stdin
-  std::optional<int> exitStatus();  // once the command has ended and said so
+  void closeInput();  // end of file on the command's stdin
+  // How the command ended (its exit status, or the signal that killed it) once the host said so.
+  std::optional<ExitStatus> exit();
 
  private:
   friend class SshSession;
+  struct Callbacks;
   SshChannel(ssh_channel_struct* channel, std::string host);
   ssh_channel_struct* channel_;
   std::string host_;
   bool out_ended_ = false, err_ended_ = false;
+  std::unique_ptr<Callbacks> callbacks_;
 };
 
 class SshSession {

@@ -35,31 +35,12 @@ const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringm
 
 // The PIDs of sshd's descendants that are sshd processes (the connection's own processes).
 std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
-  std::map<pid_t, pid_t> parent;
-  std::map<pid_t, std::string> command;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
-    const size_t close = text.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(text.substr(close + 2));
-    char state;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    const pid_t pid = std::stoi(name);
-    parent[pid] = ppid;
-    command[pid] = text.substr(text.find('(') + 1, close - text.find('(') - 1);
-  }
   std::vector<pid_t> found;
-  for (const auto& [pid, ppid] : parent) {
-    for (pid_t up = ppid; up > 1; up = parent.count(up) ? parent[up] : 0) {
-      if (up == listener) {
-        if (command[pid] == "sshd") found.push_back(pid);
-        break;
-      }
-    }
+  for (pid_t pid : testing::descendantsOf(listener)) {
+    std::ifstream comm(fmt::format("/proc/{}/comm", pid));
+    std::string name;
+    std::getline(comm, name);
+    if (name == "sshd") found.push_back(pid);
   }
   return found;
 }
@@ -354,48 +335,109 @@ class NetworkNamespaces {
   std::string prefix_, subnet_;
 };
 
-TEST(SshRunAcrossNamespaces, TrainsAcrossTwoHostsWithTheirOwnAddresses) {
-  if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
-  NetworkNamespaces namespaces;
-  if (auto why = namespaces.setUp(); !why.empty()) GTEST_SKIP() << why;
-  const fs::path dir = fs::temp_directory_path() / fmt::format("ringmaster-netns-{}", ::getpid());
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  testing::makeKey(dir / "id_user");
-  std::vector<std::unique_ptr<SshdServer>> servers;
-  std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
-  json spec = json::parse(in);
-  spec["train"]["steps"] = 10;
-  spec["telemetry"]["every_steps"] = 1;
-  spec["launch"]["hosts"] = json::array();
-  for (int i = 0; i < 2; ++i) {
-    servers.push_back(std::make_unique<SshdServer>(
-        dir / fmt::format("sshd{}", i), dir / "id_user.pub",
-        testing::SshdPlacement{
-            .netns = namespaces.host(i), .address = namespaces.address(i), .port = 22}));
-    std::ofstream(dir / "known_hosts", std::ios::app) << servers.back()->knownHostsLine();
-    spec["launch"]["hosts"].push_back({{"host", namespaces.address(i)},
-                                       {"ranks", 2},
-                                       {"identity_file", (dir / "id_user").string()}});
+// Two hosts in their own network namespaces, each with its own address and sshd; the launcher
+// runs in a third, joined to both by a bridge.
+class SshRunAcrossNamespaces : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    namespaces_ = std::make_unique<NetworkNamespaces>();
+    if (auto why = namespaces_->setUp(); !why.empty()) GTEST_SKIP() << why;
+    dir_ = fs::temp_directory_path() / fmt::format("ringmaster-netns-{}", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    testing::makeKey(dir_ / "id_user");
+    for (int i = 0; i < 2; ++i) {
+      servers_.push_back(std::make_unique<SshdServer>(
+          dir_ / fmt::format("sshd{}", i), dir_ / "id_user.pub",
+          testing::SshdPlacement{
+              .netns = namespaces_->host(i), .address = namespaces_->address(i), .port = 22}));
+      std::ofstream(dir_ / "known_hosts", std::ios::app) << servers_.back()->knownHostsLine();
+    }
+    std::ofstream(dir_ / "ssh_config") << "";
   }
-  std::ofstream(dir / "spec.json") << spec.dump(2);
-  std::ofstream(dir / "ssh_config") << "";
-  const std::string db_path = (dir / "runs.db").string();
-  CapturedProcess run("/usr/sbin/ip", {"netns", "exec", namespaces.launcher(), kRingmaster, "--db",
-                                       db_path, "run", (dir / "spec.json").string(),
-                                       "--known-hosts", (dir / "known_hosts").string(),
-                                       "--ssh-config", (dir / "ssh_config").string(), "-q"});
-  const ExitStatus status = run.wait(240s);
-  EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
-  {
-    storage::Database db(db_path);
-    EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
-    EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM scalars"), 4);
-    EXPECT_EQ(queryText(db, "SELECT hostname FROM run_hosts WHERE node_rank = 1"),
-              namespaces.address(1));
+  void TearDown() override {
+    // Processes a silent host's sshd never learnt to stop: by PID, from the recorded job dirs.
+    if (fs::exists(dbPath())) {
+      storage::Database db(dbPath());
+      const std::string commands =
+          queryText(db, "SELECT coalesce(group_concat(command, ' '), '') FROM run_hosts");
+      for (const auto& entry : fs::directory_iterator("/proc")) {
+        const std::string name = entry.path().filename().string();
+        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+        std::ifstream cmdline(entry.path() / "cmdline");
+        std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+        const size_t at = text.find("/ringmaster-job.");
+        if (at != std::string::npos &&
+            commands.find(text.substr(at, text.find('/', at + 1) - at)) != std::string::npos)
+          ::kill(std::stoi(name), SIGKILL);
+      }
+    }
+    servers_.clear();
+    namespaces_.reset();
+    if (!dir_.empty()) fs::remove_all(dir_);
   }
-  servers.clear();
-  fs::remove_all(dir);
+
+  std::string dbPath() const { return (dir_ / "runs.db").string(); }
+  std::unique_ptr<CapturedProcess> launch(int steps) {
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    json spec = json::parse(in);
+    spec["train"]["steps"] = steps;
+    spec["telemetry"]["every_steps"] = 1;
+    spec["launch"]["hosts"] = json::array();
+    for (int i = 0; i < 2; ++i) {
+      spec["launch"]["hosts"].push_back({{"host", namespaces_->address(i)},
+                                         {"ranks", 2},
+                                         {"identity_file", (dir_ / "id_user").string()}});
+    }
+    std::ofstream(dir_ / "spec.json") << spec.dump(2);
+    return std::make_unique<CapturedProcess>(
+        "/usr/sbin/ip",
+        std::vector<std::string>{"netns", "exec", namespaces_->launcher(), kRingmaster, "--db",
+                                 dbPath(), "run", (dir_ / "spec.json").string(), "--known-hosts",
+                                 (dir_ / "known_hosts").string(), "--ssh-config",
+                                 (dir_ / "ssh_config").string(), "--grace", "2", "-q"});
+  }
+
+  std::unique_ptr<NetworkNamespaces> namespaces_;
+  fs::path dir_;
+  std::vector<std::unique_ptr<SshdServer>> servers_;
+};
+
+TEST_F(SshRunAcrossNamespaces, TrainsAcrossTwoHostsWithTheirOwnAddresses) {
+  auto run = launch(10);
+  const ExitStatus status = run->wait(240s);
+  EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run->err();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
+  EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM scalars"), 4);
+  EXPECT_EQ(queryText(db, "SELECT hostname FROM run_hosts WHERE node_rank = 1"),
+            namespaces_->address(1));
+}
+
+TEST_F(SshRunAcrossNamespaces, AHostThatFallsSilentFailsTheRunWithinABoundedTime) {
+  auto run = launch(1000000);
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  bool training = false;
+  while (!training && std::chrono::steady_clock::now() < deadline) {
+    run->readFor(200ms);
+    if (!fs::exists(dbPath())) continue;
+    storage::Database db(dbPath());
+    training = queryInt(db, "SELECT count(DISTINCT rank) FROM scalars") == 4;
+  }
+  ASSERT_TRUE(training) << run->err();
+  // The link to host 1 goes down: no reset, no end of stream, its packets simply vanish.
+  CapturedProcess cut("/usr/sbin/ip", {"-n", namespaces_->launcher(), "link", "set", "v1", "down"});
+  ASSERT_TRUE(cut.wait(30s).ok()) << cut.err();
+  const auto cut_at = std::chrono::steady_clock::now();
+  const ExitStatus status = run->wait(120s);
+  const auto detected_after = std::chrono::steady_clock::now() - cut_at;
+  EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << run->err();
+  EXPECT_LT(detected_after, 60s);  // keepalive every 5 s, TCP_USER_TIMEOUT 20 s, then the grace
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "failed");
+  const std::string error = queryText(db, "SELECT error FROM runs");
+  EXPECT_NE(error.find(namespaces_->address(1)), std::string::npos) << error;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -76,6 +77,34 @@ struct SshdPlacement {
   int port = 0;                       // 0: a free one (only without netns)
 };
 
+// Every process below `ancestor` (by the parent pids in /proc).
+inline std::vector<pid_t> descendantsOf(pid_t ancestor) {
+  std::map<pid_t, pid_t> parent;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), {});
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos || close + 2 >= text.size()) continue;
+    std::istringstream rest(text.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    parent[std::stoi(name)] = ppid;
+  }
+  std::vector<pid_t> found;
+  for (const auto& [pid, ppid] : parent) {
+    for (pid_t up = ppid; up > 1; up = parent.count(up) ? parent[up] : 0) {
+      if (up == ancestor) {
+        found.push_back(pid);
+        break;
+      }
+    }
+  }
+  return found;
+}
+
 class SshdServer {
  public:
   // `authorized_key`: the .pub file of the key allowed in.
@@ -106,8 +135,11 @@ class SshdServer {
     const size_t begin = out.find("SHA256:");
     return begin == std::string::npos ? out : out.substr(begin, out.find(' ', begin) - begin);
   }
+  // Stops the listener and every connection it still serves (a connection whose client went
+  // silent would otherwise live on, holding the listener's output pipes).
   void stop() {
     if (!process_) return;
+    for (pid_t pid : descendantsOf(process_->pid())) ::kill(pid, SIGKILL);
     process_->signal(SIGTERM);
     process_->wait(std::chrono::seconds(10));
     process_.reset();
