@@ -121,10 +121,9 @@ std::optional<std::string> askPassProgram(const std::string& prompt) {
   return answer;
 }
 
-// A passphrase typed on the controlling terminal without echo, else from SSH_ASKPASS; none when
-// neither is there (the key is then skipped).
-std::optional<std::string> askPassphrase(const std::string& identity_file) {
-  const std::string prompt = fmt::format("passphrase for {}: ", identity_file);
+// A secret typed on the controlling terminal without echo, else from SSH_ASKPASS; none when
+// neither is there.
+std::optional<std::string> askSecret(const std::string& prompt) {
   const char* require = std::getenv("SSH_ASKPASS_REQUIRE");
   if (require != nullptr && std::string_view(require) == "force") return askPassProgram(prompt);
   FILE* tty = std::fopen("/dev/tty", "r+");
@@ -144,6 +143,11 @@ std::optional<std::string> askPassphrase(const std::string& identity_file) {
   fmt::print(tty, "\n");
   std::fclose(tty);
   return passphrase;
+}
+
+// An identity file's passphrase (none: the key is skipped).
+std::optional<std::string> askPassphrase(const std::string& identity_file) {
+  return askSecret(fmt::format("passphrase for {}: ", identity_file));
 }
 
 std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
@@ -168,6 +172,9 @@ std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& ca
     return true;
   };
   launch.connect.passphrase = askPassphrase;
+  launch.connect.password = [](const SshTarget& target) {
+    return askSecret(fmt::format("password for {}@{}: ", target.user, target.hostname));
+  };
   auto launcher = std::make_unique<SshLauncher>(std::move(launch));
   std::vector<RunHost> hosts;
   for (size_t i = 0; i < launcher->hosts().size(); ++i) {

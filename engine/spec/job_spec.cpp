@@ -157,7 +157,7 @@ const Keys kTrainKeys = {"steps", "batch_size", "grad_accum_steps", "micro_batch
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
-const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file"};
+const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file", "password_auth"};
 const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
 const Keys kTelemetryKeys = {"every_steps"};
 
@@ -874,6 +874,8 @@ class SpecParser {
       if (const json* v = find(object, "identity_file")) {
         readOptionalText(*v, join(host_path, "identity_file"), host.identity_file);
       }
+      if (const json* v = find(object, "password_auth"))
+        readBool(*v, join(host_path, "password_auth"), host.password_auth);
     }
     out = std::move(hosts);
     if (!ranks_ok) return;
@@ -1233,6 +1235,7 @@ json toJson(const JobSpec& spec) {
     if (h.port) host["port"] = *h.port;
     if (h.user) host["user"] = *h.user;
     if (h.identity_file) host["identity_file"] = *h.identity_file;
+    if (h.password_auth) host["password_auth"] = true;
     hosts.push_back(std::move(host));
   }
   json launch = {{"hosts", std::move(hosts)},

@@ -179,6 +179,7 @@ struct LaunchHostSpec {
   std::optional<int> port;                   // SSH port; nullopt: ~/.ssh/config or 22
   std::optional<std::string> user;           // nullopt: ~/.ssh/config or the local user
   std::optional<std::string> identity_file;  // nullopt: ~/.ssh/config or the agent
+  bool password_auth = false;  // SSH password authentication allowed (asked, never stored)
   bool operator==(const LaunchHostSpec&) const = default;
 };
 

@@ -298,7 +298,7 @@ void SshSession::authenticate(const SshConnectOptions& options) {
       if (rc == SSH_AUTH_ERROR) fail("authentication failed");
     }
   }
-  if ((methods & SSH_AUTH_METHOD_PASSWORD) != 0 && options.password) {
+  if (target_.password_auth && (methods & SSH_AUTH_METHOD_PASSWORD) != 0 && options.password) {
     if (std::optional<std::string> password = options.password(target_)) {
       tried.push_back("password");
       rc = ssh_userauth_password(session_, nullptr, password->c_str());

@@ -28,7 +28,7 @@ struct SshConnectOptions {
   std::function<bool(const SshTarget& target, const std::string& fingerprint)> accept_unknown_key;
   // Asked for the passphrase of an encrypted identity file; nullopt skips that file.
   std::function<std::optional<std::string>(const std::string& identity_file)> passphrase;
-  // Password authentication, for hosts that opted in: asked after the keys failed.
+  // Password authentication, only for targets with password_auth: asked after the keys failed.
   std::function<std::optional<std::string>(const SshTarget& target)> password;
   bool use_agent = true;  // SSH_AUTH_SOCK's agent, when set
 };

@@ -19,6 +19,7 @@ struct SshTarget {
   std::string user;
   std::vector<std::string> identity_files;  // tried in order after the agent
   std::optional<std::string> proxy_jump;    // recorded; jumping is not supported (an error)
+  bool password_auth = false;               // the host opted in to password authentication
 };
 
 // "host 'gpu1' (alice@10.0.0.7:22)": how errors name a host.

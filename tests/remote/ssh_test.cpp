@@ -172,6 +172,32 @@ TEST_F(SshTest, AWrongUserKeyIsRefused) {
   EXPECT_NE(message.find("id_other"), std::string::npos) << message;
 }
 
+TEST_F(SshTest, APasswordIsAskedOnlyForAHostThatOptedIn) {
+  trustServer();
+  server_->allowPasswords();
+  testing::makeKey(dir_ / "id_other");
+  SshTarget target_without = target();
+  target_without.identity_files = {(dir_ / "id_other").string()};
+  SshConnectOptions options = connectOptions();
+  int asked = 0;
+  options.password = [&](const SshTarget&) -> std::optional<std::string> {
+    ++asked;
+    return std::string("not-the-password");
+  };
+  std::string message = expectRefused(target_without, options);
+  EXPECT_EQ(asked, 0) << "asked for a password without the host's opt-in";
+  EXPECT_EQ(message.find("password"), std::string::npos) << message;
+
+  SshTarget opted_in = target_without;
+  opted_in.password_auth = true;
+  message = expectRefused(opted_in, options);
+  EXPECT_EQ(asked, 1);
+  EXPECT_NE(message.find("tried: " + (dir_ / "id_other").string() + ", password"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("not-the-password"), std::string::npos) << message;
+}
+
 TEST_F(SshTest, AnEncryptedKeyIsUnlockedThroughThePassphraseCallback) {
   trustServer();
   testing::makeKey(dir_ / "id_locked", "planted-passphrase-4711");

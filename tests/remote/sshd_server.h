@@ -120,6 +120,13 @@ class SshdServer {
   }
   ~SshdServer() { stop(); }
 
+  // Restarts on the same port with password authentication on (the tests never know a password:
+  // they check who is asked for one).
+  void allowPasswords() {
+    stop();
+    passwords_ = true;
+    start(port_);
+  }
   // A fresh host key: what a reinstalled (or impersonated) host offers.
   void replaceHostKey() {
     stop();
@@ -166,7 +173,8 @@ class SshdServer {
       config << "Port " << port_ << "\nListenAddress " << placement_.address << "\n"
              << "HostKey " << (dir_ / "host_ed25519").string() << "\n"
              << "PidFile none\nUsePAM no\nStrictModes no\n"
-             << "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+             << "PermitRootLogin " << (passwords_ ? "yes" : "prohibit-password")
+             << "\nPasswordAuthentication " << (passwords_ ? "yes" : "no") << "\n"
              << "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
              << "AuthorizedKeysFile " << (dir_ / "authorized_keys").string() << "\n"
              << "Subsystem sftp internal-sftp\nLogLevel VERBOSE\nMaxStartups 64\n"
@@ -198,6 +206,7 @@ class SshdServer {
   std::filesystem::path dir_;
   SshdPlacement placement_;
   int port_ = 0;
+  bool passwords_ = false;
   std::unique_ptr<CapturedProcess> process_;
 };
 
