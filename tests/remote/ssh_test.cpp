@@ -172,6 +172,27 @@ TEST_F(SshTest, AWrongUserKeyIsRefused) {
   EXPECT_NE(message.find("id_other"), std::string::npos) << message;
 }
 
+TEST_F(SshTest, TheAgentAuthenticatesWithNoIdentityFileGiven) {
+  trustServer();
+  const fs::path socket = dir_ / "agent.sock";
+  CapturedProcess agent("/usr/bin/ssh-agent", {"-D", "-a", socket.string()});
+  for (int i = 0; i < 200 && !fs::exists(socket); ++i) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(fs::exists(socket)) << agent.err();
+  CapturedProcess add("/usr/bin/ssh-add", {(dir_ / "id_user").string()},
+                      {{"SSH_AUTH_SOCK", socket.string()}});
+  ASSERT_TRUE(add.wait(10s).ok()) << add.err();
+  ::setenv("SSH_AUTH_SOCK", socket.string().c_str(), 1);
+  SshTarget keyless = target();
+  keyless.identity_files = {(dir_ / "absent_key").string()};
+  SshConnectOptions options = connectOptions();
+  options.use_agent = true;
+  SshSession session(keyless, options);
+  EXPECT_EQ(session.run("echo agent", 10s).out, "agent\n");
+  ::unsetenv("SSH_AUTH_SOCK");
+  agent.signal(SIGTERM);
+  agent.wait(5s);
+}
+
 TEST_F(SshTest, APasswordIsAskedOnlyForAHostThatOptedIn) {
   trustServer();
   server_->allowPasswords();
