@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/proc_files.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
@@ -61,12 +62,8 @@ class RingmasterCli : public storage::testing::StorageTest {
   // the agent and workers read their spec from there.
   std::vector<pid_t> processesOfThisTest() const {
     std::vector<pid_t> found;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream cmdline(entry.path() / "cmdline");
-      std::string text((std::istreambuf_iterator<char>(cmdline)), {});
-      const pid_t pid = std::stoi(name);
+    for (const pid_t pid : testing::processIds()) {
+      const std::string text = testing::readProcFile(pid, "cmdline");
       if (pid != getpid() && text.find(dir_.string() + "/specs") != std::string::npos)
         found.push_back(pid);
     }

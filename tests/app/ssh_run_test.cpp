@@ -37,10 +37,7 @@ const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringm
 std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
   std::vector<pid_t> found;
   for (pid_t pid : testing::descendantsOf(listener)) {
-    std::ifstream comm(fmt::format("/proc/{}/comm", pid));
-    std::string name;
-    std::getline(comm, name);
-    if (name == "sshd") found.push_back(pid);
+    if (testing::readProcFile(pid, "comm") == "sshd\n") found.push_back(pid);
   }
   return found;
 }
@@ -112,13 +109,10 @@ class SshRun : public storage::testing::StorageTest {
     std::vector<pid_t> found;
     const auto dirs = jobDirs();
     if (dirs.empty()) return found;
-    for (const auto& entry : fs::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename().string();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream cmdline(entry.path() / "cmdline");
-      std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+    for (const pid_t pid : testing::processIds()) {
+      const std::string text = testing::readProcFile(pid, "cmdline");
       for (const auto& dir : dirs)
-        if (text.find(dir) != std::string::npos) found.push_back(std::stoi(name));
+        if (text.find(dir) != std::string::npos) found.push_back(pid);
     }
     return found;
   }
@@ -362,15 +356,12 @@ class SshRunAcrossNamespaces : public ::testing::Test {
       storage::Database db(dbPath());
       const std::string commands =
           queryText(db, "SELECT coalesce(group_concat(command, ' '), '') FROM run_hosts");
-      for (const auto& entry : fs::directory_iterator("/proc")) {
-        const std::string name = entry.path().filename().string();
-        if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-        std::ifstream cmdline(entry.path() / "cmdline");
-        std::string text((std::istreambuf_iterator<char>(cmdline)), {});
+      for (const pid_t pid : testing::processIds()) {
+        const std::string text = testing::readProcFile(pid, "cmdline");
         const size_t at = text.find("/ringmaster-job.");
         if (at != std::string::npos &&
             commands.find(text.substr(at, text.find('/', at + 1) - at)) != std::string::npos)
-          ::kill(std::stoi(name), SIGKILL);
+          ::kill(pid, SIGKILL);
       }
     }
     servers_.clear();

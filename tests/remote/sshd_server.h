@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/captured_process.h"
+#include "common/proc_files.h"
 
 namespace ringmaster::testing {
 
@@ -80,18 +81,15 @@ struct SshdPlacement {
 // Every process below `ancestor` (by the parent pids in /proc).
 inline std::vector<pid_t> descendantsOf(pid_t ancestor) {
   std::map<pid_t, pid_t> parent;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), {});
+  for (const pid_t pid : processIds()) {
+    const std::string text = readProcFile(pid, "stat");
     const size_t close = text.rfind(')');
     if (close == std::string::npos || close + 2 >= text.size()) continue;
     std::istringstream rest(text.substr(close + 2));
     char state = 0;
     pid_t ppid = 0;
     rest >> state >> ppid;
-    parent[std::stoi(name)] = ppid;
+    parent[pid] = ppid;
   }
   std::vector<pid_t> found;
   for (const auto& [pid, ppid] : parent) {
