@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/ssh_prompts.h"
 #include "cli/terminal.h"
 #include "exit_codes.h"
 #include "launcher/local_launcher.h"
@@ -15,14 +16,8 @@
 namespace ringmaster::cli {
 
 int hostsCheckCommand(const HostsCheckOptions& options) {
-  SshConnectOptions connect;
-  if (options.known_hosts) connect.known_hosts_path = *options.known_hosts;
-  connect.accept_unknown_key = [&options](const SshTarget& target, const std::string& key) {
-    if (!options.accept_new_host_keys) return false;
-    fmt::print(stderr, "{} is new: accepting and recording its key {} (--accept-new-host-keys)\n",
-               describeTarget(target), key);
-    return true;
-  };
+  const SshConnectOptions connect =
+      interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
   const std::string config = options.ssh_config.value_or(defaultSshConfigPath());
   const std::string node = options.node_binary.value_or(defaultNodeBinary());
 

@@ -2,11 +2,9 @@
 // into a cancel (first) and a kill (second).
 #include "cli/run_command.h"
 
-#include <termios.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -18,6 +16,9 @@
 #include <fmt/format.h>
 
 #include "cli/history_commands.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "cli/ssh_prompts.h"
+#endif
 #include "cli/terminal.h"
 #include "core/error.h"
 #include "db/database.h"
@@ -26,7 +27,6 @@
 #if RINGMASTER_HAVE_LIBSSH
 #include "ssh/ssh_launcher.h"
 #endif
-#include "process/child_process.h"
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
@@ -100,56 +100,6 @@ bool runsHere(const JobSpec& spec) {
 }
 
 #if RINGMASTER_HAVE_LIBSSH
-// OpenSSH's SSH_ASKPASS: the program's first line of output, when SSH_ASKPASS_REQUIRE=force or
-// there is no terminal to ask on.
-std::optional<std::string> askPassProgram(const std::string& prompt) {
-  const char* program = std::getenv("SSH_ASKPASS");
-  if (program == nullptr || *program == '\0') return std::nullopt;
-  ChildOptions child;
-  child.argv = {program, prompt};
-  child.stdout_mode = StreamMode::kPipe;
-  ChildProcess askpass(child);
-  std::string answer;
-  char buffer[256];
-  for (ssize_t n; (n = ::read(askpass.stdoutFd(), buffer, sizeof buffer)) != 0;) {
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) break;
-    answer.append(buffer, static_cast<size_t>(n));
-  }
-  if (!askpass.wait().ok()) return std::nullopt;
-  if (const size_t end = answer.find('\n'); end != std::string::npos) answer.resize(end);
-  return answer;
-}
-
-// A secret typed on the controlling terminal without echo, else from SSH_ASKPASS; none when
-// neither is there.
-std::optional<std::string> askSecret(const std::string& prompt) {
-  const char* require = std::getenv("SSH_ASKPASS_REQUIRE");
-  if (require != nullptr && std::string_view(require) == "force") return askPassProgram(prompt);
-  FILE* tty = std::fopen("/dev/tty", "r+");
-  if (tty == nullptr) return askPassProgram(prompt);
-  const int fd = ::fileno(tty);
-  termios saved{};
-  ::tcgetattr(fd, &saved);
-  termios quiet = saved;
-  quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
-  ::tcsetattr(fd, TCSAFLUSH, &quiet);
-  fmt::print(tty, "{}", prompt);
-  std::fflush(tty);
-  std::string passphrase;
-  for (int c = std::fgetc(tty); c != EOF && c != '\n'; c = std::fgetc(tty))
-    passphrase += static_cast<char>(c);
-  ::tcsetattr(fd, TCSAFLUSH, &saved);
-  fmt::print(tty, "\n");
-  std::fclose(tty);
-  return passphrase;
-}
-
-// An identity file's passphrase (none: the key is skipped).
-std::optional<std::string> askPassphrase(const std::string& identity_file) {
-  return askSecret(fmt::format("passphrase for {}: ", identity_file));
-}
-
 std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
                                       const RunCommandOptions& options, Database& db,
                                       int64_t run_id) {
@@ -162,19 +112,7 @@ std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& ca
   launch.master_addr = options.master_addr;
   launch.grace = std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000));
   if (options.ssh_config) launch.ssh_config_path = *options.ssh_config;
-  if (options.known_hosts) launch.connect.known_hosts_path = *options.known_hosts;
-  launch.connect.accept_unknown_key = [&options](const SshTarget& target,
-                                                 const std::string& fingerprint) {
-    if (!options.accept_new_host_keys) return false;
-    // Said even with --quiet: trusting a key is a security decision the user must see.
-    fmt::print(stderr, "{} is new: accepting and recording its key {} (--accept-new-host-keys)\n",
-               describeTarget(target), fingerprint);
-    return true;
-  };
-  launch.connect.passphrase = askPassphrase;
-  launch.connect.password = [](const SshTarget& target) {
-    return askSecret(fmt::format("password for {}@{}: ", target.user, target.hostname));
-  };
+  launch.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
   auto launcher = std::make_unique<SshLauncher>(std::move(launch));
   std::vector<RunHost> hosts;
   for (size_t i = 0; i < launcher->hosts().size(); ++i) {

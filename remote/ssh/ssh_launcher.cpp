@@ -114,25 +114,14 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     startAgent(first, 0);
     const auto deadline = Clock::now() + options_.connect.connect_timeout + kCommandTimeout;
     while (master_port == 0) {
-      std::string out, err;
-      const bool open = first.agent->read(out, err, 50ms);
-      first.out.feed(out);
-      first.err.feed(err);
-      while (auto line = first.err.next()) {
-        const auto at = line->text.find(kStorePrefix);
-        if (line->text.rfind(kPgidPrefix, 0) == 0) {
-          first.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
-          continue;
-        }
-        if (at != std::string::npos) {
-          const std::string address = line->text.substr(at + kStorePrefix.size());
+      const bool open = relayOutput(first, 50ms, [&](const std::string& line) {
+        if (const auto at = line.find(kStorePrefix); at != std::string::npos) {
+          const std::string address = line.substr(at + kStorePrefix.size());
           master_port = std::stoi(address.substr(address.rfind(':') + 1));
         }
-        first_said.push_back(line->text);
+        first_said.push_back(line);
         if (first_said.size() > 5) first_said.erase(first_said.begin());
-        pushLine(false, line->text);
-      }
-      while (auto line = first.out.next()) pushLine(true, line->text);
+      });
       if (!open) {
         RM_THROW(kComm,
                  fmt::format("{}: the node agent ended before its rendezvous store started (it "
@@ -287,6 +276,37 @@ void SshLauncher::stopHost(Host& host, int signo) {
                     kCommandTimeout);
 }
 
+bool SshLauncher::relayOutput(Host& host, std::chrono::milliseconds timeout,
+                              const std::function<void(const std::string&)>& on_log) {
+  std::string out, err;
+  const bool open = host.agent->read(out, err, timeout);
+  host.out.feed(out);
+  host.err.feed(err);
+  if (!open) {
+    host.out.finish();
+    host.err.finish();
+  }
+  while (auto line = host.err.next()) {
+    if (host.pgid == 0 && line->text.rfind(kPgidPrefix, 0) == 0) {
+      host.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
+      continue;
+    }
+    on_log(line->text);
+    pushLine(false, line->text);
+  }
+  while (auto line = host.out.next()) {
+    if (line->oversized) {
+      pushLine(false,
+               fmt::format("[launcher] {}: dropped a telemetry line over {} bytes starting "
+                           "'{}'",
+                           describeTarget(host.target), host.out.maxLineBytes(), line->text));
+    } else {
+      pushLine(true, line->text);
+    }
+  }
+  return open;
+}
+
 void SshLauncher::serve(Host& host) {
   int sent = 0;
   Clock::time_point term_sent{}, last_keepalive = Clock::now();
@@ -306,31 +326,7 @@ void SshLauncher::serve(Host& host) {
         host.session->keepalive();
         last_keepalive = Clock::now();
       }
-      std::string out, err;
-      const bool open = host.agent->read(out, err, 50ms);
-      host.out.feed(out);
-      host.err.feed(err);
-      if (!open) {
-        host.out.finish();
-        host.err.finish();
-      }
-      while (auto line = host.err.next()) {
-        if (host.pgid == 0 && line->text.rfind(kPgidPrefix, 0) == 0) {
-          host.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
-          continue;
-        }
-        pushLine(false, line->text);
-      }
-      while (auto line = host.out.next()) {
-        if (line->oversized) {
-          pushLine(false,
-                   fmt::format("[launcher] {}: dropped a telemetry line over {} "
-                               "bytes starting '{}'",
-                               describeTarget(host.target), host.out.maxLineBytes(), line->text));
-        } else {
-          pushLine(true, line->text);
-        }
-      }
+      const bool open = relayOutput(host, 50ms, [](const std::string&) {});
       if (!open) break;
     }
     if (std::optional<ExitStatus> ended = host.agent->exit()) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,6 +76,11 @@ class SshLauncher final : public Launch {
   void prepare(Host& host);
   void startAgent(Host& host, int master_port);
   void serve(Host& host);
+  // Reads what the host's agent sent (waiting at most `timeout`) and queues it whole-line: the
+  // agent's process group is taken from its first stderr line, every other stderr line also goes
+  // to `on_log`; false once the agent's output ended.
+  bool relayOutput(Host& host, std::chrono::milliseconds timeout,
+                   const std::function<void(const std::string&)>& on_log);
   void stopHost(Host& host, int signo);
   void pushLine(bool telemetry, std::string line);
   void cleanUp();

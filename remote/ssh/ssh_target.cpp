@@ -216,12 +216,6 @@ void validateUserName(const std::string& name, const std::string& field) {
   }
 }
 
-bool isLocalHost(const LaunchHostSpec& host) {
-  const bool local_name =
-      host.host == "localhost" || host.host == "127.0.0.1" || host.host == "::1";
-  return local_name && !host.port && !host.user && !host.identity_file;
-}
-
 SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
   SshTarget target;
   target.alias = host.host;

@@ -35,10 +35,6 @@ std::string defaultKnownHostsPath();
 // a host or user name that is not a plain name, a port outside 1..65535, or a ProxyJump.
 SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path);
 
-// Whether `host` runs here without SSH: localhost, 127.0.0.1 or ::1 with no port, user or
-// identity of its own (with a port it is an SSH server like any other).
-bool isLocalHost(const LaunchHostSpec& host);
-
 // Host names: letters, digits, '.', '-', '_' and ':' (IPv6), not starting with '-'; user names:
 // letters, digits, '.', '-', '_', not starting with '-'. Throw kInvalidArgument naming `field`.
 void validateHostName(const std::string& name, const std::string& field);

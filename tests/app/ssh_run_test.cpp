@@ -42,6 +42,34 @@ std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
   return found;
 }
 
+// The remote job directories of every run in the database, from the commands recorded per host.
+std::vector<std::string> jobDirsOf(const std::string& db_path) {
+  std::vector<std::string> dirs;
+  if (!fs::exists(db_path)) return dirs;
+  storage::Database db(db_path);
+  const std::string commands =
+      queryText(db, "SELECT coalesce(group_concat(command, '\n'), '') FROM run_hosts");
+  for (size_t at = commands.find("/ringmaster-job."); at != std::string::npos;
+       at = commands.find("/ringmaster-job.", at + 1)) {
+    const size_t begin = commands.rfind('\'', at) + 1;
+    dirs.push_back(commands.substr(begin, commands.find('/', at + 1) - begin));
+  }
+  return dirs;
+}
+
+// Processes on the "hosts" (this machine) that belong to a job recorded in the database.
+std::vector<pid_t> jobProcessesOf(const std::string& db_path) {
+  std::vector<pid_t> found;
+  const auto dirs = jobDirsOf(db_path);
+  if (dirs.empty()) return found;
+  for (const pid_t pid : testing::processIds()) {
+    const std::string text = testing::readProcFile(pid, "cmdline");
+    for (const auto& dir : dirs)
+      if (text.find(dir) != std::string::npos) found.push_back(pid);
+  }
+  return found;
+}
+
 class SshRun : public storage::testing::StorageTest {
  protected:
   void SetUp() override {
@@ -90,32 +118,8 @@ class SshRun : public storage::testing::StorageTest {
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
-  // The remote job directories of every run, from the commands recorded per host.
-  std::vector<std::string> jobDirs() const {
-    std::vector<std::string> dirs;
-    if (!fs::exists(dbPath())) return dirs;
-    storage::Database db(dbPath());
-    const std::string commands =
-        queryText(db, "SELECT coalesce(group_concat(command, '\n'), '') FROM run_hosts");
-    for (size_t at = commands.find("/ringmaster-job."); at != std::string::npos;
-         at = commands.find("/ringmaster-job.", at + 1)) {
-      const size_t begin = commands.rfind('\'', at) + 1;
-      dirs.push_back(commands.substr(begin, commands.find('/', at + 1) - begin));
-    }
-    return dirs;
-  }
-  // Processes on the "hosts" (this machine) that belong to a job of this test.
-  std::vector<pid_t> jobProcesses() const {
-    std::vector<pid_t> found;
-    const auto dirs = jobDirs();
-    if (dirs.empty()) return found;
-    for (const pid_t pid : testing::processIds()) {
-      const std::string text = testing::readProcFile(pid, "cmdline");
-      for (const auto& dir : dirs)
-        if (text.find(dir) != std::string::npos) found.push_back(pid);
-    }
-    return found;
-  }
+  std::vector<std::string> jobDirs() const { return jobDirsOf(dbPath()); }
+  std::vector<pid_t> jobProcesses() const { return jobProcessesOf(dbPath()); }
   bool noJobProcessesLeft(std::chrono::seconds limit) const {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     while (!jobProcesses().empty()) {
@@ -352,18 +356,8 @@ class SshRunAcrossNamespaces : public ::testing::Test {
   }
   void TearDown() override {
     // Processes a silent host's sshd never learnt to stop: by PID, from the recorded job dirs.
-    if (fs::exists(dbPath())) {
-      storage::Database db(dbPath());
-      const std::string commands =
-          queryText(db, "SELECT coalesce(group_concat(command, ' '), '') FROM run_hosts");
-      for (const pid_t pid : testing::processIds()) {
-        const std::string text = testing::readProcFile(pid, "cmdline");
-        const size_t at = text.find("/ringmaster-job.");
-        if (at != std::string::npos &&
-            commands.find(text.substr(at, text.find('/', at + 1) - at)) != std::string::npos)
-          ::kill(pid, SIGKILL);
-      }
-    }
+    if (!dir_.empty())
+      for (pid_t pid : jobProcessesOf(dbPath())) ::kill(pid, SIGKILL);
     servers_.clear();
     namespaces_.reset();
     if (!dir_.empty()) fs::remove_all(dir_);
