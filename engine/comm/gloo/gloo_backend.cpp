@@ -119,6 +119,20 @@ class DoneOp : public PendingOp {
   void wait(Clock::time_point) override {}
 };
 
+// Connects every pair, then waits until every rank has: Gloo's full mesh returns on a rank whose
+// pairs are up while a peer may still be reading the last handshake, and a rank that failed at
+// once would otherwise break that peer's rendezvous instead of its first operation.
+void connectEveryRank(gloo::rendezvous::Context& context, std::shared_ptr<ringmaster::Store> store,
+                      std::shared_ptr<gloo::transport::Device>& device,
+                      std::chrono::milliseconds timeout) {
+  StoreAdapter adapter(store);
+  guarded("rendezvous", [&] { context.connectFullMesh(adapter, device); });
+  store->set(fmt::format("connected/{}", context.rank), Bytes{1});
+  std::vector<std::string> everyone;
+  for (int r = 0; r < context.size; ++r) everyone.push_back(fmt::format("connected/{}", r));
+  guarded("rendezvous", [&] { store->wait(everyone, timeout); });
+}
+
 }  // namespace
 
 // A send or receive in flight: the completion thread waits on its unbound buffer.
@@ -182,8 +196,7 @@ std::unique_ptr<GlooBackend> GlooBackend::connect(std::shared_ptr<Store> store, 
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options.timeout);
-  StoreAdapter adapter(std::move(store));
-  guarded("rendezvous", [&] { context->connectFullMesh(adapter, device); });
+  connectEveryRank(*context, std::move(store), device, options.timeout);
   return std::unique_ptr<GlooBackend>(
       new GlooBackend(std::move(device), std::move(context), options));
 }
@@ -196,8 +209,7 @@ std::unique_ptr<Backend> GlooBackend::split(std::shared_ptr<Store> store, int gr
   }
   auto context = std::make_shared<gloo::rendezvous::Context>(group_rank, group_size);
   context->setTimeout(options_.timeout);
-  StoreAdapter adapter(std::move(store));
-  guarded("rendezvous", [&] { context->connectFullMesh(adapter, device_); });
+  connectEveryRank(*context, std::move(store), device_, options_.timeout);
   return std::unique_ptr<GlooBackend>(new GlooBackend(device_, std::move(context), options_));
 }
 
