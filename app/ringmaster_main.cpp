@@ -20,6 +20,9 @@
 #include "exit_codes.h"
 #include "export/run_export.h"
 #include "recorder/recorder.h"
+#if RINGMASTER_HAVE_GUI
+#include "gui_main.h"
+#endif
 
 namespace {
 
@@ -45,7 +48,21 @@ int main(int argc, char** argv) {
   CLI::App app{"ringmaster: launch, record, inspect and compare distributed training runs"};
   app.set_version_flag("--version", fmt::format("ringmaster {} (telemetry protocol {})",
                                                 RINGMASTER_VERSION, RINGMASTER_TELEMETRY_PROTOCOL));
+#if RINGMASTER_HAVE_GUI
+  // No subcommand: the desktop application (or, without a display, the demo run headless).
+  app.require_subcommand(0, 1);
+  std::string gui_launch;
+  app.add_option("--launch", gui_launch,
+                 "with no subcommand: open the window and launch this job spec at once (without "
+                 "a display: run it headless with `run`)");
+  std::string askpass_prompt;
+  CLI::App* askpass = app.add_subcommand(
+      "askpass", "SSH_ASKPASS for launches from the window: ask for a passphrase in a dialog");
+  askpass->add_option("prompt", askpass_prompt, "the question")->required();
+  askpass->group("");  // internal: not listed in --help
+#else
   app.require_subcommand(1);
+#endif
   std::string db_path;
   app.add_option("--db", db_path,
                  "the run database (default: $XDG_DATA_HOME/ringmaster/runs.db, else "
@@ -140,6 +157,31 @@ int main(int argc, char** argv) {
         }
 #if RINGMASTER_HAVE_LIBSSH
         if (check->parsed()) return cli::hostsCheckCommand(hosts_options);
+#endif
+#if RINGMASTER_HAVE_GUI
+        if (askpass->parsed()) return ui::runAskPass(argc, argv, askpass_prompt);
+        if (app.get_subcommands().empty()) {
+          if (ui::displayAvailable()) {
+            ui::GuiOptions gui{db_path, std::nullopt};
+            if (!gui_launch.empty()) gui.launch_spec = gui_launch;
+            return ui::runGui(argc, argv, gui);
+          }
+          if (gui_launch.empty()) {
+            fmt::print(stderr,
+                       "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): the window "
+                       "cannot open. Use a subcommand (ringmaster --help), or --launch SPEC to "
+                       "run a job headless.\n");
+            return kExitUsage;
+          }
+          fmt::print(stderr,
+                     "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): running {} "
+                     "headless with `ringmaster run`; open the window later to watch it "
+                     "recorded\n",
+                     gui_launch);
+          run_options.spec_path = gui_launch;
+          run_options.db_path = db_path;
+          return cli::runCommand(run_options);
+        }
 #endif
         if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
         if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);

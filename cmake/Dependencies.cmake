@@ -60,14 +60,14 @@ else()
 endif()
 
 # Qt 6 Widgets + Charts, for the desktop application.
-find_package(Qt6 QUIET COMPONENTS Widgets Charts Test)
-if(Qt6_FOUND AND TARGET Qt6::Charts)
+find_package(Qt6 QUIET COMPONENTS Widgets Charts Concurrent Svg Test)
+if(RINGMASTER_WITH_GUI AND Qt6_FOUND AND TARGET Qt6::Charts AND TARGET Qt6::Svg)
   set(RINGMASTER_HAVE_QT ON)
 else()
   set(RINGMASTER_HAVE_QT OFF)
 endif()
 ringmaster_report("Qt 6 + Qt Charts" ${RINGMASTER_HAVE_QT} "Qt ${Qt6_VERSION}"
-  "apt-get install qt6-base-dev qt6-charts-dev libqt6opengl6-dev; the desktop application is not built")
+  "apt-get install qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev (or RINGMASTER_WITH_GUI is OFF); the desktop application is not built")
 
 # libssh, for launching over SSH.
 pkg_check_modules(LIBSSH QUIET IMPORTED_TARGET libssh)

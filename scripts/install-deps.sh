@@ -12,7 +12,8 @@ packages=(
   libsqlite3-dev                                               # run storage
   libssh-dev                                                   # SSH launcher
   openssh-server openssh-client iproute2                       # the SSH tests' sshd, ssh, netns
-  qt6-base-dev qt6-charts-dev libqt6opengl6-dev                # desktop application
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev    # desktop application (SVG: chart export)
+  xvfb xauth                                                   # headless screenshots of the GUI
   libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
   clang libclang-rt-14-dev                                     # libFuzzer targets
 )

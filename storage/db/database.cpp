@@ -349,6 +349,16 @@ Database::~Database() {
   if (db_ != nullptr) sqlite3_close(db_);
 }
 
+int64_t Database::dataVersion() const {
+  sqlite3_stmt* statement = nullptr;
+  checkSqlite(db_, sqlite3_prepare_v2(db_, "PRAGMA data_version", -1, &statement, nullptr),
+              "reading data_version");
+  int64_t version = 0;
+  if (sqlite3_step(statement) == SQLITE_ROW) version = sqlite3_column_int64(statement, 0);
+  sqlite3_finalize(statement);
+  return version;
+}
+
 int Database::schemaVersion() const {
   return userVersion(db_);
 }

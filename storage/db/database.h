@@ -43,6 +43,9 @@ class Database {
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
   int schemaVersion() const;
+  // SQLite's data_version: changes whenever another connection commits to the file, so a viewer
+  // can poll it cheaply and re-read only when something arrived.
+  int64_t dataVersion() const;
 
   // Runs SQL without results; throws kIo with SQLite's message and the statement.
   void exec(const std::string& sql);

@@ -1,0 +1,213 @@
+// The GUI's models and drawing data without a run: the table models checked by
+// QAbstractItemModelTester while their rows change, the memory estimate against the ZeRO
+// formulas, the planned pipeline schedule against the textbook bubble, the wait heat map and the
+// chart's envelope keeping a spike through a million-point series.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QTableView>
+#include <QTest>
+
+#include "core/error.h"
+#include "data/memory_estimate.h"
+#include "data/run_snapshot.h"
+#include "data/schedule_gantt.h"
+#include "db/database.h"
+#include "db/statement.h"
+#include "models/comm_ops_model.h"
+#include "models/format.h"
+#include "models/rank_table_model.h"
+#include "models/run_list_model.h"
+#include "recorder/recorder.h"
+#include "views/table_copy.h"
+#include "widgets/metric_chart.h"
+
+using namespace ringmaster;
+using namespace ringmaster::ui;
+
+namespace {
+
+JobSpec specOf(const std::string& strategy_json, int ranks, const std::string& extra_train = "") {
+  const std::string text =
+      R"({"name": "t", "strategy": )" + strategy_json +
+      R"(, "model": {"kind": "mlp", "layers": [100, 50, 40, 30, 10]},
+          "data": {"kind": "synthetic", "samples": 256, "features": 100, "classes": 10},
+          "train": {"steps": 10, "batch_size": 16)" + extra_train + R"(},
+          "optimizer": {"kind": "adam", "lr": 0.001},
+          "launch": {"hosts": [{"host": "localhost", "ranks": )" + std::to_string(ranks) + "}]}}";
+  SpecParseResult parsed = parseJobSpec(text);
+  if (!parsed.ok()) qFatal("%s", parsed.describe().c_str());
+  return *parsed.spec;
+}
+
+double part(const RankMemoryEstimate& estimate, const std::string& name) {
+  for (const auto& p : estimate.parts)
+    if (p.name == name) return p.bytes;
+  return -1;
+}
+
+}  // namespace
+
+class UiModelTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void runListModelPassesTheModelTesterAsRunsComeAndGo() {
+    RunListModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    storage::RunRecord a{.id = 3, .name = "ddp_mlp", .strategy = "ddp", .world_size = 4,
+                         .status = "running", .created_at = 1.7e9, .started_at = 1.7e9};
+    storage::RunRecord b = a;
+    b.id = 2;
+    b.name = "pipe";
+    b.status = "failed";
+    b.error = "rank 2 failed: boom";
+    model.setRuns({a, b});
+    QCOMPARE(model.rowCount(), 2);
+    QCOMPARE(model.index(1, RunListModel::kStatus).data().toString(), QString("failed"));
+    QCOMPARE(model.index(1, 0).data(Qt::ToolTipRole).toString(), QString("rank 2 failed: boom"));
+    QCOMPARE(model.index(0, 0).data(RunListModel::kRunIdRole).toLongLong(), 3);
+    a.status = "completed";
+    a.ended_at = 1.7e9 + 65;
+    model.setRuns({a, b});  // same rows: an update, not a reset
+    QCOMPARE(model.index(0, RunListModel::kDuration).data().toString(), QString("1 min 05 s"));
+    model.setRuns({b});
+    QCOMPARE(model.rowCount(), 1);
+    QCOMPARE(model.rowOfRun(2), 0);
+    QCOMPARE(model.rowOfRun(3), -1);
+    model.setRuns({});
+    QCOMPARE(model.rowCount(), 0);
+  }
+
+  void rankTableFlagsTheStragglerAndShowsRanksNotHeardFromYet() {
+    RankTableModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    RunSnapshot snapshot;
+    snapshot.run.world_size = 3;
+    snapshot.run.status = "running";
+    snapshot.ranks = {{.rank = 0, .host = "gpu1", .device = "cpu"},
+                      {.rank = 2, .host = "gpu2", .device = "cpu"}};
+    snapshot.summary.ranks = {{.rank = 0, .last_step = 40, .samples_per_second = 1000,
+                               .mean_step_ms = 10, .peak_memory = 3 << 20}};
+    snapshot.comm_ranks = {{.rank = 2, .mean_exposed_comm_ms = 1.5, .straggler = true}};
+    model.setRows(rankRows(snapshot));
+    QCOMPARE(model.rowCount(), 3);
+    QCOMPARE(model.index(0, RankTableModel::kHost).data().toString(), QString("gpu1"));
+    QCOMPARE(model.index(0, RankTableModel::kLastStep).data().toLongLong(), 40);
+    QCOMPARE(model.index(0, RankTableModel::kPeakMemory).data().toString(), QString("3.00 MiB"));
+    QCOMPARE(model.index(1, RankTableModel::kStatus).data().toString(), QString("starting"));
+    QCOMPARE(model.index(2, RankTableModel::kStraggler).data().toString(), QString("straggler"));
+    QVERIFY(model.index(2, RankTableModel::kStraggler).data(Qt::ForegroundRole).isValid());
+    snapshot.run.world_size = 2;
+    model.setRows(rankRows(snapshot));
+    QCOMPARE(model.rowCount(), 2);
+  }
+
+  void commOpsModelAndCsvCopy() {
+    CommOpsModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setStats({{.op = "all_reduce", .bytes = 1 << 20, .count = 400, .p50_ms = 0.5,
+                     .p99_ms = 2, .algbw_gbps = 2.1, .busbw_gbps = 3.15},
+                    {.op = "broadcast", .bytes = 64, .count = 4, .p50_ms = 2, .p99_ms = 2}});
+    QCOMPARE(model.rowCount(), 2);
+    QTableView table;
+    table.setModel(&model);
+    const QString csv = tableAsCsv(table);
+    QVERIFY2(csv.startsWith("Op,Size,Count,p50,p99,algbw GB/s,busbw GB/s\n"), qPrintable(csv));
+    QVERIFY2(csv.contains("all_reduce,1.00 MiB,400,0.500 ms,2.00 ms,2.10,3.15\n"), qPrintable(csv));
+    table.selectRow(1);
+    QCOMPARE(tableAsCsv(table).count('\n'), 2);  // header + the selected row
+  }
+
+  void formatting() {
+    QCOMPARE(formatBytes(512), QString("512 B"));
+    QCOMPARE(formatBytes(1536), QString("1.50 KiB"));
+    QCOMPARE(formatBytes(300.0 * (1 << 20)), QString("300 MiB"));
+    QCOMPARE(formatDuration(42), QString("42 s"));
+    QCOMPARE(formatDuration(7800), QString("2 h 10 min"));
+    QCOMPARE(formatMs(1500), QString("1.50 s"));
+    QCOMPARE(formatFigure(0.12345), QString("0.123"));
+  }
+
+  void memoryEstimateFollowsTheZeroFormulas() {
+    // Ψ = 100*50+50 + 50*40+40 + 40*30+30 + 30*10+10 = 8630 parameters.
+    const double psi = 8630;
+    const auto ddp = estimateMemory(specOf(R"({"kind": "ddp"})", 4));
+    QCOMPARE(ddp.size(), size_t{4});
+    QCOMPARE(part(ddp[0], "parameters"), 4 * psi);
+    QCOMPARE(part(ddp[0], "gradients"), 4 * psi);
+    QCOMPARE(part(ddp[0], "optimizer state"), 8 * psi);  // two Adam moments
+    // Activations: batch 16 x (inputs 100+50+40+30, activation outputs 50+40+30) x 4 B.
+    QCOMPARE(part(ddp[0], "activations"), 16.0 * (100 + 50 + 40 + 30 + 50 + 40 + 30) * 4);
+
+    const auto fsdp = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "full_shard"})", 4));
+    QCOMPARE(part(fsdp[3], "parameters"), 4 * psi / 4);
+    QCOMPARE(part(fsdp[3], "optimizer state"), 8 * psi / 4);
+    // One unit gathered and the next prefetched: the two largest layers, 5050 + 2040.
+    QCOMPARE(part(fsdp[3], "all-gathered units (transient)"), 4.0 * (5050 + 2040));
+
+    const auto zero2 = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
+    QCOMPARE(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
+
+    // Pipeline over 2 ranks: the balanced split of [5050, 2040, 1230, 310] is {5050} | {rest}.
+    const auto pipe = estimateMemory(
+        specOf(R"({"kind": "pipeline", "schedule": "gpipe"})", 2, R"(, "micro_batches": 4)"));
+    QCOMPARE(part(pipe[0], "parameters"), 4.0 * 5050);
+    QCOMPARE(part(pipe[1], "parameters"), 4.0 * (2040 + 1230 + 310));
+    // GPipe keeps all 4 micro-batches of 4 samples: rank 0's stage saves 100 + 50 per sample.
+    QCOMPARE(part(pipe[0], "activations"), 4.0 * 4 * (100 + 50) * 4);
+    for (const auto& p : pipe[0].parts) QVERIFY2(!p.formula.empty(), p.name.c_str());
+  }
+
+  void plannedScheduleHasTheTextbookBubble() {
+    const PlannedSchedule planned = plannedSchedule(PipelineSchedule::k1f1b, 4, 8, 1);
+    QCOMPARE(planned.gantt.rows, 4);
+    QCOMPARE(planned.gantt.bars.size(), size_t{4 * 8 * 2});
+    QVERIFY(std::abs(planned.theoretical_bubble - 3.0 / 11.0) < 1e-12);
+    QVERIFY(std::abs(planned.bubble_fraction - 3.0 / 11.0) < 1e-9);
+    QVERIFY_THROWS_EXCEPTION(Error, plannedSchedule(PipelineSchedule::kInterleaved1f1b, 4, 6, 2));
+  }
+
+  void aSpikeSurvivesAMillionPointsOnTheChart() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("runs.db").toStdString();
+    {
+      // Written at schema 1 with bare inserts (a million points through the recorder would
+      // take most of this test's time); migration 2 then builds the rollups.
+      storage::Database old(path, {.schema_version = 1});
+      old.exec("INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
+               "VALUES ('long', '{\"train\": {\"steps\": 1000000}}', 'single', 1, 'completed', 1)");
+      old.exec("INSERT INTO metrics (name) VALUES ('loss')");
+      old.transaction([&] {
+        storage::Statement insert(old, "INSERT INTO scalars VALUES (1, 1, 0, ?, ?, 0)");
+        for (int64_t step = 1; step <= 1000000; ++step)
+          insert.bind(1, step).bind(2, step == 777777 ? 50.0 : 1.0).run();
+      });
+    }
+    storage::Database db(path);
+    const int64_t run = 1;
+    MetricChart chart("Loss", "loss");
+    chart.resize(900, 400);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    SnapshotRequest request;
+    request.charts.push_back({{"loss"}, {.buckets = chart.bucketsWanted()}, {0}});
+    const RunSnapshot snapshot = loadRunSnapshot(db, run, request);
+    const storage::Series& series = snapshot.charts.at(0).per_rank.at(0);
+    QVERIFY(series.buckets.size() <= static_cast<size_t>(chart.bucketsWanted()));
+    ChartLine line{"rank 0", Qt::blue, {}, {}, {}};
+    double highest = 0;
+    for (const auto& bucket : series.buckets) {
+      line.centre.append({static_cast<double>(bucket.start), bucket.summary.mean()});
+      line.low.append({static_cast<double>(bucket.start), bucket.summary.min});
+      line.high.append({static_cast<double>(bucket.start), bucket.summary.max});
+      highest = std::max(highest, bucket.summary.max);
+    }
+    chart.setLines({line});
+    QCOMPARE(highest, 50.0);  // one point in a million, still on the envelope
+    QCOMPARE(chart.lineCount(), 1);
+    QCOMPARE(chart.pointCount(), static_cast<qsizetype>(series.buckets.size()));
+  }
+};
+
+QTEST_MAIN(UiModelTest)
+#include "ui_model_test.moc"

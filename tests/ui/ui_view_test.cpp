@@ -1,0 +1,279 @@
+// The desktop application driven through its real widgets (offscreen), with real runs launched
+// through `ringmaster run` into a real SQLite file: filling the job editor and launching a local
+// 4-rank DDP run whose charts fill while it streams, validation messages next to bad fields, a
+// past run opened in a fresh window, the pipeline view of a 4-stage 1F1B run, two runs compared,
+// and a failed run showing its root cause.
+#include <QAbstractItemModelTester>
+#include <QApplication>
+#include <QComboBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSettings>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTest>
+
+#include "main_window.h"
+#include "models/comm_ops_model.h"
+#include "models/rank_table_model.h"
+#include "models/run_list_model.h"
+#include "ui_test_support.h"
+#include "views/compare_view.h"
+#include "views/history_view.h"
+#include "views/job_editor.h"
+#include "views/pipeline_view.h"
+#include "views/run_view.h"
+#include "widgets/gantt_chart.h"
+#include "widgets/heat_map.h"
+#include "widgets/metric_chart.h"
+
+using namespace ringmaster;
+using namespace ringmaster::ui;
+using namespace ringmaster::ui::testing;
+
+namespace {
+
+constexpr int kRunTimeoutMs = 240000;  // a 4-rank run under the sanitizers on 2 cores
+
+}  // namespace
+
+class UiViewTest : public QObject {
+  Q_OBJECT
+
+ private:
+  QTemporaryDir dir_;
+  std::string db_;
+  std::unique_ptr<MainWindow> window_;
+  int64_t ddp_run_ = 0;
+
+  MainWindow& window() {
+    if (!window_) {
+      window_ = std::make_unique<MainWindow>(
+          MainWindowOptions{db_, ringmasterExecutable(), "ringmaster-ui-test"});
+      window_->resize(1400, 900);
+      window_->show();
+      if (!QTest::qWaitForWindowExposed(window_.get())) qFatal("the window never showed");
+    }
+    return *window_;
+  }
+
+  // Launches through the window and waits for the run to end; its id.
+  int64_t launchAndWait(const nlohmann::json& spec, int expected_exit) {
+    QSignalSpy finished(&window(), &MainWindow::launchFinished);
+    if (!window().launch(spec)) return 0;
+    if (!finished.wait(kRunTimeoutMs)) return 0;
+    if (finished.first().at(1).toInt() != expected_exit) {
+      qWarning("exit code %d, expected %d", finished.first().at(1).toInt(), expected_exit);
+      return 0;
+    }
+    return finished.first().at(0).toLongLong();
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    db_ = dir_.filePath("runs.db").toStdString();
+    QSettings("ringmaster", "ringmaster-ui-test").clear();
+  }
+
+  void cleanupTestCase() {
+    QTRY_COMPARE_WITH_TIMEOUT(window().activeLaunches(), 0, 30000);
+    window_.reset();
+  }
+
+  void theEditorShowsTheParsersMessageNextToABadField() {
+    JobEditor& editor = *window().jobEditor();
+    editor.setDocument(exampleSpec("ddp_mlp", 40));
+    QVERIFY(editor.spec().has_value());
+    QVERIFY(editor.launchButton()->isEnabled());
+
+    auto* steps = qobject_cast<QLineEdit*>(editor.field("train.steps"));
+    QVERIFY(steps);
+    steps->selectAll();
+    QTest::keyClicks(steps, "-3");
+    QVERIFY(!editor.spec().has_value());
+    QVERIFY(!editor.launchButton()->isEnabled());
+    QVERIFY2(editor.fieldError("train.steps").contains("-3"), qPrintable(editor.fieldError("train.steps")));
+    QVERIFY2(editor.document()["train"]["steps"] == -3, "the form did not edit the document");
+    auto* json = editor.findChild<QPlainTextEdit*>("specJson");
+    QVERIFY(json->toPlainText().contains("\"steps\": -3"));
+
+    auto* layers = qobject_cast<QLineEdit*>(editor.field("model.layers"));
+    layers->selectAll();
+    QTest::keyClicks(layers, "784, wide, 10");
+    QVERIFY2(!editor.fieldError("model.layers").isEmpty(), "no message next to model.layers");
+
+    // Fixing both in the JSON text fixes the form too.
+    nlohmann::json fixed = exampleSpec("ddp_mlp", 40);
+    fixed["train"]["steps"] = 25;
+    json->setPlainText(QString::fromStdString(fixed.dump(2)));
+    QVERIFY(editor.spec().has_value());
+    QCOMPARE(steps->text(), QString("25"));
+    QCOMPARE(layers->text(), QString("784, 256, 256, 10"));
+    QVERIFY(editor.fieldError("train.steps").isEmpty());
+
+    json->setPlainText("{ not json");
+    QVERIFY(!editor.launchButton()->isEnabled());
+    QVERIFY(editor.findChild<QLabel*>("jsonError")->text().startsWith("JSON:"));
+  }
+
+  void theEditorEstimatesMemoryAndPlansPipelines() {
+    JobEditor& editor = *window().jobEditor();
+    editor.setDocument(exampleSpec("ddp_mlp", 40));
+    QVERIFY2(editor.memoryText().contains("optimizer state"), qPrintable(editor.memoryText()));
+    QVERIFY(editor.plannedText().isEmpty());  // DDP has no schedule
+    // Switch the strategy to a pipeline in the form: its options appear, DDP's go.
+    auto* kind = qobject_cast<QComboBox*>(editor.field("strategy.kind"));
+    kind->setCurrentText("pipeline");
+    emit kind->activated(kind->currentIndex());
+    QVERIFY(!editor.document()["strategy"].contains("bucket_cap_mb"));
+    auto* micro = qobject_cast<QLineEdit*>(editor.field("train.micro_batches"));
+    QVERIFY(micro->isVisibleTo(&editor));
+    micro->selectAll();
+    QTest::keyClicks(micro, "8");
+    QVERIFY2(editor.spec().has_value(), editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
+    QCOMPARE(editor.plannedSchedule().data().bars.size(), size_t{4 * 8 * 2});
+    QVERIFY2(editor.plannedText().contains("27.3%"), qPrintable(editor.plannedText()));  // 3/11
+    QVERIFY(editor.memoryText().contains("activations"));
+  }
+
+  void launchingFromTheEditorStreamsALocalDdpRunIntoTheCharts() {
+    MainWindow& w = window();
+    QAbstractItemModelTester history_tester(w.history()->model(),
+                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
+    w.jobEditor()->setDocument(exampleSpec("ddp_mlp", 150));
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy finished(&w, &MainWindow::launchFinished);
+    QTest::mouseClick(w.jobEditor()->launchButton(), Qt::LeftButton);
+    QVERIFY2(opened.wait(60000), "the run's view never opened");
+    ddp_run_ = opened.first().at(0).toLongLong();
+    RunView* view = w.runView(ddp_run_);
+    QVERIFY(view);
+    QAbstractItemModelTester rank_tester(view->rankModel(),
+                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester comm_tester(view->commModel(),
+                                         QAbstractItemModelTester::FailureReportingMode::QtTest);
+    MetricChart* loss = view->chart("Loss");
+    QVERIFY(loss);
+    // Live: the loss chart has points for every rank while the run is still going.
+    QTRY_VERIFY_WITH_TIMEOUT(loss->lineCount() == 4 && loss->pointCount() >= 4 * 5, kRunTimeoutMs);
+    const qsizetype live_points = loss->pointCount();
+    const bool seen_running = view->statusText() == "running";
+    QVERIFY2(finished.wait(kRunTimeoutMs), "the run never ended");
+    QCOMPARE(finished.first().at(1).toInt(), 0);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("completed"), 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(loss->pointCount() == 4 * 150, 10000);  // one per step and rank
+    QVERIFY2(seen_running || live_points < 4 * 150, "the chart only filled at the end");
+    QCOMPARE(view->rankModel()->rowCount(), 4);
+    for (int r = 0; r < 4; ++r) {
+      QCOMPARE(view->rankModel()->index(r, RankTableModel::kLastStep).data().toLongLong(), 150);
+      QVERIFY(!view->rankModel()->index(r, RankTableModel::kHost).data().toString().isEmpty());
+    }
+    QVERIFY(view->commModel()->rowCount() >= 1);
+    QCOMPARE(view->commModel()->index(0, CommOpsModel::kOp).data().toString(), QString("all_reduce"));
+    QCOMPARE(view->heatMap()->map().values.size(), size_t{4});
+    QVERIFY(view->chart("Step time")->lineCount() == 8);  // compute and exposed comm per rank
+    QVERIFY(view->rootCauseText().isEmpty());
+    QVERIFY(!view->tabs()->isTabVisible(view->tabs()->indexOf(view->pipelineView())));
+    // The band for large worlds, and one rank alone.
+    view->showRanks(RunView::RankMode::kBand);
+    QTRY_COMPARE_WITH_TIMEOUT(loss->lineCount(), 1, 10000);
+    view->showRanks(RunView::RankMode::kOne, 2);
+    QTRY_VERIFY_WITH_TIMEOUT(loss->lineCount() == 1 && loss->pointCount() == 150, 10000);
+    // Export as PNG and SVG.
+    const QStringList files = view->exportCharts(dir_.filePath("charts"));
+    QCOMPARE(files.size(), static_cast<qsizetype>(view->charts().size() * 2));
+    for (const QString& file : files) QVERIFY2(QFileInfo(file).size() > 1000, qPrintable(file));
+    // The history lists it.
+    QTRY_VERIFY_WITH_TIMEOUT(w.history()->model()->rowOfRun(ddp_run_) >= 0, 5000);
+  }
+
+  void aPastRunOpensInAFreshWindow() {
+    QVERIFY(ddp_run_ > 0);
+    MainWindow fresh({db_, ringmasterExecutable(), "ringmaster-ui-test"});
+    fresh.resize(1200, 800);
+    fresh.show();
+    const int row = fresh.history()->model()->rowOfRun(ddp_run_);
+    QVERIFY(row >= 0);
+    QCOMPARE(fresh.history()->model()->index(row, RunListModel::kStatus).data().toString(),
+             QString("completed"));
+    emit fresh.history()->openRun(ddp_run_);
+    RunView* view = fresh.runView(ddp_run_);
+    QVERIFY(view);
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() != nullptr, 10000);
+    QCOMPARE(view->statusText(), QString("completed"));
+    QTRY_COMPARE_WITH_TIMEOUT(view->chart("Loss")->pointCount(), 4 * 150, 10000);
+    QVERIFY(view->logText().size() > 0 || view->snapshot()->logs.empty());
+  }
+
+  void thePipelineViewShowsTheMeasuredScheduleBesideThePlannedOne() {
+    nlohmann::json spec = exampleSpec("pipeline_mlp", 6);
+    const int64_t run = launchAndWait(spec, 0);
+    QVERIFY2(run > 0, "the pipeline run did not complete");
+    RunView* view = window().openRun(run);
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->run.status == "completed", 10000);
+    PipelineView* pipeline = view->pipelineView();
+    QVERIFY(view->tabs()->isTabVisible(view->tabs()->indexOf(pipeline)));
+    view->tabs()->setCurrentWidget(pipeline);
+    QVERIFY(pipeline->shownStep().has_value());
+    const GanttData& measured = pipeline->measured().data();
+    QCOMPARE(measured.rows, 4);
+    QCOMPARE(measured.bars.size(), size_t{4 * 8 * 2});  // F and B of 8 micro-batches on 4 stages
+    for (const GanttBar& bar : measured.bars) {
+      QVERIFY(bar.end >= bar.start);
+      QVERIFY(bar.micro_batch >= 0 && bar.micro_batch < 8);
+    }
+    QCOMPARE(pipeline->planned().data().bars.size(), size_t{4 * 8 * 2});
+    QVERIFY2(pipeline->bubbleText().contains("measured bubble") &&
+                 pipeline->bubbleText().contains("theoretical 27.3%"),
+             qPrintable(pipeline->bubbleText()));
+    for (double b : measured.row_bubble) QVERIFY(b >= 0 && b < 1);
+  }
+
+  void comparingTwoRunsShowsFiguresAndSpecDifferences() {
+    nlohmann::json spec = exampleSpec("ddp_mlp", 40);
+    spec["name"] = "ddp_small_batch";
+    spec["train"]["batch_size"] = 32;
+    const int64_t other = launchAndWait(spec, 0);
+    QVERIFY2(other > 0 && ddp_run_ > 0, "runs missing");
+    CompareView* view = window().compare({ddp_run_, other});
+    QCOMPARE(view->summaryTable()->columnCount(), 2);
+    QCOMPARE(view->lossChart()->lineCount(), 2);
+    QVERIFY(view->lossChart()->pointCount() > 0);
+    QCOMPARE(view->throughputChart()->lineCount(), 2);
+    QVERIFY(view->throughputChart()->pointCount() > 0);
+    QStringList paths;
+    for (int r = 0; r < view->differencesTable()->rowCount(); ++r)
+      paths << view->differencesTable()->verticalHeaderItem(r)->text();
+    QVERIFY2(paths.contains("train.batch_size") && paths.contains("name") &&
+                 paths.contains("train.steps"),
+             qPrintable(paths.join(", ")));
+    QVERIFY(!view->summaryTable()->item(4, 0)->text().isEmpty());  // samples/s
+  }
+
+  void aFailedRunShowsItsRootCause() {
+    nlohmann::json spec = exampleSpec("ddp_mlp", 20);
+    spec["name"] = "missing_data";
+    spec["data"] = {{"kind", "idx"},
+                    {"images", dir_.filePath("no-such-images").toStdString()},
+                    {"labels", dir_.filePath("no-such-labels").toStdString()}};
+    const int64_t run = launchAndWait(spec, 1);
+    QVERIFY2(run > 0, "the run did not fail as expected");
+    RunView* view = window().openRun(run);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("failed"), 10000);
+    const QString cause = view->rootCauseText();
+    QVERIFY2(cause.contains("Root cause") && cause.contains("no-such-images"), qPrintable(cause));
+    QVERIFY2(cause.contains("rank "), qPrintable(cause));
+    window().history()->setStatusFilter("failed");
+    QTRY_VERIFY_WITH_TIMEOUT(window().history()->model()->rowOfRun(run) >= 0, 5000);
+    QCOMPARE(window().history()->model()->rowOfRun(ddp_run_), -1);
+    window().history()->setStatusFilter("");
+  }
+};
+
+QTEST_MAIN(UiViewTest)
+#include "ui_view_test.moc"

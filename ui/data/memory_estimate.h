@@ -1,0 +1,33 @@
+// The memory a rank needs for a job spec, before launch: parameters, gradients, optimizer state
+// and saved activations, plus the transient all-gathered FSDP units, each with the formula used
+// (ZeRO's accounting for float32: 4 bytes per parameter, per gradient, per Adam moment).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spec/job_spec.h"
+
+namespace ringmaster::ui {
+
+struct MemoryPart {
+  std::string name;     // "parameters", "gradients", "optimizer state", "activations", ...
+  double bytes = 0;
+  std::string formula;  // how it was computed, with the figures put in
+};
+
+struct RankMemoryEstimate {
+  int rank = 0;
+  std::vector<MemoryPart> parts;
+  double total() const;
+};
+
+// One entry per rank of the world. Pipeline stages follow the engine's balanced partition by
+// parameter count; activations count the inputs each Linear layer keeps for backward.
+std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
+
+// Parameters per Linear layer of the spec's MLP (weights + bias, and the LayerNorm after it).
+std::vector<int64_t> layerParameters(const ModelSpec& model);
+
+}  // namespace ringmaster::ui

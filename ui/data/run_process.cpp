@@ -1,0 +1,95 @@
+// RunProcess: QProcess around `ringmaster --db DB run SPEC`.
+#include "data/run_process.h"
+
+#include <QFile>
+#include <QRegularExpression>
+#include <csignal>
+#include <sys/prctl.h>
+
+namespace ringmaster::ui {
+
+namespace {
+constexpr int kKeptOutputLines = 400;
+}
+
+RunProcess::RunProcess(QObject* parent) : QObject(parent) {
+  process_.setProcessChannelMode(QProcess::SeparateChannels);
+  connect(&process_, &QProcess::readyReadStandardError, this, &RunProcess::readOutput);
+  connect(&process_, &QProcess::readyReadStandardOutput, this,
+          [this] { process_.readAllStandardOutput(); });  // the final report, also in the db
+  connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
+    readOutput();
+    if (!partial_.isEmpty()) output_ << partial_;
+    partial_.clear();
+    spec_dir_.reset();
+    emit finished(status == QProcess::NormalExit ? code : 128 + SIGKILL);
+  });
+}
+
+RunProcess::~RunProcess() {
+  if (!running()) return;
+  disconnect(&process_, nullptr, this, nullptr);
+  cancel();
+  if (!process_.waitForFinished(15000)) {
+    kill();
+    process_.waitForFinished(5000);
+  }
+}
+
+bool RunProcess::start(const RunLaunch& launch) {
+  spec_dir_ = std::make_unique<QTemporaryDir>();
+  const QString spec_path = spec_dir_->filePath("spec.json");
+  QFile spec(spec_path);
+  if (!spec_dir_->isValid() || !spec.open(QIODevice::WriteOnly) ||
+      spec.write(launch.spec_json.toUtf8()) < 0) {
+    error_ = "cannot write the spec to a temporary file";
+    return false;
+  }
+  spec.close();
+  QStringList args{"--db", launch.db_path, "run", spec_path};
+  if (launch.accept_new_host_keys) args << "--accept-new-host-keys";
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.insert("SSH_ASKPASS", launch.ringmaster);
+  env.insert("SSH_ASKPASS_REQUIRE", "force");
+  process_.setProcessEnvironment(env);
+  // The run must not outlive the GUI unattended: the kernel sends SIGTERM (a clean cancel) when
+  // this process dies, however it dies.
+  process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+  process_.start(launch.ringmaster, args);
+  if (!process_.waitForStarted(10000)) {
+    error_ = process_.errorString();
+    return false;
+  }
+  return true;
+}
+
+void RunProcess::cancel() {
+  if (running()) ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+}
+
+void RunProcess::kill() {
+  // The run command kills its workers on a second signal.
+  cancel();
+}
+
+void RunProcess::readOutput() {
+  partial_ += QString::fromUtf8(process_.readAllStandardError());
+  static const QRegularExpression created(R"(^ringmaster run (\d+) ')");
+  qsizetype end;
+  while ((end = partial_.indexOf('\n')) >= 0) {
+    QString line = partial_.left(end);
+    partial_.remove(0, end + 1);
+    // Progress lines on a pipe are plain; a carriage return starts a redraw.
+    if (const qsizetype cr = line.lastIndexOf('\r'); cr >= 0) line = line.mid(cr + 1);
+    if (run_id_ == 0) {
+      if (auto match = created.match(line); match.hasMatch()) {
+        run_id_ = match.captured(1).toLongLong();
+        emit runCreated(run_id_);
+      }
+    }
+    output_ << line;
+    if (output_.size() > kKeptOutputLines) output_.removeFirst();
+  }
+}
+
+}  // namespace ringmaster::ui

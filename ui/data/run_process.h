@@ -1,0 +1,61 @@
+// Launches a job from the GUI as `ringmaster run` in a child process: the run is recorded by that
+// process, so a GUI that crashes or is killed loses nothing that arrived (the child gets SIGTERM
+// from the kernel when the GUI dies and cancels cleanly: status `cancelled`, workers gone), and
+// the GUI watches the database like any other viewer. Passphrases asked over SSH come through
+// SSH_ASKPASS, which points back at this program's `askpass` subcommand (a GUI prompt).
+#pragma once
+
+#include <QObject>
+#include <QProcess>
+#include <QStringList>
+#include <QTemporaryDir>
+#include <memory>
+
+namespace ringmaster::ui {
+
+struct RunLaunch {
+  QString ringmaster;  // the ringmaster executable
+  QString db_path;
+  QString spec_json;   // the spec to run (written to a private temporary file)
+  bool accept_new_host_keys = false;
+};
+
+class RunProcess : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit RunProcess(QObject* parent = nullptr);
+  ~RunProcess() override;  // cancels a run still going and waits for it (bounded)
+
+  // Starts `ringmaster run`; false (with error()) when the program cannot start.
+  bool start(const RunLaunch& launch);
+  // The first Ctrl-C: the ranks finish their step and the run ends `cancelled`.
+  void cancel();
+  // The second: the workers are killed.
+  void kill();
+  bool running() const { return process_.state() != QProcess::NotRunning; }
+  int64_t runId() const { return run_id_; }
+  qint64 pid() const { return process_.processId(); }
+  // What the run command printed on stderr (progress lines, errors), last lines first dropped.
+  QString output() const { return output_.join('\n'); }
+  QString error() const { return error_; }
+
+ signals:
+  // The run's id in the database, as soon as the command created it.
+  void runCreated(qint64 run_id);
+  // The command ended: its exit code (0 completed, 1 failed, 130 cancelled, others: could not
+  // start the run, see output()).
+  void finished(int exit_code);
+
+ private:
+  void readOutput();
+
+  QProcess process_;
+  std::unique_ptr<QTemporaryDir> spec_dir_;
+  QString partial_;
+  QStringList output_;
+  QString error_;
+  int64_t run_id_ = 0;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,84 @@
+// Loads a RunSnapshot through the storage queries.
+#include "data/run_snapshot.h"
+
+#include <nlohmann/json.hpp>
+
+#include "db/database.h"
+
+namespace ringmaster::ui {
+
+namespace {
+
+int64_t plannedSteps(const std::string& spec_json) {
+  auto spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  if (spec.is_object() && spec.contains("train") && spec["train"].contains("steps") &&
+      spec["train"]["steps"].is_number_integer())
+    return spec["train"]["steps"].get<int64_t>();
+  return 0;
+}
+
+WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecord& run,
+                            int buckets) {
+  WaitHeatMap map;
+  storage::SeriesRange range;
+  range.buckets = std::max(buckets, 1);
+  std::vector<storage::Series> per_rank;
+  int64_t width = 1;
+  for (int rank = 0; rank < run.world_size; ++rank) {
+    per_rank.push_back(storage::loadSeries(db, run.id, "exposed_comm_ms", rank, range));
+    width = std::max(width, per_rank.back().bucket_width);
+  }
+  // The ranks' grids agree (same range, same bucket count) unless a rank has fewer steps; use
+  // the widest and place every bucket by its start.
+  std::map<int64_t, size_t> column;
+  for (const auto& series : per_rank)
+    for (const auto& bucket : series.buckets) column.emplace(bucket.start / width * width, 0);
+  for (auto& [start, index] : column) {
+    index = map.bucket_starts.size();
+    map.bucket_starts.push_back(start);
+  }
+  map.bucket_width = width;
+  map.values.assign(per_rank.size(),
+                    std::vector<std::optional<double>>(map.bucket_starts.size()));
+  for (size_t rank = 0; rank < per_rank.size(); ++rank)
+    for (const auto& bucket : per_rank[rank].buckets)
+      map.values[rank][column[bucket.start / width * width]] = bucket.summary.mean();
+  return map;
+}
+
+}  // namespace
+
+RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
+                            const SnapshotRequest& request) {
+  storage::Database db(db_path);
+  return loadRunSnapshot(db, run_id, request);
+}
+
+RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
+                            const SnapshotRequest& request) {
+  RunSnapshot snapshot;
+  snapshot.run = storage::loadRun(db, run_id);
+  snapshot.ranks = storage::loadRanks(db, run_id);
+  snapshot.summary = storage::summarizeRun(db, run_id);
+  snapshot.comm_ops = storage::commStatsByOp(db, run_id);
+  snapshot.comm_ranks = storage::commStatsByRank(db, run_id);
+  for (const ChartRequest& chart : request.charts) {
+    for (const std::string& metric : chart.metrics) {
+      MetricSeries series{metric, {}, std::nullopt};
+      if (chart.ranks.empty())
+        series.band = storage::loadRankBand(db, run_id, metric, chart.range);
+      else
+        for (int rank : chart.ranks)
+          series.per_rank[rank] = storage::loadSeries(db, run_id, metric, rank, chart.range);
+      snapshot.charts.push_back(std::move(series));
+    }
+  }
+  snapshot.wait_map = loadWaitHeatMap(db, snapshot.run, request.heat_map_buckets);
+  snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
+  snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
+  snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
+  snapshot.planned_steps = plannedSteps(snapshot.run.spec_json);
+  return snapshot;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,72 @@
+// Everything a run view shows, read from the run database in one go: the run and its ranks, the
+// summary figures, communication statistics, the chart series at the resolution the charts ask
+// for, the communication-wait heat map, logs and flight-recorder dumps. Plain data and no Qt, so
+// it is loaded on a worker thread and handed to the GUI thread whole.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "query/comm_stats.h"
+#include "query/runs.h"
+#include "query/schedule.h"
+#include "query/series.h"
+#include "query/summary.h"
+
+namespace ringmaster::ui {
+
+// What the charts ask for: which metrics, over which steps, at how many buckets (their width in
+// pixels, so every pixel column gets its min / max), for which ranks; an empty rank list means
+// the all-ranks band (min / median / max).
+struct ChartRequest {
+  std::vector<std::string> metrics;
+  storage::SeriesRange range;
+  std::vector<int> ranks;
+};
+
+struct MetricSeries {
+  std::string metric;
+  std::map<int, storage::Series> per_rank;  // rank -> series, when ranks were asked for
+  std::optional<storage::Band> band;        // when no rank was
+};
+
+// Rank x bucket of mean exposed communication per step (ms): a straggler shows as a bright row of
+// its peers, a hang as a column that stops.
+struct WaitHeatMap {
+  int64_t bucket_width = 1;
+  std::vector<int64_t> bucket_starts;
+  std::vector<std::vector<std::optional<double>>> values;  // [rank][bucket]
+};
+
+struct RunSnapshot {
+  storage::RunRecord run;
+  std::vector<storage::RankRecord> ranks;
+  storage::RunSummary summary;
+  std::vector<storage::CommOpStats> comm_ops;
+  std::vector<storage::RankCommStats> comm_ranks;
+  std::vector<MetricSeries> charts;  // in ChartRequest order
+  WaitHeatMap wait_map;
+  std::vector<storage::LogLine> logs;
+  std::vector<storage::FlightRecorderDump> dumps;
+  std::vector<int64_t> scheduled_steps;  // pipeline runs
+  int64_t planned_steps = 0;             // train.steps from the spec
+};
+
+struct SnapshotRequest {
+  std::vector<ChartRequest> charts;
+  int heat_map_buckets = 120;
+  int log_lines = 2000;
+};
+
+// Opens its own connection (so it can run on any thread). Throws as the storage queries do.
+RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
+                            const SnapshotRequest& request);
+
+// The same, on an open database.
+RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
+                            const SnapshotRequest& request);
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,50 @@
+// Builds Gantt data from the engine's schedule simulation and from the schedule query.
+#include "data/schedule_gantt.h"
+
+#include "parallel/pipeline_schedule.h"
+
+namespace ringmaster::ui {
+
+PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_batches,
+                                int virtual_stages) {
+  const PipelinePlan plan = makePipelinePlan(ranks, micro_batches, schedule, virtual_stages);
+  const ScheduleTimeline timeline = simulateSchedule(plan);
+  PlannedSchedule planned;
+  planned.gantt.time_unit = "units";
+  planned.gantt.rows = ranks;
+  if (virtual_stages > 1) planned.gantt.row_label = "rank";
+  for (const auto& actions : timeline.per_rank)
+    for (const TimedAction& timed : actions)
+      planned.gantt.bars.push_back(GanttBar{timed.rank, timed.action.micro_batch,
+                                            phaseLetter(timed.action.phase), timed.start,
+                                            timed.end});
+  planned.gantt.row_bubble = timeline.bubble_fraction;
+  planned.bubble_fraction = timeline.bubbleFraction();
+  planned.theoretical_bubble =
+      theoreticalBubbleFraction(schedule, ranks, micro_batches, virtual_stages);
+  return planned;
+}
+
+std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec) {
+  if (spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
+  return plannedSchedule(spec.strategy.pipeline.schedule, worldSize(spec), spec.train.micro_batches,
+                         spec.strategy.pipeline.virtual_stages);
+}
+
+GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {
+  GanttData gantt;
+  gantt.time_unit = "ms";
+  gantt.time_scale = 1000;  // µs on the bars
+  gantt.rows = ranks;
+  for (const auto& action : step.actions)
+    gantt.bars.push_back(GanttBar{action.rank, action.micro_batch, action.phase,
+                                  static_cast<double>(action.start_us - step.start_us),
+                                  static_cast<double>(action.end_us - step.start_us)});
+  gantt.row_bubble.assign(static_cast<size_t>(ranks), 0.0);
+  for (const auto& rank : step.ranks)
+    if (rank.rank >= 0 && rank.rank < ranks)
+      gantt.row_bubble[static_cast<size_t>(rank.rank)] = rank.bubble_fraction;
+  return gantt;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,70 @@
+// runGui and runAskPass: the QApplication around MainWindow and a password dialog.
+#include "gui_main.h"
+
+#include <QApplication>
+#include <QFile>
+#include <QInputDialog>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QStyleFactory>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "main_window.h"
+#include "views/job_editor.h"
+
+namespace ringmaster::ui {
+
+namespace {
+
+void setUpApplication(QApplication& app) {
+  QApplication::setApplicationName("Ringmaster");
+  QApplication::setOrganizationName("ringmaster");
+  if (QStyleFactory::keys().contains("Fusion")) QApplication::setStyle("Fusion");
+  QFont font = QApplication::font();
+  if (font.pointSizeF() < 9.5) font.setPointSizeF(9.5);
+  QApplication::setFont(font);
+  (void)app;
+}
+
+}  // namespace
+
+bool displayAvailable() {
+  const char* platform = std::getenv("QT_QPA_PLATFORM");
+  if (platform != nullptr && *platform != '\0') return true;  // chosen explicitly (offscreen, ...)
+  const char* display = std::getenv("DISPLAY");
+  const char* wayland = std::getenv("WAYLAND_DISPLAY");
+  return (display != nullptr && *display != '\0') || (wayland != nullptr && *wayland != '\0');
+}
+
+int runGui(int argc, char** argv, const GuiOptions& options) {
+  QApplication app(argc, argv);
+  setUpApplication(app);
+  MainWindow window({options.db_path, QApplication::applicationFilePath()});
+  window.show();
+  if (options.launch_spec) {
+    if (!window.jobEditor()->loadFile(QString::fromStdString(*options.launch_spec))) {
+      QMessageBox::critical(&window, "Ringmaster", window.jobEditor()->lastFileError());
+    } else if (!window.jobEditor()->spec()) {
+      window.statusBar();  // the editor shows the problems next to the fields
+    } else {
+      window.launch(window.jobEditor()->document());
+    }
+  }
+  return QApplication::exec();
+}
+
+int runAskPass(int argc, char** argv, const std::string& prompt) {
+  QApplication app(argc, argv);
+  setUpApplication(app);
+  bool ok = false;
+  const QString answer = QInputDialog::getText(nullptr, "Ringmaster: SSH", QString::fromStdString(prompt),
+                                               QLineEdit::Password, {}, &ok);
+  if (!ok) return 1;
+  std::fputs(answer.toUtf8().constData(), stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace ringmaster::ui

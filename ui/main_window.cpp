@@ -1,0 +1,200 @@
+// MainWindow: docks, tabs, menus and shortcuts, launches and QSettings.
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QSettings>
+#include <QStatusBar>
+#include <QTabBar>
+#include <QTabWidget>
+#include <QToolBar>
+
+#include "core/error.h"
+#include "data/run_process.h"
+#include "views/compare_view.h"
+#include "views/history_view.h"
+#include "views/job_editor.h"
+#include "views/run_view.h"
+
+namespace ringmaster::ui {
+
+MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
+    : QMainWindow(parent), options_(std::move(options)) {
+  setWindowTitle(QString("Ringmaster — %1").arg(QString::fromStdString(options_.db_path)));
+  setObjectName("ringmasterMainWindow");
+  tabs_ = new QTabWidget();
+  tabs_->setObjectName("mainTabs");
+  tabs_->setTabsClosable(true);
+  tabs_->setDocumentMode(true);
+  tabs_->setMovable(true);
+  setCentralWidget(tabs_);
+  editor_ = new JobEditor();
+  editor_->setObjectName("jobEditor");
+  tabs_->addTab(editor_, "New job");
+  tabs_->tabBar()->setTabButton(0, QTabBar::RightSide, nullptr);  // the editor stays
+  connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int index) {
+    QWidget* page = tabs_->widget(index);
+    if (page == editor_) return;
+    tabs_->removeTab(index);
+    page->deleteLater();
+  });
+  connect(editor_, &JobEditor::launchRequested, this,
+          [this](const nlohmann::json& spec) { launch(spec); });
+
+  history_ = new HistoryView();
+  history_->setObjectName("history");
+  history_dock_ = new QDockWidget("Runs", this);
+  history_dock_->setObjectName("historyDock");
+  history_dock_->setWidget(history_);
+  addDockWidget(Qt::LeftDockWidgetArea, history_dock_);
+  history_->setDatabase(options_.db_path);
+  connect(history_, &HistoryView::openRun, this, [this](qint64 id) { openRun(id); });
+  connect(history_, &HistoryView::compareRuns, this,
+          [this](const std::vector<int64_t>& ids) { compare(ids); });
+
+  buildActions();
+  statusBar()->showMessage(QString("Database %1").arg(QString::fromStdString(options_.db_path)));
+  QSettings settings("ringmaster", options_.settings_scope);
+  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1440, 900);
+  restoreState(settings.value("window/state").toByteArray());
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildActions() {
+  QMenu* file = menuBar()->addMenu("&File");
+  QToolBar* toolbar = addToolBar("Main");
+  toolbar->setObjectName("mainToolbar");
+  auto action = [&](QMenu* menu, const QString& text, const QKeySequence& keys, auto slot) {
+    auto* a = new QAction(text, this);
+    a->setShortcut(keys);
+    connect(a, &QAction::triggered, this, slot);
+    menu->addAction(a);
+    return a;
+  };
+  toolbar->addAction(action(file, "&New job", QKeySequence::New, [this] {
+    tabs_->setCurrentWidget(editor_);
+  }));
+  toolbar->addAction(action(file, "&Open spec…", QKeySequence::Open, [this] { openSpecFile(); }));
+  action(file, "&Save spec…", QKeySequence::Save, [this] { saveSpecFile(); });
+  toolbar->addAction(action(file, "&Launch", QKeySequence("Ctrl+Return"), [this] {
+    if (editor_->spec()) launch(editor_->document());
+    else statusBar()->showMessage("The spec has problems: see the job editor");
+  }));
+  file->addSeparator();
+  action(file, "&Quit", QKeySequence::Quit, [this] { close(); });
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction(history_dock_->toggleViewAction());
+  action(view, "&Compare selected runs", QKeySequence("Ctrl+D"), [this] {
+    if (history_->selectedRuns().size() >= 2) compare(history_->selectedRuns());
+  });
+  action(view, "&Refresh", QKeySequence::Refresh, [this] { history_->refresh(); });
+  action(view, "Close &tab", QKeySequence::Close, [this] {
+    if (tabs_->currentWidget() != editor_) emit tabs_->tabCloseRequested(tabs_->currentIndex());
+  });
+  QMenu* run = menuBar()->addMenu("&Run");
+  action(run, "&Cancel the current run", QKeySequence("Ctrl+."), [this] {
+    if (auto* view = qobject_cast<RunView*>(tabs_->currentWidget()))
+      for (auto& process : launches_)
+        if (process->runId() == view->runId()) process->cancel();
+  });
+}
+
+RunView* MainWindow::runView(int64_t run_id) const {
+  for (int i = 0; i < tabs_->count(); ++i)
+    if (auto* view = qobject_cast<RunView*>(tabs_->widget(i)); view && view->runId() == run_id)
+      return view;
+  return nullptr;
+}
+
+RunView* MainWindow::openRun(int64_t run_id) {
+  if (RunView* existing = runView(run_id)) {
+    tabs_->setCurrentWidget(existing);
+    return existing;
+  }
+  auto* view = new RunView(options_.db_path, run_id);
+  const int index = tabs_->addTab(view, QString("Run %1").arg(run_id));
+  tabs_->setCurrentIndex(index);
+  connect(view, &RunView::statusChanged, this, [this, view, run_id](const QString& status) {
+    const int i = tabs_->indexOf(view);
+    if (i >= 0) tabs_->setTabText(i, QString("Run %1 · %2").arg(run_id).arg(status));
+  });
+  emit runOpened(run_id);
+  return view;
+}
+
+CompareView* MainWindow::compare(const std::vector<int64_t>& run_ids) {
+  auto* view = new CompareView(options_.db_path, run_ids);
+  QStringList ids;
+  for (int64_t id : run_ids) ids << QString::number(id);
+  tabs_->setCurrentIndex(tabs_->addTab(view, "Compare " + ids.join(", ")));
+  return view;
+}
+
+bool MainWindow::launch(const nlohmann::json& spec) {
+  auto process = std::make_unique<RunProcess>();
+  RunProcess* raw = process.get();
+  connect(raw, &RunProcess::runCreated, this, [this](qint64 id) {
+    openRun(id);
+    history_->refresh();
+  });
+  connect(raw, &RunProcess::finished, this, [this, raw](int code) {
+    const int64_t id = raw->runId();
+    if (id == 0) {
+      // The command refused the job before creating a run: show why.
+      QMessageBox::warning(this, "Launch failed", raw->output().right(4000));
+    }
+    statusBar()->showMessage(QString("Run %1 ended (exit code %2)").arg(id).arg(code));
+    history_->refresh();
+    emit launchFinished(id, code);
+  });
+  if (!raw->start({options_.ringmaster, QString::fromStdString(options_.db_path),
+                   QString::fromStdString(spec.dump(2)), false})) {
+    statusBar()->showMessage("Could not launch: " + raw->error());
+    return false;
+  }
+  statusBar()->showMessage("Launching…");
+  launches_.push_back(std::move(process));
+  return true;
+}
+
+int MainWindow::activeLaunches() const {
+  int n = 0;
+  for (const auto& process : launches_) n += process->running() ? 1 : 0;
+  return n;
+}
+
+void MainWindow::openSpecFile() {
+  const QString path = QFileDialog::getOpenFileName(this, "Open a job spec", {}, "Job specs (*.json)");
+  if (path.isEmpty()) return;
+  if (!editor_->loadFile(path)) QMessageBox::warning(this, "Open spec", editor_->lastFileError());
+  tabs_->setCurrentWidget(editor_);
+}
+
+void MainWindow::saveSpecFile() {
+  const QString path = QFileDialog::getSaveFileName(this, "Save the job spec", {}, "Job specs (*.json)");
+  if (path.isEmpty()) return;
+  if (!editor_->saveFile(path)) QMessageBox::warning(this, "Save spec", editor_->lastFileError());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (activeLaunches() > 0 &&
+      QMessageBox::question(this, "Runs in progress",
+                            "Closing cancels the runs still going (what they recorded is kept). "
+                            "Close?") != QMessageBox::Yes) {
+    event->ignore();
+    return;
+  }
+  QSettings settings("ringmaster", options_.settings_scope);
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/state", saveState());
+  launches_.clear();  // each cancels its run and waits for it
+  event->accept();
+}
+
+}  // namespace ringmaster::ui

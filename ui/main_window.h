@@ -1,0 +1,67 @@
+// The Ringmaster window: run history docked on the left, and tabs for the job editor, live and
+// past runs, and comparisons. Keyboard shortcuts for the main actions; the layout is remembered.
+#pragma once
+
+#include <QMainWindow>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+class QTabWidget;
+class QDockWidget;
+
+namespace ringmaster::ui {
+
+class HistoryView;
+class JobEditor;
+class RunProcess;
+class RunView;
+class CompareView;
+
+struct MainWindowOptions {
+  std::string db_path;
+  QString ringmaster;  // the `ringmaster` executable that runs jobs (`ringmaster run`)
+  QString settings_scope = "ringmaster";  // QSettings application name (tests use their own)
+};
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  explicit MainWindow(MainWindowOptions options, QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  JobEditor* jobEditor() const { return editor_; }
+  HistoryView* history() const { return history_; }
+  QTabWidget* tabs() const { return tabs_; }
+  // The tab of a run, opened if needed (throws for an unknown run).
+  RunView* openRun(int64_t run_id);
+  RunView* runView(int64_t run_id) const;
+  CompareView* compare(const std::vector<int64_t>& run_ids);
+  // Launches the spec through `ringmaster run`; the run's view opens as soon as it exists.
+  // False (the reason in the status bar) when it could not start.
+  bool launch(const nlohmann::json& spec);
+  // The launches still running.
+  int activeLaunches() const;
+
+ signals:
+  void runOpened(qint64 run_id);
+  void launchFinished(qint64 run_id, int exit_code);
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void buildActions();
+  void openSpecFile();
+  void saveSpecFile();
+
+  MainWindowOptions options_;
+  QTabWidget* tabs_ = nullptr;
+  HistoryView* history_ = nullptr;
+  QDockWidget* history_dock_ = nullptr;
+  JobEditor* editor_ = nullptr;
+  std::vector<std::unique_ptr<RunProcess>> launches_;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,95 @@
+// RankTableModel: the live run view's per-rank table.
+#include "models/rank_table_model.h"
+
+#include <QColor>
+
+#include "models/format.h"
+
+namespace ringmaster::ui {
+
+std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
+  std::vector<RankRow> rows(static_cast<size_t>(std::max(snapshot.run.world_size, 0)));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rows[r].rank = static_cast<int>(r);
+    rows[r].status = snapshot.run.status == "running" || snapshot.run.status == "pending"
+                         ? "starting"
+                         : "–";
+  }
+  for (const auto& rank : snapshot.ranks) {
+    if (rank.rank < 0 || static_cast<size_t>(rank.rank) >= rows.size()) continue;
+    RankRow& row = rows[static_cast<size_t>(rank.rank)];
+    row.host = rank.host;
+    row.device = rank.device_name.empty() ? rank.device : rank.device + " (" + rank.device_name + ")";
+    row.status = rank.status.value_or(snapshot.run.status == "running" ? "running" : "–");
+  }
+  for (const auto& summary : snapshot.summary.ranks) {
+    if (summary.rank < 0 || static_cast<size_t>(summary.rank) >= rows.size()) continue;
+    RankRow& row = rows[static_cast<size_t>(summary.rank)];
+    row.last_step = summary.last_step;
+    row.samples_per_second = summary.samples_per_second;
+    row.mean_step_ms = summary.mean_step_ms;
+    row.peak_memory = summary.peak_memory;
+  }
+  for (const auto& comm : snapshot.comm_ranks) {
+    if (comm.rank < 0 || static_cast<size_t>(comm.rank) >= rows.size()) continue;
+    RankRow& row = rows[static_cast<size_t>(comm.rank)];
+    row.mean_wait_ms = comm.mean_exposed_comm_ms;
+    row.straggler = comm.straggler;
+  }
+  return rows;
+}
+
+void RankTableModel::setRows(std::vector<RankRow> rows) {
+  if (rows.size() != rows_.size()) {
+    beginResetModel();
+    rows_ = std::move(rows);
+    endResetModel();
+    return;
+  }
+  rows_ = std::move(rows);
+  if (!rows_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
+}
+
+int RankTableModel::rowCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+}
+
+int RankTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : kColumnCount;
+}
+
+QVariant RankTableModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
+  const RankRow& row = rows_[static_cast<size_t>(index.row())];
+  if (role == Qt::ForegroundRole && index.column() == kStraggler && row.straggler)
+    return QColor(0xd6, 0x27, 0x28);
+  if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler)
+    return QString("compute per step stands out from the median rank's: the others wait for it");
+  if (role == Qt::TextAlignmentRole && index.column() >= kLastStep && index.column() < kStraggler)
+    return QVariant(Qt::AlignRight | Qt::AlignVCenter);
+  if (role != Qt::DisplayRole) return {};
+  switch (index.column()) {
+    case kRank: return row.rank;
+    case kHost: return QString::fromStdString(row.host);
+    case kDevice: return QString::fromStdString(row.device);
+    case kStatus: return QString::fromStdString(row.status);
+    case kLastStep: return QVariant::fromValue<qlonglong>(row.last_step);
+    case kSamplesPerSecond: return formatFigure(row.samples_per_second);
+    case kStepTime: return formatMs(row.mean_step_ms);
+    case kWait: return formatMs(row.mean_wait_ms);
+    case kPeakMemory: return formatBytes(static_cast<double>(row.peak_memory));
+    case kStraggler: return row.straggler ? QString("straggler") : QString();
+  }
+  return {};
+}
+
+QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  static const char* names[] = {"Rank",        "Host",       "Device",   "Status",
+                                "Last step",   "Samples/s",  "Step",     "Exposed comm",
+                                "Peak memory", "Straggler"};
+  return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
+}
+
+}  // namespace ringmaster::ui

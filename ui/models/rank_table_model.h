@@ -1,0 +1,48 @@
+// Every rank of a run as a table: host, device, status, last step, samples/s, mean step and
+// exposed-communication time, peak memory, and a straggler flag (a rank whose compute per step
+// stands out from the median rank's, so the others wait for it).
+#pragma once
+
+#include <QAbstractTableModel>
+#include <vector>
+
+#include "data/run_snapshot.h"
+
+namespace ringmaster::ui {
+
+struct RankRow {
+  int rank = 0;
+  std::string host, device, status;
+  int64_t last_step = 0;
+  double samples_per_second = 0, mean_step_ms = 0, mean_wait_ms = 0;
+  int64_t peak_memory = 0;
+  bool straggler = false;
+};
+
+// One row per rank of the world, from what the snapshot has (a rank not heard from yet shows as
+// "starting").
+std::vector<RankRow> rankRows(const RunSnapshot& snapshot);
+
+class RankTableModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column {
+    kRank, kHost, kDevice, kStatus, kLastStep, kSamplesPerSecond, kStepTime, kWait, kPeakMemory,
+    kStraggler, kColumnCount
+  };
+  using QAbstractTableModel::QAbstractTableModel;
+
+  void setRows(std::vector<RankRow> rows);
+  const std::vector<RankRow>& rows() const { return rows_; }
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ private:
+  std::vector<RankRow> rows_;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,39 @@
+// The run history as a table model: one row per run (id, name, strategy, ranks, status, created,
+// duration), newest first, with the status coloured and the run id under Qt::UserRole.
+#pragma once
+
+#include <QAbstractTableModel>
+#include <vector>
+
+#include "query/runs.h"
+
+namespace ringmaster::ui {
+
+class RunListModel : public QAbstractTableModel {
+  Q_OBJECT
+
+ public:
+  enum Column { kId, kName, kStrategy, kRanks, kStatus, kCreated, kDuration, kColumnCount };
+  static constexpr int kRunIdRole = Qt::UserRole;
+
+  using QAbstractTableModel::QAbstractTableModel;
+
+  // Replaces the rows; rows whose run is still there keep their identity (a refresh while the
+  // user has a selection does not reset the view).
+  void setRuns(std::vector<storage::RunRecord> runs);
+  const storage::RunRecord& runAt(int row) const { return runs_.at(static_cast<size_t>(row)); }
+  int rowOfRun(int64_t run_id) const;
+
+  int rowCount(const QModelIndex& parent = {}) const override;
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role) const override;
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ private:
+  std::vector<storage::RunRecord> runs_;
+};
+
+// The colour Ringmaster shows a run status in (also used by the run view's header).
+QColor statusColor(const std::string& status);
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,170 @@
+// CompareView: compareRuns for the tables, rank bands and per-rank series for the charts.
+#include "views/compare_view.h"
+
+#include <QHeaderView>
+#include <QLabel>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QVBoxLayout>
+#include <map>
+
+#include "db/database.h"
+#include "models/format.h"
+#include "query/series.h"
+#include "views/table_copy.h"
+#include "widgets/metric_chart.h"
+
+namespace ringmaster::ui {
+
+namespace {
+
+QColor runColor(size_t i) {
+  static const QColor palette[] = {{0x1f, 0x77, 0xb4}, {0xd6, 0x27, 0x28}, {0x2c, 0xa0, 0x2c},
+                                   {0x94, 0x67, 0xbd}, {0xff, 0x7f, 0x0e}, {0x17, 0xbe, 0xcf}};
+  return palette[i % std::size(palette)];
+}
+
+QTableWidget* makeTable(const QString& name) {
+  auto* table = new QTableWidget();
+  table->setObjectName(name);
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table->setAlternatingRowColors(true);
+  table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  enableCsvCopy(table);
+  return table;
+}
+
+}  // namespace
+
+CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_ids, QWidget* parent)
+    : QWidget(parent), db_path_(db_path), run_ids_(std::move(run_ids)) {
+  auto* layout = new QVBoxLayout(this);
+  auto* splitter = new QSplitter(Qt::Vertical);
+  auto* charts = new QSplitter(Qt::Horizontal);
+  loss_ = new MetricChart("Loss (median of ranks)", "loss");
+  loss_->setObjectName("compareLoss");
+  throughput_ = new MetricChart("Throughput (all ranks)", "samples/s");
+  throughput_->setObjectName("compareThroughput");
+  charts->addWidget(loss_);
+  charts->addWidget(throughput_);
+  splitter->addWidget(charts);
+  auto* tables = new QSplitter(Qt::Horizontal);
+  summary_ = makeTable("compareSummary");
+  differences_ = makeTable("compareDifferences");
+  auto* summary_box = new QWidget();
+  auto* summary_layout = new QVBoxLayout(summary_box);
+  summary_layout->setContentsMargins(0, 0, 0, 0);
+  summary_layout->addWidget(new QLabel("<b>Summary</b>"));
+  summary_layout->addWidget(summary_);
+  auto* diff_box = new QWidget();
+  auto* diff_layout = new QVBoxLayout(diff_box);
+  diff_layout->setContentsMargins(0, 0, 0, 0);
+  diff_layout->addWidget(new QLabel("<b>Spec differences</b>"));
+  diff_layout->addWidget(differences_);
+  tables->addWidget(summary_box);
+  tables->addWidget(diff_box);
+  splitter->addWidget(tables);
+  layout->addWidget(splitter);
+  connect(loss_, &MetricChart::rangeChanged, this, &CompareView::reload);
+  connect(throughput_, &MetricChart::rangeChanged, this, &CompareView::reload);
+  reload();
+}
+
+void CompareView::reload() {
+  storage::Database db(db_path_);
+  const storage::RunComparison comparison = storage::compareRuns(db, run_ids_);
+
+  auto range = [](const MetricChart* chart) {
+    storage::SeriesRange r;
+    r.buckets = chart->bucketsWanted();
+    if (chart->zoomed()) {
+      r.from_step = chart->zoomRange().first;
+      r.to_step = chart->zoomRange().second;
+    }
+    return r;
+  };
+  std::vector<ChartLine> loss_lines, throughput_lines;
+  for (size_t i = 0; i < comparison.runs.size(); ++i) {
+    const storage::RunRecord& run = comparison.runs[i].run;
+    const QString name = QString("run %1 %2").arg(run.id).arg(QString::fromStdString(run.name));
+    const storage::Band band = storage::loadRankBand(db, run.id, "loss", range(loss_));
+    ChartLine loss{name, runColor(i), {}, {}, {}};
+    for (const auto& b : band.buckets) {
+      const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
+      loss.centre.append({x, b.median});
+      if (band.bucket_width > 1) {
+        loss.low.append({x, b.min});
+        loss.high.append({x, b.max});
+      }
+    }
+    loss_lines.push_back(std::move(loss));
+    // Throughput per bucket: every rank's samples over its step time, summed over ranks.
+    std::map<int64_t, double> per_bucket;
+    int64_t width = 1;
+    for (int r = 0; r < run.world_size; ++r) {
+      const storage::Series samples = storage::loadSeries(db, run.id, "samples", r, range(throughput_));
+      const storage::Series step_ms = storage::loadSeries(db, run.id, "step_ms", r, range(throughput_));
+      width = std::max(width, samples.bucket_width);
+      std::map<int64_t, double> ms;
+      for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
+      for (const auto& b : samples.buckets)
+        if (auto it = ms.find(b.start); it != ms.end() && it->second > 0)
+          per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
+    }
+    ChartLine throughput{name, runColor(i), {}, {}, {}};
+    for (const auto& [start, value] : per_bucket)
+      throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
+    throughput_lines.push_back(std::move(throughput));
+  }
+  loss_->setLines(loss_lines);
+  throughput_->setLines(throughput_lines);
+
+  // Summary figures, one column per run.
+  const QStringList rows = {"name",       "strategy",        "ranks",      "status",
+                            "samples/s",  "final loss",      "mean step",  "communication share",
+                            "bubble",     "peak memory (max rank)", "duration"};
+  summary_->clear();
+  summary_->setRowCount(static_cast<int>(rows.size()));
+  summary_->setColumnCount(static_cast<int>(comparison.runs.size()));
+  summary_->setVerticalHeaderLabels(rows);
+  for (size_t c = 0; c < comparison.runs.size(); ++c) {
+    const storage::RunSummary& s = comparison.runs[c];
+    summary_->setHorizontalHeaderItem(static_cast<int>(c),
+                                      new QTableWidgetItem(QString("run %1").arg(s.run.id)));
+    int64_t peak = 0;
+    for (const auto& rank : s.ranks) peak = std::max(peak, rank.peak_memory);
+    const QStringList values = {
+        QString::fromStdString(s.run.name),
+        QString::fromStdString(s.run.strategy),
+        QString::number(s.run.world_size),
+        QString::fromStdString(s.run.status),
+        formatFigure(s.samples_per_second),
+        s.final_loss ? formatFigure(*s.final_loss) : "–",
+        formatMs(s.mean_step_ms),
+        QString("%1%").arg(s.comm_share * 100, 0, 'f', 1),
+        s.bubble_fraction ? QString("%1%").arg(*s.bubble_fraction * 100, 0, 'f', 1) : "–",
+        formatBytes(static_cast<double>(peak)),
+        formatDuration(s.run.durationSeconds())};
+    for (int r = 0; r < values.size(); ++r) {
+      auto* item = new QTableWidgetItem(values[r]);
+      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      summary_->setItem(r, static_cast<int>(c), item);
+    }
+  }
+  differences_->clear();
+  differences_->setRowCount(static_cast<int>(comparison.differences.size()));
+  differences_->setColumnCount(static_cast<int>(comparison.runs.size()));
+  QStringList paths;
+  for (const auto& d : comparison.differences) paths << QString::fromStdString(d.path);
+  differences_->setVerticalHeaderLabels(paths);
+  for (size_t c = 0; c < comparison.runs.size(); ++c)
+    differences_->setHorizontalHeaderItem(
+        static_cast<int>(c), new QTableWidgetItem(QString("run %1").arg(comparison.runs[c].run.id)));
+  for (size_t r = 0; r < comparison.differences.size(); ++r)
+    for (size_t c = 0; c < comparison.differences[r].values.size(); ++c)
+      differences_->setItem(static_cast<int>(r), static_cast<int>(c),
+                            new QTableWidgetItem(QString::fromStdString(comparison.differences[r].values[c])));
+}
+
+}  // namespace ringmaster::ui

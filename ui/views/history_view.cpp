@@ -1,0 +1,140 @@
+// HistoryView: filters above a table of RunListModel, refreshed when data_version moves.
+#include "views/history_view.h"
+
+#include <QComboBox>
+#include <QDateEdit>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPushButton>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <set>
+
+#include "core/error.h"
+#include "db/database.h"
+#include "models/run_list_model.h"
+#include "recorder/recorder.h"
+#include "views/table_copy.h"
+
+namespace ringmaster::ui {
+
+HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(4, 4, 4, 4);
+  name_ = new QLineEdit();
+  name_->setObjectName("historyName");
+  name_->setPlaceholderText("filter by name");
+  name_->setClearButtonEnabled(true);
+  layout->addWidget(name_);
+  auto* filters = new QHBoxLayout();
+  strategy_ = new QComboBox();
+  strategy_->setObjectName("historyStrategy");
+  strategy_->addItems({"any strategy", "single", "ddp", "fsdp", "pipeline"});
+  status_ = new QComboBox();
+  status_->setObjectName("historyStatus");
+  status_->addItems({"any status", "running", "completed", "failed", "cancelled", "interrupted"});
+  since_ = new QDateEdit(QDate(2000, 1, 1));
+  since_->setObjectName("historySince");
+  since_->setDisplayFormat("yyyy-MM-dd");
+  since_->setCalendarPopup(true);
+  since_->setToolTip("runs created on or after this date");
+  filters->addWidget(strategy_);
+  filters->addWidget(status_);
+  filters->addWidget(since_);
+  layout->addLayout(filters);
+  table_ = new QTableView();
+  table_->setObjectName("historyTable");
+  model_ = new RunListModel(this);
+  table_->setModel(model_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(RunListModel::kName, QHeaderView::Stretch);
+  table_->setAlternatingRowColors(true);
+  table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  enableCsvCopy(table_);
+  layout->addWidget(table_, 1);
+  auto* buttons = new QHBoxLayout();
+  auto* open = new QPushButton("Open");
+  compare_ = new QPushButton("Compare");
+  compare_->setObjectName("compareButton");
+  compare_->setToolTip("Compare the selected runs (select two or more)");
+  compare_->setEnabled(false);
+  buttons->addWidget(open);
+  buttons->addWidget(compare_);
+  layout->addLayout(buttons);
+
+  connect(name_, &QLineEdit::textChanged, this, &HistoryView::refresh);
+  connect(strategy_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
+  connect(status_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
+  connect(since_, &QDateEdit::dateChanged, this, &HistoryView::refresh);
+  connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
+    emit openRun(model_->runAt(index.row()).id);
+  });
+  connect(open, &QPushButton::clicked, this, [this] {
+    for (int64_t id : selectedRuns()) emit openRun(id);
+  });
+  connect(compare_, &QPushButton::clicked, this, [this] {
+    if (selectedRuns().size() >= 2) emit compareRuns(selectedRuns());
+  });
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
+          [this] { compare_->setEnabled(selectedRuns().size() >= 2); });
+  timer_ = new QTimer(this);
+  timer_->setInterval(500);
+  connect(timer_, &QTimer::timeout, this, [this] {
+    if (!db_) return;
+    try {
+      if (db_->dataVersion() != seen_version_) refresh();
+    } catch (const Error&) {
+    }
+  });
+  timer_->start();
+}
+
+HistoryView::~HistoryView() = default;
+
+void HistoryView::setDatabase(const std::string& db_path) {
+  db_ = std::make_unique<storage::Database>(db_path);
+  storage::reconcileInterruptedRuns(*db_);
+  seen_version_ = -1;
+  refresh();
+}
+
+void HistoryView::refresh() {
+  if (!db_) return;
+  seen_version_ = db_->dataVersion();
+  storage::RunFilter filter;
+  if (!name_->text().trimmed().isEmpty()) filter.name_contains = name_->text().trimmed().toStdString();
+  if (strategy_->currentIndex() > 0) filter.strategy = strategy_->currentText().toStdString();
+  if (status_->currentIndex() > 0) filter.status = status_->currentText().toStdString();
+  if (since_->date() > QDate(2000, 1, 1))
+    filter.created_after = static_cast<double>(since_->date().startOfDay().toSecsSinceEpoch());
+  // Keep the selection across the refresh by run id.
+  const std::vector<int64_t> selected = selectedRuns();
+  model_->setRuns(storage::listRuns(*db_, filter));
+  for (int64_t id : selected)
+    if (const int row = model_->rowOfRun(id); row >= 0)
+      table_->selectionModel()->select(model_->index(row, 0),
+                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
+}
+
+std::vector<int64_t> HistoryView::selectedRuns() const {
+  std::set<int> rows;
+  for (const QModelIndex& index : table_->selectionModel()->selectedRows()) rows.insert(index.row());
+  std::vector<int64_t> ids;
+  for (int row : rows) ids.push_back(model_->runAt(row).id);
+  return ids;
+}
+
+void HistoryView::setNameFilter(const QString& text) { name_->setText(text); }
+
+void HistoryView::setStatusFilter(const QString& status) {
+  status_->setCurrentIndex(status.isEmpty() ? 0 : std::max(status_->findText(status), 0));
+}
+
+}  // namespace ringmaster::ui

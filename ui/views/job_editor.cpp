@@ -1,0 +1,542 @@
+// JobEditor: a JSON document is the single source of truth; the form and the JSON text both edit
+// it, and the engine's parser checks it after every edit.
+#include "views/job_editor.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFile>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollArea>
+#include <QShortcut>
+#include <QSplitter>
+#include <QTableWidget>
+#include <QTextDocument>
+#include <QVBoxLayout>
+
+#include "data/memory_estimate.h"
+#include "data/schedule_gantt.h"
+#include "models/format.h"
+#include "widgets/gantt_chart.h"
+
+namespace ringmaster::ui {
+
+namespace {
+
+std::vector<std::string> splitPath(const std::string& path) {
+  std::vector<std::string> keys;
+  size_t start = 0;
+  for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+    keys.push_back(path.substr(start, dot - start));
+  keys.push_back(path.substr(start));
+  return keys;
+}
+
+const nlohmann::json* getPath(const nlohmann::json& doc, const std::string& path) {
+  const nlohmann::json* node = &doc;
+  for (const auto& key : splitPath(path)) {
+    if (!node->is_object() || !node->contains(key)) return nullptr;
+    node = &(*node)[key];
+  }
+  return node;
+}
+
+void setPath(nlohmann::json& doc, const std::string& path, std::optional<nlohmann::json> value) {
+  const auto keys = splitPath(path);
+  nlohmann::json* node = &doc;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    if (!node->is_object()) *node = nlohmann::json::object();
+    node = &(*node)[keys[i]];
+  }
+  if (!node->is_object()) *node = nlohmann::json::object();
+  if (value)
+    (*node)[keys.back()] = std::move(*value);
+  else
+    node->erase(keys.back());
+}
+
+// A typed value from text: JSON when it parses as a number, true / false or a list, else a string
+// (so the parser, not the form, says what is wrong with "abc" in a number field).
+nlohmann::json valueFromText(const QString& text) {
+  const std::string s = text.trimmed().toStdString();
+  auto parsed = nlohmann::json::parse(s, nullptr, false);
+  if (!parsed.is_discarded() && (parsed.is_number() || parsed.is_boolean())) return parsed;
+  return s;
+}
+
+QString textOf(const nlohmann::json& value) {
+  if (value.is_string()) return QString::fromStdString(value.get<std::string>());
+  if (value.is_array()) {
+    QStringList parts;
+    for (const auto& v : value) parts << textOf(v);
+    return parts.join(", ");
+  }
+  return QString::fromStdString(value.dump());
+}
+
+template <typename E>
+QStringList namesOf() {
+  QStringList names;
+  for (std::string_view n : enumNames<E>()) names << QString::fromUtf8(n.data(), n.size());
+  return names;
+}
+
+// Fields that belong to one strategy kind only.
+const std::map<std::string, std::string> kStrategyOnly = {
+    {"strategy.bucket_cap_mb", "ddp"},    {"strategy.sharding", "fsdp"},
+    {"strategy.units", "fsdp"},           {"strategy.schedule", "pipeline"},
+    {"strategy.virtual_stages", "pipeline"}, {"train.micro_batches", "pipeline"}};
+
+}  // namespace
+
+struct JobEditor::Field {
+  std::string path;
+  QWidget* editor = nullptr;
+  QLabel* error = nullptr;
+  QFormLayout* form = nullptr;
+  bool list = false;  // comma-separated integers (model.layers)
+};
+
+JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
+  auto* outer = new QHBoxLayout(this);
+  auto* splitter = new QSplitter(Qt::Horizontal);
+  outer->addWidget(splitter);
+
+  auto* scroll = new QScrollArea();
+  scroll->setWidgetResizable(true);
+  auto* form_page = new QWidget();
+  buildForm(form_page);
+  scroll->setWidget(form_page);
+  splitter->addWidget(scroll);
+
+  auto* right = new QWidget();
+  auto* right_layout = new QVBoxLayout(right);
+  right_layout->addWidget(new QLabel("<b>Spec (JSON)</b>, kept in sync with the form"));
+  json_ = new QPlainTextEdit();
+  json_->setObjectName("specJson");
+  json_->setFont(QFont("monospace", font().pointSize() - 1));
+  right_layout->addWidget(json_, 3);
+  json_error_ = new QLabel();
+  json_error_->setObjectName("jsonError");
+  json_error_->setStyleSheet("color: #b3261e;");
+  json_error_->setWordWrap(true);
+  right_layout->addWidget(json_error_);
+  problems_label_ = new QLabel();
+  problems_label_->setObjectName("specProblems");
+  problems_label_->setStyleSheet("color: #b3261e;");
+  problems_label_->setWordWrap(true);
+  right_layout->addWidget(problems_label_);
+  auto* memory_box = new QGroupBox("Memory per rank (estimate; hover for the formula)");
+  auto* memory_layout = new QVBoxLayout(memory_box);
+  memory_ = new QLabel();
+  memory_->setObjectName("memoryEstimate");
+  memory_->setTextFormat(Qt::RichText);
+  memory_layout->addWidget(memory_);
+  right_layout->addWidget(memory_box);
+  planned_label_ = new QLabel();
+  planned_label_->setObjectName("plannedBubble");
+  right_layout->addWidget(planned_label_);
+  planned_ = new GanttChart();
+  planned_->setObjectName("editorPlannedGantt");
+  right_layout->addWidget(planned_, 2);
+  launch_ = new QPushButton("Launch");
+  launch_->setObjectName("launchButton");
+  launch_->setDefault(true);
+  launch_->setToolTip("Launch this job (Ctrl+Return)");
+  right_layout->addWidget(launch_);
+  splitter->addWidget(right);
+  splitter->setStretchFactor(0, 1);
+  splitter->setStretchFactor(1, 1);
+
+  connect(json_, &QPlainTextEdit::textChanged, this, &JobEditor::jsonEdited);
+  connect(launch_, &QPushButton::clicked, this, [this] {
+    if (spec_) emit launchRequested(document_);
+  });
+  auto* shortcut = new QShortcut(QKeySequence("Ctrl+Return"), this);
+  connect(shortcut, &QShortcut::activated, launch_, &QPushButton::click);
+}
+
+void JobEditor::addField(QFormLayout* form, const std::string& path, const QString& label,
+                         QWidget* editor, const QString& tip) {
+  auto* field = new Field{path, editor, new QLabel(), form, path == "model.layers"};
+  editor->setObjectName(QString::fromStdString(path));
+  if (!tip.isEmpty()) editor->setToolTip(tip);
+  field->error->setStyleSheet("color: #b3261e; font-size: small;");
+  field->error->setWordWrap(true);
+  field->error->hide();
+  auto* cell = new QWidget();
+  auto* cell_layout = new QVBoxLayout(cell);
+  cell_layout->setContentsMargins(0, 0, 0, 0);
+  cell_layout->setSpacing(1);
+  cell_layout->addWidget(editor);
+  cell_layout->addWidget(field->error);
+  form->addRow(label, cell);
+  fields_[path] = field;
+  if (auto* line = qobject_cast<QLineEdit*>(editor))
+    connect(line, &QLineEdit::textEdited, this, [this, path] { formEdited(path); });
+  else if (auto* combo = qobject_cast<QComboBox*>(editor))
+    connect(combo, &QComboBox::activated, this, [this, path] { formEdited(path); });
+  else if (auto* check = qobject_cast<QCheckBox*>(editor))
+    connect(check, &QCheckBox::toggled, this, [this, path] {
+      if (!updating_) formEdited(path);
+    });
+}
+
+void JobEditor::buildForm(QWidget* page) {
+  auto* layout = new QVBoxLayout(page);
+  auto group = [&](const QString& title) {
+    auto* box = new QGroupBox(title);
+    auto* form = new QFormLayout(box);
+    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+    layout->addWidget(box);
+    return form;
+  };
+  auto combo = [](const QStringList& items) {
+    auto* c = new QComboBox();
+    c->addItems(items);
+    return c;
+  };
+  QFormLayout* job = group("Job");
+  addField(job, "name", "Name", new QLineEdit(), "letters, digits, . _ - (up to 64)");
+  addField(job, "description", "Description", new QLineEdit());
+  QFormLayout* strategy = group("Strategy");
+  addField(strategy, "strategy.kind", "Kind", combo(namesOf<StrategyKind>()),
+           "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard parameters, "
+           "gradients and optimizer state; pipeline: split the layers into stages");
+  addField(strategy, "strategy.bucket_cap_mb", "Bucket cap (MiB)", new QLineEdit(),
+           "gradients are all-reduced in buckets of at most this size");
+  addField(strategy, "strategy.sharding", "Sharding", combo(namesOf<FsdpSharding>()));
+  addField(strategy, "strategy.units", "Units", combo(namesOf<FsdpUnits>()),
+           "layer: one FSDP unit per Linear layer; model: the whole model is one unit");
+  addField(strategy, "strategy.schedule", "Schedule", combo(namesOf<PipelineSchedule>()));
+  addField(strategy, "strategy.virtual_stages", "Virtual stages", new QLineEdit(),
+           "model chunks per rank (interleaved_1f1b needs 2 or more)");
+  QFormLayout* model = group("Model");
+  addField(model, "model.layers", "Layers", new QLineEdit(),
+           "widths, input first, comma-separated: 784, 256, 256, 10");
+  addField(model, "model.activation", "Activation", combo(namesOf<ActivationKind>()));
+  addField(model, "model.layer_norm", "LayerNorm", new QCheckBox("after every hidden layer"));
+  QFormLayout* data = group("Data");
+  addField(data, "data.kind", "Kind", combo(namesOf<DataKind>()));
+  addField(data, "data.samples", "Samples", new QLineEdit());
+  addField(data, "data.features", "Features", new QLineEdit());
+  addField(data, "data.classes", "Classes", new QLineEdit());
+  QFormLayout* train = group("Training");
+  addField(train, "train.steps", "Steps", new QLineEdit());
+  addField(train, "train.batch_size", "Batch size", new QLineEdit(), "samples per rank per step");
+  addField(train, "train.micro_batches", "Micro-batches", new QLineEdit(),
+           "pipeline only: must divide the batch size");
+  addField(train, "optimizer.kind", "Optimizer", combo(namesOf<OptimizerKind>()));
+  addField(train, "optimizer.lr", "Learning rate", new QLineEdit());
+  QFormLayout* where = group("Where");
+  addField(where, "backend", "Backend", combo(namesOf<BackendKind>()),
+           "auto: NCCL on GPUs, Gloo on CPUs");
+  addField(where, "device", "Device", combo(namesOf<DeviceKind>()));
+  hosts_ = new QTableWidget(0, 4);
+  hosts_->setObjectName("hostsTable");
+  hosts_->setHorizontalHeaderLabels({"Host", "Ranks", "User", "Port"});
+  hosts_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  hosts_->verticalHeader()->hide();
+  hosts_->setMinimumHeight(90);
+  where->addRow("Hosts", hosts_);
+  auto* host_buttons = new QHBoxLayout();
+  auto* add = new QPushButton("Add host");
+  auto* remove = new QPushButton("Remove host");
+  host_buttons->addWidget(add);
+  host_buttons->addWidget(remove);
+  host_buttons->addStretch(1);
+  where->addRow("", host_buttons);
+  hosts_error_ = new QLabel();
+  hosts_error_->setObjectName("hostsError");
+  hosts_error_->setStyleSheet("color: #b3261e; font-size: small;");
+  hosts_error_->setWordWrap(true);
+  where->addRow("", hosts_error_);
+  addField(where, "telemetry.every_steps", "Telemetry every", new QLineEdit(), "steps");
+  layout->addStretch(1);
+  connect(hosts_, &QTableWidget::itemChanged, this, [this] {
+    if (!updating_) hostsEdited();
+  });
+  connect(add, &QPushButton::clicked, this, [this] {
+    updating_ = true;
+    const int row = hosts_->rowCount();
+    hosts_->insertRow(row);
+    hosts_->setItem(row, 0, new QTableWidgetItem("localhost"));
+    hosts_->setItem(row, 1, new QTableWidgetItem("1"));
+    hosts_->setItem(row, 2, new QTableWidgetItem());
+    hosts_->setItem(row, 3, new QTableWidgetItem());
+    updating_ = false;
+    hostsEdited();
+  });
+  connect(remove, &QPushButton::clicked, this, [this] {
+    if (hosts_->rowCount() == 0) return;
+    hosts_->removeRow(hosts_->currentRow() >= 0 ? hosts_->currentRow() : hosts_->rowCount() - 1);
+    hostsEdited();
+  });
+}
+
+void JobEditor::setDocument(const nlohmann::json& document) {
+  document_ = document.is_object() ? document : nlohmann::json::object();
+  refreshForm();
+  refreshJson();
+  check();
+}
+
+bool JobEditor::loadFile(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    file_error_ = QString("cannot read %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  auto parsed = nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object()) {
+    file_error_ = QString("%1 is not a JSON object").arg(path);
+    return false;
+  }
+  setDocument(parsed);
+  return true;
+}
+
+bool JobEditor::saveFile(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
+      file.write(QByteArray::fromStdString(document_.dump(2) + "\n")) < 0) {
+    file_error_ = QString("cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+void JobEditor::formEdited(const std::string& path) {
+  if (updating_) return;
+  Field* field = fields_.at(path);
+  std::optional<nlohmann::json> value;
+  if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
+    const QString text = line->text().trimmed();
+    if (field->list) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const QString& part : text.split(',', Qt::SkipEmptyParts)) list.push_back(valueFromText(part));
+      value = list;
+    } else if (!text.isEmpty()) {
+      value = valueFromText(text);
+    }
+  } else if (auto* combo = qobject_cast<QComboBox*>(field->editor)) {
+    value = combo->currentText().toStdString();
+  } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
+    value = check->isChecked();
+  }
+  setPath(document_, path, value);
+  if (path == "strategy.kind") {
+    // Options of the other strategies would be unknown fields now.
+    for (const auto& [option, kind] : kStrategyOnly)
+      if (value && kind != value->get<std::string>()) setPath(document_, option, std::nullopt);
+    refreshForm();
+  }
+  refreshJson();
+  check();
+}
+
+void JobEditor::hostsEdited() {
+  nlohmann::json hosts = nlohmann::json::array();
+  for (int r = 0; r < hosts_->rowCount(); ++r) {
+    auto text = [&](int c) { return hosts_->item(r, c) ? hosts_->item(r, c)->text().trimmed() : QString(); };
+    nlohmann::json host = {{"host", text(0).toStdString()}, {"ranks", valueFromText(text(1))}};
+    if (!text(2).isEmpty()) host["user"] = text(2).toStdString();
+    if (!text(3).isEmpty()) host["port"] = valueFromText(text(3));
+    hosts.push_back(std::move(host));
+  }
+  setPath(document_, "launch.hosts", hosts);
+  refreshJson();
+  check();
+}
+
+void JobEditor::jsonEdited() {
+  if (updating_) return;
+  nlohmann::json parsed;
+  try {
+    parsed = nlohmann::json::parse(json_->toPlainText().toStdString());
+  } catch (const nlohmann::json::parse_error& e) {
+    json_error_->setText(QString("JSON: %1").arg(e.what()));
+    launch_->setEnabled(false);
+    return;
+  }
+  if (!parsed.is_object()) {
+    json_error_->setText("the spec must be a JSON object");
+    launch_->setEnabled(false);
+    return;
+  }
+  json_error_->clear();
+  document_ = std::move(parsed);
+  refreshForm();
+  check();
+}
+
+void JobEditor::refreshForm() {
+  updating_ = true;
+  std::string kind = "single";
+  if (const auto* k = getPath(document_, "strategy.kind"); k && k->is_string())
+    kind = k->get<std::string>();
+  for (auto& [path, field] : fields_) {
+    const nlohmann::json* value = getPath(document_, path);
+    if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
+      const QString text = value ? textOf(*value) : QString();
+      if (line->text() != text && !line->hasFocus()) line->setText(text);
+    } else if (auto* combo = qobject_cast<QComboBox*>(field->editor)) {
+      const int index = value && value->is_string()
+                            ? combo->findText(QString::fromStdString(value->get<std::string>()))
+                            : -1;
+      combo->setCurrentIndex(std::max(index, 0));
+    } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
+      check->setChecked(value && value->is_boolean() && value->get<bool>());
+    }
+    if (auto only = kStrategyOnly.find(path); only != kStrategyOnly.end())
+      field->form->setRowVisible(field->editor->parentWidget(), only->second == kind);
+  }
+  const nlohmann::json* hosts = getPath(document_, "launch.hosts");
+  hosts_->setRowCount(0);
+  if (hosts && hosts->is_array()) {
+    for (const auto& host : *hosts) {
+      const int row = hosts_->rowCount();
+      hosts_->insertRow(row);
+      auto cell = [&](const char* key) {
+        return new QTableWidgetItem(host.is_object() && host.contains(key) ? textOf(host[key]) : "");
+      };
+      hosts_->setItem(row, 0, cell("host"));
+      hosts_->setItem(row, 1, cell("ranks"));
+      hosts_->setItem(row, 2, cell("user"));
+      hosts_->setItem(row, 3, cell("port"));
+    }
+  }
+  updating_ = false;
+}
+
+void JobEditor::refreshJson() {
+  updating_ = true;
+  json_->setPlainText(QString::fromStdString(document_.dump(2)));
+  json_error_->clear();
+  updating_ = false;
+}
+
+void JobEditor::check() {
+  SpecParseResult result = parseJobSpec(document_);
+  spec_ = result.ok() ? result.spec : std::nullopt;
+  problems_ = result.problems;
+  for (auto& [path, field] : fields_) field->error->hide();
+  hosts_error_->clear();
+  QStringList other;
+  for (const SpecProblem& problem : problems_) {
+    const QString message = QString::fromStdString(problem.message);
+    auto it = fields_.find(problem.path);
+    if (it == fields_.end() && problem.path.rfind("model.layers", 0) == 0)
+      it = fields_.find("model.layers");
+    if (it != fields_.end()) {
+      it->second->error->setText(message);
+      it->second->error->show();
+    } else if (problem.path.rfind("launch.hosts", 0) == 0) {
+      hosts_error_->setText(hosts_error_->text() +
+                            QString("%1: %2\n").arg(QString::fromStdString(problem.path), message));
+    } else {
+      other << (problem.path.empty() ? message
+                                     : QString("%1: %2").arg(QString::fromStdString(problem.path), message));
+    }
+  }
+  problems_label_->setText(other.join('\n'));
+  launch_->setEnabled(spec_.has_value());
+  updateEstimates();
+}
+
+QString JobEditor::fieldError(const std::string& path) const {
+  auto it = fields_.find(path);
+  if (it != fields_.end()) return it->second->error->isHidden() ? QString() : it->second->error->text();
+  if (path.rfind("launch.hosts", 0) == 0) return hosts_error_->text();
+  return {};
+}
+
+QWidget* JobEditor::field(const std::string& path) const {
+  auto it = fields_.find(path);
+  return it == fields_.end() ? nullptr : it->second->editor;
+}
+
+void JobEditor::updateEstimates() {
+  if (!spec_) {
+    memory_->setText("<i>fix the spec to see the estimate</i>");
+    memory_->setToolTip({});
+    planned_label_->hide();
+    planned_->hide();
+    return;
+  }
+  const auto estimates = estimateMemory(*spec_);
+  // Ranks with the same figures share a column, so a big world stays readable.
+  struct Column {
+    int first_rank, last_rank;
+    const RankMemoryEstimate* estimate;
+    QString label() const {
+      return first_rank == last_rank ? QString("rank %1").arg(first_rank)
+                                     : QString("ranks %1–%2").arg(first_rank).arg(last_rank);
+    }
+  };
+  std::vector<Column> columns;
+  for (const auto& estimate : estimates) {
+    if (!columns.empty() && columns.back().estimate->total() == estimate.total())
+      columns.back().last_rank = estimate.rank;
+    else
+      columns.push_back({estimate.rank, estimate.rank, &estimate});
+  }
+  QString html = "<table cellspacing='0' cellpadding='3'><tr><th></th>";
+  for (const Column& column : columns) html += "<th align='right'>" + column.label() + "</th>";
+  html += "</tr>";
+  QStringList formulas;
+  const auto& first = *columns.front().estimate;
+  for (size_t p = 0; p < first.parts.size(); ++p) {
+    html += "<tr><td>" + QString::fromStdString(first.parts[p].name) + "</td>";
+    for (const Column& column : columns)
+      html += "<td align='right'>" +
+              (p < column.estimate->parts.size() ? formatBytes(column.estimate->parts[p].bytes)
+                                                 : QString()) +
+              "</td>";
+    html += "</tr>";
+    formulas << QString("%1: %2").arg(QString::fromStdString(first.parts[p].name),
+                                      QString::fromStdString(first.parts[p].formula));
+  }
+  html += "<tr><td><b>total</b></td>";
+  for (const Column& column : columns)
+    html += "<td align='right'><b>" + formatBytes(column.estimate->total()) + "</b></td>";
+  html += "</tr></table>";
+  memory_->setText(html);
+  memory_->setToolTip(formulas.join('\n'));
+
+  try {
+    if (auto planned = ui::plannedSchedule(*spec_)) {
+      planned_->setData(planned->gantt);
+      planned_label_->setText(QString("<b>Planned schedule</b> (unit costs): bubble %1%, "
+                                      "textbook %2%")
+                                  .arg(planned->bubble_fraction * 100, 0, 'f', 1)
+                                  .arg(planned->theoretical_bubble * 100, 0, 'f', 1));
+      planned_label_->show();
+      planned_->show();
+      return;
+    }
+  } catch (const std::exception& e) {
+    planned_label_->setText(QString("Planned schedule: %1").arg(e.what()));
+    planned_label_->show();
+    planned_->hide();
+    return;
+  }
+  planned_label_->hide();
+  planned_->hide();
+}
+
+QString JobEditor::memoryText() const {
+  QTextDocument doc;
+  doc.setHtml(memory_->text());
+  return doc.toPlainText();
+}
+
+QString JobEditor::plannedText() const { return planned_label_->isHidden() ? QString() : planned_label_->text(); }
+
+}  // namespace ringmaster::ui

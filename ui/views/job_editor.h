@@ -1,0 +1,87 @@
+// The job editor: every spec field as a form (strategy and its options, model layers, data, batch
+// and micro-batches, schedule, optimizer, steps, backend, device, hosts with ranks per host),
+// checked on every edit by the engine's own spec parser with its message shown next to the
+// field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
+// launch, the memory estimate per rank and, for pipelines, the planned schedule.
+#pragma once
+
+#include <QWidget>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "spec/job_spec.h"
+
+class QLabel;
+class QPlainTextEdit;
+class QPushButton;
+class QTableWidget;
+class QFormLayout;
+class QCheckBox;
+
+namespace ringmaster::ui {
+
+class GanttChart;
+
+class JobEditor : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit JobEditor(QWidget* parent = nullptr);
+
+  // Replaces the spec (a JSON document); the form, JSON view and checks follow.
+  void setDocument(const nlohmann::json& document);
+  const nlohmann::json& document() const { return document_; }
+  // Loads / saves a spec file; false with the reason in lastFileError().
+  bool loadFile(const QString& path);
+  bool saveFile(const QString& path);
+  QString lastFileError() const { return file_error_; }
+
+  // The parsed spec when it has no problems.
+  const std::optional<JobSpec>& spec() const { return spec_; }
+  const std::vector<SpecProblem>& problems() const { return problems_; }
+  // The message shown next to the field with this spec path ("" when none).
+  QString fieldError(const std::string& path) const;
+  // The widget editing a spec path (for tests and focus on error).
+  QWidget* field(const std::string& path) const;
+  QString memoryText() const;
+  const GanttChart& plannedSchedule() const { return *planned_; }
+  QString plannedText() const;
+  QPushButton* launchButton() const { return launch_; }
+
+ signals:
+  // The user asked to launch this (valid) spec.
+  void launchRequested(const nlohmann::json& document);
+
+ private:
+  struct Field;
+  void addField(QFormLayout* form, const std::string& path, const QString& label, QWidget* editor,
+                const QString& tip = {});
+  void buildForm(QWidget* form_page);
+  void formEdited(const std::string& path);
+  void jsonEdited();
+  void refreshForm();
+  void refreshJson();
+  void check();
+  void updateEstimates();
+  void hostsEdited();
+
+  nlohmann::json document_;
+  std::optional<JobSpec> spec_;
+  std::vector<SpecProblem> problems_;
+  std::map<std::string, Field*> fields_;
+  bool updating_ = false;
+  QString file_error_;
+
+  QTableWidget* hosts_ = nullptr;
+  QLabel* hosts_error_ = nullptr;
+  QPlainTextEdit* json_ = nullptr;
+  QLabel* json_error_ = nullptr;
+  QLabel* problems_label_ = nullptr;
+  QLabel* memory_ = nullptr;
+  QLabel* planned_label_ = nullptr;
+  GanttChart* planned_ = nullptr;
+  QPushButton* launch_ = nullptr;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,100 @@
+// PipelineView: a step picker, the measured and planned Gantt charts and the bubble figures.
+#include "views/pipeline_view.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QVBoxLayout>
+
+#include "core/error.h"
+#include "db/database.h"
+#include "widgets/gantt_chart.h"
+
+namespace ringmaster::ui {
+
+PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
+  auto* layout = new QVBoxLayout(this);
+  auto* bar = new QHBoxLayout();
+  bar->addWidget(new QLabel("Step:"));
+  steps_ = new QComboBox();
+  steps_->setObjectName("pipelineStep");
+  steps_->setMinimumContentsLength(8);
+  bar->addWidget(steps_);
+  bubble_ = new QLabel();
+  bubble_->setObjectName("pipelineBubble");
+  bar->addWidget(bubble_, 1);
+  layout->addLayout(bar);
+  auto* measured_title = new QLabel("<b>Measured</b> (times on rank 0's clock)");
+  layout->addWidget(measured_title);
+  measured_ = new GanttChart();
+  measured_->setObjectName("measuredGantt");
+  layout->addWidget(measured_, 3);
+  planned_title_ = new QLabel("<b>Planned</b> (the engine's schedule with unit costs)");
+  layout->addWidget(planned_title_);
+  planned_ = new GanttChart();
+  planned_->setObjectName("plannedGantt");
+  layout->addWidget(planned_, 2);
+  connect(steps_, &QComboBox::activated, this,
+          [this](int index) { showStep(steps_->itemData(index).toLongLong()); });
+}
+
+void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std::string& spec_json,
+                          const std::vector<int64_t>& scheduled_steps) {
+  const bool new_run = db_path != db_path_ || run_id != run_id_;
+  db_path_ = db_path;
+  run_id_ = run_id;
+  if (new_run) {
+    plan_.reset();
+    shown_step_.reset();
+    SpecParseResult parsed = parseJobSpec(spec_json);
+    if (parsed.ok()) {
+      ranks_ = worldSize(*parsed.spec);
+      try {
+        plan_ = plannedSchedule(*parsed.spec);
+      } catch (const Error& e) {
+        planned_title_->setText(QString("<b>Planned</b>: %1").arg(QString::fromStdString(e.message())));
+      }
+    }
+    planned_->setData(plan_ ? plan_->gantt : GanttData{});
+  }
+  if (static_cast<size_t>(steps_->count()) != scheduled_steps.size()) {
+    steps_->clear();
+    for (int64_t step : scheduled_steps)
+      steps_->addItem(QString::number(step), QVariant::fromValue<qlonglong>(step));
+  }
+  if (!shown_step_ && !scheduled_steps.empty()) {
+    // The second scheduled step: the first includes the warm-up.
+    showStep(scheduled_steps.size() > 1 ? scheduled_steps[1] : scheduled_steps[0]);
+  } else {
+    bubble_->setText(bubbleText());
+  }
+}
+
+void PipelineView::showStep(int64_t step) {
+  storage::Database db(db_path_);
+  std::optional<storage::StepSchedule> schedule = storage::loadStepSchedule(db, run_id_, step);
+  shown_step_ = step;
+  measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
+  const int index = steps_->findData(QVariant::fromValue<qlonglong>(step));
+  if (index >= 0) steps_->setCurrentIndex(index);
+  bubble_->setText(bubbleText());
+}
+
+QString PipelineView::bubbleText() const {
+  QStringList parts;
+  if (shown_step_) {
+    double sum = 0;
+    const auto& rows = measured_->data().row_bubble;
+    for (double b : rows) sum += b;
+    if (!rows.empty())
+      parts << QString("measured bubble %1% (step %2)")
+                   .arg(sum / static_cast<double>(rows.size()) * 100, 0, 'f', 1)
+                   .arg(*shown_step_);
+  }
+  if (plan_)
+    parts << QString("planned %1%").arg(plan_->bubble_fraction * 100, 0, 'f', 1)
+          << QString("theoretical %1%").arg(plan_->theoretical_bubble * 100, 0, 'f', 1);
+  return parts.join(" · ");
+}
+
+}  // namespace ringmaster::ui

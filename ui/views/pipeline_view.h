@@ -1,0 +1,48 @@
+// The pipeline schedule view: the measured stage x time Gantt of a chosen step (F and B per
+// micro-batch, idle time visible), its bubble per stage beside the theoretical one, and the
+// planned schedule (the engine's, with unit costs) below for comparison.
+#pragma once
+
+#include <QWidget>
+#include <optional>
+
+#include "data/schedule_gantt.h"
+
+class QComboBox;
+class QLabel;
+
+namespace ringmaster::ui {
+
+class GanttChart;
+
+class PipelineView : public QWidget {
+  Q_OBJECT
+
+ public:
+  explicit PipelineView(QWidget* parent = nullptr);
+
+  // The run to show: its database, id, spec and the steps that have schedule events (the step
+  // list grows while the run is live; the chosen step stays chosen).
+  void setRun(const std::string& db_path, int64_t run_id, const std::string& spec_json,
+              const std::vector<int64_t>& scheduled_steps);
+  void showStep(int64_t step);
+
+  std::optional<int64_t> shownStep() const { return shown_step_; }
+  const GanttChart& measured() const { return *measured_; }
+  const GanttChart& planned() const { return *planned_; }
+  QString bubbleText() const;
+
+ private:
+  std::string db_path_;
+  int64_t run_id_ = 0;
+  int ranks_ = 0;
+  std::optional<PlannedSchedule> plan_;
+  std::optional<int64_t> shown_step_;
+  QComboBox* steps_ = nullptr;
+  QLabel* bubble_ = nullptr;
+  GanttChart* measured_ = nullptr;
+  GanttChart* planned_ = nullptr;
+  QLabel* planned_title_ = nullptr;
+};
+
+}  // namespace ringmaster::ui

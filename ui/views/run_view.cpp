@@ -1,0 +1,560 @@
+// RunView: layout, the 25 Hz poll, the worker-thread load and applying a snapshot to the widgets.
+#include "views/run_view.h"
+
+#include <QComboBox>
+#include <QDateTime>
+#include <QDir>
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "db/database.h"
+#include "models/comm_ops_model.h"
+#include "models/format.h"
+#include "models/rank_table_model.h"
+#include "models/run_list_model.h"
+#include "views/pipeline_view.h"
+#include "views/table_copy.h"
+#include "widgets/heat_map.h"
+#include "widgets/metric_chart.h"
+
+namespace ringmaster::ui {
+
+namespace {
+
+constexpr int kPollMs = 40;  // 25 Hz
+constexpr double kMiB = 1.0 / (1 << 20);
+
+QColor rankColor(int rank) {
+  static const QColor palette[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c},
+                                   {0xd6, 0x27, 0x28}, {0x94, 0x67, 0xbd}, {0x8c, 0x56, 0x4b},
+                                   {0xe3, 0x77, 0xc2}, {0x7f, 0x7f, 0x7f}, {0xbc, 0xbd, 0x22},
+                                   {0x17, 0xbe, 0xcf}};
+  return palette[static_cast<size_t>(rank) % std::size(palette)];
+}
+
+// Buckets to chart points: x at the bucket's middle step, the envelope only when a bucket holds
+// more than one step.
+void addSeries(ChartLine& line, const storage::Series& series, double scale) {
+  for (const auto& bucket : series.buckets) {
+    const double x = bucket.summary.count == 1
+                         ? static_cast<double>(bucket.summary.first_step)
+                         : static_cast<double>(bucket.start) + series.bucket_width / 2.0;
+    line.centre.append({x, bucket.summary.mean() * scale});
+    if (series.bucket_width > 1) {
+      line.low.append({x, bucket.summary.min * scale});
+      line.high.append({x, bucket.summary.max * scale});
+    }
+  }
+}
+
+}  // namespace
+
+RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
+    : QWidget(parent),
+      db_path_(std::move(db_path)),
+      run_id_(run_id),
+      watch_db_(std::make_unique<storage::Database>(db_path_)) {
+  setObjectName(QString("runView%1").arg(run_id));
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(6, 6, 6, 6);
+
+  // Header: title and status, progress, figures, root cause.
+  auto* header = new QGridLayout();
+  title_ = new QLabel();
+  title_->setObjectName("runTitle");
+  QFont title_font = title_->font();
+  title_font.setPointSizeF(title_font.pointSizeF() * 1.3);
+  title_font.setBold(true);
+  title_->setFont(title_font);
+  status_ = new QLabel();
+  status_->setObjectName("runStatus");
+  progress_ = new QProgressBar();
+  progress_->setObjectName("runProgress");
+  progress_->setTextVisible(true);
+  progress_->setMaximumWidth(360);
+  figures_ = new QLabel();
+  figures_->setObjectName("runFigures");
+  figures_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  header->addWidget(title_, 0, 0);
+  header->addWidget(status_, 0, 1, Qt::AlignLeft);
+  header->addWidget(progress_, 0, 2);
+  header->addWidget(figures_, 1, 0, 1, 3);
+  header->setColumnStretch(1, 1);
+  layout->addLayout(header);
+  root_cause_ = new QLabel();
+  root_cause_->setObjectName("rootCause");
+  root_cause_->setWordWrap(true);
+  root_cause_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  root_cause_->setStyleSheet(
+      "QLabel { background: #fdecea; color: #8a1c1c; border: 1px solid #e6a6a1; "
+      "border-radius: 4px; padding: 6px; }");
+  root_cause_->hide();
+  layout->addWidget(root_cause_);
+
+  tabs_ = new QTabWidget();
+  tabs_->setObjectName("runTabs");
+  tabs_->addTab(buildChartsTab(), "Charts");
+  auto* ranks = new QTableView();
+  ranks->setObjectName("rankTable");
+  rank_model_ = new RankTableModel(this);
+  ranks->setModel(rank_model_);
+  ranks->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  ranks->horizontalHeader()->setStretchLastSection(true);
+  ranks->verticalHeader()->hide();
+  ranks->setAlternatingRowColors(true);
+  ranks->setSelectionBehavior(QAbstractItemView::SelectRows);
+  enableCsvCopy(ranks);
+  tabs_->addTab(ranks, "Ranks");
+  tabs_->addTab(buildCommTab(), "Communication");
+  pipeline_ = new PipelineView();
+  tabs_->addTab(pipeline_, "Pipeline");
+  tabs_->addTab(buildLogsTab(), "Logs");
+  layout->addWidget(tabs_, 1);
+
+  connect(&loader_, &QFutureWatcher<LoadResult>::finished, this, [this] {
+    LoadResult result = loader_.result();
+    if (result.snapshot) {
+      apply(std::move(*result.snapshot));
+    } else {
+      root_cause_->setText("Cannot read the run: " + result.error);
+      root_cause_->show();
+    }
+    if (dirty_) startLoad();
+  });
+  poll_timer_ = new QTimer(this);
+  poll_timer_->setInterval(kPollMs);
+  connect(poll_timer_, &QTimer::timeout, this, &RunView::poll);
+  poll_timer_->start();
+  startLoad();
+}
+
+RunView::~RunView() { loader_.waitForFinished(); }
+
+QWidget* RunView::buildChartsTab() {
+  auto* page = new QWidget();
+  auto* layout = new QVBoxLayout(page);
+  auto* bar = new QHBoxLayout();
+  bar->addWidget(new QLabel("Ranks:"));
+  rank_choice_ = new QComboBox();
+  rank_choice_->setObjectName("rankChoice");
+  bar->addWidget(rank_choice_);
+  bar->addStretch(1);
+  auto* export_button = new QPushButton("Export charts…");
+  export_button->setObjectName("exportCharts");
+  bar->addWidget(export_button);
+  layout->addLayout(bar);
+  connect(rank_choice_, &QComboBox::activated, this, [this](int index) {
+    const int data = rank_choice_->itemData(index).toInt();
+    if (data == -1) showRanks(RankMode::kEach);
+    else if (data == -2) showRanks(RankMode::kBand);
+    else showRanks(RankMode::kOne, data);
+  });
+  connect(export_button, &QPushButton::clicked, this, [this] {
+    const QString dir = QDir::homePath() + QString("/ringmaster-run-%1-charts").arg(run_id_);
+    QStringList written = exportCharts(dir);
+    figures_->setToolTip(QString("Exported %1 files to %2").arg(written.size()).arg(dir));
+  });
+
+  auto* grid = new QGridLayout();
+  struct Spec {
+    const char* title;
+    const char* unit;
+    std::vector<std::string> metrics;
+    double scale;
+  };
+  const Spec specs[] = {
+      {"Loss", "loss", {"loss"}, 1.0},
+      {"Step time", "ms", {"compute_ms", "exposed_comm_ms"}, 1.0},
+      {"Communication time", "ms per step", {"comm_ms"}, 1.0},
+      {"Allocator memory", "MiB", {"mem_allocated", "mem_peak"}, kMiB},
+      {"Device memory", "MiB", {"device_mem_used"}, kMiB},
+  };
+  int i = 0;
+  for (const Spec& spec : specs) {
+    auto* chart = new MetricChart(spec.title, spec.unit);
+    chart->setObjectName(QString(spec.title).replace(' ', '_'));
+    charts_.push_back(chart);
+    chart_metrics_.push_back(spec.metrics);
+    chart_scales_.push_back(spec.scale);
+    grid->addWidget(chart, i / 2, i % 2);
+    ++i;
+    connect(chart, &MetricChart::rangeChanged, this, &RunView::reload);
+  }
+  layout->addLayout(grid, 1);
+  return page;
+}
+
+QWidget* RunView::buildCommTab() {
+  auto* splitter = new QSplitter(Qt::Vertical);
+  auto* ops = new QTableView();
+  ops->setObjectName("commTable");
+  comm_model_ = new CommOpsModel(this);
+  ops->setModel(comm_model_);
+  ops->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  ops->horizontalHeader()->setStretchLastSection(true);
+  ops->verticalHeader()->hide();
+  ops->setAlternatingRowColors(true);
+  ops->setSelectionBehavior(QAbstractItemView::SelectRows);
+  enableCsvCopy(ops);
+  splitter->addWidget(ops);
+  auto* map_box = new QWidget();
+  auto* map_layout = new QVBoxLayout(map_box);
+  map_layout->setContentsMargins(0, 0, 0, 0);
+  map_layout->addWidget(new QLabel("<b>Exposed communication per step</b>, rank × step: a row "
+                                   "its peers are not is a straggler, columns that stop are a hang"));
+  heat_map_ = new HeatMap();
+  heat_map_->setObjectName("waitHeatMap");
+  map_layout->addWidget(heat_map_, 1);
+  splitter->addWidget(map_box);
+  auto* recorder_box = new QWidget();
+  auto* recorder_layout = new QVBoxLayout(recorder_box);
+  recorder_layout->setContentsMargins(0, 0, 0, 0);
+  flight_summary_ = new QLabel("<b>Flight recorder</b>: no dump (dumps arrive when a collective "
+                               "fails or times out)");
+  flight_summary_->setObjectName("flightSummary");
+  flight_summary_->setWordWrap(true);
+  recorder_layout->addWidget(flight_summary_);
+  flight_recorder_ = new QTableWidget(0, 4);
+  flight_recorder_->setObjectName("flightRecorder");
+  flight_recorder_->setHorizontalHeaderLabels(
+      {"Rank", "Last completed", "In flight when it dumped", "Did not reach"});
+  flight_recorder_->horizontalHeader()->setStretchLastSection(true);
+  flight_recorder_->verticalHeader()->hide();
+  flight_recorder_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  recorder_layout->addWidget(flight_recorder_, 1);
+  splitter->addWidget(recorder_box);
+  splitter->setStretchFactor(0, 2);
+  splitter->setStretchFactor(1, 2);
+  splitter->setStretchFactor(2, 1);
+  return splitter;
+}
+
+QWidget* RunView::buildLogsTab() {
+  auto* page = new QWidget();
+  auto* layout = new QVBoxLayout(page);
+  auto* bar = new QHBoxLayout();
+  bar->addWidget(new QLabel("Rank:"));
+  log_rank_ = new QComboBox();
+  log_rank_->setObjectName("logRank");
+  log_rank_->addItem("all", -2);
+  log_rank_->addItem("recorder", -1);
+  bar->addWidget(log_rank_);
+  log_filter_ = new QLineEdit();
+  log_filter_->setObjectName("logFilter");
+  log_filter_->setPlaceholderText("filter (text in the line)");
+  log_filter_->setClearButtonEnabled(true);
+  bar->addWidget(log_filter_, 1);
+  layout->addLayout(bar);
+  logs_ = new QPlainTextEdit();
+  logs_->setObjectName("logs");
+  logs_->setReadOnly(true);
+  logs_->setFont(QFont("monospace", font().pointSize() - 1));
+  logs_->setLineWrapMode(QPlainTextEdit::NoWrap);
+  layout->addWidget(logs_, 1);
+  connect(log_rank_, &QComboBox::activated, this, [this] { applyLogs(); });
+  connect(log_filter_, &QLineEdit::textChanged, this, [this] { applyLogs(); });
+  return page;
+}
+
+void RunView::showRanks(RankMode mode, int rank) {
+  rank_mode_ = mode;
+  one_rank_ = rank;
+  const int data = mode == RankMode::kEach ? -1 : mode == RankMode::kBand ? -2 : rank;
+  const int index = rank_choice_->findData(data);
+  if (index >= 0) rank_choice_->setCurrentIndex(index);
+  reload();
+}
+
+SnapshotRequest RunView::request() const {
+  SnapshotRequest request;
+  const int world = snapshot_ ? snapshot_->run.world_size : 0;
+  for (size_t i = 0; i < charts_.size(); ++i) {
+    ChartRequest chart;
+    chart.metrics = chart_metrics_[i];
+    chart.range.buckets = charts_[i]->bucketsWanted();
+    if (charts_[i]->zoomed()) {
+      chart.range.from_step = charts_[i]->zoomRange().first;
+      chart.range.to_step = charts_[i]->zoomRange().second;
+    }
+    if (rank_mode_ == RankMode::kOne) {
+      chart.ranks = {one_rank_};
+    } else if (rank_mode_ == RankMode::kEach) {
+      for (int r = 0; r < std::max(world, 1); ++r) chart.ranks.push_back(r);
+    }
+    request.charts.push_back(std::move(chart));
+  }
+  request.heat_map_buckets = std::clamp(heat_map_->width() / 6, 20, 200);
+  return request;
+}
+
+void RunView::reload() {
+  dirty_ = true;
+  if (!loader_.isRunning()) startLoad();
+}
+
+void RunView::poll() {
+  try {
+    const int64_t version = watch_db_->dataVersion();
+    if (version != seen_version_) {
+      seen_version_ = version;
+      dirty_ = true;
+    }
+  } catch (const Error&) {
+    dirty_ = true;  // the load reports what is wrong
+  }
+  if (dirty_ && !loader_.isRunning()) startLoad();
+}
+
+void RunView::startLoad() {
+  dirty_ = false;
+  SnapshotRequest request = this->request();
+  const std::string path = db_path_;
+  const int64_t run_id = run_id_;
+  loader_.setFuture(QtConcurrent::run([path, run_id, request]() -> LoadResult {
+    try {
+      return {loadRunSnapshot(path, run_id, request), {}};
+    } catch (const std::exception& e) {
+      return {std::nullopt, QString::fromStdString(e.what())};
+    }
+  }));
+}
+
+void RunView::apply(RunSnapshot snapshot) {
+  if (!snapshot_ || snapshot_->run.world_size != snapshot.run.world_size) {
+    // First snapshot: pick the rank choice by the world size (a band for large worlds).
+    rank_choice_->clear();
+    rank_choice_->addItem("Every rank", -1);
+    rank_choice_->addItem("All ranks: min / median / max", -2);
+    for (int r = 0; r < snapshot.run.world_size; ++r)
+      rank_choice_->addItem(QString("Rank %1").arg(r), r);
+    if (!snapshot_ && snapshot.run.world_size > 8) {
+      rank_mode_ = RankMode::kBand;
+      dirty_ = true;  // this snapshot was read for every rank
+    }
+    const int data = rank_mode_ == RankMode::kEach ? -1 : rank_mode_ == RankMode::kBand ? -2
+                                                                                          : one_rank_;
+    rank_choice_->setCurrentIndex(std::max(rank_choice_->findData(data), 0));
+  }
+  applyHeader(snapshot);
+  applyCharts(snapshot);
+  rank_model_->setRows(rankRows(snapshot));
+  comm_model_->setStats(snapshot.comm_ops);
+  heat_map_->setMap(snapshot.wait_map);
+  applyFlightRecorder(snapshot);
+  const bool pipeline = snapshot.run.strategy == "pipeline";
+  tabs_->setTabVisible(tabs_->indexOf(pipeline_), pipeline);
+  if (pipeline)
+    pipeline_->setRun(db_path_, run_id_, snapshot.run.spec_json, snapshot.scheduled_steps);
+  const bool logs_changed =
+      !snapshot_ || snapshot_->logs.size() != snapshot.logs.size() ||
+      (!snapshot.logs.empty() && snapshot_->logs.back().t != snapshot.logs.back().t);
+  snapshot_ = std::move(snapshot);
+  if (logs_changed) applyLogs();
+  const QString status = QString::fromStdString(snapshot_->run.status);
+  if (status != last_status_) {
+    last_status_ = status;
+    emit statusChanged(status);
+  }
+  emit refreshed();
+}
+
+void RunView::applyHeader(const RunSnapshot& s) {
+  title_->setText(QString("Run %1 · %2 · %3 · %4 rank%5")
+                      .arg(s.run.id)
+                      .arg(QString::fromStdString(s.run.name).toHtmlEscaped())
+                      .arg(QString::fromStdString(s.run.strategy))
+                      .arg(s.run.world_size)
+                      .arg(s.run.world_size == 1 ? "" : "s"));
+  status_->setText(QString::fromStdString(s.run.status));
+  status_->setStyleSheet(QString("QLabel { color: white; background: %1; border-radius: 8px; "
+                                 "padding: 2px 10px; font-weight: bold; }")
+                             .arg(statusColor(s.run.status).name()));
+  const int64_t planned = std::max<int64_t>(s.planned_steps, 1);
+  progress_->setRange(0, static_cast<int>(std::min<int64_t>(planned, INT32_MAX)));
+  progress_->setValue(static_cast<int>(std::min(s.summary.final_step, planned)));
+  QString eta;
+  if (s.run.status == "running" && s.summary.final_step > 0 && s.summary.final_step < planned) {
+    const double per_step = s.run.durationSeconds() / static_cast<double>(s.summary.final_step);
+    eta = QString(" · ETA %1").arg(
+        formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
+  }
+  progress_->setFormat(QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
+  QStringList figures;
+  if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
+  if (s.summary.final_accuracy)
+    figures << QString("accuracy %1%").arg(*s.summary.final_accuracy * 100, 0, 'f', 1);
+  figures << QString("%1 samples/s").arg(formatFigure(s.summary.samples_per_second))
+          << QString("step %1").arg(formatMs(s.summary.mean_step_ms))
+          << QString("communication %1% of step time").arg(s.summary.comm_share * 100, 0, 'f', 1);
+  if (s.summary.bubble_fraction)
+    figures << QString("bubble %1%").arg(*s.summary.bubble_fraction * 100, 0, 'f', 1);
+  figures << QString("duration %1").arg(formatDuration(s.run.durationSeconds()));
+  figures_->setText(figures.join("  ·  "));
+  if (s.run.error) {
+    QString where;
+    if (s.run.error_rank) where += QString("rank %1").arg(*s.run.error_rank);
+    if (s.run.error_host)
+      where += (where.isEmpty() ? "" : " on ") +
+               QString("host %1").arg(QString::fromStdString(*s.run.error_host));
+    root_cause_->setText(QString("<b>Root cause</b>%1: %2")
+                             .arg(where.isEmpty() ? "" : " (" + where.toHtmlEscaped() + ")")
+                             .arg(QString::fromStdString(*s.run.error).toHtmlEscaped()));
+    root_cause_->show();
+  } else {
+    root_cause_->hide();
+  }
+}
+
+void RunView::applyCharts(const RunSnapshot& s) {
+  size_t next = 0;  // snapshot.charts holds the metrics of every chart in order
+  for (size_t i = 0; i < charts_.size(); ++i) {
+    std::vector<ChartLine> lines;
+    const auto& metrics = chart_metrics_[i];
+    const bool several = metrics.size() > 1;
+    for (size_t m = 0; m < metrics.size() && next < s.charts.size(); ++m, ++next) {
+      const MetricSeries& series = s.charts[next];
+      const QString metric = QString::fromStdString(series.metric);
+      if (series.band) {
+        ChartLine line;
+        line.name = several ? metric + " median" : "median of ranks";
+        line.color = rankColor(static_cast<int>(m) * 3);
+        for (const auto& bucket : series.band->buckets) {
+          const double x = static_cast<double>(bucket.start) + series.band->bucket_width / 2.0;
+          line.centre.append({x, bucket.median * chart_scales_[i]});
+          line.low.append({x, bucket.min * chart_scales_[i]});
+          line.high.append({x, bucket.max * chart_scales_[i]});
+        }
+        lines.push_back(std::move(line));
+      }
+      for (const auto& [rank, ranked] : series.per_rank) {
+        ChartLine line;
+        line.name = several ? QString("%1 r%2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
+        QColor colour = rankColor(rank);
+        line.color = m == 0 ? colour : colour.lighter(150);
+        addSeries(line, ranked, chart_scales_[i]);
+        lines.push_back(std::move(line));
+      }
+    }
+    charts_[i]->setLines(lines);
+  }
+}
+
+void RunView::applyFlightRecorder(const RunSnapshot& s) {
+  flight_recorder_->setRowCount(0);
+  if (s.dumps.empty()) return;
+  // The furthest collective any rank reached; ranks that did not reach it are what blocks.
+  struct RankState {
+    QString completed, in_flight;
+    int64_t furthest = 0;
+  };
+  std::map<int, RankState> states;
+  int64_t furthest = 0;
+  QString furthest_name;
+  for (const auto& dump : s.dumps) {
+    RankState& state = states[dump.rank];
+    auto entries = nlohmann::json::parse(dump.dump_json, nullptr, false);
+    if (!entries.is_array()) continue;
+    QStringList in_flight;
+    for (const auto& e : entries) {
+      const int64_t seq = e.value("seq", int64_t{0});
+      const QString name = QString("%1 #%2").arg(QString::fromStdString(e.value("op", std::string("?")))).arg(seq);
+      const std::string st = e.value("state", std::string());
+      if (st == "completed") state.completed = name;
+      else in_flight << QString("%1 (%2)").arg(name, QString::fromStdString(st));
+      if (e.contains("peer")) continue;  // point-to-point: not a collective every rank reaches
+      state.furthest = std::max(state.furthest, seq);
+      if (seq > furthest) {
+        furthest = seq;
+        furthest_name = name;
+      }
+    }
+    state.in_flight = in_flight.join(", ");
+  }
+  QStringList missing;
+  for (int r = 0; r < s.run.world_size; ++r) {
+    auto it = states.find(r);
+    if (it == states.end() || it->second.furthest < furthest) missing << QString::number(r);
+  }
+  flight_summary_->setText(
+      QString("<b>Flight recorder</b>: %1 dump%2; furthest collective %3; ranks that did not reach "
+              "it: %4")
+          .arg(s.dumps.size())
+          .arg(s.dumps.size() == 1 ? "" : "s")
+          .arg(furthest_name.isEmpty() ? "none" : furthest_name)
+          .arg(missing.isEmpty() ? "none" : missing.join(", ")));
+  for (const auto& [rank, state] : states) {
+    const int row = flight_recorder_->rowCount();
+    flight_recorder_->insertRow(row);
+    flight_recorder_->setItem(row, 0, new QTableWidgetItem(QString::number(rank)));
+    flight_recorder_->setItem(row, 1, new QTableWidgetItem(state.completed));
+    flight_recorder_->setItem(row, 2, new QTableWidgetItem(state.in_flight));
+    flight_recorder_->setItem(
+        row, 3, new QTableWidgetItem(state.furthest < furthest ? furthest_name : QString()));
+  }
+}
+
+void RunView::applyLogs() {
+  if (!snapshot_) return;
+  const int rank = log_rank_->currentData().toInt();
+  const QString filter = log_filter_->text();
+  QStringList lines;
+  for (const auto& line : snapshot_->logs) {
+    if (rank == -1 && line.rank) continue;
+    if (rank >= 0 && line.rank != rank) continue;
+    const QString who = line.rank ? QString("rank %1").arg(*line.rank) : QString("recorder");
+    const QString text = QString("%1  %2  %3: %4")
+                             .arg(QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(line.t * 1000))
+                                      .toString("hh:mm:ss.zzz"))
+                             .arg(who, -8)
+                             .arg(QString::fromStdString(line.level))
+                             .arg(QString::fromStdString(line.message));
+    if (!filter.isEmpty() && !text.contains(filter, Qt::CaseInsensitive)) continue;
+    lines << text;
+  }
+  // Rank entries for the ranks seen.
+  for (int r = 0; r < snapshot_->run.world_size; ++r)
+    if (log_rank_->findData(r) < 0) log_rank_->addItem(QString("rank %1").arg(r), r);
+  logs_->setPlainText(lines.join('\n'));
+  logs_->moveCursor(QTextCursor::End);
+}
+
+MetricChart* RunView::chart(const QString& title) const {
+  for (MetricChart* c : charts_)
+    if (c->chart()->title() == title) return c;
+  return nullptr;
+}
+
+QString RunView::statusText() const { return status_->text(); }
+QString RunView::rootCauseText() const {
+  return root_cause_->isHidden() ? QString() : root_cause_->text();
+}
+QString RunView::logText() const { return logs_->toPlainText(); }
+QString RunView::flightRecorderText() const { return flight_summary_->text(); }
+
+QStringList RunView::exportCharts(const QString& directory) {
+  QDir().mkpath(directory);
+  QStringList written;
+  for (MetricChart* chart : charts_) {
+    const QString base = QDir(directory).filePath(chart->objectName().toLower());
+    for (const char* ext : {".png", ".svg"})
+      if (chart->exportTo(base + ext)) written << base + ext;
+  }
+  return written;
+}
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,131 @@
+// The live run view: for a running or past run, the header (status, progress, throughput and, on
+// failure, the root cause), per-rank charts (loss, step time split into compute and exposed
+// communication, communication time, allocator and device memory) for chosen ranks or as an
+// all-ranks band, the rank table with stragglers flagged, the communication panel (per-op table,
+// rank x step wait heat map, flight-recorder dumps), the pipeline schedule and the logs.
+//
+// It polls the database's data_version at 25 Hz and, when something was committed, reloads a
+// RunSnapshot on a worker thread: telemetry reaches the charts coalesced, never one redraw per
+// event, and a slow read never stalls the GUI thread.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QWidget>
+#include <memory>
+#include <optional>
+
+#include "data/run_snapshot.h"
+
+class QComboBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QProgressBar;
+class QTabWidget;
+class QTableView;
+class QTableWidget;
+class QTimer;
+
+namespace ringmaster::storage {
+class Database;
+}
+
+namespace ringmaster::ui {
+
+class CommOpsModel;
+class HeatMap;
+class MetricChart;
+class PipelineView;
+class RankTableModel;
+
+class RunView : public QWidget {
+  Q_OBJECT
+
+ public:
+  // Throws kIo when the database cannot be opened.
+  RunView(std::string db_path, int64_t run_id, QWidget* parent = nullptr);
+  ~RunView() override;
+
+  int64_t runId() const { return run_id_; }
+  // The snapshot on screen; nullptr before the first load finished.
+  const RunSnapshot* snapshot() const { return snapshot_ ? &*snapshot_ : nullptr; }
+
+  // Which ranks the charts show: every rank, one rank, or the min / median / max band.
+  enum class RankMode { kEach, kBand, kOne };
+  void showRanks(RankMode mode, int rank = 0);
+
+  MetricChart* chart(const QString& title) const;
+  std::vector<MetricChart*> charts() const { return charts_; }
+  RankTableModel* rankModel() const { return rank_model_; }
+  CommOpsModel* commModel() const { return comm_model_; }
+  HeatMap* heatMap() const { return heat_map_; }
+  PipelineView* pipelineView() const { return pipeline_; }
+  QTabWidget* tabs() const { return tabs_; }
+  QString statusText() const;
+  QString rootCauseText() const;
+  QString logText() const;
+  QString flightRecorderText() const;
+
+  // Writes every chart as NAME.png and NAME.svg into `directory`; the files written.
+  QStringList exportCharts(const QString& directory);
+  // Starts a reload now (tests, and after the user changed what is shown).
+  void reload();
+
+ signals:
+  // A snapshot reached the screen.
+  void refreshed();
+  // The run's status changed (to "completed", "failed", ...).
+  void statusChanged(const QString& status);
+
+ private:
+  void poll();
+  void startLoad();
+  void apply(RunSnapshot snapshot);
+  void applyHeader(const RunSnapshot& snapshot);
+  void applyCharts(const RunSnapshot& snapshot);
+  void applyFlightRecorder(const RunSnapshot& snapshot);
+  void applyLogs();
+  SnapshotRequest request() const;
+  QWidget* buildChartsTab();
+  QWidget* buildCommTab();
+  QWidget* buildLogsTab();
+
+  struct LoadResult {
+    std::optional<RunSnapshot> snapshot;
+    QString error;
+  };
+
+  std::string db_path_;
+  int64_t run_id_;
+  std::unique_ptr<storage::Database> watch_db_;  // polled for data_version on the GUI thread
+  int64_t seen_version_ = -1;
+  bool dirty_ = true;
+  std::optional<RunSnapshot> snapshot_;
+  QFutureWatcher<LoadResult> loader_;
+  QTimer* poll_timer_ = nullptr;
+  RankMode rank_mode_ = RankMode::kEach;
+  int one_rank_ = 0;
+  QString last_status_;
+
+  QLabel* title_ = nullptr;
+  QLabel* status_ = nullptr;
+  QLabel* figures_ = nullptr;
+  QLabel* root_cause_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QComboBox* rank_choice_ = nullptr;
+  QTabWidget* tabs_ = nullptr;
+  std::vector<MetricChart*> charts_;
+  std::vector<std::vector<std::string>> chart_metrics_;
+  std::vector<double> chart_scales_;
+  RankTableModel* rank_model_ = nullptr;
+  CommOpsModel* comm_model_ = nullptr;
+  HeatMap* heat_map_ = nullptr;
+  QTableWidget* flight_recorder_ = nullptr;
+  QLabel* flight_summary_ = nullptr;
+  PipelineView* pipeline_ = nullptr;
+  QPlainTextEdit* logs_ = nullptr;
+  QComboBox* log_rank_ = nullptr;
+  QLineEdit* log_filter_ = nullptr;
+};
+
+}  // namespace ringmaster::ui

@@ -1,0 +1,93 @@
+// HeatMap: painted cell by cell with QPainter.
+#include "widgets/heat_map.h"
+
+#include <QHelpEvent>
+#include <QPainter>
+#include <QToolTip>
+
+#include "models/format.h"
+
+namespace ringmaster::ui {
+
+HeatMap::HeatMap(QWidget* parent) : QWidget(parent) {
+  setMinimumHeight(90);
+  setMouseTracking(true);
+}
+
+void HeatMap::setMap(WaitHeatMap map) {
+  map_ = std::move(map);
+  max_value_ = 0;
+  for (const auto& row : map_.values)
+    for (const auto& v : row)
+      if (v) max_value_ = std::max(max_value_, *v);
+  update();
+}
+
+QRect HeatMap::plotRect() const { return rect().adjusted(54, 6, -8, -20); }
+
+void HeatMap::paintEvent(QPaintEvent*) {
+  QPainter painter(this);
+  painter.fillRect(rect(), palette().base());
+  const QRect plot = plotRect();
+  const int ranks = static_cast<int>(map_.values.size());
+  const int columns = static_cast<int>(map_.bucket_starts.size());
+  painter.setPen(palette().text().color());
+  if (ranks == 0 || columns == 0) {
+    painter.drawText(rect(), Qt::AlignCenter, "no communication recorded yet");
+    return;
+  }
+  const double cell_w = static_cast<double>(plot.width()) / columns;
+  const double cell_h = static_cast<double>(plot.height()) / ranks;
+  for (int r = 0; r < ranks; ++r) {
+    for (int c = 0; c < columns; ++c) {
+      const auto& v = map_.values[static_cast<size_t>(r)][static_cast<size_t>(c)];
+      QRectF cell(plot.left() + c * cell_w, plot.top() + r * cell_h, cell_w + 0.5, cell_h + 0.5);
+      if (!v) {
+        painter.fillRect(cell, palette().alternateBase());
+        continue;
+      }
+      const double t = max_value_ > 0 ? *v / max_value_ : 0;  // 0 pale .. 1 deep red
+      painter.fillRect(cell, QColor::fromHsvF(0.02, 0.1 + 0.85 * t, 1.0 - 0.35 * t));
+    }
+  }
+  QFont small = font();
+  small.setPointSizeF(font().pointSizeF() * 0.85);
+  painter.setFont(small);
+  const int label_every = std::max(1, static_cast<int>(14 / std::max(cell_h, 1.0)));
+  for (int r = 0; r < ranks; r += label_every)
+    painter.drawText(QRectF(0, plot.top() + r * cell_h, plot.left() - 6, cell_h),
+                     Qt::AlignRight | Qt::AlignVCenter, QString("rank %1").arg(r));
+  painter.drawText(QRect(plot.left(), plot.bottom() + 2, plot.width(), 18),
+                   Qt::AlignLeft | Qt::AlignVCenter,
+                   QString("step %1").arg(map_.bucket_starts.front()));
+  painter.drawText(QRect(plot.left(), plot.bottom() + 2, plot.width(), 18),
+                   Qt::AlignRight | Qt::AlignVCenter,
+                   QString("step %1 · darkest %2 exposed comm per step")
+                       .arg(map_.bucket_starts.back() + map_.bucket_width - 1)
+                       .arg(formatMs(max_value_)));
+}
+
+bool HeatMap::event(QEvent* event) {
+  if (event->type() != QEvent::ToolTip) return QWidget::event(event);
+  auto* help = static_cast<QHelpEvent*>(event);
+  const QRect plot = plotRect();
+  const int ranks = static_cast<int>(map_.values.size());
+  const int columns = static_cast<int>(map_.bucket_starts.size());
+  if (ranks == 0 || columns == 0 || !plot.contains(help->pos())) {
+    QToolTip::hideText();
+    return true;
+  }
+  const int c = std::min(columns - 1, (help->pos().x() - plot.left()) * columns / plot.width());
+  const int r = std::min(ranks - 1, (help->pos().y() - plot.top()) * ranks / plot.height());
+  const auto& v = map_.values[static_cast<size_t>(r)][static_cast<size_t>(c)];
+  const int64_t start = map_.bucket_starts[static_cast<size_t>(c)];
+  QToolTip::showText(help->globalPos(),
+                     QString("rank %1, steps %2–%3: %4")
+                         .arg(r)
+                         .arg(start)
+                         .arg(start + map_.bucket_width - 1)
+                         .arg(v ? formatMs(*v) + " exposed comm per step" : QString("no data")));
+  return true;
+}
+
+}  // namespace ringmaster::ui
