@@ -61,6 +61,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   statusBar()->showMessage(QString("Database %1").arg(QString::fromStdString(options_.db_path)));
   QSettings settings("ringmaster", options_.settings_scope);
   if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1440, 900);
+  resizeDocks({history_dock_}, {470}, Qt::Horizontal);
   restoreState(settings.value("window/state").toByteArray());
 }
 

@@ -241,6 +241,7 @@ void JobEditor::buildForm(QWidget* page) {
   hosts_ = new QTableWidget(0, 4);
   hosts_->setObjectName("hostsTable");
   hosts_->setHorizontalHeaderLabels({"Host", "Ranks", "User", "Port"});
+  hosts_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   hosts_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   hosts_->verticalHeader()->hide();
   hosts_->setMinimumHeight(90);

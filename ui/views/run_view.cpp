@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -38,6 +39,15 @@ namespace {
 
 constexpr int kPollMs = 40;  // 25 Hz
 constexpr double kMiB = 1.0 / (1 << 20);
+
+QString metricLabel(const std::string& metric) {
+  static const std::map<std::string, QString> labels = {
+      {"compute_ms", "compute"},       {"exposed_comm_ms", "exposed comm"},
+      {"mem_allocated", "allocated"},  {"mem_peak", "peak"},
+      {"comm_ms", "communication"},    {"device_mem_used", "device memory"}};
+  auto it = labels.find(metric);
+  return it == labels.end() ? QString::fromStdString(metric) : it->second;
+}
 
 QColor rankColor(int rank) {
   static const QColor palette[] = {{0x1f, 0x77, 0xb4}, {0xff, 0x7f, 0x0e}, {0x2c, 0xa0, 0x2c},
@@ -152,6 +162,7 @@ QWidget* RunView::buildChartsTab() {
   bar->addWidget(new QLabel("Ranks:"));
   rank_choice_ = new QComboBox();
   rank_choice_->setObjectName("rankChoice");
+  rank_choice_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   bar->addWidget(rank_choice_);
   bar->addStretch(1);
   auto* export_button = new QPushButton("Export charts…");
@@ -291,9 +302,11 @@ SnapshotRequest RunView::request() const {
       chart.range.from_step = charts_[i]->zoomRange().first;
       chart.range.to_step = charts_[i]->zoomRange().second;
     }
+    // A chart of several metrics shows each as a band unless one rank is chosen: eight lines
+    // of two metrics over four ranks read as noise.
     if (rank_mode_ == RankMode::kOne) {
       chart.ranks = {one_rank_};
-    } else if (rank_mode_ == RankMode::kEach) {
+    } else if (rank_mode_ == RankMode::kEach && chart.metrics.size() == 1) {
       for (int r = 0; r < std::max(world, 1); ++r) chart.ranks.push_back(r);
     }
     request.charts.push_back(std::move(chart));
@@ -342,10 +355,8 @@ void RunView::apply(RunSnapshot snapshot) {
     rank_choice_->addItem("All ranks: min / median / max", -2);
     for (int r = 0; r < snapshot.run.world_size; ++r)
       rank_choice_->addItem(QString("Rank %1").arg(r), r);
-    if (!snapshot_ && snapshot.run.world_size > 8) {
-      rank_mode_ = RankMode::kBand;
-      dirty_ = true;  // this snapshot was read for every rank
-    }
+    if (!snapshot_ && snapshot.run.world_size > 8) rank_mode_ = RankMode::kBand;
+    dirty_ = true;  // this snapshot was read before the world size was known
     const int data = rank_mode_ == RankMode::kEach ? -1 : rank_mode_ == RankMode::kBand ? -2
                                                                                           : one_rank_;
     rank_choice_->setCurrentIndex(std::max(rank_choice_->findData(data), 0));
@@ -398,9 +409,12 @@ void RunView::applyHeader(const RunSnapshot& s) {
   if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
   if (s.summary.final_accuracy)
     figures << QString("accuracy %1%").arg(*s.summary.final_accuracy * 100, 0, 'f', 1);
-  figures << QString("%1 samples/s").arg(formatFigure(s.summary.samples_per_second))
-          << QString("step %1").arg(formatMs(s.summary.mean_step_ms))
-          << QString("communication %1% of step time").arg(s.summary.comm_share * 100, 0, 'f', 1);
+  if (s.summary.final_step > 0)
+    figures << QString("%1 samples/s").arg(formatFigure(s.summary.samples_per_second))
+            << QString("step %1").arg(formatMs(s.summary.mean_step_ms))
+            << QString("communication %1% of step time").arg(s.summary.comm_share * 100, 0, 'f', 1);
+  else
+    figures << "no step recorded";
   if (s.summary.bubble_fraction)
     figures << QString("bubble %1%").arg(*s.summary.bubble_fraction * 100, 0, 'f', 1);
   figures << QString("duration %1").arg(formatDuration(s.run.durationSeconds()));
@@ -428,10 +442,10 @@ void RunView::applyCharts(const RunSnapshot& s) {
     const bool several = metrics.size() > 1;
     for (size_t m = 0; m < metrics.size() && next < s.charts.size(); ++m, ++next) {
       const MetricSeries& series = s.charts[next];
-      const QString metric = QString::fromStdString(series.metric);
+      const QString metric = metricLabel(series.metric);
       if (series.band) {
         ChartLine line;
-        line.name = several ? metric + " median" : "median of ranks";
+        line.name = several ? metric + " (median, min–max of ranks)" : "median, min–max of ranks";
         line.color = rankColor(static_cast<int>(m) * 3);
         for (const auto& bucket : series.band->buckets) {
           const double x = static_cast<double>(bucket.start) + series.band->bucket_width / 2.0;
@@ -443,7 +457,7 @@ void RunView::applyCharts(const RunSnapshot& s) {
       }
       for (const auto& [rank, ranked] : series.per_rank) {
         ChartLine line;
-        line.name = several ? QString("%1 r%2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
+        line.name = several ? QString("%1, rank %2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
         QColor colour = rankColor(rank);
         line.color = m == 0 ? colour : colour.lighter(150);
         addSeries(line, ranked, chart_scales_[i]);

@@ -121,19 +121,41 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
   fitAxes();
 }
 
+namespace {
+
+// A round tick interval giving about `ticks` ticks over `span`.
+double niceInterval(double span, int ticks) {
+  const double raw = std::max(span, 1.0) / ticks;
+  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double step : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (raw <= step * magnitude) return step * magnitude;
+  return 10 * magnitude;
+}
+
+}  // namespace
+
 void MetricChart::fitAxes() {
   auto* x = static_cast<QValueAxis*>(chart()->axes(Qt::Horizontal).first());
   auto* y = static_cast<QValueAxis*>(chart()->axes(Qt::Vertical).first());
+  const QString title = chart()->title().section(" — ", 0, 0);
   if (!std::isfinite(data_min_x_)) {
-    x->setRange(0, 1);
+    chart()->setTitle(title + " — no data yet");
+    x->setRange(0, 10);
     y->setRange(0, 1);
     return;
   }
+  chart()->setTitle(title);
   if (!zoomed_) x->setRange(data_min_x_, std::max(data_max_x_, data_min_x_ + 1));
+  x->setTickType(QValueAxis::TicksDynamic);
+  x->setTickAnchor(0);
+  x->setTickInterval(niceInterval(x->max() - x->min(), 5));
   double pad = (data_max_y_ - data_min_y_) * 0.05;
   if (pad <= 0) pad = std::max(std::abs(data_max_y_) * 0.05, 1e-9);
-  y->setRange(data_min_y_ - pad, data_max_y_ + pad);
+  // Quantities that cannot be negative keep their axis at zero.
+  const double low = data_min_y_ >= 0 ? std::max(0.0, data_min_y_ - pad) : data_min_y_ - pad;
+  y->setRange(low, data_max_y_ + pad);
   y->applyNiceNumbers();
+  if (data_min_y_ >= 0 && y->min() < 0) y->setMin(0);
 }
 
 void MetricChart::mouseReleaseEvent(QMouseEvent* event) {

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Screenshots of the main views for docs/screenshots/, from real runs: records four local runs
+# (a 4-rank DDP run, the same with a smaller batch, a 4-stage 1F1B pipeline and a run that fails
+# on missing data) into a scratch database, then opens the window on it under Xvfb and saves each
+# view with ringmaster-screenshots. Usage: bash scripts/screenshots.sh [PRESET] (default release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset=${1:-release}
+
+bash scripts/install-deps.sh
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$(nproc)" --target ringmaster ringmaster-node ringmaster-screenshots
+bin=build/$preset/app
+work=$(mktemp -d)
+xvfb_pid=""
+cleanup() {
+  if [ -n "$xvfb_pid" ]; then kill "$xvfb_pid" 2>/dev/null || true; wait "$xvfb_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+db=$work/runs.db
+run() { "$bin/ringmaster" --db "$db" run -q "$@" >/dev/null || true; }
+run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.steps=400
+run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.steps=400 \
+  --set name=ddp_mlp_batch32 --set train.batch_size=32
+run resources/examples/pipeline_mlp.json --set telemetry.every_steps=1 --set train.steps=40
+cat > "$work/missing_data.json" <<'SPEC'
+{
+  "name": "idx_missing_files",
+  "strategy": {"kind": "ddp"},
+  "model": {"kind": "mlp", "layers": [784, 256, 10]},
+  "data": {"kind": "idx", "images": "data/missing-images-idx3-ubyte",
+           "labels": "data/missing-labels-idx1-ubyte"},
+  "train": {"steps": 50, "batch_size": 64},
+  "optimizer": {"kind": "adamw", "lr": 0.001},
+  "device": "cpu",
+  "launch": {"hosts": [{"host": "localhost", "ranks": 4}]}
+}
+SPEC
+run "$work/missing_data.json"
+
+display=:$((90 + RANDOM % 9))
+Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
+xvfb_pid=$!
+sleep 1
+mkdir -p docs/screenshots
+DISPLAY=$display "$bin/ringmaster-screenshots" --db "$db" --out docs/screenshots \
+  --ddp 1 --other 2 --pipeline 3 --failed 4 --editor-spec resources/examples/pipeline_mlp.json
