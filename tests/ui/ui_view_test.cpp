@@ -6,6 +6,8 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QComboBox>
+#include <QProcess>
+#include <csignal>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -17,7 +19,10 @@
 #include <QTableWidget>
 #include <QTest>
 
+#include "db/database.h"
 #include "main_window.h"
+#include "query/runs.h"
+#include "query/summary.h"
 #include "models/comm_ops_model.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
@@ -259,6 +264,51 @@ class UiViewTest : public QObject {
                  paths.contains("train.steps"),
              qPrintable(paths.join(", ")));
     QVERIFY(!view->summaryTable()->item(4, 0)->text().isEmpty());  // samples/s
+  }
+
+  void killingTheWindowCancelsItsRunAndKeepsWhatArrived() {
+    // The window in its own process, killed with SIGKILL mid-run: the run command it started
+    // cancels cleanly (the kernel's parent-death signal), keeps every step that arrived, and no
+    // agent or worker is left.
+    QTemporaryDir scratch;
+    const QString db = scratch.filePath("killed.db");
+    QFile spec_file(scratch.filePath("long.json"));
+    QVERIFY(spec_file.open(QIODevice::WriteOnly));
+    spec_file.write(QByteArray::fromStdString(exampleSpec("ddp_mlp", 100000).dump()));
+    spec_file.close();
+    QProcess gui;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("QT_QPA_PLATFORM", "offscreen");
+    gui.setProcessEnvironment(env);
+    gui.start(ringmasterExecutable(), {"--db", db, "--launch", spec_file.fileName()});
+    QVERIFY(gui.waitForStarted());
+    auto stepsStored = [&]() -> int64_t {
+      if (!QFile::exists(db)) return 0;
+      storage::Database database(db.toStdString());
+      const auto runs = storage::listRuns(database);
+      return runs.empty() ? 0 : storage::summarizeRun(database, runs[0].id).final_step;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(stepsStored() >= 20, kRunTimeoutMs);
+    ::kill(static_cast<pid_t>(gui.processId()), SIGKILL);
+    QVERIFY(gui.waitForFinished(10000));
+    const int64_t before = stepsStored();
+    auto processesOfThisRun = [&] {
+      QStringList found;
+      for (const QString& pid : QDir("/proc").entryList(QDir::Dirs)) {
+        QFile cmdline("/proc/" + pid + "/cmdline");
+        if (!cmdline.open(QIODevice::ReadOnly)) continue;
+        const QByteArray text = cmdline.readAll().replace('\0', ' ');
+        if (text.contains(scratch.path().toUtf8()) && pid.toInt() != QCoreApplication::applicationPid())
+          found << pid + ": " + QString::fromUtf8(text);
+      }
+      return found;
+    };
+    QTRY_VERIFY_WITH_TIMEOUT(processesOfThisRun().isEmpty(), 60000);
+    storage::Database database(db.toStdString());
+    const auto runs = storage::listRuns(database);
+    QCOMPARE(runs.size(), size_t{1});
+    QCOMPARE(QString::fromStdString(runs[0].status), QString("cancelled"));
+    QVERIFY2(stepsStored() >= before, "steps recorded before the kill were lost");
   }
 
   void aFailedRunShowsItsRootCause() {

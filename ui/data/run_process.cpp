@@ -1,7 +1,6 @@
 // RunProcess: QProcess around `ringmaster --db DB run SPEC`.
 #include "data/run_process.h"
 
-#include <QFile>
 #include <QRegularExpression>
 #include <csignal>
 #include <sys/prctl.h>
@@ -13,14 +12,16 @@ constexpr int kKeptOutputLines = 400;
 }
 
 RunProcess::RunProcess(QObject* parent) : QObject(parent) {
-  process_.setProcessChannelMode(QProcess::SeparateChannels);
-  connect(&process_, &QProcess::readyReadStandardError, this, &RunProcess::readOutput);
-  connect(&process_, &QProcess::readyReadStandardOutput, this,
-          [this] { process_.readAllStandardOutput(); });  // the final report, also in the db
+  // The final report on stdout is in the database too.
+  process_.setStandardOutputFile(QProcess::nullDevice());
+  log_timer_.setInterval(100);
+  connect(&log_timer_, &QTimer::timeout, this, &RunProcess::readOutput);
   connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
+    log_timer_.stop();
     readOutput();
     if (!partial_.isEmpty()) output_ << partial_;
     partial_.clear();
+    log_.close();
     spec_dir_.reset();
     emit finished(status == QProcess::NormalExit ? code : 128 + SIGKILL);
   });
@@ -46,6 +47,8 @@ bool RunProcess::start(const RunLaunch& launch) {
     return false;
   }
   spec.close();
+  process_.setStandardErrorFile(spec_dir_->filePath("run.log"));
+  log_.setFileName(spec_dir_->filePath("run.log"));
   QStringList args{"--db", launch.db_path, "run", spec_path};
   if (launch.accept_new_host_keys) args << "--accept-new-host-keys";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
@@ -60,6 +63,11 @@ bool RunProcess::start(const RunLaunch& launch) {
     error_ = process_.errorString();
     return false;
   }
+  if (!log_.open(QIODevice::ReadOnly)) {
+    error_ = "cannot read the run's output: " + log_.errorString();
+    return false;
+  }
+  log_timer_.start();
   return true;
 }
 
@@ -73,7 +81,8 @@ void RunProcess::kill() {
 }
 
 void RunProcess::readOutput() {
-  partial_ += QString::fromUtf8(process_.readAllStandardError());
+  if (!log_.isOpen()) return;
+  partial_ += QString::fromUtf8(log_.readAll());
   static const QRegularExpression created(R"(^ringmaster run (\d+) ')");
   qsizetype end;
   while ((end = partial_.indexOf('\n')) >= 0) {

@@ -8,7 +8,9 @@
 #include <QObject>
 #include <QProcess>
 #include <QStringList>
+#include <QFile>
 #include <QTemporaryDir>
+#include <QTimer>
 #include <memory>
 
 namespace ringmaster::ui {
@@ -52,6 +54,10 @@ class RunProcess : public QObject {
 
   QProcess process_;
   std::unique_ptr<QTemporaryDir> spec_dir_;
+  // The command's stderr goes to a file, not a pipe: if this process dies, the run's own output
+  // must not fail on a broken pipe before it has recorded how it ended.
+  QFile log_;
+  QTimer log_timer_;
   QString partial_;
   QStringList output_;
   QString error_;
