@@ -20,6 +20,14 @@
 #include "views/history_view.h"
 #include "views/job_editor.h"
 #include "views/run_view.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include <QFutureWatcher>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "spec/job_spec.h"
+#include "ssh/host_check.h"
+#include "views/hosts_view.h"
+#endif
 
 namespace ringmaster::ui {
 
@@ -39,7 +47,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   tabs_->tabBar()->setTabButton(0, QTabBar::RightSide, nullptr);  // the editor stays
   connect(tabs_, &QTabWidget::tabCloseRequested, this, [this](int index) {
     QWidget* page = tabs_->widget(index);
-    if (page == editor_) return;
+    if (page == editor_ || page == static_cast<QWidget*>(hosts_)) return;
     tabs_->removeTab(index);
     page->deleteLater();
   });
@@ -57,6 +65,12 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   connect(history_, &HistoryView::compareRuns, this,
           [this](const std::vector<int64_t>& ids) { compare(ids); });
 
+#if RINGMASTER_HAVE_LIBSSH
+  hosts_ = new HostsView();
+  hosts_->setObjectName("hostsView");
+  tabs_->addTab(hosts_, "Hosts");
+  tabs_->tabBar()->setTabButton(1, QTabBar::RightSide, nullptr);
+#endif
   buildActions();
   statusBar()->showMessage(QString("Database %1").arg(QString::fromStdString(options_.db_path)));
   QSettings settings("ringmaster", options_.settings_scope);
@@ -95,6 +109,8 @@ void MainWindow::buildActions() {
     if (history_->selectedRuns().size() >= 2) compare(history_->selectedRuns());
   });
   action(view, "&Refresh", QKeySequence::Refresh, [this] { history_->refresh(); });
+  if (hosts_)
+    action(view, "&Hosts", QKeySequence("Ctrl+H"), [this] { tabs_->setCurrentWidget(hosts_); });
   action(view, "Close &tab", QKeySequence::Close, [this] {
     if (tabs_->currentWidget() != editor_) emit tabs_->tabCloseRequested(tabs_->currentIndex());
   });
@@ -138,6 +154,51 @@ CompareView* MainWindow::compare(const std::vector<int64_t>& run_ids) {
 }
 
 bool MainWindow::launch(const nlohmann::json& spec) {
+#if RINGMASTER_HAVE_LIBSSH
+  // Over SSH, every host is checked first, off the GUI thread: an unknown host key is shown with
+  // its fingerprint and asked about here, a changed one refused with both fingerprints, before
+  // `ringmaster run` connects with the keys now known.
+  SpecParseResult parsed = parseJobSpec(spec);
+  std::vector<LaunchHostSpec> remote;
+  if (parsed.ok())
+    for (const LaunchHostSpec& host : parsed.spec->launch.hosts)
+      if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1") remote.push_back(host);
+  if (!remote.empty()) {
+    statusBar()->showMessage(QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));
+    const SshConnectOptions options =
+        guiConnectOptions(this, dialogQuestions(this), defaultKnownHostsPath());
+    auto* watcher = new QFutureWatcher<QStringList>(this);
+    connect(watcher, &QFutureWatcher<QStringList>::finished, this, [this, watcher, spec] {
+      const QStringList errors = watcher->result();
+      watcher->deleteLater();
+      if (!errors.isEmpty()) {
+        statusBar()->showMessage("Not launched: a host could not be reached");
+        QMessageBox::warning(this, "Not launched", errors.join("\n\n"));
+        return;
+      }
+      startRun(spec);
+    });
+    const std::string node = (QApplication::applicationDirPath() + "/ringmaster-node").toStdString();
+    watcher->setFuture(QtConcurrent::run([remote, options, node] {
+      QStringList errors;
+      for (const LaunchHostSpec& host : remote) {
+        try {
+          const HostReport report =
+              checkHost(resolveSshTarget(host, defaultSshConfigPath()), options, node);
+          if (!report.error.empty()) errors << QString::fromStdString(report.error);
+        } catch (const Error& e) {
+          errors << QString::fromStdString(e.message());
+        }
+      }
+      return errors;
+    }));
+    return true;
+  }
+#endif
+  return startRun(spec);
+}
+
+bool MainWindow::startRun(const nlohmann::json& spec) {
   auto process = std::make_unique<RunProcess>();
   RunProcess* raw = process.get();
   connect(raw, &RunProcess::runCreated, this, [this](qint64 id) {

@@ -17,6 +17,7 @@ class JobEditor;
 class RunProcess;
 class RunView;
 class CompareView;
+class HostsView;
 
 struct MainWindowOptions {
   std::string db_path;
@@ -43,6 +44,8 @@ class MainWindow : public QMainWindow {
   bool launch(const nlohmann::json& spec);
   // The launches still running.
   int activeLaunches() const;
+  // The hosts list (nullptr in a build without SSH).
+  HostsView* hosts() const { return hosts_; }
 
  signals:
   void runOpened(qint64 run_id);
@@ -61,6 +64,8 @@ class MainWindow : public QMainWindow {
   HistoryView* history_ = nullptr;
   QDockWidget* history_dock_ = nullptr;
   JobEditor* editor_ = nullptr;
+  HostsView* hosts_ = nullptr;
+  bool startRun(const nlohmann::json& spec);
   std::vector<std::unique_ptr<RunProcess>> launches_;
 };
 

@@ -185,6 +185,23 @@ bool plainName(const std::string& name, bool allow_colon) {
 
 }  // namespace
 
+std::vector<std::string> sshConfigAliases(const std::string& config_path) {
+  std::vector<std::string> aliases;
+  std::ifstream in(config_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto words = splitConfigLine(line);
+    if (words.empty() || lower(words[0]) != "host") continue;
+    for (size_t i = 1; i < words.size(); ++i) {
+      const std::string& pattern = words[i];
+      if (pattern.find_first_of("*?!") != std::string::npos) continue;
+      if (std::find(aliases.begin(), aliases.end(), pattern) == aliases.end())
+        aliases.push_back(pattern);
+    }
+  }
+  return aliases;
+}
+
 std::string describeTarget(const SshTarget& target) {
   return fmt::format("host '{}' ({}@{}:{})", target.alias, target.user, target.hostname,
                      target.port);

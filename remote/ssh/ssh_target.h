@@ -30,6 +30,10 @@ std::string defaultSshConfigPath();
 // The current user's ~/.ssh/known_hosts.
 std::string defaultKnownHostsPath();
 
+// The concrete host aliases an ssh config names on its Host lines (patterns with *, ? or ! are
+// left out), in file order, each once; none when the file is missing.
+std::vector<std::string> sshConfigAliases(const std::string& config_path);
+
 // Resolves `host` through the config at `config_path` (a missing file is an empty config; "" reads
 // none). Fields set on the entry win over the config. Throws kInvalidArgument naming the host for
 // a host or user name that is not a plain name, a port outside 1..65535, or a ProxyJump.

@@ -135,6 +135,12 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   tabs_->addTab(pipeline_, "Pipeline");
   tabs_->addTab(buildLogsTab(), "Logs");
   layout->addWidget(tabs_, 1);
+  connect(tabs_, &QTabWidget::currentChanged, this, [this](int index) {
+    if (index == 0 && charts_stale_ && snapshot_) {
+      charts_stale_ = false;
+      applyCharts(*snapshot_);
+    }
+  });
 
   connect(&loader_, &QFutureWatcher<LoadResult>::finished, this, [this] {
     LoadResult result = loader_.result();
@@ -362,7 +368,9 @@ void RunView::apply(RunSnapshot snapshot) {
     rank_choice_->setCurrentIndex(std::max(rank_choice_->findData(data), 0));
   }
   applyHeader(snapshot);
-  applyCharts(snapshot);
+  // Charts on a hidden tab are brought up to date when it is shown.
+  charts_stale_ = tabs_->currentIndex() != 0;
+  if (!charts_stale_) applyCharts(snapshot);
   rank_model_->setRows(rankRows(snapshot));
   comm_model_->setStats(snapshot.comm_ops);
   heat_map_->setMap(snapshot.wait_map);

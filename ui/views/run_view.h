@@ -100,6 +100,7 @@ class RunView : public QWidget {
   std::unique_ptr<storage::Database> watch_db_;  // polled for data_version on the GUI thread
   int64_t seen_version_ = -1;
   bool dirty_ = true;
+  bool charts_stale_ = false;  // a snapshot arrived while the charts' tab was hidden
   std::optional<RunSnapshot> snapshot_;
   QFutureWatcher<LoadResult> loader_;
   QTimer* poll_timer_ = nullptr;

@@ -55,6 +55,7 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
   QAbstractAxis* x = chart->axes(Qt::Horizontal).first();
   QAbstractAxis* y = chart->axes(Qt::Vertical).first();
   std::map<QString, bool> wanted;
+  qsizetype points = 0;
   data_min_x_ = data_min_y_ = std::numeric_limits<double>::infinity();
   data_max_x_ = data_max_y_ = -std::numeric_limits<double>::infinity();
   for (const ChartLine& line : lines) {
@@ -84,11 +85,14 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
         for (QLegendMarker* marker : chart->legend()->markers(drawn->envelope))
           marker->setVisible(false);
     }
-    drawn->centre->replace(line.centre);
+    // Replacing a series re-lays the chart out: skip what did not change (a live run's refresh
+    // mostly appends to a few lines, a finished run's changes nothing).
+    if (drawn->centre->points() != line.centre) drawn->centre->replace(line.centre);
     if (drawn->low) {
-      drawn->low->replace(line.low);
-      drawn->high->replace(line.high);
+      if (drawn->low->points() != line.low) drawn->low->replace(line.low);
+      if (drawn->high->points() != line.high) drawn->high->replace(line.high);
     }
+    points += line.centre.size() + line.low.size() + line.high.size();
     auto extend = [&](const QList<QPointF>& points) {
       for (const QPointF& p : points) {
         if (!std::isfinite(p.y())) continue;
@@ -118,6 +122,8 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
     delete it->second;
     it = drawn_.erase(it);
   }
+  // Antialiasing thousands of segments costs more than it shows at one point per pixel.
+  setRenderHint(QPainter::Antialiasing, points < 4000);
   fitAxes();
 }
 
