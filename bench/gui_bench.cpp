@@ -47,8 +47,11 @@ double median(std::vector<double> v) {
 // their rollups (the recorder's schema) so the benchmark does not wait for ingest.
 int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
   Database db(path);
-  const int64_t run = createRun(db, {.name = "long", .spec_json = fmt::format(R"({{"train": {{"steps": {}}}}})", steps),
-                                     .strategy = "ddp", .world_size = ranks});
+  const int64_t run =
+      createRun(db, {.name = "long",
+                     .spec_json = fmt::format(R"({{"train": {{"steps": {}}}}})", steps),
+                     .strategy = "ddp",
+                     .world_size = ranks});
   db.exec("INSERT OR IGNORE INTO metrics (name) VALUES ('loss')");
   Statement metric(db, "SELECT id FROM metrics WHERE name = 'loss'");
   metric.run();
@@ -56,20 +59,30 @@ int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
   for (int rank = 0; rank < ranks; ++rank) {
     db.transaction([&] {
       Statement point(db, "INSERT INTO scalars VALUES (?, ?, ?, ?, ?, 0)");
-      Statement rollup(db, "INSERT INTO scalar_rollups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      Statement rollup(db,
+                       "INSERT INTO scalar_rollups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
       for (int64_t width : kRollupWidths) {
         SeriesSummary bucket;
         auto flush = [&](int64_t index) {
           if (bucket.empty()) return;
-          rollup.bind(1, run).bind(2, metric_id).bind(3, rank).bind(4, width).bind(5, index)
-              .bind(6, bucket.count).bind(7, bucket.sum).bind(8, bucket.min).bind(9, bucket.max)
-              .bind(10, bucket.first_step).bind(11, bucket.last_step).bind(12, bucket.last_value)
+          rollup.bind(1, run)
+              .bind(2, metric_id)
+              .bind(3, rank)
+              .bind(4, width)
+              .bind(5, index)
+              .bind(6, bucket.count)
+              .bind(7, bucket.sum)
+              .bind(8, bucket.min)
+              .bind(9, bucket.max)
+              .bind(10, bucket.first_step)
+              .bind(11, bucket.last_step)
+              .bind(12, bucket.last_value)
               .run();
           bucket = {};
         };
         for (int64_t step = 1; step <= steps; ++step) {
-          const double value = 2.0 * std::exp(-static_cast<double>(step) / (steps / 5.0)) + 0.01 * rank +
-                               (step % 9973 == 0 ? 1.0 : 0.0);
+          const double value = 2.0 * std::exp(-static_cast<double>(step) / (steps / 5.0)) +
+                               0.01 * rank + (step % 9973 == 0 ? 1.0 : 0.0);
           if (width == kRollupWidths[0])
             point.bind(1, run).bind(2, metric_id).bind(3, rank).bind(4, step).bind(5, value).run();
           if (step / width != (step - 1) / width) flush((step - 1) / width);
@@ -86,7 +99,11 @@ int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
 std::vector<ChartLine> linesOf(const std::vector<Series>& per_rank) {
   std::vector<ChartLine> lines;
   for (size_t r = 0; r < per_rank.size(); ++r) {
-    ChartLine line{QString("rank %1").arg(r), QColor::fromHsv(static_cast<int>(r * 37 % 360), 200, 200), {}, {}, {}};
+    ChartLine line{QString("rank %1").arg(r),
+                   QColor::fromHsv(static_cast<int>(r * 37 % 360), 200, 200),
+                   {},
+                   {},
+                   {}};
     for (const auto& b : per_rank[r].buckets) {
       const double x = static_cast<double>(b.start);
       line.centre.append({x, b.summary.mean()});
@@ -127,7 +144,8 @@ void redrawBenchmark(const std::string& path, int64_t run, int64_t steps, int re
     t = Clock::now();
     std::vector<Series> per_rank;
     const auto world = loadRun(db, run).world_size;
-    for (int r = 0; r < world; ++r) per_rank.push_back(loadSeries(db, run, "loss", r, {.buckets = buckets}));
+    for (int r = 0; r < world; ++r)
+      per_rank.push_back(loadSeries(db, run, "loss", r, {.buckets = buckets}));
     each_query.push_back(msSince(t));
     const std::vector<ChartLine> lines = linesOf(per_rank);
     each_points = 0;
@@ -149,7 +167,8 @@ void redrawBenchmark(const std::string& path, int64_t run, int64_t steps, int re
         for (const auto* points : {&l.centre, &l.low, &l.high}) {
           QPolygonF polygon;
           polygon.reserve(points->size());
-          for (const QPointF& p : *points) polygon << QPointF(p.x() * sx, chart.height() - p.y() * sy);
+          for (const QPointF& p : *points)
+            polygon << QPointF(p.x() * sx, chart.height() - p.y() * sy);
           painter.drawPolyline(polygon);
         }
       }
@@ -157,17 +176,21 @@ void redrawBenchmark(const std::string& path, int64_t run, int64_t steps, int re
     anchor_each.push_back(msSince(t));
     chart.setLines({});
   }
-  fmt::print("Loss chart redraw: {} ranks x {} steps, {:.0f} px plot ({} buckets), median of {}\n"
-             "(query: the view's worker thread; draw: the GUI thread)\n\n",
-             loadRun(db, run).world_size, steps, chart.chart()->plotArea().width(), buckets, repeats);
+  fmt::print(
+      "Loss chart redraw: {} ranks x {} steps, {:.0f} px plot ({} buckets), median of {}\n"
+      "(query: the view's worker thread; draw: the GUI thread)\n\n",
+      loadRun(db, run).world_size, steps, chart.chart()->plotArea().width(), buckets, repeats);
   fmt::print("{:<44} {:>10} {:>12} {:>12} {:>8}\n", "", "points", "query ms", "draw ms", "total");
-  fmt::print("{:<44} {:>10} {:>12.1f} {:>12.1f} {:>8.1f}\n", "all-ranks band (min/median/max)", band_points,
-             median(band_query), median(band_draw), median(band_query) + median(band_draw));
+  fmt::print("{:<44} {:>10} {:>12.1f} {:>12.1f} {:>8.1f}\n", "all-ranks band (min/median/max)",
+             band_points, median(band_query), median(band_draw),
+             median(band_query) + median(band_draw));
   fmt::print("{:<44} {:>10} {:>12.1f} {:>12.1f} {:>8.1f}\n",
              fmt::format("every rank ({} lines with envelopes)", loadRun(db, run).world_size),
-             each_points, median(each_query), median(each_draw), median(each_query) + median(each_draw));
-  fmt::print("{:<44} {:>10} {:>12} {:>12.1f} {:>8}\n", "anchor: bare QPainter polylines, same points",
-             each_points, "", median(anchor_each), "");
+             each_points, median(each_query), median(each_draw),
+             median(each_query) + median(each_draw));
+  fmt::print("{:<44} {:>10} {:>12} {:>12.1f} {:>8}\n",
+             "anchor: bare QPainter polylines, same points", each_points, "", median(anchor_each),
+             "");
   fmt::print("draw ratio (chart / bare QPainter), every rank: {:.2f}\n\n",
              median(each_draw) / median(anchor_each));
 }
@@ -182,8 +205,10 @@ struct StallResult {
 StallResult stallBenchmark(const std::string& path, bool with_view, int ranks, double seconds,
                            int steps_per_second) {
   Database db(path);
-  const int64_t run = createRun(db, {.name = "streaming", .spec_json = R"({"train": {"steps": 1000000}})",
-                                     .strategy = "ddp", .world_size = ranks});
+  const int64_t run = createRun(db, {.name = "streaming",
+                                     .spec_json = R"({"train": {"steps": 1000000}})",
+                                     .strategy = "ddp",
+                                     .world_size = ranks});
   std::atomic<bool> stop{false};
   std::atomic<int64_t> submitted{0};
   std::thread producer([&] {
@@ -193,14 +218,22 @@ StallResult stallBenchmark(const std::string& path, bool with_view, int ranks, d
     while (!stop) {
       ++step;
       for (int rank = 0; rank < ranks; ++rank) {
-        recorder.submit({.rank = rank, .seq = static_cast<uint64_t>(step), .time = 1.8e9 + step,
-                         .body = StepEvent{.step = step, .loss = 2.0 / static_cast<double>(step) + rank * 1e-3,
-                                           .samples = 64, .step_ms = 10, .compute_ms = 7,
-                                           .comm_ms = 4, .exposed_comm_ms = 3,
-                                           .mem_allocated = 1 << 20, .mem_peak = 2 << 20}});
+        recorder.submit({.rank = rank,
+                         .seq = static_cast<uint64_t>(step),
+                         .time = 1.8e9 + step,
+                         .body = StepEvent{.step = step,
+                                           .loss = 2.0 / static_cast<double>(step) + rank * 1e-3,
+                                           .samples = 64,
+                                           .step_ms = 10,
+                                           .compute_ms = 7,
+                                           .comm_ms = 4,
+                                           .exposed_comm_ms = 3,
+                                           .mem_allocated = 1 << 20,
+                                           .mem_peak = 2 << 20}});
         ++submitted;
       }
-      std::this_thread::sleep_until(start + std::chrono::microseconds(step * 1000000 / steps_per_second));
+      std::this_thread::sleep_until(start +
+                                    std::chrono::microseconds(step * 1000000 / steps_per_second));
     }
     recorder.flush();
   });
@@ -243,20 +276,23 @@ StallResult stallBenchmark(const std::string& path, bool with_view, int ranks, d
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App cli{"gui_bench: chart redraw of a long 64-rank run, and the GUI thread's longest stall "
-               "while 64 ranks stream"};
+  CLI::App cli{
+      "gui_bench: chart redraw of a long 64-rank run, and the GUI thread's longest stall "
+      "while 64 ranks stream"};
   std::string dir = (fs::temp_directory_path() / "ringmaster_gui_bench").string();
   int ranks = 64;
   int64_t steps = 1'000'000;
   int repeats = 7;
   double seconds = 10;
   int rate = 50;
-  cli.add_option("--dir", dir, "scratch directory (the long run's database is kept there and reused)");
+  cli.add_option("--dir", dir,
+                 "scratch directory (the long run's database is kept there and reused)");
   cli.add_option("--ranks", ranks, "ranks")->default_val(64);
   cli.add_option("--steps", steps, "steps per rank of the long run")->default_val(1'000'000);
   cli.add_option("--repeats", repeats, "redraws measured")->default_val(7);
   cli.add_option("--seconds", seconds, "streaming time per stall measurement")->default_val(10);
-  cli.add_option("--rate", rate, "steps per second each rank reports while streaming")->default_val(50);
+  cli.add_option("--rate", rate, "steps per second each rank reports while streaming")
+      ->default_val(50);
   CLI11_PARSE(cli, argc, argv);
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY"))
     qputenv("QT_QPA_PLATFORM", "offscreen");
@@ -273,10 +309,12 @@ int main(int argc, char** argv) {
   }
   redrawBenchmark(long_db, run, steps, repeats);
 
-  fmt::print("GUI thread stall: {} ranks streaming {} steps/s each (13 scalars per step event) for {} s, "
-             "event loop ticking every 1 ms\n\n", ranks, rate, seconds);
-  fmt::print("{:<40} {:>10} {:>10} {:>10} {:>12} {:>10}\n", "", "max ms", "p99 ms", "ticks", "refreshes",
-             "events");
+  fmt::print(
+      "GUI thread stall: {} ranks streaming {} steps/s each (13 scalars per step event) for {} s, "
+      "event loop ticking every 1 ms\n\n",
+      ranks, rate, seconds);
+  fmt::print("{:<40} {:>10} {:>10} {:>10} {:>12} {:>10}\n", "", "max ms", "p99 ms", "ticks",
+             "refreshes", "events");
   const std::string stream_db = (fs::path(dir) / "streaming.db").string();
   for (bool with_view : {true, false}) {
     fs::remove(stream_db);

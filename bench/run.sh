@@ -5,10 +5,11 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh python3-torch
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target train_step_bench storage_bench \
-  ssh_launch_bench ringmaster-node
+  ssh_launch_bench gui_bench ringmaster-node
 ./build/release/bench/train_step_bench
 ./build/release/bench/storage_bench
 ./build/release/bench/ssh_launch_bench
+QT_QPA_PLATFORM=offscreen ./build/release/bench/gui_bench
 /usr/bin/python3 bench/comm_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/ddp_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/strategies.py --node build/release/app/ringmaster-node

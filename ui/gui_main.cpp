@@ -59,8 +59,8 @@ int runAskPass(int argc, char** argv, const std::string& prompt) {
   QApplication app(argc, argv);
   setUpApplication(app);
   bool ok = false;
-  const QString answer = QInputDialog::getText(nullptr, "Ringmaster: SSH", QString::fromStdString(prompt),
-                                               QLineEdit::Password, {}, &ok);
+  const QString answer = QInputDialog::getText(
+      nullptr, "Ringmaster: SSH", QString::fromStdString(prompt), QLineEdit::Password, {}, &ok);
   if (!ok) return 1;
   std::fputs(answer.toUtf8().constData(), stdout);
   std::fputc('\n', stdout);

@@ -92,14 +92,15 @@ void MainWindow::buildActions() {
     menu->addAction(a);
     return a;
   };
-  toolbar->addAction(action(file, "&New job", QKeySequence::New, [this] {
-    tabs_->setCurrentWidget(editor_);
-  }));
+  toolbar->addAction(
+      action(file, "&New job", QKeySequence::New, [this] { tabs_->setCurrentWidget(editor_); }));
   toolbar->addAction(action(file, "&Open spec…", QKeySequence::Open, [this] { openSpecFile(); }));
   action(file, "&Save spec…", QKeySequence::Save, [this] { saveSpecFile(); });
   toolbar->addAction(action(file, "&Launch", QKeySequence("Ctrl+Return"), [this] {
-    if (editor_->spec()) launch(editor_->document());
-    else statusBar()->showMessage("The spec has problems: see the job editor");
+    if (editor_->spec())
+      launch(editor_->document());
+    else
+      statusBar()->showMessage("The spec has problems: see the job editor");
   }));
   file->addSeparator();
   action(file, "&Quit", QKeySequence::Quit, [this] { close(); });
@@ -162,9 +163,11 @@ bool MainWindow::launch(const nlohmann::json& spec) {
   std::vector<LaunchHostSpec> remote;
   if (parsed.ok())
     for (const LaunchHostSpec& host : parsed.spec->launch.hosts)
-      if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1") remote.push_back(host);
+      if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1")
+        remote.push_back(host);
   if (!remote.empty()) {
-    statusBar()->showMessage(QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));
+    statusBar()->showMessage(
+        QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));
     const SshConnectOptions options =
         guiConnectOptions(this, dialogQuestions(this), defaultKnownHostsPath());
     auto* watcher = new QFutureWatcher<QStringList>(this);
@@ -178,7 +181,8 @@ bool MainWindow::launch(const nlohmann::json& spec) {
       }
       startRun(spec);
     });
-    const std::string node = (QApplication::applicationDirPath() + "/ringmaster-node").toStdString();
+    const std::string node =
+        (QApplication::applicationDirPath() + "/ringmaster-node").toStdString();
     watcher->setFuture(QtConcurrent::run([remote, options, node] {
       QStringList errors;
       for (const LaunchHostSpec& host : remote) {
@@ -232,14 +236,16 @@ int MainWindow::activeLaunches() const {
 }
 
 void MainWindow::openSpecFile() {
-  const QString path = QFileDialog::getOpenFileName(this, "Open a job spec", {}, "Job specs (*.json)");
+  const QString path =
+      QFileDialog::getOpenFileName(this, "Open a job spec", {}, "Job specs (*.json)");
   if (path.isEmpty()) return;
   if (!editor_->loadFile(path)) QMessageBox::warning(this, "Open spec", editor_->lastFileError());
   tabs_->setCurrentWidget(editor_);
 }
 
 void MainWindow::saveSpecFile() {
-  const QString path = QFileDialog::getSaveFileName(this, "Save the job spec", {}, "Job specs (*.json)");
+  const QString path =
+      QFileDialog::getSaveFileName(this, "Save the job spec", {}, "Job specs (*.json)");
   if (path.isEmpty()) return;
   if (!editor_->saveFile(path)) QMessageBox::warning(this, "Save spec", editor_->lastFileError());
 }

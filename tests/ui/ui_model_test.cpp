@@ -27,13 +27,14 @@ using namespace ringmaster::ui;
 namespace {
 
 JobSpec specOf(const std::string& strategy_json, int ranks, const std::string& extra_train = "") {
-  const std::string text =
-      R"({"name": "t", "strategy": )" + strategy_json +
-      R"(, "model": {"kind": "mlp", "layers": [100, 50, 40, 30, 10]},
+  const std::string text = R"({"name": "t", "strategy": )" + strategy_json +
+                           R"(, "model": {"kind": "mlp", "layers": [100, 50, 40, 30, 10]},
           "data": {"kind": "synthetic", "samples": 256, "features": 100, "classes": 10},
-          "train": {"steps": 10, "batch_size": 16)" + extra_train + R"(},
+          "train": {"steps": 10, "batch_size": 16)" +
+                           extra_train + R"(},
           "optimizer": {"kind": "adam", "lr": 0.001},
-          "launch": {"hosts": [{"host": "localhost", "ranks": )" + std::to_string(ranks) + "}]}}";
+          "launch": {"hosts": [{"host": "localhost", "ranks": )" +
+                           std::to_string(ranks) + "}]}}";
   SpecParseResult parsed = parseJobSpec(text);
   if (!parsed.ok()) qFatal("%s", parsed.describe().c_str());
   return *parsed.spec;
@@ -54,8 +55,13 @@ class UiModelTest : public QObject {
   void runListModelPassesTheModelTesterAsRunsComeAndGo() {
     RunListModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    storage::RunRecord a{.id = 3, .name = "ddp_mlp", .strategy = "ddp", .world_size = 4,
-                         .status = "running", .created_at = 1.7e9, .started_at = 1.7e9};
+    storage::RunRecord a{.id = 3,
+                         .name = "ddp_mlp",
+                         .strategy = "ddp",
+                         .world_size = 4,
+                         .status = "running",
+                         .created_at = 1.7e9,
+                         .started_at = 1.7e9};
     storage::RunRecord b = a;
     b.id = 2;
     b.name = "pipe";
@@ -86,8 +92,11 @@ class UiModelTest : public QObject {
     snapshot.run.status = "running";
     snapshot.ranks = {{.rank = 0, .host = "gpu1", .device = "cpu"},
                       {.rank = 2, .host = "gpu2", .device = "cpu"}};
-    snapshot.summary.ranks = {{.rank = 0, .last_step = 40, .samples_per_second = 1000,
-                               .mean_step_ms = 10, .peak_memory = 3 << 20}};
+    snapshot.summary.ranks = {{.rank = 0,
+                               .last_step = 40,
+                               .samples_per_second = 1000,
+                               .mean_step_ms = 10,
+                               .peak_memory = 3 << 20}};
     snapshot.comm_ranks = {{.rank = 2, .mean_exposed_comm_ms = 1.5, .straggler = true}};
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 3);
@@ -105,8 +114,13 @@ class UiModelTest : public QObject {
   void commOpsModelAndCsvCopy() {
     CommOpsModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setStats({{.op = "all_reduce", .bytes = 1 << 20, .count = 400, .p50_ms = 0.5,
-                     .p99_ms = 2, .algbw_gbps = 2.1, .busbw_gbps = 3.15},
+    model.setStats({{.op = "all_reduce",
+                     .bytes = 1 << 20,
+                     .count = 400,
+                     .p50_ms = 0.5,
+                     .p99_ms = 2,
+                     .algbw_gbps = 2.1,
+                     .busbw_gbps = 3.15},
                     {.op = "broadcast", .bytes = 64, .count = 4, .p50_ms = 2, .p99_ms = 2}});
     QCOMPARE(model.rowCount(), 2);
     QTableView table;
@@ -145,7 +159,8 @@ class UiModelTest : public QObject {
     // One unit gathered and the next prefetched: the two largest layers, 5050 + 2040.
     QCOMPARE(part(fsdp[3], "all-gathered units (transient)"), 4.0 * (5050 + 2040));
 
-    const auto zero2 = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
+    const auto zero2 =
+        estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
     QCOMPARE(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
 
     // Pipeline over 2 ranks: the balanced split of [5050, 2040, 1230, 310] is {5050} | {rest}.
@@ -174,8 +189,9 @@ class UiModelTest : public QObject {
       // Written at schema 1 with bare inserts (a million points through the recorder would
       // take most of this test's time); migration 2 then builds the rollups.
       storage::Database old(path, {.schema_version = 1});
-      old.exec("INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
-               "VALUES ('long', '{\"train\": {\"steps\": 1000000}}', 'single', 1, 'completed', 1)");
+      old.exec(
+          "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
+          "VALUES ('long', '{\"train\": {\"steps\": 1000000}}', 'single', 1, 'completed', 1)");
       old.exec("INSERT INTO metrics (name) VALUES ('loss')");
       old.transaction([&] {
         storage::Statement insert(old, "INSERT INTO scalars VALUES (1, 1, 0, ?, ?, 0)");

@@ -6,11 +6,10 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QComboBox>
-#include <QProcess>
-#include <csignal>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QSettings>
 #include <QSignalSpy>
@@ -18,14 +17,15 @@
 #include <QTableView>
 #include <QTableWidget>
 #include <QTest>
+#include <csignal>
 
 #include "db/database.h"
 #include "main_window.h"
-#include "query/runs.h"
-#include "query/summary.h"
 #include "models/comm_ops_model.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
+#include "query/runs.h"
+#include "query/summary.h"
 #include "ui_test_support.h"
 #include "views/compare_view.h"
 #include "views/history_view.h"
@@ -102,7 +102,8 @@ class UiViewTest : public QObject {
     QTest::keyClicks(steps, "-3");
     QVERIFY(!editor.spec().has_value());
     QVERIFY(!editor.launchButton()->isEnabled());
-    QVERIFY2(editor.fieldError("train.steps").contains("-3"), qPrintable(editor.fieldError("train.steps")));
+    QVERIFY2(editor.fieldError("train.steps").contains("-3"),
+             qPrintable(editor.fieldError("train.steps")));
     QVERIFY2(editor.document()["train"]["steps"] == -3, "the form did not edit the document");
     auto* json = editor.findChild<QPlainTextEdit*>("specJson");
     QVERIFY(json->toPlainText().contains("\"steps\": -3"));
@@ -140,12 +141,14 @@ class UiViewTest : public QObject {
     auto* layers = qobject_cast<QLineEdit*>(editor.field("model.layers"));
     layers->selectAll();
     QTest::keyClicks(layers, "784, 512, 256, 128, 10");
-    QVERIFY2(editor.fieldError("model.layers").isEmpty(), qPrintable(editor.fieldError("model.layers")));
+    QVERIFY2(editor.fieldError("model.layers").isEmpty(),
+             qPrintable(editor.fieldError("model.layers")));
     auto* micro = qobject_cast<QLineEdit*>(editor.field("train.micro_batches"));
     QVERIFY(micro->isVisibleTo(&editor));
     micro->selectAll();
     QTest::keyClicks(micro, "8");
-    QVERIFY2(editor.spec().has_value(), editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
+    QVERIFY2(editor.spec().has_value(),
+             editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
     QCOMPARE(editor.plannedSchedule().data().bars.size(), size_t{4 * 8 * 2});
     QVERIFY2(editor.plannedText().contains("27.3%"), qPrintable(editor.plannedText()));  // 3/11
     QVERIFY(editor.memoryText().contains("activations"));
@@ -184,7 +187,8 @@ class UiViewTest : public QObject {
       QVERIFY(!view->rankModel()->index(r, RankTableModel::kHost).data().toString().isEmpty());
     }
     QVERIFY(view->commModel()->rowCount() >= 1);
-    QCOMPARE(view->commModel()->index(0, CommOpsModel::kOp).data().toString(), QString("all_reduce"));
+    QCOMPARE(view->commModel()->index(0, CommOpsModel::kOp).data().toString(),
+             QString("all_reduce"));
     QCOMPARE(view->heatMap()->map().values.size(), size_t{4});
     // Two metrics over four ranks: a band per metric.
     QCOMPARE(view->chart("Step time")->lineCount(), 2);
@@ -226,7 +230,8 @@ class UiViewTest : public QObject {
     const int64_t run = launchAndWait(spec, 0);
     QVERIFY2(run > 0, "the pipeline run did not complete");
     RunView* view = window().openRun(run);
-    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->run.status == "completed", 10000);
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->run.status == "completed",
+                             10000);
     PipelineView* pipeline = view->pipelineView();
     QVERIFY(view->tabs()->isTabVisible(view->tabs()->indexOf(pipeline)));
     view->tabs()->setCurrentWidget(pipeline);
@@ -298,7 +303,8 @@ class UiViewTest : public QObject {
         QFile cmdline("/proc/" + pid + "/cmdline");
         if (!cmdline.open(QIODevice::ReadOnly)) continue;
         const QByteArray text = cmdline.readAll().replace('\0', ' ');
-        if (text.contains(scratch.path().toUtf8()) && pid.toInt() != QCoreApplication::applicationPid())
+        if (text.contains(scratch.path().toUtf8()) &&
+            pid.toInt() != QCoreApplication::applicationPid())
           found << pid + ": " + QString::fromUtf8(text);
       }
       return found;
@@ -309,6 +315,45 @@ class UiViewTest : public QObject {
     QCOMPARE(runs.size(), size_t{1});
     QCOMPARE(QString::fromStdString(runs[0].status), QString("cancelled"));
     QVERIFY2(stepsStored() >= before, "steps recorded before the kill were lost");
+  }
+
+  void aKilledRankShowsItsSignalAndWhatTheFlightRecorderSaw() {
+    // A worker killed mid-run: the root cause names the rank and the signal, and the survivors'
+    // flight-recorder dumps show which ranks did not reach the collective they were waiting in.
+    MainWindow& w = window();
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy finished(&w, &MainWindow::launchFinished);
+    nlohmann::json spec = exampleSpec("ddp_mlp", 100000);
+    spec["name"] = "killed_rank";
+    QVERIFY(w.launch(spec));
+    QVERIFY(opened.wait(60000));
+    const int64_t run = opened.first().at(0).toLongLong();
+    RunView* view = w.runView(run);
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->summary.final_step >= 5,
+                             kRunTimeoutMs);
+    // Rank 2's worker: its command line names this run's spec and RANK=2 is in its environment.
+    const QString spec_path = QString("specs/run-%1.json").arg(run);
+    pid_t victim = 0;
+    for (const QString& pid : QDir("/proc").entryList(QDir::Dirs)) {
+      QFile cmdline("/proc/" + pid + "/cmdline"), environ("/proc/" + pid + "/environ");
+      if (!cmdline.open(QIODevice::ReadOnly) || !environ.open(QIODevice::ReadOnly)) continue;
+      const QByteArray command = cmdline.readAll();
+      if (!command.contains("worker") || !command.contains(spec_path.toUtf8())) continue;
+      if (environ.readAll().split('\0').contains("RANK=2"))
+        victim = static_cast<pid_t>(pid.toInt());
+    }
+    QVERIFY2(victim > 0, "rank 2's worker not found");
+    QCOMPARE(::kill(victim, SIGKILL), 0);
+    QVERIFY(finished.wait(kRunTimeoutMs));
+    QCOMPARE(finished.first().at(1).toInt(), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("failed"), 10000);
+    const QString cause = view->rootCauseText();
+    QVERIFY2(cause.contains("rank 2") && cause.contains("SIGKILL"), qPrintable(cause));
+    QVERIFY2(!view->snapshot()->dumps.empty(), "no flight-recorder dump reached the database");
+    const QString recorder = view->flightRecorderText();
+    qInfo("%s", qPrintable(recorder));
+    QVERIFY2(recorder.contains("ranks that did not reach it") && !recorder.contains("it: none"),
+             qPrintable(recorder));
   }
 
   void aFailedRunShowsItsRootCause() {

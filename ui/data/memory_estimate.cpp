@@ -1,8 +1,8 @@
 // estimateMemory: the ZeRO formulas per strategy, with activations for the batch on each rank.
 #include "data/memory_estimate.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+#include <algorithm>
 #include <limits>
 
 namespace ringmaster::ui {
@@ -68,9 +68,9 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
   for (int64_t n : layers) psi += n;
   const auto& o = spec.optimizer;
   const double moments = o.kind == OptimizerKind::kSgd ? (o.momentum > 0 ? 1 : 0) : 2;
-  const std::string moment_text =
-      o.kind == OptimizerKind::kSgd ? (o.momentum > 0 ? "1 momentum buffer" : "no state")
-                                    : "2 Adam moments";
+  const std::string moment_text = o.kind == OptimizerKind::kSgd
+                                      ? (o.momentum > 0 ? "1 momentum buffer" : "no state")
+                                      : "2 Adam moments";
   // Activations: each Linear keeps its input ([batch, width_in]); the activation function its
   // output.
   auto activationBytes = [&](size_t first, size_t end, int64_t batch) {
@@ -108,12 +108,14 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
         const bool no_shard = sharding == FsdpSharding::kNoShard;
         std::vector<int64_t> sorted = layers;
         std::sort(sorted.rbegin(), sorted.rend());
-        const double unit = spec.strategy.fsdp.units == FsdpUnits::kModel
-                                ? p
-                                : static_cast<double>(sorted[0] + (sorted.size() > 1 ? sorted[1] : 0));
+        const double unit =
+            spec.strategy.fsdp.units == FsdpUnits::kModel
+                ? p
+                : static_cast<double>(sorted[0] + (sorted.size() > 1 ? sorted[1] : 0));
         est.parts = {
             {"parameters", (no_shard ? p : shard) * kBytes,
-             no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
+             no_shard ? "4 B × Ψ (no_shard)"
+                      : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
             {"gradients", (no_shard ? p : shard) * kBytes,
              no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
             {"optimizer state", (no_shard ? p : shard) * kBytes * moments,
@@ -153,7 +155,8 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
         }
         est.parts = {
             {"parameters", own * kBytes,
-             fmt::format("4 B × the {:.0f} parameters of this rank's stage{}", own, v > 1 ? "s" : "")},
+             fmt::format("4 B × the {:.0f} parameters of this rank's stage{}", own,
+                         v > 1 ? "s" : "")},
             {"gradients", own * kBytes, "4 B × the stage's parameters"},
             {"optimizer state", own * kBytes * moments,
              fmt::format("4 B × {} × the stage's parameters ({})", moments, moment_text)},

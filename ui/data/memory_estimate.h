@@ -12,7 +12,7 @@
 namespace ringmaster::ui {
 
 struct MemoryPart {
-  std::string name;     // "parameters", "gradients", "optimizer state", "activations", ...
+  std::string name;  // "parameters", "gradients", "optimizer state", "activations", ...
   double bytes = 0;
   std::string formula;  // how it was computed, with the figures put in
 };

@@ -1,9 +1,9 @@
 // RunProcess: QProcess around `ringmaster --db DB run SPEC`.
 #include "data/run_process.h"
 
+#include <sys/prctl.h>
 #include <QRegularExpression>
 #include <csignal>
-#include <sys/prctl.h>
 
 namespace ringmaster::ui {
 

@@ -5,10 +5,10 @@
 // SSH_ASKPASS, which points back at this program's `askpass` subcommand (a GUI prompt).
 #pragma once
 
+#include <QFile>
 #include <QObject>
 #include <QProcess>
 #include <QStringList>
-#include <QFile>
 #include <QTemporaryDir>
 #include <QTimer>
 #include <memory>
@@ -18,7 +18,7 @@ namespace ringmaster::ui {
 struct RunLaunch {
   QString ringmaster;  // the ringmaster executable
   QString db_path;
-  QString spec_json;   // the spec to run (written to a private temporary file)
+  QString spec_json;  // the spec to run (written to a private temporary file)
   bool accept_new_host_keys = false;
 };
 

@@ -38,8 +38,7 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
     map.bucket_starts.push_back(start);
   }
   map.bucket_width = width;
-  map.values.assign(per_rank.size(),
-                    std::vector<std::optional<double>>(map.bucket_starts.size()));
+  map.values.assign(per_rank.size(), std::vector<std::optional<double>>(map.bucket_starts.size()));
   for (size_t rank = 0; rank < per_rank.size(); ++rank)
     for (const auto& bucket : per_rank[rank].buckets)
       map.values[rank][column[bucket.start / width * width]] = bucket.summary.mean();

@@ -32,13 +32,20 @@ QVariant CommOpsModel::data(const QModelIndex& index, int role) const {
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case kOp: return QString::fromStdString(s.op);
-    case kSize: return formatBytes(static_cast<double>(s.bytes));
-    case kCount: return QVariant::fromValue<qlonglong>(s.count);
-    case kP50: return formatMs(s.p50_ms);
-    case kP99: return formatMs(s.p99_ms);
-    case kAlgbw: return formatFigure(s.algbw_gbps);
-    case kBusbw: return formatFigure(s.busbw_gbps);
+    case kOp:
+      return QString::fromStdString(s.op);
+    case kSize:
+      return formatBytes(static_cast<double>(s.bytes));
+    case kCount:
+      return QVariant::fromValue<qlonglong>(s.count);
+    case kP50:
+      return formatMs(s.p50_ms);
+    case kP99:
+      return formatMs(s.p99_ms);
+    case kAlgbw:
+      return formatFigure(s.algbw_gbps);
+    case kBusbw:
+      return formatFigure(s.busbw_gbps);
   }
   return {};
 }

@@ -21,14 +21,19 @@ QString formatBytes(double bytes) {
     ++unit;
   }
   return unit == 0 ? QString("%1 B").arg(static_cast<int64_t>(bytes))
-                   : QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : bytes < 100 ? 1 : 0)
+                   : QString("%1 %2")
+                         .arg(bytes, 0, 'f',
+                              bytes < 10    ? 2
+                              : bytes < 100 ? 1
+                                            : 0)
                          .arg(units[unit]);
 }
 
 QString formatFigure(double value) {
   if (!std::isfinite(value)) return "–";
   const double magnitude = std::abs(value);
-  if (magnitude >= 1e6 || (magnitude > 0 && magnitude < 1e-3)) return QString::number(value, 'g', 3);
+  if (magnitude >= 1e6 || (magnitude > 0 && magnitude < 1e-3))
+    return QString::number(value, 'g', 3);
   const int decimals = magnitude >= 100 ? 0 : magnitude >= 10 ? 1 : magnitude >= 1 ? 2 : 3;
   return QString::number(value, 'f', decimals);
 }

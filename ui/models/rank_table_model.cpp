@@ -11,15 +11,15 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
   std::vector<RankRow> rows(static_cast<size_t>(std::max(snapshot.run.world_size, 0)));
   for (size_t r = 0; r < rows.size(); ++r) {
     rows[r].rank = static_cast<int>(r);
-    rows[r].status = snapshot.run.status == "running" || snapshot.run.status == "pending"
-                         ? "starting"
-                         : "–";
+    rows[r].status =
+        snapshot.run.status == "running" || snapshot.run.status == "pending" ? "starting" : "–";
   }
   for (const auto& rank : snapshot.ranks) {
     if (rank.rank < 0 || static_cast<size_t>(rank.rank) >= rows.size()) continue;
     RankRow& row = rows[static_cast<size_t>(rank.rank)];
     row.host = rank.host;
-    row.device = rank.device_name.empty() ? rank.device : rank.device + " (" + rank.device_name + ")";
+    row.device =
+        rank.device_name.empty() ? rank.device : rank.device + " (" + rank.device_name + ")";
     row.status = rank.status.value_or(snapshot.run.status == "running" ? "running" : "–");
   }
   for (const auto& summary : snapshot.summary.ranks) {
@@ -70,25 +70,34 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case kRank: return row.rank;
-    case kHost: return QString::fromStdString(row.host);
-    case kDevice: return QString::fromStdString(row.device);
-    case kStatus: return QString::fromStdString(row.status);
-    case kLastStep: return QVariant::fromValue<qlonglong>(row.last_step);
-    case kSamplesPerSecond: return formatFigure(row.samples_per_second);
-    case kStepTime: return formatMs(row.mean_step_ms);
-    case kWait: return formatMs(row.mean_wait_ms);
-    case kPeakMemory: return formatBytes(static_cast<double>(row.peak_memory));
-    case kStraggler: return row.straggler ? QString("straggler") : QString();
+    case kRank:
+      return row.rank;
+    case kHost:
+      return QString::fromStdString(row.host);
+    case kDevice:
+      return QString::fromStdString(row.device);
+    case kStatus:
+      return QString::fromStdString(row.status);
+    case kLastStep:
+      return QVariant::fromValue<qlonglong>(row.last_step);
+    case kSamplesPerSecond:
+      return formatFigure(row.samples_per_second);
+    case kStepTime:
+      return formatMs(row.mean_step_ms);
+    case kWait:
+      return formatMs(row.mean_wait_ms);
+    case kPeakMemory:
+      return formatBytes(static_cast<double>(row.peak_memory));
+    case kStraggler:
+      return row.straggler ? QString("straggler") : QString();
   }
   return {};
 }
 
 QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Rank",        "Host",       "Device",   "Status",
-                                "Last step",   "Samples/s",  "Step",     "Exposed comm",
-                                "Peak memory", "Straggler"};
+  static const char* names[] = {"Rank",      "Host", "Device",       "Status",      "Last step",
+                                "Samples/s", "Step", "Exposed comm", "Peak memory", "Straggler"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

@@ -28,8 +28,17 @@ class RankTableModel : public QAbstractTableModel {
 
  public:
   enum Column {
-    kRank, kHost, kDevice, kStatus, kLastStep, kSamplesPerSecond, kStepTime, kWait, kPeakMemory,
-    kStraggler, kColumnCount
+    kRank,
+    kHost,
+    kDevice,
+    kStatus,
+    kLastStep,
+    kSamplesPerSecond,
+    kStepTime,
+    kWait,
+    kPeakMemory,
+    kStraggler,
+    kColumnCount
   };
   using QAbstractTableModel::QAbstractTableModel;
 

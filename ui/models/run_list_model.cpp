@@ -26,8 +26,7 @@ void RunListModel::setRuns(std::vector<storage::RunRecord> runs) {
     return;
   }
   runs_ = std::move(runs);
-  if (!runs_.empty())
-    emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
+  if (!runs_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
 }
 
 int RunListModel::rowOfRun(int64_t run_id) const {
@@ -57,15 +56,21 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ToolTipRole && run.error) return QString::fromStdString(*run.error);
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
-    case kId: return QVariant::fromValue<qlonglong>(run.id);
-    case kName: return QString::fromStdString(run.name);
-    case kStrategy: return QString::fromStdString(run.strategy);
-    case kRanks: return run.world_size;
-    case kStatus: return QString::fromStdString(run.status);
+    case kId:
+      return QVariant::fromValue<qlonglong>(run.id);
+    case kName:
+      return QString::fromStdString(run.name);
+    case kStrategy:
+      return QString::fromStdString(run.strategy);
+    case kRanks:
+      return run.world_size;
+    case kStatus:
+      return QString::fromStdString(run.status);
     case kCreated:
       return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(run.created_at * 1000))
           .toString("yyyy-MM-dd hh:mm");
-    case kDuration: return formatDuration(run.durationSeconds());
+    case kDuration:
+      return formatDuration(run.durationSeconds());
   }
   return {};
 }

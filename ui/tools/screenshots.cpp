@@ -1,13 +1,13 @@
 // ringmaster-screenshots: opens the window on a database of real runs and saves the main views as
 // PNG files (docs/screenshots/), for scripts/screenshots.sh, which records the runs first and runs
 // this under Xvfb.
+#include <CLI/CLI.hpp>
 #include <QApplication>
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QTabWidget>
 #include <QTest>
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "main_window.h"
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   QApplication::setStyle("Fusion");
   QDir().mkpath(QString::fromStdString(out));
   const QString dir = QString::fromStdString(out);
-  MainWindow window({db, QApplication::applicationDirPath() + "/ringmaster", "ringmaster-screenshots"});
+  MainWindow window(
+      {db, QApplication::applicationDirPath() + "/ringmaster", "ringmaster-screenshots"});
   window.resize(1600, 1000);
   window.show();
   if (!QTest::qWaitForWindowExposed(&window)) qFatal("no window");

@@ -103,8 +103,10 @@ void CompareView::reload() {
     std::map<int64_t, double> per_bucket;
     int64_t width = 1;
     for (int r = 0; r < run.world_size; ++r) {
-      const storage::Series samples = storage::loadSeries(db, run.id, "samples", r, range(throughput_));
-      const storage::Series step_ms = storage::loadSeries(db, run.id, "step_ms", r, range(throughput_));
+      const storage::Series samples =
+          storage::loadSeries(db, run.id, "samples", r, range(throughput_));
+      const storage::Series step_ms =
+          storage::loadSeries(db, run.id, "step_ms", r, range(throughput_));
       width = std::max(width, samples.bucket_width);
       std::map<int64_t, double> ms;
       for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
@@ -121,9 +123,12 @@ void CompareView::reload() {
   throughput_->setLines(throughput_lines);
 
   // Summary figures, one column per run.
-  const QStringList rows = {"name",       "strategy",        "ranks",      "status",
-                            "samples/s",  "final loss",      "mean step",  "communication share",
-                            "bubble",     "peak memory (max rank)", "duration"};
+  const QStringList rows = {"name",      "strategy",
+                            "ranks",     "status",
+                            "samples/s", "final loss",
+                            "mean step", "communication share",
+                            "bubble",    "peak memory (max rank)",
+                            "duration"};
   summary_->clear();
   summary_->setRowCount(static_cast<int>(rows.size()));
   summary_->setColumnCount(static_cast<int>(comparison.runs.size()));
@@ -160,11 +165,13 @@ void CompareView::reload() {
   differences_->setVerticalHeaderLabels(paths);
   for (size_t c = 0; c < comparison.runs.size(); ++c)
     differences_->setHorizontalHeaderItem(
-        static_cast<int>(c), new QTableWidgetItem(QString("run %1").arg(comparison.runs[c].run.id)));
+        static_cast<int>(c),
+        new QTableWidgetItem(QString("run %1").arg(comparison.runs[c].run.id)));
   for (size_t r = 0; r < comparison.differences.size(); ++r)
     for (size_t c = 0; c < comparison.differences[r].values.size(); ++c)
-      differences_->setItem(static_cast<int>(r), static_cast<int>(c),
-                            new QTableWidgetItem(QString::fromStdString(comparison.differences[r].values[c])));
+      differences_->setItem(
+          static_cast<int>(r), static_cast<int>(c),
+          new QTableWidgetItem(QString::fromStdString(comparison.differences[r].values[c])));
 }
 
 }  // namespace ringmaster::ui

@@ -73,9 +73,8 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   connect(strategy_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(status_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(since_, &QDateEdit::dateChanged, this, &HistoryView::refresh);
-  connect(table_, &QTableView::doubleClicked, this, [this](const QModelIndex& index) {
-    emit openRun(model_->runAt(index.row()).id);
-  });
+  connect(table_, &QTableView::doubleClicked, this,
+          [this](const QModelIndex& index) { emit openRun(model_->runAt(index.row()).id); });
   connect(open, &QPushButton::clicked, this, [this] {
     for (int64_t id : selectedRuns()) emit openRun(id);
   });
@@ -109,7 +108,8 @@ void HistoryView::refresh() {
   if (!db_) return;
   seen_version_ = db_->dataVersion();
   storage::RunFilter filter;
-  if (!name_->text().trimmed().isEmpty()) filter.name_contains = name_->text().trimmed().toStdString();
+  if (!name_->text().trimmed().isEmpty())
+    filter.name_contains = name_->text().trimmed().toStdString();
   if (strategy_->currentIndex() > 0) filter.strategy = strategy_->currentText().toStdString();
   if (status_->currentIndex() > 0) filter.status = status_->currentText().toStdString();
   if (since_->date() > QDate(2000, 1, 1))
@@ -125,13 +125,16 @@ void HistoryView::refresh() {
 
 std::vector<int64_t> HistoryView::selectedRuns() const {
   std::set<int> rows;
-  for (const QModelIndex& index : table_->selectionModel()->selectedRows()) rows.insert(index.row());
+  for (const QModelIndex& index : table_->selectionModel()->selectedRows())
+    rows.insert(index.row());
   std::vector<int64_t> ids;
   for (int row : rows) ids.push_back(model_->runAt(row).id);
   return ids;
 }
 
-void HistoryView::setNameFilter(const QString& text) { name_->setText(text); }
+void HistoryView::setNameFilter(const QString& text) {
+  name_->setText(text);
+}
 
 void HistoryView::setStatusFilter(const QString& status) {
   status_->setCurrentIndex(status.isEmpty() ? 0 : std::max(status_->findText(status), 0));

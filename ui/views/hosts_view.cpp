@@ -25,12 +25,14 @@ HostsView::HostsView(Paths paths, QWidget* parent)
   if (paths_.ssh_config.empty()) paths_.ssh_config = defaultSshConfigPath();
   if (paths_.known_hosts.empty()) paths_.known_hosts = defaultKnownHostsPath();
   if (paths_.node_binary.empty())
-    paths_.node_binary = (QCoreApplication::applicationDirPath() + "/ringmaster-node").toStdString();
+    paths_.node_binary =
+        (QCoreApplication::applicationDirPath() + "/ringmaster-node").toStdString();
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(new QLabel(QString("Hosts of <tt>%1</tt> and hosts added here. Keys are "
-                                       "checked against <tt>%2</tt>.")
-                                   .arg(QString::fromStdString(paths_.ssh_config).toHtmlEscaped(),
-                                        QString::fromStdString(paths_.known_hosts).toHtmlEscaped())));
+  layout->addWidget(
+      new QLabel(QString("Hosts of <tt>%1</tt> and hosts added here. Keys are "
+                         "checked against <tt>%2</tt>.")
+                     .arg(QString::fromStdString(paths_.ssh_config).toHtmlEscaped(),
+                          QString::fromStdString(paths_.known_hosts).toHtmlEscaped())));
   auto* bar = new QHBoxLayout();
   add_ = new QLineEdit();
   add_->setObjectName("addHost");
@@ -62,7 +64,8 @@ HostsView::HostsView(Paths paths, QWidget* parent)
   });
   connect(add_, &QLineEdit::returnPressed, add_button, &QPushButton::click);
   connect(check, &QPushButton::clicked, this, [this] {
-    for (const QModelIndex& index : table_->selectionModel()->selectedRows()) checkHost(index.row());
+    for (const QModelIndex& index : table_->selectionModel()->selectedRows())
+      checkHost(index.row());
   });
   connect(table_, &QTableWidget::cellDoubleClicked, this, [this](int row) { checkHost(row); });
   connect(reload, &QPushButton::clicked, this, &HostsView::reloadConfig);
@@ -149,14 +152,16 @@ void HostsView::showReport(int row) {
   table_->item(row, kStatus)->setForeground(QColor(0x2c, 0xa0, 0x2c));
   table_->item(row, kStatus)->setToolTip(QString::fromStdString(describeTarget(r.target)));
   set(kFingerprint, QString::fromStdString(r.fingerprint));
-  set(kNode, r.node_version.empty()
-                 ? QString("not found (uploaded at launch)")
-                 : QString::fromStdString(r.node_version) + (r.node_matches ? "" : " (differs: uploaded at launch)"));
+  set(kNode, r.node_version.empty() ? QString("not found (uploaded at launch)")
+                                    : QString::fromStdString(r.node_version) +
+                                          (r.node_matches ? "" : " (differs: uploaded at launch)"));
   set(kCpus, QString::number(r.cpus));
   set(kMemory, formatBytes(static_cast<double>(r.memory_bytes)));
   QStringList gpus;
   for (const auto& gpu : r.gpus)
-    gpus << QString("%1 (%2 GiB)").arg(QString::fromStdString(gpu.name)).arg(gpu.memory_mib / 1024.0, 0, 'f', 0);
+    gpus << QString("%1 (%2 GiB)")
+                .arg(QString::fromStdString(gpu.name))
+                .arg(gpu.memory_mib / 1024.0, 0, 'f', 0);
   set(kGpus, gpus.isEmpty() ? QString("none") : gpus.join(", "));
 }
 

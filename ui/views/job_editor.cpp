@@ -88,10 +88,12 @@ QStringList namesOf() {
 }
 
 // Fields that belong to one strategy kind only.
-const std::map<std::string, std::string> kStrategyOnly = {
-    {"strategy.bucket_cap_mb", "ddp"},    {"strategy.sharding", "fsdp"},
-    {"strategy.units", "fsdp"},           {"strategy.schedule", "pipeline"},
-    {"strategy.virtual_stages", "pipeline"}, {"train.micro_batches", "pipeline"}};
+const std::map<std::string, std::string> kStrategyOnly = {{"strategy.bucket_cap_mb", "ddp"},
+                                                          {"strategy.sharding", "fsdp"},
+                                                          {"strategy.units", "fsdp"},
+                                                          {"strategy.schedule", "pipeline"},
+                                                          {"strategy.virtual_stages", "pipeline"},
+                                                          {"train.micro_batches", "pipeline"}};
 
 }  // namespace
 
@@ -321,7 +323,8 @@ void JobEditor::formEdited(const std::string& path) {
     const QString text = line->text().trimmed();
     if (field->list) {
       nlohmann::json list = nlohmann::json::array();
-      for (const QString& part : text.split(',', Qt::SkipEmptyParts)) list.push_back(valueFromText(part));
+      for (const QString& part : text.split(',', Qt::SkipEmptyParts))
+        list.push_back(valueFromText(part));
       value = list;
     } else if (!text.isEmpty()) {
       value = valueFromText(text);
@@ -345,7 +348,9 @@ void JobEditor::formEdited(const std::string& path) {
 void JobEditor::hostsEdited() {
   nlohmann::json hosts = nlohmann::json::array();
   for (int r = 0; r < hosts_->rowCount(); ++r) {
-    auto text = [&](int c) { return hosts_->item(r, c) ? hosts_->item(r, c)->text().trimmed() : QString(); };
+    auto text = [&](int c) {
+      return hosts_->item(r, c) ? hosts_->item(r, c)->text().trimmed() : QString();
+    };
     nlohmann::json host = {{"host", text(0).toStdString()}, {"ranks", valueFromText(text(1))}};
     if (!text(2).isEmpty()) host["user"] = text(2).toStdString();
     if (!text(3).isEmpty()) host["port"] = valueFromText(text(3));
@@ -405,7 +410,8 @@ void JobEditor::refreshForm() {
       const int row = hosts_->rowCount();
       hosts_->insertRow(row);
       auto cell = [&](const char* key) {
-        return new QTableWidgetItem(host.is_object() && host.contains(key) ? textOf(host[key]) : "");
+        return new QTableWidgetItem(host.is_object() && host.contains(key) ? textOf(host[key])
+                                                                           : "");
       };
       hosts_->setItem(row, 0, cell("host"));
       hosts_->setItem(row, 1, cell("ranks"));
@@ -442,8 +448,9 @@ void JobEditor::check() {
       hosts_error_->setText(hosts_error_->text() +
                             QString("%1: %2\n").arg(QString::fromStdString(problem.path), message));
     } else {
-      other << (problem.path.empty() ? message
-                                     : QString("%1: %2").arg(QString::fromStdString(problem.path), message));
+      other << (problem.path.empty()
+                    ? message
+                    : QString("%1: %2").arg(QString::fromStdString(problem.path), message));
     }
   }
   problems_label_->setText(other.join('\n'));
@@ -453,7 +460,8 @@ void JobEditor::check() {
 
 QString JobEditor::fieldError(const std::string& path) const {
   auto it = fields_.find(path);
-  if (it != fields_.end()) return it->second->error->isHidden() ? QString() : it->second->error->text();
+  if (it != fields_.end())
+    return it->second->error->isHidden() ? QString() : it->second->error->text();
   if (path.rfind("launch.hosts", 0) == 0) return hosts_error_->text();
   return {};
 }
@@ -538,6 +546,8 @@ QString JobEditor::memoryText() const {
   return doc.toPlainText();
 }
 
-QString JobEditor::plannedText() const { return planned_label_->isHidden() ? QString() : planned_label_->text(); }
+QString JobEditor::plannedText() const {
+  return planned_label_->isHidden() ? QString() : planned_label_->text();
+}
 
 }  // namespace ringmaster::ui

@@ -52,7 +52,8 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
       try {
         plan_ = plannedSchedule(*parsed.spec);
       } catch (const Error& e) {
-        planned_title_->setText(QString("<b>Planned</b>: %1").arg(QString::fromStdString(e.message())));
+        planned_title_->setText(
+            QString("<b>Planned</b>: %1").arg(QString::fromStdString(e.message())));
       }
     }
     planned_->setData(plan_ ? plan_->gantt : GanttData{});

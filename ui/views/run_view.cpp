@@ -42,9 +42,9 @@ constexpr double kMiB = 1.0 / (1 << 20);
 
 QString metricLabel(const std::string& metric) {
   static const std::map<std::string, QString> labels = {
-      {"compute_ms", "compute"},       {"exposed_comm_ms", "exposed comm"},
-      {"mem_allocated", "allocated"},  {"mem_peak", "peak"},
-      {"comm_ms", "communication"},    {"device_mem_used", "device memory"}};
+      {"compute_ms", "compute"},      {"exposed_comm_ms", "exposed comm"},
+      {"mem_allocated", "allocated"}, {"mem_peak", "peak"},
+      {"comm_ms", "communication"},   {"device_mem_used", "device memory"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
 }
@@ -159,7 +159,9 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   startLoad();
 }
 
-RunView::~RunView() { loader_.waitForFinished(); }
+RunView::~RunView() {
+  loader_.waitForFinished();
+}
 
 QWidget* RunView::buildChartsTab() {
   auto* page = new QWidget();
@@ -177,9 +179,12 @@ QWidget* RunView::buildChartsTab() {
   layout->addLayout(bar);
   connect(rank_choice_, &QComboBox::activated, this, [this](int index) {
     const int data = rank_choice_->itemData(index).toInt();
-    if (data == -1) showRanks(RankMode::kEach);
-    else if (data == -2) showRanks(RankMode::kBand);
-    else showRanks(RankMode::kOne, data);
+    if (data == -1)
+      showRanks(RankMode::kEach);
+    else if (data == -2)
+      showRanks(RankMode::kBand);
+    else
+      showRanks(RankMode::kOne, data);
   });
   connect(export_button, &QPushButton::clicked, this, [this] {
     const QString dir = QDir::homePath() + QString("/ringmaster-run-%1-charts").arg(run_id_);
@@ -232,8 +237,9 @@ QWidget* RunView::buildCommTab() {
   auto* map_box = new QWidget();
   auto* map_layout = new QVBoxLayout(map_box);
   map_layout->setContentsMargins(0, 0, 0, 0);
-  map_layout->addWidget(new QLabel("<b>Exposed communication per step</b>, rank × step: a row "
-                                   "its peers are not is a straggler, columns that stop are a hang"));
+  map_layout->addWidget(
+      new QLabel("<b>Exposed communication per step</b>, rank × step: a row "
+                 "its peers are not is a straggler, columns that stop are a hang"));
   heat_map_ = new HeatMap();
   heat_map_->setObjectName("waitHeatMap");
   map_layout->addWidget(heat_map_, 1);
@@ -241,8 +247,9 @@ QWidget* RunView::buildCommTab() {
   auto* recorder_box = new QWidget();
   auto* recorder_layout = new QVBoxLayout(recorder_box);
   recorder_layout->setContentsMargins(0, 0, 0, 0);
-  flight_summary_ = new QLabel("<b>Flight recorder</b>: no dump (dumps arrive when a collective "
-                               "fails or times out)");
+  flight_summary_ = new QLabel(
+      "<b>Flight recorder</b>: no dump (dumps arrive when a collective "
+      "fails or times out)");
   flight_summary_->setObjectName("flightSummary");
   flight_summary_->setWordWrap(true);
   recorder_layout->addWidget(flight_summary_);
@@ -363,8 +370,9 @@ void RunView::apply(RunSnapshot snapshot) {
       rank_choice_->addItem(QString("Rank %1").arg(r), r);
     if (!snapshot_ && snapshot.run.world_size > 8) rank_mode_ = RankMode::kBand;
     dirty_ = true;  // this snapshot was read before the world size was known
-    const int data = rank_mode_ == RankMode::kEach ? -1 : rank_mode_ == RankMode::kBand ? -2
-                                                                                          : one_rank_;
+    const int data = rank_mode_ == RankMode::kEach   ? -1
+                     : rank_mode_ == RankMode::kBand ? -2
+                                                     : one_rank_;
     rank_choice_->setCurrentIndex(std::max(rank_choice_->findData(data), 0));
   }
   applyHeader(snapshot);
@@ -409,8 +417,8 @@ void RunView::applyHeader(const RunSnapshot& s) {
   QString eta;
   if (s.run.status == "running" && s.summary.final_step > 0 && s.summary.final_step < planned) {
     const double per_step = s.run.durationSeconds() / static_cast<double>(s.summary.final_step);
-    eta = QString(" · ETA %1").arg(
-        formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
+    eta = QString(" · ETA %1")
+              .arg(formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
   }
   progress_->setFormat(QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
   QStringList figures;
@@ -465,7 +473,8 @@ void RunView::applyCharts(const RunSnapshot& s) {
       }
       for (const auto& [rank, ranked] : series.per_rank) {
         ChartLine line;
-        line.name = several ? QString("%1, rank %2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
+        line.name =
+            several ? QString("%1, rank %2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
         QColor colour = rankColor(rank);
         line.color = m == 0 ? colour : colour.lighter(150);
         addSeries(line, ranked, chart_scales_[i]);
@@ -494,10 +503,13 @@ void RunView::applyFlightRecorder(const RunSnapshot& s) {
     QStringList in_flight;
     for (const auto& e : entries) {
       const int64_t seq = e.value("seq", int64_t{0});
-      const QString name = QString("%1 #%2").arg(QString::fromStdString(e.value("op", std::string("?")))).arg(seq);
+      const QString name =
+          QString("%1 #%2").arg(QString::fromStdString(e.value("op", std::string("?")))).arg(seq);
       const std::string st = e.value("state", std::string());
-      if (st == "completed") state.completed = name;
-      else in_flight << QString("%1 (%2)").arg(name, QString::fromStdString(st));
+      if (st == "completed")
+        state.completed = name;
+      else
+        in_flight << QString("%1 (%2)").arg(name, QString::fromStdString(st));
       if (e.contains("peer")) continue;  // point-to-point: not a collective every rank reaches
       state.furthest = std::max(state.furthest, seq);
       if (seq > furthest) {
@@ -561,12 +573,18 @@ MetricChart* RunView::chart(const QString& title) const {
   return nullptr;
 }
 
-QString RunView::statusText() const { return status_->text(); }
+QString RunView::statusText() const {
+  return status_->text();
+}
 QString RunView::rootCauseText() const {
   return root_cause_->isHidden() ? QString() : root_cause_->text();
 }
-QString RunView::logText() const { return logs_->toPlainText(); }
-QString RunView::flightRecorderText() const { return flight_summary_->text(); }
+QString RunView::logText() const {
+  return logs_->toPlainText();
+}
+QString RunView::flightRecorderText() const {
+  return flight_summary_->text();
+}
 
 QStringList RunView::exportCharts(const QString& directory) {
   QDir().mkpath(directory);

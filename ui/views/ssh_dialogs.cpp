@@ -16,7 +16,8 @@ template <typename T>
 T askOn(QObject* context, const std::function<T()>& ask) {
   if (QThread::currentThread() == context->thread()) return ask();
   T answer{};
-  QMetaObject::invokeMethod(context, [&] { answer = ask(); }, Qt::BlockingQueuedConnection);
+  QMetaObject::invokeMethod(
+      context, [&] { answer = ask(); }, Qt::BlockingQueuedConnection);
   return answer;
 }
 
@@ -36,8 +37,7 @@ SshQuestions dialogQuestions(QWidget* parent) {
   };
   questions.secret = [parent](const QString& prompt) -> std::optional<QString> {
     bool ok = false;
-    const QString text =
-        QInputDialog::getText(parent, "SSH", prompt, QLineEdit::Password, {}, &ok);
+    const QString text = QInputDialog::getText(parent, "SSH", prompt, QLineEdit::Password, {}, &ok);
     if (!ok) return std::nullopt;
     return text;
   };
@@ -64,9 +64,9 @@ SshConnectOptions guiConnectOptions(QObject* context, const SshQuestions& questi
     return secret(QString("Passphrase for %1:").arg(QString::fromStdString(identity_file)));
   };
   options.password = [secret](const SshTarget& target) {
-    return secret(QString("Password for %1@%2:")
-                      .arg(QString::fromStdString(target.user),
-                           QString::fromStdString(target.hostname)));
+    return secret(
+        QString("Password for %1@%2:")
+            .arg(QString::fromStdString(target.user), QString::fromStdString(target.hostname)));
   };
   return options;
 }

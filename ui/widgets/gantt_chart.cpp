@@ -19,7 +19,9 @@ QColor microBatchColor(int micro_batch, char phase) {
   return c;
 }
 
-GanttChart::GanttChart(QWidget* parent) : QWidget(parent) { setMouseTracking(true); }
+GanttChart::GanttChart(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+}
 
 void GanttChart::setData(GanttData data) {
   data_ = std::move(data);
@@ -57,13 +59,13 @@ void GanttChart::paintEvent(QPaintEvent*) {
     QRectF row(plot.left(), plot.top() + r * row_h, plot.width(), row_h);
     painter.fillRect(row, (r % 2) ? palette().alternateBase() : palette().base());
     painter.setPen(palette().text().color());
-    painter.drawText(QRectF(0, row.top(), plot.left() - 8, row_h), Qt::AlignRight | Qt::AlignVCenter,
+    painter.drawText(QRectF(0, row.top(), plot.left() - 8, row_h),
+                     Qt::AlignRight | Qt::AlignVCenter,
                      QString("%1 %2").arg(data_.row_label).arg(r));
     if (static_cast<size_t>(r) < data_.row_bubble.size())
-      painter.drawText(QRectF(plot.right() + 8, row.top(), 84, row_h),
-                       Qt::AlignLeft | Qt::AlignVCenter,
-                       QString("bubble %1%").arg(data_.row_bubble[static_cast<size_t>(r)] * 100, 0,
-                                                 'f', 1));
+      painter.drawText(
+          QRectF(plot.right() + 8, row.top(), 84, row_h), Qt::AlignLeft | Qt::AlignVCenter,
+          QString("bubble %1%").arg(data_.row_bubble[static_cast<size_t>(r)] * 100, 0, 'f', 1));
   }
   for (const GanttBar& bar : data_.bars) {
     const QRectF box = barRect(bar, plot, t0, t1);
@@ -103,15 +105,14 @@ bool GanttChart::event(QEvent* event) {
   for (const GanttBar& bar : data_.bars) {
     if (!barRect(bar, plot, t0, t1).contains(help->pos())) continue;
     const char* what = bar.phase == 'F' ? "forward" : bar.phase == 'B' ? "backward" : "weight grad";
-    QToolTip::showText(help->globalPos(),
-                       QString("%1 %2: %3 of micro-batch %4, %5–%6 %7")
-                           .arg(data_.row_label)
-                           .arg(bar.row)
-                           .arg(what)
-                           .arg(bar.micro_batch)
-                           .arg((bar.start - t0) / data_.time_scale, 0, 'g', 4)
-                           .arg((bar.end - t0) / data_.time_scale, 0, 'g', 4)
-                           .arg(data_.time_unit));
+    QToolTip::showText(help->globalPos(), QString("%1 %2: %3 of micro-batch %4, %5–%6 %7")
+                                              .arg(data_.row_label)
+                                              .arg(bar.row)
+                                              .arg(what)
+                                              .arg(bar.micro_batch)
+                                              .arg((bar.start - t0) / data_.time_scale, 0, 'g', 4)
+                                              .arg((bar.end - t0) / data_.time_scale, 0, 'g', 4)
+                                              .arg(data_.time_unit));
     return true;
   }
   QToolTip::hideText();

@@ -18,7 +18,7 @@ struct GanttBar {
 };
 
 struct GanttData {
-  QString time_unit;  // "ms", "unit"
+  QString time_unit;      // "ms", "unit"
   double time_scale = 1;  // bar times are divided by this for the axis labels
   int rows = 0;
   QString row_label = "stage";  // "rank" when a rank holds several stages (interleaved)

@@ -23,7 +23,9 @@ void HeatMap::setMap(WaitHeatMap map) {
   update();
 }
 
-QRect HeatMap::plotRect() const { return rect().adjusted(54, 6, -8, -20); }
+QRect HeatMap::plotRect() const {
+  return rect().adjusted(54, 6, -8, -20);
+}
 
 void HeatMap::paintEvent(QPaintEvent*) {
   QPainter painter(this);

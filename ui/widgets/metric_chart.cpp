@@ -176,7 +176,9 @@ void MetricChart::mouseReleaseEvent(QMouseEvent* event) {
   emit rangeChanged();
 }
 
-void MetricChart::mouseDoubleClickEvent(QMouseEvent*) { resetZoom(); }
+void MetricChart::mouseDoubleClickEvent(QMouseEvent*) {
+  resetZoom();
+}
 
 void MetricChart::wheelEvent(QWheelEvent* event) {
   // Wheel pans a zoomed chart along the steps.
@@ -213,7 +215,9 @@ bool MetricChart::exportTo(const QString& path) {
   return grab().save(path);
 }
 
-int MetricChart::lineCount() const { return static_cast<int>(drawn_.size()); }
+int MetricChart::lineCount() const {
+  return static_cast<int>(drawn_.size());
+}
 
 qsizetype MetricChart::pointCount() const {
   qsizetype n = 0;
