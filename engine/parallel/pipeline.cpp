@@ -41,8 +41,17 @@ std::vector<Block> linearBlocks(Sequential& model) {
   return blocks;
 }
 
-// Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest; returns
-// the index of the first weight of each run.
+int64_t systemClockUs() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+Bytes clockBytes(int64_t micros) {
+  return toBytes(std::to_string(micros));
+}
+
+}  // namespace
+
 std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts) {
   const size_t n = weights.size();
   std::vector<int64_t> prefix(n + 1, 0);
@@ -72,17 +81,6 @@ std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts
   }
   return starts;
 }
-
-int64_t systemClockUs() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-Bytes clockBytes(int64_t micros) {
-  return toBytes(std::to_string(micros));
-}
-
-}  // namespace
 
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers) {

@@ -20,6 +20,10 @@ namespace ringmaster {
 // to the next Linear, and a stage is a run of consecutive blocks. `linear_layers` (from the spec:
 // stage s holds these Linear-layer indices, consecutive) or, when empty, a partition balanced by
 // parameter count (the largest stage as small as possible).
+// Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest (the
+// balanced partition above, on parameter counts); the index of the first weight of each run.
+std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts);
+
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers = {});
 

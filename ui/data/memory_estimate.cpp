@@ -1,47 +1,16 @@
 // estimateMemory: the ZeRO formulas per strategy, with activations for the batch on each rank.
 #include "data/memory_estimate.h"
 
-#include <fmt/format.h>
 #include <algorithm>
-#include <limits>
+
+#include <fmt/format.h>
+
+#include "parallel/pipeline.h"
 
 namespace ringmaster::ui {
 
 namespace {
-
 constexpr double kBytes = 4;  // float32
-
-// Contiguous parts with the largest as small as possible (as the engine partitions stages);
-// returns each part's first layer.
-std::vector<size_t> balancedStarts(const std::vector<int64_t>& weights, int parts) {
-  const size_t n = weights.size();
-  const size_t k_max = static_cast<size_t>(std::max(parts, 1));
-  std::vector<int64_t> prefix(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
-  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
-  std::vector<std::vector<int64_t>> best(k_max + 1, std::vector<int64_t>(n + 1, kInf));
-  std::vector<std::vector<size_t>> cut(k_max + 1, std::vector<size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (size_t k = 1; k <= k_max; ++k)
-    for (size_t i = k; i <= n; ++i)
-      for (size_t j = k - 1; j < i; ++j) {
-        if (best[k - 1][j] == kInf) continue;
-        const int64_t cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (cost < best[k][i]) {
-          best[k][i] = cost;
-          cut[k][i] = j;
-        }
-      }
-  std::vector<size_t> starts;
-  size_t i = n;
-  for (size_t k = k_max; k > 0; --k) {
-    starts.push_back(cut[k][i]);
-    i = cut[k][i];
-  }
-  std::reverse(starts.begin(), starts.end());
-  return starts;
-}
-
 }  // namespace
 
 double RankMemoryEstimate::total() const {
@@ -135,7 +104,7 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
       }
       case StrategyKind::kPipeline: {
         const int v = std::max(spec.strategy.pipeline.virtual_stages, 1);
-        const std::vector<size_t> starts = balancedStarts(layers, world * v);
+        const std::vector<size_t> starts = balancedSplit(layers, world * v);
         double own = 0;
         double acts = 0;
         const int m = std::max(spec.train.micro_batches, 1);
