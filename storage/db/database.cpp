@@ -205,6 +205,20 @@ CREATE TABLE run_hosts (
   PRIMARY KEY (run_id, node_rank)
 );
 )sql",
+      // 4: rollups of 512 steps between the 64 and 4096 ones, so that a long series reduced to
+      // one bucket per pixel column (about a thousand) reads a few thousand summaries per rank,
+      // not tens of thousands: the desktop's all-ranks band of 64 ranks x 1M steps.
+      R"sql(
+INSERT INTO scalar_rollups
+  SELECT g.run_id, g.metric_id, g.rank, 512, g.bucket, g.n, g.sum, g.min, g.max, g.first_step,
+         g.last_step, r.last_value
+  FROM (SELECT run_id, metric_id, rank, bucket / 8 AS bucket, sum(n) AS n, sum(sum) AS sum,
+               min(min) AS min, max(max) AS max, min(first_step) AS first_step,
+               max(last_step) AS last_step, max(bucket) AS last_bucket
+        FROM scalar_rollups WHERE width = 64 GROUP BY run_id, metric_id, rank, bucket / 8) g
+  JOIN scalar_rollups r ON r.run_id = g.run_id AND r.metric_id = g.metric_id
+                       AND r.rank = g.rank AND r.width = 64 AND r.bucket = g.last_bucket;
+)sql",
   };
   return kMigrations;
 }

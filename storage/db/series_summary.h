@@ -9,8 +9,9 @@
 
 namespace ringmaster::storage {
 
-// The bucket widths, in steps, that scalar_rollups keeps for every series (schema migration 2).
-inline constexpr int64_t kRollupWidths[] = {64, 4096};
+// The bucket widths, in steps, that scalar_rollups keeps for every series (schema migrations 2
+// and 4), narrowest first.
+inline constexpr int64_t kRollupWidths[] = {64, 512, 4096};
 
 struct SeriesSummary {
   int64_t count = 0;

@@ -85,8 +85,9 @@ TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
   EXPECT_EQ(count("SELECT count(*) FROM sched_events"), 30);
   // 11 metrics per step, plus accuracy and the step's wall time.
   EXPECT_EQ(count("SELECT count(*) FROM scalars"), 3 * 10 * 13);
-  // Every series is summarised per bucket of 64 and of 4096 steps: steps 1..10 are one bucket.
+  // Every series is summarised per bucket of 64, 512 and 4096 steps: steps 1..10 are one bucket.
   EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 64"), 3 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 512"), 3 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 4096"), 3 * 13);
   EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 3 * 10 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalars JOIN metrics ON metric_id = metrics.id "
