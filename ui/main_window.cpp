@@ -66,6 +66,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
           [this](const std::vector<int64_t>& ids) { compare(ids); });
 
 #if RINGMASTER_HAVE_LIBSSH
+  questions_ = dialogQuestions(this);
   hosts_ = new HostsView();
   hosts_->setObjectName("hostsView");
   tabs_->addTab(hosts_, "Hosts");
@@ -168,8 +169,7 @@ bool MainWindow::launch(const nlohmann::json& spec) {
   if (!remote.empty()) {
     statusBar()->showMessage(
         QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));
-    const SshConnectOptions options =
-        guiConnectOptions(this, dialogQuestions(this), defaultKnownHostsPath());
+    const SshConnectOptions options = guiConnectOptions(this, questions_, defaultKnownHostsPath());
     auto* watcher = new QFutureWatcher<QStringList>(this);
     connect(watcher, &QFutureWatcher<QStringList>::finished, this, [this, watcher, spec] {
       const QStringList errors = watcher->result();
@@ -201,6 +201,13 @@ bool MainWindow::launch(const nlohmann::json& spec) {
 #endif
   return startRun(spec);
 }
+
+#if RINGMASTER_HAVE_LIBSSH
+void MainWindow::setSshQuestions(SshQuestions questions) {
+  questions_ = questions;
+  hosts_->setQuestions(std::move(questions));
+}
+#endif
 
 bool MainWindow::startRun(const nlohmann::json& spec) {
   auto process = std::make_unique<RunProcess>();

@@ -7,6 +7,10 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#if RINGMASTER_HAVE_LIBSSH
+#include "views/ssh_dialogs.h"
+#endif
+
 class QTabWidget;
 class QDockWidget;
 
@@ -46,6 +50,10 @@ class MainWindow : public QMainWindow {
   int activeLaunches() const;
   // The hosts list (nullptr in a build without SSH).
   HostsView* hosts() const { return hosts_; }
+#if RINGMASTER_HAVE_LIBSSH
+  // Who answers SSH's questions (unknown host keys, passphrases): dialogs unless replaced.
+  void setSshQuestions(SshQuestions questions);
+#endif
 
  signals:
   void runOpened(qint64 run_id);
@@ -65,6 +73,9 @@ class MainWindow : public QMainWindow {
   QDockWidget* history_dock_ = nullptr;
   JobEditor* editor_ = nullptr;
   HostsView* hosts_ = nullptr;
+#if RINGMASTER_HAVE_LIBSSH
+  SshQuestions questions_;
+#endif
   bool startRun(const nlohmann::json& spec);
   std::vector<std::unique_ptr<RunProcess>> launches_;
 };

@@ -80,10 +80,11 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
                 "200 1 200 0.005");
     }
     if (from >= 1 && from < 2) {  // migration 4 summarised migration 2's buckets per 512 steps
-      EXPECT_EQ(queryText(current,
-                          "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || max || ' ' || "
-                          "last_value FROM scalar_rollups WHERE width = 512"),
-                "200 1 200 50.0 0.005");
+      EXPECT_EQ(
+          queryText(current,
+                    "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || max || ' ' || "
+                    "last_value FROM scalar_rollups WHERE width = 512"),
+          "200 1 200 50.0 0.005");
     }
     EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");
   }

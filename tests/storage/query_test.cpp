@@ -104,12 +104,12 @@ TEST_F(QueryTest, ASpikeSurvivesAMillionPointsReducedToAThousandBuckets) {
 
   // Ranges whose ends cut rollup buckets, at several resolutions (rollups of 4096, 512 and 64,
   // points).
-  for (auto [first, last, buckets] : std::vector<std::tuple<int64_t, int64_t, int>>{
-           {12'345, 987'654, 777},
-           {1, 1'000'000, 1000},
-           {700'001, 800'000, 2000},
-           {777'700, 777'900, 50},
-           {5, 5, 10}}) {
+  for (auto [first, last, buckets] :
+       std::vector<std::tuple<int64_t, int64_t, int>>{{12'345, 987'654, 777},
+                                                      {1, 1'000'000, 1000},
+                                                      {700'001, 800'000, 2000},
+                                                      {777'700, 777'900, 50},
+                                                      {5, 5, 10}}) {
     SCOPED_TRACE(fmt::format("[{}, {}] in {} buckets", first, last, buckets));
     expectExact(loadSeries(db, run, "loss", 0, {first, last, buckets}), first, last, buckets);
   }

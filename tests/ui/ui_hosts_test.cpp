@@ -9,8 +9,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "main_window.h"
+#include "models/rank_table_model.h"
 #include "remote/sshd_server.h"
 #include "views/hosts_view.h"
+#include "views/run_view.h"
 
 using namespace ringmaster;
 using namespace ringmaster::ui;
@@ -96,6 +99,43 @@ class UiHostsTest : public QObject {
     asked_.clear();
     QCOMPARE(checked(*view, 0, HostsView::kStatus), QString("reachable"));
     QVERIFY(asked_.isEmpty());
+  }
+
+  void aJobLaunchedOverSshAsksAboutTheUnknownKeyThenRuns() {
+    // The window's launch onto "gpu-box" of ~/.ssh/config (HOME points at a scratch directory):
+    // the unknown key is asked about in the window before `ringmaster run` connects with it.
+    const fs::path home = fs::path(dir_.path().toStdString()) / "home";
+    fs::create_directories(home / ".ssh");
+    fs::copy_file(config_, home / ".ssh" / "config");
+    qputenv("HOME", QByteArray::fromStdString(home.string()));
+    MainWindow window({(home / "runs.db").string(),
+                       QString::fromUtf8(RINGMASTER_BINARY_DIR) + "/app/ringmaster",
+                       "ringmaster-hosts-test"});
+    asked_.clear();
+    trust_ = true;
+    window.setSshQuestions({[this](const QString& host, const QString& fingerprint) {
+                              asked_ << host + " " + fingerprint;
+                              return trust_;
+                            },
+                            [](const QString&) { return std::optional<QString>(); }});
+    nlohmann::json spec = nlohmann::json::parse(R"({
+      "name": "over_ssh", "strategy": {"kind": "ddp"},
+      "model": {"kind": "mlp", "layers": [16, 8, 4]},
+      "data": {"kind": "synthetic", "samples": 256, "features": 16, "classes": 4},
+      "train": {"steps": 8, "batch_size": 8}, "optimizer": {"kind": "sgd", "lr": 0.1},
+      "device": "cpu", "telemetry": {"every_steps": 1},
+      "launch": {"hosts": [{"host": "gpu-box", "ranks": 2}]}})");
+    QSignalSpy finished(&window, &MainWindow::launchFinished);
+    QVERIFY(window.launch(spec));
+    QVERIFY2(finished.wait(120000), "the launch over SSH never ended");
+    QCOMPARE(asked_.size(), 1);
+    QVERIFY2(asked_[0].contains(QString::fromStdString(server_->hostKeyFingerprint())),
+             qPrintable(asked_[0]));
+    QCOMPARE(finished.first().at(1).toInt(), 0);
+    RunView* view = window.openRun(finished.first().at(0).toLongLong());
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("completed"), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(view->rankModel()->rowCount(), 2, 10000);
+    QCOMPARE(view->rankModel()->index(1, RankTableModel::kLastStep).data().toLongLong(), 8);
   }
 
   void aChangedKeyIsRefusedWithBothFingerprints() {

@@ -100,6 +100,7 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   figures_ = new QLabel();
   figures_->setObjectName("runFigures");
   figures_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  title_->setText(QString("Run %1 · loading…").arg(run_id_));
   header->addWidget(title_, 0, 0);
   header->addWidget(status_, 0, 1, Qt::AlignLeft);
   header->addWidget(progress_, 0, 2);
