@@ -127,6 +127,37 @@ class UiViewTest : public QObject {
     QVERIFY(editor.findChild<QLabel*>("jsonError")->text().startsWith("JSON:"));
   }
 
+  void theEditorsHostsAndKindsEditTheSpec() {
+    JobEditor& editor = *window().jobEditor();
+    editor.setDocument(exampleSpec("ddp_mlp", 40));
+    auto* hosts = editor.findChild<QTableWidget*>("hostsTable");
+    QCOMPARE(hosts->rowCount(), 1);
+    hosts->item(0, 0)->setText("gpu1");
+    hosts->item(0, 2)->setText("alice");
+    hosts->item(0, 5)->setCheckState(Qt::Checked);
+    const nlohmann::json host = editor.document()["launch"]["hosts"][0];
+    QVERIFY(host["host"] == "gpu1");
+    QVERIFY(host["user"] == "alice");
+    QVERIFY(host["password_auth"] == true);
+    hosts->item(0, 1)->setText("0");
+    QVERIFY2(editor.fieldError("launch.hosts").contains("ranks"),
+             qPrintable(editor.fieldError("launch.hosts")));
+    // Data from IDX files: the synthetic fields leave the spec, the file fields appear.
+    auto* kind = qobject_cast<QComboBox*>(editor.field("data.kind"));
+    kind->setCurrentText("idx");
+    emit kind->activated(kind->currentIndex());
+    QVERIFY(!editor.document()["data"].contains("samples"));
+    QVERIFY(editor.field("data.images")->isVisibleTo(&editor));
+    QVERIFY(!editor.field("data.samples")->isVisibleTo(&editor));
+    // A checkpoint directory adds the section; clearing it removes the section.
+    auto* dir = qobject_cast<QLineEdit*>(editor.field("checkpoint.dir"));
+    QTest::keyClicks(dir, "ckpt");
+    QVERIFY(editor.document()["checkpoint"]["dir"] == "ckpt");
+    dir->selectAll();
+    QTest::keyClick(dir, Qt::Key_Delete);
+    QVERIFY(!editor.document().contains("checkpoint"));
+  }
+
   void theEditorEstimatesMemoryAndPlansPipelines() {
     JobEditor& editor = *window().jobEditor();
     editor.setDocument(exampleSpec("ddp_mlp", 40));

@@ -19,6 +19,7 @@
 #include <QTableWidget>
 #include <QTextDocument>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "data/memory_estimate.h"
 #include "data/schedule_gantt.h"
@@ -55,10 +56,13 @@ void setPath(nlohmann::json& doc, const std::string& path, std::optional<nlohman
     node = &(*node)[keys[i]];
   }
   if (!node->is_object()) *node = nlohmann::json::object();
-  if (value)
+  if (value) {
     (*node)[keys.back()] = std::move(*value);
-  else
-    node->erase(keys.back());
+    return;
+  }
+  node->erase(keys.back());
+  // An optional section left empty (checkpoint with no dir) goes too.
+  if (node->empty() && keys.size() == 2) doc.erase(keys.front());
 }
 
 // A typed value from text: JSON when it parses as a number, true / false or a list, else a string
@@ -87,13 +91,53 @@ QStringList namesOf() {
   return names;
 }
 
-// Fields that belong to one strategy kind only.
-const std::map<std::string, std::string> kStrategyOnly = {{"strategy.bucket_cap_mb", "ddp"},
-                                                          {"strategy.sharding", "fsdp"},
-                                                          {"strategy.units", "fsdp"},
-                                                          {"strategy.schedule", "pipeline"},
-                                                          {"strategy.virtual_stages", "pipeline"},
-                                                          {"train.micro_batches", "pipeline"}};
+// Fields that belong to some kinds only: shown for those, removed from the spec for the others
+// (where the parser would call them unknown).
+struct Condition {
+  std::string controller;  // the kind field deciding
+  std::vector<std::string> kinds;
+};
+const std::map<std::string, Condition> kConditional = {
+    {"strategy.bucket_cap_mb", {"strategy.kind", {"ddp"}}},
+    {"strategy.sharding", {"strategy.kind", {"fsdp"}}},
+    {"strategy.units", {"strategy.kind", {"fsdp"}}},
+    {"strategy.schedule", {"strategy.kind", {"pipeline"}}},
+    {"strategy.virtual_stages", {"strategy.kind", {"pipeline"}}},
+    {"train.micro_batches", {"strategy.kind", {"pipeline"}}},
+    {"data.samples", {"data.kind", {"synthetic"}}},
+    {"data.features", {"data.kind", {"synthetic"}}},
+    {"data.classes", {"data.kind", {"synthetic"}}},
+    {"data.seed", {"data.kind", {"synthetic"}}},
+    {"data.images", {"data.kind", {"idx"}}},
+    {"data.labels", {"data.kind", {"idx"}}},
+    {"optimizer.momentum", {"optimizer.kind", {"sgd"}}},
+    {"optimizer.dampening", {"optimizer.kind", {"sgd"}}},
+    {"optimizer.nesterov", {"optimizer.kind", {"sgd"}}},
+    {"optimizer.betas", {"optimizer.kind", {"adam", "adamw"}}},
+    {"optimizer.eps", {"optimizer.kind", {"adam", "adamw"}}}};
+
+// What the parser assumes for a choice left out of the spec.
+const std::map<std::string, std::string> kChoiceDefaults = {{"strategy.kind", "single"},
+                                                            {"strategy.sharding", "full_shard"},
+                                                            {"strategy.units", "layer"},
+                                                            {"strategy.schedule", "1f1b"},
+                                                            {"model.activation", "relu"},
+                                                            {"data.kind", "synthetic"},
+                                                            {"optimizer.kind", "adamw"},
+                                                            {"backend", "auto"},
+                                                            {"device", "auto"}};
+
+std::string choiceOf(const nlohmann::json& doc, const std::string& path) {
+  const nlohmann::json* value = getPath(doc, path);
+  if (value && value->is_string()) return value->get<std::string>();
+  auto it = kChoiceDefaults.find(path);
+  return it == kChoiceDefaults.end() ? std::string() : it->second;
+}
+
+bool applies(const nlohmann::json& doc, const Condition& condition) {
+  const std::string kind = choiceOf(doc, condition.controller);
+  return std::find(condition.kinds.begin(), condition.kinds.end(), kind) != condition.kinds.end();
+}
 
 }  // namespace
 
@@ -166,7 +210,8 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
 
 void JobEditor::addField(QFormLayout* form, const std::string& path, const QString& label,
                          QWidget* editor, const QString& tip) {
-  auto* field = new Field{path, editor, new QLabel(), form, path == "model.layers"};
+  auto* field = new Field{path, editor, new QLabel(), form,
+                          path == "model.layers" || path == "optimizer.betas"};
   editor->setObjectName(QString::fromStdString(path));
   if (!tip.isEmpty()) editor->setToolTip(tip);
   field->error->setStyleSheet("color: #b3261e; font-size: small;");
@@ -224,25 +269,50 @@ void JobEditor::buildForm(QWidget* page) {
            "widths, input first, comma-separated: 784, 256, 256, 10");
   addField(model, "model.activation", "Activation", combo(namesOf<ActivationKind>()));
   addField(model, "model.layer_norm", "LayerNorm", new QCheckBox("after every hidden layer"));
+  addField(model, "model.dropout", "Dropout", new QLineEdit(), "probability in [0, 1)");
+  addField(model, "model.seed", "Seed", new QLineEdit(), "initial weights");
+  addField(model, "model.init_checkpoint", "Initial weights", new QLineEdit(),
+           "a safetensors file to start from instead of the seed's weights");
   QFormLayout* data = group("Data");
   addField(data, "data.kind", "Kind", combo(namesOf<DataKind>()));
   addField(data, "data.samples", "Samples", new QLineEdit());
   addField(data, "data.features", "Features", new QLineEdit());
   addField(data, "data.classes", "Classes", new QLineEdit());
+  addField(data, "data.seed", "Seed", new QLineEdit());
+  addField(data, "data.images", "Images (IDX)", new QLineEdit(),
+           "e.g. data/train-images-idx3-ubyte");
+  addField(data, "data.labels", "Labels (IDX)", new QLineEdit(),
+           "e.g. data/train-labels-idx1-ubyte");
+  addField(data, "data.shuffle", "Shuffle", new QCheckBox("every epoch"));
+  addField(data, "data.drop_last", "Drop last", new QCheckBox("the last incomplete batch"));
   QFormLayout* train = group("Training");
   addField(train, "train.steps", "Steps", new QLineEdit());
   addField(train, "train.batch_size", "Batch size", new QLineEdit(), "samples per rank per step");
   addField(train, "train.micro_batches", "Micro-batches", new QLineEdit(),
            "pipeline only: must divide the batch size");
-  addField(train, "optimizer.kind", "Optimizer", combo(namesOf<OptimizerKind>()));
-  addField(train, "optimizer.lr", "Learning rate", new QLineEdit());
+  addField(train, "train.grad_accum_steps", "Accumulation", new QLineEdit(),
+           "micro-steps per optimizer step (gradients synchronised on the last only)");
+  addField(train, "train.seed", "Seed", new QLineEdit(), "shuffling and dropout");
+  QFormLayout* optimizer = group("Optimizer");
+  addField(optimizer, "optimizer.kind", "Kind", combo(namesOf<OptimizerKind>()));
+  addField(optimizer, "optimizer.lr", "Learning rate", new QLineEdit());
+  addField(optimizer, "optimizer.momentum", "Momentum", new QLineEdit());
+  addField(optimizer, "optimizer.dampening", "Dampening", new QLineEdit());
+  addField(optimizer, "optimizer.nesterov", "Nesterov", new QCheckBox());
+  addField(optimizer, "optimizer.betas", "Betas", new QLineEdit(), "two numbers: 0.9, 0.999");
+  addField(optimizer, "optimizer.eps", "Epsilon", new QLineEdit());
+  addField(optimizer, "optimizer.weight_decay", "Weight decay", new QLineEdit());
+  addField(optimizer, "optimizer.clip_grad_norm", "Clip grad norm", new QLineEdit(),
+           "max global L2 norm; empty: no clipping");
   QFormLayout* where = group("Where");
   addField(where, "backend", "Backend", combo(namesOf<BackendKind>()),
            "auto: NCCL on GPUs, Gloo on CPUs");
   addField(where, "device", "Device", combo(namesOf<DeviceKind>()));
-  hosts_ = new QTableWidget(0, 4);
+  hosts_ = new QTableWidget(0, 6);
   hosts_->setObjectName("hostsTable");
-  hosts_->setHorizontalHeaderLabels({"Host", "Ranks", "User", "Port"});
+  hosts_->setHorizontalHeaderLabels({"Host", "Ranks", "User", "Port", "Identity file", "Password"});
+  hosts_->horizontalHeaderItem(5)->setToolTip(
+      "allow SSH password authentication for this host (asked at launch, never stored)");
   hosts_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   hosts_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   hosts_->verticalHeader()->hide();
@@ -260,7 +330,18 @@ void JobEditor::buildForm(QWidget* page) {
   hosts_error_->setStyleSheet("color: #b3261e; font-size: small;");
   hosts_error_->setWordWrap(true);
   where->addRow("", hosts_error_);
+  addField(where, "launch.node_binary", "ringmaster-node", new QLineEdit(),
+           "its path on the hosts; empty: this build's");
+  addField(where, "launch.master_port", "Master port", new QLineEdit(), "0 picks a free port");
+  addField(where, "launch.timeout_s", "Timeout (s)", new QLineEdit(),
+           "rendezvous and collective timeout");
   addField(where, "telemetry.every_steps", "Telemetry every", new QLineEdit(), "steps");
+  QFormLayout* checkpoint = group("Checkpoints");
+  addField(checkpoint, "checkpoint.dir", "Directory", new QLineEdit(), "empty: no checkpoints");
+  addField(checkpoint, "checkpoint.every_steps", "Every", new QLineEdit(), "steps; 0: at the end");
+  addField(checkpoint, "checkpoint.resume", "Resume", new QCheckBox("from the latest checkpoint"));
+  addField(checkpoint, "checkpoint.consolidate", "Consolidate",
+           new QCheckBox("FSDP: also write one full checkpoint"));
   layout->addStretch(1);
   connect(hosts_, &QTableWidget::itemChanged, this, [this] {
     if (!updating_) hostsEdited();
@@ -273,6 +354,11 @@ void JobEditor::buildForm(QWidget* page) {
     hosts_->setItem(row, 1, new QTableWidgetItem("1"));
     hosts_->setItem(row, 2, new QTableWidgetItem());
     hosts_->setItem(row, 3, new QTableWidgetItem());
+    hosts_->setItem(row, 4, new QTableWidgetItem());
+    auto* password = new QTableWidgetItem();
+    password->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+    password->setCheckState(Qt::Unchecked);
+    hosts_->setItem(row, 5, password);
     updating_ = false;
     hostsEdited();
   });
@@ -335,12 +421,13 @@ void JobEditor::formEdited(const std::string& path) {
     value = check->isChecked();
   }
   setPath(document_, path, value);
-  if (path == "strategy.kind") {
-    // Options of the other strategies would be unknown fields now.
-    for (const auto& [option, kind] : kStrategyOnly)
-      if (value && kind != value->get<std::string>()) setPath(document_, option, std::nullopt);
-    refreshForm();
+  bool controls = false;
+  for (const auto& [option, condition] : kConditional) {
+    if (condition.controller != path) continue;
+    controls = true;
+    if (!applies(document_, condition)) setPath(document_, option, std::nullopt);
   }
+  if (controls) refreshForm();
   refreshJson();
   check();
 }
@@ -354,6 +441,9 @@ void JobEditor::hostsEdited() {
     nlohmann::json host = {{"host", text(0).toStdString()}, {"ranks", valueFromText(text(1))}};
     if (!text(2).isEmpty()) host["user"] = text(2).toStdString();
     if (!text(3).isEmpty()) host["port"] = valueFromText(text(3));
+    if (!text(4).isEmpty()) host["identity_file"] = text(4).toStdString();
+    if (hosts_->item(r, 5) && hosts_->item(r, 5)->checkState() == Qt::Checked)
+      host["password_auth"] = true;
     hosts.push_back(std::move(host));
   }
   setPath(document_, "launch.hosts", hosts);
@@ -384,24 +474,19 @@ void JobEditor::jsonEdited() {
 
 void JobEditor::refreshForm() {
   updating_ = true;
-  std::string kind = "single";
-  if (const auto* k = getPath(document_, "strategy.kind"); k && k->is_string())
-    kind = k->get<std::string>();
   for (auto& [path, field] : fields_) {
     const nlohmann::json* value = getPath(document_, path);
     if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
       const QString text = value ? textOf(*value) : QString();
       if (line->text() != text && !line->hasFocus()) line->setText(text);
     } else if (auto* combo = qobject_cast<QComboBox*>(field->editor)) {
-      const int index = value && value->is_string()
-                            ? combo->findText(QString::fromStdString(value->get<std::string>()))
-                            : -1;
+      const int index = combo->findText(QString::fromStdString(choiceOf(document_, path)));
       combo->setCurrentIndex(std::max(index, 0));
     } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
       check->setChecked(value && value->is_boolean() && value->get<bool>());
     }
-    if (auto only = kStrategyOnly.find(path); only != kStrategyOnly.end())
-      field->form->setRowVisible(field->editor->parentWidget(), only->second == kind);
+    if (auto only = kConditional.find(path); only != kConditional.end())
+      field->form->setRowVisible(field->editor->parentWidget(), applies(document_, only->second));
   }
   const nlohmann::json* hosts = getPath(document_, "launch.hosts");
   hosts_->setRowCount(0);
@@ -417,6 +502,12 @@ void JobEditor::refreshForm() {
       hosts_->setItem(row, 1, cell("ranks"));
       hosts_->setItem(row, 2, cell("user"));
       hosts_->setItem(row, 3, cell("port"));
+      hosts_->setItem(row, 4, cell("identity_file"));
+      auto* password = new QTableWidgetItem();
+      password->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+      const bool allowed = host.is_object() && host.value("password_auth", false) == true;
+      password->setCheckState(allowed ? Qt::Checked : Qt::Unchecked);
+      hosts_->setItem(row, 5, password);
     }
   }
   updating_ = false;
@@ -439,8 +530,8 @@ void JobEditor::check() {
   for (const SpecProblem& problem : problems_) {
     const QString message = QString::fromStdString(problem.message);
     auto it = fields_.find(problem.path);
-    if (it == fields_.end() && problem.path.rfind("model.layers", 0) == 0)
-      it = fields_.find("model.layers");
+    for (const char* list : {"model.layers", "optimizer.betas"})
+      if (it == fields_.end() && problem.path.rfind(list, 0) == 0) it = fields_.find(list);
     if (it != fields_.end()) {
       it->second->error->setText(message);
       it->second->error->show();
