@@ -6,8 +6,10 @@
 #include <sys/vfs.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -342,7 +344,19 @@ Database::Database(const std::string& path, DatabaseOptions options) : path_(pat
   try {
     sqlite3_extended_result_codes(db_, 1);
     sqlite3_busy_timeout(db_, options.busy_timeout_ms);
-    exec("PRAGMA journal_mode = WAL");
+    // Switching a new file to WAL takes an exclusive lock without calling the busy handler: when
+    // another connection is creating the same file, wait here as a busy statement would.
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);
+    for (;;) {
+      try {
+        exec("PRAGMA journal_mode = WAL");
+        break;
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::kTimeout || std::chrono::steady_clock::now() > give_up) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     exec(options.full_sync ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
     exec("PRAGMA foreign_keys = ON");
     const int version = userVersion(db_);
@@ -398,8 +412,12 @@ void Database::transaction(const std::function<void()>& body) {
 void migrate(Database& db, int target) {
   RM_CHECK_ARG(target >= 0 && target <= currentSchemaVersion(),
                fmt::format("no schema version {}", target));
-  for (int version = db.schemaVersion(); version < target; ++version) {
+  // Each step re-reads the version inside its write transaction: another process opening the
+  // same new file at the same moment (a viewer beside the recorder) may have migrated it already.
+  while (db.schemaVersion() < target) {
     db.transaction([&] {
+      const int version = db.schemaVersion();
+      if (version >= target) return;
       db.exec(migrationSql()[static_cast<size_t>(version)]);
       db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
     });

@@ -3,6 +3,9 @@
 // committed.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -87,6 +90,30 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
           "200 1 200 50.0 0.005");
     }
     EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");
+  }
+}
+
+TEST_F(DatabaseTest, ConnectionsOpeningANewFileTogetherMigrateItOnce) {
+  // A viewer opening the database while `ringmaster run` creates it: both migrate, one wins.
+  for (int round = 0; round < 20; ++round) {
+    fs::remove_all(dir_);
+    std::atomic<int> ready{0};
+    std::vector<std::string> errors(4);
+    std::vector<std::thread> openers;
+    for (size_t i = 0; i < errors.size(); ++i) {
+      openers.emplace_back([&, i] {
+        ++ready;
+        while (ready < 4) std::this_thread::yield();
+        try {
+          Database db(path());
+          if (db.schemaVersion() != currentSchemaVersion()) errors[i] = "not migrated";
+        } catch (const Error& e) {
+          errors[i] = e.message();
+        }
+      });
+    }
+    for (auto& opener : openers) opener.join();
+    for (const auto& error : errors) ASSERT_EQ(error, "") << "round " << round;
   }
 }
 

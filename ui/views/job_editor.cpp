@@ -208,10 +208,13 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   connect(shortcut, &QShortcut::activated, launch_, &QPushButton::click);
 }
 
+JobEditor::~JobEditor() = default;
+
 void JobEditor::addField(QFormLayout* form, const std::string& path, const QString& label,
                          QWidget* editor, const QString& tip) {
-  auto* field = new Field{path, editor, new QLabel(), form,
-                          path == "model.layers" || path == "optimizer.betas"};
+  auto owned = std::make_unique<Field>(
+      Field{path, editor, new QLabel(), form, path == "model.layers" || path == "optimizer.betas"});
+  Field* field = owned.get();
   editor->setObjectName(QString::fromStdString(path));
   if (!tip.isEmpty()) editor->setToolTip(tip);
   field->error->setStyleSheet("color: #b3261e; font-size: small;");
@@ -224,7 +227,7 @@ void JobEditor::addField(QFormLayout* form, const std::string& path, const QStri
   cell_layout->addWidget(editor);
   cell_layout->addWidget(field->error);
   form->addRow(label, cell);
-  fields_[path] = field;
+  fields_[path] = std::move(owned);
   if (auto* line = qobject_cast<QLineEdit*>(editor))
     connect(line, &QLineEdit::textEdited, this, [this, path] { formEdited(path); });
   else if (auto* combo = qobject_cast<QComboBox*>(editor))
@@ -403,7 +406,7 @@ bool JobEditor::saveFile(const QString& path) {
 
 void JobEditor::formEdited(const std::string& path) {
   if (updating_) return;
-  Field* field = fields_.at(path);
+  Field* field = fields_.at(path).get();
   std::optional<nlohmann::json> value;
   if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
     const QString text = line->text().trimmed();

@@ -7,6 +7,7 @@
 
 #include <QWidget>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -28,6 +29,7 @@ class JobEditor : public QWidget {
 
  public:
   explicit JobEditor(QWidget* parent = nullptr);
+  ~JobEditor() override;
 
   // Replaces the spec (a JSON document); the form, JSON view and checks follow.
   void setDocument(const nlohmann::json& document);
@@ -69,7 +71,7 @@ class JobEditor : public QWidget {
   nlohmann::json document_;
   std::optional<JobSpec> spec_;
   std::vector<SpecProblem> problems_;
-  std::map<std::string, Field*> fields_;
+  std::map<std::string, std::unique_ptr<Field>> fields_;
   bool updating_ = false;
   QString file_error_;
 

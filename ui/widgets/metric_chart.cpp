@@ -24,8 +24,9 @@ struct MetricChart::Drawn {
 };
 
 MetricChart::MetricChart(const QString& title, const QString& value_label, QWidget* parent)
-    : QChartView(parent), value_label_(value_label) {
-  auto* chart = new QChart();
+    // Given its chart at construction: setChart() would release (not delete) a default one.
+    : QChartView(new QChart(), parent), value_label_(value_label) {
+  QChart* chart = this->chart();
   chart->setTitle(title);
   chart->setMargins(QMargins(4, 4, 4, 4));
   chart->legend()->setAlignment(Qt::AlignBottom);
@@ -38,12 +39,13 @@ MetricChart::MetricChart(const QString& title, const QString& value_label, QWidg
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   chart->setAnimationOptions(QChart::NoAnimation);
-  setChart(chart);
   setRenderHint(QPainter::Antialiasing);
   setRubberBand(QChartView::HorizontalRubberBand);
   setMinimumSize(320, 220);
   setToolTip("Drag to zoom into steps (re-read at full resolution); double-click to show all");
 }
+
+MetricChart::~MetricChart() = default;
 
 int MetricChart::bucketsWanted() const {
   const int width = static_cast<int>(chart()->plotArea().width());
@@ -60,9 +62,9 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
   data_max_x_ = data_max_y_ = -std::numeric_limits<double>::infinity();
   for (const ChartLine& line : lines) {
     wanted[line.name] = true;
-    Drawn*& drawn = drawn_[line.name];
+    std::unique_ptr<Drawn>& drawn = drawn_[line.name];
     if (!drawn) {
-      drawn = new Drawn;
+      drawn = std::make_unique<Drawn>();
       if (!line.low.isEmpty()) {
         drawn->low = new QLineSeries(this);
         drawn->high = new QLineSeries(this);
@@ -119,7 +121,6 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
       delete it->second->low;
       delete it->second->high;
     }
-    delete it->second;
     it = drawn_.erase(it);
   }
   // Antialiasing thousands of segments costs more than it shows at one point per pixel.

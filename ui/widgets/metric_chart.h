@@ -8,6 +8,7 @@
 #include <QColor>
 #include <QString>
 #include <map>
+#include <memory>
 #include <vector>
 
 namespace ringmaster::ui {
@@ -24,6 +25,7 @@ class MetricChart : public QChartView {
 
  public:
   MetricChart(const QString& title, const QString& value_label, QWidget* parent = nullptr);
+  ~MetricChart() override;
 
   // Shows these lines; series are reused by name, so a live refresh does not rebuild the chart.
   // The x axis follows the data unless the user zoomed in.
@@ -53,7 +55,7 @@ class MetricChart : public QChartView {
   void fitAxes();
 
   QString value_label_;
-  std::map<QString, Drawn*> drawn_;
+  std::map<QString, std::unique_ptr<Drawn>> drawn_;
   bool zoomed_ = false;
   std::pair<int64_t, int64_t> zoom_range_{0, 0};
   double data_min_x_ = 0, data_max_x_ = 1, data_min_y_ = 0, data_max_y_ = 1;
