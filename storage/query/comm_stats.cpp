@@ -103,4 +103,44 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
   return ranks;
 }
 
+CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step, int64_t to_step,
+                          int buckets, std::optional<int> rank) {
+  CommTimeByOp result;
+  Statement range(db,
+                  "SELECT min(step), max(step) FROM comm_events WHERE run_id = ? AND step "
+                  "BETWEEN ? AND ?");
+  range.bind(1, run_id).bind(2, from_step).bind(3, to_step);
+  if (!range.run() || range.isNull(0)) return result;
+  const int64_t first = range.columnInt(0), last = range.columnInt(1);
+  range.reset();
+  const int64_t span = last - first + 1;
+  result.bucket_width =
+      std::max<int64_t>(1, (span + std::max(buckets, 1) - 1) / std::max(buckets, 1));
+  // The (rank, step) pairs of each bucket, whatever the op: an op that runs once in a while
+  // (a broadcast at the start) counts as the small share of every step it is.
+  std::map<int64_t, double> rank_steps;
+  Statement pairs(db,
+                  "SELECT (step - ?1) / ?2 AS bucket, count(DISTINCT rank * 4294967296 + step) "
+                  "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
+                  "AND (?6 IS NULL OR rank = ?6) GROUP BY bucket");
+  Statement totals(db,
+                   "SELECT op, (step - ?1) / ?2 AS bucket, sum(duration_ms) FROM comm_events "
+                   "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6) "
+                   "GROUP BY op, bucket ORDER BY op, bucket");
+  for (Statement* statement : {&pairs, &totals}) {
+    statement->bind(1, first).bind(2, result.bucket_width).bind(3, run_id).bind(4, first);
+    statement->bind(5, last).bind(6, rank ? std::optional<int64_t>(*rank) : std::nullopt);
+  }
+  while (pairs.run()) rank_steps[pairs.columnInt(0)] = static_cast<double>(pairs.columnInt(1));
+  while (totals.run()) {
+    const std::string op = totals.columnText(0);
+    if (result.ops.empty() || result.ops.back().op != op) result.ops.push_back({op, {}});
+    const int64_t bucket = totals.columnInt(1);
+    result.ops.back().buckets.push_back(
+        {first + bucket * result.bucket_width,
+         totals.columnDouble(2) / std::max(rank_steps[bucket], 1.0)});
+  }
+  return result;
+}
+
 }  // namespace ringmaster::storage

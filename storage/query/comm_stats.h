@@ -41,4 +41,23 @@ inline constexpr double kStragglerRatio = 1.25;
 // Every rank of the run, by rank.
 std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);
 
+// Time spent in each operation per step, over a step range reduced to at most `buckets` buckets
+// of `bucket_width` steps: per bucket, the mean over ranks and steps of the milliseconds a rank
+// spent in that op during a step (one rank's when `rank` is given). Events without a step are
+// left out.
+struct OpTimeBucket {
+  int64_t start = 0;
+  double ms_per_step = 0;
+};
+struct OpTimeSeries {
+  std::string op;
+  std::vector<OpTimeBucket> buckets;
+};
+struct CommTimeByOp {
+  int64_t bucket_width = 1;
+  std::vector<OpTimeSeries> ops;  // by op name
+};
+CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step, int64_t to_step,
+                          int buckets, std::optional<int> rank = std::nullopt);
+
 }  // namespace ringmaster::storage

@@ -338,5 +338,55 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
   EXPECT_EQ(loadIngestCounts(db, fast).stored, 200);
 }
 
+TEST_F(QueryTest, CommunicationTimeByOpPerStepInBuckets) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "ops", .spec_json = "{}", .strategy = "ddp", .world_size = 2});
+  {
+    Recorder recorder(path(), run, 0);
+    for (int rank = 0; rank < 2; ++rank) {
+      uint64_t seq = 0;
+      for (int64_t step = 1; step <= 100; ++step) {
+        // Every step: an all_reduce of 2 ms on rank 0 and 4 ms on rank 1; a broadcast on step 1.
+        recorder.submit({.rank = rank,
+                         .seq = seq++,
+                         .time = 1e9,
+                         .body = CommEvent{.op = "all_reduce",
+                                           .group = "world",
+                                           .bytes = 64,
+                                           .dtype = "float32",
+                                           .duration_ms = 2.0 + 2 * rank,
+                                           .step = step}});
+        if (step == 1)
+          recorder.submit({.rank = rank,
+                           .seq = seq++,
+                           .time = 1e9,
+                           .body = CommEvent{.op = "broadcast",
+                                             .group = "world",
+                                             .bytes = 64,
+                                             .dtype = "float32",
+                                             .duration_ms = 50,
+                                             .step = step}});
+      }
+    }
+  }
+  const CommTimeByOp all = commTimeByOp(db, run, 0, 1000, 10);
+  EXPECT_EQ(all.bucket_width, 10);
+  ASSERT_EQ(all.ops.size(), 2u);
+  EXPECT_EQ(all.ops[0].op, "all_reduce");
+  ASSERT_EQ(all.ops[0].buckets.size(), 10u);
+  for (const auto& bucket : all.ops[0].buckets) EXPECT_DOUBLE_EQ(bucket.ms_per_step, 3.0);
+  EXPECT_EQ(all.ops[0].buckets[3].start, 31);
+  EXPECT_EQ(all.ops[1].op, "broadcast");
+  ASSERT_EQ(all.ops[1].buckets.size(), 1u);
+  EXPECT_DOUBLE_EQ(all.ops[1].buckets[0].ms_per_step, 100.0 / 20);  // 2 ranks x 10 steps
+  const CommTimeByOp one = commTimeByOp(db, run, 41, 60, 1000, 1);
+  EXPECT_EQ(one.bucket_width, 1);
+  ASSERT_EQ(one.ops.size(), 1u);
+  ASSERT_EQ(one.ops[0].buckets.size(), 20u);
+  EXPECT_DOUBLE_EQ(one.ops[0].buckets[0].ms_per_step, 4.0);
+  EXPECT_TRUE(commTimeByOp(db, run, 500, 600, 10).ops.empty());
+}
+
 }  // namespace
 }  // namespace ringmaster::storage

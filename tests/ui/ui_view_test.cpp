@@ -223,6 +223,9 @@ class UiViewTest : public QObject {
     QCOMPARE(view->heatMap()->map().values.size(), size_t{4});
     // Two metrics over four ranks: a band per metric.
     QCOMPARE(view->chart("Step time")->lineCount(), 2);
+    // The time per step in each collective (DDP: all_reduce every step, the broadcast at start).
+    MetricChart* by_op = view->chart("Communication time by op");
+    QVERIFY(by_op && by_op->lineCount() >= 1 && by_op->pointCount() >= 150);
     QVERIFY(view->rootCauseText().isEmpty());
     QVERIFY(!view->tabs()->isTabVisible(view->tabs()->indexOf(view->pipelineView())));
     // The band for large worlds, and one rank alone.

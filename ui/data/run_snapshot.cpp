@@ -72,6 +72,10 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
       snapshot.charts.push_back(std::move(series));
     }
   }
+  if (request.comm_by_op)
+    snapshot.comm_by_op = storage::commTimeByOp(
+        db, run_id, request.comm_by_op->range.from_step, request.comm_by_op->range.to_step,
+        request.comm_by_op->range.buckets, request.comm_by_op->rank);
   snapshot.wait_map = loadWaitHeatMap(db, snapshot.run, request.heat_map_buckets);
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);

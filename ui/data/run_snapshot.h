@@ -41,6 +41,12 @@ struct WaitHeatMap {
   std::vector<std::vector<std::optional<double>>> values;  // [rank][bucket]
 };
 
+// Time per step in each collective, for the "communication time by op" chart.
+struct CommByOpRequest {
+  storage::SeriesRange range;
+  std::optional<int> rank;  // one rank's, else the mean over ranks
+};
+
 struct RunSnapshot {
   storage::RunRecord run;
   std::vector<storage::RankRecord> ranks;
@@ -48,6 +54,7 @@ struct RunSnapshot {
   std::vector<storage::CommOpStats> comm_ops;
   std::vector<storage::RankCommStats> comm_ranks;
   std::vector<MetricSeries> charts;  // in ChartRequest order
+  storage::CommTimeByOp comm_by_op;  // when SnapshotRequest::comm_by_op was set
   WaitHeatMap wait_map;
   std::vector<storage::LogLine> logs;
   std::vector<storage::FlightRecorderDump> dumps;
@@ -57,6 +64,7 @@ struct RunSnapshot {
 
 struct SnapshotRequest {
   std::vector<ChartRequest> charts;
+  std::optional<CommByOpRequest> comm_by_op;
   int heat_map_buckets = 120;
   int log_lines = 2000;
 };

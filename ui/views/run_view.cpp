@@ -203,7 +203,7 @@ QWidget* RunView::buildChartsTab() {
   const Spec specs[] = {
       {"Loss", "loss", {"loss"}, 1.0},
       {"Step time", "ms", {"compute_ms", "exposed_comm_ms"}, 1.0},
-      {"Communication time", "ms per step", {"comm_ms"}, 1.0},
+      {"Communication time by op", "ms per step", {}, 1.0},  // from the comm events
       {"Allocator memory", "MiB", {"mem_allocated", "mem_peak"}, kMiB},
       {"Device memory", "MiB", {"device_mem_used"}, kMiB},
   };
@@ -315,6 +315,11 @@ SnapshotRequest RunView::request() const {
     if (charts_[i]->zoomed()) {
       chart.range.from_step = charts_[i]->zoomRange().first;
       chart.range.to_step = charts_[i]->zoomRange().second;
+    }
+    if (chart.metrics.empty()) {  // communication time by op
+      request.comm_by_op = CommByOpRequest{chart.range, std::nullopt};
+      if (rank_mode_ == RankMode::kOne) request.comm_by_op->rank = one_rank_;
+      continue;
     }
     // A chart of several metrics shows each as a band unless one rank is chosen: eight lines
     // of two metrics over four ranks read as noise.
@@ -456,6 +461,19 @@ void RunView::applyCharts(const RunSnapshot& s) {
   for (size_t i = 0; i < charts_.size(); ++i) {
     std::vector<ChartLine> lines;
     const auto& metrics = chart_metrics_[i];
+    if (metrics.empty()) {  // communication time by op: one line per op
+      int colour = 0;
+      for (const auto& op : s.comm_by_op.ops) {
+        ChartLine line{QString::fromStdString(op.op), rankColor(colour++), {}, {}, {}};
+        for (const auto& bucket : op.buckets)
+          line.centre.append(
+              {static_cast<double>(bucket.start) + (s.comm_by_op.bucket_width - 1) / 2.0,
+               bucket.ms_per_step});
+        lines.push_back(std::move(line));
+      }
+      charts_[i]->setLines(lines);
+      continue;
+    }
     const bool several = metrics.size() > 1;
     for (size_t m = 0; m < metrics.size() && next < s.charts.size(); ++m, ++next) {
       const MetricSeries& series = s.charts[next];
