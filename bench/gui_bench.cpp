@@ -161,7 +161,7 @@ void redrawBenchmark(const std::string& path, int64_t run, int64_t steps, int re
       image.fill(Qt::white);
       QPainter painter(&image);
       // As the chart does: no antialiasing at thousands of points.
-      painter.setRenderHint(QPainter::Antialiasing, each_points < 4000);
+      painter.setRenderHint(QPainter::Antialiasing, each_points < 1500);
       const double sx = chart.width() / 1e6, sy = chart.height() / 3.0;
       for (const auto& l : lines) {
         painter.setPen(QPen(l.color, 1.5));

@@ -1,6 +1,8 @@
 // RunView: layout, the 25 Hz poll, the worker-thread load and applying a snapshot to the widgets.
 #include "views/run_view.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
 #include <QComboBox>
 #include <QDateTime>
 #include <QDir>
@@ -358,6 +360,10 @@ void RunView::startLoad() {
   const std::string path = db_path_;
   const int64_t run_id = run_id_;
   loader_.setFuture(QtConcurrent::run([path, run_id, request]() -> LoadResult {
+    // Reading yields to the GUI thread: on a busy machine a load may take longer, the window
+    // must not.
+    static thread_local bool lowered = false;
+    if (!lowered) lowered = ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) == 0;
     try {
       return {loadRunSnapshot(path, run_id, request), {}};
     } catch (const std::exception& e) {
@@ -471,7 +477,7 @@ void RunView::applyCharts(const RunSnapshot& s) {
                bucket.ms_per_step});
         lines.push_back(std::move(line));
       }
-      charts_[i]->setLines(lines);
+      updateChart(i, std::move(lines));
       continue;
     }
     const bool several = metrics.size() > 1;
@@ -500,8 +506,21 @@ void RunView::applyCharts(const RunSnapshot& s) {
         lines.push_back(std::move(line));
       }
     }
-    charts_[i]->setLines(lines);
+    updateChart(i, std::move(lines));
   }
+}
+
+void RunView::updateChart(size_t index, std::vector<ChartLine> lines) {
+  // Each chart is updated and painted in its own turn of the event loop, so the GUI thread never
+  // lays out and paints every chart of a refresh in one go: the longest stall is one chart's.
+  QMetaObject::invokeMethod(
+      this,
+      [this, index, lines = std::move(lines)] {
+        MetricChart* chart = charts_[index];
+        chart->setLines(lines);
+        if (chart->isVisible()) chart->repaint();
+      },
+      Qt::QueuedConnection);
 }
 
 void RunView::applyFlightRecorder(const RunSnapshot& s) {

@@ -15,6 +15,7 @@
 #include <optional>
 
 #include "data/run_snapshot.h"
+#include "widgets/metric_chart.h"
 
 class QComboBox;
 class QLabel;
@@ -83,6 +84,7 @@ class RunView : public QWidget {
   void apply(RunSnapshot snapshot);
   void applyHeader(const RunSnapshot& snapshot);
   void applyCharts(const RunSnapshot& snapshot);
+  void updateChart(size_t index, std::vector<ChartLine> lines);
   void applyFlightRecorder(const RunSnapshot& snapshot);
   void applyLogs();
   SnapshotRequest request() const;

@@ -124,7 +124,7 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
     it = drawn_.erase(it);
   }
   // Antialiasing thousands of segments costs more than it shows at one point per pixel.
-  setRenderHint(QPainter::Antialiasing, points < 4000);
+  setRenderHint(QPainter::Antialiasing, points < 1500);
   fitAxes();
 }
 
