@@ -61,13 +61,13 @@ QColor rankColor(int rank) {
 
 // Buckets to chart points: x at the bucket's middle step, the envelope only when a bucket holds
 // more than one step.
-void addSeries(ChartLine& line, const storage::Series& series, double scale) {
+void addSeries(ChartLine& line, const storage::Series& series, double scale, bool envelope) {
   for (const auto& bucket : series.buckets) {
     const double x = bucket.summary.count == 1
                          ? static_cast<double>(bucket.summary.first_step)
                          : static_cast<double>(bucket.start) + series.bucket_width / 2.0;
     line.centre.append({x, bucket.summary.mean() * scale});
-    if (series.bucket_width > 1) {
+    if (envelope && series.bucket_width > 1) {
       line.low.append({x, bucket.summary.min * scale});
       line.high.append({x, bucket.summary.max * scale});
     }
@@ -502,7 +502,9 @@ void RunView::applyCharts(const RunSnapshot& s) {
             several ? QString("%1, rank %2").arg(metric).arg(rank) : QString("rank %1").arg(rank);
         QColor colour = rankColor(rank);
         line.color = m == 0 ? colour : colour.lighter(150);
-        addSeries(line, ranked, chart_scales_[i]);
+        // Envelopes for a few ranks; past that they hide each other and cost most of the
+        // drawing (the band shows the spread instead).
+        addSeries(line, ranked, chart_scales_[i], series.per_rank.size() <= 8);
         lines.push_back(std::move(line));
       }
     }

@@ -123,8 +123,17 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
     }
     it = drawn_.erase(it);
   }
-  // Antialiasing thousands of segments costs more than it shows at one point per pixel.
+  // Antialiasing thousands of segments costs more than it shows at one point per pixel, and so
+  // do wide pens: many lines are drawn one pixel wide (a cosmetic pen, the raster engine's fast
+  // path).
   setRenderHint(QPainter::Antialiasing, points < 1500);
+  const double width = points < 20000 ? 1.5 : 0.0;
+  for (const auto& [name, drawn] : drawn_) {
+    if (drawn->centre->pen().widthF() == width) continue;
+    QPen pen = drawn->centre->pen();
+    pen.setWidthF(width);
+    drawn->centre->setPen(pen);
+  }
   fitAxes();
 }
 
