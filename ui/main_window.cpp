@@ -8,6 +8,7 @@
 #include <QFileDialog>
 #include <QMenuBar>
 #include <QMessageBox>
+#include <QProgressDialog>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabBar>
@@ -170,17 +171,32 @@ bool MainWindow::launch(const nlohmann::json& spec) {
     statusBar()->showMessage(
         QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));
     const SshConnectOptions options = guiConnectOptions(this, questions_, defaultKnownHostsPath());
-    auto* watcher = new QFutureWatcher<QStringList>(this);
-    connect(watcher, &QFutureWatcher<QStringList>::finished, this, [this, watcher, spec] {
-      const QStringList errors = watcher->result();
-      watcher->deleteLater();
-      if (!errors.isEmpty()) {
-        statusBar()->showMessage("Not launched: a host could not be reached");
-        QMessageBox::warning(this, "Not launched", errors.join("\n\n"));
-        return;
-      }
-      startRun(spec);
+    // Connecting may take up to the connect timeout per host: say so, and let the user give up.
+    auto* progress = new QProgressDialog(QString("Connecting to %1 host%2 and checking their keys…")
+                                             .arg(remote.size())
+                                             .arg(remote.size() == 1 ? "" : "s"),
+                                         "Cancel", 0, 0, this);
+    progress->setWindowModality(Qt::NonModal);
+    progress->setMinimumDuration(500);
+    auto cancelled = std::make_shared<bool>(false);
+    connect(progress, &QProgressDialog::canceled, this, [this, cancelled] {
+      *cancelled = true;
+      statusBar()->showMessage("Launch cancelled");
     });
+    auto* watcher = new QFutureWatcher<QStringList>(this);
+    connect(watcher, &QFutureWatcher<QStringList>::finished, this,
+            [this, watcher, spec, progress, cancelled] {
+              const QStringList errors = watcher->result();
+              watcher->deleteLater();
+              progress->deleteLater();
+              if (*cancelled) return;
+              if (!errors.isEmpty()) {
+                statusBar()->showMessage("Not launched: a host could not be reached");
+                QMessageBox::warning(this, "Not launched", errors.join("\n\n"));
+                return;
+              }
+              startRun(spec);
+            });
     const std::string node =
         (QApplication::applicationDirPath() + "/ringmaster-node").toStdString();
     watcher->setFuture(QtConcurrent::run([remote, options, node] {
