@@ -18,14 +18,13 @@ namespace ringmaster::ui {
 
 namespace {
 
-void setUpApplication(QApplication& app) {
+void setUpApplication() {
   QApplication::setApplicationName("Ringmaster");
   QApplication::setOrganizationName("ringmaster");
   if (QStyleFactory::keys().contains("Fusion")) QApplication::setStyle("Fusion");
   QFont font = QApplication::font();
   if (font.pointSizeF() < 9.5) font.setPointSizeF(9.5);
   QApplication::setFont(font);
-  (void)app;
 }
 
 }  // namespace
@@ -40,24 +39,22 @@ bool displayAvailable() {
 
 int runGui(int argc, char** argv, const GuiOptions& options) {
   QApplication app(argc, argv);
-  setUpApplication(app);
+  setUpApplication();
   MainWindow window({options.db_path, QApplication::applicationFilePath()});
   window.show();
   if (options.launch_spec) {
-    if (!window.jobEditor()->loadFile(QString::fromStdString(*options.launch_spec))) {
+    // A spec with problems stays in the editor, its messages next to the fields.
+    if (!window.jobEditor()->loadFile(QString::fromStdString(*options.launch_spec)))
       QMessageBox::critical(&window, "Ringmaster", window.jobEditor()->lastFileError());
-    } else if (!window.jobEditor()->spec()) {
-      window.statusBar();  // the editor shows the problems next to the fields
-    } else {
+    else if (window.jobEditor()->spec())
       window.launch(window.jobEditor()->document());
-    }
   }
   return QApplication::exec();
 }
 
 int runAskPass(int argc, char** argv, const std::string& prompt) {
   QApplication app(argc, argv);
-  setUpApplication(app);
+  setUpApplication();
   bool ok = false;
   const QString answer = QInputDialog::getText(
       nullptr, "Ringmaster: SSH", QString::fromStdString(prompt), QLineEdit::Password, {}, &ok);

@@ -72,11 +72,14 @@ bool RunProcess::start(const RunLaunch& launch) {
 }
 
 void RunProcess::cancel() {
-  if (running()) ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  if (!running()) return;
+  ::kill(static_cast<pid_t>(process_.processId()), SIGINT);
+  ++signals_sent_;
 }
 
 void RunProcess::kill() {
-  // The run command kills its workers on a second signal.
+  // The run command kills its workers on its second signal.
+  if (signals_sent_ == 0) cancel();
   cancel();
 }
 

@@ -62,6 +62,7 @@ class RunProcess : public QObject {
   QStringList output_;
   QString error_;
   int64_t run_id_ = 0;
+  int signals_sent_ = 0;
 };
 
 }  // namespace ringmaster::ui
