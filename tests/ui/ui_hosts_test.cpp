@@ -6,6 +6,7 @@
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTest>
+#include <QThreadPool>
 #include <filesystem>
 #include <fstream>
 
@@ -62,7 +63,12 @@ class UiHostsTest : public QObject {
                            << "\nHost *.cluster !bad\n  User nobody\n";
   }
 
-  void cleanupTestCase() { server_.reset(); }
+  void cleanupTestCase() {
+    // Join the pool threads that ran the checks, so that OpenSSL's per-thread state (libssh's)
+    // is freed before LeakSanitizer looks.
+    QThreadPool::globalInstance()->waitForDone();
+    server_.reset();
+  }
 
   void theConfigsAliasesAreListed() {
     auto view = makeView();
