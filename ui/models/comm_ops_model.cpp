@@ -5,29 +5,10 @@
 
 namespace ringmaster::ui {
 
-void CommOpsModel::setStats(std::vector<storage::CommOpStats> stats) {
-  if (stats.size() != stats_.size()) {
-    beginResetModel();
-    stats_ = std::move(stats);
-    endResetModel();
-    return;
-  }
-  stats_ = std::move(stats);
-  if (!stats_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
-}
-
-int CommOpsModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : static_cast<int>(stats_.size());
-}
-
-int CommOpsModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : kColumnCount;
-}
-
 QVariant CommOpsModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const storage::CommOpStats& s = stats_[static_cast<size_t>(index.row())];
+  const storage::CommOpStats* row = rowAt(index);
+  if (!row) return {};
+  const storage::CommOpStats& s = *row;
   if (role == Qt::TextAlignmentRole && index.column() != kOp)
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};

@@ -2,29 +2,25 @@
 // size, p50 / p99 time, algbw and busbw.
 #pragma once
 
-#include <QAbstractTableModel>
 #include <vector>
 
+#include "models/row_table_model.h"
 #include "query/comm_stats.h"
 
 namespace ringmaster::ui {
 
-class CommOpsModel : public QAbstractTableModel {
+class CommOpsModel : public RowTableModel<storage::CommOpStats> {
   Q_OBJECT
 
  public:
   enum Column { kOp, kSize, kCount, kP50, kP99, kAlgbw, kBusbw, kColumnCount };
-  using QAbstractTableModel::QAbstractTableModel;
+  explicit CommOpsModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}
 
-  void setStats(std::vector<storage::CommOpStats> stats);
+  // Rows of the same size are refreshed in place.
+  void setStats(std::vector<storage::CommOpStats> stats) { replaceRows(std::move(stats), true); }
 
-  int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
-
- private:
-  std::vector<storage::CommOpStats> stats_;
 };
 
 }  // namespace ringmaster::ui

@@ -39,29 +39,10 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
   return rows;
 }
 
-void RankTableModel::setRows(std::vector<RankRow> rows) {
-  if (rows.size() != rows_.size()) {
-    beginResetModel();
-    rows_ = std::move(rows);
-    endResetModel();
-    return;
-  }
-  rows_ = std::move(rows);
-  if (!rows_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
-}
-
-int RankTableModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : static_cast<int>(rows_.size());
-}
-
-int RankTableModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : kColumnCount;
-}
-
 QVariant RankTableModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const RankRow& row = rows_[static_cast<size_t>(index.row())];
+  const RankRow* found = rowAt(index);
+  if (!found) return {};
+  const RankRow& row = *found;
   if (role == Qt::ForegroundRole && index.column() == kStraggler && row.straggler)
     return QColor(0xd6, 0x27, 0x28);
   if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler)

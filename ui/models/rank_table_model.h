@@ -3,10 +3,10 @@
 // stands out from the median rank's, so the others wait for it).
 #pragma once
 
-#include <QAbstractTableModel>
 #include <vector>
 
 #include "data/run_snapshot.h"
+#include "models/row_table_model.h"
 
 namespace ringmaster::ui {
 
@@ -23,7 +23,7 @@ struct RankRow {
 // "starting").
 std::vector<RankRow> rankRows(const RunSnapshot& snapshot);
 
-class RankTableModel : public QAbstractTableModel {
+class RankTableModel : public RowTableModel<RankRow> {
   Q_OBJECT
 
  public:
@@ -40,18 +40,13 @@ class RankTableModel : public QAbstractTableModel {
     kStraggler,
     kColumnCount
   };
-  using QAbstractTableModel::QAbstractTableModel;
+  explicit RankTableModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}
 
-  void setRows(std::vector<RankRow> rows);
-  const std::vector<RankRow>& rows() const { return rows_; }
+  // The same world size is refreshed in place.
+  void setRows(std::vector<RankRow> rows) { replaceRows(std::move(rows), true); }
 
-  int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
-
- private:
-  std::vector<RankRow> rows_;
 };
 
 }  // namespace ringmaster::ui

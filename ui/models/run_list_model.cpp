@@ -17,36 +17,21 @@ QColor statusColor(const std::string& status) {
 }
 
 void RunListModel::setRuns(std::vector<storage::RunRecord> runs) {
-  bool same_rows = runs.size() == runs_.size();
-  for (size_t i = 0; same_rows && i < runs.size(); ++i) same_rows = runs[i].id == runs_[i].id;
-  if (!same_rows) {
-    beginResetModel();
-    runs_ = std::move(runs);
-    endResetModel();
-    return;
-  }
-  runs_ = std::move(runs);
-  if (!runs_.empty()) emit dataChanged(index(0, 0), index(rowCount() - 1, kColumnCount - 1));
+  bool same_runs = runs.size() == rows().size();
+  for (size_t i = 0; same_runs && i < runs.size(); ++i) same_runs = runs[i].id == rows()[i].id;
+  replaceRows(std::move(runs), same_runs);
 }
 
 int RunListModel::rowOfRun(int64_t run_id) const {
-  for (size_t i = 0; i < runs_.size(); ++i)
-    if (runs_[i].id == run_id) return static_cast<int>(i);
+  for (size_t i = 0; i < rows().size(); ++i)
+    if (rows()[i].id == run_id) return static_cast<int>(i);
   return -1;
 }
 
-int RunListModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : static_cast<int>(runs_.size());
-}
-
-int RunListModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : kColumnCount;
-}
-
 QVariant RunListModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const storage::RunRecord& run = runs_[static_cast<size_t>(index.row())];
+  const storage::RunRecord* found = rowAt(index);
+  if (!found) return {};
+  const storage::RunRecord& run = *found;
   if (role == kRunIdRole) return QVariant::fromValue<qlonglong>(run.id);
   if (role == Qt::ForegroundRole && index.column() == kStatus) return statusColor(run.status);
   if (role == Qt::TextAlignmentRole)

@@ -2,35 +2,31 @@
 // duration), newest first, with the status coloured and the run id under Qt::UserRole.
 #pragma once
 
-#include <QAbstractTableModel>
+#include <QColor>
 #include <vector>
 
+#include "models/row_table_model.h"
 #include "query/runs.h"
 
 namespace ringmaster::ui {
 
-class RunListModel : public QAbstractTableModel {
+class RunListModel : public RowTableModel<storage::RunRecord> {
   Q_OBJECT
 
  public:
   enum Column { kId, kName, kStrategy, kRanks, kStatus, kCreated, kDuration, kColumnCount };
   static constexpr int kRunIdRole = Qt::UserRole;
 
-  using QAbstractTableModel::QAbstractTableModel;
+  explicit RunListModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}
 
   // Replaces the rows; rows whose run is still there keep their identity (a refresh while the
   // user has a selection does not reset the view).
   void setRuns(std::vector<storage::RunRecord> runs);
-  const storage::RunRecord& runAt(int row) const { return runs_.at(static_cast<size_t>(row)); }
+  const storage::RunRecord& runAt(int row) const { return rows().at(static_cast<size_t>(row)); }
   int rowOfRun(int64_t run_id) const;
 
-  int rowCount(const QModelIndex& parent = {}) const override;
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
-
- private:
-  std::vector<storage::RunRecord> runs_;
 };
 
 // The colour Ringmaster shows a run status in (also used by the run view's header).
