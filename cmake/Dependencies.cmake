@@ -6,6 +6,7 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
+find_package(simdjson REQUIRED)  # libsimdjson-dev: the telemetry decoder's fast path
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR openblas_config.h

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git python3     # toolchain
   libopenblas-dev                                              # CPU GEMM
   nlohmann-json3-dev libfmt-dev libcli11-dev                   # JSON, formatting, command lines
+  libsimdjson-dev                                              # the telemetry decoder's fast path
   libgtest-dev libgmock-dev                                    # tests
   libgloo-dev                                                  # CPU collectives
   libsqlite3-dev                                               # run storage

@@ -1,6 +1,7 @@
 // The JSON Lines codec of the telemetry protocol (docs/telemetry.md) and the stream LineSplitter.
-// The decoder validates every field by hand and turns every problem, nlohmann's parse errors
-// included, into a DecodeError; it never lets an exception out.
+// The decoder tries the simdjson fast path (fast_decoder.h) for the common events, then validates
+// every field by hand and turns every problem, nlohmann's parse errors included, into a
+// DecodeError; it never lets an exception out.
 #include "telemetry/codec.h"
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "telemetry/fast_decoder.h"
 
 namespace ringmaster {
 
@@ -651,12 +653,20 @@ const DecodeError& DecodeResult::error() const {
   return std::get<DecodeError>(value_);
 }
 
-DecodeResult decodeEvent(std::string_view line) {
+DecodeResult decodeEventFully(std::string_view line) {
   try {
     return decodeUnchecked(line);
   } catch (const std::exception& e) {  // a bug or out of memory: still a value, never a throw
     return DecodeError{std::string("internal decoder error: ") + e.what()};
   }
+}
+
+DecodeResult decodeEvent(std::string_view line) {
+  try {
+    if (auto event = decodeCommonEvent(line)) return std::move(*event);
+  } catch (const std::exception&) {  // out of memory: the full decoder reports it
+  }
+  return decodeEventFully(line);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -61,6 +61,18 @@ class Statement {
   }
   void reset() { sqlite3_reset(statement_); }
 
+  // Runs an INSERT; false when a row with its key is there already (a primary key or unique
+  // constraint refused it), any other error throws. A plain INSERT checks that before it writes,
+  // so SQLite keeps no statement journal for it, as it must for INSERT OR REPLACE: a copy of
+  // every page the statement touches, which costs more than the insert itself.
+  bool insertUnlessPresent() {
+    const int code = sqlite3_step(statement_);
+    sqlite3_reset(statement_);
+    if (code == SQLITE_CONSTRAINT_PRIMARYKEY || code == SQLITE_CONSTRAINT_UNIQUE) return false;
+    checkSqlite(db_, code, sqlite3_sql(statement_));
+    return true;
+  }
+
   int columnCount() const { return sqlite3_column_count(statement_); }
   std::string columnName(int column) const { return sqlite3_column_name(statement_, column); }
   int columnType(int column) const { return sqlite3_column_type(statement_, column); }

@@ -97,8 +97,8 @@ std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
        "SELECT rank, attempt, local_rank, host, pid, device, device_name, memory_total, version, "
        "status FROM ranks WHERE run_id = ? ORDER BY attempt, rank"},
       {"scalars.csv",
-       "SELECT s.rank, m.name AS metric, s.step, s.value, s.attempt FROM scalars s JOIN metrics "
-       "m ON m.id = s.metric_id WHERE s.run_id = ? ORDER BY m.name, s.rank, s.step"},
+       "SELECT rank, metric, step, value, attempt FROM scalar_points WHERE run_id = ? "
+       "ORDER BY metric, rank, step"},
       {"comm_events.csv",
        "SELECT rank, attempt, t, step, op, group_name, bytes, dtype, duration_ms, wait_ms, "
        "algbw_gbps, busbw_gbps FROM comm_events WHERE run_id = ? ORDER BY t, rank"},
@@ -127,13 +127,8 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
   std::vector<Slice> slices;
   {
     Statement steps(db,
-                    "SELECT t.rank, t.step, t.value, d.value, l.value FROM scalars t "
-                    "JOIN scalars d ON d.run_id = t.run_id AND d.rank = t.rank AND d.step = t.step "
-                    "AND d.metric_id = (SELECT id FROM metrics WHERE name = 'step_ms') "
-                    "LEFT JOIN scalars l ON l.run_id = t.run_id AND l.rank = t.rank AND l.step = "
-                    "t.step AND l.metric_id = (SELECT id FROM metrics WHERE name = 'loss') "
-                    "WHERE t.run_id = ? AND t.metric_id = (SELECT id FROM metrics WHERE name = "
-                    "'wall_time_s')");
+                    "SELECT rank, step, wall_time_s, step_ms, loss FROM steps WHERE run_id = ? AND "
+                    "wall_time_s IS NOT NULL AND step_ms IS NOT NULL");
     steps.bind(1, run_id);
     while (steps.run()) {
       const double end_us = steps.columnDouble(2) * 1e6;

@@ -5,19 +5,39 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "db/statement.h"
+#include "db/step_columns.h"
 
 namespace ringmaster::storage {
 
 namespace {
 
-std::optional<int64_t> metricId(const Database& db, const std::string& name) {
+// A metric's identity and where its points are: a step event's field is a column of `steps`, any
+// other metric rows of `scalars`. Its rollups are keyed by the metric's id either way.
+struct MetricSource {
+  int64_t id = 0;
+  std::string points_sql;  // ?1 run, ?2 metric id (scalars only), ?3 rank, ?4..?5 the steps
+};
+
+std::optional<MetricSource> metricSource(const Database& db, const std::string& name) {
   Statement select(db, "SELECT id FROM metrics WHERE name = ?");
   select.bind(1, name);
   if (!select.run()) return std::nullopt;
-  const int64_t id = select.columnInt(0);
+  MetricSource source{.id = select.columnInt(0)};
   select.reset();
-  return id;
+  if (isStepColumn(name)) {  // a fixed column name, never the caller's text
+    source.points_sql = fmt::format(
+        "SELECT step, {0} FROM steps WHERE run_id = ?1 AND rank = ?3 AND step BETWEEN ?4 AND ?5 "
+        "AND {0} IS NOT NULL",
+        name);
+  } else {
+    source.points_sql =
+        "SELECT step, value FROM scalars WHERE run_id = ?1 AND metric_id = ?2 AND rank = ?3 AND "
+        "step BETWEEN ?4 AND ?5";
+  }
+  return source;
 }
 
 struct Extent {
@@ -25,13 +45,15 @@ struct Extent {
   bool empty() const { return last < first; }
 };
 
-// The first and last step of a rank's series (two separate min/max so each is one index seek).
+// The first and last step of a rank's series, from its narrowest rollups (written in the same
+// transaction as the points): two index seeks whichever table holds the points.
 Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int rank) {
   Statement select(db,
-                   "SELECT (SELECT min(step) FROM scalars WHERE run_id = ?1 AND metric_id = ?2 "
-                   "AND rank = ?3), (SELECT max(step) FROM scalars WHERE run_id = ?1 AND "
-                   "metric_id = ?2 AND rank = ?3)");
-  select.bind(1, run_id).bind(2, metric_id).bind(3, rank);
+                   "SELECT (SELECT first_step FROM scalar_rollups WHERE run_id = ?1 AND "
+                   "metric_id = ?2 AND rank = ?3 AND width = ?4 ORDER BY bucket LIMIT 1), "
+                   "(SELECT last_step FROM scalar_rollups WHERE run_id = ?1 AND metric_id = ?2 "
+                   "AND rank = ?3 AND width = ?4 ORDER BY bucket DESC LIMIT 1)");
+  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, kRollupWidths[0]);
   Extent extent;
   if (select.run() && !select.isNull(0)) extent = {select.columnInt(0), select.columnInt(1)};
   select.reset();
@@ -69,13 +91,11 @@ Grid makeGrid(int64_t first, int64_t last, int buckets) {
   return grid;
 }
 
-void readPoints(const Database& db, int64_t run_id, int64_t metric_id, int rank, int64_t first,
-                int64_t last, const Grid& grid, std::vector<SeriesSummary>& into) {
+void readPoints(const Database& db, int64_t run_id, const MetricSource& metric, int rank,
+                int64_t first, int64_t last, const Grid& grid, std::vector<SeriesSummary>& into) {
   if (last < first) return;
-  Statement select(db,
-                   "SELECT step, value FROM scalars WHERE run_id = ? AND metric_id = ? AND "
-                   "rank = ? AND step BETWEEN ? AND ?");
-  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, first).bind(5, last);
+  Statement select(db, metric.points_sql);
+  select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, first).bind(5, last);
   while (select.run()) {
     const int64_t step = select.columnInt(0);
     into[static_cast<size_t>(grid.indexOf(step))].add(step, select.columnDouble(1));
@@ -83,27 +103,27 @@ void readPoints(const Database& db, int64_t run_id, int64_t metric_id, int rank,
 }
 
 // Adds one rank's points in [grid.first, grid.last] to `into` (grid.count summaries).
-void readRank(const Database& db, int64_t run_id, int64_t metric_id, int rank, const Grid& grid,
-              std::vector<SeriesSummary>& into) {
+void readRank(const Database& db, int64_t run_id, const MetricSource& metric, int rank,
+              const Grid& grid, std::vector<SeriesSummary>& into) {
   const int64_t w = grid.rollup_width;
   if (w == 0) {
-    readPoints(db, run_id, metric_id, rank, grid.first, grid.last, grid, into);
+    readPoints(db, run_id, metric, rank, grid.first, grid.last, grid, into);
     return;
   }
   // Rollup buckets wholly inside the range; the partial ones at the ends are read as points.
   const int64_t first_bucket = (grid.first + w - 1) / w;
   const int64_t last_bucket = (grid.last + 1) / w - 1;
   if (first_bucket > last_bucket) {
-    readPoints(db, run_id, metric_id, rank, grid.first, grid.last, grid, into);
+    readPoints(db, run_id, metric, rank, grid.first, grid.last, grid, into);
     return;
   }
-  readPoints(db, run_id, metric_id, rank, grid.first, first_bucket * w - 1, grid, into);
-  readPoints(db, run_id, metric_id, rank, (last_bucket + 1) * w, grid.last, grid, into);
+  readPoints(db, run_id, metric, rank, grid.first, first_bucket * w - 1, grid, into);
+  readPoints(db, run_id, metric, rank, (last_bucket + 1) * w, grid.last, grid, into);
   Statement select(db,
                    "SELECT bucket, n, sum, min, max, first_step, last_step, last_value FROM "
                    "scalar_rollups WHERE run_id = ? AND metric_id = ? AND rank = ? AND width = ? "
                    "AND bucket BETWEEN ? AND ?");
-  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, w);
+  select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, w);
   select.bind(5, first_bucket).bind(6, last_bucket);
   while (select.run()) {
     const SeriesSummary summary{.count = select.columnInt(1),
@@ -138,12 +158,12 @@ std::optional<Grid> gridFor(Extent extent, const SeriesRange& range) {
 Series loadSeries(const Database& db, int64_t run_id, const std::string& metric, int rank,
                   const SeriesRange& range) {
   Series series;
-  const std::optional<int64_t> metric_id = metricId(db, metric);
-  if (!metric_id) return series;
-  const std::optional<Grid> grid = gridFor(stepExtent(db, run_id, *metric_id, rank), range);
+  const std::optional<MetricSource> source = metricSource(db, metric);
+  if (!source) return series;
+  const std::optional<Grid> grid = gridFor(stepExtent(db, run_id, source->id, rank), range);
   if (!grid) return series;
   std::vector<SeriesSummary> buckets(static_cast<size_t>(grid->count));
-  readRank(db, run_id, *metric_id, rank, *grid, buckets);
+  readRank(db, run_id, *source, rank, *grid, buckets);
   series.bucket_width = grid->width;
   for (size_t i = 0; i < buckets.size(); ++i) {
     if (!buckets[i].empty())
@@ -155,8 +175,8 @@ Series loadSeries(const Database& db, int64_t run_id, const std::string& metric,
 Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
                   const SeriesRange& range) {
   Band band;
-  const std::optional<int64_t> metric_id = metricId(db, metric);
-  if (!metric_id) return band;
+  const std::optional<MetricSource> source = metricSource(db, metric);
+  if (!source) return band;
   Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
   world.bind(1, run_id);
   const int world_size = world.run() ? static_cast<int>(world.columnInt(0)) : 0;
@@ -165,7 +185,7 @@ Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
   Extent all;
   std::vector<int> ranks;
   for (int rank = 0; rank < world_size; ++rank) {
-    const Extent extent = stepExtent(db, run_id, *metric_id, rank);
+    const Extent extent = stepExtent(db, run_id, source->id, rank);
     if (extent.empty()) continue;
     ranks.push_back(rank);
     all = all.empty() ? extent
@@ -176,7 +196,7 @@ Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
   std::vector<std::vector<SeriesSummary>> per_rank;
   for (int rank : ranks) {
     per_rank.emplace_back(static_cast<size_t>(grid->count));
-    readRank(db, run_id, *metric_id, rank, *grid, per_rank.back());
+    readRank(db, run_id, *source, rank, *grid, per_rank.back());
   }
   band.bucket_width = grid->width;
   std::vector<double> means;

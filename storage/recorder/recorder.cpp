@@ -4,11 +4,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -17,6 +21,8 @@
 #include "db/database.h"
 #include "db/series_summary.h"
 #include "db/statement.h"
+#include "db/step_columns.h"
+#include "recorder/seq_ranges.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -34,32 +40,104 @@ std::string thisHost() {
   return name;
 }
 
-struct RollupKey {
-  int64_t metric_id;
-  int64_t rank;
-  int64_t width;
-  int64_t bucket;
-  auto operator<=>(const RollupKey&) const = default;
+// A step event's fields in the order of kStepColumns; NaN where absent (bound as NULL).
+std::array<double, kStepColumns.size()> stepValues(const TelemetryEvent& e, const StepEvent& s) {
+  constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
+  return {e.time,
+          s.loss,
+          s.lr,
+          static_cast<double>(s.samples),
+          s.step_ms,
+          s.compute_ms,
+          s.comm_ms,
+          s.exposed_comm_ms,
+          static_cast<double>(s.mem_allocated),
+          static_cast<double>(s.mem_peak),
+          static_cast<double>(s.mem_reserved),
+          static_cast<double>(s.device_mem_used),
+          s.grad_norm.value_or(kAbsent),
+          s.accuracy.value_or(kAbsent)};
+}
+
+// The statements writing a step row: ?1 run, ?2 rank, ?3 step, ?4 attempt, then the fields in the
+// order of kStepColumns (and of stepValues).
+std::string stepInsertSql() {
+  std::vector<std::string> values;
+  for (size_t i = 1; i <= 4 + kStepColumns.size(); ++i) values.push_back(fmt::format("?{}", i));
+  return fmt::format("INSERT INTO steps (run_id, rank, step, attempt, {}) VALUES ({})",
+                     fmt::join(kStepColumns, ", "), fmt::join(values, ", "));
+}
+
+std::string stepUpdateSql() {
+  std::vector<std::string> sets = {"attempt = ?4"};
+  for (size_t i = 0; i < kStepColumns.size(); ++i)
+    sets.push_back(fmt::format("{} = ?{}", kStepColumns[i], i + 5));
+  return fmt::format("UPDATE steps SET {} WHERE run_id = ?1 AND rank = ?2 AND step = ?3",
+                     fmt::join(sets, ", "));
+}
+
+// The rollup buckets a batch touched. Points of one series arrive in step order, so each series
+// keeps one open bucket per width and hands it over when a point falls outside it: a map lookup
+// per bucket, not per point. A bucket handed over twice (steps out of order) is merged by the
+// upsert.
+class RollupAccumulator {
+ public:
+  struct Bucket {
+    int64_t metric_id, rank, width, bucket;
+    SeriesSummary summary;
+  };
+
+  void add(int64_t metric_id, int64_t rank, int64_t step, double value) {
+    OpenBuckets& open = series_[{metric_id, rank}];
+    for (size_t w = 0; w < std::size(kRollupWidths); ++w) {
+      const int64_t bucket = step / kRollupWidths[w];
+      if (!open.summary[w].empty() && open.bucket[w] != bucket) {
+        done_.push_back({metric_id, rank, kRollupWidths[w], open.bucket[w], open.summary[w]});
+        open.summary[w] = {};
+      }
+      open.bucket[w] = bucket;
+      open.summary[w].add(step, value);
+    }
+  }
+
+  // Every bucket touched since the last call, the open ones included.
+  std::vector<Bucket> take() {
+    for (auto& [key, open] : series_)
+      for (size_t w = 0; w < std::size(kRollupWidths); ++w)
+        if (!open.summary[w].empty())
+          done_.push_back(
+              {key.first, key.second, kRollupWidths[w], open.bucket[w], open.summary[w]});
+    series_.clear();
+    return std::exchange(done_, {});
+  }
+
+ private:
+  struct OpenBuckets {
+    int64_t bucket[std::size(kRollupWidths)] = {};
+    SeriesSummary summary[std::size(kRollupWidths)];
+  };
+  std::map<std::pair<int64_t, int64_t>, OpenBuckets> series_;  // by (metric, rank)
+  std::vector<Bucket> done_;
 };
 
 // Every statement the writer needs, prepared once on its connection.
 class EventStore {
  public:
   EventStore(Database& db, int64_t run_id, int attempt)
-      : db_(db),
-        run_id_(run_id),
+      : run_id_(run_id),
         attempt_(attempt),
-        seen_(db,
-              "INSERT OR IGNORE INTO events_seen (run_id, attempt, rank, seq) VALUES (?, ?, ?, ?)"),
+        seq_write_(db,
+                   "INSERT OR REPLACE INTO seq_ranges (run_id, attempt, rank, first_seq, "
+                   "last_seq) VALUES (?, ?, ?, ?, ?)"),
+        seq_erase_(db,
+                   "DELETE FROM seq_ranges WHERE run_id = ? AND attempt = ? AND rank = ? AND "
+                   "first_seq = ?"),
         rank_(db,
               "INSERT OR REPLACE INTO ranks (run_id, attempt, rank, local_rank, host, pid, device, "
               "device_name, memory_total, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         rank_done_(db, "UPDATE ranks SET status = ? WHERE run_id = ? AND attempt = ? AND rank = ?"),
-        metric_insert_(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)"),
-        metric_select_(db, "SELECT id FROM metrics WHERE name = ?"),
-        scalar_(db,
-                "INSERT OR REPLACE INTO scalars (run_id, metric_id, rank, step, value, attempt) "
-                "VALUES (?, ?, ?, ?, ?, ?)"),
+        step_insert_(db, stepInsertSql()),
+        step_update_(db, stepUpdateSql()),
         comm_(db,
               "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
               "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) VALUES "
@@ -88,13 +166,31 @@ class EventStore {
         counts_(db,
                 "UPDATE attempts SET events_stored = events_stored + ?, "
                 "events_duplicate = events_duplicate + ?, events_dropped = events_dropped + ?, "
-                "lines_malformed = lines_malformed + ? WHERE run_id = ? AND attempt = ?") {}
+                "lines_malformed = lines_malformed + ? WHERE run_id = ? AND attempt = ?") {
+    Statement stored(db,
+                     "SELECT rank, first_seq, last_seq FROM seq_ranges WHERE run_id = ? AND "
+                     "attempt = ?");
+    stored.bind(1, run_id_).bind(2, int64_t{attempt_});
+    while (stored.run()) {
+      seen_[stored.columnInt(0)].load(static_cast<uint64_t>(stored.columnInt(1)),
+                                      static_cast<uint64_t>(stored.columnInt(2)));
+    }
+    db.transaction([&] {
+      Statement insert(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)");
+      Statement select(db, "SELECT id FROM metrics WHERE name = ?");
+      for (size_t i = 0; i < kStepColumns.size(); ++i) {
+        insert.bind(1, kStepColumns[i]).run();
+        select.bind(1, kStepColumns[i]);
+        RM_ENFORCE(select.run(), "a metric row just inserted is missing");
+        step_metric_ids_[i] = select.columnInt(0);
+        select.reset();
+      }
+    });
+  }
 
   // False when the event was stored before.
   bool store(const TelemetryEvent& e) {
-    seen_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank});
-    seen_.bind(4, static_cast<int64_t>(e.seq)).run();
-    if (sqlite3_changes(db_.handle()) == 0) return false;
+    if (!seen_[e.rank].insert(e.seq)) return false;
     std::visit([&](const auto& body) { storeBody(e, body); }, e.body);
     return true;
   }
@@ -105,16 +201,27 @@ class EventStore {
     log_.bind(5, level).bind(6, message).run();
   }
 
-  // Merges the batch's bucket summaries into scalar_rollups: one upsert per bucket touched, not
-  // per point.
-  void writeRollups() {
-    for (const auto& [key, bucket] : rollups_) {
-      rollup_.bind(1, run_id_).bind(2, key.metric_id).bind(3, key.rank).bind(4, key.width);
-      rollup_.bind(5, key.bucket).bind(6, bucket.count).bind(7, bucket.sum).bind(8, bucket.min);
-      rollup_.bind(9, bucket.max).bind(10, bucket.first_step).bind(11, bucket.last_step);
-      rollup_.bind(12, bucket.last_value).run();
+  // Writes what the batch changed besides its rows: the ranges of stored sequence numbers, and
+  // the rollup buckets it touched (one upsert per bucket, not per point).
+  void writeBatchState() {
+    for (auto& [rank, ranges] : seen_) {
+      ranges.drainChanges(
+          [&](uint64_t first) {
+            seq_erase_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank);
+            seq_erase_.bind(4, static_cast<int64_t>(first)).run();
+          },
+          [&](uint64_t first, uint64_t last) {
+            seq_write_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank);
+            seq_write_.bind(4, static_cast<int64_t>(first));
+            seq_write_.bind(5, static_cast<int64_t>(last)).run();
+          });
     }
-    rollups_.clear();
+    for (const auto& b : rollups_.take()) {
+      rollup_.bind(1, run_id_).bind(2, b.metric_id).bind(3, b.rank).bind(4, b.width);
+      rollup_.bind(5, b.bucket).bind(6, b.summary.count).bind(7, b.summary.sum);
+      rollup_.bind(8, b.summary.min).bind(9, b.summary.max).bind(10, b.summary.first_step);
+      rollup_.bind(11, b.summary.last_step).bind(12, b.summary.last_value).run();
+    }
   }
 
   void addCounts(const RecorderCounts& delta) {
@@ -123,46 +230,33 @@ class EventStore {
   }
 
  private:
-  int64_t metricId(const std::string& name) {
-    if (auto it = metric_ids_.find(name); it != metric_ids_.end()) return it->second;
-    metric_insert_.bind(1, name).run();
-    metric_select_.bind(1, name);
-    RM_ENFORCE(metric_select_.run(), "a metric row just inserted is missing");
-    const int64_t id = metric_select_.columnInt(0);
-    metric_select_.reset();
-    metric_ids_.emplace(name, id);
-    return id;
-  }
-
-  void scalar(const TelemetryEvent& e, int64_t step, const std::string& name, double value) {
-    const int64_t metric = metricId(name);
-    scalar_.bind(1, run_id_).bind(2, metric).bind(3, int64_t{e.rank}).bind(4, step);
-    scalar_.bind(5, value).bind(6, int64_t{attempt_}).run();
-    for (int64_t width : kRollupWidths)
-      rollups_[RollupKey{metric, e.rank, width, step / width}].add(step, value);
-  }
-
   void storeBody(const TelemetryEvent& e, const HelloEvent& hello) {
     rank_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank});
     rank_.bind(4, int64_t{hello.local_rank}).bind(5, hello.host).bind(6, hello.pid);
     rank_.bind(7, hello.device).bind(8, hello.device_name);
     rank_.bind(9, static_cast<int64_t>(hello.device_memory_total)).bind(10, hello.version).run();
   }
+  // A step stored again (a later attempt resumed before it) keeps the latest values.
   void storeBody(const TelemetryEvent& e, const StepEvent& s) {
-    scalar(e, s.step, "wall_time_s", e.time);
-    scalar(e, s.step, "loss", s.loss);
-    scalar(e, s.step, "lr", s.lr);
-    scalar(e, s.step, "samples", static_cast<double>(s.samples));
-    scalar(e, s.step, "step_ms", s.step_ms);
-    scalar(e, s.step, "compute_ms", s.compute_ms);
-    scalar(e, s.step, "comm_ms", s.comm_ms);
-    scalar(e, s.step, "exposed_comm_ms", s.exposed_comm_ms);
-    scalar(e, s.step, "mem_allocated", static_cast<double>(s.mem_allocated));
-    scalar(e, s.step, "mem_peak", static_cast<double>(s.mem_peak));
-    scalar(e, s.step, "mem_reserved", static_cast<double>(s.mem_reserved));
-    scalar(e, s.step, "device_mem_used", static_cast<double>(s.device_mem_used));
-    if (s.grad_norm) scalar(e, s.step, "grad_norm", *s.grad_norm);
-    if (s.accuracy) scalar(e, s.step, "accuracy", *s.accuracy);
+    const auto values = stepValues(e, s);
+    const auto bind = [&](Statement& statement) {
+      statement.bind(1, run_id_).bind(2, int64_t{e.rank}).bind(3, s.step);
+      statement.bind(4, int64_t{attempt_});
+      for (size_t i = 0; i < values.size(); ++i) {
+        const int column = static_cast<int>(i) + 5;
+        if (std::isnan(values[i]))
+          statement.bind(column, std::optional<double>());
+        else
+          statement.bind(column, values[i]);
+      }
+    };
+    bind(step_insert_);
+    if (!step_insert_.insertUnlessPresent()) {
+      bind(step_update_);
+      step_update_.run();
+    }
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isnan(values[i])) rollups_.add(step_metric_ids_[i], e.rank, s.step, values[i]);
   }
   void storeBody(const TelemetryEvent& e, const CommEvent& c) {
     comm_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, e.time);
@@ -195,13 +289,13 @@ class EventStore {
     rank_done_.bind(3, int64_t{attempt_}).bind(4, int64_t{e.rank}).run();
   }
 
-  Database& db_;
   int64_t run_id_;
   int attempt_;
-  Statement seen_, rank_, rank_done_, metric_insert_, metric_select_, scalar_, comm_, sched_, log_,
-      root_cause_, dump_, rollup_, counts_;
-  std::map<std::string, int64_t> metric_ids_;
-  std::map<RollupKey, SeriesSummary> rollups_;  // this batch's points, per bucket
+  Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_, sched_,
+      log_, root_cause_, dump_, rollup_, counts_;
+  std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
+  std::map<int64_t, SeqRanges> seen_;  // by rank
+  RollupAccumulator rollups_;
 };
 
 }  // namespace
@@ -313,6 +407,9 @@ bool Recorder::submit(TelemetryEvent event) {
     }
     queue_.push_back(std::move(event));
     ++submitted_;
+    // The writer waits for the first event, then for a full batch (or its commit delay).
+    const size_t full = std::min(options_.batch_size, options_.queue_capacity);
+    if (queue_.size() != 1 && queue_.size() != full) return true;
   }
   queued_.notify_one();
   return true;
@@ -352,7 +449,10 @@ bool Recorder::submitLog(std::optional<int> rank, std::string_view level,
 void Recorder::flush() {
   std::unique_lock lock(mutex_);
   const uint64_t target = submitted_;
+  ++flushing_;
+  queued_.notify_one();  // no waiting for a fuller batch
   written_.wait(lock, [&] { return committed_ >= target || !failure_.empty(); });
+  --flushing_;
 }
 
 RecorderCounts Recorder::counts() const {
@@ -377,12 +477,12 @@ void Recorder::writerLoop() {
     written_.notify_all();
     return;
   }
+  std::vector<TelemetryEvent> inbox;  // swapped with queue_, so neither buffer is reallocated
   for (;;) {
-    std::vector<TelemetryEvent> batch;
     std::deque<PendingLog> logs;
     std::deque<std::string> reasons;
     RecorderCounts delta;
-    uint64_t processed = 0;
+    uint64_t extras = 0;  // the logs and malformed lines handled with the first batch
     {
       std::unique_lock lock(mutex_);
       queued_.wait(lock, [&] {
@@ -392,53 +492,62 @@ void Recorder::writerLoop() {
       if (stopping_ && queue_.empty() && logs_.empty() && malformed_queued_ == 0 &&
           pending_.dropped == 0)
         break;
-      while (!queue_.empty() && batch.size() < options_.batch_size) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      while (!logs_.empty() && logs.size() < options_.batch_size) {
-        logs.push_back(std::move(logs_.front()));
-        logs_.pop_front();
-      }
+      // Group commit: a transaction's cost is mostly the pages it writes, so a stream of events
+      // is committed a batch at a time, not an event at a time.
+      queued_.wait_for(lock, options_.commit_delay, [&] {
+        return stopping_ || flushing_ > 0 || queue_.size() >= options_.batch_size ||
+               queue_.size() >= options_.queue_capacity;
+      });
+      inbox.clear();
+      inbox.swap(queue_);
+      logs.swap(logs_);
       reasons.swap(malformed_reasons_);
       delta.dropped = pending_.dropped;
       delta.malformed = pending_.malformed;
       pending_ = {};
-      processed = batch.size() + logs.size() + malformed_queued_;
+      extras = logs.size() + malformed_queued_;
       malformed_queued_ = 0;
     }
-    try {
-      db->transaction([&] {
-        for (const TelemetryEvent& event : batch) {
-          if (store->store(event))
-            ++delta.stored;
-          else
-            ++delta.duplicates;
-        }
-        for (const PendingLog& line : logs) {
-          store->log(line.rank ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
-                     line.level, line.message);
-        }
-        for (const std::string& reason : reasons)
-          store->log(std::nullopt, nowSeconds(), "warn", "malformed telemetry line: " + reason);
-        store->writeRollups();
-        store->addCounts(delta);
-      });
-    } catch (const std::exception& e) {
+    // A transaction per batch_size events; the logs and counts go with the first.
+    for (size_t first = 0; first == 0 || first < inbox.size(); first += options_.batch_size) {
+      const size_t end = std::min(inbox.size(), first + options_.batch_size);
+      RecorderCounts batch = first == 0 ? delta : RecorderCounts{};
+      const uint64_t processed = (end - first) + (first == 0 ? extras : 0);
+      try {
+        db->transaction([&] {
+          for (size_t i = first; i < end; ++i) {
+            if (store->store(inbox[i]))
+              ++batch.stored;
+            else
+              ++batch.duplicates;
+          }
+          if (first == 0) {
+            for (const PendingLog& line : logs) {
+              store->log(line.rank ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
+                         line.level, line.message);
+            }
+            for (const std::string& reason : reasons)
+              store->log(std::nullopt, nowSeconds(), "warn", "malformed telemetry line: " + reason);
+          }
+          store->writeBatchState();
+          store->addCounts(batch);
+        });
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex_);
+        failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
+        counts_.dropped += static_cast<int64_t>(inbox.size() - first + queue_.size());
+        queue_.clear();
+        logs_.clear();
+        committed_ += processed;
+        written_.notify_all();
+        return;
+      }
       std::lock_guard lock(mutex_);
-      failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
-      counts_.dropped += static_cast<int64_t>(batch.size() + queue_.size());
-      queue_.clear();
-      logs_.clear();
+      counts_.stored += batch.stored;
+      counts_.duplicates += batch.duplicates;
       committed_ += processed;
       written_.notify_all();
-      return;
     }
-    std::lock_guard lock(mutex_);
-    counts_.stored += delta.stored;
-    counts_.duplicates += delta.duplicates;
-    committed_ += processed;
-    written_.notify_all();
   }
 }
 

@@ -5,6 +5,7 @@
 // (run, attempt, rank, seq) is stored once.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -55,8 +56,11 @@ void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& ho
 int reconcileInterruptedRuns(Database& db);
 
 struct RecorderOptions {
-  size_t queue_capacity = 1 << 16;  // events waiting for the writer
+  size_t queue_capacity = 1 << 16;  // events waiting for the writer's next turn
   size_t batch_size = 8192;         // events per transaction at most
+  // How long the writer waits for a batch to fill before committing what it has: the most a
+  // stored event waits for its transaction (flush() does not wait for it).
+  std::chrono::milliseconds commit_delay{10};
 };
 
 struct RecorderCounts {
@@ -97,7 +101,7 @@ class Recorder {
   RecorderOptions options_;
   mutable std::mutex mutex_;
   std::condition_variable queued_, written_;
-  std::deque<TelemetryEvent> queue_;
+  std::vector<TelemetryEvent> queue_;  // the writer takes it whole
   struct PendingLog {
     std::optional<int> rank;
     std::string level, message;
@@ -108,6 +112,7 @@ class Recorder {
   uint64_t malformed_queued_ = 0;              // malformed lines not yet counted in the database
   RecorderCounts pending_;                     // drops and malformed lines not yet in the database
   uint64_t submitted_ = 0, committed_ = 0;     // items accepted / processed, for flush()
+  int flushing_ = 0;                           // callers waiting in flush()
   bool stopping_ = false;
   RecorderCounts counts_;
   std::string failure_;

@@ -33,6 +33,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using storage::testing::queryInt;
 using storage::testing::queryText;
+using storage::testing::storedEvents;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
@@ -100,15 +101,31 @@ std::map<int, int64_t> countPerRank(const std::string& path) {
   return counts;
 }
 
+// Per rank and event type ("step", "comm", ...), the events of a saved telemetry file.
+std::map<std::pair<int, std::string>, int64_t> countPerRankAndType(const std::string& path) {
+  std::map<std::pair<int, std::string>, int64_t> counts;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    const DecodeResult decoded = decodeEvent(line);
+    if (decoded.ok())
+      ++counts[{decoded.event().rank, std::string(eventTypeName(decoded.event().body))}];
+  }
+  return counts;
+}
+
 // Checks that each rank's stored events are exactly 0..n-1 (the recorder commits in arrival
 // order, so anything committed is a whole prefix), and returns how many events are stored.
 int64_t expectWholePrefixes(const storage::Database& db, int64_t run) {
-  EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM (SELECT rank FROM events_seen WHERE "
-                                     "run_id = {} GROUP BY rank HAVING max(seq) + 1 != count(*))",
+  EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM (SELECT rank FROM seq_ranges WHERE "
+                                     "run_id = {} GROUP BY rank HAVING count(*) != 1 OR "
+                                     "min(first_seq) != 0)",
                                      run)),
             0)
       << "run " << run << " has a hole in a rank's events";
-  return queryInt(db, fmt::format("SELECT count(*) FROM events_seen WHERE run_id = {}", run));
+  return queryInt(db, fmt::format("SELECT total(last_seq - first_seq + 1) FROM seq_ranges WHERE "
+                                  "run_id = {}",
+                                  run));
 }
 
 class EveryStrategy : public RingmasterCli, public ::testing::WithParamInterface<const char*> {};
@@ -132,15 +149,25 @@ TEST_P(EveryStrategy, RunsFourLocalRanksAndStoresEveryEventSent) {
   ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
 
   const std::map<int, int64_t> sent = countPerRank(telemetry);
+  const auto sent_by_type = countPerRankAndType(telemetry);
+  const auto sent_of = [&](int rank, const char* type) {
+    const auto it = sent_by_type.find({rank, type});
+    return it == sent_by_type.end() ? int64_t{0} : it->second;
+  };
   ASSERT_EQ(sent.size(), 4u);
   storage::Database db(dbPath());
   int64_t total = 0;
   for (const auto& [rank, count] : sent) {
     SCOPED_TRACE(fmt::format("rank {}", rank));
-    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM events_seen WHERE rank = {}", rank)),
-              count);
-    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM scalars s JOIN metrics m ON m.id = "
-                                       "s.metric_id WHERE m.name = 'loss' AND rank = {}",
+    EXPECT_EQ(storedEvents(db, rank), count);
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE rank = {}", rank)),
+              sent_of(rank, "step"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM comm_events WHERE rank = {}", rank)),
+              sent_of(rank, "comm"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM sched_events WHERE rank = {}", rank)),
+              sent_of(rank, "sched"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE loss IS NOT NULL AND "
+                                       "rank = {}",
                                        rank)),
               20);
     total += count;
@@ -240,7 +267,7 @@ TEST_F(RingmasterCli, CtrlCCancelsCleanly) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no step recorded";
       run.readFor(200ms);
       if (fs::exists(dbPath()) &&
-          queryInt(storage::Database(dbPath()), "SELECT count(*) FROM scalars") > 0)
+          queryInt(storage::Database(dbPath()), "SELECT count(*) FROM steps") > 0)
         break;
     }
   }
@@ -305,7 +332,7 @@ TEST_F(RingmasterCli, ALockedDatabaseIsAClearErrorOrABoundedWait) {
   {
     storage::Database holder(dbPath());
     const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (queryInt(holder, "SELECT count(*) FROM scalars") == 0) {
+    while (queryInt(holder, "SELECT count(*) FROM steps") == 0) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline);
       run.readFor(100ms);
     }
@@ -317,7 +344,7 @@ TEST_F(RingmasterCli, ALockedDatabaseIsAClearErrorOrABoundedWait) {
   int64_t sent = 0;
   for (const auto& [rank, count] : countPerRank(telemetry)) sent += count;
   storage::Database check(dbPath());
-  EXPECT_EQ(queryInt(check, "SELECT count(*) FROM events_seen"), sent);
+  EXPECT_EQ(queryInt(check, "SELECT total(last_seq - first_seq + 1) FROM seq_ranges"), sent);
   EXPECT_EQ(queryText(check, "SELECT status FROM runs"), "completed");
 }
 

@@ -28,6 +28,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using storage::testing::queryInt;
 using storage::testing::queryText;
+using storage::testing::storedEvents;
 using testing::CapturedProcess;
 using testing::SshdServer;
 
@@ -135,7 +136,7 @@ class SshRun : public storage::testing::StorageTest {
       run.readFor(200ms);
       if (!fs::exists(dbPath())) continue;
       storage::Database db(dbPath());
-      if (queryInt(db, "SELECT count(DISTINCT rank) FROM scalars") == 4) return true;
+      if (queryInt(db, "SELECT count(DISTINCT rank) FROM steps") == 4) return true;
     }
     return false;
   }
@@ -161,9 +162,7 @@ TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
   storage::Database db(dbPath());
   EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
   for (const auto& [rank, count] : sent) {
-    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM events_seen WHERE rank = {}", rank)),
-              count)
-        << "rank " << rank;
+    EXPECT_EQ(storedEvents(db, rank), count) << "rank " << rank;
   }
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM ranks"), 4);
   ASSERT_EQ(queryInt(db, "SELECT count(*) FROM run_hosts"), 2);
@@ -395,7 +394,7 @@ TEST_F(SshRunAcrossNamespaces, TrainsAcrossTwoHostsWithTheirOwnAddresses) {
   EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run->err();
   storage::Database db(dbPath());
   EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
-  EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM scalars"), 4);
+  EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM steps"), 4);
   EXPECT_EQ(queryText(db, "SELECT hostname FROM run_hosts WHERE node_rank = 1"),
             namespaces_->address(1));
 }
@@ -408,7 +407,7 @@ TEST_F(SshRunAcrossNamespaces, AHostThatFallsSilentFailsTheRunWithinABoundedTime
     run->readFor(200ms);
     if (!fs::exists(dbPath())) continue;
     storage::Database db(dbPath());
-    training = queryInt(db, "SELECT count(DISTINCT rank) FROM scalars") == 4;
+    training = queryInt(db, "SELECT count(DISTINCT rank) FROM steps") == 4;
   }
   ASSERT_TRUE(training) << run->err();
   // The link to host 1 goes down: no reset, no end of stream, its packets simply vanish.

@@ -1,7 +1,8 @@
 // libFuzzer target for the telemetry decoder and LineSplitter. Arbitrary bytes must never crash,
-// hang or trip a sanitizer; beyond that it checks two properties: a decoded line re-encodes to a
-// line that decodes to the same encoding (the codec is a fixed point after one trip), and the
-// splitter yields exactly the lines a plain split at '\n' gives, however the stream is chunked.
+// hang or trip a sanitizer; beyond that it checks three properties: a decoded line re-encodes to a
+// line that decodes to the same encoding (the codec is a fixed point after one trip), the simdjson
+// fast path decodes a line only as the full decoder does, and the splitter yields exactly the
+// lines a plain split at '\n' gives, however the stream is chunked.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "telemetry/codec.h"
+#include "telemetry/fast_decoder.h"
 
 namespace {
 
@@ -25,6 +27,12 @@ void require(bool condition, const char* what) {
 }
 
 void checkLine(std::string_view line) {
+  if (const auto fast = ringmaster::decodeCommonEvent(line)) {
+    DecodeResult full = ringmaster::decodeEventFully(line);
+    require(full.ok(), "the fast path accepts only what the full decoder accepts");
+    require(ringmaster::encodeEvent(*fast) == ringmaster::encodeEvent(full.event()),
+            "the fast path decodes as the full decoder");
+  }
   DecodeResult first = ringmaster::decodeEvent(line);
   if (!first.ok()) {
     require(!first.error().message.empty(), "an error has a message");

@@ -34,8 +34,9 @@ TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
   EXPECT_EQ(queryInt(db, "PRAGMA synchronous"), 1) << "NORMAL";
   EXPECT_EQ(queryInt(db, "PRAGMA foreign_keys"), 1);
   EXPECT_EQ(db.schemaVersion(), currentSchemaVersion());
-  for (const char* table : {"runs", "attempts", "ranks", "events_seen", "metrics", "scalars",
-                            "comm_events", "sched_events", "logs", "flight_recorder_dumps"}) {
+  for (const char* table : {"runs", "attempts", "ranks", "seq_ranges", "metrics", "scalars",
+                            "steps", "scalar_points", "scalar_rollups", "comm_events",
+                            "sched_events", "logs", "flight_recorder_dumps", "run_hosts"}) {
     EXPECT_EQ(queryInt(db, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") +
                                table + "'"),
               1)
@@ -58,9 +59,19 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
             "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
             "VALUES ('kept', '{}', 'ddp', 2, 'completed', 1)");
         old.exec("INSERT INTO metrics (name) VALUES ('loss')");
+        old.exec("INSERT INTO metrics (name) VALUES ('tokens')");  // not a step event field
         for (int step = 1; step <= 200; ++step) {
           old.exec("INSERT INTO scalars VALUES (1, 1, 0, " + std::to_string(step) + ", " +
                    std::to_string(step == 100 ? 50.0 : 1.0 / step) + ", 0)");
+          if (step <= 10)
+            old.exec("INSERT INTO scalars VALUES (1, 2, 0, " + std::to_string(step) + ", 7, 0)");
+        }
+        if (from < 5) {  // stored events 0..9, 20..24 and 30 of rank 0, 0..3 of rank 1
+          old.exec("INSERT INTO attempts (run_id, attempt, started_at) VALUES (1, 0, 1)");
+          for (int seq : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21, 22, 23, 24, 30})
+            old.exec("INSERT INTO events_seen VALUES (1, 0, 0, " + std::to_string(seq) + ")");
+          for (int seq : {0, 1, 2, 3})
+            old.exec("INSERT INTO events_seen VALUES (1, 0, 1, " + std::to_string(seq) + ")");
         }
       }
     }
@@ -68,25 +79,41 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
     EXPECT_EQ(current.schemaVersion(), currentSchemaVersion());
     if (from >= 1) {
       EXPECT_EQ(queryText(current, "SELECT name FROM runs"), "kept");
-      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalars"), 200);
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points WHERE metric = 'loss'"), 200);
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points WHERE metric = 'tokens'"),
+                10);
+    }
+    if (from >= 1 && from < 5) {  // migration 5: loss into steps, the stored seqs into ranges
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM steps WHERE loss IS NOT NULL"), 200);
+      EXPECT_EQ(queryInt(current, "SELECT loss FROM steps WHERE step = 100"), 50);
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM steps WHERE lr IS NOT NULL"), 0);
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalars"), 10) << "tokens stays";
+      EXPECT_EQ(queryText(current,
+                          "SELECT group_concat(rank || ':' || first_seq || '-' || last_seq, ' ') "
+                          "FROM (SELECT * FROM seq_ranges ORDER BY rank, first_seq)"),
+                "0:0-9 0:20-24 0:30-30 1:0-3");
     }
     if (from >= 1 && from < 2) {  // migration 2 summarised the existing series
-      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_rollups WHERE width = 64"), 4);
-      EXPECT_EQ(queryInt(current, "SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 200);
       EXPECT_EQ(queryInt(current,
-                         "SELECT max FROM scalar_rollups WHERE width = 64 AND "
+                         "SELECT count(*) FROM scalar_rollups WHERE metric_id = 1 AND width = 64"),
+                4);
+      EXPECT_EQ(
+          queryInt(current, "SELECT sum(n) FROM scalar_rollups WHERE metric_id = 1 AND width = 64"),
+          200);
+      EXPECT_EQ(queryInt(current,
+                         "SELECT max FROM scalar_rollups WHERE metric_id = 1 AND width = 64 AND "
                          "bucket = 1"),
                 50);
       EXPECT_EQ(queryText(current,
                           "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || "
-                          "last_value FROM scalar_rollups WHERE width = 4096"),
+                          "last_value FROM scalar_rollups WHERE metric_id = 1 AND width = 4096"),
                 "200 1 200 0.005");
     }
     if (from >= 1 && from < 2) {  // migration 4 summarised migration 2's buckets per 512 steps
       EXPECT_EQ(
           queryText(current,
                     "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || max || ' ' || "
-                    "last_value FROM scalar_rollups WHERE width = 512"),
+                    "last_value FROM scalar_rollups WHERE metric_id = 1 AND width = 512"),
           "200 1 200 50.0 0.005");
     }
     EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");

@@ -83,16 +83,17 @@ TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
   EXPECT_EQ(count("SELECT count(*) FROM ranks WHERE status = 'completed'"), 3);
   EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 30);
   EXPECT_EQ(count("SELECT count(*) FROM sched_events"), 30);
-  // 11 metrics per step, plus accuracy and the step's wall time.
-  EXPECT_EQ(count("SELECT count(*) FROM scalars"), 3 * 10 * 13);
+  // A row per step event; its series are the 11 required fields, accuracy and the wall time.
+  EXPECT_EQ(count("SELECT count(*) FROM steps"), 3 * 10);
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_points"), 3 * 10 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM scalars"), 0) << "only metrics outside the step event";
   // Every series is summarised per bucket of 64, 512 and 4096 steps: steps 1..10 are one bucket.
   EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 64"), 3 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 512"), 3 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 4096"), 3 * 13);
   EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 3 * 10 * 13);
-  EXPECT_EQ(count("SELECT count(*) FROM scalars JOIN metrics ON metric_id = metrics.id "
-                  "WHERE name = 'loss' AND rank = 2"),
-            10);
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_points WHERE metric = 'loss' AND rank = 2"), 10);
+  EXPECT_EQ(count("SELECT count(*) FROM steps WHERE grad_norm IS NOT NULL"), 0) << "absent";
   EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NOT NULL"), 3);
   EXPECT_EQ(count("SELECT events_stored FROM attempts"), 3 * 33);
 }
@@ -119,22 +120,25 @@ TEST_F(RecorderTest, ReplayedAndReorderedEventsAreStoredOnce) {
     again.flush();
     EXPECT_EQ(again.counts().stored, 0);
   }
-  EXPECT_EQ(count("SELECT count(*) FROM events_seen"), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(count("SELECT sum(last_seq - first_seq + 1) FROM seq_ranges"),
+            static_cast<int64_t>(events.size()));
+  EXPECT_EQ(count("SELECT count(*) FROM seq_ranges"), 3) << "one range per rank once all arrived";
   EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 60);
   EXPECT_EQ(count("SELECT events_duplicate FROM attempts"),
             40 + static_cast<int64_t>(events.size()));
   // The bucket summaries, built batch by batch from shuffled events, equal the points' own.
   for (int64_t width : kRollupWidths) {
     EXPECT_EQ(count(fmt::format(
-                  "SELECT count(*) FROM scalar_rollups r JOIN (SELECT metric_id, rank, step / {0} "
-                  "AS bucket, count(*) AS n, min(value) AS lo, max(value) AS hi, max(step) AS "
-                  "last FROM scalars GROUP BY 1, 2, 3) g USING (metric_id, rank, bucket) "
+                  "SELECT count(*) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id "
+                  "JOIN (SELECT metric, rank, step / {0} AS bucket, count(*) AS n, min(value) AS "
+                  "lo, max(value) AS hi, max(step) AS last FROM scalar_points GROUP BY 1, 2, 3) g "
+                  "ON g.metric = m.name AND g.rank = r.rank AND g.bucket = r.bucket "
                   "WHERE r.width = {0} AND r.n = g.n AND r.min = g.lo AND r.max = g.hi AND "
-                  "r.last_step = g.last AND r.last_value = (SELECT value FROM scalars s WHERE "
-                  "s.metric_id = r.metric_id AND s.rank = r.rank AND s.step = r.last_step)",
+                  "r.last_step = g.last AND r.last_value = (SELECT value FROM scalar_points s "
+                  "WHERE s.metric = m.name AND s.rank = r.rank AND s.step = r.last_step)",
                   width)),
-              count(fmt::format("SELECT count(DISTINCT metric_id || '/' || rank || '/' || "
-                                "(step / {})) FROM scalars",
+              count(fmt::format("SELECT count(DISTINCT metric || '/' || rank || '/' || "
+                                "(step / {})) FROM scalar_points",
                                 width)));
   }
 }
@@ -195,7 +199,8 @@ TEST_F(RecorderTest, FuzzedTelemetryIsStoredExactlyOnceOrCountedAsMalformed) {
     EXPECT_EQ(counts.stored + counts.duplicates + counts.malformed,
               static_cast<int64_t>(fuzzed.size()));
   }
-  EXPECT_EQ(count("SELECT count(*) FROM events_seen"), static_cast<int64_t>(distinct.size()));
+  EXPECT_EQ(count("SELECT sum(last_seq - first_seq + 1) FROM seq_ranges"),
+            static_cast<int64_t>(distinct.size()));
   EXPECT_EQ(count("SELECT lines_malformed FROM attempts"), malformed);
   EXPECT_EQ(testing::queryText(*db_, "PRAGMA integrity_check"), "ok");
 }

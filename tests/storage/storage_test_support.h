@@ -48,4 +48,10 @@ inline std::string queryText(const Database& db, const std::string& sql) {
   return value;
 }
 
+// How many events of a rank the recorder stored (the sequence numbers its ranges cover).
+inline int64_t storedEvents(const Database& db, int rank) {
+  return queryInt(db, "SELECT total(last_seq - first_seq + 1) FROM seq_ranges WHERE rank = " +
+                          std::to_string(rank));
+}
+
 }  // namespace ringmaster::storage::testing

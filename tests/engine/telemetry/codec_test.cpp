@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "sample_events.h"
 #include "telemetry/codec.h"
+#include "telemetry/fast_decoder.h"
 
 namespace ringmaster {
 namespace {
@@ -368,6 +369,114 @@ TEST(TelemetryCodec, EnumSpellingsRoundTrip) {
   EXPECT_FALSE(parseSchedPhase("f"));
   EXPECT_FALSE(parseLogLevel("WARN"));
   EXPECT_FALSE(parseDoneStatus(""));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast path (simdjson) agrees with the full decoder wherever it answers.
+
+// The fast path either declines or decodes exactly what the full decoder decodes (compared
+// encoded, so that a null loss, NaN, compares equal).
+void expectFastPathAgrees(const std::string& line) {
+  const std::optional<TelemetryEvent> fast = decodeCommonEvent(line);
+  if (!fast) return;
+  const DecodeResult full = decodeEventFully(line);
+  ASSERT_TRUE(full.ok()) << "fast path accepted what the full decoder rejects ("
+                         << full.error().message << "): " << line.substr(0, 300);
+  EXPECT_EQ(encodeEvent(*fast), encodeEvent(full.event())) << line.substr(0, 300);
+}
+
+TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
+  std::vector<EventBody> common = {samples::fullStep(),  samples::minimalStep(),
+                                   samples::fullComm(),  samples::minimalComm(),
+                                   samples::fullSched(), samples::minimalSched()};
+  StepEvent null_loss = samples::fullStep();
+  null_loss.loss = std::numeric_limits<double>::quiet_NaN();
+  common.push_back(null_loss);
+  for (const EventBody& body : common) {
+    SCOPED_TRACE(std::string(eventTypeName(body)));
+    const std::string line = encodeEvent(samples::wrap(body));
+    ASSERT_TRUE(decodeCommonEvent(line).has_value()) << "the fast path declined " << line;
+    expectFastPathAgrees(line);
+    expectFastPathAgrees(line + "\n");
+  }
+}
+
+TEST(TelemetryFastPath, LeavesEveryOtherEventToTheFullDecoder) {
+  for (const EventBody& body :
+       {EventBody(samples::fullHello()), EventBody(samples::sampleLog()),
+        EventBody(samples::fullError()), EventBody(samples::sampleDone())}) {
+    EXPECT_FALSE(decodeCommonEvent(encodeEvent(samples::wrap(body))).has_value())
+        << eventTypeName(body);
+  }
+}
+
+TEST(TelemetryFastPath, DeclinesEveryMalformedLine) {
+  for (const BadLine& bad : badLines()) {
+    SCOPED_TRACE(bad.name);
+    EXPECT_FALSE(decodeCommonEvent(bad.line).has_value()) << bad.line.substr(0, 300);
+  }
+}
+
+TEST(TelemetryFastPath, AgreesOnTheCornersOfJson) {
+  const auto step = samples::fullStep();
+  const auto comm = samples::fullComm();
+  const auto sched = samples::fullSched();
+  const std::string valid_step = encodeEvent(samples::wrap(step));
+  const std::vector<std::string> lines = {
+      edit(step, "mem_peak", "-0"),  // a negative zero where only non-negative integers go
+      edit(step, "samples", "-0"),
+      edit(step, "step", "-0"),
+      edit(step, "lr", "-0"),
+      edit(step, "lr", "-0.0"),
+      edit(step, "lr", "1E2"),
+      edit(step, "step", "1E2"),  // a float where an integer goes
+      edit(step, "step", "7.0"),
+      edit(step, "mem_peak", "18446744073709551615"),
+      edit(step, "mem_peak", "18446744073709551616"),
+      edit(step, "samples", "9223372036854775807"),
+      edit(step, "samples", "9223372036854775808"),
+      edit(step, "loss", "null"),
+      edit(step, "grad_norm", "null"),
+      edit(step, "accuracy", "[]"),
+      edit(step, "x", "[[[[[[[[[[[[1]]]]]]]]]]]]"),  // deeper than the fast path reads
+      edit(step, "x", "{\"y\": [1, {\"z\": null}]}"),
+      edit(step, "rank", "2147483647"),
+      edit(step, "t", "0"),
+      edit(step, "t", "-0.0"),
+      edit(step, "v", "1.0"),
+      edit(step, "v", "\"1\""),
+      edit(comm, "step", "null"),
+      edit(comm, "op", "\"all\\u005freduce\""),  // escapes decoded the same way
+      edit(comm, "dtype", "\"\\ud83d\\ude00\""),
+      edit(comm, "group", "\"\\ud83d\""),  // a lone surrogate
+      edit(sched, "virtual_stage", "null"),
+      edit(sched, "end_us", "-1500"),
+      edit(sched, "phase", "\"B\""),
+      // Repeated keys: nlohmann keeps the last.
+      valid_step.substr(0, valid_step.size() - 1) + ",\"lr\":0.5}",
+      valid_step.substr(0, valid_step.size() - 1) + ",\"seq\":7}",
+      valid_step.substr(0, valid_step.size() - 1) + ",\"v\":1}",
+      valid_step.substr(0, valid_step.size() - 1) + ",\"type\":\"comm\"}",
+      // An escaped key names the same field.
+      valid_step.substr(0, valid_step.size() - 1) + ",\"l\\u0072\":0.5}",
+      "  " + valid_step + " \t\r\n",
+      valid_step + "\n\n",
+      valid_step + std::string(1, '\0'),
+  };
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line.substr(0, 200));
+    expectFastPathAgrees(line);
+  }
+  // It does answer for the corners that are well-formed...
+  for (const std::string& line :
+       {edit(step, "loss", "null"), edit(step, "lr", "-0.0"), edit(comm, "step", "null"),
+        edit(comm, "op", "\"all\\u005freduce\""), edit(sched, "virtual_stage", "null"),
+        "  " + valid_step + " \t\r\n", edit(step, "x", "{\"y\": [1, {\"z\": null}]}")}) {
+    EXPECT_TRUE(decodeCommonEvent(line).has_value()) << line;
+  }
+  // ... and declines a repeated key, which the full decoder resolves to the last.
+  EXPECT_FALSE(
+      decodeCommonEvent(valid_step.substr(0, valid_step.size() - 1) + ",\"seq\":7}").has_value());
 }
 
 }  // namespace
