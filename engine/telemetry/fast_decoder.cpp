@@ -225,7 +225,10 @@ std::optional<TelemetryEvent> readEvent(simdjson::dom::object object, TelemetryE
 bool mayHoldNegativeZero(std::string_view line) {
   for (size_t at = line.find("-0"); at != std::string_view::npos; at = line.find("-0", at + 2)) {
     const char next = at + 2 < line.size() ? line[at + 2] : '\0';
-    if (next != '.' && next != 'e' && next != 'E') return true;
+    // "-0." and "-0e5" are floats, "e-05" an exponent.
+    const bool more_digits =
+        next == '.' || next == 'e' || next == 'E' || (next >= '0' && next <= '9');
+    if (!more_digits) return true;
   }
   return false;
 }

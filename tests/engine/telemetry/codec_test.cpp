@@ -429,6 +429,8 @@ TEST(TelemetryFastPath, AgreesOnTheCornersOfJson) {
       edit(step, "lr", "-0"),
       edit(step, "lr", "-0.0"),
       edit(step, "lr", "1E2"),
+      edit(step, "lr", "1e-05"),
+      edit(step, "lr", "1e-0"),
       edit(step, "step", "1E2"),  // a float where an integer goes
       edit(step, "step", "7.0"),
       edit(step, "mem_peak", "18446744073709551615"),
@@ -470,6 +472,7 @@ TEST(TelemetryFastPath, AgreesOnTheCornersOfJson) {
   // It does answer for the corners that are well-formed...
   for (const std::string& line :
        {edit(step, "loss", "null"), edit(step, "lr", "-0.0"), edit(comm, "step", "null"),
+        edit(comm, "algbw_gbps", "2.1505804147716916e-06"), edit(sched, "start_us", "-10"),
         edit(comm, "op", "\"all\\u005freduce\""), edit(sched, "virtual_stage", "null"),
         "  " + valid_step + " \t\r\n", edit(step, "x", "{\"y\": [1, {\"z\": null}]}")}) {
     EXPECT_TRUE(decodeCommonEvent(line).has_value()) << line;
