@@ -84,14 +84,30 @@ bool readOptionalNumber(element value, std::optional<double>& out) {
   return true;
 }
 
+// A number, or null read as NaN: loss only.
+bool readNumberOrNull(element value, double& out) {
+  if (!value.is_null()) return readNumber(value, out);
+  out = std::numeric_limits<double>::quiet_NaN();
+  return true;
+}
+
+template <typename Int>
+bool readOptionalInteger(element value, std::optional<Int>& out) {
+  if (value.is_null()) return true;  // null counts as absent
+  Int i = 0;
+  if (!readInteger(value, i)) return false;
+  out = i;
+  return true;
+}
+
 bool readString(element value, std::string& out) {
   if (value.type() != element_type::STRING) return false;
   out = std::string(value.get_string().value_unsafe());
   return true;
 }
 
-// Each body reader takes one field at a time and says which required field it was (a bit of
-// `seen`) or 0 for an optional or unknown one; false rejects the line.
+// Each body reader takes one field at a time and names it by a bit (the required fields are the
+// low kRequired bits, then the optional ones), 0 for an unknown field; false rejects the line.
 struct StepReader {
   StepEvent event;
   static constexpr uint32_t kRequired = (1u << 12) - 1;
@@ -99,14 +115,7 @@ struct StepReader {
   bool field(std::string_view key, element value, uint32_t& bit) {
     bit = 0;
     if (key == "step") return bit = 1u << 0, readInteger(value, event.step);
-    if (key == "loss") {
-      bit = 1u << 1;
-      if (value.is_null()) {
-        event.loss = std::numeric_limits<double>::quiet_NaN();
-        return true;
-      }
-      return readNumber(value, event.loss);
-    }
+    if (key == "loss") return bit = 1u << 1, readNumberOrNull(value, event.loss);
     if (key == "lr") return bit = 1u << 2, readNumber(value, event.lr);
     if (key == "samples") return bit = 1u << 3, readInteger(value, event.samples);
     if (key == "step_ms") return bit = 1u << 4, readNumber(value, event.step_ms);
@@ -139,14 +148,7 @@ struct CommReader {
     if (key == "algbw_gbps") return bit = 1u << 6, readNumber(value, event.algbw_gbps);
     if (key == "busbw_gbps") return bit = 1u << 7, readNumber(value, event.busbw_gbps);
     if (key == "wait_ms") return bit = 1u << 8, readOptionalNumber(value, event.wait_ms);
-    if (key == "step") {
-      bit = 1u << 9;
-      if (value.is_null()) return true;
-      int64_t step = 0;
-      if (!readInteger(value, step)) return false;
-      event.step = step;
-      return true;
-    }
+    if (key == "step") return bit = 1u << 9, readOptionalInteger(value, event.step);
     return true;
   }
   bool finish() const { return true; }

@@ -408,8 +408,7 @@ bool Recorder::submit(TelemetryEvent event) {
     queue_.push_back(std::move(event));
     ++submitted_;
     // The writer waits for the first event, then for a full batch (or its commit delay).
-    const size_t full = std::min(options_.batch_size, options_.queue_capacity);
-    if (queue_.size() != 1 && queue_.size() != full) return true;
+    if (queue_.size() != 1 && queue_.size() != fullBatch()) return true;
   }
   queued_.notify_one();
   return true;
@@ -494,10 +493,8 @@ void Recorder::writerLoop() {
         break;
       // Group commit: a transaction's cost is mostly the pages it writes, so a stream of events
       // is committed a batch at a time, not an event at a time.
-      queued_.wait_for(lock, options_.commit_delay, [&] {
-        return stopping_ || flushing_ > 0 || queue_.size() >= options_.batch_size ||
-               queue_.size() >= options_.queue_capacity;
-      });
+      queued_.wait_for(lock, options_.commit_delay,
+                       [&] { return stopping_ || flushing_ > 0 || queue_.size() >= fullBatch(); });
       inbox.clear();
       inbox.swap(queue_);
       logs.swap(logs_);

@@ -5,6 +5,7 @@
 // (run, attempt, rank, seq) is stored once.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -94,6 +95,8 @@ class Recorder {
 
  private:
   void writerLoop();
+  // The queue length at which the writer commits without waiting its commit delay.
+  size_t fullBatch() const { return std::min(options_.batch_size, options_.queue_capacity); }
 
   std::string db_path_;
   int64_t run_id_;
