@@ -63,7 +63,11 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
     for (int64_t step : scheduled_steps)
       steps_->addItem(QString::number(step), QVariant::fromValue<qlonglong>(step));
   }
-  if (!shown_step_ && !scheduled_steps.empty()) {
+  if (shown_step_) {
+    // Reloaded with every snapshot: while the run records, a step's actions arrive rank by rank
+    // across the recorder's transactions, so what was read before may have been part of the step.
+    showStep(*shown_step_);
+  } else if (!scheduled_steps.empty()) {
     // The second scheduled step: the first includes the warm-up.
     showStep(scheduled_steps.size() > 1 ? scheduled_steps[1] : scheduled_steps[0]);
   } else {

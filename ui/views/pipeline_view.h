@@ -22,7 +22,7 @@ class PipelineView : public QWidget {
   explicit PipelineView(QWidget* parent = nullptr);
 
   // The run to show: its database, id, spec and the steps that have schedule events (the step
-  // list grows while the run is live; the chosen step stays chosen).
+  // list grows while the run is live; the chosen step stays chosen and is read again).
   void setRun(const std::string& db_path, int64_t run_id, const std::string& spec_json,
               const std::vector<int64_t>& scheduled_steps);
   void showStep(int64_t step);
