@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
+#include <thread>
 
 #include "data/distributed_sampler.h"
 #include "data/synthetic_dataset.h"
@@ -102,9 +104,57 @@ TEST(Ddp, BucketsTakeParametersInReverseOrderAndStartWhenComplete) {
     EXPECT_EQ(buckets[2].ready_after_module, 0);
     GradientSyncTiming timing = ddp.finishGradientSync();
     EXPECT_GT(timing.comm_ms, 0.0);
-    EXPECT_GE(timing.exposed_comm_ms, 0.0);
   });
   EXPECT_ALL_RANKS_OK(failures);
+}
+
+// Issue 15: exposed communication is the time a rank waits for its all-reduces after its own
+// backward. Rank 1 starts backward kLate after the ranks met, so rank 0's all-reduces cannot end
+// before then: rank 0 waits for (about) the rest of kLate, rank 1, whose peer is already waiting,
+// hardly at all. The bounds come from causality, not from how fast the machine is: rank 0's
+// figure is measured inside its own call, and its wait cannot end before rank 1 began.
+TEST(Ddp, ExposedCommunicationIsTheWaitForALatePeer) {
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  Clock::time_point late_start;    // rank 1: when it began backward
+  Clock::time_point finish_start;  // rank 0: just before finishGradientSync
+  double finish_call_ms = 0;       // rank 0: the whole call, timed from outside
+  GradientSyncTiming timings[2];
+  auto failures = runRanks(2, [&](Communicator& comm) {
+    auto model = buildMlp(kModel);
+    DistributedDataParallel ddp(*model, comm,
+                                {.bucket_cap_mb = 1000.0 / (1 << 20), .first_bucket_mb = 1e-9});
+    SyntheticTeacherDataset data(kSamples, 12, 4, 3);
+    Batch batch = makeBatch(data, std::vector<int64_t>{comm.rank(), comm.rank() + 2});
+    SoftmaxCrossEntropy loss;
+    loss.forward(ddp.forward(batch.features), batch.labels);
+    comm.barrier()->wait();
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(kLate);
+      late_start = Clock::now();
+    }
+    ddp.backward(loss.backward(1.0f));
+    const Clock::time_point before = Clock::now();
+    timings[comm.rank()] = ddp.finishGradientSync();
+    const Clock::time_point after = Clock::now();
+    if (comm.rank() == 0) {
+      finish_start = before;
+      finish_call_ms = std::chrono::duration<double, std::milli>(after - before).count();
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  ASSERT_TRUE(failures.empty());
+  const GradientSyncTiming& waiting = timings[0];
+  // Measured within the call, so never more than the call took.
+  EXPECT_LE(waiting.exposed_comm_ms, finish_call_ms);
+  // The wait lasted at least until rank 1 began (half of that, to leave room for a preempted
+  // thread between the caller's clock and the callee's).
+  const double peer_late_ms =
+      std::chrono::duration<double, std::milli>(late_start - finish_start).count();
+  EXPECT_GE(waiting.exposed_comm_ms, peer_late_ms / 2)
+      << "rank 1 began " << peer_late_ms << " ms after rank 0 called finishGradientSync";
+  // The late rank found its peer waiting: its own wait is far shorter.
+  EXPECT_LT(timings[1].exposed_comm_ms, waiting.exposed_comm_ms);
 }
 
 // Counts the all-reduces a rank runs.
