@@ -76,6 +76,13 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
     snapshot.comm_by_op = storage::commTimeByOp(
         db, run_id, request.comm_by_op->range.from_step, request.comm_by_op->range.to_step,
         request.comm_by_op->range.buckets, request.comm_by_op->rank);
+  if (request.wall_clock) {
+    snapshot.wall_clock = storage::loadSeries(db, run_id, "wall_time_s", 0, *request.wall_clock);
+    const storage::SeriesSummary all = storage::summarizeSeries(db, run_id, "wall_time_s", 0);
+    snapshot.wall_clock_origin = all.empty() ? snapshot.run.started_at.value_or(0) : all.min;
+    if (snapshot.run.started_at && *snapshot.run.started_at <= snapshot.wall_clock_origin)
+      snapshot.wall_clock_origin = *snapshot.run.started_at;
+  }
   snapshot.wait_map = loadWaitHeatMap(db, snapshot.run, request.heat_map_buckets);
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);

@@ -58,6 +58,11 @@ struct RunSnapshot {
   WaitHeatMap wait_map;
   std::vector<storage::LogLine> logs;
   std::vector<storage::FlightRecorderDump> dumps;
+  // Rank 0's wall time per bucket (`wall_time_s`, seconds since the epoch) when
+  // SnapshotRequest::wall_clock was set, and the run's start on the same clock: the recorder's
+  // start, or the first step's wall time where that is earlier (a rank's clock ahead of it).
+  storage::Series wall_clock;
+  double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
   int64_t planned_steps = 0;             // train.steps from the spec
 };
@@ -65,6 +70,7 @@ struct RunSnapshot {
 struct SnapshotRequest {
   std::vector<ChartRequest> charts;
   std::optional<CommByOpRequest> comm_by_op;
+  std::optional<storage::SeriesRange> wall_clock;  // the steps' wall times, for time axes
   int heat_map_buckets = 120;
   int log_lines = 2000;
 };

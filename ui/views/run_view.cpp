@@ -3,9 +3,11 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
 #include <QDir>
+#include <QDoubleSpinBox>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -62,6 +64,8 @@ QColor rankColor(int rank) {
 // Buckets to chart points: x at the bucket's middle step, the envelope only when a bucket holds
 // more than one step.
 void addSeries(ChartLine& line, const storage::Series& series, double scale, bool envelope) {
+  line.steps_per_point = series.bucket_width;
+  line.centre_label = "mean";
   for (const auto& bucket : series.buckets) {
     const double x = bucket.summary.count == 1
                          ? static_cast<double>(bucket.summary.first_step)
@@ -175,6 +179,30 @@ QWidget* RunView::buildChartsTab() {
   rank_choice_->setObjectName("rankChoice");
   rank_choice_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   bar->addWidget(rank_choice_);
+  // One smoothing and one x axis for every chart of the run.
+  bar->addSpacing(12);
+  bar->addWidget(new QLabel("Smoothing:"));
+  smoothing_ = new QDoubleSpinBox();
+  smoothing_->setObjectName("chartSmoothing");
+  smoothing_->setRange(0, 0.99);
+  smoothing_->setSingleStep(0.05);
+  smoothing_->setDecimals(2);
+  smoothing_->setToolTip(
+      "TensorBoard's smoothing: a debiased exponential moving average of the points shown, "
+      "weight 0 (off) to 0.99; the raw line stays faint behind");
+  bar->addWidget(smoothing_);
+  time_axis_ = new QCheckBox("Wall time");
+  time_axis_->setObjectName("chartTimeAxis");
+  time_axis_->setToolTip(
+      "The x axis in seconds since the run started (rank 0's clock) instead "
+      "of steps");
+  bar->addWidget(time_axis_);
+  connect(smoothing_, &QDoubleSpinBox::valueChanged, this, [this](double weight) {
+    for (MetricChart* chart : charts_) chart->setSmoothing(weight);
+  });
+  connect(time_axis_, &QCheckBox::toggled, this, [this](bool on) {
+    for (MetricChart* chart : charts_) chart->setTimeAxis(on);
+  });
   bar->addStretch(1);
   auto* export_button = new QPushButton("Export charts…");
   export_button->setObjectName("exportCharts");
@@ -218,7 +246,17 @@ QWidget* RunView::buildChartsTab() {
     chart_scales_.push_back(spec.scale);
     grid->addWidget(chart, i / 2, i % 2);
     ++i;
-    connect(chart, &MetricChart::rangeChanged, this, &RunView::reload);
+    // Zoom is linked: every chart follows the one zoomed and each re-reads that range.
+    connect(chart, &MetricChart::rangeChanged, this, [this, chart] {
+      for (MetricChart* other : charts_) {
+        if (other == chart) continue;
+        if (chart->zoomed())
+          other->setZoomRange(chart->zoomRange().first, chart->zoomRange().second);
+        else
+          other->clearZoom();
+      }
+      reload();
+    });
   }
   layout->addLayout(grid, 1);
   return page;
@@ -332,6 +370,16 @@ SnapshotRequest RunView::request() const {
     }
     request.charts.push_back(std::move(chart));
   }
+  // Wall times over the charts' steps (linked, so one range), at the finest chart's resolution.
+  storage::SeriesRange clock{.buckets = 1};
+  for (const MetricChart* chart : charts_) {
+    clock.buckets = std::max(clock.buckets, chart->bucketsWanted());
+    if (chart->zoomed()) {
+      clock.from_step = chart->zoomRange().first;
+      clock.to_step = chart->zoomRange().second;
+    }
+  }
+  request.wall_clock = clock;
   request.heat_map_buckets = std::clamp(heat_map_->width() / 6, 20, 200);
   return request;
 }
@@ -463,6 +511,17 @@ void RunView::applyHeader(const RunSnapshot& s) {
 }
 
 void RunView::applyCharts(const RunSnapshot& s) {
+  // Steps to seconds since the start: each bucket's first and last step at its earliest and
+  // latest wall time.
+  std::vector<std::pair<double, double>> knots;
+  for (const auto& bucket : s.wall_clock.buckets) {
+    knots.emplace_back(static_cast<double>(bucket.summary.first_step),
+                       bucket.summary.min - s.wall_clock_origin);
+    knots.emplace_back(static_cast<double>(bucket.summary.last_step),
+                       bucket.summary.max - s.wall_clock_origin);
+  }
+  const StepClock clock(std::move(knots));
+  for (MetricChart* chart : charts_) chart->setStepClock(clock);
   size_t next = 0;  // snapshot.charts holds the metrics of every chart in order
   for (size_t i = 0; i < charts_.size(); ++i) {
     std::vector<ChartLine> lines;
@@ -471,6 +530,7 @@ void RunView::applyCharts(const RunSnapshot& s) {
       int colour = 0;
       for (const auto& op : s.comm_by_op.ops) {
         ChartLine line{QString::fromStdString(op.op), rankColor(colour++), {}, {}, {}};
+        line.steps_per_point = s.comm_by_op.bucket_width;
         for (const auto& bucket : op.buckets)
           line.centre.append(
               {static_cast<double>(bucket.start) + (s.comm_by_op.bucket_width - 1) / 2.0,
@@ -487,6 +547,8 @@ void RunView::applyCharts(const RunSnapshot& s) {
       if (series.band) {
         ChartLine line;
         line.name = several ? metric + " (median, min–max of ranks)" : "median, min–max of ranks";
+        line.steps_per_point = series.band->bucket_width;
+        line.centre_label = "median";
         line.color = rankColor(static_cast<int>(m) * 3);
         for (const auto& bucket : series.band->buckets) {
           const double x = static_cast<double>(bucket.start) + series.band->bucket_width / 2.0;

@@ -17,7 +17,9 @@
 #include "data/run_snapshot.h"
 #include "widgets/metric_chart.h"
 
+class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -116,6 +118,8 @@ class RunView : public QWidget {
   QLabel* root_cause_ = nullptr;
   QProgressBar* progress_ = nullptr;
   QComboBox* rank_choice_ = nullptr;
+  QDoubleSpinBox* smoothing_ = nullptr;  // every chart's smoothing weight
+  QCheckBox* time_axis_ = nullptr;       // every chart's x axis in wall time
   QTabWidget* tabs_ = nullptr;
   std::vector<MetricChart*> charts_;
   std::vector<std::vector<std::string>> chart_metrics_;
