@@ -1,6 +1,7 @@
 // ringmaster-node: the binary that runs on training nodes. `agent` supervises one host's workers
 // (torchrun's role); `worker` runs one rank of a job and streams its telemetry on stdout;
-// `bench-comm` benchmarks the collectives; `--version` says which build and protocol this is.
+// `bench-comm` benchmarks the collectives; `make-idx` writes a small IDX data set for the `idx`
+// data kind; `--version` says which build and protocol this is.
 // Errors become exit codes here and nowhere else (docs/errors.md).
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "comm/comm_telemetry.h"
 #include "comm/process_group.h"
 #include "core/error.h"
+#include "data/digits_idx.h"
 #include "exit_codes.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
@@ -194,6 +196,18 @@ int main(int argc, char** argv) {
   agent->add_flag("--ignore-stdin", agent_args.ignore_stdin,
                   "keep running when stdin closes (default: stop everything, as when the "
                   "launcher's SSH link drops)");
+  std::string idx_dir;
+  int64_t idx_samples = 10000;
+  uint64_t idx_seed = 1;
+  CLI::App* make_idx = app.add_subcommand(
+      "make-idx",
+      "write a small MNIST-shaped IDX set (generated digits, 28 x 28, labels 0-9) for the idx "
+      "data kind: DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte");
+  make_idx->add_option("dir", idx_dir, "directory to write into (created)")->required();
+  make_idx->add_option("--samples", idx_samples, "number of images")
+      ->default_val(10000)
+      ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
+  make_idx->add_option("--seed", idx_seed, "seed of the drawing")->default_val(1);
   BenchCommArgs bench_comm_args;
   CLI::App* bench_comm = addBenchCommCommand(app, bench_comm_args);
 
@@ -212,6 +226,11 @@ int main(int argc, char** argv) {
       return runWorker(spec_path);
     }
     if (agent->parsed()) return runAgentCommand(agent_args);
+    if (make_idx->parsed()) {
+      const IdxFilePair files = writeDigitsIdx(idx_dir, idx_samples, idx_seed);
+      fmt::print("{}\n{}\n", files.images, files.labels);
+      return static_cast<int>(kExitOk);
+    }
     if (bench_comm->parsed())
       return runBenchComm(bench_comm_args, std::vector<std::string>(argv, argv + argc));
     return static_cast<int>(kExitUsage);

@@ -1,14 +1,17 @@
 // ringmaster: the desktop side. Subcommands give the whole product headless: `run` launches a job
 // locally and records it, `runs` / `show` / `compare` read the run database, `export` writes a run
 // as CSV or as a Perfetto trace. Errors become exit codes here and nowhere else (docs/errors.md).
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "cli/history_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
@@ -20,6 +23,7 @@
 #include "exit_codes.h"
 #include "export/run_export.h"
 #include "recorder/recorder.h"
+#include "spec/job_spec.h"
 #if RINGMASTER_HAVE_GUI
 #include "gui_main.h"
 #endif
@@ -33,11 +37,29 @@ int ringmasterExitCodeFor(ErrorKind kind) {
   return kind == ErrorKind::kTimeout ? kExitBusy : exitCodeFor(kind);
 }
 
-// Opens the database for a reading command; runs whose recorder died become `interrupted`.
+// Opens the database for a reading command; runs whose recorder died become `interrupted`. A
+// reading command never creates a database: a path with no file is a clear error, so that a
+// mistyped --db is not taken for an empty history.
 std::unique_ptr<storage::Database> openDatabase(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("no run database at {}: the file does not exist (`ringmaster run SPEC` "
+                         "creates it; --db names another)",
+                         path));
+  }
   auto db = std::make_unique<storage::Database>(path);
   storage::reconcileInterruptedRuns(*db);
   return db;
+}
+
+// With --json an error is also one JSON document on stdout, {"error": {"kind", "message",
+// "exit_code"}}, so that a script reading stdout always gets JSON; stderr keeps the plain line.
+void printJsonError(std::string_view kind, std::string_view message, int exit_code) {
+  const nlohmann::json document = {
+      {"error", {{"kind", kind}, {"message", message}, {"exit_code", exit_code}}}};
+  fmt::print("{}\n", document.dump(2));
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -97,10 +119,16 @@ int main(int argc, char** argv) {
   storage::RunFilter filter;
   CLI::App* runs = app.add_subcommand("runs", "list past runs, newest first");
   runs->add_option("--name", filter.name_contains, "only names containing this text");
-  runs->add_option("--strategy", filter.strategy, "only this strategy (ddp, fsdp, pipeline, ...)");
-  runs->add_option("--status", filter.status,
-                   "only this status (running, completed, failed, cancelled, interrupted)");
-  runs->add_option("--limit", filter.limit, "at most this many runs")->default_val(50);
+  std::vector<std::string> strategies;
+  for (std::string_view name : enumNames<StrategyKind>()) strategies.emplace_back(name);
+  runs->add_option("--strategy", filter.strategy, "only this strategy")
+      ->check(CLI::IsMember(strategies));
+  runs->add_option("--status", filter.status, "only this status")
+      ->check(
+          CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "interrupted"}));
+  runs->add_option("--limit", filter.limit, "at most this many runs")
+      ->default_val(50)
+      ->check(CLI::PositiveNumber);
   runs->add_flag("--json", json, "JSON instead of a table");
 
   int64_t run_id = 0;
@@ -111,11 +139,15 @@ int main(int argc, char** argv) {
   std::vector<int64_t> run_ids;
   CLI::App* compare =
       app.add_subcommand("compare", "compare runs: figures, loss, spec differences");
-  compare->add_option("runs", run_ids, "two or more run ids")->required()->expected(2, 64);
+  compare->add_option("runs", run_ids, "two or more run ids")
+      ->required()
+      ->expected(-2)  // at least two, no upper bound
+      ->type_name("RUN");
   compare->add_flag("--json", json, "JSON instead of tables");
 
   std::string csv_dir, trace_path;
-  CLI::App* exporter = app.add_subcommand("export", "write a run as CSV files or a Perfetto trace");
+  CLI::App* exporter = app.add_subcommand(
+      "export", "write a run as CSV files, a Perfetto trace or both (at least one of the two)");
   exporter->add_option("run", run_id, "run id")->required();
   exporter->add_option("--csv", csv_dir, "directory for run.json and one CSV file per table");
   exporter->add_option("--trace", trace_path,
@@ -141,76 +173,106 @@ int main(int argc, char** argv) {
   check->add_flag("--json", hosts_options.json, "JSON instead of a table");
 #endif
 
+  // --json anywhere asks for JSON errors too, a usage error included (parsing may stop before
+  // the flag is read).
+  const bool json_errors = std::any_of(argv + 1, argv + argc, [](const char* argument) {
+    return std::string_view(argument) == "--json";
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
-    return code == 0 ? kExitOk : kExitUsage;
+    if (code == 0) return kExitOk;
+    if (json_errors) printJsonError("usage", e.what(), kExitUsage);
+    return kExitUsage;
   }
 
-  return runReportingErrors(
-      [&]() -> int {
-        if (db_path.empty()) db_path = storage::defaultDatabasePath();
-        if (run->parsed()) {
-          run_options.db_path = db_path;
-          return cli::runCommand(run_options);
-        }
+  const bool db_given = !db_path.empty();
+  const auto command = [&]() -> int {
+    if (db_path.empty()) db_path = storage::defaultDatabasePath();
+    if (run->parsed()) {
+      run_options.db_path = db_path;
+      return cli::runCommand(run_options);
+    }
 #if RINGMASTER_HAVE_LIBSSH
-        if (check->parsed()) return cli::hostsCheckCommand(hosts_options);
+    if (check->parsed()) return cli::hostsCheckCommand(hosts_options);
 #endif
 #if RINGMASTER_HAVE_GUI
-        if (askpass->parsed()) return ui::runAskPass(argc, argv, askpass_prompt);
-        if (app.get_subcommands().empty()) {
-          if (ui::displayAvailable()) {
-            ui::GuiOptions gui{db_path, std::nullopt};
-            if (!gui_launch.empty()) gui.launch_spec = gui_launch;
-            return ui::runGui(argc, argv, gui);
-          }
-          if (gui_launch.empty()) {
-            fmt::print(stderr,
-                       "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): the window "
-                       "cannot open. Use a subcommand (ringmaster --help), or --launch SPEC to "
-                       "run a job headless.\n");
-            return kExitUsage;
-          }
-          fmt::print(stderr,
-                     "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): running {} "
-                     "headless with `ringmaster run`; open the window later to watch it "
-                     "recorded\n",
-                     gui_launch);
-          run_options.spec_path = gui_launch;
-          run_options.db_path = db_path;
-          return cli::runCommand(run_options);
-        }
-#endif
-        if (runs->parsed()) return cli::runsCommand(*openDatabase(db_path), filter, json);
-        if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
-        if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
-        if (exporter->parsed()) {
-          if (csv_dir.empty() == trace_path.empty()) {
-            fmt::print(stderr, "error: export needs exactly one of --csv DIR and --trace FILE\n");
-            return kExitUsage;
-          }
-          const std::unique_ptr<storage::Database> opened = openDatabase(db_path);
-          const storage::Database& db = *opened;
-          if (!csv_dir.empty()) {
-            const std::vector<std::string> files = storage::exportRunCsv(db, run_id, csv_dir);
-            if (json) {
-              fmt::print("{}\n", nlohmann::json{{"files", files}}.dump(2));
-            } else {
-              for (const std::string& file : files) fmt::print("{}\n", file);
-            }
-          } else {
-            const int64_t slices = storage::exportRunTrace(db, run_id, trace_path);
-            if (json) {
-              fmt::print("{}\n", nlohmann::json{{"file", trace_path}, {"slices", slices}}.dump(2));
-            } else {
-              fmt::print("{}: {} slices; open it in https://ui.perfetto.dev\n", trace_path, slices);
-            }
-          }
-          return kExitOk;
-        }
+    if (askpass->parsed()) return ui::runAskPass(argc, argv, askpass_prompt);
+    if (app.get_subcommands().empty()) {
+      if (ui::displayAvailable()) {
+        ui::GuiOptions gui{db_path, std::nullopt};
+        if (!gui_launch.empty()) gui.launch_spec = gui_launch;
+        return ui::runGui(argc, argv, gui);
+      }
+      if (gui_launch.empty()) {
+        fmt::print(stderr,
+                   "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): the window "
+                   "cannot open. Use a subcommand (ringmaster --help), or --launch SPEC to "
+                   "run a job headless.\n");
         return kExitUsage;
+      }
+      fmt::print(stderr,
+                 "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): running {} "
+                 "headless with `ringmaster run`; open the window later to watch it "
+                 "recorded\n",
+                 gui_launch);
+      run_options.spec_path = gui_launch;
+      run_options.db_path = db_path;
+      return cli::runCommand(run_options);
+    }
+#endif
+    if (runs->parsed()) {
+      std::error_code ec;
+      if (!db_given && !std::filesystem::exists(db_path, ec)) {
+        // The first start, before any run: an empty history rather than an error.
+        if (json) fmt::print("[]\n");
+        fmt::print(stderr, "no runs yet: {} does not exist (`ringmaster run SPEC` creates it)\n",
+                   db_path);
+        return kExitOk;
+      }
+      return cli::runsCommand(*openDatabase(db_path), filter, json);
+    }
+    if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
+    if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
+    if (exporter->parsed()) {
+      if (csv_dir.empty() && trace_path.empty()) {
+        RM_THROW(kInvalidArgument,
+                 "export needs --csv DIR, --trace FILE or both: nothing to write");
+      }
+      const std::unique_ptr<storage::Database> opened = openDatabase(db_path);
+      const storage::Database& db = *opened;
+      nlohmann::json written = nlohmann::json::object();
+      if (!csv_dir.empty()) {
+        const std::vector<std::string> files = storage::exportRunCsv(db, run_id, csv_dir);
+        written["files"] = files;
+        if (!json)
+          for (const std::string& file : files) fmt::print("{}\n", file);
+      }
+      if (!trace_path.empty()) {
+        const int64_t slices = storage::exportRunTrace(db, run_id, trace_path);
+        written["file"] = trace_path;
+        written["slices"] = slices;
+        if (!json)
+          fmt::print("{}: {} slices; open it in https://ui.perfetto.dev\n", trace_path, slices);
+      }
+      if (json) fmt::print("{}\n", written.dump(2));
+      return kExitOk;
+    }
+    return kExitUsage;
+  };
+  if (!json_errors) return runReportingErrors(command, ringmasterExitCodeFor);
+  return runReportingErrors(
+      [&]() -> int {
+        try {
+          return command();
+        } catch (const Error& e) {
+          printJsonError(errorKindName(e.kind()), e.message(), ringmasterExitCodeFor(e.kind()));
+          throw;
+        } catch (const std::exception& e) {
+          printJsonError("error", e.what(), kExitFailed);
+          throw;
+        }
       },
       ringmasterExitCodeFor);
 }

@@ -27,10 +27,12 @@
 #if RINGMASTER_HAVE_LIBSSH
 #include "ssh/ssh_launcher.h"
 #endif
+#include "query/runs.h"
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
 #include "telemetry/progress.h"
+#include "train/data_check.h"
 
 namespace ringmaster::cli {
 
@@ -68,27 +70,102 @@ class StopSignals {
   }, old_term_{};
 };
 
+// The override among `overrides` ("a.b=VALUE") that set the field at `path` or one inside it, or
+// a field containing it; nullptr when the problem is not at a field an override set.
+const std::string* overrideFor(const std::string& path, const std::vector<std::string>& overrides) {
+  const auto within = [](const std::string& inner, const std::string& outer) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+           (inner[outer.size()] == '.' || inner[outer.size()] == '[');
+  };
+  for (const std::string& assignment : overrides) {
+    const std::string field = assignment.substr(0, assignment.find('='));
+    if (path == field || within(path, field) || within(field, path)) return &assignment;
+  }
+  return nullptr;
+}
+
 JobSpec loadSpec(const RunCommandOptions& options) {
   std::ifstream file(options.spec_path);
   if (!file) RM_THROW(kIo, fmt::format("cannot read the job spec {}", options.spec_path));
   std::stringstream text;
   text << file.rdbuf();
-  SpecParseResult parsed;
-  if (options.overrides.empty()) {
-    parsed = parseJobSpec(text.str());
-  } else {
-    nlohmann::json document = nlohmann::json::parse(text.str(), nullptr, false);
-    if (document.is_discarded()) {
-      parsed = parseJobSpec(text.str());  // reports the JSON error with its position
+  SpecParseResult parsed = parseJobSpec(text.str());
+  if (options.overrides.empty() || !parsed.ok()) {
+    // The file's own problems (the JSON error with its position first of all) are the file's.
+    if (!parsed.ok())
+      RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", options.spec_path,
+                                  parsed.describe()));
+    return *parsed.spec;
+  }
+  // The file is valid: whatever is wrong now came with the overrides, and each problem names
+  // the --set that made it where it can.
+  nlohmann::json document = nlohmann::json::parse(text.str());
+  applyOverrides(document, options.overrides);
+  parsed = parseJobSpec(document);
+  if (parsed.ok()) return *parsed.spec;
+  std::string sets, problems;
+  for (const std::string& assignment : options.overrides)
+    sets += fmt::format("{}--set {}", sets.empty() ? "" : " ", assignment);
+  for (const SpecProblem& problem : parsed.problems) {
+    problems += fmt::format(
+        "\n{}", problem.path.empty() ? problem.message : problem.path + ": " + problem.message);
+    if (const std::string* cause = overrideFor(problem.path, options.overrides))
+      problems += fmt::format(" (from --set {})", *cause);
+  }
+  RM_THROW(kSpec, fmt::format("{} makes the job spec invalid ({} itself is valid):{}", sets,
+                              options.spec_path, problems));
+}
+
+// Refuses, before anything is recorded, a local run whose data files this machine cannot load.
+void checkDataBeforeLaunch(const JobSpec& spec, const std::string& spec_path) {
+  const std::vector<SpecProblem> problems = checkDataFiles(spec);
+  if (problems.empty()) return;
+  std::string text;
+  bool missing = false;
+  for (const SpecProblem& problem : problems) {
+    text += fmt::format("\n{}: {}", problem.path, problem.message);
+    missing = missing || problem.message.starts_with("no file");
+  }
+  if (missing) {
+    // make-idx writes MNIST's training file names into one directory.
+    const fs::path images(spec.data.images), labels(spec.data.labels);
+    if (images.filename() == "train-images-idx3-ubyte" &&
+        labels.filename() == "train-labels-idx1-ubyte" &&
+        images.parent_path() == labels.parent_path()) {
+      const std::string dir = images.has_parent_path() ? images.parent_path().string() : ".";
+      text += fmt::format(
+          "\n(`ringmaster-node make-idx {}` writes a small generated MNIST-shaped set there; or "
+          "unpack MNIST's own files there)",
+          dir);
     } else {
-      applyOverrides(document, options.overrides);
-      parsed = parseJobSpec(document);
+      text +=
+          "\n(`ringmaster-node make-idx DIR` writes a small generated MNIST-shaped set, "
+          "DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte)";
     }
   }
-  if (!parsed.ok())
-    RM_THROW(kSpec,
-             fmt::format("{} is not a valid job spec:\n{}", options.spec_path, parsed.describe()));
-  return *parsed.spec;
+  RM_THROW(kSpec, fmt::format("{}: the data cannot be read:{}", spec_path, text));
+}
+
+// Where a relative checkpoint.dir goes in a local run: under the run's own directory, not the
+// working directory. With `resume`, the newest earlier run of the same name that has that
+// directory is continued (its id in `resumed_from`), as a relative dir named before.
+std::string checkpointDirFor(const JobSpec& spec, const Database& db, const std::string& db_path,
+                             int64_t run_id, std::optional<int64_t>& resumed_from) {
+  const std::string& dir = spec.checkpoint->dir;
+  if (spec.checkpoint->resume) {
+    RunFilter same;
+    same.name_contains = spec.name;
+    for (const RunRecord& earlier : listRuns(db, same)) {
+      if (earlier.id == run_id || earlier.name != spec.name) continue;
+      const fs::path candidate = runDirectory(db_path, earlier.id) / dir;
+      std::error_code ec;
+      if (fs::is_directory(candidate, ec)) {
+        resumed_from = earlier.id;
+        return candidate.lexically_normal().string();
+      }
+    }
+  }
+  return (runDirectory(db_path, run_id) / dir).lexically_normal().string();
 }
 
 bool runsHere(const JobSpec& spec) {
@@ -196,6 +273,10 @@ class ProgressDisplay {
 
 }  // namespace
 
+fs::path runDirectory(const std::string& db_path, int64_t run_id) {
+  return fs::absolute(db_path).parent_path() / "runs" / fmt::format("run-{}", run_id);
+}
+
 void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
   for (const std::string& assignment : overrides) {
     const size_t equals = assignment.find('=');
@@ -231,6 +312,7 @@ int runCommand(const RunCommandOptions& options) {
              "launcher (libssh was not found when it was configured)");
   }
 #endif
+  if (here) checkDataBeforeLaunch(spec, options.spec_path);
   const std::string node_binary = defaultNodeBinary();
   const int world = worldSize(spec);
 
@@ -241,13 +323,20 @@ int runCommand(const RunCommandOptions& options) {
                                         .spec_json = canonical,
                                         .strategy = std::string(toString(spec.strategy.kind)),
                                         .world_size = world});
-  // The spec the workers read, kept beside the database: the run's exact input.
+  // The spec the workers read, kept beside the database: the run's exact input. It differs from
+  // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
+  // runs compare by what was asked for.
+  JobSpec worker_spec = spec;
+  std::optional<int64_t> resumed_from;
+  if (here && spec.checkpoint && fs::path(spec.checkpoint->dir).is_relative()) {
+    worker_spec.checkpoint->dir = checkpointDirFor(spec, db, options.db_path, run_id, resumed_from);
+  }
   const fs::path spec_file =
       fs::absolute(options.db_path).parent_path() / "specs" / fmt::format("run-{}.json", run_id);
   fs::create_directories(spec_file.parent_path());
   {
     std::ofstream out(spec_file);
-    out << canonical << "\n";
+    out << toJson(worker_spec).dump(2) << "\n";
     if (!out) RM_THROW(kIo, fmt::format("cannot write {}", spec_file.string()));
   }
   std::unique_ptr<std::ofstream> telemetry_copy;
@@ -264,6 +353,10 @@ int runCommand(const RunCommandOptions& options) {
     fmt::print(stderr, "{} run {} '{}': {} on {} {} rank{}, recording to {}\n",
                paint("ringmaster", Colour::kBold, colour), run_id, spec.name,
                toString(spec.strategy.kind), world, where, world == 1 ? "" : "s", options.db_path);
+    if (worker_spec.checkpoint) {
+      fmt::print(stderr, "checkpoints in {}{}\n", worker_spec.checkpoint->dir,
+                 resumed_from ? fmt::format(" (resuming run {}'s)", *resumed_from) : "");
+    }
   }
 
   RunProgress progress(world, spec.train.steps,

@@ -4,6 +4,8 @@
 // run's summary. Ctrl-C cancels cleanly (status `cancelled`, workers gone).
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +33,11 @@ struct RunCommandOptions {
 // The exit code: 0 completed, 1 failed, 130 cancelled. Throws (before launching) for a bad spec,
 // an unusable database or a missing ringmaster-node.
 int runCommand(const RunCommandOptions& options);
+
+// A run's own directory for the files it writes, beside the database: DB_DIR/runs/run-ID. A
+// local run's relative checkpoint.dir is taken from there (docs/spec.md), never from the working
+// directory.
+std::filesystem::path runDirectory(const std::string& db_path, int64_t run_id);
 
 // Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,
 // else taken as a string. Throws kInvalidArgument naming a malformed override.
