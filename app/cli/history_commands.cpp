@@ -74,9 +74,9 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
     json out = json::array();
     for (const RunRecord& run : runs) {
       json entry = runJson(run);
-      const SeriesSummary loss = summarizeSeries(db, run.id, "loss", 0);
-      entry["final_step"] = loss.empty() ? 0 : loss.last_step;
-      entry["final_loss"] = loss.empty() ? json(nullptr) : json(loss.last_value);
+      const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
+      entry["final_step"] = loss ? loss->step : 0;
+      entry["final_loss"] = loss ? json(loss->loss) : json(nullptr);
       out.push_back(std::move(entry));
     }
     fmt::print("{}\n", out.dump(2));
@@ -87,17 +87,17 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
     return 0;
   }
   const bool colour = colourFor(stdout);
-  Table table({"ID", "NAME", "STATUS", "STRATEGY", "RANKS", "STARTED", "DURATION", "STEPS",
-               "LOSS (rank 0)"});
+  Table table(
+      {"ID", "NAME", "STATUS", "STRATEGY", "RANKS", "STARTED", "DURATION", "STEPS", "FINAL LOSS"});
   table.alignRight({0, 4, 6, 7, 8});
   for (const RunRecord& run : runs) {
-    const SeriesSummary loss = summarizeSeries(db, run.id, "loss", 0);
-    table.addRow(
-        {std::to_string(run.id), run.name, paint(run.status, statusColour(run.status), colour),
-         run.strategy, std::to_string(run.world_size),
-         formatTimestamp(run.started_at.value_or(run.created_at)),
-         formatDuration(run.durationSeconds()), loss.empty() ? "-" : std::to_string(loss.last_step),
-         loss.empty() ? "-" : formatNumber(loss.last_value)});
+    const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
+    table.addRow({std::to_string(run.id), run.name,
+                  paint(run.status, statusColour(run.status), colour), run.strategy,
+                  std::to_string(run.world_size),
+                  formatTimestamp(run.started_at.value_or(run.created_at)),
+                  formatDuration(run.durationSeconds()), loss ? std::to_string(loss->step) : "-",
+                  loss ? formatNumber(loss->loss) : "-"});
   }
   table.print(stdout);
   return 0;
@@ -132,6 +132,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                       {"bytes", op.bytes},
                       {"count", op.count},
                       {"total_ms", op.total_ms},
+                      {"wait_ms", optionalJson(op.wait_ms)},
                       {"p50_ms", op.p50_ms},
                       {"p99_ms", op.p99_ms},
                       {"algbw_gbps", op.algbw_gbps},
@@ -215,14 +216,15 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
 
   if (!ops.empty()) {
     fmt::print(out, "\n");
-    Table comm_table(
-        {"OP", "SIZE", "COUNT", "TOTAL MS", "P50 MS", "P99 MS", "ALGBW GB/s", "BUSBW GB/s"});
-    comm_table.alignRight({1, 2, 3, 4, 5, 6, 7});
+    Table comm_table({"OP", "SIZE", "COUNT", "TRANSFER MS", "WAIT MS", "P50 MS", "P99 MS",
+                      "ALGBW GB/s", "BUSBW GB/s"});
+    comm_table.alignRight({1, 2, 3, 4, 5, 6, 7, 8});
     for (const CommOpStats& op : ops) {
       comm_table.addRow({op.op, formatBytes(static_cast<double>(op.bytes)),
                          std::to_string(op.count), formatNumber(op.total_ms),
-                         formatNumber(op.p50_ms, 3), formatNumber(op.p99_ms, 3),
-                         formatNumber(op.algbw_gbps, 3), formatNumber(op.busbw_gbps, 3)});
+                         op.wait_ms ? formatNumber(*op.wait_ms) : "-", formatNumber(op.p50_ms, 3),
+                         formatNumber(op.p99_ms, 3), formatNumber(op.algbw_gbps, 3),
+                         formatNumber(op.busbw_gbps, 3)});
     }
     comm_table.print(out);
   }

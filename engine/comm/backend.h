@@ -27,6 +27,10 @@ struct OpCall {
   int peer = -1;  // root of rooted collectives; peer of send / recv
   int tag = 0;    // send / recv
   std::chrono::milliseconds timeout{0};
+  // When the operation was launched, in microseconds on the clock aligned to rank 0's
+  // (Communicator::alignedNowUs): a send carries it to its receiver, which tells from it how long
+  // it waited for the sender.
+  int64_t launched_us = 0;
 };
 
 // An operation the backend started. wait() returns when it is done, throws its error, or throws a
@@ -39,6 +43,11 @@ class PendingOp {
   virtual std::optional<double> deviceMs() const { return std::nullopt; }
   // Time spent waiting for the slowest peer, when the backend can tell it from transfer.
   virtual std::optional<double> waitMs() const { return std::nullopt; }
+  // When the operation completed, when the backend observed it apart from wait() (whose caller
+  // may reach it late): valid once wait() returned.
+  virtual std::optional<std::chrono::steady_clock::time_point> completedAt() const {
+    return std::nullopt;
+  }
 };
 
 class Backend {

@@ -20,7 +20,10 @@ CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional
 
 void TelemetryCommObserver::onOperation(const CommRecord& record) {
   int64_t step = step_.load();
-  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt));
+  // Stamped with the op's end, not the moment this observer heard of it (the completion thread may
+  // reach an op late): the trace places it at [t - duration_ms, t].
+  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt),
+               record.end_time_s);
 }
 
 void TelemetryCommObserver::onFailure(const Error& error, const nlohmann::json& flight_recorder) {

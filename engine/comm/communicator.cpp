@@ -9,6 +9,8 @@
 #include <cstring>
 
 #include <algorithm>
+#include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -123,7 +125,7 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
   if (options_.observer) {
     CommRecord record{seq,   op,           group_name_, 1,
                       bytes, dtype,        ms,          ms > 0 ? bytes / (ms * 1e6) : 0,
-                      0,     std::nullopt, -1};
+                      0,     std::nullopt, -1,          telemetryNow()};
     options_.observer->onOperation(record);
   }
   work->complete(ms);
@@ -392,11 +394,87 @@ std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ran
     backend = backend_->split(nullptr, 0, 1);
   auto group = std::make_unique<Communicator>(std::move(backend), store, job_store_, group_rank,
                                               group_size, std::move(name), options_);
+  group->clock_offset_us_ = clock_offset_us_.load();
+  group->clock_uncertainty_us_ = clock_uncertainty_us_.load();
   for (int r = 0; r < group_size; ++r) {
     group->world_ranks_[static_cast<size_t>(r)] =
         world_ranks_[static_cast<size_t>(ranks[static_cast<size_t>(r)])];
   }
   return group;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The clock aligned to rank 0's.
+
+namespace {
+
+int64_t systemClockUs() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+// The kernel's boot id: processes that share it read one system clock.
+std::string bootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
+}
+
+}  // namespace
+
+int64_t Communicator::alignedNowUs() const {
+  return systemClockUs() + clock_offset_us_.load();
+}
+
+void Communicator::alignClockToRankZero() {
+  // NTP through the store: rank r writes a ping, rank 0 answers with its clock, and rank r takes
+  // rank 0's time to be at the middle of the round trip. The round with the shortest trip wins.
+  constexpr int kRounds = 5;
+  const auto timeout = options_.timeout;
+  Store& store = *store_;
+  const int64_t generation = store.add(fmt::format("clock/calls/{}", rank_), 1);
+  auto key = [&](int rank, const std::string& what) {
+    return fmt::format("clock/{}/{}/{}", generation, rank, what);
+  };
+  auto round_key = [&](int rank, int round, const char* what) {
+    return key(rank, fmt::format("{}/{}", round, what));
+  };
+  clock_offset_us_ = 0;
+  clock_uncertainty_us_ = 0;
+  if (size_ == 1) return;
+  const std::string boot_id = bootId();
+  if (rank_ == 0) {
+    store.set(key(0, "boot"), toBytes(boot_id));
+    for (int rank = 1; rank < size_; ++rank) {
+      store.wait({key(rank, "mode")}, timeout);
+      if (toString(store.get(key(rank, "mode"))) == "same") continue;
+      for (int round = 0; round < kRounds; ++round) {
+        store.wait({round_key(rank, round, "ping")}, timeout);
+        store.set(round_key(rank, round, "pong"), toBytes(std::to_string(systemClockUs())));
+      }
+    }
+    return;
+  }
+  store.wait({key(0, "boot")}, timeout);
+  if (!boot_id.empty() && toString(store.get(key(0, "boot"))) == boot_id) {
+    store.set(key(rank_, "mode"), toBytes("same"));
+    return;
+  }
+  store.set(key(rank_, "mode"), toBytes("ntp"));
+  int64_t best_round_trip = std::numeric_limits<int64_t>::max();
+  for (int round = 0; round < kRounds; ++round) {
+    const int64_t sent = systemClockUs();
+    store.set(round_key(rank_, round, "ping"), {});
+    store.wait({round_key(rank_, round, "pong")}, timeout);
+    const int64_t remote = std::stoll(toString(store.get(round_key(rank_, round, "pong"))));
+    const int64_t received = systemClockUs();
+    if (received - sent < best_round_trip) {
+      best_round_trip = received - sent;
+      clock_offset_us_ = remote - (sent + received) / 2;
+      clock_uncertainty_us_ = (best_round_trip + 1) / 2;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -420,6 +498,7 @@ void Communicator::opLoop() {
     bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
     if (!failed_) {
       task->started = Clock::now();
+      task->call.launched_us = alignedNowUs();
       recorder_.transition(task->id, OpState::kStarted, nowUs());
       if (!p2p) last_started_seq_ = task->call.seq;
       try {
@@ -455,7 +534,7 @@ void Communicator::completionLoop() {
   // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
   // the communicator right after wait() does not find it busy.
   auto finished = [this](const WorkPtr& work, std::exception_ptr error,
-                         std::optional<double> duration_ms) {
+                         std::optional<double> duration_ms, std::optional<double> wait_ms) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --in_flight_;
@@ -463,7 +542,7 @@ void Communicator::completionLoop() {
     if (error)
       work->fail(error);
     else
-      work->complete(duration_ms);
+      work->complete(duration_ms, wait_ms);
   };
   for (;;) {
     std::unique_ptr<Task> task;
@@ -479,27 +558,34 @@ void Communicator::completionLoop() {
       if (!task->pending) throw Error(ErrorKind::kComm, "not started", __FILE__, __LINE__);
       task->pending->wait(task->started + options_.timeout);
       if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
-      auto end = Clock::now();
+      // The backend's own completion time where it has one: this thread waits for operations in
+      // order and may reach a send long after it finished, behind receives posted before it.
+      auto end = task->pending->completedAt().value_or(Clock::now());
       double ms = task->pending->deviceMs().value_or(
           std::chrono::duration<double, std::milli>(end - task->started).count());
+      const std::optional<double> wait_ms = task->pending->waitMs();
+      // Bandwidth describes the transfer: the time spent waiting for a peer is not part of it.
+      const double transfer_ms = std::max(0.0, ms - wait_ms.value_or(0.0));
       recorder_.transition(task->id, OpState::kCompleted, nowUs());
       if (!p2p) last_completed_seq_ = task->call.seq;
       if (options_.observer) {
-        double algbw = ms > 0 ? static_cast<double>(task->bytes) / (ms * 1e6) : 0;
-        CommRecord record{task->call.seq,
-                          task->call.op,
-                          group_name_,
-                          size_,
-                          task->bytes,
-                          task->dtype,
-                          ms,
-                          algbw,
-                          algbw * busFactor(task->call.op, size_),
-                          task->pending->waitMs(),
-                          task->call.peer};
+        double algbw = transfer_ms > 0 ? static_cast<double>(task->bytes) / (transfer_ms * 1e6) : 0;
+        CommRecord record{
+            task->call.seq,
+            task->call.op,
+            group_name_,
+            size_,
+            task->bytes,
+            task->dtype,
+            ms,
+            algbw,
+            algbw * busFactor(task->call.op, size_),
+            wait_ms,
+            task->call.peer,
+            telemetryNow() - std::chrono::duration<double>(Clock::now() - end).count()};
         options_.observer->onOperation(record);
       }
-      finished(task->work, nullptr, ms);
+      finished(task->work, nullptr, ms, wait_ms);
     } catch (const Error& e) {
       if (!failed_) failWith(explainFailure(task->call, e), true);
       recorder_.transition(task->id, OpState::kFailed, nowUs());
@@ -511,7 +597,7 @@ void Communicator::completionLoop() {
       if (message.rfind(describe(task->call), 0) != 0)
         message = fmt::format("{} aborted: {}", describe(task->call), message);
       finished(task->work, std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)),
-               std::nullopt);
+               std::nullopt, std::nullopt);
     }
   }
 }

@@ -41,6 +41,7 @@ struct CommRecord {
   double busbw_gbps = 0;  // algbw * busFactor(op, group_size)
   std::optional<double> wait_ms;
   int peer = -1;
+  double end_time_s = 0;  // when it completed: seconds since the Unix epoch (telemetryNow's clock)
 };
 
 // Receives every finished operation and the failure of the communicator. Called from the
@@ -121,6 +122,18 @@ class Communicator {
 
   const FlightRecorder& flightRecorder() const { return recorder_; }
 
+  // --- A clock aligned to rank 0's (for schedules and point-to-point waits across hosts).
+  // Collective: measures the offset of this rank's system clock to rank 0's through the store
+  // (NTP's estimate: the round trip with the shortest time wins); ranks whose kernel is rank 0's
+  // (same boot id) share its clock exactly and skip the measurement. Groups made after it inherit
+  // the offset. Before it, the aligned clock is this rank's own system clock.
+  void alignClockToRankZero();
+  // Microseconds since the Unix epoch on rank 0's clock.
+  int64_t alignedNowUs() const;
+  int64_t clockOffsetUs() const { return clock_offset_us_.load(); }
+  // Half the best round trip: how far the aligned clock may be from rank 0's (0 on its host).
+  int64_t clockUncertaintyUs() const { return clock_uncertainty_us_.load(); }
+
  private:
   struct Task {
     OpCall call;
@@ -193,6 +206,8 @@ class Communicator {
   std::atomic<uint64_t> last_started_seq_{0};    // collectives
   std::atomic<uint64_t> last_completed_seq_{0};  // collectives
   std::atomic<bool> failed_{false};
+  std::atomic<int64_t> clock_offset_us_{0};  // add to this rank's system clock to get rank 0's
+  std::atomic<int64_t> clock_uncertainty_us_{0};
   std::mutex failure_mutex_;
   std::optional<Error> failure_;  // guarded by failure_mutex_
 

@@ -34,12 +34,18 @@ std::optional<double> Work::durationMs() const {
   return duration_ms_;
 }
 
-void Work::complete(std::optional<double> duration_ms) {
+std::optional<double> Work::waitMs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return wait_ms_;
+}
+
+void Work::complete(std::optional<double> duration_ms, std::optional<double> wait_ms) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (done_) return;  // failed already, by an abort
     done_ = true;
     duration_ms_ = duration_ms;
+    wait_ms_ = wait_ms;
   }
   done_cv_.notify_all();
 }

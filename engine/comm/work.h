@@ -28,9 +28,13 @@ class Work {
   // How long the operation itself ran (on the device for NCCL, on the host for Gloo), set when
   // it completed successfully; nullopt before.
   std::optional<double> durationMs() const;
+  // Of durationMs(), the time spent waiting for a peer rather than transferring, when the backend
+  // can tell (a Gloo receive: until its sender launched); nullopt otherwise.
+  std::optional<double> waitMs() const;
 
   // For the communicator: marks the operation finished; the first outcome stands.
-  void complete(std::optional<double> duration_ms = std::nullopt);
+  void complete(std::optional<double> duration_ms = std::nullopt,
+                std::optional<double> wait_ms = std::nullopt);
   void fail(std::exception_ptr error);
   const std::string& what() const { return what_; }
 
@@ -42,6 +46,7 @@ class Work {
   bool done_ = false;
   std::exception_ptr error_;
   std::optional<double> duration_ms_;
+  std::optional<double> wait_ms_;
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -41,15 +41,6 @@ std::vector<Block> linearBlocks(Sequential& model) {
   return blocks;
 }
 
-int64_t systemClockUs() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
-
-Bytes clockBytes(int64_t micros) {
-  return toBytes(std::to_string(micros));
-}
-
 }  // namespace
 
 std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts) {
@@ -147,46 +138,7 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
       for (const NamedParameter& p : named) *p.parameter = Parameter{};
     }
   }
-  measureClockOffset();
-}
-
-int64_t PipelineParallel::nowUs() const {
-  return systemClockUs() + clock_offset_us_;
-}
-
-void PipelineParallel::measureClockOffset() {
-  // NTP through the store: rank r writes a ping, rank 0 answers with its clock, and rank r takes
-  // rank 0's time to be at the middle of the round trip. The round with the shortest trip wins.
-  constexpr int kRounds = 5;
-  const auto timeout = comm_.options().timeout;
-  Store& store = comm_.store();
-  const int64_t generation = store.add(fmt::format("pipeline/clock/calls/{}", comm_.rank()), 1);
-  auto key = [&](int rank, int round, const char* what) {
-    return fmt::format("pipeline/clock/{}/{}/{}/{}", generation, rank, round, what);
-  };
-  clock_offset_us_ = 0;
-  if (comm_.rank() == 0) {
-    for (int rank = 1; rank < comm_.size(); ++rank) {
-      for (int round = 0; round < kRounds; ++round) {
-        store.wait({key(rank, round, "ping")}, timeout);
-        store.set(key(rank, round, "pong"), clockBytes(systemClockUs()));
-      }
-    }
-    return;
-  }
-  int64_t best_round_trip = std::numeric_limits<int64_t>::max();
-  for (int round = 0; round < kRounds; ++round) {
-    const int64_t sent = systemClockUs();
-    store.set(key(comm_.rank(), round, "ping"), {});
-    store.wait({key(comm_.rank(), round, "pong")}, timeout);
-    const int64_t remote = std::stoll(toString(store.get(key(comm_.rank(), round, "pong"))));
-    const int64_t received = systemClockUs();
-    if (received - sent < best_round_trip) {
-      best_round_trip = received - sent;
-      clock_offset_us_ = remote - (sent + received) / 2;
-      clock_uncertainty_us_ = (best_round_trip + 1) / 2;
-    }
-  }
+  comm_.alignClockToRankZero();
 }
 
 PipelineStepResult PipelineParallel::runStep(int64_t rows,
@@ -228,7 +180,16 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     auto& [buffer, work] = receives.at({a.phase, a.micro_batch, a.chunk});
     const auto start = Clock::now();
     work->wait();
-    result.comm_wait_ms += std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    const double blocked_ms =
+        std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    // Of the time blocked, at most the message's transfer is communication; the rest waited for
+    // the sending stage (the receive's own wait, measured from the sender's launch time).
+    const double transfer_ms =
+        std::max(0.0, work->durationMs().value_or(0.0) - work->waitMs().value_or(0.0));
+    const double exposed_ms = std::min(blocked_ms, transfer_ms);
+    result.exposed_transfer_ms += exposed_ms;
+    result.pipeline_wait_ms += blocked_ms - exposed_ms;
+    result.transfer_ms += transfer_ms;
     return buffer;
   };
   std::vector<WorkPtr> sends;
@@ -258,11 +219,12 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     const int stage = modelStage(a.chunk);
     const auto [first, end] = stages_[stage];
     const std::pair<int, int> key{a.chunk, a.micro_batch};
-    ExecutedAction executed{a, stage, nowUs(), 0};
+    ExecutedAction executed{a, stage, nowUs(), 0, 0};
     if (a.phase == PipelinePhase::kForward) {
       Batch batch;
       if (isFirst(stage) || isLast(stage)) batch = micro_batch(a.micro_batch);
       Tensor x = isFirst(stage) ? batch.features : receive(a);
+      executed.ready_us = nowUs();
       for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
@@ -276,6 +238,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       }
     } else if (a.phase == PipelinePhase::kBackward) {
       Tensor grad = isLast(stage) ? loss_grads.at(key) : receive(a);
+      executed.ready_us = nowUs();
       loss_grads.erase(key);
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;)
@@ -290,6 +253,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
         send(a.phase, a.micro_batch, stage - 1, grad);
       }
     } else {
+      executed.ready_us = executed.start_us;
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;) model_.child(m).backwardWeights();
       contexts.erase(key);
@@ -297,7 +261,10 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     if (executed.end_us == 0) executed.end_us = nowUs();
     result.actions.push_back(executed);
   }
-  for (const WorkPtr& send : sends) send->wait();
+  for (const WorkPtr& send : sends) {
+    send->wait();
+    result.transfer_ms += send->durationMs().value_or(0.0);
+  }
   // The loss lives on the last stage's rank; every rank reports it.
   Tensor totals =
       Tensor::fromVector({static_cast<float>(result.loss_sum), static_cast<float>(result.correct),

@@ -34,12 +34,15 @@ struct PipelineOptions {
   std::vector<std::vector<int>> stages;  // explicit partition; empty: balanced
 };
 
-// One executed action: phase, micro-batch, model stage, chunk, start and end in microseconds on
-// rank 0's clock (system clock + the measured offset).
+// One executed action: phase, micro-batch, model stage, chunk, and its times in microseconds on
+// rank 0's clock (Communicator::alignedNowUs). The action was reached at start_us; its input (the
+// previous stage's activations or the next stage's gradients) had arrived at ready_us, when its
+// compute began (start_us when it needed nothing from another rank); it ended at end_us, before
+// its output was sent. [start_us, ready_us) is waiting, [ready_us, end_us) computing.
 struct ExecutedAction {
   PipelineAction action;
   int model_stage = 0;
-  int64_t start_us = 0, end_us = 0;
+  int64_t start_us = 0, ready_us = 0, end_us = 0;
 };
 
 struct PipelineStepResult {
@@ -47,15 +50,22 @@ struct PipelineStepResult {
   double loss_sum = 0;
   int64_t correct = 0;
   int64_t samples = 0;
-  double comm_wait_ms = 0;  // time this rank waited for activations and gradients
+  // Time this rank was blocked receiving activations and gradients, split into the part that
+  // was the message's transfer (exposed communication) and the part spent waiting for the sending
+  // stage to produce it (the pipeline's bubble: counted once, here, and never as communication).
+  double exposed_transfer_ms = 0;
+  double pipeline_wait_ms = 0;
+  // The step's point-to-point transfer time on this rank (its receives' transfers and its sends),
+  // overlapped with compute or not.
+  double transfer_ms = 0;
   std::vector<ExecutedAction> actions;
 };
 
 class PipelineParallel {
  public:
   // Splits `model` into comm.size() * virtual_stages stages and releases the parameters of the
-  // stages other ranks run. Measures the offset of this rank's clock to rank 0's through the
-  // communicator's store (collective over the group).
+  // stages other ranks run. Aligns the communicator's clock to rank 0's (collective over the
+  // group).
   PipelineParallel(Sequential& model, Communicator& comm, PipelineOptions options);
 
   // One pass over the step's micro-batches of `rows` samples each: `micro_batch(i)` gives
@@ -71,17 +81,16 @@ class PipelineParallel {
   double clipGradNorm(double max_norm);
   const PipelinePlan& plan() const { return plan_; }
   const std::vector<std::pair<size_t, size_t>>& stages() const { return stages_; }
-  int64_t clockOffsetUs() const { return clock_offset_us_; }
+  int64_t clockOffsetUs() const { return comm_.clockOffsetUs(); }
   // Half the round trip the offset was measured over: the offset is right to within this much.
-  int64_t clockUncertaintyUs() const { return clock_uncertainty_us_; }
+  int64_t clockUncertaintyUs() const { return comm_.clockUncertaintyUs(); }
 
  private:
   int modelStage(int chunk) const { return plan_.modelStage(comm_.rank(), chunk); }
   int rankOf(int model_stage) const { return model_stage % comm_.size(); }
   bool isFirst(int model_stage) const { return model_stage == 0; }
   bool isLast(int model_stage) const { return model_stage == plan_.modelStages() - 1; }
-  void measureClockOffset();
-  int64_t nowUs() const;
+  int64_t nowUs() const { return comm_.alignedNowUs(); }
 
   Sequential& model_;
   Communicator& comm_;
@@ -90,8 +99,6 @@ class PipelineParallel {
   std::vector<std::pair<size_t, size_t>> stages_;  // modules of every model stage
   std::vector<int64_t> stage_input_width_;         // features entering each model stage
   std::vector<int64_t> stage_output_width_;
-  int64_t clock_offset_us_ = 0;  // add to this rank's system clock to get rank 0's
-  int64_t clock_uncertainty_us_ = 0;
 };
 
 }  // namespace ringmaster

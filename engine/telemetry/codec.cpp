@@ -155,6 +155,7 @@ void putBody(OrderedJson& out, const SchedEvent& e) {
   out["phase"] = std::string(toString(e.phase));
   out["start_us"] = e.start_us;
   out["end_us"] = e.end_us;
+  putOptional(out, "ready_us", e.ready_us);
   out["virtual_stage"] = e.virtual_stage;
 }
 
@@ -454,9 +455,13 @@ SchedEvent readSched(FieldReader& in) {
   e.phase = in.enumeration<SchedPhase>("phase", parseSchedPhase, "\"F\", \"B\", \"W\"");
   e.start_us = in.integer("start_us", kInt64Min, kInt64Max);
   e.end_us = in.integer("end_us", kInt64Min, kInt64Max);
+  e.ready_us = in.optionalInteger("ready_us", kInt64Min, kInt64Max);
   e.virtual_stage = static_cast<int>(in.optionalInteger("virtual_stage", 0, kIntMax).value_or(0));
   if (!in.failed() && e.end_us < e.start_us) {
     in.fail("end_us", fmt::format("{} is before start_us {}", e.end_us, e.start_us));
+  } else if (!in.failed() && e.ready_us && (*e.ready_us < e.start_us || *e.ready_us > e.end_us)) {
+    in.fail("ready_us", fmt::format("{} is outside [start_us {}, end_us {}]", *e.ready_us,
+                                    e.start_us, e.end_us));
   }
   return e;
 }

@@ -103,8 +103,11 @@ struct SchedEvent {
   int stage = 0;
   int micro_batch = 0;
   SchedPhase phase = SchedPhase::kForward;
-  int64_t start_us = 0;   // microseconds on the clock aligned to rank 0's
+  int64_t start_us = 0;   // microseconds on the clock aligned to rank 0's: the action was reached
   int64_t end_us = 0;     // >= start_us
+  // When its input had arrived and its compute began, in [start_us, end_us]: before it the stage
+  // waited for another stage. Absent: no wait was recorded (read as start_us).
+  std::optional<int64_t> ready_us;
   int virtual_stage = 0;  // model chunk on this rank (interleaved schedules)
   bool operator==(const SchedEvent&) const = default;
 };

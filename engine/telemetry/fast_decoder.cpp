@@ -179,9 +179,14 @@ struct SchedReader {
       bit = 1u << 6;
       return value.is_null() || readInteger(value, event.virtual_stage);
     }
+    if (key == "ready_us") return bit = 1u << 7, readOptionalInteger(value, event.ready_us);
     return true;
   }
-  bool finish() const { return event.end_us >= event.start_us; }
+  bool finish() const {
+    return event.end_us >= event.start_us &&
+           (!event.ready_us ||
+            (*event.ready_us >= event.start_us && *event.ready_us <= event.end_us));
+  }
 };
 
 // The envelope's fields and then the body's, each key at most once (the full decoder keeps the

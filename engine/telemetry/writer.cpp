@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <ctime>
 #include <string>
@@ -117,9 +118,13 @@ TelemetryWriter::TelemetryWriter(std::FILE* file, int rank)
 }
 
 bool TelemetryWriter::emit(const EventBody& body) {
+  return emit(body, telemetryNow());
+}
+
+bool TelemetryWriter::emit(const EventBody& body, double time) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (errno_ != 0) return false;
-  TelemetryEvent event{rank_, next_seq_++, telemetryNow(), body};
+  TelemetryEvent event{rank_, next_seq_++, std::round(time * 1e6) / 1e6, body};
   std::string line = encodeToFit(event);
   if (line.empty()) return false;
   line += '\n';

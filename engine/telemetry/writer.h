@@ -31,6 +31,9 @@ class TelemetryWriter {
   // kMaxLineBytes even after cutting its message and flight recorder. A sequence number is used
   // up either way, so the reader sees a gap where an event was lost.
   bool emit(const EventBody& body);
+  // The same, stamped with `time` (seconds since the Unix epoch) instead of now: for an event
+  // that describes something which ended earlier (a communication op, at its end).
+  bool emit(const EventBody& body, double time);
 
   int rank() const { return rank_; }
   // The sequence number the next event will carry.

@@ -318,6 +318,13 @@ TrainingResult Trainer::run() {
   fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
              context_.rank, spec_.name, parameter_count, device.str(), spec_.train.steps, accum,
              spec_.train.batch_size);
+  // A step event every `every` steps reports the timings of every step since the last one, as
+  // means (a lock-step pipeline's step time differs from step to step; one step in ten is no
+  // sample of it).
+  struct IntervalTimes {
+    double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
+    int steps = 0;
+  } interval;
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
     if (stopAgreed(stop_requested_(), world_)) {
       result.cancelled = true;
@@ -331,6 +338,7 @@ TrainingResult Trainer::run() {
     double loss_sum = 0.0;
     int64_t samples = 0, correct = 0;
     GradientSyncTiming sync;
+    double pipeline_wait_ms = 0;  // blocked waiting for another stage: neither compute nor comm
     std::vector<SchedEvent> sched_events;
     for (int micro = 0; micro < accum; ++micro) {
       if (runner.pipeline) {
@@ -348,8 +356,9 @@ TrainingResult Trainer::run() {
         loss_sum += pass.loss_sum / micro_batches;
         correct += pass.correct;
         samples += pass.samples;
-        sync.comm_ms += pass.comm_wait_ms;
-        sync.exposed_comm_ms += pass.comm_wait_ms;
+        sync.comm_ms += pass.transfer_ms;
+        sync.exposed_comm_ms += pass.exposed_transfer_ms;
+        pipeline_wait_ms += pass.pipeline_wait_ms;
         if (reported) {
           for (const ExecutedAction& action : pass.actions) {
             sched_events.push_back(
@@ -359,6 +368,7 @@ TrainingResult Trainer::run() {
                            .phase = schedPhase(action.action.phase),
                            .start_us = action.start_us,
                            .end_us = action.end_us,
+                           .ready_us = action.ready_us,
                            .virtual_stage = action.action.chunk});
           }
         }
@@ -393,17 +403,23 @@ TrainingResult Trainer::run() {
     result.last_loss = loss;
     result.final_step = step;
 
+    interval.step_ms += step_ms;
+    interval.compute_ms += step_ms - sync.exposed_comm_ms - pipeline_wait_ms;
+    interval.comm_ms += sync.comm_ms;
+    interval.exposed_comm_ms += sync.exposed_comm_ms;
+    ++interval.steps;
     if (reported) {
       for (const SchedEvent& event : sched_events) telemetry_.emit(event);
       const MemoryStats memory = allocator.stats();
+      const double steps_in_interval = interval.steps;
       telemetry_.emit(StepEvent{.step = step,
                                 .loss = loss,
                                 .lr = optimizer->lr(),
                                 .samples = samples,
-                                .step_ms = step_ms,
-                                .compute_ms = step_ms - sync.exposed_comm_ms,
-                                .comm_ms = sync.comm_ms,
-                                .exposed_comm_ms = sync.exposed_comm_ms,
+                                .step_ms = interval.step_ms / steps_in_interval,
+                                .compute_ms = interval.compute_ms / steps_in_interval,
+                                .comm_ms = interval.comm_ms / steps_in_interval,
+                                .exposed_comm_ms = interval.exposed_comm_ms / steps_in_interval,
                                 .mem_allocated = memory.allocated_bytes,
                                 .mem_peak = memory.peak_allocated_bytes,
                                 .mem_reserved = memory.reserved_bytes,
@@ -413,6 +429,7 @@ TrainingResult Trainer::run() {
       fmt::print(log_, "[rank {}] step {:>{}}/{} loss {:.4f} acc {:5.1f}% {:8.0f} samples/s\n",
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
                  loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);
+      interval = {};
     }
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {

@@ -328,6 +328,11 @@ DROP TABLE events_seen;
 DROP INDEX comm_events_by_run;
 CREATE INDEX comm_events_by_step ON comm_events (run_id, step);
 )sql",
+      // 6: a pipeline action's compute apart from its wait: ready_us is when its input arrived
+      // and its compute began (null in runs recorded before: read as start_us).
+      R"sql(
+ALTER TABLE sched_events ADD COLUMN ready_us INTEGER;
+)sql",
   };
   return kMigrations;
 }

@@ -1,10 +1,14 @@
 // CSV from SQL result columns, and the trace assembled from steps, comm events and sched events.
 #include "export/run_export.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -103,8 +107,8 @@ std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
        "SELECT rank, attempt, t, step, op, group_name, bytes, dtype, duration_ms, wait_ms, "
        "algbw_gbps, busbw_gbps FROM comm_events WHERE run_id = ? ORDER BY t, rank"},
       {"sched_events.csv",
-       "SELECT rank, attempt, step, stage, virtual_stage, micro_batch, phase, start_us, end_us "
-       "FROM sched_events WHERE run_id = ? ORDER BY step, start_us, rank"},
+       "SELECT rank, attempt, step, stage, virtual_stage, micro_batch, phase, start_us, ready_us, "
+       "end_us FROM sched_events WHERE run_id = ? ORDER BY step, start_us, rank"},
       {"logs.csv", "SELECT rank, t, level, message FROM logs WHERE run_id = ? ORDER BY rowid"},
   };
   for (const auto& [name, sql] : tables) {
@@ -115,15 +119,66 @@ std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
   return written;
 }
 
+namespace {
+
+// One complete ("X") event of the trace, in microseconds on the run's clock.
+struct Slice {
+  int rank = 0;
+  int category = 0;  // kSteps, kComm, kPipeline
+  double start_us = 0, end_us = 0;
+  std::string name;
+  json args;
+  std::vector<Slice> children;  // nested inside it, drawn on its track
+};
+
+constexpr int kSteps = 0, kComm = 1, kPipeline = 2;
+constexpr const char* kCategoryNames[] = {"step", "comm", "pipeline"};
+constexpr const char* kTrackNames[] = {"steps", "communication", "pipeline"};
+
+// The track (thread id) of lane `lane` of a category: the first lane keeps the ids 1, 2, 3 that
+// traces had before lanes; further lanes follow at 100 per category.
+int trackId(int category, int lane) {
+  return lane == 0 ? category + 1 : 100 * (category + 1) + lane;
+}
+
+// Assigns each rank's slices of each category to lanes so that no two slices of one lane overlap
+// (Perfetto and chrome://tracing keep only properly nested complete events on a track): the
+// greedy interval partitioning, which uses as many lanes as slices overlap at most at once.
+std::map<std::pair<int, int>, std::vector<std::vector<Slice>>> laneSlices(
+    std::vector<Slice> slices) {
+  std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
+    return std::tie(a.rank, a.category, a.start_us) < std::tie(b.rank, b.category, b.start_us);
+  });
+  std::map<std::pair<int, int>, std::vector<std::vector<Slice>>> lanes;
+  for (Slice& slice : slices) {
+    auto& tracks = lanes[{slice.rank, slice.category}];
+    auto free = std::find_if(tracks.begin(), tracks.end(), [&](const std::vector<Slice>& lane) {
+      return lane.back().end_us <= slice.start_us;
+    });
+    if (free == tracks.end()) free = tracks.insert(tracks.end(), std::vector<Slice>{});
+    free->push_back(std::move(slice));
+  }
+  return lanes;
+}
+
+json completeEvent(const Slice& slice, int track, double origin) {
+  // Both ends rounded, the duration their difference: adjacent slices stay adjacent.
+  const double ts = std::round((slice.start_us - origin) * 1000) / 1000;
+  const double end = std::round((slice.end_us - origin) * 1000) / 1000;
+  return {{"ph", "X"},
+          {"pid", slice.rank},
+          {"tid", track},
+          {"name", slice.name},
+          {"cat", kCategoryNames[slice.category]},
+          {"ts", ts},
+          {"dur", std::max(0.0, end - ts)},
+          {"args", slice.args}};
+}
+
+}  // namespace
+
 int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& path) {
   const RunRecord run = loadRun(db, run_id);
-  struct Slice {
-    int rank;
-    int track;  // 1 steps, 2 communication, 3 pipeline
-    double start_us, duration_us;
-    std::string name;
-    json args;
-  };
   std::vector<Slice> slices;
   {
     Statement steps(db,
@@ -132,48 +187,67 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
     steps.bind(1, run_id);
     while (steps.run()) {
       const double end_us = steps.columnDouble(2) * 1e6;
-      const double duration_us = steps.columnDouble(3) * 1e3;
+      const double duration_us = std::max(0.0, steps.columnDouble(3) * 1e3);
       json args = {{"step", steps.columnInt(1)}};
       if (!steps.isNull(4)) args["loss"] = steps.columnDouble(4);
-      slices.push_back({static_cast<int>(steps.columnInt(0)), 1, end_us - duration_us, duration_us,
+      slices.push_back({static_cast<int>(steps.columnInt(0)), kSteps, end_us - duration_us, end_us,
                         fmt::format("step {}", steps.columnInt(1)), std::move(args)});
     }
   }
   {
+    // An event's time is the op's end; a receive's wait for its sender, when measured, is a slice
+    // nested at the start of the op's.
     Statement comm(db,
-                   "SELECT rank, t, duration_ms, op, bytes, algbw_gbps, busbw_gbps, step FROM "
-                   "comm_events WHERE run_id = ?");
+                   "SELECT rank, t, duration_ms, op, bytes, algbw_gbps, busbw_gbps, step, wait_ms "
+                   "FROM comm_events WHERE run_id = ?");
     comm.bind(1, run_id);
     while (comm.run()) {
-      const double duration_us = comm.columnDouble(2) * 1e3;
+      const double end_us = comm.columnDouble(1) * 1e6;
+      const double duration_us = std::max(0.0, comm.columnDouble(2) * 1e3);
       json args = {{"bytes", comm.columnInt(4)},
                    {"algbw_gbps", comm.columnDouble(5)},
                    {"busbw_gbps", comm.columnDouble(6)}};
       if (!comm.isNull(7)) args["step"] = comm.columnInt(7);
-      slices.push_back({static_cast<int>(comm.columnInt(0)), 2,
-                        comm.columnDouble(1) * 1e6 - duration_us, duration_us, comm.columnText(3),
-                        std::move(args)});
+      Slice slice{static_cast<int>(comm.columnInt(0)),
+                  kComm,
+                  end_us - duration_us,
+                  end_us,
+                  comm.columnText(3),
+                  std::move(args)};
+      if (!comm.isNull(8)) {
+        const double wait_us = std::clamp(comm.columnDouble(8) * 1e3, 0.0, duration_us);
+        slice.args["wait_ms"] = comm.columnDouble(8);
+        if (wait_us > 0)
+          slice.children.push_back({slice.rank, kComm, slice.start_us, slice.start_us + wait_us,
+                                    "waiting for peer", json::object()});
+      }
+      slices.push_back(std::move(slice));
     }
   }
   {
+    // A pipeline action is its wait for its input (when it had one) followed by its compute.
     Statement sched(db,
-                    "SELECT rank, start_us, end_us, phase, micro_batch, stage, step FROM "
-                    "sched_events WHERE run_id = ?");
+                    "SELECT rank, start_us, coalesce(ready_us, start_us), end_us, phase, "
+                    "micro_batch, stage, step FROM sched_events WHERE run_id = ?");
     sched.bind(1, run_id);
     while (sched.run()) {
-      slices.push_back({static_cast<int>(sched.columnInt(0)),
-                        3,
-                        static_cast<double>(sched.columnInt(1)),
-                        static_cast<double>(sched.columnInt(2) - sched.columnInt(1)),
-                        fmt::format("{}{}", sched.columnText(3), sched.columnInt(4)),
-                        {{"stage", sched.columnInt(5)},
-                         {"micro_batch", sched.columnInt(4)},
-                         {"step", sched.columnInt(6)}}});
+      const int rank = static_cast<int>(sched.columnInt(0));
+      const auto start = static_cast<double>(sched.columnInt(1));
+      const auto end = std::max(start, static_cast<double>(sched.columnInt(3)));
+      const double ready = std::clamp(static_cast<double>(sched.columnInt(2)), start, end);
+      const std::string action = fmt::format("{}{}", sched.columnText(4), sched.columnInt(5));
+      const json args = {{"stage", sched.columnInt(6)},
+                         {"micro_batch", sched.columnInt(5)},
+                         {"step", sched.columnInt(7)}};
+      if (ready > start) slices.push_back({rank, kPipeline, start, ready, "wait " + action, args});
+      slices.push_back({rank, kPipeline, ready, end, action, args});
     }
   }
+  const int64_t count = static_cast<int64_t>(slices.size());
   double origin = std::numeric_limits<double>::infinity();
   for (const Slice& slice : slices) origin = std::min(origin, slice.start_us);
   if (slices.empty()) origin = 0;
+  const auto lanes = laneSlices(std::move(slices));
 
   json events = json::array();
   const std::vector<RankRecord> ranks = loadRanks(db, run_id);
@@ -187,27 +261,29 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
                       {"pid", rank},
                       {"name", "process_sort_index"},
                       {"args", {{"sort_index", rank}}}});
-    const char* tracks[] = {"", "steps", "communication", "pipeline"};
-    for (int track = 1; track <= 3; ++track) {
+  }
+  for (const auto& [key, tracks] : lanes) {
+    const auto [rank, category] = key;
+    for (size_t lane = 0; lane < tracks.size(); ++lane) {
+      const int track = trackId(category, static_cast<int>(lane));
+      const std::string name =
+          lane == 0 ? kTrackNames[category] : fmt::format("{} {}", kTrackNames[category], lane + 1);
       events.push_back({{"ph", "M"},
                         {"pid", rank},
                         {"tid", track},
                         {"name", "thread_name"},
-                        {"args", {{"name", tracks[track]}}}});
+                        {"args", {{"name", name}}}});
+      events.push_back({{"ph", "M"},
+                        {"pid", rank},
+                        {"tid", track},
+                        {"name", "thread_sort_index"},
+                        {"args", {{"sort_index", category * 1000 + static_cast<int>(lane)}}}});
+      for (const Slice& slice : tracks[lane]) {
+        events.push_back(completeEvent(slice, track, origin));
+        for (const Slice& child : slice.children)
+          events.push_back(completeEvent(child, track, origin));
+      }
     }
-  }
-  for (Slice& slice : slices) {
-    json event = {{"ph", "X"},
-                  {"pid", slice.rank},
-                  {"tid", slice.track},
-                  {"name", std::move(slice.name)},
-                  {"cat", slice.track == 1   ? "step"
-                          : slice.track == 2 ? "comm"
-                                             : "pipeline"},
-                  {"ts", std::round((slice.start_us - origin) * 1000) / 1000},
-                  {"dur", std::max(0.0, std::round(slice.duration_us * 1000) / 1000)},
-                  {"args", std::move(slice.args)}};
-    events.push_back(std::move(event));
   }
   std::ofstream out(path);
   if (!out) RM_THROW(kIo, fmt::format("cannot write {}", path));
@@ -217,7 +293,7 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
              .dump()
       << '\n';
   if (!out) RM_THROW(kIo, fmt::format("writing {} failed", path));
-  return static_cast<int64_t>(slices.size());
+  return count;
 }
 
 }  // namespace ringmaster::storage

@@ -30,8 +30,8 @@ double median(std::vector<double> values) {
 
 std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
   Statement select(db,
-                   "SELECT op, bytes, duration_ms, algbw_gbps, busbw_gbps FROM comm_events "
-                   "WHERE run_id = ? ORDER BY op, bytes");
+                   "SELECT op, bytes, max(duration_ms - coalesce(wait_ms, 0), 0), algbw_gbps, "
+                   "busbw_gbps, wait_ms FROM comm_events WHERE run_id = ? ORDER BY op, bytes");
   select.bind(1, run_id);
   std::vector<CommOpStats> stats;
   std::vector<double> durations, algbw, busbw;
@@ -57,6 +57,7 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
     const double ms = select.columnDouble(2);
     ++s.count;
     s.total_ms += ms;
+    if (!select.isNull(5)) s.wait_ms = s.wait_ms.value_or(0) + select.columnDouble(5);
     durations.push_back(ms);
     algbw.push_back(select.columnDouble(3));
     busbw.push_back(select.columnDouble(4));
@@ -65,10 +66,21 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
   return stats;
 }
 
+int workGroup(const std::string& strategy, int rank) {
+  // Data-parallel ranks (single, ddp, fsdp) all run the whole model on their share of the batch;
+  // each pipeline rank runs stages of its own, so its compute compares with no other rank's.
+  return strategy == "pipeline" ? rank : 0;
+}
+
 std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
-  Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
+  Statement world(db, "SELECT world_size, strategy FROM runs WHERE id = ?");
   world.bind(1, run_id);
-  const int world_size = world.run() ? static_cast<int>(world.columnInt(0)) : 0;
+  int world_size = 0;
+  std::string strategy;
+  if (world.run()) {
+    world_size = static_cast<int>(world.columnInt(0));
+    strategy = world.columnText(1);
+  }
   world.reset();
 
   std::vector<RankCommStats> ranks(static_cast<size_t>(world_size));
@@ -88,17 +100,20 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
       s.transfer_ms = s.comm_ms - *s.wait_ms;
     }
   }
-  std::vector<double> computes;
+  std::map<int, std::vector<double>> computes;  // by work group
   for (RankCommStats& s : ranks) {
     s.mean_step_ms = summarizeSeries(db, run_id, "step_ms", s.rank).mean();
     s.mean_compute_ms = summarizeSeries(db, run_id, "compute_ms", s.rank).mean();
     s.mean_exposed_comm_ms = summarizeSeries(db, run_id, "exposed_comm_ms", s.rank).mean();
-    if (s.mean_step_ms > 0) computes.push_back(s.mean_compute_ms);
+    if (s.mean_step_ms > 0) computes[workGroup(strategy, s.rank)].push_back(s.mean_compute_ms);
   }
-  if (computes.size() >= 2) {
-    const double typical = median(computes);
-    for (RankCommStats& s : ranks)
-      s.straggler = s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
+  for (const auto& [group, group_computes] : computes) {
+    if (group_computes.size() < 2) continue;
+    const double typical = median(group_computes);
+    for (RankCommStats& s : ranks) {
+      if (workGroup(strategy, s.rank) == group)
+        s.straggler = s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
+    }
   }
   return ranks;
 }
@@ -124,7 +139,8 @@ CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step,
                   "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
                   "AND (?6 IS NULL OR rank = ?6) GROUP BY bucket");
   Statement totals(db,
-                   "SELECT op, (step - ?1) / ?2 AS bucket, sum(duration_ms) FROM comm_events "
+                   "SELECT op, (step - ?1) / ?2 AS bucket, "
+                   "sum(max(duration_ms - coalesce(wait_ms, 0), 0)) FROM comm_events "
                    "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6) "
                    "GROUP BY op, bucket ORDER BY op, bucket");
   for (Statement* statement : {&pairs, &totals}) {

@@ -16,8 +16,11 @@ struct CommOpStats {
   std::string op;     // "all_reduce", ...
   int64_t bytes = 0;  // message size, as nccl-tests counts it
   int64_t count = 0;  // operations over all ranks
+  // Transfer time: each op's duration less the time it waited for a peer where that was measured
+  // (a receive posted before its sender launched spends most of its duration waiting).
   double total_ms = 0;
-  double p50_ms = 0, p99_ms = 0;          // of the duration
+  double p50_ms = 0, p99_ms = 0;
+  std::optional<double> wait_ms;          // total wait for peers, where measured
   double algbw_gbps = 0, busbw_gbps = 0;  // medians, GB/s
 };
 // By op, then size.
@@ -32,18 +35,22 @@ struct RankCommStats {
   double mean_step_ms = 0;            // over the steps it reported
   double mean_compute_ms = 0;         // step time not spent in exposed communication
   double mean_exposed_comm_ms = 0;
-  // A rank whose compute time per step stands out from the median rank's (by more than
-  // kStragglerRatio): the others wait for it in every collective.
+  // A rank whose compute time per step stands out (by more than kStragglerRatio) from the median
+  // of the ranks that do the same work (workGroup): the others wait for it in every collective.
   bool straggler = false;
 };
 inline constexpr double kStragglerRatio = 1.25;
 
+// Ranks of one work group run the same computation, so their compute times compare: every rank of
+// a data-parallel run; a pipeline rank only with itself (its stages are its own).
+int workGroup(const std::string& strategy, int rank);
+
 // Every rank of the run, by rank.
 std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);
 
-// Time spent in each operation per step, over a step range reduced to at most `buckets` buckets
-// of `bucket_width` steps: per bucket, the mean over ranks and steps of the milliseconds a rank
-// spent in that op during a step (one rank's when `rank` is given). Events without a step are
+// Time spent transferring in each operation per step (waits for peers left out), over a step
+// range reduced to at most `buckets` buckets of `bucket_width` steps: per bucket, the mean over
+// ranks and steps of the milliseconds a rank spent in that op during a step (one rank's when `rank` is given). Events without a step are
 // left out.
 struct OpTimeBucket {
   int64_t start = 0;

@@ -1,4 +1,4 @@
-// Schedule queries: actions read in start order, bubbles from per-rank busy time over the span.
+// Schedule queries: actions read in start order, bubbles from per-rank compute time over the span.
 #include "query/schedule.h"
 
 #include <algorithm>
@@ -18,12 +18,12 @@ std::vector<int64_t> scheduledSteps(const Database& db, int64_t run_id) {
 
 std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id, int64_t step) {
   Statement select(db,
-                   "SELECT rank, stage, virtual_stage, micro_batch, phase, start_us, end_us FROM "
-                   "sched_events WHERE run_id = ? AND step = ? AND attempt = (SELECT max(attempt) "
-                   "FROM sched_events WHERE run_id = ?1 AND step = ?2) ORDER BY start_us, rank");
+                   "SELECT rank, stage, virtual_stage, micro_batch, phase, start_us, "
+                   "coalesce(ready_us, start_us), end_us FROM sched_events WHERE run_id = ? AND "
+                   "step = ? AND attempt = (SELECT max(attempt) FROM sched_events WHERE run_id = "
+                   "?1 AND step = ?2) ORDER BY start_us, rank");
   select.bind(1, run_id).bind(2, step);
   StepSchedule schedule{.step = step};
-  std::map<int, double> busy;
   while (select.run()) {
     const std::string phase = select.columnText(4);
     ScheduledAction action{.rank = static_cast<int>(select.columnInt(0)),
@@ -32,23 +32,34 @@ std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id,
                            .micro_batch = static_cast<int>(select.columnInt(3)),
                            .phase = phase.empty() ? '?' : phase[0],
                            .start_us = select.columnInt(5),
-                           .end_us = select.columnInt(6)};
+                           .ready_us = select.columnInt(6),
+                           .end_us = select.columnInt(7)};
+    // A row written by hand may hold ready_us outside the action: keep it inside.
+    action.ready_us = std::clamp(action.ready_us, action.start_us, action.end_us);
     if (schedule.actions.empty()) {
-      schedule.start_us = action.start_us;
+      schedule.start_us = action.ready_us;
       schedule.end_us = action.end_us;
     }
-    schedule.start_us = std::min(schedule.start_us, action.start_us);
+    schedule.start_us = std::min(schedule.start_us, action.ready_us);
     schedule.end_us = std::max(schedule.end_us, action.end_us);
-    busy[action.rank] += static_cast<double>(action.end_us - action.start_us);
     schedule.actions.push_back(action);
   }
   if (schedule.actions.empty()) return std::nullopt;
+  std::map<int, RankBubble> ranks;
+  for (const ScheduledAction& action : schedule.actions) {
+    RankBubble& rank = ranks[action.rank];
+    rank.rank = action.rank;
+    rank.busy_us += static_cast<double>(action.computeUs());
+    rank.wait_us +=
+        static_cast<double>(action.ready_us - std::max(action.start_us, schedule.start_us));
+  }
   const double span =
       static_cast<double>(std::max<int64_t>(1, schedule.end_us - schedule.start_us));
-  for (const auto& [rank, busy_us] : busy) {
-    schedule.ranks.push_back(
-        {.rank = rank, .busy_us = busy_us, .bubble_fraction = std::max(0.0, 1 - busy_us / span)});
-    schedule.bubble_fraction += schedule.ranks.back().bubble_fraction;
+  for (auto& [number, rank] : ranks) {
+    rank.wait_us = std::max(0.0, rank.wait_us);
+    rank.bubble_fraction = std::clamp(1 - rank.busy_us / span, 0.0, 1.0);
+    schedule.bubble_fraction += rank.bubble_fraction;
+    schedule.ranks.push_back(rank);
   }
   schedule.bubble_fraction /= static_cast<double>(schedule.ranks.size());
   return schedule;

@@ -1,5 +1,6 @@
 // Pipeline schedules as they ran: the F / B / W actions of one step on every rank (times on rank
-// 0's clock), and the measured bubble: the share of the step's span each rank spent idle.
+// 0's clock), each as the wait for its input and its compute, and the measured bubble: the share
+// of the step's span each rank did not compute (idle between actions or waiting inside one).
 #pragma once
 
 #include <cstdint>
@@ -17,18 +18,25 @@ struct ScheduledAction {
   int virtual_stage = 0;  // model chunk on its rank
   int micro_batch = 0;
   char phase = 'F';  // 'F', 'B' or 'W'
-  int64_t start_us = 0, end_us = 0;
+  // Reached at start_us, computing from ready_us (its input had arrived) to end_us. Runs recorded
+  // before ready_us existed read ready_us = start_us.
+  int64_t start_us = 0, ready_us = 0, end_us = 0;
+  int64_t waitUs() const { return ready_us - start_us; }
+  int64_t computeUs() const { return end_us - ready_us; }
 };
 
 struct RankBubble {
   int rank = 0;
-  double busy_us = 0;
-  double bubble_fraction = 0;  // 1 - busy / the step's span
+  double busy_us = 0;          // computing
+  double wait_us = 0;          // inside actions, waiting for another stage (within the span)
+  double bubble_fraction = 0;  // 1 - busy / the step's span: idle and waiting
 };
 
 struct StepSchedule {
   int64_t step = 0;
-  int64_t start_us = 0, end_us = 0;      // the first action's start, the last one's end
+  // From the first compute's start to the last action's end: a stage that reached its first
+  // action before any stage computed waited outside the step's span.
+  int64_t start_us = 0, end_us = 0;
   std::vector<ScheduledAction> actions;  // by start time
   std::vector<RankBubble> ranks;         // by rank
   double bubble_fraction = 0;            // mean over ranks

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "db/statement.h"
 #include "query/schedule.h"
 #include "query/series.h"
 
@@ -37,21 +38,45 @@ void flatten(const nlohmann::json& value, const std::string& path,
 
 }  // namespace
 
+std::optional<FinalLoss> finalLoss(const Database& db, int64_t run_id, int world_size) {
+  Statement last(db, "SELECT max(step) FROM steps WHERE run_id = ? AND rank = ?");
+  int64_t final_step = 0;
+  for (int rank = 0; rank < world_size; ++rank) {
+    last.bind(1, run_id).bind(2, int64_t{rank});
+    if (last.run() && !last.isNull(0)) final_step = std::max(final_step, last.columnInt(0));
+    last.reset();
+  }
+  if (final_step == 0) return std::nullopt;
+  Statement at(db,
+               "SELECT loss, coalesce(samples, 1) FROM steps WHERE run_id = ? AND rank = ? AND "
+               "step = ? AND loss IS NOT NULL");
+  double weighted = 0, samples = 0;
+  for (int rank = 0; rank < world_size; ++rank) {
+    at.bind(1, run_id).bind(2, int64_t{rank}).bind(3, final_step);
+    if (at.run()) {
+      const double weight = std::max(at.columnDouble(1), 0.0);
+      weighted += at.columnDouble(0) * weight;
+      samples += weight;
+    }
+    at.reset();
+  }
+  if (samples <= 0) return std::nullopt;
+  return FinalLoss{.step = final_step, .loss = weighted / samples};
+}
+
 RunSummary summarizeRun(const Database& db, int64_t run_id) {
   RunSummary summary{.run = loadRun(db, run_id)};
   const int world = summary.run.world_size;
   // Pipeline stages all report the same samples; the other strategies split them.
   const double sample_share = summary.run.strategy == "pipeline" ? 1.0 / world : 1.0;
-  double loss_sum = 0, accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0;
-  int losses = 0, accuracies = 0;
+  double accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0;
+  int accuracies = 0;
   int64_t steps = 0;
   for (int rank = 0; rank < world; ++rank) {
     const SeriesSummary loss = summarizeSeries(db, run_id, "loss", rank);
     RankSummary& figures = summary.ranks.emplace_back(RankSummary{.rank = rank});
     if (!loss.empty()) {
       figures.last_step = loss.last_step;
-      loss_sum += loss.last_value;
-      ++losses;
       summary.final_step = std::max(summary.final_step, loss.last_step);
     }
     const SeriesSummary accuracy = summarizeSeries(db, run_id, "accuracy", rank);
@@ -70,7 +95,7 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
     const SeriesSummary peak = summarizeSeries(db, run_id, "mem_peak", rank);
     figures.peak_memory = peak.empty() ? 0 : static_cast<int64_t>(peak.max);
   }
-  if (losses > 0) summary.final_loss = loss_sum / losses;
+  if (auto loss = finalLoss(db, run_id, world)) summary.final_loss = loss->loss;
   if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;
   if (steps > 0) summary.mean_step_ms = step_ms_sum / static_cast<double>(steps);
   if (step_ms_sum > 0) summary.comm_share = exposed_sum / step_ms_sum;

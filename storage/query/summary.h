@@ -24,7 +24,7 @@ struct RankSummary {
 struct RunSummary {
   RunRecord run;
   int64_t final_step = 0;            // the last step any rank reported
-  std::optional<double> final_loss;  // mean over ranks of their last reported loss
+  std::optional<double> final_loss;  // finalLoss(): the loss of the global batch at final_step
   std::optional<double> final_accuracy;
   double samples_per_second = 0;          // the whole job's, over the steps reported
   double mean_step_ms = 0;                // mean over ranks and steps
@@ -34,6 +34,17 @@ struct RunSummary {
 };
 
 RunSummary summarizeRun(const Database& db, int64_t run_id);
+
+// The final loss, as every front end names it: the loss of the global batch at the last step any
+// rank reported, that is the ranks' losses at that step weighted by the samples each computed it
+// over (data-parallel ranks each hold a share of the batch; pipeline stages all report the last
+// stage's loss of the whole batch, so their mean is that loss). Ranks whose loss was not finite
+// or missing at that step are left out; nullopt when no rank has one. One index seek per rank.
+struct FinalLoss {
+  int64_t step = 0;
+  double loss = 0;
+};
+std::optional<FinalLoss> finalLoss(const Database& db, int64_t run_id, int world_size);
 
 // A spec field whose value differs between runs, one value per run ("" where a run lacks it).
 struct SpecDifference {

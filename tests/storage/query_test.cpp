@@ -203,14 +203,18 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
   EXPECT_EQ(ops[0].op, "all_reduce");
   EXPECT_EQ(ops[0].bytes, 1 << 20);
   EXPECT_EQ(ops[0].count, 400);
-  EXPECT_EQ(ops[0].total_ms, 4 * 5050);
-  EXPECT_EQ(ops[0].p50_ms, 51);  // nearest rank of 400 values, each of 1..100 four times
-  EXPECT_EQ(ops[0].p99_ms, 100);
+  // Transfer times: duration less wait, i / 2 on ranks 0, 1, 3 and i on rank 2 (which waited 0).
+  EXPECT_EQ(ops[0].total_ms, 3 * 5050 / 2.0 + 5050);
+  ASSERT_TRUE(ops[0].wait_ms.has_value());
+  EXPECT_EQ(*ops[0].wait_ms, 3 * 2525);
+  EXPECT_EQ(ops[0].p50_ms, 29);  // nearest rank of 0.5, 1, ..., 50 three times and 1..100 once
+  EXPECT_EQ(ops[0].p99_ms, 97);
   EXPECT_EQ(ops[0].algbw_gbps, 51);
   EXPECT_EQ(ops[0].busbw_gbps, 1.5 * 51);
   EXPECT_EQ(ops[1].op, "broadcast");
   EXPECT_EQ(ops[1].count, 4);
   EXPECT_EQ(ops[1].p99_ms, 2);
+  EXPECT_FALSE(ops[1].wait_ms.has_value());
 
   const std::vector<RankCommStats> ranks = commStatsByRank(db, run);
   ASSERT_EQ(ranks.size(), 4u);
@@ -272,6 +276,73 @@ TEST_F(QueryTest, TheMeasuredBubbleIsEachRanksIdleShareOfTheStep) {
   // The mean leaves out the first step (warm-up) when there are others.
   EXPECT_DOUBLE_EQ(*meanBubbleFraction(db, run), 0.375);
   EXPECT_FALSE(loadStepSchedule(db, run, 3).has_value());
+}
+
+TEST_F(QueryTest, AnActionsWaitForItsInputIsBubbleNotCompute) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "pipe", .spec_json = "{}", .strategy = "pipeline", .world_size = 2});
+  {
+    Recorder recorder(path(), run, 0);
+    uint64_t seq[2] = {0, 0};
+    auto action = [&](int rank, SchedPhase phase, int64_t start, int64_t ready, int64_t end) {
+      recorder.submit({.rank = rank,
+                       .seq = seq[rank]++,
+                       .time = 1e9,
+                       .body = SchedEvent{.step = 1,
+                                          .stage = rank,
+                                          .micro_batch = 0,
+                                          .phase = phase,
+                                          .start_us = start,
+                                          .end_us = end,
+                                          .ready_us = ready}});
+    };
+    // Rank 1 reaches its F at 0 while rank 0 computes F0 from 5 to 15: it waits until 15. Then
+    // rank 1 computes F and B (15..35) while rank 0 waits for B's gradient from 16 to 35.
+    action(0, SchedPhase::kForward, 5, 5, 15);
+    action(1, SchedPhase::kForward, 0, 15, 25);
+    action(1, SchedPhase::kBackward, 25, 25, 35);
+    action(0, SchedPhase::kBackward, 16, 35, 45);
+  }
+  const std::optional<StepSchedule> step = loadStepSchedule(db, run, 1);
+  ASSERT_TRUE(step.has_value());
+  // The span starts at the first compute (5), not at rank 1's arrival (0).
+  EXPECT_EQ(step->start_us, 5);
+  EXPECT_EQ(step->end_us, 45);
+  ASSERT_EQ(step->ranks.size(), 2u);
+  EXPECT_DOUBLE_EQ(step->ranks[0].busy_us, 20);
+  EXPECT_DOUBLE_EQ(step->ranks[0].wait_us, 19);
+  EXPECT_DOUBLE_EQ(step->ranks[0].bubble_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(step->ranks[1].busy_us, 20);
+  EXPECT_DOUBLE_EQ(step->ranks[1].wait_us, 10);  // from the span's start, 5, to 15
+  EXPECT_DOUBLE_EQ(step->ranks[1].bubble_fraction, 0.5);
+  EXPECT_EQ(step->actions[0].rank, 1);  // by arrival
+  EXPECT_EQ(step->actions[0].waitUs(), 15);
+  EXPECT_EQ(step->actions[0].computeUs(), 10);
+}
+
+TEST_F(QueryTest, TheFinalLossIsTheGlobalBatchsLossWeightedBySamples) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "ddp", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
+  recordSteps(path(), run, 3, 4, [](int rank, int64_t step) {
+    // Rank 2 holds the uneven remainder of the batch: 8 samples against 16.
+    return StepEvent{.step = step,
+                     .loss = step == 4 ? 1.0 + rank : 9.0,
+                     .samples = rank == 2 ? 8 : 16,
+                     .step_ms = 1};
+  });
+  const std::optional<FinalLoss> loss = finalLoss(db, run, 3);
+  ASSERT_TRUE(loss.has_value());
+  EXPECT_EQ(loss->step, 4);
+  EXPECT_DOUBLE_EQ(loss->loss, (1.0 * 16 + 2.0 * 16 + 3.0 * 8) / 40);
+  EXPECT_DOUBLE_EQ(*summarizeRun(db, run).final_loss, loss->loss);
+  EXPECT_FALSE(
+      finalLoss(
+          db,
+          createRun(db, {.name = "empty", .spec_json = "{}", .strategy = "ddp", .world_size = 2}),
+          2)
+          .has_value());
 }
 
 TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {

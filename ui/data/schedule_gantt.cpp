@@ -36,10 +36,15 @@ GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {
   gantt.time_unit = "ms";
   gantt.time_scale = 1000;  // µs on the bars
   gantt.rows = ranks;
-  for (const auto& action : step.actions)
+  for (const auto& action : step.actions) {
     gantt.bars.push_back(GanttBar{action.rank, action.micro_batch, action.phase,
-                                  static_cast<double>(action.start_us - step.start_us),
+                                  static_cast<double>(action.ready_us - step.start_us),
                                   static_cast<double>(action.end_us - step.start_us)});
+    if (action.waitUs() > 0)
+      gantt.waits.push_back(GanttWait{action.rank, action.micro_batch, action.phase,
+                                      static_cast<double>(action.start_us - step.start_us),
+                                      static_cast<double>(action.ready_us - step.start_us)});
+  }
   gantt.row_bubble.assign(static_cast<size_t>(ranks), 0.0);
   for (const auto& rank : step.ranks)
     if (rank.rank >= 0 && rank.rank < ranks)

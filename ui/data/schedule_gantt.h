@@ -20,7 +20,7 @@ PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_
 // For a pipeline spec; nullopt for the other strategies.
 std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec);
 
-// A measured step, times in ms from the step's first action.
+// A measured step: compute bars and waits, times from the step's first compute.
 GanttData measuredGantt(const storage::StepSchedule& step, int ranks);
 
 }  // namespace ringmaster::ui

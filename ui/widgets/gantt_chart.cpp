@@ -29,12 +29,39 @@ void GanttChart::setData(GanttData data) {
   update();
 }
 
-QRectF GanttChart::barRect(const GanttBar& bar, const QRectF& plot, double t0, double t1) const {
+QRectF GanttChart::barRect(int row, double start, double end, const QRectF& plot, double t0,
+                           double t1) const {
   const double row_h = plot.height() / std::max(data_.rows, 1);
   const double scale = plot.width() / std::max(t1 - t0, 1e-12);
-  return QRectF(plot.left() + (bar.start - t0) * scale, plot.top() + bar.row * row_h + 3,
-                std::max((bar.end - bar.start) * scale, 1.0), row_h - 6);
+  return QRectF(plot.left() + (start - t0) * scale, plot.top() + row * row_h + 3,
+                std::max((end - start) * scale, 1.0), row_h - 6);
 }
+
+QRectF GanttChart::waitRect(const GanttWait& wait, const QRectF& plot, double t0, double t1) const {
+  const QRectF full =
+      barRect(wait.row, std::max(wait.start, t0), std::min(wait.end, t1), plot, t0, t1);
+  // A thin strip at the row's middle: waiting is not work, but it belongs to the action after it.
+  const double h = std::max(4.0, full.height() / 4);
+  return QRectF(full.left(), full.center().y() - h / 2, full.width(), h);
+}
+
+namespace {
+
+// The time range of the bars (compute); waits are drawn clipped to it.
+std::pair<double, double> barRange(const GanttData& data) {
+  double t0 = data.bars.front().start, t1 = data.bars.front().end;
+  for (const GanttBar& bar : data.bars) {
+    t0 = std::min(t0, bar.start);
+    t1 = std::max(t1, bar.end);
+  }
+  return {t0, t1};
+}
+
+const char* phaseName(char phase) {
+  return phase == 'F' ? "forward" : phase == 'B' ? "backward" : "weight grad";
+}
+
+}  // namespace
 
 void GanttChart::paintEvent(QPaintEvent*) {
   QPainter painter(this);
@@ -45,11 +72,7 @@ void GanttChart::paintEvent(QPaintEvent*) {
     painter.drawText(rect(), Qt::AlignCenter, "no schedule to show");
     return;
   }
-  double t0 = data_.bars.front().start, t1 = data_.bars.front().end;
-  for (const GanttBar& bar : data_.bars) {
-    t0 = std::min(t0, bar.start);
-    t1 = std::max(t1, bar.end);
-  }
+  const auto [t0, t1] = barRange(data_);
   const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
   const double row_h = plot.height() / data_.rows;
   QFont small = font();
@@ -67,8 +90,17 @@ void GanttChart::paintEvent(QPaintEvent*) {
           QRectF(plot.right() + 8, row.top(), 84, row_h), Qt::AlignLeft | Qt::AlignVCenter,
           QString("bubble %1%").arg(data_.row_bubble[static_cast<size_t>(r)] * 100, 0, 'f', 1));
   }
+  for (const GanttWait& wait : data_.waits) {
+    if (wait.end <= t0 || wait.start >= t1 || wait.end <= wait.start) continue;
+    const QRectF strip = waitRect(wait, plot, t0, t1);
+    painter.setPen(Qt::NoPen);
+    painter.setBrush(QColor(0x9e, 0x9e, 0x9e));
+    painter.drawRect(strip);
+    painter.setBrush(QBrush(QColor(0x61, 0x61, 0x61), Qt::BDiagPattern));
+    painter.drawRect(strip);
+  }
   for (const GanttBar& bar : data_.bars) {
-    const QRectF box = barRect(bar, plot, t0, t1);
+    const QRectF box = barRect(bar.row, bar.start, bar.end, plot, t0, t1);
     painter.setPen(QPen(palette().base().color(), 1));
     painter.setBrush(microBatchColor(bar.micro_batch, bar.phase));
     painter.drawRect(box);
@@ -96,19 +128,27 @@ void GanttChart::paintEvent(QPaintEvent*) {
 bool GanttChart::event(QEvent* event) {
   if (event->type() != QEvent::ToolTip || data_.bars.empty()) return QWidget::event(event);
   auto* help = static_cast<QHelpEvent*>(event);
-  double t0 = data_.bars.front().start, t1 = data_.bars.front().end;
-  for (const GanttBar& bar : data_.bars) {
-    t0 = std::min(t0, bar.start);
-    t1 = std::max(t1, bar.end);
-  }
+  const auto [t0, t1] = barRange(data_);
   const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
+  for (const GanttWait& wait : data_.waits) {
+    if (wait.end <= t0 || wait.start >= t1 || !waitRect(wait, plot, t0, t1).contains(help->pos()))
+      continue;
+    QToolTip::showText(help->globalPos(),
+                       QString("%1 %2: waited %3 %4 for the input of %5 of micro-batch %6")
+                           .arg(data_.row_label)
+                           .arg(wait.row)
+                           .arg((wait.end - std::max(wait.start, t0)) / data_.time_scale, 0, 'g', 4)
+                           .arg(data_.time_unit)
+                           .arg(phaseName(wait.phase))
+                           .arg(wait.micro_batch));
+    return true;
+  }
   for (const GanttBar& bar : data_.bars) {
-    if (!barRect(bar, plot, t0, t1).contains(help->pos())) continue;
-    const char* what = bar.phase == 'F' ? "forward" : bar.phase == 'B' ? "backward" : "weight grad";
+    if (!barRect(bar.row, bar.start, bar.end, plot, t0, t1).contains(help->pos())) continue;
     QToolTip::showText(help->globalPos(), QString("%1 %2: %3 of micro-batch %4, %5–%6 %7")
                                               .arg(data_.row_label)
                                               .arg(bar.row)
-                                              .arg(what)
+                                              .arg(phaseName(bar.phase))
                                               .arg(bar.micro_batch)
                                               .arg((bar.start - t0) / data_.time_scale, 0, 'g', 4)
                                               .arg((bar.end - t0) / data_.time_scale, 0, 'g', 4)

@@ -1,6 +1,7 @@
-// A stage x time Gantt chart of a pipeline schedule: one row per rank, a bar per F / B / W action
-// coloured by micro-batch (forward light, backward dark, weight-gradient hatched), the idle time
-// between them left blank, and each row's bubble fraction at its end. Draws a measured step
+// A stage x time Gantt chart of a pipeline schedule: one row per rank, a bar per F / B / W action's
+// compute coloured by micro-batch (forward light, backward dark, weight-gradient hatched), an
+// action's wait for its input as a thin grey hatched strip before its bar, the idle time between
+// actions left blank, and each row's bubble fraction at its end. Draws a measured step
 // (times in microseconds) and a planned one (unit costs) alike.
 #pragma once
 
@@ -17,13 +18,22 @@ struct GanttBar {
   double start = 0, end = 0;
 };
 
+// A wait inside an action: the stage had reached it and waited for its input from another stage.
+struct GanttWait {
+  int row = 0;
+  int micro_batch = 0;
+  char phase = 'F';
+  double start = 0, end = 0;
+};
+
 struct GanttData {
   QString time_unit;      // "ms", "unit"
   double time_scale = 1;  // bar times are divided by this for the axis labels
   int rows = 0;
   QString row_label = "stage";  // "rank" when a rank holds several stages (interleaved)
-  std::vector<GanttBar> bars;
-  std::vector<double> row_bubble;  // per row, 0..1
+  std::vector<GanttBar> bars;      // compute
+  std::vector<GanttWait> waits;    // measured schedules only; drawn within the bars' time range
+  std::vector<double> row_bubble;  // per row, 0..1: idle and waiting
 };
 
 class GanttChart : public QWidget {
@@ -41,7 +51,9 @@ class GanttChart : public QWidget {
   bool event(QEvent* event) override;
 
  private:
-  QRectF barRect(const GanttBar& bar, const QRectF& plot, double t0, double t1) const;
+  QRectF barRect(int row, double start, double end, const QRectF& plot, double t0,
+                 double t1) const;
+  QRectF waitRect(const GanttWait& wait, const QRectF& plot, double t0, double t1) const;
   GanttData data_;
 };
 

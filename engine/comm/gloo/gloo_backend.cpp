@@ -3,9 +3,13 @@
 
 #include <sys/socket.h>
 
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>
@@ -135,30 +139,106 @@ void connectEveryRank(gloo::rendezvous::Context& context, std::shared_ptr<ringma
 
 }  // namespace
 
-// A send or receive in flight: the completion thread waits on its unbound buffer.
+// A send or receive in flight. The message is the sender's launch time (int64 microseconds on the
+// clock aligned to rank 0's) followed by the tensor's bytes, staged in a buffer of its own, so the
+// receiver can tell the time it waited for the sender from the transfer. A thread of the op's own
+// blocks on the unbound buffer from launch, so the moment it completes is known exactly even when
+// the communicator's completion thread reaches the op late (it waits for operations in order).
 class GlooBackend::P2POp : public PendingOp {
  public:
-  P2POp(GlooBackend* backend, std::unique_ptr<gloo::transport::UnboundBuffer> buffer, bool is_send,
-        Tensor keep)
-      : backend_(backend), buffer_(std::move(buffer)), is_send_(is_send), keep_(std::move(keep)) {
+  static constexpr size_t kHeaderBytes = sizeof(int64_t);
+
+  P2POp(GlooBackend* backend, const OpCall& call, gloo::Context& context)
+      : backend_(backend),
+        is_send_(call.op == CommOp::kSend),
+        tensor_(call.input),
+        staging_(kHeaderBytes + call.input.nbytes()),
+        launched_us_(call.launched_us) {
+    if (is_send_) {
+      std::memcpy(staging_.data(), &launched_us_, kHeaderBytes);
+      std::memcpy(staging_.data() + kHeaderBytes, tensor_.raw(), tensor_.nbytes());
+    }
+    guarded(is_send_ ? "send" : "recv", [&] {
+      buffer_ = context.createUnboundBuffer(staging_.data(), staging_.size());
+      auto slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(call.tag));
+      if (is_send_)
+        buffer_->send(call.peer, slot);
+      else
+        buffer_->recv(call.peer, slot);
+    });
     backend_->track(buffer_.get(), true);
+    const auto deadline = Clock::now() + call.timeout;
+    waiter_ = std::thread([this, deadline] { waitForTransport(deadline); });
   }
-  ~P2POp() override { backend_->track(buffer_.get(), false); }
+  ~P2POp() override {
+    waiter_.join();
+    backend_->track(buffer_.get(), false);
+  }
 
   void wait(Clock::time_point deadline) override {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) left = std::chrono::milliseconds(1);
-    bool completed = false;
-    guarded(is_send_ ? "send" : "recv",
-            [&] { completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left); });
-    if (!completed) RM_THROW(kComm, fmt::format("gloo {}: aborted", is_send_ ? "send" : "recv"));
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!finished_cv_.wait_until(lock, deadline, [&] { return finished_; }))
+      RM_THROW(kTimeout, fmt::format("gloo {}: timed out", is_send_ ? "send" : "recv"));
+    if (error_) std::rethrow_exception(error_);
+    if (!completed_at_)
+      RM_THROW(kComm, fmt::format("gloo {}: aborted", is_send_ ? "send" : "recv"));
+    if (!is_send_ && !unstaged_) {
+      std::memcpy(&peer_launched_us_, staging_.data(), kHeaderBytes);
+      std::memcpy(tensor_.raw(), staging_.data() + kHeaderBytes, tensor_.nbytes());
+      unstaged_ = true;
+    }
+  }
+
+  // A receive waited for its sender from its own launch until the sender launched: the transfer
+  // cannot begin before both have. A send cannot tell (its receiver's launch time does not reach
+  // it); Ringmaster's pipeline posts every receive before the step's first send.
+  std::optional<double> waitMs() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (is_send_ || !unstaged_) return std::nullopt;
+    return static_cast<double>(std::max<int64_t>(0, peer_launched_us_ - launched_us_)) / 1000.0;
+  }
+
+  std::optional<Clock::time_point> completedAt() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return completed_at_;
   }
 
  private:
+  void waitForTransport(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0) left = std::chrono::milliseconds(1);
+    bool completed = false;
+    std::exception_ptr error;
+    try {
+      guarded(is_send_ ? "send" : "recv",
+              [&] { completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left); });
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const auto now = Clock::now();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+      error_ = error;
+      if (completed && !error) completed_at_ = now;
+    }
+    finished_cv_.notify_all();
+  }
+
   GlooBackend* backend_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   bool is_send_;
-  Tensor keep_;  // the tensor stays alive while the transport may touch it
+  Tensor tensor_;  // stays alive until the op is gone; a receive's bytes land in it in wait()
+  std::vector<uint8_t> staging_;
+  int64_t launched_us_;
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+  std::thread waiter_;
+  mutable std::mutex mutex_;
+  std::condition_variable finished_cv_;
+  bool finished_ = false;
+  std::exception_ptr error_;
+  std::optional<Clock::time_point> completed_at_;
+  bool unstaged_ = false;
+  int64_t peer_launched_us_ = 0;
 };
 
 // Gloo's TCP transport writes with writev, which cannot pass MSG_NOSIGNAL: a write to a peer that
@@ -405,21 +485,9 @@ std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
       });
       break;
     case CommOp::kSend:
-    case CommOp::kRecv: {
-      bool is_send = call.op == CommOp::kSend;
-      Tensor tensor = in;
-      if (tensor.nbytes() == 0) break;
-      std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
-      guarded(is_send ? "send" : "recv", [&] {
-        buffer = context_->createUnboundBuffer(tensor.raw(), tensor.nbytes());
-        auto slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(call.tag));
-        if (is_send)
-          buffer->send(call.peer, slot);
-        else
-          buffer->recv(call.peer, slot);
-      });
-      return std::make_unique<P2POp>(this, std::move(buffer), is_send, tensor);
-    }
+    case CommOp::kRecv:
+      if (in.nbytes() == 0) break;
+      return std::make_unique<P2POp>(this, call, *context_);
   }
   return std::make_unique<DoneOp>();
 }
