@@ -3,7 +3,8 @@
 // on one chart zooms every chart to that step range and each re-reads it at one step per point,
 // the wheel zooms alike and a double-click shows every step again; hovering shows the stored
 // value of the nearest step with its rank and wall time; smoothing is TensorBoard's EMA; the x
-// axis can show seconds since the start; a log axis leaves out what it cannot show.
+// axis can show seconds since the start; a log axis leaves out what it cannot show; the compare
+// view's two charts zoom together.
 #include <QApplication>
 #include <QCheckBox>
 #include <QDoubleSpinBox>
@@ -18,6 +19,7 @@
 #include "db/statement.h"
 #include "query/runs.h"
 #include "ui_test_support.h"
+#include "views/compare_view.h"
 #include "views/run_view.h"
 #include "widgets/metric_chart.h"
 #include "widgets/smoothing.h"
@@ -307,6 +309,29 @@ class UiChartTest : public QObject {
     time_axis->setChecked(false);
     QCOMPARE(loss->xAxisRange().first, static_cast<double>(first));
     loss->resetZoom();
+  }
+
+  void theCompareViewsChartsZoomTogether() {
+    CompareView compare(db_, {run_});
+    compare.resize(1100, 800);
+    compare.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&compare));
+    compare.reload();  // at the shown size
+    MetricChart* loss = compare.lossChart();
+    MetricChart* throughput = compare.throughputChart();
+    const QString name = loss->lineNames().at(0);
+    QVERIFY(loss->linePoints(name).size() < kSteps);
+    loss->zoomTo(300, 340);
+    QVERIFY(throughput->zoomed());
+    QCOMPARE(throughput->zoomRange(), std::make_pair(int64_t{300}, int64_t{340}));
+    for (MetricChart* chart : {loss, throughput}) {
+      const QList<QPointF> points = chart->linePoints(chart->lineNames().at(0));
+      QCOMPARE(points.size(), 41);
+      QVERIFY(points.front().x() >= 300 && points.back().x() <= 341);
+    }
+    throughput->resetZoom();
+    QVERIFY(!loss->zoomed());
+    QVERIFY(loss->linePoints(name).size() < kSteps && loss->linePoints(name).size() > 41);
   }
 
   void aLogAxisLeavesOutWhatItCannotShow() {

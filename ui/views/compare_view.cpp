@@ -66,8 +66,16 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   tables->addWidget(diff_box);
   splitter->addWidget(tables);
   layout->addWidget(splitter);
-  connect(loss_, &MetricChart::rangeChanged, this, &CompareView::reload);
-  connect(throughput_, &MetricChart::rangeChanged, this, &CompareView::reload);
+  // Zoom is linked, as in a run view: the other chart follows and both re-read the range.
+  for (auto [chart, other] : {std::pair{loss_, throughput_}, std::pair{throughput_, loss_}}) {
+    connect(chart, &MetricChart::rangeChanged, this, [this, chart, other] {
+      if (chart->zoomed())
+        other->setZoomRange(chart->zoomRange().first, chart->zoomRange().second);
+      else
+        other->clearZoom();
+      reload();
+    });
+  }
   reload();
 }
 
@@ -90,6 +98,8 @@ void CompareView::reload() {
     const QString name = QString("run %1 %2").arg(run.id).arg(QString::fromStdString(run.name));
     const storage::Band band = storage::loadRankBand(db, run.id, "loss", range(loss_));
     ChartLine loss{name, runColor(i), {}, {}, {}};
+    loss.steps_per_point = band.bucket_width;
+    loss.centre_label = "median of ranks";
     for (const auto& b : band.buckets) {
       const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
       loss.centre.append({x, b.median});
@@ -115,6 +125,7 @@ void CompareView::reload() {
           per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
     }
     ChartLine throughput{name, runColor(i), {}, {}, {}};
+    throughput.steps_per_point = width;
     for (const auto& [start, value] : per_bucket)
       throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
     throughput_lines.push_back(std::move(throughput));

@@ -320,7 +320,7 @@ void MetricChart::fitAxes() {
                   : time_axis_ ? "step (no wall time)"
                                : "step");
   if (!std::isfinite(data_min_x_)) {
-    chart()->setTitle(title_ + " — no data yet");
+    chart()->setTitle(title_ + " — " + empty_note_);
     x->setRange(0, 10);
     if (!log_shown_) static_cast<QValueAxis*>(y)->setRange(0, 1);
     return;
@@ -362,6 +362,12 @@ void MetricChart::fitAxes() {
   ly->setRange(low, data_max_y_ + pad);
   ly->applyNiceNumbers();
   if (data_min_y_ >= 0 && ly->min() < 0) ly->setMin(0);
+}
+
+void MetricChart::setEmptyNote(const QString& note) {
+  if (note == empty_note_) return;
+  empty_note_ = note;
+  fitAxes();
 }
 
 void MetricChart::setLogScale(bool on) {

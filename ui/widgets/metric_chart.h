@@ -44,6 +44,9 @@ class MetricChart : public QChartView {
   // Shows these lines; series are reused by name, so a live refresh does not rebuild the chart.
   // The x axis follows the data unless the user zoomed in.
   void setLines(const std::vector<ChartLine>& lines);
+  // What the title says while there is no point ("no data yet" by default; a finished run's
+  // owner may say it was not recorded).
+  void setEmptyNote(const QString& note);
   // Buckets the data should be reduced to: one per pixel column of the plot area.
   int bucketsWanted() const;
 
@@ -117,6 +120,7 @@ class MetricChart : public QChartView {
 
   QString title_;
   QString value_label_;
+  QString empty_note_ = "no data yet";
   std::map<QString, std::unique_ptr<Drawn>> drawn_;
   bool zoomed_ = false;
   std::pair<int64_t, int64_t> zoom_range_{0, 0};
