@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -20,6 +21,12 @@ namespace ringmaster {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The exposed transfer of an action's input, in whole microseconds within its wait.
+int64_t inputTransferUs(const ExecutedAction& action, double exposed_ms) {
+  const auto transfer = static_cast<int64_t>(std::llround(exposed_ms * 1000));
+  return std::clamp<int64_t>(transfer, 0, action.ready_us - action.start_us);
+}
 
 struct Block {  // a Linear layer and the modules after it up to the next Linear
   size_t first = 0, end = 0;
@@ -171,7 +178,9 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     }
   }
   PipelineStepResult result;
+  double last_exposed_ms = 0;  // of the latest receive: its transfer the caller waited for
   auto receive = [&](const PipelineAction& a) {
+    last_exposed_ms = 0;
     if (auto it = local.find({a.phase, a.micro_batch, a.chunk}); it != local.end()) {
       Tensor handed = it->second;
       local.erase(it);
@@ -187,6 +196,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     const double transfer_ms =
         std::max(0.0, work->durationMs().value_or(0.0) - work->waitMs().value_or(0.0));
     const double exposed_ms = std::min(blocked_ms, transfer_ms);
+    last_exposed_ms = exposed_ms;
     result.exposed_transfer_ms += exposed_ms;
     result.pipeline_wait_ms += blocked_ms - exposed_ms;
     result.transfer_ms += transfer_ms;
@@ -225,6 +235,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       if (isFirst(stage) || isLast(stage)) batch = micro_batch(a.micro_batch);
       Tensor x = isFirst(stage) ? batch.features : receive(a);
       executed.ready_us = nowUs();
+      executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
       for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
@@ -239,6 +250,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     } else if (a.phase == PipelinePhase::kBackward) {
       Tensor grad = isLast(stage) ? loss_grads.at(key) : receive(a);
       executed.ready_us = nowUs();
+      executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
       loss_grads.erase(key);
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;)

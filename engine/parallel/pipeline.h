@@ -38,11 +38,14 @@ struct PipelineOptions {
 // rank 0's clock (Communicator::alignedNowUs). The action was reached at start_us; its input (the
 // previous stage's activations or the next stage's gradients) had arrived at ready_us, when its
 // compute began (start_us when it needed nothing from another rank); it ended at end_us, before
-// its output was sent. [start_us, ready_us) is waiting, [ready_us, end_us) computing.
+// its output was sent. [start_us, ready_us) is waiting for the input, of which the last
+// transfer_us were its transfer (exposed communication), the rest waiting for the other stage
+// (the bubble); [ready_us, end_us) is computing.
 struct ExecutedAction {
   PipelineAction action;
   int model_stage = 0;
   int64_t start_us = 0, ready_us = 0, end_us = 0;
+  int64_t transfer_us = 0;
 };
 
 struct PipelineStepResult {

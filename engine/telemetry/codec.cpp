@@ -156,6 +156,7 @@ void putBody(OrderedJson& out, const SchedEvent& e) {
   out["start_us"] = e.start_us;
   out["end_us"] = e.end_us;
   putOptional(out, "ready_us", e.ready_us);
+  putOptional(out, "transfer_us", e.transfer_us);
   out["virtual_stage"] = e.virtual_stage;
 }
 
@@ -456,12 +457,18 @@ SchedEvent readSched(FieldReader& in) {
   e.start_us = in.integer("start_us", kInt64Min, kInt64Max);
   e.end_us = in.integer("end_us", kInt64Min, kInt64Max);
   e.ready_us = in.optionalInteger("ready_us", kInt64Min, kInt64Max);
+  e.transfer_us = in.optionalInteger("transfer_us", 0, kInt64Max);
   e.virtual_stage = static_cast<int>(in.optionalInteger("virtual_stage", 0, kIntMax).value_or(0));
   if (!in.failed() && e.end_us < e.start_us) {
     in.fail("end_us", fmt::format("{} is before start_us {}", e.end_us, e.start_us));
   } else if (!in.failed() && e.ready_us && (*e.ready_us < e.start_us || *e.ready_us > e.end_us)) {
     in.fail("ready_us", fmt::format("{} is outside [start_us {}, end_us {}]", *e.ready_us,
                                     e.start_us, e.end_us));
+  } else if (!in.failed() && e.transfer_us &&
+             *e.transfer_us > e.ready_us.value_or(e.start_us) - e.start_us) {
+    in.fail("transfer_us",
+            fmt::format("{} is longer than the wait from start_us to ready_us ({})", *e.transfer_us,
+                        e.ready_us.value_or(e.start_us) - e.start_us));
   }
   return e;
 }

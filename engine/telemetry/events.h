@@ -108,6 +108,9 @@ struct SchedEvent {
   // When its input had arrived and its compute began, in [start_us, end_us]: before it the stage
   // waited for another stage. Absent: no wait was recorded (read as start_us).
   std::optional<int64_t> ready_us;
+  // Of the wait [start_us, ready_us), the microseconds at its end that the input's transfer took:
+  // exposed communication, not waiting for the other stage. Absent: 0.
+  std::optional<int64_t> transfer_us;
   int virtual_stage = 0;  // model chunk on this rank (interleaved schedules)
   bool operator==(const SchedEvent&) const = default;
 };

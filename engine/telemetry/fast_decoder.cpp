@@ -180,12 +180,19 @@ struct SchedReader {
       return value.is_null() || readInteger(value, event.virtual_stage);
     }
     if (key == "ready_us") return bit = 1u << 7, readOptionalInteger(value, event.ready_us);
+    if (key == "transfer_us") {
+      bit = 1u << 8;
+      return readOptionalInteger(value, event.transfer_us) &&
+             (!event.transfer_us || *event.transfer_us >= 0);
+    }
     return true;
   }
   bool finish() const {
     return event.end_us >= event.start_us &&
            (!event.ready_us ||
-            (*event.ready_us >= event.start_us && *event.ready_us <= event.end_us));
+            (*event.ready_us >= event.start_us && *event.ready_us <= event.end_us)) &&
+           (!event.transfer_us ||
+            *event.transfer_us <= event.ready_us.value_or(event.start_us) - event.start_us);
   }
 };
 

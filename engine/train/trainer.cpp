@@ -369,6 +369,7 @@ TrainingResult Trainer::run() {
                            .start_us = action.start_us,
                            .end_us = action.end_us,
                            .ready_us = action.ready_us,
+                           .transfer_us = action.transfer_us,
                            .virtual_stage = action.action.chunk});
           }
         }

@@ -329,9 +329,11 @@ DROP INDEX comm_events_by_run;
 CREATE INDEX comm_events_by_step ON comm_events (run_id, step);
 )sql",
       // 6: a pipeline action's compute apart from its wait: ready_us is when its input arrived
-      // and its compute began (null in runs recorded before: read as start_us).
+      // and its compute began (null in runs recorded before: read as start_us), transfer_us the
+      // exposed transfer at the end of that wait (null: 0).
       R"sql(
 ALTER TABLE sched_events ADD COLUMN ready_us INTEGER;
+ALTER TABLE sched_events ADD COLUMN transfer_us INTEGER;
 )sql",
   };
   return kMigrations;

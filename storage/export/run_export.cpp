@@ -108,7 +108,7 @@ std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
        "algbw_gbps, busbw_gbps FROM comm_events WHERE run_id = ? ORDER BY t, rank"},
       {"sched_events.csv",
        "SELECT rank, attempt, step, stage, virtual_stage, micro_batch, phase, start_us, ready_us, "
-       "end_us FROM sched_events WHERE run_id = ? ORDER BY step, start_us, rank"},
+       "transfer_us, end_us FROM sched_events WHERE run_id = ? ORDER BY step, start_us, rank"},
       {"logs.csv", "SELECT rank, t, level, message FROM logs WHERE run_id = ? ORDER BY rowid"},
   };
   for (const auto& [name, sql] : tables) {
@@ -225,10 +225,12 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
     }
   }
   {
-    // A pipeline action is its wait for its input (when it had one) followed by its compute.
+    // A pipeline action is its wait for the other stage and its input's transfer (when it had an
+    // input to wait for) followed by its compute.
     Statement sched(db,
                     "SELECT rank, start_us, coalesce(ready_us, start_us), end_us, phase, "
-                    "micro_batch, stage, step FROM sched_events WHERE run_id = ?");
+                    "micro_batch, stage, step, coalesce(transfer_us, 0) FROM sched_events WHERE "
+                    "run_id = ?");
     sched.bind(1, run_id);
     while (sched.run()) {
       const int rank = static_cast<int>(sched.columnInt(0));
@@ -239,7 +241,12 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
       const json args = {{"stage", sched.columnInt(6)},
                          {"micro_batch", sched.columnInt(5)},
                          {"step", sched.columnInt(7)}};
-      if (ready > start) slices.push_back({rank, kPipeline, start, ready, "wait " + action, args});
+      const double transfer_start =
+          std::clamp(ready - static_cast<double>(sched.columnInt(8)), start, ready);
+      if (transfer_start > start)
+        slices.push_back({rank, kPipeline, start, transfer_start, "wait " + action, args});
+      if (ready > transfer_start)
+        slices.push_back({rank, kPipeline, transfer_start, ready, "transfer " + action, args});
       slices.push_back({rank, kPipeline, ready, end, action, args});
     }
   }

@@ -19,9 +19,9 @@ std::vector<int64_t> scheduledSteps(const Database& db, int64_t run_id) {
 std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id, int64_t step) {
   Statement select(db,
                    "SELECT rank, stage, virtual_stage, micro_batch, phase, start_us, "
-                   "coalesce(ready_us, start_us), end_us FROM sched_events WHERE run_id = ? AND "
-                   "step = ? AND attempt = (SELECT max(attempt) FROM sched_events WHERE run_id = "
-                   "?1 AND step = ?2) ORDER BY start_us, rank");
+                   "coalesce(ready_us, start_us), end_us, coalesce(transfer_us, 0) FROM "
+                   "sched_events WHERE run_id = ? AND step = ? AND attempt = (SELECT max(attempt) "
+                   "FROM sched_events WHERE run_id = ?1 AND step = ?2) ORDER BY start_us, rank");
   select.bind(1, run_id).bind(2, step);
   StepSchedule schedule{.step = step};
   while (select.run()) {
@@ -33,9 +33,13 @@ std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id,
                            .phase = phase.empty() ? '?' : phase[0],
                            .start_us = select.columnInt(5),
                            .ready_us = select.columnInt(6),
-                           .end_us = select.columnInt(7)};
-    // A row written by hand may hold ready_us outside the action: keep it inside.
+                           .end_us = select.columnInt(7),
+                           .transfer_us = select.columnInt(8)};
+    // A row written by hand may hold times outside the action: keep them inside.
+    action.end_us = std::max(action.end_us, action.start_us);
     action.ready_us = std::clamp(action.ready_us, action.start_us, action.end_us);
+    action.transfer_us =
+        std::clamp<int64_t>(action.transfer_us, 0, action.ready_us - action.start_us);
     if (schedule.actions.empty()) {
       schedule.start_us = action.ready_us;
       schedule.end_us = action.end_us;
@@ -50,14 +54,17 @@ std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id,
     RankBubble& rank = ranks[action.rank];
     rank.rank = action.rank;
     rank.busy_us += static_cast<double>(action.computeUs());
-    rank.wait_us +=
-        static_cast<double>(action.ready_us - std::max(action.start_us, schedule.start_us));
+    const int64_t transfer_start = action.ready_us - action.transfer_us;
+    rank.transfer_us += static_cast<double>(
+        action.ready_us - std::max(transfer_start, std::min(schedule.start_us, action.ready_us)));
+    rank.wait_us += static_cast<double>(
+        std::max<int64_t>(0, transfer_start - std::max(action.start_us, schedule.start_us)));
   }
   const double span =
       static_cast<double>(std::max<int64_t>(1, schedule.end_us - schedule.start_us));
   for (auto& [number, rank] : ranks) {
     rank.wait_us = std::max(0.0, rank.wait_us);
-    rank.bubble_fraction = std::clamp(1 - rank.busy_us / span, 0.0, 1.0);
+    rank.bubble_fraction = std::clamp(1 - (rank.busy_us + rank.transfer_us) / span, 0.0, 1.0);
     schedule.bubble_fraction += rank.bubble_fraction;
     schedule.ranks.push_back(rank);
   }

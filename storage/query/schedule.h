@@ -18,18 +18,22 @@ struct ScheduledAction {
   int virtual_stage = 0;  // model chunk on its rank
   int micro_batch = 0;
   char phase = 'F';  // 'F', 'B' or 'W'
-  // Reached at start_us, computing from ready_us (its input had arrived) to end_us. Runs recorded
-  // before ready_us existed read ready_us = start_us.
+  // Reached at start_us, computing from ready_us (its input had arrived) to end_us; the last
+  // transfer_us before ready_us were the input's transfer (exposed communication), the time
+  // before that waiting for the other stage. Runs recorded before these existed read ready_us =
+  // start_us and transfer_us = 0.
   int64_t start_us = 0, ready_us = 0, end_us = 0;
-  int64_t waitUs() const { return ready_us - start_us; }
+  int64_t transfer_us = 0;
+  int64_t waitUs() const { return ready_us - transfer_us - start_us; }
   int64_t computeUs() const { return end_us - ready_us; }
 };
 
 struct RankBubble {
   int rank = 0;
   double busy_us = 0;          // computing
+  double transfer_us = 0;      // receiving inputs it waited for (exposed communication)
   double wait_us = 0;          // inside actions, waiting for another stage (within the span)
-  double bubble_fraction = 0;  // 1 - busy / the step's span: idle and waiting
+  double bubble_fraction = 0;  // 1 - (busy + transfer) / the step's span: idle and waiting
 };
 
 struct StepSchedule {

@@ -144,8 +144,8 @@ class EventStore {
               "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"),
         sched_(db,
                "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
-               "micro_batch, phase, start_us, end_us, ready_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
-               "?, ?)"),
+               "micro_batch, phase, start_us, end_us, ready_us, transfer_us) VALUES (?, ?, ?, ?, ?, "
+               "?, ?, ?, ?, ?, ?, ?)"),
         log_(db,
              "INSERT INTO logs (run_id, attempt, rank, t, level, message) VALUES (?, ?, ?, ?, ?, "
              "?)"),
@@ -269,7 +269,7 @@ class EventStore {
     sched_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, s.step);
     sched_.bind(5, int64_t{s.stage}).bind(6, int64_t{s.virtual_stage});
     sched_.bind(7, int64_t{s.micro_batch}).bind(8, toString(s.phase));
-    sched_.bind(9, s.start_us).bind(10, s.end_us).bind(11, s.ready_us).run();
+    sched_.bind(9, s.start_us).bind(10, s.end_us).bind(11, s.ready_us).bind(12, s.transfer_us).run();
   }
   void storeBody(const TelemetryEvent& e, const LogEvent& l) {
     log(int64_t{e.rank}, e.time, toString(l.level), l.message);

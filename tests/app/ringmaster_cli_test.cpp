@@ -301,8 +301,11 @@ TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
   EXPECT_EQ(processes, 4);
   for (int rank = 0; rank < 4; ++rank)
     for (int track = 1; track <= 3; ++track) EXPECT_TRUE(tracks.count({rank, track})) << rank;
-  // Compute slices F / B, and the stages that waited for their input a "wait F3" before it.
-  EXPECT_EQ(pipeline_names, (std::set<std::string>{"B", "F", "w"}));
+  // Compute slices F / B; the stages that waited for their input a "wait F3" before it, ending
+  // in a "transfer F3" where the input's transfer held them up.
+  EXPECT_TRUE(pipeline_names.count("B") && pipeline_names.count("F") && pipeline_names.count("w"));
+  for (const std::string& name : pipeline_names)
+    EXPECT_TRUE(name == "B" || name == "F" || name == "w" || name == "t") << name;
   expectSlicesNestPerTrack(events);
 
   const json files = jsonOf({"export", "2", "--csv", (dir_ / "csv").string()})["files"];

@@ -285,7 +285,8 @@ TEST_F(QueryTest, AnActionsWaitForItsInputIsBubbleNotCompute) {
   {
     Recorder recorder(path(), run, 0);
     uint64_t seq[2] = {0, 0};
-    auto action = [&](int rank, SchedPhase phase, int64_t start, int64_t ready, int64_t end) {
+    auto action = [&](int rank, SchedPhase phase, int64_t start, int64_t ready, int64_t end,
+                      int64_t transfer = 0) {
       recorder.submit({.rank = rank,
                        .seq = seq[rank]++,
                        .time = 1e9,
@@ -295,14 +296,16 @@ TEST_F(QueryTest, AnActionsWaitForItsInputIsBubbleNotCompute) {
                                           .phase = phase,
                                           .start_us = start,
                                           .end_us = end,
-                                          .ready_us = ready}});
+                                          .ready_us = ready,
+                                          .transfer_us = transfer}});
     };
     // Rank 1 reaches its F at 0 while rank 0 computes F0 from 5 to 15: it waits until 15. Then
-    // rank 1 computes F and B (15..35) while rank 0 waits for B's gradient from 16 to 35.
+    // rank 1 computes F and B (15..35) while rank 0 waits for B's gradient from 16 to 35, the
+    // last 4 us of it the gradient's transfer.
     action(0, SchedPhase::kForward, 5, 5, 15);
     action(1, SchedPhase::kForward, 0, 15, 25);
     action(1, SchedPhase::kBackward, 25, 25, 35);
-    action(0, SchedPhase::kBackward, 16, 35, 45);
+    action(0, SchedPhase::kBackward, 16, 35, 45, 4);
   }
   const std::optional<StepSchedule> step = loadStepSchedule(db, run, 1);
   ASSERT_TRUE(step.has_value());
@@ -311,8 +314,10 @@ TEST_F(QueryTest, AnActionsWaitForItsInputIsBubbleNotCompute) {
   EXPECT_EQ(step->end_us, 45);
   ASSERT_EQ(step->ranks.size(), 2u);
   EXPECT_DOUBLE_EQ(step->ranks[0].busy_us, 20);
-  EXPECT_DOUBLE_EQ(step->ranks[0].wait_us, 19);
-  EXPECT_DOUBLE_EQ(step->ranks[0].bubble_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(step->ranks[0].transfer_us, 4);
+  EXPECT_DOUBLE_EQ(step->ranks[0].wait_us, 15);
+  // Idle and waiting, 40 us - 20 computing - 4 transferring (counted as communication instead).
+  EXPECT_DOUBLE_EQ(step->ranks[0].bubble_fraction, 16.0 / 40);
   EXPECT_DOUBLE_EQ(step->ranks[1].busy_us, 20);
   EXPECT_DOUBLE_EQ(step->ranks[1].wait_us, 10);  // from the span's start, 5, to 15
   EXPECT_DOUBLE_EQ(step->ranks[1].bubble_fraction, 0.5);

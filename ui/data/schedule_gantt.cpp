@@ -40,10 +40,12 @@ GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {
     gantt.bars.push_back(GanttBar{action.rank, action.micro_batch, action.phase,
                                   static_cast<double>(action.ready_us - step.start_us),
                                   static_cast<double>(action.end_us - step.start_us)});
-    if (action.waitUs() > 0)
-      gantt.waits.push_back(GanttWait{action.rank, action.micro_batch, action.phase,
-                                      static_cast<double>(action.start_us - step.start_us),
-                                      static_cast<double>(action.ready_us - step.start_us)});
+    if (action.ready_us > action.start_us)
+      gantt.waits.push_back(
+          GanttWait{action.rank, action.micro_batch, action.phase,
+                    static_cast<double>(action.start_us - step.start_us),
+                    static_cast<double>(action.ready_us - action.transfer_us - step.start_us),
+                    static_cast<double>(action.ready_us - step.start_us)});
   }
   gantt.row_bubble.assign(static_cast<size_t>(ranks), 0.0);
   for (const auto& rank : step.ranks)

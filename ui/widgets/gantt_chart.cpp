@@ -93,11 +93,18 @@ void GanttChart::paintEvent(QPaintEvent*) {
   for (const GanttWait& wait : data_.waits) {
     if (wait.end <= t0 || wait.start >= t1 || wait.end <= wait.start) continue;
     const QRectF strip = waitRect(wait, plot, t0, t1);
+    const double scale = plot.width() / std::max(t1 - t0, 1e-12);
+    const double transfer_x =
+        std::clamp(plot.left() + (wait.transfer_start - t0) * scale, strip.left(), strip.right());
+    const QRectF waiting(strip.left(), strip.top(), transfer_x - strip.left(), strip.height());
+    const QRectF transfer(transfer_x, strip.top(), strip.right() - transfer_x, strip.height());
     painter.setPen(Qt::NoPen);
     painter.setBrush(QColor(0x9e, 0x9e, 0x9e));
-    painter.drawRect(strip);
+    painter.drawRect(waiting);
     painter.setBrush(QBrush(QColor(0x61, 0x61, 0x61), Qt::BDiagPattern));
-    painter.drawRect(strip);
+    painter.drawRect(waiting);
+    painter.setBrush(QColor(0x37, 0x47, 0x4f));
+    painter.drawRect(transfer);
   }
   for (const GanttBar& bar : data_.bars) {
     const QRectF box = barRect(bar.row, bar.start, bar.end, plot, t0, t1);
@@ -133,14 +140,18 @@ bool GanttChart::event(QEvent* event) {
   for (const GanttWait& wait : data_.waits) {
     if (wait.end <= t0 || wait.start >= t1 || !waitRect(wait, plot, t0, t1).contains(help->pos()))
       continue;
+    const double waited = std::max(0.0, wait.transfer_start - std::max(wait.start, t0));
+    const double transferred = wait.end - std::max(wait.transfer_start, t0);
     QToolTip::showText(help->globalPos(),
-                       QString("%1 %2: waited %3 %4 for the input of %5 of micro-batch %6")
+                       QString("%1 %2: the input of %3 of micro-batch %4: waited %5 %7 for the "
+                               "other stage, %6 %7 for its transfer")
                            .arg(data_.row_label)
                            .arg(wait.row)
-                           .arg((wait.end - std::max(wait.start, t0)) / data_.time_scale, 0, 'g', 4)
-                           .arg(data_.time_unit)
                            .arg(phaseName(wait.phase))
-                           .arg(wait.micro_batch));
+                           .arg(wait.micro_batch)
+                           .arg(waited / data_.time_scale, 0, 'g', 4)
+                           .arg(transferred / data_.time_scale, 0, 'g', 4)
+                           .arg(data_.time_unit));
     return true;
   }
   for (const GanttBar& bar : data_.bars) {

@@ -1,7 +1,8 @@
 // A stage x time Gantt chart of a pipeline schedule: one row per rank, a bar per F / B / W action's
 // compute coloured by micro-batch (forward light, backward dark, weight-gradient hatched), an
-// action's wait for its input as a thin grey hatched strip before its bar, the idle time between
-// actions left blank, and each row's bubble fraction at its end. Draws a measured step
+// action's wait for its input as a thin grey hatched strip before its bar (waiting for the other
+// stage) ending in a solid dark one (the input's transfer), the idle time between actions left
+// blank, and each row's bubble fraction (idle and waiting) at its end. Draws a measured step
 // (times in microseconds) and a planned one (unit costs) alike.
 #pragma once
 
@@ -18,12 +19,13 @@ struct GanttBar {
   double start = 0, end = 0;
 };
 
-// A wait inside an action: the stage had reached it and waited for its input from another stage.
+// A wait inside an action: the stage had reached it at `start` and waited for its input from
+// another stage until `transfer_start`, then for the input's transfer until `end`.
 struct GanttWait {
   int row = 0;
   int micro_batch = 0;
   char phase = 'F';
-  double start = 0, end = 0;
+  double start = 0, transfer_start = 0, end = 0;
 };
 
 struct GanttData {

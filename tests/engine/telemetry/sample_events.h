@@ -88,6 +88,7 @@ inline SchedEvent fullSched() {
   e.start_us = -1500;  // before rank 0's origin: legal on the aligned clock
   e.end_us = 2'000'000'000'000;
   e.ready_us = 1'000'000;  // its input arrived a second after it was reached
+  e.transfer_us = 250;     // the last quarter millisecond of that was the input's transfer
   e.virtual_stage = 1;
   return e;
 }
@@ -96,6 +97,7 @@ inline SchedEvent minimalSched() {
   SchedEvent e = fullSched();
   e.virtual_stage = 0;
   e.ready_us.reset();
+  e.transfer_us.reset();
   e.phase = SchedPhase::kWeight;
   return e;
 }
