@@ -1,6 +1,7 @@
 // MainWindow: docks, tabs, menus and shortcuts, launches and QSettings.
 #include "main_window.h"
 
+#include <QAbstractButton>
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -98,11 +99,21 @@ void MainWindow::buildActions() {
       action(file, "&New job", QKeySequence::New, [this] { tabs_->setCurrentWidget(editor_); }));
   toolbar->addAction(action(file, "&Open spec…", QKeySequence::Open, [this] { openSpecFile(); }));
   action(file, "&Save spec…", QKeySequence::Save, [this] { saveSpecFile(); });
+  QMenu* examples = file->addMenu("New from &example");
+  for (const ExampleSpec& example : exampleSpecs()) {
+    QAction* a = examples->addAction(example.name, this, [this, name = example.name] {
+      editor_->startFromExample(name);
+      tabs_->setCurrentWidget(editor_);
+    });
+    a->setToolTip(example.description);
+  }
   toolbar->addAction(action(file, "&Launch", QKeySequence("Ctrl+Return"), [this] {
     if (editor_->spec())
       launch(editor_->document());
-    else
-      statusBar()->showMessage("The spec has problems: see the job editor");
+    else {
+      tabs_->setCurrentWidget(editor_);
+      statusBar()->showMessage("Not launched: the spec has problems, listed beside Launch");
+    }
   }));
   file->addSeparator();
   action(file, "&Quit", QKeySequence::Quit, [this] { close(); });
@@ -118,10 +129,11 @@ void MainWindow::buildActions() {
     if (tabs_->currentWidget() != editor_) emit tabs_->tabCloseRequested(tabs_->currentIndex());
   });
   QMenu* run = menuBar()->addMenu("&Run");
-  action(run, "&Cancel the current run", QKeySequence("Ctrl+."), [this] {
+  action(run, "&Cancel the current run…", QKeySequence("Ctrl+."), [this] {
     if (auto* view = qobject_cast<RunView*>(tabs_->currentWidget()))
-      for (auto& process : launches_)
-        if (process->runId() == view->runId()) process->cancel();
+      requestCancel(view->runId());
+    else
+      statusBar()->showMessage("Cancel: show the run's tab first", 5000);
   });
 }
 
@@ -140,6 +152,9 @@ RunView* MainWindow::openRun(int64_t run_id) {
   auto* view = new RunView(options_.db_path, run_id);
   const int index = tabs_->addTab(view, QString("Run %1").arg(run_id));
   tabs_->setCurrentIndex(index);
+  if (RunProcess* process = launchOf(run_id); process && process->running())
+    view->setCancellable(true);
+  connect(view, &RunView::cancelRequested, this, [this](qint64 id) { requestCancel(id); });
   connect(view, &RunView::statusChanged, this, [this, view, run_id](const QString& status) {
     const int i = tabs_->indexOf(view);
     if (i >= 0) tabs_->setTabText(i, QString("Run %1 · %2").arg(run_id).arg(status));
@@ -229,16 +244,27 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
   auto process = std::make_unique<RunProcess>();
   RunProcess* raw = process.get();
   connect(raw, &RunProcess::runCreated, this, [this](qint64 id) {
-    openRun(id);
+    openRun(id)->setCancellable(true);
     history_->refresh();
+    statusBar()->showMessage(QString("Run %1 started; its tab shows how it goes").arg(id), 10000);
   });
   connect(raw, &RunProcess::finished, this, [this, raw](int code) {
     const int64_t id = raw->runId();
     if (id == 0) {
       // The command refused the job before creating a run: show why.
-      QMessageBox::warning(this, "Launch failed", raw->output().right(4000));
+      statusBar()->showMessage("Not launched: the run command refused the job", 30000);
+      auto* box = new QMessageBox(QMessageBox::Warning, "Launch failed", raw->output().right(4000),
+                                  QMessageBox::Ok, this);
+      box->setObjectName("launchFailed");
+      box->setAttribute(Qt::WA_DeleteOnClose);
+      box->open();  // not exec(): the window goes on while the message is read
     }
-    statusBar()->showMessage(QString("Run %1 ended (exit code %2)").arg(id).arg(code));
+    if (RunView* view = id != 0 ? runView(id) : nullptr) view->setCancellable(false);
+    const QString how = code == 0     ? QString("completed")
+                        : code == 1   ? QString("failed")
+                        : code == 130 ? QString("was cancelled")
+                                      : QString("ended (exit code %1)").arg(code);
+    if (id != 0) statusBar()->showMessage(QString("Run %1 %2").arg(id).arg(how), 30000);
     history_->refresh();
     emit launchFinished(id, code);
   });
@@ -250,6 +276,42 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
   statusBar()->showMessage("Launching…");
   launches_.push_back(std::move(process));
   return true;
+}
+
+RunProcess* MainWindow::launchOf(int64_t run_id) const {
+  for (const auto& process : launches_)
+    if (process->runId() == run_id) return process.get();
+  return nullptr;
+}
+
+QMessageBox* MainWindow::requestCancel(int64_t run_id) {
+  RunProcess* process = launchOf(run_id);
+  if (!process || !process->running()) {
+    statusBar()->showMessage(
+        QString("Run %1 is not running from this window: nothing to cancel here").arg(run_id),
+        10000);
+    return nullptr;
+  }
+  auto* box = new QMessageBox(QMessageBox::Question, QString("Cancel run %1?").arg(run_id),
+                              QString("Cancel run %1? Its ranks stop after the step they are in; "
+                                      "what it recorded so far is kept.")
+                                  .arg(run_id),
+                              QMessageBox::Yes | QMessageBox::No, this);
+  box->setObjectName("cancelConfirmation");
+  box->button(QMessageBox::Yes)->setText("Cancel the run");
+  box->button(QMessageBox::No)->setText("Keep it running");
+  box->setDefaultButton(QMessageBox::No);
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  connect(box, &QMessageBox::buttonClicked, this, [this, box, run_id](QAbstractButton* button) {
+    if (box->standardButton(button) != QMessageBox::Yes) return;
+    // Looked up again: the run may have ended while the question was open.
+    if (RunProcess* still = launchOf(run_id); still && still->running()) {
+      still->cancel();
+      statusBar()->showMessage(QString("Cancelling run %1…").arg(run_id));
+    }
+  });
+  box->open();
+  return box;
 }
 
 int MainWindow::activeLaunches() const {

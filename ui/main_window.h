@@ -13,6 +13,7 @@
 
 class QTabWidget;
 class QDockWidget;
+class QMessageBox;
 
 namespace ringmaster::ui {
 
@@ -48,6 +49,10 @@ class MainWindow : public QMainWindow {
   bool launch(const nlohmann::json& spec);
   // The launches still running.
   int activeLaunches() const;
+  // Asks in the window whether to cancel this run (a launch of this window) and cancels it on
+  // "Yes"; the question (nullptr, the reason in the status bar, when the run is not this
+  // window's to cancel).
+  QMessageBox* requestCancel(int64_t run_id);
   // The hosts list (nullptr in a build without SSH).
   HostsView* hosts() const { return hosts_; }
 #if RINGMASTER_HAVE_LIBSSH
@@ -77,6 +82,7 @@ class MainWindow : public QMainWindow {
   SshQuestions questions_;
 #endif
   bool startRun(const nlohmann::json& spec);
+  RunProcess* launchOf(int64_t run_id) const;
   std::vector<std::unique_ptr<RunProcess>> launches_;
 };
 

@@ -1,22 +1,39 @@
 // The desktop application driven through its real widgets (offscreen), with real runs launched
-// through `ringmaster run` into a real SQLite file: filling the job editor and launching a local
-// 4-rank DDP run whose charts fill while it streams, validation messages next to bad fields, a
-// past run opened in a fresh window, the pipeline view of a 4-stage 1F1B run, two runs compared,
-// and a failed run showing its root cause.
+// through `ringmaster run` into a real SQLite file: the first window starting from an example that
+// launches as it is, filling the job editor and launching a local 4-rank DDP run whose charts
+// fill while it streams, validation messages next to bad fields and beside Launch, cancelling
+// only once confirmed, a past run opened in a fresh window, the pipeline view of a 4-stage 1F1B
+// run, two runs compared, and a failed run showing its root cause (issue 15's first hour: each
+// layout fault it names is checked here on the widget that had it).
+//
+// RINGMASTER_UI_GRABS=DIR saves a PNG of the window at the main steps, to look at the layout.
 #include <QAbstractItemModelTester>
+#include <QAction>
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
+#include <QDialog>
+#include <QDialogButtonBox>
+#include <QDockWidget>
+#include <QHeaderView>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMessageBox>
 #include <QPlainTextEdit>
+#include <QPointer>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
 #include <QTest>
+#include <QTextBlock>
 #include <csignal>
 
 #include "db/database.h"
@@ -43,6 +60,32 @@ using namespace ringmaster::ui::testing;
 namespace {
 
 constexpr int kRunTimeoutMs = 240000;  // a 4-rank run under the sanitizers on 2 cores
+
+// With RINGMASTER_UI_GRABS set, the widget as drawn, for a person to look at.
+void saveGrab(QWidget& widget, const QString& name) {
+  const QString dir = qEnvironmentVariable("RINGMASTER_UI_GRABS");
+  if (dir.isEmpty()) return;
+  QDir().mkpath(dir);
+  QTest::qWait(200);
+  widget.grab().save(QDir(dir).filePath(name + ".png"));
+}
+
+nlohmann::json exampleFile(const QString& name) {
+  QFile file(QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json");
+  if (!file.open(QIODevice::ReadOnly)) return {};
+  return nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
+}
+
+// Whether every column of the table is at least as wide as each of its cells' text.
+QString cutCells(const QTableWidget& table) {
+  QStringList cut;
+  for (int c = 0; c < table.columnCount(); ++c)
+    for (int r = 0; r < table.rowCount(); ++r)
+      if (const QTableWidgetItem* item = table.item(r, c);
+          item && table.columnWidth(c) < table.fontMetrics().horizontalAdvance(item->text()))
+        cut << QString("column %1 (%2 px): %3").arg(c).arg(table.columnWidth(c)).arg(item->text());
+  return cut.join("; ");
+}
 
 }  // namespace
 
@@ -90,6 +133,85 @@ class UiViewTest : public QObject {
     window_.reset();
   }
 
+  // Issue 15: the first window showed an empty editor whose Launch did nothing and said nothing.
+  void theFirstWindowStartsFromAnExampleThatLaunchesAsItIs() {
+    MainWindow& w = window();
+    JobEditor& editor = *w.jobEditor();
+    QCOMPARE(w.tabs()->currentWidget(), static_cast<QWidget*>(&editor));
+    saveGrab(w, "first-window");
+    QStringList offered;
+    for (int i = 0; i < editor.exampleChoice()->count(); ++i)
+      offered << editor.exampleChoice()->itemText(i);
+    for (const QString& shipped :
+         QDir(QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples")
+             .entryList({"*.json"}))
+      QVERIFY2(offered.contains(QFileInfo(shipped).completeBaseName()),
+               qPrintable(shipped + " is not offered: " + offered.join(", ")));
+    QCOMPARE(offered.first(), QString("single_mlp"));
+    QVERIFY(editor.document() == exampleFile("single_mlp"));
+    QVERIFY(editor.launchButton()->isEnabled());
+    QVERIFY2(editor.launchStatusText().startsWith("Ready"), qPrintable(editor.launchStatusText()));
+    // Each example, chosen in the list, is the shipped file; the strategies' examples launch as
+    // they are, and any problem an example has is listed beside Launch.
+    for (int i = 0; i < editor.exampleChoice()->count(); ++i) {
+      emit editor.exampleChoice()->activated(i);
+      const QString name = editor.exampleChoice()->itemText(i);
+      QVERIFY2(editor.document() == exampleFile(name), qPrintable(name));
+      if (name.endsWith("_mlp"))
+        QVERIFY2(editor.spec().has_value(), qPrintable(name + ": " + editor.launchStatusText()));
+      QCOMPARE(editor.launchButton()->isEnabled(), editor.problems().empty());
+      for (const SpecProblem& problem : editor.problems())
+        QVERIFY2(editor.launchStatusText().contains(QString::fromStdString(problem.path)),
+                 qPrintable(editor.launchStatusText()));
+    }
+    // Launch from the first example, unchanged.
+    emit editor.exampleChoice()->activated(0);
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy finished(&w, &MainWindow::launchFinished);
+    QTest::mouseClick(editor.launchButton(), Qt::LeftButton);
+    QVERIFY2(opened.wait(60000), "Launch did not start the example");
+    const int64_t run = opened.first().at(0).toLongLong();
+    QVERIFY2(!w.statusBar()->currentMessage().contains("Launching"),
+             qPrintable(w.statusBar()->currentMessage()));
+    QVERIFY2(finished.wait(kRunTimeoutMs), "the example's run never ended");
+    QCOMPARE(finished.first().at(1).toInt(), 0);
+    QCOMPARE(w.statusBar()->currentMessage(), QString("Run %1 completed").arg(run));
+    RunView* view = w.runView(run);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("completed"), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(view->progressText(), QString("step 300 / 300"), 10000);
+    // The header's progress is readable: its text fits where it is drawn, beside the bar.
+    auto* progress_text = view->findChild<QLabel*>("runProgressText");
+    QVERIFY(progress_text->isVisible());
+    QVERIFY2(progress_text->width() >= progress_text->sizeHint().width(),
+             qPrintable(QString("%1 px for %2")
+                            .arg(progress_text->width())
+                            .arg(progress_text->sizeHint().width())));
+    QVERIFY(!view->findChild<QProgressBar*>("runProgress")->isTextVisible());
+    // A finished run's empty charts (one rank: no communication) say so, not "no data yet".
+    QTRY_VERIFY_WITH_TIMEOUT(view->chart("Loss")->pointCount() > 0, 10000);
+    QTest::qWait(100);  // the charts are updated one per event-loop turn
+    QCOMPARE(view->chart("Communication time by op")->pointCount(), 0);
+    for (MetricChart* chart : view->charts()) {
+      const QString title = chart->chart()->title();
+      QVERIFY2(!title.contains("no data yet"), qPrintable(title));
+      if (chart->pointCount() == 0)
+        QVERIFY2(title.contains("not recorded in this run"), qPrintable(title));
+    }
+    // The history shows the run's whole name, in a narrow dock too.
+    w.resizeDocks({w.findChild<QDockWidget*>("historyDock")}, {300}, Qt::Horizontal);
+    QTest::qWait(50);
+    QTableView* history = w.history()->table();
+    const int row = w.history()->model()->rowOfRun(run);
+    QVERIFY(row >= 0);
+    const QString name = w.history()->model()->index(row, RunListModel::kName).data().toString();
+    QVERIFY2(
+        history->columnWidth(RunListModel::kName) >= history->fontMetrics().horizontalAdvance(name),
+        qPrintable(
+            QString("%1 px for %2").arg(history->columnWidth(RunListModel::kName)).arg(name)));
+    saveGrab(w, "first-run");
+    w.resizeDocks({w.findChild<QDockWidget*>("historyDock")}, {470}, Qt::Horizontal);
+  }
+
   void theEditorShowsTheParsersMessageNextToABadField() {
     JobEditor& editor = *window().jobEditor();
     editor.setDocument(exampleSpec("ddp_mlp", 40));
@@ -105,6 +227,10 @@ class UiViewTest : public QObject {
     QVERIFY2(editor.fieldError("train.steps").contains("-3"),
              qPrintable(editor.fieldError("train.steps")));
     QVERIFY2(editor.document()["train"]["steps"] == -3, "the form did not edit the document");
+    // Beside Launch: why it is disabled.
+    QVERIFY2(editor.launchStatusText().contains("train.steps: ") &&
+                 editor.launchStatusText().contains("-3"),
+             qPrintable(editor.launchStatusText()));
     auto* json = editor.findChild<QPlainTextEdit*>("specJson");
     QVERIFY(json->toPlainText().contains("\"steps\": -3"));
 
@@ -122,9 +248,11 @@ class UiViewTest : public QObject {
     QCOMPARE(layers->text(), QString("784, 256, 256, 10"));
     QVERIFY(editor.fieldError("train.steps").isEmpty());
 
+    QVERIFY(editor.launchStatusText().startsWith("Ready"));
     json->setPlainText("{ not json");
     QVERIFY(!editor.launchButton()->isEnabled());
     QVERIFY(editor.findChild<QLabel*>("jsonError")->text().startsWith("JSON:"));
+    QVERIFY2(editor.launchStatusText().contains("JSON"), qPrintable(editor.launchStatusText()));
   }
 
   void theEditorsHostsAndKindsEditTheSpec() {
@@ -149,6 +277,49 @@ class UiViewTest : public QObject {
     QVERIFY(!editor.document()["data"].contains("samples"));
     QVERIFY(editor.field("data.images")->isVisibleTo(&editor));
     QVERIFY(!editor.field("data.samples")->isVisibleTo(&editor));
+    // And back (issue 15: the required Classes row was hidden, Launch disabled without a word):
+    // every required field is shown with its message, and each is listed beside Launch.
+    kind->setCurrentText("synthetic");
+    emit kind->activated(kind->currentIndex());
+    QVERIFY(!editor.launchButton()->isEnabled());
+    saveGrab(*window().jobEditor(), "editor-back-to-synthetic");
+    for (const char* required : {"data.samples", "data.features", "data.classes"}) {
+      QWidget* field = editor.field(required);
+      QVERIFY2(field->isVisibleTo(&editor), required);
+      // Laid out at its full height, not squeezed to nothing.
+      QTRY_VERIFY2(field->height() >= field->minimumSizeHint().height() &&
+                       field->parentWidget()->height() >= field->height(),
+                   qPrintable(QString("%1: %2 px").arg(required).arg(field->height())));
+      QVERIFY2(editor.fieldError(required).contains("required"), required);
+      QVERIFY2(editor.launchStatusText().contains(QString("%1: required").arg(required)),
+               qPrintable(editor.launchStatusText()));
+    }
+    QVERIFY(!editor.problems().empty());
+    for (const SpecProblem& problem : editor.problems()) {
+      QVERIFY2(editor.launchStatusText().contains(QString::fromStdString(problem.path)),
+               problem.path.c_str());
+      if (QWidget* field = editor.field(problem.path))
+        QVERIFY2(field->isVisibleTo(&editor), problem.path.c_str());
+    }
+    // A field of another kind written in the JSON stays visible with the parser's message.
+    nlohmann::json stray = exampleSpec("ddp_mlp", 40);
+    stray["data"]["images"] = "train-images-idx3-ubyte";
+    editor.setDocument(stray);
+    QVERIFY(editor.field("data.images")->isVisibleTo(&editor));
+    QVERIFY2(!editor.fieldError("data.images").isEmpty(), "no message next to data.images");
+    editor.setDocument(exampleSpec("ddp_mlp", 40));
+    // The form fits its column (no horizontal scrolling) and the hosts table shows its Ranks.
+    QTest::qWait(50);
+    auto* scroll = editor.findChild<QScrollArea*>("formScroll");
+    QVERIFY2(scroll->viewport()->width() >= scroll->widget()->minimumSizeHint().width(),
+             qPrintable(QString("%1 px for a form of at least %2")
+                            .arg(scroll->viewport()->width())
+                            .arg(scroll->widget()->minimumSizeHint().width())));
+    QVERIFY2(hosts->columnViewportPosition(1) + hosts->columnWidth(1) <= hosts->viewport()->width(),
+             qPrintable(QString("Ranks at %1 + %2 of %3 px")
+                            .arg(hosts->columnViewportPosition(1))
+                            .arg(hosts->columnWidth(1))
+                            .arg(hosts->viewport()->width())));
     // A checkpoint directory adds the section; clearing it removes the section.
     auto* dir = qobject_cast<QLineEdit*>(editor.field("checkpoint.dir"));
     QTest::keyClicks(dir, "ckpt");
@@ -237,6 +408,22 @@ class UiViewTest : public QObject {
     const QStringList files = view->exportCharts(dir_.filePath("charts"));
     QCOMPARE(files.size(), static_cast<qsizetype>(view->charts().size() * 2));
     for (const QString& file : files) QVERIFY2(QFileInfo(file).size() > 1000, qPrintable(file));
+    // "Export charts…" asks for the formats and the folder, and writes only what was chosen.
+    view->tabs()->setCurrentIndex(0);
+    QTest::mouseClick(view->findChild<QPushButton*>("exportCharts"), Qt::LeftButton);
+    auto* dialog = view->findChild<QDialog*>("exportChartsDialog");
+    QVERIFY2(dialog && dialog->isVisible(), "no export dialog");
+    const QString chosen = dir_.filePath("chosen folder");
+    dialog->findChild<QLineEdit*>("exportFolder")->setText(chosen);
+    dialog->findChild<QCheckBox*>("exportPng")->setChecked(false);
+    dialog->findChild<QCheckBox*>("exportSvg")->setChecked(true);
+    QSignalSpy exported(view, &RunView::chartsExported);
+    QTest::mouseClick(dialog->findChild<QDialogButtonBox*>()->button(QDialogButtonBox::Ok),
+                      Qt::LeftButton);
+    QCOMPARE(exported.count(), 1);
+    const QStringList svgs = QDir(chosen).entryList(QDir::Files);
+    QCOMPARE(svgs.size(), static_cast<qsizetype>(view->charts().size()));
+    for (const QString& file : svgs) QVERIFY2(file.endsWith(".svg"), qPrintable(file));
     // The history lists it.
     QTRY_VERIFY_WITH_TIMEOUT(w.history()->model()->rowOfRun(ddp_run_) >= 0, 5000);
   }
@@ -256,7 +443,59 @@ class UiViewTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() != nullptr, 10000);
     QCOMPARE(view->statusText(), QString("completed"));
     QTRY_COMPARE_WITH_TIMEOUT(view->chart("Loss")->pointCount(), 4 * 150, 10000);
-    QVERIFY(view->logText().size() > 0 || view->snapshot()->logs.empty());
+    // The Logs tab holds the run's recorded lines, one per line, the last one included (issue
+    // 15: this once accepted an empty tab whenever the snapshot had no logs).
+    storage::Database database(db_);
+    const auto logs = storage::loadLogs(database, ddp_run_);
+    QVERIFY2(!logs.empty(), "a 4-rank run recorded no log line");
+    const QStringList shown = view->logText().split('\n');
+    QCOMPARE(shown.size(), static_cast<qsizetype>(logs.size()));
+    QVERIFY2(shown.last().endsWith(QString::fromStdString(logs.back().message)),
+             qPrintable(shown.last()));
+    QVERIFY2(shown.first().endsWith(QString::fromStdString(logs.front().message)),
+             qPrintable(shown.first()));
+  }
+
+  // Issue 15: cancelling asks first; "keep it running" keeps it running.
+  void cancellingAsksFirstAndKeepsTheRunWhenDeclined() {
+    MainWindow& w = window();
+    QSignalSpy opened(&w, &MainWindow::runOpened);
+    QSignalSpy finished(&w, &MainWindow::launchFinished);
+    nlohmann::json spec = exampleSpec("single_mlp", 100000);
+    spec["name"] = "cancelled_on_purpose";
+    QVERIFY(w.launch(spec));
+    QVERIFY(opened.wait(60000));
+    const int64_t run = opened.first().at(0).toLongLong();
+    RunView* view = w.runView(run);
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->summary.final_step >= 5,
+                             kRunTimeoutMs);
+    auto* cancel = view->findChild<QPushButton*>("cancelRun");
+    QVERIFY(cancel->isVisible());
+    QTest::mouseClick(cancel, Qt::LeftButton);
+    QPointer<QMessageBox> question = w.findChild<QMessageBox*>("cancelConfirmation");
+    QVERIFY2(question && question->isVisible(), "cancelling did not ask");
+    QCOMPARE(question->defaultButton(), question->button(QMessageBox::No));
+    question->button(QMessageBox::No)->click();
+    const int64_t declined_at = view->snapshot()->summary.final_step;
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot()->summary.final_step >= declined_at + 20,
+                             kRunTimeoutMs);
+    QCOMPARE(finished.count(), 0);
+    QCOMPARE(view->statusText(), QString("running"));
+    QCOMPARE(w.activeLaunches(), 1);
+    // Ctrl+. asks the same; "Cancel the run" cancels it cleanly.
+    QTRY_VERIFY_WITH_TIMEOUT(question.isNull(), 5000);  // the first question is gone
+    QAction* cancel_action = nullptr;
+    for (QAction* action : w.findChildren<QAction*>())
+      if (action->shortcut() == QKeySequence("Ctrl+.")) cancel_action = action;
+    QVERIFY(cancel_action);
+    cancel_action->trigger();
+    question = w.findChild<QMessageBox*>("cancelConfirmation");
+    QVERIFY2(question && question->isVisible(), "Ctrl+. did not ask");
+    question->button(QMessageBox::Yes)->click();
+    QVERIFY(finished.wait(kRunTimeoutMs));
+    QCOMPARE(finished.first().at(1).toInt(), 130);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("cancelled"), 10000);
+    QVERIFY(!cancel->isVisible());
   }
 
   void thePipelineViewShowsTheMeasuredScheduleBesideThePlannedOne() {
@@ -388,21 +627,50 @@ class UiViewTest : public QObject {
     qInfo("%s", qPrintable(recorder));
     QVERIFY2(recorder.contains("ranks that did not reach it") && !recorder.contains("it: none"),
              qPrintable(recorder));
+    // Each column is as wide as its longest cell (issue 15: they were cut).
+    view->tabs()->setCurrentIndex(2);  // Communication
+    QTest::qWait(100);
+    saveGrab(w, "flight-recorder");
+    QVERIFY(view->flightRecorderTable()->rowCount() > 0);
+    const QString cut = cutCells(*view->flightRecorderTable());
+    QVERIFY2(cut.isEmpty(), qPrintable(cut));
   }
 
   void aFailedRunShowsItsRootCause() {
+    // Initial weights that are not there: the ranks fail as they start (missing data files are
+    // refused before a run is recorded).
     nlohmann::json spec = exampleSpec("ddp_mlp", 20);
-    spec["name"] = "missing_data";
-    spec["data"] = {{"kind", "idx"},
-                    {"images", dir_.filePath("no-such-images").toStdString()},
-                    {"labels", dir_.filePath("no-such-labels").toStdString()}};
+    spec["name"] = "missing_weights";
+    spec["model"]["init_checkpoint"] = dir_.filePath("no-such-weights.safetensors").toStdString();
     const int64_t run = launchAndWait(spec, 1);
     QVERIFY2(run > 0, "the run did not fail as expected");
+    // Its view in a window of a set size: the banner must not make the window grow.
+    window().tabs()->setCurrentWidget(window().jobEditor());
+    window().resize(1200, 760);
+    QTest::qWait(100);
+    const QSize before = window().size();
     RunView* view = window().openRun(run);
     QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("failed"), 10000);
     const QString cause = view->rootCauseText();
-    QVERIFY2(cause.contains("Root cause") && cause.contains("no-such-images"), qPrintable(cause));
+    QVERIFY2(cause.contains("Root cause") && cause.contains("no-such-weights"), qPrintable(cause));
     QVERIFY2(cause.contains("rank "), qPrintable(cause));
+    QTest::qWait(100);
+    saveGrab(window(), "failed-run");
+    QCOMPARE(window().size(), before);
+    // The Logs tab opens at its first error, at the left edge of the line (issue 15: it opened
+    // scrolled to the far end of the longest line).
+    view->tabs()->setCurrentIndex(view->tabs()->count() - 1);
+    QTest::qWait(100);
+    saveGrab(window(), "failed-run-logs");
+    QPlainTextEdit* logs = view->logView();
+    QVERIFY2(logs->horizontalScrollBar()->maximum() > 0,
+             "no line is wider than the view: the test shows nothing");
+    QCOMPARE(logs->horizontalScrollBar()->value(), logs->horizontalScrollBar()->minimum());
+    QCOMPARE(logs->textCursor().positionInBlock(), 0);
+    const QString shown_line = logs->textCursor().block().text();
+    QVERIFY2(shown_line.contains(" error: "), qPrintable(shown_line));
+    for (QTextBlock b = logs->document()->begin(); b != logs->textCursor().block(); b = b.next())
+      QVERIFY2(!b.text().contains(" error: "), qPrintable(b.text()));
     window().history()->setStatusFilter("failed");
     QTRY_VERIFY_WITH_TIMEOUT(window().history()->model()->rowOfRun(run) >= 0, 5000);
     QCOMPARE(window().history()->model()->rowOfRun(ddp_run_), -1);

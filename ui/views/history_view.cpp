@@ -53,8 +53,10 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->verticalHeader()->hide();
+  // Every column as wide as what it holds, the name included (issue 15: a stretched name column
+  // was left two letters in a narrow dock); the table scrolls sideways when the dock is narrow.
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setSectionResizeMode(RunListModel::kName, QHeaderView::Stretch);
+  table_->horizontalHeader()->setStretchLastSection(true);
   table_->setAlternatingRowColors(true);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   enableCsvCopy(table_);

@@ -4,7 +4,9 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -14,12 +16,14 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QShortcut>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QTextDocument>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <set>
 
 #include "data/memory_estimate.h"
 #include "data/schedule_gantt.h"
@@ -141,24 +145,76 @@ bool applies(const nlohmann::json& doc, const Condition& condition) {
 
 }  // namespace
 
+std::vector<ExampleSpec> exampleSpecs() {
+  // The order a new user meets them in: one rank first, then each strategy, then real data.
+  static const QStringList kOrder = {"single_mlp", "ddp_mlp", "fsdp_mlp", "pipeline_mlp",
+                                     "idx_mnist"};
+  std::vector<ExampleSpec> examples;
+  const QDir dir(":/examples");
+  for (const QString& file : dir.entryList({"*.json"}, QDir::Files, QDir::Name)) {
+    QFile in(dir.filePath(file));
+    if (!in.open(QIODevice::ReadOnly)) continue;
+    const auto parsed = nlohmann::json::parse(in.readAll().toStdString(), nullptr, false);
+    if (!parsed.is_object()) continue;
+    examples.push_back({QFileInfo(file).completeBaseName(),
+                        QString::fromStdString(parsed.value("description", std::string())),
+                        dir.filePath(file)});
+  }
+  auto rank = [](const ExampleSpec& e) {
+    const auto i = kOrder.indexOf(e.name);
+    return i < 0 ? kOrder.size() : i;
+  };
+  std::stable_sort(examples.begin(), examples.end(),
+                   [&](const ExampleSpec& a, const ExampleSpec& b) { return rank(a) < rank(b); });
+  return examples;
+}
+
 struct JobEditor::Field {
   std::string path;
   QWidget* editor = nullptr;
   QLabel* error = nullptr;
   QFormLayout* form = nullptr;
   bool list = false;  // comma-separated integers (model.layers)
+  QLabel* label = nullptr;
+  bool shown = true;  // whether its row should be in the form
 };
 
 JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
-  auto* outer = new QHBoxLayout(this);
+  auto* outer = new QVBoxLayout(this);
+  // Where a new user starts: the shipped examples, one of them already loaded.
+  auto* start = new QHBoxLayout();
+  start->addWidget(new QLabel("<b>Start from an example:</b>"));
+  examples_ = new QComboBox();
+  examples_->setObjectName("exampleChoice");
+  examples_->setToolTip("Replace the spec with one of the examples shipped with Ringmaster");
+  for (const ExampleSpec& example : exampleSpecs()) {
+    examples_->addItem(example.name, example.path);
+    examples_->setItemData(examples_->count() - 1, example.description, Qt::ToolTipRole);
+  }
+  start->addWidget(examples_);
+  example_note_ = new QLabel();
+  example_note_->setObjectName("exampleNote");
+  example_note_->setWordWrap(true);
+  start->addWidget(example_note_, 1);
+  outer->addLayout(start);
+  connect(examples_, &QComboBox::activated, this,
+          [this](int index) { startFromExample(examples_->itemText(index)); });
+
   auto* splitter = new QSplitter(Qt::Horizontal);
-  outer->addWidget(splitter);
+  outer->addWidget(splitter, 1);
 
   auto* scroll = new QScrollArea();
+  scroll->setObjectName("formScroll");
   scroll->setWidgetResizable(true);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   auto* form_page = new QWidget();
   buildForm(form_page);
   scroll->setWidget(form_page);
+  // The form never needs a horizontal scroll bar: the scroll area is as wide as the form's
+  // narrowest layout plus the vertical bar.
+  scroll->setMinimumWidth(form_page->minimumSizeHint().width() +
+                          scroll->verticalScrollBar()->sizeHint().width() +
+                          2 * scroll->frameWidth());
   splitter->addWidget(scroll);
 
   auto* right = new QWidget();
@@ -173,11 +229,6 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   json_error_->setStyleSheet("color: #b3261e;");
   json_error_->setWordWrap(true);
   right_layout->addWidget(json_error_);
-  problems_label_ = new QLabel();
-  problems_label_->setObjectName("specProblems");
-  problems_label_->setStyleSheet("color: #b3261e;");
-  problems_label_->setWordWrap(true);
-  right_layout->addWidget(problems_label_);
   auto* memory_box = new QGroupBox("Memory per rank (estimate; hover for the formula)");
   auto* memory_layout = new QVBoxLayout(memory_box);
   memory_ = new QLabel();
@@ -191,11 +242,20 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   planned_ = new GanttChart();
   planned_->setObjectName("editorPlannedGantt");
   right_layout->addWidget(planned_, 2);
+  // Launch, and beside it every reason it is disabled.
+  auto* launch_row = new QHBoxLayout();
+  launch_status_ = new QLabel();
+  launch_status_->setObjectName("launchStatus");
+  launch_status_->setWordWrap(true);
+  launch_status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  launch_status_->setAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  launch_row->addWidget(launch_status_, 1);
   launch_ = new QPushButton("Launch");
   launch_->setObjectName("launchButton");
   launch_->setDefault(true);
   launch_->setToolTip("Launch this job (Ctrl+Return)");
-  right_layout->addWidget(launch_);
+  launch_row->addWidget(launch_, 0, Qt::AlignTop);
+  right_layout->addLayout(launch_row);
   splitter->addWidget(right);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 1);
@@ -206,14 +266,20 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   });
   auto* shortcut = new QShortcut(QKeySequence("Ctrl+Return"), this);
   connect(shortcut, &QShortcut::activated, launch_, &QPushButton::click);
+  // The first window is launchable at once: the smallest example.
+  if (examples_->count() > 0)
+    startFromExample(examples_->itemText(0));
+  else
+    setDocument(nlohmann::json::object());
 }
 
 JobEditor::~JobEditor() = default;
 
 void JobEditor::addField(QFormLayout* form, const std::string& path, const QString& label,
                          QWidget* editor, const QString& tip) {
-  auto owned = std::make_unique<Field>(
-      Field{path, editor, new QLabel(), form, path == "model.layers" || path == "optimizer.betas"});
+  auto owned = std::make_unique<Field>(Field{path, editor, new QLabel(), form,
+                                             path == "model.layers" || path == "optimizer.betas",
+                                             new QLabel(label)});
   Field* field = owned.get();
   editor->setObjectName(QString::fromStdString(path));
   if (!tip.isEmpty()) editor->setToolTip(tip);
@@ -226,7 +292,8 @@ void JobEditor::addField(QFormLayout* form, const std::string& path, const QStri
   cell_layout->setSpacing(1);
   cell_layout->addWidget(editor);
   cell_layout->addWidget(field->error);
-  form->addRow(label, cell);
+  form->addRow(field->label, cell);
+  form_rows_[form].push_back(field);
   fields_[path] = std::move(owned);
   if (auto* line = qobject_cast<QLineEdit*>(editor))
     connect(line, &QLineEdit::textEdited, this, [this, path] { formEdited(path); });
@@ -391,7 +458,22 @@ bool JobEditor::loadFile(const QString& path) {
     return false;
   }
   setDocument(parsed);
+  if (!path.startsWith(":/"))
+    example_note_->setText(QString("Opened <tt>%1</tt>.").arg(path.toHtmlEscaped()));
   return true;
+}
+
+bool JobEditor::startFromExample(const QString& name) {
+  for (const ExampleSpec& example : exampleSpecs()) {
+    if (example.name != name) continue;
+    if (!loadFile(example.path)) return false;
+    examples_->setCurrentIndex(examples_->findText(name));
+    example_note_->setText(
+        QString("<i>%1</i>: %2 Edit any field, or open a spec of your own (Ctrl+O).")
+            .arg(name.toHtmlEscaped(), example.description.toHtmlEscaped()));
+    return true;
+  }
+  return false;
 }
 
 bool JobEditor::saveFile(const QString& path) {
@@ -462,11 +544,13 @@ void JobEditor::jsonEdited() {
   } catch (const nlohmann::json::parse_error& e) {
     json_error_->setText(QString("JSON: %1").arg(e.what()));
     launch_->setEnabled(false);
+    showLaunchStatus({"the JSON text does not parse (see under it)"});
     return;
   }
   if (!parsed.is_object()) {
     json_error_->setText("the spec must be a JSON object");
     launch_->setEnabled(false);
+    showLaunchStatus({"the JSON text is not an object (see under it)"});
     return;
   }
   json_error_->clear();
@@ -488,8 +572,10 @@ void JobEditor::refreshForm() {
     } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
       check->setChecked(value && value->is_boolean() && value->get<bool>());
     }
+    // A field of another kind is hidden unless the spec holds it (the parser then says why it
+    // does not belong, next to it).
     if (auto only = kConditional.find(path); only != kConditional.end())
-      field->form->setRowVisible(field->editor->parentWidget(), applies(document_, only->second));
+      field->shown = applies(document_, only->second) || value != nullptr;
   }
   const nlohmann::json* hosts = getPath(document_, "launch.hosts");
   hosts_->setRowCount(0);
@@ -529,27 +615,71 @@ void JobEditor::check() {
   problems_ = result.problems;
   for (auto& [path, field] : fields_) field->error->hide();
   hosts_error_->clear();
-  QStringList other;
+  QStringList reasons;
   for (const SpecProblem& problem : problems_) {
     const QString message = QString::fromStdString(problem.message);
+    const QString path = QString::fromStdString(problem.path);
+    reasons << (path.isEmpty() ? message : QString("%1: %2").arg(path, message));
     auto it = fields_.find(problem.path);
     for (const char* list : {"model.layers", "optimizer.betas"})
       if (it == fields_.end() && problem.path.rfind(list, 0) == 0) it = fields_.find(list);
     if (it != fields_.end()) {
-      it->second->error->setText(message);
-      it->second->error->show();
+      Field& field = *it->second;
+      field.error->setText(message);
+      field.error->show();
+      // A field with a problem is never hidden.
+      field.shown = true;
     } else if (problem.path.rfind("launch.hosts", 0) == 0) {
-      hosts_error_->setText(hosts_error_->text() +
-                            QString("%1: %2\n").arg(QString::fromStdString(problem.path), message));
-    } else {
-      other << (problem.path.empty()
-                    ? message
-                    : QString("%1: %2").arg(QString::fromStdString(problem.path), message));
+      hosts_error_->setText(hosts_error_->text() + QString("%1: %2\n").arg(path, message));
     }
   }
-  problems_label_->setText(other.join('\n'));
+  layOutRows();
   launch_->setEnabled(spec_.has_value());
+  showLaunchStatus(reasons);
   updateEstimates();
+}
+
+void JobEditor::layOutRows() {
+  // A hidden row is taken out of its form, not hidden in it: Qt 6.4's QFormLayout sizes rows of
+  // wrapped text from stale indices of hidden rows and squeezed other rows to 0 px (issue 15:
+  // Data > Kind from idx to synthetic left Classes and Seed invisible).
+  for (auto& [form, fields] : form_rows_) {
+    std::vector<Field*> wanted;
+    for (Field* field : fields)
+      if (field->shown) wanted.push_back(field);
+    std::vector<Field*>& current = laid_out_[form];
+    if (wanted == current && !current.empty()) continue;
+    if (current.empty()) current = fields;  // as built: every row in the form
+    if (wanted == current) continue;
+    while (form->rowCount() > 0) {
+      const QFormLayout::TakeRowResult row = form->takeRow(0);
+      delete row.labelItem;  // the items, not their widgets
+      delete row.fieldItem;
+    }
+    for (Field* field : fields) {
+      QWidget* cell = field->editor->parentWidget();
+      field->label->setVisible(field->shown);
+      cell->setVisible(field->shown);
+      if (field->shown) form->addRow(field->label, cell);
+    }
+    current = wanted;
+  }
+}
+
+void JobEditor::showLaunchStatus(const QStringList& reasons) {
+  if (reasons.isEmpty()) {
+    launch_status_->setStyleSheet("color: #2c6e2c;");
+    launch_status_->setText("Ready to launch (Ctrl+Return).");
+    return;
+  }
+  launch_status_->setStyleSheet("color: #b3261e;");
+  launch_status_->setText(QString("Launch is disabled until %1 fixed:\n%2")
+                              .arg(reasons.size() == 1 ? "this is" : "these are")
+                              .arg(reasons.join('\n')));
+}
+
+QString JobEditor::launchStatusText() const {
+  return launch_status_->text();
 }
 
 QString JobEditor::fieldError(const std::string& path) const {

@@ -2,7 +2,9 @@
 // and micro-batches, schedule, optimizer, steps, backend, device, hosts with ranks per host),
 // checked on every edit by the engine's own spec parser with its message shown next to the
 // field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
-// launch, the memory estimate per rank and, for pipelines, the planned schedule.
+// launch, the memory estimate per rank and, for pipelines, the planned schedule. It opens on the
+// smallest shipped example and offers the others; beside Launch it lists every reason the spec
+// cannot be launched yet.
 #pragma once
 
 #include <QWidget>
@@ -13,6 +15,7 @@
 
 #include "spec/job_spec.h"
 
+class QComboBox;
 class QLabel;
 class QPlainTextEdit;
 class QPushButton;
@@ -23,6 +26,15 @@ class QCheckBox;
 namespace ringmaster::ui {
 
 class GanttChart;
+
+// A spec shipped with Ringmaster (resources/examples/*.json, built into the application).
+struct ExampleSpec {
+  QString name;         // the file's base name: "ddp_mlp"
+  QString description;  // the spec's own description
+  QString path;         // a Qt resource path: ":/examples/ddp_mlp.json"
+};
+// Every shipped example, the smallest first.
+std::vector<ExampleSpec> exampleSpecs();
 
 class JobEditor : public QWidget {
   Q_OBJECT
@@ -38,6 +50,9 @@ class JobEditor : public QWidget {
   bool loadFile(const QString& path);
   bool saveFile(const QString& path);
   QString lastFileError() const { return file_error_; }
+  // Replaces the spec with a shipped example (by name); false when there is none of that name.
+  bool startFromExample(const QString& name);
+  QComboBox* exampleChoice() const { return examples_; }
 
   // The parsed spec when it has no problems.
   const std::optional<JobSpec>& spec() const { return spec_; }
@@ -50,6 +65,8 @@ class JobEditor : public QWidget {
   const GanttChart& plannedSchedule() const { return *planned_; }
   QString plannedText() const;
   QPushButton* launchButton() const { return launch_; }
+  // Beside Launch: every reason it is disabled, one per line ("Ready to launch" when none).
+  QString launchStatusText() const;
 
  signals:
   // The user asked to launch this (valid) spec.
@@ -67,11 +84,15 @@ class JobEditor : public QWidget {
   void check();
   void updateEstimates();
   void hostsEdited();
+  void showLaunchStatus(const QStringList& reasons);
+  void layOutRows();
 
   nlohmann::json document_;
   std::optional<JobSpec> spec_;
   std::vector<SpecProblem> problems_;
   std::map<std::string, std::unique_ptr<Field>> fields_;
+  // Each form's fields in the order built, and those now in it (hidden rows are taken out).
+  std::map<QFormLayout*, std::vector<Field*>> form_rows_, laid_out_;
   bool updating_ = false;
   QString file_error_;
 
@@ -79,7 +100,9 @@ class JobEditor : public QWidget {
   QLabel* hosts_error_ = nullptr;
   QPlainTextEdit* json_ = nullptr;
   QLabel* json_error_ = nullptr;
-  QLabel* problems_label_ = nullptr;
+  QLabel* launch_status_ = nullptr;
+  QComboBox* examples_ = nullptr;
+  QLabel* example_note_ = nullptr;
   QLabel* memory_ = nullptr;
   QLabel* planned_label_ = nullptr;
   GanttChart* planned_ = nullptr;

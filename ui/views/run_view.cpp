@@ -6,8 +6,12 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDateTime>
+#include <QDialog>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
 #include <QGridLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -15,10 +19,12 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
+#include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QtConcurrent/QtConcurrentRun>
@@ -51,6 +57,11 @@ QString metricLabel(const std::string& metric) {
       {"comm_ms", "communication"},   {"device_mem_used", "device memory"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
+}
+
+// Whether a run in this status may still record.
+bool stillGoing(const std::string& status) {
+  return status == "pending" || status == "running";
 }
 
 QColor rankColor(int rank) {
@@ -89,8 +100,10 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
 
-  // Header: title and status, progress, figures, root cause.
-  auto* header = new QGridLayout();
+  // Header: title and status, progress (its text beside the bar, in the window's colours),
+  // cancel, figures, root cause.
+  auto* header = new QVBoxLayout();
+  auto* first_line = new QHBoxLayout();
   title_ = new QLabel();
   title_->setObjectName("runTitle");
   QFont title_font = title_->font();
@@ -101,17 +114,28 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   status_->setObjectName("runStatus");
   progress_ = new QProgressBar();
   progress_->setObjectName("runProgress");
-  progress_->setTextVisible(true);
-  progress_->setMaximumWidth(360);
+  progress_->setTextVisible(false);
+  progress_->setFixedWidth(180);
+  progress_text_ = new QLabel();
+  progress_text_->setObjectName("runProgressText");
+  cancel_ = new QPushButton("Cancel run…");
+  cancel_->setObjectName("cancelRun");
+  cancel_->setToolTip("Stop the run (Ctrl+.); what it recorded is kept");
+  cancel_->hide();
+  connect(cancel_, &QPushButton::clicked, this, [this] { emit cancelRequested(run_id_); });
   figures_ = new QLabel();
   figures_->setObjectName("runFigures");
+  figures_->setWordWrap(true);
   figures_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   title_->setText(QString("Run %1 · loading…").arg(run_id_));
-  header->addWidget(title_, 0, 0);
-  header->addWidget(status_, 0, 1, Qt::AlignLeft);
-  header->addWidget(progress_, 0, 2);
-  header->addWidget(figures_, 1, 0, 1, 3);
-  header->setColumnStretch(1, 1);
+  first_line->addWidget(title_);
+  first_line->addWidget(status_);
+  first_line->addStretch(1);
+  first_line->addWidget(progress_);
+  first_line->addWidget(progress_text_);
+  first_line->addWidget(cancel_);
+  header->addLayout(first_line);
+  header->addWidget(figures_);
   layout->addLayout(header);
   root_cause_ = new QLabel();
   root_cause_->setObjectName("rootCause");
@@ -206,6 +230,10 @@ QWidget* RunView::buildChartsTab() {
   bar->addStretch(1);
   auto* export_button = new QPushButton("Export charts…");
   export_button->setObjectName("exportCharts");
+  export_note_ = new QLabel();
+  export_note_->setObjectName("exportNote");
+  export_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  bar->addWidget(export_note_);
   bar->addWidget(export_button);
   layout->addLayout(bar);
   connect(rank_choice_, &QComboBox::activated, this, [this](int index) {
@@ -217,11 +245,7 @@ QWidget* RunView::buildChartsTab() {
     else
       showRanks(RankMode::kOne, data);
   });
-  connect(export_button, &QPushButton::clicked, this, [this] {
-    const QString dir = QDir::homePath() + QString("/ringmaster-run-%1-charts").arg(run_id_);
-    QStringList written = exportCharts(dir);
-    figures_->setToolTip(QString("Exported %1 files to %2").arg(written.size()).arg(dir));
-  });
+  connect(export_button, &QPushButton::clicked, this, &RunView::openExportDialog);
 
   auto* grid = new QGridLayout();
   struct Spec {
@@ -232,7 +256,9 @@ QWidget* RunView::buildChartsTab() {
   };
   const Spec specs[] = {
       {"Loss", "loss", {"loss"}, 1.0},
-      {"Step time", "ms", {"compute_ms", "exposed_comm_ms"}, 1.0},
+      // The step, and what it was spent on: a pipeline stage's wait for another stage is the gap
+      // between the step and its compute plus exposed communication.
+      {"Step time", "ms", {"step_ms", "compute_ms", "exposed_comm_ms"}, 1.0},
       {"Communication time by op", "ms per step", {}, 1.0},  // from the comm events
       {"Allocator memory", "MiB", {"mem_allocated", "mem_peak"}, kMiB},
       {"Device memory", "MiB", {"device_mem_used"}, kMiB},
@@ -241,6 +267,9 @@ QWidget* RunView::buildChartsTab() {
   for (const Spec& spec : specs) {
     auto* chart = new MetricChart(spec.title, spec.unit);
     chart->setObjectName(QString(spec.title).replace(' ', '_'));
+    // A floor of its own: the charts' size hints would otherwise set the window's minimum height
+    // and the window grew when the header did (issue 15: 60 px for a failure banner).
+    chart->setMinimumSize(240, 150);
     charts_.push_back(chart);
     chart_metrics_.push_back(spec.metrics);
     chart_scales_.push_back(spec.scale);
@@ -298,7 +327,10 @@ QWidget* RunView::buildCommTab() {
   flight_recorder_->setObjectName("flightRecorder");
   flight_recorder_->setHorizontalHeaderLabels(
       {"Rank", "Last completed", "In flight when it dumped", "Did not reach"});
-  flight_recorder_->horizontalHeader()->setStretchLastSection(true);
+  // Each column as wide as what it holds (the table scrolls when they do not fit), no empty
+  // column stretched over the rest; long cells show whole on hover.
+  flight_recorder_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  flight_recorder_->horizontalHeader()->setStretchLastSection(false);
   flight_recorder_->verticalHeader()->hide();
   flight_recorder_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   recorder_layout->addWidget(flight_recorder_, 1);
@@ -445,6 +477,14 @@ void RunView::apply(RunSnapshot snapshot) {
   applyFlightRecorder(snapshot);
   const bool pipeline = snapshot.run.strategy == "pipeline";
   tabs_->setTabVisible(tabs_->indexOf(pipeline_), pipeline);
+  // A step event every N steps carries the means of the steps since the previous one: say so.
+  const nlohmann::json spec = nlohmann::json::parse(snapshot.run.spec_json, nullptr, false);
+  const int64_t every = spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1) : 1;
+  for (MetricChart* chart : charts_) {
+    if (chart->objectName() == "Step_time")
+      chart->setTitle(every > 1 ? QString("Step time (mean of every %1 steps)").arg(every)
+                                : QString("Step time (every step)"));
+  }
   if (pipeline)
     pipeline_->setRun(db_path_, run_id_, snapshot.run.spec_json, snapshot.scheduled_steps);
   const bool logs_changed =
@@ -452,6 +492,7 @@ void RunView::apply(RunSnapshot snapshot) {
       (!snapshot.logs.empty() && snapshot_->logs.back().t != snapshot.logs.back().t);
   snapshot_ = std::move(snapshot);
   if (logs_changed) applyLogs();
+  updateCancelButton();
   const QString status = QString::fromStdString(snapshot_->run.status);
   if (status != last_status_) {
     last_status_ = status;
@@ -480,7 +521,8 @@ void RunView::applyHeader(const RunSnapshot& s) {
     eta = QString(" · ETA %1")
               .arg(formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
   }
-  progress_->setFormat(QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
+  progress_text_->setText(
+      QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
   QStringList figures;
   if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
   if (s.summary.final_accuracy)
@@ -581,6 +623,10 @@ void RunView::updateChart(size_t index, std::vector<ChartLine> lines) {
       this,
       [this, index, lines = std::move(lines)] {
         MetricChart* chart = charts_[index];
+        // A run that ended without a series never will have one: say so, not "no data yet".
+        chart->setEmptyNote(snapshot_ && !stillGoing(snapshot_->run.status)
+                                ? "not recorded in this run"
+                                : "no data yet");
         chart->setLines(lines);
         if (chart->isVisible()) chart->repaint();
       },
@@ -649,6 +695,7 @@ void RunView::applyLogs() {
   const int rank = log_rank_->currentData().toInt();
   const QString filter = log_filter_->text();
   QStringList lines;
+  int first_error = -1;
   for (const auto& line : snapshot_->logs) {
     if (rank == -1 && line.rank) continue;
     if (rank >= 0 && line.rank != rank) continue;
@@ -660,18 +707,27 @@ void RunView::applyLogs() {
                              .arg(QString::fromStdString(line.level))
                              .arg(QString::fromStdString(line.message));
     if (!filter.isEmpty() && !text.contains(filter, Qt::CaseInsensitive)) continue;
+    if (first_error < 0 && line.level == "error") first_error = static_cast<int>(lines.size());
     lines << text;
   }
   // Rank entries for the ranks seen.
   for (int r = 0; r < snapshot_->run.world_size; ++r)
     if (log_rank_->findData(r) < 0) log_rank_->addItem(QString("rank %1").arg(r), r);
   logs_->setPlainText(lines.join('\n'));
-  logs_->moveCursor(QTextCursor::End);
+  // At the first error when there is one (where a failure starts), else at the last line; at
+  // the start of the line either way, so the view opens at the left edge, never scrolled to the
+  // end of a long line.
+  const int line_shown = first_error >= 0 ? first_error : static_cast<int>(lines.size()) - 1;
+  QTextCursor cursor(logs_->document()->findBlockByNumber(std::max(line_shown, 0)));
+  logs_->setTextCursor(cursor);
+  logs_->ensureCursorVisible();
+  logs_->horizontalScrollBar()->setValue(logs_->horizontalScrollBar()->minimum());
 }
 
 MetricChart* RunView::chart(const QString& title) const {
+  // By the title as given: the one shown may carry a note ("… — not recorded in this run").
   for (MetricChart* c : charts_)
-    if (c->chart()->title() == title) return c;
+    if (c->title() == title) return c;
   return nullptr;
 }
 
@@ -687,16 +743,98 @@ QString RunView::logText() const {
 QString RunView::flightRecorderText() const {
   return flight_summary_->text();
 }
+QString RunView::progressText() const {
+  return progress_text_->text();
+}
 
-QStringList RunView::exportCharts(const QString& directory) {
+void RunView::setCancellable(bool cancellable) {
+  cancellable_ = cancellable;
+  updateCancelButton();
+}
+
+void RunView::updateCancelButton() {
+  cancel_->setVisible(cancellable_ && snapshot_ && stillGoing(snapshot_->run.status));
+}
+
+QStringList RunView::exportCharts(const QString& directory, const QStringList& formats) {
   QDir().mkpath(directory);
   QStringList written;
   for (MetricChart* chart : charts_) {
     const QString base = QDir(directory).filePath(chart->objectName().toLower());
-    for (const char* ext : {".png", ".svg"})
-      if (chart->exportTo(base + ext)) written << base + ext;
+    for (const QString& format : formats)
+      if (chart->exportTo(base + "." + format)) written << base + "." + format;
   }
   return written;
+}
+
+QDialog* RunView::openExportDialog() {
+  auto* dialog = new QDialog(this);
+  dialog->setObjectName("exportChartsDialog");
+  dialog->setWindowTitle(QString("Export the charts of run %1").arg(run_id_));
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  auto* form = new QFormLayout(dialog);
+  auto* formats = new QHBoxLayout();
+  auto* png = new QCheckBox("PNG (image)");
+  png->setObjectName("exportPng");
+  png->setChecked(true);
+  auto* svg = new QCheckBox("SVG (vector)");
+  svg->setObjectName("exportSvg");
+  formats->addWidget(png);
+  formats->addWidget(svg);
+  formats->addStretch(1);
+  form->addRow("Formats", formats);
+  auto* folder_row = new QHBoxLayout();
+  auto* folder = new QLineEdit(
+      export_dir_.isEmpty() ? QDir::homePath() + QString("/ringmaster-run-%1-charts").arg(run_id_)
+                            : export_dir_);
+  folder->setObjectName("exportFolder");
+  folder->setMinimumWidth(folder->fontMetrics().horizontalAdvance(folder->text()) + 24);
+  auto* browse = new QPushButton("Browse…");
+  folder_row->addWidget(folder, 1);
+  folder_row->addWidget(browse);
+  form->addRow("Folder", folder_row);
+  auto* note = new QLabel(QString("One file per chart and format (%1 charts), named after the "
+                                  "chart; files of the same name are replaced.")
+                              .arg(charts_.size()));
+  note->setWordWrap(true);
+  form->addRow(note);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel);
+  buttons->button(QDialogButtonBox::Ok)->setText("Export");
+  form->addRow(buttons);
+  auto validate = [png, svg, folder, buttons] {
+    buttons->button(QDialogButtonBox::Ok)
+        ->setEnabled((png->isChecked() || svg->isChecked()) && !folder->text().trimmed().isEmpty());
+  };
+  connect(png, &QCheckBox::toggled, dialog, validate);
+  connect(svg, &QCheckBox::toggled, dialog, validate);
+  connect(folder, &QLineEdit::textChanged, dialog, validate);
+  connect(browse, &QPushButton::clicked, dialog, [dialog, folder] {
+    const QString chosen =
+        QFileDialog::getExistingDirectory(dialog, "Export the charts into", folder->text());
+    if (!chosen.isEmpty()) folder->setText(chosen);
+  });
+  connect(buttons, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
+  connect(buttons, &QDialogButtonBox::accepted, dialog, [this, dialog, png, svg, folder] {
+    QStringList chosen;
+    if (png->isChecked()) chosen << "png";
+    if (svg->isChecked()) chosen << "svg";
+    const QString dir = QDir::cleanPath(folder->text().trimmed());
+    const QStringList written = exportCharts(dir, chosen);
+    const QString error =
+        written.isEmpty() ? QString("nothing could be written to %1").arg(dir) : QString();
+    if (written.isEmpty()) {
+      export_note_->setStyleSheet("color: #b3261e;");
+      export_note_->setText("Export failed: " + error);
+    } else {
+      export_dir_ = dir;
+      export_note_->setStyleSheet({});
+      export_note_->setText(QString("Exported %1 files to %2").arg(written.size()).arg(dir));
+    }
+    emit chartsExported(written, error);
+    dialog->accept();
+  });
+  dialog->open();
+  return dialog;
 }
 
 }  // namespace ringmaster::ui

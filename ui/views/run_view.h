@@ -7,6 +7,9 @@
 // It polls the database's data_version at 25 Hz and, when something was committed, reloads a
 // RunSnapshot on a worker thread: telemetry reaches the charts coalesced, never one redraw per
 // event, and a slow read never stalls the GUI thread.
+//
+// Cancelling is asked for (cancelRequested) and left to whoever launched the run; exporting the
+// charts asks where and in which formats.
 #pragma once
 
 #include <QFutureWatcher>
@@ -20,10 +23,12 @@
 class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
+class QDialog;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
 class QProgressBar;
+class QPushButton;
 class QTabWidget;
 class QTableView;
 class QTableWidget;
@@ -68,9 +73,19 @@ class RunView : public QWidget {
   QString rootCauseText() const;
   QString logText() const;
   QString flightRecorderText() const;
+  QString progressText() const;
+  QPlainTextEdit* logView() const { return logs_; }
+  QTableWidget* flightRecorderTable() const { return flight_recorder_; }
 
-  // Writes every chart as NAME.png and NAME.svg into `directory`; the files written.
-  QStringList exportCharts(const QString& directory);
+  // Whether the header offers "Cancel run…" while the run is running (its launcher can cancel).
+  void setCancellable(bool cancellable);
+  bool cancellable() const { return cancellable_; }
+
+  // Writes every chart as NAME.EXT for each format ("png", "svg") into `directory` (made when
+  // missing); the files written.
+  QStringList exportCharts(const QString& directory, const QStringList& formats = {"png", "svg"});
+  // The dialog "Export charts…" opens (format and folder); exporting is its accept button.
+  QDialog* openExportDialog();
   // Starts a reload now (tests, and after the user changed what is shown).
   void reload();
 
@@ -79,6 +94,10 @@ class RunView : public QWidget {
   void refreshed();
   // The run's status changed (to "completed", "failed", ...).
   void statusChanged(const QString& status);
+  // The user asked to cancel the run (the launcher asks for confirmation).
+  void cancelRequested(qint64 run_id);
+  // Charts were exported by the dialog: the files written, or the reason none were.
+  void chartsExported(const QStringList& files, const QString& error);
 
  private:
   void poll();
@@ -89,6 +108,7 @@ class RunView : public QWidget {
   void updateChart(size_t index, std::vector<ChartLine> lines);
   void applyFlightRecorder(const RunSnapshot& snapshot);
   void applyLogs();
+  void updateCancelButton();
   SnapshotRequest request() const;
   QWidget* buildChartsTab();
   QWidget* buildCommTab();
@@ -111,12 +131,17 @@ class RunView : public QWidget {
   RankMode rank_mode_ = RankMode::kEach;
   int one_rank_ = 0;
   QString last_status_;
+  bool cancellable_ = false;
+  QString export_dir_;  // the folder of the last export
 
   QLabel* title_ = nullptr;
   QLabel* status_ = nullptr;
   QLabel* figures_ = nullptr;
   QLabel* root_cause_ = nullptr;
   QProgressBar* progress_ = nullptr;
+  QLabel* progress_text_ = nullptr;
+  QPushButton* cancel_ = nullptr;
+  QLabel* export_note_ = nullptr;
   QComboBox* rank_choice_ = nullptr;
   QDoubleSpinBox* smoothing_ = nullptr;  // every chart's smoothing weight
   QCheckBox* time_axis_ = nullptr;       // every chart's x axis in wall time
