@@ -147,7 +147,7 @@ class UiChartTest : public QObject {
         before[{chart->title(), name}] = pointsIn(chart, name, 600, 700);
 
     // Drag over steps 600..700 of the step-time chart, as a user does.
-    MetricChart* step_time = view_->chart("Step time");
+    MetricChart* step_time = view_->findChild<MetricChart*>("Step_time");
     QWidget* viewport = step_time->viewport();
     const QPoint start = positionOf(step_time, 600), end = positionOf(step_time, 700);
     QTest::mousePress(viewport, Qt::LeftButton, {}, start);

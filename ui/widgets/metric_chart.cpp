@@ -233,7 +233,11 @@ void MetricChart::redraw(Drawn& d) {
   }
   replaceIfChanged(d.centre, centre);
   replaceIfChanged(d.raw, raw);
-  d.raw->setVisible(smoothing_ > 0);
+  if (d.raw->isVisible() != (smoothing_ > 0)) {
+    d.raw->setVisible(smoothing_ > 0);
+    // A series shown again shows its legend marker again: the raw line has none.
+    for (QLegendMarker* marker : chart()->legend()->markers(d.raw)) marker->setVisible(false);
+  }
   if (d.low) {
     replaceIfChanged(d.low, low);
     replaceIfChanged(d.high, high);
@@ -255,15 +259,40 @@ double MetricChart::toStep(double x) const {
   return time_axis_ && !clock_.empty() ? clock_.step(x) : x;
 }
 
+// The log axis spans whole decades around the positive values, labelled every `logStep()`
+// decades: Qt elides every label of a log axis whose labels do not fit the plot's height, so a
+// wide range is labelled at 1e-4, 1e-2, 1, ... rather than not at all.
+int MetricChart::logStep() const {
+  const double low = std::floor(std::log10(min_positive_y_ > 0 ? min_positive_y_ : 1.0));
+  const double high = std::ceil(std::log10(std::max(data_max_y_, std::pow(10.0, low))));
+  const int labels = std::max(2, static_cast<int>(chart()->plotArea().height() / 24));
+  return std::max(1, static_cast<int>(std::ceil((high - low) / (labels - 1))));
+}
+
+double MetricChart::logLow() const {
+  const int step = logStep();
+  const double decade = std::floor(std::log10(min_positive_y_ > 0 ? min_positive_y_ : 1.0));
+  return std::pow(10.0, std::floor(decade / step) * step);
+}
+
+double MetricChart::logHigh() const {
+  const int step = logStep();
+  const double decade = std::ceil(std::log10(std::max(data_max_y_, logLow())));
+  const double high = std::pow(10.0, std::ceil(decade / step) * step);
+  return high > logLow() ? high : logLow() * std::pow(10.0, step);
+}
+
 void MetricChart::setYAxisLog(bool log) {
   QAbstractAxis* old = chart()->axes(Qt::Vertical).first();
   if ((old->type() == QAbstractAxis::AxisTypeLogValue) == log) return;
   QAbstractAxis* axis = nullptr;
   if (log) {
     auto* y = new QLogValueAxis();
-    y->setBase(10);
-    y->setLabelFormat("%g");
-    y->setMinorTickCount(-1);
+    y->setBase(std::pow(10.0, logStep()));
+    y->setLabelFormat("%.3g");
+    y->setMinorTickCount(0);
+    // Its range before it joins the chart: the chart sizes the labels' column when it does.
+    y->setRange(logLow(), logHigh());
     axis = y;
   } else {
     axis = new QValueAxis();
@@ -273,6 +302,16 @@ void MetricChart::setYAxisLog(bool log) {
   delete old;
   chart()->addAxis(axis, Qt::AlignLeft);
   for (QAbstractSeries* series : chart()->series()) series->attachAxis(axis);
+}
+
+void MetricChart::setTitleNote(const QString& note) {
+  if (note == title_note_) return;
+  title_note_ = note;
+  fitAxes();
+}
+
+QString MetricChart::shownTitle() const {
+  return chart()->title();
 }
 
 void MetricChart::fitAxes() {
@@ -320,7 +359,7 @@ void MetricChart::fitAxes() {
                   : time_axis_ ? "step (no wall time)"
                                : "step");
   if (!std::isfinite(data_min_x_)) {
-    chart()->setTitle(title_ + " — " + empty_note_);
+    chart()->setTitle(title_ + title_note_ + " — " + empty_note_);
     x->setRange(0, 10);
     if (!log_shown_) static_cast<QValueAxis*>(y)->setRange(0, 1);
     return;
@@ -332,7 +371,7 @@ void MetricChart::fitAxes() {
     note = QString(" — %1 point%2 ≤ 0 not on the log scale")
                .arg(left_out_)
                .arg(left_out_ == 1 ? "" : "s");
-  chart()->setTitle(title_ + note);
+  chart()->setTitle(title_ + title_note_ + note);
 
   double from = toX(data_min_x_), to = toX(data_max_x_);
   if (zoomed_) {
@@ -341,17 +380,15 @@ void MetricChart::fitAxes() {
   }
   if (to <= from) to = from + (time ? 1.0 : 1.0);
   x->setRange(from, to);
-  x->setLabelFormat(time ? (to - from < 10 ? "%.2f" : to - from < 100 ? "%.1f" : "%.0f") : "%d");
+  x->setLabelFormat(time ? (to - from < 1 ? "%.3f" : to - from < 10 ? "%.1f" : "%.0f") : "%d");
   x->setTickType(QValueAxis::TicksDynamic);
   x->setTickAnchor(0);
   x->setTickInterval(niceInterval(to - from, 5, time ? 1e-3 : 1.0));
 
   if (log_shown_) {
     auto* ly = static_cast<QLogValueAxis*>(y);
-    const double low = std::pow(10.0, std::floor(std::log10(min_positive_y_)));
-    double high = std::pow(10.0, std::ceil(std::log10(std::max(data_max_y_, min_positive_y_))));
-    if (high <= low) high = low * 10;
-    ly->setRange(low, high);
+    ly->setBase(std::pow(10.0, logStep()));
+    ly->setRange(logLow(), logHigh());
     return;
   }
   auto* ly = static_cast<QValueAxis*>(y);

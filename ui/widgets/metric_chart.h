@@ -40,6 +40,10 @@ class MetricChart : public QChartView {
 
   // The title as given (the chart's own title may carry a note such as "no data yet").
   QString title() const { return title_; }
+  // A note the title always carries after the title as given ("mean of every 10 steps").
+  void setTitleNote(const QString& note);
+  // The title as shown, notes included.
+  QString shownTitle() const;
 
   // Shows these lines; series are reused by name, so a live refresh does not rebuild the chart.
   // The x axis follows the data unless the user zoomed in.
@@ -113,12 +117,16 @@ class MetricChart : public QChartView {
   void redrawAll();
   void fitAxes();
   void setYAxisLog(bool log);
+  int logStep() const;
+  double logLow() const;
+  double logHigh() const;
   double toX(double step) const;     // a step to the x axis's unit
   double toStep(double x) const;     // and back
   double stepAt(QPointF pos) const;  // the step under a viewport position
   void hideHover();
 
   QString title_;
+  QString title_note_;
   QString value_label_;
   QString empty_note_ = "no data yet";
   std::map<QString, std::unique_ptr<Drawn>> drawn_;
