@@ -394,6 +394,9 @@ TrainingResult Trainer::run() {
     optimizer->step();
     synchronize(device);
     const double step_ms = millisecondsSince(step_start);
+    // The step event is stamped with the step's end, not the later moment it is written (after
+    // the step's sched events), so that [t - step_ms, t] is the step on the trace's time axis.
+    const double step_end_time = telemetryNow();
     const double loss = loss_sum / accum;
     if (!std::isfinite(loss)) {
       RM_THROW(kInvalidArgument, fmt::format("loss became {} at step {}; lower optimizer.lr or "
@@ -426,7 +429,8 @@ TrainingResult Trainer::run() {
                                 .mem_reserved = memory.reserved_bytes,
                                 .device_mem_used = allocator.deviceMemory().used_bytes,
                                 .grad_norm = grad_norm,
-                                .accuracy = static_cast<double>(correct) / samples});
+                                .accuracy = static_cast<double>(correct) / samples},
+                      step_end_time);
       fmt::print(log_, "[rank {}] step {:>{}}/{} loss {:.4f} acc {:5.1f}% {:8.0f} samples/s\n",
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
                  loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);

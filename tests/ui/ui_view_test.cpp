@@ -392,8 +392,12 @@ class UiViewTest : public QObject {
     QCOMPARE(view->commModel()->index(0, CommOpsModel::kOp).data().toString(),
              QString("all_reduce"));
     QCOMPARE(view->heatMap()->map().values.size(), size_t{4});
-    // Two metrics over four ranks: a band per metric.
-    QCOMPARE(view->chart("Step time")->lineCount(), 2);
+    // Three metrics over four ranks: a band per metric (the step, its compute and its exposed
+    // communication), and the title says a point is one step's (this spec reports every step).
+    MetricChart* step_time = view->chart("Step time");
+    QCOMPARE(step_time->lineCount(), 3);
+    QVERIFY2(step_time->shownTitle().startsWith("Step time (every step)"),
+             qPrintable(step_time->shownTitle()));
     // The time per step in each collective (DDP: all_reduce every step, the broadcast at start).
     MetricChart* by_op = view->chart("Communication time by op");
     QVERIFY(by_op && by_op->lineCount() >= 1 && by_op->pointCount() >= 150);
@@ -657,6 +661,10 @@ class UiViewTest : public QObject {
     QTest::qWait(100);
     saveGrab(window(), "failed-run");
     QCOMPARE(window().size(), before);
+    // ... and the charts keep their size: their tab scrolls instead.
+    for (MetricChart* chart : view->charts())
+      QVERIFY2(chart->height() >= chart->minimumHeight(),
+               qPrintable(QString("%1: %2 px").arg(chart->title()).arg(chart->height())));
     // The Logs tab opens at its first error, at the left edge of the line (issue 15: it opened
     // scrolled to the far end of the longest line).
     view->tabs()->setCurrentIndex(view->tabs()->count() - 1);

@@ -19,6 +19,7 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QSplitter>
 #include <QTabWidget>
@@ -267,9 +268,6 @@ QWidget* RunView::buildChartsTab() {
   for (const Spec& spec : specs) {
     auto* chart = new MetricChart(spec.title, spec.unit);
     chart->setObjectName(QString(spec.title).replace(' ', '_'));
-    // A floor of its own: the charts' size hints would otherwise set the window's minimum height
-    // and the window grew when the header did (issue 15: 60 px for a failure banner).
-    chart->setMinimumSize(240, 150);
     charts_.push_back(chart);
     chart_metrics_.push_back(spec.metrics);
     chart_scales_.push_back(spec.scale);
@@ -287,7 +285,18 @@ QWidget* RunView::buildChartsTab() {
       reload();
     });
   }
-  layout->addLayout(grid, 1);
+  // The charts scroll when the window is too short for them at their least readable size,
+  // rather than setting the window's minimum height (issue 15: the window grew 60 px when a
+  // failure banner appeared).
+  auto* grid_page = new QWidget();
+  grid_page->setLayout(grid);
+  grid->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea();
+  scroll->setObjectName("chartsScroll");
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidget(grid_page);
+  layout->addWidget(scroll, 1);
   return page;
 }
 
@@ -481,9 +490,9 @@ void RunView::apply(RunSnapshot snapshot) {
   const nlohmann::json spec = nlohmann::json::parse(snapshot.run.spec_json, nullptr, false);
   const int64_t every = spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1) : 1;
   for (MetricChart* chart : charts_) {
-    if (chart->objectName() == "Step_time")
-      chart->setTitle(every > 1 ? QString("Step time (mean of every %1 steps)").arg(every)
-                                : QString("Step time (every step)"));
+    if (chart->title() == "Step time")
+      chart->setTitleNote(every > 1 ? QString(" (mean of every %1 steps)").arg(every)
+                                    : QString(" (every step)"));
   }
   if (pipeline)
     pipeline_->setRun(db_path_, run_id_, snapshot.run.spec_json, snapshot.scheduled_steps);
