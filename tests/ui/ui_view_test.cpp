@@ -257,6 +257,7 @@ class UiViewTest : public QObject {
 
   void theEditorsHostsAndKindsEditTheSpec() {
     JobEditor& editor = *window().jobEditor();
+    window().tabs()->setCurrentWidget(&editor);  // laid out as a user sees it
     editor.setDocument(exampleSpec("ddp_mlp", 40));
     auto* hosts = editor.findChild<QTableWidget*>("hostsTable");
     QCOMPARE(hosts->rowCount(), 1);
