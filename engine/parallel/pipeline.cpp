@@ -231,11 +231,20 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     const std::pair<int, int> key{a.chunk, a.micro_batch};
     ExecutedAction executed{a, stage, nowUs(), 0, 0};
     if (a.phase == PipelinePhase::kForward) {
+      // Only a receive is waiting: reading the micro-batch (the first stage's features, the last
+      // stage's labels) is part of the action's work.
       Batch batch;
-      if (isFirst(stage) || isLast(stage)) batch = micro_batch(a.micro_batch);
-      Tensor x = isFirst(stage) ? batch.features : receive(a);
-      executed.ready_us = nowUs();
-      executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
+      Tensor x;
+      if (isFirst(stage)) {
+        executed.ready_us = executed.start_us;
+        batch = micro_batch(a.micro_batch);
+        x = batch.features;
+      } else {
+        x = receive(a);
+        executed.ready_us = nowUs();
+        executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
+        if (isLast(stage)) batch = micro_batch(a.micro_batch);
+      }
       for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
@@ -249,8 +258,8 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       }
     } else if (a.phase == PipelinePhase::kBackward) {
       Tensor grad = isLast(stage) ? loss_grads.at(key) : receive(a);
-      executed.ready_us = nowUs();
-      executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
+      executed.ready_us = isLast(stage) ? executed.start_us : nowUs();
+      executed.transfer_us = isLast(stage) ? 0 : inputTransferUs(executed, last_exposed_ms);
       loss_grads.erase(key);
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;)

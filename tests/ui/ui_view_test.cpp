@@ -35,6 +35,7 @@
 #include <QTest>
 #include <QTextBlock>
 #include <csignal>
+#include <map>
 
 #include "db/database.h"
 #include "main_window.h"
@@ -517,12 +518,32 @@ class UiViewTest : public QObject {
     const GanttData& measured = pipeline->measured().data();
     QCOMPARE(measured.rows, 4);
     QCOMPARE(measured.bars.size(), size_t{4 * 8 * 2});  // F and B of 8 micro-batches on 4 stages
+    std::map<std::pair<int, int>, const GanttBar*> forward;  // (stage, micro-batch)
     for (const GanttBar& bar : measured.bars) {
       QVERIFY(bar.end >= bar.start);
       QVERIFY(bar.micro_batch >= 0 && bar.micro_batch < 8);
+      if (bar.phase == 'F') forward[{bar.row, bar.micro_batch}] = &bar;
+    }
+    // Bars are compute: a stage's forward starts once the previous stage's forward of the same
+    // micro-batch ended (ranks on one host share one clock), and the stages after the first
+    // waited for their inputs, drawn apart from their bars.
+    for (const auto& [key, bar] : forward) {
+      if (key.first == 0) continue;
+      const GanttBar* before = forward.at({key.first - 1, key.second});
+      QVERIFY2(bar->start >= before->end, qPrintable(QString("F%1 on stage %2 at %3, before %4")
+                                                         .arg(key.second)
+                                                         .arg(key.first)
+                                                         .arg(bar->start)
+                                                         .arg(before->end)));
+    }
+    QVERIFY(!measured.waits.empty());
+    for (const GanttWait& wait : measured.waits) {
+      QVERIFY(wait.row > 0 || wait.phase == 'B');  // stage 0 never waits for a forward input
+      QVERIFY(wait.start <= wait.transfer_start && wait.transfer_start <= wait.end);
     }
     QCOMPARE(pipeline->planned().data().bars.size(), size_t{4 * 8 * 2});
     QVERIFY2(pipeline->bubbleText().contains("measured bubble") &&
+                 pipeline->bubbleText().contains("ms for transfers") &&
                  pipeline->bubbleText().contains("theoretical 27.3%"),
              qPrintable(pipeline->bubbleText()));
     for (double b : measured.row_bubble) QVERIFY(b >= 0 && b < 1);

@@ -24,7 +24,10 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
   bubble_->setObjectName("pipelineBubble");
   bar->addWidget(bubble_, 1);
   layout->addLayout(bar);
-  auto* measured_title = new QLabel("<b>Measured</b> (times on rank 0's clock)");
+  auto* measured_title = new QLabel(
+      "<b>Measured</b> (times on rank 0's clock): bars are compute; a grey hatched strip "
+      "before one is its wait for another stage, a dark one its input's transfer");
+  measured_title->setWordWrap(true);
   layout->addWidget(measured_title);
   measured_ = new GanttChart();
   measured_->setObjectName("measuredGantt");
@@ -80,6 +83,13 @@ void PipelineView::showStep(int64_t step) {
   std::optional<storage::StepSchedule> schedule = storage::loadStepSchedule(db, run_id_, step);
   shown_step_ = step;
   measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
+  shown_wait_ms_ = shown_transfer_ms_ = 0;
+  if (schedule) {
+    for (const storage::RankBubble& rank : schedule->ranks) {
+      shown_wait_ms_ += rank.wait_us / 1000;
+      shown_transfer_ms_ += rank.transfer_us / 1000;
+    }
+  }
   const int index = steps_->findData(QVariant::fromValue<qlonglong>(step));
   if (index >= 0) steps_->setCurrentIndex(index);
   bubble_->setText(bubbleText());
@@ -92,9 +102,13 @@ QString PipelineView::bubbleText() const {
     const auto& rows = measured_->data().row_bubble;
     for (double b : rows) sum += b;
     if (!rows.empty())
-      parts << QString("measured bubble %1% (step %2)")
+      parts << QString(
+                   "measured bubble %1% (step %2: idle or waiting; all stages waited %3 ms "
+                   "for others, %4 ms for transfers)")
                    .arg(sum / static_cast<double>(rows.size()) * 100, 0, 'f', 1)
-                   .arg(*shown_step_);
+                   .arg(*shown_step_)
+                   .arg(shown_wait_ms_, 0, 'f', 1)
+                   .arg(shown_transfer_ms_, 0, 'f', 1);
   }
   if (plan_)
     parts << QString("planned %1%").arg(plan_->bubble_fraction * 100, 0, 'f', 1)

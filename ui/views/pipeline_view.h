@@ -38,6 +38,8 @@ class PipelineView : public QWidget {
   int ranks_ = 0;
   std::optional<PlannedSchedule> plan_;
   std::optional<int64_t> shown_step_;
+  // The shown step's time across ranks spent waiting for other stages and receiving inputs, ms.
+  double shown_wait_ms_ = 0, shown_transfer_ms_ = 0;
   QComboBox* steps_ = nullptr;
   QLabel* bubble_ = nullptr;
   GanttChart* measured_ = nullptr;
