@@ -362,6 +362,22 @@ class UiChartTest : public QObject {
     QCOMPARE(chart.chart()->title(), QString("Values"));
   }
 
+  void anEnvelopeArrivesWhenBucketsGrowWider() {
+    // A live run's first snapshot has a step per point (no envelope); later ones bucket.
+    MetricChart chart("Loss", "loss");
+    auto areas = [&] {
+      int n = 0;
+      for (QAbstractSeries* series : chart.chart()->series())
+        n += series->type() == QAbstractSeries::SeriesTypeArea;
+      return n;
+    };
+    chart.setLines({ChartLine{"rank 0", Qt::blue, {{1, 2}, {2, 1}}, {}, {}}});
+    QCOMPARE(areas(), 0);
+    chart.setLines({ChartLine{"rank 0", Qt::blue, {{2, 1.5}}, {{2, 1}}, {{2, 2}}, 2, "mean"}});
+    QCOMPARE(areas(), 1);
+    QCOMPARE(chart.lineCount(), 1);
+  }
+
   void theRealLossOnALogAxis() {
     MetricChart* loss = view_->chart("Loss");
     loss->setLogScale(true);

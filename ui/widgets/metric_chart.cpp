@@ -117,25 +117,28 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
   QAbstractAxis* y = chart->axes(Qt::Vertical).first();
   std::map<QString, bool> wanted;
   qsizetype points = 0;
+  // The envelope goes in before its line, so the line is drawn over it; a line that had none
+  // gets one when its buckets grow wider than a step (a live run's, as it gets longer).
+  auto addEnvelope = [&](Drawn& drawn, const QColor& colour) {
+    drawn.low = new QLineSeries(this);
+    drawn.high = new QLineSeries(this);
+    drawn.envelope = new QAreaSeries(drawn.high, drawn.low);
+    QColor fill = colour;
+    fill.setAlpha(50);
+    drawn.envelope->setBrush(fill);
+    drawn.envelope->setPen(Qt::NoPen);
+    chart->addSeries(drawn.envelope);
+    drawn.envelope->attachAxis(x);
+    drawn.envelope->attachAxis(y);
+    for (QLegendMarker* marker : chart->legend()->markers(drawn.envelope))
+      marker->setVisible(false);
+  };
   for (const ChartLine& line : lines) {
     wanted[line.name] = true;
     std::unique_ptr<Drawn>& drawn = drawn_[line.name];
     if (!drawn) {
       drawn = std::make_unique<Drawn>();
-      if (!line.low.isEmpty()) {
-        drawn->low = new QLineSeries(this);
-        drawn->high = new QLineSeries(this);
-        drawn->envelope = new QAreaSeries(drawn->high, drawn->low);
-        QColor fill = line.color;
-        fill.setAlpha(50);
-        drawn->envelope->setBrush(fill);
-        drawn->envelope->setPen(Qt::NoPen);
-        chart->addSeries(drawn->envelope);
-        drawn->envelope->attachAxis(x);
-        drawn->envelope->attachAxis(y);
-        for (QLegendMarker* marker : chart->legend()->markers(drawn->envelope))
-          marker->setVisible(false);
-      }
+      if (!line.low.isEmpty()) addEnvelope(*drawn, line.color);
       drawn->raw = new QLineSeries();
       QColor faint = line.color;
       faint.setAlpha(70);
@@ -154,6 +157,8 @@ void MetricChart::setLines(const std::vector<ChartLine>& lines) {
                drawn->line.high == line.high) {
       points += line.centre.size() + line.low.size() + line.high.size();
       continue;  // nothing to redraw
+    } else if (!drawn->envelope && !line.low.isEmpty()) {
+      addEnvelope(*drawn, line.color);
     }
     drawn->line = line;
     redraw(*drawn);
