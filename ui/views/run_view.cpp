@@ -228,13 +228,16 @@ QWidget* RunView::buildChartsTab() {
   connect(time_axis_, &QCheckBox::toggled, this, [this](bool on) {
     for (MetricChart* chart : charts_) chart->setTimeAxis(on);
   });
-  bar->addStretch(1);
   auto* export_button = new QPushButton("Export charts…");
   export_button->setObjectName("exportCharts");
+  // What the last export wrote, in the bar's spare width (a long folder must not widen the
+  // window; the whole text is its tooltip).
   export_note_ = new QLabel();
   export_note_->setObjectName("exportNote");
   export_note_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  bar->addWidget(export_note_);
+  export_note_->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  export_note_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  bar->addWidget(export_note_, 1);
   bar->addWidget(export_button);
   layout->addLayout(bar);
   connect(rank_choice_, &QComboBox::activated, this, [this](int index) {
@@ -834,10 +837,12 @@ QDialog* RunView::openExportDialog() {
     if (written.isEmpty()) {
       export_note_->setStyleSheet("color: #b3261e;");
       export_note_->setText("Export failed: " + error);
+      export_note_->setToolTip(export_note_->text());
     } else {
       export_dir_ = dir;
       export_note_->setStyleSheet({});
       export_note_->setText(QString("Exported %1 files to %2").arg(written.size()).arg(dir));
+      export_note_->setToolTip(export_note_->text());
     }
     emit chartsExported(written, error);
     dialog->accept();
