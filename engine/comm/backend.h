@@ -43,11 +43,6 @@ class PendingOp {
   virtual std::optional<double> deviceMs() const { return std::nullopt; }
   // Time spent waiting for the slowest peer, when the backend can tell it from transfer.
   virtual std::optional<double> waitMs() const { return std::nullopt; }
-  // When the operation completed, when the backend observed it apart from wait() (whose caller
-  // may reach it late): valid once wait() returned.
-  virtual std::optional<std::chrono::steady_clock::time_point> completedAt() const {
-    return std::nullopt;
-  }
 };
 
 class Backend {

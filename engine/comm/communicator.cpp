@@ -1,7 +1,8 @@
 // The shared driver of every backend: checks, sequencing, composition, timing, flight recorder,
-// failure propagation and the watchdog. Three threads per communicator: the op thread launches
+// failure propagation and the watchdog. Threads per communicator: the op thread launches
 // operations in program order (the order every rank must agree on), the completion thread waits
-// for them in the same order, the watchdog publishes progress and watches for other ranks'
+// for the collectives in the same order, a thread per (peer, direction) of point-to-point ops waits
+// for those in their order, and the watchdog publishes progress and watches for other ranks'
 // failures.
 #include "comm/communicator.h"
 
@@ -71,6 +72,7 @@ Communicator::~Communicator() {
   watchdog_cv_.notify_all();
   op_thread_.join();
   completion_thread_.join();
+  for (auto& [key, lane] : p2p_lanes_) lane.thread.join();  // none is added after the op thread
   if (watchdog_thread_.joinable()) watchdog_thread_.join();
 }
 
@@ -489,6 +491,7 @@ void Communicator::opLoop() {
       if (op_queue_.empty()) {
         op_done_ = true;
         completion_cv_.notify_all();
+        for (auto& [key, lane] : p2p_lanes_) lane.cv.notify_all();
         return;
       }
       task = std::move(op_queue_.front());
@@ -521,29 +524,33 @@ void Communicator::opLoop() {
               true);
       }
     }
+    P2PLane* lane_to_wake = nullptr;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       launching_.reset();
-      completion_queue_.push_back(std::move(task));
+      if (p2p) {
+        // Sends and receives to different peers, or in different directions, complete in any
+        // order: each (peer, direction) has a lane whose thread waits for its ops in order, so a
+        // send is seen complete when it is, not when the in-order completion thread reaches it
+        // behind a step's pre-posted receives. Between one pair in one direction messages
+        // arrive in the order sent.
+        P2PLane& lane = p2p_lanes_[{task->call.peer, task->call.op == CommOp::kSend}];
+        lane.queue.push_back(std::move(task));
+        if (!lane.thread.joinable())
+          lane.thread = std::thread([this, &lane] { p2pLaneLoop(lane); });
+        lane_to_wake = &lane;
+      } else {
+        completion_queue_.push_back(std::move(task));
+      }
     }
-    completion_cv_.notify_one();
+    if (lane_to_wake)
+      lane_to_wake->cv.notify_one();
+    else
+      completion_cv_.notify_one();
   }
 }
 
 void Communicator::completionLoop() {
-  // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
-  // the communicator right after wait() does not find it busy.
-  auto finished = [this](const WorkPtr& work, std::exception_ptr error,
-                         std::optional<double> duration_ms, std::optional<double> wait_ms) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      --in_flight_;
-    }
-    if (error)
-      work->fail(error);
-    else
-      work->complete(duration_ms, wait_ms);
-  };
   for (;;) {
     std::unique_ptr<Task> task;
     {
@@ -553,52 +560,83 @@ void Communicator::completionLoop() {
       task = std::move(completion_queue_.front());
       completion_queue_.pop_front();
     }
-    bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
-    try {
-      if (!task->pending) throw Error(ErrorKind::kComm, "not started", __FILE__, __LINE__);
-      task->pending->wait(task->started + options_.timeout);
-      if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
-      // The backend's own completion time where it has one: this thread waits for operations in
-      // order and may reach a send long after it finished, behind receives posted before it.
-      auto end = task->pending->completedAt().value_or(Clock::now());
-      double ms = task->pending->deviceMs().value_or(
-          std::chrono::duration<double, std::milli>(end - task->started).count());
-      const std::optional<double> wait_ms = task->pending->waitMs();
-      // Bandwidth describes the transfer: the time spent waiting for a peer is not part of it.
-      const double transfer_ms = std::max(0.0, ms - wait_ms.value_or(0.0));
-      recorder_.transition(task->id, OpState::kCompleted, nowUs());
-      if (!p2p) last_completed_seq_ = task->call.seq;
-      if (options_.observer) {
-        double algbw = transfer_ms > 0 ? static_cast<double>(task->bytes) / (transfer_ms * 1e6) : 0;
-        CommRecord record{
-            task->call.seq,
-            task->call.op,
-            group_name_,
-            size_,
-            task->bytes,
-            task->dtype,
-            ms,
-            algbw,
-            algbw * busFactor(task->call.op, size_),
-            wait_ms,
-            task->call.peer,
-            telemetryNow() - std::chrono::duration<double>(Clock::now() - end).count()};
-        options_.observer->onOperation(record);
-      }
-      finished(task->work, nullptr, ms, wait_ms);
-    } catch (const Error& e) {
-      if (!failed_) failWith(explainFailure(task->call, e), true);
-      recorder_.transition(task->id, OpState::kFailed, nowUs());
-      Error root = [&] {
-        std::lock_guard<std::mutex> lock(failure_mutex_);
-        return *failure_;
-      }();
-      std::string message = root.message();
-      if (message.rfind(describe(task->call), 0) != 0)
-        message = fmt::format("{} aborted: {}", describe(task->call), message);
-      finished(task->work, std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)),
-               std::nullopt, std::nullopt);
+    finishTask(*task);
+  }
+}
+
+void Communicator::p2pLaneLoop(P2PLane& lane) {
+  for (;;) {
+    std::unique_ptr<Task> task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      lane.cv.wait(lock, [&] { return op_done_ || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;
+      task = std::move(lane.queue.front());
+      lane.queue.pop_front();
+      p2p_active_[task->id] = task->work;
     }
+    finishTask(*task);
+  }
+}
+
+void Communicator::finishTask(Task& task) {
+  // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
+  // the communicator right after wait() does not find it busy.
+  const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
+  auto finished = [this, &task, p2p](std::exception_ptr error, std::optional<double> duration_ms,
+                                     std::optional<double> wait_ms) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_flight_;
+      if (p2p) p2p_active_.erase(task.id);
+    }
+    if (error)
+      task.work->fail(error);
+    else
+      task.work->complete(duration_ms, wait_ms);
+  };
+  try {
+    if (!task.pending) throw Error(ErrorKind::kComm, "not started", __FILE__, __LINE__);
+    task.pending->wait(task.started + options_.timeout);
+    if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
+    const auto end = Clock::now();
+    const double ms = task.pending->deviceMs().value_or(
+        std::chrono::duration<double, std::milli>(end - task.started).count());
+    const std::optional<double> wait_ms = task.pending->waitMs();
+    // Bandwidth describes the transfer: the time spent waiting for a peer is not part of it.
+    const double transfer_ms = std::max(0.0, ms - wait_ms.value_or(0.0));
+    recorder_.transition(task.id, OpState::kCompleted, nowUs());
+    if (!p2p) last_completed_seq_ = task.call.seq;
+    if (options_.observer) {
+      const double algbw =
+          transfer_ms > 0 ? static_cast<double>(task.bytes) / (transfer_ms * 1e6) : 0;
+      CommRecord record{task.call.seq,
+                        task.call.op,
+                        group_name_,
+                        size_,
+                        task.bytes,
+                        task.dtype,
+                        ms,
+                        algbw,
+                        algbw * busFactor(task.call.op, size_),
+                        wait_ms,
+                        task.call.peer,
+                        telemetryNow()};
+      options_.observer->onOperation(record);
+    }
+    finished(nullptr, ms, wait_ms);
+  } catch (const Error& e) {
+    if (!failed_) failWith(explainFailure(task.call, e), true);
+    recorder_.transition(task.id, OpState::kFailed, nowUs());
+    Error root = [&] {
+      std::lock_guard<std::mutex> lock(failure_mutex_);
+      return *failure_;
+    }();
+    std::string message = root.message();
+    if (message.rfind(describe(task.call), 0) != 0)
+      message = fmt::format("{} aborted: {}", describe(task.call), message);
+    finished(std::make_exception_ptr(Error(root.kind(), message, __FILE__, __LINE__)), std::nullopt,
+             std::nullopt);
   }
 }
 
@@ -784,6 +822,9 @@ void Communicator::failPendingWorks(const Error& root) {
     if (launching_) works.push_back(launching_);
     for (const auto& task : op_queue_) works.push_back(task->work);
     for (const auto& task : completion_queue_) works.push_back(task->work);
+    for (const auto& [key, lane] : p2p_lanes_)
+      for (const auto& task : lane.queue) works.push_back(task->work);
+    for (const auto& [id, work] : p2p_active_) works.push_back(work);
   }
   for (const WorkPtr& work : works) {
     std::string message = root.message();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -153,6 +154,14 @@ class Communicator {
                            const std::function<void()>& run);
   void opLoop();
   void completionLoop();
+  struct P2PLane {
+    std::deque<std::unique_ptr<Task>> queue;  // guarded by mutex_
+    std::condition_variable cv;               // the queue grew, or the op thread ended
+    std::thread thread;                       // started by the op thread under mutex_
+  };
+  void p2pLaneLoop(P2PLane& lane);
+  // Waits for a launched task, records it and completes (or fails) its Work.
+  void finishTask(Task& task);
   void watchdogLoop();
   // Marks the communicator failed (first caller wins), publishes and reports it.
   void failWith(const Error& error, bool publish);
@@ -194,13 +203,17 @@ class Communicator {
   std::condition_variable completion_cv_;
   std::deque<std::unique_ptr<Task>> op_queue_;          // guarded by mutex_
   std::deque<std::unique_ptr<Task>> completion_queue_;  // guarded by mutex_
-  bool stopping_ = false;                               // guarded by mutex_
-  bool op_done_ = false;                                // guarded by mutex_: the op thread ended
-  uint64_t next_id_ = 1;                                // guarded by mutex_
-  uint64_t next_collective_seq_ = 1;                    // guarded by mutex_
-  uint64_t next_p2p_seq_ = 1;                           // guarded by mutex_
-  uint64_t groups_created_ = 0;                         // guarded by mutex_
-  int in_flight_ = 0;                                   // guarded by mutex_: queued or running
+  // Launched sends and receives by (peer, is send); nodes stay put, so a lane's thread keeps its
+  // reference. Added to by the op thread under mutex_.
+  std::map<std::pair<int, bool>, P2PLane> p2p_lanes_;
+  std::map<uint64_t, WorkPtr> p2p_active_;  // guarded by mutex_: those being waited for, by id
+  bool stopping_ = false;                   // guarded by mutex_
+  bool op_done_ = false;                    // guarded by mutex_: the op thread ended
+  uint64_t next_id_ = 1;                    // guarded by mutex_
+  uint64_t next_collective_seq_ = 1;        // guarded by mutex_
+  uint64_t next_p2p_seq_ = 1;               // guarded by mutex_
+  uint64_t groups_created_ = 0;             // guarded by mutex_
+  int in_flight_ = 0;                       // guarded by mutex_: queued or running
   WorkPtr launching_;  // guarded by mutex_: the op the op thread is inside the backend with
 
   std::atomic<uint64_t> last_started_seq_{0};    // collectives

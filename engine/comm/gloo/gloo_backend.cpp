@@ -3,13 +3,11 @@
 
 #include <sys/socket.h>
 
-#include <condition_variable>
 #include <csignal>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <thread>
-#include <vector>
+#include <utility>
 
 #include <fmt/format.h>
 #include <gloo/allgather.h>
@@ -36,6 +34,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint8_t kP2PSlotPrefix = 0x70;
+constexpr uint8_t kP2PHeaderSlotPrefix = 0x72;  // a large message's launch time
 constexpr uint8_t kReduceScatterSlotPrefix = 0x71;
 
 // Gloo's TCP pair keeps its socket protected. A pair closed by its own side never wakes the
@@ -139,105 +138,93 @@ void connectEveryRank(gloo::rendezvous::Context& context, std::shared_ptr<ringma
 
 }  // namespace
 
-// A send or receive in flight. The message is the sender's launch time (int64 microseconds on the
-// clock aligned to rank 0's) followed by the tensor's bytes, staged in a buffer of its own, so the
-// receiver can tell the time it waited for the sender from the transfer. A thread of the op's own
-// blocks on the unbound buffer from launch, so the moment it completes is known exactly even when
-// the communicator's completion thread reaches the op late (it waits for operations in order).
+// A send or receive in flight. Every message tells its receiver when its sender launched it (int64
+// microseconds on the clock aligned to rank 0's), so a receive can tell the time it waited for its
+// sender from the transfer. A small message carries that time in front of its bytes, staged in a
+// buffer of its own (a copy costs less than a message); a large one sends it as a message of its
+// own just before, on a slot of its own, and moves the tensor's bytes in place.
 class GlooBackend::P2POp : public PendingOp {
  public:
-  static constexpr size_t kHeaderBytes = sizeof(int64_t);
+  static constexpr size_t kStagedLimit = size_t{16} << 10;
 
   P2POp(GlooBackend* backend, const OpCall& call, gloo::Context& context)
       : backend_(backend),
         is_send_(call.op == CommOp::kSend),
         tensor_(call.input),
-        staging_(kHeaderBytes + call.input.nbytes()),
+        staged_(call.input.nbytes() <= kStagedLimit),
         launched_us_(call.launched_us) {
-    if (is_send_) {
-      std::memcpy(staging_.data(), &launched_us_, kHeaderBytes);
-      std::memcpy(staging_.data() + kHeaderBytes, tensor_.raw(), tensor_.nbytes());
-    }
-    guarded(is_send_ ? "send" : "recv", [&] {
-      buffer_ = context.createUnboundBuffer(staging_.data(), staging_.size());
-      auto slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(call.tag));
-      if (is_send_)
-        buffer_->send(call.peer, slot);
-      else
-        buffer_->recv(call.peer, slot);
+    const size_t bytes = tensor_.nbytes();
+    guarded(what(), [&] {
+      if (staged_) {
+        staging_.reset(new uint8_t[kHeaderBytes + bytes]);
+        if (is_send_) {
+          std::memcpy(staging_.get(), &launched_us_, kHeaderBytes);
+          std::memcpy(staging_.get() + kHeaderBytes, tensor_.raw(), bytes);
+        }
+        data_ = context.createUnboundBuffer(staging_.get(), kHeaderBytes + bytes);
+      } else {
+        header_value_ = launched_us_;
+        header_ = context.createUnboundBuffer(&header_value_, kHeaderBytes);
+        data_ = context.createUnboundBuffer(tensor_.raw(), bytes);
+      }
+      const uint32_t tag = static_cast<uint32_t>(call.tag);
+      for (auto [buffer, prefix] : {std::pair{header_.get(), kP2PHeaderSlotPrefix},
+                                    std::pair{data_.get(), kP2PSlotPrefix}}) {
+        if (buffer == nullptr) continue;
+        if (is_send_)
+          buffer->send(call.peer, gloo::Slot::build(prefix, tag));
+        else
+          buffer->recv(call.peer, gloo::Slot::build(prefix, tag));
+        backend_->track(buffer, true);
+      }
     });
-    backend_->track(buffer_.get(), true);
-    const auto deadline = Clock::now() + call.timeout;
-    waiter_ = std::thread([this, deadline] { waitForTransport(deadline); });
   }
   ~P2POp() override {
-    waiter_.join();
-    backend_->track(buffer_.get(), false);
+    if (header_) backend_->track(header_.get(), false);
+    if (data_) backend_->track(data_.get(), false);
   }
 
   void wait(Clock::time_point deadline) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!finished_cv_.wait_until(lock, deadline, [&] { return finished_; }))
-      RM_THROW(kTimeout, fmt::format("gloo {}: timed out", is_send_ ? "send" : "recv"));
-    if (error_) std::rethrow_exception(error_);
-    if (!completed_at_)
-      RM_THROW(kComm, fmt::format("gloo {}: aborted", is_send_ ? "send" : "recv"));
-    if (!is_send_ && !unstaged_) {
-      std::memcpy(&peer_launched_us_, staging_.data(), kHeaderBytes);
-      std::memcpy(tensor_.raw(), staging_.data() + kHeaderBytes, tensor_.nbytes());
-      unstaged_ = true;
+    for (auto* buffer : {header_.get(), data_.get()}) {
+      if (buffer == nullptr) continue;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) left = std::chrono::milliseconds(1);
+      bool completed = false;
+      guarded(what(),
+              [&] { completed = is_send_ ? buffer->waitSend(left) : buffer->waitRecv(left); });
+      if (!completed) RM_THROW(kComm, fmt::format("gloo {}: aborted", what()));
     }
+    if (is_send_) return;
+    if (staged_) {
+      std::memcpy(&peer_launched_us_, staging_.get(), kHeaderBytes);
+      std::memcpy(tensor_.raw(), staging_.get() + kHeaderBytes, tensor_.nbytes());
+    } else {
+      peer_launched_us_ = header_value_;
+    }
+    received_ = true;
   }
 
   // A receive waited for its sender from its own launch until the sender launched: the transfer
   // cannot begin before both have. A send cannot tell (its receiver's launch time does not reach
   // it); Ringmaster's pipeline posts every receive before the step's first send.
   std::optional<double> waitMs() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (is_send_ || !unstaged_) return std::nullopt;
+    if (!received_) return std::nullopt;
     return static_cast<double>(std::max<int64_t>(0, peer_launched_us_ - launched_us_)) / 1000.0;
   }
 
-  std::optional<Clock::time_point> completedAt() const override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return completed_at_;
-  }
-
  private:
-  void waitForTransport(Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) left = std::chrono::milliseconds(1);
-    bool completed = false;
-    std::exception_ptr error;
-    try {
-      guarded(is_send_ ? "send" : "recv",
-              [&] { completed = is_send_ ? buffer_->waitSend(left) : buffer_->waitRecv(left); });
-    } catch (...) {
-      error = std::current_exception();
-    }
-    const auto now = Clock::now();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      finished_ = true;
-      error_ = error;
-      if (completed && !error) completed_at_ = now;
-    }
-    finished_cv_.notify_all();
-  }
+  static constexpr size_t kHeaderBytes = sizeof(int64_t);
+  const char* what() const { return is_send_ ? "send" : "recv"; }
 
   GlooBackend* backend_;
   bool is_send_;
-  Tensor tensor_;  // stays alive until the op is gone; a receive's bytes land in it in wait()
-  std::vector<uint8_t> staging_;
+  Tensor tensor_;  // stays alive while the transport may touch it; a receive's bytes land in it
+  bool staged_;
   int64_t launched_us_;
-  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
-  std::thread waiter_;
-  mutable std::mutex mutex_;
-  std::condition_variable finished_cv_;
-  bool finished_ = false;
-  std::exception_ptr error_;
-  std::optional<Clock::time_point> completed_at_;
-  bool unstaged_ = false;
+  std::unique_ptr<uint8_t[]> staging_;  // staged: the header, then the tensor's bytes
+  int64_t header_value_ = 0;            // large: the header's own buffer
+  std::unique_ptr<gloo::transport::UnboundBuffer> header_, data_;
+  bool received_ = false;  // set by wait(), read after it by the same thread
   int64_t peer_launched_us_ = 0;
 };
 
