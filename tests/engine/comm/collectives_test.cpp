@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
+#include <optional>
+#include <thread>
+#include <vector>
 
 #include "comm_harness.h"
 #include "comm_values.h"
@@ -310,6 +314,53 @@ TEST_P(Collectives, TimingRecordsEveryOperation) {
       EXPECT_NEAR(r.algbw_gbps, r.bytes / (r.duration_ms * 1e6), 1e-9);
       EXPECT_NEAR(r.busbw_gbps, r.algbw_gbps * busFactor(r.op, world()), 1e-9);
     }
+  }
+}
+
+// A receive posted long before its sender launches waits for it, and that wait is told apart from
+// the transfer (small messages carry the sender's launch time in front of their bytes, large ones
+// in a message of their own); a send launched after those receives completes when it does, not
+// behind them.
+TEST(PointToPoint, AReceivesWaitForItsSenderIsNotTransferAndASendIsNotHeldBehindIt) {
+  constexpr auto kSenderLate = std::chrono::milliseconds(300);
+  std::vector<std::optional<double>> waits(2), durations(2);
+  bool send_done_first = false;
+  auto failures = runRanks(2, [&](Communicator& comm) {
+    Tensor small = makeTensor(DType::kF32, 64, [](int64_t i) { return i; });
+    Tensor large = makeTensor(DType::kF32, 64 << 10, [](int64_t i) { return -i; });
+    comm.barrier()->wait();
+    if (comm.rank() == 0) {
+      Tensor from_one = Tensor::empty({8}, DType::kF32);
+      auto receive = comm.irecv(from_one, 1, 3);  // posted before rank 1 sends it
+      std::this_thread::sleep_for(kSenderLate);
+      comm.isend(small, 1, 1)->wait();
+      comm.isend(large, 1, 2)->wait();
+      receive->wait();
+      return;
+    }
+    Tensor got_small = Tensor::empty({64}, DType::kF32);
+    Tensor got_large = Tensor::empty({64 << 10}, DType::kF32);
+    auto r1 = comm.irecv(got_small, 0, 1);
+    auto r2 = comm.irecv(got_large, 0, 2);
+    auto s3 = comm.isend(makeTensor(DType::kF32, 8, [](int64_t) { return 7; }), 0, 3);
+    s3->wait();
+    send_done_first = !r1->isCompleted() && !r2->isCompleted();
+    r1->wait();
+    r2->wait();
+    EXPECT_EQ(values(got_small), values(small));
+    EXPECT_EQ(values(got_large), values(large));
+    waits = {r1->waitMs(), r2->waitMs()};
+    durations = {r1->durationMs(), r2->durationMs()};
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  EXPECT_TRUE(send_done_first) << "the send was held behind receives posted before it";
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i == 0 ? "small (staged)" : "large (header of its own)");
+    ASSERT_TRUE(waits[i].has_value() && durations[i].has_value());
+    // The sender launched at least kSenderLate after the barrier both passed; allow the ranks'
+    // barrier exits to differ by a scheduling slice.
+    EXPECT_GE(*waits[i], kSenderLate.count() - 50.0);
+    EXPECT_LE(*waits[i], *durations[i]);
   }
 }
 
