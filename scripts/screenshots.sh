@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Screenshots of the main views for docs/screenshots/, from real runs: records four local runs
-# (a 4-rank DDP run, the same with a smaller batch, a 4-stage 1F1B pipeline and a run that fails
-# on missing data) into a scratch database, then opens the window on it under Xvfb and saves each
+# (a 4-rank DDP run, the same with a smaller batch, a 4-stage 1F1B pipeline and a run whose loss
+# diverges) into a scratch database, then opens the window on it under Xvfb and saves each
 # view with ringmaster-screenshots. Usage: bash scripts/screenshots.sh [PRESET] (default release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,20 +24,10 @@ run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.st
 run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.steps=400 \
   --set name=ddp_mlp_batch32 --set train.batch_size=32
 run resources/examples/pipeline_mlp.json --set telemetry.every_steps=1 --set train.steps=40
-cat > "$work/missing_data.json" <<'SPEC'
-{
-  "name": "idx_missing_files",
-  "strategy": {"kind": "ddp"},
-  "model": {"kind": "mlp", "layers": [784, 256, 10]},
-  "data": {"kind": "idx", "images": "data/missing-images-idx3-ubyte",
-           "labels": "data/missing-labels-idx1-ubyte"},
-  "train": {"steps": 50, "batch_size": 64},
-  "optimizer": {"kind": "adamw", "lr": 0.001},
-  "device": "cpu",
-  "launch": {"hosts": [{"host": "localhost", "ranks": 4}]}
-}
-SPEC
-run "$work/missing_data.json"
+# A run that fails while training (its data files are checked before launch, so missing data no
+# longer makes a failed run): a learning rate that makes the loss diverge at the second step.
+run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.steps=200 \
+  --set name=ddp_lr_too_high --set optimizer.lr=1e12
 
 display=:$((90 + RANDOM % 9))
 Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
