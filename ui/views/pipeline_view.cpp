@@ -22,6 +22,7 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
   bar->addWidget(steps_);
   bubble_ = new QLabel();
   bubble_->setObjectName("pipelineBubble");
+  bubble_->setWordWrap(true);  // the figures are long: they wrap rather than widen the window
   bar->addWidget(bubble_, 1);
   layout->addLayout(bar);
   auto* measured_title = new QLabel(
