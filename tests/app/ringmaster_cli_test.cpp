@@ -253,6 +253,21 @@ TEST_P(EveryStrategy, RunsFourLocalRanksAndStoresEveryEventSent) {
 INSTANTIATE_TEST_SUITE_P(Examples, EveryStrategy,
                          ::testing::Values("ddp_mlp", "fsdp_mlp", "pipeline_mlp"));
 
+TEST_F(RingmasterCli, ASingleRankRunsTraceNestsAndItsFinalLossIsItsLastLoss) {
+  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=30",
+                                         "--set", "telemetry.every_steps=1", "-q", "--json"}));
+  ASSERT_TRUE(run.wait(120s).ok()) << run.err();
+  const json summary = json::parse(run.out());
+  storage::Database db(dbPath());
+  // One rank's loss is the global batch's (SQLite prints a REAL to 15 significant digits).
+  EXPECT_NEAR(summary["final_loss"].get<double>(),
+              std::stod(queryText(db, "SELECT loss FROM steps WHERE step = 30")), 1e-12);
+  const std::string trace = (dir_ / "single.json").string();
+  EXPECT_GT(jsonOf({"export", "1", "--trace", trace})["slices"].get<int64_t>(), 0);
+  std::ifstream trace_file(trace);
+  expectSlicesNestPerTrack(json::parse(trace_file)["traceEvents"]);
+}
+
 TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
   for (const char* steps : {"train.steps=12", "train.steps=16"}) {
     CapturedProcess run(kRingmaster, args({"run", example("pipeline_mlp"), "--set", steps, "-q"}));

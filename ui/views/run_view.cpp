@@ -52,10 +52,13 @@ constexpr int kPollMs = 40;  // 25 Hz
 constexpr double kMiB = 1.0 / (1 << 20);
 
 QString metricLabel(const std::string& metric) {
-  static const std::map<std::string, QString> labels = {
-      {"compute_ms", "compute"},      {"exposed_comm_ms", "exposed comm"},
-      {"mem_allocated", "allocated"}, {"mem_peak", "peak"},
-      {"comm_ms", "communication"},   {"device_mem_used", "device memory"}};
+  static const std::map<std::string, QString> labels = {{"step_ms", "step"},
+                                                        {"compute_ms", "compute"},
+                                                        {"exposed_comm_ms", "exposed comm"},
+                                                        {"mem_allocated", "allocated"},
+                                                        {"mem_peak", "peak"},
+                                                        {"comm_ms", "communication"},
+                                                        {"device_mem_used", "device memory"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
 }
