@@ -126,7 +126,7 @@ class UiModelTest : public QObject {
     QTableView table;
     table.setModel(&model);
     const QString csv = tableAsCsv(table);
-    QVERIFY2(csv.startsWith("Op,Size,Count,p50,p99,algbw GB/s,busbw GB/s\n"), qPrintable(csv));
+    QVERIFY2(csv.startsWith("Op,Size,Count,p50 transfer,p99 transfer,algbw GB/s,busbw GB/s\n"), qPrintable(csv));
     QVERIFY2(csv.contains("all_reduce,1.00 MiB,400,0.500 ms,2.00 ms,2.10,3.15\n"), qPrintable(csv));
     table.selectRow(1);
     QCOMPARE(tableAsCsv(table).count('\n'), 2);  // header + the selected row

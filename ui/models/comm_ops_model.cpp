@@ -32,9 +32,15 @@ QVariant CommOpsModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant CommOpsModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Op", "Size", "Count", "p50", "p99", "algbw GB/s", "busbw GB/s"};
-  return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
+  if (orientation != Qt::Horizontal || section < 0 || section >= kColumnCount) return {};
+  if (role == Qt::ToolTipRole && (section == kP50 || section == kP99 || section == kAlgbw))
+    return QString(
+        "Of the transfer: an op's time waiting for its peer (a receive posted before "
+        "its sender launched) is left out");
+  if (role != Qt::DisplayRole) return {};
+  static const char* names[] = {"Op",           "Size",       "Count",     "p50 transfer",
+                                "p99 transfer", "algbw GB/s", "busbw GB/s"};
+  return QString(names[section]);
 }
 
 }  // namespace ringmaster::ui
