@@ -205,7 +205,8 @@ class EventStore {
   // Writes what the batch changed besides its rows: the ranges of stored sequence numbers, and
   // the rollup buckets it touched (one upsert per bucket, not per point).
   void writeBatchState() {
-    for (auto& [rank, ranges] : seen_) {
+    for (auto& [seen_rank, ranges] : seen_) {
+      const auto rank = seen_rank;  // clang 14 cannot capture a structured binding
       ranges.drainChanges(
           [&](uint64_t first) {
             seq_erase_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank);
