@@ -1,23 +1,54 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, then builds and runs the whole suite through
-# CTest in the configurations that must pass: asan (AddressSanitizer + UndefinedBehaviorSanitizer),
-# tsan (ThreadSanitizer, the communication layer's tests: label "comm"), cpu-only, and dev (with
-# the CUDA path where the toolkit is installed). The dev run goes last so that the final lines are
-# its CTest summary; any failing configuration fails the script.
+# CTest in the configurations that must pass: fuzz (the libFuzzer corpora replayed), cpu-only (builds
+# without CUDA or GUI and runs the main job headless), asan (AddressSanitizer +
+# UndefinedBehaviorSanitizer), tsan (ThreadSanitizer, the communication layer's tests: label
+# "comm"), and dev (with the CUDA path where the toolkit is installed). The dev run goes last so
+# that the final lines are its CTest summary; any failing configuration fails the script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
 jobs=$(nproc)
 failed=()
-for preset in asan tsan cpu-only dev; do
-  echo "=== [$preset] configure and build"
-  cmake --preset "$preset" >"build-$preset.log" 2>&1 || { cat "build-$preset.log"; exit 1; }
-  grep '\[ringmaster\]' "build-$preset.log" || true
+start=$SECONDS
+stamp() { echo "=== [$1] $2 ($(((SECONDS - start) / 60)) min $(((SECONDS - start) % 60)) s since the start)"; }
+
+configure() {  # configure PRESET [CMAKE ARGS...]: quiet unless it fails
+  cmake --preset "$@" >"build-$1.log" 2>&1 || { cat "build-$1.log"; exit 1; }
+  grep '\[ringmaster\]' "build-$1.log" || true
+}
+
+# fuzz: the libFuzzer targets (clang, ASan + UBSan) replay their checked-in corpora, crash
+# reproducers included. Only the fuzzers and the libraries they link are built.
+stamp fuzz "configure and build"
+configure fuzz
+cmake --build --preset fuzz -j "$jobs" --target fuzz_telemetry_decoder fuzz_spec_parser \
+  fuzz_recorder_queries
+stamp fuzz test
+ctest --preset fuzz -j "$jobs" || failed+=(fuzz)
+
+# cpu-only: the product builds without CUDA and without the GUI, and its headless run works. Its
+# code paths are the suite's in `asan` (CUDA off) and `dev`, so it runs the main job, not the suite.
+stamp cpu-only "configure and build"
+configure cpu-only -DRINGMASTER_BUILD_TESTS=OFF
+cmake --build --preset cpu-only -j "$jobs"
+stamp cpu-only "a headless run"
+smoke=$(mktemp -d)
+if ! { build/cpu-only/app/ringmaster --db "$smoke/runs.db" run resources/examples/ddp_mlp.json \
+  --set train.steps=20 && build/cpu-only/app/ringmaster --db "$smoke/runs.db" show 1; }; then
+  failed+=(cpu-only)
+fi
+rm -rf "$smoke"
+
+for preset in asan tsan dev; do
+  stamp "$preset" "configure and build"
+  configure "$preset"
   cmake --build --preset "$preset" -j "$jobs"
-  echo "=== [$preset] test"
+  stamp "$preset" test
   ctest --preset "$preset" -j "$jobs" || failed+=("$preset")
 done
+stamp all done
 rm -f build-*.log
 if ((${#failed[@]})); then
   # A failure must be diagnosable from the end of the log alone: name the failed tests of every
