@@ -28,10 +28,11 @@ cmake --build --preset fuzz -j "$jobs" --target fuzz_telemetry_decoder fuzz_spec
 stamp fuzz test
 ctest --preset fuzz -j "$jobs" || failed+=(fuzz)
 
-# cpu-only: the product builds without CUDA and without the GUI, and its headless run works. Its
-# code paths are the suite's in `asan` (CUDA off) and `dev`, so it runs the main job, not the suite.
+# cpu-only: the product (no tests, no benchmarks) builds without CUDA and without the GUI, and its
+# headless run works. Its code paths are the suite's in `asan` (CUDA off) and `dev`, so it runs the
+# main job, not the suite.
 stamp cpu-only "configure and build"
-configure cpu-only -DRINGMASTER_BUILD_TESTS=OFF
+configure cpu-only -DRINGMASTER_BUILD_TESTS=OFF -DRINGMASTER_BUILD_BENCH=OFF
 cmake --build --preset cpu-only -j "$jobs"
 stamp cpu-only "a headless run"
 smoke=$(mktemp -d)
