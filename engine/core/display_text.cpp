@@ -1,0 +1,80 @@
+// A strict UTF-8 decoder (RFC 3629) that copies what is safe to show and escapes the rest.
+#include "core/display_text.h"
+
+#include <cstdint>
+
+#include <fmt/format.h>
+
+namespace ringmaster {
+
+namespace {
+
+// The length of the valid UTF-8 sequence at the start of `text` and its code point, or 0 when
+// the first byte does not start one.
+size_t decodeUtf8(std::string_view text, char32_t& code_point) {
+  const auto byte = [&](size_t i) { return static_cast<uint8_t>(text[i]); };
+  const uint8_t lead = byte(0);
+  size_t length = 0;
+  char32_t min = 0;
+  if (lead < 0x80) {
+    code_point = lead;
+    return 1;
+  } else if (lead >= 0xC2 && lead <= 0xDF) {
+    length = 2, code_point = lead & 0x1F, min = 0x80;
+  } else if (lead >= 0xE0 && lead <= 0xEF) {
+    length = 3, code_point = lead & 0x0F, min = 0x800;
+  } else if (lead >= 0xF0 && lead <= 0xF4) {
+    length = 4, code_point = lead & 0x07, min = 0x10000;
+  } else {
+    return 0;
+  }
+  if (text.size() < length) return 0;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return 0;
+    code_point = (code_point << 6) | (byte(i) & 0x3F);
+  }
+  if (code_point < min || code_point > 0x10FFFF) return 0;     // overlong, too large
+  if (code_point >= 0xD800 && code_point <= 0xDFFF) return 0;  // a UTF-16 surrogate
+  return length;
+}
+
+bool isBidiOrSeparator(char32_t c) {
+  return c == 0x061C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) ||
+         (c >= 0x2066 && c <= 0x2069) || c == 0x2028 || c == 0x2029;
+}
+
+}  // namespace
+
+std::string displaySafe(std::string_view text, TextLines lines) {
+  std::string out;
+  out.reserve(text.size());
+  const bool one_line = lines == TextLines::kOneLine;
+  while (!text.empty()) {
+    char32_t c = 0;
+    const size_t length = decodeUtf8(text, c);
+    if (length == 0) {
+      out += fmt::format("\\x{:02x}", static_cast<uint8_t>(text[0]));
+      text.remove_prefix(1);
+      continue;
+    }
+    if (c == '\n' || c == '\t') {
+      if (one_line) {
+        out += c == '\n' ? "\\n" : "\\t";
+      } else {
+        out += static_cast<char>(c);
+      }
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", static_cast<uint32_t>(c));
+    } else if ((c >= 0x80 && c <= 0x9F) || isBidiOrSeparator(c)) {
+      out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+    } else {
+      out.append(text.substr(0, length));
+    }
+    text.remove_prefix(length);
+  }
+  return out;
+}
+
+}  // namespace ringmaster

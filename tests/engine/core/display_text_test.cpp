@@ -1,0 +1,103 @@
+// displaySafe (issue 16, finding 6: terminal escape injection): one test per class of character,
+// each checking both what is escaped and that what is safe passes unchanged.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/display_text.h"
+
+namespace ringmaster {
+namespace {
+
+TEST(DisplaySafe, PrintableTextOfAnyScriptPassesUnchanged) {
+  const std::string text =
+      "loss 0.25 at step 3: caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC "
+      "\xD7\xA9\xD7\x9C\xD7\x95\xD7\x9D \xF0\x9F\x9A\x80 C:\\dir ~ <b>";
+  EXPECT_EQ(displaySafe(text), text);
+  EXPECT_EQ(displaySafeLine(text), text);
+  EXPECT_EQ(displaySafe(""), "");
+}
+
+TEST(DisplaySafe, EveryC0ControlAndDelAreEscaped) {
+  for (int c = 0; c < 0x20; ++c) {
+    if (c == '\n' || c == '\t' || c == '\r') continue;
+    const std::string text = std::string("a") + static_cast<char>(c) + "b";
+    char expected[16];
+    std::snprintf(expected, sizeof expected, "a\\x%02xb", c);
+    EXPECT_EQ(displaySafe(text), expected) << "control " << c;
+    EXPECT_EQ(displaySafeLine(text), expected) << "control " << c;
+  }
+  EXPECT_EQ(displaySafe("a\x7f"), "a\\x7f");
+  EXPECT_EQ(displaySafe("\x1b[2J\x1b]0;title\x07"), "\\x1b[2J\\x1b]0;title\\x07");
+}
+
+TEST(DisplaySafe, NewlineAndTabAreKeptInMultiLineTextOnly) {
+  EXPECT_EQ(displaySafe("a\nb\tc"), "a\nb\tc");
+  EXPECT_EQ(displaySafeLine("a\nb\tc"), "a\\nb\\tc");
+  // A carriage return would let a line overwrite what came before it on a terminal.
+  EXPECT_EQ(displaySafe("ok\rfake"), "ok\\rfake");
+  EXPECT_EQ(displaySafeLine("ok\rfake"), "ok\\rfake");
+}
+
+TEST(DisplaySafe, EveryC1ControlIsEscaped) {
+  for (int c = 0x80; c <= 0x9F; ++c) {
+    // U+0080 ... U+009F encoded as UTF-8: C2 80 ... C2 9F.
+    const std::string text = std::string("\xC2") + static_cast<char>(c);
+    char expected[16];
+    std::snprintf(expected, sizeof expected, "\\u%04x", c);
+    EXPECT_EQ(displaySafe(text), expected) << "control " << c;
+  }
+  // U+00A0 (no-break space) is the first code point after them and is printable.
+  EXPECT_EQ(displaySafe("\xC2\xA0"), "\xC2\xA0");
+}
+
+TEST(DisplaySafe, BidiControlsAndSeparatorsAreEscaped) {
+  const struct {
+    const char* utf8;
+    const char* escaped;
+  } cases[] = {
+      {"\xD8\x9C", "\\u061c"},     {"\xE2\x80\x8E", "\\u200e"}, {"\xE2\x80\x8F", "\\u200f"},
+      {"\xE2\x80\xAA", "\\u202a"}, {"\xE2\x80\xAB", "\\u202b"}, {"\xE2\x80\xAC", "\\u202c"},
+      {"\xE2\x80\xAD", "\\u202d"}, {"\xE2\x80\xAE", "\\u202e"}, {"\xE2\x81\xA6", "\\u2066"},
+      {"\xE2\x81\xA7", "\\u2067"}, {"\xE2\x81\xA8", "\\u2068"}, {"\xE2\x81\xA9", "\\u2069"},
+      {"\xE2\x80\xA8", "\\u2028"}, {"\xE2\x80\xA9", "\\u2029"},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(displaySafe(std::string("run") + c.utf8 + "txt.exe"),
+              std::string("run") + c.escaped + "txt.exe");
+  }
+  // Their neighbours are ordinary characters.
+  EXPECT_EQ(displaySafe("\xE2\x80\xA9\xE2\x80\xAF"), "\\u2029\xE2\x80\xAF");
+  EXPECT_EQ(displaySafe("\xE2\x80\x8D"), "\xE2\x80\x8D");
+}
+
+TEST(DisplaySafe, InvalidUtf8IsEscapedByteByByte) {
+  EXPECT_EQ(displaySafe("a\x9b"
+                        "31m"),
+            "a\\x9b31m");                                              // a lone C1 byte (8-bit CSI)
+  EXPECT_EQ(displaySafe("\xC0\xAF"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(displaySafe("\xE0\x80\xAF"), "\\xe0\\x80\\xaf");           // overlong, 3 bytes
+  EXPECT_EQ(displaySafe("\xED\xA0\x80"), "\\xed\\xa0\\x80");           // a UTF-16 surrogate
+  EXPECT_EQ(displaySafe("\xF4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // beyond U+10FFFF
+  EXPECT_EQ(displaySafe("\xF5"), "\\xf5");
+  EXPECT_EQ(displaySafe("ok\xE2\x80"), "ok\\xe2\\x80");  // truncated at the end
+  EXPECT_EQ(displaySafe("\xE2\x80"
+                        "A"),
+            "\\xe2\\x80A");  // truncated in the middle
+  EXPECT_EQ(displaySafe("\xFF\xFE"), "\\xff\\xfe");
+  // The largest valid code point and a 4-byte emoji pass.
+  EXPECT_EQ(displaySafe("\xF4\x8F\xBF\xBF"), "\xF4\x8F\xBF\xBF");
+}
+
+TEST(DisplaySafe, EscapedTextIsSafeItself) {
+  // Whatever goes in, nothing that comes out is a control byte or a byte >= 0x80 outside valid,
+  // harmless UTF-8: sanitising is idempotent.
+  std::string every_byte;
+  for (int b = 0; b < 256; ++b) every_byte += static_cast<char>(b);
+  const std::string once = displaySafeLine(every_byte);
+  for (unsigned char c : once) EXPECT_TRUE(c >= 0x20 && c < 0x7F) << int(c);
+  EXPECT_EQ(displaySafeLine(once), once);
+}
+
+}  // namespace
+}  // namespace ringmaster
