@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 
@@ -20,8 +21,10 @@
 #include "cli/ssh_prompts.h"
 #endif
 #include "cli/terminal.h"
+#include "core/display_text.h"
 #include "core/error.h"
 #include "db/database.h"
+#include "db/files.h"
 #include "exit_codes.h"
 #include "launcher/local_launcher.h"
 #if RINGMASTER_HAVE_LIBSSH
@@ -85,11 +88,8 @@ const std::string* overrideFor(const std::string& path, const std::vector<std::s
 }
 
 JobSpec loadSpec(const RunCommandOptions& options) {
-  std::ifstream file(options.spec_path);
-  if (!file) RM_THROW(kIo, fmt::format("cannot read the job spec {}", options.spec_path));
-  std::stringstream text;
-  text << file.rdbuf();
-  SpecParseResult parsed = parseJobSpec(text.str());
+  const std::string text = readJobSpecText(options.spec_path);
+  SpecParseResult parsed = parseJobSpec(text);
   if (options.overrides.empty() || !parsed.ok()) {
     // The file's own problems (the JSON error with its position first of all) are the file's.
     if (!parsed.ok())
@@ -99,7 +99,7 @@ JobSpec loadSpec(const RunCommandOptions& options) {
   }
   // The file is valid: whatever is wrong now came with the overrides, and each problem names
   // the --set that made it where it can.
-  nlohmann::json document = nlohmann::json::parse(text.str());
+  nlohmann::json document = nlohmann::json::parse(text);
   applyOverrides(document, options.overrides);
   parsed = parseJobSpec(document);
   if (parsed.ok()) return *parsed.spec;
@@ -223,6 +223,31 @@ std::optional<int> rankOfLogLine(std::string_view line) {
   return rank;
 }
 
+// The last error printed on the agent's stderr ("error: ..." and the lines after it, as
+// runReportingErrors prints them): the agent's own, such as a spec it could not read or a port it
+// could not listen on, which no telemetry carries. Without it a run failing that way would say
+// only how the agent exited.
+class AgentError {
+ public:
+  void observe(std::string_view line) {
+    if (line.starts_with("error: ")) {
+      text_ = std::string(line.substr(7));
+      lines_ = 1;
+    } else if (lines_ > 0 && lines_ < kMaxLines && !line.starts_with("[")) {
+      text_ += fmt::format("\n{}", line);
+      ++lines_;
+    } else {
+      lines_ = 0;
+    }
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  static constexpr int kMaxLines = 20;
+  std::string text_;
+  int lines_ = 0;
+};
+
 // The live progress line: redrawn in place on a terminal, a plain line every few seconds otherwise.
 class ProgressDisplay {
  public:
@@ -274,7 +299,8 @@ class ProgressDisplay {
 }  // namespace
 
 fs::path runDirectory(const std::string& db_path, int64_t run_id) {
-  return fs::absolute(db_path).parent_path() / "runs" / fmt::format("run-{}", run_id);
+  const fs::path db = fs::absolute(db_path).lexically_normal();
+  return db.parent_path() / (db.filename().string() + "-runs") / fmt::format("run-{}", run_id);
 }
 
 void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
@@ -286,8 +312,14 @@ void applyOverrides(nlohmann::json& document, const std::vector<std::string>& ov
     }
     const std::string path = assignment.substr(0, equals);
     const std::string text = assignment.substr(equals + 1);
-    nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
-    if (value.is_discarded()) value = text;
+    // A value that is not JSON is a string; JSON beyond the spec's bounds is refused unparsed.
+    nlohmann::json value = text;
+    if (const std::optional<SpecProblem> problem = checkSpecText(text); !problem) {
+      value = nlohmann::json::parse(text);
+    } else if (!problem->message.starts_with("invalid JSON")) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("--set {}: {}", displaySafeLine(path), problem->message));
+    }
     nlohmann::json* node = &document;
     std::stringstream parts(path);
     std::string key;
@@ -323,7 +355,7 @@ int runCommand(const RunCommandOptions& options) {
                                         .spec_json = canonical,
                                         .strategy = std::string(toString(spec.strategy.kind)),
                                         .world_size = world});
-  // The spec the workers read, kept beside the database: the run's exact input. It differs from
+  // The spec the workers read, kept in the run's directory: the run's exact input. It differs from
   // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
   // runs compare by what was asked for.
   JobSpec worker_spec = spec;
@@ -331,19 +363,37 @@ int runCommand(const RunCommandOptions& options) {
   if (here && spec.checkpoint && fs::path(spec.checkpoint->dir).is_relative()) {
     worker_spec.checkpoint->dir = checkpointDirFor(spec, db, options.db_path, run_id, resumed_from);
   }
-  const fs::path spec_file =
-      fs::absolute(options.db_path).parent_path() / "specs" / fmt::format("run-{}.json", run_id);
-  fs::create_directories(spec_file.parent_path());
-  {
-    std::ofstream out(spec_file);
-    out << toJson(worker_spec).dump(2) << "\n";
-    if (!out) RM_THROW(kIo, fmt::format("cannot write {}", spec_file.string()));
+  // Every file the run writes is in its own directory, made here and by no one else: two runs
+  // (of two databases side by side, each starting at id 1) never share one.
+  const fs::path run_directory = runDirectory(options.db_path, run_id);
+  const fs::path spec_file = run_directory / "spec.json";
+  std::unique_ptr<OutputFile> telemetry_copy;
+  try {
+    createDirectories(run_directory.parent_path());
+    if (!createDirectoryExclusive(run_directory)) {
+      RM_THROW(kIo, fmt::format("the run directory {} already exists: it was left by an earlier "
+                                "database at {} (a new database numbers its runs from 1 again); "
+                                "move it away or remove it",
+                                run_directory.string(), options.db_path));
+    }
+    writeFileAtomically(spec_file, toJson(worker_spec).dump(2) + "\n");
+    if (options.save_telemetry)
+      telemetry_copy = std::make_unique<OutputFile>(*options.save_telemetry);
+  } catch (const Error& e) {
+    recordRunError(db, run_id, e.message());
+    finishRun(db, run_id, "failed");
+    throw;
   }
-  std::unique_ptr<std::ofstream> telemetry_copy;
-  if (options.save_telemetry) {
-    telemetry_copy = std::make_unique<std::ofstream>(*options.save_telemetry);
-    if (!*telemetry_copy) RM_THROW(kIo, fmt::format("cannot write {}", *options.save_telemetry));
-  }
+  // A failed write of the telemetry copy stops the run as a failed write of the database does.
+  std::string copy_failure;
+  const auto copyTelemetry = [&](const std::function<void(OutputFile&)>& write) {
+    if (!telemetry_copy || !copy_failure.empty()) return;
+    try {
+      write(*telemetry_copy);
+    } catch (const Error& e) {
+      copy_failure = fmt::format("the telemetry copy: {}", e.message());
+    }
+  };
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   const bool colour = colourFor(stderr);
@@ -382,9 +432,13 @@ int runCommand(const RunCommandOptions& options) {
 #endif
   }
   Launch& launch = *launcher;
+  AgentError agent_words;
   LaunchSink sink{.on_telemetry =
                       [&](std::string_view line) {
-                        if (telemetry_copy) *telemetry_copy << line << '\n';
+                        copyTelemetry([&](OutputFile& copy) {
+                          copy.write(line);
+                          copy.write("\n");
+                        });
                         DecodeResult decoded = decodeEvent(line);
                         if (!decoded.ok()) {
                           recorder.submitLine(line);  // counted and logged as malformed
@@ -395,6 +449,7 @@ int runCommand(const RunCommandOptions& options) {
                       },
                   .on_log =
                       [&](std::string_view line) {
+                        agent_words.observe(line);
                         recorder.submitLog(rankOfLogLine(line), "stderr", line);
                         if (options.verbose) {
                           display.clear();
@@ -416,8 +471,11 @@ int runCommand(const RunCommandOptions& options) {
         launch.kill();
       }
     }
+    copyTelemetry([](OutputFile& copy) { copy.flush(); });
     if (recording_failure.empty()) {
-      if (std::string failure = recorder.failure(); !failure.empty()) {
+      std::string failure = recorder.failure();
+      if (failure.empty()) failure = copy_failure;
+      if (!failure.empty()) {
         recording_failure = failure;
         display.clear();
         fmt::print(stderr, "error: {}; stopping the run\n", failure);
@@ -428,10 +486,12 @@ int runCommand(const RunCommandOptions& options) {
   }
   const ExitStatus agent = launch.wait();
   recorder.flush();
+  copyTelemetry([](OutputFile& copy) { copy.close(); });
   display.update(progress, /*force=*/true);
   display.clear();
   if (terminal && !options.quiet) fmt::print(stderr, "\n");
   if (recording_failure.empty()) recording_failure = recorder.failure();
+  if (recording_failure.empty()) recording_failure = copy_failure;
   const std::string launch_failure = launch.failure();
 
   const bool cancelled = handled_signals > 0 && recording_failure.empty();
@@ -441,10 +501,13 @@ int runCommand(const RunCommandOptions& options) {
     if (!launch_failure.empty()) {
       recordRunRootCause(db, run_id, launch_failure);
     } else if (status == "failed") {
-      recordRunError(db, run_id,
-                     !recording_failure.empty()
-                         ? recording_failure
-                         : fmt::format("the node agent ended with {}", agent.describe()));
+      recordRunError(
+          db, run_id,
+          !recording_failure.empty()
+              ? recording_failure
+              : fmt::format(
+                    "the node agent ended with {}{}", agent.describe(),
+                    agent_words.text().empty() ? "" : fmt::format(": {}", agent_words.text())));
     }
     finishRun(db, run_id, status);
   } catch (const Error& e) {

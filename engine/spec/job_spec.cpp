@@ -19,6 +19,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/bounded_file.h"
 #include "core/error.h"
 
 namespace ringmaster {
@@ -1034,11 +1035,33 @@ class SpecParser {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Duplicate keys, which nlohmann::json keeps only the last of
+// The text's own checks, in one pass before a document is built: JSON syntax, the nesting bound,
+// and duplicate keys (which nlohmann::json keeps only the last of). Memory and time are linear in
+// the text: a level keeps its keys and its position, and a path is spelled only when reported.
 
-class DuplicateKeyFinder : public nlohmann::json_sax<json> {
+// The path shown in a message, shortened: a path can be as long as the text.
+std::string shownPath(std::string path) {
+  constexpr size_t kMaxShown = 120;
+  if (path.size() > kMaxShown) path = path.substr(0, kMaxShown - 3) + "...";
+  return path;
+}
+
+// A problem of the JSON parser's: "parse error at line 1, column 2: ..." without its tag.
+std::string jsonErrorMessage(const std::exception& e) {
+  std::string message = e.what();
+  if (auto tag_end = message.find("] ");
+      message.starts_with("[json.") && tag_end != std::string::npos) {
+    message = message.substr(tag_end + 2);
+  }
+  return "invalid JSON: " + message;
+}
+
+class SpecTextChecker : public nlohmann::json_sax<json> {
  public:
-  explicit DuplicateKeyFinder(std::vector<SpecProblem>* problems) : problems_(problems) {}
+  explicit SpecTextChecker(std::vector<SpecProblem>* problems) : problems_(problems) {}
+
+  // Whether the pass stopped at a problem after which the text must not be parsed further.
+  bool stopped() const { return stopped_; }
 
   bool null() override { return value(); }
   bool boolean(bool) override { return value(); }
@@ -1052,43 +1075,57 @@ class DuplicateKeyFinder : public nlohmann::json_sax<json> {
   bool start_array(std::size_t) override { return open(true); }
   bool end_array() override { return close(); }
   bool key(string_t& key) override {
-    Frame& frame = stack_.back();
-    frame.key = key;
-    if (!frame.keys.insert(key).second) {
+    Level& level = stack_.back();
+    auto [known, inserted] = level.keys.insert(key);
+    if (!inserted) {
       problems_->push_back(
-          {join(frame.path, key), "duplicate key (only the last one would be used)"});
+          {shownPath(join(pathOfTop(), key)), "duplicate key (only the last one would be used)"});
     }
+    level.key = &*known;
     return true;
   }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    problems_->clear();
+    problems_->push_back({"", jsonErrorMessage(e)});
+    stopped_ = true;
     return false;
   }
 
  private:
-  struct Frame {
+  struct Level {
     bool is_array = false;
-    size_t next_index = 0;
-    std::string path;
-    std::string key;
+    size_t next_index = 0;             // of an array: the index of the next element
+    const std::string* key = nullptr;  // of an object: the key of the current member, in keys
     std::set<std::string> keys;
   };
 
-  // The path of the value that starts now.
-  std::string nextPath() {
-    if (stack_.empty()) return "";
-    Frame& frame = stack_.back();
-    if (frame.is_array) return indexed(frame.path, frame.next_index++);
-    return join(frame.path, frame.key);
+  // The path of the value the innermost level is at now.
+  std::string pathOfTop() const {
+    std::string path;
+    for (size_t i = 0; i + 1 < stack_.size(); ++i) {
+      const Level& level = stack_[i];
+      path = level.is_array ? indexed(path, level.next_index - 1) : join(path, *level.key);
+    }
+    return path;
   }
   bool value() {
-    nextPath();
+    if (!stack_.empty() && stack_.back().is_array) ++stack_.back().next_index;
     return true;
   }
   bool open(bool is_array) {
-    Frame frame;
-    frame.is_array = is_array;
-    frame.path = nextPath();
-    stack_.push_back(std::move(frame));
+    value();
+    if (stack_.size() >= static_cast<size_t>(kMaxSpecDepth)) {
+      std::string at = pathOfTop();
+      const Level& top = stack_.back();
+      at = top.is_array ? indexed(at, top.next_index - 1) : join(at, *top.key);
+      problems_->clear();
+      problems_->push_back({"", fmt::format("the document nests deeper than the {} levels a job "
+                                            "spec may have (at {})",
+                                            kMaxSpecDepth, shownPath(at))});
+      stopped_ = true;
+      return false;
+    }
+    stack_.push_back(Level{.is_array = is_array});
     return true;
   }
   bool close() {
@@ -1097,8 +1134,25 @@ class DuplicateKeyFinder : public nlohmann::json_sax<json> {
   }
 
   std::vector<SpecProblem>* problems_;
-  std::vector<Frame> stack_;
+  std::vector<Level> stack_;
+  bool stopped_ = false;
 };
+
+// The nesting depth of a document, counted without recursion: 0 for a scalar, 1 for {} or [].
+// Stops counting past `limit`.
+int nestingDepth(const json& document, int limit) {
+  std::vector<std::pair<const json*, int>> pending{{&document, 0}};
+  int deepest = 0;
+  while (!pending.empty()) {
+    auto [value, depth] = pending.back();
+    pending.pop_back();
+    if (!value->is_structured()) continue;
+    deepest = std::max(deepest, depth + 1);
+    if (deepest > limit) break;
+    for (const json& child : *value) pending.push_back({&child, depth + 1});
+  }
+  return deepest;
+}
 
 }  // namespace
 
@@ -1116,6 +1170,12 @@ std::string SpecParseResult::describe() const {
 
 SpecParseResult parseJobSpec(const json& document) {
   SpecParseResult result;
+  if (nestingDepth(document, kMaxSpecDepth) > kMaxSpecDepth) {
+    result.problems.push_back(
+        {"", fmt::format("the document nests deeper than the {} levels a job spec may have",
+                         kMaxSpecDepth)});
+    return result;
+  }
   try {
     SpecParser parser(&result.problems);
     JobSpec spec = parser.parse(document);
@@ -1129,25 +1189,41 @@ SpecParseResult parseJobSpec(const json& document) {
   return result;
 }
 
+std::optional<SpecProblem> checkSpecText(std::string_view json_text) {
+  if (json_text.size() > kMaxSpecBytes) {
+    return SpecProblem{"", fmt::format("the document is {} bytes, more than the {} a job spec "
+                                       "may have",
+                                       json_text.size(), describeBytes(kMaxSpecBytes))};
+  }
+  std::vector<SpecProblem> problems;
+  SpecTextChecker checker(&problems);
+  json::sax_parse(json_text.begin(), json_text.end(), &checker);
+  if (checker.stopped()) return problems.front();
+  return std::nullopt;
+}
+
 SpecParseResult parseJobSpec(std::string_view json_text) {
+  SpecParseResult result;
+  if (json_text.size() > kMaxSpecBytes) {
+    result.problems.push_back(*checkSpecText(json_text));
+    return result;
+  }
+  std::vector<SpecProblem> duplicates;
+  SpecTextChecker checker(&duplicates);
+  json::sax_parse(json_text.begin(), json_text.end(), &checker);
+  if (checker.stopped()) {
+    result.problems = std::move(duplicates);
+    return result;
+  }
   json document;
   try {
     document = json::parse(json_text.begin(), json_text.end());
   } catch (const json::exception& e) {
-    std::string message = e.what();
-    // "[json.exception.parse_error.101] parse error at line 1, column 2: ..." without the tag.
-    if (auto tag_end = message.find("] ");
-        message.starts_with("[json.") && tag_end != std::string::npos) {
-      message = message.substr(tag_end + 2);
-    }
-    SpecParseResult result;
-    result.problems.push_back({"", "invalid JSON: " + message});
+    // The checker has already read the same text; only a bug of ours can get here.
+    result.problems.push_back({"", jsonErrorMessage(e)});
     return result;
   }
-  std::vector<SpecProblem> duplicates;
-  DuplicateKeyFinder finder(&duplicates);
-  json::sax_parse(json_text.begin(), json_text.end(), &finder);
-  SpecParseResult result = parseJobSpec(document);
+  result = parseJobSpec(document);
   if (!duplicates.empty()) {
     result.spec.reset();
     result.problems.insert(result.problems.begin(), duplicates.begin(), duplicates.end());
@@ -1155,13 +1231,17 @@ SpecParseResult parseJobSpec(std::string_view json_text) {
   return result;
 }
 
+std::string readJobSpecText(const std::string& path) {
+  try {
+    return readBoundedFile(path, kMaxSpecBytes, "job spec");
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kFormat) throw;
+    RM_THROW(kSpec, e.message());
+  }
+}
+
 JobSpec loadJobSpecFile(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) RM_THROW(kIo, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << file.rdbuf();
-  if (file.bad()) RM_THROW(kIo, fmt::format("{}: cannot read", path));
-  SpecParseResult result = parseJobSpec(text.str());
+  SpecParseResult result = parseJobSpec(readJobSpecText(path));
   if (!result.ok()) {
     RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", path, result.describe()));
   }

@@ -242,9 +242,17 @@ struct SpecParseResult {
   std::string describe() const;
 };
 
+// The bounds of a job spec, checked before a document is built from its text: a real spec is a
+// few kilobytes and 4 levels deep (launch.hosts[0].host). A document beyond either is refused
+// with one problem naming the bound, in time and memory linear in the bound.
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+constexpr int kMaxSpecDepth = 32;
+
 // Never throw on bad input (invalid JSON included: one problem at path "" with the parser's
 // position); every problem of the document is reported at once. The text form also reports
-// duplicate keys, which a parsed nlohmann::json can no longer show.
+// duplicate keys, which a parsed nlohmann::json can no longer show, and refuses a text beyond
+// kMaxSpecBytes or kMaxSpecDepth; the document form refuses a document nested deeper than
+// kMaxSpecDepth.
 SpecParseResult parseJobSpec(std::string_view json_text);
 SpecParseResult parseJobSpec(const nlohmann::json& document);
 // Text overloads, so that a string is never taken for a JSON string value.
@@ -254,6 +262,14 @@ inline SpecParseResult parseJobSpec(const std::string& json_text) {
 inline SpecParseResult parseJobSpec(const char* json_text) {
   return parseJobSpec(std::string_view(json_text));
 }
+
+// The problem that keeps `json_text` (a spec or a value put into one) from being parsed at all:
+// invalid JSON, more than kMaxSpecBytes, nested deeper than kMaxSpecDepth; nullopt otherwise.
+std::optional<SpecProblem> checkSpecText(std::string_view json_text);
+
+// The text of a spec file, read only when within kMaxSpecBytes (a FIFO or device is read up to
+// it): Error kIo when it cannot be read, kSpec naming the file and the bound when it is larger.
+std::string readJobSpecText(const std::string& path);
 
 // Throws Error kIo when the file cannot be read and kSpec, with describe(), when it is invalid.
 JobSpec loadJobSpecFile(const std::string& path);

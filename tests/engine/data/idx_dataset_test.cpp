@@ -1,6 +1,8 @@
 // IDX (MNIST) files: a round trip through writeIdx and IdxDataset::load, and one test per way a
 // file can be broken, each checking the error's kind and that its message names file and problem.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -216,6 +218,73 @@ TEST_F(IdxDatasetTest, ImagesWithoutPixels) {
   const Error e = loadError("flat", "labels");
   EXPECT_EQ(e.kind(), ErrorKind::kFormat);
   EXPECT_TRUE(contains(e.message(), "images of 0 x 5 pixels hold no pixels"));
+}
+
+// Issue 16, finding 4: a file's header is checked against its size before anything is read or
+// allocated, and only a regular file, whose size is known, is read.
+TEST_F(IdxDatasetTest, DevicesAndFifosAreRefusedUnread) {
+  writePair(3);
+  fs::create_symlink("/dev/zero", dir_ / "zero");
+  ASSERT_EQ(::mkfifo(path("fifo").c_str(), 0600), 0);
+  for (const char* name : {"zero", "fifo"}) {
+    SCOPED_TRACE(name);
+    for (bool as_images : {true, false}) {
+      const Error e = as_images ? loadError(name, "labels.idx") : loadError("images.idx", name);
+      EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+      EXPECT_TRUE(contains(e.message(), path(name) + ": not a regular file"));
+    }
+  }
+  const Error e = loadError(".", "labels.idx");
+  EXPECT_TRUE(contains(e.message(), "not a regular file")) << e.message();
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak memory so far: %ld MiB\n", usage.ru_maxrss / 1024);
+}
+
+TEST_F(IdxDatasetTest, HeadersClaimingMoreThanTheFileHoldsAreRefusedBeforeReading) {
+  writePair(3);
+  const struct {
+    std::vector<uint32_t> dims;
+    const char* expected;
+  } cases[] = {
+      {{1u << 31, 1u << 31, 1},
+       "expected 4611686018427387920 bytes (16-byte header + "
+       "2147483648 x 2147483648 x 1 pixels), found 16"},
+      {{0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, "expected more than 2^64 bytes"},
+      {{0x7FFFFFFF, 4, 2}, "truncated: expected 17179869192 bytes"},
+  };
+  for (const auto& c : cases) {
+    Bytes header{0, 0, 8, 3};
+    for (uint32_t d : c.dims) {
+      for (int shift : {24, 16, 8, 0}) header.push_back(static_cast<uint8_t>(d >> shift));
+    }
+    writeRaw(path("liar"), header);
+    const Error e = loadError("liar", "labels.idx");
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    EXPECT_TRUE(contains(e.message(), path("liar") + ": truncated: "));
+    EXPECT_TRUE(contains(e.message(), c.expected));
+  }
+  // A labels file claiming 2^32 - 1 labels in 8 bytes.
+  writeRaw(path("liar_labels"), Bytes{0, 0, 8, 1, 0xFF, 0xFF, 0xFF, 0xFF});
+  const Error e = loadError("images.idx", "liar_labels");
+  EXPECT_TRUE(contains(e.message(),
+                       "truncated: expected 4294967303 bytes (8-byte header + "
+                       "4294967295 labels), found 8"));
+}
+
+TEST_F(IdxDatasetTest, ASparseFileLargerThanMemoryIsRefusedUnread) {
+  // 2^16 images of 4096 x 4096 pixels: a 1 TiB file that takes no disk, and labels to match.
+  Bytes header{0, 0, 8, 3, 0, 1, 0, 0, 0, 0, 16, 0, 0, 0, 16, 0};
+  writeRaw(path("sparse"), header);
+  writeRaw(path("sparse_labels"), Bytes{0, 0, 8, 1, 0, 1, 0, 0});
+  if (::truncate(path("sparse").c_str(), 16 + (off_t{1} << 40)) != 0 ||
+      ::truncate(path("sparse_labels").c_str(), 8 + (1 << 16)) != 0) {
+    GTEST_SKIP() << "this file system has no 1 TiB sparse files";
+  }
+  const Error e = loadError("sparse", "sparse_labels");
+  EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+  EXPECT_TRUE(contains(e.message(), "need 1099511889920 bytes of memory, more than the"))
+      << e.message();
 }
 
 TEST_F(IdxDatasetTest, WriterChecksItsArguments) {

@@ -3,6 +3,8 @@
 // merge patch (RFC 7386; null deletes a key) applied to a minimal valid spec, and the exact
 // problems expected back.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -938,6 +940,133 @@ TEST(JobSpecErrors, DuplicateKeyPathsInsideArrays) {
   EXPECT_EQ(problemLines(result),
             std::vector<std::string>{
                 "launch.hosts[1].ranks: duplicate key (only the last one would be used)"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bounds (issue 16, finding 4): a small text nested deep, or a large one, is refused with a clear
+// problem before a document is built, in memory linear in the text
+
+// The peak resident memory of this process so far, in MiB (printed, not asserted).
+long peakMiB() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
+}
+
+std::string nested(size_t depth, const std::string& open, const std::string& close) {
+  std::string text;
+  text.reserve(depth * (open.size() + close.size()));
+  for (size_t i = 0; i < depth; ++i) text += open;
+  if (open.ends_with(':')) text += '0';  // valid JSON: the innermost key has a value
+  for (size_t i = 0; i < depth; ++i) text += close;
+  return text;
+}
+
+TEST(JobSpecBounds, DepthBombsAreRefusedNamingTheBound) {
+  // Objects keyed "a" (the 160 KB spec of the issue is 40,000 of them), arrays, and a mix.
+  for (size_t depth : {size_t{40'000}, size_t{1'000'000}}) {
+    for (const auto& [open, close] : std::vector<std::pair<std::string, std::string>>{
+             {"{\"a\":", "}"}, {"[", "]"}, {"{\"a\":[", "]}"}}) {
+      SCOPED_TRACE(fmt::format("{} x {}", depth, open));
+      const std::string text = nested(depth, open, close);
+      SpecParseResult result = parseJobSpec(text);
+      ASSERT_EQ(result.problems.size(), 1u);
+      EXPECT_FALSE(result.spec);
+      // Past 1 MiB the size bound refuses the text before its depth is looked at.
+      EXPECT_TRUE(result.problems[0].message.starts_with(
+          text.size() > kMaxSpecBytes
+              ? fmt::format("the document is {} bytes, more than the 1 MiB", text.size())
+              : "the document nests deeper than the 32 levels a job spec may have (at "))
+          << result.problems[0].message;
+      std::printf("depth %zu of '%s' (%zu bytes): peak memory so far %ld MiB\n", depth,
+                  open.c_str(), text.size(), peakMiB());
+    }
+  }
+  // The first level past the bound is named by its path.
+  SpecParseResult result = parseJobSpec(nested(40, "{\"a\":", "}"));
+  ASSERT_EQ(result.problems.size(), 1u);
+  EXPECT_EQ(result.problems[0].message,
+            "the document nests deeper than the 32 levels a job spec may have (at "
+            "a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a.a)");
+}
+
+TEST(JobSpecBounds, ADepthBombFileIsRefusedNamingTheFile) {
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            fmt::format("ringmaster_depth_bomb_{}.json", ::getpid()))
+                               .string();
+  for (size_t depth : {size_t{40'000}, size_t{1'000'000}}) {
+    std::ofstream(path) << nested(depth, "[", "]");
+    try {
+      loadJobSpecFile(path);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kSpec);
+      EXPECT_NE(e.message().find(path), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find(depth == 40'000 ? "nests deeper than the 32 levels"
+                                                 : "more than the 1 MiB a job spec may have"),
+                std::string::npos)
+          << e.message();
+    }
+    std::printf("depth %zu file: peak memory so far %ld MiB\n", depth, peakMiB());
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(JobSpecBounds, DocumentsWithinTheBoundsParseAndDeeperOnesAreRefused) {
+  // 32 levels are allowed (an unknown key, reported as such), 33 are not, as text or document.
+  json deep = minimal();
+  deep["extra"] = json::parse(nested(31, "[", "]"));
+  EXPECT_EQ(problemsOf(deep), std::vector<std::string>{"extra: unknown key"});
+  EXPECT_EQ(problemLines(parseJobSpec(deep.dump())),
+            std::vector<std::string>{"extra: unknown key"});
+  // A document built in code (a --set value) is bounded too, however deep.
+  deep["extra"] = json::parse(nested(1'000'000, "[", "]"));
+  EXPECT_EQ(problemsOf(deep),
+            std::vector<std::string>{"the document nests deeper than the 32 levels a job spec may "
+                                     "have"});
+  deep["extra"] = json::parse(nested(32, "[", "]"));
+  EXPECT_EQ(problemsOf(deep),
+            std::vector<std::string>{"the document nests deeper than the 32 levels a job spec may "
+                                     "have"});
+  EXPECT_EQ(problemLines(parseJobSpec(deep.dump())),
+            std::vector<std::string>{"the document nests deeper than the 32 levels a job spec "
+                                     "may have (at extra[0][0][0][0][0][0][0][0][0][0][0][0][0]"
+                                     "[0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0][0])"});
+}
+
+TEST(JobSpecBounds, ATextLargerThanTheBoundIsRefusedBeforeParsing) {
+  std::string text = kMinimal;
+  text.insert(1, fmt::format("\"description\": \"{}\", ", std::string(kMaxSpecBytes, 'x')));
+  EXPECT_EQ(problemLines(parseJobSpec(text)),
+            std::vector<std::string>{fmt::format(
+                "the document is {} bytes, more than the 1 MiB a job spec may have", text.size())});
+  ASSERT_TRUE(checkSpecText(text));
+  EXPECT_FALSE(checkSpecText(kMinimal));
+  EXPECT_EQ(checkSpecText("[[1]")->message.substr(0, 28), "invalid JSON: parse error at");
+}
+
+TEST(JobSpecBounds, ADeviceOrFifoIsReadOnlyUpToTheBound) {
+  try {
+    loadJobSpecFile("/dev/zero");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kSpec);
+    EXPECT_EQ(e.message(), "/dev/zero: more than the 1 MiB a job spec may have");
+  }
+}
+
+TEST(JobSpecBounds, DuplicateKeysInAWideDocumentAreFoundInLinearMemory) {
+  // 20,000 keys in one object and 10,000 sibling objects: each duplicate is found once.
+  std::string text = "{\"name\": \"t\"";
+  for (int i = 0; i < 20'000; ++i) text += fmt::format(", \"k{}\": {{\"x\": 1, \"x\": 2}}", i);
+  text += ", \"k7\": 0}";
+  SpecParseResult result = parseJobSpec(text);
+  size_t duplicates = 0;
+  for (const SpecProblem& problem : result.problems) {
+    duplicates += problem.message == "duplicate key (only the last one would be used)";
+  }
+  EXPECT_EQ(duplicates, 20'001u);
+  EXPECT_EQ(result.problems[0].path, "k0.x");
 }
 
 // ---------------------------------------------------------------------------------------------
