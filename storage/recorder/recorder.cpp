@@ -142,10 +142,11 @@ class EventStore {
               "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
               "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) VALUES "
               "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"),
-        sched_(db,
-               "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
-               "micro_batch, phase, start_us, end_us, ready_us, transfer_us) VALUES (?, ?, ?, ?, ?, "
-               "?, ?, ?, ?, ?, ?, ?)"),
+        sched_(
+            db,
+            "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
+            "micro_batch, phase, start_us, end_us, ready_us, transfer_us) VALUES (?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?)"),
         log_(db,
              "INSERT INTO logs (run_id, attempt, rank, t, level, message) VALUES (?, ?, ?, ?, ?, "
              "?)"),
@@ -166,8 +167,14 @@ class EventStore {
             "ELSE last_value END, last_step = max(last_step, excluded.last_step)"),
         counts_(db,
                 "UPDATE attempts SET events_stored = events_stored + ?, "
-                "events_duplicate = events_duplicate + ?, events_dropped = events_dropped + ?, "
-                "lines_malformed = lines_malformed + ? WHERE run_id = ? AND attempt = ?") {
+                "events_duplicate = events_duplicate + ?, lines_malformed = lines_malformed + ? "
+                "WHERE run_id = ? AND attempt = ?") {
+    {  // finished before the transaction below: an open read would keep its snapshot
+      Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
+      world.bind(1, run_id_);
+      if (!world.run()) RM_THROW(kInvalidArgument, fmt::format("run {} does not exist", run_id_));
+      world_size_ = world.columnInt(0);
+    }
     Statement stored(db,
                      "SELECT rank, first_seq, last_seq FROM seq_ranges WHERE run_id = ? AND "
                      "attempt = ?");
@@ -189,12 +196,30 @@ class EventStore {
     });
   }
 
-  // False when the event was stored before.
-  bool store(const TelemetryEvent& e) {
-    if (!seen_[e.rank].insert(e.seq)) return false;
+  enum class Outcome { kStored, kDuplicate, kRejected };
+
+  // kRejected, with the reason in `why`, for an event naming no rank of the run; such an event
+  // leaves no trace but the count and the reason (not even a sequence number).
+  Outcome store(const TelemetryEvent& e, std::string& why) {
+    if (!inWorld(e.rank)) {
+      why = fmt::format(
+          "a {} event from rank {}, which this run of {} rank{} does not have, was "
+          "not stored",
+          eventTypeName(e.body), e.rank, world_size_, world_size_ == 1 ? "" : "s");
+      return Outcome::kRejected;
+    }
+    if (const auto* hello = std::get_if<HelloEvent>(&e.body);
+        hello && hello->world_size != world_size_) {
+      why = fmt::format("rank {}'s hello says the world has {} ranks, this run has {}: not stored",
+                        e.rank, hello->world_size, world_size_);
+      return Outcome::kRejected;
+    }
+    if (!seen_[e.rank].insert(e.seq)) return Outcome::kDuplicate;
     std::visit([&](const auto& body) { storeBody(e, body); }, e.body);
-    return true;
+    return Outcome::kStored;
   }
+
+  bool inWorld(int64_t rank) const { return rank >= 0 && rank < world_size_; }
 
   void log(std::optional<int64_t> rank, double t, std::string_view level,
            const std::string& message) {
@@ -226,9 +251,11 @@ class EventStore {
     }
   }
 
+  // Adds to the attempt's counts; malformed and rejected lines are both its bad lines.
   void addCounts(const RecorderCounts& delta) {
-    counts_.bind(1, delta.stored).bind(2, delta.duplicates).bind(3, delta.dropped);
-    counts_.bind(4, delta.malformed).bind(5, run_id_).bind(6, int64_t{attempt_}).run();
+    counts_.bind(1, delta.stored).bind(2, delta.duplicates);
+    counts_.bind(3, delta.malformed + delta.rejected);
+    counts_.bind(4, run_id_).bind(5, int64_t{attempt_}).run();
   }
 
  private:
@@ -270,7 +297,11 @@ class EventStore {
     sched_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, s.step);
     sched_.bind(5, int64_t{s.stage}).bind(6, int64_t{s.virtual_stage});
     sched_.bind(7, int64_t{s.micro_batch}).bind(8, toString(s.phase));
-    sched_.bind(9, s.start_us).bind(10, s.end_us).bind(11, s.ready_us).bind(12, s.transfer_us).run();
+    sched_.bind(9, s.start_us)
+        .bind(10, s.end_us)
+        .bind(11, s.ready_us)
+        .bind(12, s.transfer_us)
+        .run();
   }
   void storeBody(const TelemetryEvent& e, const LogEvent& l) {
     log(int64_t{e.rank}, e.time, toString(l.level), l.message);
@@ -293,6 +324,7 @@ class EventStore {
 
   int64_t run_id_;
   int attempt_;
+  int64_t world_size_ = 0;  // ranks are 0 .. world_size_ - 1
   Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_, sched_,
       log_, root_cause_, dump_, rollup_, counts_;
   std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
@@ -387,6 +419,8 @@ int reconcileInterruptedRuns(Database& db) {
 
 Recorder::Recorder(std::string db_path, int64_t run_id, int attempt, RecorderOptions options)
     : db_path_(std::move(db_path)), run_id_(run_id), attempt_(attempt), options_(options) {
+  options_.queue_capacity = std::max<size_t>(options_.queue_capacity, 1);
+  options_.batch_size = std::max<size_t>(options_.batch_size, 1);
   writer_ = std::thread([this] { writerLoop(); });
 }
 
@@ -399,18 +433,26 @@ Recorder::~Recorder() {
   writer_.join();
 }
 
+bool Recorder::waitForRoom(std::unique_lock<std::mutex>& lock) {
+  room_.wait(lock, [&] {
+    return queue_.size() + logs_.size() < options_.queue_capacity || !failure_.empty() ||
+           writer_done_;
+  });
+  if (failure_.empty() && !writer_done_) return true;
+  ++counts_.dropped;
+  return false;
+}
+
 bool Recorder::submit(TelemetryEvent event) {
   {
-    std::lock_guard lock(mutex_);
-    if (queue_.size() >= options_.queue_capacity || !failure_.empty()) {
-      ++counts_.dropped;
-      ++pending_.dropped;
-      return false;
-    }
+    std::unique_lock lock(mutex_);
+    if (!waitForRoom(lock)) return false;
     queue_.push_back(std::move(event));
     ++submitted_;
-    // The writer waits for the first event, then for a full batch (or its commit delay).
-    if (queue_.size() != 1 && queue_.size() != fullBatch()) return true;
+    const size_t queued = queue_.size() + logs_.size();
+    counts_.peak_queued = std::max(counts_.peak_queued, static_cast<int64_t>(queued));
+    // The writer waits for the first item, then for a full batch (or its commit delay).
+    if (queued != 1 && queued != fullBatch()) return true;
   }
   queued_.notify_one();
   return true;
@@ -421,27 +463,38 @@ bool Recorder::submitLine(std::string_view line) {
   if (decoded.ok()) return submit(std::move(decoded.event()));
   {
     std::lock_guard lock(mutex_);
-    ++counts_.malformed;
-    ++pending_.malformed;
-    if (malformed_reasons_.size() < 100) malformed_reasons_.push_back(decoded.error().message);
-    ++submitted_;
-    ++malformed_queued_;
+    queueBadLine(std::nullopt, "malformed telemetry line: " + decoded.error().message);
   }
   queued_.notify_one();
   return false;
 }
 
+void Recorder::reportBadLine(std::optional<int> rank, std::string_view reason) {
+  {
+    std::lock_guard lock(mutex_);
+    queueBadLine(rank, std::string(reason));
+  }
+  queued_.notify_one();
+}
+
+void Recorder::queueBadLine(std::optional<int> rank, std::string reason) {
+  ++counts_.malformed;
+  if (bad_line_reasons_.size() < 100)
+    bad_line_reasons_.push_back({rank, "warn", std::move(reason), nowSeconds()});
+  ++submitted_;
+  ++bad_lines_queued_;
+}
+
 bool Recorder::submitLog(std::optional<int> rank, std::string_view level,
                          std::string_view message) {
   {
-    std::lock_guard lock(mutex_);
-    if (logs_.size() >= options_.queue_capacity || !failure_.empty()) {
-      ++counts_.dropped;
-      ++pending_.dropped;
-      return false;
-    }
+    std::unique_lock lock(mutex_);
+    if (!waitForRoom(lock)) return false;
     logs_.push_back({rank, std::string(level), std::string(message), nowSeconds()});
     ++submitted_;
+    const size_t queued = queue_.size() + logs_.size();
+    counts_.peak_queued = std::max(counts_.peak_queued, static_cast<int64_t>(queued));
+    if (queued != 1 && queued != fullBatch()) return true;
   }
   queued_.notify_one();
   return true;
@@ -467,6 +520,18 @@ std::string Recorder::failure() const {
 }
 
 void Recorder::writerLoop() {
+  // However the writer ends, a producer waiting for room must not wait for it any longer.
+  struct Done {
+    Recorder& recorder;
+    ~Done() {
+      {
+        std::lock_guard lock(recorder.mutex_);
+        recorder.writer_done_ = true;
+      }
+      recorder.room_.notify_all();
+      recorder.written_.notify_all();
+    }
+  } done{*this};
   std::optional<Database> db;
   std::optional<EventStore> store;
   try {
@@ -475,58 +540,67 @@ void Recorder::writerLoop() {
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);
     failure_ = e.what();
-    written_.notify_all();
+    counts_.dropped += static_cast<int64_t>(queue_.size() + logs_.size());
+    queue_.clear();
+    logs_.clear();
     return;
   }
   std::vector<TelemetryEvent> inbox;  // swapped with queue_, so neither buffer is reallocated
   for (;;) {
-    std::deque<PendingLog> logs;
-    std::deque<std::string> reasons;
-    RecorderCounts delta;
-    uint64_t extras = 0;  // the logs and malformed lines handled with the first batch
+    std::deque<PendingLog> logs, bad_lines;
+    uint64_t bad_line_count = 0;
     {
       std::unique_lock lock(mutex_);
-      queued_.wait(lock, [&] {
-        return stopping_ || !queue_.empty() || !logs_.empty() || malformed_queued_ > 0 ||
-               pending_.dropped > 0;
-      });
-      if (stopping_ && queue_.empty() && logs_.empty() && malformed_queued_ == 0 &&
-          pending_.dropped == 0)
-        break;
+      const auto nothing_queued = [&] {
+        return queue_.empty() && logs_.empty() && bad_lines_queued_ == 0;
+      };
+      queued_.wait(lock, [&] { return stopping_ || !nothing_queued(); });
+      if (stopping_ && nothing_queued()) break;
       // Group commit: a transaction's cost is mostly the pages it writes, so a stream of events
       // is committed a batch at a time, not an event at a time.
-      queued_.wait_for(lock, options_.commit_delay,
-                       [&] { return stopping_ || flushing_ > 0 || queue_.size() >= fullBatch(); });
+      queued_.wait_for(lock, options_.commit_delay, [&] {
+        return stopping_ || flushing_ > 0 || queue_.size() + logs_.size() >= fullBatch();
+      });
       inbox.clear();
       inbox.swap(queue_);
       logs.swap(logs_);
-      reasons.swap(malformed_reasons_);
-      delta.dropped = pending_.dropped;
-      delta.malformed = pending_.malformed;
-      pending_ = {};
-      extras = logs.size() + malformed_queued_;
-      malformed_queued_ = 0;
+      bad_lines.swap(bad_line_reasons_);
+      bad_line_count = std::exchange(bad_lines_queued_, 0);
     }
-    // A transaction per batch_size events; the logs and counts go with the first.
+    room_.notify_all();
+    // A transaction per batch_size events; the logs and bad lines go with the first.
     for (size_t first = 0; first == 0 || first < inbox.size(); first += options_.batch_size) {
       const size_t end = std::min(inbox.size(), first + options_.batch_size);
-      RecorderCounts batch = first == 0 ? delta : RecorderCounts{};
-      const uint64_t processed = (end - first) + (first == 0 ? extras : 0);
+      RecorderCounts batch;
+      if (first == 0) batch.malformed = static_cast<int64_t>(bad_line_count);
+      const uint64_t processed = (end - first) + (first == 0 ? logs.size() + bad_line_count : 0);
       try {
         db->transaction([&] {
+          batch.stored = batch.duplicates = batch.rejected = 0;  // a retried body starts over
+          int64_t rejections_logged = 0;
+          std::string why;
           for (size_t i = first; i < end; ++i) {
-            if (store->store(inbox[i]))
-              ++batch.stored;
-            else
-              ++batch.duplicates;
+            switch (store->store(inbox[i], why)) {
+              case EventStore::Outcome::kStored:
+                ++batch.stored;
+                break;
+              case EventStore::Outcome::kDuplicate:
+                ++batch.duplicates;
+                break;
+              case EventStore::Outcome::kRejected:
+                ++batch.rejected;
+                if (rejections_logged++ < 100) store->log(std::nullopt, nowSeconds(), "warn", why);
+                break;
+            }
           }
           if (first == 0) {
-            for (const PendingLog& line : logs) {
-              store->log(line.rank ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
+            const auto logLine = [&](const PendingLog& line) {
+              const bool known = line.rank && store->inWorld(*line.rank);
+              store->log(known ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
                          line.level, line.message);
-            }
-            for (const std::string& reason : reasons)
-              store->log(std::nullopt, nowSeconds(), "warn", "malformed telemetry line: " + reason);
+            };
+            for (const PendingLog& line : logs) logLine(line);
+            for (const PendingLog& line : bad_lines) logLine(line);
           }
           store->writeBatchState();
           store->addCounts(batch);
@@ -534,16 +608,17 @@ void Recorder::writerLoop() {
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex_);
         failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
-        counts_.dropped += static_cast<int64_t>(inbox.size() - first + queue_.size());
+        counts_.dropped += static_cast<int64_t>(inbox.size() - first + queue_.size() +
+                                                logs_.size() + (first == 0 ? logs.size() : 0));
         queue_.clear();
         logs_.clear();
         committed_ += processed;
-        written_.notify_all();
         return;
       }
       std::lock_guard lock(mutex_);
       counts_.stored += batch.stored;
       counts_.duplicates += batch.duplicates;
+      counts_.rejected += batch.rejected;
       committed_ += processed;
       written_.notify_all();
     }

@@ -1,17 +1,23 @@
 // The recorder against a real SQLite file: every kind of event from several ranks lands in its
-// table; replayed and reordered events are stored once; malformed lines are counted and logged;
-// a full queue drops and the drop is recorded; runs of a dead recorder become `interrupted`.
+// table; replayed and reordered events are stored once; malformed lines, oversized lines and
+// events from ranks the run does not have are counted and logged, never stored; a full queue makes
+// the producer wait, never drops, and a failed writer releases it; runs of a dead recorder become
+// `interrupted`.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <chrono>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "db/database.h"
@@ -179,14 +185,20 @@ TEST_F(RecorderTest, FuzzedTelemetryIsStoredExactlyOnceOrCountedAsMalformed) {
     }
     fuzzed.push_back(std::move(line));
   }
-  int64_t malformed = 0;
+  int64_t malformed = 0, rejected = 0;
   std::set<std::pair<int, uint64_t>> distinct;
   for (const std::string& line : fuzzed) {
     DecodeResult decoded = decodeEvent(line);
-    if (decoded.ok())
-      distinct.insert({decoded.event().rank, decoded.event().seq});
-    else
+    if (!decoded.ok()) {
       ++malformed;
+      continue;
+    }
+    const TelemetryEvent& e = decoded.event();
+    const auto* hello = std::get_if<HelloEvent>(&e.body);
+    if (e.rank >= 3 || (hello && hello->world_size != 3))
+      ++rejected;  // a digit changed into a rank (or world size) the run does not have
+    else
+      distinct.insert({e.rank, e.seq});
   }
   {
     Recorder recorder(path_, run_, 0, {.batch_size = 64});
@@ -195,13 +207,15 @@ TEST_F(RecorderTest, FuzzedTelemetryIsStoredExactlyOnceOrCountedAsMalformed) {
     const RecorderCounts counts = recorder.counts();
     EXPECT_EQ(recorder.failure(), "");
     EXPECT_EQ(counts.malformed, malformed);
+    EXPECT_EQ(counts.rejected, rejected);
     EXPECT_EQ(counts.stored, static_cast<int64_t>(distinct.size()));
-    EXPECT_EQ(counts.stored + counts.duplicates + counts.malformed,
+    EXPECT_EQ(counts.stored + counts.duplicates + counts.malformed + counts.rejected,
               static_cast<int64_t>(fuzzed.size()));
   }
   EXPECT_EQ(count("SELECT sum(last_seq - first_seq + 1) FROM seq_ranges"),
             static_cast<int64_t>(distinct.size()));
-  EXPECT_EQ(count("SELECT lines_malformed FROM attempts"), malformed);
+  EXPECT_EQ(count("SELECT lines_malformed FROM attempts"), malformed + rejected);
+  EXPECT_EQ(count("SELECT count(*) FROM ranks WHERE rank >= 3"), 0);
   EXPECT_EQ(testing::queryText(*db_, "PRAGMA integrity_check"), "ok");
 }
 
@@ -221,23 +235,120 @@ TEST_F(RecorderTest, MalformedLinesAreCountedAndLoggedNeverFatal) {
   EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND level = 'warn'"), 3);
 }
 
-TEST_F(RecorderTest, AFullQueueDropsAndTheDropIsRecorded) {
-  // Another connection holds the write lock, so the writer waits (within its busy timeout) while
-  // the producer fills the queue.
+// Issue 16, finding 5: events from ranks a run does not have are counted and logged as bad lines,
+// never stored, whatever their kind and whichever way the rank is wrong; so is a hello whose
+// world size is not the run's. Logs from such a rank are kept without the rank.
+TEST_F(RecorderTest, EventsFromRanksTheRunDoesNotHaveAreCountedNotStored) {
+  const int64_t world = 3;  // the fixture's run
+  const std::vector<int> outside = {
+      3, 4, 100'000, std::numeric_limits<int>::max(), -1, std::numeric_limits<int>::min()};
+  int64_t bad = 0;
+  {
+    Recorder recorder(path_, run_, 0);
+    for (int rank : outside) {
+      // Every kind of event, through the decoder where it accepts the rank, else directly.
+      std::vector<TelemetryEvent> stream = rankStream(0, 2);
+      stream.push_back({.seq = 100,
+                        .body = ErrorEvent{.message = "boom",
+                                           .kind = "exception",
+                                           .flight_recorder = nlohmann::json::array()}});
+      for (TelemetryEvent e : stream) {
+        e.rank = rank;
+        const std::string line = encodeEvent(e);
+        if (decodeEvent(line).ok())
+          EXPECT_TRUE(recorder.submitLine(line));
+        else
+          EXPECT_TRUE(recorder.submit(e));
+        ++bad;
+      }
+      recorder.submitLog(rank, "stderr", "a line from a rank that does not exist");
+    }
+    // A hello from a rank of the run that says the world is another size.
+    for (int world_size : {2, 4, 100'000}) {
+      TelemetryEvent hello = rankStream(1, 0)[0];
+      std::get<HelloEvent>(hello.body).world_size = world_size;
+      EXPECT_TRUE(recorder.submitLine(encodeEvent(hello)));
+      ++bad;
+    }
+    for (const TelemetryEvent& e : rankStream(2, 2)) recorder.submit(e);  // a good rank
+    recorder.flush();
+    const RecorderCounts counts = recorder.counts();
+    EXPECT_EQ(counts.rejected, bad);
+    EXPECT_EQ(counts.stored, 2 * 3 + 3);
+    EXPECT_EQ(counts.malformed, 0);
+    EXPECT_EQ(recorder.failure(), "");
+  }
+  EXPECT_EQ(count("SELECT lines_malformed FROM attempts"), bad);
+  for (const char* table : {"ranks", "steps", "comm_events", "sched_events", "logs", "seq_ranges",
+                            "scalar_rollups", "flight_recorder_dumps"}) {
+    SCOPED_TRACE(table);
+    EXPECT_EQ(
+        count(fmt::format("SELECT count(*) FROM {} WHERE rank < 0 OR rank >= {}", table, world)),
+        0);
+  }
+  EXPECT_EQ(count("SELECT count(*) FROM ranks"), 1) << "only rank 2's hello";
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND level = 'warn' AND message "
+                  "LIKE '%which this run of 3 ranks does not have%'"),
+            bad - 3);
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND message LIKE "
+                  "'%hello says the world has%'"),
+            3);
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND message = 'a line from a "
+                  "rank that does not exist'"),
+            static_cast<int64_t>(outside.size()));
+  EXPECT_EQ(count("SELECT count(*) FROM runs WHERE error_rank IS NOT NULL"), 0);
+}
+
+// Issue 16, finding 3: a full queue makes the producer wait for the writer instead of dropping.
+// Another connection holds the write lock, so the writer waits (within its busy timeout) while the
+// producer fills the queue and blocks; once the lock is released every event is stored.
+TEST_F(RecorderTest, AFullQueueMakesTheProducerWaitAndNothingIsDropped) {
   Database holder(path_);
   holder.exec("BEGIN IMMEDIATE");
-  int64_t refused = 0;
+  const std::vector<TelemetryEvent> events = rankStream(0, 20);
   {
     Recorder recorder(path_, run_, 0, {.queue_capacity = 8, .batch_size = 4});
-    std::vector<TelemetryEvent> events = rankStream(0, 20);
-    for (const TelemetryEvent& e : events) refused += recorder.submit(e) ? 0 : 1;
+    std::atomic<size_t> submitted = 0;
+    std::thread producer([&] {
+      for (const TelemetryEvent& e : events) {
+        EXPECT_TRUE(recorder.submit(e));
+        ++submitted;
+      }
+    });
+    while (recorder.counts().peak_queued < 8) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // The writer took at most one batch before the lock stopped it; the queue holds 8 more.
+    EXPECT_LE(submitted.load(), 4u + 8u) << "the producer did not wait; " << recorder.failure();
     holder.exec("COMMIT");
+    producer.join();
     recorder.flush();
-    EXPECT_GT(refused, 0);
-    EXPECT_EQ(recorder.counts().dropped, refused);
-    EXPECT_EQ(recorder.counts().stored + refused, static_cast<int64_t>(events.size()));
+    EXPECT_EQ(recorder.counts().dropped, 0);
+    EXPECT_EQ(recorder.counts().stored, static_cast<int64_t>(events.size()));
+    EXPECT_EQ(recorder.counts().peak_queued, 8);
   }
-  EXPECT_EQ(count("SELECT events_dropped FROM attempts"), refused);
+  EXPECT_EQ(count("SELECT events_stored FROM attempts"), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(testing::queryText(*db_, "SELECT status FROM ranks WHERE rank = 0"), "completed");
+}
+
+// A producer waiting for room is released when the writer fails (here the database stays locked
+// past its busy timeout): submit returns false and counts the event as dropped, and the run's
+// caller sees the failure, instead of a launcher hanging on a recorder that will never write.
+TEST_F(RecorderTest, AFailedWriterReleasesAWaitingProducer) {
+  Database holder(path_);
+  holder.exec("BEGIN IMMEDIATE");
+  const std::vector<TelemetryEvent> events = rankStream(0, 20);
+  int64_t refused = 0;
+  {
+    Recorder recorder(path_, run_, 0, {.queue_capacity = 4, .batch_size = 2});
+    for (const TelemetryEvent& e : events) refused += recorder.submit(e) ? 0 : 1;
+    recorder.flush();
+    EXPECT_NE(recorder.failure(), "");
+    EXPECT_GT(refused, 0);
+    // Those refused, and those queued when the writer failed: none is hidden.
+    EXPECT_EQ(recorder.counts().dropped, static_cast<int64_t>(events.size()));
+    EXPECT_EQ(recorder.counts().stored, 0);
+  }
+  holder.exec("ROLLBACK");
 }
 
 TEST_F(RecorderTest, RunsOfADeadRecorderBecomeInterrupted) {
