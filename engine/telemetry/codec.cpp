@@ -223,8 +223,9 @@ std::string describe(const Json& value) {
   }
 }
 
-// "a non-negative integer", "an integer in [0, 2147483647]", ...
+// "a non-negative integer", "an integer in [0, 2147483647]", "an integer in [0, 2^53]", ...
 std::string integerRange(int64_t min, int64_t max) {
+  if (max == kMaxStep) return min == 0 ? "an integer in [0, 2^53]" : "an integer in [-2^53, 2^53]";
   if (max == std::numeric_limits<int64_t>::max()) {
     if (min == 0) return "a non-negative integer";
     if (min == 1) return "a positive integer";
@@ -244,7 +245,14 @@ std::string floatHint(const Json& value) {
 
 constexpr int kIntMax = std::numeric_limits<int>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
+
+// The closed interval a floating-point field must fall in (docs/telemetry.md, "Numeric domains").
+struct NumberRange {
+  double min, max;
+};
+constexpr NumberRange kAnySign{-kMaxMagnitude, kMaxMagnitude};
+constexpr NumberRange kNonNegative{0, kMaxMagnitude};  // times, durations, rates, norms
+constexpr NumberRange kFraction{0, 1};
 
 // Reads the fields of one JSON object, remembering the first problem. Getters return a default
 // after a problem, so a body can be read straight through and checked once at the end.
@@ -283,13 +291,13 @@ class FieldReader {
     return 0;
   }
 
-  double number(const char* key) {
+  double number(const char* key, NumberRange range) {
     const Json* value = required(key);
-    return value ? toNumber(key, *value).value_or(0.0) : 0.0;
+    return value ? toNumber(key, *value, range).value_or(0.0) : 0.0;
   }
 
   // A number, or null read as NaN (JSON has no NaN): loss only.
-  double numberOrNull(const char* key) {
+  double numberOrNull(const char* key, NumberRange range) {
     auto it = object_.find(key);
     if (it != object_.end() && it->is_null()) return std::numeric_limits<double>::quiet_NaN();
     const Json* value = required(key);
@@ -298,12 +306,12 @@ class FieldReader {
       fail(key, fmt::format("expected a number or null, got {}", describe(*value)));
       return 0.0;
     }
-    return toNumber(key, *value).value_or(0.0);
+    return toNumber(key, *value, range).value_or(0.0);
   }
 
-  std::optional<double> optionalNumber(const char* key) {
+  std::optional<double> optionalNumber(const char* key, NumberRange range) {
     const Json* value = optional(key);
-    return value ? toNumber(key, *value) : std::nullopt;
+    return value ? toNumber(key, *value, range) : std::nullopt;
   }
 
   std::string string(const char* key) {
@@ -371,12 +379,16 @@ class FieldReader {
     return std::nullopt;
   }
 
-  std::optional<double> toNumber(const char* key, const Json& value) {
-    if (value.is_number()) {
-      double d = value.get<double>();
-      if (std::isfinite(d)) return d;  // the parser rejects overflow; a guard all the same
+  // A number in `range`; a negative zero where only non-negative numbers go is read as 0.
+  std::optional<double> toNumber(const char* key, const Json& value, NumberRange range) {
+    if (!value.is_number()) {
+      fail(key, fmt::format("expected a finite number, got {}", describe(value)));
+      return std::nullopt;
     }
-    fail(key, fmt::format("expected a finite number, got {}", describe(value)));
+    const double d = value.get<double>();
+    if (d >= range.min && d <= range.max) return range.min == 0 ? d + 0.0 : d;
+    fail(key, fmt::format("expected a number in [{:g}, {:g}], got {}", range.min, range.max,
+                          describe(value)));
     return std::nullopt;
   }
 
@@ -416,20 +428,20 @@ HelloEvent readHello(FieldReader& in, int rank) {
 
 StepEvent readStep(FieldReader& in) {
   StepEvent e;
-  e.step = in.integer("step", 0, kInt64Max);
-  e.loss = in.numberOrNull("loss");
-  e.lr = in.number("lr");
-  e.samples = in.integer("samples", 0, kInt64Max);
-  e.step_ms = in.number("step_ms");
-  e.compute_ms = in.number("compute_ms");
-  e.comm_ms = in.number("comm_ms");
-  e.exposed_comm_ms = in.number("exposed_comm_ms");
+  e.step = in.integer("step", 0, kMaxStep);
+  e.loss = in.numberOrNull("loss", kAnySign);
+  e.lr = in.number("lr", kAnySign);
+  e.samples = in.integer("samples", 0, kMaxStep);
+  e.step_ms = in.number("step_ms", kNonNegative);
+  e.compute_ms = in.number("compute_ms", kNonNegative);
+  e.comm_ms = in.number("comm_ms", kNonNegative);
+  e.exposed_comm_ms = in.number("exposed_comm_ms", kNonNegative);
   e.mem_allocated = in.unsignedInteger("mem_allocated");
   e.mem_peak = in.unsignedInteger("mem_peak");
   e.mem_reserved = in.unsignedInteger("mem_reserved");
   e.device_mem_used = in.unsignedInteger("device_mem_used");
-  e.grad_norm = in.optionalNumber("grad_norm");
-  e.accuracy = in.optionalNumber("accuracy");
+  e.grad_norm = in.optionalNumber("grad_norm", kNonNegative);
+  e.accuracy = in.optionalNumber("accuracy", kFraction);
   return e;
 }
 
@@ -440,24 +452,25 @@ CommEvent readComm(FieldReader& in) {
   e.group = in.string("group");
   e.bytes = in.unsignedInteger("bytes");
   e.dtype = in.string("dtype");
-  e.duration_ms = in.number("duration_ms");
-  e.algbw_gbps = in.number("algbw_gbps");
-  e.busbw_gbps = in.number("busbw_gbps");
-  e.wait_ms = in.optionalNumber("wait_ms");
-  e.step = in.optionalInteger("step", 0, kInt64Max);
+  e.duration_ms = in.number("duration_ms", kNonNegative);
+  e.algbw_gbps = in.number("algbw_gbps", kNonNegative);
+  e.busbw_gbps = in.number("busbw_gbps", kNonNegative);
+  e.wait_ms = in.optionalNumber("wait_ms", kNonNegative);
+  e.step = in.optionalInteger("step", 0, kMaxStep);
   return e;
 }
 
 SchedEvent readSched(FieldReader& in) {
   SchedEvent e;
-  e.step = in.integer("step", 0, kInt64Max);
+  e.step = in.integer("step", 0, kMaxStep);
   e.stage = static_cast<int>(in.integer("stage", 0, kIntMax));
   e.micro_batch = static_cast<int>(in.integer("micro_batch", 0, kIntMax));
   e.phase = in.enumeration<SchedPhase>("phase", parseSchedPhase, "\"F\", \"B\", \"W\"");
-  e.start_us = in.integer("start_us", kInt64Min, kInt64Max);
-  e.end_us = in.integer("end_us", kInt64Min, kInt64Max);
-  e.ready_us = in.optionalInteger("ready_us", kInt64Min, kInt64Max);
-  e.transfer_us = in.optionalInteger("transfer_us", 0, kInt64Max);
+  // Of magnitude at most 2^53, so that every difference of two fits an int64 and a double.
+  e.start_us = in.integer("start_us", -kMaxStep, kMaxStep);
+  e.end_us = in.integer("end_us", -kMaxStep, kMaxStep);
+  e.ready_us = in.optionalInteger("ready_us", -kMaxStep, kMaxStep);
+  e.transfer_us = in.optionalInteger("transfer_us", 0, kMaxStep);
   e.virtual_stage = static_cast<int>(in.optionalInteger("virtual_stage", 0, kIntMax).value_or(0));
   if (!in.failed() && e.end_us < e.start_us) {
     in.fail("end_us", fmt::format("{} is before start_us {}", e.end_us, e.start_us));
@@ -486,7 +499,7 @@ ErrorEvent readError(FieldReader& in) {
   e.message = in.string("message");
   e.kind = in.string("kind");
   e.where = in.string("where");
-  e.step = in.optionalInteger("step", 0, kInt64Max);
+  e.step = in.optionalInteger("step", 0, kMaxStep);
   e.fatal = in.boolean("fatal");
   e.host = in.optionalString("host");
   if (auto code = in.optionalInteger("exit_code", 0, 255)) e.exit_code = static_cast<int>(*code);
@@ -505,8 +518,8 @@ DoneEvent readDone(FieldReader& in) {
   DoneEvent e;
   e.status = in.enumeration<DoneStatus>("status", parseDoneStatus,
                                         "\"completed\", \"failed\", \"cancelled\"");
-  e.final_step = in.integer("final_step", 0, kInt64Max);
-  e.wall_s = in.number("wall_s");
+  e.final_step = in.integer("final_step", 0, kMaxStep);
+  e.wall_s = in.number("wall_s", kNonNegative);
   return e;
 }
 
@@ -598,10 +611,10 @@ DecodeResult decodeUnchecked(std::string_view line) {
   TelemetryEvent event;
   event.rank = static_cast<int>(envelope.integer("rank", 0, kIntMax));
   event.seq = envelope.unsignedInteger("seq");
-  event.time = envelope.number("t");
-  if (!envelope.failed() && event.time < 0) {
-    envelope.fail("t", fmt::format("expected seconds since 1970, got {}", event.time));
+  if (const Json* t = envelope.optional("t"); t && t->is_number() && t->get<double>() < 0) {
+    envelope.fail("t", fmt::format("expected seconds since 1970, got {}", describe(*t)));
   }
+  event.time = envelope.number("t", {0, kMaxEpochSeconds});
   if (envelope.failed()) return fail(envelope.error());
 
   FieldReader body(root, type + ".");

@@ -29,6 +29,16 @@ inline constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;
 // The deepest nesting of JSON arrays and objects a decoder accepts (flight_recorder records).
 inline constexpr int kMaxJsonDepth = 64;
 
+// The domains of the numeric fields (docs/telemetry.md, "Numeric domains"), which both decoders
+// enforce, so that every value stored survives a double and the arithmetic of storage and queries.
+// Steps (and micro-second times) are integers of magnitude at most 2^53.
+inline constexpr int64_t kMaxStep = int64_t{1} << 53;
+// Every floating-point field is finite and of magnitude at most 1e300, so that a sum of many stays
+// finite; times and durations are also >= 0.
+inline constexpr double kMaxMagnitude = 1e300;
+// The envelope's "t" is at most this many seconds after 1970 (the year 2286).
+inline constexpr double kMaxEpochSeconds = 1e10;
+
 // ---------------------------------------------------------------------------------------------
 // Small enumerations, with their wire spelling.
 
@@ -103,8 +113,8 @@ struct SchedEvent {
   int stage = 0;
   int micro_batch = 0;
   SchedPhase phase = SchedPhase::kForward;
-  int64_t start_us = 0;   // microseconds on the clock aligned to rank 0's: the action was reached
-  int64_t end_us = 0;     // >= start_us
+  int64_t start_us = 0;  // microseconds on the clock aligned to rank 0's: the action was reached
+  int64_t end_us = 0;    // >= start_us
   // When its input had arrived and its compute began, in [start_us, end_us]: before it the stage
   // waited for another stage. Absent: no wait was recorded (read as start_us).
   std::optional<int64_t> ready_us;

@@ -60,43 +60,59 @@ bool readInteger(element value, Int& out) {
   return true;
 }
 
-bool readNumber(element value, double& out) {
+// A step (or a step-like count): an integer in [0, 2^53].
+bool readStep(element value, int64_t& out) {
+  return readInteger(value, 0, kMaxStep, out);
+}
+
+bool readOptionalStep(element value, std::optional<int64_t>& out) {
+  if (value.is_null()) return true;  // null counts as absent
+  int64_t i = 0;
+  if (!readStep(value, i)) return false;
+  out = i;
+  return true;
+}
+
+// The closed interval a floating-point field must fall in, as the full decoder has it.
+struct NumberRange {
+  double min, max;
+};
+constexpr NumberRange kAnySign{-kMaxMagnitude, kMaxMagnitude};
+constexpr NumberRange kNonNegative{0, kMaxMagnitude};
+constexpr NumberRange kFraction{0, 1};
+
+// A number in `range`; a negative zero where only non-negative numbers go is read as 0.
+bool readNumber(element value, NumberRange range, double& out) {
   switch (value.type()) {
     case element_type::DOUBLE:
       out = value.get_double().value_unsafe();
-      return std::isfinite(out);
+      break;
     case element_type::INT64:
       out = static_cast<double>(value.get_int64().value_unsafe());
-      return true;
+      break;
     case element_type::UINT64:
       out = static_cast<double>(value.get_uint64().value_unsafe());
-      return true;
+      break;
     default:
       return false;
   }
+  if (!(out >= range.min && out <= range.max)) return false;
+  if (range.min == 0) out += 0.0;
+  return true;
 }
 
-bool readOptionalNumber(element value, std::optional<double>& out) {
+bool readOptionalNumber(element value, NumberRange range, std::optional<double>& out) {
   if (value.is_null()) return true;  // null counts as absent
   double d = 0;
-  if (!readNumber(value, d)) return false;
+  if (!readNumber(value, range, d)) return false;
   out = d;
   return true;
 }
 
 // A number, or null read as NaN: loss only.
-bool readNumberOrNull(element value, double& out) {
-  if (!value.is_null()) return readNumber(value, out);
+bool readNumberOrNull(element value, NumberRange range, double& out) {
+  if (!value.is_null()) return readNumber(value, range, out);
   out = std::numeric_limits<double>::quiet_NaN();
-  return true;
-}
-
-template <typename Int>
-bool readOptionalInteger(element value, std::optional<Int>& out) {
-  if (value.is_null()) return true;  // null counts as absent
-  Int i = 0;
-  if (!readInteger(value, i)) return false;
-  out = i;
   return true;
 }
 
@@ -114,20 +130,24 @@ struct StepReader {
 
   bool field(std::string_view key, element value, uint32_t& bit) {
     bit = 0;
-    if (key == "step") return bit = 1u << 0, readInteger(value, event.step);
-    if (key == "loss") return bit = 1u << 1, readNumberOrNull(value, event.loss);
-    if (key == "lr") return bit = 1u << 2, readNumber(value, event.lr);
-    if (key == "samples") return bit = 1u << 3, readInteger(value, event.samples);
-    if (key == "step_ms") return bit = 1u << 4, readNumber(value, event.step_ms);
-    if (key == "compute_ms") return bit = 1u << 5, readNumber(value, event.compute_ms);
-    if (key == "comm_ms") return bit = 1u << 6, readNumber(value, event.comm_ms);
-    if (key == "exposed_comm_ms") return bit = 1u << 7, readNumber(value, event.exposed_comm_ms);
+    if (key == "step") return bit = 1u << 0, readStep(value, event.step);
+    if (key == "loss") return bit = 1u << 1, readNumberOrNull(value, kAnySign, event.loss);
+    if (key == "lr") return bit = 1u << 2, readNumber(value, kAnySign, event.lr);
+    if (key == "samples") return bit = 1u << 3, readStep(value, event.samples);
+    if (key == "step_ms") return bit = 1u << 4, readNumber(value, kNonNegative, event.step_ms);
+    if (key == "compute_ms")
+      return bit = 1u << 5, readNumber(value, kNonNegative, event.compute_ms);
+    if (key == "comm_ms") return bit = 1u << 6, readNumber(value, kNonNegative, event.comm_ms);
+    if (key == "exposed_comm_ms")
+      return bit = 1u << 7, readNumber(value, kNonNegative, event.exposed_comm_ms);
     if (key == "mem_allocated") return bit = 1u << 8, readUnsigned(value, event.mem_allocated);
     if (key == "mem_peak") return bit = 1u << 9, readUnsigned(value, event.mem_peak);
     if (key == "mem_reserved") return bit = 1u << 10, readUnsigned(value, event.mem_reserved);
     if (key == "device_mem_used") return bit = 1u << 11, readUnsigned(value, event.device_mem_used);
-    if (key == "grad_norm") return bit = 1u << 12, readOptionalNumber(value, event.grad_norm);
-    if (key == "accuracy") return bit = 1u << 13, readOptionalNumber(value, event.accuracy);
+    if (key == "grad_norm")
+      return bit = 1u << 12, readOptionalNumber(value, kNonNegative, event.grad_norm);
+    if (key == "accuracy")
+      return bit = 1u << 13, readOptionalNumber(value, kFraction, event.accuracy);
     return true;
   }
   bool finish() const { return true; }
@@ -144,11 +164,15 @@ struct CommReader {
     if (key == "group") return bit = 1u << 2, readString(value, event.group);
     if (key == "bytes") return bit = 1u << 3, readUnsigned(value, event.bytes);
     if (key == "dtype") return bit = 1u << 4, readString(value, event.dtype);
-    if (key == "duration_ms") return bit = 1u << 5, readNumber(value, event.duration_ms);
-    if (key == "algbw_gbps") return bit = 1u << 6, readNumber(value, event.algbw_gbps);
-    if (key == "busbw_gbps") return bit = 1u << 7, readNumber(value, event.busbw_gbps);
-    if (key == "wait_ms") return bit = 1u << 8, readOptionalNumber(value, event.wait_ms);
-    if (key == "step") return bit = 1u << 9, readOptionalInteger(value, event.step);
+    if (key == "duration_ms")
+      return bit = 1u << 5, readNumber(value, kNonNegative, event.duration_ms);
+    if (key == "algbw_gbps")
+      return bit = 1u << 6, readNumber(value, kNonNegative, event.algbw_gbps);
+    if (key == "busbw_gbps")
+      return bit = 1u << 7, readNumber(value, kNonNegative, event.busbw_gbps);
+    if (key == "wait_ms")
+      return bit = 1u << 8, readOptionalNumber(value, kNonNegative, event.wait_ms);
+    if (key == "step") return bit = 1u << 9, readOptionalStep(value, event.step);
     return true;
   }
   bool finish() const { return true; }
@@ -160,7 +184,7 @@ struct SchedReader {
 
   bool field(std::string_view key, element value, uint32_t& bit) {
     bit = 0;
-    if (key == "step") return bit = 1u << 0, readInteger(value, event.step);
+    if (key == "step") return bit = 1u << 0, readStep(value, event.step);
     if (key == "stage") return bit = 1u << 1, readInteger(value, event.stage);
     if (key == "micro_batch") return bit = 1u << 2, readInteger(value, event.micro_batch);
     if (key == "phase") {
@@ -171,20 +195,24 @@ struct SchedReader {
       event.phase = *phase;
       return true;
     }
-    constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
-    constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
-    if (key == "start_us") return bit = 1u << 4, readInteger(value, kMin, kMax, event.start_us);
-    if (key == "end_us") return bit = 1u << 5, readInteger(value, kMin, kMax, event.end_us);
+    // Of magnitude at most 2^53, as the full decoder has them.
+    if (key == "start_us")
+      return bit = 1u << 4, readInteger(value, -kMaxStep, kMaxStep, event.start_us);
+    if (key == "end_us")
+      return bit = 1u << 5, readInteger(value, -kMaxStep, kMaxStep, event.end_us);
     if (key == "virtual_stage") {
       bit = 1u << 6;
       return value.is_null() || readInteger(value, event.virtual_stage);
     }
-    if (key == "ready_us") return bit = 1u << 7, readOptionalInteger(value, event.ready_us);
-    if (key == "transfer_us") {
-      bit = 1u << 8;
-      return readOptionalInteger(value, event.transfer_us) &&
-             (!event.transfer_us || *event.transfer_us >= 0);
+    if (key == "ready_us") {
+      bit = 1u << 7;
+      if (value.is_null()) return true;  // null counts as absent
+      int64_t ready = 0;
+      if (!readInteger(value, -kMaxStep, kMaxStep, ready)) return false;
+      event.ready_us = ready;
+      return true;
     }
+    if (key == "transfer_us") return bit = 1u << 8, readOptionalStep(value, event.transfer_us);
     return true;
   }
   bool finish() const {
@@ -215,7 +243,7 @@ std::optional<TelemetryEvent> readEvent(simdjson::dom::object object, TelemetryE
       if (!readUnsigned(field.value, event.seq)) return std::nullopt;
     } else if (key == "t") {
       bit = 16;
-      if (!readNumber(field.value, event.time) || event.time < 0) return std::nullopt;
+      if (!readNumber(field.value, {0, kMaxEpochSeconds}, event.time)) return std::nullopt;
     } else {
       if (!body.field(key, field.value, bit)) return std::nullopt;
       if (bit != 0) {

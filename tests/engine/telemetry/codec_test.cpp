@@ -272,11 +272,11 @@ std::vector<BadLine> badLines() {
        "step.loss: expected a number or null, got string \"NaN\""},
       {"step loss missing", edit(step, "loss", ""), "step.loss: missing"},
       {"step negative step", edit(step, "step", "-2"),
-       "step.step: expected a non-negative integer, got -2"},
+       "step.step: expected an integer in [0, 2^53], got -2"},
       {"step fractional step", edit(step, "step", "1.5"),
-       "step.step: expected a non-negative integer, got 1.5"},
+       "step.step: expected an integer in [0, 2^53], got 1.5"},
       {"step samples bool", edit(step, "samples", "true"),
-       "step.samples: expected a non-negative integer, got true"},
+       "step.samples: expected an integer in [0, 2^53], got true"},
       {"step mem negative", edit(step, "mem_peak", "-5"),
        "step.mem_peak: expected a non-negative integer, got -5"},
       {"step mem huge", edit(step, "mem_reserved", "1e300"),
@@ -292,7 +292,7 @@ std::vector<BadLine> badLines() {
       {"comm bytes negative", edit(comm, "bytes", "-1"),
        "comm.bytes: expected a non-negative integer"},
       {"comm step negative", edit(comm, "step", "-1"),
-       "comm.step: expected a non-negative integer"},
+       "comm.step: expected an integer in [0, 2^53]"},
       {"comm wait array", edit(comm, "wait_ms", "[1]"),
        "comm.wait_ms: expected a finite number, got an array"},
       {"comm busbw missing", edit(comm, "busbw_gbps", ""), "comm.busbw_gbps: missing"},
@@ -311,7 +311,7 @@ std::vector<BadLine> badLines() {
        "sched.transfer_us: 1001501 is longer than the wait from start_us to ready_us (1001500)"},
       {"sched transfer negative", edit(sched, "transfer_us", "-1"), "sched.transfer_us: expected"},
       {"sched start overflow", edit(sched, "start_us", "9223372036854775808"),
-       "sched.start_us: expected an integer, got 9223372036854775808"},
+       "sched.start_us: expected an integer in [-2^53, 2^53], got 9223372036854775808"},
       {"sched stage negative", edit(sched, "stage", "-1"),
        "sched.stage: expected an integer in [0, 2147483647]"},
       // log.
@@ -331,7 +331,34 @@ std::vector<BadLine> badLines() {
       {"done wall_s string", edit(done, "wall_s", "\"1s\""),
        "done.wall_s: expected a finite number"},
       {"done final_step negative", edit(done, "final_step", "-1"),
-       "done.final_step: expected a non-negative integer"},
+       "done.final_step: expected an integer in [0, 2^53]"},
+      // Numeric domains (docs/telemetry.md): steps within 2^53, durations not negative.
+      {"step step beyond 2^53", edit(step, "step", "9007199254740993"),
+       "step.step: expected an integer in [0, 2^53], got 9007199254740993"},
+      {"step step int64 max", edit(step, "step", "9223372036854775807"),
+       "step.step: expected an integer in [0, 2^53]"},
+      {"step negative duration", edit(step, "step_ms", "-0.5"),
+       "step.step_ms: expected a number in [0, 1e+300], got -0.5"},
+      {"step huge lr", edit(step, "lr", "1e308"),
+       "step.lr: expected a number in [-1e+300, 1e+300], got 1e+308"},
+      {"step huge loss", edit(step, "loss", "-1e301"), "step.loss: expected a number in"},
+      {"step accuracy above 1", edit(step, "accuracy", "1.5"),
+       "step.accuracy: expected a number in [0, 1], got 1.5"},
+      {"step negative grad_norm", edit(step, "grad_norm", "-1"), "step.grad_norm: expected"},
+      {"comm negative duration", edit(comm, "duration_ms", "-1e-300"),
+       "comm.duration_ms: expected a number in [0, 1e+300]"},
+      {"comm negative wait", edit(comm, "wait_ms", "-3"), "comm.wait_ms: expected a number in"},
+      {"comm negative busbw", edit(comm, "busbw_gbps", "-3"), "comm.busbw_gbps: expected"},
+      {"comm step beyond 2^53", edit(comm, "step", "9007199254740993"), "comm.step: expected"},
+      {"sched start beyond 2^53", edit(sched, "start_us", "-9007199254740993"),
+       "sched.start_us: expected an integer in [-2^53, 2^53]"},
+      {"sched end int64 max", edit(sched, "end_us", "9223372036854775807"),
+       "sched.end_us: expected an integer in [-2^53, 2^53]"},
+      {"sched transfer beyond 2^53", edit(sched, "transfer_us", "9007199254740993"),
+       "sched.transfer_us: expected an integer in [0, 2^53]"},
+      {"error step beyond 2^53", edit(error, "step", "9223372036854775807"), "error.step:"},
+      {"done negative wall_s", edit(done, "wall_s", "-1"), "done.wall_s: expected a number in"},
+      {"t after 2286", edit(done, "t", "1e11"), "t: expected a number in [0, 1e+10]"},
       // Size.
       {"oversized", std::string(kMaxLineBytes + 1, ' '),
        "line is 1048577 bytes, longer than the limit of 1048576"},
@@ -496,6 +523,105 @@ TEST(TelemetryFastPath, AgreesOnTheCornersOfJson) {
   // ... and declines a repeated key, which the full decoder resolves to the last.
   EXPECT_FALSE(
       decodeCommonEvent(valid_step.substr(0, valid_step.size() - 1) + ",\"seq\":7}").has_value());
+}
+
+// Every numeric field of every event kind with the extremes a hostile stream may send: both
+// decoders answer alike, and what they accept lies in the field's domain.
+TEST(TelemetryFastPath, AgreesOnTheExtremesOfEveryNumericField) {
+  const std::vector<std::pair<EventBody, std::vector<const char*>>> fields = {
+      {samples::fullStep(),
+       {"rank", "seq", "t", "step", "loss", "lr", "samples", "step_ms", "compute_ms", "comm_ms",
+        "exposed_comm_ms", "mem_allocated", "mem_peak", "mem_reserved", "device_mem_used",
+        "grad_norm", "accuracy"}},
+      {samples::fullComm(),
+       {"seq_op", "bytes", "duration_ms", "algbw_gbps", "busbw_gbps", "wait_ms", "step"}},
+      {samples::fullSched(),
+       {"step", "stage", "micro_batch", "start_us", "end_us", "ready_us", "transfer_us",
+        "virtual_stage"}},
+      {samples::fullHello(), {"world_size", "local_rank", "pid", "device_memory_total", "attempt"}},
+      {samples::fullError(), {"step", "exit_code"}},
+      {samples::sampleDone(), {"final_step", "wall_s"}},
+  };
+  const std::vector<std::string> extremes = {"-9223372036854775808",
+                                             "-9007199254740993",
+                                             "-1",
+                                             "-0",
+                                             "0",
+                                             "1",
+                                             "9007199254740992",
+                                             "9007199254740993",
+                                             "9223372036854775807",
+                                             "9223372036854775808",
+                                             "18446744073709551615",
+                                             "18446744073709551616",
+                                             "-0.0",
+                                             "0.5",
+                                             "1.5",
+                                             "1e-308",
+                                             "4.9e-324",
+                                             "1e300",
+                                             "1e301",
+                                             "1e308",
+                                             "-1e308",
+                                             "1.7976931348623157e308",
+                                             "1e999",
+                                             "-1e999",
+                                             "null"};
+  int accepted = 0;
+  for (const auto& [base, keys] : fields) {
+    for (const char* key : keys) {
+      for (const std::string& value : extremes) {
+        const std::string line = edit(base, key, value);
+        SCOPED_TRACE(std::string(eventTypeName(base)) + "." + key + " = " + value);
+        expectFastPathAgrees(line);
+        const DecodeResult full = decodeEventFully(line);
+        if (!full.ok()) continue;
+        ++accepted;
+        // What is accepted stays in its domain, and encodes and decodes to itself.
+        const TelemetryEvent& event = full.event();
+        EXPECT_LE(event.time, kMaxEpochSeconds);
+        EXPECT_FALSE(std::signbit(event.time));
+        std::visit(
+            [](const auto& body) {
+              using Body = std::decay_t<decltype(body)>;
+              if constexpr (std::is_same_v<Body, StepEvent>) {
+                EXPECT_LE(body.step, kMaxStep);
+                EXPECT_LE(body.samples, kMaxStep);
+                for (double ms : {body.step_ms, body.compute_ms, body.comm_ms, body.exposed_comm_ms,
+                                  body.grad_norm.value_or(0)}) {
+                  EXPECT_TRUE(ms >= 0 && ms <= kMaxMagnitude && !std::signbit(ms)) << ms;
+                }
+                EXPECT_LE(std::fabs(body.lr), kMaxMagnitude);
+                EXPECT_FALSE(std::fabs(body.loss) > kMaxMagnitude);  // NaN: null
+                EXPECT_TRUE(body.accuracy.value_or(0) >= 0 && body.accuracy.value_or(0) <= 1);
+              } else if constexpr (std::is_same_v<Body, CommEvent>) {
+                EXPECT_LE(body.step.value_or(0), kMaxStep);
+                for (double x : {body.duration_ms, body.algbw_gbps, body.busbw_gbps,
+                                 body.wait_ms.value_or(0)}) {
+                  EXPECT_TRUE(x >= 0 && x <= kMaxMagnitude && !std::signbit(x)) << x;
+                }
+              } else if constexpr (std::is_same_v<Body, SchedEvent>) {
+                EXPECT_LE(body.step, kMaxStep);
+                for (int64_t us : {body.start_us, body.end_us, body.ready_us.value_or(0),
+                                   body.transfer_us.value_or(0)}) {
+                  EXPECT_LE(us, kMaxStep);
+                  EXPECT_GE(us, -kMaxStep);
+                }
+              } else if constexpr (std::is_same_v<Body, ErrorEvent>) {
+                EXPECT_LE(body.step.value_or(0), kMaxStep);
+              } else if constexpr (std::is_same_v<Body, DoneEvent>) {
+                EXPECT_LE(body.final_step, kMaxStep);
+                EXPECT_TRUE(body.wall_s >= 0 && body.wall_s <= kMaxMagnitude);
+              }
+            },
+            event.body);
+        const DecodeResult again = decodeEventFully(encodeEvent(event));
+        ASSERT_TRUE(again.ok()) << again.error().message;
+        EXPECT_EQ(encodeEvent(again.event()), encodeEvent(event));
+      }
+    }
+  }
+  EXPECT_GT(accepted, 100);  // the in-domain extremes do go through
 }
 
 }  // namespace
