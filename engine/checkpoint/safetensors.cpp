@@ -37,8 +37,10 @@ constexpr const char* kMetadataKey = "__metadata__";
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
-    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd_ < 0) fail("cannot create");
+    // Owner-only whatever the umask (which can only take bits away, the owner's too).
+    if (::fchmod(fd_, 0600) != 0) fail("cannot set the mode of");
   }
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -278,8 +280,8 @@ SafetensorsFile loadSafetensors(const std::string& path) {
                                   path, header_length, kSafetensorsMaxHeaderBytes));
   }
   if (header_length > file_size - 8) {
-    RM_THROW(kFormat, fmt::format("{}: header length {} runs past the end of the file ({} bytes "
-                                  "after the 8-byte length)",
+    RM_THROW(kFormat, fmt::format("{}: truncated: header length {} runs past the end of the file "
+                                  "({} bytes after the 8-byte length)",
                                   path, header_length, file_size - 8));
   }
   std::string text(header_length, '\0');

@@ -1,10 +1,19 @@
-// Saving and restoring model weights and optimizer state through safetensors files.
+// Saving, checking and restoring model weights and optimizer state through safetensors files.
 #include "checkpoint/training_checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -16,6 +25,119 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kFormatName = "ringmaster-checkpoint-1";
+constexpr const char* kChecksumKey = "crc32";
+constexpr const char* kModelFile = "model.safetensors";
+constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+// ---------------------------------------------------------------------------------------------
+// Checksums: CRC-32 (IEEE 802.3, as zlib's) over each tensor's name, dtype, shape and bytes, in
+// name order, so a flipped bit in the data or a renamed or reshaped tensor is caught.
+
+uint32_t crc32Update(uint32_t crc, const void* data, size_t size) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+// `tensors` must be on the host and sorted by name.
+std::string checksumOf(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  uint32_t crc = 0;
+  for (const auto& [name, tensor] : tensors) {
+    const std::string description =
+        fmt::format("{}\n{}\n{}\n", name, dtypeName(tensor.dtype()), shapeStr(tensor.shape()));
+    crc = crc32Update(crc, description.data(), description.size());
+    if (tensor.nbytes() > 0) crc = crc32Update(crc, tensor.raw(), tensor.nbytes());
+  }
+  return fmt::format("{:08x}", crc);
+}
+
+// Host copies of `tensors`, sorted by name: what is written, and what the checksum covers.
+std::vector<std::pair<std::string, Tensor>> onHostByName(
+    std::vector<std::pair<std::string, Tensor>> tensors) {
+  for (auto& [name, tensor] : tensors) {
+    if (tensor.defined() && tensor.device().isCuda()) tensor = tensor.to(Device::cpu());
+  }
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return tensors;
+}
+
+void writeChecked(const fs::path& file, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                  std::map<std::string, std::string> metadata) {
+  const auto host = onHostByName(tensors);
+  metadata[kChecksumKey] = checksumOf(host);
+  saveSafetensors(file.string(), host, metadata);
+}
+
+// Reads a file and checks its checksum when it has one (files written before checksums, or by
+// other tools, have none).
+SafetensorsFile readChecked(const std::string& file) {
+  SafetensorsFile loaded = loadSafetensors(file);
+  auto recorded = loaded.metadata.find(kChecksumKey);
+  if (recorded != loaded.metadata.end()) {
+    const std::vector<std::pair<std::string, Tensor>> tensors(loaded.tensors.begin(),
+                                                              loaded.tensors.end());
+    const std::string actual = checksumOf(tensors);
+    if (actual != recorded->second) {
+      RM_THROW(kFormat, fmt::format("{}: checksum mismatch: the file records crc32 {}, its "
+                                    "tensors have {} (the file is damaged)",
+                                    file, recorded->second, actual));
+    }
+  }
+  return loaded;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directories
+
+// Makes `path` and its missing parents, each 0700 whatever the umask; existing ones keep their
+// mode.
+void makePrivateDirectories(const fs::path& path) {
+  std::vector<fs::path> missing;
+  std::error_code ec;
+  for (fs::path p = path; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
+    missing.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  for (auto it = missing.rbegin(); it != missing.rend(); ++it) {
+    if (::mkdir(it->c_str(), 0700) != 0 && errno != EEXIST) {
+      RM_THROW(kIo, fmt::format("cannot create checkpoint directory {}: {}", it->string(),
+                                std::strerror(errno)));
+    }
+    if (::chmod(it->c_str(), 0700) != 0) {
+      RM_THROW(kIo, fmt::format("cannot set the mode of checkpoint directory {}: {}", it->string(),
+                                std::strerror(errno)));
+    }
+  }
+  if (!fs::is_directory(path, ec)) {
+    RM_THROW(kIo, fmt::format("cannot create checkpoint directory {}: {}", path.string(),
+                              std::strerror(ENOTDIR)));
+  }
+}
+
+fs::path makeStepDir(const std::string& dir, int64_t step) {
+  const fs::path step_dir = checkpointStepDir(dir, step);
+  makePrivateDirectories(step_dir);
+  return step_dir;
+}
+
+// The step a directory named step_<at least 8 digits> holds (8 digits pad it; a step past
+// 99,999,999 has more), or nullopt for any other name.
+std::optional<int64_t> stepOfDirectoryName(const std::string& name) {
+  if (name.size() < 13 || name.size() > 23 || !name.starts_with("step_")) return std::nullopt;
+  if (name.find_first_not_of("0123456789", 5) != std::string::npos) return std::nullopt;
+  return std::stoll(name.substr(5));
+}
 
 // A step directory resolves to the named file inside it; a file is taken as it is.
 std::string resolveFile(const std::string& path, const char* file_name) {
@@ -24,47 +146,24 @@ std::string resolveFile(const std::string& path, const char* file_name) {
   return path;
 }
 
-fs::path makeStepDir(const std::string& dir, int64_t step) {
-  const fs::path step_dir = checkpointStepDir(dir, step);
-  std::error_code ec;
-  fs::create_directories(step_dir, ec);
-  if (ec) {
-    RM_THROW(kIo, fmt::format("cannot create checkpoint directory {}: {}", step_dir.string(),
-                              ec.message()));
+// The integer a file's metadata records under `key` (kFormat when missing or not an integer).
+int64_t metadataInteger(const std::string& file, const SafetensorsFile& loaded,
+                        const std::string& key) {
+  auto it = loaded.metadata.find(key);
+  try {
+    if (it == loaded.metadata.end()) throw std::invalid_argument("missing");
+    size_t used = 0;
+    const int64_t value = std::stoll(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
+    return value;
+  } catch (const std::exception&) {
+    RM_THROW(kFormat, fmt::format("{}: metadata '{}' missing or not an integer", file, key));
   }
-  return step_dir;
 }
 
-}  // namespace
-
-std::string saveModelWeights(const std::string& dir, int64_t step,
-                             const std::vector<std::pair<std::string, Tensor>>& weights) {
-  const fs::path file = makeStepDir(dir, step) / "model.safetensors";
-  saveSafetensors(file.string(), weights,
-                  {{"format", kFormatName}, {"step", std::to_string(step)}});
-  return file.string();
-}
-
-std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
-                                   const std::vector<NamedParameter>& parameters,
-                                   const Optimizer& optimizer) {
-  const fs::path step_dir = makeStepDir(dir, step);
-  std::vector<std::pair<std::string, Tensor>> weights;
-  for (const auto& named : parameters) weights.emplace_back(named.name, named.parameter->value);
-  const std::map<std::string, std::string> metadata{{"format", kFormatName},
-                                                    {"step", std::to_string(step)}};
-  saveSafetensors((step_dir / "model.safetensors").string(), weights, metadata);
-
-  auto optimizer_metadata = metadata;
-  optimizer_metadata["optimizer_step"] = std::to_string(optimizer.stepCount());
-  saveSafetensors((step_dir / "optimizer.safetensors").string(), optimizer.stateTensors(),
-                  optimizer_metadata);
-  return step_dir.string();
-}
-
-void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters) {
-  const std::string file = resolveFile(path, "model.safetensors");
-  SafetensorsFile loaded = loadSafetensors(file);
+// Checks that `loaded` holds exactly the model's parameters, each with its shape and dtype.
+void checkModelTensors(const std::string& file, const SafetensorsFile& loaded,
+                       const std::vector<NamedParameter>& parameters) {
   std::set<std::string> expected;
   for (const auto& named : parameters) {
     expected.insert(named.name);
@@ -87,23 +186,104 @@ void loadModelWeights(const std::string& path, const std::vector<NamedParameter>
                fmt::format("{}: tensor '{}' is not a parameter of this model", file, name));
     }
   }
+}
+
+void copyModelTensors(const SafetensorsFile& loaded,
+                      const std::vector<NamedParameter>& parameters) {
   for (const auto& named : parameters) {
     named.parameter->value.copyFrom(loaded.tensors.at(named.name));
   }
 }
 
-int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer) {
-  const std::string file = resolveFile(path, "optimizer.safetensors");
-  SafetensorsFile loaded = loadSafetensors(file);
-  auto it = loaded.metadata.find("optimizer_step");
-  int64_t step = 0;
-  try {
-    if (it == loaded.metadata.end()) throw std::invalid_argument("missing");
-    step = std::stoll(it->second);
-  } catch (const std::exception&) {
-    RM_THROW(kFormat, fmt::format("{}: metadata 'optimizer_step' missing or not an integer", file));
+}  // namespace
+
+std::string saveModelWeights(const std::string& dir, int64_t step,
+                             const std::vector<std::pair<std::string, Tensor>>& weights) {
+  const fs::path file = makeStepDir(dir, step) / kModelFile;
+  writeChecked(file, weights, {{"format", kFormatName}, {"step", std::to_string(step)}});
+  return file.string();
+}
+
+std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
+                                   const std::vector<NamedParameter>& parameters,
+                                   const Optimizer& optimizer) {
+  const fs::path step_dir = makeStepDir(dir, step);
+  std::vector<std::pair<std::string, Tensor>> weights;
+  for (const auto& named : parameters) weights.emplace_back(named.name, named.parameter->value);
+  const std::map<std::string, std::string> metadata{{"format", kFormatName},
+                                                    {"step", std::to_string(step)}};
+  writeChecked(step_dir / kModelFile, weights, metadata);
+
+  auto optimizer_metadata = metadata;
+  optimizer_metadata["optimizer_step"] = std::to_string(optimizer.stepCount());
+  writeChecked(step_dir / kOptimizerFile, optimizer.stateTensors(), optimizer_metadata);
+  return step_dir.string();
+}
+
+void checkCheckpointDirWritable(const std::string& dir) {
+  const auto refuse = [&](const std::string& reason) {
+    RM_THROW(kIo, fmt::format("checkpoint.dir: cannot write checkpoints to {}: {}", dir, reason));
+  };
+  // The nearest part of the path that exists: `dir` itself, or where it would be made.
+  std::error_code ec;
+  fs::path existing = fs::absolute(dir, ec);
+  if (ec) refuse(ec.message());
+  while (!fs::exists(existing, ec) && existing.has_relative_path()) {
+    existing = existing.parent_path();
   }
+  if (!fs::is_directory(existing, ec)) {
+    refuse(fmt::format("{} is not a directory ({})", existing.string(), std::strerror(ENOTDIR)));
+  }
+  std::string probe = (existing / ".ringmaster-write-test-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    const int error = errno;
+    refuse(existing == fs::absolute(dir) ? std::strerror(error)
+                                         : fmt::format("cannot create it in {}: {}",
+                                                       existing.string(), std::strerror(error)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters) {
+  const std::string file = resolveFile(path, kModelFile);
+  const SafetensorsFile loaded = readChecked(file);
+  checkModelTensors(file, loaded, parameters);
+  copyModelTensors(loaded, parameters);
+}
+
+int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer) {
+  const std::string file = resolveFile(path, kOptimizerFile);
+  const SafetensorsFile loaded = readChecked(file);
+  const int64_t step = metadataInteger(file, loaded, "optimizer_step");
   optimizer.loadState(loaded.tensors, step);
+  return step;
+}
+
+int64_t loadTrainingCheckpoint(const std::string& step_dir,
+                               const std::vector<NamedParameter>& parameters,
+                               Optimizer& optimizer) {
+  const std::string model_file = (fs::path(step_dir) / kModelFile).string();
+  const std::string optimizer_file = (fs::path(step_dir) / kOptimizerFile).string();
+  const SafetensorsFile model = readChecked(model_file);
+  const SafetensorsFile state = readChecked(optimizer_file);
+  const std::string name = fs::path(step_dir).filename().string();
+  const int64_t step = stepOfDirectoryName(name).value_or(-1);
+  for (const auto& [file, loaded] : {std::pair(&model_file, &model), {&optimizer_file, &state}}) {
+    const int64_t recorded = metadataInteger(*file, *loaded, "step");
+    if (recorded != step) {
+      RM_THROW(kFormat, fmt::format("{}: records step {}, but lies in {}", *file, recorded, name));
+    }
+  }
+  checkModelTensors(model_file, model, parameters);
+  const int64_t optimizer_step = metadataInteger(optimizer_file, state, "optimizer_step");
+  try {
+    optimizer.loadState(state.tensors, optimizer_step);
+  } catch (const Error& e) {
+    throw Error(e.kind(), fmt::format("{}: {}", optimizer_file, e.message()), __FILE__, __LINE__);
+  }
+  copyModelTensors(model, parameters);
   return step;
 }
 
@@ -111,26 +291,44 @@ std::string checkpointStepDir(const std::string& dir, int64_t step) {
   return (fs::path(dir) / fmt::format("step_{:08d}", step)).string();
 }
 
-std::optional<int64_t> newestCheckpointStep(const std::string& dir) {
+std::vector<int64_t> checkpointSteps(const std::string& dir) {
   std::error_code error;
-  std::optional<int64_t> newest;
+  std::vector<int64_t> steps;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() != 13 || name.rfind("step_", 0) != 0) continue;
-    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    if (!fs::exists(entry.path() / "model.safetensors") ||
-        !fs::exists(entry.path() / "optimizer.safetensors"))
-      continue;
-    const int64_t step = std::stoll(name.substr(5));
-    if (!newest || step > *newest) newest = step;
+    const std::optional<int64_t> step = stepOfDirectoryName(entry.path().filename().string());
+    if (step && entry.is_directory(error)) steps.push_back(*step);
   }
-  return newest;
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
 }
 
-std::optional<std::string> newestCheckpoint(const std::string& dir) {
-  std::optional<int64_t> step = newestCheckpointStep(dir);
-  if (!step) return std::nullopt;
-  return checkpointStepDir(dir, *step);
+std::optional<int64_t> loadNewestGoodCheckpoint(
+    const std::string& dir, int64_t at_most, const std::vector<NamedParameter>& parameters,
+    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped) {
+  for (const int64_t step : checkpointSteps(dir)) {
+    if (step > at_most) continue;
+    const std::string step_dir = checkpointStepDir(dir, step);
+    std::vector<std::string> missing;
+    std::error_code ec;
+    for (const char* file : {kModelFile, kOptimizerFile}) {
+      if (!fs::exists(fs::path(step_dir) / file, ec)) missing.push_back(file);
+    }
+    if (!missing.empty()) {
+      skipped(
+          {.dir = step_dir,
+           .reason = fmt::format("{} {} missing (an incomplete checkpoint)",
+                                 fmt::join(missing, " and "), missing.size() == 1 ? "is" : "are"),
+           .incomplete = true});
+      continue;
+    }
+    try {
+      return loadTrainingCheckpoint(step_dir, parameters, optimizer);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kFormat && e.kind() != ErrorKind::kIo) throw;
+      skipped({.dir = step_dir, .reason = e.message()});
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace ringmaster

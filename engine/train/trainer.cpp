@@ -4,10 +4,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
@@ -168,16 +172,58 @@ std::string rankCheckpointDir(const std::string& dir, const RankContext& context
   return fmt::format("{}/rank_{}_of_{}", dir, context.rank, context.world_size);
 }
 
-// The step every rank can resume from: the newest this rank has, lowered to the oldest newest
-// of any rank when checkpoints are per rank (a rank killed while writing may be a step behind).
-std::optional<std::string> resumePoint(const std::string& dir, bool per_rank, Communicator* world) {
-  if (!per_rank || world == nullptr || world->size() == 1) return newestCheckpoint(dir);
-  const int newest = static_cast<int>(newestCheckpointStep(dir).value_or(0));
-  Tensor agreed = Tensor::fromInts({newest}, {1}, world->device());
-  world->allReduce(agreed, ReduceOp::min())->wait();
-  const int common = static_cast<int>(agreed.toFloatVector()[0]);
-  if (common == 0) return std::nullopt;
-  return checkpointStepDir(dir, common);
+// Loads the checkpoint the ranks resume from: the newest intact one in this rank's `dir` and,
+// with several ranks, the newest step intact on every rank (they agree on it, lowering it until
+// every rank holds it). Each checkpoint passed over goes to `skipped`. Returns the step, or
+// nullopt to start afresh: no rank has any checkpoint but incomplete ones (never read). Throws
+// kFormat when checkpoints exist but none is usable, listing each one tried, on every rank.
+std::optional<int64_t> loadResumeCheckpoint(
+    const std::string& dir, Communicator* world, const std::vector<NamedParameter>& parameters,
+    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped) {
+  std::vector<SkippedCheckpoint> tried;
+  const auto skip = [&](const SkippedCheckpoint& checkpoint) {
+    for (const SkippedCheckpoint& seen : tried)
+      if (seen.dir == checkpoint.dir) return;
+    tried.push_back(checkpoint);
+    skipped(checkpoint);
+  };
+  const auto noneUsable = [&] {
+    std::string list;
+    for (const SkippedCheckpoint& checkpoint : tried)
+      list += fmt::format("\n  {}: {}", checkpoint.dir, checkpoint.reason);
+    RM_THROW(kFormat,
+             fmt::format("checkpoint.resume: no usable checkpoint in {}; tried:{}", dir, list));
+  };
+  // Steps travel as int32 in the agreement; no spec trains past 10^9 steps.
+  int64_t bound = std::numeric_limits<int32_t>::max();
+  std::optional<int64_t> loaded;
+  for (;;) {
+    if (!loaded || *loaded > bound)
+      loaded = loadNewestGoodCheckpoint(dir, bound, parameters, optimizer, skip);
+    const bool damaged = !loaded && std::any_of(tried.begin(), tried.end(),
+                                                [](const auto& c) { return !c.incomplete; });
+    if (world == nullptr || world->size() == 1) {
+      if (damaged) noneUsable();
+      return loaded;
+    }
+    // -1: nothing usable here. The ranks learn the lowest and the highest step held.
+    const int32_t here = damaged ? -1 : static_cast<int32_t>(loaded.value_or(0));
+    Tensor agreed = Tensor::fromInts({here, -here}, {2}, world->device());
+    world->allReduce(agreed, ReduceOp::min())->wait();
+    const Tensor range = agreed.to(Device::cpu());
+    const int64_t lowest = range.data<int32_t>()[0], highest = -int64_t{range.data<int32_t>()[1]};
+    if (damaged) noneUsable();
+    if (lowest < 0) {
+      RM_THROW(kFormat, "checkpoint.resume: another rank has no usable checkpoint (see its error)");
+    }
+    if (lowest == highest) return loaded;
+    if (lowest == 0) {
+      RM_THROW(kFormat, fmt::format("checkpoint.resume: no step has a checkpoint on every rank: "
+                                    "{} holds step {}, another rank none",
+                                    dir, *loaded));
+    }
+    bound = lowest;
+  }
 }
 
 // Writes this rank's part of checkpoint `step` (when it writes any); FSDP with
@@ -284,15 +330,41 @@ TrainingResult Trainer::run() {
                          : spec_.checkpoint->dir;
     writes_checkpoints = runner.perRankCheckpoints() || context_.rank == 0;
   }
+  // Found now rather than at the first save, which with every_steps 0 comes after all the
+  // training.
+  if (writes_checkpoints) checkCheckpointDirWritable(checkpoint_dir);
+  if (runner.fsdp && spec_.checkpoint && spec_.checkpoint->consolidate && context_.rank == 0)
+    checkCheckpointDirWritable(spec_.checkpoint->dir);
   // Resuming: weights, optimizer state, and the step count that positions the data order and the
-  // dropout streams where the interrupted run left them.
+  // dropout streams where the interrupted run left them. Replicated models: every rank reads
+  // rank 0's checkpoint and reaches the same verdict, which rank 0 alone reports.
   int64_t first_step = 1;
   if (spec_.checkpoint && spec_.checkpoint->resume) {
-    if (std::optional<std::string> from =
-            resumePoint(checkpoint_dir, runner.perRankCheckpoints(), world_)) {
-      loadModelWeights(*from, parameters);
-      first_step = loadOptimizerState(*from, *optimizer) + 1;
-      fmt::print(log_, "[rank {}] resuming from {} at step {}\n", context_.rank, *from, first_step);
+    std::vector<std::string> passed_over;
+    const auto report = [&](LogLevel level, const std::string& message) {
+      if (!writes_checkpoints) return;
+      fmt::print(log_, "[rank {}] {}{}\n", context_.rank,
+                 level == LogLevel::kWarn ? "warning: " : "", message);
+      telemetry_.emit(LogEvent{.level = level, .message = message});
+    };
+    const std::optional<int64_t> resumed = loadResumeCheckpoint(
+        checkpoint_dir, world_, parameters, *optimizer, [&](const SkippedCheckpoint& skipped) {
+          passed_over.push_back(std::filesystem::path(skipped.dir).filename().string());
+          report(LogLevel::kWarn,
+                 fmt::format("skipping checkpoint {}: {}", skipped.dir, skipped.reason));
+        });
+    const std::string skipped_note =
+        passed_over.empty()
+            ? ""
+            : fmt::format(" (skipped {}: {})", passed_over.size(), fmt::join(passed_over, ", "));
+    if (resumed) {
+      first_step = *resumed + 1;
+      report(LogLevel::kInfo,
+             fmt::format("resuming from {} at step {}{}",
+                         checkpointStepDir(checkpoint_dir, *resumed), first_step, skipped_note));
+    } else if (!passed_over.empty()) {
+      report(LogLevel::kWarn, fmt::format("no complete checkpoint in {}: starting from step 1{}",
+                                          checkpoint_dir, skipped_note));
     }
   }
 

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 
 #include <filesystem>
@@ -349,6 +353,186 @@ TEST_F(TrainerCheckpoint, FsdpResumesFromItsShardsAndConsolidatesTheModel) {
   std::vector<TrainingRun> resumed = trainInterruptedThenResumed(straight, dir_ / "resumed", 4, 3);
   for (const TrainingRun& run : resumed) EXPECT_EQ(run.result.final_step, 6);
   // The consolidated file is the plain model's state_dict, and resuming changed nothing.
+  EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
+            checkpointWeights(dir_ / "straight" / "step_00000006"));
+}
+
+// Issue 16, finding 11: a checkpoint directory that cannot be written is refused before the first
+// step (not at the first save, which with every_steps 0 comes after all the training), naming the
+// directory and the system's reason. Paths under a regular file and in /proc stop root too.
+TEST_F(TrainerCheckpoint, UnwritableDirectoryIsRefusedBeforeTheFirstStep) {
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "a-file";
+  std::FILE* created = std::fopen(file.c_str(), "w");
+  ASSERT_NE(created, nullptr);
+  std::fclose(created);
+  std::vector<std::string> unwritable{(file / "checkpoints").string(),
+                                      "/proc/ringmaster-checkpoints"};
+  if (geteuid() != 0) {  // the mode bits stop only a user who is not root
+    fs::create_directories(dir_ / "read-only");
+    fs::permissions(dir_ / "read-only", fs::perms::owner_read | fs::perms::owner_exec);
+    unwritable.push_back((dir_ / "read-only" / "checkpoints").string());
+  }
+  for (const std::string& dir : unwritable) {
+    JobSpec spec = smallSpec(3);
+    spec.checkpoint = CheckpointSpec{.dir = dir, .every_steps = 0};
+    std::atomic<int> steps_begun = 0;  // the stop check runs once before each step
+    const auto stop = [&] { return ++steps_begun, false; };
+    try {
+      train(spec, stop);
+      ADD_FAILURE() << dir << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kIo) << e.message();
+      EXPECT_NE(e.message().find(dir), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("checkpoint.dir"), std::string::npos) << e.message();
+    }
+    // FSDP: every rank writes its own shard, so every rank checks.
+    spec.strategy.kind = StrategyKind::kFsdp;
+    auto failures = testing::runRanks(2, [&](Communicator& comm) { train(spec, stop, &comm); });
+    ASSERT_EQ(failures.size(), 2u) << dir;
+    for (const auto& failure : failures) {
+      EXPECT_NE(failure.message.find(dir + "/rank_" + std::to_string(failure.rank) + "_of_2"),
+                std::string::npos)
+          << failure.message;
+    }
+    EXPECT_EQ(steps_begun, 0) << dir;
+  }
+  if (fs::exists(dir_ / "read-only")) fs::permissions(dir_ / "read-only", fs::perms::owner_all);
+}
+
+// Flips one byte in the middle of a file's tensor data (the header and sizes stay valid).
+void flipDataByte(const fs::path& file) {
+  std::FILE* f = std::fopen(file.c_str(), "r+b");
+  ASSERT_NE(f, nullptr) << file;
+  std::fseek(f, -64, SEEK_END);
+  const int byte = std::fgetc(f);
+  std::fseek(f, -64, SEEK_END);
+  std::fputc(byte ^ 0x40, f);
+  std::fclose(f);
+}
+
+// The warnings a run logged (telemetry log events at warn level), and the rest of its log lines.
+std::vector<std::string> logLines(const TrainingRun& run, LogLevel level) {
+  std::vector<std::string> lines;
+  for (const auto& e : run.events) {
+    if (const auto* log = std::get_if<LogEvent>(&e.body); log && log->level == level)
+      lines.push_back(log->message);
+  }
+  return lines;
+}
+
+// Issue 16, finding 13: resuming walks the checkpoints newest first, skips an incomplete one (a
+// file missing) and corrupt ones (a flipped data byte, a truncated file, another model's
+// shapes), warns naming each and why, and continues from the newest good one, exactly as if
+// nothing had been skipped.
+TEST_F(TrainerCheckpoint, ResumeFallsBackToTheNewestGoodCheckpoint) {
+  JobSpec straight = smallSpec(8);
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
+  train(straight);
+
+  JobSpec spec = smallSpec(6);
+  spec.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .every_steps = 1};
+  train(spec);
+  const fs::path dir = dir_ / "resumed";
+  fs::remove(dir / "step_00000006" / "optimizer.safetensors");  // killed while writing
+  flipDataByte(dir / "step_00000005" / "model.safetensors");
+  fs::resize_file(dir / "step_00000004" / "optimizer.safetensors", 100);
+  {  // step 3 holds another model's weights
+    auto other = buildMlp({.layers = {32, 16, 10}});
+    Sgd sgd(other->namedParameters(), {.lr = 0.1f});
+    fs::remove_all(dir / "step_00000003");
+    saveTrainingCheckpoint(dir.string(), 3, other->namedParameters(), sgd);
+  }
+
+  spec.checkpoint->resume = true;
+  spec.train.steps = 8;
+  TrainingRun resumed = train(spec);
+  std::vector<int64_t> steps;
+  for (const auto& e : resumed.events)
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) steps.push_back(step->step);
+  EXPECT_EQ(steps, (std::vector<int64_t>{3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(checkpointWeights(dir / "step_00000008"),
+            checkpointWeights(dir_ / "straight" / "step_00000008"));
+
+  const std::vector<std::string> warnings = logLines(resumed, LogLevel::kWarn);
+  ASSERT_EQ(warnings.size(), 4u) << fmt::format("{}", fmt::join(warnings, "\n"));
+  const std::vector<std::pair<std::string, std::string>> expected{
+      {"step_00000006", "optimizer.safetensors"},
+      {"step_00000005", "checksum"},
+      {"step_00000004", "truncated"},
+      {"step_00000003", "'0.weight'"}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NE(warnings[i].find(expected[i].first), std::string::npos) << warnings[i];
+    EXPECT_NE(warnings[i].find(expected[i].second), std::string::npos) << warnings[i];
+  }
+  const std::vector<std::string> info = logLines(resumed, LogLevel::kInfo);
+  EXPECT_TRUE(std::any_of(info.begin(), info.end(), [](const std::string& line) {
+    return line.find("resuming from") != std::string::npos &&
+           line.find("step_00000002") != std::string::npos &&
+           line.find("skipped 4") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(info, "\n"));
+}
+
+// With checkpoints present but none usable, the run fails listing every one tried rather than
+// silently training from the start; with only incomplete ones (killed during the first save)
+// there was never a checkpoint to lose, and it starts afresh with a warning.
+TEST_F(TrainerCheckpoint, ResumeWithNoGoodCheckpointFailsListingEachTried) {
+  JobSpec spec = smallSpec(2);
+  spec.checkpoint = CheckpointSpec{.dir = dir_.string(), .every_steps = 1};
+  train(spec);
+  flipDataByte(dir_ / "step_00000002" / "optimizer.safetensors");
+  fs::resize_file(dir_ / "step_00000001" / "model.safetensors", 3);
+  spec.checkpoint->resume = true;
+  spec.train.steps = 4;
+  try {
+    train(spec);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+    for (const char* part : {"step_00000002", "checksum", "step_00000001", "truncated"})
+      EXPECT_NE(e.message().find(part), std::string::npos) << part << " in " << e.message();
+  }
+
+  fs::remove_all(dir_);
+  spec.checkpoint->resume = false;
+  spec.train.steps = 1;
+  train(spec);
+  fs::remove(dir_ / "step_00000001" / "model.safetensors");
+  spec.checkpoint->resume = true;
+  spec.train.steps = 2;
+  TrainingRun fresh = train(spec);
+  EXPECT_EQ(fresh.result.final_step, 2);
+  EXPECT_EQ(fresh.result.first_loss, train(smallSpec(1)).result.first_loss) << "from step 1";
+  const std::vector<std::string> warnings = logLines(fresh, LogLevel::kWarn);
+  ASSERT_EQ(warnings.size(), 2u);
+  EXPECT_NE(warnings[0].find("step_00000001"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[1].find("starting from step 1"), std::string::npos) << warnings[1];
+}
+
+// FSDP keeps a checkpoint per rank: the ranks agree on the newest step every rank holds intact.
+TEST_F(TrainerCheckpoint, FsdpRanksResumeFromTheNewestStepGoodOnEveryRank) {
+  JobSpec straight = smallSpec(6);
+  straight.strategy.kind = StrategyKind::kFsdp;
+  straight.launch.hosts[0].ranks = 2;
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string(), .consolidate = true};
+  trainOnRanks(straight, 2);
+
+  JobSpec spec = straight;
+  spec.checkpoint =
+      CheckpointSpec{.dir = (dir_ / "resumed").string(), .every_steps = 1, .consolidate = true};
+  spec.train.steps = 4;
+  trainOnRanks(spec, 2);
+  flipDataByte(dir_ / "resumed" / "rank_1_of_2" / "step_00000004" / "model.safetensors");
+  flipDataByte(dir_ / "resumed" / "rank_0_of_2" / "step_00000003" / "optimizer.safetensors");
+  spec.checkpoint->resume = true;
+  spec.train.steps = 6;
+  std::vector<TrainingRun> resumed = trainOnRanks(spec, 2);
+  for (const TrainingRun& run : resumed) {
+    std::vector<int64_t> steps;
+    for (const auto& e : run.events)
+      if (const auto* step = std::get_if<StepEvent>(&e.body)) steps.push_back(step->step);
+    EXPECT_EQ(steps, (std::vector<int64_t>{3, 4, 5, 6}));
+  }
   EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000006"),
             checkpointWeights(dir_ / "straight" / "step_00000006"));
 }

@@ -1,0 +1,96 @@
+// Training checkpoints on disk: owner-only files and directories whatever the umask (issue 16,
+// finding 14), and the writability check a run makes before training.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "checkpoint/training_checkpoint.h"
+#include "core/error.h"
+#include "nn/mlp.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainingCheckpointFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("ringmaster_ckpt_files_" + std::to_string(getpid()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override {
+    ::umask(saved_umask_);
+    fs::remove_all(dir_);
+  }
+  static unsigned mode(const fs::path& path) {
+    struct stat info {};
+    EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+    return info.st_mode & 07777;
+  }
+  fs::path dir_;
+  mode_t saved_umask_ = ::umask(022);
+};
+
+// Weights are a team's work: checkpoint files are 0600 and the directories made for them 0700,
+// under a permissive umask (0) and a strict one that would take the owner's own bits (0277).
+TEST_F(TrainingCheckpointFiles, FilesAndDirectoriesAreOwnerOnlyWhateverTheUmask) {
+  auto model = buildMlp({.layers = {4, 3, 2}});
+  auto parameters = model->namedParameters();
+  Sgd sgd(parameters, {.lr = 0.1f, .momentum = 0.9f});
+  for (const mode_t mask : {mode_t{0}, mode_t{0277}}) {
+    ::umask(mask);
+    const fs::path root = dir_ / std::to_string(mask) / "nested" / "checkpoints";
+    saveTrainingCheckpoint(root.string(), 7, parameters, sgd);
+    saveModelWeights((root / "consolidated").string(), 7, {{"w", parameters[0].parameter->value}});
+    ::umask(022);
+    for (const fs::path& made :
+         {dir_ / std::to_string(mask), dir_ / std::to_string(mask) / "nested", root,
+          root / "step_00000007", root / "consolidated", root / "consolidated" / "step_00000007"}) {
+      EXPECT_EQ(mode(made), 0700u) << made << " under umask " << mask;
+    }
+    for (const fs::path& file : {root / "step_00000007" / "model.safetensors",
+                                 root / "step_00000007" / "optimizer.safetensors",
+                                 root / "consolidated" / "step_00000007" / "model.safetensors"}) {
+      EXPECT_EQ(mode(file), 0600u) << file << " under umask " << mask;
+    }
+  }
+  // A directory the user made keeps the mode the user gave it.
+  fs::create_directories(dir_ / "shared");
+  fs::permissions(dir_ / "shared", fs::perms::owner_all | fs::perms::group_all);
+  saveTrainingCheckpoint((dir_ / "shared").string(), 1, parameters, sgd);
+  EXPECT_EQ(mode(dir_ / "shared"), 0770u);
+  EXPECT_EQ(mode(dir_ / "shared" / "step_00000001"), 0700u);
+}
+
+// The check before training: a path under a regular file (which stops root too) is refused naming
+// the directory and the system's reason; a path that does not exist yet but can be made passes,
+// and the check leaves nothing behind.
+TEST_F(TrainingCheckpointFiles, WritabilityCheckNamesTheDirectoryAndTheReason) {
+  fs::create_directories(dir_);
+  {
+    std::FILE* f = std::fopen((dir_ / "file").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  try {
+    checkCheckpointDirWritable((dir_ / "file" / "ckpt").string());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(e.message().find((dir_ / "file" / "ckpt").string()), std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("Not a directory"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(checkCheckpointDirWritable("/proc/ringmaster-ckpt"), Error);
+  checkCheckpointDirWritable((dir_ / "new" / "deeper").string());
+  EXPECT_FALSE(fs::exists(dir_ / "new"));
+  checkCheckpointDirWritable(dir_.string());
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+}  // namespace
+}  // namespace ringmaster
