@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/training_checkpoint.h"
 #include "cli/history_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/ssh_prompts.h"
@@ -345,6 +346,9 @@ int runCommand(const RunCommandOptions& options) {
   }
 #endif
   if (here) checkDataBeforeLaunch(spec, options.spec_path);
+  // A relative checkpoint.dir lies under the run's own directory, made later; the workers check it.
+  if (here && spec.checkpoint && fs::path(spec.checkpoint->dir).is_absolute())
+    checkCheckpointDirWritable(spec.checkpoint->dir);
   const std::string node_binary = defaultNodeBinary();
   const int world = worldSize(spec);
 
