@@ -75,13 +75,14 @@ int runWorker(const std::string& spec_path) {
   }
 
   TelemetryWriter telemetry(stdout, context.rank);
-  int64_t last_step = 0;
+  // Both outlive the try: a failure is reported with the step the trainer completed last, once.
+  auto comm_observer = std::make_shared<TelemetryCommObserver>(telemetry);
+  std::unique_ptr<Trainer> trainer;
   try {
     JobSpec spec = loadJobSpecFile(spec_path);
     // Every strategy but `single` trains over the world process group, made from the torchrun
     // environment (env://) that the agent sets.
     std::unique_ptr<Communicator> world;
-    auto comm_observer = std::make_shared<TelemetryCommObserver>(telemetry);
     if (spec.strategy.kind != StrategyKind::kSingle) {
       ProcessGroupOptions options;
       const Device device = resolveDevice(spec.device, context.local_rank);
@@ -95,11 +96,10 @@ int runWorker(const std::string& spec_path) {
       options.comm.verify_calls = verifyCollectives();
       world = initProcessGroup(options);
     }
-    Trainer trainer(
+    trainer = std::make_unique<Trainer>(
         std::move(spec), context, telemetry, [] { return g_stop_requested.load(); }, stderr,
         world.get(), comm_observer.get());
-    TrainingResult result = trainer.run();
-    last_step = result.final_step;
+    TrainingResult result = trainer->run();
     telemetry.emit(
         DoneEvent{.status = result.cancelled ? DoneStatus::kCancelled : DoneStatus::kCompleted,
                   .final_step = result.final_step,
@@ -113,11 +113,14 @@ int runWorker(const std::string& spec_path) {
                result.wall_seconds);
     return kExitOk;
   } catch (const Error& e) {
-    telemetry.emit(ErrorEvent{.message = e.message(),
-                              .kind = std::string(errorKindName(e.kind())),
-                              .where = e.where(),
-                              .step = last_step,
-                              .fatal = true});
+    const int64_t last_step = trainer ? trainer->lastCompletedStep() : 0;
+    if (!comm_observer->failureReported()) {
+      telemetry.emit(ErrorEvent{.message = e.message(),
+                                .kind = std::string(errorKindName(e.kind())),
+                                .where = e.where(),
+                                .step = last_step,
+                                .fatal = true});
+    }
     telemetry.emit(DoneEvent{.status = DoneStatus::kFailed, .final_step = last_step, .wall_s = 0});
     throw;
   }

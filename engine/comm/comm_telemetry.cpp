@@ -36,6 +36,7 @@ void TelemetryCommObserver::onFailure(const Error& error, const nlohmann::json& 
   event.fatal = true;
   event.flight_recorder = flight_recorder;
   writer_.emit(event);
+  failure_reported_ = true;
 }
 
 }  // namespace ringmaster

@@ -18,12 +18,16 @@ class TelemetryCommObserver : public CommObserver {
   void setStep(int64_t step) { step_ = step; }
   void onOperation(const CommRecord& record) override;
   void onFailure(const Error& error, const nlohmann::json& flight_recorder) override;
+  // Whether onFailure has written the communicator's failure: what the trainer throws after it
+  // is that failure again, not a second error of the rank.
+  bool failureReported() const { return failure_reported_; }
 
   static CommEvent toEvent(const CommRecord& record, std::optional<int64_t> step);
 
  private:
   TelemetryWriter& writer_;
   std::atomic<int64_t> step_{0};
+  std::atomic<bool> failure_reported_{false};
 };
 
 }  // namespace ringmaster

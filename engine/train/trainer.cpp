@@ -387,6 +387,7 @@ TrainingResult Trainer::run() {
 
   TrainingResult result;
   result.final_step = steps_done;
+  last_completed_step_ = steps_done;
   fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
              context_.rank, spec_.name, parameter_count, device.str(), spec_.train.steps, accum,
              spec_.train.batch_size);
@@ -478,6 +479,7 @@ TrainingResult Trainer::run() {
     if (step == first_step) result.first_loss = loss;
     result.last_loss = loss;
     result.final_step = step;
+    last_completed_step_ = step;
 
     interval.step_ms += step_ms;
     interval.compute_ms += step_ms - sync.exposed_comm_ms - pipeline_wait_ms;

@@ -59,6 +59,9 @@ class Trainer {
           Communicator* world = nullptr, TelemetryCommObserver* comm_observer = nullptr);
 
   TrainingResult run();
+  // The last optimizer step completed (resumed from included), also after run() threw: what a
+  // failure report says the rank got to.
+  int64_t lastCompletedStep() const { return last_completed_step_; }
 
  private:
   JobSpec spec_;
@@ -68,6 +71,7 @@ class Trainer {
   std::FILE* log_;
   Communicator* world_;
   TelemetryCommObserver* comm_observer_;
+  int64_t last_completed_step_ = 0;
 };
 
 }  // namespace ringmaster

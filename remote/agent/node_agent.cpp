@@ -105,7 +105,8 @@ struct Worker {
   int64_t last_step = 0;
   bool done_seen = false;
   bool stopped_by_agent = false;
-  bool reported = false;  // the agent's closing events for it were written
+  bool killed_after_grace = false;  // SIGTERM went unheeded for the grace period: hung or stopped
+  bool reported = false;            // the agent's closing events for it were written
 };
 
 class Agent {
@@ -278,11 +279,28 @@ void Agent::report(Worker& worker) {
       error.exit_code = status.exit_code;
     emit(worker, error);
   }
+  // Stopped because another rank failed, it did not stop when asked: it hung (or was stopped,
+  // SIGSTOP), which is what the others' collectives timed out waiting for.
+  const bool hung = worker.killed_after_grace && !worker.done_seen && !cancelled_ &&
+                    !launcher_gone_ && !is_first_failure;
+  if (hung) {
+    emit(worker, ErrorEvent{.message = fmt::format(
+                                "rank {} (pid {}) on {} hung: still running {} ms after SIGTERM, "
+                                "killed with SIGKILL after step {}",
+                                worker.rank, worker.process->pid(), options_.host,
+                                options_.grace.count(), worker.last_step),
+                            .kind = "worker hung",
+                            .where = "agent",
+                            .step = worker.last_step,
+                            .fatal = true,
+                            .host = options_.host,
+                            .signal = std::string("SIGKILL")});
+  }
   if (!worker.done_seen && (is_first_failure || !status.ok())) {
-    emit(worker,
-         DoneEvent{.status = is_first_failure ? DoneStatus::kFailed : DoneStatus::kCancelled,
-                   .final_step = worker.last_step,
-                   .wall_s = 0});
+    emit(worker, DoneEvent{.status = is_first_failure || hung ? DoneStatus::kFailed
+                                                              : DoneStatus::kCancelled,
+                           .final_step = worker.last_step,
+                           .wall_s = 0});
   }
 }
 
@@ -341,6 +359,7 @@ AgentOutcome Agent::run() {
       for (Worker& worker : workers_) {
         if (!worker.process->status() && worker.process->signal(SIGKILL)) {
           worker.stopped_by_agent = true;
+          worker.killed_after_grace = true;
           message(fmt::format("rank {} still running after {} ms: SIGKILL", worker.rank,
                               options_.grace.count()));
         }

@@ -15,6 +15,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "agent/node_agent.h"
 #include "common/captured_process.h"
 #include "telemetry/codec.h"
@@ -204,8 +206,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, AgentExample,
 
 // Starts a long DDP run and waits until every rank has reported 3 steps.
 struct LongRun {
-  explicit LongRun(int ranks)
-      : spec(ddpSpec(ranks, 1000000)),
+  explicit LongRun(int ranks, double timeout_s = 30)
+      : spec(withTimeout(ddpSpec(ranks, 1000000), timeout_s)),
         agent(kNode, {"agent", "--spec", spec.path(), "--grace", "2"}) {
     const auto deadline = Clock::now() + std::chrono::seconds(60);
     while (Clock::now() < deadline && !started) {
@@ -219,6 +221,10 @@ struct LongRun {
       for (auto [rank, step] : last_step) started = started && step >= 3;
       if (started) pids = workerPids(events);
     }
+  }
+  static JobSpec withTimeout(JobSpec spec, double timeout_s) {
+    spec.launch.timeout_s = timeout_s;
+    return spec;
   }
   SpecFile spec;
   CapturedProcess agent;
@@ -259,6 +265,62 @@ TEST(Agent, SigkilledWorkerStopsTheRestAndIsReported) {
   for (const auto& e : events)
     if (std::holds_alternative<DoneEvent>(e.body)) ++dones[e.rank];
   for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(dones[rank], 1) << "rank " << rank;
+}
+
+// Issue 16, finding 12: a rank stopped with SIGSTOP mid-run. The others' collective times out
+// (launch.timeout_s 2) naming it, and each of them reports that one error once; every report
+// carries the step the rank really completed; the stopped rank, which SIGTERM cannot end, is
+// reported hung and failed, not cancelled.
+TEST(Agent, SigstoppedWorkerIsReportedHungAndEveryReportHasTheRealStep) {
+  LongRun run(3, 2.0);
+  ASSERT_TRUE(run.started) << run.agent.err();
+  ASSERT_EQ(run.pids.size(), 3u);
+  ASSERT_EQ(::kill(run.pids[1], SIGSTOP), 0);
+  ExitStatus status = run.agent.wait(std::chrono::seconds(60));
+  for (auto [rank, pid] : run.pids) ::kill(pid, SIGKILL);  // whatever happened, nothing is left
+  EXPECT_FALSE(run.agent.timedOut());
+  EXPECT_TRUE(testing::exitedWith(status, 1)) << status.describe() << "\n" << run.agent.err();
+
+  std::vector<TelemetryEvent> events = decodeAll(run.agent.out());
+  std::map<int, int64_t> last_step;
+  std::map<int, std::vector<const ErrorEvent*>> worker_errors, agent_errors;
+  std::map<int, std::vector<const DoneEvent*>> dones;
+  for (const auto& e : events) {
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) last_step[e.rank] = step->step;
+    if (const auto* error = std::get_if<ErrorEvent>(&e.body))
+      (error->where == "agent" ? agent_errors : worker_errors)[e.rank].push_back(error);
+    if (const auto* done = std::get_if<DoneEvent>(&e.body)) dones[e.rank].push_back(done);
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_GE(last_step[rank], 3) << "rank " << rank;
+    ASSERT_EQ(dones[rank].size(), 1u) << "rank " << rank;
+    EXPECT_EQ(dones[rank][0]->status, DoneStatus::kFailed) << "rank " << rank;
+    EXPECT_EQ(dones[rank][0]->final_step, last_step[rank]) << "rank " << rank;
+  }
+  EXPECT_TRUE(worker_errors[1].empty()) << "the stopped rank wrote nothing";
+  for (int rank : {0, 2}) {
+    ASSERT_EQ(worker_errors[rank].size(), 1u) << "rank " << rank << ": one failure, one error";
+    EXPECT_NE(worker_errors[rank][0]->message.find("rank 1"), std::string::npos)
+        << worker_errors[rank][0]->message;
+  }
+  ASSERT_EQ(agent_errors[1].size(), 1u);
+  const ErrorEvent& hung = *agent_errors[1][0];
+  EXPECT_EQ(hung.kind, "worker hung");
+  EXPECT_NE(hung.message.find("rank 1"), std::string::npos) << hung.message;
+  EXPECT_NE(hung.message.find(fmt::format("after step {}", last_step[1])), std::string::npos)
+      << hung.message;
+  EXPECT_EQ(hung.step, std::optional<int64_t>(last_step[1]));
+  // The healthy rank the agent saw fail first: its exit, after the step it really reached.
+  int first_failed = -1;
+  for (int rank : {0, 2}) {
+    if (agent_errors[rank].empty()) continue;
+    EXPECT_EQ(first_failed, -1) << "one first failure";
+    first_failed = rank;
+    EXPECT_NE(agent_errors[rank][0]->message.find(fmt::format("after step {}", last_step[rank])),
+              std::string::npos)
+        << agent_errors[rank][0]->message;
+  }
+  EXPECT_NE(first_failed, -1);
 }
 
 TEST(Agent, ClosingStdinEndsEveryWorker) {
