@@ -16,11 +16,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/bounded_file.h"
 #include "core/error.h"
 
 namespace ringmaster {
@@ -47,7 +49,14 @@ std::string keyFingerprint(ssh_key key) {
 std::string knownFingerprints(const std::string& path, const SshTarget& target) {
   const std::string host =
       target.port == 22 ? target.hostname : fmt::format("[{}]:{}", target.hostname, target.port);
-  std::ifstream in(path);
+  // Read for an error message: a known_hosts beyond its bound is named rather than read on.
+  constexpr uint64_t kMaxKnownHostsBytes = uint64_t{16} << 20;
+  std::istringstream in;
+  try {
+    in.str(readBoundedFile(path, kMaxKnownHostsBytes, "known_hosts file"));
+  } catch (const Error& e) {
+    return fmt::format("(none readable: {})", e.message());
+  }
   std::vector<std::string> found;
   std::string line;
   while (std::getline(in, line)) {

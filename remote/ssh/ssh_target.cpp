@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "core/bounded_file.h"
 #include "core/error.h"
 
 namespace ringmaster {
@@ -133,11 +133,19 @@ struct ConfigValues {
   std::vector<std::string> identity_files;
 };
 
+// An ssh config is a few kilobytes: a larger one, or a device, is refused rather than read on.
+constexpr uint64_t kMaxSshConfigBytes = uint64_t{1} << 20;
+
+// The text of the ssh config at `path`: "" when there is none (or it cannot be read, as ssh
+// does); Error kFormat naming the file when it is beyond kMaxSshConfigBytes.
+std::string readConfigText(const std::string& path) {
+  if (path.empty() || ::access(path.c_str(), R_OK) != 0) return "";
+  return readBoundedFile(path, kMaxSshConfigBytes, "config file for ssh");
+}
+
 ConfigValues readConfig(const std::string& path, const std::string& alias) {
   ConfigValues values;
-  if (path.empty()) return values;
-  std::ifstream in(path);
-  if (!in) return values;
+  std::istringstream in(readConfigText(path));
   bool applies = true;  // lines before the first Host apply to every host
   std::string line;
   int line_number = 0;
@@ -187,7 +195,7 @@ bool plainName(const std::string& name, bool allow_colon) {
 
 std::vector<std::string> sshConfigAliases(const std::string& config_path) {
   std::vector<std::string> aliases;
-  std::ifstream in(config_path);
+  std::istringstream in(readConfigText(config_path));
   std::string line;
   while (std::getline(in, line)) {
     const auto words = splitConfigLine(line);

@@ -463,5 +463,29 @@ TEST(SshTarget, AnAliasBringsItsConfigAndTheEntryFieldsWin) {
   fs::remove_all(dir);
 }
 
+// Issue 16, finding 4: an ssh config is bounded before it is read; /dev/zero (one endless line)
+// or a huge file is refused naming the file, and a missing one is no config at all.
+TEST(SshTarget, AnEndlessOrHugeConfigIsRefusedNotReadOn) {
+  const fs::path dir = freshDir("config_bounds");
+  std::ofstream(dir / "huge") << std::string((1 << 20) + 1, '#');
+  for (const std::string path : {std::string("/dev/zero"), (dir / "huge").string()}) {
+    SCOPED_TRACE(path);
+    try {
+      resolveSshTarget({.host = "gpu1", .ranks = 1}, path);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+      EXPECT_NE(e.message().find(path + ": "), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("the 1 MiB a config file for ssh may have"), std::string::npos)
+          << e.message();
+    }
+    EXPECT_THROW(sshConfigAliases(path), Error);
+  }
+  EXPECT_EQ(resolveSshTarget({.host = "gpu1", .ranks = 1}, (dir / "none").string()).hostname,
+            "gpu1");
+  EXPECT_TRUE(sshConfigAliases((dir / "none").string()).empty());
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ringmaster
