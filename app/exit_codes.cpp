@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "core/display_text.h"
+
 namespace ringmaster {
 
 int exitCodeFor(ErrorKind kind) {
@@ -26,11 +28,11 @@ int runReportingErrors(const std::function<int()>& command,
   try {
     return command();
   } catch (const Error& e) {
-    fmt::print(stderr, "error: {}\n", e.message());
+    fmt::print(stderr, "error: {}\n", displaySafe(e.message()));
     if (std::getenv("RINGMASTER_VERBOSE") != nullptr) fmt::print(stderr, "  at {}\n", e.where());
     return code_for(e.kind());
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}\n", displaySafe(e.what()));
     return kExitFailed;
   }
 }

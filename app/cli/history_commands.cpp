@@ -1,10 +1,13 @@
 // Reports over the run database, as tables or JSON.
 #include "cli/history_commands.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli/terminal.h"
+#include "core/display_text.h"
 #include "query/comm_stats.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -57,7 +60,10 @@ json summaryJson(const RunSummary& summary) {
 }
 
 std::string percent(double fraction) {
-  return fmt::format("{:.1f}%", fraction * 100);
+  const double percent = fraction * 100;
+  // Bounded whatever a database holds: a share of 1e306 is no 309-digit figure.
+  if (std::fabs(percent) < 1e6) return fmt::format("{:.1f}%", percent);
+  return fmt::format("{:.3g}%", percent);
 }
 
 int64_t peakMemory(const RunSummary& summary) {
@@ -92,7 +98,7 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
   table.alignRight({0, 4, 6, 7, 8});
   for (const RunRecord& run : runs) {
     const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
-    table.addRow({std::to_string(run.id), run.name,
+    table.addRow({std::to_string(run.id), displaySafeLine(run.name),
                   paint(run.status, statusColour(run.status), colour), run.strategy,
                   std::to_string(run.world_size),
                   formatTimestamp(run.started_at.value_or(run.created_at)),
@@ -169,7 +175,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
 
   const bool colour = colourFor(out);
   fmt::print(out, "{} {}  {}\n", paint(fmt::format("Run {}", run.id), Colour::kBold, colour),
-             run.name, paint(run.status, statusColour(run.status), colour));
+             displaySafeLine(run.name), paint(run.status, statusColour(run.status), colour));
   fmt::print(out, "  {} on {} rank{}, started {}, took {}\n", run.strategy, run.world_size,
              run.world_size == 1 ? "" : "s",
              formatTimestamp(run.started_at.value_or(run.created_at)),
@@ -179,7 +185,8 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   if (summary.final_accuracy)
     figures += fmt::format("  accuracy {}", percent(*summary.final_accuracy));
   figures +=
-      fmt::format("  {:.0f} samples/s  step {} ms  exposed comm {}", summary.samples_per_second,
+      fmt::format("  {} samples/s  step {} ms  exposed comm {}",
+                  formatNumber(summary.samples_per_second, 1),
                   formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
   if (summary.bubble_fraction)
     figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
@@ -187,8 +194,9 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   if (run.error) {
     std::string where;
     if (run.error_rank) where += fmt::format(" rank {}", *run.error_rank);
-    if (run.error_host) where += fmt::format(" on {}", *run.error_host);
-    fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour), where, *run.error);
+    if (run.error_host) where += fmt::format(" on {}", displaySafeLine(*run.error_host));
+    fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour), where,
+               displaySafe(*run.error));
   }
 
   fmt::print(out, "\n");
@@ -202,11 +210,12 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     const RankSummary& figures = summary.ranks[static_cast<size_t>(r)];
     const RankCommStats& comm = comm_ranks[static_cast<size_t>(r)];
     const std::string status = record && record->status ? *record->status : "-";
-    rank_table.addRow({std::to_string(r), record ? record->host : "-",
-                       record ? std::to_string(record->pid) : "-", record ? record->device : "-",
+    const std::string host = record ? displaySafeLine(record->host) : "-";
+    const std::string device = record ? displaySafeLine(record->device) : "-";
+    rank_table.addRow({std::to_string(r), host, record ? std::to_string(record->pid) : "-", device,
                        paint(status, statusColour(status), colour && status != "-"),
                        std::to_string(figures.last_step),
-                       fmt::format("{:.0f}", figures.samples_per_second),
+                       formatNumber(figures.samples_per_second, 1),
                        formatNumber(figures.mean_step_ms, 3), formatNumber(comm.mean_compute_ms, 3),
                        formatNumber(comm.mean_exposed_comm_ms, 3),
                        formatBytes(static_cast<double>(figures.peak_memory)),
@@ -220,7 +229,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                       "ALGBW GB/s", "BUSBW GB/s"});
     comm_table.alignRight({1, 2, 3, 4, 5, 6, 7, 8});
     for (const CommOpStats& op : ops) {
-      comm_table.addRow({op.op, formatBytes(static_cast<double>(op.bytes)),
+      comm_table.addRow({displaySafeLine(op.op), formatBytes(static_cast<double>(op.bytes)),
                          std::to_string(op.count), formatNumber(op.total_ms),
                          op.wait_ms ? formatNumber(*op.wait_ms) : "-", formatNumber(op.p50_ms, 3),
                          formatNumber(op.p99_ms, 3), formatNumber(op.algbw_gbps, 3),
@@ -239,7 +248,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
       const LogLine& line = problems[i];
       fmt::print(out, "  {} {}{}\n",
                  paint(line.level, line.level == "error" ? Colour::kRed : Colour::kYellow, colour),
-                 line.rank ? fmt::format("[rank {}] ", *line.rank) : "", line.message);
+                 line.rank ? fmt::format("[rank {}] ", *line.rank) : "", displaySafe(line.message));
     }
   }
 }
@@ -284,7 +293,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
 
   std::vector<std::string> headers = {""};
   for (const RunSummary& summary : comparison.runs)
-    headers.push_back(fmt::format("#{} {}", summary.run.id, summary.run.name));
+    headers.push_back(fmt::format("#{} {}", summary.run.id, displaySafeLine(summary.run.name)));
   Table figures(headers);
   std::vector<size_t> right;
   for (size_t i = 1; i < headers.size(); ++i) right.push_back(i);
@@ -299,7 +308,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
       [](const RunSummary& s) { return fmt::format("{} x{}", s.run.strategy, s.run.world_size); });
   row("steps", [](const RunSummary& s) { return std::to_string(s.final_step); });
   row("final loss", [](const RunSummary& s) { return formatOptional(s.final_loss); });
-  row("samples/s", [](const RunSummary& s) { return fmt::format("{:.0f}", s.samples_per_second); });
+  row("samples/s", [](const RunSummary& s) { return formatNumber(s.samples_per_second, 1); });
   row("step ms", [](const RunSummary& s) { return formatNumber(s.mean_step_ms, 3); });
   row("exposed comm", [](const RunSummary& s) { return percent(s.comm_share); });
   row("bubble",
@@ -325,7 +334,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   for (auto& [start, cells] : by_start) {
     cells.resize(losses.size(), "-");
     std::vector<std::string> full = {
-        fmt::format("{}-{}", start, start + losses.front().bucket_width - 1)};
+        fmt::format("{}-{}", start, losses.front().lastStepOf(start))};
     full.insert(full.end(), cells.begin(), cells.end());
     loss_table.addRow(std::move(full));
   }
@@ -340,12 +349,13 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   for (size_t i = 1; i < headers.size(); ++i) diff_headers.push_back(headers[i]);
   Table differences(diff_headers);
   for (const SpecDifference& difference : comparison.differences) {
-    std::vector<std::string> cells = {difference.path};
+    std::vector<std::string> cells = {displaySafeLine(difference.path)};
     for (const std::string& value : difference.values) {
       constexpr size_t kWidest = 40;  // --json carries the whole value
-      cells.push_back(value.empty()             ? "-"
-                      : value.size() <= kWidest ? value
-                                                : value.substr(0, kWidest - 3) + "...");
+      cells.push_back(displaySafeLine(value.empty() ? "-"
+                                      : value.size() <= kWidest
+                                          ? value
+                                          : value.substr(0, kWidest - 3) + "..."));
     }
     differences.addRow(std::move(cells));
   }

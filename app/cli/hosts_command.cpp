@@ -9,6 +9,7 @@
 
 #include "cli/ssh_prompts.h"
 #include "cli/terminal.h"
+#include "core/display_text.h"
 #include "exit_codes.h"
 #include "launcher/local_launcher.h"
 #include "ssh/host_check.h"
@@ -69,22 +70,23 @@ int hostsCheckCommand(const HostsCheckOptions& options) {
     }
     std::string node = r.node_version.empty() ? paint("not found", Colour::kRed, colour)
                        : r.node_matches
-                           ? r.node_version
+                           ? displaySafeLine(r.node_version)
                            : paint(r.node_version + " (other build)", Colour::kYellow, colour);
     std::string gpus = "none";
     if (!r.gpus.empty()) {
-      gpus = fmt::format("{}x {} ({})", r.gpus.size(), r.gpus[0].name,
+      gpus = fmt::format("{}x {} ({})", r.gpus.size(), displaySafeLine(r.gpus[0].name),
                          formatBytes(static_cast<double>(r.gpus[0].memory_mib) * (1 << 20)));
     }
-    table.addRow({r.target.alias,
-                  fmt::format("{}@{}:{}", r.target.user, r.target.hostname, r.target.port),
-                  r.fingerprint, node, std::to_string(r.cpus),
-                  formatBytes(static_cast<double>(r.memory_bytes)), gpus});
+    table.addRow(
+        {displaySafeLine(r.target.alias),
+         displaySafeLine(fmt::format("{}@{}:{}", r.target.user, r.target.hostname, r.target.port)),
+         displaySafeLine(r.fingerprint), node, std::to_string(r.cpus),
+         formatBytes(static_cast<double>(r.memory_bytes)), gpus});
   }
   if (!table.empty()) table.print(stdout);
   for (const HostReport& r : reports)
     if (!r.error.empty())
-      fmt::print(stderr, "{}: {}\n", paint("error", Colour::kRed, colour), r.error);
+      fmt::print(stderr, "{}: {}\n", paint("error", Colour::kRed, colour), displaySafe(r.error));
   return all_answered ? kExitOk : kExitFailed;
 }
 

@@ -405,10 +405,10 @@ int runCommand(const RunCommandOptions& options) {
     const std::string where =
         here ? "local" : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
     fmt::print(stderr, "{} run {} '{}': {} on {} {} rank{}, recording to {}\n",
-               paint("ringmaster", Colour::kBold, colour), run_id, spec.name,
+               paint("ringmaster", Colour::kBold, colour), run_id, displaySafeLine(spec.name),
                toString(spec.strategy.kind), world, where, world == 1 ? "" : "s", options.db_path);
     if (worker_spec.checkpoint) {
-      fmt::print(stderr, "checkpoints in {}{}\n", worker_spec.checkpoint->dir,
+      fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(worker_spec.checkpoint->dir),
                  resumed_from ? fmt::format(" (resuming run {}'s)", *resumed_from) : "");
     }
   }
@@ -457,8 +457,12 @@ int runCommand(const RunCommandOptions& options) {
                         recorder.submitLog(rankOfLogLine(line), "stderr", line);
                         if (options.verbose) {
                           display.clear();
-                          fmt::print(stderr, "{}\n", line);
+                          fmt::print(stderr, "{}\n", displaySafeLine(line));
                         }
+                      },
+                  .on_bad_line =
+                      [&](std::optional<int> rank, std::string_view report) {
+                        recorder.reportBadLine(rank, report);  // counted and logged
                       }};
 
   int handled_signals = 0;
@@ -482,7 +486,7 @@ int runCommand(const RunCommandOptions& options) {
       if (!failure.empty()) {
         recording_failure = failure;
         display.clear();
-        fmt::print(stderr, "error: {}; stopping the run\n", failure);
+        fmt::print(stderr, "error: {}; stopping the run\n", displaySafe(failure));
         launch.cancel();
       }
     }
@@ -518,7 +522,7 @@ int runCommand(const RunCommandOptions& options) {
     fmt::print(stderr,
                "error: could not mark run {} {}: {}; it will show as interrupted from the next "
                "start\n",
-               run_id, status, e.message());
+               run_id, status, displaySafe(e.message()));
     return kExitFailed;
   }
   printRunReport(db, run_id, options.json, stdout);

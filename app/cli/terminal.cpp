@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/display_text.h"
+
 namespace ringmaster::cli {
 
 namespace {
@@ -35,7 +37,8 @@ bool colourFor(std::FILE* stream) {
   return ::isatty(::fileno(stream)) != 0;
 }
 
-std::string paint(const std::string& text, Colour colour, bool enabled) {
+std::string paint(const std::string& untrusted, Colour colour, bool enabled) {
+  const std::string text = displaySafeLine(untrusted);
   if (!enabled || colour == Colour::kNone) return text;
   const char* code = "";
   switch (colour) {
@@ -103,23 +106,32 @@ void Table::print(std::FILE* out) const {
 }
 
 std::string formatBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (!(bytes >= 0)) return "-";  // no byte count is negative (or NaN)
+  bytes += 0.0;                   // not "-0 B"
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  constexpr int kLargest = 6;
   int unit = 0;
-  while (std::abs(bytes) >= 1024 && unit < 4) {
+  while (bytes >= 1024 && unit < kLargest) {
     bytes /= 1024;
     ++unit;
   }
-  return unit == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.1f} {}", bytes, units[unit]);
+  if (unit == 0) return fmt::format("{:.0f} B", bytes);
+  if (bytes >= 1e5) return fmt::format("{:.3g} {}", bytes, units[unit]);  // beyond 2^64
+  return fmt::format("{:.1f} {}", bytes, units[unit]);
 }
 
 std::string formatDuration(double seconds) {
+  if (!(seconds >= 0) || !std::isfinite(seconds)) return "-";
   if (seconds < 60) return fmt::format("{:.1f} s", seconds);
-  const auto total = static_cast<int64_t>(std::lround(seconds));
+  if (seconds >= 1e9) return fmt::format("{:.3g} h", seconds / 3600);  // beyond 31 years
+  const auto total = static_cast<int64_t>(std::llround(seconds));
   if (total < 3600) return fmt::format("{}:{:02}", total / 60, total % 60);
   return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
 }
 
 std::string formatTimestamp(double epoch_seconds) {
+  // Years 1970 to 9999: anything else is no time a run was started at.
+  if (!(epoch_seconds >= 0 && epoch_seconds < 253402300800.0)) return "-";
   const auto time = static_cast<std::time_t>(epoch_seconds);
   std::tm local{};
   ::localtime_r(&time, &local);
@@ -130,7 +142,8 @@ std::string formatTimestamp(double epoch_seconds) {
 
 std::string formatNumber(double value, int significant) {
   if (!std::isfinite(value)) return fmt::format("{}", value);
-  if (value != 0 && std::abs(value) >= std::pow(10.0, significant))
+  // Whole numbers in full up to 15 digits; beyond, in exponent form (1e308 has 309 digits).
+  if (value != 0 && std::abs(value) >= std::pow(10.0, significant) && std::abs(value) < 1e15)
     return fmt::format("{:.0f}", value);
   return fmt::format("{:.{}g}", value, significant);
 }

@@ -14,12 +14,14 @@ namespace ringmaster::cli {
 bool colourFor(std::FILE* stream);
 
 enum class Colour { kNone, kGreen, kRed, kYellow, kCyan, kDim, kBold };
-// `text` wrapped in the colour's escape codes when `enabled`.
+// `text`, made safe for display (displaySafeLine: one line, no controls of its own), wrapped in
+// the colour's escape codes when `enabled`.
 std::string paint(const std::string& text, Colour colour, bool enabled);
 // The colour of a run status: completed green, failed red, running cyan, others yellow.
 Colour statusColour(const std::string& status);
 
-// A table printed with each column as wide as its widest cell; numbers right-aligned.
+// A table printed with each column as wide as its widest cell; numbers right-aligned. A cell
+// holding untrusted text (a name, a host, a message) is passed through displaySafeLine first.
 class Table {
  public:
   explicit Table(std::vector<std::string> headers);
