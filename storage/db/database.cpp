@@ -1,13 +1,16 @@
 // Opening the run database (pragmas, the network file system check) and its migrations.
 #include "db/database.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 #include <sys/vfs.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 #include <vector>
@@ -15,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "db/files.h"
 
 namespace ringmaster::storage {
 
@@ -431,6 +435,9 @@ void checkSqlite(sqlite3* db, int code, const std::string& what) {
       RM_THROW(kIo, fmt::format("{}: the database or its disk is full ({}); the transaction "
                                 "was rolled back, what was committed before is kept",
                                 what, message));
+    case SQLITE_READONLY:
+      RM_THROW(kIo, fmt::format("{}: the database is read-only here ({}); nothing was written",
+                                what, message));
     default:
       RM_THROW(kIo, fmt::format("{}: {}", what, message));
   }
@@ -440,21 +447,33 @@ int currentSchemaVersion() {
   return static_cast<int>(migrationSql().size());
 }
 
-Database::Database(const std::string& path, DatabaseOptions options) : path_(path) {
+Database::Database(const std::string& path, DatabaseOptions options)
+    : path_(path), read_only_(options.read_only) {
   if (std::optional<std::string> remote = networkFileSystem(path)) {
     RM_THROW(kUnavailable,
              fmt::format("{} is on a network file system ({}); the run database uses SQLite's "
                          "WAL mode, which needs a local disk: give a local path with --db",
                          path, *remote));
   }
-  std::error_code ec;
-  const fs::path directory = fs::absolute(path).parent_path();
-  fs::create_directories(directory, ec);
-  if (ec) {
-    RM_THROW(kIo, fmt::format("cannot create the database directory {}: {}", directory.string(),
-                              ec.message()));
-  }
   configureSqliteOnce();
+  if (read_only_) {
+    openReadOnly();
+    return;
+  }
+  createDirectories(fs::absolute(path).parent_path());
+  if (std::optional<std::string> reason = whyNotWritable(path)) {
+    RM_THROW(kIo, fmt::format("the run database {} is read-only here ({}): recording needs it and "
+                              "its directory writable (its -wal and -shm files are beside it); "
+                              "runs, show, compare and export read it as it is",
+                              path, *reason));
+  }
+  // Created here, not by SQLite, so that it is owner-only; its -wal and -shm files take its mode.
+  if (const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, newFileMode());
+      fd >= 0) {
+    ::close(fd);
+  } else if (errno != EEXIST) {
+    RM_THROW(kIo, fmt::format("cannot create the run database {}: {}", path, std::strerror(errno)));
+  }
   const int opened =
       sqlite3_open_v2(path.c_str(), &db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -496,6 +515,82 @@ Database::Database(const std::string& path, DatabaseOptions options) : path_(pat
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
+  }
+}
+
+namespace {
+
+// `path` as an SQLite URI with `immutable=1`: the file is read as it is, without the -shm file a
+// WAL database otherwise needs (and cannot create in a read-only directory).
+std::string immutableUri(const std::string& path) {
+  std::string uri = "file:";
+  for (const char c : fs::absolute(path).string()) {
+    if (c == '%' || c == '?' || c == '#')
+      uri += fmt::format("%{:02X}", static_cast<unsigned char>(c));
+    else
+      uri += c;
+  }
+  return uri + "?immutable=1";
+}
+
+}  // namespace
+
+// A WAL database is read through its -shm file, which a read-only directory can neither hold nor
+// get: when it is missing and cannot be made, the file is read as immutable, which is exact as long
+// as no -wal file holds transactions not yet copied into it (a recorder killed mid-run, or still
+// running elsewhere); then the error says so.
+void Database::openReadOnly() {
+  std::error_code ec;
+  if (!fs::exists(path_, ec))
+    RM_THROW(kIo, fmt::format("no run database at {}: the file does not exist", path_));
+  const auto open = [&](const std::string& name, int flags) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    const int opened = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
+    if (opened == SQLITE_OK) {
+      sqlite3_extended_result_codes(db_, 1);
+      // A read never needs the write lock, but a checkpoint by another process may hold the
+      // database briefly.
+      sqlite3_busy_timeout(db_, 5000);
+      char* error = nullptr;
+      const int code = sqlite3_exec(db_, "PRAGMA user_version", nullptr, nullptr, &error);
+      if (error != nullptr) sqlite3_free(error);
+      return code;
+    }
+    return opened;
+  };
+  int code = open(path_, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  if ((code & 0xff) == SQLITE_CANTOPEN || (code & 0xff) == SQLITE_READONLY) {
+    const fs::path wal = path_ + "-wal";
+    if (fs::exists(wal, ec) && fs::file_size(wal, ec) > 0) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      RM_THROW(kIo, fmt::format("cannot read the run database {}: it is read-only and its "
+                                "write-ahead log {} holds transactions without the index "
+                                "(-shm file) needed to read them; open it once where it can be "
+                                "written",
+                                path_, wal.string()));
+    }
+    code = open(immutableUri(path_), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX);
+  }
+  if (code != SQLITE_OK) {
+    const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(code);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    RM_THROW(kIo, fmt::format("cannot read the run database {}: {}", path_, message));
+  }
+  const int version = userVersion(db_);
+  if (version != currentSchemaVersion()) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    RM_THROW(
+        kFormat,
+        fmt::format("{} has schema version {}, {} this build's {}, and is read-only here: {}",
+                    path_, version, version > currentSchemaVersion() ? "newer than" : "older than",
+                    currentSchemaVersion(),
+                    version > currentSchemaVersion()
+                        ? "open it with a newer ringmaster"
+                        : "open it once where it can be written, so that it is upgraded"));
   }
 }
 

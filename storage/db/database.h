@@ -1,6 +1,8 @@
 // The run database: one SQLite file opened in WAL mode with foreign keys on and an explicit
 // synchronous level, refused on network file systems (WAL's shared memory needs a local disk), and
-// brought to the current schema by forward migrations on open.
+// brought to the current schema by forward migrations on open. Created owner-only (files.h); a
+// database that cannot be written (a read-only file system, a file without write permission) is
+// opened read-only for reading.
 #pragma once
 
 #include <sqlite3.h>
@@ -28,13 +30,18 @@ struct DatabaseOptions {
   // The schema version to migrate to on open: the current one unless a migration test asks for
   // an earlier one.
   int schema_version = -1;
+  // Opens the existing file for reading only: nothing is created, migrated or written, and a file
+  // on a read-only file system reads as it is (see Database::Database).
+  bool read_only = false;
 };
 
 class Database {
  public:
-  // Opens (creating it and its directory) and migrates. Throws kIo naming the path and SQLite's
-  // message when it cannot, kUnavailable for a network file system, kFormat for a database of a
-  // newer schema than this build knows.
+  // Opens (creating it and its directory, owner-only) and migrates. Throws kIo naming the path
+  // and SQLite's message when it cannot (saying read-only, and why, for a file or directory that
+  // cannot be written), kUnavailable for a network file system, kFormat for a database of a newer
+  // schema than this build knows. With `read_only`, kFormat for an older schema too (it cannot be
+  // migrated), and kIo for a missing file.
   explicit Database(const std::string& path, DatabaseOptions options = {});
   ~Database();
   Database(const Database&) = delete;
@@ -42,6 +49,7 @@ class Database {
 
   sqlite3* handle() const { return db_; }
   const std::string& path() const { return path_; }
+  bool readOnly() const { return read_only_; }
   int schemaVersion() const;
   // SQLite's data_version: changes whenever another connection commits to the file, so a viewer
   // can poll it cheaply and re-read only when something arrived.
@@ -53,8 +61,11 @@ class Database {
   void transaction(const std::function<void()>& body);
 
  private:
+  void openReadOnly();
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  bool read_only_ = false;
 };
 
 // The schema version this build writes; migrations bring any earlier one here.

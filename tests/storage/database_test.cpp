@@ -1,13 +1,21 @@
 // The run database file: pragmas on open, the schema reached from every earlier version, a newer
-// schema refused, and a locked or full database giving a clear error without losing what was
-// committed.
+// schema refused, a locked or full database giving a clear error without losing what was
+// committed, owner-only files, and a read-only database (a read-only file system) read as it is.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include "core/error.h"
@@ -204,6 +212,123 @@ TEST_F(DatabaseTest, AFullDatabaseRollsBackTheTransactionAndKeepsWhatWasCommitte
   }
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM metrics"), 1);
   EXPECT_EQ(queryText(db, "PRAGMA integrity_check"), "ok");
+}
+
+mode_t modeOf(const fs::path& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 0777;
+}
+
+// Issue 16, finding 14: the database held a team's runs world-readable (0644, its directory 0755).
+TEST_F(DatabaseTest, ANewDatabaseItsWalAndItsDirectoryAreOwnerOnly) {
+  const mode_t saved = ::umask(022);
+  ::unsetenv("RINGMASTER_UMASK");
+  {
+    Database db(path());
+    db.exec("INSERT INTO metrics (name) VALUES ('loss')");
+    ASSERT_TRUE(fs::exists(path() + "-wal"));
+    ASSERT_TRUE(fs::exists(path() + "-shm"));
+    EXPECT_EQ(modeOf(path()), 0600u);
+    EXPECT_EQ(modeOf(path() + "-wal"), 0600u);
+    EXPECT_EQ(modeOf(path() + "-shm"), 0600u);
+    EXPECT_EQ(modeOf(dir_ / "nested"), 0700u);
+    EXPECT_EQ(modeOf(dir_), 0700u);
+  }
+  ::setenv("RINGMASTER_UMASK", "027", 1);
+  { Database shared((dir_ / "shared" / "runs.db").string()); }
+  EXPECT_EQ(modeOf(dir_ / "shared" / "runs.db"), 0640u);
+  EXPECT_EQ(modeOf(dir_ / "shared"), 0750u);
+  ::unsetenv("RINGMASTER_UMASK");
+  ::umask(saved);
+}
+
+// Issue 16, finding 9: reading needs no write access, and a write says read-only.
+TEST_F(DatabaseTest, AReadOnlyOpenReadsCreatesNothingAndAWriteSaysReadOnly) {
+  {
+    Database db(path());
+    db.exec("INSERT INTO metrics (name) VALUES ('loss')");
+  }
+  Database reader(path(), {.read_only = true});
+  EXPECT_TRUE(reader.readOnly());
+  EXPECT_EQ(queryInt(reader, "SELECT count(*) FROM metrics"), 1);
+  try {
+    reader.exec("INSERT INTO metrics (name) VALUES ('lr')");
+    FAIL() << "wrote through a read-only connection";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo);
+    EXPECT_NE(e.message().find("read-only"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(path()), std::string::npos) << e.message();
+  }
+  const std::string missing = (dir_ / "missing.db").string();
+  EXPECT_THROW(Database(missing, {.read_only = true}), Error);
+  EXPECT_FALSE(fs::exists(missing));
+}
+
+// Runs `body` in a child process inside its own user and mount namespace where `directory` is a
+// read-only tmpfs holding a copy of `file`: a real read-only file system, which chmod cannot give
+// root. The child's exit code is returned; 77 when namespaces are not allowed here.
+int onReadOnlyFileSystem(const fs::path& directory, const fs::path& file,
+                         const std::function<int(const fs::path&)>& body) {
+  fs::create_directories(directory);
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  const pid_t child = ::fork();
+  if (child == 0) {
+    const auto write_file = [](const char* name, const std::string& text) {
+      const int fd = ::open(name, O_WRONLY);
+      const bool ok =
+          fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      if (fd >= 0) ::close(fd);
+      return ok;
+    };
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(77);
+    write_file("/proc/self/setgroups", "deny");
+    if (!write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
+        !write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1") ||
+        ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("tmpfs", directory.c_str(), "tmpfs", 0, nullptr) != 0)
+      ::_exit(77);
+    std::error_code ec;
+    fs::copy_file(file, directory / file.filename(), ec);
+    if (ec || ::mount(nullptr, directory.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+      ::_exit(78);
+    try {
+      ::_exit(body(directory / file.filename()));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+      ::_exit(79);
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST_F(DatabaseTest, ADatabaseOnAReadOnlyFileSystemIsReadAndARecorderIsToldReadOnly) {
+  {
+    Database db(path());
+    db.exec("INSERT INTO metrics (name) VALUES ('loss')");
+  }  // closed: no -wal or -shm beside it, and none can be made there
+  const int code = onReadOnlyFileSystem(dir_ / "ro", path(), [](const fs::path& copy) {
+    Database reader(copy.string(), {.read_only = true});
+    if (queryInt(reader, "SELECT count(*) FROM metrics") != 1) return 1;
+    try {
+      Database writer(copy.string());
+      return 2;
+    } catch (const Error& e) {
+      const std::string message = e.message();
+      if (message.find("read-only") == std::string::npos ||
+          message.find(copy.string()) == std::string::npos) {
+        std::fprintf(stderr, "%s\n", message.c_str());
+        return 3;
+      }
+    }
+    return 0;
+  });
+  if (code == 77) GTEST_SKIP() << "user and mount namespaces are not allowed here";
+  EXPECT_EQ(code, 0) << "1: not read, 2: opened for writing, 3: the error does not say read-only "
+                        "and name the file, 79: an error (on stderr)";
 }
 
 TEST(DatabasePath, FollowsXdgDataHomeElseHome) {
