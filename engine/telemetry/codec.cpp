@@ -52,6 +52,8 @@ std::string_view toString(DoneStatus value) {
       return "failed";
     case DoneStatus::kCancelled:
       return "cancelled";
+    case DoneStatus::kHung:
+      return "hung";
   }
   return "?";
 }
@@ -75,6 +77,7 @@ std::optional<DoneStatus> parseDoneStatus(std::string_view name) {
   if (name == "completed") return DoneStatus::kCompleted;
   if (name == "failed") return DoneStatus::kFailed;
   if (name == "cancelled") return DoneStatus::kCancelled;
+  if (name == "hung") return DoneStatus::kHung;
   return std::nullopt;
 }
 
@@ -517,7 +520,7 @@ ErrorEvent readError(FieldReader& in) {
 DoneEvent readDone(FieldReader& in) {
   DoneEvent e;
   e.status = in.enumeration<DoneStatus>("status", parseDoneStatus,
-                                        "\"completed\", \"failed\", \"cancelled\"");
+                                        "\"completed\", \"failed\", \"cancelled\", \"hung\"");
   e.final_step = in.integer("final_step", 0, kMaxStep);
   e.wall_s = in.number("wall_s", kNonNegative);
   return e;

@@ -42,9 +42,11 @@ inline constexpr double kMaxEpochSeconds = 1e10;
 // ---------------------------------------------------------------------------------------------
 // Small enumerations, with their wire spelling.
 
-enum class SchedPhase { kForward, kBackward, kWeight };     // "F", "B", "W"
-enum class LogLevel { kDebug, kInfo, kWarn, kError };       // "debug", "info", ...
-enum class DoneStatus { kCompleted, kFailed, kCancelled };  // "completed", ...
+enum class SchedPhase { kForward, kBackward, kWeight };  // "F", "B", "W"
+enum class LogLevel { kDebug, kInfo, kWarn, kError };    // "debug", "info", ...
+// "completed", "failed", "cancelled", "hung": the agent's verdict on a worker that stopped
+// responding (it did not end within the grace period after SIGTERM and was killed).
+enum class DoneStatus { kCompleted, kFailed, kCancelled, kHung };
 
 std::string_view toString(SchedPhase value);
 std::string_view toString(LogLevel value);

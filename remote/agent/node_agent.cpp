@@ -10,8 +10,11 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -23,6 +26,16 @@
 namespace ringmaster {
 
 namespace {
+
+// Whether process `pid` is stopped (state T or t in /proc/<pid>/stat: SIGSTOP, a debugger).
+bool processIsStopped(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');  // the command name may hold spaces and parentheses
+  if (name_end == std::string::npos || name_end + 2 >= text.size()) return false;
+  const char state = text[name_end + 2];
+  return state == 'T' || state == 't';
+}
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
@@ -105,8 +118,9 @@ struct Worker {
   int64_t last_step = 0;
   bool done_seen = false;
   bool stopped_by_agent = false;
-  bool killed_after_grace = false;  // SIGTERM went unheeded for the grace period: hung or stopped
-  bool reported = false;            // the agent's closing events for it were written
+  bool killed_after_grace = false;   // SIGTERM went unheeded for the grace period: hung or stopped
+  bool stopped_when_killed = false;  // and it was stopped (SIGSTOP, a debugger), by /proc
+  bool reported = false;             // the agent's closing events for it were written
 };
 
 class Agent {
@@ -284,21 +298,24 @@ void Agent::report(Worker& worker) {
   const bool hung = worker.killed_after_grace && !worker.done_seen && !cancelled_ &&
                     !launcher_gone_ && !is_first_failure;
   if (hung) {
-    emit(worker, ErrorEvent{.message = fmt::format(
-                                "rank {} (pid {}) on {} hung: still running {} ms after SIGTERM, "
-                                "killed with SIGKILL after step {}",
-                                worker.rank, worker.process->pid(), options_.host,
-                                options_.grace.count(), worker.last_step),
-                            .kind = "worker hung",
-                            .where = "agent",
-                            .step = worker.last_step,
-                            .fatal = true,
-                            .host = options_.host,
-                            .signal = std::string("SIGKILL")});
+    emit(worker,
+         ErrorEvent{.message = fmt::format(
+                        "rank {} (pid {}) on {} hung{}: still running {} ms after "
+                        "SIGTERM, killed with SIGKILL after step {}",
+                        worker.rank, worker.process->pid(), options_.host,
+                        worker.stopped_when_killed ? " (stopped: SIGSTOP or a debugger)" : "",
+                        options_.grace.count(), worker.last_step),
+                    .kind = "worker hung",
+                    .where = "agent",
+                    .step = worker.last_step,
+                    .fatal = true,
+                    .host = options_.host,
+                    .signal = std::string("SIGKILL")});
   }
   if (!worker.done_seen && (is_first_failure || !status.ok())) {
-    emit(worker, DoneEvent{.status = is_first_failure || hung ? DoneStatus::kFailed
-                                                              : DoneStatus::kCancelled,
+    emit(worker, DoneEvent{.status = hung               ? DoneStatus::kHung
+                                     : is_first_failure ? DoneStatus::kFailed
+                                                        : DoneStatus::kCancelled,
                            .final_step = worker.last_step,
                            .wall_s = 0});
   }
@@ -357,9 +374,12 @@ AgentOutcome Agent::run() {
     reap();
     if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
       for (Worker& worker : workers_) {
-        if (!worker.process->status() && worker.process->signal(SIGKILL)) {
+        if (worker.process->status()) continue;
+        const bool stopped = processIsStopped(worker.process->pid());
+        if (worker.process->signal(SIGKILL)) {
           worker.stopped_by_agent = true;
           worker.killed_after_grace = true;
+          worker.stopped_when_killed = stopped;
           message(fmt::format("rank {} still running after {} ms: SIGKILL", worker.rank,
                               options_.grace.count()));
         }

@@ -327,7 +327,8 @@ std::vector<BadLine> badLines() {
       {"error where missing", edit(error, "where", ""), "error.where: missing"},
       // done.
       {"done bad status", edit(done, "status", "\"ok\""),
-       "done.status: expected one of \"completed\", \"failed\", \"cancelled\", got string \"ok\""},
+       "done.status: expected one of \"completed\", \"failed\", \"cancelled\", \"hung\", got "
+       "string \"ok\""},
       {"done wall_s string", edit(done, "wall_s", "\"1s\""),
        "done.wall_s: expected a finite number"},
       {"done final_step negative", edit(done, "final_step", "-1"),
