@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "main_window.h"
+#include "models/untrusted_text.h"
 #include "views/job_editor.h"
 
 namespace ringmaster::ui {
@@ -45,7 +46,9 @@ int runGui(int argc, char** argv, const GuiOptions& options) {
   if (options.launch_spec) {
     // A spec with problems stays in the editor, its messages next to the fields.
     if (!window.jobEditor()->loadFile(QString::fromStdString(*options.launch_spec)))
-      QMessageBox::critical(&window, "Ringmaster", window.jobEditor()->lastFileError());
+      QMessageBox::critical(
+          &window, "Ringmaster",
+          richTextShowingPlain(untrustedBlock(window.jobEditor()->lastFileError().toStdString())));
     else if (window.jobEditor()->spec())
       window.launch(window.jobEditor()->document());
   }

@@ -26,6 +26,7 @@
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "models/untrusted_text.h"
 #include "spec/job_spec.h"
 #include "ssh/host_check.h"
 #include "views/hosts_view.h"
@@ -207,7 +208,10 @@ bool MainWindow::launch(const nlohmann::json& spec) {
               if (*cancelled) return;
               if (!errors.isEmpty()) {
                 statusBar()->showMessage("Not launched: a host could not be reached");
-                QMessageBox::warning(this, "Not launched", errors.join("\n\n"));
+                QMessageBox box(QMessageBox::Warning, "Not launched", errors.join("\n\n"),
+                                QMessageBox::Ok, this);
+                box.setTextFormat(Qt::PlainText);  // host errors are untrusted text
+                box.exec();
                 return;
               }
               startRun(spec);
@@ -220,9 +224,9 @@ bool MainWindow::launch(const nlohmann::json& spec) {
         try {
           const HostReport report =
               checkHost(resolveSshTarget(host, defaultSshConfigPath()), options, node);
-          if (!report.error.empty()) errors << QString::fromStdString(report.error);
+          if (!report.error.empty()) errors << untrustedBlock(report.error);
         } catch (const Error& e) {
-          errors << QString::fromStdString(e.message());
+          errors << untrustedBlock(e.message());
         }
       }
       return errors;
@@ -253,9 +257,11 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
     if (id == 0) {
       // The command refused the job before creating a run: show why.
       statusBar()->showMessage("Not launched: the run command refused the job", 30000);
-      auto* box = new QMessageBox(QMessageBox::Warning, "Launch failed", raw->output().right(4000),
+      auto* box = new QMessageBox(QMessageBox::Warning, "Launch failed",
+                                  untrustedBlock(raw->output().right(4000).toStdString()),
                                   QMessageBox::Ok, this);
       box->setObjectName("launchFailed");
+      box->setTextFormat(Qt::PlainText);  // the command's output, workers' words included
       box->setAttribute(Qt::WA_DeleteOnClose);
       box->open();  // not exec(): the window goes on while the message is read
     }

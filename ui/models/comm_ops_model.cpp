@@ -2,6 +2,7 @@
 #include "models/comm_ops_model.h"
 
 #include "models/format.h"
+#include "models/untrusted_text.h"
 
 namespace ringmaster::ui {
 
@@ -14,7 +15,7 @@ QVariant CommOpsModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case kOp:
-      return QString::fromStdString(s.op);
+      return untrustedLine(s.op);
     case kSize:
       return formatBytes(static_cast<double>(s.bytes));
     case kCount:

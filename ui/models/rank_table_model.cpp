@@ -4,6 +4,7 @@
 #include <QColor>
 
 #include "models/format.h"
+#include "models/untrusted_text.h"
 
 namespace ringmaster::ui {
 
@@ -54,11 +55,11 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     case kRank:
       return row.rank;
     case kHost:
-      return QString::fromStdString(row.host);
+      return untrustedLine(row.host);
     case kDevice:
-      return QString::fromStdString(row.device);
+      return untrustedLine(row.device);
     case kStatus:
-      return QString::fromStdString(row.status);
+      return untrustedLine(row.status);
     case kLastStep:
       return QVariant::fromValue<qlonglong>(row.last_step);
     case kSamplesPerSecond:

@@ -5,6 +5,7 @@
 #include <QDateTime>
 
 #include "models/format.h"
+#include "models/untrusted_text.h"
 
 namespace ringmaster::ui {
 
@@ -38,19 +39,19 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
     return index.column() == kId || index.column() == kRanks || index.column() == kDuration
                ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
                : QVariant();
-  if (role == Qt::ToolTipRole && run.error) return QString::fromStdString(*run.error);
+  if (role == Qt::ToolTipRole && run.error) return richTextShowingPlain(untrustedBlock(*run.error));
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case kId:
       return QVariant::fromValue<qlonglong>(run.id);
     case kName:
-      return QString::fromStdString(run.name);
+      return untrustedLine(run.name);
     case kStrategy:
-      return QString::fromStdString(run.strategy);
+      return untrustedLine(run.strategy);
     case kRanks:
       return run.world_size;
     case kStatus:
-      return QString::fromStdString(run.status);
+      return untrustedLine(run.status);
     case kCreated:
       return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(run.created_at * 1000))
           .toString("yyyy-MM-dd hh:mm");

@@ -10,6 +10,7 @@
 
 #include "db/database.h"
 #include "models/format.h"
+#include "models/untrusted_text.h"
 #include "query/series.h"
 #include "views/table_copy.h"
 #include "widgets/metric_chart.h"
@@ -95,7 +96,7 @@ void CompareView::reload() {
   std::vector<ChartLine> loss_lines, throughput_lines;
   for (size_t i = 0; i < comparison.runs.size(); ++i) {
     const storage::RunRecord& run = comparison.runs[i].run;
-    const QString name = QString("run %1 %2").arg(run.id).arg(QString::fromStdString(run.name));
+    const QString name = QString("run %1 %2").arg(run.id).arg(untrustedLine(run.name));
     const storage::Band band = storage::loadRankBand(db, run.id, "loss", range(loss_));
     ChartLine loss{name, runColor(i), {}, {}, {}};
     loss.steps_per_point = band.bucket_width;
@@ -151,10 +152,10 @@ void CompareView::reload() {
     int64_t peak = 0;
     for (const auto& rank : s.ranks) peak = std::max(peak, rank.peak_memory);
     const QStringList values = {
-        QString::fromStdString(s.run.name),
-        QString::fromStdString(s.run.strategy),
+        untrustedLine(s.run.name),
+        untrustedLine(s.run.strategy),
         QString::number(s.run.world_size),
-        QString::fromStdString(s.run.status),
+        untrustedLine(s.run.status),
         formatFigure(s.samples_per_second),
         s.final_loss ? formatFigure(*s.final_loss) : "–",
         formatMs(s.mean_step_ms),
@@ -172,7 +173,7 @@ void CompareView::reload() {
   differences_->setRowCount(static_cast<int>(comparison.differences.size()));
   differences_->setColumnCount(static_cast<int>(comparison.runs.size()));
   QStringList paths;
-  for (const auto& d : comparison.differences) paths << QString::fromStdString(d.path);
+  for (const auto& d : comparison.differences) paths << untrustedLine(d.path);
   differences_->setVerticalHeaderLabels(paths);
   for (size_t c = 0; c < comparison.runs.size(); ++c)
     differences_->setHorizontalHeaderItem(
@@ -182,7 +183,7 @@ void CompareView::reload() {
     for (size_t c = 0; c < comparison.differences[r].values.size(); ++c)
       differences_->setItem(
           static_cast<int>(r), static_cast<int>(c),
-          new QTableWidgetItem(QString::fromStdString(comparison.differences[r].values[c])));
+          new QTableWidgetItem(untrustedLine(comparison.differences[r].values[c])));
 }
 
 }  // namespace ringmaster::ui

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "models/format.h"
+#include "models/untrusted_text.h"
 #include "views/table_copy.h"
 
 namespace ringmaster::ui {
@@ -84,7 +85,7 @@ void HostsView::reloadConfig() {
     if (!known) {
       LaunchHostSpec spec;
       spec.host = alias;
-      addRow(QString::fromStdString(alias), spec);
+      addRow(untrustedLine(alias), spec);
     }
   }
 }
@@ -106,7 +107,7 @@ int HostsView::addHost(const QString& text) {
     resolveSshTarget(spec, paths_.ssh_config);  // validates names, refuses ProxyJump
     return addRow(text.trimmed(), spec);
   } catch (const Error& e) {
-    add_->setToolTip(QString::fromStdString(e.message()));
+    add_->setToolTip(richTextShowingPlain(untrustedBlock(e.message())));
     add_->setStyleSheet("QLineEdit { border: 1px solid #b3261e; }");
     return -1;
   }
@@ -144,23 +145,23 @@ void HostsView::showReport(int row) {
   if (!r.error.empty()) {
     set(kStatus, "failed");
     table_->item(row, kStatus)->setForeground(QColor(0xb3, 0x26, 0x1e));
-    table_->item(row, kStatus)->setToolTip(QString::fromStdString(r.error));
-    set(kFingerprint, QString::fromStdString(r.error));
+    table_->item(row, kStatus)->setToolTip(richTextShowingPlain(untrustedBlock(r.error)));
+    set(kFingerprint, untrustedLine(r.error));
     return;
   }
   set(kStatus, "reachable");
   table_->item(row, kStatus)->setForeground(QColor(0x2c, 0xa0, 0x2c));
-  table_->item(row, kStatus)->setToolTip(QString::fromStdString(describeTarget(r.target)));
-  set(kFingerprint, QString::fromStdString(r.fingerprint));
+  table_->item(row, kStatus)->setToolTip(richTextShowingPlain(untrustedBlock(describeTarget(r.target))));
+  set(kFingerprint, untrustedLine(r.fingerprint));
   set(kNode, r.node_version.empty() ? QString("not found (uploaded at launch)")
-                                    : QString::fromStdString(r.node_version) +
+                                    : untrustedLine(r.node_version) +
                                           (r.node_matches ? "" : " (differs: uploaded at launch)"));
   set(kCpus, QString::number(r.cpus));
   set(kMemory, formatBytes(static_cast<double>(r.memory_bytes)));
   QStringList gpus;
   for (const auto& gpu : r.gpus)
     gpus << QString("%1 (%2 GiB)")
-                .arg(QString::fromStdString(gpu.name))
+                .arg(untrustedLine(gpu.name))
                 .arg(gpu.memory_mib / 1024.0, 0, 'f', 0);
   set(kGpus, gpus.isEmpty() ? QString("none") : gpus.join(", "));
 }

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <set>
 
+#include "core/bounded_file.h"
 #include "data/memory_estimate.h"
 #include "data/schedule_gantt.h"
 #include "models/format.h"
@@ -225,6 +226,7 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   json_->setFont(QFont("monospace", font().pointSize() - 1));
   right_layout->addWidget(json_, 3);
   json_error_ = new QLabel();
+  json_error_->setTextFormat(Qt::PlainText);  // quotes the text typed or pasted
   json_error_->setObjectName("jsonError");
   json_error_->setStyleSheet("color: #b3261e;");
   json_error_->setWordWrap(true);
@@ -452,7 +454,21 @@ bool JobEditor::loadFile(const QString& path) {
     file_error_ = QString("cannot read %1: %2").arg(path, file.errorString());
     return false;
   }
-  auto parsed = nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
+  // Bounded before it is read or parsed: a device, a FIFO, a huge or deeply nested file is refused.
+  if (file.isSequential() || file.size() > static_cast<qint64>(kMaxSpecBytes)) {
+    file_error_ = QString("%1: %2, not a job spec of at most %3")
+                      .arg(path,
+                           file.isSequential() ? QString("not a regular file")
+                                               : QString("%1 bytes").arg(file.size()),
+                           QString::fromStdString(describeBytes(kMaxSpecBytes)));
+    return false;
+  }
+  const std::string text = file.readAll().toStdString();
+  if (const std::optional<SpecProblem> problem = checkSpecText(text)) {
+    file_error_ = QString("%1: %2").arg(path, QString::fromStdString(problem->message));
+    return false;
+  }
+  auto parsed = nlohmann::json::parse(text, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     file_error_ = QString("%1 is not a JSON object").arg(path);
     return false;
@@ -539,8 +555,16 @@ void JobEditor::hostsEdited() {
 void JobEditor::jsonEdited() {
   if (updating_) return;
   nlohmann::json parsed;
+  const std::string text = json_->toPlainText().toStdString();
+  if (const std::optional<SpecProblem> problem = checkSpecText(text);
+      problem && !problem->message.starts_with("invalid JSON")) {
+    json_error_->setText(QString::fromStdString(problem->message));
+    launch_->setEnabled(false);
+    showLaunchStatus({"the JSON text is beyond what a job spec may be (see under it)"});
+    return;
+  }
   try {
-    parsed = nlohmann::json::parse(json_->toPlainText().toStdString());
+    parsed = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     json_error_->setText(QString("JSON: %1").arg(e.what()));
     launch_->setEnabled(false);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "db/database.h"
+#include "models/untrusted_text.h"
 #include "widgets/gantt_chart.h"
 
 namespace ringmaster::ui {
@@ -56,8 +57,7 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
       try {
         plan_ = plannedSchedule(*parsed.spec);
       } catch (const Error& e) {
-        planned_title_->setText(
-            QString("<b>Planned</b>: %1").arg(QString::fromStdString(e.message())));
+        planned_title_->setText(QString("<b>Planned</b>: %1").arg(untrustedHtml(e.message())));
       }
     }
     planned_->setData(plan_ ? plan_->gantt : GanttData{});

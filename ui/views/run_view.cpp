@@ -39,6 +39,7 @@
 #include "models/format.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
+#include "models/untrusted_text.h"
 #include "views/pipeline_view.h"
 #include "views/table_copy.h"
 #include "widgets/heat_map.h"
@@ -109,12 +110,14 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   auto* header = new QVBoxLayout();
   auto* first_line = new QHBoxLayout();
   title_ = new QLabel();
+  title_->setTextFormat(Qt::RichText);  // its untrusted parts are escaped
   title_->setObjectName("runTitle");
   QFont title_font = title_->font();
   title_font.setPointSizeF(title_font.pointSizeF() * 1.3);
   title_font.setBold(true);
   title_->setFont(title_font);
   status_ = new QLabel();
+  status_->setTextFormat(Qt::PlainText);
   status_->setObjectName("runStatus");
   progress_ = new QProgressBar();
   progress_->setObjectName("runProgress");
@@ -142,6 +145,7 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   header->addWidget(figures_);
   layout->addLayout(header);
   root_cause_ = new QLabel();
+  root_cause_->setTextFormat(Qt::RichText);  // its untrusted parts are escaped
   root_cause_->setObjectName("rootCause");
   root_cause_->setWordWrap(true);
   root_cause_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -336,6 +340,7 @@ QWidget* RunView::buildCommTab() {
       "<b>Flight recorder</b>: no dump (dumps arrive when a collective "
       "fails or times out)");
   flight_summary_->setObjectName("flightSummary");
+  flight_summary_->setTextFormat(Qt::RichText);  // its op names are escaped
   flight_summary_->setWordWrap(true);
   recorder_layout->addWidget(flight_summary_);
   flight_recorder_ = new QTableWidget(0, 4);
@@ -519,11 +524,11 @@ void RunView::apply(RunSnapshot snapshot) {
 void RunView::applyHeader(const RunSnapshot& s) {
   title_->setText(QString("Run %1 · %2 · %3 · %4 rank%5")
                       .arg(s.run.id)
-                      .arg(QString::fromStdString(s.run.name).toHtmlEscaped())
-                      .arg(QString::fromStdString(s.run.strategy))
+                      .arg(untrustedLine(s.run.name).toHtmlEscaped())
+                      .arg(untrustedLine(s.run.strategy).toHtmlEscaped())
                       .arg(s.run.world_size)
                       .arg(s.run.world_size == 1 ? "" : "s"));
-  status_->setText(QString::fromStdString(s.run.status));
+  status_->setText(untrustedLine(s.run.status));
   status_->setStyleSheet(QString("QLabel { color: white; background: %1; border-radius: 8px; "
                                  "padding: 2px 10px; font-weight: bold; }")
                              .arg(statusColor(s.run.status).name()));
@@ -557,10 +562,10 @@ void RunView::applyHeader(const RunSnapshot& s) {
     if (s.run.error_rank) where += QString("rank %1").arg(*s.run.error_rank);
     if (s.run.error_host)
       where += (where.isEmpty() ? "" : " on ") +
-               QString("host %1").arg(QString::fromStdString(*s.run.error_host));
+               QString("host %1").arg(untrustedLine(*s.run.error_host));
     root_cause_->setText(QString("<b>Root cause</b>%1: %2")
                              .arg(where.isEmpty() ? "" : " (" + where.toHtmlEscaped() + ")")
-                             .arg(QString::fromStdString(*s.run.error).toHtmlEscaped()));
+                             .arg(untrustedHtml(*s.run.error)));
     root_cause_->show();
   } else {
     root_cause_->hide();
@@ -586,7 +591,7 @@ void RunView::applyCharts(const RunSnapshot& s) {
     if (metrics.empty()) {  // communication time by op: one line per op
       int colour = 0;
       for (const auto& op : s.comm_by_op.ops) {
-        ChartLine line{QString::fromStdString(op.op), rankColor(colour++), {}, {}, {}};
+        ChartLine line{untrustedLine(op.op), rankColor(colour++), {}, {}, {}};
         line.steps_per_point = s.comm_by_op.bucket_width;
         for (const auto& bucket : op.buckets)
           line.centre.append(
@@ -667,12 +672,12 @@ void RunView::applyFlightRecorder(const RunSnapshot& s) {
     for (const auto& e : entries) {
       const int64_t seq = e.value("seq", int64_t{0});
       const QString name =
-          QString("%1 #%2").arg(QString::fromStdString(e.value("op", std::string("?")))).arg(seq);
+          QString("%1 #%2").arg(untrustedLine(e.value("op", std::string("?")))).arg(seq);
       const std::string st = e.value("state", std::string());
       if (st == "completed")
         state.completed = name;
       else
-        in_flight << QString("%1 (%2)").arg(name, QString::fromStdString(st));
+        in_flight << QString("%1 (%2)").arg(name, untrustedLine(st));
       if (e.contains("peer")) continue;  // point-to-point: not a collective every rank reaches
       state.furthest = std::max(state.furthest, seq);
       if (seq > furthest) {
@@ -692,7 +697,7 @@ void RunView::applyFlightRecorder(const RunSnapshot& s) {
               "it: %4")
           .arg(s.dumps.size())
           .arg(s.dumps.size() == 1 ? "" : "s")
-          .arg(furthest_name.isEmpty() ? "none" : furthest_name)
+          .arg(furthest_name.isEmpty() ? "none" : furthest_name.toHtmlEscaped())
           .arg(missing.isEmpty() ? "none" : missing.join(", ")));
   for (const auto& [rank, state] : states) {
     const int row = flight_recorder_->rowCount();
@@ -719,8 +724,8 @@ void RunView::applyLogs() {
                              .arg(QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(line.t * 1000))
                                       .toString("hh:mm:ss.zzz"))
                              .arg(who, -8)
-                             .arg(QString::fromStdString(line.level))
-                             .arg(QString::fromStdString(line.message));
+                             .arg(untrustedLine(line.level))
+                             .arg(untrustedLine(line.message));
     if (!filter.isEmpty() && !text.contains(filter, Qt::CaseInsensitive)) continue;
     if (first_error < 0 && line.level == "error") first_error = static_cast<int>(lines.size());
     lines << text;
