@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   agent
       ->add_option("--master", agent_args.master,
                    "HOST:PORT of the rendezvous store, hosted by node 0's agent (port 0 there: "
-                   "a free one)")
+                   "the spec's launch.master_port, else a free one)")
       ->default_val("127.0.0.1:0");
   agent
       ->add_option("--grace", agent_args.grace_s,

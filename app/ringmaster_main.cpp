@@ -2,8 +2,10 @@
 // locally and records it, `runs` / `show` / `compare` read the run database, `export` writes a run
 // as CSV or as a Perfetto trace. Errors become exit codes here and nowhere else (docs/errors.md).
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -20,6 +22,7 @@
 #include "cli/run_command.h"
 #include "core/error.h"
 #include "db/database.h"
+#include "db/files.h"
 #include "exit_codes.h"
 #include "export/run_export.h"
 #include "recorder/recorder.h"
@@ -39,7 +42,8 @@ int ringmasterExitCodeFor(ErrorKind kind) {
 
 // Opens the database for a reading command; runs whose recorder died become `interrupted`. A
 // reading command never creates a database: a path with no file is a clear error, so that a
-// mistyped --db is not taken for an empty history.
+// mistyped --db is not taken for an empty history. A database that cannot be written here (a
+// read-only file system, no write permission) is opened read-only and read as it is.
 std::unique_ptr<storage::Database> openDatabase(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
@@ -48,9 +52,24 @@ std::unique_ptr<storage::Database> openDatabase(const std::string& path) {
                          "creates it; --db names another)",
                          path));
   }
+  if (storage::whyNotWritable(path))
+    return std::make_unique<storage::Database>(path, storage::DatabaseOptions{.read_only = true});
   auto db = std::make_unique<storage::Database>(path);
   storage::reconcileInterruptedRuns(*db);
   return db;
+}
+
+// What a command printed on stdout must reach it: a full disk behind stdout
+// (`ringmaster runs --json > /dev/full`) is an error, not a silent exit 0. A reader that stopped
+// reading (`| head -1`) is not.
+int checkStdout(int code) {
+  errno = 0;
+  if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return code;
+  const int error = errno;
+  if (error == EPIPE) return code;
+  fmt::print(stderr, "error: writing the standard output failed: {}\n",
+             error != 0 ? std::strerror(error) : "a write was refused");
+  return code == kExitOk ? kExitFailed : code;
 }
 
 // With --json an error is also one JSON document on stdout, {"error": {"kind", "message",
@@ -261,8 +280,8 @@ int main(int argc, char** argv) {
     }
     return kExitUsage;
   };
-  if (!json_errors) return runReportingErrors(command, ringmasterExitCodeFor);
-  return runReportingErrors(
+  if (!json_errors) return checkStdout(runReportingErrors(command, ringmasterExitCodeFor));
+  return checkStdout(runReportingErrors(
       [&]() -> int {
         try {
           return command();
@@ -274,5 +293,5 @@ int main(int argc, char** argv) {
           throw;
         }
       },
-      ringmasterExitCodeFor);
+      ringmasterExitCodeFor));
 }

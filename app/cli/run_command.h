@@ -34,9 +34,10 @@ struct RunCommandOptions {
 // an unusable database or a missing ringmaster-node.
 int runCommand(const RunCommandOptions& options);
 
-// A run's own directory for the files it writes, beside the database: DB_DIR/runs/run-ID. A
-// local run's relative checkpoint.dir is taken from there (docs/spec.md), never from the working
-// directory.
+// A run's own directory for the files it writes (its spec.json, a local run's relative
+// checkpoint.dir: docs/spec.md), beside the database and named after it:
+// DB_DIR/DB_FILE-runs/run-ID, so that two databases in one directory never share one. Created
+// owner-only by the run, which refuses one left by an earlier database of the same name.
 std::filesystem::path runDirectory(const std::string& db_path, int64_t run_id);
 
 // Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,

@@ -160,7 +160,9 @@ void Agent::startStore() {
   if (options_.node_rank != 0) return;
   TcpStoreOptions store;
   store.host = options_.master_addr;
-  store.port = options_.master_port;
+  // A port given on the command line (--master) wins; else the spec's launch.master_port, whose
+  // 0 lets the system pick a free one.
+  store.port = options_.master_port != 0 ? options_.master_port : options_.spec.launch.master_port;
   store.is_server = true;
   store.timeout =
       std::chrono::milliseconds(static_cast<int64_t>(options_.spec.launch.timeout_s * 1000));

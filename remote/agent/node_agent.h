@@ -17,7 +17,8 @@ struct AgentOptions {
   int node_rank = 0;  // this host's index in spec.launch.hosts
   int nnodes = 1;     // must equal spec.launch.hosts.size()
   // Rank 0's rendezvous store: MASTER_ADDR / MASTER_PORT of the workers. Node 0's agent hosts it
-  // (TORCHELASTIC_USE_AGENT_STORE), so it outlives any worker; port 0 there picks a free port.
+  // (TORCHELASTIC_USE_AGENT_STORE), so it outlives any worker; port 0 there takes the spec's
+  // launch.master_port, whose 0 picks a free port.
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
   // How a worker is started: `worker_command` then RANK etc. in its environment.

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -14,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "db/files.h"
 #include "db/statement.h"
 #include "query/runs.h"
 
@@ -24,39 +24,36 @@ using nlohmann::json;
 
 namespace {
 
-std::ofstream openForWriting(const fs::path& path) {
-  std::ofstream out(path);
-  if (!out) RM_THROW(kIo, fmt::format("cannot write {}", path.string()));
-  return out;
-}
 
 // Writes every row of `sql` (parameter 1: the run id) with a header of its column names.
 void writeCsv(const Database& db, int64_t run_id, const std::string& sql, const fs::path& path) {
-  std::ofstream out = openForWriting(path);
+  OutputFile out(path);
   Statement select(db, sql);
   select.bind(1, run_id);
   const int columns = select.columnCount();
-  for (int c = 0; c < columns; ++c) out << (c ? "," : "") << csvField(select.columnName(c));
-  out << '\n';
+  std::string row;
+  for (int c = 0; c < columns; ++c) row += (c ? "," : "") + csvField(select.columnName(c));
+  out.write(row + '\n');
   while (select.run()) {
+    row.clear();
     for (int c = 0; c < columns; ++c) {
-      if (c) out << ',';
+      if (c) row += ',';
       switch (select.columnType(c)) {
         case SQLITE_NULL:
           break;
         case SQLITE_INTEGER:
-          out << select.columnInt(c);
+          row += std::to_string(select.columnInt(c));
           break;
         case SQLITE_FLOAT:
-          out << fmt::format("{}", select.columnDouble(c));
+          row += fmt::format("{}", select.columnDouble(c));
           break;
         default:
-          out << csvField(select.columnText(c));
+          row += csvField(select.columnText(c));
       }
     }
-    out << '\n';
+    out.write(row + '\n');
   }
-  if (!out) RM_THROW(kIo, fmt::format("writing {} failed", path.string()));
+  out.close();
 }
 
 }  // namespace
@@ -74,26 +71,25 @@ std::string csvField(const std::string& text) {
 std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
                                       const std::string& directory) {
   const RunRecord run = loadRun(db, run_id);
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) RM_THROW(kIo, fmt::format("cannot create {}: {}", directory, error.message()));
+  createDirectories(directory);
   std::vector<std::string> written;
   {
     const fs::path path = fs::path(directory) / "run.json";
-    std::ofstream out = openForWriting(path);
+    OutputFile out(path);
     json spec = json::parse(run.spec_json, nullptr, false);
-    out << json{{"id", run.id},
-                {"name", run.name},
-                {"strategy", run.strategy},
-                {"world_size", run.world_size},
-                {"status", run.status},
-                {"created_at", run.created_at},
-                {"started_at", run.started_at ? json(*run.started_at) : json(nullptr)},
-                {"ended_at", run.ended_at ? json(*run.ended_at) : json(nullptr)},
-                {"error", run.error ? json(*run.error) : json(nullptr)},
-                {"spec", spec.is_discarded() ? json(run.spec_json) : spec}}
-               .dump(2)
-        << '\n';
+    out.write(json{{"id", run.id},
+                   {"name", run.name},
+                   {"strategy", run.strategy},
+                   {"world_size", run.world_size},
+                   {"status", run.status},
+                   {"created_at", run.created_at},
+                   {"started_at", run.started_at ? json(*run.started_at) : json(nullptr)},
+                   {"ended_at", run.ended_at ? json(*run.ended_at) : json(nullptr)},
+                   {"error", run.error ? json(*run.error) : json(nullptr)},
+                   {"spec", spec.is_discarded() ? json(run.spec_json) : spec}}
+                  .dump(2) +
+              '\n');
+    out.close();
     written.push_back(path.string());
   }
   const std::pair<const char*, const char*> tables[] = {
@@ -292,14 +288,13 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
       }
     }
   }
-  std::ofstream out(path);
-  if (!out) RM_THROW(kIo, fmt::format("cannot write {}", path));
-  out << json{{"traceEvents", std::move(events)},
-              {"displayTimeUnit", "ms"},
-              {"otherData", {{"run", run.id}, {"name", run.name}, {"strategy", run.strategy}}}}
-             .dump()
-      << '\n';
-  if (!out) RM_THROW(kIo, fmt::format("writing {} failed", path));
+  OutputFile out(path);
+  out.write(json{{"traceEvents", std::move(events)},
+                 {"displayTimeUnit", "ms"},
+                 {"otherData", {{"run", run.id}, {"name", run.name}, {"strategy", run.strategy}}}}
+                .dump() +
+            '\n');
+  out.close();
   return count;
 }
 

@@ -255,7 +255,7 @@ TEST_F(FirstHourCli, CheckpointsGoUnderTheRunsOwnDirectoryAndResumeFindsThem) {
       run({"train.steps=4", "checkpoint.every_steps=2", "telemetry.every_steps=1"});
   ASSERT_TRUE(first.status.ok()) << first.status.describe() << first.err;
   EXPECT_TRUE(fs::is_empty(work)) << "the run wrote into the working directory";
-  const fs::path own = dir_ / "db" / "runs" / "run-1" / "checkpoints" / "fsdp_mlp";
+  const fs::path own = dir_ / "db" / "runs.db-runs" / "run-1" / "checkpoints" / "fsdp_mlp";
   EXPECT_NE(first.err.find("checkpoints in " + own.string()), std::string::npos) << first.err;
   EXPECT_TRUE(fs::is_directory(own / "rank_0_of_4" / "step_00000002")) << own;
   EXPECT_TRUE(fs::is_directory(own / "rank_3_of_4" / "step_00000004")) << own;

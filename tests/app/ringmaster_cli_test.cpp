@@ -2,9 +2,13 @@
 // against the database, the reports and exports, Ctrl-C, SIGKILL at random points, and a locked
 // and a full database. Every process is started by PID and reaped; worker processes are found
 // through their spec path in /proc to prove none is left behind.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,8 +17,10 @@
 #include <map>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -89,13 +95,14 @@ class RingmasterCli : public storage::testing::StorageTest {
     EXPECT_TRUE(status.ok()) << process.err();
     return json::parse(process.out());
   }
-  // PIDs of processes (other than the test) whose command line mentions this test's directory:
-  // the agent and workers read their spec from there.
+  // PIDs of processes (other than the test) whose command line names a run directory of this
+  // test's databases: the agent and workers read their spec from there.
   std::vector<pid_t> processesOfThisTest() const {
     std::vector<pid_t> found;
     for (const pid_t pid : testing::processIds()) {
       const std::string text = testing::readProcFile(pid, "cmdline");
-      if (pid != getpid() && text.find(dir_.string() + "/specs") != std::string::npos)
+      if (pid != getpid() && text.find(dir_.string() + "/") != std::string::npos &&
+          text.find("-runs/run-") != std::string::npos)
         found.push_back(pid);
     }
     return found;
@@ -453,6 +460,249 @@ TEST_F(RingmasterCli, AFullDatabaseStopsTheRunWithAClearErrorAndNoCorruption) {
   const json runs = jsonOf({"runs"});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_TRUE(runs[0]["status"] == "failed" || runs[0]["status"] == "interrupted") << runs.dump();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 16: files a run owns, master_port, checked writes, read-only and owner-only databases.
+
+// Waits (bounded) until the database at `path` holds a step, reading `run`'s output meanwhile.
+void waitForSteps(CapturedProcess& run, const std::string& path) {
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (;;) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "no step recorded in " << path;
+    run.readFor(200ms);
+    if (fs::exists(path) && queryInt(storage::Database(path), "SELECT count(*) FROM steps") > 0)
+      return;
+  }
+}
+
+// The --spec argument of the agent started by the process `launcher`.
+std::string agentSpecOf(pid_t launcher) {
+  for (const pid_t pid : testing::processIds()) {
+    const std::string stat = testing::readProcFile(pid, "stat");
+    const size_t end = stat.rfind(')');
+    if (end == std::string::npos) continue;
+    std::istringstream fields(stat.substr(end + 2));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent != launcher) continue;
+    std::vector<std::string> argv;
+    std::istringstream cmdline(testing::readProcFile(pid, "cmdline"));
+    for (std::string arg; std::getline(cmdline, arg, '\0');) argv.push_back(arg);
+    for (size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == "--spec" && i > 0 && argv[1] == "agent") return argv[i + 1];
+  }
+  return "";
+}
+
+// A port nothing listens on now.
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+mode_t modeOf(const fs::path& path) {
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0) << path;
+  return info.st_mode & 0777;
+}
+
+// Finding 2: two databases in one directory both number their first run 1; their runs shared
+// DIR/specs/run-1.json, and a 1-rank run recorded the other's 4-rank training.
+TEST_F(RingmasterCli, TwoDatabasesInOneDirectoryRunTogetherEachRecordingItsOwnTraining) {
+  const std::string single_db = (dir_ / "single.db").string(), ddp_db = (dir_ / "ddp.db").string();
+  const std::vector<std::string> long_run = {
+      "--set", "train.steps=100000", "--set", "telemetry.every_steps=1", "--grace", "2", "-q"};
+  std::vector<std::string> single_args = {"--db", single_db, "run", example("single_mlp")};
+  std::vector<std::string> ddp_args = {"--db", ddp_db, "run", example("ddp_mlp")};
+  single_args.insert(single_args.end(), long_run.begin(), long_run.end());
+  ddp_args.insert(ddp_args.end(), long_run.begin(), long_run.end());
+  CapturedProcess single(kRingmaster, single_args), ddp(kRingmaster, ddp_args);
+  waitForSteps(single, single_db);
+  waitForSteps(ddp, ddp_db);
+
+  // Each run's agent reads a spec file of its own, holding its own job.
+  const std::string single_spec = agentSpecOf(single.pid()), ddp_spec = agentSpecOf(ddp.pid());
+  ASSERT_FALSE(single_spec.empty());
+  ASSERT_FALSE(ddp_spec.empty());
+  EXPECT_NE(single_spec, ddp_spec) << "both runs read one spec file";
+  const auto strategyIn = [](const std::string& path) {
+    std::ifstream in(path);
+    return json::parse(in)["strategy"]["kind"].get<std::string>();
+  };
+  EXPECT_EQ(strategyIn(single_spec), "single");
+  EXPECT_EQ(strategyIn(ddp_spec), "ddp");
+
+  single.signal(SIGINT);
+  ddp.signal(SIGINT);
+  EXPECT_TRUE(exitedWith(single.wait(60s), 130)) << single.err();
+  EXPECT_TRUE(exitedWith(ddp.wait(60s), 130)) << ddp.err();
+  EXPECT_TRUE(noProcessesLeft());
+  for (const auto& [path, ranks, strategy] :
+       {std::tuple{single_db, 1, "single"}, std::tuple{ddp_db, 4, "ddp"}}) {
+    SCOPED_TRACE(path);
+    storage::Database db(path);
+    EXPECT_EQ(queryText(db, "SELECT strategy FROM runs WHERE id = 1"), strategy);
+    EXPECT_EQ(queryInt(db, "SELECT count(*) FROM ranks WHERE run_id = 1"), ranks);
+    EXPECT_EQ(queryInt(db, "SELECT max(rank) FROM steps WHERE run_id = 1"), ranks - 1);
+  }
+}
+
+// Finding 2: a run directory left by an earlier database of the same name is not reused.
+TEST_F(RingmasterCli, ARunDirectoryLeftByAnEarlierDatabaseIsRefusedNotShared) {
+  fs::create_directories(dir_ / "runs.db-runs" / "run-1");
+  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=2"}));
+  EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
+  EXPECT_NE(run.err().find((dir_ / "runs.db-runs" / "run-1").string() + " already exists"),
+            std::string::npos)
+      << run.err();
+  EXPECT_TRUE(fs::is_empty(dir_ / "runs.db-runs" / "run-1"));
+  EXPECT_EQ(jsonOf({"runs"})[0]["status"], "failed");
+}
+
+// Finding 2: an agent that cannot read its spec fails the run with the file and the reason, not
+// only "the node agent ended with exit code 2".
+TEST_F(RingmasterCli, AnAgentThatCannotReadItsSpecFailsTheRunNamingTheFileAndWhy) {
+  const fs::path node = dir_ / "bin" / "ringmaster-node";
+  fs::create_directories(node.parent_path());
+  {
+    std::ofstream script(node);
+    script << "#!/bin/sh\n# agent --spec PATH ...: the spec is gone when the agent reads it\n"
+           << "rm -f \"$3\"\nexec '" << RINGMASTER_BINARY_DIR << "/app/ringmaster-node' \"$@\"\n";
+  }
+  fs::permissions(node, fs::perms::owner_all);
+  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "-q"}),
+                      {{"RINGMASTER_NODE", node.string()}});
+  EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
+  const json runs = jsonOf({"runs"});
+  ASSERT_EQ(runs.size(), 1u);
+  const std::string error = runs[0]["error"].get<std::string>();
+  EXPECT_NE(error.find("the node agent ended with exit code"), std::string::npos) << error;
+  EXPECT_NE(error.find((dir_ / "runs.db-runs" / "run-1" / "spec.json").string() +
+                       ": cannot open: No such file or directory"),
+            std::string::npos)
+      << error;
+}
+
+// Finding 7: launch.master_port is where rank 0's store listens, and a port in use is an error
+// naming it.
+TEST_F(RingmasterCli, LaunchMasterPortIsWhereTheRanksRendezvous) {
+  const int port = freePort();
+  CapturedProcess run(kRingmaster,
+                      args({"run", example("ddp_mlp"), "--set", "train.steps=3", "--set",
+                            fmt::format("launch.master_port={}", port), "-v"}));
+  ASSERT_TRUE(run.wait(120s).ok()) << run.err();
+  EXPECT_NE(run.err().find(fmt::format("rendezvous store on 127.0.0.1:{}\n", port)),
+            std::string::npos)
+      << run.err();
+
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(freePort()));
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  CapturedProcess refused(
+      kRingmaster, args({"run", example("ddp_mlp"), "--set", "train.steps=3", "--set",
+                         fmt::format("launch.master_port={}", ntohs(address.sin_port)), "-q"}));
+  EXPECT_TRUE(exitedWith(refused.wait(60s), 1)) << refused.err();
+  ::close(taken);
+  const json runs = jsonOf({"runs"});
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_NE(runs[0]["error"].get<std::string>().find(fmt::format(
+                "cannot listen on 127.0.0.1:{}: Address already in use", ntohs(address.sin_port))),
+            std::string::npos)
+      << runs[0].dump();
+  EXPECT_TRUE(noProcessesLeft());
+}
+
+// Finding 8: a telemetry copy, an export or stdout on a full device is an error naming it.
+TEST_F(RingmasterCli, WritesToAFullDeviceFailNamingTheFileAndTheReason) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
+  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=20",
+                                         "--save-telemetry", "/dev/full", "-q"}));
+  EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
+  EXPECT_NE(run.err().find("writing /dev/full failed: No space left on device"), std::string::npos)
+      << run.err();
+  EXPECT_EQ(jsonOf({"runs"})[0]["status"], "failed");
+
+  CapturedProcess trace(kRingmaster, args({"export", "1", "--trace", "/dev/full"}));
+  EXPECT_TRUE(exitedWith(trace.wait(30s), 1)) << trace.err();
+  EXPECT_NE(trace.err().find("writing /dev/full failed: No space left on device"),
+            std::string::npos)
+      << trace.err();
+
+  for (const char* command : {"runs --json", "show 1", "compare 1 1 --json"}) {
+    SCOPED_TRACE(command);
+    CapturedProcess listed("/bin/sh", {"-c", fmt::format("exec '{}' --db '{}' {} > /dev/full",
+                                                         kRingmaster, dbPath(), command)});
+    EXPECT_TRUE(exitedWith(listed.wait(30s), 1)) << listed.err();
+    EXPECT_NE(listed.err().find("No space left on device"), std::string::npos) << listed.err();
+  }
+}
+
+// Finding 9: a database on a read-only file system is listed, shown, compared and exported; a
+// run into it says read-only and names the file. The file system is a tmpfs remounted read-only
+// in a user and mount namespace of its own (chmod does not stop root).
+TEST_F(RingmasterCli, ADatabaseOnAReadOnlyFileSystemIsReadAndARunSaysReadOnly) {
+  const std::string unshare = "/usr/bin/unshare";
+  if (!fs::exists(unshare) || !CapturedProcess(unshare, {"-rm", "true"}).wait(10s).ok())
+    GTEST_SKIP() << "unshare -rm is not available or not allowed here";
+  ASSERT_TRUE(CapturedProcess(kRingmaster,
+                              args({"run", example("single_mlp"), "--set", "train.steps=5", "-q"}))
+                  .wait(60s)
+                  .ok());
+  const fs::path mounted = dir_ / "ro", out = dir_ / "out";
+  fs::create_directories(mounted);
+  fs::create_directories(out);
+  const std::string db = (mounted / "runs.db").string();
+  const std::string script = fmt::format(
+      "set -e; mount -t tmpfs none '{ro}'; cp '{src}' '{ro}/'; mount -o remount,ro '{ro}'; "
+      "R='{bin}'; "
+      "$R --db '{db}' runs --json > '{out}/runs.json'; "
+      "$R --db '{db}' show 1 --json > '{out}/show.json'; "
+      "$R --db '{db}' compare 1 1 --json > '{out}/compare.json'; "
+      "$R --db '{db}' export 1 --csv '{out}/csv' --trace '{out}/trace.json' > /dev/null; "
+      "set +e; $R --db '{db}' run '{spec}' --set train.steps=2 -q; echo \"run exit $?\"",
+      fmt::arg("ro", mounted.string()), fmt::arg("src", dbPath()), fmt::arg("bin", kRingmaster),
+      fmt::arg("db", db), fmt::arg("out", out.string()), fmt::arg("spec", example("single_mlp")));
+  CapturedProcess inside(unshare, {"-rm", "/bin/sh", "-c", script});
+  ASSERT_TRUE(inside.wait(120s).ok()) << inside.err();
+  std::ifstream runs_file(out / "runs.json"), show_file(out / "show.json");
+  const json runs = json::parse(runs_file), shown = json::parse(show_file);
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0]["status"], "completed");
+  EXPECT_EQ(shown["run"]["id"], 1) << shown.dump().substr(0, 300);
+  EXPECT_TRUE(fs::exists(out / "csv" / "ranks.csv"));
+  EXPECT_TRUE(fs::exists(out / "trace.json"));
+  EXPECT_NE(inside.out().find("run exit 1"), std::string::npos) << inside.out();
+  EXPECT_NE(inside.err().find("the run database " + db + " is read-only here"), std::string::npos)
+      << inside.err();
+  EXPECT_NE(inside.err().find("Read-only file system"), std::string::npos) << inside.err();
+}
+
+// Finding 14: the database, its run directories and the spec the workers read are owner-only.
+TEST_F(RingmasterCli, TheDatabaseRunDirectoriesAndSpecsAreOwnerOnly) {
+  CapturedProcess run("/bin/sh", {"-c", fmt::format("umask 022; exec '{}' --db '{}' run '{}' --set "
+                                                    "train.steps=2 -q --save-telemetry '{}'",
+                                                    kRingmaster, dbPath(), example("single_mlp"),
+                                                    (dir_ / "telemetry.jsonl").string())});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  EXPECT_EQ(modeOf(dir_), 0700u);
+  EXPECT_EQ(modeOf(dbPath()), 0600u);
+  EXPECT_EQ(modeOf(dir_ / "telemetry.jsonl"), 0600u);
+  EXPECT_EQ(modeOf(dir_ / "runs.db-runs"), 0700u);
+  EXPECT_EQ(modeOf(dir_ / "runs.db-runs" / "run-1"), 0700u);
+  EXPECT_EQ(modeOf(dir_ / "runs.db-runs" / "run-1" / "spec.json"), 0600u);
 }
 
 }  // namespace

@@ -641,7 +641,7 @@ class UiViewTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->summary.final_step >= 5,
                              kRunTimeoutMs);
     // Rank 2's worker: its command line names this run's spec and RANK=2 is in its environment.
-    const QString spec_path = QString("specs/run-%1.json").arg(run);
+    const QString spec_path = QString("-runs/run-%1/spec.json").arg(run);
     pid_t victim = 0;
     for (const QString& pid : QDir("/proc").entryList(QDir::Dirs)) {
       QFile cmdline("/proc/" + pid + "/cmdline"), environ("/proc/" + pid + "/environ");
