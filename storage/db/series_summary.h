@@ -30,7 +30,9 @@ struct SeriesSummary {
   }
   void merge(const SeriesSummary& other) {
     if (other.count == 0) return;
-    count += other.count;
+    // Saturating: a count read from a hand-edited database may be anything.
+    if (__builtin_add_overflow(count, other.count, &count))
+      count = std::numeric_limits<int64_t>::max();
     sum += other.sum;
     min = std::min(min, other.min);
     max = std::max(max, other.max);

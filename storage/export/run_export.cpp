@@ -24,6 +24,10 @@ using nlohmann::json;
 
 namespace {
 
+// The columns that hold unsigned 64-bit byte counts.
+bool isUnsignedColumn(const std::string& name) {
+  return name == "bytes" || name == "memory_total";
+}
 
 // Writes every row of `sql` (parameter 1: the run id) with a header of its column names.
 void writeCsv(const Database& db, int64_t run_id, const std::string& sql, const fs::path& path) {
@@ -42,7 +46,9 @@ void writeCsv(const Database& db, int64_t run_id, const std::string& sql, const 
         case SQLITE_NULL:
           break;
         case SQLITE_INTEGER:
-          row += std::to_string(select.columnInt(c));
+          // Byte counts are unsigned 64-bit, kept as their bit pattern (Statement::columnUnsigned).
+          row += isUnsignedColumn(select.columnName(c)) ? std::to_string(select.columnUnsigned(c))
+                                                        : std::to_string(select.columnInt(c));
           break;
         case SQLITE_FLOAT:
           row += fmt::format("{}", select.columnDouble(c));
@@ -246,6 +252,13 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
       slices.push_back({rank, kPipeline, ready, end, action, args});
     }
   }
+  // A slice beyond any clock (not finite, or more than 30,000 years from 1970: times of a
+  // hand-edited database or an older version's) has no place on a time axis; leaving it out keeps
+  // every time below finite and the sort by start well defined.
+  constexpr double kFarthestUs = 1e18;
+  std::erase_if(slices, [](const Slice& slice) {
+    return !(std::fabs(slice.start_us) <= kFarthestUs && std::fabs(slice.end_us) <= kFarthestUs);
+  });
   const int64_t count = static_cast<int64_t>(slices.size());
   double origin = std::numeric_limits<double>::infinity();
   for (const Slice& slice : slices) origin = std::min(origin, slice.start_us);

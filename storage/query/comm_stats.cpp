@@ -3,7 +3,9 @@
 #include "query/comm_stats.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
+#include <tuple>
 
 #include "db/statement.h"
 #include "query/series.h"
@@ -48,7 +50,7 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
   };
   while (select.run()) {
     std::string op = select.columnText(0);
-    const int64_t bytes = select.columnInt(1);
+    const uint64_t bytes = select.columnUnsigned(1);
     if (stats.empty() || stats.back().op != op || stats.back().bytes != bytes) {
       close();
       stats.push_back({.op = std::move(op), .bytes = bytes});
@@ -63,6 +65,9 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
     busbw.push_back(select.columnDouble(4));
   }
   close();
+  std::stable_sort(stats.begin(), stats.end(), [](const CommOpStats& a, const CommOpStats& b) {
+    return std::tie(a.op, a.bytes) < std::tie(b.op, b.bytes);
+  });
   return stats;
 }
 
@@ -121,6 +126,9 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
 CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step, int64_t to_step,
                           int buckets, std::optional<int> rank) {
   CommTimeByOp result;
+  // Steps below 0 are never read (only a hand-edited database holds them), so that every
+  // difference of two steps below fits an int64.
+  from_step = std::max<int64_t>(from_step, 0);
   Statement range(db,
                   "SELECT min(step), max(step) FROM comm_events WHERE run_id = ? AND step "
                   "BETWEEN ? AND ?");
@@ -128,29 +136,37 @@ CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step,
   if (!range.run() || range.isNull(0)) return result;
   const int64_t first = range.columnInt(0), last = range.columnInt(1);
   range.reset();
-  const int64_t span = last - first + 1;
+  if (first < 0 || last < first) return result;  // not integers: a hand-edited database
+  // The narrowest width for which n buckets reach `last`; unsigned, since it is 2^63 for one
+  // bucket over every step, and then reported as 2^63 - 1 with the bucket index capped at n - 1.
+  const int64_t n = std::max(buckets, 1);
+  const uint64_t width =
+      (static_cast<uint64_t>(last) - static_cast<uint64_t>(first)) / static_cast<uint64_t>(n) + 1;
   result.bucket_width =
-      std::max<int64_t>(1, (span + std::max(buckets, 1) - 1) / std::max(buckets, 1));
+      static_cast<int64_t>(std::min<uint64_t>(width, std::numeric_limits<int64_t>::max()));
   // The (rank, step) pairs of each bucket, whatever the op: an op that runs once in a while
   // (a broadcast at the start) counts as the small share of every step it is.
   std::map<int64_t, double> rank_steps;
-  Statement pairs(db,
-                  "SELECT (step - ?1) / ?2 AS bucket, count(DISTINCT rank * 4294967296 + step) "
-                  "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
-                  "AND (?6 IS NULL OR rank = ?6) GROUP BY bucket");
+  Statement pairs(
+      db,
+      "SELECT min((step - ?1) / ?2, ?7) AS bucket, count(DISTINCT rank * 4294967296 + step) "
+      "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
+      "AND (?6 IS NULL OR rank = ?6) GROUP BY bucket");
   Statement totals(db,
-                   "SELECT op, (step - ?1) / ?2 AS bucket, "
+                   "SELECT op, min((step - ?1) / ?2, ?7) AS bucket, "
                    "sum(max(duration_ms - coalesce(wait_ms, 0), 0)) FROM comm_events "
                    "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6) "
                    "GROUP BY op, bucket ORDER BY op, bucket");
   for (Statement* statement : {&pairs, &totals}) {
     statement->bind(1, first).bind(2, result.bucket_width).bind(3, run_id).bind(4, first);
     statement->bind(5, last).bind(6, rank ? std::optional<int64_t>(*rank) : std::nullopt);
+    statement->bind(7, n - 1);
   }
   while (pairs.run()) rank_steps[pairs.columnInt(0)] = static_cast<double>(pairs.columnInt(1));
   while (totals.run()) {
     const std::string op = totals.columnText(0);
     if (result.ops.empty() || result.ops.back().op != op) result.ops.push_back({op, {}});
+    // 0 <= bucket < n and bucket * bucket_width <= step - first: the start is a step of the run.
     const int64_t bucket = totals.columnInt(1);
     result.ops.back().buckets.push_back(
         {first + bucket * result.bucket_width,

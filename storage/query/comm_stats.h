@@ -13,9 +13,9 @@
 namespace ringmaster::storage {
 
 struct CommOpStats {
-  std::string op;     // "all_reduce", ...
-  int64_t bytes = 0;  // message size, as nccl-tests counts it
-  int64_t count = 0;  // operations over all ranks
+  std::string op;      // "all_reduce", ...
+  uint64_t bytes = 0;  // message size, as nccl-tests counts it
+  int64_t count = 0;   // operations over all ranks
   // Transfer time: each op's duration less the time it waited for a peer where that was measured
   // (a receive posted before its sender launched spends most of its duration waiting).
   double total_ms = 0;
@@ -23,7 +23,8 @@ struct CommOpStats {
   std::optional<double> wait_ms;          // total wait for peers, where measured
   double algbw_gbps = 0, busbw_gbps = 0;  // medians, GB/s
 };
-// By op, then size.
+// By op, then size (sizes above 2^63 - 1, kept in SQLite's signed integer, sort last as they
+// should).
 std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id);
 
 struct RankCommStats {
@@ -50,8 +51,8 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);
 
 // Time spent transferring in each operation per step (waits for peers left out), over a step
 // range reduced to at most `buckets` buckets of `bucket_width` steps: per bucket, the mean over
-// ranks and steps of the milliseconds a rank spent in that op during a step (one rank's when `rank` is given). Events without a step are
-// left out.
+// ranks and steps of the milliseconds a rank spent in that op during a step (one rank's when `rank`
+// is given). Events without a step are left out.
 struct OpTimeBucket {
   int64_t start = 0;
   double ms_per_step = 0;

@@ -79,7 +79,7 @@ std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id) {
                                .device_name = select.columnText(4),
                                .version = select.columnText(5),
                                .pid = select.columnInt(6),
-                               .memory_total = select.columnInt(7),
+                               .memory_total = select.columnUnsigned(7),
                                .status = select.optionalText(8)});
   }
   return ranks;

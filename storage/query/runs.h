@@ -45,7 +45,7 @@ struct RankRecord {
   int attempt = 0;
   std::string host, device, device_name, version;
   int64_t pid = 0;
-  int64_t memory_total = 0;
+  uint64_t memory_total = 0;          // bytes
   std::optional<std::string> status;  // from its done event
 };
 // The ranks of the run's latest attempt, by rank.

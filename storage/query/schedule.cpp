@@ -8,6 +8,18 @@
 
 namespace ringmaster::storage {
 
+namespace {
+
+// A time of an action as the telemetry protocol bounds it (kMaxStep, docs/telemetry.md), within
+// [-2^53, 2^53] microseconds, so that every difference of two fits an int64 whatever a
+// hand-edited row (or an older version's) holds.
+int64_t actionTime(const Statement& row, int column) {
+  constexpr int64_t kBound = int64_t{1} << 53;
+  return std::clamp(row.columnInt(column), -kBound, kBound);
+}
+
+}  // namespace
+
 std::vector<int64_t> scheduledSteps(const Database& db, int64_t run_id) {
   Statement select(db, "SELECT DISTINCT step FROM sched_events WHERE run_id = ? ORDER BY step");
   select.bind(1, run_id);
@@ -31,10 +43,10 @@ std::optional<StepSchedule> loadStepSchedule(const Database& db, int64_t run_id,
                            .virtual_stage = static_cast<int>(select.columnInt(2)),
                            .micro_batch = static_cast<int>(select.columnInt(3)),
                            .phase = phase.empty() ? '?' : phase[0],
-                           .start_us = select.columnInt(5),
-                           .ready_us = select.columnInt(6),
-                           .end_us = select.columnInt(7),
-                           .transfer_us = select.columnInt(8)};
+                           .start_us = actionTime(select, 5),
+                           .ready_us = actionTime(select, 6),
+                           .end_us = actionTime(select, 7),
+                           .transfer_us = actionTime(select, 8)};
     // A row written by hand may hold times outside the action: keep them inside.
     action.end_us = std::max(action.end_us, action.start_us);
     action.ready_us = std::clamp(action.ready_us, action.start_us, action.end_us);

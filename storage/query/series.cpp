@@ -1,5 +1,8 @@
 // Series reduction: a bucket grid aligned to the rollup width it reads, the partial rollup buckets
 // at either end of the range read as points, and everything merged with SeriesSummary::merge.
+// The grid's arithmetic is unsigned over the steps [0, 2^63 - 1], so no step a database holds, nor
+// any range asked for, can overflow it; negative steps (only a hand-edited database has them) are
+// left out.
 #include "query/series.h"
 
 #include <algorithm>
@@ -45,6 +48,8 @@ struct Extent {
   bool empty() const { return last < first; }
 };
 
+constexpr int64_t kLastStep = std::numeric_limits<int64_t>::max();
+
 // The first and last step of a rank's series, from its narrowest rollups (written in the same
 // transaction as the points): two index seeks whichever table holds the points.
 Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int rank) {
@@ -55,39 +60,46 @@ Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int ran
                    "AND rank = ?3 AND width = ?4 ORDER BY bucket DESC LIMIT 1)");
   select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, kRollupWidths[0]);
   Extent extent;
-  if (select.run() && !select.isNull(0)) extent = {select.columnInt(0), select.columnInt(1)};
+  if (select.run() && !select.isNull(0) && !select.isNull(1))
+    extent = {std::max<int64_t>(0, select.columnInt(0)), select.columnInt(1)};
   select.reset();
   return extent;
 }
 
-// Buckets [base + i * width, base + (i + 1) * width) for i < count, covering [first, last]. When
-// rollup_width > 0 the width is a multiple of it and the base aligned to it, so every rollup
-// bucket falls inside one grid bucket.
+// Buckets [base + i * width, base + (i + 1) * width) for i < count, covering [first, last], with
+// 0 <= base <= first <= last <= 2^63 - 1. When rollup_width > 0 the width is a multiple of it and
+// the base aligned to it, so every rollup bucket falls inside one grid bucket. Unsigned: a width
+// may be 2^63 (one bucket over every step).
 struct Grid {
   int64_t first = 0, last = 0;  // the steps to read
-  int64_t base = 0, width = 1, count = 0;
-  int64_t rollup_width = 0;  // 0: read points only
+  uint64_t base = 0, width = 1, count = 0;
+  uint64_t rollup_width = 0;  // 0: read points only
 
-  int64_t indexOf(int64_t step) const { return (step - base) / width; }
+  // The bucket of a step, or nullopt when the step is outside the grid (a row a hand-edited
+  // database holds that contradicts the query that found it).
+  std::optional<size_t> indexOf(int64_t step) const {
+    if (step < first || step > last) return std::nullopt;
+    const uint64_t index = (static_cast<uint64_t>(step) - base) / width;
+    return index < count ? std::optional<size_t>(index) : std::nullopt;
+  }
+  // The first step of bucket i (i < count), which is at most `last`.
+  int64_t startOf(size_t i) const { return static_cast<int64_t>(base + i * width); }
 };
 
+// 0 <= first <= last.
 Grid makeGrid(int64_t first, int64_t last, int buckets) {
   Grid grid{.first = first, .last = last};
-  const int64_t n = std::max(1, buckets);
-  const int64_t span = last - first + 1;
-  const int64_t wanted = (span + n - 1) / n;
+  const uint64_t n = static_cast<uint64_t>(std::max(1, buckets));
+  const uint64_t span_less_one = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+  const uint64_t wanted = span_less_one / n + 1;  // >= ceil(span / n), no overflow
   for (int64_t width : kRollupWidths)
-    if (width <= wanted) grid.rollup_width = width;
-  if (grid.rollup_width == 0) {
-    grid.base = first;
-    grid.width = wanted;
-  } else {
-    const int64_t w = grid.rollup_width;
-    grid.base = first / w * w;
-    grid.width = (wanted + w - 1) / w * w;
-    while ((last - grid.base) / grid.width + 1 > n) grid.width += w;
-  }
-  grid.count = (last - grid.base) / grid.width + 1;
+    if (static_cast<uint64_t>(width) <= wanted) grid.rollup_width = static_cast<uint64_t>(width);
+  const uint64_t w = std::max<uint64_t>(grid.rollup_width, 1);
+  grid.base = static_cast<uint64_t>(first) / w * w;
+  // The narrowest multiple of w for which n buckets from base reach last.
+  const uint64_t reach = (static_cast<uint64_t>(last) - grid.base) / n + 1;
+  grid.width = (reach - 1) / w * w + w;
+  grid.count = (static_cast<uint64_t>(last) - grid.base) / grid.width + 1;
   return grid;
 }
 
@@ -98,42 +110,54 @@ void readPoints(const Database& db, int64_t run_id, const MetricSource& metric, 
   select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, first).bind(5, last);
   while (select.run()) {
     const int64_t step = select.columnInt(0);
-    into[static_cast<size_t>(grid.indexOf(step))].add(step, select.columnDouble(1));
+    if (const std::optional<size_t> index = grid.indexOf(step))
+      into[*index].add(step, select.columnDouble(1));
   }
 }
 
 // Adds one rank's points in [grid.first, grid.last] to `into` (grid.count summaries).
 void readRank(const Database& db, int64_t run_id, const MetricSource& metric, int rank,
               const Grid& grid, std::vector<SeriesSummary>& into) {
-  const int64_t w = grid.rollup_width;
+  const uint64_t w = grid.rollup_width;
   if (w == 0) {
     readPoints(db, run_id, metric, rank, grid.first, grid.last, grid, into);
     return;
   }
-  // Rollup buckets wholly inside the range; the partial ones at the ends are read as points.
-  const int64_t first_bucket = (grid.first + w - 1) / w;
-  const int64_t last_bucket = (grid.last + 1) / w - 1;
-  if (first_bucket > last_bucket) {
+  // Rollup buckets wholly inside the range, [first_bucket, last_bucket) (unsigned: last + 1 may
+  // be 2^63); the partial ones at the ends are read as points.
+  const uint64_t first_bucket = (static_cast<uint64_t>(grid.first) + w - 1) / w;
+  const uint64_t last_bucket = (static_cast<uint64_t>(grid.last) + 1) / w;
+  if (first_bucket >= last_bucket) {
     readPoints(db, run_id, metric, rank, grid.first, grid.last, grid, into);
     return;
   }
-  readPoints(db, run_id, metric, rank, grid.first, first_bucket * w - 1, grid, into);
-  readPoints(db, run_id, metric, rank, (last_bucket + 1) * w, grid.last, grid, into);
+  readPoints(db, run_id, metric, rank, grid.first, static_cast<int64_t>(first_bucket * w) - 1, grid,
+             into);
+  if (last_bucket * w - 1 < static_cast<uint64_t>(grid.last))
+    readPoints(db, run_id, metric, rank, static_cast<int64_t>(last_bucket * w), grid.last, grid,
+               into);
   Statement select(db,
                    "SELECT bucket, n, sum, min, max, first_step, last_step, last_value FROM "
                    "scalar_rollups WHERE run_id = ? AND metric_id = ? AND rank = ? AND width = ? "
                    "AND bucket BETWEEN ? AND ?");
-  select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, w);
-  select.bind(5, first_bucket).bind(6, last_bucket);
+  select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, static_cast<int64_t>(w));
+  select.bind(5, static_cast<int64_t>(first_bucket)).bind(6, static_cast<int64_t>(last_bucket) - 1);
   while (select.run()) {
-    const SeriesSummary summary{.count = select.columnInt(1),
-                                .sum = select.columnDouble(2),
-                                .min = select.columnDouble(3),
-                                .max = select.columnDouble(4),
-                                .first_step = select.columnInt(5),
-                                .last_step = select.columnInt(6),
-                                .last_value = select.columnDouble(7)};
-    into[static_cast<size_t>(grid.indexOf(select.columnInt(0) * w))].merge(summary);
+    // A rollup row counts at least one point, inside its bucket (a hand-edited one may not).
+    const auto bucket = static_cast<uint64_t>(select.columnInt(0));
+    const auto bucket_first = static_cast<int64_t>(bucket * w);
+    const auto bucket_last = static_cast<int64_t>(bucket * w + (w - 1));
+    if (select.columnInt(1) < 1) continue;
+    const SeriesSummary summary{
+        .count = select.columnInt(1),
+        .sum = select.columnDouble(2),
+        .min = select.columnDouble(3),
+        .max = select.columnDouble(4),
+        .first_step = std::clamp(select.columnInt(5), bucket_first, bucket_last),
+        .last_step = std::clamp(select.columnInt(6), bucket_first, bucket_last),
+        .last_value = select.columnDouble(7)};
+    // The bucket is in [first_bucket, last_bucket), so its steps are steps of the grid.
+    if (const std::optional<size_t> index = grid.indexOf(bucket_first)) into[*index].merge(summary);
   }
 }
 
@@ -142,9 +166,8 @@ void readRank(const Database& db, int64_t run_id, const MetricSource& metric, in
 // steps that exist are read.
 std::optional<Grid> gridFor(Extent extent, const SeriesRange& range) {
   if (extent.empty()) return std::nullopt;
-  const int64_t grid_first = range.from_step == 0 ? extent.first : range.from_step;
-  const int64_t grid_last =
-      range.to_step == std::numeric_limits<int64_t>::max() ? extent.last : range.to_step;
+  const int64_t grid_first = range.from_step <= 0 ? extent.first : range.from_step;
+  const int64_t grid_last = range.to_step == kLastStep ? extent.last : range.to_step;
   if (grid_last < grid_first) return std::nullopt;
   Grid grid = makeGrid(grid_first, grid_last, range.buckets);
   grid.first = std::max(grid_first, extent.first);
@@ -164,10 +187,9 @@ Series loadSeries(const Database& db, int64_t run_id, const std::string& metric,
   if (!grid) return series;
   std::vector<SeriesSummary> buckets(static_cast<size_t>(grid->count));
   readRank(db, run_id, *source, rank, *grid, buckets);
-  series.bucket_width = grid->width;
+  series.bucket_width = static_cast<int64_t>(std::min<uint64_t>(grid->width, kLastStep));
   for (size_t i = 0; i < buckets.size(); ++i) {
-    if (!buckets[i].empty())
-      series.buckets.push_back({grid->base + static_cast<int64_t>(i) * grid->width, buckets[i]});
+    if (!buckets[i].empty()) series.buckets.push_back({grid->startOf(i), buckets[i]});
   }
   return series;
 }
@@ -198,10 +220,10 @@ Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
     per_rank.emplace_back(static_cast<size_t>(grid->count));
     readRank(db, run_id, *source, rank, *grid, per_rank.back());
   }
-  band.bucket_width = grid->width;
+  band.bucket_width = static_cast<int64_t>(std::min<uint64_t>(grid->width, kLastStep));
   std::vector<double> means;
   for (size_t i = 0; i < static_cast<size_t>(grid->count); ++i) {
-    BandBucket bucket{.start = grid->base + static_cast<int64_t>(i) * grid->width};
+    BandBucket bucket{.start = grid->startOf(i)};
     SeriesSummary envelope;
     means.clear();
     for (const auto& buckets : per_rank) {

@@ -15,6 +15,8 @@
 
 namespace ringmaster::storage {
 
+// Any range may be asked for; steps below 0 (only a hand-edited database holds them) are never
+// read, and from_step <= 0 means from the series' first step.
 struct SeriesRange {
   int64_t from_step = 0;                                  // inclusive
   int64_t to_step = std::numeric_limits<int64_t>::max();  // inclusive
@@ -29,8 +31,19 @@ struct SeriesBucket {
 };
 
 struct Series {
-  int64_t bucket_width = 1;  // steps per bucket
+  // Steps per bucket. 2^63 - 1 stands for 2^63: one bucket over every step [0, 2^63 - 1].
+  int64_t bucket_width = 1;
   std::vector<SeriesBucket> buckets;
+
+  // The last step of the bucket that starts at `start`: start + bucket_width - 1, at most
+  // 2^63 - 1, computed without overflow.
+  int64_t lastStepOf(int64_t start) const {
+    constexpr int64_t kLastStep = std::numeric_limits<int64_t>::max();
+    int64_t last = 0;
+    if (bucket_width == kLastStep || __builtin_add_overflow(start, bucket_width - 1, &last))
+      return kLastStep;
+    return last;
+  }
 };
 
 // One rank's series of `metric`. Unknown metric or rank: an empty series.

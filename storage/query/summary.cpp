@@ -2,6 +2,7 @@
 // flattened canonical spec JSON.
 #include "query/summary.h"
 
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -34,6 +35,14 @@ void flatten(const nlohmann::json& value, const std::string& path,
     }
   }
   leaves[path] = value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// A byte count kept as a double (the steps table keeps memory as REAL), clamped into
+// [0, 2^63 - 1]: a memory of 2^64 - 1 bytes reads as 2^63 - 1 (8 EiB), never as negative.
+int64_t bytesOf(double value) {
+  if (!(value > 0)) return 0;
+  if (value >= 9223372036854775808.0) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(value);
 }
 
 }  // namespace
@@ -90,10 +99,11 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
     summary.samples_per_second += sample_share * figures.samples_per_second;
     figures.mean_step_ms = step_ms.mean();
     step_ms_sum += step_ms.sum;
-    steps += step_ms.count;
+    if (__builtin_add_overflow(steps, step_ms.count, &steps))  // counts of a hand-edited database
+      steps = std::numeric_limits<int64_t>::max();
     exposed_sum += summarizeSeries(db, run_id, "exposed_comm_ms", rank).sum;
     const SeriesSummary peak = summarizeSeries(db, run_id, "mem_peak", rank);
-    figures.peak_memory = peak.empty() ? 0 : static_cast<int64_t>(peak.max);
+    figures.peak_memory = peak.empty() ? 0 : bytesOf(peak.max);
   }
   if (auto loss = finalLoss(db, run_id, world)) summary.final_loss = loss->loss;
   if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;

@@ -18,7 +18,7 @@ struct RankSummary {
   int64_t last_step = 0;          // its last reported step
   double samples_per_second = 0;  // the samples it reported over its step time
   double mean_step_ms = 0;
-  int64_t peak_memory = 0;  // the allocator's peak over the run, bytes
+  int64_t peak_memory = 0;  // the allocator's peak over the run, bytes, in [0, 2^63 - 1]
 };
 
 struct RunSummary {
