@@ -36,11 +36,11 @@ constexpr const char* kMetadataKey = "__metadata__";
 // An fd for path + ".tmp" that is closed and unlinked unless commit() renamed it into place.
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
+  AtomicFile(std::string path, mode_t mode) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
     fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd_ < 0) fail("cannot create");
-    // Owner-only whatever the umask (which can only take bits away, the owner's too).
-    if (::fchmod(fd_, 0600) != 0) fail("cannot set the mode of");
+    // `mode` whatever the umask (which can only take bits away, the owner's too).
+    if (::fchmod(fd_, mode) != 0) fail("cannot set the mode of");
   }
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -191,7 +191,7 @@ Entry parseEntry(const std::string& path, const std::string& name, const nlohman
 
 void saveSafetensors(const std::string& path,
                      const std::vector<std::pair<std::string, Tensor>>& tensors,
-                     const std::map<std::string, std::string>& metadata) {
+                     const std::map<std::string, std::string>& metadata, unsigned mode) {
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     RM_CHECK_ARG(name != kMetadataKey,
@@ -232,7 +232,7 @@ void saveSafetensors(const std::string& path,
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t header_length = text.size();
 
-  AtomicFile file(path);
+  AtomicFile file(path, static_cast<mode_t>(mode));
   file.write(&header_length, sizeof header_length);
   file.write(text.data(), text.size());
   for (size_t i : order) {

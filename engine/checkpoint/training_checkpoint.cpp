@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
@@ -28,6 +29,24 @@ constexpr const char* kFormatName = "ringmaster-checkpoint-1";
 constexpr const char* kChecksumKey = "crc32";
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
+
+// ---------------------------------------------------------------------------------------------
+// Modes: owner-only unless RINGMASTER_UMASK says otherwise, as for the files ringmaster creates
+// (storage/db/files.h, which the engine cannot include): 027 lets the group read.
+
+mode_t creationMask() {
+  const char* text = std::getenv("RINGMASTER_UMASK");
+  if (text == nullptr || *text == '\0') return 077;
+  char* end = nullptr;
+  const long mask = std::strtol(text, &end, 8);
+  if (*end != '\0' || mask < 0 || mask > 0777) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("RINGMASTER_UMASK={}: expected an octal mask such as 077 (owner only, "
+                         "the default) or 027 (the group may read)",
+                         text));
+  }
+  return static_cast<mode_t>(mask);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Checksums: CRC-32 (IEEE 802.3, as zlib's) over each tensor's name, dtype, shape and bytes, in
@@ -76,7 +95,7 @@ void writeChecked(const fs::path& file, const std::vector<std::pair<std::string,
                   std::map<std::string, std::string> metadata) {
   const auto host = onHostByName(tensors);
   metadata[kChecksumKey] = checksumOf(host);
-  saveSafetensors(file.string(), host, metadata);
+  saveSafetensors(file.string(), host, metadata, 0666 & ~creationMask());
 }
 
 // Reads a file and checks its checksum when it has one (files written before checksums, or by
@@ -100,9 +119,10 @@ SafetensorsFile readChecked(const std::string& file) {
 // ---------------------------------------------------------------------------------------------
 // Directories
 
-// Makes `path` and its missing parents, each 0700 whatever the umask; existing ones keep their
-// mode.
+// Makes `path` and its missing parents, each 0777 less the creation mask (0700) whatever the
+// umask; existing ones keep their mode.
 void makePrivateDirectories(const fs::path& path) {
+  const mode_t mode = 0777 & ~creationMask();
   std::vector<fs::path> missing;
   std::error_code ec;
   for (fs::path p = path; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {
@@ -114,7 +134,7 @@ void makePrivateDirectories(const fs::path& path) {
       RM_THROW(kIo, fmt::format("cannot create checkpoint directory {}: {}", it->string(),
                                 std::strerror(errno)));
     }
-    if (::chmod(it->c_str(), 0700) != 0) {
+    if (::chmod(it->c_str(), mode) != 0) {
       RM_THROW(kIo, fmt::format("cannot set the mode of checkpoint directory {}: {}", it->string(),
                                 std::strerror(errno)));
     }

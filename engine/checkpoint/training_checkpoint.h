@@ -20,7 +20,8 @@ namespace ringmaster {
 
 // Writes <dir>/step_<step, 8 digits>/{model,optimizer}.safetensors, each atomically; returns the
 // step directory. Files are 0600 and every directory it makes (`dir` and its missing parents
-// included) 0700, whatever the umask; a directory that exists keeps its mode.
+// included) 0700, whatever the umask, unless RINGMASTER_UMASK (octal, as for the other files
+// ringmaster creates) masks less: 027 gives 0640 and 0750. A directory that exists keeps its mode.
 std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
                                    const std::vector<NamedParameter>& parameters,
                                    const Optimizer& optimizer);

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <string>
 
@@ -24,6 +26,7 @@ class TrainingCheckpointFiles : public ::testing::Test {
   }
   void TearDown() override {
     ::umask(saved_umask_);
+    ::unsetenv("RINGMASTER_UMASK");
     fs::remove_all(dir_);
   }
   static unsigned mode(const fs::path& path) {
@@ -58,6 +61,14 @@ TEST_F(TrainingCheckpointFiles, FilesAndDirectoriesAreOwnerOnlyWhateverTheUmask)
       EXPECT_EQ(mode(file), 0600u) << file << " under umask " << mask;
     }
   }
+  // RINGMASTER_UMASK=027 shares with the group, as for the database; a bad one is refused.
+  ::setenv("RINGMASTER_UMASK", "027", 1);
+  saveTrainingCheckpoint((dir_ / "group").string(), 2, parameters, sgd);
+  EXPECT_EQ(mode(dir_ / "group" / "step_00000002"), 0750u);
+  EXPECT_EQ(mode(dir_ / "group" / "step_00000002" / "model.safetensors"), 0640u);
+  ::setenv("RINGMASTER_UMASK", "999", 1);
+  EXPECT_THROW(saveTrainingCheckpoint((dir_ / "bad").string(), 2, parameters, sgd), Error);
+  ::unsetenv("RINGMASTER_UMASK");
   // A directory the user made keeps the mode the user gave it.
   fs::create_directories(dir_ / "shared");
   fs::permissions(dir_ / "shared", fs::perms::owner_all | fs::perms::group_all);
