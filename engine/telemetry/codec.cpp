@@ -4,6 +4,7 @@
 // DecodeError; it never lets an exception out.
 #include "telemetry/codec.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -707,22 +708,24 @@ void LineSplitter::feed(std::string_view bytes) {
     const auto* newline = static_cast<const char*>(std::memchr(bytes.data(), '\n', bytes.size()));
     const std::size_t take =
         newline ? static_cast<std::size_t>(newline - bytes.data()) : bytes.size();
-    if (skipping_) {
-      if (newline) skipping_ = false;
-    } else if (take > max_line_bytes_ - pending_.size()) {
-      Line line;
-      line.oversized = true;
-      line.text = pending_.substr(0, kPreviewBytes);
-      if (line.text.size() < kPreviewBytes) {
-        line.text.append(bytes.substr(0, std::min(take, kPreviewBytes - line.text.size())));
-      }
-      ready_.push_back(std::move(line));
+    if (!skipping_ && take > max_line_bytes_ - pending_.size()) {
+      skipping_ = true;
+      skipped_preview_ = pending_.substr(0, kPreviewBytes);
+      skipped_bytes_ = pending_.size();
       pending_.clear();
-      skipping_ = newline == nullptr;
+    }
+    if (skipping_) {
+      if (skipped_preview_.size() < kPreviewBytes) {
+        skipped_preview_.append(
+            bytes.substr(0, std::min(take, kPreviewBytes - skipped_preview_.size())));
+      }
+      skipped_bytes_ += take;
+      if (newline) endOversized();
     } else {
       pending_.append(bytes.data(), take);
       if (newline) {
-        ready_.push_back(Line{std::move(pending_), false});
+        const std::size_t length = pending_.size();
+        ready_.push_back(Line{std::move(pending_), false, length});
         pending_.clear();
       }
     }
@@ -730,12 +733,21 @@ void LineSplitter::feed(std::string_view bytes) {
   }
 }
 
+void LineSplitter::endOversized() {
+  ready_.push_back(Line{std::move(skipped_preview_), true, skipped_bytes_});
+  skipped_preview_.clear();
+  skipped_bytes_ = 0;
+  skipping_ = false;
+}
+
 void LineSplitter::finish() {
-  if (!pending_.empty()) {
-    ready_.push_back(Line{std::move(pending_), false});
+  if (skipping_) {
+    endOversized();
+  } else if (!pending_.empty()) {
+    const std::size_t length = pending_.size();
+    ready_.push_back(Line{std::move(pending_), false, length});
     pending_.clear();
   }
-  skipping_ = false;
 }
 
 std::optional<LineSplitter::Line> LineSplitter::next() {
@@ -743,6 +755,48 @@ std::optional<LineSplitter::Line> LineSplitter::next() {
   Line line = std::move(ready_.front());
   ready_.pop_front();
   return line;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting an oversized telemetry line.
+
+namespace {
+
+constexpr std::string_view kOversizedReport = "oversized telemetry line";
+
+}  // namespace
+
+std::string oversizedLineReport(std::optional<int> rank, const LineSplitter::Line& line,
+                                std::size_t limit) {
+  std::string preview;
+  for (const char c : line.text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte >= 0x7f || c == '\\' || c == '\'')
+      preview += fmt::format("\\x{:02x}", byte);
+    else
+      preview += c;
+  }
+  return fmt::format("{}{}: {} bytes, over the limit of {}, dropped; it began '{}'",
+                     kOversizedReport, rank ? fmt::format(" from rank {}", *rank) : "", line.bytes,
+                     limit, preview);
+}
+
+std::optional<OversizedLineReport> parseOversizedLineReport(std::string_view text) {
+  if (text.starts_with('[')) {
+    const std::size_t tag_end = text.find("] ");
+    if (tag_end == std::string_view::npos) return std::nullopt;
+    text.remove_prefix(tag_end + 2);
+  }
+  if (!text.starts_with(kOversizedReport)) return std::nullopt;
+  text.remove_prefix(kOversizedReport.size());
+  if (text.starts_with(':')) return OversizedLineReport{};
+  constexpr std::string_view kFromRank = " from rank ";
+  if (!text.starts_with(kFromRank)) return std::nullopt;
+  text.remove_prefix(kFromRank.size());
+  int rank = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), rank);
+  if (error != std::errc() || end == text.data() + text.size() || *end != ':') return std::nullopt;
+  return OversizedLineReport{rank};
 }
 
 }  // namespace ringmaster

@@ -234,9 +234,14 @@ void Agent::readFrom(Worker& worker, bool stdout_stream) {
       }
     }
     while (auto line = splitter.next()) {
-      if (line->oversized) {
-        message(fmt::format("rank {}: dropped a line over {} bytes starting '{}'", worker.rank,
-                            splitter.maxLineBytes(), line->text));
+      if (line->oversized && stdout_stream) {
+        // In the one wording the launchers recognise: they count it as a bad line of this rank.
+        message(oversizedLineReport(worker.rank, *line, splitter.maxLineBytes()));
+      } else if (line->oversized) {
+        message(
+            fmt::format("rank {}: dropped a log line of {} bytes, over the limit of {}; it "
+                        "began '{}'",
+                        worker.rank, line->bytes, splitter.maxLineBytes(), line->text));
       } else if (stdout_stream) {
         forwardTelemetry(worker, line->text);
       } else {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -14,11 +15,27 @@ namespace ringmaster {
 
 struct LaunchSink {
   // One whole telemetry line (without '\n') from an agent's stdout; an oversized line is not
-  // passed here but reported through on_log.
+  // passed here but to on_bad_line.
   std::function<void(std::string_view line)> on_telemetry;
   // One line of an agent's stderr: the workers' human-readable output and the agent's messages.
   std::function<void(std::string_view line)> on_log;
+  // A telemetry line dropped for its size, by the agent reading a worker (`rank` is the worker's)
+  // or by the launcher reading the agent: `report` names the rank, the size and how it began
+  // (oversizedLineReport). Unset: the report goes to on_log.
+  std::function<void(std::optional<int> rank, std::string_view report)> on_bad_line;
 };
+
+// One line of an agent's output as a launcher passes it on (classifyAgentLine in agent_lines.h).
+struct AgentLine {
+  enum class Kind { kTelemetry, kLog, kBadLine };
+  Kind kind = Kind::kLog;
+  std::optional<int> rank;  // for a bad line: the rank whose line it was, when known
+  std::string text;         // for a bad line: the report
+};
+
+// Passes `line` to the sink's callback for its kind (a bad line to on_log when on_bad_line is
+// unset).
+void deliverAgentLine(const AgentLine& line, const LaunchSink& sink);
 
 class Launch {
  public:

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "launcher/agent_lines.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -98,17 +99,14 @@ bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& si
   if (err >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
       !readAvailable(err, streams_->log))
     agent_.closeOutput(err);
-  while (auto line = streams_->telemetry.next()) {
-    if (line->oversized) {
-      if (sink.on_log)
-        sink.on_log(fmt::format("[launcher] dropped a telemetry line over {} bytes starting '{}'",
-                                streams_->telemetry.maxLineBytes(), line->text));
-    } else if (sink.on_telemetry) {
-      sink.on_telemetry(line->text);
+  for (bool from_stdout : {true, false}) {
+    LineSplitter& splitter = from_stdout ? streams_->telemetry : streams_->log;
+    while (auto line = splitter.next()) {
+      deliverAgentLine(
+          classifyAgentLine(from_stdout, std::move(*line), splitter.maxLineBytes(), "the agent"),
+          sink);
     }
   }
-  while (auto line = streams_->log.next())
-    if (sink.on_log) sink.on_log(line->text);
   return agent_.stdoutFd() >= 0 || agent_.stderrFd() >= 0;
 }
 

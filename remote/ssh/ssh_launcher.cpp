@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.h"
+#include "launcher/agent_lines.h"
 #include "telemetry/codec.h"
 #include "telemetry/events.h"
 
@@ -23,6 +24,9 @@ using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 constexpr auto kCommandTimeout = 30s;
 constexpr auto kKeepaliveEvery = 5s;
+// Output waiting for pump() at most (a line may pass it once): beyond it the serving threads stop
+// reading their channels until pump() has taken what is queued.
+constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
 constexpr std::string_view kStorePrefix = "rendezvous store on ";
 constexpr std::string_view kJobDirMarker = "ringmaster-job-dir";
@@ -259,10 +263,13 @@ void SshLauncher::startAgent(Host& host, int master_port) {
   host.agent = host.session->start(host.command);
 }
 
-void SshLauncher::pushLine(bool telemetry, std::string line) {
+void SshLauncher::pushLine(AgentLine line) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    lines_.emplace_back(telemetry, std::move(line));
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Before the serving threads start (serving_ 0) the constructor reads node 0 itself.
+    room_.wait(lock, [&] { return queued_bytes_ < kMaxQueuedBytes || waiting_ || serving_ == 0; });
+    queued_bytes_ += line.text.size();
+    lines_.push_back(std::move(line));
   }
   arrived_.notify_one();
 }
@@ -291,18 +298,14 @@ bool SshLauncher::relayOutput(Host& host, std::chrono::milliseconds timeout,
       host.pgid = std::stol(line->text.substr(kPgidPrefix.size()));
       continue;
     }
-    on_log(line->text);
-    pushLine(false, line->text);
+    AgentLine classified = classifyAgentLine(false, std::move(*line), host.err.maxLineBytes(),
+                                             describeTarget(host.target));
+    on_log(classified.text);
+    pushLine(std::move(classified));
   }
   while (auto line = host.out.next()) {
-    if (line->oversized) {
-      pushLine(false,
-               fmt::format("[launcher] {}: dropped a telemetry line over {} bytes starting "
-                           "'{}'",
-                           describeTarget(host.target), host.out.maxLineBytes(), line->text));
-    } else {
-      pushLine(true, line->text);
-    }
+    pushLine(classifyAgentLine(true, std::move(*line), host.out.maxLineBytes(),
+                               describeTarget(host.target)));
   }
   return open;
 }
@@ -340,7 +343,7 @@ void SshLauncher::serve(Host& host) {
   } catch (const std::exception& e) {
     host.error = std::current_exception();
     host.exit = ExitStatus{.exit_code = 255, .signal = 0};
-    pushLine(false, fmt::format("[launcher] {}", e.what()));
+    pushLine({.kind = AgentLine::Kind::kLog, .text = fmt::format("[launcher] {}", e.what())});
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (failure_.empty()) failure_ = e.what();
@@ -359,20 +362,17 @@ void SshLauncher::serve(Host& host) {
 }
 
 bool SshLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {
-  std::deque<std::pair<bool, std::string>> lines;
+  std::deque<AgentLine> lines;
   bool serving;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     arrived_.wait_for(lock, timeout, [&] { return !lines_.empty() || serving_ == 0; });
     lines.swap(lines_);
+    queued_bytes_ = 0;
     serving = serving_ > 0;
   }
-  for (auto& [telemetry, line] : lines) {
-    if (telemetry && sink.on_telemetry)
-      sink.on_telemetry(line);
-    else if (!telemetry && sink.on_log)
-      sink.on_log(line);
-  }
+  room_.notify_all();
+  for (const AgentLine& line : lines) deliverAgentLine(line, sink);
   return serving || !lines.empty();
 }
 
@@ -388,6 +388,11 @@ void SshLauncher::kill() {
 }
 
 ExitStatus SshLauncher::wait() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    waiting_ = true;
+  }
+  room_.notify_all();
   if (!joined_) {
     for (auto& thread : threads_) thread.join();
     joined_ = true;

@@ -76,13 +76,16 @@ class SshLauncher final : public Launch {
   void prepare(Host& host);
   void startAgent(Host& host, int master_port);
   void serve(Host& host);
-  // Reads what the host's agent sent (waiting at most `timeout`) and queues it whole-line: the
-  // agent's process group is taken from its first stderr line, every other stderr line also goes
-  // to `on_log`; false once the agent's output ended.
+  // Reads what the host's agent sent (waiting at most `timeout`) and queues it whole-line
+  // (classifyAgentLine): the agent's process group is taken from its first stderr line, every
+  // other stderr line also goes to `on_log`; false once the agent's output ended.
   bool relayOutput(Host& host, std::chrono::milliseconds timeout,
                    const std::function<void(const std::string&)>& on_log);
   void stopHost(Host& host, int signo);
-  void pushLine(bool telemetry, std::string line);
+  // Queues a line for pump(), waiting while kMaxQueuedBytes are queued (backpressure: a recorder
+  // that cannot keep up slows the reading of the channels, hence the agents and workers), unless
+  // wait() has begun (pump() is not called any more) or the serving threads have not started.
+  void pushLine(AgentLine line);
   void cleanUp();
 
   SshLaunchOptions options_;
@@ -90,8 +93,10 @@ class SshLauncher final : public Launch {
   std::vector<SshHostRecord> records_;
   std::vector<std::thread> threads_;
   mutable std::mutex mutex_;
-  std::condition_variable arrived_;
-  std::deque<std::pair<bool, std::string>> lines_;  // (telemetry?, line)
+  std::condition_variable arrived_, room_;
+  std::deque<AgentLine> lines_;
+  size_t queued_bytes_ = 0;  // of lines_' texts
+  bool waiting_ = false;     // wait() has begun
   int serving_ = 0;
   std::string failure_;
   bool joined_ = false;

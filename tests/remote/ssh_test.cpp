@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "ssh/ssh_session.h"
 #include "ssh/ssh_target.h"
 #include "sshd_server.h"
+#include "telemetry/codec.h"
 
 namespace ringmaster {
 namespace {
@@ -354,6 +356,47 @@ TEST_F(SshLaunch, WithoutUploadsAMissingRingmasterNodeIsAClearErrorNamingTheHost
     EXPECT_NE(e.message().find(fmt::format("127.0.0.1:{}", server_->port())), std::string::npos)
         << e.message();
   }
+}
+
+// Issue 16, finding 10, over SSH: a stand-in node prints a 10 MB telemetry line on stdout and the
+// agent's report of a worker's oversized line on stderr; the launcher passes both to on_bad_line,
+// the report under its rank, and the line after them as telemetry.
+TEST_F(SshLaunch, OversizedLinesAndTheAgentsReportsArePassedOnAsBadLines) {
+  trustServer();
+  const LineSplitter::Line worker_line{.text = "{", .oversized = true, .bytes = 20'000'000};
+  std::ofstream(dir_ / "report.txt")
+      << "[agent node 0] " << oversizedLineReport(1, worker_line, kMaxLineBytes) << "\n";
+  const fs::path node = dir_ / "stand-in-node";
+  std::ofstream(node) << fmt::format(
+      "#!/bin/sh\n"
+      "if [ \"$1\" = --version ]; then echo '{}'; exit 0; fi\n"
+      "echo '[agent node 0] rendezvous store on 127.0.0.1:1' >&2\n"
+      "head -c 10485760 /dev/zero | tr '\\0' x; printf '\\nlast\\n'\n"
+      "cat '{}' >&2\n",
+      expectedNodeVersion(), (dir_ / "report.txt").string());
+  fs::permissions(node, fs::perms::owner_all);
+  SshLauncher launch(launchOptions(node.string()));
+  std::vector<std::pair<std::optional<int>, std::string>> bad;
+  std::vector<std::string> telemetry;
+  const LaunchSink sink{
+      .on_telemetry = [&](std::string_view line) { telemetry.emplace_back(line); },
+      .on_log = [](std::string_view) {},
+      .on_bad_line = [&](std::optional<int> rank,
+                         std::string_view report) { bad.emplace_back(rank, report); }};
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (launch.pump(100ms, sink)) ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  EXPECT_TRUE(launch.wait().ok());
+
+  EXPECT_EQ(telemetry, std::vector<std::string>{"last"});
+  ASSERT_EQ(bad.size(), 2u);
+  std::sort(bad.begin(), bad.end());
+  EXPECT_EQ(bad[0].first, std::nullopt);
+  EXPECT_NE(bad[0].second.find("oversized telemetry line: 10485760 bytes"), std::string::npos)
+      << bad[0].second;
+  EXPECT_NE(bad[0].second.find(fmt::format("127.0.0.1:{}", server_->port())), std::string::npos)
+      << bad[0].second;
+  EXPECT_EQ(bad[1].first, 1);
+  EXPECT_NE(bad[1].second.find("from rank 1: 20000000 bytes"), std::string::npos) << bad[1].second;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // LineSplitter: the same lines come out however the stream is chunked, and an oversized line is
-// reported once and skipped without being buffered.
+// reported once, with its length, and skipped without being buffered.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -174,9 +175,53 @@ TEST(LineSplitter, DefaultLimitIsTheDecoders) {
   EXPECT_FALSE(lines[0].oversized);
   splitter.feed(line + "q");
   EXPECT_EQ(splitter.pendingBytes(), 0u);  // already given up on, nothing held
+  EXPECT_TRUE(drain(splitter).empty()) << "reported when it ends, with its length";
+  splitter.feed("\n");
   lines = drain(splitter);
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_TRUE(lines[0].oversized);
+  EXPECT_EQ(lines[0].bytes, kMaxLineBytes + 1);
+}
+
+// Issue 16, finding 10: a 10 MB line is reported with its exact length (and the lines around it
+// with theirs) however the stream is chunked, ended by its newline or by the end of the stream;
+// the report names the rank and the size, and the readers after it recognise it.
+TEST(LineSplitter, AnOversizedLineIsReportedWithItsLength) {
+  const std::string big = "{\"v\":1,\"type\":\"log\"," + std::string(10'485'760 - 20, 'x');
+  ASSERT_EQ(big.size(), 10'485'760u);
+  for (bool terminated : {true, false}) {
+    const std::string stream = "a\n" + big + (terminated ? "\nbc\n" : "");
+    for (std::size_t chunk : {std::size_t{4093}, std::size_t{1} << 16, stream.size()}) {
+      SCOPED_TRACE(fmt::format("terminated {}, chunks of {}", terminated, chunk));
+      auto lines = splitInChunks(stream, chunk, kMaxLineBytes, true);
+      ASSERT_EQ(lines.size(), terminated ? 3u : 2u);
+      EXPECT_EQ(lines[0].bytes, 1u);
+      EXPECT_TRUE(lines[1].oversized);
+      EXPECT_EQ(lines[1].bytes, big.size());
+      EXPECT_EQ(lines[1].text, big.substr(0, LineSplitter::kPreviewBytes));
+      if (terminated) EXPECT_EQ(lines[2].text, "bc");
+    }
+  }
+}
+
+TEST(OversizedLineReport, NamesTheRankAndTheSizeAndIsRecognised) {
+  const LineSplitter::Line line{
+      .text = "{\"v\":1,\x1b[2J'\\", .oversized = true, .bytes = 10'485'760};
+  const std::string report = oversizedLineReport(3, line, kMaxLineBytes);
+  EXPECT_EQ(report,
+            "oversized telemetry line from rank 3: 10485760 bytes, over the limit of 1048576, "
+            "dropped; it began '{\"v\":1,\\x1b[2J\\x27\\x5c'");
+  ASSERT_TRUE(parseOversizedLineReport(report));
+  EXPECT_EQ(parseOversizedLineReport(report)->rank, 3);
+  ASSERT_TRUE(parseOversizedLineReport("[agent node 1] " + report));
+  EXPECT_EQ(parseOversizedLineReport("[agent node 1] " + report)->rank, 3);
+  const std::string unranked = oversizedLineReport(std::nullopt, line, kMaxLineBytes);
+  ASSERT_TRUE(parseOversizedLineReport(unranked));
+  EXPECT_EQ(parseOversizedLineReport(unranked)->rank, std::nullopt);
+  for (const char* other : {"", "[rank 3] hello", "oversized telemetry line from rank x: 1",
+                            "oversized telemetry line from rank 3", "[agent node 1]",
+                            "oversized telemetry lines: 3", "[a] [b] oversized telemetry line: 1"})
+    EXPECT_FALSE(parseOversizedLineReport(other)) << other;
 }
 
 }  // namespace
