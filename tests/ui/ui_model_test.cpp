@@ -6,6 +6,7 @@
 #include <QApplication>
 #include <QTableView>
 #include <QTest>
+#include <limits>
 
 #include "core/error.h"
 #include "data/memory_estimate.h"
@@ -126,7 +127,8 @@ class UiModelTest : public QObject {
     QTableView table;
     table.setModel(&model);
     const QString csv = tableAsCsv(table);
-    QVERIFY2(csv.startsWith("Op,Size,Count,p50 transfer,p99 transfer,algbw GB/s,busbw GB/s\n"), qPrintable(csv));
+    QVERIFY2(csv.startsWith("Op,Size,Count,p50 transfer,p99 transfer,algbw GB/s,busbw GB/s\n"),
+             qPrintable(csv));
     QVERIFY2(csv.contains("all_reduce,1.00 MiB,400,0.500 ms,2.00 ms,2.10,3.15\n"), qPrintable(csv));
     table.selectRow(1);
     QCOMPARE(tableAsCsv(table).count('\n'), 2);  // header + the selected row
@@ -140,6 +142,24 @@ class UiModelTest : public QObject {
     QCOMPARE(formatDuration(7800), QString("2 h 10 min"));
     QCOMPARE(formatMs(1500), QString("1.50 s"));
     QCOMPARE(formatFigure(0.12345), QString("0.123"));
+    // Issue 16, finding 12: bounded whatever the value; no byte count or duration negative.
+    QCOMPARE(formatBytes(18446744073709551615.0), QString("16.0 EiB"));
+    QCOMPARE(formatBytes(-1), QString("–"));
+    QCOMPARE(formatMs(-5), QString("–"));
+    QCOMPARE(formatMs(1e308), QString("1e+305 s"));
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (double x :
+         {0.0, -0.0, 1.0, -1.0, 1e15, 9.2e18, 1.8e19, 1e300, 1e308, -1e308, 1e-308, 5e-324, inf,
+          -inf, nan, std::numeric_limits<double>::max(), std::numeric_limits<double>::lowest()}) {
+      for (const QString& text :
+           {formatBytes(x), formatDuration(x), formatFigure(x), formatMs(x)}) {
+        QVERIFY2(text.size() <= 14, qPrintable(QString("%1: %2").arg(x).arg(text)));
+      }
+      QVERIFY2(!formatBytes(x).startsWith('-'), qPrintable(formatBytes(x)));
+      QVERIFY2(!formatMs(x).startsWith('-'), qPrintable(formatMs(x)));
+      QVERIFY2(!formatDuration(x).startsWith('-'), qPrintable(formatDuration(x)));
+    }
   }
 
   void memoryEstimateFollowsTheZeroFormulas() {

@@ -1,4 +1,5 @@
-// Number formatting shared by the views.
+// Number formatting shared by the views. Every result is bounded in length whatever the value
+// (a database may hold 1e308 or an infinity), and no byte count or duration prints negative.
 #include "models/format.h"
 
 #include <cmath>
@@ -6,7 +7,8 @@
 namespace ringmaster::ui {
 
 QString formatDuration(double seconds) {
-  if (seconds <= 0) return "–";
+  if (!(seconds > 0) || !std::isfinite(seconds)) return "–";
+  if (seconds >= 1e9) return QString("%1 h").arg(seconds / 3600, 0, 'g', 3);  // beyond 31 years
   const auto s = static_cast<int64_t>(std::llround(seconds));
   if (s < 60) return QString("%1 s").arg(s);
   if (s < 3600) return QString("%1 min %2 s").arg(s / 60).arg(s % 60, 2, 10, QChar('0'));
@@ -14,23 +16,22 @@ QString formatDuration(double seconds) {
 }
 
 QString formatBytes(double bytes) {
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  if (!(bytes >= 0)) return "–";  // no byte count is negative (or NaN)
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  constexpr int kLargest = 6;
   int unit = 0;
-  while (std::abs(bytes) >= 1024 && unit < 4) {
+  while (bytes >= 1024 && unit < kLargest) {
     bytes /= 1024;
     ++unit;
   }
-  return unit == 0 ? QString("%1 B").arg(static_cast<int64_t>(bytes))
-                   : QString("%1 %2")
-                         .arg(bytes, 0, 'f',
-                              bytes < 10    ? 2
-                              : bytes < 100 ? 1
-                                            : 0)
-                         .arg(units[unit]);
+  if (unit == 0) return QString("%1 B").arg(static_cast<int64_t>(bytes));
+  if (bytes >= 1e5) return QString("%1 %2").arg(bytes, 0, 'g', 3).arg(units[unit]);  // beyond 2^64
+  return QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : bytes < 100 ? 1 : 0).arg(units[unit]);
 }
 
 QString formatFigure(double value) {
   if (!std::isfinite(value)) return "–";
+  if (value == 0) value = 0;  // not "-0.000"
   const double magnitude = std::abs(value);
   if (magnitude >= 1e6 || (magnitude > 0 && magnitude < 1e-3))
     return QString::number(value, 'g', 3);
@@ -39,7 +40,8 @@ QString formatFigure(double value) {
 }
 
 QString formatMs(double ms) {
-  if (ms >= 1000) return QString("%1 s").arg(ms / 1000, 0, 'f', 2);
+  if (!(ms >= 0) || !std::isfinite(ms)) return "–";  // no duration is negative
+  if (ms >= 1000) return QString("%1 s").arg(formatFigure(ms / 1000));
   return QString("%1 ms").arg(formatFigure(ms));
 }
 
