@@ -296,6 +296,13 @@ SafetensorsFile loadSafetensors(const std::string& path) {
   std::string top_key;
   auto callback = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
     using Event = nlohmann::json::parse_event_t;
+    // A header is 3 levels deep ({"name": {"shape": [...]}}): a deeper one is refused before a
+    // document of millions of levels is built from a header within its byte limit.
+    constexpr int kMaxHeaderDepth = 8;
+    if (depth > kMaxHeaderDepth) {
+      RM_THROW(kFormat,
+               fmt::format("{}: the header nests deeper than {} levels", path, kMaxHeaderDepth));
+    }
     if (event == Event::object_start) open_objects.emplace_back();
     if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
     if (event == Event::key && !open_objects.empty()) {

@@ -11,12 +11,10 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
 #include <span>
-#include <sstream>
 #include <utility>
 
 #include "core/bounded_file.h"

@@ -409,6 +409,20 @@ TEST_F(SafetensorsTest, CorruptHeadersAreFormatErrors) {
   EXPECT_NO_THROW(loadSafetensors(craft("ok.safetensors", ok, 8)));
 }
 
+// Issue 16, finding 4: a header within its byte limit but nested deep (here 10 MB of '[') is
+// refused at the depth bound, before a document of millions of levels is built.
+TEST_F(SafetensorsTest, ADeeplyNestedHeaderIsRefusedAtTheDepthBound) {
+  constexpr size_t kDepth = 5'000'000;
+  const std::string header = "{\"a\":" + std::string(kDepth, '[') + std::string(kDepth, ']') + "}";
+  const std::string file = craft("deep.safetensors", header, 0);
+  const Error e = loadError(file);
+  EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+  EXPECT_TRUE(contains(e.message(), file + ": the header nests deeper than 8 levels"));
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak memory so far: %ld MiB\n", usage.ru_maxrss / 1024);
+}
+
 TEST_F(SafetensorsTest, BadFramingIsAFormatError) {
   writeRaw(path("empty"), {});
   Error e = loadError(path("empty"));
