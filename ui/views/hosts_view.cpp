@@ -151,7 +151,8 @@ void HostsView::showReport(int row) {
   }
   set(kStatus, "reachable");
   table_->item(row, kStatus)->setForeground(QColor(0x2c, 0xa0, 0x2c));
-  table_->item(row, kStatus)->setToolTip(richTextShowingPlain(untrustedBlock(describeTarget(r.target))));
+  table_->item(row, kStatus)
+      ->setToolTip(richTextShowingPlain(untrustedBlock(describeTarget(r.target))));
   set(kFingerprint, untrustedLine(r.fingerprint));
   set(kNode, r.node_version.empty() ? QString("not found (uploaded at launch)")
                                     : untrustedLine(r.node_version) +
