@@ -482,7 +482,9 @@ TrainingResult Trainer::run() {
     last_completed_step_ = step;
 
     interval.step_ms += step_ms;
-    interval.compute_ms += step_ms - sync.exposed_comm_ms - pipeline_wait_ms;
+    // Never negative (the protocol refuses a negative duration), whatever the rounding of the
+    // parts measured inside the step.
+    interval.compute_ms += std::max(0.0, step_ms - sync.exposed_comm_ms - pipeline_wait_ms);
     interval.comm_ms += sync.comm_ms;
     interval.exposed_comm_ms += sync.exposed_comm_ms;
     ++interval.steps;
