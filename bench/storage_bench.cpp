@@ -1,14 +1,18 @@
 // Storage benchmark: (1) telemetry ingest, lines decoded and stored by the Recorder, beside bare
 // prepared-statement inserts of the same rows into the same schema (the anchor: what SQLite itself
-// does on this disk), and into leaner schemas (SQLite's ceiling for these rows); (2) loading a
-// 1M-point series reduced to 2,000 buckets, beside the plain SQL GROUP BY that reads every point.
+// does on this disk), and into leaner schemas (SQLite's ceiling for these rows); (2) the flood of
+// issue 16: 4 threads as 4 ranks pushing 100,000 step events each into one Recorder, every event
+// stored, with the recorder's peak memory; (3) loading a 1M-point series reduced to 2,000 buckets,
+// beside the plain SQL GROUP BY that reads every point.
 #include <sqlite3.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -156,6 +160,37 @@ double bareInserts(const std::string& path, const std::vector<TelemetryEvent>& e
   return secondsSince(start);
 }
 
+// The flood's streams: per rank a hello, `steps` step events and a done, as lines.
+std::vector<std::vector<std::string>> floodLines(int ranks, int64_t steps) {
+  std::vector<std::vector<std::string>> streams(static_cast<size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    uint64_t seq = 0;
+    auto add = [&](EventBody body) {
+      streams[static_cast<size_t>(rank)].push_back(encodeEvent(
+          {.rank = rank, .seq = seq, .time = 1.8e9 + seq * 1e-3, .body = std::move(body)}));
+      ++seq;
+    };
+    add(HelloEvent{.world_size = ranks, .local_rank = rank, .host = "flood", .strategy = "ddp"});
+    for (int64_t step = 1; step <= steps; ++step) {
+      add(StepEvent{.step = step,
+                    .loss = 1.0 / step,
+                    .lr = 1e-3,
+                    .samples = 32,
+                    .step_ms = 1,
+                    .compute_ms = 0.8,
+                    .comm_ms = 0.2});
+    }
+    add(DoneEvent{.final_step = steps, .wall_s = 1});
+  }
+  return streams;
+}
+
+int64_t peakResidentKiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -179,7 +214,54 @@ int main(int argc, char** argv) {
   fs::remove_all(dir);
   fs::create_directories(dir);
 
-  // 1. Ingest.
+  // 1. The flood: 4 ranks of 100,000 step events, each pushed by its own thread as fast as it can.
+  // First, so that the peak resident size it reports is the recorder's, not the ingest's.
+  {
+    constexpr int kRanks = 4;
+    constexpr int64_t kSteps = 100'000;
+    const auto streams = floodLines(kRanks, kSteps);
+    const std::string flood_db = dir + "/flood.db";
+    Database db(flood_db);
+    const int64_t run = createRun(
+        db, {.name = "flood", .spec_json = "{}", .strategy = "ddp", .world_size = kRanks});
+    const int64_t rss_before = peakResidentKiB();
+    const auto start = Clock::now();
+    RecorderCounts counts;
+    {
+      Recorder recorder(flood_db, run, 0);
+      std::vector<std::thread> producers;
+      for (const auto& stream : streams) {
+        producers.emplace_back([&recorder, &stream] {
+          for (const std::string& line : stream) recorder.submitLine(line);
+        });
+      }
+      for (std::thread& producer : producers) producer.join();
+      recorder.flush();
+      counts = recorder.counts();
+    }
+    const double flood_s = secondsSince(start);
+    const int64_t rss_growth = peakResidentKiB() - rss_before;
+    std::vector<TelemetryEvent> flood_events;  // for the anchor, decoded once the peak is taken
+    for (const auto& stream : streams)
+      for (const std::string& line : stream) flood_events.push_back(decodeEvent(line).event());
+    const double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
+    fmt::print(
+        "Flood (issue 16): {} ranks x {} step events, a hello and a done each, pushed by {} "
+        "threads at once\n\n",
+        kRanks, kSteps, kRanks);
+    fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
+    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder, default queue, 4 producers",
+               flood_s, counts.stored / flood_s, raw_flood_s / flood_s);
+    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "anchor: bare prepared inserts, same rows",
+               raw_flood_s, flood_events.size() / raw_flood_s, 1.0);
+    fmt::print(
+        "stored {} of {} ({} dropped, {} bad); the queue held at most {} events; peak resident "
+        "size grew by {:.1f} MiB\n",
+        counts.stored, flood_events.size(), counts.dropped, counts.malformed + counts.rejected,
+        counts.peak_queued, rss_growth / 1024.0);
+  }
+
+  // 2. Ingest.
   const std::vector<std::string> lines = telemetryLines(recorded, events);
   std::vector<TelemetryEvent> decoded;
   decoded.reserve(lines.size());
@@ -198,7 +280,7 @@ int main(int argc, char** argv) {
         createRun(db, {.name = "bench", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
     const auto start = Clock::now();
     {
-      Recorder recorder(ingest_db, run, 0, {.queue_capacity = lines.size() + 1});
+      Recorder recorder(ingest_db, run, 0);
       for (const std::string& line : lines) recorder.submitLine(line);
       recorder.flush();
       stored = recorder.counts().stored;
@@ -208,7 +290,7 @@ int main(int argc, char** argv) {
   const std::string raw_db = dir + "/raw.db";
   const double raw_s = bareInserts(raw_db, decoded, {"anchor"});
   fmt::print(
-      "Telemetry ingest: {} events ({} of them step events, the rest comm), "
+      "\nTelemetry ingest: {} events ({} of them step events, the rest comm), "
       "{}\n\n",
       lines.size(), steps, recorded.empty() ? "synthetic DDP stream" : recorded);
   fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
@@ -230,7 +312,7 @@ int main(int argc, char** argv) {
                lines.size() / seconds, raw_s / seconds);
   }
 
-  // 2. Series load: a v1 database of `points` points, summarised by migration 2.
+  // 3. Series load: a v1 database of `points` points, summarised by migration 2.
   const std::string series_db = dir + "/series.db";
   {
     Database old(series_db, {.schema_version = 1});
