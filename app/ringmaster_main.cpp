@@ -52,10 +52,8 @@ std::unique_ptr<storage::Database> openDatabase(const std::string& path) {
                          "creates it; --db names another)",
                          path));
   }
-  if (storage::whyNotWritable(path))
-    return std::make_unique<storage::Database>(path, storage::DatabaseOptions{.read_only = true});
-  auto db = std::make_unique<storage::Database>(path);
-  storage::reconcileInterruptedRuns(*db);
+  auto db = std::make_unique<storage::Database>(path, storage::readingOptions(path));
+  if (!db->readOnly()) storage::reconcileInterruptedRuns(*db);
   return db;
 }
 

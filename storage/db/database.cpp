@@ -363,6 +363,10 @@ int userVersion(sqlite3* db) {
 
 }  // namespace
 
+DatabaseOptions readingOptions(const std::string& path) {
+  return {.read_only = whyNotWritable(path).has_value()};
+}
+
 std::string defaultDatabasePath() {
   const char* data_home = std::getenv("XDG_DATA_HOME");
   fs::path base;

@@ -35,6 +35,10 @@ struct DatabaseOptions {
   bool read_only = false;
 };
 
+// The options a reader (a view, a listing) opens `path` with: read-only where this process cannot
+// write the file or its directory (a read-only file system, no permission), the defaults elsewhere.
+DatabaseOptions readingOptions(const std::string& path);
+
 class Database {
  public:
   // Opens (creating it and its directory, owner-only) and migrates. Throws kIo naming the path

@@ -18,6 +18,7 @@
 #include <functional>
 #include <string>
 
+#include "common/read_only_fs.h"
 #include "core/error.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
@@ -265,68 +266,30 @@ TEST_F(DatabaseTest, AReadOnlyOpenReadsCreatesNothingAndAWriteSaysReadOnly) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
-// Runs `body` in a child process inside its own user and mount namespace where `directory` is a
-// read-only tmpfs holding a copy of `file`: a real read-only file system, which chmod cannot give
-// root. The child's exit code is returned; 77 when namespaces are not allowed here.
-int onReadOnlyFileSystem(const fs::path& directory, const fs::path& file,
-                         const std::function<int(const fs::path&)>& body) {
-  fs::create_directories(directory);
-  const uid_t uid = ::getuid();
-  const gid_t gid = ::getgid();
-  const pid_t child = ::fork();
-  if (child == 0) {
-    const auto write_file = [](const char* name, const std::string& text) {
-      const int fd = ::open(name, O_WRONLY);
-      const bool ok =
-          fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-      if (fd >= 0) ::close(fd);
-      return ok;
-    };
-    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) ::_exit(77);
-    write_file("/proc/self/setgroups", "deny");
-    if (!write_file("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1") ||
-        !write_file("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1") ||
-        ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-        ::mount("tmpfs", directory.c_str(), "tmpfs", 0, nullptr) != 0)
-      ::_exit(77);
-    std::error_code ec;
-    fs::copy_file(file, directory / file.filename(), ec);
-    if (ec || ::mount(nullptr, directory.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0)
-      ::_exit(78);
-    try {
-      ::_exit(body(directory / file.filename()));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "%s\n", e.what());
-      ::_exit(79);
-    }
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
 TEST_F(DatabaseTest, ADatabaseOnAReadOnlyFileSystemIsReadAndARecorderIsToldReadOnly) {
   {
     Database db(path());
     db.exec("INSERT INTO metrics (name) VALUES ('loss')");
   }  // closed: no -wal or -shm beside it, and none can be made there
-  const int code = onReadOnlyFileSystem(dir_ / "ro", path(), [](const fs::path& copy) {
-    Database reader(copy.string(), {.read_only = true});
-    if (queryInt(reader, "SELECT count(*) FROM metrics") != 1) return 1;
-    try {
-      Database writer(copy.string());
-      return 2;
-    } catch (const Error& e) {
-      const std::string message = e.message();
-      if (message.find("read-only") == std::string::npos ||
-          message.find(copy.string()) == std::string::npos) {
-        std::fprintf(stderr, "%s\n", message.c_str());
-        return 3;
-      }
-    }
-    return 0;
-  });
-  if (code == 77) GTEST_SKIP() << "user and mount namespaces are not allowed here";
+  const int code =
+      ringmaster::testing::onReadOnlyFileSystem(dir_ / "ro", path(), [](const fs::path& copy) {
+        Database reader(copy.string(), {.read_only = true});
+        if (queryInt(reader, "SELECT count(*) FROM metrics") != 1) return 1;
+        try {
+          Database writer(copy.string());
+          return 2;
+        } catch (const Error& e) {
+          const std::string message = e.message();
+          if (message.find("read-only") == std::string::npos ||
+              message.find(copy.string()) == std::string::npos) {
+            std::fprintf(stderr, "%s\n", message.c_str());
+            return 3;
+          }
+        }
+        return 0;
+      });
+  if (code == ringmaster::testing::kNoNamespaces)
+    GTEST_SKIP() << "user and mount namespaces are not allowed here";
   EXPECT_EQ(code, 0) << "1: not read, 2: opened for writing, 3: the error does not say read-only "
                         "and name the file, 79: an error (on stderr)";
 }

@@ -37,6 +37,9 @@
 #include <csignal>
 #include <map>
 
+#include "common/read_only_fs.h"
+#include "core/error.h"
+#include "data/run_snapshot.h"
 #include "db/database.h"
 #include "main_window.h"
 #include "models/comm_ops_model.h"
@@ -465,6 +468,41 @@ class UiViewTest : public QObject {
              qPrintable(shown.last()));
     QVERIFY2(shown.first().endsWith(QString::fromStdString(logs.front().message)),
              qPrintable(shown.first()));
+  }
+
+  // Issue 16: a database on a read-only file system (a team's share mounted read-only) is read by
+  // every connection the window opens (the history, a run's snapshot and its data-version watch,
+  // compare and pipeline), never refused for want of its -shm file.
+  void aRunOnAReadOnlyFileSystemIsRead() {
+    QVERIFY(ddp_run_ > 0);
+    const std::string copy = dir_.filePath("copy/runs.db").toStdString();
+    std::filesystem::create_directories(std::filesystem::path(copy).parent_path());
+    {
+      storage::Database database(db_);
+      database.exec("VACUUM INTO '" + copy + "'");  // one self-contained file, no -wal
+    }
+    const int64_t run = ddp_run_;
+    const int code = ringmaster::testing::onReadOnlyFileSystem(
+        dir_.filePath("ro").toStdString(), copy, [run](const std::filesystem::path& path) {
+          try {
+            storage::Database writable(path.string());
+            return 1;  // the file system is not read-only: the test would prove nothing
+          } catch (const Error&) {
+          }
+          storage::Database watch(path.string(), storage::readingOptions(path.string()));
+          if (storage::listRuns(watch).empty()) return 2;
+          SnapshotRequest request;
+          request.charts.push_back({.metrics = {"loss"}, .ranks = {0, 1, 2, 3}});
+          const RunSnapshot snapshot = loadRunSnapshot(path.string(), run, request);
+          if (snapshot.run.status != "completed") return 3;
+          if (snapshot.charts.at(0).per_rank.at(3).buckets.size() != 150) return 4;
+          return 0;
+        });
+    if (code == ringmaster::testing::kNoNamespaces)
+      QSKIP("user and mount namespaces are not allowed here");
+    QVERIFY2(code == 0, qPrintable(QString("1: the copy was writable, 2: no run listed, 3: the "
+                                           "run not read, 4: its loss not read; got %1")
+                                       .arg(code)));
   }
 
   // Issue 15: cancelling asks first; "keep it running" keeps it running.

@@ -49,7 +49,7 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
 
 RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
                             const SnapshotRequest& request) {
-  storage::Database db(db_path);
+  storage::Database db(db_path, storage::readingOptions(db_path));
   return loadRunSnapshot(db, run_id, request);
 }
 

@@ -81,7 +81,7 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
 }
 
 void CompareView::reload() {
-  storage::Database db(db_path_);
+  storage::Database db(db_path_, storage::readingOptions(db_path_));
   const storage::RunComparison comparison = storage::compareRuns(db, run_ids_);
 
   auto range = [](const MetricChart* chart) {

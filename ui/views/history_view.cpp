@@ -100,7 +100,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
 HistoryView::~HistoryView() = default;
 
 void HistoryView::setDatabase(const std::string& db_path) {
-  db_ = std::make_unique<storage::Database>(db_path);
+  db_ = std::make_unique<storage::Database>(db_path, storage::readingOptions(db_path));
   storage::reconcileInterruptedRuns(*db_);
   seen_version_ = -1;
   refresh();

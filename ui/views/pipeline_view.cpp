@@ -80,7 +80,7 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
 }
 
 void PipelineView::showStep(int64_t step) {
-  storage::Database db(db_path_);
+  storage::Database db(db_path_, storage::readingOptions(db_path_));
   std::optional<storage::StepSchedule> schedule = storage::loadStepSchedule(db, run_id_, step);
   shown_step_ = step;
   measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});

@@ -100,7 +100,7 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
     : QWidget(parent),
       db_path_(std::move(db_path)),
       run_id_(run_id),
-      watch_db_(std::make_unique<storage::Database>(db_path_)) {
+      watch_db_(std::make_unique<storage::Database>(db_path_, storage::readingOptions(db_path_))) {
   setObjectName(QString("runView%1").arg(run_id));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
