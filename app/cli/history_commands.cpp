@@ -184,10 +184,9 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                                     formatOptional(summary.final_loss));
   if (summary.final_accuracy)
     figures += fmt::format("  accuracy {}", percent(*summary.final_accuracy));
-  figures +=
-      fmt::format("  {} samples/s  step {} ms  exposed comm {}",
-                  formatNumber(summary.samples_per_second, 1),
-                  formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
+  figures += fmt::format("  {} samples/s  step {} ms  exposed comm {}",
+                         formatNumber(summary.samples_per_second, 1),
+                         formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
   if (summary.bubble_fraction)
     figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
   fmt::print(out, "{}\n", figures);
@@ -237,8 +236,11 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     }
     comm_table.print(out);
   }
-  fmt::print(out, "\n  events: {} stored, {} duplicate, {} dropped, {} malformed lines\n",
-             ingest.stored, ingest.duplicates, ingest.dropped, ingest.malformed);
+  // Bad lines: malformed, oversized, or from a rank the run does not have. Drops happen only in
+  // runs recorded before the recorder made its producers wait instead.
+  fmt::print(out, "\n  events: {} stored, {} duplicate, {} bad lines{}\n", ingest.stored,
+             ingest.duplicates, ingest.malformed,
+             ingest.dropped > 0 ? fmt::format(", {} dropped", ingest.dropped) : "");
   constexpr size_t kShownProblems = 10;
   if (!problems.empty()) {
     fmt::print(out, "\n{} (last {} of {}):\n", paint("Warnings and errors", Colour::kBold, colour),
@@ -333,8 +335,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   }
   for (auto& [start, cells] : by_start) {
     cells.resize(losses.size(), "-");
-    std::vector<std::string> full = {
-        fmt::format("{}-{}", start, losses.front().lastStepOf(start))};
+    std::vector<std::string> full = {fmt::format("{}-{}", start, losses.front().lastStepOf(start))};
     full.insert(full.end(), cells.begin(), cells.end());
     loss_table.addRow(std::move(full));
   }

@@ -168,6 +168,11 @@ TEST_F(HostileTelemetry, EventsOfNoRankAndOversizedLinesAreCountedNotStored) {
                      "100000,%'"),
             1);
   EXPECT_EQ(show()["events"]["malformed"], kRejected + kMalformed + kOversized);
+  CapturedProcess shown_text(kRingmaster, {"--db", dbPath(), "show", "1"});
+  EXPECT_TRUE(shown_text.wait(60s).ok()) << shown_text.err();
+  EXPECT_NE(shown_text.out().find(fmt::format("{} bad lines", kRejected + kMalformed + kOversized)),
+            std::string::npos)
+      << shown_text.out();
 }
 
 }  // namespace
