@@ -5,6 +5,7 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QTableView>
+#include <QTextDocument>
 #include <QTest>
 #include <limits>
 
@@ -71,7 +72,11 @@ class UiModelTest : public QObject {
     model.setRuns({a, b});
     QCOMPARE(model.rowCount(), 2);
     QCOMPARE(model.index(1, RunListModel::kStatus).data().toString(), QString("failed"));
-    QCOMPARE(model.index(1, 0).data(Qt::ToolTipRole).toString(), QString("rank 2 failed: boom"));
+    // The root cause as a tooltip: rich text holding the escaped message (issue 16: never markup
+    // from a worker).
+    QTextDocument tooltip;
+    tooltip.setHtml(model.index(1, 0).data(Qt::ToolTipRole).toString());
+    QCOMPARE(tooltip.toPlainText(), QString("rank 2 failed: boom"));
     QCOMPARE(model.index(0, 0).data(RunListModel::kRunIdRole).toLongLong(), 3);
     a.status = "completed";
     a.ended_at = 1.7e9 + 65;
