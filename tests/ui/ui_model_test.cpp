@@ -5,8 +5,8 @@
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QTableView>
-#include <QTextDocument>
 #include <QTest>
+#include <QTextDocument>
 #include <limits>
 
 #include "core/error.h"
@@ -165,6 +165,11 @@ class UiModelTest : public QObject {
       QVERIFY2(!formatMs(x).startsWith('-'), qPrintable(formatMs(x)));
       QVERIFY2(!formatDuration(x).startsWith('-'), qPrintable(formatDuration(x)));
     }
+    // The heat map's step labels: the last step of a bucket never overflows.
+    constexpr int64_t kLastStep = std::numeric_limits<int64_t>::max();
+    QCOMPARE(WaitHeatMap{.bucket_width = 4}.lastStepOf(8), int64_t{11});
+    QCOMPARE(WaitHeatMap{.bucket_width = kLastStep}.lastStepOf(5), kLastStep);
+    QCOMPARE(WaitHeatMap{.bucket_width = 2}.lastStepOf(kLastStep), kLastStep);
   }
 
   void memoryEstimateFollowsTheZeroFormulas() {

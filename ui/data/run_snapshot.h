@@ -39,6 +39,10 @@ struct WaitHeatMap {
   int64_t bucket_width = 1;
   std::vector<int64_t> bucket_starts;
   std::vector<std::vector<std::optional<double>>> values;  // [rank][bucket]
+  // The last step of the bucket starting at `start`, without overflow (storage::Series's rule).
+  int64_t lastStepOf(int64_t start) const {
+    return storage::Series{.bucket_width = bucket_width}.lastStepOf(start);
+  }
 };
 
 // Time per step in each collective, for the "communication time by op" chart.

@@ -65,7 +65,7 @@ void HeatMap::paintEvent(QPaintEvent*) {
   painter.drawText(QRect(plot.left(), plot.bottom() + 2, plot.width(), 18),
                    Qt::AlignRight | Qt::AlignVCenter,
                    QString("step %1 · darkest %2 exposed comm per step")
-                       .arg(map_.bucket_starts.back() + map_.bucket_width - 1)
+                       .arg(map_.lastStepOf(map_.bucket_starts.back()))
                        .arg(formatMs(max_value_)));
 }
 
@@ -87,7 +87,7 @@ bool HeatMap::event(QEvent* event) {
                      QString("rank %1, steps %2–%3: %4")
                          .arg(r)
                          .arg(start)
-                         .arg(start + map_.bucket_width - 1)
+                         .arg(map_.lastStepOf(start))
                          .arg(v ? formatMs(*v) + " exposed comm per step" : QString("no data")));
   return true;
 }
