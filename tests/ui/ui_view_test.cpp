@@ -173,7 +173,14 @@ class UiViewTest : public QObject {
     QSignalSpy opened(&w, &MainWindow::runOpened);
     QSignalSpy finished(&w, &MainWindow::launchFinished);
     QTest::mouseClick(editor.launchButton(), Qt::LeftButton);
-    QVERIFY2(opened.wait(60000), "Launch did not start the example");
+    QVERIFY2(
+        opened.wait(60000) || !opened.isEmpty(),
+        qPrintable(
+            "Launch did not start the example: " + w.statusBar()->currentMessage() + " | " +
+            editor.launchStatusText() +
+            (finished.isEmpty()
+                 ? QString(" | still launching")
+                 : QString(" | ended with exit code %1").arg(finished.first().at(1).toInt()))));
     const int64_t run = opened.first().at(0).toLongLong();
     QVERIFY2(!w.statusBar()->currentMessage().contains("Launching"),
              qPrintable(w.statusBar()->currentMessage()));
