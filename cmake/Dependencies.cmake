@@ -7,6 +7,7 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(simdjson REQUIRED)  # libsimdjson-dev: the telemetry decoder's fast path
+find_package(ZLIB REQUIRED)      # zlib1g-dev: checkpoint checksums (CRC-32)
 set(BLA_VENDOR OpenBLAS)
 find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR openblas_config.h

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev                                    # tests
   libgloo-dev                                                  # CPU collectives
   libsqlite3-dev                                               # run storage
+  zlib1g-dev                                                   # checkpoint checksums (CRC-32)
   libssh-dev                                                   # SSH launcher
   openssh-server openssh-client iproute2                       # the SSH tests' sshd, ssh, netns
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev    # desktop application (SVG: chart export)

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,9 +14,11 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <zlib.h>
 
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "core/file_modes.h"
 
 namespace ringmaster {
 
@@ -31,41 +32,20 @@ constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
 
 // ---------------------------------------------------------------------------------------------
-// Modes: owner-only unless RINGMASTER_UMASK says otherwise, as for the files ringmaster creates
-// (storage/db/files.h, which the engine cannot include): 027 lets the group read.
-
-mode_t creationMask() {
-  const char* text = std::getenv("RINGMASTER_UMASK");
-  if (text == nullptr || *text == '\0') return 077;
-  char* end = nullptr;
-  const long mask = std::strtol(text, &end, 8);
-  if (*end != '\0' || mask < 0 || mask > 0777) {
-    RM_THROW(kInvalidArgument,
-             fmt::format("RINGMASTER_UMASK={}: expected an octal mask such as 077 (owner only, "
-                         "the default) or 027 (the group may read)",
-                         text));
-  }
-  return static_cast<mode_t>(mask);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Checksums: CRC-32 (IEEE 802.3, as zlib's) over each tensor's name, dtype, shape and bytes, in
+// Checksums: zlib's CRC-32 (IEEE 802.3) over each tensor's name, dtype, shape and bytes, in
 // name order, so a flipped bit in the data or a renamed or reshaped tensor is caught.
 
+// zlib's crc32 takes its length as a uInt: a tensor over 4 GiB is fed in pieces.
 uint32_t crc32Update(uint32_t crc, const void* data, size_t size) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  const auto* bytes = static_cast<const unsigned char*>(data);
-  crc = ~crc;
-  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+  const auto* bytes = static_cast<const Bytef*>(data);
+  constexpr size_t kPiece = size_t{1} << 30;
+  while (size > 0) {
+    const size_t n = std::min(size, kPiece);
+    crc = static_cast<uint32_t>(::crc32(crc, bytes, static_cast<uInt>(n)));
+    bytes += n;
+    size -= n;
+  }
+  return crc;
 }
 
 // `tensors` must be on the host and sorted by name.
@@ -95,7 +75,7 @@ void writeChecked(const fs::path& file, const std::vector<std::pair<std::string,
                   std::map<std::string, std::string> metadata) {
   const auto host = onHostByName(tensors);
   metadata[kChecksumKey] = checksumOf(host);
-  saveSafetensors(file.string(), host, metadata, 0666 & ~creationMask());
+  saveSafetensors(file.string(), host, metadata, newFileMode());
 }
 
 // Reads a file and checks its checksum when it has one (files written before checksums, or by
@@ -122,7 +102,7 @@ SafetensorsFile readChecked(const std::string& file) {
 // Makes `path` and its missing parents, each 0777 less the creation mask (0700) whatever the
 // umask; existing ones keep their mode.
 void makePrivateDirectories(const fs::path& path) {
-  const mode_t mode = 0777 & ~creationMask();
+  const mode_t mode = newDirectoryMode();
   std::vector<fs::path> missing;
   std::error_code ec;
   for (fs::path p = path; !p.empty() && !fs::exists(p, ec); p = p.parent_path()) {

@@ -43,28 +43,6 @@ std::string systemReason(int error) {
 
 }  // namespace
 
-mode_t creationMask() {
-  const char* text = std::getenv("RINGMASTER_UMASK");
-  if (text == nullptr || *text == '\0') return 077;
-  char* end = nullptr;
-  const long mask = std::strtol(text, &end, 8);
-  if (*end != '\0' || mask < 0 || mask > 0777) {
-    RM_THROW(kInvalidArgument,
-             fmt::format("RINGMASTER_UMASK={}: expected an octal mask such as 077 (owner only, "
-                         "the default) or 027 (the group may read)",
-                         text));
-  }
-  return static_cast<mode_t>(mask);
-}
-
-mode_t newFileMode() {
-  return 0666 & ~creationMask();
-}
-
-mode_t newDirectoryMode() {
-  return 0777 & ~creationMask();
-}
-
 bool createDirectoryExclusive(const fs::path& path) {
   if (::mkdir(path.c_str(), newDirectoryMode()) == 0) return true;
   if (errno == EEXIST) return false;

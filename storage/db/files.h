@@ -11,14 +11,14 @@
 #include <string>
 #include <string_view>
 
+#include "core/file_modes.h"
+
 namespace ringmaster::storage {
 
-// The mask applied to what Ringmaster creates: RINGMASTER_UMASK (octal, 077 .. 000; 027 lets the
-// group read) when set, else 077: owner-only. The process umask still applies on top. Throws
-// kInvalidArgument for a value that is not an octal mask.
-mode_t creationMask();
-mode_t newFileMode();       // 0666 without the creation mask: 0600 by default
-mode_t newDirectoryMode();  // 0777 without the creation mask: 0700 by default
+// The modes come from core/file_modes.h (RINGMASTER_UMASK, owner-only by default): newFileMode(),
+// newDirectoryMode().
+using ringmaster::newDirectoryMode;
+using ringmaster::newFileMode;
 
 // Creates `path` and its missing parents with newDirectoryMode(); existing ones are left as they
 // are. Throws kIo naming the directory and the system's reason.
