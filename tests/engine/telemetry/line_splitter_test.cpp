@@ -199,7 +199,9 @@ TEST(LineSplitter, AnOversizedLineIsReportedWithItsLength) {
       EXPECT_TRUE(lines[1].oversized);
       EXPECT_EQ(lines[1].bytes, big.size());
       EXPECT_EQ(lines[1].text, big.substr(0, LineSplitter::kPreviewBytes));
-      if (terminated) EXPECT_EQ(lines[2].text, "bc");
+      if (terminated) {
+        EXPECT_EQ(lines[2].text, "bc");
+      }
     }
   }
 }
