@@ -27,6 +27,7 @@
 #include "db/database.h"
 #include "db/statement.h"
 #include "db/step_columns.h"
+#include "engine/telemetry/sample_events.h"
 #include "export/run_export.h"
 #include "query/comm_stats.h"
 #include "query/runs.h"
@@ -57,30 +58,8 @@ constexpr size_t kLongestLine = 400;
 // ---------------------------------------------------------------------------------------------
 // The telemetry a hostile stream sends.
 
-// The extremes every numeric field is tried with, as JSON text (JSON has no NaN or infinity:
-// 1e999 is how a stream tries them).
-const std::vector<std::string> kExtremes = {"-9223372036854775808",
-                                            "-9007199254740993",
-                                            "-1",
-                                            "-0",
-                                            "0",
-                                            "1",
-                                            "9007199254740992",
-                                            "9007199254740993",
-                                            "9223372036854775807",
-                                            "18446744073709551615",
-                                            "18446744073709551616",
-                                            "-0.0",
-                                            "0.5",
-                                            "1e-308",
-                                            "4.9e-324",
-                                            "1e300",
-                                            "1e308",
-                                            "-1e308",
-                                            "1.7976931348623157e308",
-                                            "1e999",
-                                            "-1e999",
-                                            "null"};
+// The extremes every numeric field is tried with (JSON text).
+const std::vector<std::string>& kExtremes = samples::numericExtremes();
 
 struct Kind {
   const char* type;

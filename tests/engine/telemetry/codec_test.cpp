@@ -543,31 +543,7 @@ TEST(TelemetryFastPath, AgreesOnTheExtremesOfEveryNumericField) {
       {samples::fullError(), {"step", "exit_code"}},
       {samples::sampleDone(), {"final_step", "wall_s"}},
   };
-  const std::vector<std::string> extremes = {"-9223372036854775808",
-                                             "-9007199254740993",
-                                             "-1",
-                                             "-0",
-                                             "0",
-                                             "1",
-                                             "9007199254740992",
-                                             "9007199254740993",
-                                             "9223372036854775807",
-                                             "9223372036854775808",
-                                             "18446744073709551615",
-                                             "18446744073709551616",
-                                             "-0.0",
-                                             "0.5",
-                                             "1.5",
-                                             "1e-308",
-                                             "4.9e-324",
-                                             "1e300",
-                                             "1e301",
-                                             "1e308",
-                                             "-1e308",
-                                             "1.7976931348623157e308",
-                                             "1e999",
-                                             "-1e999",
-                                             "null"};
+  const std::vector<std::string>& extremes = samples::numericExtremes();
   int accepted = 0;
   for (const auto& [base, keys] : fields) {
     for (const char* key : keys) {

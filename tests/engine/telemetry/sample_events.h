@@ -2,6 +2,7 @@
 // or absent ("minimal").
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "telemetry/events.h"
@@ -157,6 +158,38 @@ inline std::vector<EventBody> allBodies() {
 
 inline TelemetryEvent wrap(EventBody body, int rank = 3, uint64_t seq = 42) {
   return TelemetryEvent{rank, seq, 1732320000.123456, std::move(body)};
+}
+
+// The extremes a hostile stream tries every numeric field with, as JSON text: the edges of int64,
+// uint64 and 2^53, signed zeros, the smallest and largest doubles, and overflowing numbers
+// (JSON has no NaN or infinity: 1e999 is how a stream tries them).
+inline const std::vector<std::string>& numericExtremes() {
+  static const std::vector<std::string> kExtremes = {"-9223372036854775808",
+                                                     "-9007199254740993",
+                                                     "-1",
+                                                     "-0",
+                                                     "0",
+                                                     "1",
+                                                     "9007199254740992",
+                                                     "9007199254740993",
+                                                     "9223372036854775807",
+                                                     "9223372036854775808",
+                                                     "18446744073709551615",
+                                                     "18446744073709551616",
+                                                     "-0.0",
+                                                     "0.5",
+                                                     "1.5",
+                                                     "1e-308",
+                                                     "4.9e-324",
+                                                     "1e300",
+                                                     "1e301",
+                                                     "1e308",
+                                                     "-1e308",
+                                                     "1.7976931348623157e308",
+                                                     "1e999",
+                                                     "-1e999",
+                                                     "null"};
+  return kExtremes;
 }
 
 }  // namespace ringmaster::samples
