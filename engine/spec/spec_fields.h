@@ -1,0 +1,84 @@
+// The job spec's fields described once, as plain data: path, type, choices, default, bounds, when
+// it applies and a line of help. The job editor builds its form from it, the CLI prints it, and a
+// test holds every default and choice list to what the parser does (docs/spec.md is the prose).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ringmaster {
+
+enum class FieldType {
+  kInteger,
+  kNumber,
+  kBoolean,
+  kText,
+  kPath,             // a file or directory (text)
+  kChoice,           // one of `choices`
+  kIntegerList,      // [784, 256, 10]
+  kNumberList,       // [0.9, 0.999]
+  kIntegerListList,  // [[0, 1], [2]]
+  kHostList,         // launch.hosts: objects described by the "launch.hosts[]." fields
+};
+
+// "integer", "number", "boolean", "text", "path", "choice", "integer list", "number list",
+// "list of integer lists", "host list".
+std::string_view toString(FieldType type);
+
+// The field belongs to some kinds only: it applies when the choice field `controller` holds one
+// of `kinds` (its default when left out). For other kinds the parser calls it unknown.
+struct FieldCondition {
+  std::string controller;  // "strategy.kind"
+  std::vector<std::string> kinds;
+  bool operator==(const FieldCondition&) const = default;
+};
+
+// A default that differs for some kinds (optimizer.weight_decay: 0.01 for adamw).
+struct ConditionalDefault {
+  FieldCondition when;
+  nlohmann::json value;
+  bool operator==(const ConditionalDefault&) const = default;
+};
+
+struct SpecField {
+  std::string path;     // JSON path: "strategy.bucket_cap_mb"; "launch.hosts[].ranks" per entry
+  std::string section;  // the form's group: "Strategy"
+  std::string label;    // the form's label: "Bucket cap (MiB)"
+  FieldType type = FieldType::kText;
+  std::vector<std::string> choices;  // kChoice: every spelling the parser accepts, in order
+  nlohmann::json default_value;      // what the parser assumes when left out; null: none/required
+  std::vector<ConditionalDefault> defaults_when;  // overrides default_value for some kinds
+  bool required = false;  // the parser insists on it (within its block, for an optional block)
+  // A required field's value in a new spec (JobSpec{}), which the form assumes until the document
+  // holds one (optimizer.kind: adamw); null otherwise.
+  nlohmann::json initial_value;
+  std::optional<FieldCondition> shown_when;  // nullopt: applies to every spec
+  std::optional<double> minimum;  // the bounds the parser accepts (integers, numbers, list items)
+  std::optional<double> maximum;
+  bool exclusive_minimum = false;  // lr: > 0
+  bool exclusive_maximum = false;  // dropout: < 1
+  std::string help;  // one line: "gradients are all-reduced in buckets of at most this size"
+  bool operator==(const SpecField&) const = default;
+};
+
+// Every field of the spec, in form order (sections in order, fields in order within them).
+const std::vector<SpecField>& specFields();
+
+// The field at `path`, or nullptr.
+const SpecField* findSpecField(std::string_view path);
+
+// The default of `field` for a document: the conditional default whose condition holds there,
+// else default_value.
+nlohmann::json defaultFor(const SpecField& field, const nlohmann::json& document);
+
+// The value of choice field `path` in `document`, or its default when left out or not a string.
+std::string choiceIn(const nlohmann::json& document, std::string_view path);
+
+// Whether `field` applies to `document` (no condition, or its controller holds one of its kinds).
+bool appliesTo(const SpecField& field, const nlohmann::json& document);
+
+}  // namespace ringmaster
