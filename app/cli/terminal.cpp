@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/display_text.h"
+#include "core/number_format.h"
 
 namespace ringmaster::cli {
 
@@ -106,18 +107,7 @@ void Table::print(std::FILE* out) const {
 }
 
 std::string formatBytes(double bytes) {
-  if (!(bytes >= 0)) return "-";  // no byte count is negative (or NaN)
-  bytes += 0.0;                   // not "-0 B"
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  constexpr int kLargest = 6;
-  int unit = 0;
-  while (bytes >= 1024 && unit < kLargest) {
-    bytes /= 1024;
-    ++unit;
-  }
-  if (unit == 0) return fmt::format("{:.0f} B", bytes);
-  if (bytes >= 1e5) return fmt::format("{:.3g} {}", bytes, units[unit]);  // beyond 2^64
-  return fmt::format("{:.1f} {}", bytes, units[unit]);
+  return ringmaster::formatBytes(bytes, kTerminalBytes);
 }
 
 std::string formatDuration(double seconds) {

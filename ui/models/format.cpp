@@ -1,8 +1,10 @@
-// Number formatting shared by the views. Every result is bounded in length whatever the value
+// Number formatting shared by the views (bytes through core/number_format, the CLI's formatter). Every result is bounded in length whatever the value
 // (a database may hold 1e308 or an infinity), and no byte count or duration prints negative.
 #include "models/format.h"
 
 #include <cmath>
+
+#include "core/number_format.h"
 
 namespace ringmaster::ui {
 
@@ -16,17 +18,7 @@ QString formatDuration(double seconds) {
 }
 
 QString formatBytes(double bytes) {
-  if (!(bytes >= 0)) return "–";  // no byte count is negative (or NaN)
-  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  constexpr int kLargest = 6;
-  int unit = 0;
-  while (bytes >= 1024 && unit < kLargest) {
-    bytes /= 1024;
-    ++unit;
-  }
-  if (unit == 0) return QString("%1 B").arg(static_cast<int64_t>(bytes));
-  if (bytes >= 1e5) return QString("%1 %2").arg(bytes, 0, 'g', 3).arg(units[unit]);  // beyond 2^64
-  return QString("%1 %2").arg(bytes, 0, 'f', bytes < 10 ? 2 : bytes < 100 ? 1 : 0).arg(units[unit]);
+  return QString::fromStdString(ringmaster::formatBytes(bytes, kWindowBytes));
 }
 
 QString formatFigure(double value) {

@@ -7,7 +7,7 @@
 namespace ringmaster::ui {
 
 QString formatDuration(double seconds);  // "42 s", "3 min 05 s", "2 h 10 min"
-QString formatBytes(double bytes);       // "812 KiB", "1.50 GiB"
+QString formatBytes(double bytes);       // "812 KiB", "1.50 GiB": core/number_format, kWindowBytes
 QString formatFigure(double value);      // 3 significant digits, no exponent below 1e6
 QString formatMs(double ms);             // "0.412 ms", "12.3 ms", "1.20 s"
 
