@@ -206,4 +206,65 @@ void Sequential::setTraining(bool training) {
   for (auto& child : children_) child->setTraining(training);
 }
 
+void Sequential::setBlocks(std::vector<ModelBlock> blocks) {
+  size_t next = 0;
+  for (const ModelBlock& block : blocks) {
+    RM_ENFORCE(block.first_child == next && block.end_child > block.first_child,
+               fmt::format("block {} covers children [{}, {}), expected it to start at {}",
+                           block.name, block.first_child, block.end_child, next));
+    next = block.end_child;
+  }
+  RM_ENFORCE(next == children_.size(),
+             fmt::format("the blocks cover {} of {} children", next, children_.size()));
+  blocks_ = std::move(blocks);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual
+
+Residual::Residual(std::unique_ptr<Sequential> branch) : branch_(std::move(branch)) {
+  branch_->setTraining(training_);
+}
+
+// The branch's output may alias a tensor its modules keep, so the sum goes into a copy.
+Tensor Residual::forward(const Tensor& input) {
+  Tensor y = branch_->forward(input).clone();
+  ops::axpy(1.0f, input, y);
+  return y;
+}
+
+Tensor Residual::backward(const Tensor& grad_output) {
+  Tensor dx = branch_->backward(grad_output).clone();
+  ops::axpy(1.0f, grad_output, dx);
+  return dx;
+}
+
+std::vector<Tensor> Residual::saveContext() const {
+  std::vector<Tensor> context;
+  for (size_t i = 0; i < branch_->size(); ++i) {
+    for (Tensor& t : branch_->child(i).saveContext()) context.push_back(std::move(t));
+  }
+  return context;
+}
+
+void Residual::restoreContext(const std::vector<Tensor>& context) {
+  size_t at = 0;
+  for (size_t i = 0; i < branch_->size(); ++i) {
+    Module& child = branch_->child(i);
+    const size_t n = child.saveContext().size();  // fixed per module type
+    RM_ENFORCE(at + n <= context.size(), "Residual: a context shorter than the branch's");
+    child.restoreContext(std::vector<Tensor>(context.begin() + at, context.begin() + at + n));
+    at += n;
+  }
+}
+
+void Residual::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
+  branch_->collectParameters(prefix, out);
+}
+
+void Residual::setTraining(bool training) {
+  training_ = training;
+  branch_->setTraining(training);
+}
+
 }  // namespace ringmaster

@@ -1,12 +1,14 @@
-// The layers of an MLP: Linear, ReLU, GELU, Dropout, LayerNorm, and the Sequential container. Their
-// definitions and default initialisations are PyTorch's (nn.Linear's kaiming-uniform with a =
-// sqrt(5), exact-erf GELU, inverted dropout, biased-variance LayerNorm with eps 1e-5).
+// The layers of an MLP: Linear, ReLU, GELU, Dropout, LayerNorm, the Sequential container and the
+// Residual wrapper. Their definitions and default initialisations are PyTorch's (nn.Linear's
+// kaiming-uniform with a = sqrt(5), exact-erf GELU, inverted dropout, biased-variance LayerNorm
+// with eps 1e-5).
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "nn/model.h"
 #include "nn/module.h"
 
 namespace ringmaster {
@@ -100,7 +102,8 @@ class LayerNorm : public Module {
   Tensor input_, mean_, rstd_;
 };
 
-// Runs its children in order; parameters are named by child index like nn.Sequential.
+// Runs its children in order; parameters are named by child index like nn.Sequential. A model's
+// builder groups the children into the blocks its description declares (nn/model.h).
 class Sequential : public Module {
  public:
   std::string typeName() const override { return "Sequential"; }
@@ -112,9 +115,30 @@ class Sequential : public Module {
 
   size_t size() const { return children_.size(); }
   Module& child(size_t index) { return *children_.at(index); }
+  // The blocks the children form: contiguous, in order, covering every child (checked).
+  void setBlocks(std::vector<ModelBlock> blocks);
+  const std::vector<ModelBlock>& blocks() const { return blocks_; }
 
  private:
   std::vector<std::unique_ptr<Module>> children_;
+  std::vector<ModelBlock> blocks_;
+};
+
+// y = x + branch(x); the branch's parameters are named as its own children ("<i>.weight" under
+// this module's prefix). Its context is the branch children's contexts, concatenated.
+class Residual : public Module {
+ public:
+  explicit Residual(std::unique_ptr<Sequential> branch);
+  std::string typeName() const override { return "Residual"; }
+  Tensor forward(const Tensor& input) override;
+  Tensor backward(const Tensor& grad_output) override;
+  std::vector<Tensor> saveContext() const override;
+  void restoreContext(const std::vector<Tensor>& context) override;
+  void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+  void setTraining(bool training) override;
+
+ private:
+  std::unique_ptr<Sequential> branch_;
 };
 
 }  // namespace ringmaster

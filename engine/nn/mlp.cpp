@@ -1,4 +1,4 @@
-// buildMlp: the nn.Sequential an MLP spec describes.
+// buildMlp: the nn.Sequential an MLP spec describes, its description, and its registration.
 #include "nn/mlp.h"
 
 #include <fmt/format.h>
@@ -8,9 +8,58 @@
 
 namespace ringmaster {
 
-std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device) {
+MlpConfig mlpConfig(const ModelSpec& spec) {
+  return MlpConfig{.layers = spec.layers,
+                   .activation = spec.activation == ActivationKind::kGelu ? Activation::kGelu
+                                                                          : Activation::kRelu,
+                   .dropout = static_cast<float>(spec.dropout),
+                   .layer_norm = spec.layer_norm,
+                   .seed = spec.seed};
+}
+
+ModelDescription describeMlp(const MlpConfig& config) {
   RM_CHECK_ARG(config.layers.size() >= 2,
                fmt::format("an MLP needs at least 2 widths, got {}", config.layers.size()));
+  ModelDescription d;
+  const size_t linear_count = config.layers.size() - 1;
+  size_t child = 0;
+  int64_t kept_floats = 0;  // per sample, what the forward keeps for the backward
+  for (size_t i = 0; i < linear_count; ++i) {
+    const int64_t in = config.layers[i], out = config.layers[i + 1];
+    ModelBlock block{.name = fmt::format("layer.{}", i),
+                     .first_child = child,
+                     .parameters = out * in + out,
+                     .input_shape = {in},
+                     .output_shape = {out}};
+    d.parameters.push_back({fmt::format("{}.weight", child), {out, in}});
+    d.parameters.push_back({fmt::format("{}.bias", child), {out}});
+    d.flops_per_sample += 2 * in * out;
+    kept_floats += in;  // Linear: its input
+    ++child;
+    if (i + 1 < linear_count) {
+      if (config.layer_norm) {
+        d.parameters.push_back({fmt::format("{}.weight", child), {out}});
+        d.parameters.push_back({fmt::format("{}.bias", child), {out}});
+        block.parameters += 2 * out;
+        kept_floats += out + 2;  // input, mean, rstd
+        ++child;
+      }
+      kept_floats += out;  // the activation's input
+      ++child;
+      if (config.dropout > 0.0f) {
+        kept_floats += out;  // the mask
+        ++child;
+      }
+    }
+    block.end_child = child;
+    d.blocks.push_back(std::move(block));
+  }
+  d.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+  return d;
+}
+
+std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device) {
+  ModelDescription description = describeMlp(config);  // checks the widths
   auto model = std::make_unique<Sequential>();
   const size_t linear_count = config.layers.size() - 1;
   for (size_t i = 0; i < linear_count; ++i) {
@@ -28,7 +77,18 @@ std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device) {
     if (config.dropout > 0.0f)
       model->append(std::make_unique<Dropout>(config.dropout, ~layer_seed));
   }
+  model->setBlocks(std::move(description.blocks));
   return model;
+}
+
+ModelDefinition mlpModel() {
+  return ModelDefinition{
+      .kind = "mlp",
+      .summary = "Linear layers of model.layers' widths with activation, [LayerNorm], [Dropout]",
+      .validate = [](const ModelSpec&) { return std::vector<ModelProblem>{}; },
+      .describe = [](const ModelSpec& spec) { return describeMlp(mlpConfig(spec)); },
+      .build = [](const ModelSpec& spec,
+                  Device device) { return buildMlp(mlpConfig(spec), device); }};
 }
 
 }  // namespace ringmaster

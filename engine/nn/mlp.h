@@ -1,5 +1,7 @@
 // Builds the multi-layer perceptron a job spec describes: Linear layers of the given widths with
 // [LayerNorm], activation and [Dropout] between them, as the equivalent nn.Sequential would be.
+// Registered as model kind "mlp" (nn/models.cpp); each Linear layer with what follows it is a
+// block.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/model.h"
 
 namespace ringmaster {
 
@@ -21,8 +24,18 @@ struct MlpConfig {
   uint64_t seed = 0;
 };
 
+// The MLP a spec's model section describes.
+MlpConfig mlpConfig(const ModelSpec& spec);
+
+// Parameters, blocks (Linear layer i and the modules after it up to the next Linear), FLOPs and
+// activation memory, from the config alone.
+ModelDescription describeMlp(const MlpConfig& config);
+
 // Linear layer i (0-based) is initialised from a stream derived from (seed, i), and Dropout after
-// it from (seed, i) too, so the same config always builds the same model.
+// it from (seed, i) too, so the same config always builds the same model. Its blocks are set.
 std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device = Device::cpu());
+
+// The registration of kind "mlp".
+ModelDefinition mlpModel();
 
 }  // namespace ringmaster

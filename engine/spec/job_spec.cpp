@@ -50,7 +50,6 @@ constexpr NamedValue<PipelineSchedule> kPipelineSchedules[] = {
     {PipelineSchedule::k1f1b, "1f1b"},
     {PipelineSchedule::kInterleaved1f1b, "interleaved_1f1b"},
     {PipelineSchedule::kZbH1, "zb_h1"}};
-constexpr NamedValue<ModelKind> kModelKinds[] = {{ModelKind::kMlp, "mlp"}};
 constexpr NamedValue<ActivationKind> kActivationKinds[] = {{ActivationKind::kRelu, "relu"},
                                                            {ActivationKind::kGelu, "gelu"}};
 constexpr NamedValue<DataKind> kDataKinds[] = {{DataKind::kSynthetic, "synthetic"},
@@ -74,7 +73,6 @@ RM_SPEC_TABLE(StrategyKind, kStrategyKinds)
 RM_SPEC_TABLE(FsdpSharding, kFsdpShardings)
 RM_SPEC_TABLE(FsdpUnits, kFsdpUnits)
 RM_SPEC_TABLE(PipelineSchedule, kPipelineSchedules)
-RM_SPEC_TABLE(ModelKind, kModelKinds)
 RM_SPEC_TABLE(ActivationKind, kActivationKinds)
 RM_SPEC_TABLE(DataKind, kDataKinds)
 RM_SPEC_TABLE(OptimizerKind, kOptimizerKinds)
@@ -124,7 +122,6 @@ RM_SPEC_ENUM(StrategyKind)
 RM_SPEC_ENUM(FsdpSharding)
 RM_SPEC_ENUM(FsdpUnits)
 RM_SPEC_ENUM(PipelineSchedule)
-RM_SPEC_ENUM(ModelKind)
 RM_SPEC_ENUM(ActivationKind)
 RM_SPEC_ENUM(DataKind)
 RM_SPEC_ENUM(OptimizerKind)
@@ -476,6 +473,20 @@ class SpecParser {
     return false;
   }
 
+  // A registered model kind (nn/models.cpp); the message lists them like readEnum's.
+  bool readModelKind(const json& value, const std::string& path, std::string& out) {
+    if (value.is_string() && findModel(value.get_ref<const std::string&>()) != nullptr) {
+      out = value.get<std::string>();
+      return true;
+    }
+    std::string names;
+    for (std::string_view name : modelKinds()) {
+      names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
+    }
+    report(path, fmt::format("expected one of {}, got {}", names, shown(value)));
+    return false;
+  }
+
   // --- blocks ----------------------------------------------------------------------------------
 
   void parseName(const json& value, std::string& out) {
@@ -604,7 +615,7 @@ class SpecParser {
     const std::string path = "model";
     if (!expectObject(value, path)) return;
     checkKeys(value, path, kModelKeys, nullptr);
-    if (const json* v = need(value, path, "kind")) readEnum(*v, join(path, "kind"), out.kind);
+    if (const json* v = need(value, path, "kind")) readModelKind(*v, join(path, "kind"), out.kind);
     if (const json* v = need(value, path, "layers"))
       parseLayers(*v, join(path, "layers"), out.layers);
     if (const json* v = find(value, "activation")) {
@@ -917,6 +928,13 @@ class SpecParser {
     const bool strategy_known = okAt("strategy.kind");
     const bool layers_known = okAt("model.layers");
     const StrategyKind strategy = spec.strategy.kind;
+
+    // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
+    if (allOk("model.kind", "model.layers", "model.activation", "model.dropout",
+              "model.layer_norm")) {
+      for (const ModelProblem& problem : validateModel(spec.model))
+        report(problem.path, problem.message);
+    }
 
     // Data against model.
     if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known) {
@@ -1268,7 +1286,7 @@ json toJson(const JobSpec& spec) {
   }
 
   const ModelSpec& m = spec.model;
-  json model = {{"kind", toString(m.kind)},
+  json model = {{"kind", m.kind},
                 {"layers", m.layers},
                 {"activation", toString(m.activation)},
                 {"dropout", m.dropout},

@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "nn/model.h"  // ModelSpec, ActivationKind: the model section belongs to the models
+
 namespace ringmaster {
 
 // ---------------------------------------------------------------------------------------------
@@ -26,9 +28,6 @@ enum class FsdpSharding { kFullShard, kShardGradOp, kNoShard };
 // whole model.
 enum class FsdpUnits { kLayer, kModel };
 enum class PipelineSchedule { kGpipe, k1f1b, kInterleaved1f1b, kZbH1 };
-enum class ModelKind { kMlp };
-// Named ActivationKind so as not to clash with nn/mlp.h's Activation, to which it maps one to one.
-enum class ActivationKind { kRelu, kGelu };
 enum class DataKind { kSynthetic, kIdx };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class BackendKind { kAuto, kGloo, kNccl };
@@ -38,7 +37,6 @@ std::string_view toString(StrategyKind value);
 std::string_view toString(FsdpSharding value);
 std::string_view toString(FsdpUnits value);
 std::string_view toString(PipelineSchedule value);
-std::string_view toString(ModelKind value);
 std::string_view toString(ActivationKind value);
 std::string_view toString(DataKind value);
 std::string_view toString(OptimizerKind value);
@@ -59,7 +57,6 @@ RINGMASTER_SPEC_ENUM_NAMES(StrategyKind);
 RINGMASTER_SPEC_ENUM_NAMES(FsdpSharding);
 RINGMASTER_SPEC_ENUM_NAMES(FsdpUnits);
 RINGMASTER_SPEC_ENUM_NAMES(PipelineSchedule);
-RINGMASTER_SPEC_ENUM_NAMES(ModelKind);
 RINGMASTER_SPEC_ENUM_NAMES(ActivationKind);
 RINGMASTER_SPEC_ENUM_NAMES(DataKind);
 RINGMASTER_SPEC_ENUM_NAMES(OptimizerKind);
@@ -117,16 +114,7 @@ struct StrategySpec {
   bool operator==(const StrategySpec&) const = default;
 };
 
-struct ModelSpec {
-  ModelKind kind = ModelKind::kMlp;
-  std::vector<int64_t> layers;  // required; widths, input first: {784, 256, 256, 10}
-  ActivationKind activation = ActivationKind::kRelu;
-  double dropout = 0;  // in [0, 1)
-  bool layer_norm = false;
-  uint64_t seed = 0;
-  std::optional<std::string> init_checkpoint;  // weights to start from instead of the seed's
-  bool operator==(const ModelSpec&) const = default;
-};
+// ModelSpec (the model section) is nn/model.h's: its kind is any registered model.
 
 struct DataSpec {
   DataKind kind = DataKind::kSynthetic;

@@ -86,15 +86,6 @@ std::unique_ptr<Dataset> makeDataset(const DataSpec& spec) {
                                                    spec.seed);
 }
 
-MlpConfig mlpConfig(const ModelSpec& spec) {
-  return MlpConfig{.layers = spec.layers,
-                   .activation = spec.activation == ActivationKind::kGelu ? Activation::kGelu
-                                                                          : Activation::kRelu,
-                   .dropout = static_cast<float>(spec.dropout),
-                   .layer_norm = spec.layer_norm,
-                   .seed = spec.seed};
-}
-
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
                                          std::vector<NamedParameter> parameters) {
   if (spec.kind == OptimizerKind::kSgd) {
@@ -284,13 +275,16 @@ TrainingResult Trainer::run() {
                              .strategy = std::string(toString(spec_.strategy.kind))});
 
   std::unique_ptr<Dataset> dataset = makeDataset(spec_.data);
-  RM_CHECK_ARG(dataset->features() == spec_.model.layers.front(),
+  const ModelDescription description = describeModel(spec_.model);
+  const int64_t model_inputs = shapeNumel(description.inputShape());
+  const int64_t model_outputs = shapeNumel(description.outputShape());
+  RM_CHECK_ARG(dataset->features() == model_inputs,
                fmt::format("data: {} features per sample, but model.layers[0] is {}",
-                           dataset->features(), spec_.model.layers.front()));
-  RM_CHECK_ARG(dataset->classes() <= spec_.model.layers.back(),
+                           dataset->features(), model_inputs));
+  RM_CHECK_ARG(dataset->classes() <= model_outputs,
                fmt::format("data: {} classes, but the model has {} outputs", dataset->classes(),
-                           spec_.model.layers.back()));
-  auto model = buildMlp(mlpConfig(spec_.model), device);
+                           model_outputs));
+  auto model = buildModel(spec_.model, device);
   const int64_t parameter_count = model->parameterCount();
   if (spec_.model.init_checkpoint)
     loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());

@@ -12,7 +12,8 @@
 #include "comm/comm_telemetry.h"
 #include "comm/communicator.h"
 #include "data/dataset.h"
-#include "nn/mlp.h"
+#include "nn/layers.h"
+#include "nn/model.h"
 #include "optim/optimizer.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
@@ -44,7 +45,6 @@ Device resolveDevice(DeviceKind kind, int local_rank);
 std::string backendFor(BackendKind kind, Device device);
 
 std::unique_ptr<Dataset> makeDataset(const DataSpec& spec);
-MlpConfig mlpConfig(const ModelSpec& spec);
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
                                          std::vector<NamedParameter> parameters);
 

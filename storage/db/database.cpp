@@ -7,6 +7,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -451,8 +452,35 @@ int currentSchemaVersion() {
   return static_cast<int>(migrationSql().size());
 }
 
+namespace {
+
+std::atomic<QueryThreadCheck> query_thread_check{nullptr};
+thread_local int queries_allowed_here = 0;
+
+}  // namespace
+
+void setQueryThreadCheck(QueryThreadCheck check) {
+  query_thread_check.store(check);
+}
+
+void enforceQueryThread(std::string_view what) {
+  const QueryThreadCheck check = query_thread_check.load();
+  RM_ENFORCE(check == nullptr || queries_allowed_here > 0 || check(),
+             fmt::format("database work on a thread that must not do any (the GUI thread?): {}",
+                         what.substr(0, what.find('\n'))));
+}
+
+AllowQueriesOnThisThread::AllowQueriesOnThisThread() {
+  ++queries_allowed_here;
+}
+
+AllowQueriesOnThisThread::~AllowQueriesOnThisThread() {
+  --queries_allowed_here;
+}
+
 Database::Database(const std::string& path, DatabaseOptions options)
     : path_(path), read_only_(options.read_only) {
+  enforceQueryThread("opening " + path);
   if (std::optional<std::string> remote = networkFileSystem(path)) {
     RM_THROW(kUnavailable,
              fmt::format("{} is on a network file system ({}); the run database uses SQLite's "
@@ -603,6 +631,7 @@ Database::~Database() {
 }
 
 int64_t Database::dataVersion() const {
+  enforceQueryThread("PRAGMA data_version");
   sqlite3_stmt* statement = nullptr;
   checkSqlite(db_, sqlite3_prepare_v2(db_, "PRAGMA data_version", -1, &statement, nullptr),
               "reading data_version");
@@ -613,10 +642,12 @@ int64_t Database::dataVersion() const {
 }
 
 int Database::schemaVersion() const {
+  enforceQueryThread("PRAGMA user_version");
   return userVersion(db_);
 }
 
 void Database::exec(const std::string& sql) {
+  enforceQueryThread(sql);
   char* error = nullptr;
   const int code = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);
   if (error != nullptr) sqlite3_free(error);

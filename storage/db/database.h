@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace ringmaster::storage {
 
@@ -78,6 +79,25 @@ int currentSchemaVersion();
 // Brings a database to `target` (default: current) by running the migrations after its
 // user_version in one transaction each. Exposed for the migration tests.
 void migrate(Database& db, int target);
+
+// Which threads may touch a database: a process-wide check, consulted by every open, statement and
+// exec (and data_version, user_version). A front end with a thread that must never block (the
+// window's GUI thread) installs one that refuses it; a refused call is a bug and throws kInternal
+// naming the SQL. None is installed by default: every thread may query.
+using QueryThreadCheck = bool (*)();
+void setQueryThreadCheck(QueryThreadCheck check);  // nullptr removes it
+// Throws kInternal when the installed check refuses the calling thread.
+void enforceQueryThread(std::string_view what);
+
+// While one lives, the calling thread may query whatever the check says (a test looking into the
+// database itself, a tool): nests.
+class AllowQueriesOnThisThread {
+ public:
+  AllowQueriesOnThisThread();
+  ~AllowQueriesOnThisThread();
+  AllowQueriesOnThisThread(const AllowQueriesOnThisThread&) = delete;
+  AllowQueriesOnThisThread& operator=(const AllowQueriesOnThisThread&) = delete;
+};
 
 // Throws kIo for an SQLite result code other than the expected ones, naming what was done.
 void checkSqlite(sqlite3* db, int code, const std::string& what);

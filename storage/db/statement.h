@@ -16,6 +16,7 @@ namespace ringmaster::storage {
 class Statement {
  public:
   Statement(const Database& db, std::string_view sql) : db_(db.handle()) {
+    enforceQueryThread(sql);
     checkSqlite(
         db_,
         sqlite3_prepare_v2(db_, sql.data(), static_cast<int>(sql.size()), &statement_, nullptr),

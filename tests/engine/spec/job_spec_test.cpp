@@ -83,7 +83,7 @@ TEST(JobSpec, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec.strategy.pipeline.schedule, PipelineSchedule::k1f1b);
   EXPECT_EQ(spec.strategy.pipeline.virtual_stages, 1);
   EXPECT_TRUE(spec.strategy.pipeline.stages.empty());
-  EXPECT_EQ(spec.model.kind, ModelKind::kMlp);
+  EXPECT_EQ(spec.model.kind, "mlp");
   EXPECT_EQ(spec.model.layers, (std::vector<int64_t>{4, 8, 3}));
   EXPECT_EQ(spec.model.activation, ActivationKind::kRelu);
   EXPECT_EQ(spec.model.dropout, 0);
@@ -1189,7 +1189,11 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   check(FsdpSharding{}, {"full_shard", "shard_grad_op", "no_shard"});
   check(FsdpUnits{}, {"layer", "model"});
   check(PipelineSchedule{}, {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
-  check(ModelKind{}, {"mlp"});
+  // Model kinds are the registered models' (nn/models.cpp), looked up the same way.
+  EXPECT_EQ(modelKinds(), (std::vector<std::string_view>{"mlp"}));
+  for (std::string_view kind : modelKinds()) EXPECT_EQ(findModel(kind)->kind, kind);
+  EXPECT_EQ(findModel("nonsense"), nullptr);
+  EXPECT_EQ(findModel(""), nullptr);
   check(ActivationKind{}, {"relu", "gelu"});
   check(DataKind{}, {"synthetic", "idx"});
   check(OptimizerKind{}, {"sgd", "adam", "adamw"});

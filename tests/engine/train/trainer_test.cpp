@@ -20,6 +20,7 @@
 #include "engine/comm/comm_harness.h"
 #include "telemetry/codec.h"
 #include "tensor/ops.h"
+#include "nn/mlp.h"
 #include "train/trainer.h"
 
 namespace ringmaster {

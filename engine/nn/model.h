@@ -1,0 +1,102 @@
+// The one interface every model stands behind: the model section of a job spec (ModelSpec), what a
+// model declares without allocating a weight (ModelDescription: parameter names and shapes, blocks,
+// FLOPs and activation memory per sample), and the registration table that maps a kind name to its
+// validate / describe / build functions (engine/nn/models.cpp). A built model is a Sequential whose
+// top-level children are grouped into the declared blocks: FSDP units and pipeline stage boundaries
+// come from those blocks. Nothing here knows a strategy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace ringmaster {
+
+class Sequential;
+
+// ---------------------------------------------------------------------------------------------
+// The model section of a job spec (the spec parser fills it; the fields a kind reads are its own).
+
+// Named ActivationKind so as not to clash with nn/mlp.h's Activation, to which it maps one to one.
+enum class ActivationKind { kRelu, kGelu };
+
+struct ModelSpec {
+  std::string kind = "mlp";     // a registered model kind: modelKinds()
+  std::vector<int64_t> layers;  // required; widths, input first: {784, 256, 256, 10}
+  ActivationKind activation = ActivationKind::kRelu;
+  double dropout = 0;  // in [0, 1)
+  bool layer_norm = false;
+  uint64_t seed = 0;
+  std::optional<std::string> init_checkpoint;  // weights to start from instead of the seed's
+  bool operator==(const ModelSpec&) const = default;
+};
+
+// ---------------------------------------------------------------------------------------------
+// What a model declares, computed from its spec alone (no weights are allocated).
+
+struct ParameterInfo {
+  std::string name;  // state_dict naming, exactly as the built model's namedParameters()
+  Shape shape;
+};
+
+// A contiguous run of the built Sequential's top-level children: the unit FSDP shards as one flat
+// parameter and the smallest piece a pipeline stage holds.
+struct ModelBlock {
+  std::string name;                       // "layer.0", "block.2", "output", ...
+  size_t first_child = 0, end_child = 0;  // top-level children [first, end)
+  int64_t parameters = 0;                 // elements of the block's parameters
+  Shape input_shape, output_shape;        // per sample: {features}
+  bool operator==(const ModelBlock&) const = default;
+};
+
+struct ModelDescription {
+  std::vector<ParameterInfo> parameters;  // in namedParameters() order
+  std::vector<ModelBlock> blocks;         // in order, covering every top-level child once
+  DType input_dtype = DType::kF32;        // per-sample input: blocks.front().input_shape
+  // Forward FLOPs per sample (2 per multiply-add of the matrix products; training is about 3x).
+  int64_t flops_per_sample = 0;
+  // Bytes the forward keeps per sample for the backward (inputs, masks, statistics), in training.
+  int64_t activation_bytes_per_sample = 0;
+
+  int64_t parameterCount() const;
+  const Shape& inputShape() const;   // blocks.front().input_shape
+  const Shape& outputShape() const;  // blocks.back().output_shape
+};
+
+// ---------------------------------------------------------------------------------------------
+// The registration table.
+
+// One problem with a model section: the JSON path under "model" ("model.layers") and the message.
+struct ModelProblem {
+  std::string path;
+  std::string message;
+};
+
+struct ModelDefinition {
+  std::string_view kind;     // the spec's model.kind
+  std::string_view summary;  // one line for menus and the CLI
+  // Problems beyond the spec's generic field checks (those have passed when this runs).
+  std::function<std::vector<ModelProblem>(const ModelSpec&)> validate;
+  std::function<ModelDescription(const ModelSpec&)> describe;
+  // The model with its blocks set (Sequential::blocks() == describe(spec).blocks).
+  std::function<std::unique_ptr<Sequential>(const ModelSpec&, Device)> build;
+};
+
+// Every registered model, in table order.
+const std::vector<ModelDefinition>& modelDefinitions();
+std::vector<std::string_view> modelKinds();
+// nullptr for an unknown kind.
+const ModelDefinition* findModel(std::string_view kind);
+
+// Through the table; an unknown kind or an invalid spec is a kInvalidArgument error.
+std::vector<ModelProblem> validateModel(const ModelSpec& spec);
+ModelDescription describeModel(const ModelSpec& spec);
+std::unique_ptr<Sequential> buildModel(const ModelSpec& spec, Device device = Device::cpu());
+
+}  // namespace ringmaster
