@@ -1,0 +1,339 @@
+// The description of every job spec field, in form order. Defaults come from the spec's structs
+// and bounds from its limits; tests/engine/spec/spec_fields_test.cpp holds both to the parser.
+#include "spec/spec_fields.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "spec/job_spec.h"
+
+namespace ringmaster {
+
+using json = nlohmann::json;
+
+std::string_view toString(FieldType type) {
+  switch (type) {
+    case FieldType::kInteger:
+      return "integer";
+    case FieldType::kNumber:
+      return "number";
+    case FieldType::kBoolean:
+      return "boolean";
+    case FieldType::kText:
+      return "text";
+    case FieldType::kPath:
+      return "path";
+    case FieldType::kChoice:
+      return "choice";
+    case FieldType::kIntegerList:
+      return "integer list";
+    case FieldType::kNumberList:
+      return "number list";
+    case FieldType::kIntegerListList:
+      return "list of integer lists";
+    case FieldType::kHostList:
+      return "host list";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename E>
+std::vector<std::string> choicesOf() {
+  std::vector<std::string> names;
+  for (std::string_view name : enumNames<E>()) names.emplace_back(name);
+  return names;
+}
+
+template <typename E>
+SpecField choice(std::string path, std::string section, std::string label, E default_kind,
+                 std::string help = {}) {
+  SpecField f{.path = std::move(path),
+              .section = std::move(section),
+              .label = std::move(label),
+              .type = FieldType::kChoice,
+              .choices = choicesOf<E>(),
+              .default_value = std::string(toString(default_kind)),
+              .help = std::move(help)};
+  return f;
+}
+
+// A choice the parser insists on; `initial` is JobSpec{}'s.
+template <typename E>
+SpecField requiredChoice(std::string path, std::string section, std::string label, E initial,
+                         std::string help = {}) {
+  SpecField f =
+      choice(std::move(path), std::move(section), std::move(label), initial, std::move(help));
+  f.default_value = nullptr;
+  f.initial_value = std::string(toString(initial));
+  f.required = true;
+  return f;
+}
+
+SpecField field(std::string path, std::string section, std::string label, FieldType type,
+                json default_value, std::string help = {}) {
+  return SpecField{.path = std::move(path),
+                   .section = std::move(section),
+                   .label = std::move(label),
+                   .type = type,
+                   .default_value = std::move(default_value),
+                   .help = std::move(help)};
+}
+
+SpecField required(std::string path, std::string section, std::string label, FieldType type,
+                   std::string help = {}) {
+  SpecField f =
+      field(std::move(path), std::move(section), std::move(label), type, nullptr, std::move(help));
+  f.required = true;
+  return f;
+}
+
+SpecField bounded(SpecField f, std::optional<double> minimum, std::optional<double> maximum,
+                  bool exclusive_minimum = false, bool exclusive_maximum = false) {
+  f.minimum = minimum;
+  f.maximum = maximum;
+  f.exclusive_minimum = exclusive_minimum;
+  f.exclusive_maximum = exclusive_maximum;
+  return f;
+}
+
+SpecField only(SpecField f, std::string controller, std::vector<std::string> kinds) {
+  f.shown_when = FieldCondition{std::move(controller), std::move(kinds)};
+  return f;
+}
+
+constexpr double kSeedMax = static_cast<double>(std::numeric_limits<uint64_t>::max());
+
+std::vector<SpecField> describe() {
+  using T = FieldType;
+  const JobSpec spec;
+  const LaunchHostSpec host;
+  const CheckpointSpec checkpoint;
+  const std::string strategy = "strategy.kind", data = "data.kind", optimizer = "optimizer.kind";
+  std::vector<SpecField> fields = {
+      // Job
+      required("name", "Job", "Name", T::kText, "letters, digits, . _ - (up to 64)"),
+      field("description", "Job", "Description", T::kText, spec.description),
+      // Strategy
+      requiredChoice("strategy.kind", "Strategy", "Kind", spec.strategy.kind,
+                     "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
+                     "parameters, gradients and optimizer state; pipeline: split the layers into "
+                     "stages"),
+      only(bounded(field("strategy.bucket_cap_mb", "Strategy", "Bucket cap (MiB)", T::kNumber,
+                         spec.strategy.ddp.bucket_cap_mb,
+                         "gradients are all-reduced in buckets of at most this size"),
+                   0, kMaxBucketCapMb, true),
+           strategy, {"ddp"}),
+      only(choice("strategy.sharding", "Strategy", "Sharding", spec.strategy.fsdp.sharding),
+           strategy, {"fsdp"}),
+      only(choice("strategy.units", "Strategy", "Units", spec.strategy.fsdp.units,
+                  "layer: one FSDP unit per Linear layer; model: the whole model is one unit"),
+           strategy, {"fsdp"}),
+      only(choice("strategy.schedule", "Strategy", "Schedule", spec.strategy.pipeline.schedule),
+           strategy, {"pipeline"}),
+      only(bounded(field("strategy.virtual_stages", "Strategy", "Virtual stages", T::kInteger,
+                         spec.strategy.pipeline.virtual_stages,
+                         "model chunks per rank (interleaved_1f1b needs 2 or more)"),
+                   1, kMaxVirtualStages),
+           strategy, {"pipeline"}),
+      only(bounded(field("strategy.stages", "Strategy", "Stages", T::kIntegerListList, nullptr,
+                         "the Linear-layer indices of each stage, in model order; left out: "
+                         "balanced by parameter count"),
+                   0, kMaxLayerCount),
+           strategy, {"pipeline"}),
+      // Model
+      // The kinds are the registered models' (nn/models.cpp).
+      SpecField{.path = "model.kind",
+                .section = "Model",
+                .label = "Kind",
+                .type = T::kChoice,
+                .choices =
+                    [] {
+                      std::vector<std::string> kinds;
+                      for (std::string_view kind : modelKinds()) kinds.emplace_back(kind);
+                      return kinds;
+                    }(),
+                .default_value = nullptr,
+                .required = true,
+                .initial_value = spec.model.kind},
+      bounded(required("model.layers", "Model", "Layers", T::kIntegerList,
+                       "widths, input first, comma-separated: 784, 256, 256, 10"),
+              1, kMaxLayerWidth),
+      choice("model.activation", "Model", "Activation", spec.model.activation),
+      field("model.layer_norm", "Model", "LayerNorm", T::kBoolean, spec.model.layer_norm,
+            "after every hidden layer"),
+      bounded(field("model.dropout", "Model", "Dropout", T::kNumber, spec.model.dropout,
+                    "probability in [0, 1)"),
+              0, 1, false, true),
+      bounded(field("model.seed", "Model", "Seed", T::kInteger, spec.model.seed, "initial weights"),
+              0, kSeedMax),
+      field("model.init_checkpoint", "Model", "Initial weights", T::kPath, nullptr,
+            "a safetensors file to start from instead of the seed's weights"),
+      // Data
+      requiredChoice("data.kind", "Data", "Kind", spec.data.kind),
+      only(bounded(required("data.samples", "Data", "Samples", T::kInteger), 1, kMaxSamples), data,
+           {"synthetic"}),
+      only(bounded(required("data.features", "Data", "Features", T::kInteger), 1, kMaxLayerWidth),
+           data, {"synthetic"}),
+      only(bounded(required("data.classes", "Data", "Classes", T::kInteger), 2, kMaxLayerWidth),
+           data, {"synthetic"}),
+      only(bounded(field("data.seed", "Data", "Seed", T::kInteger, spec.data.seed), 0, kSeedMax),
+           data, {"synthetic"}),
+      only(required("data.images", "Data", "Images (IDX)", T::kPath,
+                    "e.g. data/train-images-idx3-ubyte"),
+           data, {"idx"}),
+      only(required("data.labels", "Data", "Labels (IDX)", T::kPath,
+                    "e.g. data/train-labels-idx1-ubyte"),
+           data, {"idx"}),
+      field("data.shuffle", "Data", "Shuffle", T::kBoolean, spec.data.shuffle, "every epoch"),
+      field("data.drop_last", "Data", "Drop last", T::kBoolean, spec.data.drop_last,
+            "the last incomplete batch"),
+      // Training
+      bounded(required("train.steps", "Training", "Steps", T::kInteger), 1, kMaxSteps),
+      bounded(required("train.batch_size", "Training", "Batch size", T::kInteger,
+                       "samples per rank per step"),
+              1, kMaxBatchSize),
+      // Accepted for every strategy, but only as 1 unless pipeline: the form shows it there only.
+      only(bounded(field("train.micro_batches", "Training", "Micro-batches", T::kInteger,
+                         spec.train.micro_batches, "pipeline only: must divide the batch size"),
+                   1, kMaxBatchSize),
+           strategy, {"pipeline"}),
+      bounded(field("train.grad_accum_steps", "Training", "Accumulation", T::kInteger,
+                    spec.train.grad_accum_steps,
+                    "micro-steps per optimizer step (gradients synchronised on the last only)"),
+              1, kMaxBatchSize),
+      bounded(field("train.seed", "Training", "Seed", T::kInteger, spec.train.seed,
+                    "shuffling and dropout"),
+              0, kSeedMax),
+      // Optimizer
+      requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
+      bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0, std::nullopt,
+              true),
+      only(bounded(field("optimizer.momentum", "Optimizer", "Momentum", T::kNumber,
+                         spec.optimizer.momentum),
+                   0, 1, false, true),
+           optimizer, {"sgd"}),
+      only(bounded(field("optimizer.dampening", "Optimizer", "Dampening", T::kNumber,
+                         spec.optimizer.dampening),
+                   0, 1),
+           optimizer, {"sgd"}),
+      only(field("optimizer.nesterov", "Optimizer", "Nesterov", T::kBoolean,
+                 spec.optimizer.nesterov),
+           optimizer, {"sgd"}),
+      only(bounded(field("optimizer.betas", "Optimizer", "Betas", T::kNumberList,
+                         spec.optimizer.betas, "two numbers: 0.9, 0.999"),
+                   0, 1, false, true),
+           optimizer, {"adam", "adamw"}),
+      only(bounded(field("optimizer.eps", "Optimizer", "Epsilon", T::kNumber, spec.optimizer.eps),
+                   0, std::nullopt, true),
+           optimizer, {"adam", "adamw"}),
+      bounded(field("optimizer.weight_decay", "Optimizer", "Weight decay", T::kNumber,
+                    defaultWeightDecay(OptimizerKind::kSgd)),
+              0, std::nullopt),
+      bounded(field("optimizer.clip_grad_norm", "Optimizer", "Clip grad norm", T::kNumber, nullptr,
+                    "max global L2 norm; empty: no clipping"),
+              0, std::nullopt, true),
+      // Where
+      choice("backend", "Where", "Backend", spec.backend, "auto: NCCL on GPUs, Gloo on CPUs"),
+      choice("device", "Where", "Device", spec.device),
+      field("launch.hosts", "Where", "Hosts", T::kHostList,
+            json::array({{{"host", host.host}, {"ranks", host.ranks}}}),
+            "the machines and how many ranks each runs"),
+      field("launch.hosts[].host", "Where", "Host", T::kText, host.host, "name or address"),
+      bounded(
+          required("launch.hosts[].ranks", "Where", "Ranks", T::kInteger, "workers on this host"),
+          1, kMaxRanksPerHost),
+      field("launch.hosts[].user", "Where", "User", T::kText, nullptr,
+            "left out: ~/.ssh/config or the local user"),
+      bounded(field("launch.hosts[].port", "Where", "Port", T::kInteger, nullptr,
+                    "SSH port; left out: ~/.ssh/config or 22"),
+              1, 65535),
+      field("launch.hosts[].identity_file", "Where", "Identity file", T::kPath, nullptr,
+            "left out: ~/.ssh/config or the agent"),
+      field("launch.hosts[].password_auth", "Where", "Password", T::kBoolean, host.password_auth,
+            "allow SSH password authentication for this host (asked at launch, never stored)"),
+      field("launch.node_binary", "Where", "ringmaster-node", T::kPath, nullptr,
+            "its path on the hosts; empty: this build's"),
+      bounded(field("launch.master_port", "Where", "Master port", T::kInteger,
+                    spec.launch.master_port, "0 picks a free port"),
+              0, 65535),
+      bounded(field("launch.timeout_s", "Where", "Timeout (s)", T::kNumber, spec.launch.timeout_s,
+                    "rendezvous and collective timeout"),
+              0, kMaxTimeoutSeconds, true),
+      bounded(field("telemetry.every_steps", "Where", "Telemetry every", T::kInteger,
+                    spec.telemetry.every_steps, "steps"),
+              1, kMaxSteps),
+      // Checkpoints (an optional block: present when it has a dir)
+      required("checkpoint.dir", "Checkpoints", "Directory", T::kPath, "empty: no checkpoints"),
+      bounded(field("checkpoint.every_steps", "Checkpoints", "Every", T::kInteger,
+                    checkpoint.every_steps, "steps; 0: at the end"),
+              0, kMaxSteps),
+      field("checkpoint.resume", "Checkpoints", "Resume", T::kBoolean, checkpoint.resume,
+            "from the latest checkpoint"),
+      field("checkpoint.consolidate", "Checkpoints", "Consolidate", T::kBoolean,
+            checkpoint.consolidate, "FSDP: also write one full checkpoint"),
+  };
+  // optimizer.weight_decay follows PyTorch: 0.01 for AdamW.
+  for (SpecField& f : fields) {
+    if (f.path == "optimizer.weight_decay") {
+      f.defaults_when.push_back(
+          {FieldCondition{optimizer, {"adamw"}}, defaultWeightDecay(OptimizerKind::kAdamW)});
+    }
+  }
+  return fields;
+}
+
+const json* at(const json& document, std::string_view path) {
+  const json* node = &document;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = path.find('.', start);
+    const std::string key(
+        path.substr(start, dot == std::string_view::npos ? path.npos : dot - start));
+    if (!node->is_object() || !node->contains(key)) return nullptr;
+    node = &(*node)[key];
+    if (dot == std::string_view::npos) return node;
+    start = dot + 1;
+  }
+}
+
+bool holds(const FieldCondition& condition, const json& document) {
+  const std::string kind = choiceIn(document, condition.controller);
+  return std::find(condition.kinds.begin(), condition.kinds.end(), kind) != condition.kinds.end();
+}
+
+}  // namespace
+
+const std::vector<SpecField>& specFields() {
+  static const std::vector<SpecField> fields = describe();
+  return fields;
+}
+
+const SpecField* findSpecField(std::string_view path) {
+  for (const SpecField& f : specFields())
+    if (f.path == path) return &f;
+  return nullptr;
+}
+
+json defaultFor(const SpecField& field, const json& document) {
+  for (const ConditionalDefault& d : field.defaults_when)
+    if (holds(d.when, document)) return d.value;
+  return field.default_value;
+}
+
+std::string choiceIn(const json& document, std::string_view path) {
+  if (const json* value = at(document, path); value && value->is_string())
+    return value->get<std::string>();
+  const SpecField* f = findSpecField(path);
+  if (!f) return {};
+  if (f->default_value.is_string()) return f->default_value.get<std::string>();
+  if (f->initial_value.is_string()) return f->initial_value.get<std::string>();
+  return {};
+}
+
+bool appliesTo(const SpecField& field, const json& document) {
+  return !field.shown_when || holds(*field.shown_when, document);
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,305 @@
+// Tests of the spec's field description against the parser, so that the two cannot drift: every
+// described default is what the parser yields when the field is left out, every required field is
+// reported as required, every choice list is exactly what the parser accepts, every bound is where
+// the parser draws it, and every key the parser knows is described.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "spec/job_spec.h"
+#include "spec/spec_fields.h"
+
+namespace ringmaster {
+namespace {
+
+using json = nlohmann::json;
+
+// A valid spec in which `field` applies, with every kind its conditions need.
+json validFor(const SpecField& field, const std::string& kind = {}) {
+  json document = json::parse(R"({
+    "name": "t",
+    "strategy": {"kind": "single"},
+    "model": {"kind": "mlp", "layers": [4, 8, 3]},
+    "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3},
+    "train": {"steps": 10, "batch_size": 8},
+    "optimizer": {"kind": "sgd", "lr": 0.1},
+    "checkpoint": {"dir": "ckpt"}
+  })");
+  if (field.shown_when) {
+    const std::string& controller = field.shown_when->controller;
+    const std::string chosen = kind.empty() ? field.shown_when->kinds.front() : kind;
+    json::json_pointer pointer("/" + controller.substr(0, controller.find('.')) + "/" +
+                               controller.substr(controller.find('.') + 1));
+    document[pointer] = chosen;
+    if (chosen == "idx") {
+      document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
+    }
+    if (chosen == "pipeline" || chosen == "ddp" || chosen == "fsdp") {
+      document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
+      document["train"]["batch_size"] = 8;
+    }
+  }
+  EXPECT_TRUE(parseJobSpec(document).ok()) << document.dump() << "\n"
+                                           << parseJobSpec(document).describe();
+  return document;
+}
+
+json::json_pointer pointerOf(const std::string& path) {
+  std::string pointer;
+  for (char c : path) pointer += c == '.' ? '/' : c;
+  return json::json_pointer("/" + pointer);
+}
+
+// The paths of fields inside each launch host, as in a document: launch.hosts[0].ranks.
+std::string inFirstHost(const std::string& path) {
+  std::string p = path;
+  p.replace(p.find("[]"), 2, "/0");
+  return p;
+}
+
+bool isHostField(const SpecField& field) {
+  return field.path.find("[]") != std::string::npos;
+}
+
+// Every kind of the field's controller for which it applies (one empty kind when unconditional).
+std::vector<std::string> kindsFor(const SpecField& field) {
+  if (!field.shown_when) return {""};
+  return field.shown_when->kinds;
+}
+
+TEST(SpecFields, PathsAreUniqueAndSectionsContiguous) {
+  std::set<std::string> paths;
+  std::vector<std::string> sections;
+  for (const SpecField& field : specFields()) {
+    EXPECT_TRUE(paths.insert(field.path).second) << field.path;
+    EXPECT_FALSE(field.label.empty()) << field.path;
+    if (sections.empty() || sections.back() != field.section) sections.push_back(field.section);
+    EXPECT_EQ(findSpecField(field.path), &field);
+  }
+  std::set<std::string> unique(sections.begin(), sections.end());
+  EXPECT_EQ(unique.size(), sections.size()) << "a section is split";
+  EXPECT_EQ(findSpecField("no.such"), nullptr);
+}
+
+TEST(SpecFields, DefaultsAreTheParsers) {
+  for (const SpecField& field : specFields()) {
+    if (field.required || isHostField(field)) continue;
+    for (const std::string& kind : kindsFor(field)) {
+      json document = validFor(field, kind);
+      // Leave the field out.
+      const json::json_pointer pointer = pointerOf(field.path);
+      if (document.contains(pointer)) document[pointer.parent_pointer()].erase(pointer.back());
+      const SpecParseResult parsed = parseJobSpec(document);
+      ASSERT_TRUE(parsed.ok()) << field.path << ": " << parsed.describe();
+      const json canonical = toJson(*parsed.spec);
+      const json expected = defaultFor(field, document);
+      if (expected.is_null()) {
+        EXPECT_FALSE(canonical.contains(pointer)) << field.path;
+      } else {
+        ASSERT_TRUE(canonical.contains(pointer)) << field.path;
+        EXPECT_EQ(canonical[pointer], expected) << field.path << " (" << kind << ")";
+      }
+    }
+  }
+}
+
+TEST(SpecFields, WeightDecayDefaultFollowsTheOptimizer) {
+  const SpecField* field = findSpecField("optimizer.weight_decay");
+  ASSERT_NE(field, nullptr);
+  for (const std::string& kind : findSpecField("optimizer.kind")->choices) {
+    json document = validFor(*field);
+    document["optimizer"] = {{"kind", kind}, {"lr", 0.1}};
+    const SpecParseResult parsed = parseJobSpec(document);
+    ASSERT_TRUE(parsed.ok()) << parsed.describe();
+    EXPECT_EQ(toJson(*parsed.spec)["optimizer"]["weight_decay"], defaultFor(*field, document))
+        << kind;
+  }
+}
+
+TEST(SpecFields, RequiredFieldsAreReportedAsRequired) {
+  for (const SpecField& field : specFields()) {
+    if (!field.required) continue;
+    json document = validFor(field);
+    std::string path = field.path;
+    json::json_pointer pointer;
+    if (isHostField(field)) {
+      path = field.path.substr(0, field.path.find("[]")) + "[0]" +
+             field.path.substr(field.path.find("[]") + 2);
+      pointer = pointerOf(inFirstHost(field.path));
+      document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 1}}}}};
+    } else {
+      pointer = pointerOf(field.path);
+    }
+    document[pointer.parent_pointer()].erase(pointer.back());
+    const SpecParseResult parsed = parseJobSpec(document);
+    EXPECT_TRUE(std::count(parsed.problems.begin(), parsed.problems.end(),
+                           SpecProblem{path, "required"}) == 1)
+        << field.path << ": " << parsed.describe();
+    EXPECT_TRUE(field.default_value.is_null()) << field.path;
+  }
+}
+
+TEST(SpecFields, InitialValuesAreANewSpecs) {
+  const json fresh = toJson(JobSpec{});
+  for (const SpecField& field : specFields()) {
+    if (field.initial_value.is_null()) continue;
+    EXPECT_TRUE(field.required) << field.path;
+    EXPECT_EQ(fresh[pointerOf(field.path)], field.initial_value) << field.path;
+  }
+}
+
+TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
+  for (const SpecField& field : specFields()) {
+    if (field.type != FieldType::kChoice) {
+      EXPECT_TRUE(field.choices.empty()) << field.path;
+      continue;
+    }
+    ASSERT_FALSE(field.choices.empty()) << field.path;
+    const json::json_pointer pointer = pointerOf(field.path);
+    for (const std::string& name : field.choices) {
+      json document = validFor(field);
+      if (field.path == "data.kind" && name == "idx") {
+        document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
+      } else if (field.path == "strategy.kind" && name != "single") {
+        document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
+      }
+      if (field.path == "optimizer.kind") document["optimizer"] = {{"lr", 0.1}};
+      if (name == "interleaved_1f1b") {
+        document["strategy"]["virtual_stages"] = 2;
+        document["model"]["layers"] = {4, 8, 8, 8, 3};
+      }
+      if (field.path == "backend" && name == "nccl") document["device"] = "cuda";
+      document[pointer] = name;
+      const SpecParseResult parsed = parseJobSpec(document);
+      EXPECT_TRUE(parsed.ok()) << field.path << " = " << name << ": " << parsed.describe();
+    }
+    json document = validFor(field);
+    document[pointer] = "not_a_" + field.path;
+    const SpecParseResult parsed = parseJobSpec(document);
+    ASSERT_FALSE(parsed.problems.empty()) << field.path;
+    EXPECT_EQ(parsed.problems.front().path, field.path);
+    // The parser names every spelling it accepts: the same list, in the same order.
+    std::string listed;
+    for (const std::string& name : field.choices) listed += "\"" + name + "\", ";
+    EXPECT_EQ(parsed.problems.front().message,
+              "expected one of " + listed + "got \"not_a_" + field.path + "\"");
+    if (!field.default_value.is_null())
+      EXPECT_NE(std::find(field.choices.begin(), field.choices.end(), field.default_value),
+                field.choices.end())
+          << field.path;
+  }
+}
+
+// The bounds the parser draws: at a bound accepted unless exclusive, just beyond refused.
+TEST(SpecFields, BoundsAreTheParsers) {
+  for (const SpecField& field : specFields()) {
+    if (field.type != FieldType::kInteger && field.type != FieldType::kNumber) continue;
+    if (field.path == "launch.hosts[].ranks") continue;  // bounded by the world size too
+    const bool integer = field.type == FieldType::kInteger;
+    const json::json_pointer pointer =
+        pointerOf(isHostField(field) ? inFirstHost(field.path) : field.path);
+    const std::string at_path =
+        isHostField(field) ? "launch.hosts[0]." + field.path.substr(field.path.find("].") + 2)
+                           : field.path;
+    auto problemsAt = [&](double value) {
+      json document = validFor(field);
+      if (isHostField(field))
+        document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 1}}}}};
+      if (integer && value > 9.2e18)
+        document[pointer] = static_cast<uint64_t>(value);
+      else if (integer)
+        document[pointer] = static_cast<int64_t>(value);
+      else
+        document[pointer] = value;
+      size_t at = 0;
+      for (const SpecProblem& problem : parseJobSpec(document).problems)
+        at += problem.path == at_path;
+      return at;
+    };
+    ASSERT_TRUE(field.minimum.has_value()) << field.path;
+    const double step = integer ? 1 : std::max(std::abs(*field.minimum) * 1e-9, 1e-9);
+    // Values at a bound may break a cross-field rule (data.features must match the model), so
+    // only refusals just beyond each bound and acceptance of inside values are asserted.
+    EXPECT_GT(problemsAt(*field.minimum - (field.exclusive_minimum ? 0 : step)), 0u)
+        << field.path << " below its minimum";
+    if (field.maximum && *field.maximum < 1e18) {
+      EXPECT_GT(problemsAt(*field.maximum + (field.exclusive_maximum ? 0 : step)), 0u)
+          << field.path << " above its maximum";
+    }
+  }
+}
+
+// The described paths are exactly the keys of canonical specs, over every kind and with every
+// optional value set: nothing the parser knows is missing from the form, nothing described is
+// unknown to it.
+TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
+  std::set<std::string> canonical;
+  for (const std::string& kind : findSpecField("strategy.kind")->choices) {
+    JobSpec spec;
+    spec.strategy.kind = *fromString<StrategyKind>(kind);
+    spec.model.layers = {4, 8, 3};
+    spec.strategy.pipeline.stages = {{0}, {1}};
+    spec.checkpoint = CheckpointSpec{};
+    spec.model.init_checkpoint = "w";
+    spec.launch.node_binary = "n";
+    spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
+    spec.optimizer.clip_grad_norm = 1;
+    for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
+      spec.optimizer.kind = *fromString<OptimizerKind>(optimizer);
+      for (const std::string& data : findSpecField("data.kind")->choices) {
+        spec.data.kind = *fromString<DataKind>(data);
+        const json flat = toJson(spec).flatten();
+        for (const auto& [pointer, value] : flat.items()) {
+          std::string path = pointer.substr(1);
+          for (char& c : path) c = c == '/' ? '.' : c;
+          if (path.starts_with("launch.hosts.")) {
+            canonical.insert("launch.hosts");
+            path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
+          } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
+                     path.starts_with("optimizer.betas")) {
+            path = path.substr(0, path.find('.', path.find('.') + 1));
+          }
+          canonical.insert(path);
+        }
+      }
+    }
+  }
+  std::set<std::string> described;
+  for (const SpecField& field : specFields()) described.insert(field.path);
+  EXPECT_EQ(described, canonical);
+}
+
+TEST(SpecFields, ConditionsNameChoiceFieldsAndTheirKinds) {
+  for (const SpecField& field : specFields()) {
+    if (!field.shown_when) continue;
+    const SpecField* controller = findSpecField(field.shown_when->controller);
+    ASSERT_NE(controller, nullptr) << field.path;
+    EXPECT_EQ(controller->type, FieldType::kChoice);
+    for (const std::string& kind : field.shown_when->kinds)
+      EXPECT_NE(std::find(controller->choices.begin(), controller->choices.end(), kind),
+                controller->choices.end())
+          << field.path << ": " << kind;
+  }
+  // A controller's value: the document's, else its default, else a new spec's.
+  const json document = {{"data", {{"kind", "idx"}}}};
+  EXPECT_EQ(choiceIn(document, "data.kind"), "idx");
+  EXPECT_EQ(choiceIn(document, "strategy.kind"), "single");
+  EXPECT_EQ(choiceIn(document, "optimizer.kind"), "adamw");
+  EXPECT_EQ(choiceIn(document, "backend"), "auto");
+  EXPECT_TRUE(appliesTo(*findSpecField("data.images"), document));
+  EXPECT_FALSE(appliesTo(*findSpecField("data.samples"), document));
+  EXPECT_TRUE(appliesTo(*findSpecField("optimizer.betas"), document));
+  EXPECT_TRUE(appliesTo(*findSpecField("train.steps"), document));
+}
+
+TEST(SpecFields, TypeNames) {
+  EXPECT_EQ(toString(FieldType::kInteger), "integer");
+  EXPECT_EQ(toString(FieldType::kIntegerList), "integer list");
+  EXPECT_EQ(toString(FieldType::kHostList), "host list");
+}
+
+}  // namespace
+}  // namespace ringmaster
