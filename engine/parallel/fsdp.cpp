@@ -34,18 +34,17 @@ std::vector<Tensor> parameterViews(const FsdpUnit& unit, const Tensor& flat) {
 FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicator& comm,
                                                    FsdpOptions options)
     : model_(model), comm_(comm), options_(options) {
-  for (size_t m = 0; m < model_.size(); ++m) {
-    const bool starts_unit = units_.empty() || (options_.units == FsdpUnits::kLayer &&
-                                                model_.child(m).typeName() == "Linear");
-    if (starts_unit) {
-      if (!units_.empty()) units_.back().end_module = m;
+  // One unit per block the model declares (nn/model.h), or one for the whole model.
+  RM_CHECK_ARG(!model_.blocks().empty(), "FSDP: the model declares no blocks");
+  for (const ModelBlock& block : model_.blocks()) {
+    if (units_.empty() || options_.units == FsdpUnits::kLayer) {
       units_.emplace_back();
-      units_.back().first_module = m;
+      units_.back().first_module = block.first_child;
     }
-    model_.child(m).collectParameters(fmt::format("{}.", m), units_.back().parameters);
+    units_.back().end_module = block.end_child;
+    for (size_t m = block.first_child; m < block.end_child; ++m)
+      model_.child(m).collectParameters(fmt::format("{}.", m), units_.back().parameters);
   }
-  RM_CHECK_ARG(!units_.empty(), "FSDP: the model has no modules");
-  units_.back().end_module = model_.size();
 
   const int shards = sharded() ? comm_.size() : 1;
   for (FsdpUnit& unit : units_) {

@@ -41,8 +41,8 @@ struct FsdpUnit {
 
 class FullyShardedDataParallel {
  public:
-  // Groups the model's modules into units (a Linear with the modules after it up to the next
-  // Linear, or the whole model), takes rank 0's values for every unit (sync_module_states) and
+  // Groups the model's modules into units (one per block the model declares, or the whole
+  // model), takes rank 0's values for every unit (sync_module_states) and
   // keeps this rank's shard; the modules' own parameter storage is released. `model` and `comm`
   // must outlive this object.
   FullyShardedDataParallel(Sequential& model, Communicator& comm, FsdpOptions options = {});

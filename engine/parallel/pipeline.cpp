@@ -28,24 +28,20 @@ int64_t inputTransferUs(const ExecutedAction& action, double exposed_ms) {
   return std::clamp<int64_t>(transfer, 0, action.ready_us - action.start_us);
 }
 
-struct Block {  // a Linear layer and the modules after it up to the next Linear
-  size_t first = 0, end = 0;
-  int64_t parameters = 0;
-};
+// The blocks the model declares (nn/model.h): the pieces a stage is made of.
+const std::vector<ModelBlock>& modelBlocks(const Sequential& model) {
+  RM_CHECK_ARG(!model.blocks().empty(), "pipeline: the model declares no blocks");
+  return model.blocks();
+}
 
-std::vector<Block> linearBlocks(Sequential& model) {
-  std::vector<Block> blocks;
-  for (size_t m = 0; m < model.size(); ++m) {
-    if (blocks.empty() || model.child(m).typeName() == "Linear") {
-      if (!blocks.empty()) blocks.back().end = m;
-      blocks.push_back({m, m, 0});
-    }
-    std::vector<NamedParameter> named;
-    model.child(m).collectParameters("", named);
-    for (const NamedParameter& p : named) blocks.back().parameters += p.parameter->value.numel();
+// The block of `model` that starts (or, with `ending`, ends) at child `child`.
+const ModelBlock& blockAt(const Sequential& model, size_t child, bool ending) {
+  for (const ModelBlock& block : model.blocks()) {
+    if ((ending ? block.end_child : block.first_child) == child) return block;
   }
-  if (!blocks.empty()) blocks.back().end = model.size();
-  return blocks;
+  RM_ENFORCE(false,
+             fmt::format("pipeline: no block {} at child {}", ending ? "ends" : "starts", child));
+  return model.blocks().front();
 }
 
 }  // namespace
@@ -82,7 +78,7 @@ std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts
 
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers) {
-  const std::vector<Block> blocks = linearBlocks(model);
+  const std::vector<ModelBlock>& blocks = modelBlocks(model);
   RM_CHECK_ARG(
       stages >= 1 && static_cast<size_t>(stages) <= blocks.size(),
       fmt::format("pipeline: {} stages for a model of {} Linear layers", stages, blocks.size()));
@@ -107,13 +103,13 @@ std::vector<std::pair<size_t, size_t>> partitionStages(
         fmt::format("strategy.stages: layers {}..{} are in no stage", expected, blocks.size() - 1));
   } else {
     std::vector<int64_t> weights;
-    for (const Block& block : blocks) weights.push_back(block.parameters);
+    for (const ModelBlock& block : blocks) weights.push_back(block.parameters);
     starts = balancedSplit(weights, stages);
   }
   std::vector<std::pair<size_t, size_t>> out;
   for (size_t s = 0; s < starts.size(); ++s) {
     const size_t last_block = s + 1 < starts.size() ? starts[s + 1] - 1 : blocks.size() - 1;
-    out.emplace_back(blocks[starts[s]].first, blocks[last_block].end);
+    out.emplace_back(blocks[starts[s]].first_child, blocks[last_block].end_child);
   }
   return out;
 }
@@ -125,16 +121,10 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
       plan_(makePipelinePlan(comm.size(), options_.micro_batches, options_.schedule,
                              options_.virtual_stages)) {
   stages_ = partitionStages(model_, plan_.modelStages(), options_.stages);
+  // A stage's widths are those its first and last blocks declare.
   for (const auto& [first, end] : stages_) {
-    auto* head = dynamic_cast<Linear*>(&model_.child(first));
-    RM_CHECK_ARG(head != nullptr, "pipeline: every stage must start with a Linear layer");
-    stage_input_width_.push_back(head->weight().value.dim(1));
-    int64_t out_width = 0;
-    for (size_t m = first; m < end; ++m) {
-      if (auto* linear = dynamic_cast<Linear*>(&model_.child(m)))
-        out_width = linear->weight().value.dim(0);
-    }
-    stage_output_width_.push_back(out_width);
+    stage_input_width_.push_back(shapeNumel(blockAt(model_, first, false).input_shape));
+    stage_output_width_.push_back(shapeNumel(blockAt(model_, end, true).output_shape));
   }
   // The other ranks' stages are never run here: let their storage go.
   for (size_t s = 0; s < stages_.size(); ++s) {

@@ -16,9 +16,10 @@
 
 namespace ringmaster {
 
-// Modules [first, end) of the model form each model stage: a Linear layer starts a block that runs
-// to the next Linear, and a stage is a run of consecutive blocks. `linear_layers` (from the spec:
-// stage s holds these Linear-layer indices, consecutive) or, when empty, a partition balanced by
+// Modules [first, end) of the model form each model stage: a stage is a run of consecutive blocks
+// of those the model declares (nn/model.h). `linear_layers` (from the spec: stage s holds these
+// block indices, consecutive; for the MLP a block is a Linear layer)
+// or, when empty, a partition balanced by
 // parameter count (the largest stage as small as possible).
 // Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest (the
 // balanced partition above, on parameter counts); the index of the first weight of each run.
