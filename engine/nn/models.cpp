@@ -9,11 +9,13 @@
 namespace ringmaster {
 
 // Each model's file defines its registration.
-ModelDefinition mlpModel();  // nn/mlp.cpp
+ModelDefinition mlpModel();          // nn/mlp.cpp
+ModelDefinition residualMlpModel();  // nn/residual_mlp.cpp
 
 const std::vector<ModelDefinition>& modelDefinitions() {
   static const std::vector<ModelDefinition> table = {
       mlpModel(),
+      residualMlpModel(),
   };
   return table;
 }

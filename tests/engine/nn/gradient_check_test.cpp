@@ -1,12 +1,12 @@
 // Finite-difference checks of every module's backward and of the loss.
 //
 // Tensors are float32, so the checks use central differences with h = 3e-3 and compare against the
-// analytic gradient with |numeric - analytic| <= 3e-3 + 2e-2 |analytic|. Why that is tight enough to
-// catch a wrong backward yet loose enough for float32: the truncation error h^2/6 f''' is largest
-// for the LayerNorm stack (measured ~2e-4 at this h, 2e-3 at h = 1e-2, shrinking as h^2); the
-// rounding error is about eps_f32 * |L| / h with |L| <= ~10 here, i.e. ~2e-4; a real bug (a missing
-// term, a transposed matrix, a wrong scale) moves the gradient by O(|analytic|), far above 2e-2
-// relative. ReLU's kink is avoided by keeping inputs at least 2h away from 0.
+// analytic gradient with |numeric - analytic| <= 3e-3 + 2e-2 |analytic|. Why that is tight enough
+// to catch a wrong backward yet loose enough for float32: the truncation error h^2/6 f''' is
+// largest for the LayerNorm stack (measured ~2e-4 at this h, 2e-3 at h = 1e-2, shrinking as h^2);
+// the rounding error is about eps_f32 * |L| / h with |L| <= ~10 here, i.e. ~2e-4; a real bug (a
+// missing term, a transposed matrix, a wrong scale) moves the gradient by O(|analytic|), far above
+// 2e-2 relative. ReLU's kink is avoided by keeping inputs at least 2h away from 0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,19 +55,19 @@ void expectClose(const std::string& what, int64_t index, double numeric, double 
   m.worst_error = std::max(m.worst_error, error);
   if (error > kAbsTolerance + kRelTolerance * std::abs(analytic)) {
     if (m.failures++ < 5) {
-      ADD_FAILURE() << what << "[" << index << "]: numeric " << numeric << " analytic "
-                    << analytic;
+      ADD_FAILURE() << what << "[" << index << "]: numeric " << numeric << " analytic " << analytic;
     }
   }
 }
 
 // Checks d L / d input and d L / d every parameter of `module` by central differences, where
-// L = sum(module(input) * r) for a fixed random r. `before_forward` resets per-call state (dropout).
-void checkGradients(Module& module, const Shape& input_shape, uint64_t seed,
-                    double away_from_zero = 0.0,
-                    const std::function<void()>& before_forward = [] {}) {
-  Tensor input = Tensor::fromVector(randomValues(shapeNumel(input_shape), seed, away_from_zero),
-                                    input_shape);
+// L = sum(module(input) * r) for a fixed random r. `before_forward` resets per-call state
+// (dropout).
+void checkGradients(
+    Module& module, const Shape& input_shape, uint64_t seed, double away_from_zero = 0.0,
+    const std::function<void()>& before_forward = [] {}) {
+  Tensor input =
+      Tensor::fromVector(randomValues(shapeNumel(input_shape), seed, away_from_zero), input_shape);
   before_forward();
   Tensor output = module.forward(input);
   const std::vector<float> r = randomValues(output.numel(), seed + 1);
@@ -89,7 +89,8 @@ void checkGradients(Module& module, const Shape& input_shape, uint64_t seed,
     x[i] = static_cast<float>(saved - kStep);
     const double minus = loss();
     x[i] = saved;
-    expectClose(module.typeName() + " input", i, (plus - minus) / (2 * kStep), analytic_input[i], m);
+    expectClose(module.typeName() + " input", i, (plus - minus) / (2 * kStep), analytic_input[i],
+                m);
   }
   for (auto& named : module.namedParameters()) {
     std::vector<float> analytic = named.parameter->grad.toFloatVector();
@@ -143,8 +144,11 @@ TEST(GradientCheck, LayerNorm) {
 }
 
 TEST(GradientCheck, MlpWithLayerNormGeluDropout) {
-  MlpConfig config{.layers = {6, 5, 4, 3}, .activation = Activation::kGelu, .dropout = 0.2f,
-                   .layer_norm = true, .seed = 3};
+  MlpConfig config{.layers = {6, 5, 4, 3},
+                   .activation = Activation::kGelu,
+                   .dropout = 0.2f,
+                   .layer_norm = true,
+                   .seed = 3};
   auto model = buildMlp(config);
   ASSERT_EQ(model->size(), 9u);  // Linear LN GELU Dropout, Linear LN GELU Dropout, Linear
   checkGradients(*model, {4, 6}, 7, 0.0, [&] {
@@ -152,6 +156,29 @@ TEST(GradientCheck, MlpWithLayerNormGeluDropout) {
       if (auto* d = dynamic_cast<Dropout*>(&model->child(i))) d->setCalls(0);
     }
   });
+}
+
+TEST(GradientCheck, ResidualAroundLayerNormLinearGeluLinear) {
+  auto branch = std::make_unique<Sequential>();
+  branch->append(std::make_unique<LayerNorm>(5));
+  branch->append(std::make_unique<Linear>(5, 5, 21));
+  branch->append(std::make_unique<GELU>());
+  branch->append(std::make_unique<Linear>(5, 5, 22));
+  Residual residual(std::move(branch));
+  checkGradients(residual, {3, 5}, 9);
+}
+
+// The residual_mlp model (nn/residual_mlp.cpp) as the registry builds it: input Linear, two
+// pre-LayerNorm GELU blocks, output Linear.
+TEST(GradientCheck, ResidualMlpModel) {
+  ModelSpec spec{.kind = "residual_mlp",
+                 .layers = {6, 5, 5, 5, 3},
+                 .activation = ActivationKind::kGelu,
+                 .layer_norm = true,
+                 .seed = 4};
+  auto model = buildModel(spec);
+  ASSERT_EQ(model->size(), 4u);  // Linear, Residual, Residual, Linear
+  checkGradients(*model, {4, 6}, 10);
 }
 
 TEST(GradientCheck, SoftmaxCrossEntropy) {

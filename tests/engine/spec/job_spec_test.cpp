@@ -554,7 +554,7 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{R"({"model": [784, 10]})", {"model: expected an object, got [784,10]"}},
         ErrorCase{R"({"model": {"kind": null}})", {"model.kind: required"}},
         ErrorCase{R"({"model": {"kind": "cnn"}})",
-                  {"model.kind: expected one of \"mlp\", got \"cnn\""}},
+                  {"model.kind: expected one of \"mlp\", \"residual_mlp\", got \"cnn\""}},
         ErrorCase{R"({"model": {"layers": null}})", {"model.layers: required"}},
         ErrorCase{R"({"model": {"layers": [4]}})",
                   {"model.layers: expected an array of at least 2 layer widths, got [4]"}},
@@ -1190,7 +1190,7 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   check(FsdpUnits{}, {"layer", "model"});
   check(PipelineSchedule{}, {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
   // Model kinds are the registered models' (nn/models.cpp), looked up the same way.
-  EXPECT_EQ(modelKinds(), (std::vector<std::string_view>{"mlp"}));
+  EXPECT_EQ(modelKinds(), (std::vector<std::string_view>{"mlp", "residual_mlp"}));
   for (std::string_view kind : modelKinds()) EXPECT_EQ(findModel(kind)->kind, kind);
   EXPECT_EQ(findModel("nonsense"), nullptr);
   EXPECT_EQ(findModel(""), nullptr);
