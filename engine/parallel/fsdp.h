@@ -15,7 +15,7 @@
 #include "comm/communicator.h"
 #include "nn/layers.h"
 #include "parallel/ddp.h"
-#include "spec/job_spec.h"
+#include "spec/strategies/fsdp.h"
 
 namespace ringmaster {
 

@@ -46,61 +46,21 @@ const ModelBlock& blockAt(const Sequential& model, size_t child, bool ending) {
 
 }  // namespace
 
-std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts) {
-  const size_t n = weights.size();
-  std::vector<int64_t> prefix(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
-  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
-  // best[k][i]: the smallest largest-run sum splitting the first i weights into k runs.
-  std::vector<std::vector<int64_t>> best(parts + 1, std::vector<int64_t>(n + 1, kInf));
-  std::vector<std::vector<size_t>> cut(parts + 1, std::vector<size_t>(n + 1, 0));
-  best[0][0] = 0;
-  for (int k = 1; k <= parts; ++k) {
-    for (size_t i = k; i <= n; ++i) {
-      for (size_t j = k - 1; j < i; ++j) {
-        if (best[k - 1][j] == kInf) continue;
-        const int64_t cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
-        if (cost < best[k][i]) {
-          best[k][i] = cost;
-          cut[k][i] = j;
-        }
-      }
-    }
-  }
-  std::vector<size_t> starts(parts);
-  size_t i = n;
-  for (int k = parts; k >= 1; --k) {
-    starts[k - 1] = cut[k][i];
-    i = cut[k][i];
-  }
-  return starts;
-}
-
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers) {
   const std::vector<ModelBlock>& blocks = modelBlocks(model);
-  RM_CHECK_ARG(
-      stages >= 1 && static_cast<size_t>(stages) <= blocks.size(),
-      fmt::format("pipeline: {} stages for a model of {} Linear layers", stages, blocks.size()));
+  RM_CHECK_ARG(stages >= 1, fmt::format("pipeline: {} stages; at least 1 is needed", stages));
+  // The rules the spec parser reports (spec/strategies/pipeline.h), refused here.
+  const auto refuse = [](const std::optional<PipelineRuleProblem>& problem) {
+    if (problem) RM_THROW(kInvalidArgument, fmt::format("{}: {}", problem->path, problem->message));
+  };
+  const auto linear = static_cast<int64_t>(blocks.size());
+  refuse(stageCountProblem(stages, std::to_string(stages), linear));
   std::vector<size_t> starts;
   if (!linear_layers.empty()) {
-    RM_CHECK_ARG(
-        linear_layers.size() == static_cast<size_t>(stages),
-        fmt::format("strategy.stages: {} stages given, {} needed", linear_layers.size(), stages));
-    int expected = 0;
-    for (size_t s = 0; s < linear_layers.size(); ++s) {
-      for (int layer : linear_layers[s]) {
-        RM_CHECK_ARG(layer == expected,
-                     fmt::format("strategy.stages[{}]: layer {} where layer {} was expected (the "
-                                 "stages must hold consecutive layers, in order, each once)",
-                                 s, layer, expected));
-        ++expected;
-      }
-      starts.push_back(static_cast<size_t>(linear_layers[s].front()));
-    }
-    RM_CHECK_ARG(
-        static_cast<size_t>(expected) == blocks.size(),
-        fmt::format("strategy.stages: layers {}..{} are in no stage", expected, blocks.size() - 1));
+    refuse(partitionProblem(linear_layers, stages, "the schedule's model stages", linear));
+    for (const std::vector<int>& stage : linear_layers)
+      starts.push_back(static_cast<size_t>(stage.front()));
   } else {
     std::vector<int64_t> weights;
     for (const ModelBlock& block : blocks) weights.push_back(block.parameters);

@@ -20,11 +20,8 @@ namespace ringmaster {
 // of those the model declares (nn/model.h). `linear_layers` (from the spec: stage s holds these
 // block indices, consecutive; for the MLP a block is a Linear layer)
 // or, when empty, a partition balanced by
-// parameter count (the largest stage as small as possible).
-// Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest (the
-// balanced partition above, on parameter counts); the index of the first weight of each run.
-std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts);
-
+// parameter count (the largest stage as small as possible; balancedSplit in
+// spec/strategies/pipeline.h). The partition's rules are the spec's, written once there.
 std::vector<std::pair<size_t, size_t>> partitionStages(
     Sequential& model, int stages, const std::vector<std::vector<int>>& linear_layers = {});
 

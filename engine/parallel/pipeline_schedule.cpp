@@ -124,12 +124,9 @@ PipelinePlan makePipelinePlan(int ranks, int micro_batches, PipelineSchedule sch
   RM_CHECK_ARG(micro_batches >= 1,
                fmt::format("train.micro_batches: {} is below 1", micro_batches));
   const bool interleaving = schedule == PipelineSchedule::kInterleaved1f1b;
-  RM_CHECK_ARG(interleaving || virtual_stages == 1,
-               fmt::format("strategy.virtual_stages: {} needs the interleaved_1f1b schedule",
-                           virtual_stages));
-  RM_CHECK_ARG(!interleaving || virtual_stages >= 2,
-               fmt::format("strategy.virtual_stages: interleaved_1f1b needs at least 2, got {}",
-                           virtual_stages));
+  // The spec's rule (spec/strategies/pipeline.h), refused here.
+  if (const auto problem = virtualStagesProblem(schedule, virtual_stages))
+    RM_THROW(kInvalidArgument, fmt::format("{}: {}", problem->path, problem->message));
   RM_CHECK_ARG(!interleaving || micro_batches % ranks == 0,
                fmt::format("train.micro_batches: interleaved_1f1b needs a multiple of the {} "
                            "pipeline ranks, got {}",

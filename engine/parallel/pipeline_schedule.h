@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "spec/job_spec.h"
+#include "spec/strategies/pipeline.h"
 
 namespace ringmaster {
 

@@ -19,6 +19,7 @@
 
 #include "core/bounded_file.h"
 #include "core/error.h"
+#include "spec/strategies/plan.h"
 
 namespace ringmaster {
 
@@ -551,14 +552,11 @@ class SpecParser {
     }
     if (kind) out.kind = *kind;
     using K = StrategyKind;
-    checkKeys(value, path, kStrategyKeys,
-              kindGate<K>("strategy.kind", kind,
-                          {{"bucket_cap_mb", {K::kDdp}},
-                           {"sharding", {K::kFsdp}},
-                           {"units", {K::kFsdp}},
-                           {"schedule", {K::kPipeline}},
-                           {"virtual_stages", {K::kPipeline}},
-                           {"stages", {K::kPipeline}}}));
+    // Each option belongs to the strategy whose plan lists it (spec/strategies/).
+    std::vector<std::pair<std::string_view, std::vector<K>>> owners;
+    for (const StrategyPlan* plan : strategyPlans())
+      for (std::string_view key : plan->optionKeys()) owners.push_back({key, {plan->kind()}});
+    checkKeys(value, path, kStrategyKeys, kindGate<K>("strategy.kind", kind, std::move(owners)));
     if (const json* v = option(value, "bucket_cap_mb", kind, {K::kDdp})) {
       readPositive(*v, join(path, "bucket_cap_mb"), out.ddp.bucket_cap_mb, kMaxBucketCapMb);
     }
@@ -957,24 +955,29 @@ class SpecParser {
 
     if (!strategy_known) return;
 
-    if (strategy == StrategyKind::kSingle && world_size_ && *world_size_ != 1) {
-      report("strategy.kind", fmt::format("single runs exactly 1 rank, but launch.hosts give a "
-                                          "world size of {}",
-                                          *world_size_));
-    }
-
+    const StrategyPlan& plan = strategyPlan(strategy);
+    // The strategy's own checks (spec/strategies/), then what every strategy shares.
+    StrategyCheck check{.ok_at = [this](std::string_view path) { return okAt(path); },
+                        .world_size = world_size_,
+                        .report = [this](std::string path, std::string message) {
+                          report(std::move(path), std::move(message));
+                        }};
+    plan.check(spec, check);
     const bool micro_ok = okAt("train.micro_batches");
-    if (strategy != StrategyKind::kPipeline && micro_ok && spec.train.micro_batches != 1) {
-      report("train.micro_batches",
-             fmt::format("must be 1 unless strategy.kind is pipeline, got {}",
-                         spec.train.micro_batches));
+    if (!plan.takesMicroBatches() && micro_ok && spec.train.micro_batches != 1) {
+      std::string takers;
+      for (const StrategyPlan* other : strategyPlans()) {
+        if (!other->takesMicroBatches()) continue;
+        takers += fmt::format("{}{}", takers.empty() ? "" : " or ", toString(other->kind()));
+      }
+      report("train.micro_batches", fmt::format("must be 1 unless strategy.kind is {}, got {}",
+                                                takers, spec.train.micro_batches));
     }
-    if (strategy == StrategyKind::kPipeline) checkPipeline(spec, layers_known);
 
     // Every data-parallel rank needs a full batch when incomplete ones are dropped.
     if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && spec.data.drop_last &&
         allOk("data.samples", "data.drop_last", "train.batch_size") && world_size_) {
-      int64_t ranks = strategy == StrategyKind::kPipeline ? 1 : *world_size_;
+      int64_t ranks = plan.ranksShareSamples() ? 1 : *world_size_;
       int64_t needed = ranks * spec.train.batch_size;
       if (spec.data.samples < needed) {
         report("data.samples",
@@ -982,67 +985,6 @@ class SpecParser {
                            counted(ranks, "data-parallel rank"), spec.train.batch_size, needed,
                            spec.data.samples));
       }
-    }
-  }
-
-  void checkPipeline(const JobSpec& spec, bool layers_known) {
-    const PipelineSpec& pipeline = spec.strategy.pipeline;
-    const bool schedule_ok = okAt("strategy.schedule");
-    const bool virtual_ok = okAt("strategy.virtual_stages");
-    if (schedule_ok && virtual_ok) {
-      bool interleaved = pipeline.schedule == PipelineSchedule::kInterleaved1f1b;
-      if (interleaved && pipeline.virtual_stages < 2) {
-        report("strategy.virtual_stages",
-               fmt::format("interleaved_1f1b needs at least 2 virtual stages per rank, got {}",
-                           pipeline.virtual_stages));
-      } else if (!interleaved && pipeline.virtual_stages != 1) {
-        report("strategy.virtual_stages",
-               fmt::format("must be 1 unless strategy.schedule is interleaved_1f1b, got {}",
-                           pipeline.virtual_stages));
-      }
-    }
-
-    if (allOk("train.micro_batches", "train.batch_size") &&
-        spec.train.batch_size % spec.train.micro_batches != 0) {
-      report("train.micro_batches", fmt::format("must divide train.batch_size ({}), got {}",
-                                                spec.train.batch_size, spec.train.micro_batches));
-    }
-
-    if (!(virtual_ok && layers_known && world_size_)) return;
-    const int64_t stages = int64_t{*world_size_} * pipeline.virtual_stages;
-    const int64_t linear = static_cast<int64_t>(spec.model.layers.size()) - 1;
-    if (stages > linear) {
-      report("strategy",
-             fmt::format("world size {} × virtual_stages {} = {} pipeline stages, but "
-                         "model.layers has only {} Linear layers (each stage needs one)",
-                         *world_size_, pipeline.virtual_stages, stages, linear));
-      return;
-    }
-    if (pipeline.stages.empty() || !okAt("strategy.stages")) return;
-    if (static_cast<int64_t>(pipeline.stages.size()) != stages) {
-      report("strategy.stages",
-             fmt::format("expected {} (world size {} × virtual_stages {}), got {}",
-                         counted(stages, "stage"), *world_size_, pipeline.virtual_stages,
-                         pipeline.stages.size()));
-      return;
-    }
-    const std::string rule =
-        fmt::format("stages must list layers 0..{} in order, each once", linear - 1);
-    int64_t next = 0;
-    for (size_t s = 0; s < pipeline.stages.size(); ++s) {
-      for (size_t i = 0; i < pipeline.stages[s].size(); ++i) {
-        if (pipeline.stages[s][i] != next) {
-          report(indexed(indexed("strategy.stages", s), i),
-                 fmt::format("expected layer {} ({}), got {}", next, rule, pipeline.stages[s][i]));
-          return;
-        }
-        ++next;
-      }
-    }
-    if (next < linear) {
-      std::string missing = next + 1 == linear ? fmt::format("layer {} is", next)
-                                               : fmt::format("layers {}..{} are", next, linear - 1);
-      report("strategy.stages", fmt::format("{} in no stage ({})", missing, rule));
     }
   }
 
@@ -1375,7 +1317,7 @@ int stageCount(const JobSpec& spec) {
 }
 
 int dataParallelSize(const JobSpec& spec) {
-  return spec.strategy.kind == StrategyKind::kPipeline ? 1 : worldSize(spec);
+  return strategyPlan(spec.strategy.kind).ranksShareSamples() ? 1 : worldSize(spec);
 }
 
 }  // namespace ringmaster

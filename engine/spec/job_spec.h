@@ -14,6 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spec/strategies/ddp.h"
+#include "spec/strategies/fsdp.h"
+#include "spec/strategies/pipeline.h"
+
 #include "nn/model.h"  // ModelSpec, ActivationKind: the model section belongs to the models
 
 namespace ringmaster {
@@ -22,21 +26,15 @@ namespace ringmaster {
 // Kinds. Each has toString() (the JSON spelling) and fromString<E>() (nullopt for an unknown
 // name); enumNames<E>() lists every spelling in declaration order, for menus.
 
+// A strategy's own options and kinds (FsdpSharding, FsdpUnits, PipelineSchedule) are in its
+// header under spec/strategies/; what it knows beyond them is its plan (spec/strategies/plan.h).
 enum class StrategyKind { kSingle, kDdp, kFsdp, kPipeline };
-enum class FsdpSharding { kFullShard, kShardGradOp, kNoShard };
-// What one FSDP unit (one flat parameter) holds: one Linear layer with what follows it, or the
-// whole model.
-enum class FsdpUnits { kLayer, kModel };
-enum class PipelineSchedule { kGpipe, k1f1b, kInterleaved1f1b, kZbH1 };
 enum class DataKind { kSynthetic, kIdx };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class BackendKind { kAuto, kGloo, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 
 std::string_view toString(StrategyKind value);
-std::string_view toString(FsdpSharding value);
-std::string_view toString(FsdpUnits value);
-std::string_view toString(PipelineSchedule value);
 std::string_view toString(ActivationKind value);
 std::string_view toString(DataKind value);
 std::string_view toString(OptimizerKind value);
@@ -84,27 +82,6 @@ inline constexpr double kMaxTimeoutSeconds = 86400;
 // The spec. Fields marked "required" have no default: the parser insists on them, and the values
 // here are placeholders. Only the options block of the chosen strategy kind is read and written;
 // the others keep their defaults.
-
-struct DdpSpec {
-  double bucket_cap_mb = 25;  // gradient bucket size cap, MiB (PyTorch's bucket_cap_mb)
-  bool operator==(const DdpSpec&) const = default;
-};
-
-struct FsdpSpec {
-  FsdpSharding sharding = FsdpSharding::kFullShard;
-  FsdpUnits units = FsdpUnits::kLayer;
-  bool operator==(const FsdpSpec&) const = default;
-};
-
-struct PipelineSpec {
-  PipelineSchedule schedule = PipelineSchedule::k1f1b;
-  int virtual_stages =
-      1;  // model chunks per rank; > 1 only with kInterleaved1f1b, which needs >= 2
-  // Explicit partition: stage s (world_size * virtual_stages of them, in model order; stage s runs
-  // on rank s % world_size) holds these Linear-layer indices. Empty: balanced by parameter count.
-  std::vector<std::vector<int>> stages;
-  bool operator==(const PipelineSpec&) const = default;
-};
 
 struct StrategySpec {
   StrategyKind kind = StrategyKind::kSingle;
@@ -275,8 +252,9 @@ int worldSize(const JobSpec& spec);
 // Pipeline stages (world size * virtual_stages) for kPipeline, 1 for the other strategies.
 int stageCount(const JobSpec& spec);
 
-// Ranks that split each batch's data between them: 1 for kPipeline (every stage sees the same
-// micro-batches), the world size for the other strategies.
+// Ranks that split each batch's data between them: 1 when the strategy's ranks share samples
+// (StrategyPlan::ranksShareSamples: a pipeline's stages all see the same micro-batches), the
+// world size otherwise. The one place that rule is applied.
 int dataParallelSize(const JobSpec& spec);
 
 }  // namespace ringmaster

@@ -18,12 +18,9 @@
 #include "data/distributed_sampler.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
-#include "nn/loss.h"
-#include "parallel/ddp.h"
-#include "parallel/fsdp.h"
-#include "parallel/pipeline.h"
+#include "parallel/strategy.h"
+#include "spec/strategies/plan.h"
 #include "tensor/allocator.h"
-#include "tensor/ops.h"
 
 namespace ringmaster {
 
@@ -119,46 +116,6 @@ Trainer::Trainer(JobSpec spec, RankContext context, TelemetryWriter& telemetry,
 
 namespace {
 
-// The model as the strategy runs it: forward and backward through the wrapper, the parameters the
-// optimizer updates, and where checkpoints go.
-struct StrategyModel {
-  Sequential* model = nullptr;
-  std::unique_ptr<DistributedDataParallel> ddp;
-  std::unique_ptr<FullyShardedDataParallel> fsdp;
-  std::unique_ptr<PipelineParallel> pipeline;
-
-  Tensor forward(const Tensor& input) {
-    if (ddp) return ddp->forward(input);
-    if (fsdp) return fsdp->forward(input);
-    return model->forward(input);
-  }
-  void backward(const Tensor& grad, bool sync) {
-    if (ddp)
-      ddp->backward(grad, sync);
-    else if (fsdp)
-      fsdp->backward(grad, sync);
-    else
-      model->backward(grad);
-  }
-  GradientSyncTiming finishGradientSync() {
-    if (ddp) return ddp->finishGradientSync();
-    if (fsdp) return fsdp->finishGradientSync();
-    return {};
-  }
-  std::vector<NamedParameter> optimizerParameters() {
-    if (fsdp) return fsdp->shardParameters();
-    if (pipeline) return pipeline->parameters();
-    return model->namedParameters();
-  }
-  double clipGradNorm(double max_norm) {
-    if (fsdp) return fsdp->clipGradNorm(max_norm);
-    if (pipeline) return pipeline->clipGradNorm(max_norm);
-    return ringmaster::clipGradNorm(model->namedParameters(), max_norm);
-  }
-  // Sharded and staged models keep one checkpoint per rank; replicated ones one for all.
-  bool perRankCheckpoints() const { return fsdp || pipeline; }
-};
-
 std::string rankCheckpointDir(const std::string& dir, const RankContext& context) {
   return fmt::format("{}/rank_{}_of_{}", dir, context.rank, context.world_size);
 }
@@ -220,15 +177,15 @@ std::optional<int64_t> loadResumeCheckpoint(
 // Writes this rank's part of checkpoint `step` (when it writes any); FSDP with
 // checkpoint.consolidate also gathers the whole model (collective) for rank 0 to write beside.
 // Returns the step directory this rank wrote.
-std::optional<std::string> saveCheckpoint(StrategyModel& runner, const CheckpointSpec& spec,
+std::optional<std::string> saveCheckpoint(ParallelStrategy& runner, const CheckpointSpec& spec,
                                           const std::string& dir, bool writes,
                                           const RankContext& context, int64_t step,
                                           const std::vector<NamedParameter>& parameters,
                                           const Optimizer& optimizer) {
   std::optional<std::string> written;
   if (writes) written = saveTrainingCheckpoint(dir, step, parameters, optimizer);
-  if (runner.fsdp && spec.consolidate) {
-    std::vector<std::pair<std::string, Tensor>> whole = runner.fsdp->fullParameters();
+  if (runner.consolidates() && spec.consolidate) {
+    StateDict whole = runner.fullStateDict();
     if (context.rank == 0) saveModelWeights(spec.dir, step, whole);
   }
   return written;
@@ -250,9 +207,10 @@ SchedPhase schedPhase(PipelinePhase phase) {
 
 TrainingResult Trainer::run() {
   const StrategyKind strategy = spec_.strategy.kind;
-  if (strategy == StrategyKind::kSingle) {
+  if (!strategyPlan(strategy).needsWorld()) {
     RM_CHECK_ARG(context_.world_size == 1,
-                 fmt::format("strategy.kind: 'single' runs one rank, not {}", context_.world_size));
+                 fmt::format("strategy.kind: '{}' runs one rank, not {}", toString(strategy),
+                             context_.world_size));
   } else {
     RM_CHECK_ARG(world_ != nullptr && world_->size() == context_.world_size &&
                      world_->rank() == context_.rank,
@@ -288,46 +246,28 @@ TrainingResult Trainer::run() {
   const int64_t parameter_count = model->parameterCount();
   if (spec_.model.init_checkpoint)
     loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());
-  StrategyModel runner{.model = model.get()};
-  const int micro_batches = strategy == StrategyKind::kPipeline ? spec_.train.micro_batches : 1;
-  switch (strategy) {
-    case StrategyKind::kSingle:
-      break;
-    case StrategyKind::kDdp:
-      runner.ddp = std::make_unique<DistributedDataParallel>(
-          *model, *world_, DdpOptions{.bucket_cap_mb = spec_.strategy.ddp.bucket_cap_mb});
-      break;
-    case StrategyKind::kFsdp:
-      runner.fsdp = std::make_unique<FullyShardedDataParallel>(
-          *model, *world_,
-          FsdpOptions{.sharding = spec_.strategy.fsdp.sharding,
-                      .units = spec_.strategy.fsdp.units});
-      break;
-    case StrategyKind::kPipeline:
-      runner.pipeline = std::make_unique<PipelineParallel>(
-          *model, *world_,
-          PipelineOptions{.schedule = spec_.strategy.pipeline.schedule,
-                          .virtual_stages = spec_.strategy.pipeline.virtual_stages,
-                          .micro_batches = micro_batches,
-                          .stages = spec_.strategy.pipeline.stages});
-      break;
-  }
-  std::vector<NamedParameter> parameters = runner.optimizerParameters();
+  // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop below calls only its
+  // interface.
+  std::unique_ptr<ParallelStrategy> runner = makeParallelStrategy(
+      {.model = *model, .world = strategyPlan(strategy).needsWorld() ? world_ : nullptr,
+       .spec = spec_});
+  std::vector<NamedParameter> parameters = runner->optimizerParameters();
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
   // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be
   // reachable from every host). Sharded and staged ones: each rank its own.
   std::string checkpoint_dir;
   bool writes_checkpoints = false;
   if (spec_.checkpoint) {
-    checkpoint_dir = runner.perRankCheckpoints()
+    checkpoint_dir = runner->perRankCheckpoints()
                          ? rankCheckpointDir(spec_.checkpoint->dir, context_)
                          : spec_.checkpoint->dir;
-    writes_checkpoints = runner.perRankCheckpoints() || context_.rank == 0;
+    writes_checkpoints = runner->perRankCheckpoints() || context_.rank == 0;
   }
   // Found now rather than at the first save, which with every_steps 0 comes after all the
   // training.
   if (writes_checkpoints) checkCheckpointDirWritable(checkpoint_dir);
-  if (runner.fsdp && spec_.checkpoint && spec_.checkpoint->consolidate && context_.rank == 0)
+  if (runner->consolidates() && spec_.checkpoint && spec_.checkpoint->consolidate &&
+      context_.rank == 0)
     checkCheckpointDirWritable(spec_.checkpoint->dir);
   // Resuming: weights, optimizer state, and the step count that positions the data order and the
   // dropout streams where the interrupted run left them. Replicated models: every rank reads
@@ -362,20 +302,19 @@ TrainingResult Trainer::run() {
     }
   }
 
-  // A pipeline's ranks all see the same batches (split into micro-batches); the data-parallel
-  // strategies' ranks each their share.
+  // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
+  // same batches; the data-parallel strategies' ranks each their share.
   const int data_ranks = dataParallelSize(spec_);
   const int data_rank = data_ranks == 1 ? 0 : context_.rank;
   DistributedSampler sampler(dataset->size(), data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   BatchIterator batches(sampler, spec_.train.batch_size);
-  SoftmaxCrossEntropy loss_fn;
   const int accum = spec_.train.grad_accum_steps;
   const int64_t steps_done = first_step - 1;
   batches.seek(steps_done * accum);
   for (size_t i = 0; i < model->size(); ++i) {
     if (auto* dropout = dynamic_cast<Dropout*>(&model->child(i)))
-      dropout->setCalls(static_cast<uint64_t>(steps_done * accum * micro_batches));
+      dropout->setCalls(static_cast<uint64_t>(steps_done * accum * runner->forwardsPerBatch()));
   }
   const int64_t every = spec_.telemetry.every_steps;
 
@@ -407,57 +346,38 @@ TrainingResult Trainer::run() {
     GradientSyncTiming sync;
     double pipeline_wait_ms = 0;  // blocked waiting for another stage: neither compute nor comm
     std::vector<SchedEvent> sched_events;
+    const BatchMaker make_batch = [&](const std::vector<int64_t>& indices) {
+      return makeBatch(*dataset, indices, device);
+    };
     for (int micro = 0; micro < accum; ++micro) {
-      if (runner.pipeline) {
-        const std::vector<int64_t> indices = batches.next();
-        const int64_t rows = spec_.train.batch_size / micro_batches;
-        PipelineStepResult pass = runner.pipeline->runStep(
-            rows,
-            [&](int i) {
-              return makeBatch(*dataset,
-                               std::vector<int64_t>(indices.begin() + i * rows,
-                                                    indices.begin() + (i + 1) * rows),
-                               device);
-            },
-            1.0f / static_cast<float>(accum * micro_batches));
-        loss_sum += pass.loss_sum / micro_batches;
-        correct += pass.correct;
-        samples += pass.samples;
-        sync.comm_ms += pass.transfer_ms;
-        sync.exposed_comm_ms += pass.exposed_transfer_ms;
-        pipeline_wait_ms += pass.pipeline_wait_ms;
-        if (reported) {
-          for (const ExecutedAction& action : pass.actions) {
-            sched_events.push_back(
-                SchedEvent{.step = step,
-                           .stage = action.model_stage,
-                           .micro_batch = action.action.micro_batch + micro * micro_batches,
-                           .phase = schedPhase(action.action.phase),
-                           .start_us = action.start_us,
-                           .end_us = action.end_us,
-                           .ready_us = action.ready_us,
-                           .transfer_us = action.transfer_us,
-                           .virtual_stage = action.action.chunk});
-          }
-        }
-        continue;
+      BatchPass pass = runner->trainBatch(batches.next(), make_batch, accum,
+                                          /*sync=*/micro == accum - 1);
+      loss_sum += pass.loss;
+      correct += pass.correct;
+      samples += pass.samples;
+      sync.comm_ms += pass.comm_ms;
+      sync.exposed_comm_ms += pass.exposed_comm_ms;
+      pipeline_wait_ms += pass.wait_ms;
+      if (!reported) continue;
+      for (const ExecutedAction& action : pass.actions) {
+        sched_events.push_back(SchedEvent{
+            .step = step,
+            .stage = action.model_stage,
+            .micro_batch = action.action.micro_batch + micro * runner->forwardsPerBatch(),
+            .phase = schedPhase(action.action.phase),
+            .start_us = action.start_us,
+            .end_us = action.end_us,
+            .ready_us = action.ready_us,
+            .transfer_us = action.transfer_us,
+            .virtual_stage = action.action.chunk});
       }
-      Batch batch = makeBatch(*dataset, batches.next(), device);
-      Tensor logits = runner.forward(batch.features);
-      loss_sum += loss_fn.forward(logits, batch.labels);
-      correct += ops::countCorrect(logits, batch.labels);
-      samples += batch.labels.numel();
-      // no_sync for all but the last micro-batch: gradients accumulate locally, and only the
-      // last backward reduces their sum.
-      runner.backward(loss_fn.backward(1.0f / static_cast<float>(accum)),
-                      /*sync=*/micro == accum - 1);
     }
-    const GradientSyncTiming reduction = runner.finishGradientSync();
+    const GradientSyncTiming reduction = runner->finishGradientSync();
     sync.comm_ms += reduction.comm_ms;
     sync.exposed_comm_ms += reduction.exposed_comm_ms;
     std::optional<double> grad_norm;
     if (spec_.optimizer.clip_grad_norm)
-      grad_norm = runner.clipGradNorm(*spec_.optimizer.clip_grad_norm);
+      grad_norm = runner->clipGradNorm(*spec_.optimizer.clip_grad_norm);
     optimizer->step();
     synchronize(device);
     const double step_ms = millisecondsSince(step_start);
@@ -508,13 +428,13 @@ TrainingResult Trainer::run() {
     }
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {
-      saveCheckpoint(runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_, step,
+      saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_, step,
                      parameters, *optimizer);
     }
   }
   if (spec_.checkpoint && result.final_step > steps_done) {
     if (std::optional<std::string> path =
-            saveCheckpoint(runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_,
+            saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_,
                            result.final_step, parameters, *optimizer)) {
       fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
     }

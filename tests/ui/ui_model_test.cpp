@@ -1,7 +1,7 @@
 // The GUI's models and drawing data without a run: the table models checked by
-// QAbstractItemModelTester while their rows change, the memory estimate against the ZeRO
-// formulas, the planned pipeline schedule against the textbook bubble, the wait heat map and the
-// chart's envelope keeping a spike through a million-point series.
+// QAbstractItemModelTester while their rows change, the planned pipeline schedule against the
+// textbook bubble, the wait heat map and the chart's envelope keeping a spike through a
+// million-point series. (The memory estimate's test moved with it: tests/engine/spec.)
 #include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QTableView>
@@ -10,7 +10,6 @@
 #include <limits>
 
 #include "core/error.h"
-#include "data/memory_estimate.h"
 #include "data/run_snapshot.h"
 #include "data/schedule_gantt.h"
 #include "db/database.h"
@@ -25,30 +24,6 @@
 
 using namespace ringmaster;
 using namespace ringmaster::ui;
-
-namespace {
-
-JobSpec specOf(const std::string& strategy_json, int ranks, const std::string& extra_train = "") {
-  const std::string text = R"({"name": "t", "strategy": )" + strategy_json +
-                           R"(, "model": {"kind": "mlp", "layers": [100, 50, 40, 30, 10]},
-          "data": {"kind": "synthetic", "samples": 256, "features": 100, "classes": 10},
-          "train": {"steps": 10, "batch_size": 16)" +
-                           extra_train + R"(},
-          "optimizer": {"kind": "adam", "lr": 0.001},
-          "launch": {"hosts": [{"host": "localhost", "ranks": )" +
-                           std::to_string(ranks) + "}]}}";
-  SpecParseResult parsed = parseJobSpec(text);
-  if (!parsed.ok()) qFatal("%s", parsed.describe().c_str());
-  return *parsed.spec;
-}
-
-double part(const RankMemoryEstimate& estimate, const std::string& name) {
-  for (const auto& p : estimate.parts)
-    if (p.name == name) return p.bytes;
-  return -1;
-}
-
-}  // namespace
 
 class UiModelTest : public QObject {
   Q_OBJECT
@@ -170,37 +145,6 @@ class UiModelTest : public QObject {
     QCOMPARE(WaitHeatMap{.bucket_width = 4}.lastStepOf(8), int64_t{11});
     QCOMPARE(WaitHeatMap{.bucket_width = kLastStep}.lastStepOf(5), kLastStep);
     QCOMPARE(WaitHeatMap{.bucket_width = 2}.lastStepOf(kLastStep), kLastStep);
-  }
-
-  void memoryEstimateFollowsTheZeroFormulas() {
-    // Ψ = 100*50+50 + 50*40+40 + 40*30+30 + 30*10+10 = 8630 parameters.
-    const double psi = 8630;
-    const auto ddp = estimateMemory(specOf(R"({"kind": "ddp"})", 4));
-    QCOMPARE(ddp.size(), size_t{4});
-    QCOMPARE(part(ddp[0], "parameters"), 4 * psi);
-    QCOMPARE(part(ddp[0], "gradients"), 4 * psi);
-    QCOMPARE(part(ddp[0], "optimizer state"), 8 * psi);  // two Adam moments
-    // Activations: batch 16 x (inputs 100+50+40+30, activation outputs 50+40+30) x 4 B.
-    QCOMPARE(part(ddp[0], "activations"), 16.0 * (100 + 50 + 40 + 30 + 50 + 40 + 30) * 4);
-
-    const auto fsdp = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "full_shard"})", 4));
-    QCOMPARE(part(fsdp[3], "parameters"), 4 * psi / 4);
-    QCOMPARE(part(fsdp[3], "optimizer state"), 8 * psi / 4);
-    // One unit gathered and the next prefetched: the two largest layers, 5050 + 2040.
-    QCOMPARE(part(fsdp[3], "all-gathered units (transient)"), 4.0 * (5050 + 2040));
-
-    const auto zero2 =
-        estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
-    QCOMPARE(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
-
-    // Pipeline over 2 ranks: the balanced split of [5050, 2040, 1230, 310] is {5050} | {rest}.
-    const auto pipe = estimateMemory(
-        specOf(R"({"kind": "pipeline", "schedule": "gpipe"})", 2, R"(, "micro_batches": 4)"));
-    QCOMPARE(part(pipe[0], "parameters"), 4.0 * 5050);
-    QCOMPARE(part(pipe[1], "parameters"), 4.0 * (2040 + 1230 + 310));
-    // GPipe keeps all 4 micro-batches of 4 samples: rank 0's stage saves 100 + 50 per sample.
-    QCOMPARE(part(pipe[0], "activations"), 4.0 * 4 * (100 + 50) * 4);
-    for (const auto& p : pipe[0].parts) QVERIFY2(!p.formula.empty(), p.name.c_str());
   }
 
   void plannedScheduleHasTheTextbookBubble() {

@@ -26,9 +26,9 @@
 #include <set>
 
 #include "core/bounded_file.h"
-#include "data/memory_estimate.h"
 #include "data/schedule_gantt.h"
 #include "models/format.h"
+#include "spec/memory_estimate.h"
 #include "widgets/gantt_chart.h"
 
 namespace ringmaster::ui {

@@ -1,15 +1,18 @@
 // The memory a rank needs for a job spec, before launch: parameters, gradients, optimizer state
-// and saved activations, plus the transient all-gathered FSDP units, each with the formula used
-// (ZeRO's accounting for float32: 4 bytes per parameter, per gradient, per Adam moment).
+// and saved activations, plus what the strategy adds (the transient all-gathered FSDP units), each
+// with the formula used (ZeRO's accounting for float32: 4 bytes per parameter, per gradient, per
+// Adam moment). Each strategy's formulas are in its plan (spec/strategies/); the window, the CLI
+// and later the web page all ask here.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "spec/job_spec.h"
+namespace ringmaster {
 
-namespace ringmaster::ui {
+struct JobSpec;
+struct ModelSpec;
 
 struct MemoryPart {
   std::string name;  // "parameters", "gradients", "optimizer state", "activations", ...
@@ -30,4 +33,4 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
 // Parameters per Linear layer of the spec's MLP (weights + bias, and the LayerNorm after it).
 std::vector<int64_t> layerParameters(const ModelSpec& model);
 
-}  // namespace ringmaster::ui
+}  // namespace ringmaster

@@ -1,0 +1,63 @@
+// `pipeline`: PipelineParallel (parallel/pipeline.h) behind the strategy interface. Each batch is
+// sliced here into train.micro_batches micro-batches that the schedule runs; every rank sees the
+// same batches (StrategyPlan::ranksShareSamples), and checkpoints are per rank (per stage).
+#include "core/error.h"
+#include "parallel/pipeline.h"
+#include "parallel/strategy.h"
+
+namespace ringmaster {
+
+namespace {
+
+class PipelineStrategy final : public ParallelStrategy {
+ public:
+  PipelineStrategy(Sequential& model, Communicator& world, const PipelineSpec& options,
+                   int micro_batches)
+      : micro_batches_(micro_batches),
+        pipeline_(model, world,
+                  PipelineOptions{.schedule = options.schedule,
+                                  .virtual_stages = options.virtual_stages,
+                                  .micro_batches = micro_batches,
+                                  .stages = options.stages}) {}
+
+  BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
+                       int accumulation, bool) override {
+    const auto rows = static_cast<int64_t>(indices.size()) / micro_batches_;
+    PipelineStepResult step = pipeline_.runStep(
+        rows,
+        [&](int i) {
+          return make_batch(
+              std::vector<int64_t>(indices.begin() + i * rows, indices.begin() + (i + 1) * rows));
+        },
+        1.0f / static_cast<float>(accumulation * micro_batches_));
+    return BatchPass{.loss = step.loss_sum / micro_batches_,
+                     .correct = step.correct,
+                     .samples = step.samples,
+                     .comm_ms = step.transfer_ms,
+                     .exposed_comm_ms = step.exposed_transfer_ms,
+                     .wait_ms = step.pipeline_wait_ms,
+                     .actions = std::move(step.actions)};
+  }
+  std::vector<NamedParameter> optimizerParameters() override { return pipeline_.parameters(); }
+  double clipGradNorm(double max_norm) override { return pipeline_.clipGradNorm(max_norm); }
+  int forwardsPerBatch() const override { return micro_batches_; }
+  bool perRankCheckpoints() const override { return true; }
+  StateDict fullStateDict() override {
+    RM_THROW(kUnavailable,
+             "pipeline: the whole model is never on one rank; its checkpoints are "
+             "per stage");
+  }
+
+ private:
+  int micro_batches_;
+  PipelineParallel pipeline_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelStrategy> makePipelineStrategy(const StrategySetup& setup) {
+  return std::make_unique<PipelineStrategy>(setup.model, *setup.world, setup.spec.strategy.pipeline,
+                                            setup.spec.train.micro_batches);
+}
+
+}  // namespace ringmaster

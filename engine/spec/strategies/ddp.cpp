@@ -1,0 +1,42 @@
+// DDP's plan: the bucket cap option, and the memory of a replicated model (shared with `single`).
+#include "spec/strategies/ddp.h"
+
+#include <fmt/format.h>
+
+#include "spec/strategies/plan.h"
+
+namespace ringmaster {
+
+namespace {
+
+constexpr double kBytes = 4;  // float32
+
+class DdpPlan final : public StrategyPlan {
+ public:
+  StrategyKind kind() const override { return StrategyKind::kDdp; }
+  std::vector<std::string_view> optionKeys() const override { return {"bucket_cap_mb"}; }
+  void check(const JobSpec&, StrategyCheck&) const override {}
+  std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
+    return replicatedMemory(inputs);
+  }
+};
+
+}  // namespace
+
+std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs) {
+  const double p = static_cast<double>(inputs.parameters);
+  const int64_t batch = inputs.spec.train.batch_size;
+  return {{"parameters", p * kBytes, fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
+          {"gradients", p * kBytes, fmt::format("4 B × Ψ (DDP's buckets hold them)")},
+          {"optimizer state", p * kBytes * inputs.moments,
+           fmt::format("4 B × {} × Ψ ({})", inputs.moments, inputs.moment_text)},
+          {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
+           fmt::format("4 B × batch {} × the inputs every layer keeps for backward", batch)}};
+}
+
+const StrategyPlan& ddpPlan() {
+  static const DdpPlan plan;
+  return plan;
+}
+
+}  // namespace ringmaster

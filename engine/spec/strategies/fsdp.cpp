@@ -1,0 +1,64 @@
+// FSDP's plan: the sharding and units options, and ZeRO's memory formulas per sharding.
+#include "spec/strategies/fsdp.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "spec/strategies/plan.h"
+
+namespace ringmaster {
+
+namespace {
+
+constexpr double kBytes = 4;  // float32
+
+class FsdpPlan final : public StrategyPlan {
+ public:
+  StrategyKind kind() const override { return StrategyKind::kFsdp; }
+  std::vector<std::string_view> optionKeys() const override { return {"sharding", "units"}; }
+  void check(const JobSpec&, StrategyCheck&) const override {}
+
+  std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
+    const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
+    const int world = inputs.world;
+    const int64_t psi = inputs.parameters, batch = inputs.spec.train.batch_size;
+    const double p = static_cast<double>(psi);
+    const double shard = p / world;
+    const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
+    std::vector<int64_t> sorted = inputs.layers;
+    std::sort(sorted.rbegin(), sorted.rend());
+    const double unit = fsdp.units == FsdpUnits::kModel
+                            ? p
+                            : static_cast<double>(sorted[0] + (sorted.size() > 1 ? sorted[1] : 0));
+    std::vector<MemoryPart> parts = {
+        {"parameters", (no_shard ? p : shard) * kBytes,
+         no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
+        {"gradients", (no_shard ? p : shard) * kBytes,
+         no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
+        {"optimizer state", (no_shard ? p : shard) * kBytes * inputs.moments,
+         fmt::format("4 B × {} × Ψ{} ({})", inputs.moments, no_shard ? "" : " / N",
+                     inputs.moment_text)},
+        {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
+         fmt::format("4 B × batch {} × the inputs every layer keeps", batch)}};
+    if (fsdp.sharding == FsdpSharding::kFullShard) {
+      parts.push_back({"all-gathered units (transient)", unit * kBytes,
+                       fsdp.units == FsdpUnits::kModel
+                           ? "4 B × Ψ: the whole model gathered during forward and backward"
+                           : "4 B × the two largest units: one gathered, the next prefetched"});
+    } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
+      parts.push_back({"unsharded parameters (forward to backward)", (p - shard) * kBytes,
+                       "4 B × (Ψ − Ψ / N): ZeRO-2 keeps the gathered parameters"});
+    }
+    return parts;
+  }
+};
+
+}  // namespace
+
+const StrategyPlan& fsdpPlan() {
+  static const FsdpPlan plan;
+  return plan;
+}
+
+}  // namespace ringmaster

@@ -1,0 +1,189 @@
+// The pipeline's plan and rules: schedule, virtual stages and explicit partitions checked once for
+// the parser and the runtime, the balanced split by parameter count, and the memory of a rank's
+// stages with the micro-batches its schedule keeps in flight.
+#include "spec/strategies/pipeline.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "spec/strategies/plan.h"
+
+namespace ringmaster {
+
+namespace {
+
+constexpr double kBytes = 4;  // float32
+
+// "1 stage", "2 stages".
+std::string counted(int64_t n, std::string_view noun) {
+  return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
+}
+
+class PipelineStrategyPlan final : public StrategyPlan {
+ public:
+  StrategyKind kind() const override { return StrategyKind::kPipeline; }
+  std::vector<std::string_view> optionKeys() const override {
+    return {"schedule", "virtual_stages", "stages"};
+  }
+  bool ranksShareSamples() const override { return true; }
+  bool takesMicroBatches() const override { return true; }
+
+  void check(const JobSpec& spec, StrategyCheck& check) const override {
+    const PipelineSpec& pipeline = spec.strategy.pipeline;
+    const auto report = [&](const std::optional<PipelineRuleProblem>& problem) {
+      if (problem) check.report(problem->path, problem->message);
+      return problem.has_value();
+    };
+    const bool virtual_ok = check.ok_at("strategy.virtual_stages");
+    if (check.ok_at("strategy.schedule") && virtual_ok)
+      report(virtualStagesProblem(pipeline.schedule, pipeline.virtual_stages));
+    if (check.ok_at("train.micro_batches") && check.ok_at("train.batch_size") &&
+        spec.train.batch_size % spec.train.micro_batches != 0) {
+      check.report("train.micro_batches",
+                   fmt::format("must divide train.batch_size ({}), got {}", spec.train.batch_size,
+                               spec.train.micro_batches));
+    }
+    if (!(virtual_ok && check.ok_at("model.layers") && check.world_size)) return;
+    const int world = *check.world_size;
+    const int64_t stages = int64_t{world} * pipeline.virtual_stages;
+    const int64_t linear = static_cast<int64_t>(spec.model.layers.size()) - 1;
+    const std::string origin =
+        fmt::format("world size {} × virtual_stages {}", world, pipeline.virtual_stages);
+    if (report(stageCountProblem(stages, fmt::format("{} = {}", origin, stages), linear))) return;
+    if (pipeline.stages.empty() || !check.ok_at("strategy.stages")) return;
+    report(partitionProblem(pipeline.stages, stages, origin, linear));
+  }
+
+  std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int r) const override {
+    const JobSpec& spec = inputs.spec;
+    const int world = inputs.world;
+    const int v = std::max(spec.strategy.pipeline.virtual_stages, 1);
+    const std::vector<int64_t>& layers = inputs.layers;
+    const std::vector<size_t> starts = balancedSplit(layers, world * v);
+    double own = 0;
+    double acts = 0;
+    const int m = std::max(spec.train.micro_batches, 1);
+    const int64_t micro = spec.train.batch_size / m;
+    // Micro-batches whose activations a stage holds at once: all of them for GPipe, up to the
+    // number of stages after it (warm-up depth) for the 1F1B family.
+    const int in_flight =
+        spec.strategy.pipeline.schedule == PipelineSchedule::kGpipe ? m : std::min(m, world - r);
+    for (int s = r; s < world * v; s += world) {
+      const size_t first = starts[static_cast<size_t>(s)];
+      const size_t end = static_cast<size_t>(s) + 1 < starts.size()
+                             ? starts[static_cast<size_t>(s) + 1]
+                             : layers.size();
+      for (size_t l = first; l < end; ++l) own += static_cast<double>(layers[l]);
+      acts += inputs.activation_bytes(first, end, micro) * in_flight;
+    }
+    return {
+        {"parameters", own * kBytes,
+         fmt::format("4 B × the {:.0f} parameters of this rank's stage{}", own, v > 1 ? "s" : "")},
+        {"gradients", own * kBytes, "4 B × the stage's parameters"},
+        {"optimizer state", own * kBytes * inputs.moments,
+         fmt::format("4 B × {} × the stage's parameters ({})", inputs.moments, inputs.moment_text)},
+        {"activations", acts,
+         fmt::format("4 B × micro-batch {} × the stage's saved inputs × {} micro-batch{} in "
+                     "flight",
+                     micro, in_flight, in_flight == 1 ? "" : "es")}};
+  }
+};
+
+}  // namespace
+
+std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedule,
+                                                        int virtual_stages) {
+  const bool interleaved = schedule == PipelineSchedule::kInterleaved1f1b;
+  if (interleaved && virtual_stages < 2) {
+    return PipelineRuleProblem{
+        "strategy.virtual_stages",
+        fmt::format("interleaved_1f1b needs at least 2 virtual stages per rank, got {}",
+                    virtual_stages)};
+  }
+  if (!interleaved && virtual_stages != 1) {
+    return PipelineRuleProblem{
+        "strategy.virtual_stages",
+        fmt::format("must be 1 unless strategy.schedule is interleaved_1f1b, got {}",
+                    virtual_stages)};
+  }
+  return std::nullopt;
+}
+
+std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
+                                                     int64_t linear_layers) {
+  if (stages <= linear_layers) return std::nullopt;
+  return PipelineRuleProblem{
+      "strategy", fmt::format("{} pipeline stages, but model.layers has only {} Linear layers "
+                              "(each stage needs one)",
+                              count_text, linear_layers)};
+}
+
+std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
+                                                    int64_t stages, std::string_view stages_origin,
+                                                    int64_t linear_layers) {
+  if (static_cast<int64_t>(partition.size()) != stages) {
+    return PipelineRuleProblem{"strategy.stages",
+                               fmt::format("expected {} ({}), got {}", counted(stages, "stage"),
+                                           stages_origin, partition.size())};
+  }
+  const std::string rule =
+      fmt::format("stages must list layers 0..{} in order, each once", linear_layers - 1);
+  int64_t next = 0;
+  for (size_t s = 0; s < partition.size(); ++s) {
+    for (size_t i = 0; i < partition[s].size(); ++i) {
+      if (partition[s][i] != next) {
+        return PipelineRuleProblem{
+            fmt::format("strategy.stages[{}][{}]", s, i),
+            fmt::format("expected layer {} ({}), got {}", next, rule, partition[s][i])};
+      }
+      ++next;
+    }
+  }
+  if (next < linear_layers) {
+    const std::string missing = next + 1 == linear_layers
+                                    ? fmt::format("layer {} is", next)
+                                    : fmt::format("layers {}..{} are", next, linear_layers - 1);
+    return PipelineRuleProblem{"strategy.stages",
+                               fmt::format("{} in no stage ({})", missing, rule)};
+  }
+  return std::nullopt;
+}
+
+std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts) {
+  const size_t n = weights.size();
+  std::vector<int64_t> prefix(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + weights[i];
+  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
+  // best[k][i]: the smallest largest-run sum splitting the first i weights into k runs.
+  std::vector<std::vector<int64_t>> best(parts + 1, std::vector<int64_t>(n + 1, kInf));
+  std::vector<std::vector<size_t>> cut(parts + 1, std::vector<size_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int k = 1; k <= parts; ++k) {
+    for (size_t i = k; i <= n; ++i) {
+      for (size_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == kInf) continue;
+        const int64_t cost = std::max(best[k - 1][j], prefix[i] - prefix[j]);
+        if (cost < best[k][i]) {
+          best[k][i] = cost;
+          cut[k][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<size_t> starts(parts);
+  size_t i = n;
+  for (int k = parts; k >= 1; --k) {
+    starts[k - 1] = cut[k][i];
+    i = cut[k][i];
+  }
+  return starts;
+}
+
+const StrategyPlan& pipelinePlan() {
+  static const PipelineStrategyPlan plan;
+  return plan;
+}
+
+}  // namespace ringmaster

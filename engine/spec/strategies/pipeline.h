@@ -1,0 +1,55 @@
+// The pipeline's spec options (strategy.schedule, virtual_stages, stages) and its rules, written
+// once: the spec parser reports them as problems, the runtime (parallel/pipeline.cpp,
+// parallel/pipeline_schedule.cpp) refuses what breaks them. Its plan is in pipeline.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ringmaster {
+
+enum class PipelineSchedule { kGpipe, k1f1b, kInterleaved1f1b, kZbH1 };
+
+// The JSON spelling ("1f1b"); fromString and enumNames are in spec/job_spec.h.
+std::string_view toString(PipelineSchedule value);
+
+struct PipelineSpec {
+  PipelineSchedule schedule = PipelineSchedule::k1f1b;
+  int virtual_stages =
+      1;  // model chunks per rank; > 1 only with kInterleaved1f1b, which needs >= 2
+  // Explicit partition: stage s (world_size * virtual_stages of them, in model order; stage s runs
+  // on rank s % world_size) holds these Linear-layer indices. Empty: balanced by parameter count.
+  std::vector<std::vector<int>> stages;
+  bool operator==(const PipelineSpec&) const = default;
+};
+
+// A broken pipeline rule: the spec path it concerns and what is wrong.
+struct PipelineRuleProblem {
+  std::string path;
+  std::string message;
+};
+
+// virtual_stages against the schedule: >= 2 for interleaved_1f1b, 1 for the others.
+std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedule,
+                                                        int virtual_stages);
+
+// `stages` model stages (each needs a Linear layer) for a model of `linear_layers` of them.
+// `count_text` says where the count comes from ("world size 2 × virtual_stages 1 = 2").
+std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
+                                                     int64_t linear_layers);
+
+// An explicit partition (`partition[s]`: the Linear-layer indices of stage s) for `stages`
+// stages of a model of `linear_layers`: one entry per stage, layers 0..linear_layers-1 in order,
+// each once. `stages_origin` says where the count comes from ("world size 2 × virtual_stages 1").
+std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
+                                                    int64_t stages, std::string_view stages_origin,
+                                                    int64_t linear_layers);
+
+// Contiguous split of `weights` into `parts` non-empty runs whose largest sum is smallest (the
+// balanced partition by parameter count); the index of the first weight of each run.
+std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts);
+
+}  // namespace ringmaster

@@ -1,0 +1,73 @@
+// A parallel strategy as the job spec, the CLI and the window know it before anything runs: its
+// name, the spec options it owns, what it needs of the world, whether its ranks share samples, the
+// spec checks that involve its options, and the memory a rank needs under it. Light: no
+// communicator, no tensors, so every front end links it. The running half of each strategy is in
+// engine/parallel/ (parallel/strategy.h). Every strategy is listed once, in strategies/table.cpp.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spec/job_spec.h"
+#include "spec/memory_estimate.h"
+
+namespace ringmaster {
+
+// What a strategy's spec check may ask of the parser: whether a path was read without problems
+// (so a cross-field check can trust it), the world size when launch.hosts is valid, and where to
+// report.
+struct StrategyCheck {
+  std::function<bool(std::string_view path)> ok_at;
+  std::optional<int> world_size;
+  std::function<void(std::string path, std::string message)> report;
+};
+
+// The inputs of a rank's memory estimate under every strategy (memory_estimate.cpp fills them
+// from the spec's model and optimizer).
+struct MemoryInputs {
+  const JobSpec& spec;
+  int world = 1;
+  std::vector<int64_t> layers;  // parameters per block (a Linear layer with what follows it)
+  int64_t parameters = 0;       // Ψ: their sum
+  double moments = 0;           // optimizer state per parameter, in parameter copies
+  std::string moment_text;      // "2 Adam moments"
+  // Bytes of the activations that blocks [first, end) keep for backward for `batch` samples.
+  std::function<double(size_t first, size_t end, int64_t batch)> activation_bytes;
+};
+
+class StrategyPlan {
+ public:
+  virtual ~StrategyPlan() = default;
+
+  virtual StrategyKind kind() const = 0;
+  // The options of strategy.<key> that this strategy reads; the others are refused when it is
+  // the kind.
+  virtual std::vector<std::string_view> optionKeys() const { return {}; }
+  // Whether it trains over the world communicator (every strategy but `single`).
+  virtual bool needsWorld() const { return true; }
+  // Whether every rank sees the same samples (a pipeline's stages): then one rank's worth of data
+  // is split per batch, and progress counts each sample once for the whole world.
+  virtual bool ranksShareSamples() const { return false; }
+  // Whether train.micro_batches may be more than 1 (each batch split into that many).
+  virtual bool takesMicroBatches() const { return false; }
+  // The spec checks involving this strategy's options and the rest of the spec, run once every
+  // block has been read.
+  virtual void check(const JobSpec& spec, StrategyCheck& check) const = 0;
+  // Rank `rank`'s memory under this strategy.
+  virtual std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int rank) const = 0;
+};
+
+// Single and DDP: every rank holds the whole model, its gradients and its optimizer state
+// (defined in ddp.cpp).
+std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs);
+
+// The plan of `kind`; every StrategyKind has one.
+const StrategyPlan& strategyPlan(StrategyKind kind);
+// Every strategy, in the order of StrategyKind.
+std::span<const StrategyPlan* const> strategyPlans();
+
+}  // namespace ringmaster

@@ -1,0 +1,120 @@
+// The strategies' plans (spec/strategies/): the memory estimate against the ZeRO formulas (moved
+// here from the window's tests with the estimate), the table holding one plan per kind, and the
+// pipeline's rules that the parser and the runtime share.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "spec/job_spec.h"
+#include "spec/memory_estimate.h"
+#include "spec/strategies/plan.h"
+
+namespace ringmaster {
+namespace {
+
+JobSpec specOf(const std::string& strategy_json, int ranks, const std::string& extra_train = "") {
+  const std::string text = R"({"name": "t", "strategy": )" + strategy_json +
+                           R"(, "model": {"kind": "mlp", "layers": [100, 50, 40, 30, 10]},
+          "data": {"kind": "synthetic", "samples": 256, "features": 100, "classes": 10},
+          "train": {"steps": 10, "batch_size": 16)" +
+                           extra_train + R"(},
+          "optimizer": {"kind": "adam", "lr": 0.001},
+          "launch": {"hosts": [{"host": "localhost", "ranks": )" +
+                           std::to_string(ranks) + "}]}}";
+  SpecParseResult parsed = parseJobSpec(text);
+  EXPECT_TRUE(parsed.ok()) << parsed.describe();
+  return parsed.ok() ? *parsed.spec : JobSpec{};
+}
+
+double part(const RankMemoryEstimate& estimate, const std::string& name) {
+  for (const auto& p : estimate.parts)
+    if (p.name == name) return p.bytes;
+  return -1;
+}
+
+TEST(MemoryEstimate, FollowsTheZeroFormulas) {
+  // Ψ = 100*50+50 + 50*40+40 + 40*30+30 + 30*10+10 = 8630 parameters.
+  const double psi = 8630;
+  const auto ddp = estimateMemory(specOf(R"({"kind": "ddp"})", 4));
+  ASSERT_EQ(ddp.size(), size_t{4});
+  EXPECT_EQ(part(ddp[0], "parameters"), 4 * psi);
+  EXPECT_EQ(part(ddp[0], "gradients"), 4 * psi);
+  EXPECT_EQ(part(ddp[0], "optimizer state"), 8 * psi);  // two Adam moments
+  // Activations: batch 16 x (inputs 100+50+40+30, activation outputs 50+40+30) x 4 B.
+  EXPECT_EQ(part(ddp[0], "activations"), 16.0 * (100 + 50 + 40 + 30 + 50 + 40 + 30) * 4);
+
+  const auto fsdp = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "full_shard"})", 4));
+  EXPECT_EQ(part(fsdp[3], "parameters"), 4 * psi / 4);
+  EXPECT_EQ(part(fsdp[3], "optimizer state"), 8 * psi / 4);
+  // One unit gathered and the next prefetched: the two largest layers, 5050 + 2040.
+  EXPECT_EQ(part(fsdp[3], "all-gathered units (transient)"), 4.0 * (5050 + 2040));
+
+  const auto zero2 = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
+  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
+
+  // Pipeline over 2 ranks: the balanced split of [5050, 2040, 1230, 310] is {5050} | {rest}.
+  const auto pipe = estimateMemory(
+      specOf(R"({"kind": "pipeline", "schedule": "gpipe"})", 2, R"(, "micro_batches": 4)"));
+  EXPECT_EQ(part(pipe[0], "parameters"), 4.0 * 5050);
+  EXPECT_EQ(part(pipe[1], "parameters"), 4.0 * (2040 + 1230 + 310));
+  // GPipe keeps all 4 micro-batches of 4 samples: rank 0's stage saves 100 + 50 per sample.
+  EXPECT_EQ(part(pipe[0], "activations"), 4.0 * 4 * (100 + 50) * 4);
+  for (const auto& p : pipe[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
+}
+
+TEST(StrategyPlans, OnePlanPerKindInKindOrder) {
+  const std::vector<std::string_view> names = enumNames<StrategyKind>();
+  ASSERT_EQ(strategyPlans().size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const StrategyPlan& plan = *strategyPlans()[i];
+    EXPECT_EQ(toString(plan.kind()), names[i]);
+    EXPECT_EQ(&strategyPlan(plan.kind()), &plan);
+  }
+  // The one place that knows which strategies share samples and take micro-batches.
+  EXPECT_FALSE(strategyPlan(StrategyKind::kSingle).needsWorld());
+  EXPECT_TRUE(strategyPlan(StrategyKind::kDdp).needsWorld());
+  for (const StrategyPlan* plan : strategyPlans()) {
+    const bool pipeline = plan->kind() == StrategyKind::kPipeline;
+    EXPECT_EQ(plan->ranksShareSamples(), pipeline) << toString(plan->kind());
+    EXPECT_EQ(plan->takesMicroBatches(), pipeline) << toString(plan->kind());
+  }
+  EXPECT_EQ(dataParallelSize(specOf(R"({"kind": "pipeline"})", 2)), 1);
+  EXPECT_EQ(dataParallelSize(specOf(R"({"kind": "ddp"})", 3)), 3);
+}
+
+TEST(StrategyPlans, EveryOptionKeyBelongsToOneStrategy) {
+  std::vector<std::string_view> seen;
+  for (const StrategyPlan* plan : strategyPlans()) {
+    for (std::string_view key : plan->optionKeys()) {
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), key), 0) << key;
+      seen.push_back(key);
+    }
+  }
+  EXPECT_EQ(seen.size(), size_t{6});  // bucket_cap_mb; sharding, units; schedule, virtual_stages,
+                                      // stages
+}
+
+TEST(PipelineRules, WrittenOnceForTheParserAndTheRuntime) {
+  EXPECT_FALSE(virtualStagesProblem(PipelineSchedule::k1f1b, 1));
+  EXPECT_FALSE(virtualStagesProblem(PipelineSchedule::kInterleaved1f1b, 2));
+  ASSERT_TRUE(virtualStagesProblem(PipelineSchedule::kInterleaved1f1b, 1));
+  EXPECT_EQ(virtualStagesProblem(PipelineSchedule::kGpipe, 2)->path, "strategy.virtual_stages");
+
+  EXPECT_FALSE(stageCountProblem(4, "4", 4));
+  ASSERT_TRUE(stageCountProblem(5, "5", 4));
+  EXPECT_EQ(stageCountProblem(5, "5", 4)->path, "strategy");
+
+  EXPECT_FALSE(partitionProblem({{0}, {1, 2, 3}}, 2, "2", 4));
+  ASSERT_TRUE(partitionProblem({{0}, {2, 3}}, 2, "2", 4));
+  EXPECT_EQ(partitionProblem({{0}, {2, 3}}, 2, "2", 4)->path, "strategy.stages[1][0]");
+  EXPECT_EQ(partitionProblem({{0}}, 2, "2", 4)->path, "strategy.stages");
+  EXPECT_EQ(partitionProblem({{0}, {1}}, 2, "2", 4)->message,
+            "layers 2..3 are in no stage (stages must list layers 0..3 in order, each once)");
+
+  EXPECT_EQ(balancedSplit({5050, 2040, 1230, 310}, 2), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(balancedSplit({1, 1, 1, 1}, 4), (std::vector<size_t>{0, 1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace ringmaster
