@@ -29,6 +29,7 @@
 #include "data/schedule_gantt.h"
 #include "models/format.h"
 #include "spec/memory_estimate.h"
+#include "spec/spec_fields.h"
 #include "widgets/gantt_chart.h"
 
 namespace ringmaster::ui {
@@ -89,59 +90,44 @@ QString textOf(const nlohmann::json& value) {
   return QString::fromStdString(value.dump());
 }
 
-template <typename E>
-QStringList namesOf() {
-  QStringList names;
-  for (std::string_view n : enumNames<E>()) names << QString::fromUtf8(n.data(), n.size());
-  return names;
+// The fields of one launch host (the "launch.hosts[]." entries), one hosts-table column each,
+// with the key they have in a host object.
+std::vector<std::pair<std::string, const SpecField*>> hostColumns() {
+  static const std::string kPrefix = "launch.hosts[].";
+  std::vector<std::pair<std::string, const SpecField*>> columns;
+  for (const SpecField& field : specFields())
+    if (field.path.starts_with(kPrefix))
+      columns.emplace_back(field.path.substr(kPrefix.size()), &field);
+  return columns;
 }
 
-// Fields that belong to some kinds only: shown for those, removed from the spec for the others
-// (where the parser would call them unknown).
-struct Condition {
-  std::string controller;  // the kind field deciding
-  std::vector<std::string> kinds;
-};
-const std::map<std::string, Condition> kConditional = {
-    {"strategy.bucket_cap_mb", {"strategy.kind", {"ddp"}}},
-    {"strategy.sharding", {"strategy.kind", {"fsdp"}}},
-    {"strategy.units", {"strategy.kind", {"fsdp"}}},
-    {"strategy.schedule", {"strategy.kind", {"pipeline"}}},
-    {"strategy.virtual_stages", {"strategy.kind", {"pipeline"}}},
-    {"train.micro_batches", {"strategy.kind", {"pipeline"}}},
-    {"data.samples", {"data.kind", {"synthetic"}}},
-    {"data.features", {"data.kind", {"synthetic"}}},
-    {"data.classes", {"data.kind", {"synthetic"}}},
-    {"data.seed", {"data.kind", {"synthetic"}}},
-    {"data.images", {"data.kind", {"idx"}}},
-    {"data.labels", {"data.kind", {"idx"}}},
-    {"optimizer.momentum", {"optimizer.kind", {"sgd"}}},
-    {"optimizer.dampening", {"optimizer.kind", {"sgd"}}},
-    {"optimizer.nesterov", {"optimizer.kind", {"sgd"}}},
-    {"optimizer.betas", {"optimizer.kind", {"adam", "adamw"}}},
-    {"optimizer.eps", {"optimizer.kind", {"adam", "adamw"}}}};
-
-// What the parser assumes for a choice left out of the spec.
-const std::map<std::string, std::string> kChoiceDefaults = {{"strategy.kind", "single"},
-                                                            {"strategy.sharding", "full_shard"},
-                                                            {"strategy.units", "layer"},
-                                                            {"strategy.schedule", "1f1b"},
-                                                            {"model.activation", "relu"},
-                                                            {"data.kind", "synthetic"},
-                                                            {"optimizer.kind", "adamw"},
-                                                            {"backend", "auto"},
-                                                            {"device", "auto"}};
-
-std::string choiceOf(const nlohmann::json& doc, const std::string& path) {
-  const nlohmann::json* value = getPath(doc, path);
-  if (value && value->is_string()) return value->get<std::string>();
-  auto it = kChoiceDefaults.find(path);
-  return it == kChoiceDefaults.end() ? std::string() : it->second;
+bool isList(FieldType type) {
+  return type == FieldType::kIntegerList || type == FieldType::kNumberList;
 }
 
-bool applies(const nlohmann::json& doc, const Condition& condition) {
-  const std::string kind = choiceOf(doc, condition.controller);
-  return std::find(condition.kinds.begin(), condition.kinds.end(), kind) != condition.kinds.end();
+// Whether the form has an editor for the field: the host entries are the hosts table's columns,
+// nested lists (strategy.stages) are edited in the JSON text, and a choice of one is no choice.
+bool inForm(const SpecField& field) {
+  if (field.path.find("[]") != std::string::npos) return false;
+  if (field.type == FieldType::kIntegerListList) return false;
+  return field.type != FieldType::kChoice || field.choices.size() > 1;
+}
+
+// Row `row` of the hosts table from a host object: text cells, and a check box for a boolean.
+void fillHostRow(QTableWidget* hosts, int row, const nlohmann::json& host) {
+  const auto columns = hostColumns();
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const auto& [key, field] = columns[c];
+    const nlohmann::json* value = host.is_object() && host.contains(key) ? &host[key] : nullptr;
+    auto* item = new QTableWidgetItem();
+    if (field->type == FieldType::kBoolean) {
+      item->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled | Qt::ItemIsSelectable);
+      item->setCheckState(value && *value == true ? Qt::Checked : Qt::Unchecked);
+    } else if (value) {
+      item->setText(textOf(*value));
+    }
+    hosts->setItem(row, static_cast<int>(c), item);
+  }
 }
 
 }  // namespace
@@ -171,11 +157,10 @@ std::vector<ExampleSpec> exampleSpecs() {
 }
 
 struct JobEditor::Field {
-  std::string path;
+  const SpecField* spec = nullptr;  // its description (spec_fields.h)
   QWidget* editor = nullptr;
   QLabel* error = nullptr;
   QFormLayout* form = nullptr;
-  bool list = false;  // comma-separated integers (model.layers)
   QLabel* label = nullptr;
   bool shown = true;  // whether its row should be in the form
 };
@@ -277,14 +262,25 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
 
 JobEditor::~JobEditor() = default;
 
-void JobEditor::addField(QFormLayout* form, const std::string& path, const QString& label,
-                         QWidget* editor, const QString& tip) {
-  auto owned = std::make_unique<Field>(Field{path, editor, new QLabel(), form,
-                                             path == "model.layers" || path == "optimizer.betas",
-                                             new QLabel(label)});
+void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
+  // The editor its type asks for: a menu of its choices, a check box saying what it does, or text.
+  const QString help = QString::fromStdString(spec.help);
+  QWidget* editor = nullptr;
+  if (spec.type == FieldType::kChoice) {
+    auto* combo = new QComboBox();
+    for (const std::string& choice : spec.choices) combo->addItem(QString::fromStdString(choice));
+    editor = combo;
+  } else if (spec.type == FieldType::kBoolean) {
+    editor = new QCheckBox(help);
+  } else {
+    editor = new QLineEdit();
+  }
+  if (!help.isEmpty() && spec.type != FieldType::kBoolean) editor->setToolTip(help);
+  const std::string path = spec.path;
+  auto owned = std::make_unique<Field>(
+      Field{&spec, editor, new QLabel(), form, new QLabel(QString::fromStdString(spec.label))});
   Field* field = owned.get();
   editor->setObjectName(QString::fromStdString(path));
-  if (!tip.isEmpty()) editor->setToolTip(tip);
   field->error->setStyleSheet("color: #b3261e; font-size: small;");
   field->error->setWordWrap(true);
   field->error->hide();
@@ -308,88 +304,42 @@ void JobEditor::addField(QFormLayout* form, const std::string& path, const QStri
 }
 
 void JobEditor::buildForm(QWidget* page) {
+  // One group per section of the spec's description, one row per field the form can edit, in
+  // the description's order.
   auto* layout = new QVBoxLayout(page);
-  auto group = [&](const QString& title) {
-    auto* box = new QGroupBox(title);
-    auto* form = new QFormLayout(box);
-    form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-    layout->addWidget(box);
-    return form;
-  };
-  auto combo = [](const QStringList& items) {
-    auto* c = new QComboBox();
-    c->addItems(items);
-    return c;
-  };
-  QFormLayout* job = group("Job");
-  addField(job, "name", "Name", new QLineEdit(), "letters, digits, . _ - (up to 64)");
-  addField(job, "description", "Description", new QLineEdit());
-  QFormLayout* strategy = group("Strategy");
-  addField(strategy, "strategy.kind", "Kind", combo(namesOf<StrategyKind>()),
-           "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard parameters, "
-           "gradients and optimizer state; pipeline: split the layers into stages");
-  addField(strategy, "strategy.bucket_cap_mb", "Bucket cap (MiB)", new QLineEdit(),
-           "gradients are all-reduced in buckets of at most this size");
-  addField(strategy, "strategy.sharding", "Sharding", combo(namesOf<FsdpSharding>()));
-  addField(strategy, "strategy.units", "Units", combo(namesOf<FsdpUnits>()),
-           "layer: one FSDP unit per Linear layer; model: the whole model is one unit");
-  addField(strategy, "strategy.schedule", "Schedule", combo(namesOf<PipelineSchedule>()));
-  addField(strategy, "strategy.virtual_stages", "Virtual stages", new QLineEdit(),
-           "model chunks per rank (interleaved_1f1b needs 2 or more)");
-  QFormLayout* model = group("Model");
-  addField(model, "model.layers", "Layers", new QLineEdit(),
-           "widths, input first, comma-separated: 784, 256, 256, 10");
-  addField(model, "model.activation", "Activation", combo(namesOf<ActivationKind>()));
-  addField(model, "model.layer_norm", "LayerNorm", new QCheckBox("after every hidden layer"));
-  addField(model, "model.dropout", "Dropout", new QLineEdit(), "probability in [0, 1)");
-  addField(model, "model.seed", "Seed", new QLineEdit(), "initial weights");
-  addField(model, "model.init_checkpoint", "Initial weights", new QLineEdit(),
-           "a safetensors file to start from instead of the seed's weights");
-  QFormLayout* data = group("Data");
-  addField(data, "data.kind", "Kind", combo(namesOf<DataKind>()));
-  addField(data, "data.samples", "Samples", new QLineEdit());
-  addField(data, "data.features", "Features", new QLineEdit());
-  addField(data, "data.classes", "Classes", new QLineEdit());
-  addField(data, "data.seed", "Seed", new QLineEdit());
-  addField(data, "data.images", "Images (IDX)", new QLineEdit(),
-           "e.g. data/train-images-idx3-ubyte");
-  addField(data, "data.labels", "Labels (IDX)", new QLineEdit(),
-           "e.g. data/train-labels-idx1-ubyte");
-  addField(data, "data.shuffle", "Shuffle", new QCheckBox("every epoch"));
-  addField(data, "data.drop_last", "Drop last", new QCheckBox("the last incomplete batch"));
-  QFormLayout* train = group("Training");
-  addField(train, "train.steps", "Steps", new QLineEdit());
-  addField(train, "train.batch_size", "Batch size", new QLineEdit(), "samples per rank per step");
-  addField(train, "train.micro_batches", "Micro-batches", new QLineEdit(),
-           "pipeline only: must divide the batch size");
-  addField(train, "train.grad_accum_steps", "Accumulation", new QLineEdit(),
-           "micro-steps per optimizer step (gradients synchronised on the last only)");
-  addField(train, "train.seed", "Seed", new QLineEdit(), "shuffling and dropout");
-  QFormLayout* optimizer = group("Optimizer");
-  addField(optimizer, "optimizer.kind", "Kind", combo(namesOf<OptimizerKind>()));
-  addField(optimizer, "optimizer.lr", "Learning rate", new QLineEdit());
-  addField(optimizer, "optimizer.momentum", "Momentum", new QLineEdit());
-  addField(optimizer, "optimizer.dampening", "Dampening", new QLineEdit());
-  addField(optimizer, "optimizer.nesterov", "Nesterov", new QCheckBox());
-  addField(optimizer, "optimizer.betas", "Betas", new QLineEdit(), "two numbers: 0.9, 0.999");
-  addField(optimizer, "optimizer.eps", "Epsilon", new QLineEdit());
-  addField(optimizer, "optimizer.weight_decay", "Weight decay", new QLineEdit());
-  addField(optimizer, "optimizer.clip_grad_norm", "Clip grad norm", new QLineEdit(),
-           "max global L2 norm; empty: no clipping");
-  QFormLayout* where = group("Where");
-  addField(where, "backend", "Backend", combo(namesOf<BackendKind>()),
-           "auto: NCCL on GPUs, Gloo on CPUs");
-  addField(where, "device", "Device", combo(namesOf<DeviceKind>()));
-  hosts_ = new QTableWidget(0, 6);
+  QFormLayout* form = nullptr;
+  std::string section;
+  for (const SpecField& field : specFields()) {
+    if (!form || field.section != section) {
+      section = field.section;
+      auto* box = new QGroupBox(QString::fromStdString(section));
+      form = new QFormLayout(box);
+      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+      layout->addWidget(box);
+    }
+    if (field.type == FieldType::kHostList)
+      addHostsTable(form, field);
+    else if (inForm(field))
+      addField(form, field);
+  }
+  layout->addStretch(1);
+}
+
+void JobEditor::addHostsTable(QFormLayout* where, const SpecField& spec) {
+  const auto columns = hostColumns();
+  hosts_ = new QTableWidget(0, static_cast<int>(columns.size()));
   hosts_->setObjectName("hostsTable");
-  hosts_->setHorizontalHeaderLabels({"Host", "Ranks", "User", "Port", "Identity file", "Password"});
-  hosts_->horizontalHeaderItem(5)->setToolTip(
-      "allow SSH password authentication for this host (asked at launch, never stored)");
+  for (size_t c = 0; c < columns.size(); ++c) {
+    const SpecField& column = *columns[c].second;
+    auto* header = new QTableWidgetItem(QString::fromStdString(column.label));
+    if (column.type == FieldType::kBoolean) header->setToolTip(QString::fromStdString(column.help));
+    hosts_->setHorizontalHeaderItem(static_cast<int>(c), header);
+  }
   hosts_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   hosts_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   hosts_->verticalHeader()->hide();
   hosts_->setMinimumHeight(90);
-  where->addRow("Hosts", hosts_);
+  where->addRow(QString::fromStdString(spec.label), hosts_);
   auto* host_buttons = new QHBoxLayout();
   auto* add = new QPushButton("Add host");
   auto* remove = new QPushButton("Remove host");
@@ -402,35 +352,16 @@ void JobEditor::buildForm(QWidget* page) {
   hosts_error_->setStyleSheet("color: #b3261e; font-size: small;");
   hosts_error_->setWordWrap(true);
   where->addRow("", hosts_error_);
-  addField(where, "launch.node_binary", "ringmaster-node", new QLineEdit(),
-           "its path on the hosts; empty: this build's");
-  addField(where, "launch.master_port", "Master port", new QLineEdit(), "0 picks a free port");
-  addField(where, "launch.timeout_s", "Timeout (s)", new QLineEdit(),
-           "rendezvous and collective timeout");
-  addField(where, "telemetry.every_steps", "Telemetry every", new QLineEdit(), "steps");
-  QFormLayout* checkpoint = group("Checkpoints");
-  addField(checkpoint, "checkpoint.dir", "Directory", new QLineEdit(), "empty: no checkpoints");
-  addField(checkpoint, "checkpoint.every_steps", "Every", new QLineEdit(), "steps; 0: at the end");
-  addField(checkpoint, "checkpoint.resume", "Resume", new QCheckBox("from the latest checkpoint"));
-  addField(checkpoint, "checkpoint.consolidate", "Consolidate",
-           new QCheckBox("FSDP: also write one full checkpoint"));
-  layout->addStretch(1);
   connect(hosts_, &QTableWidget::itemChanged, this, [this] {
     if (!updating_) hostsEdited();
   });
-  connect(add, &QPushButton::clicked, this, [this] {
+  // A new host is the default list's entry (localhost, 1 rank).
+  const nlohmann::json fresh = spec.default_value.at(0);
+  connect(add, &QPushButton::clicked, this, [this, fresh] {
     updating_ = true;
     const int row = hosts_->rowCount();
     hosts_->insertRow(row);
-    hosts_->setItem(row, 0, new QTableWidgetItem("localhost"));
-    hosts_->setItem(row, 1, new QTableWidgetItem("1"));
-    hosts_->setItem(row, 2, new QTableWidgetItem());
-    hosts_->setItem(row, 3, new QTableWidgetItem());
-    hosts_->setItem(row, 4, new QTableWidgetItem());
-    auto* password = new QTableWidgetItem();
-    password->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled | Qt::ItemIsSelectable);
-    password->setCheckState(Qt::Unchecked);
-    hosts_->setItem(row, 5, password);
+    fillHostRow(hosts_, row, fresh);
     updating_ = false;
     hostsEdited();
   });
@@ -508,7 +439,7 @@ void JobEditor::formEdited(const std::string& path) {
   std::optional<nlohmann::json> value;
   if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
     const QString text = line->text().trimmed();
-    if (field->list) {
+    if (isList(field->spec->type)) {
       nlohmann::json list = nlohmann::json::array();
       for (const QString& part : text.split(',', Qt::SkipEmptyParts))
         list.push_back(valueFromText(part));
@@ -522,11 +453,12 @@ void JobEditor::formEdited(const std::string& path) {
     value = check->isChecked();
   }
   setPath(document_, path, value);
+  // The fields of the kinds no longer chosen go (the parser would call them unknown).
   bool controls = false;
-  for (const auto& [option, condition] : kConditional) {
-    if (condition.controller != path) continue;
+  for (const auto& [option, other] : fields_) {
+    if (!other->spec->shown_when || other->spec->shown_when->controller != path) continue;
     controls = true;
-    if (!applies(document_, condition)) setPath(document_, option, std::nullopt);
+    if (!appliesTo(*other->spec, document_)) setPath(document_, option, std::nullopt);
   }
   if (controls) refreshForm();
   refreshJson();
@@ -534,17 +466,24 @@ void JobEditor::formEdited(const std::string& path) {
 }
 
 void JobEditor::hostsEdited() {
+  // A host field with a default or required is always written; the others only when filled in
+  // (a check box when checked).
+  const auto columns = hostColumns();
   nlohmann::json hosts = nlohmann::json::array();
   for (int r = 0; r < hosts_->rowCount(); ++r) {
-    auto text = [&](int c) {
-      return hosts_->item(r, c) ? hosts_->item(r, c)->text().trimmed() : QString();
-    };
-    nlohmann::json host = {{"host", text(0).toStdString()}, {"ranks", valueFromText(text(1))}};
-    if (!text(2).isEmpty()) host["user"] = text(2).toStdString();
-    if (!text(3).isEmpty()) host["port"] = valueFromText(text(3));
-    if (!text(4).isEmpty()) host["identity_file"] = text(4).toStdString();
-    if (hosts_->item(r, 5) && hosts_->item(r, 5)->checkState() == Qt::Checked)
-      host["password_auth"] = true;
+    nlohmann::json host = nlohmann::json::object();
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto& [key, field] = columns[c];
+      const QTableWidgetItem* item = hosts_->item(r, static_cast<int>(c));
+      if (field->type == FieldType::kBoolean) {
+        if (item && item->checkState() == Qt::Checked) host[key] = true;
+        continue;
+      }
+      const QString text = item ? item->text().trimmed() : QString();
+      if (text.isEmpty() && !field->required && field->default_value.is_null()) continue;
+      const bool numeric = field->type == FieldType::kInteger || field->type == FieldType::kNumber;
+      host[key] = numeric ? valueFromText(text) : nlohmann::json(text.toStdString());
+    }
     hosts.push_back(std::move(host));
   }
   setPath(document_, "launch.hosts", hosts);
@@ -591,15 +530,14 @@ void JobEditor::refreshForm() {
       const QString text = value ? textOf(*value) : QString();
       if (line->text() != text && !line->hasFocus()) line->setText(text);
     } else if (auto* combo = qobject_cast<QComboBox*>(field->editor)) {
-      const int index = combo->findText(QString::fromStdString(choiceOf(document_, path)));
+      const int index = combo->findText(QString::fromStdString(choiceIn(document_, path)));
       combo->setCurrentIndex(std::max(index, 0));
     } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
       check->setChecked(value && value->is_boolean() && value->get<bool>());
     }
     // A field of another kind is hidden unless the spec holds it (the parser then says why it
     // does not belong, next to it).
-    if (auto only = kConditional.find(path); only != kConditional.end())
-      field->shown = applies(document_, only->second) || value != nullptr;
+    if (field->spec->shown_when) field->shown = appliesTo(*field->spec, document_) || value;
   }
   const nlohmann::json* hosts = getPath(document_, "launch.hosts");
   hosts_->setRowCount(0);
@@ -607,20 +545,7 @@ void JobEditor::refreshForm() {
     for (const auto& host : *hosts) {
       const int row = hosts_->rowCount();
       hosts_->insertRow(row);
-      auto cell = [&](const char* key) {
-        return new QTableWidgetItem(host.is_object() && host.contains(key) ? textOf(host[key])
-                                                                           : "");
-      };
-      hosts_->setItem(row, 0, cell("host"));
-      hosts_->setItem(row, 1, cell("ranks"));
-      hosts_->setItem(row, 2, cell("user"));
-      hosts_->setItem(row, 3, cell("port"));
-      hosts_->setItem(row, 4, cell("identity_file"));
-      auto* password = new QTableWidgetItem();
-      password->setFlags(Qt::ItemIsUserCheckable | Qt::ItemIsEnabled | Qt::ItemIsSelectable);
-      const bool allowed = host.is_object() && host.value("password_auth", false) == true;
-      password->setCheckState(allowed ? Qt::Checked : Qt::Unchecked);
-      hosts_->setItem(row, 5, password);
+      fillHostRow(hosts_, row, host);
     }
   }
   updating_ = false;
@@ -645,8 +570,11 @@ void JobEditor::check() {
     const QString path = QString::fromStdString(problem.path);
     reasons << (path.isEmpty() ? message : QString("%1: %2").arg(path, message));
     auto it = fields_.find(problem.path);
-    for (const char* list : {"model.layers", "optimizer.betas"})
-      if (it == fields_.end() && problem.path.rfind(list, 0) == 0) it = fields_.find(list);
+    // An entry of a list field ("model.layers[2]") is shown at the list.
+    if (it == fields_.end() && problem.path.find('[') != std::string::npos) {
+      it = fields_.find(problem.path.substr(0, problem.path.find('[')));
+      if (it != fields_.end() && !isList(it->second->spec->type)) it = fields_.end();
+    }
     if (it != fields_.end()) {
       Field& field = *it->second;
       field.error->setText(message);

@@ -23,6 +23,10 @@ class QTableWidget;
 class QFormLayout;
 class QCheckBox;
 
+namespace ringmaster {
+struct SpecField;
+}
+
 namespace ringmaster::ui {
 
 class GanttChart;
@@ -74,8 +78,9 @@ class JobEditor : public QWidget {
 
  private:
   struct Field;
-  void addField(QFormLayout* form, const std::string& path, const QString& label, QWidget* editor,
-                const QString& tip = {});
+  // A row for the field, with the editor its type asks for; the hosts table for launch.hosts.
+  void addField(QFormLayout* form, const SpecField& field);
+  void addHostsTable(QFormLayout* form, const SpecField& hosts);
   void buildForm(QWidget* form_page);
   void formEdited(const std::string& path);
   void jsonEdited();
