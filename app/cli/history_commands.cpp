@@ -12,6 +12,7 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "telemetry/fields.h"
 
 namespace ringmaster::cli {
 
@@ -268,7 +269,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
     last_step = std::max(last_step, summary.final_step);
   std::vector<Series> losses;
   for (const RunSummary& summary : comparison.runs)
-    losses.push_back(loadSeries(db, summary.run.id, "loss", 0,
+    losses.push_back(loadSeries(db, summary.run.id, step_field::kLoss, 0,
                                 {.from_step = 1, .to_step = last_step, .buckets = 10}));
 
   if (as_json) {

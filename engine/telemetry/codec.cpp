@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "telemetry/fast_decoder.h"
+#include "telemetry/fields.h"
 
 namespace ringmaster {
 
@@ -104,6 +106,11 @@ using OrderedJson = nlohmann::ordered_json;
 // Encoding. Fields are written in the order of docs/telemetry.md; absent optionals are omitted.
 
 template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+template <typename T>
 void putOptional(OrderedJson& out, const char* key, const std::optional<T>& value) {
   if (value) out[key] = *value;
 }
@@ -122,46 +129,29 @@ void putBody(OrderedJson& out, const HelloEvent& e) {
   out["attempt"] = e.attempt;
 }
 
-void putBody(OrderedJson& out, const StepEvent& e) {
-  out["step"] = e.step;
-  out["loss"] = e.loss;  // nlohmann writes a non-finite double as null
-  out["lr"] = e.lr;
-  out["samples"] = e.samples;
-  out["step_ms"] = e.step_ms;
-  out["compute_ms"] = e.compute_ms;
-  out["comm_ms"] = e.comm_ms;
-  out["exposed_comm_ms"] = e.exposed_comm_ms;
-  out["mem_allocated"] = e.mem_allocated;
-  out["mem_peak"] = e.mem_peak;
-  out["mem_reserved"] = e.mem_reserved;
-  out["device_mem_used"] = e.device_mem_used;
-  putOptional(out, "grad_norm", e.grad_norm);
-  putOptional(out, "accuracy", e.accuracy);
+// The value of one field of a table (fields.h) as JSON; nlohmann writes a non-finite double as
+// null.
+template <typename T>
+OrderedJson fieldJson(const T& value) {
+  if constexpr (std::is_same_v<T, SchedPhase>) {
+    return std::string(toString(value));
+  } else {
+    return value;
+  }
 }
 
-void putBody(OrderedJson& out, const CommEvent& e) {
-  out["seq_op"] = e.seq_op;
-  out["op"] = e.op;
-  out["group"] = e.group;
-  out["bytes"] = e.bytes;
-  out["dtype"] = e.dtype;
-  out["duration_ms"] = e.duration_ms;
-  out["algbw_gbps"] = e.algbw_gbps;
-  out["busbw_gbps"] = e.busbw_gbps;
-  putOptional(out, "wait_ms", e.wait_ms);
-  putOptional(out, "step", e.step);
-}
-
-void putBody(OrderedJson& out, const SchedEvent& e) {
-  out["step"] = e.step;
-  out["stage"] = e.stage;
-  out["micro_batch"] = e.micro_batch;
-  out["phase"] = std::string(toString(e.phase));
-  out["start_us"] = e.start_us;
-  out["end_us"] = e.end_us;
-  putOptional(out, "ready_us", e.ready_us);
-  putOptional(out, "transfer_us", e.transfer_us);
-  out["virtual_stage"] = e.virtual_stage;
+// The step, comm and sched records: their field tables, absent optionals omitted.
+template <typename Record>
+requires kHasFieldTable<Record>
+void putBody(OrderedJson& out, const Record& e) {
+  forEachField(fieldsOf<Record>(), [&](const auto& field) {
+    const auto& value = e.*field.member;
+    if constexpr (IsOptional<std::decay_t<decltype(value)>>::value) {
+      if (value) out[std::string(field.name)] = fieldJson(*value);
+    } else {
+      out[std::string(field.name)] = fieldJson(value);
+    }
+  });
 }
 
 void putBody(OrderedJson& out, const LogEvent& e) {
@@ -250,14 +240,6 @@ std::string floatHint(const Json& value) {
 constexpr int kIntMax = std::numeric_limits<int>::max();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// The closed interval a floating-point field must fall in (docs/telemetry.md, "Numeric domains").
-struct NumberRange {
-  double min, max;
-};
-constexpr NumberRange kAnySign{-kMaxMagnitude, kMaxMagnitude};
-constexpr NumberRange kNonNegative{0, kMaxMagnitude};  // times, durations, rates, norms
-constexpr NumberRange kFraction{0, 1};
-
 // Reads the fields of one JSON object, remembering the first problem. Getters return a default
 // after a problem, so a body can be read straight through and checked once at the end.
 class FieldReader {
@@ -295,13 +277,13 @@ class FieldReader {
     return 0;
   }
 
-  double number(const char* key, NumberRange range) {
+  double number(const char* key, NumberDomain range) {
     const Json* value = required(key);
     return value ? toNumber(key, *value, range).value_or(0.0) : 0.0;
   }
 
   // A number, or null read as NaN (JSON has no NaN): loss only.
-  double numberOrNull(const char* key, NumberRange range) {
+  double numberOrNull(const char* key, NumberDomain range) {
     auto it = object_.find(key);
     if (it != object_.end() && it->is_null()) return std::numeric_limits<double>::quiet_NaN();
     const Json* value = required(key);
@@ -313,7 +295,7 @@ class FieldReader {
     return toNumber(key, *value, range).value_or(0.0);
   }
 
-  std::optional<double> optionalNumber(const char* key, NumberRange range) {
+  std::optional<double> optionalNumber(const char* key, NumberDomain range) {
     const Json* value = optional(key);
     return value ? toNumber(key, *value, range) : std::nullopt;
   }
@@ -384,7 +366,7 @@ class FieldReader {
   }
 
   // A number in `range`; a negative zero where only non-negative numbers go is read as 0.
-  std::optional<double> toNumber(const char* key, const Json& value, NumberRange range) {
+  std::optional<double> toNumber(const char* key, const Json& value, NumberDomain range) {
     if (!value.is_number()) {
       fail(key, fmt::format("expected a finite number, got {}", describe(value)));
       return std::nullopt;
@@ -430,52 +412,49 @@ HelloEvent readHello(FieldReader& in, int rank) {
   return e;
 }
 
-StepEvent readStep(FieldReader& in) {
-  StepEvent e;
-  e.step = in.integer("step", 0, kMaxStep);
-  e.loss = in.numberOrNull("loss", kAnySign);
-  e.lr = in.number("lr", kAnySign);
-  e.samples = in.integer("samples", 0, kMaxStep);
-  e.step_ms = in.number("step_ms", kNonNegative);
-  e.compute_ms = in.number("compute_ms", kNonNegative);
-  e.comm_ms = in.number("comm_ms", kNonNegative);
-  e.exposed_comm_ms = in.number("exposed_comm_ms", kNonNegative);
-  e.mem_allocated = in.unsignedInteger("mem_allocated");
-  e.mem_peak = in.unsignedInteger("mem_peak");
-  e.mem_reserved = in.unsignedInteger("mem_reserved");
-  e.device_mem_used = in.unsignedInteger("device_mem_used");
-  e.grad_norm = in.optionalNumber("grad_norm", kNonNegative);
-  e.accuracy = in.optionalNumber("accuracy", kFraction);
-  return e;
+// The wire spellings of an enumeration's values, for a decoder's message.
+std::string_view choices(SchedPhase) {
+  return "\"F\", \"B\", \"W\"";
 }
 
-CommEvent readComm(FieldReader& in) {
-  CommEvent e;
-  e.seq_op = in.unsignedInteger("seq_op");
-  e.op = in.string("op");
-  e.group = in.string("group");
-  e.bytes = in.unsignedInteger("bytes");
-  e.dtype = in.string("dtype");
-  e.duration_ms = in.number("duration_ms", kNonNegative);
-  e.algbw_gbps = in.number("algbw_gbps", kNonNegative);
-  e.busbw_gbps = in.number("busbw_gbps", kNonNegative);
-  e.wait_ms = in.optionalNumber("wait_ms", kNonNegative);
-  e.step = in.optionalInteger("step", 0, kMaxStep);
+// One field of a table (fields.h) into its member.
+template <typename Field, typename Record>
+void readField(FieldReader& in, const Field& field, Record& e) {
+  using Member = typename Field::Value;
+  const char* key = field.name.data();  // a string literal's: null-terminated
+  Member& out = e.*field.member;
+  if constexpr (std::is_same_v<Member, uint64_t>) {
+    out = in.unsignedInteger(key);
+  } else if constexpr (std::is_same_v<Member, std::optional<int64_t>>) {
+    out = in.optionalInteger(key, field.domain.min, field.domain.max);
+  } else if constexpr (std::is_integral_v<Member>) {
+    if (field.presence == Presence::kOptional) {
+      out = static_cast<Member>(
+          in.optionalInteger(key, field.domain.min, field.domain.max).value_or(out));
+    } else {
+      out = static_cast<Member>(in.integer(key, field.domain.min, field.domain.max));
+    }
+  } else if constexpr (std::is_same_v<Member, double>) {
+    out = field.presence == Presence::kNullIsNaN ? in.numberOrNull(key, field.domain)
+                                                 : in.number(key, field.domain);
+  } else if constexpr (std::is_same_v<Member, std::optional<double>>) {
+    out = in.optionalNumber(key, field.domain);
+  } else if constexpr (std::is_same_v<Member, std::string>) {
+    out = in.string(key);
+  } else {
+    out = in.enumeration<Member>(key, parseSchedPhase, choices(Member{}));
+  }
+}
+
+template <typename Record>
+Record readFields(FieldReader& in) {
+  Record e;
+  forEachField(fieldsOf<Record>(), [&](const auto& field) { readField(in, field, e); });
   return e;
 }
 
 SchedEvent readSched(FieldReader& in) {
-  SchedEvent e;
-  e.step = in.integer("step", 0, kMaxStep);
-  e.stage = static_cast<int>(in.integer("stage", 0, kIntMax));
-  e.micro_batch = static_cast<int>(in.integer("micro_batch", 0, kIntMax));
-  e.phase = in.enumeration<SchedPhase>("phase", parseSchedPhase, "\"F\", \"B\", \"W\"");
-  // Of magnitude at most 2^53, so that every difference of two fits an int64 and a double.
-  e.start_us = in.integer("start_us", -kMaxStep, kMaxStep);
-  e.end_us = in.integer("end_us", -kMaxStep, kMaxStep);
-  e.ready_us = in.optionalInteger("ready_us", -kMaxStep, kMaxStep);
-  e.transfer_us = in.optionalInteger("transfer_us", 0, kMaxStep);
-  e.virtual_stage = static_cast<int>(in.optionalInteger("virtual_stage", 0, kIntMax).value_or(0));
+  SchedEvent e = readFields<SchedEvent>(in);
   if (!in.failed() && e.end_us < e.start_us) {
     in.fail("end_us", fmt::format("{} is before start_us {}", e.end_us, e.start_us));
   } else if (!in.failed() && e.ready_us && (*e.ready_us < e.start_us || *e.ready_us > e.end_us)) {
@@ -625,9 +604,9 @@ DecodeResult decodeUnchecked(std::string_view line) {
   if (type == "hello") {
     event.body = readHello(body, event.rank);
   } else if (type == "step") {
-    event.body = readStep(body);
+    event.body = readFields<StepEvent>(body);
   } else if (type == "comm") {
-    event.body = readComm(body);
+    event.body = readFields<CommEvent>(body);
   } else if (type == "sched") {
     event.body = readSched(body);
   } else if (type == "log") {

@@ -10,6 +10,11 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "telemetry/fields.h"
 
 namespace ringmaster {
 
@@ -60,29 +65,8 @@ bool readInteger(element value, Int& out) {
   return true;
 }
 
-// A step (or a step-like count): an integer in [0, 2^53].
-bool readStep(element value, int64_t& out) {
-  return readInteger(value, 0, kMaxStep, out);
-}
-
-bool readOptionalStep(element value, std::optional<int64_t>& out) {
-  if (value.is_null()) return true;  // null counts as absent
-  int64_t i = 0;
-  if (!readStep(value, i)) return false;
-  out = i;
-  return true;
-}
-
-// The closed interval a floating-point field must fall in, as the full decoder has it.
-struct NumberRange {
-  double min, max;
-};
-constexpr NumberRange kAnySign{-kMaxMagnitude, kMaxMagnitude};
-constexpr NumberRange kNonNegative{0, kMaxMagnitude};
-constexpr NumberRange kFraction{0, 1};
-
 // A number in `range`; a negative zero where only non-negative numbers go is read as 0.
-bool readNumber(element value, NumberRange range, double& out) {
+bool readNumber(element value, NumberDomain range, double& out) {
   switch (value.type()) {
     case element_type::DOUBLE:
       out = value.get_double().value_unsafe();
@@ -101,7 +85,7 @@ bool readNumber(element value, NumberRange range, double& out) {
   return true;
 }
 
-bool readOptionalNumber(element value, NumberRange range, std::optional<double>& out) {
+bool readOptionalNumber(element value, NumberDomain range, std::optional<double>& out) {
   if (value.is_null()) return true;  // null counts as absent
   double d = 0;
   if (!readNumber(value, range, d)) return false;
@@ -110,7 +94,7 @@ bool readOptionalNumber(element value, NumberRange range, std::optional<double>&
 }
 
 // A number, or null read as NaN: loss only.
-bool readNumberOrNull(element value, NumberRange range, double& out) {
+bool readNumberOrNull(element value, NumberDomain range, double& out) {
   if (!value.is_null()) return readNumber(value, range, out);
   out = std::numeric_limits<double>::quiet_NaN();
   return true;
@@ -122,106 +106,89 @@ bool readString(element value, std::string& out) {
   return true;
 }
 
-// Each body reader takes one field at a time and names it by a bit (the required fields are the
-// low kRequired bits, then the optional ones), 0 for an unknown field; false rejects the line.
-struct StepReader {
-  StepEvent event;
-  static constexpr uint32_t kRequired = (1u << 12) - 1;
+// One field of a table (fields.h) into its member; false rejects the line.
+template <typename Field, typename Record>
+bool readField(element value, const Field& field, Record& e) {
+  using Member = typename Field::Value;
+  Member& out = e.*field.member;
+  if constexpr (std::is_same_v<Member, uint64_t>) {
+    return readUnsigned(value, out);
+  } else if constexpr (std::is_same_v<Member, std::optional<int64_t>>) {
+    if (value.is_null()) return true;  // null counts as absent
+    int64_t i = 0;
+    if (!readInteger(value, field.domain.min, field.domain.max, i)) return false;
+    out = i;
+    return true;
+  } else if constexpr (std::is_integral_v<Member>) {
+    if (field.presence == Presence::kOptional && value.is_null()) return true;  // the default
+    int64_t i = 0;
+    if (!readInteger(value, field.domain.min, field.domain.max, i)) return false;
+    out = static_cast<Member>(i);
+    return true;
+  } else if constexpr (std::is_same_v<Member, double>) {
+    return field.presence == Presence::kNullIsNaN ? readNumberOrNull(value, field.domain, out)
+                                                  : readNumber(value, field.domain, out);
+  } else if constexpr (std::is_same_v<Member, std::optional<double>>) {
+    return readOptionalNumber(value, field.domain, out);
+  } else if constexpr (std::is_same_v<Member, std::string>) {
+    return readString(value, out);
+  } else {
+    static_assert(std::is_same_v<Member, SchedPhase>);
+    if (value.type() != element_type::STRING) return false;
+    const auto phase = parseSchedPhase(value.get_string().value_unsafe());
+    if (!phase) return false;
+    out = *phase;
+    return true;
+  }
+}
+
+// Cross-field rules the full decoder checks after the fields.
+bool crossFieldsValid(const StepEvent&) {
+  return true;
+}
+bool crossFieldsValid(const CommEvent&) {
+  return true;
+}
+bool crossFieldsValid(const SchedEvent& e) {
+  return e.end_us >= e.start_us &&
+         (!e.ready_us || (*e.ready_us >= e.start_us && *e.ready_us <= e.end_us)) &&
+         (!e.transfer_us || *e.transfer_us <= e.ready_us.value_or(e.start_us) - e.start_us);
+}
+
+// Reads a record's fields one at a time through its table, naming each by a bit (its place in the
+// table), 0 for an unknown field; false rejects the line.
+template <typename Record>
+struct TableReader {
+  static constexpr const auto& kFields = fieldsOf<Record>();
+  static constexpr std::size_t kCount = std::tuple_size_v<std::decay_t<decltype(kFields)>>;
+  static_assert(kCount <= 32, "a record's fields are bits of a uint32_t");
+
+  static constexpr uint32_t requiredBits() {
+    uint32_t bits = 0, bit = 1;
+    forEachField(kFields, [&](const auto& field) {
+      if (field.presence != Presence::kOptional) bits |= bit;
+      bit <<= 1;
+    });
+    return bits;
+  }
+  static constexpr uint32_t kRequired = requiredBits();
+
+  Record event;
 
   bool field(std::string_view key, element value, uint32_t& bit) {
     bit = 0;
-    if (key == "step") return bit = 1u << 0, readStep(value, event.step);
-    if (key == "loss") return bit = 1u << 1, readNumberOrNull(value, kAnySign, event.loss);
-    if (key == "lr") return bit = 1u << 2, readNumber(value, kAnySign, event.lr);
-    if (key == "samples") return bit = 1u << 3, readStep(value, event.samples);
-    if (key == "step_ms") return bit = 1u << 4, readNumber(value, kNonNegative, event.step_ms);
-    if (key == "compute_ms")
-      return bit = 1u << 5, readNumber(value, kNonNegative, event.compute_ms);
-    if (key == "comm_ms") return bit = 1u << 6, readNumber(value, kNonNegative, event.comm_ms);
-    if (key == "exposed_comm_ms")
-      return bit = 1u << 7, readNumber(value, kNonNegative, event.exposed_comm_ms);
-    if (key == "mem_allocated") return bit = 1u << 8, readUnsigned(value, event.mem_allocated);
-    if (key == "mem_peak") return bit = 1u << 9, readUnsigned(value, event.mem_peak);
-    if (key == "mem_reserved") return bit = 1u << 10, readUnsigned(value, event.mem_reserved);
-    if (key == "device_mem_used") return bit = 1u << 11, readUnsigned(value, event.device_mem_used);
-    if (key == "grad_norm")
-      return bit = 1u << 12, readOptionalNumber(value, kNonNegative, event.grad_norm);
-    if (key == "accuracy")
-      return bit = 1u << 13, readOptionalNumber(value, kFraction, event.accuracy);
-    return true;
-  }
-  bool finish() const { return true; }
-};
-
-struct CommReader {
-  CommEvent event;
-  static constexpr uint32_t kRequired = (1u << 8) - 1;
-
-  bool field(std::string_view key, element value, uint32_t& bit) {
-    bit = 0;
-    if (key == "seq_op") return bit = 1u << 0, readUnsigned(value, event.seq_op);
-    if (key == "op") return bit = 1u << 1, readString(value, event.op);
-    if (key == "group") return bit = 1u << 2, readString(value, event.group);
-    if (key == "bytes") return bit = 1u << 3, readUnsigned(value, event.bytes);
-    if (key == "dtype") return bit = 1u << 4, readString(value, event.dtype);
-    if (key == "duration_ms")
-      return bit = 1u << 5, readNumber(value, kNonNegative, event.duration_ms);
-    if (key == "algbw_gbps")
-      return bit = 1u << 6, readNumber(value, kNonNegative, event.algbw_gbps);
-    if (key == "busbw_gbps")
-      return bit = 1u << 7, readNumber(value, kNonNegative, event.busbw_gbps);
-    if (key == "wait_ms")
-      return bit = 1u << 8, readOptionalNumber(value, kNonNegative, event.wait_ms);
-    if (key == "step") return bit = 1u << 9, readOptionalStep(value, event.step);
-    return true;
-  }
-  bool finish() const { return true; }
-};
-
-struct SchedReader {
-  SchedEvent event;
-  static constexpr uint32_t kRequired = (1u << 6) - 1;
-
-  bool field(std::string_view key, element value, uint32_t& bit) {
-    bit = 0;
-    if (key == "step") return bit = 1u << 0, readStep(value, event.step);
-    if (key == "stage") return bit = 1u << 1, readInteger(value, event.stage);
-    if (key == "micro_batch") return bit = 1u << 2, readInteger(value, event.micro_batch);
-    if (key == "phase") {
-      bit = 1u << 3;
-      if (value.type() != element_type::STRING) return false;
-      const auto phase = parseSchedPhase(value.get_string().value_unsafe());
-      if (!phase) return false;
-      event.phase = *phase;
-      return true;
+    bool ok = true;
+    // Compares the key with each name in turn, as a chain of ifs would, and reads the first match.
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (void)((key == std::get<I>(kFields).name
+                  ? (bit = 1u << I, ok = readField(value, std::get<I>(kFields), event), true)
+                  : false) ||
+             ...);
     }
-    // Of magnitude at most 2^53, as the full decoder has them.
-    if (key == "start_us")
-      return bit = 1u << 4, readInteger(value, -kMaxStep, kMaxStep, event.start_us);
-    if (key == "end_us")
-      return bit = 1u << 5, readInteger(value, -kMaxStep, kMaxStep, event.end_us);
-    if (key == "virtual_stage") {
-      bit = 1u << 6;
-      return value.is_null() || readInteger(value, event.virtual_stage);
-    }
-    if (key == "ready_us") {
-      bit = 1u << 7;
-      if (value.is_null()) return true;  // null counts as absent
-      int64_t ready = 0;
-      if (!readInteger(value, -kMaxStep, kMaxStep, ready)) return false;
-      event.ready_us = ready;
-      return true;
-    }
-    if (key == "transfer_us") return bit = 1u << 8, readOptionalStep(value, event.transfer_us);
-    return true;
+    (std::make_index_sequence<kCount>{});
+    return ok;
   }
-  bool finish() const {
-    return event.end_us >= event.start_us &&
-           (!event.ready_us ||
-            (*event.ready_us >= event.start_us && *event.ready_us <= event.end_us)) &&
-           (!event.transfer_us ||
-            *event.transfer_us <= event.ready_us.value_or(event.start_us) - event.start_us);
-  }
+  bool finish() const { return crossFieldsValid(event); }
 };
 
 // The envelope's fields and then the body's, each key at most once (the full decoder keeps the
@@ -298,9 +265,9 @@ std::optional<TelemetryEvent> decodeCommonEvent(std::string_view line) {
   if (object["v"].get_int64().get(version) != simdjson::SUCCESS || version != kTelemetryProtocol ||
       object["type"].get_string().get(type) != simdjson::SUCCESS)
     return std::nullopt;
-  if (type == "step") return readEvent<StepReader>(object, {});
-  if (type == "comm") return readEvent<CommReader>(object, {});
-  if (type == "sched") return readEvent<SchedReader>(object, {});
+  if (type == "step") return readEvent<TableReader<StepEvent>>(object, {});
+  if (type == "comm") return readEvent<TableReader<CommEvent>>(object, {});
+  if (type == "sched") return readEvent<TableReader<SchedEvent>>(object, {});
   return std::nullopt;
 }
 

@@ -9,6 +9,7 @@
 
 #include "db/statement.h"
 #include "query/series.h"
+#include "telemetry/fields.h"
 
 namespace ringmaster::storage {
 
@@ -107,9 +108,9 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
   }
   std::map<int, std::vector<double>> computes;  // by work group
   for (RankCommStats& s : ranks) {
-    s.mean_step_ms = summarizeSeries(db, run_id, "step_ms", s.rank).mean();
-    s.mean_compute_ms = summarizeSeries(db, run_id, "compute_ms", s.rank).mean();
-    s.mean_exposed_comm_ms = summarizeSeries(db, run_id, "exposed_comm_ms", s.rank).mean();
+    s.mean_step_ms = summarizeSeries(db, run_id, step_field::kStepMs, s.rank).mean();
+    s.mean_compute_ms = summarizeSeries(db, run_id, step_field::kComputeMs, s.rank).mean();
+    s.mean_exposed_comm_ms = summarizeSeries(db, run_id, step_field::kExposedCommMs, s.rank).mean();
     if (s.mean_step_ms > 0) computes[workGroup(strategy, s.rank)].push_back(s.mean_compute_ms);
   }
   for (const auto& [group, group_computes] : computes) {

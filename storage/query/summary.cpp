@@ -12,6 +12,7 @@
 #include "db/statement.h"
 #include "query/schedule.h"
 #include "query/series.h"
+#include "telemetry/fields.h"
 
 namespace ringmaster::storage {
 
@@ -82,27 +83,27 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
   int accuracies = 0;
   int64_t steps = 0;
   for (int rank = 0; rank < world; ++rank) {
-    const SeriesSummary loss = summarizeSeries(db, run_id, "loss", rank);
+    const SeriesSummary loss = summarizeSeries(db, run_id, step_field::kLoss, rank);
     RankSummary& figures = summary.ranks.emplace_back(RankSummary{.rank = rank});
     if (!loss.empty()) {
       figures.last_step = loss.last_step;
       summary.final_step = std::max(summary.final_step, loss.last_step);
     }
-    const SeriesSummary accuracy = summarizeSeries(db, run_id, "accuracy", rank);
+    const SeriesSummary accuracy = summarizeSeries(db, run_id, step_field::kAccuracy, rank);
     if (!accuracy.empty()) {
       accuracy_sum += accuracy.last_value;
       ++accuracies;
     }
-    const SeriesSummary step_ms = summarizeSeries(db, run_id, "step_ms", rank);
-    const SeriesSummary samples = summarizeSeries(db, run_id, "samples", rank);
+    const SeriesSummary step_ms = summarizeSeries(db, run_id, step_field::kStepMs, rank);
+    const SeriesSummary samples = summarizeSeries(db, run_id, step_field::kSamples, rank);
     if (step_ms.sum > 0) figures.samples_per_second = samples.sum * 1000 / step_ms.sum;
     summary.samples_per_second += sample_share * figures.samples_per_second;
     figures.mean_step_ms = step_ms.mean();
     step_ms_sum += step_ms.sum;
     if (__builtin_add_overflow(steps, step_ms.count, &steps))  // counts of a hand-edited database
       steps = std::numeric_limits<int64_t>::max();
-    exposed_sum += summarizeSeries(db, run_id, "exposed_comm_ms", rank).sum;
-    const SeriesSummary peak = summarizeSeries(db, run_id, "mem_peak", rank);
+    exposed_sum += summarizeSeries(db, run_id, step_field::kExposedCommMs, rank).sum;
+    const SeriesSummary peak = summarizeSeries(db, run_id, step_field::kMemPeak, rank);
     figures.peak_memory = peak.empty() ? 0 : bytesOf(peak.max);
   }
   if (auto loss = finalLoss(db, run_id, world)) summary.final_loss = loss->loss;

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -40,27 +39,8 @@ std::string thisHost() {
   return name;
 }
 
-// A step event's fields in the order of kStepColumns; NaN where absent (bound as NULL).
-std::array<double, kStepColumns.size()> stepValues(const TelemetryEvent& e, const StepEvent& s) {
-  constexpr double kAbsent = std::numeric_limits<double>::quiet_NaN();
-  return {e.time,
-          s.loss,
-          s.lr,
-          static_cast<double>(s.samples),
-          s.step_ms,
-          s.compute_ms,
-          s.comm_ms,
-          s.exposed_comm_ms,
-          static_cast<double>(s.mem_allocated),
-          static_cast<double>(s.mem_peak),
-          static_cast<double>(s.mem_reserved),
-          static_cast<double>(s.device_mem_used),
-          s.grad_norm.value_or(kAbsent),
-          s.accuracy.value_or(kAbsent)};
-}
-
 // The statements writing a step row: ?1 run, ?2 rank, ?3 step, ?4 attempt, then the fields in the
-// order of kStepColumns (and of stepValues).
+// order of kStepColumns (and of stepColumnValues).
 std::string stepInsertSql() {
   std::vector<std::string> values;
   for (size_t i = 1; i <= 4 + kStepColumns.size(); ++i) values.push_back(fmt::format("?{}", i));
@@ -267,7 +247,7 @@ class EventStore {
   }
   // A step stored again (a later attempt resumed before it) keeps the latest values.
   void storeBody(const TelemetryEvent& e, const StepEvent& s) {
-    const auto values = stepValues(e, s);
+    const auto values = stepColumnValues(e, s);
     const auto bind = [&](Statement& statement) {
       statement.bind(1, run_id_).bind(2, int64_t{e.rank}).bind(3, s.step);
       statement.bind(4, int64_t{attempt_});

@@ -17,10 +17,13 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/read_only_fs.h"
 #include "core/error.h"
 #include "db/database.h"
+#include "db/statement.h"
+#include "db/step_columns.h"
 #include "storage/storage_test_support.h"
 
 namespace ringmaster::storage {
@@ -54,6 +57,28 @@ TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
   // Foreign keys hold: an attempt needs its run.
   EXPECT_THROW(db.exec("INSERT INTO attempts (run_id, attempt, started_at) VALUES (42, 0, 0)"),
                Error);
+}
+
+// Every step column of the field table (db/step_columns.h) is a column of `steps` and a metric of
+// `scalar_points`: a new step metric without its migration fails here.
+TEST_F(DatabaseTest, TheStepsTableHasAColumnPerStepFieldOfTheTable) {
+  Database db(path());
+  std::vector<std::string> columns;
+  Statement info(db, "SELECT name FROM pragma_table_info('steps') WHERE cid >= 4 ORDER BY cid");
+  while (info.run()) columns.push_back(info.columnText(0));
+  EXPECT_EQ(columns, std::vector<std::string>(kStepColumns.begin(), kStepColumns.end()));
+  db.exec(
+      "INSERT INTO runs (id, name, spec, strategy, world_size, status, created_at) "
+      "VALUES (1, 'r', '{}', 'single', 1, 'running', 0)");
+  std::string values;
+  for (std::size_t i = 0; i < kStepColumns.size(); ++i) values += ", 1";
+  db.exec("INSERT INTO steps VALUES (1, 0, 1, 0" + values + ")");
+  for (const std::string_view column : kStepColumns) {
+    EXPECT_EQ(queryInt(db, "SELECT count(*) FROM scalar_points WHERE metric = '" +
+                               std::string(column) + "'"),
+              1)
+        << column;
+  }
 }
 
 TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {

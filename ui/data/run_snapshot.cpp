@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "db/database.h"
+#include "db/step_columns.h"
 
 namespace ringmaster::ui {
 
@@ -25,7 +26,7 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
   std::vector<storage::Series> per_rank;
   int64_t width = 1;
   for (int rank = 0; rank < run.world_size; ++rank) {
-    per_rank.push_back(storage::loadSeries(db, run.id, "exposed_comm_ms", rank, range));
+    per_rank.push_back(storage::loadSeries(db, run.id, step_field::kExposedCommMs, rank, range));
     width = std::max(width, per_rank.back().bucket_width);
   }
   // The ranks' grids agree (same range, same bucket count) unless a rank has fewer steps; use
@@ -77,8 +78,10 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
         db, run_id, request.comm_by_op->range.from_step, request.comm_by_op->range.to_step,
         request.comm_by_op->range.buckets, request.comm_by_op->rank);
   if (request.wall_clock) {
-    snapshot.wall_clock = storage::loadSeries(db, run_id, "wall_time_s", 0, *request.wall_clock);
-    const storage::SeriesSummary all = storage::summarizeSeries(db, run_id, "wall_time_s", 0);
+    snapshot.wall_clock =
+        storage::loadSeries(db, run_id, storage::kWallTimeColumn, 0, *request.wall_clock);
+    const storage::SeriesSummary all =
+        storage::summarizeSeries(db, run_id, storage::kWallTimeColumn, 0);
     snapshot.wall_clock_origin = all.empty() ? snapshot.run.started_at.value_or(0) : all.min;
     if (snapshot.run.started_at && *snapshot.run.started_at <= snapshot.wall_clock_origin)
       snapshot.wall_clock_origin = *snapshot.run.started_at;

@@ -40,6 +40,7 @@
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
 #include "models/untrusted_text.h"
+#include "telemetry/fields.h"
 #include "views/pipeline_view.h"
 #include "views/table_copy.h"
 #include "widgets/heat_map.h"
@@ -53,13 +54,14 @@ constexpr int kPollMs = 40;  // 25 Hz
 constexpr double kMiB = 1.0 / (1 << 20);
 
 QString metricLabel(const std::string& metric) {
-  static const std::map<std::string, QString> labels = {{"step_ms", "step"},
-                                                        {"compute_ms", "compute"},
-                                                        {"exposed_comm_ms", "exposed comm"},
-                                                        {"mem_allocated", "allocated"},
-                                                        {"mem_peak", "peak"},
-                                                        {"comm_ms", "communication"},
-                                                        {"device_mem_used", "device memory"}};
+  static const std::map<std::string, QString> labels = {
+      {step_field::kStepMs, "step"},
+      {step_field::kComputeMs, "compute"},
+      {step_field::kExposedCommMs, "exposed comm"},
+      {step_field::kMemAllocated, "allocated"},
+      {step_field::kMemPeak, "peak"},
+      {step_field::kCommMs, "communication"},
+      {step_field::kDeviceMemUsed, "device memory"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
 }
@@ -266,13 +268,16 @@ QWidget* RunView::buildChartsTab() {
     double scale;
   };
   const Spec specs[] = {
-      {"Loss", "loss", {"loss"}, 1.0},
+      {"Loss", "loss", {step_field::kLoss}, 1.0},
       // The step, and what it was spent on: a pipeline stage's wait for another stage is the gap
       // between the step and its compute plus exposed communication.
-      {"Step time", "ms", {"step_ms", "compute_ms", "exposed_comm_ms"}, 1.0},
+      {"Step time",
+       "ms",
+       {step_field::kStepMs, step_field::kComputeMs, step_field::kExposedCommMs},
+       1.0},
       {"Communication time by op", "ms per step", {}, 1.0},  // from the comm events
-      {"Allocator memory", "MiB", {"mem_allocated", "mem_peak"}, kMiB},
-      {"Device memory", "MiB", {"device_mem_used"}, kMiB},
+      {"Allocator memory", "MiB", {step_field::kMemAllocated, step_field::kMemPeak}, kMiB},
+      {"Device memory", "MiB", {step_field::kDeviceMemUsed}, kMiB},
   };
   int i = 0;
   for (const Spec& spec : specs) {
