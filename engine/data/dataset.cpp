@@ -7,8 +7,7 @@
 
 namespace ringmaster {
 
-void Dataset::fill(std::span<const int64_t> indices, float* features_out,
-                   int32_t* labels_out) const {
+void Dataset::fill(std::span<const int64_t> indices, void* inputs_out, void* targets_out) const {
   const int64_t n = size();
   for (size_t i = 0; i < indices.size(); ++i) {
     RM_CHECK_ARG(indices[i] >= 0 && indices[i] < n,
@@ -17,16 +16,22 @@ void Dataset::fill(std::span<const int64_t> indices, float* features_out,
                              indices[i], i, n));
   }
   if (indices.empty()) return;
-  fillChecked(indices, features_out, labels_out);
+  fillSamples(indices, inputs_out, targets_out);
 }
 
 Batch makeBatch(const Dataset& dataset, std::span<const int64_t> indices, Device device) {
   const auto n = static_cast<int64_t>(indices.size());
-  Batch host{Tensor::empty({n, dataset.features()}, DType::kF32), Tensor::empty({n}, DType::kI32)};
-  dataset.fill(indices, n > 0 ? host.features.data<float>() : nullptr,
-               n > 0 ? host.labels.data<int32_t>() : nullptr);
+  // [n, per-sample shape...]
+  auto batched = [n](const Shape& sample) {
+    Shape shape{n};
+    shape.insert(shape.end(), sample.begin(), sample.end());
+    return shape;
+  };
+  Batch host{Tensor::empty(batched(dataset.inputShape()), dataset.inputDType()),
+             Tensor::empty(batched(dataset.targetShape()), dataset.targetDType())};
+  dataset.fill(indices, n > 0 ? host.inputs.raw() : nullptr, n > 0 ? host.targets.raw() : nullptr);
   if (!device.isCuda()) return host;
-  return Batch{host.features.to(device), host.labels.to(device)};
+  return Batch{host.inputs.to(device), host.targets.to(device)};
 }
 
 }  // namespace ringmaster

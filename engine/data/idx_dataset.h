@@ -12,7 +12,7 @@
 
 namespace ringmaster {
 
-class IdxDataset : public Dataset {
+class IdxDataset : public ClassificationDataset {
  public:
   // Reads an images file (magic 0x00000803: count x rows x cols bytes) and a labels file (magic
   // 0x00000801: count bytes). classes == 0 takes max label + 1; otherwise every label must be below

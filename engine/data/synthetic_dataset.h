@@ -10,7 +10,7 @@
 
 namespace ringmaster {
 
-class SyntheticTeacherDataset : public Dataset {
+class SyntheticTeacherDataset : public ClassificationDataset {
  public:
   // Precomputes the samples when they fit in kMaxPrecomputedBytes, otherwise generates each sample
   // when it is asked for; both give the same values.

@@ -188,7 +188,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       if (isFirst(stage)) {
         executed.ready_us = executed.start_us;
         batch = micro_batch(a.micro_batch);
-        x = batch.features;
+        x = batch.inputs;
       } else {
         x = receive(a);
         executed.ready_us = nowUs();
@@ -198,9 +198,9 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
-        result.loss_sum += loss_fn.forward(x, batch.labels);
-        result.correct += ops::countCorrect(x, batch.labels);
-        result.samples += batch.labels.numel();
+        result.loss_sum += loss_fn.forward(x, batch.targets);
+        result.correct += ops::countCorrect(x, batch.targets);
+        result.samples += batch.targets.numel();
         loss_grads[key] = loss_fn.backward(grad_scale);
       } else {
         executed.end_us = nowUs();  // the send is communication, not part of the action

@@ -32,7 +32,7 @@ std::vector<SpecProblem> checkDataFiles(const JobSpec& spec) {
     // IdxDataset directly rather than the trainer's makeDataset: a launcher links this file
     // without the training loop.
     const IdxDataset loaded = IdxDataset::load(spec.data.images, spec.data.labels);
-    const Dataset* dataset = &loaded;
+    const IdxDataset* dataset = &loaded;
     if (dataset->features() != spec.model.layers.front()) {
       problems.push_back({"model.layers", fmt::format("{} has {} pixels per image, but "
                                                       "model.layers[0] is {}",

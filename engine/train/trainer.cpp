@@ -234,13 +234,13 @@ TrainingResult Trainer::run() {
 
   std::unique_ptr<Dataset> dataset = makeDataset(spec_.data);
   const ModelDescription description = describeModel(spec_.model);
-  const int64_t model_inputs = shapeNumel(description.inputShape());
+  RM_CHECK_ARG(dataset->inputShape() == description.inputShape(),
+               fmt::format("data: samples of shape {}, but the model takes {}",
+                           shapeStr(dataset->inputShape()), shapeStr(description.inputShape())));
   const int64_t model_outputs = shapeNumel(description.outputShape());
-  RM_CHECK_ARG(dataset->features() == model_inputs,
-               fmt::format("data: {} features per sample, but model.layers[0] is {}",
-                           dataset->features(), model_inputs));
-  RM_CHECK_ARG(dataset->classes() <= model_outputs,
-               fmt::format("data: {} classes, but the model has {} outputs", dataset->classes(),
+  const std::optional<int64_t> classes = dataset->classCount();
+  RM_CHECK_ARG(!classes || *classes <= model_outputs,
+               fmt::format("data: {} classes, but the model has {} outputs", classes.value_or(0),
                            model_outputs));
   auto model = buildModel(spec_.model, device);
   const int64_t parameter_count = model->parameterCount();

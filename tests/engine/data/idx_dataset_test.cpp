@@ -99,8 +99,8 @@ TEST_F(IdxDatasetTest, RoundTrip) {
   EXPECT_EQ(x[7], 1.0f);
 
   const Batch batch = makeBatch(data, order);
-  EXPECT_EQ(batch.features.shape(), (Shape{2, 6}));
-  EXPECT_EQ(batch.features.toFloatVector(), x);
+  EXPECT_EQ(batch.inputs.shape(), (Shape{2, 6}));
+  EXPECT_EQ(batch.inputs.toFloatVector(), x);
 }
 
 TEST_F(IdxDatasetTest, ExplicitClassCount) {

@@ -18,7 +18,7 @@ struct Samples {
   std::vector<int32_t> y;
 };
 
-Samples fetch(const Dataset& dataset, const std::vector<int64_t>& indices) {
+Samples fetch(const ClassificationDataset& dataset, const std::vector<int64_t>& indices) {
   Samples s{std::vector<float>(indices.size() * dataset.features()),
             std::vector<int32_t>(indices.size())};
   dataset.fill(indices, s.x.data(), s.y.data());
@@ -172,17 +172,17 @@ TEST(MakeBatch, GathersFeaturesAndLabels) {
   SyntheticTeacherDataset data(50, 6, 4, 9);
   const std::vector<int64_t> picks{3, 49, 3};
   const Batch batch = makeBatch(data, picks, Device::cpu());
-  EXPECT_EQ(batch.features.shape(), (Shape{3, 6}));
-  EXPECT_EQ(batch.features.dtype(), DType::kF32);
-  EXPECT_EQ(batch.labels.shape(), (Shape{3}));
-  EXPECT_EQ(batch.labels.dtype(), DType::kI32);
+  EXPECT_EQ(batch.inputs.shape(), (Shape{3, 6}));
+  EXPECT_EQ(batch.inputs.dtype(), DType::kF32);
+  EXPECT_EQ(batch.targets.shape(), (Shape{3}));
+  EXPECT_EQ(batch.targets.dtype(), DType::kI32);
   const Samples s = fetch(data, picks);
-  EXPECT_EQ(batch.features.toFloatVector(), s.x);
-  EXPECT_EQ(std::vector<int32_t>(batch.labels.data<int32_t>(), batch.labels.data<int32_t>() + 3),
+  EXPECT_EQ(batch.inputs.toFloatVector(), s.x);
+  EXPECT_EQ(std::vector<int32_t>(batch.targets.data<int32_t>(), batch.targets.data<int32_t>() + 3),
             s.y);
   const Batch none = makeBatch(data, {}, Device::cpu());
-  EXPECT_EQ(none.features.shape(), (Shape{0, 6}));
-  EXPECT_EQ(none.labels.shape(), (Shape{0}));
+  EXPECT_EQ(none.inputs.shape(), (Shape{0, 6}));
+  EXPECT_EQ(none.targets.shape(), (Shape{0}));
 }
 
 TEST(MakeBatch, RejectsIndicesOutsideTheDataset) {
@@ -203,9 +203,9 @@ TEST(MakeBatch, MovesToCudaWhenAvailable) {
   SyntheticTeacherDataset data(50, 6, 4, 9);
   const std::vector<int64_t> picks{1, 2, 3, 4};
   const Batch batch = makeBatch(data, picks, Device::cuda(0));
-  EXPECT_TRUE(batch.features.device().isCuda());
-  EXPECT_TRUE(batch.labels.device().isCuda());
-  EXPECT_EQ(batch.features.toFloatVector(), fetch(data, picks).x);
+  EXPECT_TRUE(batch.inputs.device().isCuda());
+  EXPECT_TRUE(batch.targets.device().isCuda());
+  EXPECT_EQ(batch.inputs.toFloatVector(), fetch(data, picks).x);
 }
 
 }  // namespace

@@ -95,7 +95,7 @@ TEST(Ddp, BucketsTakeParametersInReverseOrderAndStartWhenComplete) {
     SyntheticTeacherDataset data(kSamples, 12, 4, 3);
     Batch batch = makeBatch(data, std::vector<int64_t>{0, 1, 2, 3});
     SoftmaxCrossEntropy loss;
-    loss.forward(ddp.forward(batch.features), batch.labels);
+    loss.forward(ddp.forward(batch.inputs), batch.targets);
     ddp.backward(loss.backward(1.0f));
     // Each bucket started right after the module that completed it, before the earlier modules'
     // backward: bucket 0 after module 4, bucket 1 after module 2 (2.weight), bucket 2 after 0.
@@ -127,7 +127,7 @@ TEST(Ddp, ExposedCommunicationIsTheWaitForALatePeer) {
     SyntheticTeacherDataset data(kSamples, 12, 4, 3);
     Batch batch = makeBatch(data, std::vector<int64_t>{comm.rank(), comm.rank() + 2});
     SoftmaxCrossEntropy loss;
-    loss.forward(ddp.forward(batch.features), batch.labels);
+    loss.forward(ddp.forward(batch.inputs), batch.targets);
     comm.barrier()->wait();
     if (comm.rank() == 1) {
       std::this_thread::sleep_for(kLate);
@@ -180,7 +180,7 @@ TEST(Ddp, NoSyncMicroBatchesLaunchNoAllReduce) {
         SoftmaxCrossEntropy loss;
         for (int micro = 0; micro < 3; ++micro) {
           Batch batch = makeBatch(data, std::vector<int64_t>{micro * 2 + comm.rank()});
-          loss.forward(ddp.forward(batch.features), batch.labels);
+          loss.forward(ddp.forward(batch.inputs), batch.targets);
           ddp.backward(loss.backward(1.0f), /*sync=*/micro == 2);
         }
         ddp.finishGradientSync();

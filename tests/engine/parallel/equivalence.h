@@ -58,7 +58,7 @@ inline Parameters trainOneProcess(int world, const Schedule& setup,
     sgd.zeroGrad();
     for (int micro = 0; micro < setup.accumulation; ++micro) {
       Batch batch = makeBatch(data, batches.next());
-      loss.forward(model->forward(batch.features), batch.labels);
+      loss.forward(model->forward(batch.inputs), batch.targets);
       model->backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)));
     }
     sgd.step();
@@ -102,7 +102,7 @@ std::vector<Parameters> trainDataParallel(
       sgd.zeroGrad();
       for (int micro = 0; micro < setup.accumulation; ++micro) {
         Batch batch = makeBatch(data, batches.next());
-        loss.forward(parallel->forward(batch.features), batch.labels);
+        loss.forward(parallel->forward(batch.inputs), batch.targets);
         parallel->backward(loss.backward(1.0f / static_cast<float>(setup.accumulation)),
                            /*sync=*/micro == setup.accumulation - 1);
       }

@@ -81,7 +81,7 @@ TEST(Fsdp, EachRankHoldsOnlyItsPaddedShardBetweenSteps) {
     SyntheticTeacherDataset data(kSamples, 12, 4, 3);
     Batch batch = makeBatch(data, std::vector<int64_t>{0, 1, 2, 3});
     SoftmaxCrossEntropy loss;
-    loss.forward(fsdp.forward(batch.features), batch.labels);
+    loss.forward(fsdp.forward(batch.inputs), batch.targets);
     for (size_t u = 0; u < 3; ++u) EXPECT_FALSE(fsdp.units()[u].full.defined());
     fsdp.backward(loss.backward(1.0f));
     GradientSyncTiming timing = fsdp.finishGradientSync();
@@ -101,14 +101,14 @@ TEST(Fsdp, ClippingUsesTheNormOfTheWholeModel) {
     SoftmaxCrossEntropy loss;
     auto sharded_model = buildMlp(kModel);
     FullyShardedDataParallel fsdp(*sharded_model, comm);
-    loss.forward(fsdp.forward(batch.features), batch.labels);
+    loss.forward(fsdp.forward(batch.inputs), batch.targets);
     fsdp.backward(loss.backward(1.0f));
     fsdp.finishGradientSync();
     fsdp_norms[comm.rank()] = fsdp.clipGradNorm(1e-3);
 
     auto replicated_model = buildMlp(kModel);
     DistributedDataParallel ddp(*replicated_model, comm);
-    loss.forward(ddp.forward(batch.features), batch.labels);
+    loss.forward(ddp.forward(batch.inputs), batch.targets);
     ddp.backward(loss.backward(1.0f));
     ddp.finishGradientSync();
     ddp_norms[comm.rank()] = clipGradNorm(replicated_model->namedParameters(), 1e-3);

@@ -180,7 +180,7 @@ TEST(Pipeline, ClippingUsesTheNormOfTheWholeModel) {
   SoftmaxCrossEntropy loss;
   for (int micro = 0; micro < kMicroBatches; ++micro) {
     Batch batch = batchOf(micro);
-    loss.forward(whole->forward(batch.features), batch.labels);
+    loss.forward(whole->forward(batch.inputs), batch.targets);
     whole->backward(loss.backward(1.0f / kMicroBatches));
   }
   const double expected = gradNorm(whole->namedParameters());
