@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "data/background_jobs.h"
 #include "main_window.h"
 #include "models/untrusted_text.h"
 #include "views/job_editor.h"
@@ -41,6 +42,9 @@ bool displayAvailable() {
 int runGui(int argc, char** argv, const GuiOptions& options) {
   QApplication app(argc, argv);
   setUpApplication();
+#ifndef NDEBUG
+  installGuiThreadQueryCheck();  // a query on the GUI thread throws: a bug, found early
+#endif
   MainWindow window({options.db_path, QApplication::applicationFilePath()});
   window.show();
   if (options.launch_spec) {

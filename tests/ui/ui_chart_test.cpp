@@ -15,6 +15,7 @@
 #include <QValueAxis>
 #include <QWheelEvent>
 
+#include "data/background_jobs.h"
 #include "db/database.h"
 #include "db/statement.h"
 #include "query/runs.h"
@@ -99,6 +100,7 @@ class UiChartTest : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     db_ = dir_.filePath("runs.db").toStdString();
+    installGuiThreadQueryCheck();  // issue 17: the views read off the GUI thread
     nlohmann::json spec = exampleSpec("ddp_mlp", kSteps);
     spec["name"] = "chart_zoom";
     spec["model"]["layers"] = {16, 16, 10};
@@ -117,6 +119,7 @@ class UiChartTest : public QObject {
               {"--db", QString::fromStdString(db_), "run", file.fileName()});
     QVERIFY(run.waitForFinished(kRunTimeoutMs));
     QVERIFY2(run.exitCode() == 0, run.readAll().constData());
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     const auto runs = storage::listRuns(db);
     QCOMPARE(runs.size(), size_t{1});
@@ -172,6 +175,7 @@ class UiChartTest : public QObject {
       }
     }
     // The loss is the stored loss of each step.
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     storage::Statement select(
         db, "SELECT step, loss FROM steps WHERE run_id = ? AND rank = 1 AND step BETWEEN ? AND ?");
@@ -205,6 +209,7 @@ class UiChartTest : public QObject {
     const auto rank_match = rank_re.match(text);
     QVERIFY2(rank_match.hasMatch(), qPrintable(text));
     const int rank = rank_match.captured(1).toInt();
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     storage::Statement select(db,
                               "SELECT loss, wall_time_s - (SELECT started_at FROM runs WHERE id = "
@@ -273,6 +278,7 @@ class UiChartTest : public QObject {
     auto* time_axis = view_->findChild<QCheckBox*>("chartTimeAxis");
     QVERIFY(time_axis);
     time_axis->setChecked(true);
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     storage::Statement select(db,
                               "SELECT max(wall_time_s) - (SELECT started_at FROM runs WHERE id = "
@@ -317,11 +323,13 @@ class UiChartTest : public QObject {
     compare.show();
     QVERIFY(QTest::qWaitForWindowExposed(&compare));
     compare.reload();  // at the shown size
+    QVERIFY(compare.jobs()->waitForIdle());
     MetricChart* loss = compare.lossChart();
     MetricChart* throughput = compare.throughputChart();
     const QString name = loss->lineNames().at(0);
     QVERIFY(loss->linePoints(name).size() < kSteps);
     loss->zoomTo(300, 340);
+    QVERIFY(compare.jobs()->waitForIdle());
     QVERIFY(throughput->zoomed());
     QCOMPARE(throughput->zoomRange(), std::make_pair(int64_t{300}, int64_t{340}));
     for (MetricChart* chart : {loss, throughput}) {
@@ -330,6 +338,7 @@ class UiChartTest : public QObject {
       QVERIFY(points.front().x() >= 300 && points.back().x() <= 341);
     }
     throughput->resetZoom();
+    QVERIFY(compare.jobs()->waitForIdle());
     QVERIFY(!loss->zoomed());
     QVERIFY(loss->linePoints(name).size() < kSteps && loss->linePoints(name).size() > 41);
   }

@@ -9,6 +9,7 @@
 #include <QTest>
 #include <QTextDocument>
 
+#include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
@@ -55,6 +56,8 @@ class UiUntrustedTextTest : public QObject {
   void initTestCase() {
     QVERIFY(dir_.isValid());
     db_ = dir_.filePath("runs.db").toStdString();
+    installGuiThreadQueryCheck();  // issue 17: the views read off the GUI thread
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     run_ = storage::createRun(db, {.name = "hostile\xE2\x80\xAE<b>run</b>",
                                    .spec_json = R"({"strategy": {"kind": "single"}})",
@@ -87,6 +90,7 @@ class UiUntrustedTextTest : public QObject {
              QString("evil\\x1b]0;pwned\\x07<b>host</b>"));
     QCOMPARE(ranks->index(0, RankTableModel::kDevice).data().toString(), kEscaped);
 
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
     RunListModel runs;
     runs.setRuns(storage::listRuns(db, {}));

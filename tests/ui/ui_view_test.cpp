@@ -39,6 +39,7 @@
 
 #include "common/read_only_fs.h"
 #include "core/error.h"
+#include "data/background_jobs.h"
 #include "data/run_snapshot.h"
 #include "db/database.h"
 #include "main_window.h"
@@ -130,6 +131,7 @@ class UiViewTest : public QObject {
     QVERIFY(dir_.isValid());
     db_ = dir_.filePath("runs.db").toStdString();
     QSettings("ringmaster", "ringmaster-ui-test").clear();
+    installGuiThreadQueryCheck();  // issue 17: every view reads off the GUI thread
   }
 
   void cleanupTestCase() {
@@ -454,6 +456,7 @@ class UiViewTest : public QObject {
     MainWindow fresh({db_, ringmasterExecutable(), "ringmaster-ui-test"});
     fresh.resize(1200, 800);
     fresh.show();
+    QVERIFY(fresh.history()->jobs()->waitForIdle());  // the history is read off the GUI thread
     const int row = fresh.history()->model()->rowOfRun(ddp_run_);
     QVERIFY(row >= 0);
     QCOMPARE(fresh.history()->model()->index(row, RunListModel::kStatus).data().toString(),
@@ -466,6 +469,7 @@ class UiViewTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(view->chart("Loss")->pointCount(), 4 * 150, 10000);
     // The Logs tab holds the run's recorded lines, one per line, the last one included (issue
     // 15: this once accepted an empty tab whenever the snapshot had no logs).
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database database(db_);
     const auto logs = storage::loadLogs(database, ddp_run_);
     QVERIFY2(!logs.empty(), "a 4-rank run recorded no log line");
@@ -485,12 +489,14 @@ class UiViewTest : public QObject {
     const std::string copy = dir_.filePath("copy/runs.db").toStdString();
     std::filesystem::create_directories(std::filesystem::path(copy).parent_path());
     {
+      storage::AllowQueriesOnThisThread the_tests_own_queries;
       storage::Database database(db_);
       database.exec("VACUUM INTO '" + copy + "'");  // one self-contained file, no -wal
     }
     const int64_t run = ddp_run_;
     const int code = ringmaster::testing::onReadOnlyFileSystem(
         dir_.filePath("ro").toStdString(), copy, [run](const std::filesystem::path& path) {
+          storage::AllowQueriesOnThisThread the_tests_own_queries;
           try {
             storage::Database writable(path.string());
             return 1;  // the file system is not read-only: the test would prove nothing
@@ -569,6 +575,7 @@ class UiViewTest : public QObject {
     PipelineView* pipeline = view->pipelineView();
     QVERIFY(view->tabs()->isTabVisible(view->tabs()->indexOf(pipeline)));
     view->tabs()->setCurrentWidget(pipeline);
+    QVERIFY(pipeline->jobs()->waitForIdle());  // the step is read off the GUI thread
     QVERIFY(pipeline->shownStep().has_value());
     const GanttData& measured = pipeline->measured().data();
     QCOMPARE(measured.rows, 4);
@@ -611,6 +618,7 @@ class UiViewTest : public QObject {
     const int64_t other = launchAndWait(spec, 0);
     QVERIFY2(other > 0 && ddp_run_ > 0, "runs missing");
     CompareView* view = window().compare({ddp_run_, other});
+    QVERIFY(view->jobs()->waitForIdle());  // the runs are read off the GUI thread
     QCOMPARE(view->summaryTable()->columnCount(), 2);
     QCOMPARE(view->lossChart()->lineCount(), 2);
     QVERIFY(view->lossChart()->pointCount() > 0);
@@ -643,6 +651,7 @@ class UiViewTest : public QObject {
     QVERIFY(gui.waitForStarted());
     auto stepsStored = [&]() -> int64_t {
       if (!QFile::exists(db)) return 0;
+      storage::AllowQueriesOnThisThread the_tests_own_queries;
       storage::Database database(db.toStdString());
       const auto runs = storage::listRuns(database);
       return runs.empty() ? 0 : storage::summarizeRun(database, runs[0].id).final_step;
@@ -664,6 +673,7 @@ class UiViewTest : public QObject {
       return found;
     };
     QTRY_VERIFY_WITH_TIMEOUT(processesOfThisRun().isEmpty(), 60000);
+    storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database database(db.toStdString());
     const auto runs = storage::listRuns(database);
     QCOMPARE(runs.size(), size_t{1});
@@ -763,6 +773,7 @@ class UiViewTest : public QObject {
     for (QTextBlock b = logs->document()->begin(); b != logs->textCursor().block(); b = b.next())
       QVERIFY2(!b.text().contains(" error: "), qPrintable(b.text()));
     window().history()->setStatusFilter("failed");
+    QVERIFY(window().history()->jobs()->waitForIdle());
     QTRY_VERIFY_WITH_TIMEOUT(window().history()->model()->rowOfRun(run) >= 0, 5000);
     QCOMPARE(window().history()->model()->rowOfRun(ddp_run_), -1);
     window().history()->setStatusFilter("");

@@ -1,4 +1,5 @@
-// CompareView: compareRuns for the tables, rank bands and per-rank series for the charts.
+// CompareView: compareRuns for the tables, rank bands and per-rank series for the charts, read by
+// one background job ("compare") and applied on the GUI thread.
 #include "views/compare_view.h"
 
 #include <QHeaderView>
@@ -8,6 +9,7 @@
 #include <QVBoxLayout>
 #include <map>
 
+#include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/format.h"
 #include "models/untrusted_text.h"
@@ -36,11 +38,23 @@ QTableWidget* makeTable(const QString& name) {
   return table;
 }
 
+// What one read brings back: the comparison and both charts' lines.
+struct CompareData {
+  storage::RunComparison comparison;
+  std::vector<ChartLine> loss_lines, throughput_lines;
+};
+
 }  // namespace
 
 CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_ids, QWidget* parent)
     : QWidget(parent), db_path_(db_path), run_ids_(std::move(run_ids)) {
+  jobs_ = new BackgroundJobs(this);
   auto* layout = new QVBoxLayout(this);
+  error_ = new QLabel();
+  error_->setObjectName("compareError");
+  error_->setWordWrap(true);
+  error_->hide();
+  layout->addWidget(error_);
   auto* splitter = new QSplitter(Qt::Vertical);
   auto* charts = new QSplitter(Qt::Horizontal);
   loss_ = new MetricChart("Loss (median of ranks)", "loss");
@@ -80,10 +94,11 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   reload();
 }
 
-void CompareView::reload() {
-  storage::Database db(db_path_, storage::readingOptions(db_path_));
-  const storage::RunComparison comparison = storage::compareRuns(db, run_ids_);
+QString CompareView::errorText() const {
+  return error_->isHidden() ? QString() : error_->text();
+}
 
+void CompareView::reload() {
   auto range = [](const MetricChart* chart) {
     storage::SeriesRange r;
     r.buckets = chart->bucketsWanted();
@@ -93,44 +108,66 @@ void CompareView::reload() {
     }
     return r;
   };
-  std::vector<ChartLine> loss_lines, throughput_lines;
-  for (size_t i = 0; i < comparison.runs.size(); ++i) {
-    const storage::RunRecord& run = comparison.runs[i].run;
-    const QString name = QString("run %1 %2").arg(run.id).arg(untrustedLine(run.name));
-    const storage::Band band = storage::loadRankBand(db, run.id, "loss", range(loss_));
-    ChartLine loss{name, runColor(i), {}, {}, {}};
-    loss.steps_per_point = band.bucket_width;
-    loss.centre_label = "median of ranks";
-    for (const auto& b : band.buckets) {
-      const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
-      loss.centre.append({x, b.median});
-      if (band.bucket_width > 1) {
-        loss.low.append({x, b.min});
-        loss.high.append({x, b.max});
-      }
-    }
-    loss_lines.push_back(std::move(loss));
-    // Throughput per bucket: every rank's samples over its step time, summed over ranks.
-    std::map<int64_t, double> per_bucket;
-    int64_t width = 1;
-    for (int r = 0; r < run.world_size; ++r) {
-      const storage::Series samples =
-          storage::loadSeries(db, run.id, "samples", r, range(throughput_));
-      const storage::Series step_ms =
-          storage::loadSeries(db, run.id, "step_ms", r, range(throughput_));
-      width = std::max(width, samples.bucket_width);
-      std::map<int64_t, double> ms;
-      for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
-      for (const auto& b : samples.buckets)
-        if (auto it = ms.find(b.start); it != ms.end() && it->second > 0)
-          per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
-    }
-    ChartLine throughput{name, runColor(i), {}, {}, {}};
-    throughput.steps_per_point = width;
-    for (const auto& [start, value] : per_bucket)
-      throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
-    throughput_lines.push_back(std::move(throughput));
-  }
+  const storage::SeriesRange loss_range = range(loss_), throughput_range = range(throughput_);
+  jobs_->run<CompareData>(
+      "compare",
+      [path = db_path_, run_ids = run_ids_, loss_range,
+       throughput_range](const JobToken& token) -> CompareData {
+        storage::Database db(path, storage::readingOptions(path));
+        CompareData data{storage::compareRuns(db, run_ids), {}, {}};
+        const storage::RunComparison& comparison = data.comparison;
+        for (size_t i = 0; i < comparison.runs.size() && !token.cancelled(); ++i) {
+          const storage::RunRecord& run = comparison.runs[i].run;
+          const QString name = QString("run %1 %2").arg(run.id).arg(untrustedLine(run.name));
+          const storage::Band band = storage::loadRankBand(db, run.id, "loss", loss_range);
+          ChartLine loss{name, runColor(i), {}, {}, {}};
+          loss.steps_per_point = band.bucket_width;
+          loss.centre_label = "median of ranks";
+          for (const auto& b : band.buckets) {
+            const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
+            loss.centre.append({x, b.median});
+            if (band.bucket_width > 1) {
+              loss.low.append({x, b.min});
+              loss.high.append({x, b.max});
+            }
+          }
+          data.loss_lines.push_back(std::move(loss));
+          // Throughput per bucket: every rank's samples over its step time, summed over ranks.
+          std::map<int64_t, double> per_bucket;
+          int64_t width = 1;
+          for (int r = 0; r < run.world_size && !token.cancelled(); ++r) {
+            const storage::Series samples =
+                storage::loadSeries(db, run.id, "samples", r, throughput_range);
+            const storage::Series step_ms =
+                storage::loadSeries(db, run.id, "step_ms", r, throughput_range);
+            width = std::max(width, samples.bucket_width);
+            std::map<int64_t, double> ms;
+            for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
+            for (const auto& b : samples.buckets)
+              if (auto it = ms.find(b.start); it != ms.end() && it->second > 0)
+                per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
+          }
+          ChartLine throughput{name, runColor(i), {}, {}, {}};
+          throughput.steps_per_point = width;
+          for (const auto& [start, value] : per_bucket)
+            throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
+          data.throughput_lines.push_back(std::move(throughput));
+        }
+        return data;
+      },
+      [this](CompareData data) {
+        error_->hide();
+        applyComparison(data.comparison, data.loss_lines, data.throughput_lines);
+      },
+      [this](const QString& error) {
+        error_->setText("Cannot compare: " + error);
+        error_->show();
+      });
+}
+
+void CompareView::applyComparison(const storage::RunComparison& comparison,
+                                  const std::vector<ChartLine>& loss_lines,
+                                  const std::vector<ChartLine>& throughput_lines) {
   loss_->setLines(loss_lines);
   throughput_->setLines(throughput_lines);
 

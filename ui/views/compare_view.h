@@ -1,33 +1,46 @@
 // Comparing two or more runs: loss and throughput overlaid (the median over each run's ranks,
 // with its min / max envelope), the summary figures side by side (samples/s, final loss, step
-// time, peak memory per rank, communication share, bubble) and the spec fields that differ.
+// time, peak memory per rank, communication share, bubble) and the spec fields that differ. Read on
+// a worker thread (BackgroundJobs); a zoom re-reads, and only the newest read reaches the screen.
 #pragma once
 
 #include <QWidget>
 #include <vector>
 
 #include "query/summary.h"
+#include "widgets/metric_chart.h"
 
+class QLabel;
 class QTableWidget;
 
 namespace ringmaster::ui {
 
+class BackgroundJobs;
 class MetricChart;
 
 class CompareView : public QWidget {
   Q_OBJECT
 
  public:
-  // Throws kInvalidArgument for an unknown run id, kIo for an unreadable database.
+  // An unknown run id or an unreadable database is said in the view (errorText()) once read.
   CompareView(const std::string& db_path, std::vector<int64_t> run_ids, QWidget* parent = nullptr);
 
   MetricChart* lossChart() const { return loss_; }
   MetricChart* throughputChart() const { return throughput_; }
   QTableWidget* summaryTable() const { return summary_; }
   QTableWidget* differencesTable() const { return differences_; }
+  QString errorText() const;
+  BackgroundJobs* jobs() const { return jobs_; }
+  // Re-reads the runs off the GUI thread at the charts' current ranges.
   void reload();
 
  private:
+  void applyComparison(const storage::RunComparison& comparison,
+                       const std::vector<ChartLine>& loss_lines,
+                       const std::vector<ChartLine>& throughput_lines);
+
+  BackgroundJobs* jobs_ = nullptr;
+  QLabel* error_ = nullptr;
   std::string db_path_;
   std::vector<int64_t> run_ids_;
   MetricChart* loss_ = nullptr;

@@ -1,4 +1,5 @@
-// HistoryView: filters above a table of RunListModel, refreshed when data_version moves.
+// HistoryView: filters above a table of RunListModel, refreshed when data_version moves; the jobs
+// are "open" (connect and reconcile), "poll" (data_version) and "list" (the filtered runs).
 #include "views/history_view.h"
 
 #include <QComboBox>
@@ -15,6 +16,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/run_list_model.h"
 #include "recorder/recorder.h"
@@ -23,8 +25,14 @@
 namespace ringmaster::ui {
 
 HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
+  jobs_ = new BackgroundJobs(this);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
+  error_ = new QLabel();
+  error_->setObjectName("historyError");
+  error_->setWordWrap(true);
+  error_->hide();
+  layout->addWidget(error_);
   name_ = new QLineEdit();
   name_->setObjectName("historyName");
   name_->setPlaceholderText("filter by name");
@@ -87,28 +95,52 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
           [this] { compare_->setEnabled(selectedRuns().size() >= 2); });
   timer_ = new QTimer(this);
   timer_->setInterval(500);
-  connect(timer_, &QTimer::timeout, this, [this] {
-    if (!db_) return;
-    try {
-      if (db_->dataVersion() != seen_version_) refresh();
-    } catch (const Error&) {
-    }
-  });
+  connect(timer_, &QTimer::timeout, this, &HistoryView::poll);
   timer_->start();
 }
 
 HistoryView::~HistoryView() = default;
 
 void HistoryView::setDatabase(const std::string& db_path) {
-  db_ = std::make_unique<storage::Database>(db_path, storage::readingOptions(db_path));
-  storage::reconcileInterruptedRuns(*db_);
+  db_path_ = db_path;
+  watch_db_.reset();
+  jobs_->cancel("poll");
   seen_version_ = -1;
-  refresh();
+  struct Opened {
+    std::shared_ptr<storage::Database> db;
+    int64_t version = -1;
+  };
+  jobs_->run<Opened>(
+      "open",
+      [db_path](const JobToken&) {
+        auto db = std::make_shared<storage::Database>(db_path, storage::readingOptions(db_path));
+        storage::reconcileInterruptedRuns(*db);
+        const int64_t version = db->dataVersion();
+        return Opened{std::move(db), version};
+      },
+      [this](Opened opened) {
+        watch_db_ = std::move(opened.db);
+        seen_version_ = opened.version;
+        refresh();
+      },
+      [this](const QString& error) { showError(error); });
+}
+
+void HistoryView::poll() {
+  if (!watch_db_ || jobs_->busy("poll")) return;
+  jobs_->run<int64_t>(
+      "poll", [db = watch_db_](const JobToken&) { return db->dataVersion(); },
+      [this](int64_t version) {
+        if (version != seen_version_) {
+          seen_version_ = version;
+          refresh();
+        }
+      },
+      [](const QString&) {});  // the next refresh says what is wrong
 }
 
 void HistoryView::refresh() {
-  if (!db_) return;
-  seen_version_ = db_->dataVersion();
+  if (db_path_.empty()) return;
   storage::RunFilter filter;
   if (!name_->text().trimmed().isEmpty())
     filter.name_contains = name_->text().trimmed().toStdString();
@@ -116,13 +148,32 @@ void HistoryView::refresh() {
   if (status_->currentIndex() > 0) filter.status = status_->currentText().toStdString();
   if (since_->date() > QDate(2000, 1, 1))
     filter.created_after = static_cast<double>(since_->date().startOfDay().toSecsSinceEpoch());
-  // Keep the selection across the refresh by run id.
-  const std::vector<int64_t> selected = selectedRuns();
-  model_->setRuns(storage::listRuns(*db_, filter));
-  for (int64_t id : selected)
-    if (const int row = model_->rowOfRun(id); row >= 0)
-      table_->selectionModel()->select(model_->index(row, 0),
-                                       QItemSelectionModel::Select | QItemSelectionModel::Rows);
+  jobs_->run<std::vector<storage::RunRecord>>(
+      "list",
+      [path = db_path_, filter](const JobToken&) {
+        storage::Database db(path, storage::readingOptions(path));
+        return storage::listRuns(db, filter);
+      },
+      [this](std::vector<storage::RunRecord> runs) {
+        error_->hide();
+        // Keep the selection across the refresh by run id.
+        const std::vector<int64_t> selected = selectedRuns();
+        model_->setRuns(std::move(runs));
+        for (int64_t id : selected)
+          if (const int row = model_->rowOfRun(id); row >= 0)
+            table_->selectionModel()->select(
+                model_->index(row, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
+      },
+      [this](const QString& error) { showError(error); });
+}
+
+void HistoryView::showError(const QString& error) {
+  error_->setText("Cannot read the runs: " + error);
+  error_->show();
+}
+
+QString HistoryView::errorText() const {
+  return error_->isHidden() ? QString() : error_->text();
 }
 
 std::vector<int64_t> HistoryView::selectedRuns() const {

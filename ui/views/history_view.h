@@ -1,6 +1,7 @@
 // The run history: every run in the database, newest first, filtered by name, strategy, status and
 // date; double-click opens a run, selecting several and "Compare" compares them. Refreshes itself
-// when the database changes.
+// when the database changes. Every read and write (listing, the data_version poll, reconciling
+// interrupted runs) runs off the GUI thread through BackgroundJobs.
 #pragma once
 
 #include <QWidget>
@@ -8,6 +9,7 @@
 
 class QComboBox;
 class QDateEdit;
+class QLabel;
 class QLineEdit;
 class QPushButton;
 class QTableView;
@@ -19,6 +21,7 @@ class Database;
 
 namespace ringmaster::ui {
 
+class BackgroundJobs;
 class RunListModel;
 
 class HistoryView : public QWidget {
@@ -28,7 +31,8 @@ class HistoryView : public QWidget {
   explicit HistoryView(QWidget* parent = nullptr);
   ~HistoryView() override;
 
-  // Shows the runs of this database (throws kIo when it cannot be opened).
+  // Shows the runs of this database, once read; marks the runs whose recorder died as interrupted
+  // first. A database that cannot be opened is said in the view (errorText()).
   void setDatabase(const std::string& db_path);
   void refresh();
   RunListModel* model() const { return model_; }
@@ -36,14 +40,23 @@ class HistoryView : public QWidget {
   std::vector<int64_t> selectedRuns() const;
   void setNameFilter(const QString& text);
   void setStatusFilter(const QString& status);  // "" for any
+  QString errorText() const;
+  BackgroundJobs* jobs() const { return jobs_; }
 
  signals:
   void openRun(qint64 run_id);
   void compareRuns(const std::vector<int64_t>& run_ids);
 
  private:
-  std::unique_ptr<storage::Database> db_;
+  void poll();
+  void showError(const QString& error);
+
+  std::string db_path_;
+  // Polled for data_version by one job at a time, never on the GUI thread.
+  std::shared_ptr<storage::Database> watch_db_;
   int64_t seen_version_ = -1;
+  BackgroundJobs* jobs_ = nullptr;
+  QLabel* error_ = nullptr;
   RunListModel* model_ = nullptr;
   QTableView* table_ = nullptr;
   QLineEdit* name_ = nullptr;

@@ -1,4 +1,5 @@
-// PipelineView: a step picker, the measured and planned Gantt charts and the bubble figures.
+// PipelineView: a step picker, the measured and planned Gantt charts and the bubble figures; a
+// step's schedule is read by one background job ("step"), the newest choice winning.
 #include "views/pipeline_view.h"
 
 #include <QComboBox>
@@ -7,6 +8,7 @@
 #include <QVBoxLayout>
 
 #include "core/error.h"
+#include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/untrusted_text.h"
 #include "widgets/gantt_chart.h"
@@ -14,6 +16,7 @@
 namespace ringmaster::ui {
 
 PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
+  jobs_ = new BackgroundJobs(this);
   auto* layout = new QVBoxLayout(this);
   auto* bar = new QHBoxLayout();
   bar->addWidget(new QLabel("Step:"));
@@ -80,9 +83,23 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
 }
 
 void PipelineView::showStep(int64_t step) {
-  storage::Database db(db_path_, storage::readingOptions(db_path_));
-  std::optional<storage::StepSchedule> schedule = storage::loadStepSchedule(db, run_id_, step);
   shown_step_ = step;
+  const int index = steps_->findData(QVariant::fromValue<qlonglong>(step));
+  if (index >= 0) steps_->setCurrentIndex(index);
+  jobs_->run<std::optional<storage::StepSchedule>>(
+      "step",
+      [path = db_path_, run_id = run_id_, step](const JobToken&) {
+        storage::Database db(path, storage::readingOptions(path));
+        return storage::loadStepSchedule(db, run_id, step);
+      },
+      [this](std::optional<storage::StepSchedule> schedule) { applyStep(schedule); },
+      [this](const QString& error) {
+        applyStep(std::nullopt);
+        bubble_->setText("Cannot read the step: " + untrustedLine(error.toStdString()));
+      });
+}
+
+void PipelineView::applyStep(const std::optional<storage::StepSchedule>& schedule) {
   measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
   shown_wait_ms_ = shown_transfer_ms_ = 0;
   if (schedule) {
@@ -91,8 +108,6 @@ void PipelineView::showStep(int64_t step) {
       shown_transfer_ms_ += rank.transfer_us / 1000;
     }
   }
-  const int index = steps_->findData(QVariant::fromValue<qlonglong>(step));
-  if (index >= 0) steps_->setCurrentIndex(index);
   bubble_->setText(bubbleText());
 }
 

@@ -1,6 +1,7 @@
 // The pipeline schedule view: the measured stage x time Gantt of a chosen step (F and B per
 // micro-batch, idle time visible), its bubble per stage beside the theoretical one, and the
-// planned schedule (the engine's, with unit costs) below for comparison.
+// planned schedule (the engine's, with unit costs) below for comparison. The step is read off the
+// GUI thread (BackgroundJobs).
 #pragma once
 
 #include <QWidget>
@@ -13,6 +14,7 @@ class QLabel;
 
 namespace ringmaster::ui {
 
+class BackgroundJobs;
 class GanttChart;
 
 class PipelineView : public QWidget {
@@ -31,8 +33,12 @@ class PipelineView : public QWidget {
   const GanttChart& measured() const { return *measured_; }
   const GanttChart& planned() const { return *planned_; }
   QString bubbleText() const;
+  BackgroundJobs* jobs() const { return jobs_; }
 
  private:
+  void applyStep(const std::optional<storage::StepSchedule>& schedule);
+
+  BackgroundJobs* jobs_ = nullptr;
   std::string db_path_;
   int64_t run_id_ = 0;
   int ranks_ = 0;

@@ -28,13 +28,13 @@
 #include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
-#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "db/database.h"
+#include "data/background_jobs.h"
 #include "models/comm_ops_model.h"
 #include "models/format.h"
 #include "models/rank_table_model.h"
@@ -102,7 +102,8 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
     : QWidget(parent),
       db_path_(std::move(db_path)),
       run_id_(run_id),
-      watch_db_(std::make_unique<storage::Database>(db_path_, storage::readingOptions(db_path_))) {
+      watch_(std::make_shared<WatchConnection>(WatchConnection{db_path_, nullptr})) {
+  jobs_ = new BackgroundJobs(this);
   setObjectName(QString("runView%1").arg(run_id));
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(6, 6, 6, 6);
@@ -183,16 +184,6 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
     }
   });
 
-  connect(&loader_, &QFutureWatcher<LoadResult>::finished, this, [this] {
-    LoadResult result = loader_.result();
-    if (result.snapshot) {
-      apply(std::move(*result.snapshot));
-    } else {
-      root_cause_->setText("Cannot read the run: " + result.error);
-      root_cause_->show();
-    }
-    if (dirty_) startLoad();
-  });
   poll_timer_ = new QTimer(this);
   poll_timer_->setInterval(kPollMs);
   connect(poll_timer_, &QTimer::timeout, this, &RunView::poll);
@@ -201,7 +192,7 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
 }
 
 RunView::~RunView() {
-  loader_.waitForFinished();
+  delete jobs_;  // cancels and waits for the reads in flight, before the widgets go
 }
 
 QWidget* RunView::buildChartsTab() {
@@ -443,20 +434,31 @@ SnapshotRequest RunView::request() const {
 
 void RunView::reload() {
   dirty_ = true;
-  if (!loader_.isRunning()) startLoad();
+  if (!jobs_->busy("load")) startLoad();
 }
 
 void RunView::poll() {
-  try {
-    const int64_t version = watch_db_->dataVersion();
-    if (version != seen_version_) {
-      seen_version_ = version;
-      dirty_ = true;
-    }
-  } catch (const Error&) {
-    dirty_ = true;  // the load reports what is wrong
-  }
-  if (dirty_ && !loader_.isRunning()) startLoad();
+  if (dirty_ && !jobs_->busy("load")) startLoad();
+  if (jobs_->busy("poll")) return;
+  // data_version on a connection of its own, opened and read by one poll job at a time.
+  jobs_->run<int64_t>(
+      "poll",
+      [watch = watch_](const JobToken&) {
+        if (!watch->db)
+          watch->db = std::make_unique<storage::Database>(
+              watch->path, storage::readingOptions(watch->path));
+        return watch->db->dataVersion();
+      },
+      [this](int64_t version) {
+        if (version == seen_version_) return;
+        seen_version_ = version;
+        dirty_ = true;
+        if (!jobs_->busy("load")) startLoad();
+      },
+      [this](const QString&) {
+        dirty_ = true;  // the load reports what is wrong
+        if (!jobs_->busy("load")) startLoad();
+      });
 }
 
 void RunView::startLoad() {
@@ -464,17 +466,24 @@ void RunView::startLoad() {
   SnapshotRequest request = this->request();
   const std::string path = db_path_;
   const int64_t run_id = run_id_;
-  loader_.setFuture(QtConcurrent::run([path, run_id, request]() -> LoadResult {
-    // Reading yields to the GUI thread: on a busy machine a load may take longer, the window
-    // must not.
-    static thread_local bool lowered = false;
-    if (!lowered) lowered = ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) == 0;
-    try {
-      return {loadRunSnapshot(path, run_id, request), {}};
-    } catch (const std::exception& e) {
-      return {std::nullopt, QString::fromStdString(e.what())};
-    }
-  }));
+  jobs_->run<RunSnapshot>(
+      "load",
+      [path, run_id, request](const JobToken&) {
+        // Reading yields to the GUI thread: on a busy machine a load may take longer, the window
+        // must not.
+        static thread_local bool lowered = false;
+        if (!lowered) lowered = ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10) == 0;
+        return loadRunSnapshot(path, run_id, request);
+      },
+      [this](RunSnapshot snapshot) {
+        apply(std::move(snapshot));
+        if (dirty_) startLoad();
+      },
+      [this](const QString& error) {
+        root_cause_->setText("Cannot read the run: " + error);
+        root_cause_->show();
+        if (dirty_) startLoad();
+      });
 }
 
 void RunView::apply(RunSnapshot snapshot) {

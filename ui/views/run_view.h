@@ -5,14 +5,13 @@
 // rank x step wait heat map, flight-recorder dumps), the pipeline schedule and the logs.
 //
 // It polls the database's data_version at 25 Hz and, when something was committed, reloads a
-// RunSnapshot on a worker thread: telemetry reaches the charts coalesced, never one redraw per
-// event, and a slow read never stalls the GUI thread.
+// RunSnapshot; both on worker threads (BackgroundJobs): telemetry reaches the charts coalesced,
+// never one redraw per event, and no read ever runs on the GUI thread.
 //
 // Cancelling is asked for (cancelRequested) and left to whoever launched the run; exporting the
 // charts asks where and in which formats.
 #pragma once
 
-#include <QFutureWatcher>
 #include <QWidget>
 #include <memory>
 #include <optional>
@@ -40,6 +39,7 @@ class Database;
 
 namespace ringmaster::ui {
 
+class BackgroundJobs;
 class CommOpsModel;
 class HeatMap;
 class MetricChart;
@@ -50,7 +50,7 @@ class RunView : public QWidget {
   Q_OBJECT
 
  public:
-  // Throws kIo when the database cannot be opened.
+  // A database that cannot be read is said in the root-cause banner once the first read failed.
   RunView(std::string db_path, int64_t run_id, QWidget* parent = nullptr);
   ~RunView() override;
 
@@ -88,6 +88,7 @@ class RunView : public QWidget {
   QDialog* openExportDialog();
   // Starts a reload now (tests, and after the user changed what is shown).
   void reload();
+  BackgroundJobs* jobs() const { return jobs_; }
 
  signals:
   // A snapshot reached the screen.
@@ -114,19 +115,20 @@ class RunView : public QWidget {
   QWidget* buildCommTab();
   QWidget* buildLogsTab();
 
-  struct LoadResult {
-    std::optional<RunSnapshot> snapshot;
-    QString error;
+  // The data_version watch: opened by the first poll job, used by one poll job at a time.
+  struct WatchConnection {
+    std::string path;
+    std::unique_ptr<storage::Database> db;
   };
 
   std::string db_path_;
   int64_t run_id_;
-  std::unique_ptr<storage::Database> watch_db_;  // polled for data_version on the GUI thread
+  std::shared_ptr<WatchConnection> watch_;
+  BackgroundJobs* jobs_ = nullptr;
   int64_t seen_version_ = -1;
   bool dirty_ = true;
   bool charts_stale_ = false;  // a snapshot arrived while the charts' tab was hidden
   std::optional<RunSnapshot> snapshot_;
-  QFutureWatcher<LoadResult> loader_;
   QTimer* poll_timer_ = nullptr;
   RankMode rank_mode_ = RankMode::kEach;
   int one_rank_ = 0;
