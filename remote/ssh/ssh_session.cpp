@@ -161,7 +161,9 @@ void SshChannel::write(std::string_view data) {
 }
 
 void SshChannel::closeInput() {
-  if (ssh_channel_is_open(channel_)) ssh_channel_send_eof(channel_);
+  if (ssh_channel_is_open(channel_))
+    checkSsh(ssh_channel_get_session(channel_), ssh_channel_send_eof(channel_),
+             "ssh_channel_send_eof", host_);
 }
 
 std::optional<ExitStatus> SshChannel::exit() {
@@ -170,6 +172,13 @@ std::optional<ExitStatus> SshChannel::exit() {
   if (status >= 0) return ExitStatus{.exit_code = status, .signal = 0};
   if (callbacks_->status) return ExitStatus{.exit_code = *callbacks_->status, .signal = 0};
   return std::nullopt;
+}
+
+void checkSsh(ssh_session_struct* session, int code, std::string_view call,
+              std::string_view where) {
+  if (code == SSH_OK) return;
+  RM_THROW(kComm, fmt::format("{}: {} failed ({}): {}", where, call, code,
+                              session ? ssh_get_error(session) : "no session"));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -184,14 +193,19 @@ SshSession::SshSession(SshTarget target, const SshConnectOptions& options)
     const unsigned port = static_cast<unsigned>(target_.port);
     const long seconds = static_cast<long>(options.connect_timeout.count() / 1000);
     const long micros = static_cast<long>(options.connect_timeout.count() % 1000) * 1000;
-    ssh_options_set(session_, SSH_OPTIONS_PROCESS_CONFIG, &process_config);
-    ssh_options_set(session_, SSH_OPTIONS_HOST, target_.hostname.c_str());
-    ssh_options_set(session_, SSH_OPTIONS_PORT, &port);
-    ssh_options_set(session_, SSH_OPTIONS_USER, target_.user.c_str());
-    ssh_options_set(session_, SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict);
-    ssh_options_set(session_, SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_path.c_str());
-    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT, &seconds);
-    ssh_options_set(session_, SSH_OPTIONS_TIMEOUT_USEC, &micros);
+    const std::string where = describeTarget(target_);
+    const auto set = [&](ssh_options_e option, const void* value, std::string_view name) {
+      checkSsh(session_, ssh_options_set(session_, option, value),
+               fmt::format("ssh_options_set({})", name), where);
+    };
+    set(SSH_OPTIONS_PROCESS_CONFIG, &process_config, "SSH_OPTIONS_PROCESS_CONFIG");
+    set(SSH_OPTIONS_HOST, target_.hostname.c_str(), "SSH_OPTIONS_HOST");
+    set(SSH_OPTIONS_PORT, &port, "SSH_OPTIONS_PORT");
+    set(SSH_OPTIONS_USER, target_.user.c_str(), "SSH_OPTIONS_USER");
+    set(SSH_OPTIONS_STRICTHOSTKEYCHECK, &strict, "SSH_OPTIONS_STRICTHOSTKEYCHECK");
+    set(SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_path.c_str(), "SSH_OPTIONS_KNOWNHOSTS");
+    set(SSH_OPTIONS_TIMEOUT, &seconds, "SSH_OPTIONS_TIMEOUT");
+    set(SSH_OPTIONS_TIMEOUT_USEC, &micros, "SSH_OPTIONS_TIMEOUT_USEC");
     const auto start = Clock::now();
     if (ssh_connect(session_) != SSH_OK) {
       const std::string reason = ssh_get_error(session_);
@@ -379,7 +393,7 @@ void SshSession::upload(const std::string& remote_path, std::string_view content
 }
 
 void SshSession::keepalive() {
-  ssh_send_keepalive(session_);
+  checkSsh(session_, ssh_send_keepalive(session_), "ssh_send_keepalive", describeTarget(target_));
 }
 
 std::string SshSession::libsshVersion() {

@@ -38,6 +38,12 @@ struct CommandResult {
   std::string out, err;
 };
 
+// libssh's results are checked like every other foreign call (docs/errors.md): a `code` other than
+// SSH_OK (0) throws kComm naming `where` (the host), the `call` and libssh's own message for
+// `session` (which may be null). Every libssh call whose result can fail goes through it or
+// through a test of the same result that throws naming the call.
+void checkSsh(ssh_session_struct* session, int code, std::string_view call, std::string_view where);
+
 // A command running on the host: its stdin, stdout and stderr.
 class SshChannel {
  public:

@@ -530,5 +530,20 @@ TEST(SshTarget, AnEndlessOrHugeConfigIsRefusedNotReadOn) {
   fs::remove_all(dir);
 }
 
+// libssh results are checked like every other foreign call: a failure names the host, the call
+// and libssh's message; success passes.
+TEST(CheckSsh, AFailedLibsshCallThrowsNamingTheHostAndTheCall) {
+  EXPECT_NO_THROW(checkSsh(nullptr, 0, "ssh_send_keepalive", "host 'a'"));
+  try {
+    checkSsh(nullptr, -1, "ssh_options_set(SSH_OPTIONS_HOST)", "host 'gpu-box'");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kComm);
+    EXPECT_NE(e.message().find("host 'gpu-box': ssh_options_set(SSH_OPTIONS_HOST) failed"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster
