@@ -117,6 +117,9 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   run->add_option("--save-telemetry", run_options.save_telemetry,
                   "also write every telemetry line received to this file");
+  run->add_option("--events", run_options.events_path,
+                  "append the run's events to this file as JSON lines (created, progress, "
+                  "finished: session/README.md), for a program that watches the run");
   run->add_option("--grace", run_options.grace_s, "seconds from SIGTERM to SIGKILL when cancelling")
       ->default_val(5.0)
       ->check(CLI::Range(0.0, 3600.0));

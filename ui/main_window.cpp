@@ -17,7 +17,7 @@
 #include <QToolBar>
 
 #include "core/error.h"
-#include "data/run_process.h"
+#include "launch/run_process.h"
 #include "views/compare_view.h"
 #include "views/history_view.h"
 #include "views/job_editor.h"
@@ -26,6 +26,7 @@
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
 
+#include "launcher/local_launcher.h"
 #include "models/untrusted_text.h"
 #include "spec/job_spec.h"
 #include "ssh/host_check.h"
@@ -176,13 +177,11 @@ bool MainWindow::launch(const nlohmann::json& spec) {
 #if RINGMASTER_HAVE_LIBSSH
   // Over SSH, every host is checked first, off the GUI thread: an unknown host key is shown with
   // its fingerprint and asked about here, a changed one refused with both fingerprints, before
-  // `ringmaster run` connects with the keys now known.
+  // `ringmaster run` connects with the keys now known. Those hosts are all of the job's unless it
+  // runs here (runsLocally, the run command's own rule).
   SpecParseResult parsed = parseJobSpec(spec);
   std::vector<LaunchHostSpec> remote;
-  if (parsed.ok())
-    for (const LaunchHostSpec& host : parsed.spec->launch.hosts)
-      if (host.host != "localhost" && host.host != "127.0.0.1" && host.host != "::1")
-        remote.push_back(host);
+  if (parsed.ok() && !runsLocally(parsed.spec->launch)) remote = parsed.spec->launch.hosts;
   if (!remote.empty()) {
     statusBar()->showMessage(
         QString("Connecting to %1 host%2…").arg(remote.size()).arg(remote.size() == 1 ? "" : "s"));

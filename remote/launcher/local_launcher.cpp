@@ -27,6 +27,16 @@ struct LocalLauncher::Streams {
   LineSplitter log{64 * 1024};
 };
 
+bool isLocalHost(const LaunchHostSpec& host) {
+  const bool local_name =
+      host.host == "localhost" || host.host == "127.0.0.1" || host.host == "::1";
+  return local_name && !host.port && !host.user && !host.identity_file;
+}
+
+bool runsLocally(const LaunchSpec& launch) {
+  return launch.hosts.size() == 1 && isLocalHost(launch.hosts[0]);
+}
+
 std::string defaultNodeBinary() {
   if (const char* configured = std::getenv("RINGMASTER_NODE"); configured && *configured) {
     if (!fs::exists(configured))

@@ -9,6 +9,7 @@
 
 #include "launcher/launch.h"
 #include "process/child_process.h"
+#include "spec/job_spec.h"
 
 namespace ringmaster {
 
@@ -17,6 +18,13 @@ struct LocalLaunchOptions {
   std::string spec_path;    // the job spec file the agent and its workers read
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // the agent's TERM-to-KILL time
 };
+
+// The one rule for "is this host this machine": named localhost, 127.0.0.1 or ::1, with no SSH
+// port, user or identity file (any of those asks for SSH, even to this machine).
+bool isLocalHost(const LaunchHostSpec& host);
+// A job that LocalLauncher runs: exactly one host, and that host local. Every other job goes over
+// SSH to every one of its hosts (the CLI, the window and the run session all ask this).
+bool runsLocally(const LaunchSpec& launch);
 
 // The ringmaster-node beside this executable (the same build), or RINGMASTER_NODE when set.
 // Throws kUnavailable naming the path when it is not there.

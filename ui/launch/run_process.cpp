@@ -1,9 +1,10 @@
-// RunProcess: QProcess around `ringmaster --db DB run SPEC`.
-#include "data/run_process.h"
+// RunProcess: QProcess around `ringmaster --db DB run SPEC --events FILE`.
+#include "launch/run_process.h"
 
 #include <sys/prctl.h>
-#include <QRegularExpression>
 #include <csignal>
+
+#include "run/run_events.h"
 
 namespace ringmaster::ui {
 
@@ -15,13 +16,18 @@ RunProcess::RunProcess(QObject* parent) : QObject(parent) {
   // The final report on stdout is in the database too.
   process_.setStandardOutputFile(QProcess::nullDevice());
   log_timer_.setInterval(100);
-  connect(&log_timer_, &QTimer::timeout, this, &RunProcess::readOutput);
+  connect(&log_timer_, &QTimer::timeout, this, [this] {
+    readOutput();
+    readEvents();
+  });
   connect(&process_, &QProcess::finished, this, [this](int code, QProcess::ExitStatus status) {
     log_timer_.stop();
     readOutput();
+    readEvents();
     if (!partial_.isEmpty()) output_ << partial_;
     partial_.clear();
     log_.close();
+    events_.close();
     spec_dir_.reset();
     emit finished(status == QProcess::NormalExit ? code : 128 + SIGKILL);
   });
@@ -49,7 +55,14 @@ bool RunProcess::start(const RunLaunch& launch) {
   spec.close();
   process_.setStandardErrorFile(spec_dir_->filePath("run.log"));
   log_.setFileName(spec_dir_->filePath("run.log"));
-  QStringList args{"--db", launch.db_path, "run", spec_path};
+  const QString events_path = spec_dir_->filePath("events.jsonl");
+  QFile events_file(events_path);  // made now, so that it can be opened for reading at once
+  if (!events_file.open(QIODevice::WriteOnly)) {
+    error_ = "cannot create the run's events file: " + events_file.errorString();
+    return false;
+  }
+  events_file.close();
+  QStringList args{"--db", launch.db_path, "run", spec_path, "--events", events_path};
   if (launch.accept_new_host_keys) args << "--accept-new-host-keys";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("SSH_ASKPASS", launch.ringmaster);
@@ -65,6 +78,11 @@ bool RunProcess::start(const RunLaunch& launch) {
   }
   if (!log_.open(QIODevice::ReadOnly)) {
     error_ = "cannot read the run's output: " + log_.errorString();
+    return false;
+  }
+  events_.setFileName(events_path);
+  if (!events_.open(QIODevice::ReadOnly)) {
+    error_ = "cannot read the run's events: " + events_.errorString();
     return false;
   }
   log_timer_.start();
@@ -86,21 +104,35 @@ void RunProcess::kill() {
 void RunProcess::readOutput() {
   if (!log_.isOpen()) return;
   partial_ += QString::fromUtf8(log_.readAll());
-  static const QRegularExpression created(R"(^ringmaster run (\d+) ')");
   qsizetype end;
   while ((end = partial_.indexOf('\n')) >= 0) {
     QString line = partial_.left(end);
     partial_.remove(0, end + 1);
     // Progress lines on a pipe are plain; a carriage return starts a redraw.
     if (const qsizetype cr = line.lastIndexOf('\r'); cr >= 0) line = line.mid(cr + 1);
-    if (run_id_ == 0) {
-      if (auto match = created.match(line); match.hasMatch()) {
-        run_id_ = match.captured(1).toLongLong();
-        emit runCreated(run_id_);
-      }
-    }
     output_ << line;
     if (output_.size() > kKeptOutputLines) output_.removeFirst();
+  }
+}
+
+void RunProcess::readEvents() {
+  if (!events_.isOpen()) return;
+  events_partial_ += events_.readAll();
+  qsizetype end;
+  while ((end = events_partial_.indexOf('\n')) >= 0) {
+    const QByteArray line = events_partial_.left(end);
+    events_partial_.remove(0, end + 1);
+    const std::optional<session::RunEvent> event =
+        session::decodeRunEvent(std::string_view(line.constData(), line.size()));
+    if (!event) continue;
+    if (event->event == "created" && run_id_ == 0 && event->run > 0) {
+      run_id_ = event->run;
+      emit runCreated(run_id_);
+    } else if (event->event == "progress") {
+      emit progressed(event->step, event->total_steps, event->ranks_started);
+    } else if (event->event == "finished") {
+      status_ = QString::fromStdString(event->status);
+    }
   }
 }
 

@@ -1,0 +1,414 @@
+// RunSession: the launch-and-record loop: launcher output in, recorder and observer out, stop
+// requests turned into a cancel (first) and a kill (second).
+#include "run/run_session.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "checkpoint/training_checkpoint.h"
+#include "core/display_text.h"
+#include "core/error.h"
+#include "db/database.h"
+#include "db/files.h"
+#include "launcher/local_launcher.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "ssh/ssh_launcher.h"
+#endif
+#include "query/runs.h"
+#include "recorder/recorder.h"
+#include "telemetry/codec.h"
+#include "train/data_check.h"
+
+namespace ringmaster::session {
+
+namespace fs = std::filesystem;
+using namespace storage;
+
+namespace {
+
+// The override among `overrides` ("a.b=VALUE") that set the field at `path` or one inside it, or
+// a field containing it; nullptr when the problem is not at a field an override set.
+const std::string* overrideFor(const std::string& path, const std::vector<std::string>& overrides) {
+  const auto within = [](const std::string& inner, const std::string& outer) {
+    return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 &&
+           (inner[outer.size()] == '.' || inner[outer.size()] == '[');
+  };
+  for (const std::string& assignment : overrides) {
+    const std::string field = assignment.substr(0, assignment.find('='));
+    if (path == field || within(path, field) || within(field, path)) return &assignment;
+  }
+  return nullptr;
+}
+
+JobSpec loadSpec(const RunRequest& request) {
+  const std::string text =
+      request.spec_text ? *request.spec_text : readJobSpecText(request.spec_path);
+  SpecParseResult parsed = parseJobSpec(text);
+  if (request.overrides.empty() || !parsed.ok()) {
+    // The file's own problems (the JSON error with its position first of all) are the file's.
+    if (!parsed.ok())
+      RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", request.spec_path,
+                                  parsed.describe()));
+    return *parsed.spec;
+  }
+  // The file is valid: whatever is wrong now came with the overrides, and each problem names
+  // the --set that made it where it can.
+  nlohmann::json document = nlohmann::json::parse(text);
+  applyOverrides(document, request.overrides);
+  parsed = parseJobSpec(document);
+  if (parsed.ok()) return *parsed.spec;
+  std::string sets, problems;
+  for (const std::string& assignment : request.overrides)
+    sets += fmt::format("{}--set {}", sets.empty() ? "" : " ", assignment);
+  for (const SpecProblem& problem : parsed.problems) {
+    problems += fmt::format(
+        "\n{}", problem.path.empty() ? problem.message : problem.path + ": " + problem.message);
+    if (const std::string* cause = overrideFor(problem.path, request.overrides))
+      problems += fmt::format(" (from --set {})", *cause);
+  }
+  RM_THROW(kSpec, fmt::format("{} makes the job spec invalid ({} itself is valid):{}", sets,
+                              request.spec_path, problems));
+}
+
+// Refuses, before anything is recorded, a local run whose data files this machine cannot load.
+void checkDataBeforeLaunch(const JobSpec& spec, const std::string& spec_path) {
+  const std::vector<SpecProblem> problems = checkDataFiles(spec);
+  if (problems.empty()) return;
+  std::string text;
+  bool missing = false;
+  for (const SpecProblem& problem : problems) {
+    text += fmt::format("\n{}: {}", problem.path, problem.message);
+    missing = missing || problem.message.starts_with("no file");
+  }
+  if (missing) {
+    // make-idx writes MNIST's training file names into one directory.
+    const fs::path images(spec.data.images), labels(spec.data.labels);
+    if (images.filename() == "train-images-idx3-ubyte" &&
+        labels.filename() == "train-labels-idx1-ubyte" &&
+        images.parent_path() == labels.parent_path()) {
+      const std::string dir = images.has_parent_path() ? images.parent_path().string() : ".";
+      text += fmt::format(
+          "\n(`ringmaster-node make-idx {}` writes a small generated MNIST-shaped set there; or "
+          "unpack MNIST's own files there)",
+          dir);
+    } else {
+      text +=
+          "\n(`ringmaster-node make-idx DIR` writes a small generated MNIST-shaped set, "
+          "DIR/train-images-idx3-ubyte and DIR/train-labels-idx1-ubyte)";
+    }
+  }
+  RM_THROW(kSpec, fmt::format("{}: the data cannot be read:{}", spec_path, text));
+}
+
+// Where a relative checkpoint.dir goes in a local run: under the run's own directory, not the
+// working directory. With `resume`, the newest earlier run of the same name that has that
+// directory is continued (its id in `resumed_from`), as a relative dir named before.
+std::string checkpointDirFor(const JobSpec& spec, const Database& db, const std::string& db_path,
+                             int64_t run_id, std::optional<int64_t>& resumed_from) {
+  const std::string& dir = spec.checkpoint->dir;
+  if (spec.checkpoint->resume) {
+    RunFilter same;
+    same.name_contains = spec.name;
+    for (const RunRecord& earlier : listRuns(db, same)) {
+      if (earlier.id == run_id || earlier.name != spec.name) continue;
+      const fs::path candidate = runDirectory(db_path, earlier.id) / dir;
+      std::error_code ec;
+      if (fs::is_directory(candidate, ec)) {
+        resumed_from = earlier.id;
+        return candidate.lexically_normal().string();
+      }
+    }
+  }
+  return (runDirectory(db_path, run_id) / dir).lexically_normal().string();
+}
+
+#if RINGMASTER_HAVE_LIBSSH
+std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
+                                      const RunRequest& request, Database& db, int64_t run_id) {
+  SshLaunchOptions launch;
+  launch.hosts = spec.launch.hosts;
+  launch.spec_json = canonical;
+  launch.local_node_binary = defaultNodeBinary();
+  // By default the hosts have this build at the same absolute path (a shared file system).
+  launch.node_binary = spec.launch.node_binary.value_or(launch.local_node_binary);
+  launch.master_addr = request.master_addr;
+  launch.grace = std::chrono::milliseconds(static_cast<int64_t>(request.grace_s * 1000));
+  if (request.ssh_config) launch.ssh_config_path = *request.ssh_config;
+  launch.connect = request.connect;
+  auto launcher = std::make_unique<SshLauncher>(std::move(launch));
+  std::vector<RunHost> hosts;
+  for (size_t i = 0; i < launcher->hosts().size(); ++i) {
+    const SshHostRecord& host = launcher->hosts()[i];
+    hosts.push_back({.node_rank = static_cast<int>(i),
+                     .alias = host.alias,
+                     .hostname = host.hostname,
+                     .user = host.user,
+                     .port = host.port,
+                     .fingerprint = host.fingerprint,
+                     .node_binary = host.node_binary,
+                     .uploaded = host.uploaded,
+                     .command = host.command,
+                     .libssh_version = host.libssh_version});
+  }
+  recordRunHosts(db, run_id, hosts);
+  return launcher;
+}
+#endif
+
+// "[rank 3] ..." -> 3.
+std::optional<int> rankOfLogLine(std::string_view line) {
+  constexpr std::string_view kPrefix = "[rank ";
+  if (line.substr(0, kPrefix.size()) != kPrefix) return std::nullopt;
+  int rank = 0;
+  size_t i = kPrefix.size();
+  if (i >= line.size() || !std::isdigit(static_cast<unsigned char>(line[i]))) return std::nullopt;
+  for (; i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])) && rank < 1 << 20;
+       ++i)
+    rank = rank * 10 + (line[i] - '0');
+  return rank;
+}
+
+// The last error printed on the agent's stderr ("error: ..." and the lines after it, as
+// runReportingErrors prints them): the agent's own, such as a spec it could not read or a port it
+// could not listen on, which no telemetry carries. Without it a run failing that way would say
+// only how the agent exited.
+class AgentError {
+ public:
+  void observe(std::string_view line) {
+    if (line.starts_with("error: ")) {
+      text_ = std::string(line.substr(7));
+      lines_ = 1;
+    } else if (lines_ > 0 && lines_ < kMaxLines && !line.starts_with("[")) {
+      text_ += fmt::format("\n{}", line);
+      ++lines_;
+    } else {
+      lines_ = 0;
+    }
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  static constexpr int kMaxLines = 20;
+  std::string text_;
+  int lines_ = 0;
+};
+
+}  // namespace
+
+fs::path runDirectory(const std::string& db_path, int64_t run_id) {
+  const fs::path db = fs::absolute(db_path).lexically_normal();
+  return db.parent_path() / (db.filename().string() + "-runs") / fmt::format("run-{}", run_id);
+}
+
+void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
+  for (const std::string& assignment : overrides) {
+    const size_t equals = assignment.find('=');
+    if (equals == std::string::npos || equals == 0) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("--set '{}': expected FIELD=VALUE, e.g. train.steps=50", assignment));
+    }
+    const std::string path = assignment.substr(0, equals);
+    const std::string text = assignment.substr(equals + 1);
+    // A value that is not JSON is a string; JSON beyond the spec's bounds is refused unparsed.
+    nlohmann::json value = text;
+    if (const std::optional<SpecProblem> problem = checkSpecText(text); !problem) {
+      value = nlohmann::json::parse(text);
+    } else if (!problem->message.starts_with("invalid JSON")) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("--set {}: {}", displaySafeLine(path), problem->message));
+    }
+    nlohmann::json* node = &document;
+    std::stringstream parts(path);
+    std::string key;
+    while (std::getline(parts, key, '.')) {
+      if (key.empty() || !node->is_object()) {
+        RM_THROW(kInvalidArgument,
+                 fmt::format("--set '{}': '{}' is not a field path of objects", assignment, path));
+      }
+      node = &(*node)[key];
+    }
+    *node = std::move(value);
+  }
+}
+
+RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
+  spec_ = loadSpec(request_);
+  local_ = runsLocally(spec_.launch);
+#if !RINGMASTER_HAVE_LIBSSH
+  if (!local_) {
+    RM_THROW(kUnavailable,
+             "launch.hosts names remote hosts, and this build has no SSH "
+             "launcher (libssh was not found when it was configured)");
+  }
+#endif
+  if (local_) checkDataBeforeLaunch(spec_, request_.spec_path);
+  // A relative checkpoint.dir lies under the run's own directory, made later; the workers check it.
+  if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_absolute())
+    checkCheckpointDirWritable(spec_.checkpoint->dir);
+  node_binary_ = defaultNodeBinary();
+  world_size_ = ringmaster::worldSize(spec_);
+
+  db_ = std::make_unique<Database>(request_.db_path);
+  Database& db = *db_;
+  reconcileInterruptedRuns(db);
+  canonical_ = toJson(spec_).dump(2);
+  run_id_ = createRun(db, {.name = spec_.name,
+                           .spec_json = canonical_,
+                           .strategy = std::string(toString(spec_.strategy.kind)),
+                           .world_size = world_size_});
+  // The spec the workers read, kept in the run's directory: the run's exact input. It differs from
+  // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
+  // runs compare by what was asked for.
+  worker_spec_ = spec_;
+  if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_relative()) {
+    worker_spec_.checkpoint->dir =
+        checkpointDirFor(spec_, db, request_.db_path, run_id_, resumed_from_);
+  }
+  // Every file the run writes is in its own directory, made here and by no one else: two runs
+  // (of two databases side by side, each starting at id 1) never share one.
+  const fs::path run_directory = runDirectory(request_.db_path, run_id_);
+  spec_file_ = run_directory / "spec.json";
+  try {
+    createDirectories(run_directory.parent_path());
+    if (!createDirectoryExclusive(run_directory)) {
+      RM_THROW(kIo, fmt::format("the run directory {} already exists: it was left by an earlier "
+                                "database at {} (a new database numbers its runs from 1 again); "
+                                "move it away or remove it",
+                                run_directory.string(), request_.db_path));
+    }
+    writeFileAtomically(spec_file_, toJson(worker_spec_).dump(2) + "\n");
+    if (request_.save_telemetry)
+      telemetry_copy_ = std::make_unique<OutputFile>(*request_.save_telemetry);
+  } catch (const Error& e) {
+    recordRunError(db, run_id_, e.message());
+    finishRun(db, run_id_, "failed");
+    throw;
+  }
+}
+
+RunSession::~RunSession() = default;
+
+RunOutcome RunSession::run(const RunObserver& observer) {
+  RM_ENFORCE(!ran_, "a RunSession runs its job once");
+  ran_ = true;
+  Database& db = *db_;
+  // A failed write of the telemetry copy stops the run as a failed write of the database does.
+  std::string copy_failure;
+  const auto copyTelemetry = [&](const std::function<void(OutputFile&)>& write) {
+    if (!telemetry_copy_ || !copy_failure.empty()) return;
+    try {
+      write(*telemetry_copy_);
+    } catch (const Error& e) {
+      copy_failure = fmt::format("the telemetry copy: {}", e.message());
+    }
+  };
+
+  progress_ = std::make_unique<RunProgress>(
+      world_size_, spec_.train.steps,
+      spec_.strategy.kind == StrategyKind::kPipeline ? 1.0 / world_size_ : 1.0);
+  RunProgress& progress = *progress_;
+  Recorder recorder(request_.db_path, run_id_, 0);
+  std::unique_ptr<Launch> launcher;
+  if (local_) {
+    launcher = std::make_unique<LocalLauncher>(LocalLaunchOptions{
+        .node_binary = node_binary_,
+        .spec_path = spec_file_.string(),
+        .grace = std::chrono::milliseconds(static_cast<int64_t>(request_.grace_s * 1000))});
+  } else {
+#if RINGMASTER_HAVE_LIBSSH
+    try {
+      launcher = launchOverSsh(spec_, canonical_, request_, db, run_id_);
+    } catch (const Error& e) {
+      recordRunError(db, run_id_, e.message());
+      finishRun(db, run_id_, "failed");
+      throw;
+    }
+#endif
+  }
+  Launch& launch = *launcher;
+  AgentError agent_words;
+  LaunchSink sink{.on_telemetry =
+                      [&](std::string_view line) {
+                        copyTelemetry([&](OutputFile& copy) {
+                          copy.write(line);
+                          copy.write("\n");
+                        });
+                        DecodeResult decoded = decodeEvent(line);
+                        if (!decoded.ok()) {
+                          recorder.submitLine(line);  // counted and logged as malformed
+                          return;
+                        }
+                        progress.observe(decoded.event());
+                        recorder.submit(std::move(decoded.event()));
+                      },
+                  .on_log =
+                      [&](std::string_view line) {
+                        agent_words.observe(line);
+                        recorder.submitLog(rankOfLogLine(line), "stderr", line);
+                        if (observer.on_log) observer.on_log(line);
+                      },
+                  .on_bad_line =
+                      [&](std::optional<int> rank, std::string_view report) {
+                        recorder.reportBadLine(rank, report);  // counted and logged
+                      }};
+
+  int handled_stops = 0;
+  std::string recording_failure;
+  while (launch.pump(std::chrono::milliseconds(100), sink)) {
+    if (observer.on_tick) observer.on_tick();
+    if (const int stops_now = stop_requests_.load(); stops_now > handled_stops) {
+      handled_stops = stops_now;
+      if (handled_stops == 1) {
+        if (observer.on_cancelling) observer.on_cancelling();
+        launch.cancel();
+      } else {
+        launch.kill();
+      }
+    }
+    copyTelemetry([](OutputFile& copy) { copy.flush(); });
+    if (recording_failure.empty()) {
+      std::string failure = recorder.failure();
+      if (failure.empty()) failure = copy_failure;
+      if (!failure.empty()) {
+        recording_failure = failure;
+        if (observer.on_recording_failure) observer.on_recording_failure(failure);
+        launch.cancel();
+      }
+    }
+    if (observer.on_progress) observer.on_progress(progress);
+  }
+  const ExitStatus agent = launch.wait();
+  recorder.flush();
+  copyTelemetry([](OutputFile& copy) { copy.close(); });
+  if (recording_failure.empty()) recording_failure = recorder.failure();
+  if (recording_failure.empty()) recording_failure = copy_failure;
+  const std::string launch_failure = launch.failure();
+
+  const bool cancelled = handled_stops > 0 && recording_failure.empty();
+  RunOutcome outcome;
+  outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
+  if (!recording_failure.empty() || !launch_failure.empty()) outcome.status = "failed";
+  try {
+    if (!launch_failure.empty()) {
+      recordRunRootCause(db, run_id_, launch_failure);
+    } else if (outcome.status == "failed") {
+      recordRunError(
+          db, run_id_,
+          !recording_failure.empty()
+              ? recording_failure
+              : fmt::format(
+                    "the node agent ended with {}{}", agent.describe(),
+                    agent_words.text().empty() ? "" : fmt::format(": {}", agent_words.text())));
+    }
+    finishRun(db, run_id_, outcome.status);
+  } catch (const Error& e) {
+    outcome.finish_failure = e.message();
+  }
+  return outcome;
+}
+
+}  // namespace ringmaster::session

@@ -1,0 +1,133 @@
+// RunSession: one job run from start to end, as every front end runs it (the `ringmaster run`
+// command, the window through that command, the coming web server): the spec validated (with
+// `--set` overrides), the run created in the database with its own directory, the job launched
+// here or over SSH, every telemetry and log line recorded, progress observed, cancel (the first
+// stop request) and kill (the second), and the status the run ended with. What the user sees of
+// it, and how SSH's questions are asked, stay with the front end (RunObserver, RunRequest).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "spec/job_spec.h"
+#include "telemetry/progress.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "ssh/ssh_session.h"
+#endif
+
+namespace ringmaster::storage {
+class Database;
+class OutputFile;
+}  // namespace ringmaster::storage
+
+namespace ringmaster::session {
+
+struct RunRequest {
+  std::string spec_path;                      // the job spec file (named in every message about it)
+  std::optional<std::string> spec_text;       // the spec itself, instead of reading spec_path
+  std::string db_path;                        // the run database
+  std::vector<std::string> overrides;         // "train.steps=40": a JSON value, else a string
+  std::optional<std::string> save_telemetry;  // a copy of every telemetry line received
+  double grace_s = 5;                         // cancel: SIGTERM to SIGKILL
+  // Over SSH (launch.hosts names other hosts):
+  std::optional<std::string> ssh_config;  // default ~/.ssh/config
+  std::string master_addr;  // node 0's address as the other hosts reach it; default its HostName
+#if RINGMASTER_HAVE_LIBSSH
+  // known_hosts and the front end's answers to unknown host keys, passphrases and passwords.
+  SshConnectOptions connect;
+#endif
+};
+
+// What a front end hears while the run goes (every callback optional, all on the thread that
+// called run()).
+struct RunObserver {
+  // Each turn of the loop (about every 100 ms): where a front end turns its own stop requests
+  // (signals, a button) into requestStop().
+  std::function<void()> on_tick;
+  // After each turn, with the progress so far.
+  std::function<void(const RunProgress& progress)> on_progress;
+  // One line the agents or workers wrote on stderr (already recorded).
+  std::function<void(std::string_view line)> on_log;
+  // The first stop request was taken: the ranks finish their step.
+  std::function<void()> on_cancelling;
+  // Recording failed (the database, the telemetry copy): the run is being stopped, as failed.
+  std::function<void(const std::string& failure)> on_recording_failure;
+};
+
+struct RunOutcome {
+  std::string status;  // "completed", "failed" or "cancelled"
+  // Set when that status could not be recorded (the run shows as interrupted from the next start).
+  std::optional<std::string> finish_failure;
+};
+
+class RunSession {
+ public:
+  // Validates the spec (and, for a local run, its data files and an absolute checkpoint.dir),
+  // then creates the run, its directory and the spec file its workers read. Throws (kSpec,
+  // kInvalidArgument, kUnavailable, kIo...) for a bad spec, an unusable database or a missing
+  // ringmaster-node, before the run exists; a run created and then failing is recorded failed.
+  explicit RunSession(RunRequest request);
+  ~RunSession();
+  RunSession(const RunSession&) = delete;
+  RunSession& operator=(const RunSession&) = delete;
+
+  int64_t runId() const { return run_id_; }
+  const JobSpec& spec() const { return spec_; }  // as recorded
+  // As the workers read it: a local run's relative checkpoint.dir made absolute.
+  const JobSpec& workerSpec() const { return worker_spec_; }
+  bool local() const { return local_; }
+  int worldSize() const { return world_size_; }
+  // With checkpoint.resume: the earlier run whose checkpoints this one continues.
+  std::optional<int64_t> resumedFrom() const { return resumed_from_; }
+  const std::string& dbPath() const { return request_.db_path; }
+  // The run database, open for the session's life (a front end prints its report from it).
+  const storage::Database& database() const { return *db_; }
+  // The progress so far: null before run(); read it on the thread that called run().
+  const RunProgress* progress() const { return progress_.get(); }
+
+  // Launches (over SSH: connecting, asking the request's SSH questions), records until every
+  // agent has ended and returns the status recorded. Throws, with the run recorded failed, when
+  // the launch itself fails. Once per session.
+  RunOutcome run(const RunObserver& observer = {});
+
+  // Safe from any thread and from a signal handler: the first asks the ranks to stop after their
+  // step (status `cancelled`), the second kills them.
+  void requestStop() { stop_requests_.fetch_add(1); }
+
+ private:
+  RunRequest request_;
+  JobSpec spec_, worker_spec_;
+  bool local_ = true;
+  int world_size_ = 0;
+  int64_t run_id_ = 0;
+  std::optional<int64_t> resumed_from_;
+  std::string canonical_;  // the recorded spec's JSON
+  std::filesystem::path spec_file_;
+  std::string node_binary_;
+  std::unique_ptr<storage::Database> db_;
+  std::unique_ptr<storage::OutputFile> telemetry_copy_;
+  std::unique_ptr<RunProgress> progress_;
+  std::atomic<int> stop_requests_{0};
+  bool ran_ = false;
+};
+
+// A run's own directory for the files it writes (its spec.json, a local run's relative
+// checkpoint.dir: docs/spec.md), beside the database and named after it:
+// DB_DIR/DB_FILE-runs/run-ID, so that two databases in one directory never share one. Created
+// owner-only by the run, which refuses one left by an earlier database of the same name.
+std::filesystem::path runDirectory(const std::string& db_path, int64_t run_id);
+
+// Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,
+// else taken as a string. Throws kInvalidArgument naming a malformed override.
+void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides);
+
+}  // namespace ringmaster::session
