@@ -22,6 +22,7 @@
 #include "data/digits_idx.h"
 #include "exit_codes.h"
 #include "spec/job_spec.h"
+#include "spec/strategies/plan.h"
 #include "telemetry/writer.h"
 #include "train/trainer.h"
 
@@ -80,10 +81,10 @@ int runWorker(const std::string& spec_path) {
   std::unique_ptr<Trainer> trainer;
   try {
     JobSpec spec = loadJobSpecFile(spec_path);
-    // Every strategy but `single` trains over the world process group, made from the torchrun
-    // environment (env://) that the agent sets.
+    // Every strategy that needs the world (all but `single`: StrategyPlan::needsWorld) trains over
+    // the world process group, made from the torchrun environment (env://) that the agent sets.
     std::unique_ptr<Communicator> world;
-    if (spec.strategy.kind != StrategyKind::kSingle) {
+    if (strategyPlan(spec.strategy.kind).needsWorld()) {
       ProcessGroupOptions options;
       const Device device = resolveDevice(spec.device, context.local_rank);
       options.backend = backendFor(spec.backend, device);

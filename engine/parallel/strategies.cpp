@@ -3,6 +3,7 @@
 // spec/strategies/table.cpp.
 #include "core/error.h"
 #include "parallel/strategy.h"
+#include "spec/strategies/plan.h"
 
 namespace ringmaster {
 
@@ -28,7 +29,7 @@ constexpr StrategyRuntime kStrategies[] = {{StrategyKind::kSingle, makeSingleStr
 std::unique_ptr<ParallelStrategy> makeParallelStrategy(const StrategySetup& setup) {
   for (const StrategyRuntime& strategy : kStrategies) {
     if (strategy.kind != setup.spec.strategy.kind) continue;
-    RM_CHECK_ARG(setup.world != nullptr || strategy.kind == StrategyKind::kSingle,
+    RM_CHECK_ARG(setup.world != nullptr || !strategyPlan(strategy.kind).needsWorld(),
                  "a strategy over ranks needs the world communicator");
     return strategy.make(setup);
   }

@@ -1208,24 +1208,7 @@ JobSpec loadJobSpecFile(const std::string& path) {
 
 json toJson(const JobSpec& spec) {
   json strategy = {{"kind", toString(spec.strategy.kind)}};
-  switch (spec.strategy.kind) {
-    case StrategyKind::kSingle:
-      break;
-    case StrategyKind::kDdp:
-      strategy["bucket_cap_mb"] = spec.strategy.ddp.bucket_cap_mb;
-      break;
-    case StrategyKind::kFsdp:
-      strategy["sharding"] = toString(spec.strategy.fsdp.sharding);
-      strategy["units"] = toString(spec.strategy.fsdp.units);
-      break;
-    case StrategyKind::kPipeline:
-      strategy["schedule"] = toString(spec.strategy.pipeline.schedule);
-      strategy["virtual_stages"] = spec.strategy.pipeline.virtual_stages;
-      if (!spec.strategy.pipeline.stages.empty()) {
-        strategy["stages"] = spec.strategy.pipeline.stages;
-      }
-      break;
-  }
+  strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, strategy);
 
   const ModelSpec& m = spec.model;
   json model = {{"kind", m.kind},

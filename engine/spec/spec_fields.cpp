@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "spec/job_spec.h"
+#include "spec/strategies/plan.h"
 
 namespace ringmaster {
 
@@ -120,28 +121,6 @@ std::vector<SpecField> describe() {
                      "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
                      "parameters, gradients and optimizer state; pipeline: split the layers into "
                      "stages"),
-      only(bounded(field("strategy.bucket_cap_mb", "Strategy", "Bucket cap (MiB)", T::kNumber,
-                         spec.strategy.ddp.bucket_cap_mb,
-                         "gradients are all-reduced in buckets of at most this size"),
-                   0, kMaxBucketCapMb, true),
-           strategy, {"ddp"}),
-      only(choice("strategy.sharding", "Strategy", "Sharding", spec.strategy.fsdp.sharding),
-           strategy, {"fsdp"}),
-      only(choice("strategy.units", "Strategy", "Units", spec.strategy.fsdp.units,
-                  "layer: one FSDP unit per Linear layer; model: the whole model is one unit"),
-           strategy, {"fsdp"}),
-      only(choice("strategy.schedule", "Strategy", "Schedule", spec.strategy.pipeline.schedule),
-           strategy, {"pipeline"}),
-      only(bounded(field("strategy.virtual_stages", "Strategy", "Virtual stages", T::kInteger,
-                         spec.strategy.pipeline.virtual_stages,
-                         "model chunks per rank (interleaved_1f1b needs 2 or more)"),
-                   1, kMaxVirtualStages),
-           strategy, {"pipeline"}),
-      only(bounded(field("strategy.stages", "Strategy", "Stages", T::kIntegerListList, nullptr,
-                         "the Linear-layer indices of each stage, in model order; left out: "
-                         "balanced by parameter count"),
-                   0, kMaxLayerCount),
-           strategy, {"pipeline"}),
       // Model
       // The kinds are the registered models' (nn/models.cpp).
       SpecField{.path = "model.kind",
@@ -274,6 +253,15 @@ std::vector<SpecField> describe() {
       field("checkpoint.consolidate", "Checkpoints", "Consolidate", T::kBoolean,
             checkpoint.consolidate, "FSDP: also write one full checkpoint"),
   };
+  // Each strategy's options, described by its plan (spec/strategies/), after strategy.kind.
+  std::vector<SpecField> options;
+  for (const StrategyPlan* plan : strategyPlans()) {
+    for (SpecField f : plan->fields())
+      options.push_back(only(std::move(f), strategy, {std::string(toString(plan->kind()))}));
+  }
+  const auto kind_field = std::find_if(fields.begin(), fields.end(),
+                                       [](const SpecField& f) { return f.path == "strategy.kind"; });
+  fields.insert(kind_field + 1, options.begin(), options.end());
   // optimizer.weight_decay follows PyTorch: 0.01 for AdamW.
   for (SpecField& f : fields) {
     if (f.path == "optimizer.weight_decay") {

@@ -15,6 +15,20 @@ class DdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kDdp; }
   std::vector<std::string_view> optionKeys() const override { return {"bucket_cap_mb"}; }
+  void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
+    block["bucket_cap_mb"] = spec.ddp.bucket_cap_mb;
+  }
+  std::vector<SpecField> fields() const override {
+    return {{.path = "strategy.bucket_cap_mb",
+             .section = "Strategy",
+             .label = "Bucket cap (MiB)",
+             .type = FieldType::kNumber,
+             .default_value = DdpSpec{}.bucket_cap_mb,
+             .minimum = 0,
+             .maximum = kMaxBucketCapMb,
+             .exclusive_minimum = true,
+             .help = "gradients are all-reduced in buckets of at most this size"}};
+  }
   void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
     return replicatedMemory(inputs);

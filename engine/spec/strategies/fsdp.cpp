@@ -17,6 +17,26 @@ class FsdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kFsdp; }
   std::vector<std::string_view> optionKeys() const override { return {"sharding", "units"}; }
+  void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
+    block["sharding"] = toString(spec.fsdp.sharding);
+    block["units"] = toString(spec.fsdp.units);
+  }
+  std::vector<SpecField> fields() const override {
+    const FsdpSpec defaults;
+    return {{.path = "strategy.sharding",
+             .section = "Strategy",
+             .label = "Sharding",
+             .type = FieldType::kChoice,
+             .choices = optionChoices<FsdpSharding>(),
+             .default_value = std::string(toString(defaults.sharding))},
+            {.path = "strategy.units",
+             .section = "Strategy",
+             .label = "Units",
+             .type = FieldType::kChoice,
+             .choices = optionChoices<FsdpUnits>(),
+             .default_value = std::string(toString(defaults.units)),
+             .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"}};
+  }
   void check(const JobSpec&, StrategyCheck&) const override {}
 
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {

@@ -14,6 +14,7 @@
 
 #include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
+#include "spec/spec_fields.h"
 
 namespace ringmaster {
 
@@ -47,6 +48,12 @@ class StrategyPlan {
   // The options of strategy.<key> that this strategy reads; the others are refused when it is
   // the kind.
   virtual std::vector<std::string_view> optionKeys() const { return {}; }
+  // Writes the options it reads into `block` (the canonical strategy block: every option with
+  // its default filled in).
+  virtual void writeOptions(const StrategySpec& spec, nlohmann::json& block) const {}
+  // The description of its options (spec/spec_fields.h), in form order; specFields() lists them
+  // after strategy.kind, shown when the kind is this strategy's.
+  virtual std::vector<SpecField> fields() const { return {}; }
   // Whether it trains over the world communicator (every strategy but `single`).
   virtual bool needsWorld() const { return true; }
   // Whether every rank sees the same samples (a pipeline's stages): then one rank's worth of data
@@ -60,6 +67,14 @@ class StrategyPlan {
   // Rank `rank`'s memory under this strategy.
   virtual std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int rank) const = 0;
 };
+
+// The spellings of an option's kinds, for SpecField::choices.
+template <typename E>
+std::vector<std::string> optionChoices() {
+  std::vector<std::string> names;
+  for (std::string_view name : enumNames<E>()) names.emplace_back(name);
+  return names;
+}
 
 // Single and DDP: every rank holds the whole model, its gradients and its optimizer state
 // (defined in ddp.cpp).
