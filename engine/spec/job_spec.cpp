@@ -144,8 +144,13 @@ using Keys = std::vector<std::string_view>;
 const Keys kRootKeys = {"name",   "description", "strategy",   "model",
                         "data",   "train",       "optimizer",  "backend",
                         "device", "launch",      "checkpoint", "telemetry"};
-const Keys kStrategyKeys = {"kind",     "bucket_cap_mb",  "sharding", "units",
-                            "schedule", "virtual_stages", "stages"};
+// "kind" and every strategy's options, in the order of the plans' table (spec/strategies/).
+const Keys kStrategyKeys = [] {
+  Keys keys = {"kind"};
+  for (const StrategyPlan* plan : strategyPlans())
+    for (std::string_view key : plan->optionKeys()) keys.push_back(key);
+  return keys;
+}();
 const Keys kModelKeys = {"kind",       "layers", "activation",     "dropout",
                          "layer_norm", "seed",   "init_checkpoint"};
 const Keys kDataKeys = {"kind",   "samples", "features", "classes",  "seed",
