@@ -23,7 +23,6 @@ ModelDescription describeMlp(const MlpConfig& config) {
   ModelDescription d;
   const size_t linear_count = config.layers.size() - 1;
   size_t child = 0;
-  int64_t kept_floats = 0;  // per sample, what the forward keeps for the backward
   for (size_t i = 0; i < linear_count; ++i) {
     const int64_t in = config.layers[i], out = config.layers[i + 1];
     ModelBlock block{.name = fmt::format("layer.{}", i),
@@ -34,7 +33,7 @@ ModelDescription describeMlp(const MlpConfig& config) {
     d.parameters.push_back({fmt::format("{}.weight", child), {out, in}});
     d.parameters.push_back({fmt::format("{}.bias", child), {out}});
     d.flops_per_sample += 2 * in * out;
-    kept_floats += in;  // Linear: its input
+    int64_t kept_floats = in;  // per sample, what the forward keeps: the Linear's input
     ++child;
     if (i + 1 < linear_count) {
       if (config.layer_norm) {
@@ -52,9 +51,10 @@ ModelDescription describeMlp(const MlpConfig& config) {
       }
     }
     block.end_child = child;
+    block.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+    d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   }
-  d.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
   return d;
 }
 

@@ -48,10 +48,11 @@ struct ParameterInfo {
 // A contiguous run of the built Sequential's top-level children: the unit FSDP shards as one flat
 // parameter and the smallest piece a pipeline stage holds.
 struct ModelBlock {
-  std::string name;                       // "layer.0", "block.2", "output", ...
-  size_t first_child = 0, end_child = 0;  // top-level children [first, end)
-  int64_t parameters = 0;                 // elements of the block's parameters
-  Shape input_shape, output_shape;        // per sample: {features}
+  std::string name;                         // "layer.0", "block.2", "output", ...
+  size_t first_child = 0, end_child = 0;    // top-level children [first, end)
+  int64_t parameters = 0;                   // elements of the block's parameters
+  Shape input_shape, output_shape;          // per sample: {features}
+  int64_t activation_bytes_per_sample = 0;  // what its forward keeps for the backward, in training
   bool operator==(const ModelBlock&) const = default;
 };
 

@@ -57,13 +57,19 @@ ModelDescription describe(const ModelSpec& spec) {
     d.flops_per_sample += 2 * in * out;
     return out * in + out;
   };
-  int64_t kept_floats = s.input;  // the input Linear's input
-  d.blocks.push_back({.name = "input",
-                      .first_child = 0,
-                      .end_child = 1,
-                      .parameters = linear("0.", s.input, s.width),
-                      .input_shape = {s.input},
-                      .output_shape = {s.width}});
+  // Per sample, what a block's forward keeps for the backward, as floats.
+  auto add = [&](ModelBlock block, int64_t kept_floats) {
+    block.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+    d.activation_bytes_per_sample += block.activation_bytes_per_sample;
+    d.blocks.push_back(std::move(block));
+  };
+  add({.name = "input",
+       .first_child = 0,
+       .end_child = 1,
+       .parameters = linear("0.", s.input, s.width),
+       .input_shape = {s.input},
+       .output_shape = {s.width}},
+      s.input);  // the Linear's input
   for (int64_t b = 0; b < s.residual_blocks; ++b) {
     const size_t child = static_cast<size_t>(1 + b);
     ModelBlock block{.name = fmt::format("block.{}", b),
@@ -71,6 +77,7 @@ ModelDescription describe(const ModelSpec& spec) {
                      .end_child = child + 1,
                      .input_shape = {s.width},
                      .output_shape = {s.width}};
+    int64_t kept_floats = 0;
     if (spec.layer_norm) {
       d.parameters.push_back({fmt::format("{}.0.weight", child), {s.width}});
       d.parameters.push_back({fmt::format("{}.0.bias", child), {s.width}});
@@ -81,17 +88,16 @@ ModelDescription describe(const ModelSpec& spec) {
     block.parameters += linear(fmt::format("{}.{}.", child, l), s.width, s.width);
     block.parameters += linear(fmt::format("{}.{}.", child, l + 2), s.width, s.width);
     kept_floats += 3 * s.width;  // both Linears' inputs and the activation's
-    d.blocks.push_back(std::move(block));
+    add(std::move(block), kept_floats);
   }
   const size_t last = static_cast<size_t>(1 + s.residual_blocks);
-  d.blocks.push_back({.name = "output",
-                      .first_child = last,
-                      .end_child = last + 1,
-                      .parameters = linear(fmt::format("{}.", last), s.width, s.output),
-                      .input_shape = {s.width},
-                      .output_shape = {s.output}});
-  kept_floats += s.width;
-  d.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+  add({.name = "output",
+       .first_child = last,
+       .end_child = last + 1,
+       .parameters = linear(fmt::format("{}.", last), s.width, s.output),
+       .input_shape = {s.width},
+       .output_shape = {s.output}},
+      s.width);
   return d;
 }
 

@@ -27,10 +27,10 @@ struct RankMemoryEstimate {
 };
 
 // One entry per rank of the world. Pipeline stages follow the engine's balanced partition by
-// parameter count; activations count the inputs each Linear layer keeps for backward.
+// parameter count; activations are what the model declares its blocks keep for backward.
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
 
-// Parameters per Linear layer of the spec's MLP (weights + bias, and the LayerNorm after it).
+// Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after it).
 std::vector<int64_t> layerParameters(const ModelSpec& model);
 
 }  // namespace ringmaster

@@ -57,7 +57,14 @@ TEST(ResidualMlp, DescriptionMatchesTheBuiltModel) {
     EXPECT_EQ(description.outputShape(), (Shape{4}));
     // 2 per multiply-add: 12x16, two blocks of two 16x16, 16x4.
     EXPECT_EQ(description.flops_per_sample, 2 * (12 * 16 + 4 * 16 * 16 + 16 * 4));
-    EXPECT_GT(description.activation_bytes_per_sample, 0);
+    // Kept for backward, in floats: the input Linear's input; per block [LayerNorm's input, mean,
+    // rstd], both Linears' inputs and the activation's; the output Linear's input.
+    const int64_t per_block = (layer_norm ? 16 + 2 : 0) + 3 * 16;
+    EXPECT_EQ(description.activation_bytes_per_sample, 4 * (12 + 2 * per_block + 16));
+    int64_t blocks_sum = 0;
+    for (const ModelBlock& block : description.blocks)
+      blocks_sum += block.activation_bytes_per_sample;
+    EXPECT_EQ(blocks_sum, description.activation_bytes_per_sample);
     // The block's input and output are its width, as the pipeline sends them.
     Tensor out = model->forward(Tensor::zeros({3, 12}));
     EXPECT_EQ(out.shape(), (Shape{3, 4}));
