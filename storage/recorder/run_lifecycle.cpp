@@ -1,0 +1,116 @@
+// Creating, finishing and reconciling runs, their root cause and hosts: single statements and
+// short transactions on the caller's connection.
+#include "recorder/run_lifecycle.h"
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "db/database.h"
+#include "db/statement.h"
+
+namespace ringmaster::storage {
+
+namespace {
+
+double nowSeconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+// The host name the runs table records as recorder_host.
+std::string thisHost() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
+}  // namespace
+
+int64_t createRun(Database& db, const NewRun& run) {
+  const double now = nowSeconds();
+  int64_t id = 0;
+  db.transaction([&] {
+    Statement insert(db,
+                     "INSERT INTO runs (name, spec, strategy, world_size, status, created_at, "
+                     "started_at, recorder_pid, recorder_host) "
+                     "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+    insert.bind(1, run.name).bind(2, run.spec_json).bind(3, run.strategy);
+    insert.bind(4, int64_t{run.world_size}).bind(5, now).bind(6, now);
+    insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost()).run();
+    id = sqlite3_last_insert_rowid(db.handle());
+    Statement attempt(db, "INSERT INTO attempts (run_id, attempt, started_at) VALUES (?, 0, ?)");
+    attempt.bind(1, id).bind(2, now).run();
+  });
+  return id;
+}
+
+void finishRun(Database& db, int64_t run_id, const std::string& status) {
+  db.transaction([&] {
+    Statement update(db,
+                     "UPDATE runs SET status = ?, ended_at = ?, recorder_pid = NULL WHERE id = ?");
+    update.bind(1, status).bind(2, nowSeconds()).bind(3, run_id).run();
+    Statement attempt(db, "UPDATE attempts SET ended_at = ? WHERE run_id = ? AND ended_at IS NULL");
+    attempt.bind(1, nowSeconds()).bind(2, run_id).run();
+  });
+}
+
+void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& hosts) {
+  db.transaction([&] {
+    Statement insert(db,
+                     "INSERT INTO run_hosts (run_id, node_rank, alias, hostname, port, user, "
+                     "fingerprint, node_binary, uploaded, command, libssh_version) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const RunHost& host : hosts) {
+      insert.bind(1, run_id)
+          .bind(2, host.node_rank)
+          .bind(3, host.alias)
+          .bind(4, host.hostname)
+          .bind(5, host.port)
+          .bind(6, host.user)
+          .bind(7, host.fingerprint)
+          .bind(8, host.node_binary)
+          .bind(9, host.uploaded ? 1 : 0)
+          .bind(10, host.command)
+          .bind(11, host.libssh_version);
+      insert.run();
+    }
+  });
+}
+
+void recordRunError(Database& db, int64_t run_id, const std::string& message,
+                    std::optional<int> rank, std::optional<std::string> host) {
+  Statement update(db,
+                   "UPDATE runs SET error = ?, error_rank = ?, error_host = ? WHERE id = ? AND "
+                   "error IS NULL");
+  update.bind(1, message).bind(2, rank).bind(3, host).bind(4, run_id).run();
+}
+
+void recordRunRootCause(Database& db, int64_t run_id, const std::string& message) {
+  Statement update(db,
+                   "UPDATE runs SET error = ?, error_rank = NULL, error_host = NULL WHERE id = ?");
+  update.bind(1, message).bind(2, run_id).run();
+}
+
+int reconcileInterruptedRuns(Database& db) {
+  const std::string host = thisHost();
+  std::vector<int64_t> orphaned;
+  {
+    Statement running(db,
+                      "SELECT id, recorder_pid FROM runs WHERE status IN ('pending', 'running') "
+                      "AND recorder_host = ?");
+    running.bind(1, host);
+    while (running.run()) {
+      const auto pid = static_cast<pid_t>(running.columnInt(1));
+      if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH))
+        orphaned.push_back(running.columnInt(0));
+    }
+  }
+  for (int64_t id : orphaned) finishRun(db, id, "interrupted");
+  return static_cast<int>(orphaned.size());
+}
+
+}  // namespace ringmaster::storage

@@ -1,0 +1,48 @@
+// A run's lifecycle in the run database, apart from the telemetry the Recorder writes into it:
+// creating and finishing a run, its root cause, the hosts it ran on, and the reconciliation of runs
+// a vanished process left running.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringmaster::storage {
+
+class Database;
+
+// A run as it is created: what the runs table needs before any telemetry arrives.
+struct NewRun {
+  std::string name;
+  std::string spec_json;  // canonical
+  std::string strategy;
+  int world_size = 1;
+};
+
+// Inserts a `running` run with attempt 0, owned by this process (pid and host, so that a later
+// start can tell it was interrupted); returns its id.
+int64_t createRun(Database& db, const NewRun& run);
+// Sets the final status (completed, failed, cancelled) and the end time.
+void finishRun(Database& db, int64_t run_id, const std::string& status);
+// Sets the run's root cause unless a rank already reported one (the first failure wins).
+void recordRunError(Database& db, int64_t run_id, const std::string& message,
+                    std::optional<int> rank = {}, std::optional<std::string> host = {});
+// Sets a failure known to have caused the others (a host's connection was lost), replacing what
+// the ranks reported as they were stopped because of it.
+void recordRunRootCause(Database& db, int64_t run_id, const std::string& message);
+// A host of a run launched over SSH (the run_hosts table).
+struct RunHost {
+  int node_rank = 0;
+  std::string alias, hostname, user;
+  int port = 22;
+  std::string fingerprint, node_binary;
+  bool uploaded = false;
+  std::string command, libssh_version;
+};
+void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& hosts);
+// Runs left `running` by a process of this host that no longer exists become `interrupted`;
+// returns how many.
+int reconcileInterruptedRuns(Database& db);
+
+}  // namespace ringmaster::storage
