@@ -20,6 +20,7 @@
 #include "cli/hosts_command.h"
 #endif
 #include "cli/run_command.h"
+#include "cli/spec_command.h"
 #include "core/error.h"
 #include "db/database.h"
 #include "db/files.h"
@@ -193,6 +194,14 @@ int main(int argc, char** argv) {
   check->add_flag("--json", hosts_options.json, "JSON instead of a table");
 #endif
 
+  CLI::App* spec = app.add_subcommand("spec", "the job spec's description");
+  spec->require_subcommand(1);
+  bool spec_json = false;
+  CLI::App* spec_fields = spec->add_subcommand(
+      "fields", "every spec field: type, bounds, default, choices, when it applies, help (the "
+                "job editor's form is built from the same description)");
+  spec_fields->add_flag("--json", spec_json, "JSON instead of text");
+
   // --json anywhere asks for JSON errors too, a usage error included (parsing may stop before
   // the flag is read).
   const bool json_errors = std::any_of(argv + 1, argv + argc, [](const char* argument) {
@@ -209,6 +218,7 @@ int main(int argc, char** argv) {
 
   const bool db_given = !db_path.empty();
   const auto command = [&]() -> int {
+    if (spec_fields->parsed()) return cli::specFieldsCommand(spec_json);
     if (db_path.empty()) db_path = storage::defaultDatabasePath();
     if (run->parsed()) {
       run_options.db_path = db_path;
