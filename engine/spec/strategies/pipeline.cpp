@@ -76,10 +76,14 @@ class PipelineStrategyPlan final : public StrategyPlan {
                    fmt::format("must divide train.batch_size ({}), got {}", spec.train.batch_size,
                                spec.train.micro_batches));
     }
-    if (!(virtual_ok && check.ok_at("model.layers") && check.world_size)) return;
+    if (!(virtual_ok && check.ok_at("model.kind") && check.ok_at("model.layers") &&
+          check.world_size))
+      return;
+    // Stages are cut between the blocks the model declares (nn/model.h): the MLP's Linear layers.
+    if (!validateModel(spec.model).empty()) return;  // reported at the model's fields
     const int world = *check.world_size;
     const int64_t stages = int64_t{world} * pipeline.virtual_stages;
-    const int64_t linear = static_cast<int64_t>(spec.model.layers.size()) - 1;
+    const auto linear = static_cast<int64_t>(describeModel(spec.model).blocks.size());
     const std::string origin =
         fmt::format("world size {} × virtual_stages {}", world, pipeline.virtual_stages);
     if (report(stageCountProblem(stages, fmt::format("{} = {}", origin, stages), linear))) return;
