@@ -307,9 +307,9 @@ RunOutcome RunSession::run(const RunObserver& observer) {
     }
   };
 
+  // The part of a rank's reported samples that are its own (ranks that share samples split them).
   progress_ = std::make_unique<RunProgress>(
-      world_size_, spec_.train.steps,
-      spec_.strategy.kind == StrategyKind::kPipeline ? 1.0 / world_size_ : 1.0);
+      world_size_, spec_.train.steps, static_cast<double>(dataParallelSize(spec_)) / world_size_);
   RunProgress& progress = *progress_;
   Recorder recorder(request_.db_path, run_id_, 0);
   std::unique_ptr<Launch> launcher;

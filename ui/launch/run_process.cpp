@@ -128,10 +128,6 @@ void RunProcess::readEvents() {
     if (event->event == "created" && run_id_ == 0 && event->run > 0) {
       run_id_ = event->run;
       emit runCreated(run_id_);
-    } else if (event->event == "progress") {
-      emit progressed(event->step, event->total_steps, event->ranks_started);
-    } else if (event->event == "finished") {
-      status_ = QString::fromStdString(event->status);
     }
   }
 }

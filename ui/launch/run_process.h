@@ -2,8 +2,8 @@
 // the run is recorded by that process, so a GUI that crashes or is killed loses nothing that
 // arrived (the child gets SIGTERM from the kernel when the GUI dies and cancels cleanly: status
 // `cancelled`, workers gone), and the GUI watches the database like any other viewer. The child
-// says what happens on its machine-readable channel (`--events FILE`, session/run/run_events.h):
-// the run's id, progress and how it ended. Passphrases asked over SSH come through SSH_ASKPASS,
+// tells it the run's id on its machine-readable channel (`--events FILE`, session/README.md)
+// as soon as the run exists. Passphrases asked over SSH come through SSH_ASKPASS,
 // which points back at this program's `askpass` subcommand (a GUI prompt).
 #pragma once
 
@@ -43,14 +43,10 @@ class RunProcess : public QObject {
   // What the run command printed on stderr (progress lines, errors), last lines first dropped.
   QString output() const { return output_.join('\n'); }
   QString error() const { return error_; }
-  // The status the command recorded ("completed", "failed", "cancelled"), once it said so.
-  QString status() const { return status_; }
 
  signals:
   // The run's id in the database, as soon as the command created it.
   void runCreated(qint64 run_id);
-  // The run's progress as the command counts it (step of total_steps; ranks up while starting).
-  void progressed(qint64 step, qint64 total_steps, int ranks_started);
   // The command ended: its exit code (0 completed, 1 failed, 130 cancelled, others: could not
   // start the run, see output()).
   void finished(int exit_code);
@@ -71,7 +67,6 @@ class RunProcess : public QObject {
   // The command's events, one JSON object a line, appended to a file for the same reason.
   QFile events_;
   QByteArray events_partial_;
-  QString status_;
   int64_t run_id_ = 0;
   int signals_sent_ = 0;
 };
