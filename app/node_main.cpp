@@ -16,7 +16,6 @@
 
 #include "agent/node_agent.h"
 #include "bench_comm_command.h"
-#include "comm/comm_telemetry.h"
 #include "comm/process_group.h"
 #include "core/error.h"
 #include "data/digits_idx.h"
@@ -24,6 +23,7 @@
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/writer.h"
+#include "train/comm_telemetry.h"
 #include "train/trainer.h"
 
 namespace {

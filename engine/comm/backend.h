@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "comm/comm_op.h"
 #include "comm/reduce_op.h"
 #include "comm/store.h"
 #include "tensor/tensor.h"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/comm_op.h"
 #include "comm/flight_recorder.h"
 #include "comm/reduce_op.h"
 #include "comm/store.h"

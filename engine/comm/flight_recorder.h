@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "comm/comm_op.h"
 #include "comm/reduce_op.h"
 
 namespace ringmaster {

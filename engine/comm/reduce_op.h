@@ -1,6 +1,6 @@
-// Reduce operations (PyTorch's ReduceOp: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM),
-// the communicator's operation kinds with their nccl-tests bus-bandwidth factors, and the host
-// reduction kernels every CPU backend and the tests' reference share.
+// Reduce operations (PyTorch's ReduceOp: SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR, PREMUL_SUM)
+// and the host reduction kernels every CPU backend and the tests' reference share. The
+// communicator's operation kinds are in comm_op.h.
 #pragma once
 
 #include <cstddef>
@@ -36,25 +36,6 @@ void checkReduceSupported(ReduceOp op, DType dtype);
 bool isFloating(DType dtype);
 // "float32", "bfloat16", "int64", ... (PyTorch's spelling, as telemetry carries it).
 std::string_view commDTypeName(DType dtype);
-
-enum class CommOp {
-  kAllReduce,
-  kBroadcast,
-  kReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kGather,
-  kScatter,
-  kBarrier,
-  kSend,
-  kRecv,
-};
-// "all_reduce", "broadcast", ..., "send", "recv".
-std::string_view toString(CommOp op);
-// nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (docs/comm.md):
-// all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather, scatter (n-1)/n; others 1.
-double busFactor(CommOp op, int ranks);
 
 // acc[i] = acc[i] (op) in[i] for `count` elements. `kind` is one of SUM, PRODUCT, MIN, MAX, BAND,
 // BOR, BXOR (AVG and PREMUL_SUM are composed from SUM by the caller). bf16 / fp16 reduce in

@@ -1,5 +1,5 @@
 // Communicator records as telemetry events.
-#include "comm/comm_telemetry.h"
+#include "train/comm_telemetry.h"
 
 namespace ringmaster {
 

@@ -9,7 +9,6 @@
 #include <memory>
 #include <string>
 
-#include "comm/comm_telemetry.h"
 #include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
@@ -17,6 +16,7 @@
 #include "optim/optimizer.h"
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
+#include "train/comm_telemetry.h"
 
 namespace ringmaster {
 

@@ -14,9 +14,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
-#include "comm/comm_telemetry.h"
 #include "comm/host_values.h"
 #include "comm/process_group.h"
+#include "train/comm_telemetry.h"
 
 int main(int argc, char** argv) {
   using namespace ringmaster;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "comm/comm_op.h"
 #include "comm/reduce_op.h"
 #include "core/error.h"
 
