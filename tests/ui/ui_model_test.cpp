@@ -154,6 +154,12 @@ class UiModelTest : public QObject {
     QVERIFY(std::abs(planned.theoretical_bubble - 3.0 / 11.0) < 1e-12);
     QVERIFY(std::abs(planned.bubble_fraction - 3.0 / 11.0) < 1e-9);
     QVERIFY_THROWS_EXCEPTION(Error, plannedSchedule(PipelineSchedule::kInterleaved1f1b, 4, 6, 2));
+    // The bars' time range, computed with the data (data/schedule_gantt), not by the widget.
+    const auto [t0, t1] = barTimeRange(planned.gantt);
+    QCOMPARE(t0, 0.0);
+    for (const GanttBar& bar : planned.gantt.bars) QVERIFY(bar.end <= t1);
+    QCOMPARE(barTimeRange(GanttData{}), std::make_pair(0.0, 0.0));
+    QCOMPARE(QString(phaseName('B')), QString("backward"));
   }
 
   void aSpikeSurvivesAMillionPointsOnTheChart() {

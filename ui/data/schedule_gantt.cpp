@@ -1,6 +1,8 @@
 // Builds Gantt data from the engine's schedule simulation and from the schedule query.
 #include "data/schedule_gantt.h"
 
+#include <algorithm>
+
 #include "parallel/pipeline_schedule.h"
 
 namespace ringmaster::ui {
@@ -29,6 +31,20 @@ std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec) {
   if (spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
   return plannedSchedule(spec.strategy.pipeline.schedule, worldSize(spec), spec.train.micro_batches,
                          spec.strategy.pipeline.virtual_stages);
+}
+
+std::pair<double, double> barTimeRange(const GanttData& data) {
+  if (data.bars.empty()) return {0, 0};
+  double t0 = data.bars.front().start, t1 = data.bars.front().end;
+  for (const GanttBar& bar : data.bars) {
+    t0 = std::min(t0, bar.start);
+    t1 = std::max(t1, bar.end);
+  }
+  return {t0, t1};
+}
+
+const char* phaseName(char phase) {
+  return phase == 'F' ? "forward" : phase == 'B' ? "backward" : "weight grad";
 }
 
 GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {

@@ -1,12 +1,48 @@
-// Pipeline schedules as Gantt data: the planned one (the engine's schedule played with unit costs,
-// as the job editor shows it before launch) and a measured step from the run database.
+// Pipeline schedules as Gantt data, the plain data a GanttChart only draws (bars, waits, each row's
+// bubble, the bars' time range): the planned one (the engine's schedule played with unit costs, as
+// the job editor shows it before launch) and a measured step from the run database.
 #pragma once
+
+#include <QString>
+#include <utility>
+#include <vector>
 
 #include "query/schedule.h"
 #include "spec/job_spec.h"
-#include "widgets/gantt_chart.h"
 
 namespace ringmaster::ui {
+
+struct GanttBar {
+  int row = 0;  // rank
+  int micro_batch = 0;
+  char phase = 'F';
+  double start = 0, end = 0;
+};
+
+// A wait inside an action: the stage had reached it at `start` and waited for its input from
+// another stage until `transfer_start`, then for the input's transfer until `end`.
+struct GanttWait {
+  int row = 0;
+  int micro_batch = 0;
+  char phase = 'F';
+  double start = 0, transfer_start = 0, end = 0;
+};
+
+struct GanttData {
+  QString time_unit;      // "ms", "unit"
+  double time_scale = 1;  // bar times are divided by this for the axis labels
+  int rows = 0;
+  QString row_label = "stage";     // "rank" when a rank holds several stages (interleaved)
+  std::vector<GanttBar> bars;      // compute
+  std::vector<GanttWait> waits;    // measured schedules only; drawn within the bars' time range
+  std::vector<double> row_bubble;  // per row, 0..1: idle and waiting
+};
+
+// The time range of a schedule's bars (compute); waits are drawn clipped to it. {0, 0} for none.
+std::pair<double, double> barTimeRange(const GanttData& data);
+
+// "forward", "backward", "weight grad" for 'F', 'B', 'W'.
+const char* phaseName(char phase);
 
 struct PlannedSchedule {
   GanttData gantt;

@@ -45,24 +45,6 @@ QRectF GanttChart::waitRect(const GanttWait& wait, const QRectF& plot, double t0
   return QRectF(full.left(), full.center().y() - h / 2, full.width(), h);
 }
 
-namespace {
-
-// The time range of the bars (compute); waits are drawn clipped to it.
-std::pair<double, double> barRange(const GanttData& data) {
-  double t0 = data.bars.front().start, t1 = data.bars.front().end;
-  for (const GanttBar& bar : data.bars) {
-    t0 = std::min(t0, bar.start);
-    t1 = std::max(t1, bar.end);
-  }
-  return {t0, t1};
-}
-
-const char* phaseName(char phase) {
-  return phase == 'F' ? "forward" : phase == 'B' ? "backward" : "weight grad";
-}
-
-}  // namespace
-
 void GanttChart::paintEvent(QPaintEvent*) {
   QPainter painter(this);
   painter.setRenderHint(QPainter::Antialiasing);
@@ -72,7 +54,7 @@ void GanttChart::paintEvent(QPaintEvent*) {
     painter.drawText(rect(), Qt::AlignCenter, "no schedule to show");
     return;
   }
-  const auto [t0, t1] = barRange(data_);
+  const auto [t0, t1] = barTimeRange(data_);
   const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
   const double row_h = plot.height() / data_.rows;
   QFont small = font();
@@ -135,7 +117,7 @@ void GanttChart::paintEvent(QPaintEvent*) {
 bool GanttChart::event(QEvent* event) {
   if (event->type() != QEvent::ToolTip || data_.bars.empty()) return QWidget::event(event);
   auto* help = static_cast<QHelpEvent*>(event);
-  const auto [t0, t1] = barRange(data_);
+  const auto [t0, t1] = barTimeRange(data_);
   const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
   for (const GanttWait& wait : data_.waits) {
     if (wait.end <= t0 || wait.start >= t1 || !waitRect(wait, plot, t0, t1).contains(help->pos()))
