@@ -14,7 +14,7 @@ namespace ringmaster::session {
 struct RunEvent {
   // "created" (run, world_size), "progress" (run, step, total_steps, ranks_started, loss),
   // "cancelling" (run), "finished" (run, status, exit_code), "error" (message: refused before a
-  // run was created, or the run could not start; exit_code).
+  // run was created, or the launch failed).
   std::string event;
   int64_t run = 0;  // 0: no run was created
   int world_size = 0;
