@@ -471,12 +471,18 @@ class SpecParser {
         return true;
       }
     }
+    reportChoice(value, path, enumNames<E>());
+    return false;
+  }
+
+  // "expected one of "a", "b", got X".
+  void reportChoice(const json& value, const std::string& path,
+                    const std::vector<std::string_view>& choices) {
     std::string names;
-    for (std::string_view name : enumNames<E>()) {
+    for (std::string_view name : choices) {
       names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
     }
     report(path, fmt::format("expected one of {}, got {}", names, shown(value)));
-    return false;
   }
 
   // A registered model kind (nn/models.cpp); the message lists them like readEnum's.
@@ -562,28 +568,49 @@ class SpecParser {
     for (const StrategyPlan* plan : strategyPlans())
       for (std::string_view key : plan->optionKeys()) owners.push_back({key, {plan->kind()}});
     checkKeys(value, path, kStrategyKeys, kindGate<K>("strategy.kind", kind, std::move(owners)));
-    if (const json* v = option(value, "bucket_cap_mb", kind, {K::kDdp})) {
-      readPositive(*v, join(path, "bucket_cap_mb"), out.ddp.bucket_cap_mb, kMaxBucketCapMb);
-    }
-    if (const json* v = option(value, "sharding", kind, {K::kFsdp})) {
-      readEnum(*v, join(path, "sharding"), out.fsdp.sharding);
-    }
-    if (const json* v = option(value, "units", kind, {K::kFsdp})) {
-      readEnum(*v, join(path, "units"), out.fsdp.units);
-    }
-    if (const json* v = option(value, "schedule", kind, {K::kPipeline})) {
-      readEnum(*v, join(path, "schedule"), out.pipeline.schedule);
-    }
-    if (const json* v = option(value, "virtual_stages", kind, {K::kPipeline})) {
-      readInt(*v, join(path, "virtual_stages"), out.pipeline.virtual_stages, 1, kMaxVirtualStages,
-              "a positive integer");
-    }
-    if (const json* v = option(value, "stages", kind, {K::kPipeline})) {
-      parseStages(*v, join(path, "stages"), out.pipeline.stages);
-    }
+    // Each strategy reads its own options (spec/strategies/); every one while the kind is unknown.
+    BlockReader reader(*this, value, path);
+    for (const StrategyPlan* plan : strategyPlans())
+      if (!kind || *kind == plan->kind()) plan->readOptions(reader, out);
   }
 
-  void parseStages(const json& value, const std::string& path, std::vector<std::vector<int>>& out) {
+  // A strategy block as its plan reads it: present options through the parser's readers.
+  class BlockReader final : public OptionReader {
+   public:
+    BlockReader(SpecParser& parser, const json& block, std::string path)
+        : parser_(parser), block_(block), path_(std::move(path)) {}
+    void positive(std::string_view key, double& out, double max) override {
+      if (const json* v = find(block_, key)) parser_.readPositive(*v, join(path_, key), out, max);
+    }
+    void integer(std::string_view key, int& out, int64_t min, int64_t max,
+                 std::string_view expected) override {
+      if (const json* v = find(block_, key))
+        parser_.readInt(*v, join(path_, key), out, min, max, expected);
+    }
+    std::optional<std::string> choice(std::string_view key,
+                                      const std::vector<std::string_view>& names) override {
+      const json* v = find(block_, key);
+      if (!v) return std::nullopt;
+      if (v->is_string() && std::find(names.begin(), names.end(),
+                                      v->get_ref<const std::string&>()) != names.end()) {
+        return v->get<std::string>();
+      }
+      parser_.reportChoice(*v, join(path_, key), names);
+      return std::nullopt;
+    }
+    void indexLists(std::string_view key, std::vector<std::vector<int>>& out,
+                    int64_t max) override {
+      if (const json* v = find(block_, key)) parser_.parseStages(*v, join(path_, key), out, max);
+    }
+
+   private:
+    SpecParser& parser_;
+    const json& block_;
+    std::string path_;
+  };
+
+  void parseStages(const json& value, const std::string& path, std::vector<std::vector<int>>& out,
+                   int64_t max) {
     if (!value.is_array() || value.empty()) {
       report(path,
              "expected a non-empty array of stages (arrays of layer indices), got " + shown(value));
@@ -602,7 +629,7 @@ class SpecParser {
       std::vector<int> layers;
       for (size_t i = 0; i < stage.size(); ++i) {
         int layer = 0;
-        if (readInt(stage[i], indexed(stage_path, i), layer, 0, kMaxLayerCount,
+        if (readInt(stage[i], indexed(stage_path, i), layer, 0, max,
                     "a non-negative integer")) {
           layers.push_back(layer);
         } else {

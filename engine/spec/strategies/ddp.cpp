@@ -15,6 +15,9 @@ class DdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kDdp; }
   std::vector<std::string_view> optionKeys() const override { return {"bucket_cap_mb"}; }
+  void readOptions(OptionReader& reader, StrategySpec& out) const override {
+    reader.positive("bucket_cap_mb", out.ddp.bucket_cap_mb, kMaxBucketCapMb);
+  }
   void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
     block["bucket_cap_mb"] = spec.ddp.bucket_cap_mb;
   }

@@ -17,6 +17,10 @@ class FsdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kFsdp; }
   std::vector<std::string_view> optionKeys() const override { return {"sharding", "units"}; }
+  void readOptions(OptionReader& reader, StrategySpec& out) const override {
+    readChoice(reader, "sharding", out.fsdp.sharding);
+    readChoice(reader, "units", out.fsdp.units);
+  }
   void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
     block["sharding"] = toString(spec.fsdp.sharding);
     block["units"] = toString(spec.fsdp.units);

@@ -27,6 +27,12 @@ class PipelineStrategyPlan final : public StrategyPlan {
   std::vector<std::string_view> optionKeys() const override {
     return {"schedule", "virtual_stages", "stages"};
   }
+  void readOptions(OptionReader& reader, StrategySpec& out) const override {
+    readChoice(reader, "schedule", out.pipeline.schedule);
+    reader.integer("virtual_stages", out.pipeline.virtual_stages, 1, kMaxVirtualStages,
+                   "a positive integer");
+    reader.indexLists("stages", out.pipeline.stages, kMaxLayerCount);
+  }
   void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
     block["schedule"] = toString(spec.pipeline.schedule);
     block["virtual_stages"] = spec.pipeline.virtual_stages;

@@ -40,6 +40,31 @@ struct MemoryInputs {
   std::function<double(size_t first, size_t end, int64_t batch)> activation_bytes;
 };
 
+// How a plan reads its options from the document's strategy block. Each call does nothing when the
+// option is absent, and reports a bad value at "strategy.<key>" (leaving `out` as it was).
+class OptionReader {
+ public:
+  virtual ~OptionReader() = default;
+  // A finite number in (0, max].
+  virtual void positive(std::string_view key, double& out, double max) = 0;
+  // An integer in [min, max]; `expected` names the lower bound ("a positive integer").
+  virtual void integer(std::string_view key, int& out, int64_t min, int64_t max,
+                       std::string_view expected) = 0;
+  // One of `names`: the name read, or nullopt (absent or reported).
+  virtual std::optional<std::string> choice(std::string_view key,
+                                            const std::vector<std::string_view>& names) = 0;
+  // A non-empty array of non-empty arrays of indices in [0, max] (a pipeline's stages).
+  virtual void indexLists(std::string_view key, std::vector<std::vector<int>>& out,
+                          int64_t max) = 0;
+};
+
+// A choice option into its kind (fromString<E> / enumNames<E> of spec/job_spec.h).
+template <typename E>
+void readChoice(OptionReader& reader, std::string_view key, E& out) {
+  if (std::optional<std::string> name = reader.choice(key, enumNames<E>()))
+    out = *fromString<E>(*name);
+}
+
 class StrategyPlan {
  public:
   virtual ~StrategyPlan() = default;
@@ -48,6 +73,9 @@ class StrategyPlan {
   // The options of strategy.<key> that this strategy reads; the others are refused when it is
   // the kind.
   virtual std::vector<std::string_view> optionKeys() const { return {}; }
+  // Reads its options from the strategy block into `out`'s own member (called for the kind, and
+  // for every plan while the kind is unknown, so that every value is still checked).
+  virtual void readOptions(OptionReader& reader, StrategySpec& out) const {}
   // Writes the options it reads into `block` (the canonical strategy block: every option with
   // its default filled in).
   virtual void writeOptions(const StrategySpec& spec, nlohmann::json& block) const {}
