@@ -48,6 +48,7 @@
 #include "models/run_list_model.h"
 #include "query/runs.h"
 #include "query/summary.h"
+#include "spec/spec_fields.h"
 #include "ui_test_support.h"
 #include "views/compare_view.h"
 #include "views/history_view.h"
@@ -266,6 +267,59 @@ class UiViewTest : public QObject {
     QVERIFY(!editor.launchButton()->isEnabled());
     QVERIFY(editor.findChild<QLabel*>("jsonError")->text().startsWith("JSON:"));
     QVERIFY2(editor.launchStatusText().contains("JSON"), qPrintable(editor.launchStatusText()));
+  }
+
+  // The form is the spec's field description (spec/spec_fields.h): a row per field it can edit,
+  // with the editor its type asks for, the described choices and help; the host entries are the
+  // hosts table's columns; a kind with a choice (model.kind once a second model is registered)
+  // gets its menu with nothing written in the editor.
+  void theEditorsFormIsTheSpecsDescription() {
+    JobEditor& editor = *window().jobEditor();
+    editor.setDocument(exampleSpec("ddp_mlp", 40));
+    QStringList host_columns;
+    for (const SpecField& spec : specFields()) {
+      const QString path = QString::fromStdString(spec.path);
+      QWidget* widget = editor.field(spec.path);
+      if (spec.path.starts_with("launch.hosts[].")) {
+        host_columns << QString::fromStdString(spec.label);
+        QVERIFY2(!widget, qPrintable(path));
+        continue;
+      }
+      if (spec.type == FieldType::kHostList || spec.type == FieldType::kIntegerListList ||
+          (spec.type == FieldType::kChoice && spec.choices.size() < 2)) {
+        QVERIFY2(!widget, qPrintable(path));
+        continue;
+      }
+      QVERIFY2(widget, qPrintable(path));
+      if (spec.type == FieldType::kChoice) {
+        auto* combo = qobject_cast<QComboBox*>(widget);
+        QVERIFY2(combo, qPrintable(path));
+        QStringList items, choices;
+        for (int i = 0; i < combo->count(); ++i) items << combo->itemText(i);
+        for (const std::string& choice : spec.choices) choices << QString::fromStdString(choice);
+        QCOMPARE(items, choices);
+      } else if (spec.type == FieldType::kBoolean) {
+        auto* check = qobject_cast<QCheckBox*>(widget);
+        QVERIFY2(check, qPrintable(path));
+        QCOMPARE(check->text(), QString::fromStdString(spec.help));
+      } else {
+        QVERIFY2(qobject_cast<QLineEdit*>(widget), qPrintable(path));
+        QCOMPARE(widget->toolTip(), QString::fromStdString(spec.help));
+      }
+    }
+    auto* hosts = editor.findChild<QTableWidget*>("hostsTable");
+    QStringList headers;
+    for (int c = 0; c < hosts->columnCount(); ++c)
+      headers << hosts->horizontalHeaderItem(c)->text();
+    QCOMPARE(headers, host_columns);
+    // Every registered model kind is offered, and choosing one writes it.
+    auto* model = qobject_cast<QComboBox*>(editor.field("model.kind"));
+    QVERIFY(model);
+    QCOMPARE(model->count(), static_cast<int>(findSpecField("model.kind")->choices.size()));
+    model->setCurrentIndex(model->count() - 1);
+    emit model->activated(model->currentIndex());
+    QCOMPARE(QString::fromStdString(editor.document()["model"]["kind"].get<std::string>()),
+             model->currentText());
   }
 
   void theEditorsHostsAndKindsEditTheSpec() {
