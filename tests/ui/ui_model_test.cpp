@@ -15,6 +15,8 @@
 #include "db/database.h"
 #include "db/statement.h"
 #include "models/comm_ops_model.h"
+#include "models/compare_models.h"
+#include "models/flight_recorder_model.h"
 #include "models/format.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
@@ -145,6 +147,59 @@ class UiModelTest : public QObject {
     QCOMPARE(WaitHeatMap{.bucket_width = 4}.lastStepOf(8), int64_t{11});
     QCOMPARE(WaitHeatMap{.bucket_width = kLastStep}.lastStepOf(5), kLastStep);
     QCOMPARE(WaitHeatMap{.bucket_width = 2}.lastStepOf(kLastStep), kLastStep);
+  }
+
+  // Issue 17: the comparison's and the flight recorder's tables are models over plain data.
+  void compareAndFlightRecorderModelsPassTheModelTester() {
+    CompareSummaryModel summary;
+    QAbstractItemModelTester summary_tester(&summary,
+                                            QAbstractItemModelTester::FailureReportingMode::QtTest);
+    storage::RunSummary a, b;
+    a.run = {.id = 3, .name = "a\x1b", .strategy = "ddp", .world_size = 2, .status = "completed"};
+    a.samples_per_second = 1234;
+    a.final_loss = 0.125;
+    a.ranks.push_back({});
+    a.ranks.back().peak_memory = 3 << 20;
+    b.run = {.id = 4, .name = "b", .strategy = "fsdp", .world_size = 4, .status = "failed"};
+    summary.setRuns({a, b});
+    QCOMPARE(summary.columnCount(), 2);
+    QCOMPARE(summary.rowCount(), int{CompareSummaryModel::kRowCount});
+    QCOMPARE(summary.headerData(1, Qt::Horizontal, Qt::DisplayRole).toString(), QString("run 4"));
+    QCOMPARE(summary.headerData(CompareSummaryModel::kPeakMemory, Qt::Vertical, Qt::DisplayRole)
+                 .toString(),
+             QString("peak memory (max rank)"));
+    QCOMPARE(summary.index(CompareSummaryModel::kName, 0).data().toString(), QString("a\\x1b"));
+    QCOMPARE(summary.index(CompareSummaryModel::kSamplesPerSecond, 0).data().toString(),
+             QString("1234"));
+    QCOMPARE(summary.index(CompareSummaryModel::kPeakMemory, 0).data().toString(),
+             QString("3.00 MiB"));
+    QCOMPARE(summary.index(CompareSummaryModel::kFinalLoss, 1).data().toString(), QString("–"));
+    summary.setRuns({});
+    QCOMPARE(summary.columnCount(), 0);
+
+    SpecDifferencesModel differences;
+    QAbstractItemModelTester differences_tester(
+        &differences, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    differences.setDifferences({3, 4}, {{"train.steps", {"10", "20"}}, {"name", {"a", "b"}}});
+    QCOMPARE(differences.rowCount(), 2);
+    QCOMPARE(differences.headerData(0, Qt::Vertical, Qt::DisplayRole).toString(),
+             QString("train.steps"));
+    QCOMPARE(differences.index(0, 1).data().toString(), QString("20"));
+    differences.setDifferences({}, {});
+    QCOMPARE(differences.rowCount(), 0);
+
+    FlightRecorderModel recorder;
+    QAbstractItemModelTester recorder_tester(
+        &recorder, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    recorder.setRows({{0, "all_reduce #4", "", ""},
+                      {1, "all_reduce #3", "all_reduce #4 (started)", "all_reduce #4"}});
+    QCOMPARE(recorder.rowCount(), 2);
+    QCOMPARE(recorder.index(1, FlightRecorderModel::kDidNotReach).data().toString(),
+             QString("all_reduce #4"));
+    QCOMPARE(recorder.index(1, FlightRecorderModel::kInFlight).data(Qt::ToolTipRole).toString(),
+             QString("all_reduce #4 (started)"));
+    recorder.setRows({});
+    QCOMPARE(recorder.rowCount(), 0);
   }
 
   void plannedScheduleHasTheTextbookBubble() {

@@ -83,13 +83,14 @@ nlohmann::json exampleFile(const QString& name) {
 }
 
 // Whether every column of the table is at least as wide as each of its cells' text.
-QString cutCells(const QTableWidget& table) {
+QString cutCells(const QTableView& table) {
   QStringList cut;
-  for (int c = 0; c < table.columnCount(); ++c)
-    for (int r = 0; r < table.rowCount(); ++r)
-      if (const QTableWidgetItem* item = table.item(r, c);
-          item && table.columnWidth(c) < table.fontMetrics().horizontalAdvance(item->text()))
-        cut << QString("column %1 (%2 px): %3").arg(c).arg(table.columnWidth(c)).arg(item->text());
+  const QAbstractItemModel& model = *table.model();
+  for (int c = 0; c < model.columnCount(); ++c)
+    for (int r = 0; r < model.rowCount(); ++r)
+      if (const QString text = model.index(r, c).data().toString();
+          table.columnWidth(c) < table.fontMetrics().horizontalAdvance(text))
+        cut << QString("column %1 (%2 px): %3").arg(c).arg(table.columnWidth(c)).arg(text);
   return cut.join("; ");
 }
 
@@ -673,18 +674,18 @@ class UiViewTest : public QObject {
     QVERIFY2(other > 0 && ddp_run_ > 0, "runs missing");
     CompareView* view = window().compare({ddp_run_, other});
     QVERIFY(view->jobs()->waitForIdle());  // the runs are read off the GUI thread
-    QCOMPARE(view->summaryTable()->columnCount(), 2);
+    QCOMPARE(view->summaryTable()->model()->columnCount(), 2);
     QCOMPARE(view->lossChart()->lineCount(), 2);
     QVERIFY(view->lossChart()->pointCount() > 0);
     QCOMPARE(view->throughputChart()->lineCount(), 2);
     QVERIFY(view->throughputChart()->pointCount() > 0);
     QStringList paths;
-    for (int r = 0; r < view->differencesTable()->rowCount(); ++r)
-      paths << view->differencesTable()->verticalHeaderItem(r)->text();
+    for (int r = 0; r < view->differencesTable()->model()->rowCount(); ++r)
+      paths << view->differencesTable()->model()->headerData(r, Qt::Vertical).toString();
     QVERIFY2(paths.contains("train.batch_size") && paths.contains("name") &&
                  paths.contains("train.steps"),
              qPrintable(paths.join(", ")));
-    QVERIFY(!view->summaryTable()->item(4, 0)->text().isEmpty());  // samples/s
+    QVERIFY(!view->summaryTable()->model()->index(4, 0).data().toString().isEmpty());  // samples/s
   }
 
   void killingTheWindowCancelsItsRunAndKeepsWhatArrived() {
@@ -776,7 +777,7 @@ class UiViewTest : public QObject {
     view->tabs()->setCurrentIndex(2);  // Communication
     QTest::qWait(100);
     saveGrab(w, "flight-recorder");
-    QVERIFY(view->flightRecorderTable()->rowCount() > 0);
+    QVERIFY(view->flightRecorderTable()->model()->rowCount() > 0);
     const QString cut = cutCells(*view->flightRecorderTable());
     QVERIFY2(cut.isEmpty(), qPrintable(cut));
   }

@@ -5,13 +5,13 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QSplitter>
-#include <QTableWidget>
+#include <QTableView>
 #include <QVBoxLayout>
 #include <map>
 
 #include "data/background_jobs.h"
 #include "db/database.h"
-#include "models/format.h"
+#include "models/compare_models.h"
 #include "models/untrusted_text.h"
 #include "query/series.h"
 #include "views/table_copy.h"
@@ -27,9 +27,10 @@ QColor runColor(size_t i) {
   return palette[i % std::size(palette)];
 }
 
-QTableWidget* makeTable(const QString& name) {
-  auto* table = new QTableWidget();
+QTableView* makeTable(const QString& name, QAbstractItemModel* model) {
+  auto* table = new QTableView();
   table->setObjectName(name);
+  table->setModel(model);
   table->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table->setAlternatingRowColors(true);
   table->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -65,8 +66,10 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   charts->addWidget(throughput_);
   splitter->addWidget(charts);
   auto* tables = new QSplitter(Qt::Horizontal);
-  summary_ = makeTable("compareSummary");
-  differences_ = makeTable("compareDifferences");
+  summary_model_ = new CompareSummaryModel(this);
+  differences_model_ = new SpecDifferencesModel(this);
+  summary_ = makeTable("compareSummary", summary_model_);
+  differences_ = makeTable("compareDifferences", differences_model_);
   auto* summary_box = new QWidget();
   auto* summary_layout = new QVBoxLayout(summary_box);
   summary_layout->setContentsMargins(0, 0, 0, 0);
@@ -171,56 +174,10 @@ void CompareView::applyComparison(const storage::RunComparison& comparison,
   loss_->setLines(loss_lines);
   throughput_->setLines(throughput_lines);
 
-  // Summary figures, one column per run.
-  const QStringList rows = {"name",      "strategy",
-                            "ranks",     "status",
-                            "samples/s", "final loss",
-                            "mean step", "communication share",
-                            "bubble",    "peak memory (max rank)",
-                            "duration"};
-  summary_->clear();
-  summary_->setRowCount(static_cast<int>(rows.size()));
-  summary_->setColumnCount(static_cast<int>(comparison.runs.size()));
-  summary_->setVerticalHeaderLabels(rows);
-  for (size_t c = 0; c < comparison.runs.size(); ++c) {
-    const storage::RunSummary& s = comparison.runs[c];
-    summary_->setHorizontalHeaderItem(static_cast<int>(c),
-                                      new QTableWidgetItem(QString("run %1").arg(s.run.id)));
-    int64_t peak = 0;
-    for (const auto& rank : s.ranks) peak = std::max(peak, rank.peak_memory);
-    const QStringList values = {
-        untrustedLine(s.run.name),
-        untrustedLine(s.run.strategy),
-        QString::number(s.run.world_size),
-        untrustedLine(s.run.status),
-        formatFigure(s.samples_per_second),
-        s.final_loss ? formatFigure(*s.final_loss) : "–",
-        formatMs(s.mean_step_ms),
-        QString("%1%").arg(s.comm_share * 100, 0, 'f', 1),
-        s.bubble_fraction ? QString("%1%").arg(*s.bubble_fraction * 100, 0, 'f', 1) : "–",
-        formatBytes(static_cast<double>(peak)),
-        formatDuration(s.run.durationSeconds())};
-    for (int r = 0; r < values.size(); ++r) {
-      auto* item = new QTableWidgetItem(values[r]);
-      item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
-      summary_->setItem(r, static_cast<int>(c), item);
-    }
-  }
-  differences_->clear();
-  differences_->setRowCount(static_cast<int>(comparison.differences.size()));
-  differences_->setColumnCount(static_cast<int>(comparison.runs.size()));
-  QStringList paths;
-  for (const auto& d : comparison.differences) paths << untrustedLine(d.path);
-  differences_->setVerticalHeaderLabels(paths);
-  for (size_t c = 0; c < comparison.runs.size(); ++c)
-    differences_->setHorizontalHeaderItem(
-        static_cast<int>(c),
-        new QTableWidgetItem(QString("run %1").arg(comparison.runs[c].run.id)));
-  for (size_t r = 0; r < comparison.differences.size(); ++r)
-    for (size_t c = 0; c < comparison.differences[r].values.size(); ++c)
-      differences_->setItem(
-          static_cast<int>(r), static_cast<int>(c),
-          new QTableWidgetItem(untrustedLine(comparison.differences[r].values[c])));
+  summary_model_->setRuns(comparison.runs);
+  std::vector<int64_t> ids;
+  for (const storage::RunSummary& run : comparison.runs) ids.push_back(run.run.id);
+  differences_model_->setDifferences(std::move(ids), comparison.differences);
 }
 
 }  // namespace ringmaster::ui

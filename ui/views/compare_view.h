@@ -11,11 +11,13 @@
 #include "widgets/metric_chart.h"
 
 class QLabel;
-class QTableWidget;
+class QTableView;
 
 namespace ringmaster::ui {
 
 class BackgroundJobs;
+class CompareSummaryModel;
+class SpecDifferencesModel;
 class MetricChart;
 
 class CompareView : public QWidget {
@@ -27,8 +29,10 @@ class CompareView : public QWidget {
 
   MetricChart* lossChart() const { return loss_; }
   MetricChart* throughputChart() const { return throughput_; }
-  QTableWidget* summaryTable() const { return summary_; }
-  QTableWidget* differencesTable() const { return differences_; }
+  QTableView* summaryTable() const { return summary_; }
+  QTableView* differencesTable() const { return differences_; }
+  CompareSummaryModel* summaryModel() const { return summary_model_; }
+  SpecDifferencesModel* differencesModel() const { return differences_model_; }
   QString errorText() const;
   BackgroundJobs* jobs() const { return jobs_; }
   // Re-reads the runs off the GUI thread at the charts' current ranges.
@@ -45,8 +49,10 @@ class CompareView : public QWidget {
   std::vector<int64_t> run_ids_;
   MetricChart* loss_ = nullptr;
   MetricChart* throughput_ = nullptr;
-  QTableWidget* summary_ = nullptr;
-  QTableWidget* differences_ = nullptr;
+  QTableView* summary_ = nullptr;
+  QTableView* differences_ = nullptr;
+  CompareSummaryModel* summary_model_ = nullptr;
+  SpecDifferencesModel* differences_model_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

@@ -24,7 +24,6 @@
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
-#include <QTableWidget>
 #include <QTextBlock>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -36,6 +35,7 @@
 #include "db/database.h"
 #include "data/background_jobs.h"
 #include "models/comm_ops_model.h"
+#include "models/flight_recorder_model.h"
 #include "models/format.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
@@ -339,10 +339,10 @@ QWidget* RunView::buildCommTab() {
   flight_summary_->setTextFormat(Qt::RichText);  // its op names are escaped
   flight_summary_->setWordWrap(true);
   recorder_layout->addWidget(flight_summary_);
-  flight_recorder_ = new QTableWidget(0, 4);
+  flight_recorder_ = new QTableView();
   flight_recorder_->setObjectName("flightRecorder");
-  flight_recorder_->setHorizontalHeaderLabels(
-      {"Rank", "Last completed", "In flight when it dumped", "Did not reach"});
+  flight_model_ = new FlightRecorderModel(this);
+  flight_recorder_->setModel(flight_model_);
   // Each column as wide as what it holds (the table scrolls when they do not fit), no empty
   // column stretched over the rest; long cells show whole on hover.
   flight_recorder_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
@@ -668,7 +668,7 @@ void RunView::updateChart(size_t index, std::vector<ChartLine> lines) {
 }
 
 void RunView::applyFlightRecorder(const RunSnapshot& s) {
-  flight_recorder_->setRowCount(0);
+  flight_model_->setRows({});
   if (s.dumps.empty()) return;
   // The furthest collective any rank reached; ranks that did not reach it are what blocks.
   struct RankState {
@@ -713,15 +713,11 @@ void RunView::applyFlightRecorder(const RunSnapshot& s) {
           .arg(s.dumps.size() == 1 ? "" : "s")
           .arg(furthest_name.isEmpty() ? "none" : furthest_name.toHtmlEscaped())
           .arg(missing.isEmpty() ? "none" : missing.join(", ")));
-  for (const auto& [rank, state] : states) {
-    const int row = flight_recorder_->rowCount();
-    flight_recorder_->insertRow(row);
-    flight_recorder_->setItem(row, 0, new QTableWidgetItem(QString::number(rank)));
-    flight_recorder_->setItem(row, 1, new QTableWidgetItem(state.completed));
-    flight_recorder_->setItem(row, 2, new QTableWidgetItem(state.in_flight));
-    flight_recorder_->setItem(
-        row, 3, new QTableWidgetItem(state.furthest < furthest ? furthest_name : QString()));
-  }
+  std::vector<FlightRecorderRow> rows;
+  for (const auto& [rank, state] : states)
+    rows.push_back({rank, state.completed, state.in_flight,
+                    state.furthest < furthest ? furthest_name : QString()});
+  flight_model_->setRows(std::move(rows));
 }
 
 void RunView::applyLogs() {

@@ -30,7 +30,6 @@ class QProgressBar;
 class QPushButton;
 class QTabWidget;
 class QTableView;
-class QTableWidget;
 class QTimer;
 
 namespace ringmaster::storage {
@@ -41,6 +40,7 @@ namespace ringmaster::ui {
 
 class BackgroundJobs;
 class CommOpsModel;
+class FlightRecorderModel;
 class HeatMap;
 class MetricChart;
 class PipelineView;
@@ -75,7 +75,8 @@ class RunView : public QWidget {
   QString flightRecorderText() const;
   QString progressText() const;
   QPlainTextEdit* logView() const { return logs_; }
-  QTableWidget* flightRecorderTable() const { return flight_recorder_; }
+  QTableView* flightRecorderTable() const { return flight_recorder_; }
+  FlightRecorderModel* flightRecorderModel() const { return flight_model_; }
 
   // Whether the header offers "Cancel run…" while the run is running (its launcher can cancel).
   void setCancellable(bool cancellable);
@@ -154,7 +155,8 @@ class RunView : public QWidget {
   RankTableModel* rank_model_ = nullptr;
   CommOpsModel* comm_model_ = nullptr;
   HeatMap* heat_map_ = nullptr;
-  QTableWidget* flight_recorder_ = nullptr;
+  QTableView* flight_recorder_ = nullptr;
+  FlightRecorderModel* flight_model_ = nullptr;
   QLabel* flight_summary_ = nullptr;
   PipelineView* pipeline_ = nullptr;
   QPlainTextEdit* logs_ = nullptr;
