@@ -10,7 +10,9 @@
 #include <QTest>
 #include <nlohmann/json.hpp>
 
+#include "data/background_jobs.h"
 #include "main_window.h"
+#include "views/compare_view.h"
 #include "views/job_editor.h"
 #include "views/pipeline_view.h"
 #include "views/run_view.h"
@@ -78,9 +80,10 @@ int main(int argc, char** argv) {
   RunView* pipe = window.openRun(pipeline);
   waitFor([&] { return pipe->snapshot() != nullptr; });
   pipe->tabs()->setCurrentWidget(pipe->pipelineView());
+  pipe->pipelineView()->jobs()->waitForIdle();  // the step is read off the GUI thread
   save(window, dir, "pipeline");
 
-  window.compare({live, other});
+  window.compare({live, other})->jobs()->waitForIdle();
   save(window, dir, "compare");
 
   RunView* broken = window.openRun(failed);
