@@ -198,8 +198,9 @@ int main(int argc, char** argv) {
   spec->require_subcommand(1);
   bool spec_json = false;
   CLI::App* spec_fields = spec->add_subcommand(
-      "fields", "every spec field: type, bounds, default, choices, when it applies, help (the "
-                "job editor's form is built from the same description)");
+      "fields",
+      "every spec field: type, bounds, default, choices, when it applies, help (the "
+      "job editor's form is built from the same description)");
   spec_fields->add_flag("--json", spec_json, "JSON instead of text");
 
   // --json anywhere asks for JSON errors too, a usage error included (parsing may stop before

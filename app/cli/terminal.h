@@ -38,8 +38,8 @@ class Table {
   std::vector<bool> right_;
 };
 
-std::string formatBytes(double bytes);  // "1.5 GiB": core/number_format's, kTerminalBytes
-std::string formatDuration(double seconds);                   // "1:02:03", "4:05", "12.3 s"
+std::string formatBytes(double bytes);       // "1.5 GiB": core/number_format's, kTerminalBytes
+std::string formatDuration(double seconds);  // "1:02:03", "4:05", "12.3 s"
 std::string formatTimestamp(double epoch_seconds);            // "2026-11-23 14:05" local time
 std::string formatNumber(double value, int significant = 4);  // "0.01234", "1235"
 std::string formatOptional(const std::optional<double>& value, int significant = 4);  // "-"

@@ -591,8 +591,8 @@ class SpecParser {
                                       const std::vector<std::string_view>& names) override {
       const json* v = find(block_, key);
       if (!v) return std::nullopt;
-      if (v->is_string() && std::find(names.begin(), names.end(),
-                                      v->get_ref<const std::string&>()) != names.end()) {
+      if (v->is_string() &&
+          std::find(names.begin(), names.end(), v->get_ref<const std::string&>()) != names.end()) {
         return v->get<std::string>();
       }
       parser_.reportChoice(*v, join(path_, key), names);
@@ -629,8 +629,7 @@ class SpecParser {
       std::vector<int> layers;
       for (size_t i = 0; i < stage.size(); ++i) {
         int layer = 0;
-        if (readInt(stage[i], indexed(stage_path, i), layer, 0, max,
-                    "a non-negative integer")) {
+        if (readInt(stage[i], indexed(stage_path, i), layer, 0, max, "a non-negative integer")) {
           layers.push_back(layer);
         } else {
           ok = false;
@@ -989,11 +988,11 @@ class SpecParser {
 
     const StrategyPlan& plan = strategyPlan(strategy);
     // The strategy's own checks (spec/strategies/), then what every strategy shares.
-    StrategyCheck check{.ok_at = [this](std::string_view path) { return okAt(path); },
-                        .world_size = world_size_,
-                        .report = [this](std::string path, std::string message) {
-                          report(std::move(path), std::move(message));
-                        }};
+    StrategyCheck check{
+        .ok_at = [this](std::string_view path) { return okAt(path); },
+        .world_size = world_size_,
+        .report = [this](std::string path,
+                         std::string message) { report(std::move(path), std::move(message)); }};
     plan.check(spec, check);
     const bool micro_ok = okAt("train.micro_batches");
     if (!plan.takesMicroBatches() && micro_ok && spec.train.micro_batches != 1) {
@@ -1243,12 +1242,9 @@ json toJson(const JobSpec& spec) {
   strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, strategy);
 
   const ModelSpec& m = spec.model;
-  json model = {{"kind", m.kind},
-                {"layers", m.layers},
-                {"activation", toString(m.activation)},
-                {"dropout", m.dropout},
-                {"layer_norm", m.layer_norm},
-                {"seed", m.seed}};
+  json model = {
+      {"kind", m.kind},       {"layers", m.layers},         {"activation", toString(m.activation)},
+      {"dropout", m.dropout}, {"layer_norm", m.layer_norm}, {"seed", m.seed}};
   if (m.init_checkpoint) model["init_checkpoint"] = *m.init_checkpoint;
 
   const DataSpec& d = spec.data;

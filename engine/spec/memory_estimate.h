@@ -30,7 +30,8 @@ struct RankMemoryEstimate {
 // parameter count; activations are what the model declares its blocks keep for backward.
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
 
-// Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after it).
+// Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after
+// it).
 std::vector<int64_t> layerParameters(const ModelSpec& model);
 
 }  // namespace ringmaster

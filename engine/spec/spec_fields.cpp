@@ -259,8 +259,8 @@ std::vector<SpecField> describe() {
     for (SpecField f : plan->fields())
       options.push_back(only(std::move(f), strategy, {std::string(toString(plan->kind()))}));
   }
-  const auto kind_field = std::find_if(fields.begin(), fields.end(),
-                                       [](const SpecField& f) { return f.path == "strategy.kind"; });
+  const auto kind_field = std::find_if(
+      fields.begin(), fields.end(), [](const SpecField& f) { return f.path == "strategy.kind"; });
   fields.insert(kind_field + 1, options.begin(), options.end());
   // optimizer.weight_decay follows PyTorch: 0.01 for AdamW.
   for (SpecField& f : fields) {

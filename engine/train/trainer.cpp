@@ -208,9 +208,8 @@ SchedPhase schedPhase(PipelinePhase phase) {
 TrainingResult Trainer::run() {
   const StrategyKind strategy = spec_.strategy.kind;
   if (!strategyPlan(strategy).needsWorld()) {
-    RM_CHECK_ARG(context_.world_size == 1,
-                 fmt::format("strategy.kind: '{}' runs one rank, not {}", toString(strategy),
-                             context_.world_size));
+    RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy.kind: '{}' runs one rank, not {}",
+                                                       toString(strategy), context_.world_size));
   } else {
     RM_CHECK_ARG(world_ != nullptr && world_->size() == context_.world_size &&
                      world_->rank() == context_.rank,
@@ -248,9 +247,10 @@ TrainingResult Trainer::run() {
     loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());
   // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop below calls only its
   // interface.
-  std::unique_ptr<ParallelStrategy> runner = makeParallelStrategy(
-      {.model = *model, .world = strategyPlan(strategy).needsWorld() ? world_ : nullptr,
-       .spec = spec_});
+  std::unique_ptr<ParallelStrategy> runner =
+      makeParallelStrategy({.model = *model,
+                            .world = strategyPlan(strategy).needsWorld() ? world_ : nullptr,
+                            .spec = spec_});
   std::vector<NamedParameter> parameters = runner->optimizerParameters();
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
   // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be

@@ -1,5 +1,6 @@
-// Number formatting shared by the views (bytes through core/number_format, the CLI's formatter). Every result is bounded in length whatever the value
-// (a database may hold 1e308 or an infinity), and no byte count or duration prints negative.
+// Number formatting shared by the views (bytes through core/number_format, the CLI's formatter).
+// Every result is bounded in length whatever the value (a database may hold 1e308 or an infinity),
+// and no byte count or duration prints negative.
 #include "models/format.h"
 
 #include <cmath>

@@ -32,8 +32,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "db/database.h"
 #include "data/background_jobs.h"
+#include "db/database.h"
 #include "models/comm_ops_model.h"
 #include "models/flight_recorder_model.h"
 #include "models/format.h"
@@ -445,8 +445,8 @@ void RunView::poll() {
       "poll",
       [watch = watch_](const JobToken&) {
         if (!watch->db)
-          watch->db = std::make_unique<storage::Database>(
-              watch->path, storage::readingOptions(watch->path));
+          watch->db = std::make_unique<storage::Database>(watch->path,
+                                                          storage::readingOptions(watch->path));
         return watch->db->dataVersion();
       },
       [this](int64_t version) {

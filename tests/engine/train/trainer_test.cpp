@@ -18,9 +18,9 @@
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "engine/comm/comm_harness.h"
+#include "nn/mlp.h"
 #include "telemetry/codec.h"
 #include "tensor/ops.h"
-#include "nn/mlp.h"
 #include "train/trainer.h"
 
 namespace ringmaster {
