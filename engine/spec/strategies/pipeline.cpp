@@ -40,29 +40,31 @@ class PipelineStrategyPlan final : public StrategyPlan {
   }
   std::vector<SpecField> fields() const override {
     const PipelineSpec defaults;
-    return {{.path = "strategy.schedule",
-             .section = "Strategy",
-             .label = "Schedule",
-             .type = FieldType::kChoice,
-             .choices = optionChoices<PipelineSchedule>(),
-             .default_value = std::string(toString(defaults.schedule))},
-            {.path = "strategy.virtual_stages",
-             .section = "Strategy",
-             .label = "Virtual stages",
-             .type = FieldType::kInteger,
-             .default_value = defaults.virtual_stages,
-             .minimum = 1,
-             .maximum = kMaxVirtualStages,
-             .help = "model chunks per rank (interleaved_1f1b needs 2 or more)"},
-            {.path = "strategy.stages",
-             .section = "Strategy",
-             .label = "Stages",
-             .type = FieldType::kIntegerListList,
-             .default_value = nullptr,
-             .minimum = 0,
-             .maximum = kMaxLayerCount,
-             .help = "the Linear-layer indices of each stage, in model order; left out: balanced "
-                     "by parameter count"}};
+    return {
+        {.path = "strategy.schedule",
+         .section = "Strategy",
+         .label = "Schedule",
+         .type = FieldType::kChoice,
+         .choices = optionChoices<PipelineSchedule>(),
+         .default_value = std::string(toString(defaults.schedule))},
+        {.path = "strategy.virtual_stages",
+         .section = "Strategy",
+         .label = "Virtual stages",
+         .type = FieldType::kInteger,
+         .default_value = defaults.virtual_stages,
+         .minimum = 1,
+         .maximum = kMaxVirtualStages,
+         .help = "model chunks per rank (interleaved_1f1b needs 2 or more)"},
+        {.path = "strategy.stages",
+         .section = "Strategy",
+         .label = "Stages",
+         .type = FieldType::kIntegerListList,
+         .default_value = nullptr,
+         .minimum = 0,
+         .maximum = kMaxLayerCount,
+         .help =
+             "the model's block indices of each stage (the MLP's blocks are its Linear layers), "
+             "in model order; left out: balanced by parameter count"}};
   }
   bool ranksShareSamples() const override { return true; }
   bool takesMicroBatches() const override { return true; }

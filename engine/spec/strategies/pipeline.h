@@ -21,7 +21,8 @@ struct PipelineSpec {
   int virtual_stages =
       1;  // model chunks per rank; > 1 only with kInterleaved1f1b, which needs >= 2
   // Explicit partition: stage s (world_size * virtual_stages of them, in model order; stage s runs
-  // on rank s % world_size) holds these Linear-layer indices. Empty: balanced by parameter count.
+  // on rank s % world_size) holds these block indices (model.h; the MLP's blocks are its Linear
+  // layers). Empty: balanced by parameter count.
   std::vector<std::vector<int>> stages;
   bool operator==(const PipelineSpec&) const = default;
 };
@@ -41,7 +42,7 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
                                                      int64_t linear_layers);
 
-// An explicit partition (`partition[s]`: the Linear-layer indices of stage s) for `stages`
+// An explicit partition (`partition[s]`: the model block indices of stage s) for `stages`
 // stages of a model of `linear_layers`: one entry per stage, layers 0..linear_layers-1 in order,
 // each once. `stages_origin` says where the count comes from ("world size 2 × virtual_stages 1").
 std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
