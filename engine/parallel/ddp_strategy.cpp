@@ -1,5 +1,4 @@
 // `ddp`: DistributedDataParallel (parallel/ddp.h) behind the strategy interface.
-#include "optim/optimizer.h"
 #include "parallel/ddp.h"
 #include "parallel/strategy.h"
 
@@ -7,29 +6,19 @@ namespace ringmaster {
 
 namespace {
 
-class DdpStrategy final : public WholeModelStrategy {
+class DdpStrategy final : public ReplicatedModelStrategy {
  public:
   DdpStrategy(Sequential& model, Communicator& world, const DdpSpec& options)
-      : model_(model), ddp_(model, world, DdpOptions{.bucket_cap_mb = options.bucket_cap_mb}) {}
+      : ReplicatedModelStrategy(model),
+        ddp_(model, world, DdpOptions{.bucket_cap_mb = options.bucket_cap_mb}) {}
 
   GradientSyncTiming finishGradientSync() override { return ddp_.finishGradientSync(); }
-  std::vector<NamedParameter> optimizerParameters() override { return model_.namedParameters(); }
-  double clipGradNorm(double max_norm) override {
-    return ringmaster::clipGradNorm(model_.namedParameters(), max_norm);
-  }
-  StateDict fullStateDict() override {
-    StateDict state;
-    for (const NamedParameter& p : model_.namedParameters())
-      state.emplace_back(p.name, p.parameter->value);
-    return state;
-  }
 
  protected:
   Tensor forward(const Tensor& input) override { return ddp_.forward(input); }
   void backward(const Tensor& grad_output, bool sync) override { ddp_.backward(grad_output, sync); }
 
  private:
-  Sequential& model_;
   DistributedDataParallel ddp_;
 };
 

@@ -1,7 +1,9 @@
-// The batch pass shared by the strategies that run the whole model on every rank.
+// The batch pass shared by the strategies that run the whole model on every rank, and the
+// parameters of those that also keep it unsharded.
 #include "parallel/strategy.h"
 
 #include "nn/loss.h"
+#include "optim/optimizer.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -18,6 +20,21 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
   pass.samples = batch.targets.numel();
   backward(loss_fn.backward(1.0f / static_cast<float>(accumulation)), sync);
   return pass;
+}
+
+std::vector<NamedParameter> ReplicatedModelStrategy::optimizerParameters() {
+  return model_.namedParameters();
+}
+
+double ReplicatedModelStrategy::clipGradNorm(double max_norm) {
+  return ringmaster::clipGradNorm(model_.namedParameters(), max_norm);
+}
+
+StateDict ReplicatedModelStrategy::fullStateDict() {
+  StateDict state;
+  for (const NamedParameter& p : model_.namedParameters())
+    state.emplace_back(p.name, p.parameter->value);
+  return state;
 }
 
 }  // namespace ringmaster

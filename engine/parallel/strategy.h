@@ -92,4 +92,18 @@ class WholeModelStrategy : public ParallelStrategy {
   virtual void backward(const Tensor& grad_output, bool sync) = 0;
 };
 
+// For the strategies that keep every parameter whole and identical on every rank (`single`,
+// `ddp`): the optimizer, clipping and the full state dict see the model's own parameters.
+class ReplicatedModelStrategy : public WholeModelStrategy {
+ public:
+  explicit ReplicatedModelStrategy(Sequential& model) : model_(model) {}
+
+  std::vector<NamedParameter> optimizerParameters() override;
+  double clipGradNorm(double max_norm) override;
+  StateDict fullStateDict() override;
+
+ protected:
+  Sequential& model_;
+};
+
 }  // namespace ringmaster
