@@ -54,7 +54,9 @@ constexpr NamedValue<PipelineSchedule> kPipelineSchedules[] = {
 constexpr NamedValue<ActivationKind> kActivationKinds[] = {{ActivationKind::kRelu, "relu"},
                                                            {ActivationKind::kGelu, "gelu"}};
 constexpr NamedValue<DataKind> kDataKinds[] = {{DataKind::kSynthetic, "synthetic"},
-                                               {DataKind::kIdx, "idx"}};
+                                               {DataKind::kIdx, "idx"},
+                                               {DataKind::kTokens, "tokens"},
+                                               {DataKind::kText, "text"}};
 constexpr NamedValue<OptimizerKind> kOptimizerKinds[] = {
     {OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kAdamW, "adamw"}};
 constexpr NamedValue<BackendKind> kBackendKinds[] = {
@@ -153,8 +155,9 @@ const Keys kStrategyKeys = [] {
 }();
 const Keys kModelKeys = {"kind",       "layers", "activation",     "dropout",
                          "layer_norm", "seed",   "init_checkpoint"};
-const Keys kDataKeys = {"kind",   "samples", "features", "classes",  "seed",
-                        "images", "labels",  "shuffle",  "drop_last"};
+const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
+                        "images",       "labels",  "train",    "val",     "path",
+                        "val_fraction", "shuffle", "drop_last"};
 const Keys kTrainKeys = {"steps", "batch_size", "grad_accum_steps", "micro_batches", "seed"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
@@ -714,7 +717,11 @@ class SpecParser {
                            {"classes", {K::kSynthetic}},
                            {"seed", {K::kSynthetic}},
                            {"images", {K::kIdx}},
-                           {"labels", {K::kIdx}}}));
+                           {"labels", {K::kIdx}},
+                           {"train", {K::kTokens}},
+                           {"val", {K::kTokens}},
+                           {"path", {K::kText}},
+                           {"val_fraction", {K::kText}}}));
     // Required per kind: only once the kind is known.
     auto synthetic = [&](std::string_view key) -> const json* {
       if (kind == K::kSynthetic) return need(value, path, key);
@@ -739,6 +746,21 @@ class SpecParser {
     }
     if (const json* v = idx("images")) readText(*v, join(path, "images"), out.images);
     if (const json* v = idx("labels")) readText(*v, join(path, "labels"), out.labels);
+    if (const json* v = kind == K::kTokens ? need(value, path, "train")
+                                           : option(value, "train", kind, {K::kTokens})) {
+      readText(*v, join(path, "train"), out.train);
+    }
+    if (const json* v = option(value, "val", kind, {K::kTokens})) {
+      readText(*v, join(path, "val"), out.val);
+    }
+    if (const json* v = kind == K::kText ? need(value, path, "path")
+                                         : option(value, "path", kind, {K::kText})) {
+      readText(*v, join(path, "path"), out.path);
+    }
+    if (const json* v = option(value, "val_fraction", kind, {K::kText})) {
+      readNumber(*v, join(path, "val_fraction"), out.val_fraction, "a number in (0, 1)",
+                 [](double x) { return x > 0 && x < 1; });
+    }
     if (const json* v = find(value, "shuffle")) readBool(*v, join(path, "shuffle"), out.shuffle);
     if (const json* v = find(value, "drop_last")) {
       readBool(*v, join(path, "drop_last"), out.drop_last);
@@ -1254,9 +1276,15 @@ json toJson(const JobSpec& spec) {
     data["features"] = d.features;
     data["classes"] = d.classes;
     data["seed"] = d.seed;
-  } else {
+  } else if (d.kind == DataKind::kIdx) {
     data["images"] = d.images;
     data["labels"] = d.labels;
+  } else if (d.kind == DataKind::kTokens) {
+    data["train"] = d.train;
+    if (!d.val.empty()) data["val"] = d.val;
+  } else {
+    data["path"] = d.path;
+    data["val_fraction"] = d.val_fraction;
   }
 
   const TrainSpec& t = spec.train;

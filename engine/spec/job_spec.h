@@ -29,7 +29,7 @@ namespace ringmaster {
 // A strategy's own options and kinds (FsdpSharding, FsdpUnits, PipelineSchedule) are in its
 // header under spec/strategies/; what it knows beyond them is its plan (spec/strategies/plan.h).
 enum class StrategyKind { kSingle, kDdp, kFsdp, kPipeline };
-enum class DataKind { kSynthetic, kIdx };
+enum class DataKind { kSynthetic, kIdx, kTokens, kText };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class BackendKind { kAuto, kGloo, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
@@ -104,7 +104,15 @@ struct DataSpec {
   // kIdx (both required): IDX files as MNIST ships them.
   std::string images;
   std::string labels;
-  // Both kinds.
+  // kTokens: llm.c token shards (data/token_shards.h); `train` (required) and `val` (optional:
+  // empty means no validation set) are glob patterns, each matching files taken in sorted order.
+  std::string train;
+  std::string val;
+  // kText (path required): a UTF-8 file read as bytes (tokens 0..255); its last `val_fraction`
+  // is the validation set.
+  std::string path;
+  double val_fraction = 0.1;
+  // Every kind.
   bool shuffle = true;
   bool drop_last = false;
   bool operator==(const DataSpec&) const = default;

@@ -16,8 +16,6 @@
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "data/distributed_sampler.h"
-#include "data/idx_dataset.h"
-#include "data/synthetic_dataset.h"
 #include "parallel/strategy.h"
 #include "spec/strategies/plan.h"
 #include "tensor/allocator.h"
@@ -74,13 +72,6 @@ std::string backendFor(BackendKind kind, Device device) {
       return "nccl";
   }
   RM_ENFORCE(false, "unknown backend kind");
-}
-
-std::unique_ptr<Dataset> makeDataset(const DataSpec& spec) {
-  if (spec.kind == DataKind::kIdx)
-    return std::make_unique<IdxDataset>(IdxDataset::load(spec.images, spec.labels));
-  return std::make_unique<SyntheticTeacherDataset>(spec.samples, spec.features, spec.classes,
-                                                   spec.seed);
 }
 
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
@@ -231,7 +222,7 @@ TrainingResult Trainer::run() {
                              .version = RINGMASTER_VERSION,
                              .strategy = std::string(toString(spec_.strategy.kind))});
 
-  std::unique_ptr<Dataset> dataset = makeDataset(spec_.data);
+  std::unique_ptr<Dataset> dataset = makeDataset(spec_);
   const ModelDescription description = describeModel(spec_.model);
   RM_CHECK_ARG(dataset->inputShape() == description.inputShape(),
                fmt::format("data: samples of shape {}, but the model takes {}",

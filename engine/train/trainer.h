@@ -17,6 +17,7 @@
 #include "spec/job_spec.h"
 #include "telemetry/writer.h"
 #include "train/comm_telemetry.h"
+#include "train/datasets.h"  // makeDataset, makeValidationDataset
 
 namespace ringmaster {
 
@@ -44,7 +45,6 @@ Device resolveDevice(DeviceKind kind, int local_rank);
 // host. Throws kInvalidArgument for nccl on the host.
 std::string backendFor(BackendKind kind, Device device);
 
-std::unique_ptr<Dataset> makeDataset(const DataSpec& spec);
 std::unique_ptr<Optimizer> makeOptimizer(const OptimizerSpec& spec,
                                          std::vector<NamedParameter> parameters);
 
