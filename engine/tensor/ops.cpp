@@ -25,11 +25,30 @@ void checkSameNumel(const Tensor& a, const Tensor& b) {
 }
 
 // A tensor as a matrix: the first axis is the rows, the product of the others the columns.
-int64_t rowsOf(const Tensor& t) { return t.rank() == 0 ? 1 : t.dim(0); }
+int64_t rowsOf(const Tensor& t) {
+  return t.rank() == 0 ? 1 : t.dim(0);
+}
 int64_t colsOf(const Tensor& t) {
   int64_t cols = 1;
   for (int64_t axis = 1; axis < t.rank(); ++axis) cols *= t.dim(static_cast<int>(axis));
   return cols;
+}
+
+void checkDType(const Tensor& t, DType dtype, const char* what) {
+  RM_CHECK_ARG(t.dtype() == dtype, fmt::format("{} must be {}, got {} {}", what, dtypeName(dtype),
+                                               dtypeName(t.dtype()), shapeStr(t.shape())));
+}
+
+void checkShape(const Tensor& t, const Shape& expected, const char* what) {
+  RM_CHECK_ARG(t.shape() == expected, fmt::format("{} has shape {}, expected {}", what,
+                                                  shapeStr(t.shape()), shapeStr(expected)));
+}
+
+// The product of the axes before the last two (the batch of matmulBatched).
+int64_t leadingNumel(const Tensor& t) {
+  int64_t n = 1;
+  for (int64_t axis = 0; axis + 2 < t.rank(); ++axis) n *= t.dim(static_cast<int>(axis));
+  return n;
 }
 
 }  // namespace
@@ -54,23 +73,25 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
                fmt::format("matmul shapes {}{} x {}{} -> {} do not agree", shapeStr(a.shape()),
                            trans_a ? "^T" : "", shapeStr(b.shape()), trans_b ? "^T" : "",
                            shapeStr(c.shape())));
-  RM_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a.data<float>(),
-              b.data<float>(), beta, c.data<float>());
+  RM_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a.data<float>(), b.data<float>(),
+              beta, c.data<float>());
 }
 
-void fill(Tensor& y, float value) { RM_DISPATCH(y.device(), fill, y.data<float>(), y.numel(), value); }
+void fill(Tensor& y, float value) {
+  RM_DISPATCH(y.device(), fill, y.data<float>(), y.numel(), value);
+}
 
 void addBiasRows(Tensor& y, const Tensor& bias) {
   checkSameDevice({&y, &bias});
-  RM_CHECK_ARG(colsOf(y) == bias.numel(), fmt::format("bias {} for rows of {}",
-                                                      shapeStr(bias.shape()), shapeStr(y.shape())));
+  RM_CHECK_ARG(colsOf(y) == bias.numel(),
+               fmt::format("bias {} for rows of {}", shapeStr(bias.shape()), shapeStr(y.shape())));
   RM_DISPATCH(y.device(), addBiasRows, y.data<float>(), bias.data<float>(), rowsOf(y), colsOf(y));
 }
 
 void sumRows(const Tensor& x, Tensor& out, float beta) {
   checkSameDevice({&x, &out});
-  RM_CHECK_ARG(colsOf(x) == out.numel(), fmt::format("row sum of {} into {}", shapeStr(x.shape()),
-                                                     shapeStr(out.shape())));
+  RM_CHECK_ARG(colsOf(x) == out.numel(),
+               fmt::format("row sum of {} into {}", shapeStr(x.shape()), shapeStr(out.shape())));
   RM_DISPATCH(x.device(), sumRows, x.data<float>(), out.data<float>(), rowsOf(x), colsOf(x), beta);
 }
 
@@ -136,18 +157,17 @@ void layerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
                       Tensor& mean, Tensor& rstd, float eps) {
   checkSameDevice({&x, &gamma, &beta, &y, &mean, &rstd});
   const int64_t rows = rowsOf(x), cols = colsOf(x);
-  RM_CHECK_ARG(gamma.numel() == cols && beta.numel() == cols && y.numel() == x.numel() &&
-                   mean.numel() == rows && rstd.numel() == rows,
-               fmt::format("layer norm of {} with weight {}", shapeStr(x.shape()),
-                           shapeStr(gamma.shape())));
+  RM_CHECK_ARG(
+      gamma.numel() == cols && beta.numel() == cols && y.numel() == x.numel() &&
+          mean.numel() == rows && rstd.numel() == rows,
+      fmt::format("layer norm of {} with weight {}", shapeStr(x.shape()), shapeStr(gamma.shape())));
   RM_DISPATCH(x.device(), layerNormForward, x.data<float>(), gamma.data<float>(),
               beta.data<float>(), y.data<float>(), mean.data<float>(), rstd.data<float>(), rows,
               cols, eps);
 }
 
-void layerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta) {
+void layerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta) {
   checkSameDevice({&x, &gamma, &mean, &rstd, &dy, &dx, &dgamma, &dbeta});
   checkSameNumel(x, dy);
   checkSameNumel(x, dx);
@@ -204,8 +224,151 @@ void adamStep(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_av
   checkSameNumel(param, exp_avg_sq);
   RM_CHECK_ARG(step >= 1, "adam steps count from 1");
   RM_DISPATCH(param.device(), adamStep, param.data<float>(), grad.data<float>(),
-              exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2,
-              eps, weight_decay, step, decoupled);
+              exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2, eps,
+              weight_decay, step, decoupled);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Transformer ops
+
+void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                   float alpha, float beta) {
+  checkSameDevice({&a, &b, &c});
+  RM_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2,
+               fmt::format("batched matmul takes tensors of rank 2 or more, got {}, {} and {}",
+                           shapeStr(a.shape()), shapeStr(b.shape()), shapeStr(c.shape())));
+  const auto rows = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 2)); };
+  const auto cols = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 1)); };
+  const int64_t m = trans_a ? cols(a) : rows(a);
+  const int64_t k = trans_a ? rows(a) : cols(a);
+  const int64_t kb = trans_b ? cols(b) : rows(b);
+  const int64_t n = trans_b ? rows(b) : cols(b);
+  const int64_t batch = leadingNumel(c);
+  RM_CHECK_ARG(k == kb && rows(c) == m && cols(c) == n && leadingNumel(a) == batch &&
+                   leadingNumel(b) == batch,
+               fmt::format("batched matmul shapes {}{} x {}{} -> {} do not agree",
+                           shapeStr(a.shape()), trans_a ? "^T" : "", shapeStr(b.shape()),
+                           trans_b ? "^T" : "", shapeStr(c.shape())));
+  RM_DISPATCH(c.device(), gemmBatched, trans_a, trans_b, batch, m, n, k, alpha, a.data<float>(),
+              m * k, b.data<float>(), k * n, beta, c.data<float>(), m * n);
+}
+
+void geluTanh(const Tensor& x, Tensor& y) {
+  checkSameDevice({&x, &y});
+  checkSameNumel(x, y);
+  RM_DISPATCH(y.device(), geluTanh, x.data<float>(), y.data<float>(), y.numel());
+}
+
+void geluTanhBackward(const Tensor& x, const Tensor& dy, Tensor& dx) {
+  checkSameDevice({&x, &dy, &dx});
+  checkSameNumel(x, dy);
+  checkSameNumel(x, dx);
+  RM_DISPATCH(dx.device(), geluTanhBackward, x.data<float>(), dy.data<float>(), dx.data<float>(),
+              dx.numel());
+}
+
+void embeddingForward(const Tensor& ids, const Tensor& table, Tensor& out) {
+  checkSameDevice({&ids, &table, &out});
+  checkDType(ids, DType::kI32, "token ids");
+  RM_CHECK_ARG(table.rank() == 2, fmt::format("embedding table must be [vocab, dim], got {}",
+                                              shapeStr(table.shape())));
+  const int64_t dim = table.dim(1);
+  RM_CHECK_ARG(out.numel() == ids.numel() * dim,
+               fmt::format("embedding of ids {} from table {} into {}", shapeStr(ids.shape()),
+                           shapeStr(table.shape()), shapeStr(out.shape())));
+  RM_DISPATCH(out.device(), embeddingForward, ids.data<int32_t>(), table.data<float>(),
+              out.data<float>(), ids.numel(), dim, table.dim(0));
+}
+
+void embeddingBackward(const Tensor& ids, const Tensor& dout, Tensor& dtable) {
+  checkSameDevice({&ids, &dout, &dtable});
+  checkDType(ids, DType::kI32, "token ids");
+  RM_CHECK_ARG(dtable.rank() == 2, fmt::format("embedding gradient must be [vocab, dim], got {}",
+                                               shapeStr(dtable.shape())));
+  const int64_t dim = dtable.dim(1);
+  RM_CHECK_ARG(
+      dout.numel() == ids.numel() * dim,
+      fmt::format("embedding backward of ids {} with gradient {} into {}", shapeStr(ids.shape()),
+                  shapeStr(dout.shape()), shapeStr(dtable.shape())));
+  RM_DISPATCH(dtable.device(), embeddingBackward, ids.data<int32_t>(), dout.data<float>(),
+              dtable.data<float>(), ids.numel(), dim);
+}
+
+void addPositionRows(Tensor& y, const Tensor& pos) {
+  checkSameDevice({&y, &pos});
+  RM_CHECK_ARG(y.rank() == 3 && pos.rank() == 2 && pos.dim(1) == y.dim(2) && pos.dim(0) >= y.dim(1),
+               fmt::format("position rows {} for activations {} (want [B, T, C] and [P >= T, C])",
+                           shapeStr(pos.shape()), shapeStr(y.shape())));
+  RM_DISPATCH(y.device(), addPositionRows, y.data<float>(), pos.data<float>(), y.dim(0), y.dim(1),
+              y.dim(2));
+}
+
+void positionRowsBackward(const Tensor& dy, Tensor& dpos) {
+  checkSameDevice({&dy, &dpos});
+  RM_CHECK_ARG(
+      dy.rank() == 3 && dpos.rank() == 2 && dpos.dim(1) == dy.dim(2) && dpos.dim(0) >= dy.dim(1),
+      fmt::format("position gradient {} for gradient {} (want [B, T, C] and [P >= T, C])",
+                  shapeStr(dpos.shape()), shapeStr(dy.shape())));
+  RM_DISPATCH(dy.device(), positionRowsBackward, dy.data<float>(), dpos.data<float>(), dy.dim(0),
+              dy.dim(1), dy.dim(2));
+}
+
+void splitQkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v) {
+  checkSameDevice({&qkv, &q, &k, &v});
+  RM_CHECK_ARG(q.rank() == 4, fmt::format("q must be [B, H, T, D], got {}", shapeStr(q.shape())));
+  const int64_t batch = q.dim(0), heads = q.dim(1), tokens = q.dim(2), head_dim = q.dim(3);
+  checkShape(k, q.shape(), "k");
+  checkShape(v, q.shape(), "v");
+  checkShape(qkv, {batch, tokens, 3 * heads * head_dim}, "qkv");
+  RM_DISPATCH(qkv.device(), splitQkv, qkv.data<float>(), q.data<float>(), k.data<float>(),
+              v.data<float>(), batch, tokens, heads, head_dim);
+}
+
+void mergeQkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv) {
+  checkSameDevice({&dq, &dk, &dv, &dqkv});
+  RM_CHECK_ARG(dq.rank() == 4,
+               fmt::format("dq must be [B, H, T, D], got {}", shapeStr(dq.shape())));
+  const int64_t batch = dq.dim(0), heads = dq.dim(1), tokens = dq.dim(2), head_dim = dq.dim(3);
+  checkShape(dk, dq.shape(), "dk");
+  checkShape(dv, dq.shape(), "dv");
+  checkShape(dqkv, {batch, tokens, 3 * heads * head_dim}, "dqkv");
+  RM_DISPATCH(dqkv.device(), mergeQkv, dq.data<float>(), dk.data<float>(), dv.data<float>(),
+              dqkv.data<float>(), batch, tokens, heads, head_dim);
+}
+
+void permute0213(const Tensor& x, Tensor& y) {
+  checkSameDevice({&x, &y});
+  RM_CHECK_ARG(x.rank() == 4,
+               fmt::format("permute0213 takes a rank-4 tensor, got {}", shapeStr(x.shape())));
+  checkShape(y, {x.dim(0), x.dim(2), x.dim(1), x.dim(3)}, "permute0213's output");
+  RM_DISPATCH(y.device(), permute0213, x.data<float>(), y.data<float>(), x.dim(0), x.dim(1),
+              x.dim(2), x.dim(3));
+}
+
+void causalSoftmaxForward(const Tensor& scores, Tensor& probs, float scale) {
+  checkSameDevice({&scores, &probs});
+  RM_CHECK_ARG(scores.rank() >= 2 && scores.dim(static_cast<int>(scores.rank() - 1)) ==
+                                         scores.dim(static_cast<int>(scores.rank() - 2)),
+               fmt::format("causal softmax takes square [..., T, T] scores, got {}",
+                           shapeStr(scores.shape())));
+  checkShape(probs, scores.shape(), "causal softmax's probs");
+  const int64_t tokens = scores.dim(static_cast<int>(scores.rank() - 1));
+  RM_DISPATCH(scores.device(), causalSoftmaxForward, scores.data<float>(), probs.data<float>(),
+              leadingNumel(scores), tokens, scale);
+}
+
+void causalSoftmaxBackward(const Tensor& probs, const Tensor& dprobs, Tensor& dscores,
+                           float scale) {
+  checkSameDevice({&probs, &dprobs, &dscores});
+  RM_CHECK_ARG(probs.rank() >= 2 && probs.dim(static_cast<int>(probs.rank() - 1)) ==
+                                        probs.dim(static_cast<int>(probs.rank() - 2)),
+               fmt::format("causal softmax takes square [..., T, T] probs, got {}",
+                           shapeStr(probs.shape())));
+  checkShape(dprobs, probs.shape(), "causal softmax's dprobs");
+  checkShape(dscores, probs.shape(), "causal softmax's dscores");
+  const int64_t tokens = probs.dim(static_cast<int>(probs.rank() - 1));
+  RM_DISPATCH(probs.device(), causalSoftmaxBackward, probs.data<float>(), dprobs.data<float>(),
+              dscores.data<float>(), leadingNumel(probs), tokens, scale);
 }
 
 }  // namespace ringmaster::ops

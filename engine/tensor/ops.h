@@ -26,9 +26,8 @@ void dropout(const Tensor& x, Tensor& y, Tensor& mask, float p, uint64_t seed, u
 
 void layerNormForward(const Tensor& x, const Tensor& gamma, const Tensor& beta, Tensor& y,
                       Tensor& mean, Tensor& rstd, float eps);
-void layerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
-                       const Tensor& rstd, const Tensor& dy, Tensor& dx, Tensor& dgamma,
-                       Tensor& dbeta);
+void layerNormBackward(const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+                       const Tensor& dy, Tensor& dx, Tensor& dgamma, Tensor& dbeta);
 
 double softmaxCrossEntropyForward(const Tensor& logits, const Tensor& labels, Tensor& probs);
 void softmaxCrossEntropyBackward(const Tensor& probs, const Tensor& labels, Tensor& dlogits,
@@ -40,5 +39,42 @@ void sgdStep(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, float l
 void adamStep(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr,
               float beta1, float beta2, float eps, float weight_decay, int64_t step,
               bool decoupled);
+
+// ------------------------------------------------------------------------------------------------
+// Transformer ops (kernels.inc's second half). B batch, T tokens, H heads, D head width, C = H * D.
+
+// Batched matmul: c_i = alpha * op(a_i) op(b_i) + beta * c_i, where each tensor's last two axes are
+// the matrices and its leading axes (their product, equal for a, b and c) the batch; a rank-2
+// tensor is a batch of one. E.g. scores [B, H, T, T] = q [B, H, T, D] x k [B, H, T, D]^T.
+void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                   float alpha = 1.0f, float beta = 0.0f);
+
+// GELU with the tanh approximation (GPT-2's gelu_new, PyTorch's approximate="tanh").
+void geluTanh(const Tensor& x, Tensor& y);
+void geluTanhBackward(const Tensor& x, const Tensor& dy, Tensor& dx);
+
+// out[..., :] = table[ids[...], :]: ids I32 of any shape, table [V, C], out ids.numel() x C
+// elements (e.g. [B, T, C]). An id outside [0, V) is a kInvalidArgument error naming it.
+void embeddingForward(const Tensor& ids, const Tensor& table, Tensor& out);
+// dtable[ids[i], :] += dout[i, :] (adds; the ids were checked by the forward).
+void embeddingBackward(const Tensor& ids, const Tensor& dout, Tensor& dtable);
+// y[b, t, :] += pos[t, :] for y [B, T, C] and pos [P, C] with P >= T (the first T rows are used:
+// the learned position table is [context, C] and a batch may be shorter).
+void addPositionRows(Tensor& y, const Tensor& pos);
+// dpos[t, :] += sum over b of dy[b, t, :], for t < T (rows of dpos past T are left alone).
+void positionRowsBackward(const Tensor& dy, Tensor& dpos);
+
+// qkv [B, T, 3C] into q, k, v [B, H, T, D] (H and D read from q's shape).
+void splitQkv(const Tensor& qkv, Tensor& q, Tensor& k, Tensor& v);
+// dq, dk, dv [B, H, T, D] into dqkv [B, T, 3C] (the backward of splitQkv).
+void mergeQkv(const Tensor& dq, const Tensor& dk, const Tensor& dv, Tensor& dqkv);
+// y [n0, n2, n1, n3] = x [n0, n1, n2, n3] with axes 1 and 2 swapped.
+void permute0213(const Tensor& x, Tensor& y);
+
+// Causal softmax over the last axis of scores [..., T, T]: row i keeps columns j <= i,
+// probs = softmax(scale * scores) there and 0 above the diagonal.
+void causalSoftmaxForward(const Tensor& scores, Tensor& probs, float scale);
+// dscores = scale * probs * (dprobs - rowsum(probs * dprobs)), 0 above the diagonal.
+void causalSoftmaxBackward(const Tensor& probs, const Tensor& dprobs, Tensor& dscores, float scale);
 
 }  // namespace ringmaster::ops

@@ -605,4 +605,291 @@ void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq
   RM_CUDA_CHECK(cudaGetLastError());
 }
 
+// ------------------------------------------------------------------------------------------------
+// gemmBatched: cublasSgemmStridedBatched with gemm's row-major trick
+
+void gemmBatched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t stride_a, const float* b, int64_t stride_b,
+                 float beta, float* c, int64_t stride_c) {
+  if (batch <= 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // no products: every C_i = beta * C_i, as gemm does
+    for (int64_t i = 0; i < batch; ++i) scale(c + i * stride_c, beta, m * n);
+    return;
+  }
+  RM_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && batch <= INT_MAX,
+               fmt::format("batched gemm of {} x {} x {} x {} exceeds cuBLAS's 32-bit sizes", batch,
+                           m, n, k));
+  const int lda = static_cast<int>(trans_a ? m : k);
+  const int ldb = static_cast<int>(trans_b ? k : n);
+  // As in gemm: C_i^T = op(B_i)^T op(A_i)^T in cuBLAS's column-major view, B first, m and n
+  // swapped.
+  RM_CUBLAS_CHECK(cublasSgemmStridedBatched(
+      cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, stride_b, a,
+      lda, stride_a, &beta, c, static_cast<int>(n), stride_c, static_cast<int>(batch)));
+}
+
+// ------------------------------------------------------------------------------------------------
+// geluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+
+namespace {
+
+constexpr float kSqrt2OverPi = 0.79788456080286536f;
+constexpr float kGeluCubic = 0.044715f;
+
+__global__ void geluTanhKernel(const float* x, float* y, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float v = x[i];
+    const float inner = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+    y[i] = 0.5f * v * (1.0f + tanhf(inner));
+  }
+}
+
+__global__ void geluTanhBackwardKernel(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const float v = x[i];
+    const float inner = kSqrt2OverPi * (v + kGeluCubic * v * v * v);
+    const float t = tanhf(inner);
+    const float dinner = kSqrt2OverPi * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+  }
+}
+
+}  // namespace
+
+void geluTanh(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  geluTanhKernel<<<blocksFor(n), kThreads>>>(x, y, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  if (n <= 0) return;
+  geluTanhBackwardKernel<<<blocksFor(n), kThreads>>>(x, dy, dx, n);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// embeddings: a gather by token id, its scatter-add (atomicAdd: ids repeat), position rows
+
+namespace {
+
+// The host's id check, on a copy of the ids.
+void checkIds(const int32_t* ids, int64_t count, int64_t vocab) {
+  const std::vector<int32_t> host = toHost(ids, count);
+  for (int64_t i = 0; i < count; ++i) {
+    if (host[i] < 0 || host[i] >= vocab) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("token id {} at position {} is outside the vocabulary [0, {})", host[i],
+                           i, vocab));
+    }
+  }
+}
+
+__global__ void embeddingForwardKernel(const int32_t* ids, const float* table, float* out,
+                                       int64_t n, int64_t dim) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    out[i] = table[static_cast<int64_t>(ids[i / dim]) * dim + i % dim];
+  }
+}
+
+__global__ void embeddingBackwardKernel(const int32_t* ids, const float* dout, float* dtable,
+                                        int64_t n, int64_t dim) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    atomicAdd(dtable + static_cast<int64_t>(ids[i / dim]) * dim + i % dim, dout[i]);
+  }
+}
+
+__global__ void addPositionRowsKernel(float* y, const float* pos, int64_t n, int64_t row_block) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) y[i] += pos[i % row_block];
+}
+
+// One thread per element of the [T, C] block walks the batch in order, as sumRows does.
+__global__ void positionRowsBackwardKernel(const float* dy, float* dpos, int64_t batch,
+                                           int64_t row_block) {
+  for (int64_t j = firstIndex(); j < row_block; j += gridStride()) {
+    float sum = dpos[j];
+    for (int64_t b = 0; b < batch; ++b) sum += dy[b * row_block + j];
+    dpos[j] = sum;
+  }
+}
+
+}  // namespace
+
+void embeddingForward(const int32_t* ids, const float* table, float* out, int64_t count,
+                      int64_t dim, int64_t vocab) {
+  if (count <= 0) return;
+  checkIds(ids, count, vocab);
+  const int64_t n = count * dim;
+  if (n <= 0) return;
+  embeddingForwardKernel<<<blocksFor(n), kThreads>>>(ids, table, out, n, dim);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void embeddingBackward(const int32_t* ids, const float* dout, float* dtable, int64_t count,
+                       int64_t dim) {
+  const int64_t n = count * dim;
+  if (n <= 0) return;
+  embeddingBackwardKernel<<<blocksFor(n), kThreads>>>(ids, dout, dtable, n, dim);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void addPositionRows(float* y, const float* pos, int64_t batch, int64_t tokens, int64_t dim) {
+  const int64_t n = batch * tokens * dim;
+  if (n <= 0) return;
+  addPositionRowsKernel<<<blocksFor(n), kThreads>>>(y, pos, n, tokens * dim);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void positionRowsBackward(const float* dy, float* dpos, int64_t batch, int64_t tokens,
+                          int64_t dim) {
+  const int64_t row_block = tokens * dim;
+  if (row_block <= 0) return;
+  positionRowsBackwardKernel<<<blocksFor(row_block), kThreads>>>(dy, dpos, batch, row_block);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// head layout: splitQkv, mergeQkv, permute0213 (pure copies, one thread per element)
+
+namespace {
+
+// For element i of qkv [B, T, 3, H, D]: which of q, k, v (0, 1, 2) and its offset in [B, H, T, D].
+struct QkvIndex {
+  int64_t which;
+  int64_t offset;
+};
+
+__device__ QkvIndex qkvIndex(int64_t i, int64_t tokens, int64_t heads, int64_t head_dim) {
+  const int64_t d = i % head_dim;
+  int64_t rest = i / head_dim;
+  const int64_t h = rest % heads;
+  rest /= heads;
+  const int64_t which = rest % 3;
+  rest /= 3;
+  const int64_t t = rest % tokens;
+  const int64_t b = rest / tokens;
+  return {which, ((b * heads + h) * tokens + t) * head_dim + d};
+}
+
+__global__ void splitQkvKernel(const float* qkv, float* q, float* k, float* v, int64_t n,
+                               int64_t tokens, int64_t heads, int64_t head_dim) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const QkvIndex at = qkvIndex(i, tokens, heads, head_dim);
+    float* dst = at.which == 0 ? q : at.which == 1 ? k : v;
+    dst[at.offset] = qkv[i];
+  }
+}
+
+__global__ void mergeQkvKernel(const float* dq, const float* dk, const float* dv, float* dqkv,
+                               int64_t n, int64_t tokens, int64_t heads, int64_t head_dim) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const QkvIndex at = qkvIndex(i, tokens, heads, head_dim);
+    const float* src = at.which == 0 ? dq : at.which == 1 ? dk : dv;
+    dqkv[i] = src[at.offset];
+  }
+}
+
+__global__ void permute0213Kernel(const float* x, float* y, int64_t n, int64_t n1, int64_t n2,
+                                  int64_t n3) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    const int64_t d = i % n3;
+    int64_t rest = i / n3;
+    const int64_t c = rest % n2;
+    rest /= n2;
+    const int64_t b = rest % n1;
+    const int64_t a = rest / n1;
+    y[((a * n2 + c) * n1 + b) * n3 + d] = x[i];
+  }
+}
+
+}  // namespace
+
+void splitQkv(const float* qkv, float* q, float* k, float* v, int64_t batch, int64_t tokens,
+              int64_t heads, int64_t head_dim) {
+  const int64_t n = batch * tokens * 3 * heads * head_dim;
+  if (n <= 0) return;
+  splitQkvKernel<<<blocksFor(n), kThreads>>>(qkv, q, k, v, n, tokens, heads, head_dim);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void mergeQkv(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t batch,
+              int64_t tokens, int64_t heads, int64_t head_dim) {
+  const int64_t n = batch * tokens * 3 * heads * head_dim;
+  if (n <= 0) return;
+  mergeQkvKernel<<<blocksFor(n), kThreads>>>(dq, dk, dv, dqkv, n, tokens, heads, head_dim);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void permute0213(const float* x, float* y, int64_t n0, int64_t n1, int64_t n2, int64_t n3) {
+  const int64_t n = n0 * n1 * n2 * n3;
+  if (n <= 0) return;
+  permute0213Kernel<<<blocksFor(n), kThreads>>>(x, y, n, n1, n2, n3);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// causal softmax: one block per row of the [T, T] matrices, row sums in double
+
+namespace {
+
+__global__ void causalSoftmaxForwardKernel(const float* scores, float* probs, int64_t rows,
+                                           int64_t tokens, float scale) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t last = r % tokens;  // row i of its matrix sees columns 0..i
+    const float* sr = scores + r * tokens;
+    float* pr = probs + r * tokens;
+    float max = -INFINITY;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) max = fmaxf(max, scale * sr[j]);
+    max = blockMax(max);
+    double sum = 0.0;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+      pr[j] = expf(scale * sr[j] - max);
+      sum += pr[j];
+    }
+    sum = blockSum(sum);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = threadIdx.x; j < tokens; j += blockDim.x) {
+      pr[j] = j <= last ? pr[j] * inv : 0.0f;
+    }
+  }
+}
+
+__global__ void causalSoftmaxBackwardKernel(const float* probs, const float* dprobs, float* dscores,
+                                            int64_t rows, int64_t tokens, float scale) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t last = r % tokens;
+    const float* pr = probs + r * tokens;
+    const float* dpr = dprobs + r * tokens;
+    float* dsr = dscores + r * tokens;
+    double dot = 0.0;
+    for (int64_t j = threadIdx.x; j <= last; j += blockDim.x) {
+      dot += static_cast<double>(pr[j]) * dpr[j];
+    }
+    const float dot_r = static_cast<float>(blockSum(dot));
+    for (int64_t j = threadIdx.x; j < tokens; j += blockDim.x) {
+      dsr[j] = j <= last ? scale * pr[j] * (dpr[j] - dot_r) : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+void causalSoftmaxForward(const float* scores, float* probs, int64_t matrices, int64_t tokens,
+                          float scale) {
+  const int64_t rows = matrices * tokens;
+  if (rows <= 0) return;
+  causalSoftmaxForwardKernel<<<rowBlocksFor(rows), kThreads>>>(scores, probs, rows, tokens, scale);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscores,
+                           int64_t matrices, int64_t tokens, float scale) {
+  const int64_t rows = matrices * tokens;
+  if (rows <= 0) return;
+  causalSoftmaxBackwardKernel<<<rowBlocksFor(rows), kThreads>>>(probs, dprobs, dscores, rows,
+                                                                tokens, scale);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace ringmaster::cuda
