@@ -1,8 +1,8 @@
-// The CUDA path against the host reference: every op of ops.h runs on the same random inputs on
-// both devices, over sizes including 0, 1, odd ones and ones past a grid's first pass, and each
-// comparison prints its worst relative error. Also copies, device names, and the CUDA caching
-// allocator's figures. Without CUDA in the build, or without a device, every test skips and says
-// so.
+// The CUDA path against the host reference: every op of ops.h (the transformer ops included) runs
+// on the same random inputs on both devices, over sizes including 0, 1, odd ones and ones past a
+// grid's first pass, and each comparison prints its worst relative error. Also copies, device
+// names, and the CUDA caching allocator's figures. Without CUDA in the build, or without a device,
+// every test skips and says so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -732,6 +732,285 @@ TEST_F(CudaKernels, AdamStepMatchesTheHost) {
       expectClose(what + " exp_avg", m_cuda, m, 1.0, kFewRoundings);
       expectClose(what + " exp_avg_sq", v_cuda, v, 1e-6, kFewRoundings);
     }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Transformer kernels: batched GEMM, tanh GELU, embeddings, head layout, causal softmax
+
+// Sizes [B, T, H, D] for the attention layout: single elements, odd sizes, and one (2 x 257 x 12
+// x 64 x 3 = 1.18M elements of qkv) past one pass of an elementwise grid (4096 x 256 = 1.05M).
+struct AttentionShape {
+  int64_t batch, tokens, heads, head_dim;
+};
+const std::vector<AttentionShape> kAttentionShapes = {
+    {1, 1, 1, 1}, {2, 5, 3, 7}, {3, 33, 4, 16}, {0, 4, 2, 3}, {2, 257, 12, 64}};
+
+std::string attentionStr(const AttentionShape& s) {
+  return fmt::format("B{} T{} H{} D{}", s.batch, s.tokens, s.heads, s.head_dim);
+}
+
+TEST_F(CudaKernels, MatmulBatchedMatchesTheHost) {
+  struct Case {
+    Shape batch;
+    int64_t m, n, k;
+  };
+  const std::vector<Case> cases = {{{1}, 1, 1, 1},     {{3}, 7, 5, 3}, {{2, 3}, 17, 33, 9},
+                                   {{5}, 65, 31, 130}, {{4}, 0, 3, 2}, {{2}, 3, 2, 0},
+                                   {{}, 9, 7, 5},      {{0}, 3, 3, 3}};
+  uint64_t seed = 300;
+  for (const Case& shape : cases) {
+    const int64_t m = shape.m, n = shape.n, k = shape.k;
+    const int64_t batch = shapeNumel(shape.batch);
+    const auto with_batch = [&](int64_t rows, int64_t cols) {
+      Shape full = shape.batch;
+      full.push_back(rows);
+      full.push_back(cols);
+      return full;
+    };
+    for (bool trans_a : {false, true}) {
+      for (bool trans_b : {false, true}) {
+        for (auto [alpha, beta] : {std::pair{1.0f, 0.0f}, std::pair{0.125f, 1.0f}}) {
+          const Tensor a = randomTensor(trans_a ? with_batch(k, m) : with_batch(m, k), seed++);
+          const Tensor b = randomTensor(trans_b ? with_batch(n, k) : with_batch(k, n), seed++);
+          Tensor c = beta == 0.0f ? Tensor::full(with_batch(m, n), std::nanf(""))
+                                  : randomTensor(with_batch(m, n), seed++);
+          const std::vector<float> c0 = c.toFloatVector();
+          Tensor c_cuda = c.to(gpu());
+          ops::matmulBatched(a, trans_a, b, trans_b, c, alpha, beta);
+          ops::matmulBatched(a.to(gpu()), trans_a, b.to(gpu()), trans_b, c_cuda, alpha, beta);
+
+          // Each element is a dot product of k terms: the gemm test's bound on its magnitudes.
+          const float* pa = a.data<float>();
+          const float* pb = b.data<float>();
+          std::vector<double> scale(static_cast<size_t>(batch * m * n));
+          for (int64_t bi = 0; bi < batch; ++bi) {
+            const float* ai = pa + bi * m * k;
+            const float* bbi = pb + bi * k * n;
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                double s = 0.0;
+                for (int64_t p = 0; p < k; ++p) {
+                  const float aip = trans_a ? ai[p * m + i] : ai[i * k + p];
+                  const float bpj = trans_b ? bbi[j * k + p] : bbi[p * n + j];
+                  s += std::abs(static_cast<double>(aip) * bpj);
+                }
+                const int64_t at = (bi * m + i) * n + j;
+                scale[at] = std::abs(alpha) * s + (beta == 0.0f ? 0.0 : std::abs(beta * c0[at]));
+              }
+            }
+          }
+          expectClose(fmt::format("matmulBatched {} x {}x{}x{} {}{} alpha {} beta {}",
+                                  shapeStr(shape.batch), m, n, k, trans_a ? "A^T" : "A",
+                                  trans_b ? "B^T" : "B", alpha, beta),
+                      c_cuda, c, scale, sumBound(k));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernels, GeluTanhMatchesTheHost) {
+  for (int64_t n : kSizes) {
+    const Tensor x = randomTensor({n}, 310, 2.0);
+    const Tensor dy = randomTensor({n}, 311);
+    Tensor y = Tensor::empty({n}), dx = Tensor::empty({n});
+    Tensor y_cuda = Tensor::empty({n}, DType::kF32, gpu());
+    Tensor dx_cuda = Tensor::empty({n}, DType::kF32, gpu());
+    ops::geluTanh(x, y);
+    ops::geluTanh(x.to(gpu()), y_cuda);
+    ops::geluTanhBackward(x, dy, dx);
+    ops::geluTanhBackward(x.to(gpu()), dy.to(gpu()), dx_cuda);
+    // As for gelu: tanhf is within a few ulp on both sides, and 1 + tanh(u) cancels for negative
+    // x, so the forward is measured against |x|. The backward's second term
+    // 0.5 x (1 - t^2) sqrt(2/pi) (1 + 0.134 x^2) has magnitude below |x| (1 + x^2) and the same
+    // cancellation in 1 - t^2, so its errors are measured against |dy| (1 + |x| (1 + x^2)).
+    std::vector<double> x_scale(static_cast<size_t>(n)), dy_scale(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = std::abs(x.data<float>()[i]);
+      x_scale[i] = xi;
+      dy_scale[i] = std::abs(dy.data<float>()[i]) * (1.0 + xi * (1.0 + xi * xi));
+    }
+    expectClose(fmt::format("geluTanh n={}", n), y_cuda, y, x_scale, kTranscendental);
+    expectClose(fmt::format("geluTanhBackward n={}", n), dx_cuda, dx, dy_scale, kTranscendental);
+  }
+}
+
+TEST_F(CudaKernels, EmbeddingsMatchTheHost) {
+  struct Case {
+    int64_t batch, tokens, vocab, dim;
+  };
+  // A vocabulary smaller than the token count repeats ids (the backward's atomicAdd collisions);
+  // the last case has more elements than one grid pass.
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1}, {2, 7, 5, 3}, {3, 33, 50, 65}, {0, 4, 3, 2}, {4, 300, 97, 1001}};
+  uint64_t seed = 320;
+  for (const Case& cs : cases) {
+    const std::string what = fmt::format("B{} T{} V{} C{}", cs.batch, cs.tokens, cs.vocab, cs.dim);
+    const int64_t count = cs.batch * cs.tokens;
+    const Tensor ids =
+        Tensor::fromInts(randomLabels(count, cs.vocab, seed++), {cs.batch, cs.tokens});
+    const Tensor table = randomTensor({cs.vocab, cs.dim}, seed++);
+    Tensor out = Tensor::empty({cs.batch, cs.tokens, cs.dim});
+    Tensor out_cuda = Tensor::empty({cs.batch, cs.tokens, cs.dim}, DType::kF32, gpu());
+    ops::embeddingForward(ids, table, out);
+    ops::embeddingForward(ids.to(gpu()), table.to(gpu()), out_cuda);
+    expectEqual("embeddingForward " + what, out_cuda, out);  // a gather: copies only
+
+    // The scatter-add: atomics add in any order, so each row is within the bound of a sum of its
+    // contributions plus the value it started from.
+    const Tensor dout = randomTensor({cs.batch, cs.tokens, cs.dim}, seed++);
+    Tensor dtable = randomTensor({cs.vocab, cs.dim}, seed++);
+    const std::vector<float> dtable0 = dtable.toFloatVector();
+    Tensor dtable_cuda = dtable.to(gpu());
+    ops::embeddingBackward(ids, dout, dtable);
+    ops::embeddingBackward(ids.to(gpu()), dout.to(gpu()), dtable_cuda);
+    std::vector<double> scale(dtable0.begin(), dtable0.end());
+    for (double& s : scale) s = std::abs(s);
+    std::vector<int64_t> uses(static_cast<size_t>(cs.vocab), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      const int32_t id = ids.data<int32_t>()[i];
+      ++uses[id];
+      for (int64_t c = 0; c < cs.dim; ++c) {
+        scale[id * cs.dim + c] += std::abs(dout.data<float>()[i * cs.dim + c]);
+      }
+    }
+    const int64_t most_uses = uses.empty() ? 0 : *std::max_element(uses.begin(), uses.end());
+    expectClose("embeddingBackward " + what, dtable_cuda, dtable, scale, sumBound(most_uses));
+
+    // Position rows: a table longer than the batch's tokens (its first T rows are used).
+    const Tensor pos = randomTensor({cs.tokens + 3, cs.dim}, seed++);
+    Tensor y = randomTensor({cs.batch, cs.tokens, cs.dim}, seed++);
+    Tensor y_cuda = y.to(gpu());
+    ops::addPositionRows(y, pos);
+    ops::addPositionRows(y_cuda, pos.to(gpu()));
+    expectEqual("addPositionRows " + what, y_cuda, y);  // one addition per element
+
+    Tensor dpos = randomTensor({cs.tokens + 3, cs.dim}, seed++);
+    const std::vector<float> dpos0 = dpos.toFloatVector();
+    Tensor dpos_cuda = dpos.to(gpu());
+    ops::positionRowsBackward(dout, dpos);
+    ops::positionRowsBackward(dout.to(gpu()), dpos_cuda);
+    std::vector<double> dpos_scale(dpos0.begin(), dpos0.end());
+    for (double& s : dpos_scale) s = std::abs(s);
+    for (int64_t i = 0; i < dout.numel(); ++i) {
+      dpos_scale[i % (cs.tokens * cs.dim)] += std::abs(dout.data<float>()[i]);
+    }
+    expectClose("positionRowsBackward " + what, dpos_cuda, dpos, dpos_scale, sumBound(cs.batch));
+  }
+}
+
+TEST_F(CudaKernels, EmbeddingRejectsIdsOutsideTheVocabulary) {
+  const Tensor table = randomTensor({5, 3}, 330).to(gpu());
+  Tensor out = Tensor::empty({4, 3}, DType::kF32, gpu());
+  for (int32_t bad : {-1, 5}) {
+    const Tensor ids = Tensor::fromInts({0, 4, bad, 1}, {4}, gpu());
+    try {
+      ops::embeddingForward(ids, table, out);
+      ADD_FAILURE() << "id " << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument) << e.what();
+      EXPECT_NE(e.message().find(fmt::format("token id {} at position 2", bad)), std::string::npos)
+          << e.message();
+    }
+  }
+  // Ids must be I32 and on the table's device.
+  EXPECT_THROW(ops::embeddingForward(randomTensor({4}, 331).to(gpu()), table, out), Error);
+  EXPECT_THROW(ops::embeddingForward(Tensor::fromInts({0, 1, 2, 3}, {4}), table, out), Error);
+  // Nothing sticky was left behind.
+  ops::embeddingForward(Tensor::fromInts({0, 1, 2, 3}, {4}, gpu()), table, out);
+  EXPECT_EQ(out.toFloatVector()[3], table.toFloatVector()[3]);
+}
+
+TEST_F(CudaKernels, HeadLayoutMatchesTheHost) {
+  uint64_t seed = 340;
+  for (const AttentionShape& s : kAttentionShapes) {
+    const Shape heads_shape = {s.batch, s.heads, s.tokens, s.head_dim};
+    const int64_t width = s.heads * s.head_dim;
+    const Tensor qkv = randomTensor({s.batch, s.tokens, 3 * width}, seed++);
+    Tensor q = Tensor::empty(heads_shape), k = Tensor::empty(heads_shape),
+           v = Tensor::empty(heads_shape);
+    Tensor q_cuda = Tensor::empty(heads_shape, DType::kF32, gpu());
+    Tensor k_cuda = Tensor::empty(heads_shape, DType::kF32, gpu());
+    Tensor v_cuda = Tensor::empty(heads_shape, DType::kF32, gpu());
+    ops::splitQkv(qkv, q, k, v);
+    ops::splitQkv(qkv.to(gpu()), q_cuda, k_cuda, v_cuda);
+    // Pure copies: equal bit for bit.
+    expectEqual("splitQkv q " + attentionStr(s), q_cuda, q);
+    expectEqual("splitQkv k " + attentionStr(s), k_cuda, k);
+    expectEqual("splitQkv v " + attentionStr(s), v_cuda, v);
+
+    const Tensor dq = randomTensor(heads_shape, seed++), dk = randomTensor(heads_shape, seed++),
+                 dv = randomTensor(heads_shape, seed++);
+    Tensor dqkv = Tensor::empty({s.batch, s.tokens, 3 * width});
+    Tensor dqkv_cuda = Tensor::empty({s.batch, s.tokens, 3 * width}, DType::kF32, gpu());
+    ops::mergeQkv(dq, dk, dv, dqkv);
+    ops::mergeQkv(dq.to(gpu()), dk.to(gpu()), dv.to(gpu()), dqkv_cuda);
+    expectEqual("mergeQkv " + attentionStr(s), dqkv_cuda, dqkv);
+    // merge undoes split
+    Tensor round_trip = Tensor::empty({s.batch, s.tokens, 3 * width}, DType::kF32, gpu());
+    ops::mergeQkv(q_cuda, k_cuda, v_cuda, round_trip);
+    expectEqual("mergeQkv(splitQkv(qkv)) " + attentionStr(s), round_trip, qkv);
+
+    // Heads to tokens and back.
+    const Shape tokens_shape = {s.batch, s.tokens, s.heads, s.head_dim};
+    const Tensor x = randomTensor(heads_shape, seed++);
+    Tensor y = Tensor::empty(tokens_shape);
+    Tensor y_cuda = Tensor::empty(tokens_shape, DType::kF32, gpu());
+    ops::permute0213(x, y);
+    ops::permute0213(x.to(gpu()), y_cuda);
+    expectEqual("permute0213 " + attentionStr(s), y_cuda, y);
+    Tensor back = Tensor::empty(heads_shape, DType::kF32, gpu());
+    ops::permute0213(y_cuda, back);
+    expectEqual("permute0213 twice " + attentionStr(s), back, x);
+  }
+}
+
+TEST_F(CudaKernels, CausalSoftmaxMatchesTheHost) {
+  struct Case {
+    int64_t matrices, tokens;
+  };
+  // Rows shorter and longer than a block (256 threads), and more rows (13200 x 5 = 66000) than
+  // one grid of row blocks (65535).
+  const std::vector<Case> cases = {{1, 1}, {1, 2}, {3, 7}, {2, 33}, {2, 300}, {13200, 5}, {0, 4}};
+  uint64_t seed = 350;
+  for (const Case& cs : cases) {
+    const std::string what = fmt::format("{} x {}x{}", cs.matrices, cs.tokens, cs.tokens);
+    const Shape shape = {cs.matrices, cs.tokens, cs.tokens};
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cs.tokens));
+    const Tensor scores = randomTensor(shape, seed++, 3.0);
+    Tensor probs = Tensor::empty(shape);
+    Tensor probs_cuda = Tensor::full(shape, std::nanf("")).to(gpu());  // every element written
+    ops::causalSoftmaxForward(scores, probs, scale);
+    ops::causalSoftmaxForward(scores.to(gpu()), probs_cuda, scale);
+    // As for softmaxCrossEntropy: each probability within a few roundings of exp relative to
+    // itself; the masked ones are exactly 0 on both sides.
+    expectClose("causalSoftmaxForward " + what, probs_cuda, probs, 0.0, kExpRoundings);
+
+    // The backward from the host's probabilities: dscores = scale p (dp - sum_j p_j dp_j). The
+    // row's dot product is a sum of up to T terms (gamma_T relative to the sum of |p_j dp_j|), the
+    // rest a few roundings, so each element is measured against scale p (|dp| + sum |p dp|).
+    const Tensor dprobs = randomTensor(shape, seed++);
+    Tensor dscores = Tensor::empty(shape);
+    Tensor dscores_cuda = Tensor::full(shape, std::nanf("")).to(gpu());
+    ops::causalSoftmaxBackward(probs, dprobs, dscores, scale);
+    ops::causalSoftmaxBackward(probs.to(gpu()), dprobs.to(gpu()), dscores_cuda, scale);
+    const float* p = probs.data<float>();
+    const float* dp = dprobs.data<float>();
+    std::vector<double> dscale(static_cast<size_t>(probs.numel()));
+    for (int64_t r = 0; r < cs.matrices * cs.tokens; ++r) {
+      double dot_magnitude = 0.0;
+      for (int64_t j = 0; j < cs.tokens; ++j) {
+        dot_magnitude +=
+            std::abs(static_cast<double>(p[r * cs.tokens + j]) * dp[r * cs.tokens + j]);
+      }
+      for (int64_t j = 0; j < cs.tokens; ++j) {
+        const int64_t at = r * cs.tokens + j;
+        dscale[at] = scale * p[at] * (std::abs(dp[at]) + dot_magnitude);
+      }
+    }
+    expectClose("causalSoftmaxBackward " + what, dscores_cuda, dscores, dscale,
+                sumBound(cs.tokens) + kFewRoundings);
   }
 }
 
