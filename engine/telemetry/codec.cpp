@@ -93,6 +93,7 @@ std::string_view eventTypeName(const EventBody& body) {
     std::string_view operator()(const LogEvent&) const { return "log"; }
     std::string_view operator()(const ErrorEvent&) const { return "error"; }
     std::string_view operator()(const DoneEvent&) const { return "done"; }
+    std::string_view operator()(const EvalEvent&) const { return "eval"; }
   };
   return std::visit(Names{}, body);
 }
@@ -140,7 +141,7 @@ OrderedJson fieldJson(const T& value) {
   }
 }
 
-// The step, comm and sched records: their field tables, absent optionals omitted.
+// The step, comm, sched and eval records: their field tables, absent optionals omitted.
 template <typename Record>
 requires kHasFieldTable<Record>
 void putBody(OrderedJson& out, const Record& e) {
@@ -615,6 +616,8 @@ DecodeResult decodeUnchecked(std::string_view line) {
     event.body = readError(body);
   } else if (type == "done") {
     event.body = readDone(body);
+  } else if (type == "eval") {
+    event.body = readFields<EvalEvent>(body);
   } else {
     return fail(fmt::format("type: unknown event type {}", quoteShort(type)));
   }

@@ -134,6 +134,17 @@ struct LogEvent {
 };
 
 // A failure on this rank; fatal ones are followed by done{failed} when the worker can still write.
+// One evaluation on the validation set after optimizer step `step` (train.eval_every): the loss
+// averaged over every target token the ranks evaluated, the same value on every rank.
+struct EvalEvent {
+  int64_t step = 0;
+  double val_loss = 0;    // may be NaN / infinite (sent as null, read back as NaN)
+  double perplexity = 0;  // exp(val_loss); infinite (null) when that overflows
+  int64_t tokens = 0;     // target tokens evaluated, all ranks together
+  double eval_ms = 0;     // wall time of the evaluation on this rank
+  bool operator==(const EvalEvent&) const = default;
+};
+
 struct ErrorEvent {
   std::string message;
   std::string kind;             // errorKindName() of a ringmaster::Error, or "exception"
@@ -156,10 +167,10 @@ struct DoneEvent {
   bool operator==(const DoneEvent&) const = default;
 };
 
-using EventBody =
-    std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent, DoneEvent>;
+using EventBody = std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent,
+                               DoneEvent, EvalEvent>;
 
-// The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done".
+// The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done", "eval".
 std::string_view eventTypeName(const EventBody& body);
 
 // One line of a stream: the envelope every event carries, and its body.

@@ -1,4 +1,4 @@
-// decodeCommonEvent: the decoder's fast path (simdjson) for step, comm and sched lines, and the
+// decodeCommonEvent: the decoder's fast path (simdjson) for step, comm, sched and eval lines, and the
 // full decoder alone to check it against. Internal to the telemetry library and its tests: callers
 // use decodeEvent, which tries the fast path first.
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace ringmaster {
 
-// The event of a well-formed step, comm or sched line, exactly as decodeEvent decodes it; nothing
+// The event of a well-formed step, comm, sched or eval line, exactly as decodeEvent decodes it; nothing
 // for any other line (decodeEvent's full decoder then accepts or rejects it with its message).
 std::optional<TelemetryEvent> decodeCommonEvent(std::string_view line);
 

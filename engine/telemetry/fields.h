@@ -1,4 +1,4 @@
-// The fields of the step, comm and sched records, each described once, in the order of
+// The fields of the step, comm, sched and eval records, each described once, in the order of
 // docs/telemetry.md: wire name, member, numeric domain and whether it may be absent. The encoder,
 // both decoders and storage's step columns iterate these tables, so a new step metric is its
 // member in StepEvent and its row in kStepFields (and, to be stored, a column: storage/README.md).
@@ -134,6 +134,15 @@ constexpr const auto& fieldsOf() {
   if constexpr (std::is_same_v<Record, StepEvent>) {
     return kStepFields;
   } else if constexpr (std::is_same_v<Record, CommEvent>) {
+// The eval record. Its loss and perplexity go null for a non-finite value, as step.loss.
+inline constexpr auto kEvalFields = std::tuple{
+    field("step", &EvalEvent::step, kCount),
+    field("val_loss", &EvalEvent::val_loss, kAnySign, Presence::kNullIsNaN),
+    field("perplexity", &EvalEvent::perplexity, kNonNegative, Presence::kNullIsNaN),
+    field("tokens", &EvalEvent::tokens, kCount),
+    field("eval_ms", &EvalEvent::eval_ms, kNonNegative),
+};
+
     return kCommFields;
   } else {
     static_assert(std::is_same_v<Record, SchedEvent>, "no field table for this record");
@@ -141,10 +150,12 @@ constexpr const auto& fieldsOf() {
   }
 }
 
-// Whether Record has a field table (step, comm, sched).
+  } else if constexpr (std::is_same_v<Record, EvalEvent>) {
+    return kEvalFields;
+// Whether Record has a field table (step, comm, sched, eval).
 template <typename Record>
 inline constexpr bool kHasFieldTable =
     std::is_same_v<Record, StepEvent> || std::is_same_v<Record, CommEvent> ||
-    std::is_same_v<Record, SchedEvent>;
+    std::is_same_v<Record, SchedEvent> || std::is_same_v<Record, EvalEvent>;
 
 }  // namespace ringmaster

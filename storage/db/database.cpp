@@ -340,6 +340,22 @@ CREATE INDEX comm_events_by_step ON comm_events (run_id, step);
 ALTER TABLE sched_events ADD COLUMN ready_us INTEGER;
 ALTER TABLE sched_events ADD COLUMN transfer_us INTEGER;
 )sql",
+      // 7: evaluations on the validation set (the eval event): a row per run, rank and step, the
+      // latest attempt's values kept.
+      R"sql(
+CREATE TABLE evals (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  rank INTEGER NOT NULL,
+  step INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  t REAL NOT NULL,                    -- the event's time, seconds since 1970
+  val_loss REAL,                      -- null: NaN or infinite
+  perplexity REAL,                    -- null: NaN or infinite
+  tokens INTEGER NOT NULL,
+  eval_ms REAL NOT NULL,
+  PRIMARY KEY (run_id, rank, step)
+) WITHOUT ROWID;
+)sql",
   };
   return kMigrations;
 }

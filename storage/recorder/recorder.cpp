@@ -117,6 +117,12 @@ class EventStore {
             "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
             "micro_batch, phase, start_us, end_us, ready_us, transfer_us) VALUES (?, ?, ?, ?, ?, "
             "?, ?, ?, ?, ?, ?, ?)"),
+        eval_(db,
+              "INSERT INTO evals (run_id, rank, step, attempt, t, val_loss, perplexity, tokens, "
+              "eval_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, rank, step) DO "
+              "UPDATE SET attempt = excluded.attempt, t = excluded.t, val_loss = "
+              "excluded.val_loss, perplexity = excluded.perplexity, tokens = excluded.tokens, "
+              "eval_ms = excluded.eval_ms"),
         log_(db,
              "INSERT INTO logs (run_id, attempt, rank, t, level, message) VALUES (?, ?, ?, ?, ?, "
              "?)"),
@@ -273,6 +279,13 @@ class EventStore {
         .bind(12, s.transfer_us)
         .run();
   }
+  // An evaluation stored again (a later attempt resumed before it) keeps the latest values.
+  void storeBody(const TelemetryEvent& e, const EvalEvent& v) {
+    const auto finite = [](double x) { return std::isfinite(x) ? std::optional(x) : std::nullopt; };
+    eval_.bind(1, run_id_).bind(2, int64_t{e.rank}).bind(3, v.step).bind(4, int64_t{attempt_});
+    eval_.bind(5, e.time).bind(6, finite(v.val_loss)).bind(7, finite(v.perplexity));
+    eval_.bind(8, v.tokens).bind(9, v.eval_ms).run();
+  }
   void storeBody(const TelemetryEvent& e, const LogEvent& l) {
     log(int64_t{e.rank}, e.time, toString(l.level), l.message);
   }
@@ -296,7 +309,7 @@ class EventStore {
   int attempt_;
   int64_t world_size_ = 0;  // ranks are 0 .. world_size_ - 1
   Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_, sched_,
-      log_, root_cause_, dump_, rollup_, counts_;
+      eval_, log_, root_cause_, dump_, rollup_, counts_;
   std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
   std::map<int64_t, SeqRanges> seen_;  // by rank
   RollupAccumulator rollups_;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "db/database.h"
 #include "export/run_export.h"
 #include "query/comm_stats.h"
+#include "query/evals.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -115,6 +117,10 @@ void queryEverything(const Database& db, int64_t run_id, uint8_t selector) {
   for (size_t i = 0; i < steps.size() && i < 8; ++i) (void)loadStepSchedule(db, run_id, steps[i]);
   (void)loadStepSchedule(db, run_id, kMax);
   (void)loadStepSchedule(db, run_id, kMin);
+  const std::vector<EvalPoint> evals = loadEvals(db, run_id);
+  const std::optional<EvalPoint> latest = latestEval(db, run_id);
+  require(evals.empty() == !latest.has_value(), "a latest evaluation exactly when there are any");
+  require(!latest || latest->step == evals.back().step, "the latest evaluation is the last");
 
   const fs::path out = scratchDirectory() / "export";
   (void)exportRunCsv(db, run_id, out.string());

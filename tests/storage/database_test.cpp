@@ -46,9 +46,10 @@ TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
   EXPECT_EQ(queryInt(db, "PRAGMA synchronous"), 1) << "NORMAL";
   EXPECT_EQ(queryInt(db, "PRAGMA foreign_keys"), 1);
   EXPECT_EQ(db.schemaVersion(), currentSchemaVersion());
-  for (const char* table : {"runs", "attempts", "ranks", "seq_ranges", "metrics", "scalars",
-                            "steps", "scalar_points", "scalar_rollups", "comm_events",
-                            "sched_events", "logs", "flight_recorder_dumps", "run_hosts"}) {
+  for (const char* table :
+       {"runs", "attempts", "ranks", "seq_ranges", "metrics", "scalars", "steps", "scalar_points",
+        "scalar_rollups", "comm_events", "sched_events", "logs", "flight_recorder_dumps",
+        "run_hosts", "evals"}) {
     EXPECT_EQ(queryInt(db, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") +
                                table + "'"),
               1)

@@ -424,10 +424,15 @@ void expectFastPathAgrees(const std::string& line) {
 TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
   std::vector<EventBody> common = {samples::fullStep(),  samples::minimalStep(),
                                    samples::fullComm(),  samples::minimalComm(),
-                                   samples::fullSched(), samples::minimalSched()};
+                                   samples::fullSched(), samples::minimalSched(),
+                                   samples::sampleEval()};
   StepEvent null_loss = samples::fullStep();
   null_loss.loss = std::numeric_limits<double>::quiet_NaN();
   common.push_back(null_loss);
+  EvalEvent diverged = samples::sampleEval();  // a non-finite loss and perplexity: both null
+  diverged.val_loss = std::numeric_limits<double>::infinity();
+  diverged.perplexity = std::numeric_limits<double>::infinity();
+  common.push_back(diverged);
   for (const EventBody& body : common) {
     SCOPED_TRACE(std::string(eventTypeName(body)));
     const std::string line = encodeEvent(samples::wrap(body));
@@ -542,6 +547,7 @@ TEST(TelemetryFastPath, AgreesOnTheExtremesOfEveryNumericField) {
       {samples::fullHello(), {"world_size", "local_rank", "pid", "device_memory_total", "attempt"}},
       {samples::fullError(), {"step", "exit_code"}},
       {samples::sampleDone(), {"final_step", "wall_s"}},
+      {samples::sampleEval(), {"step", "val_loss", "perplexity", "tokens", "eval_ms"}},
   };
   const std::vector<std::string>& extremes = samples::numericExtremes();
   int accepted = 0;
@@ -586,6 +592,12 @@ TEST(TelemetryFastPath, AgreesOnTheExtremesOfEveryNumericField) {
                 }
               } else if constexpr (std::is_same_v<Body, ErrorEvent>) {
                 EXPECT_LE(body.step.value_or(0), kMaxStep);
+              } else if constexpr (std::is_same_v<Body, EvalEvent>) {
+                EXPECT_LE(body.step, kMaxStep);
+                EXPECT_LE(body.tokens, kMaxStep);
+                EXPECT_TRUE(body.eval_ms >= 0 && body.eval_ms <= kMaxMagnitude);
+                EXPECT_FALSE(std::fabs(body.val_loss) > kMaxMagnitude);  // NaN: null
+                EXPECT_FALSE(body.perplexity < 0 || body.perplexity > kMaxMagnitude);
               } else if constexpr (std::is_same_v<Body, DoneEvent>) {
                 EXPECT_LE(body.final_step, kMaxStep);
                 EXPECT_TRUE(body.wall_s >= 0 && body.wall_s <= kMaxMagnitude);

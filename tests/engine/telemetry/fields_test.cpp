@@ -101,6 +101,7 @@ TEST(TelemetryFields, DomainsAreTheDocumentedOnes) {
   expectDocumented("step", StepEvent{});
   expectDocumented("comm", CommEvent{});
   expectDocumented("sched", SchedEvent{});
+  expectDocumented("eval", EvalEvent{});
 }
 
 // The line of `body` with one field set to `value`.
@@ -154,6 +155,7 @@ TEST(TelemetryFields, BothDecodersEnforceEveryDomainAtItsBounds) {
   expectBoundsEnforced("step", samples::fullStep());
   expectBoundsEnforced("comm", samples::fullComm());
   expectBoundsEnforced("sched", samples::fullSched());
+  expectBoundsEnforced("eval", samples::sampleEval());
 }
 
 TEST(TelemetryFields, EveryFieldIsWrittenInTableOrder) {
@@ -170,6 +172,7 @@ TEST(TelemetryFields, EveryFieldIsWrittenInTableOrder) {
   expectOrder(samples::fullStep());
   expectOrder(samples::fullComm());
   expectOrder(samples::fullSched());
+  expectOrder(samples::sampleEval());
 }
 
 }  // namespace

@@ -150,10 +150,21 @@ inline DoneEvent sampleDone() {
   return e;
 }
 
+inline EvalEvent sampleEval() {
+  EvalEvent e;
+  e.step = 500;
+  e.val_loss = 1.4142135623730951;
+  e.perplexity = 4.113250378782928;  // exp(val_loss)
+  e.tokens = 40960;
+  e.eval_ms = 812.5;
+  return e;
+}
+
 // Every body above, each once.
 inline std::vector<EventBody> allBodies() {
-  return {fullHello(), minimalHello(), fullStep(),  minimalStep(), fullComm(),     minimalComm(),
-          fullSched(), minimalSched(), sampleLog(), fullError(),   minimalError(), sampleDone()};
+  return {fullHello(),    minimalHello(), fullStep(),     minimalStep(), fullComm(),
+          minimalComm(),  fullSched(),    minimalSched(), sampleLog(),   fullError(),
+          minimalError(), sampleDone(),   sampleEval()};
 }
 
 inline TelemetryEvent wrap(EventBody body, int rank = 3, uint64_t seq = 42) {
