@@ -27,11 +27,19 @@ class Sequential;
 enum class ActivationKind { kRelu, kGelu };
 
 struct ModelSpec {
-  std::string kind = "mlp";     // a registered model kind: modelKinds()
-  std::vector<int64_t> layers;  // required; widths, input first: {784, 256, 256, 10}
-  ActivationKind activation = ActivationKind::kRelu;
-  double dropout = 0;  // in [0, 1)
-  bool layer_norm = false;
+  std::string kind = "mlp";  // a registered model kind: modelKinds()
+  // mlp, residual_mlp: required; widths, input first: {784, 256, 256, 10}. Empty for gpt.
+  std::vector<int64_t> layers;
+  ActivationKind activation = ActivationKind::kRelu;  // mlp, residual_mlp
+  double dropout = 0;                                 // in [0, 1)
+  bool layer_norm = false;                            // mlp, residual_mlp
+  // gpt (all required but bias): the spec's "layers" is the number of transformer blocks.
+  int64_t vocab_size = 0;
+  int64_t context = 0;  // tokens per sample (the position embedding's rows)
+  int64_t block_count = 0;
+  int64_t heads = 0;
+  int64_t dim = 0;   // the residual stream's width; a multiple of heads
+  bool bias = true;  // biases in the Linear layers and LayerNorms
   uint64_t seed = 0;
   std::optional<std::string> init_checkpoint;  // weights to start from instead of the seed's
   bool operator==(const ModelSpec&) const = default;

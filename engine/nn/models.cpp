@@ -11,11 +11,13 @@ namespace ringmaster {
 // Each model's file defines its registration.
 ModelDefinition mlpModel();          // nn/mlp.cpp
 ModelDefinition residualMlpModel();  // nn/residual_mlp.cpp
+ModelDefinition gptModel();          // nn/gpt.cpp
 
 const std::vector<ModelDefinition>& modelDefinitions() {
   static const std::vector<ModelDefinition> table = {
       mlpModel(),
       residualMlpModel(),
+      gptModel(),
   };
   return table;
 }

@@ -153,8 +153,12 @@ const Keys kStrategyKeys = [] {
     for (std::string_view key : plan->optionKeys()) keys.push_back(key);
   return keys;
 }();
-const Keys kModelKeys = {"kind",       "layers", "activation",     "dropout",
-                         "layer_norm", "seed",   "init_checkpoint"};
+const Keys kModelKeys = {
+    "kind",       "layers",  "activation", "dropout", "layer_norm", "seed", "init_checkpoint",
+    "vocab_size", "context", "heads",      "dim",     "bias"};
+// The model keys of gpt alone, and those of every other kind alone.
+const Keys kGptModelKeys = {"vocab_size", "context", "heads", "dim", "bias"};
+const Keys kWidthsModelKeys = {"activation", "layer_norm"};
 const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
                         "images",       "labels",  "train",    "val",     "path",
                         "val_fraction", "shuffle", "drop_last"};
@@ -646,18 +650,56 @@ class SpecParser {
   void parseModel(const json& value, ModelSpec& out) {
     const std::string path = "model";
     if (!expectObject(value, path)) return;
-    checkKeys(value, path, kModelKeys, nullptr);
-    if (const json* v = need(value, path, "kind")) readModelKind(*v, join(path, "kind"), out.kind);
-    if (const json* v = need(value, path, "layers"))
-      parseLayers(*v, join(path, "layers"), out.layers);
-    if (const json* v = find(value, "activation")) {
+    std::optional<bool> gpt;  // unknown until the kind is read
+    if (const json* v = need(value, path, "kind")) {
+      if (readModelKind(*v, join(path, "kind"), out.kind)) gpt = out.kind == "gpt";
+    }
+    auto contains = [](const Keys& keys, std::string_view key) {
+      return std::find(keys.begin(), keys.end(), key) != keys.end();
+    };
+    checkKeys(value, path, kModelKeys, [&](std::string_view key) -> std::optional<std::string> {
+      if (!gpt) return std::nullopt;
+      if (*gpt && contains(kWidthsModelKeys, key)) return "not valid when model.kind is gpt";
+      if (!*gpt && contains(kGptModelKeys, key)) return "only valid when model.kind is gpt";
+      return std::nullopt;
+    });
+    // A gpt key is read while the kind is unknown or gpt; a widths key while it is not gpt.
+    auto gptKey = [&](std::string_view key) -> const json* {
+      if (gpt == true) return need(value, path, key);
+      return gpt == false ? nullptr : find(value, key);
+    };
+    if (const json* v = need(value, path, "layers")) {
+      // gpt: the number of transformer blocks; the other kinds: the widths.
+      if (gpt == true || (!gpt && v->is_number())) {
+        readInt(*v, join(path, "layers"), out.block_count, 1, kMaxLayerCount,
+                "a positive integer (gpt: the number of transformer blocks)");
+      } else {
+        parseLayers(*v, join(path, "layers"), out.layers);
+      }
+    }
+    if (const json* v = gptKey("vocab_size")) {
+      readInt(*v, join(path, "vocab_size"), out.vocab_size, 1, kMaxVocabSize, "a positive integer");
+    }
+    if (const json* v = gptKey("context")) {
+      readInt(*v, join(path, "context"), out.context, 1, kMaxContext, "a positive integer");
+    }
+    if (const json* v = gptKey("heads")) {
+      readInt(*v, join(path, "heads"), out.heads, 1, kMaxHeads, "a positive integer");
+    }
+    if (const json* v = gptKey("dim")) {
+      readInt(*v, join(path, "dim"), out.dim, 1, kMaxLayerWidth, "a positive integer");
+    }
+    if (const json* v = gpt == false ? nullptr : find(value, "bias")) {
+      readBool(*v, join(path, "bias"), out.bias);
+    }
+    if (const json* v = gpt == true ? nullptr : find(value, "activation")) {
       readEnum(*v, join(path, "activation"), out.activation);
     }
     if (const json* v = find(value, "dropout")) {
       readNumber(*v, join(path, "dropout"), out.dropout, "a number in [0, 1)",
                  [](double x) { return x >= 0 && x < 1; });
     }
-    if (const json* v = find(value, "layer_norm")) {
+    if (const json* v = gpt == true ? nullptr : find(value, "layer_norm")) {
       readBool(*v, join(path, "layer_norm"), out.layer_norm);
     }
     if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
@@ -981,14 +1023,21 @@ class SpecParser {
     const StrategyKind strategy = spec.strategy.kind;
 
     // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
-    if (allOk("model.kind", "model.layers", "model.activation", "model.dropout",
-              "model.layer_norm")) {
-      for (const ModelProblem& problem : validateModel(spec.model))
-        report(problem.path, problem.message);
+    if (okAt("model")) {
+      const std::vector<ModelProblem> problems = validateModel(spec.model);
+      for (const ModelProblem& problem : problems) report(problem.path, problem.message);
+      if (problems.empty()) {
+        const int64_t parameters = describeModel(spec.model).parameterCount();
+        if (parameters > kMaxParameters) {
+          report("model", fmt::format("{} parameters, more than the limit of {}", parameters,
+                                      kMaxParameters));
+        }
+      }
     }
 
     // Data against model.
-    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known) {
+    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known &&
+        !spec.model.layers.empty()) {
       const auto& layers = spec.model.layers;
       if (okAt("data.features") && spec.data.features != layers.front()) {
         report("data.features", fmt::format("must equal model.layers[0] ({}), got {}",
@@ -1264,9 +1313,21 @@ json toJson(const JobSpec& spec) {
   strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, strategy);
 
   const ModelSpec& m = spec.model;
-  json model = {
-      {"kind", m.kind},       {"layers", m.layers},         {"activation", toString(m.activation)},
-      {"dropout", m.dropout}, {"layer_norm", m.layer_norm}, {"seed", m.seed}};
+  json model;
+  if (m.kind == "gpt") {
+    model = {{"kind", m.kind},       {"vocab_size", m.vocab_size},
+             {"context", m.context}, {"layers", m.block_count},
+             {"heads", m.heads},     {"dim", m.dim},
+             {"dropout", m.dropout}, {"bias", m.bias},
+             {"seed", m.seed}};
+  } else {
+    model = {{"kind", m.kind},
+             {"layers", m.layers},
+             {"activation", toString(m.activation)},
+             {"dropout", m.dropout},
+             {"layer_norm", m.layer_norm},
+             {"seed", m.seed}};
+  }
   if (m.init_checkpoint) model["init_checkpoint"] = *m.init_checkpoint;
 
   const DataSpec& d = spec.data;

@@ -104,6 +104,14 @@ SpecField only(SpecField f, std::string controller, std::vector<std::string> kin
   return f;
 }
 
+// The model kinds whose model.layers are widths: every registered kind but gpt.
+std::vector<std::string> widthKinds() {
+  std::vector<std::string> kinds;
+  for (std::string_view kind : modelKinds())
+    if (kind != "gpt") kinds.emplace_back(kind);
+  return kinds;
+}
+
 constexpr double kSeedMax = static_cast<double>(std::numeric_limits<uint64_t>::max());
 
 std::vector<SpecField> describe() {
@@ -111,7 +119,9 @@ std::vector<SpecField> describe() {
   const JobSpec spec;
   const LaunchHostSpec host;
   const CheckpointSpec checkpoint;
-  const std::string strategy = "strategy.kind", data = "data.kind", optimizer = "optimizer.kind";
+  const std::string strategy = "strategy.kind", data = "data.kind", optimizer = "optimizer.kind",
+                    model = "model.kind";
+  const std::string schedule = "optimizer.schedule.kind";
   std::vector<SpecField> fields = {
       // Job
       required("name", "Job", "Name", T::kText, "letters, digits, . _ - (up to 64)"),
@@ -137,11 +147,33 @@ std::vector<SpecField> describe() {
                 .required = true,
                 .initial_value = spec.model.kind},
       bounded(required("model.layers", "Model", "Layers", T::kIntegerList,
-                       "widths, input first, comma-separated: 784, 256, 256, 10"),
+                       "widths, input first, comma-separated: 784, 256, 256, 10 (gpt: one "
+                       "integer, the number of transformer blocks, up to 1024)"),
               1, kMaxLayerWidth),
-      choice("model.activation", "Model", "Activation", spec.model.activation),
-      field("model.layer_norm", "Model", "LayerNorm", T::kBoolean, spec.model.layer_norm,
-            "after every hidden layer"),
+      only(bounded(required("model.vocab_size", "Model", "Vocabulary", T::kInteger,
+                            "token ids are in [0, vocab_size)"),
+                   1, kMaxVocabSize),
+           model, {"gpt"}),
+      only(bounded(required("model.context", "Model", "Context", T::kInteger,
+                            "tokens per sample (the position embedding's length)"),
+                   1, kMaxContext),
+           model, {"gpt"}),
+      only(bounded(required("model.heads", "Model", "Heads", T::kInteger,
+                            "attention heads; must divide model.dim"),
+                   1, kMaxHeads),
+           model, {"gpt"}),
+      only(bounded(required("model.dim", "Model", "Width", T::kInteger,
+                            "the embedding and residual width"),
+                   1, kMaxLayerWidth),
+           model, {"gpt"}),
+      only(field("model.bias", "Model", "Biases", T::kBoolean, spec.model.bias,
+                 "biases in the Linear layers and LayerNorms"),
+           model, {"gpt"}),
+      only(choice("model.activation", "Model", "Activation", spec.model.activation), model,
+           widthKinds()),
+      only(field("model.layer_norm", "Model", "LayerNorm", T::kBoolean, spec.model.layer_norm,
+                 "after every hidden layer"),
+           model, widthKinds()),
       bounded(field("model.dropout", "Model", "Dropout", T::kNumber, spec.model.dropout,
                     "probability in [0, 1)"),
               0, 1, false, true),

@@ -228,4 +228,134 @@ void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq
   }
 }
 
+// ------------------------------------------------------------------------------------------------
+// Transformer kernels
+
+void gemmBatched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float* a, int64_t stride_a, const float* b, int64_t stride_b,
+                 float beta, float* c, int64_t stride_c) {
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta,
+         c + i * stride_c);
+}
+
+namespace {
+
+constexpr float kGeluTanhScale = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluTanhCubic = 0.044715f;
+
+}  // namespace
+
+void geluTanh(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v)));
+  }
+}
+
+void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float t = std::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v));
+    const float dinner = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * v * v);
+    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+  }
+}
+
+void embeddingForward(const int32_t* ids, const float* table, float* out, int64_t count,
+                      int64_t dim, int64_t vocab) {
+  for (int64_t i = 0; i < count; ++i) {
+    const int32_t id = ids[i];
+    RM_CHECK_ARG(
+        id >= 0 && id < vocab,
+        fmt::format("token id {} at position {} is outside the vocabulary [0, {})", id, i, vocab));
+    std::copy(table + id * dim, table + (id + 1) * dim, out + i * dim);
+  }
+}
+
+void embeddingBackward(const int32_t* ids, const float* dout, float* dtable, int64_t count,
+                       int64_t dim) {
+  for (int64_t i = 0; i < count; ++i) axpy(1.0f, dout + i * dim, dtable + ids[i] * dim, dim);
+}
+
+void addPositionRows(float* y, const float* pos, int64_t batch, int64_t tokens, int64_t dim) {
+  for (int64_t b = 0; b < batch; ++b) axpy(1.0f, pos, y + b * tokens * dim, tokens * dim);
+}
+
+void positionRowsBackward(const float* dy, float* dpos, int64_t batch, int64_t tokens,
+                          int64_t dim) {
+  for (int64_t b = 0; b < batch; ++b) axpy(1.0f, dy + b * tokens * dim, dpos, tokens * dim);
+}
+
+void splitQkv(const float* qkv, float* q, float* k, float* v, int64_t batch, int64_t tokens,
+              int64_t heads, int64_t head_dim) {
+  const int64_t C = heads * head_dim;
+  float* outs[3] = {q, k, v};
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t) {
+      const float* row = qkv + (b * tokens + t) * 3 * C;
+      for (int part = 0; part < 3; ++part)
+        for (int64_t h = 0; h < heads; ++h)
+          std::copy(row + part * C + h * head_dim, row + part * C + (h + 1) * head_dim,
+                    outs[part] + ((b * heads + h) * tokens + t) * head_dim);
+    }
+}
+
+void mergeQkv(const float* dq, const float* dk, const float* dv, float* dqkv, int64_t batch,
+              int64_t tokens, int64_t heads, int64_t head_dim) {
+  const int64_t C = heads * head_dim;
+  const float* ins[3] = {dq, dk, dv};
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* row = dqkv + (b * tokens + t) * 3 * C;
+      for (int part = 0; part < 3; ++part)
+        for (int64_t h = 0; h < heads; ++h) {
+          const float* from = ins[part] + ((b * heads + h) * tokens + t) * head_dim;
+          std::copy(from, from + head_dim, row + part * C + h * head_dim);
+        }
+    }
+}
+
+void permute0213(const float* x, float* y, int64_t n0, int64_t n1, int64_t n2, int64_t n3) {
+  for (int64_t a = 0; a < n0; ++a)
+    for (int64_t b = 0; b < n1; ++b)
+      for (int64_t c = 0; c < n2; ++c) {
+        const float* from = x + ((a * n1 + b) * n2 + c) * n3;
+        std::copy(from, from + n3, y + ((a * n2 + c) * n1 + b) * n3);
+      }
+}
+
+void causalSoftmaxForward(const float* scores, float* probs, int64_t matrices, int64_t tokens,
+                          float scale) {
+  for (int64_t r = 0; r < matrices * tokens; ++r) {
+    const int64_t i = r % tokens;  // the row's token: it sees columns 0..i
+    const float* in = scores + r * tokens;
+    float* out = probs + r * tokens;
+    float max = in[0] * scale;
+    for (int64_t j = 1; j <= i; ++j) max = std::max(max, in[j] * scale);
+    double sum = 0;
+    for (int64_t j = 0; j <= i; ++j) {
+      out[j] = std::exp(in[j] * scale - max);
+      sum += out[j];
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int64_t j = 0; j <= i; ++j) out[j] *= inv;
+    std::fill(out + i + 1, out + tokens, 0.0f);
+  }
+}
+
+void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscores,
+                           int64_t matrices, int64_t tokens, float scale) {
+  for (int64_t r = 0; r < matrices * tokens; ++r) {
+    const int64_t i = r % tokens;
+    const float* p = probs + r * tokens;
+    const float* dp = dprobs + r * tokens;
+    float* out = dscores + r * tokens;
+    double dot = 0;
+    for (int64_t j = 0; j <= i; ++j) dot += static_cast<double>(p[j]) * dp[j];
+    for (int64_t j = 0; j <= i; ++j) out[j] = scale * p[j] * (dp[j] - static_cast<float>(dot));
+    std::fill(out + i + 1, out + tokens, 0.0f);
+  }
+}
+
 }  // namespace ringmaster::cpu

@@ -3,8 +3,10 @@
 // merge patch (RFC 7386; null deletes a key) applied to a minimal valid spec, and the exact
 // problems expected back.
 #include <gtest/gtest.h>
+
 #include <sys/resource.h>
 #include <unistd.h>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -554,7 +556,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{R"({"model": [784, 10]})", {"model: expected an object, got [784,10]"}},
         ErrorCase{R"({"model": {"kind": null}})", {"model.kind: required"}},
         ErrorCase{R"({"model": {"kind": "cnn"}})",
-                  {"model.kind: expected one of \"mlp\", \"residual_mlp\", got \"cnn\""}},
+                  {"model.kind: expected one of \"mlp\", \"residual_mlp\", \"gpt\", got "
+                   "\"cnn\""}},
         ErrorCase{R"({"model": {"layers": null}})", {"model.layers: required"}},
         ErrorCase{R"({"model": {"layers": [4]}})",
                   {"model.layers: expected an array of at least 2 layer widths, got [4]"}},
@@ -589,6 +592,62 @@ INSTANTIATE_TEST_SUITE_P(
                   {"model.init_checkpoint: expected a non-empty string, got \"\""}},
         ErrorCase{R"({"model": {"layer": [4, 3]}})",
                   {"model.layer: unknown key (did you mean \"layers\"?)"}}));
+
+// A gpt model section: {"model": {"kind": "gpt", <fields>}} over a small valid one (the text
+// lives as long as the test program, as ErrorCase's patch must).
+const char* gptPatch(const std::string& fields) {
+  static std::deque<std::string> patches;
+  json model = {{"kind", "gpt"}, {"layers", 2}, {"vocab_size", 64},      {"context", 16},
+                {"heads", 2},    {"dim", 32},   {"activation", nullptr}, {"layer_norm", nullptr}};
+  model.merge_patch(json::parse("{" + fields + "}"));
+  return patches.emplace_back(json{{"model", model}}.dump()).c_str();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Gpt, JobSpecErrors,
+    testing::Values(
+        ErrorCase{gptPatch(R"("heads": 5)"), {"model.heads: must divide model.dim (32), got 5"}},
+        ErrorCase{gptPatch(R"("vocab_size": null)"), {"model.vocab_size: required"}},
+        ErrorCase{gptPatch(R"("layers": [4, 8])"),
+                  {"model.layers: expected a positive integer (gpt: the number of transformer "
+                   "blocks), got [4,8]"}},
+        ErrorCase{gptPatch(R"("layers": 1025)"),
+                  {"model.layers: expected a positive integer (gpt: the number of transformer "
+                   "blocks) no larger than 1024, got 1025"}},
+        ErrorCase{gptPatch(R"("context": 0)"),
+                  {"model.context: expected a positive integer, got 0"}},
+        ErrorCase{gptPatch(R"("context": 100000)"),
+                  {"model.context: expected a positive integer no larger than 65536, got 100000"}},
+        ErrorCase{gptPatch(R"("bias": 1)"), {"model.bias: expected true or false, got 1"}},
+        ErrorCase{gptPatch(R"("activation": "gelu")"),
+                  {"model.activation: not valid when model.kind is gpt"}},
+        ErrorCase{R"({"model": {"heads": 2}})", {"model.heads: only valid when model.kind is gpt"}},
+        ErrorCase{gptPatch(R"("vocab_size": 1048576, "dim": 65536)"),
+                  {"model: 171801575424 parameters, more than the limit of 10000000000"}}));
+
+TEST(JobSpecGpt, ParsesAndRoundTrips) {
+  json document = patched(json::parse(gptPatch(R"("dropout": 0.1, "bias": false)")));
+  const SpecParseResult parsed = parseJobSpec(document);
+  ASSERT_TRUE(parsed.ok()) << parsed.describe();
+  const ModelSpec& model = parsed.spec->model;
+  EXPECT_EQ(model.kind, "gpt");
+  EXPECT_EQ(model.block_count, 2);
+  EXPECT_TRUE(model.layers.empty());
+  EXPECT_EQ(model.vocab_size, 64);
+  EXPECT_EQ(model.context, 16);
+  EXPECT_EQ(model.heads, 2);
+  EXPECT_EQ(model.dim, 32);
+  EXPECT_FALSE(model.bias);
+  EXPECT_DOUBLE_EQ(model.dropout, 0.1);
+  const json canonical = toJson(*parsed.spec);
+  EXPECT_EQ(canonical["model"]["layers"], 2);
+  EXPECT_FALSE(canonical["model"].contains("activation"));
+  const SpecParseResult again = parseJobSpec(canonical);
+  ASSERT_TRUE(again.ok()) << again.describe();
+  EXPECT_EQ(again.spec->model, model);
+  // bias defaults to true.
+  EXPECT_TRUE(parseJobSpec(patched(json::parse(gptPatch("")))).spec->model.bias);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Data, JobSpecErrors,
@@ -1190,7 +1249,7 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   check(FsdpUnits{}, {"layer", "model"});
   check(PipelineSchedule{}, {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
   // Model kinds are the registered models' (nn/models.cpp), looked up the same way.
-  EXPECT_EQ(modelKinds(), (std::vector<std::string_view>{"mlp", "residual_mlp"}));
+  EXPECT_EQ(modelKinds(), (std::vector<std::string_view>{"mlp", "residual_mlp", "gpt"}));
   for (std::string_view kind : modelKinds()) EXPECT_EQ(findModel(kind)->kind, kind);
   EXPECT_EQ(findModel("nonsense"), nullptr);
   EXPECT_EQ(findModel(""), nullptr);

@@ -17,6 +17,12 @@ namespace {
 
 using json = nlohmann::json;
 
+// A small valid gpt model section.
+json gptModel() {
+  return {{"kind", "gpt"}, {"vocab_size", 64}, {"context", 16}, {"layers", 2},
+          {"heads", 2},    {"dim", 32}};
+}
+
 // A valid spec in which `field` applies, with every kind its conditions need.
 json validFor(const SpecField& field, const std::string& kind = {}) {
   json document = json::parse(R"({
@@ -34,6 +40,7 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
     json::json_pointer pointer("/" + controller.substr(0, controller.find('.')) + "/" +
                                controller.substr(controller.find('.') + 1));
     document[pointer] = chosen;
+    if (chosen == "gpt") document["model"] = gptModel();
     if (chosen == "idx") {
       document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
     }
@@ -173,6 +180,7 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
       }
       if (field.path == "backend" && name == "nccl") document["device"] = "cuda";
       document[pointer] = name;
+      if (name == "gpt") document["model"] = gptModel();
       const SpecParseResult parsed = parseJobSpec(document);
       EXPECT_TRUE(parsed.ok()) << field.path << " = " << name << ": " << parsed.describe();
     }
@@ -247,7 +255,9 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.launch.node_binary = "n";
     spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
     spec.optimizer.clip_grad_norm = 1;
+    for (const std::string& model : findSpecField("model.kind")->choices)
     for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
+      spec.model.kind = model;
       spec.optimizer.kind = *fromString<OptimizerKind>(optimizer);
       for (const std::string& data : findSpecField("data.kind")->choices) {
         spec.data.kind = *fromString<DataKind>(data);

@@ -1,0 +1,153 @@
+// The GPT model kind: its config from the spec, its validation, its description (Hugging Face
+// GPT-2 parameter names and shapes, blocks, FLOPs, activation memory), its build and its
+// registration.
+#include "nn/gpt.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace ringmaster {
+
+GptConfig gptConfig(const ModelSpec& spec) {
+  return GptConfig{.vocab_size = spec.vocab_size,
+                   .context = spec.context,
+                   .layers = spec.block_count,
+                   .heads = spec.heads,
+                   .dim = spec.dim,
+                   .dropout = static_cast<float>(spec.dropout),
+                   .bias = spec.bias,
+                   .seed = spec.seed};
+}
+
+namespace {
+
+// The parameters of one transformer block, "h.<i>." prefixed, in GPT-2's order.
+void blockParameters(const GptConfig& c, int64_t i, std::vector<ParameterInfo>& out) {
+  const std::string p = fmt::format("h.{}.", i);
+  const int64_t C = c.dim;
+  auto add = [&](const std::string& name, Shape shape, bool is_bias) {
+    if (!is_bias || c.bias) out.push_back({p + name, std::move(shape)});
+  };
+  add("ln_1.weight", {C}, false);
+  add("ln_1.bias", {C}, true);
+  add("attn.c_attn.weight", {C, 3 * C}, false);
+  add("attn.c_attn.bias", {3 * C}, true);
+  add("attn.c_proj.weight", {C, C}, false);
+  add("attn.c_proj.bias", {C}, true);
+  add("ln_2.weight", {C}, false);
+  add("ln_2.bias", {C}, true);
+  add("mlp.c_fc.weight", {C, 4 * C}, false);
+  add("mlp.c_fc.bias", {4 * C}, true);
+  add("mlp.c_proj.weight", {4 * C, C}, false);
+  add("mlp.c_proj.bias", {C}, true);
+}
+
+int64_t elements(const std::vector<ParameterInfo>& parameters, size_t from) {
+  int64_t n = 0;
+  for (size_t i = from; i < parameters.size(); ++i) n += shapeNumel(parameters[i].shape);
+  return n;
+}
+
+}  // namespace
+
+std::vector<ModelProblem> validateGpt(const GptConfig& c) {
+  std::vector<ModelProblem> problems;
+  auto positive = [&](int64_t value, const char* field) {
+    if (value < 1)
+      problems.push_back({fmt::format("model.{}", field),
+                          fmt::format("expected a positive integer, got {}", value)});
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.context, "context");
+  positive(c.layers, "layers");
+  positive(c.heads, "heads");
+  positive(c.dim, "dim");
+  if (!problems.empty()) return problems;
+  if (c.dim % c.heads != 0) {
+    problems.push_back(
+        {"model.heads", fmt::format("must divide model.dim ({}), got {}", c.dim, c.heads)});
+    return problems;
+  }
+  return problems;
+}
+
+ModelDescription describeGpt(const GptConfig& c) {
+  const std::vector<ModelProblem> problems = validateGpt(c);
+  RM_CHECK_ARG(problems.empty(), problems.empty() ? std::string()
+                                                  : fmt::format("{}: {}", problems.front().path,
+                                                                problems.front().message));
+  const int64_t V = c.vocab_size, T = c.context, C = c.dim, H = c.heads, L = c.layers;
+  const bool dropout = c.dropout > 0.0f;
+  const auto f32 = static_cast<int64_t>(sizeof(float));
+  ModelDescription d;
+  d.input_dtype = DType::kI32;
+
+  // Embedding: the token ids, and the dropout mask.
+  d.parameters.push_back({"wte.weight", {V, C}});
+  d.parameters.push_back({"wpe.weight", {T, C}});
+  d.blocks.push_back(
+      ModelBlock{.name = "embedding",
+                 .first_child = 0,
+                 .end_child = 1,
+                 .parameters = elements(d.parameters, 0),
+                 .input_shape = {T},
+                 .output_shape = {T, C},
+                 .activation_bytes_per_sample =
+                     T * static_cast<int64_t>(sizeof(int32_t)) + (dropout ? T * C * f32 : 0)});
+
+  // Blocks: what each module keeps for its backward (see the modules' saveContext).
+  int64_t block_floats = 16 * T * C + 4 * T + H * T * T;  // LayerNorms, GEMM inputs, q/k/v, probs
+  if (dropout) block_floats += H * T * T + 2 * T * C;     // attention and residual masks
+  for (int64_t i = 0; i < L; ++i) {
+    const size_t first = d.parameters.size();
+    blockParameters(c, i, d.parameters);
+    d.blocks.push_back(ModelBlock{.name = fmt::format("h.{}", i),
+                                  .first_child = static_cast<size_t>(i + 1),
+                                  .end_child = static_cast<size_t>(i + 2),
+                                  .parameters = elements(d.parameters, first),
+                                  .input_shape = {T, C},
+                                  .output_shape = {T, C},
+                                  .activation_bytes_per_sample = block_floats * f32});
+  }
+
+  // Head: ln_f, then the logits through the tied wte (declared by the embedding).
+  const size_t first = d.parameters.size();
+  d.parameters.push_back({"ln_f.weight", {C}});
+  if (c.bias) d.parameters.push_back({"ln_f.bias", {C}});
+  d.blocks.push_back(ModelBlock{.name = "head",
+                                .first_child = static_cast<size_t>(L + 1),
+                                .end_child = static_cast<size_t>(L + 2),
+                                .parameters = elements(d.parameters, first),
+                                .input_shape = {T, C},
+                                .output_shape = {T, V},
+                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32});
+
+  for (const ModelBlock& block : d.blocks)
+    d.activation_bytes_per_sample += block.activation_bytes_per_sample;
+  const int64_t n_without_positions = d.parameterCount() - T * C;
+  d.flops_per_sample = T * (2 * n_without_positions + 4 * L * T * C);
+  return d;
+}
+
+std::unique_ptr<Sequential> buildGpt(const GptConfig& config, Device device) {
+  describeGpt(config);
+  RM_CHECK_ARG(false, "model.kind gpt: building the model lands in the next commit");
+  return nullptr;
+}
+
+ModelDefinition gptModel() {
+  return ModelDefinition{
+      .kind = "gpt",
+      .summary =
+          "GPT-2: token and position embedding, model.layers pre-LayerNorm transformer "
+          "blocks, LM head tied to the embedding",
+      .validate = [](const ModelSpec& spec) { return validateGpt(gptConfig(spec)); },
+      .describe = [](const ModelSpec& spec) { return describeGpt(gptConfig(spec)); },
+      .build = [](const ModelSpec& spec,
+                  Device device) { return buildGpt(gptConfig(spec), device); }};
+}
+
+}  // namespace ringmaster
