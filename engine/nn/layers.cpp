@@ -185,14 +185,18 @@ void Sequential::append(std::unique_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (auto& child : children_) x = child->forward(x);
+  for (size_t m = 0; m < children_.size(); ++m) x = forwardChild(m, x);
   return x;
 }
 
 Tensor Sequential::backward(const Tensor& grad_output) {
   Tensor g = grad_output;
-  for (auto it = children_.rbegin(); it != children_.rend(); ++it) g = (*it)->backward(g);
+  for (size_t m = children_.size(); m-- > 0;) g = backwardChild(m, g);
   return g;
+}
+
+void Sequential::forEachChild(const std::function<void(Module&)>& visit) {
+  for (auto& child : children_) visit(*child);
 }
 
 void Sequential::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
@@ -217,6 +221,10 @@ void Sequential::setBlocks(std::vector<ModelBlock> blocks) {
   RM_ENFORCE(next == children_.size(),
              fmt::format("the blocks cover {} of {} children", next, children_.size()));
   blocks_ = std::move(blocks);
+  block_of_child_.assign(children_.size(), 0);
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    for (size_t m = blocks_[b].first_child; m < blocks_[b].end_child; ++m) block_of_child_[m] = b;
+  checkpoints_.assign(blocks_.size(), {});
 }
 
 // ---------------------------------------------------------------------------------------------

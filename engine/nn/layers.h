@@ -102,8 +102,31 @@ class LayerNorm : public Module {
   Tensor input_, mean_, rstd_;
 };
 
+// What a checkpointed block keeps between its forward and its backward instead of its children's
+// contexts: its input and the mask counters of the Dropouts inside it (the recompute draws the
+// same masks). An undefined input: the block is not checkpointed (its children hold theirs).
+struct BlockCheckpoint {
+  Tensor input;
+  std::vector<uint64_t> dropout_calls;
+};
+
+// What children [first, end) of a Sequential keep between forward and backward (and between
+// backwardInput and backwardWeights): each child's context and the checkpoints of the blocks
+// in the range, so that a pipeline can hold several micro-batches' at once.
+struct ChildrenContext {
+  std::vector<std::vector<Tensor>> children;
+  std::vector<BlockCheckpoint> checkpoints;  // one per block in the range
+};
+
 // Runs its children in order; parameters are named by child index like nn.Sequential. A model's
 // builder groups the children into the blocks its description declares (nn/model.h).
+//
+// Activation checkpointing (torch.utils.checkpoint around each block): when on, in training, a
+// block's forward keeps only its input and its Dropouts' counters (the children's contexts are
+// dropped after its last child), and the backward of its last child first re-runs the block's
+// forward from that input with the counters rewound, so the gradients equal those without it.
+// Strategies that run the children one at a time go through forwardChild / backwardChild /
+// backwardInputChild and save / restore contexts with saveChildContexts / restoreChildContexts.
 class Sequential : public Module {
  public:
   std::string typeName() const override { return "Sequential"; }
@@ -111,7 +134,20 @@ class Sequential : public Module {
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+  void forEachChild(const std::function<void(Module&)>& visit) override;
   void setTraining(bool training) override;
+
+  // Needs the blocks set (setBlocks) to turn on.
+  void setActivationCheckpointing(bool on);
+  bool activationCheckpointing() const { return checkpointing_; }
+  // Child m's forward and backward as part of its block (see above); without checkpointing they
+  // are child(m).forward / backward / backwardInput.
+  Tensor forwardChild(size_t m, const Tensor& input);
+  Tensor backwardChild(size_t m, const Tensor& grad_output);
+  Tensor backwardInputChild(size_t m, const Tensor& grad_output);
+  // [first, end) must start and end on block boundaries when checkpointing is on.
+  ChildrenContext saveChildContexts(size_t first, size_t end) const;
+  void restoreChildContexts(size_t first, const ChildrenContext& context);
 
   size_t size() const { return children_.size(); }
   Module& child(size_t index) { return *children_.at(index); }
@@ -120,8 +156,16 @@ class Sequential : public Module {
   const std::vector<ModelBlock>& blocks() const { return blocks_; }
 
  private:
+  Tensor backwardChild(size_t m, const Tensor& grad_output, bool keep_for_weights);
+  void recompute(size_t block);
+  void dropContexts(size_t first, size_t end);
+  std::vector<Dropout*> dropouts(size_t block);
+
   std::vector<std::unique_ptr<Module>> children_;
   std::vector<ModelBlock> blocks_;
+  std::vector<size_t> block_of_child_;  // index into blocks_, per child
+  bool checkpointing_ = false;
+  std::vector<BlockCheckpoint> checkpoints_;  // per block, under checkpointing
 };
 
 // y = x + branch(x); the branch's parameters are named as its own children ("<i>.weight" under
@@ -135,6 +179,7 @@ class Residual : public Module {
   std::vector<Tensor> saveContext() const override;
   void restoreContext(const std::vector<Tensor>& context) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
+  void forEachChild(const std::function<void(Module&)>& visit) override { visit(*branch_); }
   void setTraining(bool training) override;
 
  private:

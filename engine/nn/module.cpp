@@ -1,4 +1,4 @@
-// Parameter traversal shared by every module.
+// Parameter and module traversal shared by every module.
 #include "nn/module.h"
 
 #include "tensor/ops.h"
@@ -10,6 +10,11 @@ Parameter makeParameter(Tensor value) {
   p.grad = Tensor::zeros(value.shape(), value.dtype(), value.device());
   p.value = std::move(value);
   return p;
+}
+
+void forEachModule(Module& root, const std::function<void(Module&)>& visit) {
+  visit(root);
+  root.forEachChild([&](Module& child) { forEachModule(child, visit); });
 }
 
 std::vector<NamedParameter> Module::namedParameters() {

@@ -3,6 +3,7 @@
 // gradients (like .grad after loss.backward()) and returns the gradient of its input.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ class Module {
   // everything in the first half.
   virtual Tensor backwardInput(const Tensor& grad_output) { return backward(grad_output); }
   virtual void backwardWeights() {}
+  // Calls `visit` on each module directly inside this one (not recursively). Containers and
+  // composite modules override it so that walks over a model (forEachModule) reach every module,
+  // e.g. each Dropout whose mask counter activation checkpointing rewinds or a resume restores.
+  virtual void forEachChild(const std::function<void(Module&)>& visit) {}
   // Train mode on (the default) or eval mode; containers forward it to their children.
   virtual void setTraining(bool training) { training_ = training; }
   bool training() const { return training_; }
@@ -53,6 +58,9 @@ class Module {
  protected:
   bool training_ = true;
 };
+
+// `visit` on `root` and then on every module inside it, depth first, in forward order.
+void forEachModule(Module& root, const std::function<void(Module&)>& visit);
 
 // A parameter with a zeroed gradient of the same shape.
 Parameter makeParameter(Tensor value);

@@ -101,7 +101,7 @@ void DistributedDataParallel::backward(const Tensor& grad_output, bool sync) {
   Tensor grad = grad_output;
   size_t next_bucket = 0;  // buckets start in index order on every rank
   for (size_t m = model_.size(); m-- > 0;) {
-    grad = model_.child(m).backward(grad);
+    grad = model_.backwardChild(m, grad);
     if (!sync) continue;
     for (size_t b : module_buckets_[m]) --buckets_[b].modules_pending;
     while (next_bucket < buckets_.size() && buckets_[next_bucket].modules_pending == 0) {

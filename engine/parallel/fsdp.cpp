@@ -119,7 +119,7 @@ Tensor FullyShardedDataParallel::forward(const Tensor& input) {
     materialise(u);
     if (sharded() && options_.prefetch && u + 1 < units_.size()) startGather(u + 1);
     for (size_t m = units_[u].first_module; m < units_[u].end_module; ++m)
-      x = model_.child(m).forward(x);
+      x = model_.forwardChild(m, x);
     if (reshard_after_forward) release(u);
   }
   return x;
@@ -137,8 +137,7 @@ void FullyShardedDataParallel::backward(const Tensor& grad_output, bool sync) {
       std::vector<Tensor> grads = parameterViews(unit, flat_grad);
       for (size_t i = 0; i < grads.size(); ++i) unit.parameters[i].parameter->grad = grads[i];
     }
-    for (size_t m = unit.end_module; m-- > unit.first_module;)
-      grad = model_.child(m).backward(grad);
+    for (size_t m = unit.end_module; m-- > unit.first_module;) grad = model_.backwardChild(m, grad);
     if (!sharded() && !sync) continue;
     if (unit.shard.value.device().isCuda()) synchronize(unit.shard.value.device());
     if (sharded()) {

@@ -163,16 +163,12 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
   };
   // What each (chunk, micro-batch) keeps between its F and B (and B and W): the modules' contexts
   // and, on the last stage, the loss gradient.
-  std::map<std::pair<int, int>, std::vector<std::vector<Tensor>>> contexts;
+  std::map<std::pair<int, int>, ChildrenContext> contexts;
   std::map<std::pair<int, int>, Tensor> loss_grads;
   SoftmaxCrossEntropy loss_fn;
-  auto save = [&](size_t first, size_t end) {
-    std::vector<std::vector<Tensor>> saved;
-    for (size_t m = first; m < end; ++m) saved.push_back(model_.child(m).saveContext());
-    return saved;
-  };
-  auto restore = [&](size_t first, const std::vector<std::vector<Tensor>>& saved) {
-    for (size_t i = 0; i < saved.size(); ++i) model_.child(first + i).restoreContext(saved[i]);
+  auto save = [&](size_t first, size_t end) { return model_.saveChildContexts(first, end); };
+  auto restore = [&](size_t first, const ChildrenContext& saved) {
+    model_.restoreChildContexts(first, saved);
   };
 
   for (const PipelineAction& a : plan_.actions[rank]) {
@@ -195,7 +191,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
         executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
         if (isLast(stage)) batch = micro_batch(a.micro_batch);
       }
-      for (size_t m = first; m < end; ++m) x = model_.child(m).forward(x);
+      for (size_t m = first; m < end; ++m) x = model_.forwardChild(m, x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
         result.loss_sum += loss_fn.forward(x, batch.targets);
@@ -213,8 +209,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       loss_grads.erase(key);
       restore(first, contexts.at(key));
       for (size_t m = end; m-- > first;)
-        grad =
-            split_backward ? model_.child(m).backwardInput(grad) : model_.child(m).backward(grad);
+        grad = split_backward ? model_.backwardInputChild(m, grad) : model_.backwardChild(m, grad);
       if (split_backward)
         contexts[key] = save(first, end);  // what the W action needs
       else

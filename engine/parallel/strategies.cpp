@@ -31,6 +31,7 @@ std::unique_ptr<ParallelStrategy> makeParallelStrategy(const StrategySetup& setu
     if (strategy.kind != setup.spec.strategy.kind) continue;
     RM_CHECK_ARG(setup.world != nullptr || !strategyPlan(strategy.kind).needsWorld(),
                  "a strategy over ranks needs the world communicator");
+    setup.model.setActivationCheckpointing(setup.spec.train.activation_checkpointing);
     return strategy.make(setup);
   }
   RM_ENFORCE(false, "a strategy kind without a runtime in parallel/strategies.cpp");

@@ -162,7 +162,8 @@ const Keys kWidthsModelKeys = {"activation", "layer_norm"};
 const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
                         "images",       "labels",  "train",    "val",     "path",
                         "val_fraction", "shuffle", "drop_last"};
-const Keys kTrainKeys = {"steps", "batch_size", "grad_accum_steps", "micro_batches", "seed"};
+const Keys kTrainKeys = {"steps",         "batch_size", "grad_accum_steps",
+                         "micro_batches", "seed",       "activation_checkpointing"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
@@ -828,6 +829,9 @@ class SpecParser {
               "a positive integer");
     }
     if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
+    if (const json* v = find(value, "activation_checkpointing")) {
+      readBool(*v, join(path, "activation_checkpointing"), out.activation_checkpointing);
+    }
   }
 
   void parseOptimizer(const json& value, OptimizerSpec& out) {
@@ -1353,7 +1357,8 @@ json toJson(const JobSpec& spec) {
                 {"batch_size", t.batch_size},
                 {"grad_accum_steps", t.grad_accum_steps},
                 {"micro_batches", t.micro_batches},
-                {"seed", t.seed}};
+                {"seed", t.seed},
+                {"activation_checkpointing", t.activation_checkpointing}};
 
   const OptimizerSpec& o = spec.optimizer;
   json optimizer = {{"kind", toString(o.kind)}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};

@@ -127,6 +127,9 @@ struct TrainSpec {
   int grad_accum_steps = 1;
   int micro_batches = 1;  // pipeline only: must divide batch_size
   uint64_t seed = 0;      // shuffling and dropout
+  // Each model block's forward re-run in its backward, keeping only block inputs in between
+  // (nn/layers.h: Sequential's activation checkpointing).
+  bool activation_checkpointing = false;
   bool operator==(const TrainSpec&) const = default;
 };
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
 
@@ -23,18 +25,50 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   inputs.moment_text = o.kind == OptimizerKind::kSgd
                            ? (o.momentum > 0 ? "1 momentum buffer" : "no state")
                            : "2 Adam moments";
-  std::vector<int64_t> kept;  // bytes per sample, per block
-  for (const ModelBlock& block : description.blocks)
+  // Bytes per sample, per block: what its forward keeps, and its input (4-byte elements: float32
+  // activations or int32 tokens).
+  std::vector<int64_t> kept, input;
+  for (const ModelBlock& block : description.blocks) {
     kept.push_back(block.activation_bytes_per_sample);
-  inputs.activation_bytes = [kept](size_t first, size_t end, int64_t batch) {
-    double bytes = 0;
-    for (size_t b = first; b < end; ++b) bytes += static_cast<double>(batch * kept[b]);
-    return bytes;
+    input.push_back(shapeNumel(block.input_shape) * 4);
+  }
+  auto sum = [](const std::vector<int64_t>& per_block) {
+    return [per_block](size_t first, size_t end, int64_t batch) {
+      double bytes = 0;
+      for (size_t b = first; b < end; ++b) bytes += static_cast<double>(batch * per_block[b]);
+      return bytes;
+    };
+  };
+  if (!spec.train.activation_checkpointing) {
+    inputs.activation_bytes = sum(kept);
+    inputs.activation_text = "the activations every block keeps for backward";
+    inputs.recompute_bytes = [](size_t, size_t, int64_t) { return 0.0; };
+    return inputs;
+  }
+  // Checkpointed: each block keeps its input; in its backward its forward runs again and keeps
+  // what it keeps without checkpointing (of which the input is already counted), one block at a
+  // time.
+  inputs.activation_bytes = sum(input);
+  inputs.activation_text = "the blocks' inputs (activation checkpointing)";
+  inputs.recompute_bytes = [kept, input](size_t first, size_t end, int64_t batch) {
+    double most = 0;
+    for (size_t b = first; b < end; ++b)
+      most = std::max(most, static_cast<double>(batch * std::max<int64_t>(kept[b] - input[b], 0)));
+    return most;
   };
   return inputs;
 }
 
 }  // namespace
+
+void appendRecomputePart(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
+                         std::vector<MemoryPart>& parts) {
+  if (!inputs.spec.train.activation_checkpointing) return;
+  parts.push_back({"recomputed block (transient)", inputs.recompute_bytes(first, end, batch),
+                   fmt::format("batch {} × the largest block's activations beyond its input, "
+                               "re-run in its backward",
+                               batch)});
+}
 
 double RankMemoryEstimate::total() const {
   double sum = 0;

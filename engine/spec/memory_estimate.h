@@ -27,7 +27,9 @@ struct RankMemoryEstimate {
 };
 
 // One entry per rank of the world. Pipeline stages follow the engine's balanced partition by
-// parameter count; activations are what the model declares its blocks keep for backward.
+// parameter count; activations are what the model declares its blocks keep for backward, or
+// under train.activation_checkpointing the blocks' inputs plus one block's activations while its
+// forward is re-run (the "recomputed block (transient)" part).
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
 
 // Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after

@@ -230,6 +230,10 @@ std::vector<SpecField> describe() {
       bounded(field("train.seed", "Training", "Seed", T::kInteger, spec.train.seed,
                     "shuffling and dropout"),
               0, kSeedMax),
+      field("train.activation_checkpointing", "Training", "Activation checkpointing", T::kBoolean,
+            spec.train.activation_checkpointing,
+            "keep only each block's input; re-run its forward in the backward (less memory, "
+            "about a third more compute)"),
       // Optimizer
       requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
       bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0, std::nullopt,

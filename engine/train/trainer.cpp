@@ -303,10 +303,10 @@ TrainingResult Trainer::run() {
   const int accum = spec_.train.grad_accum_steps;
   const int64_t steps_done = first_step - 1;
   batches.seek(steps_done * accum);
-  for (size_t i = 0; i < model->size(); ++i) {
-    if (auto* dropout = dynamic_cast<Dropout*>(&model->child(i)))
+  forEachModule(*model, [&](Module& module) {  // also the Dropouts inside blocks
+    if (auto* dropout = dynamic_cast<Dropout*>(&module))
       dropout->setCalls(static_cast<uint64_t>(steps_done * accum * runner->forwardsPerBatch()));
-  }
+  });
   const int64_t every = spec_.telemetry.every_steps;
 
   TrainingResult result;

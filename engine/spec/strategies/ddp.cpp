@@ -43,12 +43,15 @@ class DdpPlan final : public StrategyPlan {
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs) {
   const double p = static_cast<double>(inputs.parameters);
   const int64_t batch = inputs.spec.train.batch_size;
-  return {{"parameters", p * kBytes, fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
-          {"gradients", p * kBytes, fmt::format("4 B × Ψ (DDP's buckets hold them)")},
-          {"optimizer state", p * kBytes * inputs.moments,
-           fmt::format("4 B × {} × Ψ ({})", inputs.moments, inputs.moment_text)},
-          {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
-           fmt::format("4 B × batch {} × the inputs every layer keeps for backward", batch)}};
+  std::vector<MemoryPart> parts = {
+      {"parameters", p * kBytes, fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
+      {"gradients", p * kBytes, fmt::format("4 B × Ψ (DDP's buckets hold them)")},
+      {"optimizer state", p * kBytes * inputs.moments,
+       fmt::format("4 B × {} × Ψ ({})", inputs.moments, inputs.moment_text)},
+      {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
+       fmt::format("batch {} × {}", batch, inputs.activation_text)}};
+  appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
+  return parts;
 }
 
 const StrategyPlan& ddpPlan() {

@@ -64,7 +64,8 @@ class FsdpPlan final : public StrategyPlan {
          fmt::format("4 B × {} × Ψ{} ({})", inputs.moments, no_shard ? "" : " / N",
                      inputs.moment_text)},
         {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
-         fmt::format("4 B × batch {} × the inputs every layer keeps", batch)}};
+         fmt::format("batch {} × {}", batch, inputs.activation_text)}};
+    appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
     if (fsdp.sharding == FsdpSharding::kFullShard) {
       parts.push_back({"all-gathered units (transient)", unit * kBytes,
                        fsdp.units == FsdpUnits::kModel

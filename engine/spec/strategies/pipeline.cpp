@@ -107,6 +107,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
     const std::vector<size_t> starts = balancedSplit(layers, world * v);
     double own = 0;
     double acts = 0;
+    double recompute = 0;  // one block at a time, whichever of this rank's stages runs
     const int m = std::max(spec.train.micro_batches, 1);
     const int64_t micro = spec.train.batch_size / m;
     // Micro-batches whose activations a stage holds at once: all of them for GPipe, up to the
@@ -120,17 +121,24 @@ class PipelineStrategyPlan final : public StrategyPlan {
                              : layers.size();
       for (size_t l = first; l < end; ++l) own += static_cast<double>(layers[l]);
       acts += inputs.activation_bytes(first, end, micro) * in_flight;
+      recompute = std::max(recompute, inputs.recompute_bytes(first, end, micro));
     }
-    return {
+    std::vector<MemoryPart> parts = {
         {"parameters", own * kBytes,
          fmt::format("4 B × the {:.0f} parameters of this rank's stage{}", own, v > 1 ? "s" : "")},
         {"gradients", own * kBytes, "4 B × the stage's parameters"},
         {"optimizer state", own * kBytes * inputs.moments,
          fmt::format("4 B × {} × the stage's parameters ({})", inputs.moments, inputs.moment_text)},
         {"activations", acts,
-         fmt::format("4 B × micro-batch {} × the stage's saved inputs × {} micro-batch{} in "
-                     "flight",
-                     micro, in_flight, in_flight == 1 ? "" : "es")}};
+         fmt::format("micro-batch {} × {} of the stage × {} micro-batch{} in flight", micro,
+                     inputs.activation_text, in_flight, in_flight == 1 ? "" : "es")}};
+    if (spec.train.activation_checkpointing) {
+      parts.push_back({"recomputed block (transient)", recompute,
+                       fmt::format("micro-batch {} × the largest block's activations beyond its "
+                                   "input, re-run in its backward",
+                                   micro)});
+    }
+    return parts;
   }
 };
 

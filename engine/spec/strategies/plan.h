@@ -36,9 +36,21 @@ struct MemoryInputs {
   int64_t parameters = 0;       // Ψ: their sum
   double moments = 0;           // optimizer state per parameter, in parameter copies
   std::string moment_text;      // "2 Adam moments"
-  // Bytes of the activations that blocks [first, end) keep for backward for `batch` samples.
+  // Bytes of the activations that blocks [first, end) keep for backward for `batch` samples;
+  // under train.activation_checkpointing, their inputs only.
   std::function<double(size_t first, size_t end, int64_t batch)> activation_bytes;
+  // What activation_bytes counts, for the formulas: "the activations every block keeps for
+  // backward" or "the blocks' inputs (activation checkpointing)".
+  std::string activation_text;
+  // Under activation checkpointing: the most that one block of [first, end) adds while its
+  // forward is re-run in its backward (its kept activations beyond its input); 0 without it.
+  std::function<double(size_t first, size_t end, int64_t batch)> recompute_bytes;
 };
+
+// The "recomputed block (transient)" part for blocks [first, end) at `batch` samples, under
+// activation checkpointing only (memory_estimate.cpp); plans append it to their parts.
+void appendRecomputePart(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
+                         std::vector<MemoryPart>& parts);
 
 // How a plan reads its options from the document's strategy block. Each call does nothing when the
 // option is absent, and reports a bad value at "strategy.<key>" (leaving `out` as it was).
