@@ -2,6 +2,7 @@
 // parameters of those that also keep it unsharded.
 #include "parallel/strategy.h"
 
+#include "core/error.h"
 #include "nn/loss.h"
 #include "optim/optimizer.h"
 #include "tensor/ops.h"
@@ -20,6 +21,22 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
   pass.samples = batch.targets.numel();
   backward(loss_fn.backward(1.0f / static_cast<float>(accumulation)), sync);
   return pass;
+}
+
+EvalBatchPass ParallelStrategy::evaluateBatch(const std::vector<int64_t>&, const BatchMaker&) {
+  RM_THROW(kInvalidArgument,
+           "train.eval_every: this strategy does not evaluate (its ranks do not all hold the "
+           "loss); set train.eval_every to 0");
+}
+
+EvalBatchPass WholeModelStrategy::evaluateBatch(const std::vector<int64_t>& indices,
+                                                const BatchMaker& make_batch) {
+  Batch batch = make_batch(indices);
+  SoftmaxCrossEntropy loss_fn;
+  const Tensor logits = forward(batch.inputs);
+  const int64_t tokens = batch.targets.numel();
+  return {.loss_sum = loss_fn.forward(logits, batch.targets) * static_cast<double>(tokens),
+          .tokens = tokens};
 }
 
 std::vector<NamedParameter> ReplicatedModelStrategy::optimizerParameters() {

@@ -41,6 +41,12 @@ struct BatchPass {
   std::vector<ExecutedAction> actions;
 };
 
+// One batch's forward and loss alone (an evaluation): no backward, no gradient, no optimizer.
+struct EvalBatchPass {
+  double loss_sum = 0;  // the loss summed over the batch's target tokens (mean x tokens)
+  int64_t tokens = 0;   // target elements: samples x tokens per sample (1 for a classifier)
+};
+
 class ParallelStrategy {
  public:
   virtual ~ParallelStrategy() = default;
@@ -51,6 +57,12 @@ class ParallelStrategy {
   // no_sync).
   virtual BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
                                int accumulation, bool sync) = 0;
+  // Forward and loss over the batch of `indices` with the model as it is set (the trainer sets
+  // eval mode first): touches no gradient. Collective where the forward is (FSDP's gathers): every
+  // rank calls it the same number of times. Strategies whose ranks do not all hold the loss (the
+  // pipeline) do not evaluate: the spec refuses train.eval_every with them, and this throws.
+  virtual EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
+                                      const BatchMaker& make_batch);
   // Waits for the gradient reductions the last synchronised backward started.
   virtual GradientSyncTiming finishGradientSync() { return {}; }
   // What the optimizer updates on this rank, state_dict-named (a shard, a stage, or everything).
@@ -86,6 +98,8 @@ class WholeModelStrategy : public ParallelStrategy {
  public:
   BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
                        int accumulation, bool sync) override;
+  EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
+                              const BatchMaker& make_batch) override;
 
  protected:
   virtual Tensor forward(const Tensor& input) = 0;

@@ -162,8 +162,9 @@ const Keys kWidthsModelKeys = {"activation", "layer_norm"};
 const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
                         "images",       "labels",  "train",    "val",     "path",
                         "val_fraction", "shuffle", "drop_last"};
-const Keys kTrainKeys = {"steps",         "batch_size", "grad_accum_steps",
-                         "micro_batches", "seed",       "activation_checkpointing"};
+const Keys kTrainKeys = {"steps",         "batch_size", "grad_accum_steps", "micro_batches",
+                         "seed",          "eval_every", "eval_batches",
+                         "activation_checkpointing"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
@@ -829,6 +830,13 @@ class SpecParser {
               "a positive integer");
     }
     if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
+    if (const json* v = find(value, "eval_every")) {
+      readInt(*v, join(path, "eval_every"), out.eval_every, 0, kMaxSteps,
+              "a non-negative integer (0: never)");
+    }
+    if (const json* v = find(value, "eval_batches")) {
+      readInt(*v, join(path, "eval_batches"), out.eval_batches, 1, kMaxSteps, "a positive integer");
+    }
     if (const json* v = find(value, "activation_checkpointing")) {
       readBool(*v, join(path, "activation_checkpointing"), out.activation_checkpointing);
     }
@@ -1078,6 +1086,24 @@ class SpecParser {
       }
       report("train.micro_batches", fmt::format("must be 1 unless strategy.kind is {}, got {}",
                                                 takers, spec.train.micro_batches));
+    }
+
+    // Evaluation needs a validation set, and a strategy whose every rank has the loss.
+    if (allOk("train.eval_every", "data.kind") && spec.train.eval_every > 0) {
+      if (spec.data.kind == DataKind::kSynthetic || spec.data.kind == DataKind::kIdx) {
+        report("train.eval_every",
+               fmt::format("data.kind \"{}\" has no validation set to evaluate on; set "
+                           "train.eval_every to 0 or use a data kind with one (tokens, text)",
+                           toString(spec.data.kind)));
+      } else if (spec.data.kind == DataKind::kTokens && spec.data.val.empty()) {
+        report("train.eval_every",
+               "data.kind \"tokens\" without data.val has no validation set to evaluate on; "
+               "set data.val or train.eval_every to 0");
+      } else if (strategy == StrategyKind::kPipeline) {
+        report("train.eval_every",
+               "evaluation is not supported under strategy.kind \"pipeline\" (only its last "
+               "stage has the loss); set train.eval_every to 0 or use single, ddp or fsdp");
+      }
     }
 
     // Every data-parallel rank needs a full batch when incomplete ones are dropped.
@@ -1358,6 +1384,8 @@ json toJson(const JobSpec& spec) {
                 {"grad_accum_steps", t.grad_accum_steps},
                 {"micro_batches", t.micro_batches},
                 {"seed", t.seed},
+                {"eval_every", t.eval_every},
+                {"eval_batches", t.eval_batches},
                 {"activation_checkpointing", t.activation_checkpointing}};
 
   const OptimizerSpec& o = spec.optimizer;

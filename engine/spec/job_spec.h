@@ -127,6 +127,10 @@ struct TrainSpec {
   int grad_accum_steps = 1;
   int micro_batches = 1;  // pipeline only: must divide batch_size
   uint64_t seed = 0;      // shuffling and dropout
+  // Evaluation on the validation set every eval_every steps and after the last (0: never), over
+  // eval_batches batches of batch_size samples per rank. Needs a data kind with a validation set.
+  int64_t eval_every = 0;
+  int64_t eval_batches = 10;
   // Each model block's forward re-run in its backward, keeping only block inputs in between
   // (nn/layers.h: Sequential's activation checkpointing).
   bool activation_checkpointing = false;

@@ -230,6 +230,14 @@ std::vector<SpecField> describe() {
       bounded(field("train.seed", "Training", "Seed", T::kInteger, spec.train.seed,
                     "shuffling and dropout"),
               0, kSeedMax),
+      bounded(field("train.eval_every", "Training", "Evaluate every", T::kInteger,
+                    spec.train.eval_every,
+                    "steps between validation passes (and after the last); 0: never; needs "
+                    "a data kind with a validation set, not the pipeline strategy"),
+              0, kMaxSteps),
+      bounded(field("train.eval_batches", "Training", "Eval batches", T::kInteger,
+                    spec.train.eval_batches, "validation batches per rank per evaluation"),
+              1, kMaxSteps),
       field("train.activation_checkpointing", "Training", "Activation checkpointing", T::kBoolean,
             spec.train.activation_checkpointing,
             "keep only each block's input; re-run its forward in the backward (less memory, "

@@ -19,6 +19,7 @@
 #include "parallel/strategy.h"
 #include "spec/strategies/plan.h"
 #include "tensor/allocator.h"
+#include "train/evaluation.h"
 
 namespace ringmaster {
 
@@ -300,6 +301,24 @@ TrainingResult Trainer::run() {
   DistributedSampler sampler(dataset->size(), data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   BatchIterator batches(sampler, spec_.train.batch_size);
+  // The validation pass every train.eval_every steps and after the last (train/evaluation.h): its
+  // own samples, so the training order and the dropout streams are as without it.
+  std::unique_ptr<Dataset> validation;
+  std::optional<Evaluator> evaluator;
+  if (spec_.train.eval_every > 0) {
+    validation = makeValidationDataset(spec_);
+    RM_CHECK_ARG(validation != nullptr,
+                 fmt::format("train.eval_every: data.kind \"{}\" has no validation set here",
+                             toString(spec_.data.kind)));
+    RM_CHECK_ARG(validation->inputShape() == dataset->inputShape() &&
+                     validation->targetShape() == dataset->targetShape(),
+                 fmt::format("data: validation samples of shape {} -> {}, training ones {} -> {}",
+                             shapeStr(validation->inputShape()),
+                             shapeStr(validation->targetShape()), shapeStr(dataset->inputShape()),
+                             shapeStr(dataset->targetShape())));
+    evaluator.emplace(*validation, data_ranks, data_rank, spec_.train.batch_size,
+                      spec_.train.eval_batches);
+  }
   const int accum = spec_.train.grad_accum_steps;
   const int64_t steps_done = first_step - 1;
   batches.seek(steps_done * accum);
@@ -416,6 +435,15 @@ TrainingResult Trainer::run() {
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
                  loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);
       interval = {};
+    }
+    if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {
+      const EvalEvent eval = evaluator->evaluate(
+          step, *model, *runner, strategyPlan(strategy).needsWorld() ? world_ : nullptr, device);
+      telemetry_.emit(eval);
+      fmt::print(log_,
+                 "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "
+                 "{:.0f} ms)\n",
+                 context_.rank, step, eval.val_loss, eval.perplexity, eval.tokens, eval.eval_ms);
     }
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {

@@ -139,7 +139,7 @@ TEST(JobSpec, CanonicalFormFillsEveryDefault) {
     "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3, "seed": 0,
              "shuffle": true, "drop_last": false},
     "train": {"steps": 10, "batch_size": 8, "grad_accum_steps": 1, "micro_batches": 1, "seed": 0,
-              "activation_checkpointing": false},
+              "activation_checkpointing": false, "eval_every": 0, "eval_batches": 10},
     "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0, "nesterov": false,
                   "weight_decay": 0.0},
     "backend": "auto",
