@@ -113,8 +113,7 @@ ModelDescription describeGpt(const GptConfig& c) {
                                   .activation_bytes_per_sample = block_floats * f32});
   }
 
-  // Head: ln_f, then the logits through the embedding's wte, which it declares tied (FSDP keeps
-  // both in one unit, a pipeline a copy on the last stage).
+  // Head: ln_f, then the logits through the tied wte (declared by the embedding).
   const size_t first = d.parameters.size();
   d.parameters.push_back({"ln_f.weight", {C}});
   if (c.bias) d.parameters.push_back({"ln_f.bias", {C}});
@@ -124,8 +123,7 @@ ModelDescription describeGpt(const GptConfig& c) {
                                 .parameters = elements(d.parameters, first),
                                 .input_shape = {T, C},
                                 .output_shape = {T, V},
-                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32,
-                                .tied_parameters = {"wte.weight"}});
+                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32});
 
   for (const ModelBlock& block : d.blocks)
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;

@@ -1061,6 +1061,23 @@ class SpecParser {
       }
     }
 
+    // Token data against the model: token ids need a model that reads them, and byte-level
+    // text needs a vocabulary of every byte (data/text_dataset.h).
+    if (okAt("data.kind") && okAt("model")) {
+      const DataKind data = spec.data.kind;
+      const bool token_data = data == DataKind::kTokens || data == DataKind::kText;
+      const bool token_model = describeModel(spec.model).input_dtype == DType::kI32;
+      if (token_data && !token_model) {
+        report("data.kind", fmt::format("{} data are token ids, but model.kind {} reads float "
+                                        "features (use a model of token ids: gpt)",
+                                        toString(data), spec.model.kind));
+      } else if (data == DataKind::kText && spec.model.vocab_size < 256) {
+        report("model.vocab_size",
+               fmt::format("must be at least 256 for data.kind text (one token per byte), got {}",
+                           spec.model.vocab_size));
+      }
+    }
+
     // Backend against device.
     if (allOk("backend", "device") && spec.backend == BackendKind::kNccl &&
         spec.device == DeviceKind::kCpu) {

@@ -1,11 +1,11 @@
 // The datasets a job spec's data section names (datasets.h).
 #include "train/datasets.h"
 
-#include <fmt/format.h>
-
 #include "core/error.h"
 #include "data/idx_dataset.h"
 #include "data/synthetic_dataset.h"
+#include "data/text_dataset.h"
+#include "data/token_shards.h"
 
 namespace ringmaster {
 
@@ -18,21 +18,28 @@ std::unique_ptr<Dataset> makeDataset(const JobSpec& spec) {
     case DataKind::kIdx:
       return std::make_unique<IdxDataset>(IdxDataset::load(data.images, data.labels));
     case DataKind::kTokens:
+      return TokenShardDataset::open(data.train, spec.model.context, spec.model.vocab_size,
+                                     "data.train");
     case DataKind::kText:
-      RM_THROW(kUnavailable, fmt::format("data.kind '{}' is not built yet", toString(data.kind)));
+      return ByteTextDataset::load(data.path, spec.model.context, spec.model.vocab_size,
+                                   data.val_fraction, TextSplit::kTrain);
   }
   RM_ENFORCE(false, "unknown data kind");
 }
 
 std::unique_ptr<Dataset> makeValidationDataset(const JobSpec& spec) {
-  switch (spec.data.kind) {
+  const DataSpec& data = spec.data;
+  switch (data.kind) {
     case DataKind::kSynthetic:
     case DataKind::kIdx:
       return nullptr;
     case DataKind::kTokens:
+      if (data.val.empty()) return nullptr;
+      return TokenShardDataset::open(data.val, spec.model.context, spec.model.vocab_size,
+                                     "data.val");
     case DataKind::kText:
-      RM_THROW(kUnavailable,
-               fmt::format("data.kind '{}' is not built yet", toString(spec.data.kind)));
+      return ByteTextDataset::load(data.path, spec.model.context, spec.model.vocab_size,
+                                   data.val_fraction, TextSplit::kValidation);
   }
   RM_ENFORCE(false, "unknown data kind");
 }

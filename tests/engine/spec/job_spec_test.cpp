@@ -657,7 +657,8 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{R"({"data": "mnist"})", {"data: expected an object, got \"mnist\""}},
         ErrorCase{R"({"data": {"kind": null}})", {"data.kind: required"}},
         ErrorCase{R"({"data": {"kind": "csv"}})",
-                  {"data.kind: expected one of \"synthetic\", \"idx\", got \"csv\""}},
+                  {"data.kind: expected one of \"synthetic\", \"idx\", \"tokens\", \"text\", "
+                   "got \"csv\""}},
         ErrorCase{R"({"data": {"samples": null, "features": null, "classes": null}})",
                   {"data.samples: required", "data.features: required", "data.classes: required"}},
         ErrorCase{R"({"data": {"samples": 0}})",
@@ -698,6 +699,73 @@ INSTANTIATE_TEST_SUITE_P(
                    "least 24 samples, got 20"}},
         ErrorCase{R"({"data": {"sample": 4}})",
                   {"data.sample: unknown key (did you mean \"samples\"?)"}}));
+
+// Token data over a gpt model: {"model": gpt with <model> fields, "data": <data> with the
+// minimal spec's synthetic keys removed} (the text lives as long as the test program, as
+// ErrorCase's patch must).
+const char* tokenDataPatch(const std::string& data, const std::string& model = "") {
+  static std::deque<std::string> patches;
+  json model_json = {{"kind", "gpt"},         {"layers", 2},          {"vocab_size", 300},
+                     {"context", 16},         {"heads", 2},           {"dim", 32},
+                     {"activation", nullptr}, {"layer_norm", nullptr}};
+  model_json.merge_patch(json::parse("{" + model + "}"));
+  json data_json = {{"samples", nullptr}, {"features", nullptr}, {"classes", nullptr}};
+  data_json.merge_patch(json::parse("{" + data + "}"));
+  return patches.emplace_back(json{{"model", model_json}, {"data", data_json}}.dump()).c_str();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TokenData, JobSpecErrors,
+    testing::Values(
+        ErrorCase{tokenDataPatch(R"("kind": "tokens")"), {"data.train: required"}},
+        ErrorCase{tokenDataPatch(R"("kind": "tokens", "train": "a/*.bin", "val": "",
+                                    "path": "t.txt", "val_fraction": 0.5)"),
+                  {"data.path: only valid when data.kind is text",
+                   "data.val_fraction: only valid when data.kind is text",
+                   "data.val: expected a non-empty string, got \"\""}},
+        ErrorCase{tokenDataPatch(R"("kind": "text")"), {"data.path: required"}},
+        ErrorCase{tokenDataPatch(R"("kind": "text", "path": "t.txt", "train": "a.bin")"),
+                  {"data.train: only valid when data.kind is tokens"}},
+        ErrorCase{tokenDataPatch(R"("kind": "text", "path": "t.txt", "val_fraction": 1)"),
+                  {"data.val_fraction: expected a number in (0, 1), got 1"}},
+        ErrorCase{tokenDataPatch(R"("kind": "text", "path": "t.txt", "val_fraction": 0)"),
+                  {"data.val_fraction: expected a number in (0, 1), got 0"}},
+        ErrorCase{tokenDataPatch(R"("kind": "text", "path": "t.txt")", R"("vocab_size": 100)"),
+                  {"model.vocab_size: must be at least 256 for data.kind text (one token per "
+                   "byte), got 100"}},
+        ErrorCase{R"({"data": {"kind": "tokens", "samples": null, "features": null,
+                               "classes": null, "train": "a.bin"}})",
+                  {"data.kind: tokens data are token ids, but model.kind mlp reads float features "
+                   "(use a model of token ids: gpt)"}}));
+
+TEST(JobSpecTokenData, ParsesAndRoundTrips) {
+  struct Case {
+    const char* data;
+    DataSpec expected;
+  };
+  const std::vector<Case> cases = {
+      {R"("kind": "tokens", "train": "d/train_*.bin", "val": "d/val_*.bin")",
+       DataSpec{.kind = DataKind::kTokens, .train = "d/train_*.bin", .val = "d/val_*.bin"}},
+      {R"("kind": "tokens", "train": "d/train_*.bin", "shuffle": false)",
+       DataSpec{.kind = DataKind::kTokens, .train = "d/train_*.bin", .shuffle = false}},
+      {R"("kind": "text", "path": "t.txt")", DataSpec{.kind = DataKind::kText, .path = "t.txt"}},
+      {R"("kind": "text", "path": "t.txt", "val_fraction": 0.05)",
+       DataSpec{.kind = DataKind::kText, .path = "t.txt", .val_fraction = 0.05}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.data);
+    const SpecParseResult parsed = parseJobSpec(patched(json::parse(tokenDataPatch(c.data))));
+    ASSERT_TRUE(parsed.ok()) << parsed.describe();
+    EXPECT_EQ(parsed.spec->data, c.expected);
+    const json canonical = toJson(*parsed.spec);
+    EXPECT_FALSE(canonical["data"].contains("samples"));
+    EXPECT_EQ(canonical["data"].contains("val"), !c.expected.val.empty());
+    EXPECT_EQ(canonical["data"].contains("val_fraction"), c.expected.kind == DataKind::kText);
+    const SpecParseResult again = parseJobSpec(canonical);
+    ASSERT_TRUE(again.ok()) << again.describe();
+    EXPECT_EQ(again.spec->data, c.expected);
+  }
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Train, JobSpecErrors,
@@ -1190,6 +1258,12 @@ TEST(JobSpecRoundTrip, EveryKindCombination) {
         if (data == "idx") {
           patch["data"] = {{"kind", "idx"},      {"samples", nullptr}, {"features", nullptr},
                            {"classes", nullptr}, {"images", "i"},      {"labels", "l"}};
+        } else if (data != "synthetic") {
+          const json gpt = json::parse(tokenDataPatch(
+              data == "tokens" ? R"("kind": "tokens", "train": "t/*.bin", "val": "v/*.bin")"
+                               : R"("kind": "text", "path": "t.txt", "val_fraction": 0.25)"));
+          patch["model"] = gpt["model"];  // assigned: merging would drop its nulls
+          patch["data"] = gpt["data"];
         }
         if (strategy != "single") patch["launch"] = {{"hosts", {{{"ranks", 3}}}}};
         SpecParseResult first = parseJobSpec(patched(patch));
@@ -1255,7 +1329,7 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   EXPECT_EQ(findModel("nonsense"), nullptr);
   EXPECT_EQ(findModel(""), nullptr);
   check(ActivationKind{}, {"relu", "gelu"});
-  check(DataKind{}, {"synthetic", "idx"});
+  check(DataKind{}, {"synthetic", "idx", "tokens", "text"});
   check(OptimizerKind{}, {"sgd", "adam", "adamw"});
   check(BackendKind{}, {"auto", "gloo", "nccl"});
   check(DeviceKind{}, {"auto", "cpu", "cuda"});

@@ -23,6 +23,17 @@ json gptModel() {
           {"heads", 2},    {"dim", 32}};
 }
 
+// Token data (data.kind tokens or text) over a gpt model whose vocabulary holds every byte.
+void useTokenData(json& document, const std::string& kind) {
+  document["model"] = gptModel();
+  document["model"]["vocab_size"] = 256;
+  if (kind == "tokens") {
+    document["data"] = {{"kind", "tokens"}, {"train", "t/*.bin"}};
+  } else {
+    document["data"] = {{"kind", "text"}, {"path", "t.txt"}};
+  }
+}
+
 // A valid spec in which `field` applies, with every kind its conditions need.
 json validFor(const SpecField& field, const std::string& kind = {}) {
   json document = json::parse(R"({
@@ -44,6 +55,7 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
     if (chosen == "idx") {
       document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
     }
+    if (chosen == "tokens" || chosen == "text") useTokenData(document, chosen);
     if (chosen == "pipeline" || chosen == "ddp" || chosen == "fsdp") {
       document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
       document["train"]["batch_size"] = 8;
@@ -170,6 +182,8 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
       json document = validFor(field);
       if (field.path == "data.kind" && name == "idx") {
         document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
+      } else if (field.path == "data.kind" && (name == "tokens" || name == "text")) {
+        useTokenData(document, name);
       } else if (field.path == "strategy.kind" && name != "single") {
         document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
       }
@@ -252,6 +266,7 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.strategy.pipeline.stages = {{0}, {1}};
     spec.checkpoint = CheckpointSpec{};
     spec.model.init_checkpoint = "w";
+    spec.data.val = "v";  // written only when set
     spec.launch.node_binary = "n";
     spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
     spec.optimizer.clip_grad_norm = 1;
