@@ -8,6 +8,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/random.h"
+#include "nn/embedding.h"
+#include "nn/transformer_block.h"
 
 namespace ringmaster {
 
@@ -113,7 +116,8 @@ ModelDescription describeGpt(const GptConfig& c) {
                                   .activation_bytes_per_sample = block_floats * f32});
   }
 
-  // Head: ln_f, then the logits through the tied wte (declared by the embedding).
+  // Head: ln_f, then the logits through the embedding's wte, which it declares tied (FSDP keeps
+  // both in one unit, a pipeline a copy on the last stage).
   const size_t first = d.parameters.size();
   d.parameters.push_back({"ln_f.weight", {C}});
   if (c.bias) d.parameters.push_back({"ln_f.bias", {C}});
@@ -123,7 +127,8 @@ ModelDescription describeGpt(const GptConfig& c) {
                                 .parameters = elements(d.parameters, first),
                                 .input_shape = {T, C},
                                 .output_shape = {T, V},
-                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32});
+                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32,
+                                .tied_parameters = {"wte.weight"}});
 
   for (const ModelBlock& block : d.blocks)
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
@@ -132,10 +137,44 @@ ModelDescription describeGpt(const GptConfig& c) {
   return d;
 }
 
-std::unique_ptr<Sequential> buildGpt(const GptConfig& config, Device device) {
-  describeGpt(config);
-  RM_CHECK_ARG(false, "model.kind gpt: building the model lands in the next commit");
-  return nullptr;
+std::unique_ptr<Sequential> buildGpt(const GptConfig& c, Device device) {
+  ModelDescription description = describeGpt(c);  // validates
+  // Every weight and dropout stream from its own seed, derived from (model.seed, role, block).
+  auto seedOf = [&](uint64_t role, int64_t block) {
+    return mix64(mix64(c.seed * 0x100000001B3ull + role) ^ static_cast<uint64_t>(block + 1));
+  };
+  constexpr double kStd = 0.02;
+  const double proj_std = kStd / std::sqrt(2.0 * static_cast<double>(c.layers));
+
+  auto model = std::make_unique<Sequential>();
+  auto embedding =
+      std::make_unique<GptEmbedding>(GptEmbedding::Options{.vocab = c.vocab_size,
+                                                           .context = c.context,
+                                                           .dim = c.dim,
+                                                           .dropout = c.dropout,
+                                                           .token_init = {seedOf(1, -1), kStd},
+                                                           .position_init = {seedOf(2, -1), kStd},
+                                                           .dropout_seed = seedOf(3, -1)},
+                                     device);
+  Parameter* wte = &embedding->tokenEmbedding();
+  model->append(std::move(embedding), "");
+  for (int64_t i = 0; i < c.layers; ++i) {
+    model->append(std::make_unique<TransformerBlock>(
+                      TransformerBlockOptions{.dim = c.dim,
+                                              .heads = c.heads,
+                                              .head_dim = c.headDim(),
+                                              .hidden = 4 * c.dim,
+                                              .dropout = c.dropout,
+                                              .bias = c.bias,
+                                              .init = {seedOf(4, i), kStd},
+                                              .proj_init = {seedOf(5, i), proj_std},
+                                              .dropout_seed = seedOf(6, i)},
+                      device),
+                  fmt::format("h.{}", i));
+  }
+  model->append(std::make_unique<LmHead>(c.dim, c.bias, wte, device), "");
+  model->setBlocks(std::move(description.blocks));
+  return model;
 }
 
 ModelDefinition gptModel() {

@@ -179,8 +179,13 @@ void LayerNorm::collectParameters(const std::string& prefix, std::vector<NamedPa
 // Sequential
 
 void Sequential::append(std::unique_ptr<Module> module) {
+  append(std::move(module), std::to_string(children_.size()));
+}
+
+void Sequential::append(std::unique_ptr<Module> module, const std::string& name) {
   module->setTraining(training_);
   children_.push_back(std::move(module));
+  prefixes_.push_back(name.empty() ? std::string() : name + ".");
 }
 
 Tensor Sequential::forward(const Tensor& input) {
@@ -201,7 +206,7 @@ void Sequential::forEachChild(const std::function<void(Module&)>& visit) {
 
 void Sequential::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
   for (size_t i = 0; i < children_.size(); ++i) {
-    children_[i]->collectParameters(fmt::format("{}{}.", prefix, i), out);
+    children_[i]->collectParameters(prefix + prefixes_[i], out);
   }
 }
 

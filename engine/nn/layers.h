@@ -118,7 +118,8 @@ struct ChildrenContext {
   std::vector<BlockCheckpoint> checkpoints;  // one per block in the range
 };
 
-// Runs its children in order; parameters are named by child index like nn.Sequential. A model's
+// Runs its children in order; parameters are named by child index like nn.Sequential (or by
+// the name a child was appended with). A model's
 // builder groups the children into the blocks its description declares (nn/model.h).
 //
 // Activation checkpointing (torch.utils.checkpoint around each block): when on, in training, a
@@ -131,6 +132,11 @@ class Sequential : public Module {
  public:
   std::string typeName() const override { return "Sequential"; }
   void append(std::unique_ptr<Module> module);
+  // A child whose parameters are named "<name>.<own name>" ("h.0.attn.c_attn.weight"), or by their
+  // own names alone when `name` is empty ("wte.weight"), as Hugging Face models name them.
+  void append(std::unique_ptr<Module> module, const std::string& name);
+  // What child `index`'s parameter names are prefixed with in namedParameters(): "3." or "h.0.".
+  const std::string& childPrefix(size_t index) const { return prefixes_.at(index); }
   Tensor forward(const Tensor& input) override;
   Tensor backward(const Tensor& grad_output) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
@@ -162,6 +168,7 @@ class Sequential : public Module {
   std::vector<Dropout*> dropouts(size_t block);
 
   std::vector<std::unique_ptr<Module>> children_;
+  std::vector<std::string> prefixes_;  // per child, see childPrefix
   std::vector<ModelBlock> blocks_;
   std::vector<size_t> block_of_child_;  // index into blocks_, per child
   bool checkpointing_ = false;

@@ -1,5 +1,8 @@
-// Softmax cross-entropy forward (mean loss) and backward (softmax minus one-hot, over the batch).
+// Softmax cross-entropy forward (mean loss) and backward (softmax minus one-hot, over the batch),
+// for class logits and for a language model's per-token logits alike.
 #include "nn/loss.h"
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "tensor/ops.h"
@@ -7,10 +10,16 @@
 namespace ringmaster {
 
 double SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) {
-  RM_CHECK_ARG(logits.rank() == 2, "cross-entropy expects logits [batch, classes]");
-  probs_ = Tensor::empty(logits.shape(), DType::kF32, logits.device());
-  labels_ = labels;
-  return ops::softmaxCrossEntropyForward(logits, labels, probs_);
+  RM_CHECK_ARG(logits.rank() >= 2, "cross-entropy expects logits [batch, ..., classes]");
+  const int64_t classes = logits.dim(static_cast<int>(logits.rank() - 1));
+  const int64_t rows = logits.numel() / classes;
+  RM_CHECK_ARG(labels.numel() == rows,
+               fmt::format("cross-entropy: {} labels for logits {}", labels.numel(),
+                           shapeStr(logits.shape())));
+  logits_shape_ = logits.shape();
+  probs_ = Tensor::empty({rows, classes}, DType::kF32, logits.device());
+  labels_ = labels.view({rows});
+  return ops::softmaxCrossEntropyForward(logits.view({rows, classes}), labels_, probs_);
 }
 
 Tensor SoftmaxCrossEntropy::backward(float loss_scale) {
@@ -19,7 +28,7 @@ Tensor SoftmaxCrossEntropy::backward(float loss_scale) {
   const int64_t rows = probs_.dim(0);
   ops::softmaxCrossEntropyBackward(probs_, labels_, grad,
                                    rows > 0 ? loss_scale / static_cast<float>(rows) : 0.0f);
-  return grad;
+  return grad.view(logits_shape_);
 }
 
 }  // namespace ringmaster

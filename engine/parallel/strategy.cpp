@@ -17,8 +17,12 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
   Tensor logits = forward(batch.inputs);
   BatchPass pass;
   pass.loss = loss_fn.forward(logits, batch.targets);
-  pass.correct = ops::countCorrect(logits, batch.targets);
-  pass.samples = batch.targets.numel();
+  // Logits [samples, classes], or [samples, tokens, vocabulary] for a language model: the loss
+  // is the mean over every target, correct counts targets, samples counts samples.
+  const int64_t classes = logits.dim(static_cast<int>(logits.rank() - 1));
+  pass.correct = ops::countCorrect(logits.view({logits.numel() / classes, classes}),
+                                   batch.targets.view({batch.targets.numel()}));
+  pass.samples = batch.targets.dim(0);
   backward(loss_fn.backward(1.0f / static_cast<float>(accumulation)), sync);
   return pass;
 }

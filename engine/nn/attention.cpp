@@ -1,0 +1,241 @@
+// Forward and backward of the GPT's Conv1D, token LayerNorm and causal self-attention, through
+// the ops:: layer so that they run on whichever device their tensors live.
+#include "nn/attention.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/random.h"
+#include "tensor/ops.h"
+
+namespace ringmaster {
+
+std::vector<Tensor> childContexts(const std::vector<Module*>& children) {
+  std::vector<Tensor> out;
+  for (const Module* child : children) {
+    std::vector<Tensor> context = child->saveContext();
+    out.insert(out.end(), context.begin(), context.end());
+  }
+  return out;
+}
+
+size_t restoreChildContexts(const std::vector<Module*>& children,
+                            const std::vector<Tensor>& context, size_t offset) {
+  for (Module* child : children) {
+    const size_t count = child->saveContext().size();
+    RM_CHECK_ARG(offset + count <= context.size(),
+                 fmt::format("a context of {} tensors is too short for {}", context.size(),
+                             child->typeName()));
+    child->restoreContext(
+        std::vector<Tensor>(context.begin() + static_cast<ptrdiff_t>(offset),
+                            context.begin() + static_cast<ptrdiff_t>(offset + count)));
+    offset += count;
+  }
+  return offset;
+}
+
+Tensor normalTensor(const Shape& shape, double std, uint64_t seed, Device device) {
+  std::vector<float> values(shapeNumel(shape));
+  Rng rng(seed);
+  for (float& v : values) v = static_cast<float>(std * rng.normal());
+  return Tensor::fromVector(values, shape, device);
+}
+
+namespace {
+
+// x [..., features] as rows [N, features].
+Tensor rows(const Tensor& x, int64_t features, const char* layer) {
+  RM_CHECK_ARG(
+      x.rank() >= 1 && x.dim(static_cast<int>(x.rank() - 1)) == features,
+      fmt::format("{} expects input [..., {}], got {}", layer, features, shapeStr(x.shape())));
+  return x.view({x.numel() / features, features});
+}
+
+Shape withLast(Shape shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Conv1D
+
+Conv1D::Conv1D(int64_t in_features, int64_t out_features, bool bias, GptInit init, Device device) {
+  RM_CHECK_ARG(in_features > 0 && out_features > 0,
+               fmt::format("Conv1D({}, {}) needs positive sizes", in_features, out_features));
+  weight_ = makeParameter(normalTensor({in_features, out_features}, init.std, init.seed, device));
+  if (bias) bias_ = makeParameter(Tensor::zeros({out_features}, DType::kF32, device));
+}
+
+Tensor Conv1D::forward(const Tensor& input) {
+  const int64_t in = weight_.value.dim(0), out = weight_.value.dim(1);
+  const Tensor x = rows(input, in, "Conv1D");
+  input_ = input;
+  Tensor y = Tensor::empty({x.dim(0), out}, DType::kF32, input.device());
+  ops::matmul(x, false, weight_.value, false, y);  // y = x W
+  if (bias_.value.defined()) ops::addBiasRows(y, bias_.value);
+  return y.view(withLast(input.shape(), out));
+}
+
+Tensor Conv1D::backward(const Tensor& grad_output) {
+  RM_CHECK_ARG(input_.defined(), "Conv1D::backward before forward");
+  const int64_t in = weight_.value.dim(0), out = weight_.value.dim(1);
+  const Tensor x = rows(input_, in, "Conv1D");
+  const Tensor dy = rows(grad_output, out, "Conv1D backward");
+  ops::matmul(x, true, dy, false, weight_.grad, 1.0f, 1.0f);  // dW += x^T dy
+  if (bias_.value.defined()) ops::sumRows(dy, bias_.grad, 1.0f);
+  Tensor dx = Tensor::empty({x.dim(0), in}, DType::kF32, input_.device());
+  ops::matmul(dy, false, weight_.value, true, dx);  // dx = dy W^T
+  return dx.view(input_.shape());
+}
+
+void Conv1D::collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) {
+  out.push_back({prefix + "weight", &weight_});
+  if (bias_.value.defined()) out.push_back({prefix + "bias", &bias_});
+}
+
+// ---------------------------------------------------------------------------------------------
+// TokenLayerNorm
+
+TokenLayerNorm::TokenLayerNorm(int64_t features, bool bias, Device device) : has_bias_(bias) {
+  RM_CHECK_ARG(features > 0, fmt::format("LayerNorm({}) needs a positive size", features));
+  weight_ = makeParameter(Tensor::full({features}, 1.0f, device));
+  bias_ = makeParameter(Tensor::zeros({features}, DType::kF32, device));
+}
+
+Tensor TokenLayerNorm::forward(const Tensor& input) {
+  const int64_t features = weight_.value.numel();
+  const Tensor x = rows(input, features, "LayerNorm");
+  input_ = input;
+  mean_ = Tensor::empty({x.dim(0)}, DType::kF32, input.device());
+  rstd_ = Tensor::empty({x.dim(0)}, DType::kF32, input.device());
+  Tensor y = Tensor::empty(x.shape(), DType::kF32, input.device());
+  ops::layerNormForward(x, weight_.value, bias_.value, y, mean_, rstd_, 1e-5f);
+  return y.view(input.shape());
+}
+
+Tensor TokenLayerNorm::backward(const Tensor& grad_output) {
+  RM_CHECK_ARG(input_.defined(), "LayerNorm::backward before forward");
+  const int64_t features = weight_.value.numel();
+  const Tensor x = rows(input_, features, "LayerNorm");
+  Tensor dx = Tensor::empty(x.shape(), DType::kF32, input_.device());
+  ops::layerNormBackward(x, weight_.value, mean_, rstd_, rows(grad_output, features, "LayerNorm"),
+                         dx, weight_.grad, bias_.grad);
+  if (!has_bias_) ops::fill(bias_.grad, 0.0f);  // the constant zero bias learns nothing
+  return dx.view(input_.shape());
+}
+
+void TokenLayerNorm::restoreContext(const std::vector<Tensor>& context) {
+  input_ = context.at(0);
+  mean_ = context.at(1);
+  rstd_ = context.at(2);
+}
+
+void TokenLayerNorm::collectParameters(const std::string& prefix,
+                                       std::vector<NamedParameter>& out) {
+  out.push_back({prefix + "weight", &weight_});
+  if (has_bias_) out.push_back({prefix + "bias", &bias_});
+}
+
+// ---------------------------------------------------------------------------------------------
+// CausalSelfAttention
+
+CausalSelfAttention::CausalSelfAttention(const Options& o, Device device)
+    : heads_(o.heads),
+      head_dim_(o.head_dim),
+      c_attn_(o.dim, 3 * o.heads * o.head_dim, o.bias, o.init, device),
+      c_proj_(o.heads * o.head_dim, o.dim, o.bias, o.proj_init, device),
+      attn_dropout_(o.dropout, o.dropout_seed),
+      resid_dropout_(o.dropout, mix64(o.dropout_seed + 1)) {
+  RM_CHECK_ARG(o.heads > 0 && o.head_dim > 0,
+               fmt::format("attention needs positive heads and head width, got {} and {}", o.heads,
+                           o.head_dim));
+}
+
+std::vector<Module*> CausalSelfAttention::children() const {
+  auto* self = const_cast<CausalSelfAttention*>(this);
+  return {&self->c_attn_, &self->attn_dropout_, &self->c_proj_, &self->resid_dropout_};
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& input) {
+  RM_CHECK_ARG(input.rank() == 3,
+               fmt::format("attention expects input [batch, tokens, width], got {}",
+                           shapeStr(input.shape())));
+  const int64_t B = input.dim(0), T = input.dim(1), H = heads_, D = head_dim_;
+  const Device device = input.device();
+  const Tensor qkv = c_attn_.forward(input);  // [B, T, 3 H D]
+  q_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  k_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  v_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::splitQkv(qkv, q_, k_, v_);
+  Tensor scores = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::matmulBatched(q_, false, k_, true, scores);  // q k^T
+  probs_ = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::causalSoftmaxForward(scores, probs_, static_cast<float>(1.0 / std::sqrt(double(D))));
+  attended_ = attn_dropout_.forward(probs_);
+  Tensor y = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::matmulBatched(attended_, false, v_, false, y);  // probs v
+  Tensor merged = Tensor::empty({B, T, H, D}, DType::kF32, device);
+  ops::permute0213(y, merged);
+  return resid_dropout_.forward(c_proj_.forward(merged.view({B, T, H * D})));
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& grad_output) {
+  RM_CHECK_ARG(probs_.defined(), "attention backward before forward");
+  const int64_t B = q_.dim(0), H = heads_, T = q_.dim(2), D = head_dim_;
+  const Device device = q_.device();
+  const Tensor dmerged = c_proj_.backward(resid_dropout_.backward(grad_output));  // [B, T, H D]
+  Tensor dy = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::permute0213(dmerged.view({B, T, H, D}), dy);
+  Tensor dattended = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::matmulBatched(dy, false, v_, true, dattended);  // dy v^T
+  Tensor dv = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::matmulBatched(attended_, true, dy, false, dv);  // probs^T dy
+  const Tensor dprobs = attn_dropout_.backward(dattended);
+  Tensor dscores = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::causalSoftmaxBackward(probs_, dprobs, dscores,
+                             static_cast<float>(1.0 / std::sqrt(double(D))));
+  Tensor dq = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::matmulBatched(dscores, false, k_, false, dq);  // dscores k
+  Tensor dk = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::matmulBatched(dscores, true, q_, false, dk);  // dscores^T q
+  Tensor dqkv = Tensor::empty({B, T, 3 * H * D}, DType::kF32, device);
+  ops::mergeQkv(dq, dk, dv, dqkv);
+  return c_attn_.backward(dqkv);
+}
+
+std::vector<Tensor> CausalSelfAttention::saveContext() const {
+  std::vector<Tensor> context = childContexts(children());
+  context.insert(context.end(), {q_, k_, v_, probs_, attended_});
+  return context;
+}
+
+void CausalSelfAttention::restoreContext(const std::vector<Tensor>& context) {
+  size_t at = restoreChildContexts(children(), context);
+  RM_CHECK_ARG(context.size() == at + 5, "attention: a context of the wrong size");
+  q_ = context[at];
+  k_ = context[at + 1];
+  v_ = context[at + 2];
+  probs_ = context[at + 3];
+  attended_ = context[at + 4];
+}
+
+void CausalSelfAttention::collectParameters(const std::string& prefix,
+                                            std::vector<NamedParameter>& out) {
+  c_attn_.collectParameters(prefix + "c_attn.", out);
+  c_proj_.collectParameters(prefix + "c_proj.", out);
+}
+
+void CausalSelfAttention::forEachChild(const std::function<void(Module&)>& visit) {
+  for (Module* child : children()) visit(*child);
+}
+
+void CausalSelfAttention::setTraining(bool training) {
+  Module::setTraining(training);
+  for (Module* child : children()) child->setTraining(training);
+}
+
+}  // namespace ringmaster
