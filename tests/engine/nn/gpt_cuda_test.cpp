@@ -1,0 +1,140 @@
+// The GPT on CUDA against the same GPT on the host: one forward (logits, per-token loss) and
+// backward (every parameter's gradient, by name) of a small model built on each device, with and
+// without biases, with and without dropout (its masks are counter-based and equal on both).
+// Without CUDA in the build, or without a device, the tests skip and say so.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/random.h"
+#include "nn/gpt.h"
+#include "nn/loss.h"
+#include "tensor/cuda/cuda_runtime.h"
+#include "tensor/tensor.h"
+
+namespace ringmaster {
+namespace {
+
+// A whole network's result is compared as max |cuda - host| / max |host| over the tensor. Each
+// op's two sides agree within a few roundings of its own scale (tests/engine/tensor/
+// cuda_kernels_test.cpp: about 1e-5 for the transcendental ones, (k + 3) 2^-23 for a k-term dot
+// product, here k <= 4 * dim = 48); at initialisation (weights N(0, 0.02)) the blocks are well
+// conditioned, so two blocks of about a dozen ops each compose to a few 1e-5 at most. 2e-4 keeps a
+// margin; a wrong index, transposition or mask is off by O(1).
+constexpr double kNetworkTolerance = 2e-4;
+
+// Compares a CUDA result with the host's (see kNetworkTolerance) and prints the error. The host's
+// value must not be all zeros: a gradient that never arrives would otherwise compare equal.
+void expectClose(const std::string& what, const Tensor& on_cuda, const Tensor& on_cpu) {
+  ASSERT_TRUE(on_cuda.device().isCuda()) << what;
+  ASSERT_EQ(on_cuda.shape(), on_cpu.shape()) << what;
+  const std::vector<float> got = on_cuda.toFloatVector();
+  const std::vector<float> want = on_cpu.toFloatVector();
+  double max_abs = 0.0, max_diff = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_abs = std::max(max_abs, std::abs(static_cast<double>(want[i])));
+    const double diff = std::abs(static_cast<double>(got[i]) - want[i]);
+    if (!(diff <= max_diff)) max_diff = diff;  // NaN propagates
+  }
+  ASSERT_GT(max_abs, 0.0) << what << " is all zeros on the host";
+  const double error = max_diff / max_abs;
+  std::printf("  %-50s max error / max value %.2e (tolerance %.0e)\n", what.c_str(), error,
+              kNetworkTolerance);
+  EXPECT_LE(error, kNetworkTolerance) << what;
+}
+
+class GptOnCuda : public ::testing::TestWithParam<GptConfig> {
+ protected:
+  void SetUp() override {
+    if (!cudaAvailable()) {
+      GTEST_SKIP() << "no CUDA device visible: "
+                   << (cuda::kBuiltWithCuda
+                           ? "the driver reports none (no GPU, no driver, or CUDA_VISIBLE_DEVICES)"
+                           : "this build has no CUDA support (configure with the CUDA toolkit)");
+    }
+  }
+};
+
+TEST_P(GptOnCuda, ForwardAndBackwardMatchTheHost) {
+  const GptConfig config = GetParam();
+  const Device gpu = Device::cuda(0);
+  std::unique_ptr<Sequential> on_cpu = buildGpt(config);
+  std::unique_ptr<Sequential> on_cuda = buildGpt(config, gpu);
+  std::vector<NamedParameter> cpu_params = on_cpu->namedParameters();
+  std::vector<NamedParameter> cuda_params = on_cuda->namedParameters();
+  ASSERT_EQ(cuda_params.size(), cpu_params.size());
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    ASSERT_EQ(cuda_params[i].name, cpu_params[i].name);
+    EXPECT_TRUE(cuda_params[i].parameter->value.device().isCuda()) << cpu_params[i].name;
+    // The same seed gives the same weights on either device (drawn on the host).
+    EXPECT_EQ(cuda_params[i].parameter->value.toFloatVector(),
+              cpu_params[i].parameter->value.toFloatVector())
+        << cpu_params[i].name;
+  }
+
+  const int64_t batch = 3, tokens = config.context;
+  Rng rng(config.seed + 1);
+  std::vector<int32_t> ids(static_cast<size_t>(batch * tokens)),
+      targets(static_cast<size_t>(batch * tokens));
+  for (int32_t& id : ids) id = static_cast<int32_t>(rng.below(config.vocab_size));
+  for (int32_t& t : targets) t = static_cast<int32_t>(rng.below(config.vocab_size));
+  const Tensor cpu_ids = Tensor::fromInts(ids, {batch, tokens});
+  const Tensor cpu_targets = Tensor::fromInts(targets, {batch * tokens});
+
+  struct Pass {
+    Tensor logits;
+    double loss;
+  };
+  // One training forward and backward: per-token cross-entropy, the mean over every token.
+  const auto run = [&](Sequential& model, Device device) {
+    model.zeroGrad();
+    SoftmaxCrossEntropy loss_fn;
+    const Tensor logits = model.forward(cpu_ids.to(device));
+    const Tensor flat = logits.view({batch * tokens, config.vocab_size});
+    const double loss = loss_fn.forward(flat, cpu_targets.to(device));
+    model.backward(loss_fn.backward().view(logits.shape()));
+    return Pass{logits, loss};
+  };
+  const Pass host = run(*on_cpu, Device::cpu());
+  const Pass device = run(*on_cuda, gpu);
+
+  ASSERT_EQ(host.logits.shape(), (Shape{batch, tokens, config.vocab_size}));
+  expectClose("logits", device.logits, host.logits);
+  const double loss_error = std::abs(device.loss - host.loss) / std::abs(host.loss);
+  std::printf("  %-50s relative error %.2e (cuda %.7f, host %.7f)\n", "loss", loss_error,
+              device.loss, host.loss);
+  EXPECT_LE(loss_error, kNetworkTolerance);
+  for (size_t i = 0; i < cpu_params.size(); ++i) {
+    expectClose("grad " + cpu_params[i].name, cuda_params[i].parameter->grad,
+                cpu_params[i].parameter->grad);
+  }
+}
+
+GptConfig smallGpt(bool bias, float dropout) {
+  // Head width 4, 3 heads, 9 tokens, a vocabulary of 37: nothing a multiple of a warp or a block.
+  return GptConfig{.vocab_size = 37,
+                   .context = 9,
+                   .layers = 2,
+                   .heads = 3,
+                   .dim = 12,
+                   .dropout = dropout,
+                   .bias = bias,
+                   .seed = 5};
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, GptOnCuda,
+                         ::testing::Values(smallGpt(true, 0.0f), smallGpt(false, 0.0f),
+                                           smallGpt(true, 0.1f)),
+                         [](const ::testing::TestParamInfo<GptConfig>& info) {
+                           return fmt::format("{}bias_dropout{}", info.param.bias ? "" : "no",
+                                              static_cast<int>(info.param.dropout * 100));
+                         });
+
+}  // namespace
+}  // namespace ringmaster
