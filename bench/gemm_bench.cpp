@@ -1,0 +1,136 @@
+// Benchmark of the engine's fp32 GEMM (ringmaster::cpu::gemm, OpenBLAS's cblas_sgemm) beside
+// oneDNN's dnnl_sgemm on the shapes of a small GPT step, in the three transpose modes a Linear's
+// forward and backward use, measured in the same run. Prints GFLOP/s per cell and the ratio.
+#include <cblas.h>
+#include <dnnl.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "core/random.h"
+#include "tensor/kernels.h"
+
+namespace {
+
+using namespace ringmaster;
+using Clock = std::chrono::steady_clock;
+
+// One GEMM C[m, n] = op(A) op(B) with op(A) [m, k] and op(B) [k, n], row-major as the engine's.
+struct Cell {
+  std::string shape;  // the layer it comes from
+  std::string mode;   // NN forward, NT input gradient, TN weight gradient
+  bool trans_a = false, trans_b = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+// A layer y[rows, out] = x[rows, in] w[in, out] gives three GEMMs: the forward (NN), the input
+// gradient dx = dy w^T (NT) and the weight gradient dw = x^T dy (TN).
+void addLayer(std::vector<Cell>& cells, const std::string& name, int64_t rows, int64_t in,
+              int64_t out) {
+  cells.push_back({name, "NN y=xW", false, false, rows, out, in});
+  cells.push_back({name, "NT dx=dyW'", false, true, rows, in, out});
+  cells.push_back({name, "TN dW=x'dy", true, false, in, out, rows});
+}
+
+void ours(const Cell& c, const float* a, const float* b, float* out) {
+  cpu::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a, b, 0.0f, out);
+}
+
+void onednn(const Cell& c, const float* a, const float* b, float* out) {
+  const int64_t lda = c.trans_a ? c.m : c.k;
+  const int64_t ldb = c.trans_b ? c.k : c.n;
+  const dnnl_status_t status = dnnl_sgemm(c.trans_a ? 'T' : 'N', c.trans_b ? 'T' : 'N', c.m, c.n,
+                                          c.k, 1.0f, a, lda, b, ldb, 0.0f, out, c.n);
+  if (status != dnnl_success) {
+    fmt::print(stderr, "dnnl_sgemm failed with status {}\n", static_cast<int>(status));
+    std::exit(1);
+  }
+}
+
+// Best (shortest) time of one call over `seconds` of calls (at least two), after one warm-up.
+template <typename Fn>
+double bestSeconds(Fn&& call, double seconds) {
+  call();
+  double best = 1e30;
+  const auto start = Clock::now();
+  for (int calls = 0;; ++calls) {
+    const auto t0 = Clock::now();
+    call();
+    const auto t1 = Clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+    if (calls >= 1 && std::chrono::duration<double>(t1 - start).count() >= seconds) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"fp32 GEMM: the engine's (OpenBLAS) beside oneDNN on a small GPT step's shapes"};
+  int threads = 1;
+  int64_t rows = 1024, dim = 256;
+  std::vector<int64_t> vocabs{256, 50257};
+  double seconds = 0.5;
+  int repeats = 3;
+  app.add_option("--threads", threads, "threads for both libraries")->check(CLI::PositiveNumber);
+  app.add_option("--rows", rows, "batch x context (B*T)")->check(CLI::PositiveNumber);
+  app.add_option("--dim", dim, "model width C")->check(CLI::PositiveNumber);
+  app.add_option("--vocab", vocabs, "LM head widths V")->delimiter(',');
+  app.add_option("--seconds", seconds, "time per measurement");
+  app.add_option("--repeats", repeats, "alternating rounds; the best of them is shown")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  openblas_set_num_threads(threads);
+  omp_set_num_threads(threads);
+
+  std::vector<Cell> cells;
+  addLayer(cells, "64x1024x1024", 64, 1024, 1024);  // the shape of the figure in issue 18
+  addLayer(cells, fmt::format("qkv {}x{}x{}", rows, dim, 3 * dim), rows, dim, 3 * dim);
+  addLayer(cells, fmt::format("fc {}x{}x{}", rows, dim, 4 * dim), rows, dim, 4 * dim);
+  addLayer(cells, fmt::format("proj {}x{}x{}", rows, 4 * dim, dim), rows, 4 * dim, dim);
+  for (int64_t v : vocabs) {
+    // The head is tied to wte [V, C]: logits = x wte^T (NT), dx = dlogits wte (NN), dwte =
+    // dlogits^T x (TN).
+    cells.push_back({fmt::format("head V={}", v), "NT y=xE'", false, true, rows, v, dim});
+    cells.push_back({fmt::format("head V={}", v), "NN dx=dyE", false, false, rows, dim, v});
+    cells.push_back({fmt::format("head V={}", v), "TN dE=dy'x", true, false, v, dim, rows});
+  }
+
+  fmt::print("fp32 GEMM | {} thread(s) | OpenBLAS {} | oneDNN {}.{}.{} | best of {} x {:.2f} s\n",
+             threads, OPENBLAS_VERSION, dnnl_version()->major, dnnl_version()->minor,
+             dnnl_version()->patch, repeats, seconds);
+  fmt::print("{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>13} | {:>13} | {:>14} | {:>9}\n", "layer",
+             "mode", "M", "N", "K", "ours GFLOP/s", "oneDNN GFLOP/s", "ours / oneDNN",
+             "max |diff|");
+  Rng rng(7);
+  for (const Cell& c : cells) {
+    std::vector<float> a(c.m * c.k), b(c.k * c.n), c_ours(c.m * c.n), c_dnnl(c.m * c.n);
+    for (float& v : a) v = static_cast<float>(rng.normal());
+    for (float& v : b) v = static_cast<float>(rng.normal());
+    double best_ours = 1e30, best_dnnl = 1e30;
+    for (int r = 0; r < repeats; ++r) {
+      best_ours = std::min(
+          best_ours, bestSeconds([&] { ours(c, a.data(), b.data(), c_ours.data()); }, seconds));
+      best_dnnl = std::min(
+          best_dnnl, bestSeconds([&] { onednn(c, a.data(), b.data(), c_dnnl.data()); }, seconds));
+    }
+    float diff = 0;
+    for (size_t i = 0; i < c_ours.size(); ++i)
+      diff = std::max(diff, std::abs(c_ours[i] - c_dnnl[i]));
+    const double flops = 2.0 * c.m * c.n * c.k;
+    fmt::print(
+        "{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>13.1f} | {:>14.1f} | {:>14.2f} | {:>9.2e}\n",
+        c.shape, c.mode, c.m, c.n, c.k, flops / best_ours / 1e9, flops / best_dnnl / 1e9,
+        best_dnnl / best_ours, diff);
+  }
+  return 0;
+}
