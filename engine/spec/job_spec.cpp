@@ -59,6 +59,8 @@ constexpr NamedValue<DataKind> kDataKinds[] = {{DataKind::kSynthetic, "synthetic
                                                {DataKind::kText, "text"}};
 constexpr NamedValue<OptimizerKind> kOptimizerKinds[] = {
     {OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kAdamW, "adamw"}};
+constexpr NamedValue<LrScheduleKind> kLrScheduleKinds[] = {{LrScheduleKind::kConstant, "constant"},
+                                                           {LrScheduleKind::kCosine, "cosine"}};
 constexpr NamedValue<BackendKind> kBackendKinds[] = {
     {BackendKind::kAuto, "auto"}, {BackendKind::kGloo, "gloo"}, {BackendKind::kNccl, "nccl"}};
 constexpr NamedValue<DeviceKind> kDeviceKinds[] = {
@@ -79,6 +81,7 @@ RM_SPEC_TABLE(PipelineSchedule, kPipelineSchedules)
 RM_SPEC_TABLE(ActivationKind, kActivationKinds)
 RM_SPEC_TABLE(DataKind, kDataKinds)
 RM_SPEC_TABLE(OptimizerKind, kOptimizerKinds)
+RM_SPEC_TABLE(LrScheduleKind, kLrScheduleKinds)
 RM_SPEC_TABLE(BackendKind, kBackendKinds)
 RM_SPEC_TABLE(DeviceKind, kDeviceKinds)
 #undef RM_SPEC_TABLE
@@ -128,6 +131,7 @@ RM_SPEC_ENUM(PipelineSchedule)
 RM_SPEC_ENUM(ActivationKind)
 RM_SPEC_ENUM(DataKind)
 RM_SPEC_ENUM(OptimizerKind)
+RM_SPEC_ENUM(LrScheduleKind)
 RM_SPEC_ENUM(BackendKind)
 RM_SPEC_ENUM(DeviceKind)
 #undef RM_SPEC_ENUM
@@ -162,11 +166,12 @@ const Keys kWidthsModelKeys = {"activation", "layer_norm"};
 const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
                         "images",       "labels",  "train",    "val",     "path",
                         "val_fraction", "shuffle", "drop_last"};
-const Keys kTrainKeys = {"steps",         "batch_size", "grad_accum_steps", "micro_batches",
-                         "seed",          "eval_every", "eval_batches",
-                         "activation_checkpointing"};
-const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",     "nesterov",
-                             "betas", "eps", "weight_decay", "clip_grad_norm"};
+const Keys kTrainKeys = {"steps",      "batch_size", "grad_accum_steps", "micro_batches",
+                         "seed",       "eval_every", "eval_batches",     "activation_checkpointing",
+                         "peak_tflops"};
+const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
+                             "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
+const Keys kScheduleKeys = {"kind", "warmup_steps", "min_lr", "decay_steps"};
 const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
 const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file", "password_auth"};
 const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
@@ -840,6 +845,10 @@ class SpecParser {
     if (const json* v = find(value, "activation_checkpointing")) {
       readBool(*v, join(path, "activation_checkpointing"), out.activation_checkpointing);
     }
+    if (const json* v = find(value, "peak_tflops"); v && !v->is_null()) {
+      double peak = 0;
+      if (readPositive(*v, join(path, "peak_tflops"), peak, kMaxPeakTflops)) out.peak_tflops = peak;
+    }
   }
 
   void parseOptimizer(const json& value, OptimizerSpec& out) {
@@ -892,6 +901,7 @@ class SpecParser {
       double norm = 0;
       if (readPositive(*v, join(path, "clip_grad_norm"), norm)) out.clip_grad_norm = norm;
     }
+    if (const json* v = find(value, "schedule")) parseSchedule(*v, out.schedule);
     if (kind == K::kSgd && out.nesterov &&
         allOk("optimizer.momentum", "optimizer.dampening", "optimizer.nesterov") &&
         (out.momentum <= 0 || out.dampening != 0)) {
@@ -899,6 +909,38 @@ class SpecParser {
              fmt::format("requires momentum > 0 and dampening 0 (as in PyTorch), got momentum {} "
                          "and dampening {}",
                          out.momentum, out.dampening));
+    }
+  }
+
+  // optimizer.schedule; its bounds against optimizer.lr and train.steps are crossCheck's.
+  void parseSchedule(const json& value, LrSchedule& out) {
+    const std::string path = "optimizer.schedule";
+    if (!expectObject(value, path)) return;
+    // Left out: constant.
+    std::optional<LrScheduleKind> kind = LrScheduleKind::kConstant;
+    if (const json* v = find(value, "kind")) {
+      LrScheduleKind parsed{};
+      kind = readEnum(*v, join(path, "kind"), parsed) ? std::optional(parsed) : std::nullopt;
+    }
+    if (kind) out.kind = *kind;
+    using K = LrScheduleKind;
+    checkKeys(value, path, kScheduleKeys,
+              kindGate<K>("optimizer.schedule.kind", kind,
+                          {{"warmup_steps", {K::kCosine}},
+                           {"min_lr", {K::kCosine}},
+                           {"decay_steps", {K::kCosine}}}));
+    if (const json* v = option(value, "warmup_steps", kind, {K::kCosine})) {
+      readInt(*v, join(path, "warmup_steps"), out.warmup_steps, 0, kMaxSteps,
+              "a non-negative integer");
+    }
+    if (const json* v = option(value, "min_lr", kind, {K::kCosine})) {
+      readNumber(*v, join(path, "min_lr"), out.min_lr, "a non-negative number",
+                 [](double x) { return x >= 0; });
+    }
+    if (const json* v = option(value, "decay_steps", kind, {K::kCosine}); v && !v->is_null()) {
+      int64_t steps = 0;
+      if (readInt(*v, join(path, "decay_steps"), steps, 1, kMaxSteps, "a positive integer"))
+        out.decay_steps = steps;
     }
   }
 
@@ -1058,6 +1100,25 @@ class SpecParser {
       if (okAt("data.classes") && spec.data.classes != layers.back()) {
         report("data.classes", fmt::format("must equal model.layers[{}] ({}), got {}",
                                            layers.size() - 1, layers.back(), spec.data.classes));
+      }
+    }
+
+    // The schedule against the peak learning rate and the run's length.
+    if (spec.optimizer.schedule.kind == LrScheduleKind::kCosine && okAt("optimizer.schedule")) {
+      const LrSchedule& schedule = spec.optimizer.schedule;
+      if (okAt("optimizer.lr") && schedule.min_lr > spec.optimizer.lr) {
+        report("optimizer.schedule.min_lr", fmt::format("must be at most optimizer.lr ({}), got {}",
+                                                        spec.optimizer.lr, schedule.min_lr));
+      }
+      if (schedule.decay_steps && schedule.warmup_steps >= *schedule.decay_steps) {
+        report("optimizer.schedule.warmup_steps",
+               fmt::format("must be less than optimizer.schedule.decay_steps ({}), got {}",
+                           *schedule.decay_steps, schedule.warmup_steps));
+      } else if (!schedule.decay_steps && okAt("train.steps") &&
+                 schedule.warmup_steps >= spec.train.steps) {
+        report("optimizer.schedule.warmup_steps",
+               fmt::format("must be less than train.steps ({}), got {}", spec.train.steps,
+                           schedule.warmup_steps));
       }
     }
 
@@ -1404,6 +1465,7 @@ json toJson(const JobSpec& spec) {
                 {"eval_every", t.eval_every},
                 {"eval_batches", t.eval_batches},
                 {"activation_checkpointing", t.activation_checkpointing}};
+  if (t.peak_tflops) train["peak_tflops"] = *t.peak_tflops;
 
   const OptimizerSpec& o = spec.optimizer;
   json optimizer = {{"kind", toString(o.kind)}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
@@ -1416,6 +1478,13 @@ json toJson(const JobSpec& spec) {
     optimizer["eps"] = o.eps;
   }
   if (o.clip_grad_norm) optimizer["clip_grad_norm"] = *o.clip_grad_norm;
+  json schedule = {{"kind", toString(o.schedule.kind)}};
+  if (o.schedule.kind == LrScheduleKind::kCosine) {
+    schedule["warmup_steps"] = o.schedule.warmup_steps;
+    schedule["min_lr"] = o.schedule.min_lr;
+    if (o.schedule.decay_steps) schedule["decay_steps"] = *o.schedule.decay_steps;
+  }
+  optimizer["schedule"] = std::move(schedule);
 
   json hosts = json::array();
   for (const LaunchHostSpec& h : spec.launch.hosts) {

@@ -19,6 +19,7 @@
 #include "spec/strategies/pipeline.h"
 
 #include "nn/model.h"  // ModelSpec, ActivationKind: the model section belongs to the models
+#include "optim/lr_schedule.h"  // LrSchedule: optimizer.schedule
 
 namespace ringmaster {
 
@@ -38,6 +39,7 @@ std::string_view toString(StrategyKind value);
 std::string_view toString(ActivationKind value);
 std::string_view toString(DataKind value);
 std::string_view toString(OptimizerKind value);
+std::string_view toString(LrScheduleKind value);
 std::string_view toString(BackendKind value);
 std::string_view toString(DeviceKind value);
 
@@ -58,6 +60,7 @@ RINGMASTER_SPEC_ENUM_NAMES(PipelineSchedule);
 RINGMASTER_SPEC_ENUM_NAMES(ActivationKind);
 RINGMASTER_SPEC_ENUM_NAMES(DataKind);
 RINGMASTER_SPEC_ENUM_NAMES(OptimizerKind);
+RINGMASTER_SPEC_ENUM_NAMES(LrScheduleKind);
 RINGMASTER_SPEC_ENUM_NAMES(BackendKind);
 RINGMASTER_SPEC_ENUM_NAMES(DeviceKind);
 #undef RINGMASTER_SPEC_ENUM_NAMES
@@ -80,6 +83,7 @@ inline constexpr int64_t kMaxWorldSize = 65536;
 inline constexpr int64_t kMaxVirtualStages = 1024;
 inline constexpr double kMaxBucketCapMb = 65536;
 inline constexpr double kMaxTimeoutSeconds = 86400;
+inline constexpr double kMaxPeakTflops = 1e6;  // train.peak_tflops: an exaflop per rank
 
 // ---------------------------------------------------------------------------------------------
 // The spec. Fields marked "required" have no default: the parser insists on them, and the values
@@ -134,6 +138,9 @@ struct TrainSpec {
   // Each model block's forward re-run in its backward, keeping only block inputs in between
   // (nn/layers.h: Sequential's activation checkpointing).
   bool activation_checkpointing = false;
+  // Each rank's peak FLOP/s in TFLOP/s (1e12), over which the step event's MFU is taken; nullopt:
+  // the device's known peak (train/throughput.h), or no MFU where none is known.
+  std::optional<double> peak_tflops;
   bool operator==(const TrainSpec&) const = default;
 };
 
@@ -150,6 +157,8 @@ struct OptimizerSpec {
   // Every kind. The parser fills defaultWeightDecay(kind) when the document has none.
   double weight_decay = 0;
   std::optional<double> clip_grad_norm;  // max global L2 norm; nullopt: no clipping
+  // The learning rate of each step (optim/lr_schedule.h); lr is its peak.
+  LrSchedule schedule;
   bool operator==(const OptimizerSpec&) const = default;
 };
 

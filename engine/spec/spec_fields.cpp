@@ -242,6 +242,10 @@ std::vector<SpecField> describe() {
             spec.train.activation_checkpointing,
             "keep only each block's input; re-run its forward in the backward (less memory, "
             "about a third more compute)"),
+      bounded(field("train.peak_tflops", "Training", "Peak TFLOP/s", T::kNumber, nullptr,
+                    "each rank's peak, for MFU; empty: the device's known peak (H100, H200, "
+                    "A100), else no MFU"),
+              0, kMaxPeakTflops, true),
       // Optimizer
       requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
       bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0, std::nullopt,
@@ -270,6 +274,23 @@ std::vector<SpecField> describe() {
       bounded(field("optimizer.clip_grad_norm", "Optimizer", "Clip grad norm", T::kNumber, nullptr,
                     "max global L2 norm; empty: no clipping"),
               0, std::nullopt, true),
+      choice("optimizer.schedule.kind", "Optimizer", "LR schedule", spec.optimizer.schedule.kind,
+             "constant: lr every step; cosine: linear warm-up to lr, cosine decay to min_lr "
+             "(nanoGPT)"),
+      only(bounded(field("optimizer.schedule.warmup_steps", "Optimizer", "Warm-up steps",
+                         T::kInteger, spec.optimizer.schedule.warmup_steps,
+                         "steps of linear warm-up; less than train.steps (or decay_steps)"),
+                   0, kMaxSteps),
+           schedule, {"cosine"}),
+      only(bounded(field("optimizer.schedule.min_lr", "Optimizer", "Minimum LR", T::kNumber,
+                         spec.optimizer.schedule.min_lr,
+                         "the learning rate at the end of the decay; at most lr"),
+                   0, std::nullopt),
+           schedule, {"cosine"}),
+      only(bounded(field("optimizer.schedule.decay_steps", "Optimizer", "Decay steps", T::kInteger,
+                         nullptr, "the step where the decay reaches min_lr; empty: train.steps"),
+                   1, kMaxSteps),
+           schedule, {"cosine"}),
       // Where
       choice("backend", "Where", "Backend", spec.backend, "auto: NCCL on GPUs, Gloo on CPUs"),
       choice("device", "Where", "Device", spec.device),

@@ -91,6 +91,13 @@ struct StepEvent {
   uint64_t device_mem_used = 0;     // the device's own used bytes (all processes)
   std::optional<double> grad_norm;  // global gradient norm before clipping
   std::optional<double> accuracy;   // in [0, 1], when the task measures it
+  // Tokens this rank processed in the step: samples x tokens per sample (the target's elements;
+  // 1 for a classifier). Absent in streams of builds before it.
+  std::optional<int64_t> tokens;
+  std::optional<double> tokens_per_s;  // tokens / the step's wall time
+  // Model FLOPs utilisation: training FLOPs per token x tokens_per_s over the rank's peak FLOP/s
+  // (train.peak_tflops, else the device's known peak); absent when no peak is known.
+  std::optional<double> mfu;
   bool operator==(const StepEvent&) const = default;
 };
 

@@ -83,6 +83,9 @@ inline constexpr char kMemReserved[] = "mem_reserved";
 inline constexpr char kDeviceMemUsed[] = "device_mem_used";
 inline constexpr char kGradNorm[] = "grad_norm";
 inline constexpr char kAccuracy[] = "accuracy";
+inline constexpr char kTokens[] = "tokens";
+inline constexpr char kTokensPerS[] = "tokens_per_s";
+inline constexpr char kMfu[] = "mfu";
 }  // namespace step_field
 
 inline constexpr auto kStepFields = std::tuple{
@@ -100,6 +103,9 @@ inline constexpr auto kStepFields = std::tuple{
     field(step_field::kDeviceMemUsed, &StepEvent::device_mem_used),
     field(step_field::kGradNorm, &StepEvent::grad_norm, kNonNegative, Presence::kOptional),
     field(step_field::kAccuracy, &StepEvent::accuracy, kFraction, Presence::kOptional),
+    field(step_field::kTokens, &StepEvent::tokens, kCount, Presence::kOptional),
+    field(step_field::kTokensPerS, &StepEvent::tokens_per_s, kNonNegative, Presence::kOptional),
+    field(step_field::kMfu, &StepEvent::mfu, kNonNegative, Presence::kOptional),
 };
 
 inline constexpr auto kCommFields = std::tuple{

@@ -20,6 +20,7 @@
 #include "spec/strategies/plan.h"
 #include "tensor/allocator.h"
 #include "train/evaluation.h"
+#include "train/throughput.h"
 
 namespace ringmaster {
 
@@ -327,6 +328,13 @@ TrainingResult Trainer::run() {
       dropout->setCalls(static_cast<uint64_t>(steps_done * accum * runner->forwardsPerBatch()));
   });
   const int64_t every = spec_.telemetry.every_steps;
+  // Throughput: a sample's tokens are its target's elements (1 for a classifier); MFU over the
+  // spec's peak, else the device's known one (the engine's matrix products run in fp32).
+  const int64_t tokens_per_sample = std::max<int64_t>(1, shapeNumel(dataset->targetShape()));
+  const double flops_per_token = trainingFlopsPerToken(description, tokens_per_sample);
+  const std::optional<double> peak_flops =
+      spec_.train.peak_tflops ? std::optional(*spec_.train.peak_tflops * 1e12)
+                              : knownPeakFlops(deviceName(device), MatmulPrecision::kFp32);
 
   TrainingResult result;
   result.final_step = steps_done;
@@ -339,6 +347,7 @@ TrainingResult Trainer::run() {
   // sample of it).
   struct IntervalTimes {
     double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
+    int64_t samples = 0;
     int steps = 0;
   } interval;
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
@@ -350,6 +359,9 @@ TrainingResult Trainer::run() {
     const bool reported = step % every == 0 || step == first_step || step == spec_.train.steps;
     const auto step_start = Clock::now();
     allocator.resetPeakStats();
+    // The schedule's learning rate for this step, from the step alone: a resumed run continues it.
+    optimizer->setLr(static_cast<float>(
+        scheduledLr(spec_.optimizer.schedule, spec_.optimizer.lr, step, spec_.train.steps)));
     optimizer->zeroGrad();
     double loss_sum = 0.0;
     int64_t samples = 0, correct = 0;
@@ -411,29 +423,41 @@ TrainingResult Trainer::run() {
     interval.compute_ms += std::max(0.0, step_ms - sync.exposed_comm_ms - pipeline_wait_ms);
     interval.comm_ms += sync.comm_ms;
     interval.exposed_comm_ms += sync.exposed_comm_ms;
+    interval.samples += samples;
     ++interval.steps;
     if (reported) {
       for (const SchedEvent& event : sched_events) telemetry_.emit(event);
       const MemoryStats memory = allocator.stats();
       const double steps_in_interval = interval.steps;
-      telemetry_.emit(StepEvent{.step = step,
-                                .loss = loss,
-                                .lr = optimizer->lr(),
-                                .samples = samples,
-                                .step_ms = interval.step_ms / steps_in_interval,
-                                .compute_ms = interval.compute_ms / steps_in_interval,
-                                .comm_ms = interval.comm_ms / steps_in_interval,
-                                .exposed_comm_ms = interval.exposed_comm_ms / steps_in_interval,
-                                .mem_allocated = memory.allocated_bytes,
-                                .mem_peak = memory.peak_allocated_bytes,
-                                .mem_reserved = memory.reserved_bytes,
-                                .device_mem_used = allocator.deviceMemory().used_bytes,
-                                .grad_norm = grad_norm,
-                                .accuracy = static_cast<double>(correct) / samples},
-                      step_end_time);
-      fmt::print(log_, "[rank {}] step {:>{}}/{} loss {:.4f} acc {:5.1f}% {:8.0f} samples/s\n",
+      // Over the interval, as the timings: its tokens over its wall time.
+      const double interval_tokens = static_cast<double>(interval.samples * tokens_per_sample);
+      const double tokens_per_s =
+          interval.step_ms > 0 ? interval_tokens * 1000.0 / interval.step_ms : 0.0;
+      telemetry_.emit(
+          StepEvent{.step = step,
+                    .loss = loss,
+                    .lr = optimizer->lr(),
+                    .samples = samples,
+                    .step_ms = interval.step_ms / steps_in_interval,
+                    .compute_ms = interval.compute_ms / steps_in_interval,
+                    .comm_ms = interval.comm_ms / steps_in_interval,
+                    .exposed_comm_ms = interval.exposed_comm_ms / steps_in_interval,
+                    .mem_allocated = memory.allocated_bytes,
+                    .mem_peak = memory.peak_allocated_bytes,
+                    .mem_reserved = memory.reserved_bytes,
+                    .device_mem_used = allocator.deviceMemory().used_bytes,
+                    .grad_norm = grad_norm,
+                    .accuracy = static_cast<double>(correct) / samples,
+                    .tokens = samples * tokens_per_sample,
+                    .tokens_per_s = tokens_per_s,
+                    .mfu = modelFlopsUtilisation(flops_per_token, tokens_per_s, peak_flops)},
+          step_end_time);
+      fmt::print(log_,
+                 "[rank {}] step {:>{}}/{} loss {:.4f} lr {:.3g} acc {:5.1f}% {:8.0f} samples/s "
+                 "{:8.0f} tokens/s\n",
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
-                 loss, 100.0 * correct / samples, samples * 1000.0 / step_ms);
+                 loss, optimizer->lr(), 100.0 * correct / samples, samples * 1000.0 / step_ms,
+                 tokens_per_s);
       interval = {};
     }
     if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {

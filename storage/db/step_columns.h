@@ -1,4 +1,5 @@
-// The step event's fields that the `steps` table keeps as columns (schema migration 5), derived
+// The step event's fields that the `steps` table keeps as columns (schema migration 5; tokens,
+// tokens_per_s and mfu added by migration 7), derived
 // from the step record's field table (telemetry/fields.h): the event's time, then every field but
 // the step (the row's key). Each is also the name of its series, read like any metric of
 // `scalars`.
@@ -42,8 +43,12 @@ inline std::array<double, kStepColumns.size()> stepColumnValues(const TelemetryE
   forEachField(kStepFields, [&](const auto& field) {
     if (field.name == step_field::kStep) return;
     const auto& value = step.*field.member;
-    if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::optional<double>>) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<Value, std::optional<double>>) {
       values[next++] = value.value_or(std::numeric_limits<double>::quiet_NaN());
+    } else if constexpr (std::is_same_v<Value, std::optional<int64_t>>) {
+      values[next++] =
+          value ? static_cast<double>(*value) : std::numeric_limits<double>::quiet_NaN();
     } else {
       values[next++] = static_cast<double>(value);
     }

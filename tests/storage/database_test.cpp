@@ -94,7 +94,7 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
             "INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
             "VALUES ('kept', '{}', 'ddp', 2, 'completed', 1)");
         old.exec("INSERT INTO metrics (name) VALUES ('loss')");
-        old.exec("INSERT INTO metrics (name) VALUES ('tokens')");  // not a step event field
+        old.exec("INSERT INTO metrics (name) VALUES ('custom')");  // not a step event field
         for (int step = 1; step <= 200; ++step) {
           old.exec("INSERT INTO scalars VALUES (1, 1, 0, " + std::to_string(step) + ", " +
                    std::to_string(step == 100 ? 50.0 : 1.0 / step) + ", 0)");
@@ -115,7 +115,7 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
     if (from >= 1) {
       EXPECT_EQ(queryText(current, "SELECT name FROM runs"), "kept");
       EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points WHERE metric = 'loss'"), 200);
-      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points WHERE metric = 'tokens'"),
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points WHERE metric = 'custom'"),
                 10);
     }
     if (from >= 1 && from < 5) {  // migration 5: loss into steps, the stored seqs into ranges

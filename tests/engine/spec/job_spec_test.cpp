@@ -141,7 +141,7 @@ TEST(JobSpec, CanonicalFormFillsEveryDefault) {
     "train": {"steps": 10, "batch_size": 8, "grad_accum_steps": 1, "micro_batches": 1, "seed": 0,
               "activation_checkpointing": false, "eval_every": 0, "eval_batches": 10},
     "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.0, "dampening": 0.0, "nesterov": false,
-                  "weight_decay": 0.0},
+                  "weight_decay": 0.0, "schedule": {"kind": "constant"}},
     "backend": "auto",
     "device": "auto",
     "launch": {"hosts": [{"host": "localhost", "ranks": 1}], "master_port": 0, "timeout_s": 300.0},
@@ -851,7 +851,55 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{R"({"optimizer": {"learning_rate": 0.1}})",
                   {"optimizer.learning_rate: unknown key"}},
         ErrorCase{R"({"optimizer": {"momentm": 0.9}})",
-                  {"optimizer.momentm: unknown key (did you mean \"momentum\"?)"}}));
+                  {"optimizer.momentm: unknown key (did you mean \"momentum\"?)"}},
+        ErrorCase{R"({"optimizer": {"schedule": "cosine"}})",
+                  {"optimizer.schedule: expected an object, got \"cosine\""}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "linear"}}})",
+                  {"optimizer.schedule.kind: expected one of \"constant\", \"cosine\", got "
+                   "\"linear\""}},
+        ErrorCase{R"({"optimizer": {"schedule": {"warmup_steps": 2}}})",
+                  {"optimizer.schedule.warmup_steps: only valid when optimizer.schedule.kind is "
+                   "cosine"}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "cosine", "warmup_steps": -1,
+                                                 "min_lr": -0.1, "decay_steps": 0}}})",
+                  {"optimizer.schedule.warmup_steps: expected a non-negative integer, got -1",
+                   "optimizer.schedule.min_lr: expected a non-negative number, got -0.1",
+                   "optimizer.schedule.decay_steps: expected a positive integer, got 0"}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "cosine", "warmup_steps": 10}}})",
+                  {"optimizer.schedule.warmup_steps: must be less than train.steps (10), got 10"}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "cosine", "warmup_steps": 5,
+                                                 "decay_steps": 5}}})",
+                  {"optimizer.schedule.warmup_steps: must be less than "
+                   "optimizer.schedule.decay_steps (5), got 5"}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "cosine", "min_lr": 0.2}}})",
+                  {"optimizer.schedule.min_lr: must be at most optimizer.lr (0.1), got 0.2"}},
+        ErrorCase{R"({"optimizer": {"schedule": {"kind": "cosine", "warmup_step": 2}}})",
+                  {"optimizer.schedule.warmup_step: unknown key (did you mean \"warmup_steps\"?)"}},
+        ErrorCase{R"({"train": {"peak_tflops": 0}})",
+                  {"train.peak_tflops: expected a positive number, got 0"}},
+        ErrorCase{R"({"train": {"peak_tflops": "h100"}})",
+                  {"train.peak_tflops: expected a positive number, got \"h100\""}}));
+
+TEST(JobSpec, ScheduleAndPeakRoundTrip) {
+  json document = patched(json::parse(R"({"optimizer": {"kind": "adamw", "lr": 6e-4,
+      "schedule": {"kind": "cosine", "warmup_steps": 2, "min_lr": 6e-5, "decay_steps": 8}},
+      "train": {"peak_tflops": 989.5}})"));
+  const SpecParseResult parsed = parseJobSpec(document);
+  ASSERT_TRUE(parsed.ok()) << parsed.describe();
+  const LrSchedule& schedule = parsed.spec->optimizer.schedule;
+  EXPECT_EQ(schedule.kind, LrScheduleKind::kCosine);
+  EXPECT_EQ(schedule.warmup_steps, 2);
+  EXPECT_EQ(schedule.min_lr, 6e-5);
+  EXPECT_EQ(schedule.decay_steps, 8);
+  EXPECT_EQ(parsed.spec->train.peak_tflops, 989.5);
+  EXPECT_EQ(parseJobSpec(toJson(*parsed.spec)).spec, parsed.spec);
+  // Without decay_steps the canonical form leaves it out (the decay ends at train.steps).
+  document["optimizer"]["schedule"].erase("decay_steps");
+  const json canonical = toJson(*parseJobSpec(document).spec);
+  EXPECT_EQ(canonical["optimizer"]["schedule"],
+            json::parse(R"({"kind": "cosine", "warmup_steps": 2, "min_lr": 6e-5})"));
+  EXPECT_FALSE(canonical["train"].contains("decay_steps"));
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Launch, JobSpecErrors,
@@ -1331,6 +1379,7 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   check(ActivationKind{}, {"relu", "gelu"});
   check(DataKind{}, {"synthetic", "idx", "tokens", "text"});
   check(OptimizerKind{}, {"sgd", "adam", "adamw"});
+  check(LrScheduleKind{}, {"constant", "cosine"});
   check(BackendKind{}, {"auto", "gloo", "nccl"});
   check(DeviceKind{}, {"auto", "cpu", "cuda"});
   EXPECT_EQ(fromString<StrategyKind>("DDP"), std::nullopt) << "names are case-sensitive";

@@ -48,9 +48,9 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
   if (field.shown_when) {
     const std::string& controller = field.shown_when->controller;
     const std::string chosen = kind.empty() ? field.shown_when->kinds.front() : kind;
-    json::json_pointer pointer("/" + controller.substr(0, controller.find('.')) + "/" +
-                               controller.substr(controller.find('.') + 1));
-    document[pointer] = chosen;
+    std::string pointer;  // "optimizer.schedule.kind": /optimizer/schedule/kind
+    for (char c : controller) pointer += c == '.' ? '/' : c;
+    document[json::json_pointer("/" + pointer)] = chosen;
     if (chosen == "gpt") document["model"] = gptModel();
     if (chosen == "idx") {
       document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
@@ -270,6 +270,8 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.launch.node_binary = "n";
     spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
     spec.optimizer.clip_grad_norm = 1;
+    spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .decay_steps = 5};
+    spec.train.peak_tflops = 100;
     for (const std::string& model : findSpecField("model.kind")->choices)
     for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
       spec.model.kind = model;

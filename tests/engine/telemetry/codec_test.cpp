@@ -98,6 +98,9 @@ TEST(TelemetryCodec, NullOptionalFieldMeansAbsent) {
   Json j = Json::parse(encodeEvent(samples::wrap(samples::fullStep())));
   j["grad_norm"] = nullptr;
   j["accuracy"] = nullptr;
+  j["tokens"] = nullptr;
+  j["tokens_per_s"] = nullptr;
+  j["mfu"] = nullptr;
   DecodeResult result = decodeEvent(j.dump());
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(std::get<StepEvent>(result.event().body), samples::minimalStep());

@@ -48,6 +48,9 @@ inline StepEvent fullStep() {
   e.device_mem_used = 18'446'744'073'709'551'615ull;  // the largest uint64
   e.grad_norm = 0.8125;
   e.accuracy = 0.5;
+  e.tokens = 64 * 1024;
+  e.tokens_per_s = 1588751.515;
+  e.mfu = 0.4375;
   return e;
 }
 
@@ -55,6 +58,9 @@ inline StepEvent minimalStep() {
   StepEvent e = fullStep();
   e.grad_norm.reset();
   e.accuracy.reset();
+  e.tokens.reset();
+  e.tokens_per_s.reset();
+  e.mfu.reset();
   return e;
 }
 

@@ -21,6 +21,7 @@
 #include "nn/mlp.h"
 #include "telemetry/codec.h"
 #include "tensor/ops.h"
+#include "train/throughput.h"
 #include "train/trainer.h"
 
 namespace ringmaster {
@@ -145,6 +146,61 @@ TEST(Trainer, EmitsHelloThenStepsWithMemoryFigures) {
     }
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{1, 2, 4, 6}));  // the first, every 2nd and the last
+}
+
+// The step events of a run, in order.
+std::vector<StepEvent> stepEvents(const TrainingRun& run) {
+  std::vector<StepEvent> steps;
+  for (const auto& e : run.events)
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) steps.push_back(*step);
+  return steps;
+}
+
+JobSpec cosineSpec(int64_t steps) {
+  JobSpec spec = smallSpec(steps);
+  spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .warmup_steps = 2, .min_lr = 3e-4};
+  return spec;
+}
+
+TEST(Trainer, EachStepUsesAndReportsTheSchedulesLearningRate) {
+  const JobSpec spec = cosineSpec(8);
+  TrainingRun run = train(spec);
+  const std::vector<StepEvent> steps = stepEvents(run);
+  ASSERT_EQ(steps.size(), 8u);
+  for (const StepEvent& step : steps) {
+    EXPECT_EQ(step.lr, static_cast<float>(scheduledLr(spec.optimizer.schedule, spec.optimizer.lr,
+                                                      step.step, spec.train.steps)))
+        << step.step;
+  }
+  // Warm-up from lr / 3, the peak at step 3, decaying towards min_lr after.
+  EXPECT_FLOAT_EQ(steps[0].lr, 0.001f);
+  EXPECT_FLOAT_EQ(steps[2].lr, 0.003f);
+  EXPECT_GT(steps[6].lr, steps[7].lr);
+  EXPECT_GT(steps[7].lr, 3e-4);
+  // A constant schedule: optimizer.lr every step.
+  for (const StepEvent& step : stepEvents(train(smallSpec(3))))
+    EXPECT_EQ(step.lr, static_cast<float>(0.003));
+}
+
+TEST(Trainer, StepsReportTokensThroughputAndMfuOnlyWithAPeak) {
+  JobSpec spec = smallSpec(3);
+  // A classifier's sample is one token: tokens are samples; the host has no known peak.
+  for (const StepEvent& step : stepEvents(train(spec))) {
+    ASSERT_TRUE(step.tokens && step.tokens_per_s) << step.step;
+    EXPECT_EQ(*step.tokens, 32);
+    EXPECT_GT(*step.tokens_per_s, 0);
+    EXPECT_NEAR(*step.tokens_per_s, 32 * 1000.0 / step.step_ms, 1e-6 * *step.tokens_per_s);
+    EXPECT_FALSE(step.mfu) << "no peak FLOP/s is known for " << deviceName(Device::cpu());
+  }
+  // With train.peak_tflops: the model's training FLOPs per token x tokens/s over it.
+  spec.train.peak_tflops = 0.05;
+  const double flops_per_token = trainingFlopsPerToken(describeModel(spec.model), 1);
+  EXPECT_EQ(flops_per_token, 3.0 * 2 * (32 * 64 + 64 * 10));
+  for (const StepEvent& step : stepEvents(train(spec))) {
+    ASSERT_TRUE(step.mfu && step.tokens_per_s) << step.step;
+    EXPECT_GT(*step.mfu, 0);
+    EXPECT_NEAR(*step.mfu, flops_per_token * *step.tokens_per_s / 0.05e12, 1e-12);
+  }
 }
 
 TEST(Trainer, StopRequestEndsTheRunBetweenSteps) {
@@ -328,6 +384,27 @@ TEST_F(TrainerCheckpoint, ResumingContinuesStepsDataOrderAndDropoutExactly) {
             checkpointWeights(dir_ / "straight" / "step_00000008", 0.1f));
   // Resuming a finished run trains nothing and keeps its step.
   EXPECT_EQ(train(interrupted).result.final_step, 8);
+}
+
+// A run stopped and resumed with the same spec: the schedule continues at the resumed step, and
+// the weights are the uninterrupted run's bit for bit.
+TEST_F(TrainerCheckpoint, ResumingContinuesTheLearningRateSchedule) {
+  JobSpec straight = cosineSpec(8);
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
+  const std::vector<StepEvent> straight_steps = stepEvents(train(straight));
+
+  JobSpec interrupted = straight;
+  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
+  int polls = 0;
+  EXPECT_EQ(train(interrupted, [&] { return ++polls > 5; }).result.final_step, 5);
+  const std::vector<StepEvent> resumed_steps = stepEvents(train(interrupted));
+  ASSERT_EQ(resumed_steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(resumed_steps[i].step, straight_steps[5 + i].step);
+    EXPECT_EQ(resumed_steps[i].lr, straight_steps[5 + i].lr) << resumed_steps[i].step;
+  }
+  EXPECT_EQ(checkpointWeights(dir_ / "resumed" / "step_00000008"),
+            checkpointWeights(dir_ / "straight" / "step_00000008"));
 }
 
 TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
