@@ -12,6 +12,7 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "spec/memory_estimate.h"
 #include "telemetry/fields.h"
 
 namespace ringmaster::cli {
@@ -40,14 +41,22 @@ json runJson(const RunRecord& run) {
           {"error_host", optionalJson(run.error_host)}};
 }
 
+// The rank's estimated memory from the run's stored spec (spec/memory_estimate.h), or null.
+json estimatedMemoryJson(const std::vector<double>& estimates, int rank) {
+  if (rank < 0 || static_cast<size_t>(rank) >= estimates.size()) return nullptr;
+  return estimates[static_cast<size_t>(rank)];
+}
+
 json summaryJson(const RunSummary& summary) {
+  const std::vector<double> estimates = estimatedRankTotals(summary.run.spec_json);
   json ranks = json::array();
   for (const RankSummary& rank : summary.ranks) {
     ranks.push_back({{"rank", rank.rank},
                      {"last_step", rank.last_step},
                      {"samples_per_second", rank.samples_per_second},
                      {"mean_step_ms", rank.mean_step_ms},
-                     {"peak_memory", rank.peak_memory}});
+                     {"peak_memory", rank.peak_memory},
+                     {"estimated_memory", estimatedMemoryJson(estimates, rank.rank)}});
   }
   return {{"run", runJson(summary.run)},
           {"final_step", summary.final_step},
@@ -200,9 +209,11 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   }
 
   fmt::print(out, "\n");
+  // The estimate from the stored spec beside the measured peak: how far the prediction was off.
+  const std::vector<double> estimates = estimatedRankTotals(run.spec_json);
   Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "STEP MS",
-                    "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", ""});
-  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10});
+                    "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED", ""});
+  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11});
   for (int r = 0; r < run.world_size; ++r) {
     const RankRecord* record = nullptr;
     for (const RankRecord& candidate : ranks)
@@ -212,14 +223,16 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     const std::string status = record && record->status ? *record->status : "-";
     const std::string host = record ? displaySafeLine(record->host) : "-";
     const std::string device = record ? displaySafeLine(record->device) : "-";
-    rank_table.addRow({std::to_string(r), host, record ? std::to_string(record->pid) : "-", device,
-                       paint(status, statusColour(status), colour && status != "-"),
-                       std::to_string(figures.last_step),
-                       formatNumber(figures.samples_per_second, 1),
-                       formatNumber(figures.mean_step_ms, 3), formatNumber(comm.mean_compute_ms, 3),
-                       formatNumber(comm.mean_exposed_comm_ms, 3),
-                       formatBytes(static_cast<double>(figures.peak_memory)),
-                       comm.straggler ? paint("straggler", Colour::kYellow, colour) : ""});
+    rank_table.addRow(
+        {std::to_string(r), host, record ? std::to_string(record->pid) : "-", device,
+         paint(status, statusColour(status), colour && status != "-"),
+         std::to_string(figures.last_step), formatNumber(figures.samples_per_second, 1),
+         formatNumber(figures.mean_step_ms, 3), formatNumber(comm.mean_compute_ms, 3),
+         formatNumber(comm.mean_exposed_comm_ms, 3),
+         formatBytes(static_cast<double>(figures.peak_memory)),
+         static_cast<size_t>(r) < estimates.size() ? formatBytes(estimates[static_cast<size_t>(r)])
+                                                   : "-",
+         comm.straggler ? paint("straggler", Colour::kYellow, colour) : ""});
   }
   rank_table.print(out);
 

@@ -76,6 +76,15 @@ double RankMemoryEstimate::total() const {
   return sum;
 }
 
+std::vector<double> estimatedRankTotals(std::string_view spec_json) {
+  const SpecParseResult parsed = parseJobSpec(spec_json);
+  if (!parsed.ok()) return {};
+  std::vector<double> totals;
+  for (const RankMemoryEstimate& rank : estimateMemory(*parsed.spec))
+    totals.push_back(rank.total());
+  return totals;
+}
+
 std::vector<int64_t> layerParameters(const ModelSpec& model) {
   std::vector<int64_t> blocks;
   for (const ModelBlock& block : describeModel(model).blocks) blocks.push_back(block.parameters);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ringmaster {
@@ -31,6 +32,11 @@ struct RankMemoryEstimate {
 // under train.activation_checkpointing the blocks' inputs plus one block's activations while its
 // forward is re-run (the "recomputed block (transient)" part).
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
+
+// Each rank's estimated total for the spec a run was stored with (its JSON text), to put beside
+// the rank's measured peak; empty when the text does not parse as a valid spec (say, one written
+// by another version).
+std::vector<double> estimatedRankTotals(std::string_view spec_json);
 
 // Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after
 // it).

@@ -17,6 +17,7 @@
 
 #include "common/captured_process.h"
 #include "db/database.h"
+#include "spec/memory_estimate.h"
 #include "storage/storage_test_support.h"
 
 namespace ringmaster {
@@ -327,6 +328,24 @@ TEST_F(FirstHourCli, TheIdxExampleTrainsOnGeneratedFilesAndMissingDataIsRefusedB
   // Ten classes start near ln 10 = 2.3; the generated digits are learnable.
   EXPECT_GT(first, 1.8);
   EXPECT_LT(last, 0.5 * first) << "loss " << first << " -> " << last;
+}
+
+// `show` puts each rank's memory estimate, computed from the spec stored with the run, beside its
+// measured peak, in the table and in --json.
+TEST_F(FirstHourCli, ShowPutsTheSpecsMemoryEstimateBesideEachRanksMeasuredPeak) {
+  recordRun("single_mlp", {"train.steps=2", "train.activation_checkpointing=true"});
+  storage::Database db(dbPath());
+  const std::vector<double> expected =
+      estimatedRankTotals(storage::testing::queryText(db, "SELECT spec FROM runs"));
+  ASSERT_EQ(expected.size(), 1u);
+  const Result as_json = ringmaster({"show", "1", "--json"});
+  ASSERT_TRUE(as_json.status.ok()) << as_json.err;
+  const json rank = json::parse(as_json.out)["ranks"].at(0);
+  EXPECT_GT(rank["peak_memory"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(rank["estimated_memory"].get<double>(), expected[0]);
+  const Result table = ringmaster({"show", "1"});
+  ASSERT_TRUE(table.status.ok()) << table.err;
+  EXPECT_NE(table.out.find("ESTIMATED"), std::string::npos) << table.out;
 }
 
 }  // namespace

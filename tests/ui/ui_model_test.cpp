@@ -81,8 +81,15 @@ class UiModelTest : public QObject {
                                .mean_step_ms = 10,
                                .peak_memory = 3 << 20}};
     snapshot.comm_ranks = {{.rank = 2, .mean_exposed_comm_ms = 1.5, .straggler = true}};
+    snapshot.estimated_memory = {4 << 20, 4 << 20, 4 << 20};
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 3);
+    // The spec's estimate beside the measured peak, and how far off it was.
+    QCOMPARE(model.index(0, RankTableModel::kEstimatedMemory).data().toString(),
+             QString("4.00 MiB"));
+    QCOMPARE(model.index(0, RankTableModel::kPeakMemory).data(Qt::ToolTipRole).toString(),
+             QString("measured peak 3.00 MiB = 75% of the estimate 4.00 MiB "
+                     "(spec/memory_estimate.h)"));
     QCOMPARE(model.index(0, RankTableModel::kHost).data().toString(), QString("gpu1"));
     QCOMPARE(model.index(0, RankTableModel::kLastStep).data().toLongLong(), 40);
     QCOMPARE(model.index(0, RankTableModel::kPeakMemory).data().toString(), QString("3.00 MiB"));

@@ -44,10 +44,12 @@
 #include "db/database.h"
 #include "main_window.h"
 #include "models/comm_ops_model.h"
+#include "models/format.h"
 #include "models/rank_table_model.h"
 #include "models/run_list_model.h"
 #include "query/runs.h"
 #include "query/summary.h"
+#include "spec/memory_estimate.h"
 #include "spec/spec_fields.h"
 #include "ui_test_support.h"
 #include "views/compare_view.h"
@@ -423,6 +425,42 @@ class UiViewTest : public QObject {
     QCOMPARE(editor.plannedSchedule().data().bars.size(), size_t{4 * 8 * 2});
     QVERIFY2(editor.plannedText().contains("27.3%"), qPrintable(editor.plannedText()));  // 3/11
     QVERIFY(editor.memoryText().contains("activations"));
+  }
+
+  // The estimate follows the GPT's fields and activation checkpointing as they are edited: the
+  // table's total is estimateMemory's for the spec the form holds.
+  void theEditorsMemoryEstimateFollowsTheGptAndActivationCheckpointing() {
+    JobEditor& editor = *window().jobEditor();
+    nlohmann::json document = exampleSpec("single_mlp", 40);
+    document["model"] = {{"kind", "gpt"}, {"vocab_size", 256}, {"context", 64},
+                         {"layers", 2},   {"heads", 2},        {"dim", 64}};
+    document["data"] = {{"kind", "text"}, {"path", "corpus.txt"}};
+    editor.setDocument(document);
+    QVERIFY2(editor.spec().has_value(),
+             editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
+    auto total = [&] { return formatBytes(estimateMemory(*editor.spec()).at(0).total()); };
+    const QString plain = editor.memoryText();
+    QVERIFY2(plain.contains(total()), qPrintable(plain));
+    QVERIFY(!plain.contains("recomputed block"));
+
+    auto* context = qobject_cast<QLineEdit*>(editor.field("model.context"));
+    QVERIFY(context);
+    context->selectAll();
+    QTest::keyClicks(context, "128");
+    QVERIFY(editor.spec().has_value());
+    QCOMPARE(editor.spec()->model.context, 128);
+    const QString longer = editor.memoryText();
+    QVERIFY(longer != plain);
+    QVERIFY2(longer.contains(total()), qPrintable(longer));
+
+    auto* checkpointing = qobject_cast<QCheckBox*>(editor.field("train.activation_checkpointing"));
+    QVERIFY(checkpointing);
+    checkpointing->click();
+    QVERIFY(editor.spec().has_value());
+    QVERIFY(editor.spec()->train.activation_checkpointing);
+    const QString checkpointed = editor.memoryText();
+    QVERIFY2(checkpointed.contains("recomputed block"), qPrintable(checkpointed));
+    QVERIFY2(checkpointed.contains(total()), qPrintable(checkpointed));
   }
 
   void launchingFromTheEditorStreamsALocalDdpRunIntoTheCharts() {

@@ -5,6 +5,7 @@
 
 #include "db/database.h"
 #include "db/step_columns.h"
+#include "spec/memory_estimate.h"
 
 namespace ringmaster::ui {
 
@@ -91,6 +92,8 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
   snapshot.planned_steps = plannedSteps(snapshot.run.spec_json);
+  snapshot.evals = storage::loadEvals(db, run_id);
+  snapshot.estimated_memory = estimatedRankTotals(snapshot.run.spec_json);
   return snapshot;
 }
 

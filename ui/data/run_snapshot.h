@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "query/comm_stats.h"
+#include "query/evals.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -69,6 +70,11 @@ struct RunSnapshot {
   double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
   int64_t planned_steps = 0;             // train.steps from the spec
+  // The validation loss by step (train.eval_every), every evaluation: a run has few.
+  std::vector<storage::EvalPoint> evals;
+  // Each rank's estimated memory from the stored spec (spec/memory_estimate.h), shown beside its
+  // measured peak; empty when the spec does not parse.
+  std::vector<double> estimated_memory;
 };
 
 struct SnapshotRequest {

@@ -31,6 +31,8 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
     row.mean_step_ms = summary.mean_step_ms;
     row.peak_memory = summary.peak_memory;
   }
+  for (size_t r = 0; r < rows.size() && r < snapshot.estimated_memory.size(); ++r)
+    rows[r].estimated_memory = snapshot.estimated_memory[r];
   for (const auto& comm : snapshot.comm_ranks) {
     if (comm.rank < 0 || static_cast<size_t>(comm.rank) >= rows.size()) continue;
     RankRow& row = rows[static_cast<size_t>(comm.rank)];
@@ -48,6 +50,14 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     return QColor(0xd6, 0x27, 0x28);
   if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler)
     return QString("compute per step stands out from the median rank's: the others wait for it");
+  if (role == Qt::ToolTipRole &&
+      (index.column() == kPeakMemory || index.column() == kEstimatedMemory) &&
+      row.estimated_memory > 0 && row.peak_memory > 0) {
+    return QString("measured peak %1 = %2% of the estimate %3 (spec/memory_estimate.h)")
+        .arg(formatBytes(static_cast<double>(row.peak_memory)))
+        .arg(100.0 * static_cast<double>(row.peak_memory) / row.estimated_memory, 0, 'f', 0)
+        .arg(formatBytes(row.estimated_memory));
+  }
   if (role == Qt::TextAlignmentRole && index.column() >= kLastStep && index.column() < kStraggler)
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};
@@ -70,6 +80,8 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
       return formatMs(row.mean_wait_ms);
     case kPeakMemory:
       return formatBytes(static_cast<double>(row.peak_memory));
+    case kEstimatedMemory:
+      return row.estimated_memory > 0 ? formatBytes(row.estimated_memory) : QString("–");
     case kStraggler:
       return row.straggler ? QString("straggler") : QString();
   }
@@ -78,8 +90,9 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Rank",      "Host", "Device",       "Status",      "Last step",
-                                "Samples/s", "Step", "Exposed comm", "Peak memory", "Straggler"};
+  static const char* names[] = {"Rank",        "Host",      "Device",   "Status",
+                                "Last step",   "Samples/s", "Step",     "Exposed comm",
+                                "Peak memory", "Estimated", "Straggler"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

@@ -1,5 +1,6 @@
 // Every rank of a run as a table: host, device, status, last step, samples/s, mean step and
-// exposed-communication time, peak memory, and a straggler flag (a rank whose compute per step
+// exposed-communication time, peak memory beside the spec's estimate for the rank (how far the
+// prediction was off), and a straggler flag (a rank whose compute per step
 // stands out from the median rank's, so the others wait for it).
 #pragma once
 
@@ -16,6 +17,7 @@ struct RankRow {
   int64_t last_step = 0;
   double samples_per_second = 0, mean_step_ms = 0, mean_wait_ms = 0;
   int64_t peak_memory = 0;
+  double estimated_memory = 0;  // 0: no estimate (a spec that does not parse)
   bool straggler = false;
 };
 
@@ -37,6 +39,7 @@ class RankTableModel : public RowTableModel<RankRow> {
     kStepTime,
     kWait,
     kPeakMemory,
+    kEstimatedMemory,
     kStraggler,
     kColumnCount
   };
