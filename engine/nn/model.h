@@ -61,6 +61,11 @@ struct ModelBlock {
   int64_t parameters = 0;                   // elements of the block's parameters
   Shape input_shape, output_shape;          // per sample: {features}
   int64_t activation_bytes_per_sample = 0;  // what its forward keeps for the backward, in training
+  // Parameters of an earlier block that this block's modules also read (the GPT's LM head reads
+  // "wte.weight", the embedding block's): state_dict names, listed and counted once, by their
+  // owner. FSDP puts the blocks sharing a parameter into one unit; a pipeline keeps a copy on each
+  // stage that reads it and sums the copies' gradients (parallel/tied_parameters.h).
+  std::vector<std::string> tied_parameters;
   bool operator==(const ModelBlock&) const = default;
 };
 

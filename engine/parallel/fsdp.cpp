@@ -3,12 +3,14 @@
 #include "parallel/fsdp.h"
 
 #include <chrono>
+#include <map>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "optim/optimizer.h"
 #include "parallel/grad_norm.h"
+#include "parallel/tied_parameters.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -34,22 +36,41 @@ std::vector<Tensor> parameterViews(const FsdpUnit& unit, const Tensor& flat) {
 FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicator& comm,
                                                    FsdpOptions options)
     : model_(model), comm_(comm), options_(options) {
-  // One unit per block the model declares (nn/model.h), or one for the whole model.
-  RM_CHECK_ARG(!model_.blocks().empty(), "FSDP: the model declares no blocks");
-  for (const ModelBlock& block : model_.blocks()) {
-    if (units_.empty() || options_.units == FsdpUnits::kLayer) {
-      units_.emplace_back();
-      units_.back().first_module = block.first_child;
+  // One unit per block the model declares (nn/model.h), or one for the whole model; a block that
+  // reads another's parameter (a tie) joins that block's unit, so that the parameter is gathered
+  // for both and its gradient from both is reduced once.
+  const std::vector<ModelBlock>& blocks = model_.blocks();
+  RM_CHECK_ARG(!blocks.empty(), "FSDP: the model declares no blocks");
+  const ModelParameters names(model_);
+  state_order_ = names.all();
+  std::vector<size_t> label(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) label[b] = options_.units == FsdpUnits::kLayer ? b : 0;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    for (const NamedParameter& tied : names.tiedInto(blocks[b].first_child, blocks[b].end_child)) {
+      const size_t from = label[b], to = label[names.ownerBlock(tied.parameter)];
+      for (size_t& l : label) l = l == from ? to : l;
     }
-    units_.back().end_module = block.end_child;
-    for (size_t m = block.first_child; m < block.end_child; ++m)
-      model_.child(m).collectParameters(fmt::format("{}.", m), units_.back().parameters);
+  }
+  unit_of_block_.assign(blocks.size(), 0);
+  std::vector<size_t> unit_of_label(blocks.size(), blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    if (unit_of_label[label[b]] == blocks.size()) {
+      unit_of_label[label[b]] = units_.size();
+      units_.emplace_back();
+    }
+    FsdpUnit& unit = units_[unit_of_label[label[b]]];
+    unit_of_block_[b] = unit_of_label[label[b]];
+    unit.blocks.push_back(b);
+    for (const NamedParameter& named : names.held(blocks[b].first_child, blocks[b].end_child))
+      unit.parameters.push_back(named);
   }
 
   const int shards = sharded() ? comm_.size() : 1;
   for (FsdpUnit& unit : units_) {
-    RM_CHECK_ARG(!unit.parameters.empty(), fmt::format("FSDP: modules {}..{} hold no parameters",
-                                                       unit.first_module, unit.end_module - 1));
+    std::string unit_blocks;
+    for (size_t b : unit.blocks) unit_blocks += (unit_blocks.empty() ? "" : ", ") + blocks[b].name;
+    RM_CHECK_ARG(!unit.parameters.empty(),
+                 fmt::format("FSDP: the unit of blocks {} holds no parameters", unit_blocks));
     const Device device = unit.parameters.front().parameter->value.device();
     for (const NamedParameter& named : unit.parameters) {
       RM_CHECK_ARG(named.parameter->value.dtype() == DType::kF32,
@@ -114,36 +135,45 @@ void FullyShardedDataParallel::release(size_t index) {
 
 Tensor FullyShardedDataParallel::forward(const Tensor& input) {
   const bool reshard_after_forward = options_.sharding == FsdpSharding::kFullShard;
+  const std::vector<ModelBlock>& blocks = model_.blocks();
   Tensor x = input;
-  for (size_t u = 0; u < units_.size(); ++u) {
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    const size_t u = unit_of_block_[b];
     materialise(u);
-    if (sharded() && options_.prefetch && u + 1 < units_.size()) startGather(u + 1);
-    for (size_t m = units_[u].first_module; m < units_[u].end_module; ++m)
+    if (sharded() && options_.prefetch && b + 1 < blocks.size()) startGather(unit_of_block_[b + 1]);
+    for (size_t m = blocks[b].first_child; m < blocks[b].end_child; ++m)
       x = model_.forwardChild(m, x);
-    if (reshard_after_forward) release(u);
+    if (reshard_after_forward && b == units_[u].blocks.back()) release(u);
   }
   return x;
 }
 
 void FullyShardedDataParallel::backward(const Tensor& grad_output, bool sync) {
+  const std::vector<ModelBlock>& blocks = model_.blocks();
   Tensor grad = grad_output;
-  for (size_t u = units_.size(); u-- > 0;) {
+  for (size_t b = blocks.size(); b-- > 0;) {
+    const size_t u = unit_of_block_[b];
     FsdpUnit& unit = units_[u];
-    materialise(u);
-    if (sharded() && options_.prefetch && u > 0) startGather(u - 1);
-    Tensor flat_grad;
-    if (sharded()) {
-      flat_grad = Tensor::zeros({unit.padded_numel}, DType::kF32, unit.shard.value.device());
-      std::vector<Tensor> grads = parameterViews(unit, flat_grad);
-      for (size_t i = 0; i < grads.size(); ++i) unit.parameters[i].parameter->grad = grads[i];
+    if (b == unit.blocks.back()) {  // the unit's backward starts
+      materialise(u);
+      if (sharded()) {
+        unit.flat_grad = Tensor::zeros({unit.padded_numel}, DType::kF32, unit.shard.value.device());
+        std::vector<Tensor> grads = parameterViews(unit, unit.flat_grad);
+        for (size_t i = 0; i < grads.size(); ++i) unit.parameters[i].parameter->grad = grads[i];
+      }
     }
-    for (size_t m = unit.end_module; m-- > unit.first_module;) grad = model_.backwardChild(m, grad);
+    if (sharded() && options_.prefetch && b > 0) startGather(unit_of_block_[b - 1]);
+    for (size_t m = blocks[b].end_child; m-- > blocks[b].first_child;)
+      grad = model_.backwardChild(m, grad);
+    if (b != unit.blocks.front()) continue;  // the unit's backward goes on in an earlier block
     if (!sharded() && !sync) continue;
     if (unit.shard.value.device().isCuda()) synchronize(unit.shard.value.device());
     if (sharded()) {
       Tensor reduced =
           Tensor::empty({unit.shard.value.numel()}, DType::kF32, unit.shard.value.device());
-      in_flight_.push_back({comm_.reduceScatter(reduced, flat_grad, ReduceOp::avg()), reduced, u});
+      in_flight_.push_back(
+          {comm_.reduceScatter(reduced, unit.flat_grad, ReduceOp::avg()), reduced, u});
+      unit.flat_grad = Tensor();
       for (const NamedParameter& named : unit.parameters) named.parameter->grad = Tensor();
       release(u);
     } else {
@@ -180,7 +210,7 @@ double FullyShardedDataParallel::clipGradNorm(double max_norm) {
 }
 
 std::vector<std::pair<std::string, Tensor>> FullyShardedDataParallel::fullParameters() {
-  std::vector<std::pair<std::string, Tensor>> out;
+  std::map<const Parameter*, Tensor> values;
   for (FsdpUnit& unit : units_) {
     Tensor full = unit.full;
     if (sharded()) {
@@ -189,8 +219,11 @@ std::vector<std::pair<std::string, Tensor>> FullyShardedDataParallel::fullParame
     }
     std::vector<Tensor> views = parameterViews(unit, full);
     for (size_t i = 0; i < views.size(); ++i)
-      out.emplace_back(unit.parameters[i].name, views[i].clone());
+      values[unit.parameters[i].parameter] = views[i].clone();
   }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const NamedParameter& named : state_order_)
+    out.emplace_back(named.name, values.at(named.parameter));
   return out;
 }
 

@@ -5,6 +5,10 @@
 // shard_grad_op (ZeRO-2) keeps it gathered from forward to the end of backward; no_shard is DDP
 // with one bucket per unit. Gradients are reduce-scattered (all-reduced for no_shard) per unit as
 // soon as the unit's backward is done, overlapping the backward of the units before it.
+// A unit is one block the model declares (units: layer) or all of them (units: model); blocks that
+// share a tied parameter share a unit (the GPT's embedding and head: the root unit, as FSDP's
+// transformer auto-wrap leaves them), which then stays gathered from its first block's forward to
+// its last block's and from its last block's backward to its first block's.
 #pragma once
 
 #include <cstdint>
@@ -27,24 +31,25 @@ struct FsdpOptions {
   bool prefetch = true;
 };
 
-// One FSDP unit: consecutive modules of the model whose parameters share one flat parameter.
+// One FSDP unit: blocks of the model whose parameters share one flat parameter.
 struct FsdpUnit {
-  size_t first_module = 0, end_module = 0;  // modules [first, end) of the model
-  std::vector<NamedParameter> parameters;   // the model's, state_dict names
-  std::vector<Shape> shapes;                // of those parameters
-  int64_t numel = 0;                        // sum of the parameters' elements
-  int64_t padded_numel = 0;                 // numel rounded up to a multiple of the world size
+  std::vector<size_t> blocks;              // indices into the model's blocks(), ascending
+  std::vector<NamedParameter> parameters;  // the model's, state_dict names, each once
+  std::vector<Shape> shapes;               // of those parameters
+  int64_t numel = 0;                       // sum of the parameters' elements
+  int64_t padded_numel = 0;                // numel rounded up to a multiple of the world size
   Parameter shard;    // this rank's [padded / world] slice (no_shard: the whole flat parameter)
   Tensor full;        // the gathered flat parameter, while materialised
   WorkPtr gathering;  // the all-gather filling `full`, while in flight
+  Tensor flat_grad;   // sharded: the unit's full gradient, from its backward's start to its end
 };
 
 class FullyShardedDataParallel {
  public:
-  // Groups the model's modules into units (one per block the model declares, or the whole
-  // model), takes rank 0's values for every unit (sync_module_states) and
-  // keeps this rank's shard; the modules' own parameter storage is released. `model` and `comm`
-  // must outlive this object.
+  // Groups the model's blocks into units (one per block the model declares, or the whole
+  // model; blocks tied by a shared parameter together), takes rank 0's values for every unit
+  // (sync_module_states) and keeps this rank's shard; the modules' own parameter storage is
+  // released. `model` and `comm` must outlive this object.
   FullyShardedDataParallel(Sequential& model, Communicator& comm, FsdpOptions options = {});
 
   Tensor forward(const Tensor& input);
@@ -61,8 +66,9 @@ class FullyShardedDataParallel {
   std::vector<NamedParameter> shardParameters();
   // clip_grad_norm_ over the whole (sharded) model: the norm is reduced across ranks.
   double clipGradNorm(double max_norm);
-  // The model's parameters with their full values, gathered on every rank (collective), named as
-  // the unwrapped model's state_dict: for consolidated checkpoints and for tests.
+  // The model's parameters with their full values, gathered on every rank (collective), named and
+  // ordered as the unwrapped model's state_dict (a tied parameter once): for consolidated
+  // checkpoints and for tests.
   std::vector<std::pair<std::string, Tensor>> fullParameters();
   // Elements of the unwrapped model's parameters (no padding).
   int64_t parameterCount() const;
@@ -79,6 +85,8 @@ class FullyShardedDataParallel {
   Communicator& comm_;
   FsdpOptions options_;
   std::vector<FsdpUnit> units_;
+  std::vector<size_t> unit_of_block_;        // per block of the model
+  std::vector<NamedParameter> state_order_;  // the model's namedParameters()
   struct PendingReduction {
     WorkPtr work;
     Tensor reduced;  // the reduce-scatter's output, to be added to the shard's grad

@@ -11,7 +11,9 @@ namespace ringmaster {
 
 // Sums the local parameters' squared gradient norms across `comm`'s ranks (collective), scales
 // every local gradient as clip_grad_norm_ does for that total, and returns the total norm.
+// `copies`: local copies of parameters another rank counts (a pipeline's tied parameters), scaled
+// like the rest but not counted again.
 double clipDistributedGradNorm(const std::vector<NamedParameter>& local, Communicator& comm,
-                               double max_norm);
+                               double max_norm, const std::vector<NamedParameter>& copies = {});
 
 }  // namespace ringmaster

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "core/error.h"
 #include "nn/loss.h"
 #include "parallel/grad_norm.h"
+#include "parallel/tied_parameters.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -26,6 +28,13 @@ using Clock = std::chrono::steady_clock;
 int64_t inputTransferUs(const ExecutedAction& action, double exposed_ms) {
   const auto transfer = static_cast<int64_t>(std::llround(exposed_ms * 1000));
   return std::clamp<int64_t>(transfer, 0, action.ready_us - action.start_us);
+}
+
+// [rows, per-sample shape...]: a micro-batch's activations.
+Shape batchShape(int64_t rows, const Shape& sample) {
+  Shape shape{rows};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  return shape;
 }
 
 // The blocks the model declares (nn/model.h): the pieces a stage is made of.
@@ -81,19 +90,43 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
       plan_(makePipelinePlan(comm.size(), options_.micro_batches, options_.schedule,
                              options_.virtual_stages)) {
   stages_ = partitionStages(model_, plan_.modelStages(), options_.stages);
-  // A stage's widths are those its first and last blocks declare.
+  // A stage's per-sample shapes are those its first and last blocks declare.
   for (const auto& [first, end] : stages_) {
-    stage_input_width_.push_back(shapeNumel(blockAt(model_, first, false).input_shape));
-    stage_output_width_.push_back(shapeNumel(blockAt(model_, end, true).output_shape));
+    stage_input_shape_.push_back(blockAt(model_, first, false).input_shape);
+    stage_output_shape_.push_back(blockAt(model_, end, true).output_shape);
   }
-  // The other ranks' stages are never run here: let their storage go.
+  // Each parameter lives on the rank of the stage that holds it and, when tied, on the ranks of
+  // the stages that read it; the other ranks never run those stages: let their storage go.
+  const ModelParameters names(model_);
+  std::map<const Parameter*, int> owner_rank;
+  std::map<const Parameter*, std::set<int>> holders;
   for (size_t s = 0; s < stages_.size(); ++s) {
-    if (rankOf(static_cast<int>(s)) == comm_.rank()) continue;
-    for (size_t m = stages_[s].first; m < stages_[s].second; ++m) {
-      std::vector<NamedParameter> named;
-      model_.child(m).collectParameters("", named);
-      for (const NamedParameter& p : named) *p.parameter = Parameter{};
+    const int rank = rankOf(static_cast<int>(s));
+    for (const NamedParameter& p : names.held(stages_[s].first, stages_[s].second)) {
+      owner_rank[p.parameter] = rank;
+      holders[p.parameter].insert(rank);
     }
+    for (const NamedParameter& p : names.tiedInto(stages_[s].first, stages_[s].second))
+      holders[p.parameter].insert(rank);
+  }
+  for (const NamedParameter& p : names.all()) {
+    if (!holders[p.parameter].contains(comm_.rank()))
+      *p.parameter = Parameter{};
+    else
+      (owner_rank.at(p.parameter) == comm_.rank() ? held_ : copies_).push_back(p);
+  }
+  // Megatron-LM's embedding group: the ranks holding copies of a tied parameter start from its
+  // owner's value (every rank creates the groups, in the model's order, as newGroup requires).
+  for (const NamedParameter& p : names.all()) {
+    const std::set<int>& ranks = holders[p.parameter];
+    if (ranks.size() < 2) continue;
+    const std::vector<int> members(ranks.begin(), ranks.end());
+    std::unique_ptr<Communicator> group = comm_.newGroup(members);
+    if (group) {
+      const auto root = std::find(members.begin(), members.end(), owner_rank.at(p.parameter));
+      group->broadcast(p.parameter->value, static_cast<int>(root - members.begin()))->wait();
+    }
+    tied_.push_back({p, std::move(group)});
   }
   comm_.alignClockToRankZero();
 }
@@ -118,11 +151,13 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     const int peer_stage = a.phase == PipelinePhase::kForward ? stage - 1 : stage + 1;
     if (peer_stage < 0 || peer_stage >= plan_.modelStages() || rankOf(peer_stage) == rank) continue;
     if (a.phase == PipelinePhase::kForward) {
-      Tensor buffer = Tensor::empty({rows, stage_input_width_[stage]}, DType::kF32, device);
+      Tensor buffer =
+          Tensor::empty(batchShape(rows, stage_input_shape_[stage]), DType::kF32, device);
       receives[{a.phase, a.micro_batch, a.chunk}] = {
           buffer, comm_.irecv(buffer, rankOf(stage - 1), tag(a.phase, a.micro_batch, stage))};
     } else if (a.phase == PipelinePhase::kBackward) {
-      Tensor buffer = Tensor::empty({rows, stage_output_width_[stage]}, DType::kF32, device);
+      Tensor buffer =
+          Tensor::empty(batchShape(rows, stage_output_shape_[stage]), DType::kF32, device);
       receives[{a.phase, a.micro_batch, a.chunk}] = {
           buffer, comm_.irecv(buffer, rankOf(stage + 1), tag(a.phase, a.micro_batch, stage))};
     }
@@ -194,10 +229,15 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
       for (size_t m = first; m < end; ++m) x = model_.forwardChild(m, x);
       contexts[key] = save(first, end);
       if (isLast(stage)) {
-        result.loss_sum += loss_fn.forward(x, batch.targets);
-        result.correct += ops::countCorrect(x, batch.targets);
-        result.samples += batch.targets.numel();
-        loss_grads[key] = loss_fn.backward(grad_scale);
+        // Per-token logits [rows, T, V] against targets [rows, T]: the mean over every target (as
+        // WholeModelStrategy::trainBatch); correct counts targets, samples counts samples.
+        const int64_t classes = x.shape().back();
+        const Tensor logits = x.view({x.numel() / classes, classes});
+        const Tensor targets = batch.targets.view({batch.targets.numel()});
+        result.loss_sum += loss_fn.forward(logits, targets);
+        result.correct += ops::countCorrect(logits, targets);
+        result.samples += batch.targets.dim(0);
+        loss_grads[key] = loss_fn.backward(grad_scale).view(x.shape());
       } else {
         executed.end_us = nowUs();  // the send is communication, not part of the action
         send(a.phase, a.micro_batch, stage + 1, x);
@@ -244,17 +284,25 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
   return result;
 }
 
+double PipelineParallel::reduceTiedGradients() {
+  const auto start = Clock::now();
+  for (const TiedGroup& tied : tied_) {
+    if (!tied.group) continue;
+    const Device device = tied.parameter.parameter->grad.device();
+    if (device.isCuda()) synchronize(device);
+    tied.group->allReduce(tied.parameter.parameter->grad, ReduceOp::sum())->wait();
+  }
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
 double PipelineParallel::clipGradNorm(double max_norm) {
-  return clipDistributedGradNorm(parameters(), comm_, max_norm);
+  // A tied parameter's copies carry the same (summed) gradient: its owner counts it.
+  return clipDistributedGradNorm(held_, comm_, max_norm, copies_);
 }
 
 std::vector<NamedParameter> PipelineParallel::parameters() {
-  std::vector<NamedParameter> out;
-  for (size_t s = 0; s < stages_.size(); ++s) {
-    if (rankOf(static_cast<int>(s)) != comm_.rank()) continue;
-    for (size_t m = stages_[s].first; m < stages_[s].second; ++m)
-      model_.child(m).collectParameters(fmt::format("{}.", m), out);
-  }
+  std::vector<NamedParameter> out = held_;
+  out.insert(out.end(), copies_.begin(), copies_.end());
   return out;
 }
 

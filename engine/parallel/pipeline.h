@@ -1,11 +1,18 @@
 // Pipeline parallelism at run time: the model's layers split into stages, this rank keeps only its
 // stages (chunks), and one training step executes this rank's list of the schedule's F / B / W
-// actions, activations going forward and gradients backward by point-to-point messages. Each
+// actions, activations going forward and gradients backward by point-to-point messages ([rows,
+// shape the block declares]: [b, features] for an MLP, [b, T, C] for a transformer). Each
 // action's start and end are kept on a clock aligned to rank 0's, for sched events.
+//
+// A tied parameter (ModelBlock::tied_parameters: the GPT's token embedding, which its LM head also
+// reads) is kept on every rank whose stages hold or read it; as Megatron-LM's embedding group,
+// those ranks start from the owner's value and sum the copies' gradients (reduceTiedGradients)
+// before the optimizer step, so the copies stay equal.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -76,9 +83,15 @@ class PipelineParallel {
   PipelineStepResult runStep(int64_t rows, const std::function<Batch(int)>& micro_batch,
                              float grad_scale);
 
-  // This rank's parameters, named as in the whole model's state_dict.
+  // Sums the gradients of the tied parameters' copies across the ranks that hold them (collective
+  // over those ranks; every rank calls it). Call it once per optimizer step, after the step's last
+  // runStep. Returns the time it took, in milliseconds.
+  double reduceTiedGradients();
+  // This rank's parameters, named as in the whole model's state_dict (a tied parameter's copy
+  // under its owner's name).
   std::vector<NamedParameter> parameters();
-  // clip_grad_norm_ over the whole model: the stages' squared norms are summed across ranks.
+  // clip_grad_norm_ over the whole model: the stages' squared norms are summed across ranks, each
+  // tied parameter counted once.
   double clipGradNorm(double max_norm);
   const PipelinePlan& plan() const { return plan_; }
   const std::vector<std::pair<size_t, size_t>>& stages() const { return stages_; }
@@ -98,8 +111,15 @@ class PipelineParallel {
   PipelineOptions options_;
   PipelinePlan plan_;
   std::vector<std::pair<size_t, size_t>> stages_;  // modules of every model stage
-  std::vector<int64_t> stage_input_width_;         // features entering each model stage
-  std::vector<int64_t> stage_output_width_;
+  std::vector<Shape> stage_input_shape_;           // per sample, entering each model stage
+  std::vector<Shape> stage_output_shape_;
+  std::vector<NamedParameter> held_;    // the parameters this rank's stages hold
+  std::vector<NamedParameter> copies_;  // tied parameters this rank's stages read, held elsewhere
+  struct TiedGroup {
+    NamedParameter parameter;
+    std::unique_ptr<Communicator> group;  // the ranks holding a copy; null where this rank has none
+  };
+  std::vector<TiedGroup> tied_;  // the tied parameters whose copies span more than one rank
 };
 
 }  // namespace ringmaster

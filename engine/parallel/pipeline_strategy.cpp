@@ -1,6 +1,7 @@
 // `pipeline`: PipelineParallel (parallel/pipeline.h) behind the strategy interface. Each batch is
 // sliced here into train.micro_batches micro-batches that the schedule runs; every rank sees the
-// same batches (StrategyPlan::ranksShareSamples), and checkpoints are per rank (per stage).
+// same batches (StrategyPlan::ranksShareSamples), and checkpoints are per rank (per stage). The
+// tied parameters' gradients are summed across their copies once per step, in finishGradientSync.
 #include "core/error.h"
 #include "parallel/pipeline.h"
 #include "parallel/strategy.h"
@@ -21,7 +22,8 @@ class PipelineStrategy final : public ParallelStrategy {
                                   .stages = options.stages}) {}
 
   BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
-                       int accumulation, bool) override {
+                       int accumulation, bool sync) override {
+    tied_pending_ = tied_pending_ || sync;
     const auto rows = static_cast<int64_t>(indices.size()) / micro_batches_;
     PipelineStepResult step = pipeline_.runStep(
         rows,
@@ -38,6 +40,12 @@ class PipelineStrategy final : public ParallelStrategy {
                      .wait_ms = step.pipeline_wait_ms,
                      .actions = std::move(step.actions)};
   }
+  GradientSyncTiming finishGradientSync() override {
+    if (!tied_pending_) return {};
+    tied_pending_ = false;
+    const double ms = pipeline_.reduceTiedGradients();
+    return {.comm_ms = ms, .exposed_comm_ms = ms};
+  }
   std::vector<NamedParameter> optimizerParameters() override { return pipeline_.parameters(); }
   double clipGradNorm(double max_norm) override { return pipeline_.clipGradNorm(max_norm); }
   int forwardsPerBatch() const override { return micro_batches_; }
@@ -51,6 +59,7 @@ class PipelineStrategy final : public ParallelStrategy {
  private:
   int micro_batches_;
   PipelineParallel pipeline_;
+  bool tied_pending_ = false;  // a synchronised batch ran since the last finishGradientSync
 };
 
 }  // namespace
