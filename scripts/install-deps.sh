@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev libfmt-dev libcli11-dev                   # JSON, formatting, command lines
   libsimdjson-dev                                              # the telemetry decoder's fast path
   libgtest-dev libgmock-dev                                    # tests
+  python3-torch                                                # the GPT's PyTorch reference test
   libgloo-dev                                                  # CPU collectives
   libsqlite3-dev                                               # run storage
   zlib1g-dev                                                   # checkpoint checksums (CRC-32)
@@ -19,7 +20,7 @@ packages=(
   libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
   clang libclang-rt-14-dev                                     # libFuzzer targets
 )
-# Extra packages named on the command line (e.g. python3-torch for the benchmarks' anchor).
+# Extra packages named on the command line (e.g. libdnnl-dev for the benchmarks' anchor).
 packages+=("$@")
 
 missing=()

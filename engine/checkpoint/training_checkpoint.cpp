@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -188,6 +191,44 @@ void checkModelTensors(const std::string& file, const SafetensorsFile& loaded,
   }
 }
 
+// A Hugging Face GPT-2 file in the model's terms (names the model has are left alone): the
+// "transformer." prefix of GPT2LMHeadModel's names dropped, the attention's mask buffers
+// (h.<i>.attn.bias, h.<i>.attn.masked_bias) skipped, and "lm_head.weight", tied to the token
+// embedding, checked equal to wte.weight and skipped.
+void adoptHuggingFaceNames(const std::string& file, SafetensorsFile& loaded,
+                           const std::vector<NamedParameter>& parameters) {
+  std::set<std::string> names;
+  for (const auto& named : parameters) names.insert(named.name);
+  if (!names.count("wte.weight")) return;  // not a GPT
+  static const std::regex buffer(R"(h\.[0-9]+\.attn\.(bias|masked_bias))");
+  std::map<std::string, Tensor> adopted;
+  std::optional<Tensor> lm_head;
+  for (auto& [name, tensor] : loaded.tensors) {
+    std::string own = name;
+    if (!names.count(own) && own.starts_with("transformer.")) own = own.substr(12);
+    if (names.count(own)) {
+      if (!adopted.emplace(own, tensor).second)
+        RM_THROW(kFormat, fmt::format("{}: tensor '{}' appears twice (with and without "
+                                      "'transformer.')",
+                                      file, own));
+    } else if (own == "lm_head.weight") {
+      lm_head = tensor;
+    } else if (!std::regex_match(own, buffer)) {
+      adopted.emplace(name, tensor);  // refused by checkModelTensors, by its name in the file
+    }
+  }
+  if (lm_head) {
+    auto wte = adopted.find("wte.weight");
+    if (wte == adopted.end() || lm_head->shape() != wte->second.shape() ||
+        lm_head->toFloatVector() != wte->second.toFloatVector()) {
+      RM_THROW(kFormat, fmt::format("{}: tensor 'lm_head.weight' differs from 'wte.weight', but "
+                                    "this model ties its LM head to the token embedding",
+                                    file));
+    }
+  }
+  loaded.tensors = std::move(adopted);
+}
+
 void copyModelTensors(const SafetensorsFile& loaded,
                       const std::vector<NamedParameter>& parameters) {
   for (const auto& named : parameters) {
@@ -248,7 +289,8 @@ void checkCheckpointDirWritable(const std::string& dir) {
 
 void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters) {
   const std::string file = resolveFile(path, kModelFile);
-  const SafetensorsFile loaded = readChecked(file);
+  SafetensorsFile loaded = readChecked(file);
+  adoptHuggingFaceNames(file, loaded, parameters);
   checkModelTensors(file, loaded, parameters);
   copyModelTensors(loaded, parameters);
 }

@@ -40,7 +40,9 @@ void checkCheckpointDirWritable(const std::string& dir);
 // Copies weights into `parameters` from a model.safetensors file or a step directory. Every
 // parameter must be present with its shape (kFormat error naming the first that is not); extra
 // tensors in the file are an error too, since they mean the file is of another model. A file's
-// checksum, when it has one, must match (kFormat).
+// checksum, when it has one, must match (kFormat). For a GPT (a model with "wte.weight") a Hugging
+// Face GPT-2 model.safetensors loads as it is: "transformer."-prefixed names, the attention mask
+// buffers (h.<i>.attn.bias, .masked_bias) skipped, a tied "lm_head.weight" equal to wte.weight.
 void loadModelWeights(const std::string& path, const std::vector<NamedParameter>& parameters);
 
 // Restores the optimizer from an optimizer.safetensors file or a step directory; returns its step.
