@@ -105,9 +105,12 @@ int main(int argc, char** argv) {
     cells.push_back({fmt::format("head V={}", v), "TN dE=dy'x", true, false, v, dim, rows});
   }
 
-  fmt::print("fp32 GEMM | {} thread(s) | OpenBLAS {} | oneDNN {}.{}.{} | best of {} x {:.2f} s\n",
-             threads, OPENBLAS_VERSION, dnnl_version()->major, dnnl_version()->minor,
-             dnnl_version()->patch, repeats, seconds);
+  std::string openblas = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  openblas.erase(0, openblas.find_first_not_of(' '));
+  openblas.erase(openblas.find_last_not_of(' ') + 1);
+  fmt::print("fp32 GEMM | {} thread(s) | {} | oneDNN {}.{}.{} | best of {} x {:.2f} s\n", threads,
+             openblas, dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, repeats,
+             seconds);
   fmt::print("{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>13} | {:>13} | {:>14} | {:>9}\n", "layer",
              "mode", "M", "N", "K", "ours GFLOP/s", "oneDNN GFLOP/s", "ours / oneDNN",
              "max |diff|");

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Builds the release configuration and runs every benchmark with its anchor (python3-torch).
+# Builds the release configuration and runs every benchmark with its anchor (python3-torch; oneDNN
+# from libdnnl-dev for gemm_bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh python3-torch
+bash scripts/install-deps.sh python3-torch libdnnl-dev
 cmake --preset release >/dev/null
-cmake --build --preset release -j "$(nproc)" --target train_step_bench storage_bench \
-  ssh_launch_bench gui_bench ringmaster-node
+cmake --build --preset release -j "$(nproc)" --target train_step_bench gpt_step_bench gemm_bench \
+  storage_bench ssh_launch_bench gui_bench ringmaster-node
 ./build/release/bench/train_step_bench
+./build/release/bench/gpt_step_bench
+./build/release/bench/gemm_bench
 ./build/release/bench/storage_bench
 ./build/release/bench/ssh_launch_bench
 QT_QPA_PLATFORM=offscreen ./build/release/bench/gui_bench
