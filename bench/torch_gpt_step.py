@@ -1,113 +1,19 @@
 # The PyTorch anchor of bench/gpt_step_bench: loads the engine's GPT weights (Hugging Face GPT-2
 # names and Conv1D layout, from safetensors) and tokens, times one fp32 training step (forward,
-# cross-entropy over every token, backward, AdamW) per phase, and prints one JSON line.
+# cross-entropy over every token, backward, AdamW) per phase, and prints one JSON line. The model is
+# the GPT tests' PyTorch reference, tests/engine/nn/gpt_reference.py (nanoGPT's forward).
 import argparse
 import json
-import math
-import struct
+import os
+import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-DTYPES = {"F32": np.float32, "I32": np.int32}
-
-
-def load_safetensors(path):
-    """Reads a safetensors file (only F32 and I32 tensors) into a dict of torch tensors."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (header_len,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + header_len])
-    body = data[8 + header_len :]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] not in DTYPES:
-            raise ValueError(f"{path}: tensor {name}: dtype {info['dtype']} is not F32 or I32")
-        begin, end = info["data_offsets"]
-        array = np.frombuffer(body[begin:end], dtype=DTYPES[info["dtype"]]).reshape(info["shape"])
-        out[name] = torch.from_numpy(array.copy())
-    return out
-
-
-class Conv1D(torch.nn.Module):
-    """GPT-2's linear layer: weight [in, out], y = x @ weight + bias."""
-
-    def __init__(self, n_in, n_out, bias):
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.empty(n_in, n_out))
-        self.bias = torch.nn.Parameter(torch.empty(n_out)) if bias else None
-
-    def forward(self, x):
-        y = x @ self.weight
-        return y + self.bias if self.bias is not None else y
-
-
-class Attention(torch.nn.Module):
-    def __init__(self, dim, heads, bias):
-        super().__init__()
-        self.heads = heads
-        self.c_attn = Conv1D(dim, 3 * dim, bias)
-        self.c_proj = Conv1D(dim, dim, bias)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-
-
-class Mlp(torch.nn.Module):
-    def __init__(self, dim, bias):
-        super().__init__()
-        self.c_fc = Conv1D(dim, 4 * dim, bias)
-        self.c_proj = Conv1D(4 * dim, dim, bias)
-
-    def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
-
-
-class Block(torch.nn.Module):
-    def __init__(self, dim, heads, bias):
-        super().__init__()
-        self.ln_1 = torch.nn.LayerNorm(dim, elementwise_affine=True)
-        self.attn = Attention(dim, heads, bias)
-        self.ln_2 = torch.nn.LayerNorm(dim, elementwise_affine=True)
-        self.mlp = Mlp(dim, bias)
-        if not bias:
-            self.ln_1.bias = None
-            self.ln_2.bias = None
-
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
-        return x + self.mlp(self.ln_2(x))
-
-
-class Gpt(torch.nn.Module):
-    """GPT-2 (no dropout) with Hugging Face's parameter names; the LM head is tied to wte."""
-
-    def __init__(self, vocab, context, layers, heads, dim, bias):
-        super().__init__()
-        self.wte = torch.nn.Embedding(vocab, dim)
-        self.wpe = torch.nn.Embedding(context, dim)
-        self.h = torch.nn.ModuleList(Block(dim, heads, bias) for _ in range(layers))
-        self.ln_f = torch.nn.LayerNorm(dim)
-        if not bias:
-            self.ln_f.bias = None
-
-    def forward(self, tokens):
-        positions = torch.arange(tokens.shape[1])
-        x = self.wte(tokens) + self.wpe(positions)
-        for block in self.h:
-            x = block(x)
-        return self.ln_f(x) @ self.wte.weight.t()
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "engine", "nn"))
+from gpt_reference import gpt_forward, load  # noqa: E402
 
 
 def main():
@@ -127,27 +33,23 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    weights = load_safetensors(args.weights)
-    tokens = load_safetensors(args.tokens)
+    weights, _ = load(args.weights)
+    tokens, _ = load(args.tokens)
     inputs, targets = tokens["inputs"].long(), tokens["targets"].long()
     vocab, dim = weights["wte.weight"].shape
-    context = weights["wpe.weight"].shape[0]
-    bias = "ln_f.bias" in weights
-    model = Gpt(vocab, context, args.layers, args.heads, dim, bias)
-    model.load_state_dict(weights, strict=True)
+    params = {name: value.requires_grad_(True) for name, value in weights.items()}
     optimizer = torch.optim.AdamW(
-        model.parameters(),
+        list(params.values()),
         lr=args.lr,
         betas=(args.beta1, args.beta2),
         eps=args.eps,
         weight_decay=args.weight_decay,
     )
-    phases = {}
 
     def step():
         t = time.perf_counter()
         optimizer.zero_grad(set_to_none=False)
-        logits = model(inputs)
+        logits = gpt_forward(params, inputs, args.layers, args.heads, dim)
         phases["forward"] += time.perf_counter() - t
         t = time.perf_counter()
         loss = F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
