@@ -42,7 +42,7 @@ std::vector<std::string> matchFiles(const std::string& pattern, std::string_view
   ::globfree(&matches);
   if (rc == GLOB_NOSPACE)
     RM_THROW(kIo, fmt::format("{}: out of memory matching '{}'", field, pattern));
-  if (files.empty()) RM_THROW(kIo, fmt::format("{}: no file matches '{}'", field, pattern));
+  if (files.empty()) RM_THROW(kIo, fmt::format("{}: nothing matches '{}'", field, pattern));
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -22,7 +22,7 @@ inline constexpr int32_t kTokenShardVersion = 1;
 inline constexpr int64_t kTokenShardHeaderInts = 256;
 
 // The files a glob pattern matches, sorted by name (byte order). `field` names the pattern in
-// errors: a pattern that matches nothing is a kIo error "<field>: no file matches '<pattern>'".
+// errors: a pattern that matches nothing is a kIo error "<field>: nothing matches '<pattern>'".
 std::vector<std::string> matchFiles(const std::string& pattern, std::string_view field);
 
 class TokenShardDataset : public TokenWindowDataset {

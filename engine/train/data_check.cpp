@@ -7,12 +7,40 @@
 
 #include "core/error.h"
 #include "data/idx_dataset.h"
+#include "train/datasets.h"
 
 namespace ringmaster {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Token shards and text: both sets built as a worker builds them; a loader's error is reported at
+// the field its message starts with ("data.train: ...", "data.val: ...", "data.path: ...").
+std::vector<SpecProblem> checkTokenData(const JobSpec& spec) {
+  const std::string field = spec.data.kind == DataKind::kTokens ? "data.train" : "data.path";
+  try {
+    makeDataset(spec);
+    makeValidationDataset(spec);
+  } catch (const Error& e) {
+    std::string path = field, message = e.message();
+    for (const char* known : {"data.train", "data.val", "data.path"}) {
+      const std::string prefix = std::string(known) + ": ";
+      if (message.starts_with(prefix)) {
+        path = known;
+        message.erase(0, prefix.size());
+      }
+    }
+    return {{path, message}};
+  }
+  return {};
+}
+
+}  // namespace
+
 std::vector<SpecProblem> checkDataFiles(const JobSpec& spec) {
+  if (spec.data.kind == DataKind::kTokens || spec.data.kind == DataKind::kText)
+    return checkTokenData(spec);
   if (spec.data.kind != DataKind::kIdx) return {};
   std::vector<SpecProblem> problems;
   const auto missing = [&](const std::string& field, const std::string& path) {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "data/digits_idx.h"
+#include "data/token_shards.h"
 #include "train/data_check.h"
 
 namespace ringmaster {
@@ -79,6 +80,38 @@ TEST_F(DataCheckTest, AMalformedFileIsNamedWithTheReadersMessage) {
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].path, "data.labels");
   EXPECT_NE(problems[0].message.find("bad magic number"), std::string::npos) << problems[0].message;
+}
+
+TEST_F(DataCheckTest, TokenShardsAndTextAreCheckedAtTheirFields) {
+  JobSpec tokens = spec_;
+  tokens.model = ModelSpec{.kind = "gpt", .vocab_size = 300, .context = 4};
+  tokens.data = DataSpec{.kind = DataKind::kTokens,
+                         .train = (dir_ / "train_*.bin").string(),
+                         .val = (dir_ / "val_*.bin").string()};
+  std::vector<SpecProblem> problems = checkDataFiles(tokens);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].path, "data.train");
+  EXPECT_EQ(problems[0].message, "nothing matches '" + tokens.data.train + "'");
+
+  const std::vector<uint32_t> good = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  writeTokenShard((dir_ / "train_000.bin").string(), good);
+  writeTokenShard((dir_ / "val_000.bin").string(), std::vector<uint32_t>{1, 2, 299, 300, 5, 6});
+  problems = checkDataFiles(tokens);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].path, "data.val");
+  EXPECT_NE(problems[0].message.find("val_000.bin has token 300 at position 3"), std::string::npos)
+      << problems[0].message;
+  writeTokenShard((dir_ / "val_000.bin").string(), good);
+  EXPECT_TRUE(checkDataFiles(tokens).empty());
+
+  JobSpec text = tokens;
+  text.data = DataSpec{.kind = DataKind::kText, .path = (dir_ / "t.txt").string()};
+  problems = checkDataFiles(text);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].path, "data.path");
+  EXPECT_NE(problems[0].message.find(text.data.path), std::string::npos);
+  std::ofstream(text.data.path) << std::string(100, 'x');
+  EXPECT_TRUE(checkDataFiles(text).empty());
 }
 
 }  // namespace
