@@ -20,6 +20,24 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   const ModelDescription description = describeModel(spec.model);
   for (const ModelBlock& block : description.blocks) inputs.layers.push_back(block.parameters);
   for (int64_t n : inputs.layers) inputs.parameters += n;
+  // Which block holds each parameter (the parameters are listed block by block), for the ties.
+  std::vector<size_t> holder;
+  for (size_t b = 0, filled = 0; const ParameterInfo& p : description.parameters) {
+    while (b + 1 < description.blocks.size() && filled >= static_cast<size_t>(inputs.layers[b])) {
+      ++b;
+      filled = 0;
+    }
+    holder.push_back(b);
+    filled += static_cast<size_t>(shapeNumel(p.shape));
+  }
+  for (size_t b = 0; b < description.blocks.size(); ++b) {
+    for (const std::string& name : description.blocks[b].tied_parameters) {
+      for (size_t i = 0; i < description.parameters.size(); ++i) {
+        if (description.parameters[i].name == name)
+          inputs.tied.push_back({b, holder[i], shapeNumel(description.parameters[i].shape)});
+      }
+    }
+  }
   const OptimizerSpec& o = spec.optimizer;
   inputs.moments = o.kind == OptimizerKind::kSgd ? (o.momentum > 0 ? 1 : 0) : 2;
   inputs.moment_text = o.kind == OptimizerKind::kSgd

@@ -123,9 +123,24 @@ class PipelineStrategyPlan final : public StrategyPlan {
       acts += inputs.activation_bytes(first, end, micro) * in_flight;
       recompute = std::max(recompute, inputs.recompute_bytes(first, end, micro));
     }
+    // Tied parameters read on this rank and held on another (the GPT's wte on the last stage):
+    // a copy, with its gradient and optimizer state.
+    auto rank_of_block = [&](size_t block) {
+      const auto stage = std::upper_bound(starts.begin(), starts.end(), block) - starts.begin() - 1;
+      return static_cast<int>(stage) % world;
+    };
+    double copies = 0;
+    for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
+      if (rank_of_block(tied.reader) == r && rank_of_block(tied.owner) != r)
+        copies += static_cast<double>(tied.parameters);
+    }
+    own += copies;
     std::vector<MemoryPart> parts = {
         {"parameters", own * kBytes,
-         fmt::format("4 B × the {:.0f} parameters of this rank's stage{}", own, v > 1 ? "s" : "")},
+         fmt::format("4 B × the {:.0f} parameters of this rank's stage{}{}", own, v > 1 ? "s" : "",
+                     copies > 0
+                         ? fmt::format(" (with a {:.0f}-parameter copy of a tied weight)", copies)
+                         : "")},
         {"gradients", own * kBytes, "4 B × the stage's parameters"},
         {"optimizer state", own * kBytes * inputs.moments,
          fmt::format("4 B × {} × the stage's parameters ({})", inputs.moments, inputs.moment_text)},

@@ -34,8 +34,15 @@ struct MemoryInputs {
   int world = 1;
   std::vector<int64_t> layers;  // parameters per block (a Linear layer with what follows it)
   int64_t parameters = 0;       // Ψ: their sum
-  double moments = 0;           // optimizer state per parameter, in parameter copies
-  std::string moment_text;      // "2 Adam moments"
+  // A tied parameter (nn/model.h ModelBlock::tied_parameters) that block `reader` reads and block
+  // `owner` holds: a pipeline rank with the reader's stage but not the owner's keeps a copy.
+  struct TiedCopy {
+    size_t reader = 0, owner = 0;
+    int64_t parameters = 0;
+  };
+  std::vector<TiedCopy> tied;
+  double moments = 0;       // optimizer state per parameter, in parameter copies
+  std::string moment_text;  // "2 Adam moments"
   // Bytes of the activations that blocks [first, end) keep for backward for `batch` samples;
   // under train.activation_checkpointing, their inputs only.
   std::function<double(size_t first, size_t end, int64_t batch)> activation_bytes;

@@ -63,6 +63,34 @@ TEST(MemoryEstimate, FollowsTheZeroFormulas) {
   for (const auto& p : pipe[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
 }
 
+JobSpec gptPipelineOf(int ranks) {
+  SpecParseResult parsed = parseJobSpec(R"({"name": "t", "strategy": {"kind": "pipeline"},
+      "model": {"kind": "gpt", "vocab_size": 256, "context": 8, "layers": 2, "heads": 2,
+                "dim": 16},
+      "data": {"kind": "text", "path": "corpus.txt", "val_fraction": 0.1},
+      "train": {"steps": 10, "batch_size": 4, "micro_batches": 2},
+      "optimizer": {"kind": "adam", "lr": 0.001},
+      "launch": {"hosts": [{"host": "localhost", "ranks": )" +
+                                        std::to_string(ranks) + "}]}}");
+  EXPECT_TRUE(parsed.ok()) << parsed.describe();
+  return parsed.ok() ? *parsed.spec : JobSpec{};
+}
+
+TEST(MemoryEstimate, APipelinesLastStageKeepsACopyOfTheTiedEmbedding) {
+  // GPT, vocabulary 256, context 8, width 16, 2 blocks: the embedding block holds wte (4096) and
+  // wpe (128); each transformer block 3280 (LayerNorms 2 x 32, c_attn 816, c_proj 272, c_fc 1088,
+  // mlp.c_proj 1040); the head ln_f (32) and reads wte. Balanced over [4224, 3280, 3280, 32]:
+  // {embedding} | {h.0, h.1, head}, and the last rank keeps a copy of wte.
+  const auto pipe = estimateMemory(gptPipelineOf(2));
+  ASSERT_EQ(pipe.size(), 2u);
+  const double first = part(pipe[0], "parameters") / 4, last = part(pipe[1], "parameters") / 4;
+  EXPECT_EQ(first, 4224);
+  EXPECT_EQ(last, 2 * 3280 + 32 + 4096) << "the head's stage holds a copy of wte";
+  EXPECT_EQ(part(pipe[1], "optimizer state"), 8 * last);
+  // One rank holds both ends: no copy.
+  EXPECT_EQ(part(estimateMemory(gptPipelineOf(1))[0], "parameters") / 4, 4224 + 2 * 3280 + 32);
+}
+
 TEST(StrategyPlans, OnePlanPerKindInKindOrder) {
   const std::vector<std::string_view> names = enumNames<StrategyKind>();
   ASSERT_EQ(strategyPlans().size(), names.size());
