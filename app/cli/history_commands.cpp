@@ -9,6 +9,7 @@
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "query/comm_stats.h"
+#include "query/evals.h"
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
@@ -125,6 +126,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   const std::vector<RankCommStats> comm_ranks = commStatsByRank(db, run_id);
   const std::vector<CommOpStats> ops = commStatsByOp(db, run_id);
   const IngestCounts ingest = loadIngestCounts(db, run_id);
+  const std::vector<EvalPoint> evals = loadEvals(db, run_id);
   std::vector<LogLine> problems;
   for (const LogLine& line : loadLogs(db, run_id, std::nullopt, 100000))
     if (line.level == "error" || line.level == "warn") problems.push_back(line);
@@ -167,6 +169,16 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                               {"straggler", rank.straggler}});
     }
     document["comm_ranks"] = comm_by_rank;
+    json eval_rows = json::array();
+    for (const EvalPoint& eval : evals) {
+      eval_rows.push_back({{"step", eval.step},
+                           {"rank", eval.rank},
+                           {"val_loss", optionalJson(eval.val_loss)},
+                           {"perplexity", optionalJson(eval.perplexity)},
+                           {"tokens", eval.tokens},
+                           {"eval_ms", eval.eval_ms}});
+    }
+    document["evals"] = eval_rows;
     document["events"] = {{"stored", ingest.stored},
                           {"duplicates", ingest.duplicates},
                           {"dropped", ingest.dropped},
@@ -200,6 +212,11 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   if (summary.bubble_fraction)
     figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
   fmt::print(out, "{}\n", figures);
+  if (!evals.empty()) {
+    const EvalPoint& latest = evals.back();
+    fmt::print(out, "  eval at step {}: val loss {}  perplexity {}  ({} tokens)\n", latest.step,
+               formatOptional(latest.val_loss), formatOptional(latest.perplexity), latest.tokens);
+  }
   if (run.error) {
     std::string where;
     if (run.error_rank) where += fmt::format(" rank {}", *run.error_rank);
@@ -249,6 +266,21 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                          formatNumber(op.busbw_gbps, 3)});
     }
     comm_table.print(out);
+  }
+  if (!evals.empty()) {
+    // The validation loss by step (the last ones when there are many; --json has them all).
+    constexpr size_t kShownEvals = 10;
+    fmt::print(out, "\n");
+    Table eval_table({"EVAL STEP", "VAL LOSS", "PERPLEXITY", "TOKENS", "EVAL MS"});
+    eval_table.alignRight({0, 1, 2, 3, 4});
+    for (size_t i = evals.size() > kShownEvals ? evals.size() - kShownEvals : 0; i < evals.size();
+         ++i) {
+      const EvalPoint& eval = evals[i];
+      eval_table.addRow({std::to_string(eval.step), formatOptional(eval.val_loss),
+                         formatOptional(eval.perplexity), std::to_string(eval.tokens),
+                         formatNumber(eval.eval_ms, 3)});
+    }
+    eval_table.print(out);
   }
   // Bad lines: malformed, oversized, or from a rank the run does not have. Drops happen only in
   // runs recorded before the recorder made its producers wait instead.

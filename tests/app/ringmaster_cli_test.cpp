@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -703,6 +704,58 @@ TEST_F(RingmasterCli, TheDatabaseRunDirectoriesAndSpecsAreOwnerOnly) {
   EXPECT_EQ(modeOf(dir_ / "runs.db-runs"), 0700u);
   EXPECT_EQ(modeOf(dir_ / "runs.db-runs" / "run-1"), 0700u);
   EXPECT_EQ(modeOf(dir_ / "runs.db-runs" / "run-1" / "spec.json"), 0600u);
+}
+
+// Issue 18: a run with train.eval_every stores each rank's eval events, and `show` reports them:
+// the latest validation loss and perplexity with its step, and a row per evaluation.
+TEST_F(RingmasterCli, ShowReportsTheValidationLossOfARunThatEvaluates) {
+  fs::create_directories(dir_);
+  {
+    std::ofstream corpus(dir_ / "corpus.txt");
+    const char* words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "dog. "};
+    for (int i = 0; i < 800; ++i) corpus << words[(i * 3 + i / 5) % 8];
+  }
+  const json spec = {
+      {"name", "eval"},
+      {"strategy", {{"kind", "ddp"}}},
+      {"model",
+       {{"kind", "gpt"},
+        {"layers", 1},
+        {"vocab_size", 256},
+        {"context", 8},
+        {"heads", 2},
+        {"dim", 16}}},
+      {"data", {{"kind", "text"}, {"path", (dir_ / "corpus.txt").string()}}},
+      {"train", {{"steps", 12}, {"batch_size", 4}, {"eval_every", 4}, {"eval_batches", 2}}},
+      {"optimizer", {{"kind", "adamw"}, {"lr", 0.01}}},
+      {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}}},
+      {"device", "cpu"}};
+  const std::string spec_path = (dir_ / "eval.json").string();
+  std::ofstream(spec_path) << spec.dump();
+  CapturedProcess run(kRingmaster, args({"run", spec_path, "-q"}));
+  ASSERT_TRUE(run.wait(120s).ok()) << run.err();
+
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM evals"), 2 * 3) << "each rank after 4, 8 and 12";
+  const json shown = jsonOf({"show", "1"});
+  ASSERT_EQ(shown["evals"].size(), 3u) << shown["evals"].dump();
+  for (size_t i = 0; i < 3; ++i) {
+    const json& eval = shown["evals"][i];
+    EXPECT_EQ(eval["step"], 4 * static_cast<int>(i + 1));
+    EXPECT_EQ(eval["tokens"], 2 * 2 * 4 * 8) << "2 ranks x 2 batches x 4 windows x 8 tokens";
+    const double loss = eval["val_loss"].get<double>();
+    EXPECT_NEAR(eval["perplexity"].get<double>(), std::exp(loss), 1e-9 * std::exp(loss));
+    EXPECT_NEAR(loss,
+                std::stod(queryText(db, fmt::format("SELECT val_loss FROM evals WHERE rank = 1 AND "
+                                                    "step = {}",
+                                                    eval["step"].get<int>()))),
+                1e-12)
+        << "every rank stored the same loss";
+  }
+  CapturedProcess text(kRingmaster, args({"show", "1"}));
+  ASSERT_TRUE(text.wait(60s).ok()) << text.err();
+  EXPECT_NE(text.out().find("eval at step 12: val loss "), std::string::npos) << text.out();
+  EXPECT_NE(text.out().find("EVAL STEP"), std::string::npos) << text.out();
 }
 
 }  // namespace

@@ -96,6 +96,25 @@ void addSeries(ChartLine& line, const storage::Series& series, double scale, boo
   }
 }
 
+// The loss chart's validation loss (the eval events): one point per evaluation, as evaluated
+// (every rank reports the same), within the chart's zoom; nullopt for a run without evaluations.
+std::optional<ChartLine> validationLossLine(const std::vector<storage::EvalPoint>& evals,
+                                            const MetricChart& chart) {
+  if (evals.empty()) return std::nullopt;
+  ChartLine line;
+  line.name = "validation loss";
+  line.color = QColor(0x20, 0x20, 0x20);
+  line.centre_label = "evaluated";
+  for (const storage::EvalPoint& eval : evals) {
+    if (!eval.val_loss) continue;  // diverged: nothing to draw
+    if (chart.zoomed() &&
+        (eval.step < chart.zoomRange().first || eval.step > chart.zoomRange().second))
+      continue;
+    line.centre.append({static_cast<double>(eval.step), *eval.val_loss});
+  }
+  return line;
+}
+
 }  // namespace
 
 RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
@@ -559,6 +578,11 @@ void RunView::applyHeader(const RunSnapshot& s) {
       QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
   QStringList figures;
   if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
+  if (!s.evals.empty() && s.evals.back().val_loss) {
+    figures << QString("val loss %1 (step %2)")
+                   .arg(formatFigure(*s.evals.back().val_loss))
+                   .arg(s.evals.back().step);
+  }
   if (s.summary.final_accuracy)
     figures << QString("accuracy %1%").arg(*s.summary.final_accuracy * 100, 0, 'f', 1);
   if (s.summary.final_step > 0)
@@ -645,6 +669,10 @@ void RunView::applyCharts(const RunSnapshot& s) {
         addSeries(line, ranked, chart_scales_[i], series.per_rank.size() <= 8);
         lines.push_back(std::move(line));
       }
+    }
+    if (metrics == std::vector<std::string>{step_field::kLoss}) {
+      if (std::optional<ChartLine> line = validationLossLine(s.evals, *charts_[i]))
+        lines.push_back(std::move(*line));
     }
     updateChart(i, std::move(lines));
   }
@@ -773,6 +801,10 @@ QString RunView::logText() const {
 QString RunView::flightRecorderText() const {
   return flight_summary_->text();
 }
+QString RunView::figuresText() const {
+  return figures_->text();
+}
+
 QString RunView::progressText() const {
   return progress_text_->text();
 }

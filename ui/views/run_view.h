@@ -74,6 +74,8 @@ class RunView : public QWidget {
   QString logText() const;
   QString flightRecorderText() const;
   QString progressText() const;
+  // The summary figures under the title (loss, validation loss, throughput, ...).
+  QString figuresText() const;
   QPlainTextEdit* logView() const { return logs_; }
   QTableView* flightRecorderTable() const { return flight_recorder_; }
   FlightRecorderModel* flightRecorderModel() const { return flight_model_; }

@@ -1,14 +1,20 @@
 // The evaluation pass (train/evaluation.h) against a reference computed directly: on one rank the
 // mean loss over every validation sample in eval mode, dropout off and its stream untouched; over
-// 1..4 ranks under ddp and fsdp, disjoint samples per rank and the same averaged loss on each.
+// 1..4 ranks under ddp and fsdp, disjoint samples per rank and the same averaged loss on each; and
+// through the trainer, a gpt on text trains bit for bit as without evaluation.
 #include "train/evaluation.h"
 
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <numeric>
 #include <vector>
@@ -20,6 +26,8 @@
 #include "nn/mlp.h"
 #include "parallel/strategy.h"
 #include "spec/job_spec.h"
+#include "telemetry/codec.h"
+#include "train/trainer.h"
 
 namespace ringmaster {
 namespace {
@@ -130,6 +138,112 @@ TEST(Evaluation, RanksTakeDisjointSamplesAndAgreeOnTheAveragedLoss) {
         EXPECT_EQ(eval.tokens, 24);
         EXPECT_NEAR(eval.val_loss, expected, 1e-5);
         EXPECT_EQ(eval.val_loss, evals.front().val_loss) << "every rank reports the same";
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Through the trainer: a small gpt on byte-level text.
+
+struct RankEvents {
+  std::vector<StepEvent> steps;
+  std::vector<EvalEvent> evals;
+};
+
+// Trains `spec` on `world` ranks (threads over loopback Gloo; one rank: no communicator) and
+// returns each rank's step and eval events.
+std::vector<RankEvents> trainAndCollect(const JobSpec& spec, int world) {
+  std::vector<RankEvents> ranks(static_cast<size_t>(world));
+  const auto body = [&](Communicator* comm) {
+    const int rank = comm ? comm->rank() : 0;
+    std::FILE* stream = std::tmpfile();
+    {
+      TelemetryWriter telemetry(stream, rank);
+      std::FILE* log = std::fopen("/dev/null", "w");
+      Trainer trainer(
+          spec, {.rank = rank, .world_size = world, .host = "test"}, telemetry,
+          [] { return false; }, log, comm);
+      trainer.run();
+      std::fclose(log);
+    }
+    std::rewind(stream);
+    char line[1 << 16];
+    while (std::fgets(line, sizeof line, stream) != nullptr) {
+      const DecodeResult decoded = decodeEvent(line);
+      ASSERT_TRUE(decoded.ok()) << line;
+      if (const auto* step = std::get_if<StepEvent>(&decoded.event().body))
+        ranks[static_cast<size_t>(rank)].steps.push_back(*step);
+      if (const auto* eval = std::get_if<EvalEvent>(&decoded.event().body))
+        ranks[static_cast<size_t>(rank)].evals.push_back(*eval);
+    }
+    std::fclose(stream);
+  };
+  if (world == 1) {
+    body(nullptr);
+  } else {
+    EXPECT_ALL_RANKS_OK(testing::runRanks(world, [&](Communicator& comm) { body(&comm); }));
+  }
+  return ranks;
+}
+
+class EvaluationInTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    corpus_ = std::filesystem::temp_directory_path() /
+              fmt::format("ringmaster_eval_corpus_{}.txt", getpid());
+    std::ofstream out(corpus_);
+    const char* words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "dog. "};
+    for (int i = 0; i < 600; ++i) out << words[(i * 7 + i / 3) % 8];
+  }
+  void TearDown() override { std::filesystem::remove(corpus_); }
+
+  JobSpec spec(const char* strategy, int ranks, int64_t eval_every) const {
+    SpecParseResult parsed =
+        parseJobSpec(fmt::format(R"({{
+      "name": "eval", "strategy": {{"kind": "{}"}},
+      "model": {{"kind": "gpt", "layers": 1, "vocab_size": 256, "context": 8, "heads": 2,
+                 "dim": 16, "dropout": 0.2, "seed": 4}},
+      "data": {{"kind": "text", "path": "{}", "val_fraction": 0.2}},
+      "train": {{"steps": 6, "batch_size": 2, "eval_every": {}, "eval_batches": 2, "seed": 9}},
+      "optimizer": {{"kind": "adamw", "lr": 0.01}},
+      "launch": {{"hosts": [{{"host": "localhost", "ranks": {}}}]}},
+      "device": "cpu"}})",
+                                 strategy, corpus_.string(), eval_every, ranks));
+    EXPECT_TRUE(parsed.ok()) << parsed.describe();
+    return *parsed.spec;
+  }
+
+  std::filesystem::path corpus_;
+};
+
+// The evaluation reads its own samples in eval mode: the training's losses are bit for bit those of
+// the same run without it (data order and dropout streams untouched), on 1 to 3 ranks.
+TEST_F(EvaluationInTraining, TrainsExactlyAsWithoutItAndReportsEveryRankAlike) {
+  for (const auto& [strategy, world] :
+       std::vector<std::pair<const char*, int>>{{"single", 1}, {"ddp", 2}, {"fsdp", 3}}) {
+    SCOPED_TRACE(fmt::format("{} on {} ranks", strategy, world));
+    const std::vector<RankEvents> with = trainAndCollect(spec(strategy, world, 4), world);
+    const std::vector<RankEvents> without = trainAndCollect(spec(strategy, world, 0), world);
+    for (int rank = 0; rank < world; ++rank) {
+      const RankEvents& a = with[static_cast<size_t>(rank)];
+      const RankEvents& b = without[static_cast<size_t>(rank)];
+      ASSERT_EQ(a.steps.size(), 6u);
+      ASSERT_EQ(b.steps.size(), 6u);
+      for (size_t i = 0; i < a.steps.size(); ++i)
+        EXPECT_EQ(a.steps[i].loss, b.steps[i].loss) << "rank " << rank << " step " << i + 1;
+      EXPECT_TRUE(b.evals.empty());
+      // After step 4 (eval_every) and after the last; 2 batches of 2 windows of 8 tokens a rank.
+      ASSERT_EQ(a.evals.size(), 2u);
+      EXPECT_EQ(a.evals[0].step, 4);
+      EXPECT_EQ(a.evals[1].step, 6);
+      for (size_t i = 0; i < a.evals.size(); ++i) {
+        const EvalEvent& eval = a.evals[i];
+        EXPECT_EQ(eval.tokens, world * 2 * 2 * 8);
+        EXPECT_TRUE(std::isfinite(eval.val_loss));
+        EXPECT_GT(eval.val_loss, 0.0);
+        EXPECT_DOUBLE_EQ(eval.perplexity, std::exp(eval.val_loss));
+        EXPECT_EQ(eval.val_loss, with[0].evals[i].val_loss) << "rank " << rank << " differs";
       }
     }
   }
