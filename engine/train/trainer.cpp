@@ -447,7 +447,8 @@ TrainingResult Trainer::run() {
                     .mem_reserved = memory.reserved_bytes,
                     .device_mem_used = allocator.deviceMemory().used_bytes,
                     .grad_norm = grad_norm,
-                    .accuracy = static_cast<double>(correct) / samples,
+                    // correct counts predicted targets: one per sample, or each token
+                    .accuracy = static_cast<double>(correct) / (samples * tokens_per_sample),
                     .tokens = samples * tokens_per_sample,
                     .tokens_per_s = tokens_per_s,
                     .mfu = modelFlopsUtilisation(flops_per_token, tokens_per_s, peak_flops)},
@@ -456,7 +457,8 @@ TrainingResult Trainer::run() {
                  "[rank {}] step {:>{}}/{} loss {:.4f} lr {:.3g} acc {:5.1f}% {:8.0f} samples/s "
                  "{:8.0f} tokens/s\n",
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
-                 loss, optimizer->lr(), 100.0 * correct / samples, samples * 1000.0 / step_ms,
+                 loss, optimizer->lr(), 100.0 * correct / (samples * tokens_per_sample),
+                 samples * 1000.0 / step_ms,
                  tokens_per_s);
       interval = {};
     }
