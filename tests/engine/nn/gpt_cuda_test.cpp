@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,16 @@ TEST_P(GptOnCuda, ForwardAndBackwardMatchTheHost) {
                 cpu_params[i].parameter->grad);
   }
 }
+
+}  // namespace
+
+// How gtest prints a config (test names and failures), in the spec's words.
+void PrintTo(const GptConfig& c, std::ostream* out) {
+  *out << fmt::format("vocab_size {} context {} layers {} heads {} dim {} dropout {} bias {}",
+                      c.vocab_size, c.context, c.layers, c.heads, c.dim, c.dropout, c.bias);
+}
+
+namespace {
 
 GptConfig smallGpt(bool bias, float dropout) {
   // Head width 4, 3 heads, 9 tokens, a vocabulary of 37: nothing a multiple of a warp or a block.
