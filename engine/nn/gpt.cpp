@@ -103,7 +103,9 @@ ModelDescription describeGpt(const GptConfig& c) {
 
   // Blocks: what each module keeps for its backward (see the modules' saveContext).
   int64_t block_floats = 16 * T * C + 4 * T + H * T * T;  // LayerNorms, GEMM inputs, q/k/v, probs
-  if (dropout) block_floats += H * T * T + 2 * T * C;     // attention and residual masks
+  // With dropout: the attention mask and the dropped-out probabilities (attention keeps both
+  // besides probs), and the two residual masks.
+  if (dropout) block_floats += 2 * H * T * T + 2 * T * C;
   for (int64_t i = 0; i < L; ++i) {
     const size_t first = d.parameters.size();
     blockParameters(c, i, d.parameters);
