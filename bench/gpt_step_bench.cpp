@@ -5,6 +5,7 @@
 // phase and both sides' first and last losses (equal losses show both ran the same model and
 // optimizer).
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
