@@ -57,6 +57,9 @@ json summaryJson(const RunSummary& summary) {
                      {"samples_per_second", rank.samples_per_second},
                      {"mean_step_ms", rank.mean_step_ms},
                      {"peak_memory", rank.peak_memory},
+                     {"tokens_per_second", optionalJson(rank.tokens_per_second)},
+                     {"mfu", optionalJson(rank.mfu)},
+                     {"lr", optionalJson(rank.lr)},
                      {"estimated_memory", estimatedMemoryJson(estimates, rank.rank)}});
   }
   return {{"run", runJson(summary.run)},
@@ -64,6 +67,9 @@ json summaryJson(const RunSummary& summary) {
           {"final_loss", optionalJson(summary.final_loss)},
           {"final_accuracy", optionalJson(summary.final_accuracy)},
           {"samples_per_second", summary.samples_per_second},
+          {"tokens_per_second", optionalJson(summary.tokens_per_second)},
+          {"mfu", optionalJson(summary.mfu)},
+          {"lr", optionalJson(summary.lr)},
           {"mean_step_ms", summary.mean_step_ms},
           {"comm_share", summary.comm_share},
           {"bubble_fraction", optionalJson(summary.bubble_fraction)},
@@ -211,6 +217,11 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                          formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
   if (summary.bubble_fraction)
     figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
+  // Throughput in tokens, MFU where a peak was known, and the learning rate at the last step.
+  if (summary.tokens_per_second)
+    figures += fmt::format("\n  {} tokens/s", formatNumber(*summary.tokens_per_second, 1));
+  if (summary.mfu) figures += fmt::format("  MFU {}", percent(*summary.mfu));
+  if (summary.lr) figures += fmt::format("  lr {}", formatOptional(summary.lr));
   fmt::print(out, "{}\n", figures);
   if (!evals.empty()) {
     const EvalPoint& latest = evals.back();
@@ -228,9 +239,10 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   fmt::print(out, "\n");
   // The estimate from the stored spec beside the measured peak: how far the prediction was off.
   const std::vector<double> estimates = estimatedRankTotals(run.spec_json);
-  Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "STEP MS",
-                    "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED", ""});
-  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11});
+  Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "TOKENS/S",
+                    "MFU", "STEP MS", "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED",
+                    ""});
+  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13});
   for (int r = 0; r < run.world_size; ++r) {
     const RankRecord* record = nullptr;
     for (const RankRecord& candidate : ranks)
@@ -244,8 +256,9 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
         {std::to_string(r), host, record ? std::to_string(record->pid) : "-", device,
          paint(status, statusColour(status), colour && status != "-"),
          std::to_string(figures.last_step), formatNumber(figures.samples_per_second, 1),
-         formatNumber(figures.mean_step_ms, 3), formatNumber(comm.mean_compute_ms, 3),
-         formatNumber(comm.mean_exposed_comm_ms, 3),
+         figures.tokens_per_second ? formatNumber(*figures.tokens_per_second, 1) : "-",
+         figures.mfu ? percent(*figures.mfu) : "-", formatNumber(figures.mean_step_ms, 3),
+         formatNumber(comm.mean_compute_ms, 3), formatNumber(comm.mean_exposed_comm_ms, 3),
          formatBytes(static_cast<double>(figures.peak_memory)),
          static_cast<size_t>(r) < estimates.size() ? formatBytes(estimates[static_cast<size_t>(r)])
                                                    : "-",

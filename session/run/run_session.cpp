@@ -225,6 +225,8 @@ void applyOverrides(nlohmann::json& document, const std::vector<std::string>& ov
     std::stringstream parts(path);
     std::string key;
     while (std::getline(parts, key, '.')) {
+      // A block the document leaves out (optimizer.schedule) is made by the assignment.
+      if (node->is_null()) *node = nlohmann::json::object();
       if (key.empty() || !node->is_object()) {
         RM_THROW(kInvalidArgument,
                  fmt::format("--set '{}': '{}' is not a field path of objects", assignment, path));

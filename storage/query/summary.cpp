@@ -79,8 +79,8 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
   const int world = summary.run.world_size;
   // Pipeline stages all report the same samples; the other strategies split them.
   const double sample_share = summary.run.strategy == "pipeline" ? 1.0 / world : 1.0;
-  double accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0;
-  int accuracies = 0;
+  double accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0, mfu_sum = 0;
+  int accuracies = 0, mfus = 0;
   int64_t steps = 0;
   for (int rank = 0; rank < world; ++rank) {
     const SeriesSummary loss = summarizeSeries(db, run_id, step_field::kLoss, rank);
@@ -105,7 +105,30 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
     exposed_sum += summarizeSeries(db, run_id, step_field::kExposedCommMs, rank).sum;
     const SeriesSummary peak = summarizeSeries(db, run_id, step_field::kMemPeak, rank);
     figures.peak_memory = peak.empty() ? 0 : bytesOf(peak.max);
+    // Tokens over the step time of the steps that reported them (runs recorded before the step
+    // event carried tokens have none).
+    const SeriesSummary tokens = summarizeSeries(db, run_id, step_field::kTokens, rank);
+    if (!tokens.empty()) {
+      const double tokens_ms = tokens.count == step_ms.count
+                                   ? step_ms.sum
+                                   : step_ms.mean() * static_cast<double>(tokens.count);
+      if (tokens_ms > 0) {
+        figures.tokens_per_second = tokens.sum * 1000 / tokens_ms;
+        summary.tokens_per_second =
+            summary.tokens_per_second.value_or(0) + sample_share * *figures.tokens_per_second;
+      }
+    }
+    const SeriesSummary mfu = summarizeSeries(db, run_id, step_field::kMfu, rank);
+    if (!mfu.empty()) {
+      figures.mfu = mfu.mean();
+      mfu_sum += mfu.mean();
+      ++mfus;
+    }
+    const SeriesSummary lr = summarizeSeries(db, run_id, step_field::kLr, rank);
+    if (!lr.empty()) figures.lr = lr.last_value;
   }
+  if (mfus > 0) summary.mfu = mfu_sum / mfus;
+  if (!summary.ranks.empty()) summary.lr = summary.ranks.front().lr;
   if (auto loss = finalLoss(db, run_id, world)) summary.final_loss = loss->loss;
   if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;
   if (steps > 0) summary.mean_step_ms = step_ms_sum / static_cast<double>(steps);

@@ -19,6 +19,11 @@ struct RankSummary {
   double samples_per_second = 0;  // the samples it reported over its step time
   double mean_step_ms = 0;
   int64_t peak_memory = 0;  // the allocator's peak over the run, bytes, in [0, 2^63 - 1]
+  // The tokens it reported over the step time of those steps; nullopt for runs recorded before
+  // the step event carried tokens.
+  std::optional<double> tokens_per_second;
+  std::optional<double> mfu;  // mean over its step events; nullopt where no peak was known
+  std::optional<double> lr;   // the learning rate of its last reported step
 };
 
 struct RunSummary {
@@ -26,11 +31,14 @@ struct RunSummary {
   int64_t final_step = 0;            // the last step any rank reported
   std::optional<double> final_loss;  // finalLoss(): the loss of the global batch at final_step
   std::optional<double> final_accuracy;
-  double samples_per_second = 0;          // the whole job's, over the steps reported
-  double mean_step_ms = 0;                // mean over ranks and steps
-  std::vector<RankSummary> ranks;         // every rank of the world, by rank
-  double comm_share = 0;                  // exposed communication / step time, all ranks
-  std::optional<double> bubble_fraction;  // pipeline runs: measured, mean over steps
+  double samples_per_second = 0;            // the whole job's, over the steps reported
+  std::optional<double> tokens_per_second;  // the whole job's, as samples_per_second
+  std::optional<double> mfu;                // mean over the ranks that report one
+  std::optional<double> lr;                 // rank 0's at its last reported step
+  double mean_step_ms = 0;                  // mean over ranks and steps
+  std::vector<RankSummary> ranks;           // every rank of the world, by rank
+  double comm_share = 0;                    // exposed communication / step time, all ranks
+  std::optional<double> bubble_fraction;    // pipeline runs: measured, mean over steps
 };
 
 RunSummary summarizeRun(const Database& db, int64_t run_id);

@@ -17,6 +17,7 @@
 
 #include "common/captured_process.h"
 #include "db/database.h"
+#include "optim/lr_schedule.h"
 #include "spec/memory_estimate.h"
 #include "storage/storage_test_support.h"
 
@@ -346,6 +347,49 @@ TEST_F(FirstHourCli, ShowPutsTheSpecsMemoryEstimateBesideEachRanksMeasuredPeak) 
   const Result table = ringmaster({"show", "1"});
   ASSERT_TRUE(table.status.ok()) << table.err;
   EXPECT_NE(table.out.find("ESTIMATED"), std::string::npos) << table.out;
+}
+
+// A real run with a cosine schedule and a peak: every stored step's lr is the schedule's, and
+// `show` reports tokens/s, MFU and the last lr; without a peak (the host's CPU has no known one)
+// MFU is absent, never estimated.
+TEST_F(FirstHourCli, StoredStepsFollowTheScheduleAndShowReportsTokensPerSecondAndMfu) {
+  recordRun("single_mlp", {"train.steps=6", "telemetry.every_steps=1",
+                           "optimizer.schedule.kind=cosine", "optimizer.schedule.warmup_steps=2",
+                           "optimizer.schedule.min_lr=1e-4", "train.peak_tflops=0.5"});
+  storage::Database db(dbPath());
+  const LrSchedule schedule{.kind = LrScheduleKind::kCosine, .warmup_steps = 2, .min_lr = 1e-4};
+  for (int64_t step = 1; step <= 6; ++step) {
+    const double stored = std::stod(storage::testing::queryText(
+        db,
+        fmt::format("SELECT printf('%.17g', lr) FROM steps WHERE run_id = 1 AND step = {}", step)));
+    // SQLite's printf keeps about 16 digits: equal as the float the optimizer used.
+    EXPECT_FLOAT_EQ(stored, static_cast<float>(scheduledLr(schedule, 1e-3, step, 6))) << step;
+  }
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM steps WHERE run_id = 1 AND tokens = 64 AND "
+                     "tokens_per_s > 0 AND mfu > 0"),
+            6);
+  const Result as_json = ringmaster({"show", "1", "--json"});
+  ASSERT_TRUE(as_json.status.ok()) << as_json.err;
+  const json shown = json::parse(as_json.out);
+  EXPECT_GT(shown["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(shown["mfu"].get<double>(), 0);
+  EXPECT_EQ(shown["lr"].get<double>(), static_cast<float>(scheduledLr(schedule, 1e-3, 6, 6)));
+  EXPECT_GT(shown["ranks"].at(0)["tokens_per_second"].get<double>(), 0);
+  const Result table = ringmaster({"show", "1"});
+  ASSERT_TRUE(table.status.ok()) << table.err;
+  for (const char* text : {"tokens/s", "MFU", "lr ", "TOKENS/S"})
+    EXPECT_NE(table.out.find(text), std::string::npos) << text << " in\n" << table.out;
+
+  recordRun("single_mlp", {"train.steps=2"});
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM steps WHERE run_id = 2 AND tokens_per_s > 0 AND "
+                     "mfu IS NULL"),
+            2);
+  const json without = json::parse(ringmaster({"show", "2", "--json"}).out);
+  EXPECT_TRUE(without["mfu"].is_null());
+  EXPECT_GT(without["tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(without["lr"].get<double>(), static_cast<float>(1e-3));
 }
 
 }  // namespace

@@ -414,6 +414,44 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
   EXPECT_EQ(loadIngestCounts(db, fast).stored, 200);
 }
 
+// Throughput in tokens and MFU: over the steps that report them; absent for runs without.
+TEST_F(QueryTest, SummaryHasTokensPerSecondMfuAndTheLastLearningRate) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "gpt", .spec_json = "{}", .strategy = "ddp", .world_size = 2});
+  // 8 samples of 64 tokens per rank in 16 ms: 32000 tokens/s per rank, 64000 for the job; only
+  // rank 0 knows its peak (MFU 0.25 then 0.75: mean 0.5); the lr decays by step.
+  recordSteps(path(), run, 2, 10, [](int rank, int64_t step) {
+    return StepEvent{.step = step,
+                     .loss = 2.0,
+                     .lr = 1e-3 / static_cast<double>(step),
+                     .samples = 8,
+                     .step_ms = 16,
+                     .compute_ms = 16,
+                     .tokens = 8 * 64,
+                     .tokens_per_s = 32000,
+                     .mfu = rank == 0 ? std::optional(step <= 5 ? 0.25 : 0.75) : std::nullopt};
+  });
+  const RunSummary summary = summarizeRun(db, run);
+  ASSERT_TRUE(summary.tokens_per_second && summary.mfu && summary.lr);
+  EXPECT_NEAR(*summary.tokens_per_second, 64000, 1e-6);
+  EXPECT_NEAR(*summary.mfu, 0.5, 1e-12);
+  EXPECT_DOUBLE_EQ(*summary.lr, 1e-4);
+  EXPECT_NEAR(*summary.ranks[1].tokens_per_second, 32000, 1e-6);
+  EXPECT_FALSE(summary.ranks[1].mfu);
+  EXPECT_NEAR(*summary.ranks[0].mfu, 0.5, 1e-12);
+
+  const int64_t old =
+      createRun(db, {.name = "old", .spec_json = "{}", .strategy = "single", .world_size = 1});
+  recordSteps(path(), old, 1, 3, [](int, int64_t step) {
+    return StepEvent{.step = step, .loss = 1, .samples = 8, .step_ms = 4, .compute_ms = 4};
+  });
+  const RunSummary before = summarizeRun(db, old);
+  EXPECT_FALSE(before.tokens_per_second);
+  EXPECT_FALSE(before.mfu);
+  EXPECT_FALSE(before.ranks[0].tokens_per_second);
+}
+
 TEST_F(QueryTest, CommunicationTimeByOpPerStepInBuckets) {
   Database db(path());
   const int64_t run =
