@@ -123,6 +123,7 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
     const std::vector<int> members(ranks.begin(), ranks.end());
     std::unique_ptr<Communicator> group = comm_.newGroup(members);
     if (group) {
+      if (comm_.device().isCuda()) synchronize(comm_.device());  // initialised first
       const auto root = std::find(members.begin(), members.end(), owner_rank.at(p.parameter));
       group->broadcast(p.parameter->value, static_cast<int>(root - members.begin()))->wait();
     }
