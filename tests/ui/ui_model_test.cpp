@@ -79,7 +79,9 @@ class UiModelTest : public QObject {
                                .last_step = 40,
                                .samples_per_second = 1000,
                                .mean_step_ms = 10,
-                               .peak_memory = 3 << 20}};
+                               .peak_memory = 3 << 20,
+                               .tokens_per_second = 64000,
+                               .mfu = 0.4}};
     snapshot.comm_ranks = {{.rank = 2, .mean_exposed_comm_ms = 1.5, .straggler = true}};
     snapshot.estimated_memory = {4 << 20, 4 << 20, 4 << 20};
     model.setRows(rankRows(snapshot));
@@ -94,6 +96,15 @@ class UiModelTest : public QObject {
     QCOMPARE(model.index(0, RankTableModel::kLastStep).data().toLongLong(), 40);
     QCOMPARE(model.index(0, RankTableModel::kPeakMemory).data().toString(), QString("3.00 MiB"));
     QCOMPARE(model.index(1, RankTableModel::kStatus).data().toString(), QString("starting"));
+    // Tokens/s and MFU where reported; a dash where not (no steps yet, or no known peak).
+    QCOMPARE(model.index(0, RankTableModel::kTokensPerSecond).data().toString(), QString("64000"));
+    QCOMPARE(model.index(0, RankTableModel::kMfu).data().toString(), QString("40.0%"));
+    QCOMPARE(model.index(1, RankTableModel::kTokensPerSecond).data().toString(), QString("–"));
+    QCOMPARE(model.index(1, RankTableModel::kMfu).data().toString(), QString("–"));
+    QVERIFY(model.index(1, RankTableModel::kMfu)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains("train.peak_tflops"));
     QCOMPARE(model.index(2, RankTableModel::kStraggler).data().toString(), QString("straggler"));
     QVERIFY(model.index(2, RankTableModel::kStraggler).data(Qt::ForegroundRole).isValid());
     snapshot.run.world_size = 2;

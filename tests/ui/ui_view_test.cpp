@@ -494,7 +494,20 @@ class UiViewTest : public QObject {
     for (int r = 0; r < 4; ++r) {
       QCOMPARE(view->rankModel()->index(r, RankTableModel::kLastStep).data().toLongLong(), 150);
       QVERIFY(!view->rankModel()->index(r, RankTableModel::kHost).data().toString().isEmpty());
+      // Tokens/s from the step events (a classifier's sample is one token); no MFU, since the
+      // host's processor has no known peak and the spec gives none.
+      const QString tokens =
+          view->rankModel()->index(r, RankTableModel::kTokensPerSecond).data().toString();
+      QVERIFY2(tokens.toDouble() > 0, qPrintable(tokens));
+      QCOMPARE(view->rankModel()->index(r, RankTableModel::kMfu).data().toString(), QString("–"));
     }
+    QVERIFY2(view->figuresText().contains(" tokens/s") && !view->figuresText().contains("MFU") &&
+                 view->figuresText().contains("lr 0.001"),
+             qPrintable(view->figuresText()));
+    // The learning rate each step used (ddp_mlp's constant 1e-3), a point per step and rank.
+    MetricChart* lr = view->chart("Learning rate");
+    QVERIFY(lr);
+    QTRY_VERIFY_WITH_TIMEOUT(lr->pointCount() == 4 * 150, 10000);
     QVERIFY(view->commModel()->rowCount() >= 1);
     QCOMPARE(view->commModel()->index(0, CommOpsModel::kOp).data().toString(),
              QString("all_reduce"));

@@ -28,6 +28,8 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
     RankRow& row = rows[static_cast<size_t>(summary.rank)];
     row.last_step = summary.last_step;
     row.samples_per_second = summary.samples_per_second;
+    row.tokens_per_second = summary.tokens_per_second;
+    row.mfu = summary.mfu;
     row.mean_step_ms = summary.mean_step_ms;
     row.peak_memory = summary.peak_memory;
   }
@@ -50,6 +52,12 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     return QColor(0xd6, 0x27, 0x28);
   if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler)
     return QString("compute per step stands out from the median rank's: the others wait for it");
+  if (role == Qt::ToolTipRole && index.column() == kMfu) {
+    return row.mfu ? QString(
+                         "model FLOPs utilisation: the model's training FLOPs per token x "
+                         "tokens/s over the rank's peak FLOP/s")
+                   : QString("no peak FLOP/s known for this device: set train.peak_tflops");
+  }
   if (role == Qt::ToolTipRole &&
       (index.column() == kPeakMemory || index.column() == kEstimatedMemory) &&
       row.estimated_memory > 0 && row.peak_memory > 0) {
@@ -74,6 +82,10 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
       return QVariant::fromValue<qlonglong>(row.last_step);
     case kSamplesPerSecond:
       return formatFigure(row.samples_per_second);
+    case kTokensPerSecond:
+      return row.tokens_per_second ? formatFigure(*row.tokens_per_second) : QString("–");
+    case kMfu:
+      return row.mfu ? QString("%1%").arg(*row.mfu * 100, 0, 'f', 1) : QString("–");
     case kStepTime:
       return formatMs(row.mean_step_ms);
     case kWait:
@@ -90,8 +102,8 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Rank",        "Host",      "Device",   "Status",
-                                "Last step",   "Samples/s", "Step",     "Exposed comm",
+  static const char* names[] = {"Rank",        "Host",      "Device",   "Status", "Last step",
+                                "Samples/s",   "Tokens/s",  "MFU",      "Step",   "Exposed comm",
                                 "Peak memory", "Estimated", "Straggler"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }

@@ -1,9 +1,11 @@
-// Every rank of a run as a table: host, device, status, last step, samples/s, mean step and
+// Every rank of a run as a table: host, device, status, last step, samples/s, tokens/s and MFU
+// (model FLOPs utilisation, where a peak was known), mean step and
 // exposed-communication time, peak memory beside the spec's estimate for the rank (how far the
 // prediction was off), and a straggler flag (a rank whose compute per step
 // stands out from the median rank's, so the others wait for it).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "data/run_snapshot.h"
@@ -16,6 +18,7 @@ struct RankRow {
   std::string host, device, status;
   int64_t last_step = 0;
   double samples_per_second = 0, mean_step_ms = 0, mean_wait_ms = 0;
+  std::optional<double> tokens_per_second, mfu;  // nullopt: not reported (older runs, no peak)
   int64_t peak_memory = 0;
   double estimated_memory = 0;  // 0: no estimate (a spec that does not parse)
   bool straggler = false;
@@ -36,6 +39,8 @@ class RankTableModel : public RowTableModel<RankRow> {
     kStatus,
     kLastStep,
     kSamplesPerSecond,
+    kTokensPerSecond,
+    kMfu,
     kStepTime,
     kWait,
     kPeakMemory,

@@ -61,7 +61,8 @@ QString metricLabel(const std::string& metric) {
       {step_field::kMemAllocated, "allocated"},
       {step_field::kMemPeak, "peak"},
       {step_field::kCommMs, "communication"},
-      {step_field::kDeviceMemUsed, "device memory"}};
+      {step_field::kDeviceMemUsed, "device memory"},
+      {step_field::kLr, "learning rate"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
 }
@@ -288,6 +289,8 @@ QWidget* RunView::buildChartsTab() {
       {"Communication time by op", "ms per step", {}, 1.0},  // from the comm events
       {"Allocator memory", "MiB", {step_field::kMemAllocated, step_field::kMemPeak}, kMiB},
       {"Device memory", "MiB", {step_field::kDeviceMemUsed}, kMiB},
+      // optimizer.schedule's value at each step, as the step events report it.
+      {"Learning rate", "lr", {step_field::kLr}, 1.0},
   };
   int i = 0;
   for (const Spec& spec : specs) {
@@ -593,6 +596,11 @@ void RunView::applyHeader(const RunSnapshot& s) {
     figures << "no step recorded";
   if (s.summary.bubble_fraction)
     figures << QString("bubble %1%").arg(*s.summary.bubble_fraction * 100, 0, 'f', 1);
+  // Throughput in tokens, and MFU where a peak FLOP/s was known (train.peak_tflops or the device).
+  if (s.summary.tokens_per_second)
+    figures << QString("%1 tokens/s").arg(formatFigure(*s.summary.tokens_per_second));
+  if (s.summary.mfu) figures << QString("MFU %1%").arg(*s.summary.mfu * 100, 0, 'f', 1);
+  if (s.summary.lr) figures << QString("lr %1").arg(formatFigure(*s.summary.lr));
   figures << QString("duration %1").arg(formatDuration(s.run.durationSeconds()));
   figures_->setText(figures.join("  ·  "));
   if (s.run.error) {
