@@ -111,6 +111,9 @@ std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
       {"sched_events.csv",
        "SELECT rank, attempt, step, stage, virtual_stage, micro_batch, phase, start_us, ready_us, "
        "transfer_us, end_us FROM sched_events WHERE run_id = ? ORDER BY step, start_us, rank"},
+      {"evals.csv",
+       "SELECT rank, attempt, step, t, val_loss, perplexity, tokens, eval_ms FROM evals WHERE "
+       "run_id = ? ORDER BY step, rank"},
       {"logs.csv", "SELECT rank, t, level, message FROM logs WHERE run_id = ? ORDER BY rowid"},
   };
   for (const auto& [name, sql] : tables) {

@@ -332,7 +332,7 @@ TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
   expectSlicesNestPerTrack(events);
 
   const json files = jsonOf({"export", "2", "--csv", (dir_ / "csv").string()})["files"];
-  EXPECT_EQ(files.size(), 6u);
+  EXPECT_EQ(files.size(), 7u);
   std::ifstream scalars(dir_ / "csv" / "scalars.csv");
   std::string header;
   std::getline(scalars, header);
@@ -756,6 +756,15 @@ TEST_F(RingmasterCli, ShowReportsTheValidationLossOfARunThatEvaluates) {
   ASSERT_TRUE(text.wait(60s).ok()) << text.err();
   EXPECT_NE(text.out().find("eval at step 12: val loss "), std::string::npos) << text.out();
   EXPECT_NE(text.out().find("EVAL STEP"), std::string::npos) << text.out();
+  // Exported: a row per rank and evaluation.
+  jsonOf({"export", "1", "--csv", (dir_ / "csv").string()});
+  std::ifstream evals_csv(dir_ / "csv" / "evals.csv");
+  std::string line;
+  std::getline(evals_csv, line);
+  EXPECT_EQ(line, "rank,attempt,step,t,val_loss,perplexity,tokens,eval_ms");
+  int rows = 0;
+  while (std::getline(evals_csv, line)) ++rows;
+  EXPECT_EQ(rows, 2 * 3);
 }
 
 }  // namespace
