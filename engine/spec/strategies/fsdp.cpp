@@ -50,11 +50,29 @@ class FsdpPlan final : public StrategyPlan {
     const double p = static_cast<double>(psi);
     const double shard = p / world;
     const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
-    std::vector<int64_t> sorted = inputs.layers;
+    // Units: one per block, blocks sharing a tied parameter merged (the GPT's root unit: the
+    // embedding and the head), which stays gathered from its first block to its last.
+    std::vector<int64_t> units = inputs.layers;
+    std::vector<bool> spans(units.size(), false);
+    for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
+      if (tied.reader == tied.owner) continue;
+      units[tied.owner] += units[tied.reader];
+      units[tied.reader] = 0;
+      spans[tied.owner] = spans[tied.owner] || tied.reader > tied.owner + 1;
+    }
+    double held = 0;  // the spanning units, gathered while the blocks between them run
+    std::vector<int64_t> sorted;
+    for (size_t u = 0; u < units.size(); ++u) {
+      if (spans[u])
+        held += static_cast<double>(units[u]);
+      else
+        sorted.push_back(units[u]);
+    }
     std::sort(sorted.rbegin(), sorted.rend());
     const double unit = fsdp.units == FsdpUnits::kModel
                             ? p
-                            : static_cast<double>(sorted[0] + (sorted.size() > 1 ? sorted[1] : 0));
+                            : held + static_cast<double>((sorted.empty() ? 0 : sorted[0]) +
+                                                         (sorted.size() > 1 ? sorted[1] : 0));
     std::vector<MemoryPart> parts = {
         {"parameters", (no_shard ? p : shard) * kBytes,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
@@ -70,7 +88,13 @@ class FsdpPlan final : public StrategyPlan {
       parts.push_back({"all-gathered units (transient)", unit * kBytes,
                        fsdp.units == FsdpUnits::kModel
                            ? "4 B × Ψ: the whole model gathered during forward and backward"
-                           : "4 B × the two largest units: one gathered, the next prefetched"});
+                       : held > 0 ? fmt::format("4 B × the {:.0f} parameters of the tied "
+                                                "unit, gathered from its first block to its "
+                                                "last, and the two largest other units: one "
+                                                "gathered, the next prefetched",
+                                                held)
+                                  : "4 B × the two largest units: one gathered, the next "
+                                    "prefetched"});
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
       parts.push_back({"unsharded parameters (forward to backward)", (p - shard) * kBytes,
                        "4 B × (Ψ − Ψ / N): ZeRO-2 keeps the gathered parameters"});

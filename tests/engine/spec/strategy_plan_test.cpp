@@ -63,12 +63,14 @@ TEST(MemoryEstimate, FollowsTheZeroFormulas) {
   for (const auto& p : pipe[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
 }
 
-JobSpec gptPipelineOf(int ranks) {
-  SpecParseResult parsed = parseJobSpec(R"({"name": "t", "strategy": {"kind": "pipeline"},
+JobSpec gptSpecOf(int ranks, const std::string& strategy = R"({"kind": "pipeline"})",
+                  const std::string& extra_train = R"(, "micro_batches": 2)") {
+  SpecParseResult parsed = parseJobSpec(R"({"name": "t", "strategy": )" + strategy + R"(,
       "model": {"kind": "gpt", "vocab_size": 256, "context": 8, "layers": 2, "heads": 2,
                 "dim": 16},
       "data": {"kind": "text", "path": "corpus.txt", "val_fraction": 0.1},
-      "train": {"steps": 10, "batch_size": 4, "micro_batches": 2},
+      "train": {"steps": 10, "batch_size": 4)" +
+                                        extra_train + R"(},
       "optimizer": {"kind": "adam", "lr": 0.001},
       "launch": {"hosts": [{"host": "localhost", "ranks": )" +
                                         std::to_string(ranks) + "}]}}");
@@ -81,14 +83,23 @@ TEST(MemoryEstimate, APipelinesLastStageKeepsACopyOfTheTiedEmbedding) {
   // wpe (128); each transformer block 3280 (LayerNorms 2 x 32, c_attn 816, c_proj 272, c_fc 1088,
   // mlp.c_proj 1040); the head ln_f (32) and reads wte. Balanced over [4224, 3280, 3280, 32]:
   // {embedding} | {h.0, h.1, head}, and the last rank keeps a copy of wte.
-  const auto pipe = estimateMemory(gptPipelineOf(2));
+  const auto pipe = estimateMemory(gptSpecOf(2));
   ASSERT_EQ(pipe.size(), 2u);
   const double first = part(pipe[0], "parameters") / 4, last = part(pipe[1], "parameters") / 4;
   EXPECT_EQ(first, 4224);
   EXPECT_EQ(last, 2 * 3280 + 32 + 4096) << "the head's stage holds a copy of wte";
   EXPECT_EQ(part(pipe[1], "optimizer state"), 8 * last);
   // One rank holds both ends: no copy.
-  EXPECT_EQ(part(estimateMemory(gptPipelineOf(1))[0], "parameters") / 4, 4224 + 2 * 3280 + 32);
+  EXPECT_EQ(part(estimateMemory(gptSpecOf(1))[0], "parameters") / 4, 4224 + 2 * 3280 + 32);
+}
+
+TEST(MemoryEstimate, FsdpKeepsTheTiedRootUnitGatheredAcrossTheBlocks) {
+  // The same GPT under full_shard with block units: the root unit (wte, wpe, ln_f: 4256) stays
+  // gathered while h.0 runs with h.1 prefetched (3280 each).
+  const auto fsdp =
+      estimateMemory(gptSpecOf(2, R"({"kind": "fsdp", "sharding": "full_shard"})", ""));
+  EXPECT_EQ(part(fsdp[0], "all-gathered units (transient)"), 4.0 * (4256 + 2 * 3280));
+  EXPECT_EQ(part(fsdp[0], "parameters"), 4.0 * (4224 + 2 * 3280 + 32) / 2);
 }
 
 TEST(StrategyPlans, OnePlanPerKindInKindOrder) {
