@@ -115,8 +115,8 @@ TEST(ResidualMlp, TheSpecParserTakesItsKindAndItsRules) {
   doc = nlohmann::json::parse(kSpec);
   doc["model"]["kind"] = "cnn";
   parsed = parseJobSpec(doc.dump());
-  EXPECT_NE(parsed.describe().find("model.kind: expected one of \"mlp\", \"residual_mlp\", got "
-                                   "\"cnn\""),
+  EXPECT_NE(parsed.describe().find("model.kind: expected one of \"mlp\", \"residual_mlp\", "
+                                   "\"gpt\", got \"cnn\""),
             std::string::npos)
       << parsed.describe();
 }
