@@ -39,9 +39,6 @@ std::vector<SpecProblem> checkTokenData(const JobSpec& spec) {
 }  // namespace
 
 std::vector<SpecProblem> checkDataFiles(const JobSpec& spec) {
-  if (spec.data.kind == DataKind::kTokens || spec.data.kind == DataKind::kText)
-    return checkTokenData(spec);
-  if (spec.data.kind != DataKind::kIdx) return {};
   std::vector<SpecProblem> problems;
   const auto missing = [&](const std::string& field, const std::string& path) {
     std::error_code ec;
@@ -53,6 +50,10 @@ std::vector<SpecProblem> checkDataFiles(const JobSpec& spec) {
                                                     : fmt::format("no file {}{}", path, where)});
     return true;
   };
+  if (spec.data.kind == DataKind::kText && missing("data.path", spec.data.path)) return problems;
+  if (spec.data.kind == DataKind::kTokens || spec.data.kind == DataKind::kText)
+    return checkTokenData(spec);
+  if (spec.data.kind != DataKind::kIdx) return {};
   const bool images_missing = missing("data.images", spec.data.images);
   const bool labels_missing = missing("data.labels", spec.data.labels);
   if (images_missing || labels_missing) return problems;

@@ -84,7 +84,12 @@ void checkDataBeforeLaunch(const JobSpec& spec, const std::string& spec_path) {
     text += fmt::format("\n{}: {}", problem.path, problem.message);
     missing = missing || problem.message.starts_with("no file");
   }
-  if (missing) {
+  if (missing && spec.data.kind == DataKind::kText) {
+    text += fmt::format(
+        "\n(`scripts/make-text.sh {}` writes it from the licence texts in "
+        "/usr/share/common-licenses)",
+        spec.data.path);
+  } else if (missing && spec.data.kind == DataKind::kIdx) {
     // make-idx writes MNIST's training file names into one directory.
     const fs::path images(spec.data.images), labels(spec.data.labels);
     if (images.filename() == "train-images-idx3-ubyte" &&

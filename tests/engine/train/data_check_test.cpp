@@ -109,7 +109,13 @@ TEST_F(DataCheckTest, TokenShardsAndTextAreCheckedAtTheirFields) {
   problems = checkDataFiles(text);
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_EQ(problems[0].path, "data.path");
-  EXPECT_NE(problems[0].message.find(text.data.path), std::string::npos);
+  EXPECT_EQ(problems[0].message, "no file " + text.data.path);
+  std::ofstream(text.data.path) << "abc";
+  problems = checkDataFiles(text);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].path, "data.path");
+  EXPECT_NE(problems[0].message.find("training part (3 bytes"), std::string::npos)
+      << problems[0].message;
   std::ofstream(text.data.path) << std::string(100, 'x');
   EXPECT_TRUE(checkDataFiles(text).empty());
 }
