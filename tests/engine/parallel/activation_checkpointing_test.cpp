@@ -8,12 +8,15 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 #include "core/error.h"
 #include "data/synthetic_dataset.h"
 #include "engine/comm/comm_harness.h"
 #include "nn/model.h"
 #include "parallel/strategy.h"
 #include "spec/memory_estimate.h"
+#include "spec/strategies/pipeline.h"
 #include "tensor/allocator.h"
 #include "tensor/ops.h"
 
@@ -380,6 +383,83 @@ TEST(ActivationCheckpointing, AGptStepsPeakDropsAsEstimated) {
   const double slack = 4.0 * 8 * 64 * 64 * 4;
   EXPECT_GT(estimated_drop, 15 * slack);
   EXPECT_NEAR(measured_drop, estimated_drop, slack);
+}
+
+// What a transformer block declares it keeps (nn/gpt.cpp, the estimate's input) against
+// Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", eq. 1:
+// s b h (34 + 5 a s / h) bytes per layer in 16-bit, masks 1 byte), per sample (b = 1) at GPT-2
+// small's sizes. In float32 every 2-byte activation is 4 bytes; beyond that, ours differs only by
+// what the implementation keeps differently: its dropout masks are float32 (4 bytes an element,
+// where the scaled figure has 2: + 2 (a s^2 + 2 s h)), and its LayerNorms keep mean and rstd
+// (2 x 2 s floats, which the paper leaves out). The estimate uses the declared figure.
+TEST(ActivationCheckpointing, TheGptBlocksDeclaredActivationsAreKorthikantisInFloat32) {
+  const int64_t s = 1024, h = 768, a = 12;
+  for (bool dropout : {true, false}) {
+    ModelSpec model;
+    model.kind = "gpt";
+    model.vocab_size = 50257;
+    model.context = s;
+    model.block_count = 1;
+    model.heads = a;
+    model.dim = h;
+    model.dropout = dropout ? 0.1 : 0;
+    const ModelBlock& block = describeModel(model).blocks.at(1);
+    ASSERT_EQ(block.name, "h.0");
+    // Without dropout the paper's figure loses the masks (a s^2 + 2 s h bytes) and the dropped-
+    // out attention probabilities (2 a s^2): 32 s h + 2 a s^2.
+    const int64_t paper_16bit = dropout ? 34 * s * h + 5 * a * s * s : 32 * s * h + 2 * a * s * s;
+    const int64_t wider_masks = dropout ? 2 * (a * s * s + 2 * s * h) : 0;
+    const int64_t layer_norm_statistics = 2 * 2 * s * 4;
+    EXPECT_EQ(block.activation_bytes_per_sample,
+              2 * paper_16bit + wider_masks + layer_norm_statistics)
+        << (dropout ? "with" : "without") << " dropout";
+  }
+}
+
+// Every strategy's plan counts, under checkpointing, the blocks' inputs (times the micro-batches
+// a pipeline stage holds) and one block's activations beyond its input, as a part of its own.
+TEST(ActivationCheckpointing, EveryPlansEstimateCountsBlockInputsAndOneRecomputedBlock) {
+  JobSpec spec = baseSpec("mlp", StrategyKind::kSingle);
+  spec.model.layers = {32, 512, 512, 8};  // blocks: 32 -> 512, 512 -> 512, 512 -> 8
+  spec.train.batch_size = 16;
+  spec.train.micro_batches = 1;
+  spec.launch.hosts = {{.host = "localhost", .ranks = 2}};
+  const ModelDescription description = describeModel(spec.model);
+  for (StrategyKind kind :
+       {StrategyKind::kSingle, StrategyKind::kDdp, StrategyKind::kFsdp, StrategyKind::kPipeline}) {
+    SCOPED_TRACE(toString(kind));
+    spec.strategy.kind = kind;
+    if (kind == StrategyKind::kPipeline) {
+      spec.train.micro_batches = 2;
+      spec.strategy.pipeline.schedule = PipelineSchedule::kGpipe;
+    }
+    for (bool on : {false, true}) {
+      spec.train.activation_checkpointing = on;
+      const std::vector<RankMemoryEstimate> ranks = estimateMemory(spec);
+      const RankMemoryEstimate& rank = ranks.at(0);
+      // Rank 0 holds every block, or a pipeline's first stage (the balanced split by
+      // parameters), with both micro-batches of 8 in flight under GPipe.
+      const bool pipeline = kind == StrategyKind::kPipeline;
+      std::vector<int64_t> parameters;
+      for (const ModelBlock& block : description.blocks) parameters.push_back(block.parameters);
+      const size_t end = pipeline ? balancedSplit(parameters, 2).at(1) : 3;
+      const int64_t rows = pipeline ? 8 : 16, in_flight = pipeline ? 2 : 1;
+      double kept = 0, inputs = 0, beyond = 0;
+      for (size_t b = 0; b < end; ++b) {
+        const ModelBlock& block = description.blocks[b];
+        kept += static_cast<double>(block.activation_bytes_per_sample * rows);
+        inputs += static_cast<double>(shapeNumel(block.input_shape) * 4 * rows);
+        beyond = std::max(beyond, static_cast<double>((block.activation_bytes_per_sample -
+                                                       shapeNumel(block.input_shape) * 4) *
+                                                      rows));
+      }
+      std::map<std::string, double> parts;
+      for (const MemoryPart& part : rank.parts) parts[part.name] = part.bytes;
+      EXPECT_EQ(parts.at("activations"), (on ? inputs : kept) * in_flight);
+      EXPECT_EQ(parts.count("recomputed block (transient)"), on ? 1u : 0u);
+      if (on) EXPECT_EQ(parts.at("recomputed block (transient)"), beyond);
+    }
+  }
 }
 
 }  // namespace
