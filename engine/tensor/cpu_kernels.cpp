@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "tensor/kernels.h"
+#include "tensor/vector_math.h"
 
 namespace ringmaster::cpu {
 
@@ -147,6 +148,17 @@ void layerNormBackward(const float* x, const float* gamma, const float* mean, co
 }
 
 namespace {
+// Sum of n floats in double, in four interleaved partial sums (one long chain of dependent adds
+// would be latency-bound: the softmaxes' rows run to the vocabulary's 50257).
+double sumAsDouble(const float* x, int64_t n) {
+  double part[4] = {0.0, 0.0, 0.0, 0.0};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) part[k] += x[i + k];
+  for (; i < n; ++i) part[0] += x[i];
+  return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
 void checkLabel(int32_t label, int64_t cols, int64_t row) {
   if (label < 0 || label >= cols) {
     RM_THROW(kInvalidArgument,
@@ -163,11 +175,9 @@ double softmaxCrossEntropyForward(const float* logits, const int32_t* labels, fl
     const float* lr = logits + r * cols;
     float* pr = probs + r * cols;
     const float max = *std::max_element(lr, lr + cols);
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; ++c) {
-      pr[c] = std::exp(lr[c] - max);
-      sum += pr[c];
-    }
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) pr[c] = vmath::exp(lr[c] - max);
+    const double sum = sumAsDouble(pr, cols);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t c = 0; c < cols; ++c) pr[c] *= inv;
     total += -(static_cast<double>(lr[labels[r]]) - max - std::log(sum));
@@ -246,17 +256,22 @@ constexpr float kGeluTanhCubic = 0.044715f;
 
 }  // namespace
 
+// The GELU and (below) the softmaxes call vmath::exp / tanh inline in `omp simd` loops
+// (-fopenmp-simd, no OpenMP runtime), which vectorise where glibc's expf / tanhf calls kept them
+// scalar.
 void geluTanh(const float* x, float* y, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v)));
+    y[i] = 0.5f * v * (1.0f + vmath::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v)));
   }
 }
 
 void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = std::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v));
+    const float t = vmath::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v));
     const float dinner = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * v * v);
     dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
   }
@@ -333,11 +348,9 @@ void causalSoftmaxForward(const float* scores, float* probs, int64_t matrices, i
     float* out = probs + r * tokens;
     float max = in[0] * scale;
     for (int64_t j = 1; j <= i; ++j) max = std::max(max, in[j] * scale);
-    double sum = 0;
-    for (int64_t j = 0; j <= i; ++j) {
-      out[j] = std::exp(in[j] * scale - max);
-      sum += out[j];
-    }
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) out[j] = vmath::exp(in[j] * scale - max);
+    const double sum = sumAsDouble(out, i + 1);
     const auto inv = static_cast<float>(1.0 / sum);
     for (int64_t j = 0; j <= i; ++j) out[j] *= inv;
     std::fill(out + i + 1, out + tokens, 0.0f);
