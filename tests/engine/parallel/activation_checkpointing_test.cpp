@@ -1,9 +1,10 @@
 // Activation checkpointing (nn/layers.h: each block's forward re-run in its backward) under every
 // strategy through makeParallelStrategy: the loss and the gradients each rank's optimizer sees
 // equal those of the same run without it, bit for bit (the recompute runs the same kernels on the
-// same inputs and draws the same dropout masks), on world sizes 1 to 3; and it frees what it
-// should (a checkpointed block's children keep nothing between forward and backward; a training
-// step's measured peak drops by what the memory estimate predicts).
+// same inputs and draws the same dropout masks), on world sizes 1 to 3 (kept small: each case
+// trains twice); and it frees what it should (a checkpointed block's children keep nothing between
+// forward and backward; a training step's measured peak drops by what the memory estimate
+// predicts).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -118,7 +119,10 @@ TEST(ActivationCheckpointing, DdpEqualsTheRunWithout) {
 TEST(ActivationCheckpointing, FsdpEqualsTheRunWithoutInEveryMode) {
   for (FsdpSharding sharding :
        {FsdpSharding::kFullShard, FsdpSharding::kShardGradOp, FsdpSharding::kNoShard}) {
+    // Units per layer under every sharding; the whole model as one unit where it is gathered
+    // and released around each pass (full_shard).
     for (FsdpUnits units : {FsdpUnits::kLayer, FsdpUnits::kModel}) {
+      if (units == FsdpUnits::kModel && sharding != FsdpSharding::kFullShard) continue;
       JobSpec spec = baseSpec("mlp", StrategyKind::kFsdp);
       spec.strategy.fsdp = {.sharding = sharding, .units = units};
       const int world = sharding == FsdpSharding::kFullShard ? 3 : 2;
@@ -131,7 +135,7 @@ TEST(ActivationCheckpointing, PipelineEqualsTheRunWithoutUnderEverySchedule) {
   for (PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::k1f1b,
                                     PipelineSchedule::kInterleaved1f1b, PipelineSchedule::kZbH1}) {
     const bool interleaved = schedule == PipelineSchedule::kInterleaved1f1b;
-    for (int world : interleaved ? std::vector<int>{2} : std::vector<int>{1, 2, 3}) {
+    for (int world : interleaved ? std::vector<int>{2} : std::vector<int>{1, 3}) {
       // residual_mlp gives 5 blocks (input layer, 3 residual blocks, output): room for 3 stages
       // and for 2 ranks x 2 virtual stages.
       JobSpec spec = baseSpec("residual_mlp", StrategyKind::kPipeline);
