@@ -193,8 +193,8 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
         document["model"]["layers"] = {4, 8, 8, 8, 3};
       }
       if (field.path == "backend" && name == "nccl") document["device"] = "cuda";
-      document[pointer] = name;
       if (name == "gpt") document["model"] = gptModel();
+      document[pointer] = name;
       const SpecParseResult parsed = parseJobSpec(document);
       EXPECT_TRUE(parsed.ok()) << field.path << " = " << name << ": " << parsed.describe();
     }
