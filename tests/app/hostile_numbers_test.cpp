@@ -30,6 +30,7 @@
 #include "engine/telemetry/sample_events.h"
 #include "export/run_export.h"
 #include "query/comm_stats.h"
+#include "query/evals.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -259,6 +260,9 @@ void readEverything(const storage::Database& db, int64_t run_id, const fs::path&
     }
   }
   storage::meanBubbleFraction(db, run_id);
+  const std::vector<storage::EvalPoint> evals = storage::loadEvals(db, run_id);
+  const std::optional<storage::EvalPoint> latest = storage::latestEval(db, run_id);
+  EXPECT_EQ(latest.has_value(), !evals.empty());
   storage::listRuns(db, {});
   for (const storage::RankRecord& rank : storage::loadRanks(db, run_id))
     EXPECT_GE(static_cast<double>(rank.memory_total), 0);
@@ -428,6 +432,11 @@ TEST_F(HostileNumbers, ADatabaseHoldingAnyValueIsReadSafely) {
                         .end_us = kInt64Max,
                         .ready_us = i % 3 ? std::optional<int64_t>(kInt64Min) : std::nullopt,
                         .transfer_us = kInt64Max});
+      submit(static_cast<int>(i % 2), EvalEvent{.step = steps[i],
+                                                .val_loss = x,
+                                                .perplexity = -x,
+                                                .tokens = i % 2 ? kInt64Max : kInt64Min,
+                                                .eval_ms = x});
     }
     submit(0, ErrorEvent{.message = "m", .step = kInt64Max, .fatal = false});
     submit(0, DoneEvent{.final_step = kInt64Max, .wall_s = -1e308});
@@ -470,6 +479,12 @@ TEST_F(HostileNumbers, ADatabaseHoldingAnyValueIsReadSafely) {
       "run_id = {}",
       run_id));
   db.exec(fmt::format("UPDATE ranks SET pid = -9223372036854775808 WHERE run_id = {}", run_id));
+  db.exec(fmt::format(
+      "INSERT OR REPLACE INTO evals (run_id, rank, step, attempt, t, val_loss, perplexity, "
+      "tokens, eval_ms) VALUES ({0}, 0, -9223372036854775808, 0, -1e308, 1e308, -1e308, "
+      "-9223372036854775808, -1e308), ({0}, 9, 9223372036854775807, 0, 1e308, -1e308, 1e308, "
+      "9223372036854775807, 1e308)",
+      run_id));
   readEverything(db, run_id, dir_);
 }
 
