@@ -311,12 +311,12 @@ TrainingResult Trainer::run() {
     RM_CHECK_ARG(validation != nullptr,
                  fmt::format("train.eval_every: data.kind \"{}\" has no validation set here",
                              toString(spec_.data.kind)));
-    RM_CHECK_ARG(validation->inputShape() == dataset->inputShape() &&
-                     validation->targetShape() == dataset->targetShape(),
-                 fmt::format("data: validation samples of shape {} -> {}, training ones {} -> {}",
-                             shapeStr(validation->inputShape()),
-                             shapeStr(validation->targetShape()), shapeStr(dataset->inputShape()),
-                             shapeStr(dataset->targetShape())));
+    RM_CHECK_ARG(
+        validation->inputShape() == dataset->inputShape() &&
+            validation->targetShape() == dataset->targetShape(),
+        fmt::format("data: validation samples of shape {} -> {}, training ones {} -> {}",
+                    shapeStr(validation->inputShape()), shapeStr(validation->targetShape()),
+                    shapeStr(dataset->inputShape()), shapeStr(dataset->targetShape())));
     evaluator.emplace(*validation, data_ranks, data_rank, spec_.train.batch_size,
                       spec_.train.eval_batches);
   }

@@ -425,10 +425,9 @@ void expectFastPathAgrees(const std::string& line) {
 }
 
 TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
-  std::vector<EventBody> common = {samples::fullStep(),  samples::minimalStep(),
-                                   samples::fullComm(),  samples::minimalComm(),
-                                   samples::fullSched(), samples::minimalSched(),
-                                   samples::sampleEval()};
+  std::vector<EventBody> common = {
+      samples::fullStep(),  samples::minimalStep(),  samples::fullComm(),  samples::minimalComm(),
+      samples::fullSched(), samples::minimalSched(), samples::sampleEval()};
   StepEvent null_loss = samples::fullStep();
   null_loss.loss = std::numeric_limits<double>::quiet_NaN();
   common.push_back(null_loss);
