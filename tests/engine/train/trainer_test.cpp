@@ -203,6 +203,40 @@ TEST(Trainer, StepsReportTokensThroughputAndMfuOnlyWithAPeak) {
   }
 }
 
+// A language model's sample is `context` tokens: the step's tokens are samples x context, and its
+// MFU uses the GPT's 6N + 12 * layers * context * dim FLOPs per token (PaLM appendix B; N without
+// the position embedding).
+TEST(Trainer, AGptStepCountsEveryTargetTokenAndItsFlops) {
+  const fs::path text =
+      fs::temp_directory_path() / ("ringmaster_tokens_" + std::to_string(getpid()) + ".txt");
+  {
+    std::FILE* file = std::fopen(text.c_str(), "w");
+    for (int i = 0; i < 200; ++i) std::fputs("the quick brown fox jumps over the lazy dog. ", file);
+    std::fclose(file);
+  }
+  SpecParseResult parsed = parseJobSpec(fmt::format(R"({{
+    "name": "gpt-tokens", "strategy": {{"kind": "single"}},
+    "model": {{"kind": "gpt", "vocab_size": 256, "context": 8, "layers": 2, "heads": 2, "dim": 16}},
+    "data": {{"kind": "text", "path": "{}"}},
+    "train": {{"steps": 2, "batch_size": 4, "peak_tflops": 0.01}},
+    "optimizer": {{"kind": "adamw", "lr": 0.001}}, "device": "cpu"}})",
+                                                    text.string()));
+  ASSERT_TRUE(parsed.ok()) << parsed.describe();
+  const std::vector<StepEvent> steps = stepEvents(train(*parsed.spec));
+  fs::remove(text);
+  const ModelDescription model = describeModel(parsed.spec->model);
+  const double n = static_cast<double>(model.parameterCount() - 8 * 16);  // less wpe
+  const double flops_per_token = 6 * n + 12.0 * 2 * 8 * 16;
+  EXPECT_DOUBLE_EQ(trainingFlopsPerToken(model, 8), flops_per_token);
+  ASSERT_EQ(steps.size(), 2u);
+  for (const StepEvent& step : steps) {
+    EXPECT_EQ(step.samples, 4);
+    EXPECT_EQ(step.tokens, 4 * 8);
+    ASSERT_TRUE(step.tokens_per_s && step.mfu);
+    EXPECT_NEAR(*step.mfu, flops_per_token * *step.tokens_per_s / 0.01e12, 1e-9 * *step.mfu);
+  }
+}
+
 TEST(Trainer, StopRequestEndsTheRunBetweenSteps) {
   int polls = 0;
   TrainingRun run = train(smallSpec(1000), [&] { return ++polls > 3; });
