@@ -134,13 +134,6 @@ struct SchedEvent {
   bool operator==(const SchedEvent&) const = default;
 };
 
-struct LogEvent {
-  LogLevel level = LogLevel::kInfo;
-  std::string message;
-  bool operator==(const LogEvent&) const = default;
-};
-
-// A failure on this rank; fatal ones are followed by done{failed} when the worker can still write.
 // One evaluation on the validation set after optimizer step `step` (train.eval_every): the loss
 // averaged over every target token the ranks evaluated, the same value on every rank.
 struct EvalEvent {
@@ -152,6 +145,13 @@ struct EvalEvent {
   bool operator==(const EvalEvent&) const = default;
 };
 
+struct LogEvent {
+  LogLevel level = LogLevel::kInfo;
+  std::string message;
+  bool operator==(const LogEvent&) const = default;
+};
+
+// A failure on this rank; fatal ones are followed by done{failed} when the worker can still write.
 struct ErrorEvent {
   std::string message;
   std::string kind;             // errorKindName() of a ringmaster::Error, or "exception"

@@ -134,12 +134,6 @@ inline constexpr auto kSchedFields = std::tuple{
     field("virtual_stage", &SchedEvent::virtual_stage, kIndex, Presence::kOptional),
 };
 
-// The field table of a record type.
-template <typename Record>
-constexpr const auto& fieldsOf() {
-  if constexpr (std::is_same_v<Record, StepEvent>) {
-    return kStepFields;
-  } else if constexpr (std::is_same_v<Record, CommEvent>) {
 // The eval record. Its loss and perplexity go null for a non-finite value, as step.loss.
 inline constexpr auto kEvalFields = std::tuple{
     field("step", &EvalEvent::step, kCount),
@@ -149,15 +143,21 @@ inline constexpr auto kEvalFields = std::tuple{
     field("eval_ms", &EvalEvent::eval_ms, kNonNegative),
 };
 
+// The field table of a record type.
+template <typename Record>
+constexpr const auto& fieldsOf() {
+  if constexpr (std::is_same_v<Record, StepEvent>) {
+    return kStepFields;
+  } else if constexpr (std::is_same_v<Record, CommEvent>) {
     return kCommFields;
+  } else if constexpr (std::is_same_v<Record, EvalEvent>) {
+    return kEvalFields;
   } else {
     static_assert(std::is_same_v<Record, SchedEvent>, "no field table for this record");
     return kSchedFields;
   }
 }
 
-  } else if constexpr (std::is_same_v<Record, EvalEvent>) {
-    return kEvalFields;
 // Whether Record has a field table (step, comm, sched, eval).
 template <typename Record>
 inline constexpr bool kHasFieldTable =
