@@ -167,8 +167,8 @@ void checkLabel(int32_t label, int64_t cols, int64_t row) {
 }
 }  // namespace
 
-double softmaxCrossEntropyForward(const float* logits, const int32_t* labels, float* probs,
-                                  int64_t rows, int64_t cols) {
+RM_VECTOR_CLONES double softmaxCrossEntropyForward(const float* logits, const int32_t* labels,
+                                                   float* probs, int64_t rows, int64_t cols) {
   double total = 0.0;
   for (int64_t r = 0; r < rows; ++r) {
     checkLabel(labels[r], cols, r);
@@ -258,8 +258,8 @@ constexpr float kGeluTanhCubic = 0.044715f;
 
 // The GELU and (below) the softmaxes call vmath::exp / tanh inline in `omp simd` loops
 // (-fopenmp-simd, no OpenMP runtime), which vectorise where glibc's expf / tanhf calls kept them
-// scalar.
-void geluTanh(const float* x, float* y, int64_t n) {
+// scalar; RM_VECTOR_CLONES adds an AVX2 + FMA build of each, picked where the CPU has it.
+RM_VECTOR_CLONES void geluTanh(const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -267,7 +267,7 @@ void geluTanh(const float* x, float* y, int64_t n) {
   }
 }
 
-void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
+RM_VECTOR_CLONES void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -340,8 +340,8 @@ void permute0213(const float* x, float* y, int64_t n0, int64_t n1, int64_t n2, i
       }
 }
 
-void causalSoftmaxForward(const float* scores, float* probs, int64_t matrices, int64_t tokens,
-                          float scale) {
+RM_VECTOR_CLONES void causalSoftmaxForward(const float* scores, float* probs, int64_t matrices,
+                                           int64_t tokens, float scale) {
   for (int64_t r = 0; r < matrices * tokens; ++r) {
     const int64_t i = r % tokens;  // the row's token: it sees columns 0..i
     const float* in = scores + r * tokens;

@@ -5,6 +5,16 @@
 #include <bit>
 #include <cstdint>
 
+// Put on a host kernel whose loop uses these: GCC builds it twice, for baseline x86-64 (SSE2, 4
+// floats a vector) and for x86-64-v3 (AVX2 + FMA, 8), and picks one per machine when the program
+// loads (an ifunc). Results differ between the two in the last bits (FMA contraction), within the
+// bounds stated below. Elsewhere (other compilers, other architectures) one build.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define RM_VECTOR_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
+#else
+#define RM_VECTOR_CLONES
+#endif
+
 namespace ringmaster::vmath {
 
 // e^x. Cephes' expf: x = n ln2 + r with n = round(x / ln2), |r| <= ln2 / 2 (ln2 split in two for
