@@ -13,9 +13,8 @@ double SoftmaxCrossEntropy::forward(const Tensor& logits, const Tensor& labels) 
   RM_CHECK_ARG(logits.rank() >= 2, "cross-entropy expects logits [batch, ..., classes]");
   const int64_t classes = logits.dim(static_cast<int>(logits.rank() - 1));
   const int64_t rows = logits.numel() / classes;
-  RM_CHECK_ARG(labels.numel() == rows,
-               fmt::format("cross-entropy: {} labels for logits {}", labels.numel(),
-                           shapeStr(logits.shape())));
+  RM_CHECK_ARG(labels.numel() == rows, fmt::format("cross-entropy: {} labels for logits {}",
+                                                   labels.numel(), shapeStr(logits.shape())));
   logits_shape_ = logits.shape();
   probs_ = Tensor::empty({rows, classes}, DType::kF32, logits.device());
   labels_ = labels.view({rows});

@@ -458,8 +458,7 @@ TrainingResult Trainer::run() {
                  "{:8.0f} tokens/s\n",
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
                  loss, optimizer->lr(), 100.0 * correct / (samples * tokens_per_sample),
-                 samples * 1000.0 / step_ms,
-                 tokens_per_s);
+                 samples * 1000.0 / step_ms, tokens_per_s);
       interval = {};
     }
     if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {

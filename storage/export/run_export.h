@@ -13,7 +13,8 @@ namespace ringmaster::storage {
 
 // Writes run.json (the run record and its spec), ranks.csv, scalars.csv (rank, metric, step,
 // value), comm_events.csv, sched_events.csv, evals.csv (the validation loss) and logs.csv into
-// `directory` (created); returns the paths written. Throws kIo naming a file that cannot be written.
+// `directory` (created); returns the paths written. Throws kIo naming a file that cannot be
+// written.
 std::vector<std::string> exportRunCsv(const Database& db, int64_t run_id,
                                       const std::string& directory);
 

@@ -73,7 +73,8 @@ TEST(SpecFieldsCli, TextNamesEveryFieldWithTypeDefaultAndHelp) {
       << out;
   EXPECT_NE(out.find("  model.dropout  Dropout: number in [0, 1); default 0\n"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("  data.kind  Kind: choice; required; synthetic | idx\n"), std::string::npos)
+  EXPECT_NE(out.find("  data.kind  Kind: choice; required; synthetic | idx | tokens | text\n"),
+            std::string::npos)
       << out;
   EXPECT_NE(out.find("  model.seed  Seed: integer >= 0; default 0\n"), std::string::npos) << out;
 }

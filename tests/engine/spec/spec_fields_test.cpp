@@ -19,8 +19,8 @@ using json = nlohmann::json;
 
 // A small valid gpt model section.
 json gptModel() {
-  return {{"kind", "gpt"}, {"vocab_size", 64}, {"context", 16}, {"layers", 2},
-          {"heads", 2},    {"dim", 32}};
+  return {{"kind", "gpt"}, {"vocab_size", 64}, {"context", 16},
+          {"layers", 2},   {"heads", 2},       {"dim", 32}};
 }
 
 // Token data (data.kind tokens or text) over a gpt model whose vocabulary holds every byte.
@@ -273,26 +273,26 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .decay_steps = 5};
     spec.train.peak_tflops = 100;
     for (const std::string& model : findSpecField("model.kind")->choices)
-    for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
-      spec.model.kind = model;
-      spec.optimizer.kind = *fromString<OptimizerKind>(optimizer);
-      for (const std::string& data : findSpecField("data.kind")->choices) {
-        spec.data.kind = *fromString<DataKind>(data);
-        const json flat = toJson(spec).flatten();
-        for (const auto& [pointer, value] : flat.items()) {
-          std::string path = pointer.substr(1);
-          for (char& c : path) c = c == '/' ? '.' : c;
-          if (path.starts_with("launch.hosts.")) {
-            canonical.insert("launch.hosts");
-            path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
-          } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
-                     path.starts_with("optimizer.betas")) {
-            path = path.substr(0, path.find('.', path.find('.') + 1));
+      for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
+        spec.model.kind = model;
+        spec.optimizer.kind = *fromString<OptimizerKind>(optimizer);
+        for (const std::string& data : findSpecField("data.kind")->choices) {
+          spec.data.kind = *fromString<DataKind>(data);
+          const json flat = toJson(spec).flatten();
+          for (const auto& [pointer, value] : flat.items()) {
+            std::string path = pointer.substr(1);
+            for (char& c : path) c = c == '/' ? '.' : c;
+            if (path.starts_with("launch.hosts.")) {
+              canonical.insert("launch.hosts");
+              path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
+            } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
+                       path.starts_with("optimizer.betas")) {
+              path = path.substr(0, path.find('.', path.find('.') + 1));
+            }
+            canonical.insert(path);
           }
-          canonical.insert(path);
         }
       }
-    }
   }
   std::set<std::string> described;
   for (const SpecField& field : specFields()) described.insert(field.path);
