@@ -407,7 +407,8 @@ TEST(ActivationCheckpointing, TheGptBlocksDeclaredActivationsAreKorthikantisInFl
     model.heads = a;
     model.dim = h;
     model.dropout = dropout ? 0.1 : 0;
-    const ModelBlock& block = describeModel(model).blocks.at(1);
+    const ModelDescription description = describeModel(model);
+    const ModelBlock& block = description.blocks.at(1);
     ASSERT_EQ(block.name, "h.0");
     // Without dropout the paper's figure loses the masks (a s^2 + 2 s h bytes) and the dropped-
     // out attention probabilities (2 a s^2): 32 s h + 2 a s^2.
