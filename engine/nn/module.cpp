@@ -1,6 +1,9 @@
 // Parameter and module traversal shared by every module.
 #include "nn/module.h"
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -15,6 +18,13 @@ Parameter makeParameter(Tensor value) {
 void forEachModule(Module& root, const std::function<void(Module&)>& visit) {
   visit(root);
   root.forEachChild([&](Module& child) { forEachModule(child, visit); });
+}
+
+void setAutocast(Module& root, DType dtype) {
+  RM_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+               fmt::format("autocast to {}: only F32, BF16 and F16 are compute types",
+                           dtypeName(dtype)));
+  forEachModule(root, [&](Module& module) { module.setComputeDType(dtype); });
 }
 
 std::vector<NamedParameter> Module::namedParameters() {

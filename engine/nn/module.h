@@ -51,16 +51,28 @@ class Module {
   virtual void setTraining(bool training) { training_ = training; }
   bool training() const { return training_; }
 
+  // torch.autocast for this module's own matrix products (train.precision): DType::kF32 (off),
+  // kBF16 or kF16. Their operands are cast to the 16-bit format (and kept so for the backward),
+  // the products accumulate in fp32 and their outputs are rounded through the format; LayerNorm,
+  // softmax and the loss stay in fp32. Modules without matrix products ignore it; containers and
+  // composites are reached by setAutocast() below.
+  void setComputeDType(DType dtype) { compute_dtype_ = dtype; }
+  DType computeDType() const { return compute_dtype_; }
+
   std::vector<NamedParameter> namedParameters();
   void zeroGrad();
   int64_t parameterCount();
 
  protected:
   bool training_ = true;
+  DType compute_dtype_ = DType::kF32;
 };
 
 // `visit` on `root` and then on every module inside it, depth first, in forward order.
 void forEachModule(Module& root, const std::function<void(Module&)>& visit);
+
+// setComputeDType(dtype) on `root` and every module inside it.
+void setAutocast(Module& root, DType dtype);
 
 // A parameter with a zeroed gradient of the same shape.
 Parameter makeParameter(Tensor value);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "tensor/device.h"  // DType, for the 16-bit kernels
+
 namespace ringmaster::cpu {
 #include "tensor/kernels.inc"
 }  // namespace ringmaster::cpu

@@ -7,6 +7,7 @@
 namespace ringmaster::ops {
 
 // c = alpha * op(a) op(b) + beta * c for 2-D tensors (op = transpose when the flag is set).
+// a and b are both F32, or both BF16 or both F16 (products accumulated in fp32); c is F32.
 void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
             float alpha = 1.0f, float beta = 0.0f);
 void fill(Tensor& y, float value);
@@ -46,6 +47,7 @@ void adamStep(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_av
 // Batched matmul: c_i = alpha * op(a_i) op(b_i) + beta * c_i, where each tensor's last two axes are
 // the matrices and its leading axes (their product, equal for a, b and c) the batch; a rank-2
 // tensor is a batch of one. E.g. scores [B, H, T, T] = q [B, H, T, D] x k [B, H, T, D]^T.
+// dtypes as matmul's: a and b F32, BF16 or F16 alike, c F32.
 void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                    float alpha = 1.0f, float beta = 0.0f);
 
@@ -76,5 +78,18 @@ void permute0213(const Tensor& x, Tensor& y);
 void causalSoftmaxForward(const Tensor& scores, Tensor& probs, float scale);
 // dscores = scale * probs * (dprobs - rowsum(probs * dprobs)), 0 above the diagonal.
 void causalSoftmaxBackward(const Tensor& probs, const Tensor& dprobs, Tensor& dscores, float scale);
+
+// ------------------------------------------------------------------------------------------------
+// Mixed precision: conversions between F32 and the 16-bit formats (BF16, F16), on any device.
+
+// out = x converted to out's dtype: F32 to BF16 / F16 (round to nearest even; fp16 overflow is
+// +-inf), BF16 / F16 to F32 (exact), or a copy when the dtypes are equal. Same numel and device.
+void cast(const Tensor& x, Tensor& out);
+// x in `dtype`: x itself (shared) when it already is, else a new tensor from cast().
+Tensor cast(const Tensor& x, DType dtype);
+// y's F32 values rounded through `format` (BF16 or F16) in place.
+void roundThrough(Tensor& y, DType format);
+// Elements of an F32 tensor that are +-inf or NaN.
+int64_t countNonFinite(const Tensor& x);
 
 }  // namespace ringmaster::ops
