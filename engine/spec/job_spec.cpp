@@ -65,6 +65,8 @@ constexpr NamedValue<BackendKind> kBackendKinds[] = {
     {BackendKind::kAuto, "auto"}, {BackendKind::kGloo, "gloo"}, {BackendKind::kNccl, "nccl"}};
 constexpr NamedValue<DeviceKind> kDeviceKinds[] = {
     {DeviceKind::kAuto, "auto"}, {DeviceKind::kCpu, "cpu"}, {DeviceKind::kCuda, "cuda"}};
+constexpr NamedValue<Precision> kPrecisions[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
 
 template <typename E>
 std::span<const NamedValue<E>> table();
@@ -84,6 +86,7 @@ RM_SPEC_TABLE(OptimizerKind, kOptimizerKinds)
 RM_SPEC_TABLE(LrScheduleKind, kLrScheduleKinds)
 RM_SPEC_TABLE(BackendKind, kBackendKinds)
 RM_SPEC_TABLE(DeviceKind, kDeviceKinds)
+RM_SPEC_TABLE(Precision, kPrecisions)
 #undef RM_SPEC_TABLE
 
 template <typename E>
@@ -134,7 +137,21 @@ RM_SPEC_ENUM(OptimizerKind)
 RM_SPEC_ENUM(LrScheduleKind)
 RM_SPEC_ENUM(BackendKind)
 RM_SPEC_ENUM(DeviceKind)
+RM_SPEC_ENUM(Precision)
 #undef RM_SPEC_ENUM
+
+DType precisionDType(Precision value) {
+  switch (value) {
+    case Precision::kFp32:
+      return DType::kF32;
+    case Precision::kBf16:
+      return DType::kBF16;
+    case Precision::kFp16:
+      return DType::kF16;
+  }
+  RM_ENFORCE(false, "unknown precision");
+  return DType::kF32;
+}
 
 double defaultWeightDecay(OptimizerKind kind) {
   return kind == OptimizerKind::kAdamW ? 0.01 : 0.0;
@@ -168,7 +185,8 @@ const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed"
                         "val_fraction", "shuffle", "drop_last"};
 const Keys kTrainKeys = {"steps",      "batch_size", "grad_accum_steps", "micro_batches",
                          "seed",       "eval_every", "eval_batches",     "activation_checkpointing",
-                         "peak_tflops"};
+                         "peak_tflops", "precision", "loss_scale"};
+const Keys kLossScaleKeys = {"init", "growth_interval"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
 const Keys kScheduleKeys = {"kind", "warmup_steps", "min_lr", "decay_steps"};
@@ -579,8 +597,16 @@ class SpecParser {
     using K = StrategyKind;
     // Each option belongs to the strategy whose plan lists it (spec/strategies/).
     std::vector<std::pair<std::string_view, std::vector<K>>> owners;
-    for (const StrategyPlan* plan : strategyPlans())
-      for (std::string_view key : plan->optionKeys()) owners.push_back({key, {plan->kind()}});
+    for (const StrategyPlan* plan : strategyPlans()) {
+      for (std::string_view key : plan->optionKeys()) {
+        auto owner = std::find_if(owners.begin(), owners.end(),
+                                  [&](const auto& entry) { return entry.first == key; });
+        if (owner != owners.end())
+          owner->second.push_back(plan->kind());  // shared: strategy.reduce_dtype
+        else
+          owners.push_back({key, {plan->kind()}});
+      }
+    }
     checkKeys(value, path, kStrategyKeys, kindGate<K>("strategy.kind", kind, std::move(owners)));
     // Each strategy reads its own options (spec/strategies/); every one while the kind is unknown.
     BlockReader reader(*this, value, path);
@@ -848,6 +874,33 @@ class SpecParser {
     if (const json* v = find(value, "peak_tflops"); v && !v->is_null()) {
       double peak = 0;
       if (readPositive(*v, join(path, "peak_tflops"), peak, kMaxPeakTflops)) out.peak_tflops = peak;
+    }
+    if (const json* v = find(value, "precision")) readEnum(*v, join(path, "precision"), out.precision);
+    if (const json* v = find(value, "loss_scale")) {
+      if (out.precision != Precision::kFp16) {
+        report(join(path, "loss_scale"),
+               fmt::format("applies to train.precision \"fp16\" only (this job's is \"{}\")",
+                           toString(out.precision)));
+      } else {
+        parseLossScale(*v, out.loss_scale);
+      }
+    }
+  }
+
+  // train.loss_scale (fp16): GradScaler's init_scale and growth_interval.
+  void parseLossScale(const json& value, LossScaleSpec& out) {
+    const std::string path = "train.loss_scale";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kLossScaleKeys, nullptr);
+    if (const json* v = find(value, "init")) {
+      // Below 1 the scale would shrink gradients towards fp16's underflow; above 2^64 every
+      // gradient overflows.
+      readNumber(*v, join(path, "init"), out.init, "a number in [1, 2^64]",
+                 [](double x) { return x >= 1 && x <= 18446744073709551616.0; });
+    }
+    if (const json* v = find(value, "growth_interval")) {
+      readInt(*v, join(path, "growth_interval"), out.growth_interval, 1, kMaxSteps,
+              "a positive integer");
     }
   }
 
@@ -1466,6 +1519,11 @@ json toJson(const JobSpec& spec) {
                 {"eval_batches", t.eval_batches},
                 {"activation_checkpointing", t.activation_checkpointing}};
   if (t.peak_tflops) train["peak_tflops"] = *t.peak_tflops;
+  train["precision"] = toString(t.precision);
+  if (t.precision == Precision::kFp16) {
+    train["loss_scale"] = {{"init", t.loss_scale.init},
+                           {"growth_interval", t.loss_scale.growth_interval}};
+  }
 
   const OptimizerSpec& o = spec.optimizer;
   json optimizer = {{"kind", toString(o.kind)}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};

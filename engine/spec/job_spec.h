@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "spec/precision.h"
 #include "spec/strategies/ddp.h"
 #include "spec/strategies/fsdp.h"
 #include "spec/strategies/pipeline.h"
@@ -63,6 +64,7 @@ RINGMASTER_SPEC_ENUM_NAMES(OptimizerKind);
 RINGMASTER_SPEC_ENUM_NAMES(LrScheduleKind);
 RINGMASTER_SPEC_ENUM_NAMES(BackendKind);
 RINGMASTER_SPEC_ENUM_NAMES(DeviceKind);
+RINGMASTER_SPEC_ENUM_NAMES(Precision);
 #undef RINGMASTER_SPEC_ENUM_NAMES
 
 // ---------------------------------------------------------------------------------------------
@@ -125,6 +127,16 @@ struct DataSpec {
   bool operator==(const DataSpec&) const = default;
 };
 
+// GradScaler's dynamic loss scale for train.precision fp16 (torch.cuda.amp.GradScaler's defaults):
+// the loss is multiplied by the scale before the backward and the gradients divided by it before
+// the optimizer; a step whose gradients hold an inf or NaN is skipped and the scale halved, and
+// after growth_interval clean steps in a row the scale doubles.
+struct LossScaleSpec {
+  double init = 65536.0;  // 2^16
+  int64_t growth_interval = 2000;
+  bool operator==(const LossScaleSpec&) const = default;
+};
+
 struct TrainSpec {
   int64_t steps = 0;       // required: optimizer steps
   int64_t batch_size = 0;  // required: samples per rank per micro-step
@@ -141,6 +153,10 @@ struct TrainSpec {
   // Each rank's peak FLOP/s in TFLOP/s (1e12), over which the step event's MFU is taken; nullopt:
   // the device's known peak (train/throughput.h), or no MFU where none is known.
   std::optional<double> peak_tflops;
+  // torch.autocast: matrix products in bf16 or fp16 (fp32 accumulation, fp32 master weights and
+  // optimizer state; LayerNorm, softmax and the loss in fp32); fp16 adds loss scaling.
+  Precision precision = Precision::kFp32;
+  LossScaleSpec loss_scale;  // read for fp16 only
   bool operator==(const TrainSpec&) const = default;
 };
 

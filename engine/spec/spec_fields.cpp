@@ -246,6 +246,18 @@ std::vector<SpecField> describe() {
                     "each rank's peak, for MFU; empty: the device's known peak (H100, H200, "
                     "A100), else no MFU"),
               0, kMaxPeakTflops, true),
+      choice("train.precision", "Training", "Precision", spec.train.precision,
+             "matrix products in bf16 or fp16 as torch.autocast (fp32 master weights and "
+             "optimizer state); fp16 adds dynamic loss scaling"),
+      only(bounded(field("train.loss_scale.init", "Training", "Initial loss scale", T::kNumber,
+                         spec.train.loss_scale.init, "GradScaler's init_scale (2^16)"),
+                   1, 18446744073709551616.0),
+           "train.precision", {"fp16"}),
+      only(bounded(field("train.loss_scale.growth_interval", "Training", "Scale growth interval",
+                         T::kInteger, spec.train.loss_scale.growth_interval,
+                         "clean steps before the scale doubles"),
+                   1, kMaxSteps),
+           "train.precision", {"fp16"}),
       // Optimizer
       requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
       bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0, std::nullopt,
@@ -334,8 +346,15 @@ std::vector<SpecField> describe() {
   // Each strategy's options, described by its plan (spec/strategies/), after strategy.kind.
   std::vector<SpecField> options;
   for (const StrategyPlan* plan : strategyPlans()) {
-    for (SpecField f : plan->fields())
-      options.push_back(only(std::move(f), strategy, {std::string(toString(plan->kind()))}));
+    for (SpecField f : plan->fields()) {
+      const std::string kind(toString(plan->kind()));
+      auto same = std::find_if(options.begin(), options.end(),
+                               [&](const SpecField& o) { return o.path == f.path; });
+      if (same != options.end())
+        same->shown_when->kinds.push_back(kind);  // an option several strategies share
+      else
+        options.push_back(only(std::move(f), strategy, {kind}));
+    }
   }
   const auto kind_field = std::find_if(
       fields.begin(), fields.end(), [](const SpecField& f) { return f.path == "strategy.kind"; });

@@ -14,12 +14,16 @@ constexpr double kBytes = 4;  // float32
 class DdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kDdp; }
-  std::vector<std::string_view> optionKeys() const override { return {"bucket_cap_mb"}; }
+  std::vector<std::string_view> optionKeys() const override {
+    return {"bucket_cap_mb", "reduce_dtype"};
+  }
   void readOptions(OptionReader& reader, StrategySpec& out) const override {
     reader.positive("bucket_cap_mb", out.ddp.bucket_cap_mb, kMaxBucketCapMb);
+    readPrecisionOption(reader, "reduce_dtype", out.ddp.reduce_dtype);
   }
   void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
     block["bucket_cap_mb"] = spec.ddp.bucket_cap_mb;
+    writePrecisionOption("reduce_dtype", spec.ddp.reduce_dtype, block);
   }
   std::vector<SpecField> fields() const override {
     return {{.path = "strategy.bucket_cap_mb",
@@ -30,7 +34,9 @@ class DdpPlan final : public StrategyPlan {
              .minimum = 0,
              .maximum = kMaxBucketCapMb,
              .exclusive_minimum = true,
-             .help = "gradients are all-reduced in buckets of at most this size"}};
+             .help = "gradients are all-reduced in buckets of at most this size"},
+            precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+                                 "the dtype gradient buckets are all-reduced in")};
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
@@ -52,6 +58,27 @@ std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs) {
        fmt::format("batch {} × {}", batch, inputs.activation_text)}};
   appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
   return parts;
+}
+
+void readPrecisionOption(OptionReader& reader, std::string_view key,
+                         std::optional<Precision>& out) {
+  if (std::optional<std::string> name = reader.choice(key, enumNames<Precision>()))
+    out = *fromString<Precision>(*name);
+}
+
+void writePrecisionOption(std::string_view key, const std::optional<Precision>& value,
+                          nlohmann::json& block) {
+  if (value) block[std::string(key)] = toString(*value);
+}
+
+SpecField precisionOptionField(std::string path, std::string label, std::string help) {
+  return {.path = std::move(path),
+          .section = "Strategy",
+          .label = std::move(label),
+          .type = FieldType::kChoice,
+          .choices = optionChoices<Precision>(),
+          .default_value = nullptr,
+          .help = std::move(help) + "; empty: fp32, the parameters' own"};
 }
 
 const StrategyPlan& ddpPlan() {

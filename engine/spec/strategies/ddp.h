@@ -1,11 +1,18 @@
-// DDP's spec options (strategy.bucket_cap_mb). Its plan is in ddp.cpp, its runtime in
-// parallel/ddp.h.
+// DDP's spec options (strategy.bucket_cap_mb, strategy.reduce_dtype). Its plan is in ddp.cpp, its
+// runtime in parallel/ddp.h.
 #pragma once
+
+#include <optional>
+
+#include "spec/precision.h"
 
 namespace ringmaster {
 
 struct DdpSpec {
   double bucket_cap_mb = 25;  // gradient bucket size cap, MiB (PyTorch's bucket_cap_mb)
+  // The dtype buckets are all-reduced in (the gradients cast to it and back, as FSDP's
+  // MixedPrecision.reduce_dtype or DDP's bf16 compress hook); nullopt: the gradients' fp32.
+  std::optional<Precision> reduce_dtype;
   bool operator==(const DdpSpec&) const = default;
 };
 

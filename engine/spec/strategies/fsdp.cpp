@@ -16,14 +16,20 @@ constexpr double kBytes = 4;  // float32
 class FsdpPlan final : public StrategyPlan {
  public:
   StrategyKind kind() const override { return StrategyKind::kFsdp; }
-  std::vector<std::string_view> optionKeys() const override { return {"sharding", "units"}; }
+  std::vector<std::string_view> optionKeys() const override {
+    return {"sharding", "units", "reduce_dtype", "param_dtype"};
+  }
   void readOptions(OptionReader& reader, StrategySpec& out) const override {
     readChoice(reader, "sharding", out.fsdp.sharding);
     readChoice(reader, "units", out.fsdp.units);
+    readPrecisionOption(reader, "reduce_dtype", out.fsdp.reduce_dtype);
+    readPrecisionOption(reader, "param_dtype", out.fsdp.param_dtype);
   }
   void writeOptions(const StrategySpec& spec, nlohmann::json& block) const override {
     block["sharding"] = toString(spec.fsdp.sharding);
     block["units"] = toString(spec.fsdp.units);
+    writePrecisionOption("reduce_dtype", spec.fsdp.reduce_dtype, block);
+    writePrecisionOption("param_dtype", spec.fsdp.param_dtype, block);
   }
   std::vector<SpecField> fields() const override {
     const FsdpSpec defaults;
@@ -39,7 +45,11 @@ class FsdpPlan final : public StrategyPlan {
              .type = FieldType::kChoice,
              .choices = optionChoices<FsdpUnits>(),
              .default_value = std::string(toString(defaults.units)),
-             .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"}};
+             .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"},
+            precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+                                 "the dtype gradients are reduce-scattered in"),
+            precisionOptionField("strategy.param_dtype", "All-gather dtype",
+                                 "the dtype shards are all-gathered in (MixedPrecision.param_dtype)")};
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
 

@@ -1,8 +1,11 @@
-// FSDP's spec options (strategy.sharding, strategy.units). Its plan is in fsdp.cpp, its runtime in
-// parallel/fsdp.h.
+// FSDP's spec options (strategy.sharding, strategy.units, strategy.reduce_dtype,
+// strategy.param_dtype). Its plan is in fsdp.cpp, its runtime in parallel/fsdp.h.
 #pragma once
 
+#include <optional>
 #include <string_view>
+
+#include "spec/precision.h"
 
 namespace ringmaster {
 
@@ -18,6 +21,11 @@ std::string_view toString(FsdpUnits value);
 struct FsdpSpec {
   FsdpSharding sharding = FsdpSharding::kFullShard;
   FsdpUnits units = FsdpUnits::kLayer;
+  // FSDP's MixedPrecision: the dtype gradients are reduce-scattered in (reduce_dtype) and the
+  // dtype shards are all-gathered in (param_dtype; the gathered values are the shards rounded to
+  // it). nullopt: the parameters' fp32.
+  std::optional<Precision> reduce_dtype;
+  std::optional<Precision> param_dtype;
   bool operator==(const FsdpSpec&) const = default;
 };
 
