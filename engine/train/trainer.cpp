@@ -16,6 +16,7 @@
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "data/distributed_sampler.h"
+#include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
 #include "spec/strategies/plan.h"
 #include "tensor/allocator.h"
@@ -32,11 +33,12 @@ double millisecondsSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Whether to stop before the next step. With several ranks, any rank's request stops all of them
-// after the same step (a rank that stopped alone would leave the others waiting in a collective).
-bool stopAgreed(bool requested_here, Communicator* world) {
-  if (world == nullptr || world->size() == 1) return requested_here;
-  Tensor flag = Tensor::fromInts({requested_here ? 1 : 0}, {1}, world->device());
+// Whether any rank says yes (one all-reduce, MAX, with several ranks): every rank reaches the same
+// verdict. Whether to stop before the next step (a rank that stopped alone would leave the others
+// waiting in a collective), and whether any rank's gradients overflowed (fp16: all skip the step).
+bool anyRankAgrees(bool here, Communicator* world) {
+  if (world == nullptr || world->size() == 1) return here;
+  Tensor flag = Tensor::fromInts({here ? 1 : 0}, {1}, world->device());
   world->allReduce(flag, ReduceOp::max())->wait();
   return flag.toFloatVector()[0] != 0;
 }
@@ -120,7 +122,8 @@ std::string rankCheckpointDir(const std::string& dir, const RankContext& context
 // kFormat when checkpoints exist but none is usable, listing each one tried, on every rank.
 std::optional<int64_t> loadResumeCheckpoint(
     const std::string& dir, Communicator* world, const std::vector<NamedParameter>& parameters,
-    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped) {
+    Optimizer& optimizer, GradScaler* scaler,
+    const std::function<void(const SkippedCheckpoint&)>& skipped) {
   std::vector<SkippedCheckpoint> tried;
   const auto skip = [&](const SkippedCheckpoint& checkpoint) {
     for (const SkippedCheckpoint& seen : tried)
@@ -140,7 +143,7 @@ std::optional<int64_t> loadResumeCheckpoint(
   std::optional<int64_t> loaded;
   for (;;) {
     if (!loaded || *loaded > bound)
-      loaded = loadNewestGoodCheckpoint(dir, bound, parameters, optimizer, skip);
+      loaded = loadNewestGoodCheckpoint(dir, bound, parameters, optimizer, skip, scaler);
     const bool damaged = !loaded && std::any_of(tried.begin(), tried.end(),
                                                 [](const auto& c) { return !c.incomplete; });
     if (world == nullptr || world->size() == 1) {
@@ -174,9 +177,9 @@ std::optional<std::string> saveCheckpoint(ParallelStrategy& runner, const Checkp
                                           const std::string& dir, bool writes,
                                           const RankContext& context, int64_t step,
                                           const std::vector<NamedParameter>& parameters,
-                                          const Optimizer& optimizer) {
+                                          const Optimizer& optimizer, const GradScaler* scaler) {
   std::optional<std::string> written;
-  if (writes) written = saveTrainingCheckpoint(dir, step, parameters, optimizer);
+  if (writes) written = saveTrainingCheckpoint(dir, step, parameters, optimizer, scaler);
   if (runner.consolidates() && spec.consolidate) {
     StateDict whole = runner.fullStateDict();
     if (context.rank == 0) saveModelWeights(spec.dir, step, whole);
@@ -246,6 +249,13 @@ TrainingResult Trainer::run() {
                             .spec = spec_});
   std::vector<NamedParameter> parameters = runner->optimizerParameters();
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
+  // fp16: dynamic loss scaling (GradScaler's semantics); bf16 and fp32 need none.
+  std::optional<GradScaler> scaler;
+  if (spec_.train.precision == Precision::kFp16) {
+    scaler.emplace(GradScalerOptions{.init_scale = spec_.train.loss_scale.init,
+                                     .growth_interval = spec_.train.loss_scale.growth_interval});
+  }
+  GradScaler* const scaler_or_null = scaler ? &*scaler : nullptr;
   // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be
   // reachable from every host). Sharded and staged ones: each rank its own.
   std::string checkpoint_dir;
@@ -275,7 +285,8 @@ TrainingResult Trainer::run() {
       telemetry_.emit(LogEvent{.level = level, .message = message});
     };
     const std::optional<int64_t> resumed = loadResumeCheckpoint(
-        checkpoint_dir, world_, parameters, *optimizer, [&](const SkippedCheckpoint& skipped) {
+        checkpoint_dir, world_, parameters, *optimizer, scaler_or_null,
+        [&](const SkippedCheckpoint& skipped) {
           passed_over.push_back(std::filesystem::path(skipped.dir).filename().string());
           report(LogLevel::kWarn,
                  fmt::format("skipping checkpoint {}: {}", skipped.dir, skipped.reason));
@@ -329,12 +340,15 @@ TrainingResult Trainer::run() {
   });
   const int64_t every = spec_.telemetry.every_steps;
   // Throughput: a sample's tokens are its target's elements (1 for a classifier); MFU over the
-  // spec's peak, else the device's known one (the engine's matrix products run in fp32).
+  // spec's peak, else the device's known one for the precision the matrix products run in.
   const int64_t tokens_per_sample = std::max<int64_t>(1, shapeNumel(dataset->targetShape()));
   const double flops_per_token = trainingFlopsPerToken(description, tokens_per_sample);
   const std::optional<double> peak_flops =
       spec_.train.peak_tflops ? std::optional(*spec_.train.peak_tflops * 1e12)
-                              : knownPeakFlops(deviceName(device), MatmulPrecision::kFp32);
+                              : knownPeakFlops(deviceName(device),
+                                             spec_.train.precision == Precision::kFp32
+                                                 ? MatmulPrecision::kFp32
+                                                 : MatmulPrecision::kBf16);
 
   TrainingResult result;
   result.final_step = steps_done;
@@ -347,11 +361,11 @@ TrainingResult Trainer::run() {
   // sample of it).
   struct IntervalTimes {
     double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
-    int64_t samples = 0;
+    int64_t samples = 0, skipped = 0;
     int steps = 0;
   } interval;
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
-    if (stopAgreed(stop_requested_(), world_)) {
+    if (anyRankAgrees(stop_requested_(), world_)) {
       result.cancelled = true;
       break;
     }
@@ -363,6 +377,12 @@ TrainingResult Trainer::run() {
     optimizer->setLr(static_cast<float>(
         scheduledLr(spec_.optimizer.schedule, spec_.optimizer.lr, step, spec_.train.steps)));
     optimizer->zeroGrad();
+    // The scale this step's loss gradients are multiplied by (fp16), reported with the step.
+    std::optional<double> loss_scale;
+    if (scaler) {
+      loss_scale = scaler->scale();
+      runner->setLossScale(static_cast<float>(*loss_scale));
+    }
     double loss_sum = 0.0;
     int64_t samples = 0, correct = 0;
     GradientSyncTiming sync;
@@ -397,10 +417,19 @@ TrainingResult Trainer::run() {
     const GradientSyncTiming reduction = runner->finishGradientSync();
     sync.comm_ms += reduction.comm_ms;
     sync.exposed_comm_ms += reduction.exposed_comm_ms;
+    // fp16: the gradients back to their true size before clipping, and the step skipped on every
+    // rank when any rank's hold an inf or NaN (each checks what its optimizer updates: shards,
+    // stages). The step still counts (the schedule moves on), as in PyTorch.
+    bool skip_update = false;
+    if (scaler) {
+      skip_update = anyRankAgrees(scaler->unscale(parameters) > 0, world_);
+      scaler->update(skip_update);
+      if (skip_update) ++interval.skipped;
+    }
     std::optional<double> grad_norm;
-    if (spec_.optimizer.clip_grad_norm)
+    if (spec_.optimizer.clip_grad_norm && !skip_update)
       grad_norm = runner->clipGradNorm(*spec_.optimizer.clip_grad_norm);
-    optimizer->step();
+    if (!skip_update) optimizer->step();
     synchronize(device);
     const double step_ms = millisecondsSince(step_start);
     // The step event is stamped with the step's end, not the later moment it is written (after
@@ -451,7 +480,9 @@ TrainingResult Trainer::run() {
                     .accuracy = static_cast<double>(correct) / (samples * tokens_per_sample),
                     .tokens = samples * tokens_per_sample,
                     .tokens_per_s = tokens_per_s,
-                    .mfu = modelFlopsUtilisation(flops_per_token, tokens_per_s, peak_flops)},
+                    .mfu = modelFlopsUtilisation(flops_per_token, tokens_per_s, peak_flops),
+                    .loss_scale = loss_scale,
+                    .skipped = scaler ? std::optional(interval.skipped) : std::nullopt},
           step_end_time);
       fmt::print(log_,
                  "[rank {}] step {:>{}}/{} loss {:.4f} lr {:.3g} acc {:5.1f}% {:8.0f} samples/s "
@@ -459,6 +490,10 @@ TrainingResult Trainer::run() {
                  context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
                  loss, optimizer->lr(), 100.0 * correct / (samples * tokens_per_sample),
                  samples * 1000.0 / step_ms, tokens_per_s);
+      if (scaler) {
+        fmt::print(log_, "[rank {}] step {} loss scale {:g}{}\n", context_.rank, step, *loss_scale,
+                   skip_update ? " (inf/NaN gradient: update skipped)" : "");
+      }
       interval = {};
     }
     if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {
@@ -473,13 +508,13 @@ TrainingResult Trainer::run() {
     if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {
       saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_, step,
-                     parameters, *optimizer);
+                     parameters, *optimizer, scaler_or_null);
     }
   }
   if (spec_.checkpoint && result.final_step > steps_done) {
     if (std::optional<std::string> path =
             saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_,
-                           result.final_step, parameters, *optimizer)) {
+                           result.final_step, parameters, *optimizer, scaler_or_null)) {
       fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
     }
   }

@@ -272,6 +272,9 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.optimizer.clip_grad_norm = 1;
     spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .decay_steps = 5};
     spec.train.peak_tflops = 100;
+    spec.train.precision = Precision::kFp16;  // writes train.loss_scale
+    spec.strategy.ddp.reduce_dtype = spec.strategy.fsdp.reduce_dtype = Precision::kBf16;
+    spec.strategy.fsdp.param_dtype = Precision::kBf16;
     for (const std::string& model : findSpecField("model.kind")->choices)
       for (const std::string& optimizer : findSpecField("optimizer.kind")->choices) {
         spec.model.kind = model;
