@@ -3,6 +3,7 @@
 
 #include "comm/reduce_op.h"
 #include "core/error.h"
+#include "tensor/device.h"  // floatToBf16, floatToHalf
 
 namespace ringmaster {
 namespace {

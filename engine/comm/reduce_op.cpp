@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -75,60 +74,6 @@ void checkReduceSupported(ReduceOp op, DType dtype) {
 
 ReduceKind baseKind(ReduceKind kind) {
   return kind == ReduceKind::kAvg || kind == ReduceKind::kPremulSum ? ReduceKind::kSum : kind;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Half precision.
-
-uint16_t floatToHalf(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t exp = (x >> 23) & 0xffu;
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0));  // inf / nan
-  int e = static_cast<int>(exp) - 127 + 15;
-  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (e <= 0) {                                               // subnormal or zero
-    if (e < -10) return static_cast<uint16_t>(sign);
-    mant |= 0x800000u;
-    uint32_t shift = static_cast<uint32_t>(14 - e);
-    uint32_t half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent
-  return static_cast<uint16_t>(half);
-}
-
-float halfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else {  // subnormal: normalise
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while (!(mant & 0x400u));
-      x = sign | (static_cast<uint32_t>(127 - 15 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ std::string_view commDTypeName(DType dtype);
 
 // acc[i] = acc[i] (op) in[i] for `count` elements. `kind` is one of SUM, PRODUCT, MIN, MAX, BAND,
 // BOR, BXOR (AVG and PREMUL_SUM are composed from SUM by the caller). bf16 / fp16 reduce in
-// float and round back, as PyTorch's CPU kernels do.
+// float and round back, as PyTorch's CPU kernels do (with tensor/device.h's conversions).
 void reduceInto(ReduceKind kind, DType dtype, void* acc, const void* in, size_t count);
 // The elementwise kind a composed op reduces with (AVG, PREMUL_SUM -> SUM).
 ReduceKind baseKind(ReduceKind kind);
@@ -48,9 +48,5 @@ void scaleInPlace(DType dtype, void* data, size_t count, double factor);
 // data[i] /= divisor (AVG after SUM); integers divide with truncation toward zero, as torch.div
 // with rounding_mode="trunc".
 void divideInPlace(DType dtype, void* data, size_t count, int64_t divisor);
-
-// IEEE half precision <-> float, round to nearest even.
-uint16_t floatToHalf(float value);
-float halfToFloat(uint16_t value);
 
 }  // namespace ringmaster

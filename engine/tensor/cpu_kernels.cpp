@@ -2,13 +2,19 @@
 // plain loops that double as the obvious reference the CUDA kernels are tested against.
 #include <cblas.h>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/random.h"
+#include "tensor/allocator.h"
 #include "tensor/kernels.h"
 #include "tensor/vector_math.h"
 
@@ -370,6 +376,179 @@ void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscor
     for (int64_t j = 0; j <= i; ++j) out[j] = scale * p[j] * (dp[j] - static_cast<float>(dot));
     std::fill(out + i + 1, out + tokens, 0.0f);
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Mixed precision: 16-bit casts, round-through, the non-finite count, low-precision GEMM
+//
+// bf16 is the top half of a float, so its conversions are bit arithmetic in loops GCC vectorises.
+// fp16 goes through x86's F16C (vcvtps2ph with round to nearest even, vcvtph2ps; 8 values an
+// instruction) where the processor has it, else through device.h's scalar floatToHalf /
+// halfToFloat, which give the same bits (low_precision_test checks every half and a sweep of
+// floats). The host GEMM widens its 16-bit operands to fp32 (exact) and calls sgemm: this
+// processor has no avx512_bf16 / AMX matrix unit and Debian's OpenBLAS 0.3.21 exports no
+// cblas_sbgemm, so the products and their fp32 sums are those a bf16 unit accumulating in fp32
+// computes too, up to the summation order; the cost is one pass over the operands.
+
+namespace {
+
+void checkFormat(DType format) {
+  RM_CHECK_ARG(format == DType::kBF16 || format == DType::kF16,
+               fmt::format("a 16-bit kernel takes BF16 or F16, got {}", dtypeName(format)));
+}
+
+// floatToBf16, inline so that the loops below vectorise (the same bits: tested).
+inline uint16_t toBf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (bits >> 16) | 0x0040u;
+  return static_cast<uint16_t>((bits & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+}
+
+inline float fromBf16(uint16_t value) {
+  return std::bit_cast<float>(static_cast<uint32_t>(value) << 16);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+bool haveF16c() {
+  static const bool have = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") != 0 && __builtin_cpu_supports("f16c") != 0;
+  }();
+  return have;
+}
+
+[[gnu::target("avx,f16c")]] void floatToHalfF16c(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) dst[i] = floatToHalf(src[i]);
+}
+
+[[gnu::target("avx,f16c")]] void halfToFloatF16c(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) dst[i] = halfToFloat(src[i]);
+}
+
+[[gnu::target("avx,f16c")]] void roundThroughHalfF16c(float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(y + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+  }
+  for (; i < n; ++i) y[i] = halfToFloat(floatToHalf(y[i]));
+}
+#else
+bool haveF16c() {
+  return false;
+}
+void floatToHalfF16c(const float*, uint16_t*, int64_t) {}
+void halfToFloatF16c(const uint16_t*, float*, int64_t) {}
+void roundThroughHalfF16c(float*, int64_t) {}
+#endif
+
+// fp32 copies of 16-bit operands, from the host's caching allocator (so they count in its
+// figures, and cost no malloc once cached), freed when the GEMM returns.
+class Widened {
+ public:
+  Widened(const uint16_t* src, int64_t n, DType format)
+      : data_(static_cast<float*>(
+            allocatorFor(Device::cpu()).allocate(static_cast<size_t>(n) * sizeof(float)))) {
+    castToFloat(src, data_, n, format);
+  }
+  ~Widened() { allocatorFor(Device::cpu()).deallocate(data_); }
+  Widened(const Widened&) = delete;
+  Widened& operator=(const Widened&) = delete;
+  const float* data() const { return data_; }
+
+ private:
+  float* data_;
+};
+
+// Elements a strided batch of `batch` matrices of `size` elements spans.
+int64_t batchExtent(int64_t batch, int64_t stride, int64_t size) {
+  return (batch - 1) * stride + size;
+}
+
+}  // namespace
+
+void castFromFloat(const float* src, uint16_t* dst, int64_t n, DType format) {
+  checkFormat(format);
+  if (format == DType::kBF16) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = toBf16(src[i]);
+  } else if (haveF16c()) {
+    floatToHalfF16c(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = floatToHalf(src[i]);
+  }
+}
+
+void castToFloat(const uint16_t* src, float* dst, int64_t n, DType format) {
+  checkFormat(format);
+  if (format == DType::kBF16) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = fromBf16(src[i]);
+  } else if (haveF16c()) {
+    halfToFloatF16c(src, dst, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = halfToFloat(src[i]);
+  }
+}
+
+void roundThrough(float* y, int64_t n, DType format) {
+  checkFormat(format);
+  if (format == DType::kBF16) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = fromBf16(toBf16(y[i]));
+  } else if (haveF16c()) {
+    roundThroughHalfF16c(y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = halfToFloat(floatToHalf(y[i]));
+  }
+}
+
+int64_t countNonFinite(const float* x, int64_t n) {
+  int64_t count = 0;
+#pragma omp simd reduction(+ : count)
+  for (int64_t i = 0; i < n; ++i) {
+    count += (std::bit_cast<uint32_t>(x[i]) & 0x7F800000u) == 0x7F800000u ? 1 : 0;
+  }
+  return count;
+}
+
+void gemmLowPrecision(DType format, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
+  checkFormat(format);
+  if (m == 0 || n == 0 || k == 0) {  // no operand is read: gemm scales C
+    gemm(trans_a, trans_b, m, n, k, alpha, nullptr, nullptr, beta, c);
+    return;
+  }
+  const Widened wide_a(a, m * k, format);
+  const Widened wide_b(b, k * n, format);
+  gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c);
+}
+
+void gemmBatchedLowPrecision(DType format, bool trans_a, bool trans_b, int64_t batch, int64_t m,
+                             int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t stride_a,
+                             const uint16_t* b, int64_t stride_b, float beta, float* c,
+                             int64_t stride_c) {
+  checkFormat(format);
+  if (batch <= 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // no products: every C_i = beta * C_i, as gemm does
+    for (int64_t i = 0; i < batch; ++i) scale(c + i * stride_c, beta, m * n);
+    return;
+  }
+  const Widened wide_a(a, batchExtent(batch, stride_a, m * k), format);
+  const Widened wide_b(b, batchExtent(batch, stride_b, k * n), format);
+  gemmBatched(trans_a, trans_b, batch, m, n, k, alpha, wide_a.data(), stride_a, wide_b.data(),
+              stride_b, beta, c, stride_c);
 }
 
 }  // namespace ringmaster::cpu

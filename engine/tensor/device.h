@@ -1,5 +1,5 @@
 // Devices and element types of tensors. A Device names where memory lives (the host or one CUDA
-// device); DType names how its bytes are read.
+// device); DType names how its bytes are read; the scalar 16-bit float conversions live here too.
 #pragma once
 
 #include <cstddef>
@@ -49,5 +49,12 @@ template <> constexpr DType dtypeOf<uint8_t>() { return DType::kU8; }
 // bfloat16 conversion with round-to-nearest-even, as PyTorch does.
 uint16_t floatToBf16(float value);
 float bf16ToFloat(uint16_t value);
+
+// IEEE binary16 (fp16) conversion, bit for bit what x86's F16C (vcvtps2ph with round to nearest
+// even) gives: ties to even, subnormals kept, overflow to +-inf, NaN stays a quiet NaN with its
+// payload's top bits. halfToFloat is exact (a NaN comes back quiet). The scalar reference of the
+// fp16 kernels and of comm.
+uint16_t floatToHalf(float value);
+float halfToFloat(uint16_t value);
 
 }  // namespace ringmaster

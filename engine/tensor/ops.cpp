@@ -51,6 +51,29 @@ int64_t leadingNumel(const Tensor& t) {
   return n;
 }
 
+bool isLowPrecision(DType dtype) {
+  return dtype == DType::kBF16 || dtype == DType::kF16;
+}
+
+// matmul's dtypes: a and b both F32, both BF16 or both F16; c F32.
+void checkMatmulDTypes(const Tensor& a, const Tensor& b, const Tensor& c, const char* op) {
+  RM_CHECK_ARG(a.dtype() == b.dtype() && (a.dtype() == DType::kF32 || isLowPrecision(a.dtype())),
+               fmt::format("{} takes a and b both F32, both BF16 or both F16, got {} {} and {} {}",
+                           op, dtypeName(a.dtype()), shapeStr(a.shape()), dtypeName(b.dtype()),
+                           shapeStr(b.shape())));
+  RM_CHECK_ARG(c.dtype() == DType::kF32,
+               fmt::format("{}'s output c must be F32 (products accumulate in fp32), got {} {}", op,
+                           dtypeName(c.dtype()), shapeStr(c.shape())));
+}
+
+// The elements of a BF16 or F16 tensor as the kernels take them.
+const uint16_t* bits16(const Tensor& t) {
+  return static_cast<const uint16_t*>(t.raw());
+}
+uint16_t* bits16(Tensor& t) {
+  return static_cast<uint16_t*>(t.raw());
+}
+
 }  // namespace
 
 // Calls the kernel `name` of the tensors' device with the given arguments.
@@ -73,8 +96,14 @@ void matmul(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor
                fmt::format("matmul shapes {}{} x {}{} -> {} do not agree", shapeStr(a.shape()),
                            trans_a ? "^T" : "", shapeStr(b.shape()), trans_b ? "^T" : "",
                            shapeStr(c.shape())));
-  RM_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a.data<float>(), b.data<float>(),
-              beta, c.data<float>());
+  checkMatmulDTypes(a, b, c, "matmul");
+  if (a.dtype() == DType::kF32) {
+    RM_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a.data<float>(),
+                b.data<float>(), beta, c.data<float>());
+  } else {
+    RM_DISPATCH(c.device(), gemmLowPrecision, a.dtype(), trans_a, trans_b, m, n, k, alpha,
+                bits16(a), bits16(b), beta, c.data<float>());
+  }
 }
 
 void fill(Tensor& y, float value) {
@@ -249,8 +278,14 @@ void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                fmt::format("batched matmul shapes {}{} x {}{} -> {} do not agree",
                            shapeStr(a.shape()), trans_a ? "^T" : "", shapeStr(b.shape()),
                            trans_b ? "^T" : "", shapeStr(c.shape())));
-  RM_DISPATCH(c.device(), gemmBatched, trans_a, trans_b, batch, m, n, k, alpha, a.data<float>(),
-              m * k, b.data<float>(), k * n, beta, c.data<float>(), m * n);
+  checkMatmulDTypes(a, b, c, "batched matmul");
+  if (a.dtype() == DType::kF32) {
+    RM_DISPATCH(c.device(), gemmBatched, trans_a, trans_b, batch, m, n, k, alpha, a.data<float>(),
+                m * k, b.data<float>(), k * n, beta, c.data<float>(), m * n);
+  } else {
+    RM_DISPATCH(c.device(), gemmBatchedLowPrecision, a.dtype(), trans_a, trans_b, batch, m, n, k,
+                alpha, bits16(a), m * k, bits16(b), k * n, beta, c.data<float>(), m * n);
+  }
 }
 
 void geluTanh(const Tensor& x, Tensor& y) {
@@ -369,6 +404,48 @@ void causalSoftmaxBackward(const Tensor& probs, const Tensor& dprobs, Tensor& ds
   const int64_t tokens = probs.dim(static_cast<int>(probs.rank() - 1));
   RM_DISPATCH(probs.device(), causalSoftmaxBackward, probs.data<float>(), dprobs.data<float>(),
               dscores.data<float>(), leadingNumel(probs), tokens, scale);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Mixed precision
+
+void cast(const Tensor& x, Tensor& out) {
+  checkSameDevice({&x, &out});
+  checkSameNumel(x, out);
+  if (x.dtype() == out.dtype()) {
+    if (x.raw() != out.raw()) out.copyFrom(x);
+    return;
+  }
+  if (x.dtype() == DType::kF32 && isLowPrecision(out.dtype())) {
+    RM_DISPATCH(x.device(), castFromFloat, x.data<float>(), bits16(out), x.numel(), out.dtype());
+  } else if (isLowPrecision(x.dtype()) && out.dtype() == DType::kF32) {
+    RM_DISPATCH(x.device(), castToFloat, bits16(x), out.data<float>(), x.numel(), x.dtype());
+  } else {
+    RM_THROW(kInvalidArgument,
+             fmt::format("no cast from {} to {} (casts are F32 to and from BF16 or F16)",
+                         dtypeName(x.dtype()), dtypeName(out.dtype())));
+  }
+}
+
+Tensor cast(const Tensor& x, DType dtype) {
+  RM_CHECK_ARG(x.defined(), "undefined tensor passed to cast");
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  cast(x, out);
+  return out;
+}
+
+void roundThrough(Tensor& y, DType format) {
+  RM_CHECK_ARG(isLowPrecision(format),
+               fmt::format("roundThrough takes the format BF16 or F16, got {}", dtypeName(format)));
+  checkDType(y, DType::kF32, "roundThrough's tensor");
+  RM_DISPATCH(y.device(), roundThrough, y.data<float>(), y.numel(), format);
+}
+
+int64_t countNonFinite(const Tensor& x) {
+  RM_CHECK_ARG(x.defined(), "undefined tensor passed to countNonFinite");
+  checkDType(x, DType::kF32, "countNonFinite's tensor");
+  return RM_DISPATCH(x.device(), countNonFinite, x.data<float>(), x.numel());
 }
 
 }  // namespace ringmaster::ops

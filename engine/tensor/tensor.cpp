@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "tensor/allocator.h"
 #include "tensor/kernels.h"
+#include "tensor/ops.h"
 
 namespace ringmaster {
 
@@ -112,15 +113,19 @@ void Tensor::copyFrom(const Tensor& src) {
 std::vector<float> Tensor::toFloatVector() const {
   Tensor host = device_.isCuda() ? to(Device::cpu()) : *this;
   std::vector<float> out(numel_);
+  if (dtype_ == DType::kBF16 || dtype_ == DType::kF16) {
+    cpu::castToFloat(static_cast<const uint16_t*>(host.raw()), out.data(), numel_, dtype_);
+    return out;
+  }
   for (int64_t i = 0; i < numel_; ++i) {
     switch (dtype_) {
       case DType::kF32: out[i] = host.data<float>()[i]; break;
-      case DType::kBF16: out[i] = bf16ToFloat(static_cast<const uint16_t*>(host.raw())[i]); break;
       case DType::kF64: out[i] = static_cast<float>(host.data<double>()[i]); break;
       case DType::kI32: out[i] = static_cast<float>(host.data<int32_t>()[i]); break;
       case DType::kI64: out[i] = static_cast<float>(host.data<int64_t>()[i]); break;
       case DType::kU8: out[i] = host.data<uint8_t>()[i]; break;
-      case DType::kF16: RM_THROW(kUnavailable, "float16 elements cannot be read as float yet");
+      case DType::kBF16:
+      case DType::kF16: break;  // converted above
     }
   }
   return out;
@@ -128,21 +133,14 @@ std::vector<float> Tensor::toFloatVector() const {
 
 Tensor Tensor::toDType(DType dtype) const {
   if (dtype == dtype_) return clone();
-  RM_CHECK_ARG(!device_.isCuda(), "dtype conversion runs on the host; copy to cpu first");
-  Tensor out = empty(shape_, dtype, device_);
-  if (dtype_ == DType::kF32 && dtype == DType::kBF16) {
-    auto* dst = static_cast<uint16_t*>(out.raw());
-    const float* src = data<float>();
-    for (int64_t i = 0; i < numel_; ++i) dst[i] = floatToBf16(src[i]);
-  } else if (dtype_ == DType::kBF16 && dtype == DType::kF32) {
-    const auto* src = static_cast<const uint16_t*>(raw());
-    float* dst = out.data<float>();
-    for (int64_t i = 0; i < numel_; ++i) dst[i] = bf16ToFloat(src[i]);
-  } else {
-    RM_THROW(kInvalidArgument, fmt::format("no conversion from {} to {}", dtypeName(dtype_),
-                                           dtypeName(dtype)));
-  }
-  return out;
+  const auto floating = [](DType d) {
+    return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16;
+  };
+  RM_CHECK_ARG(floating(dtype_) && floating(dtype),
+               fmt::format("no conversion from {} to {}", dtypeName(dtype_), dtypeName(dtype)));
+  // BF16 <-> F16 goes through F32, which holds both exactly.
+  const Tensor wide = ops::cast(*this, DType::kF32);
+  return ops::cast(wide, dtype);
 }
 
 Tensor Tensor::view(const Shape& shape) const {

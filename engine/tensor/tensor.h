@@ -57,9 +57,10 @@ class Tensor {
   Tensor clone() const { return to(device_); }
   // Copies src's elements into this tensor (same dtype and numel; any two devices).
   void copyFrom(const Tensor& src);
-  // Host copy of the elements as float (F32, BF16, F64 and integers are converted).
+  // Host copy of the elements as float (F32, BF16, F16, F64 and integers are converted).
   std::vector<float> toFloatVector() const;
-  // F32 <-> BF16 conversion on the host (bf16 storage for mixed precision).
+  // A copy in `dtype` on the same device: F32, BF16 and F16 into each other (ops::cast: round to
+  // nearest even, exact when widening), or a clone when the dtype is already `dtype`.
   Tensor toDType(DType dtype) const;
 
   // Same storage, new shape with the same numel.

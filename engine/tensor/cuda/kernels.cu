@@ -3,6 +3,8 @@
 // compare against) formula for formula. Kernels that return a value synchronise; none is tuned
 // beyond grid-stride loops and one block per row, on purpose: readability first.
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -890,6 +892,152 @@ void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscor
   causalSoftmaxBackwardKernel<<<rowBlocksFor(rows), kThreads>>>(probs, dprobs, dscores, rows,
                                                                 tokens, scale);
   RM_CUDA_CHECK(cudaGetLastError());
+}
+
+// ------------------------------------------------------------------------------------------------
+// Mixed precision: casts through cuda_bf16.h / cuda_fp16.h's round-to-nearest-even conversions,
+// round-through, the non-finite count, and GEMM on the tensor cores through cublasGemmEx (16-bit
+// operands, fp32 products summed in fp32: CUBLAS_COMPUTE_32F, an fp32 C)
+
+namespace {
+
+void checkFormat(DType format) {
+  RM_CHECK_ARG(format == DType::kBF16 || format == DType::kF16,
+               fmt::format("a 16-bit kernel takes BF16 or F16, got {}", dtypeName(format)));
+}
+
+cudaDataType_t cudaTypeOf(DType format) {
+  return format == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+}
+
+// Every value but NaN goes through the intrinsics. A NaN gets the host's bits (tensor/device.h: a
+// quiet NaN keeping its payload's top bits, where the intrinsics give one canonical NaN), so that a
+// cast gives the same bits on either device.
+__device__ uint16_t toBf16Bits(float x) {
+  if (isnan(x)) return static_cast<uint16_t>((__float_as_uint(x) >> 16) | 0x0040u);
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+}
+
+__device__ uint16_t toHalfBits(float x) {
+  if (isnan(x)) {
+    const uint32_t bits = __float_as_uint(x);
+    return static_cast<uint16_t>(((bits >> 16) & 0x8000u) | 0x7E00u | ((bits & 0x7FFFFFu) >> 13));
+  }
+  return __half_as_ushort(__float2half_rn(x));
+}
+
+__device__ float fromBf16Bits(uint16_t h) {
+  return __bfloat162float(__ushort_as_bfloat16(h));
+}
+
+__device__ float fromHalfBits(uint16_t h) {
+  if ((h & 0x7C00u) == 0x7C00u && (h & 0x3FFu) != 0) {  // NaN: quiet, payload kept (as the host)
+    return __uint_as_float(((h & 0x8000u) << 16) | 0x7FC00000u | ((h & 0x3FFu) << 13));
+  }
+  return __half2float(__ushort_as_half(h));
+}
+
+__global__ void castFromFloatKernel(const float* src, uint16_t* dst, int64_t n, bool bf16) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    dst[i] = bf16 ? toBf16Bits(src[i]) : toHalfBits(src[i]);
+  }
+}
+
+__global__ void castToFloatKernel(const uint16_t* src, float* dst, int64_t n, bool bf16) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    dst[i] = bf16 ? fromBf16Bits(src[i]) : fromHalfBits(src[i]);
+  }
+}
+
+__global__ void roundThroughKernel(float* y, int64_t n, bool bf16) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    y[i] = bf16 ? fromBf16Bits(toBf16Bits(y[i])) : fromHalfBits(toHalfBits(y[i]));
+  }
+}
+
+// Per-thread counts, summed over the block, one atomicAdd per block into the device counter.
+__global__ void countNonFiniteKernel(const float* x, int64_t n, unsigned long long* count) {
+  unsigned long long local = 0;
+  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
+    local += isfinite(x[i]) ? 0ull : 1ull;
+  }
+  local = blockReduce(local, 0ull, Add{});
+  if (threadIdx.x == 0 && local != 0) atomicAdd(count, local);
+}
+
+}  // namespace
+
+void castFromFloat(const float* src, uint16_t* dst, int64_t n, DType format) {
+  checkFormat(format);
+  if (n <= 0) return;
+  castFromFloatKernel<<<blocksFor(n), kThreads>>>(src, dst, n, format == DType::kBF16);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void castToFloat(const uint16_t* src, float* dst, int64_t n, DType format) {
+  checkFormat(format);
+  if (n <= 0) return;
+  castToFloatKernel<<<blocksFor(n), kThreads>>>(src, dst, n, format == DType::kBF16);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void roundThrough(float* y, int64_t n, DType format) {
+  checkFormat(format);
+  if (n <= 0) return;
+  roundThroughKernel<<<blocksFor(n), kThreads>>>(y, n, format == DType::kBF16);
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+int64_t countNonFinite(const float* x, int64_t n) {
+  if (n <= 0) return 0;
+  Scratch count(sizeof(unsigned long long));
+  RM_CUDA_CHECK(cudaMemset(count.as<unsigned long long>(), 0, sizeof(unsigned long long)));
+  countNonFiniteKernel<<<blocksFor(n), kThreads>>>(x, n, count.as<unsigned long long>());
+  RM_CUDA_CHECK(cudaGetLastError());
+  return static_cast<int64_t>(toHost(count.as<unsigned long long>(), 1)[0]);
+}
+
+void gemmLowPrecision(DType format, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const uint16_t* a, const uint16_t* b, float beta, float* c) {
+  checkFormat(format);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // no products: C = beta * C, as gemm does
+    scale(c, beta, m * n);
+    return;
+  }
+  RM_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX,
+               fmt::format("gemm of {} x {} x {} exceeds cuBLAS's 32-bit sizes", m, n, k));
+  const int lda = static_cast<int>(trans_a ? m : k);
+  const int ldb = static_cast<int>(trans_b ? k : n);
+  const cudaDataType_t type = cudaTypeOf(format);
+  // gemm's row-major trick: C^T = op(B)^T op(A)^T in cuBLAS's column-major view.
+  RM_CUBLAS_CHECK(cublasGemmEx(
+      cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, type, ldb, a, type,
+      lda, &beta, c, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemmBatchedLowPrecision(DType format, bool trans_a, bool trans_b, int64_t batch, int64_t m,
+                             int64_t n, int64_t k, float alpha, const uint16_t* a, int64_t stride_a,
+                             const uint16_t* b, int64_t stride_b, float beta, float* c,
+                             int64_t stride_c) {
+  checkFormat(format);
+  if (batch <= 0 || m == 0 || n == 0) return;
+  if (k == 0) {  // no products: every C_i = beta * C_i
+    for (int64_t i = 0; i < batch; ++i) scale(c + i * stride_c, beta, m * n);
+    return;
+  }
+  RM_CHECK_ARG(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && batch <= INT_MAX,
+               fmt::format("batched gemm of {} x {} x {} x {} exceeds cuBLAS's 32-bit sizes", batch,
+                           m, n, k));
+  const int lda = static_cast<int>(trans_a ? m : k);
+  const int ldb = static_cast<int>(trans_b ? k : n);
+  const cudaDataType_t type = cudaTypeOf(format);
+  RM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, type, ldb, stride_b,
+      a, type, lda, stride_a, &beta, c, CUDA_R_32F, static_cast<int>(n), stride_c,
+      static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace ringmaster::cuda
