@@ -1185,6 +1185,10 @@ class SpecParser {
         report("data.kind", fmt::format("{} data are token ids, but model.kind {} reads float "
                                         "features (use a model of token ids: gpt)",
                                         toString(data), spec.model.kind));
+      } else if (!token_data && token_model) {
+        report("data.kind", fmt::format("model.kind {} reads token ids, but {} data are float "
+                                        "features (use data.kind tokens or text)",
+                                        spec.model.kind, toString(data)));
       } else if (data == DataKind::kText && spec.model.vocab_size < 256) {
         report("model.vocab_size",
                fmt::format("must be at least 256 for data.kind text (one token per byte), got {}",

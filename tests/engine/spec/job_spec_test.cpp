@@ -595,14 +595,17 @@ INSTANTIATE_TEST_SUITE_P(
         ErrorCase{R"({"model": {"layer": [4, 3]}})",
                   {"model.layer: unknown key (did you mean \"layers\"?)"}}));
 
-// A gpt model section: {"model": {"kind": "gpt", <fields>}} over a small valid one (the text
-// lives as long as the test program, as ErrorCase's patch must).
+// A gpt model section: {"model": {"kind": "gpt", <fields>}} over a small valid one, reading token
+// shards (a model of token ids refuses the base document's synthetic features); the text lives as
+// long as the test program, as ErrorCase's patch must.
 const char* gptPatch(const std::string& fields) {
   static std::deque<std::string> patches;
   json model = {{"kind", "gpt"}, {"layers", 2}, {"vocab_size", 64},      {"context", 16},
                 {"heads", 2},    {"dim", 32},   {"activation", nullptr}, {"layer_norm", nullptr}};
   model.merge_patch(json::parse("{" + fields + "}"));
-  return patches.emplace_back(json{{"model", model}}.dump()).c_str();
+  const json data = {{"kind", "tokens"},    {"train", "shards/train_*.bin"}, {"samples", nullptr},
+                     {"features", nullptr}, {"classes", nullptr}};
+  return patches.emplace_back(json{{"model", model}, {"data", data}}.dump()).c_str();
 }
 
 INSTANTIATE_TEST_SUITE_P(

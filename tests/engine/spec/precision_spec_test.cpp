@@ -112,6 +112,15 @@ TEST(PrecisionSpec, RefusalsNameTheField) {
                        "strategy.reduce_dtype: "));
 }
 
+// Not a precision rule, but the same document: a model of token ids refuses float features at
+// parse time instead of at the first batch.
+TEST(PrecisionSpec, AGptRefusesFloatFeatureData) {
+  const std::vector<std::string> lines = problems(gptSpec(
+      {{"data", {{"kind", "synthetic"}, {"samples", 8}, {"features", 4}, {"classes", 2}}}}));
+  EXPECT_TRUE(mentions(lines, "data.kind: model.kind gpt reads token ids, but synthetic data"))
+      << (lines.empty() ? "no problem" : lines.front());
+}
+
 TEST(PrecisionSpec, FormFieldsFollowTheKinds) {
   const std::vector<SpecField> fields = specFields();
   const auto find = [&](const std::string& path) {
