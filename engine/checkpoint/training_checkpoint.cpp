@@ -33,6 +33,9 @@ constexpr const char* kFormatName = "ringmaster-checkpoint-1";
 constexpr const char* kChecksumKey = "crc32";
 constexpr const char* kModelFile = "model.safetensors";
 constexpr const char* kOptimizerFile = "optimizer.safetensors";
+// An fp16 run's GradScaler state, in optimizer.safetensors' metadata.
+constexpr const char* kLossScaleKey = "loss_scale";
+constexpr const char* kGrowthTrackerKey = "loss_scale_growth_tracker";
 
 // ---------------------------------------------------------------------------------------------
 // Checksums: zlib's CRC-32 (IEEE 802.3) over each tensor's name, dtype, shape and bytes, in
@@ -164,6 +167,26 @@ int64_t metadataInteger(const std::string& file, const SafetensorsFile& loaded,
   }
 }
 
+// The scaler state an optimizer file's metadata records, or nullopt where it records none (a run
+// without loss scaling). kFormat for a scale that is not a number or a tracker that is not an
+// integer; the values' ranges are GradScaler::loadState's to check.
+std::optional<GradScalerState> scalerStateOf(const std::string& file,
+                                             const SafetensorsFile& loaded) {
+  const auto it = loaded.metadata.find(kLossScaleKey);
+  if (it == loaded.metadata.end()) return std::nullopt;
+  GradScalerState state;
+  try {
+    size_t used = 0;
+    state.scale = std::stod(it->second, &used);
+    if (used != it->second.size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    RM_THROW(kFormat, fmt::format("{}: metadata '{}' is not a number: '{}'", file, kLossScaleKey,
+                                  it->second));
+  }
+  state.growth_tracker = metadataInteger(file, loaded, kGrowthTrackerKey);
+  return state;
+}
+
 // Checks that `loaded` holds exactly the model's parameters, each with its shape and dtype.
 void checkModelTensors(const std::string& file, const SafetensorsFile& loaded,
                        const std::vector<NamedParameter>& parameters) {
@@ -247,7 +270,7 @@ std::string saveModelWeights(const std::string& dir, int64_t step,
 
 std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
                                    const std::vector<NamedParameter>& parameters,
-                                   const Optimizer& optimizer) {
+                                   const Optimizer& optimizer, const GradScaler* scaler) {
   const fs::path step_dir = makeStepDir(dir, step);
   std::vector<std::pair<std::string, Tensor>> weights;
   for (const auto& named : parameters) weights.emplace_back(named.name, named.parameter->value);
@@ -257,6 +280,11 @@ std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
 
   auto optimizer_metadata = metadata;
   optimizer_metadata["optimizer_step"] = std::to_string(optimizer.stepCount());
+  if (scaler != nullptr) {
+    // The shortest decimal that reads back as the same double.
+    optimizer_metadata[kLossScaleKey] = fmt::format("{}", scaler->scale());
+    optimizer_metadata[kGrowthTrackerKey] = std::to_string(scaler->growthTracker());
+  }
   writeChecked(step_dir / kOptimizerFile, optimizer.stateTensors(), optimizer_metadata);
   return step_dir.string();
 }
@@ -304,8 +332,8 @@ int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer) {
 }
 
 int64_t loadTrainingCheckpoint(const std::string& step_dir,
-                               const std::vector<NamedParameter>& parameters,
-                               Optimizer& optimizer) {
+                               const std::vector<NamedParameter>& parameters, Optimizer& optimizer,
+                               GradScaler* scaler) {
   const std::string model_file = (fs::path(step_dir) / kModelFile).string();
   const std::string optimizer_file = (fs::path(step_dir) / kOptimizerFile).string();
   const SafetensorsFile model = readChecked(model_file);
@@ -320,8 +348,11 @@ int64_t loadTrainingCheckpoint(const std::string& step_dir,
   }
   checkModelTensors(model_file, model, parameters);
   const int64_t optimizer_step = metadataInteger(optimizer_file, state, "optimizer_step");
+  const std::optional<GradScalerState> scaler_state =
+      scaler != nullptr ? scalerStateOf(optimizer_file, state) : std::nullopt;
   try {
     optimizer.loadState(state.tensors, optimizer_step);
+    if (scaler_state) scaler->loadState(*scaler_state);
   } catch (const Error& e) {
     throw Error(e.kind(), fmt::format("{}: {}", optimizer_file, e.message()), __FILE__, __LINE__);
   }
@@ -346,7 +377,8 @@ std::vector<int64_t> checkpointSteps(const std::string& dir) {
 
 std::optional<int64_t> loadNewestGoodCheckpoint(
     const std::string& dir, int64_t at_most, const std::vector<NamedParameter>& parameters,
-    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped) {
+    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped,
+    GradScaler* scaler) {
   for (const int64_t step : checkpointSteps(dir)) {
     if (step > at_most) continue;
     const std::string step_dir = checkpointStepDir(dir, step);
@@ -364,7 +396,7 @@ std::optional<int64_t> loadNewestGoodCheckpoint(
       continue;
     }
     try {
-      return loadTrainingCheckpoint(step_dir, parameters, optimizer);
+      return loadTrainingCheckpoint(step_dir, parameters, optimizer, scaler);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::kFormat && e.kind() != ErrorKind::kIo) throw;
       skipped({.dir = step_dir, .reason = e.message()});

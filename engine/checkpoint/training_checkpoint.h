@@ -14,17 +14,20 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "optim/grad_scaler.h"
 #include "optim/optimizer.h"
 
 namespace ringmaster {
 
 // Writes <dir>/step_<step, 8 digits>/{model,optimizer}.safetensors, each atomically; returns the
-// step directory. Files are 0600 and every directory it makes (`dir` and its missing parents
-// included) 0700, whatever the umask, unless RINGMASTER_UMASK (octal, as for the other files
-// ringmaster creates) masks less: 027 gives 0640 and 0750. A directory that exists keeps its mode.
+// step directory. An fp16 run's `scaler` is kept in optimizer.safetensors' metadata (loss_scale,
+// loss_scale_growth_tracker). Files are 0600 and every directory it makes (`dir` and its missing
+// parents included) 0700, whatever the umask, unless RINGMASTER_UMASK (octal, as for the other
+// files ringmaster creates) masks less: 027 gives 0640 and 0750. A directory that exists keeps its
+// mode.
 std::string saveTrainingCheckpoint(const std::string& dir, int64_t step,
                                    const std::vector<NamedParameter>& parameters,
-                                   const Optimizer& optimizer);
+                                   const Optimizer& optimizer, const GradScaler* scaler = nullptr);
 
 // Writes <dir>/step_<step, 8 digits>/model.safetensors alone (a consolidated copy of a sharded
 // model, gathered by the caller); returns the file's path. Modes as saveTrainingCheckpoint's.
@@ -51,8 +54,11 @@ int64_t loadOptimizerState(const std::string& path, Optimizer& optimizer);
 // Loads a whole step directory: both files are read and checked (checksums, the step recorded in
 // them against the directory's, every tensor's name and shape) before the parameters change.
 // Returns the step. A missing file is kIo, anything else wrong kFormat, each naming the file.
+// `scaler` (fp16) takes the scaler state the checkpoint holds; one written without (an fp32 or
+// bf16 run resumed in fp16) leaves it as it is, at its initial scale.
 int64_t loadTrainingCheckpoint(const std::string& step_dir,
-                               const std::vector<NamedParameter>& parameters, Optimizer& optimizer);
+                               const std::vector<NamedParameter>& parameters, Optimizer& optimizer,
+                               GradScaler* scaler = nullptr);
 
 // The steps of the step_<8 digits> directories in `dir`, newest first, complete or not; empty
 // when there are none or no such directory.
@@ -75,6 +81,7 @@ struct SkippedCheckpoint {
 // changed the optimizer's state before it failed.
 std::optional<int64_t> loadNewestGoodCheckpoint(
     const std::string& dir, int64_t at_most, const std::vector<NamedParameter>& parameters,
-    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped);
+    Optimizer& optimizer, const std::function<void(const SkippedCheckpoint&)>& skipped,
+    GradScaler* scaler = nullptr);
 
 }  // namespace ringmaster

@@ -31,7 +31,7 @@ class PipelineStrategy final : public ParallelStrategy {
           return make_batch(
               std::vector<int64_t>(indices.begin() + i * rows, indices.begin() + (i + 1) * rows));
         },
-        1.0f / static_cast<float>(accumulation * micro_batches_));
+        lossScale() / static_cast<float>(accumulation * micro_batches_));
     return BatchPass{.loss = step.loss_sum / micro_batches_,
                      .correct = step.correct,
                      .samples = step.samples,

@@ -23,7 +23,7 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
   pass.correct = ops::countCorrect(logits.view({logits.numel() / classes, classes}),
                                    batch.targets.view({batch.targets.numel()}));
   pass.samples = batch.targets.dim(0);
-  backward(loss_fn.backward(1.0f / static_cast<float>(accumulation)), sync);
+  backward(loss_fn.backward(lossScale() / static_cast<float>(accumulation)), sync);
   return pass;
 }
 

@@ -52,7 +52,8 @@ class ParallelStrategy {
   virtual ~ParallelStrategy() = default;
 
   // Forward, loss and backward over the batch of `indices`, one of `accumulation` batches whose
-  // gradients sum to one step's (each loss gradient scaled by 1 / accumulation). `sync`: the last
+  // gradients sum to one step's (each loss gradient scaled by lossScale() / accumulation; the
+  // loss reported is the true one). `sync`: the last
   // of them, whose backward reduces the gradients across ranks (the others only accumulate them:
   // no_sync).
   virtual BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
@@ -79,6 +80,14 @@ class ParallelStrategy {
   virtual bool consolidates() const { return false; }
   // The whole model's parameters with their full values (collective where the model is split).
   virtual StateDict fullStateDict() = 0;
+
+  // The factor every loss gradient is multiplied by from the next batch on: fp16's loss scale
+  // (optim/grad_scaler.h; the trainer unscales the gradients after the sync), 1 otherwise.
+  void setLossScale(float scale) { loss_scale_ = scale; }
+  float lossScale() const { return loss_scale_; }
+
+ private:
+  float loss_scale_ = 1.0f;
 };
 
 // What a strategy is made from: the built model, the world communicator (nullptr for `single`)

@@ -98,6 +98,12 @@ struct StepEvent {
   // Model FLOPs utilisation: training FLOPs per token x tokens_per_s over the rank's peak FLOP/s
   // (train.peak_tflops, else the device's known peak); absent when no peak is known.
   std::optional<double> mfu;
+  // fp16 runs only (train.precision fp16; absent otherwise): the loss scale this step's loss
+  // gradients were multiplied by, and how many steps since the previous step event (this one
+  // included; 0 or 1 when every step is reported) found an inf or NaN gradient and skipped the
+  // optimizer's update.
+  std::optional<double> loss_scale;
+  std::optional<int64_t> skipped;
   bool operator==(const StepEvent&) const = default;
 };
 

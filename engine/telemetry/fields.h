@@ -86,6 +86,8 @@ inline constexpr char kAccuracy[] = "accuracy";
 inline constexpr char kTokens[] = "tokens";
 inline constexpr char kTokensPerS[] = "tokens_per_s";
 inline constexpr char kMfu[] = "mfu";
+inline constexpr char kLossScale[] = "loss_scale";
+inline constexpr char kSkipped[] = "skipped";
 }  // namespace step_field
 
 inline constexpr auto kStepFields = std::tuple{
@@ -106,6 +108,8 @@ inline constexpr auto kStepFields = std::tuple{
     field(step_field::kTokens, &StepEvent::tokens, kCount, Presence::kOptional),
     field(step_field::kTokensPerS, &StepEvent::tokens_per_s, kNonNegative, Presence::kOptional),
     field(step_field::kMfu, &StepEvent::mfu, kNonNegative, Presence::kOptional),
+    field(step_field::kLossScale, &StepEvent::loss_scale, kNonNegative, Presence::kOptional),
+    field(step_field::kSkipped, &StepEvent::skipped, kCount, Presence::kOptional),
 };
 
 inline constexpr auto kCommFields = std::tuple{

@@ -402,6 +402,55 @@ UNION ALL SELECT run_id, rank, 'tokens_per_s', step, tokens_per_s, attempt
 UNION ALL SELECT run_id, rank, 'mfu', step, mfu, attempt
             FROM steps WHERE mfu IS NOT NULL;
 )sql",
+      // 9: fp16's loss scaling in the step event: the loss scale of the step and the steps whose
+      // update was skipped since the previous event (null in runs without fp16 and in those
+      // recorded before), as step columns that scalar_points also reads.
+      R"sql(
+ALTER TABLE steps ADD COLUMN loss_scale REAL;
+ALTER TABLE steps ADD COLUMN skipped REAL;
+DROP VIEW scalar_points;
+CREATE VIEW scalar_points (run_id, rank, metric, step, value, attempt) AS
+SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt
+  FROM scalars s JOIN metrics m ON m.id = s.metric_id
+UNION ALL SELECT run_id, rank, 'wall_time_s', step, wall_time_s, attempt
+            FROM steps WHERE wall_time_s IS NOT NULL
+UNION ALL SELECT run_id, rank, 'loss', step, loss, attempt
+            FROM steps WHERE loss IS NOT NULL
+UNION ALL SELECT run_id, rank, 'lr', step, lr, attempt
+            FROM steps WHERE lr IS NOT NULL
+UNION ALL SELECT run_id, rank, 'samples', step, samples, attempt
+            FROM steps WHERE samples IS NOT NULL
+UNION ALL SELECT run_id, rank, 'step_ms', step, step_ms, attempt
+            FROM steps WHERE step_ms IS NOT NULL
+UNION ALL SELECT run_id, rank, 'compute_ms', step, compute_ms, attempt
+            FROM steps WHERE compute_ms IS NOT NULL
+UNION ALL SELECT run_id, rank, 'comm_ms', step, comm_ms, attempt
+            FROM steps WHERE comm_ms IS NOT NULL
+UNION ALL SELECT run_id, rank, 'exposed_comm_ms', step, exposed_comm_ms, attempt
+            FROM steps WHERE exposed_comm_ms IS NOT NULL
+UNION ALL SELECT run_id, rank, 'mem_allocated', step, mem_allocated, attempt
+            FROM steps WHERE mem_allocated IS NOT NULL
+UNION ALL SELECT run_id, rank, 'mem_peak', step, mem_peak, attempt
+            FROM steps WHERE mem_peak IS NOT NULL
+UNION ALL SELECT run_id, rank, 'mem_reserved', step, mem_reserved, attempt
+            FROM steps WHERE mem_reserved IS NOT NULL
+UNION ALL SELECT run_id, rank, 'device_mem_used', step, device_mem_used, attempt
+            FROM steps WHERE device_mem_used IS NOT NULL
+UNION ALL SELECT run_id, rank, 'grad_norm', step, grad_norm, attempt
+            FROM steps WHERE grad_norm IS NOT NULL
+UNION ALL SELECT run_id, rank, 'accuracy', step, accuracy, attempt
+            FROM steps WHERE accuracy IS NOT NULL
+UNION ALL SELECT run_id, rank, 'tokens', step, tokens, attempt
+            FROM steps WHERE tokens IS NOT NULL
+UNION ALL SELECT run_id, rank, 'tokens_per_s', step, tokens_per_s, attempt
+            FROM steps WHERE tokens_per_s IS NOT NULL
+UNION ALL SELECT run_id, rank, 'mfu', step, mfu, attempt
+            FROM steps WHERE mfu IS NOT NULL
+UNION ALL SELECT run_id, rank, 'loss_scale', step, loss_scale, attempt
+            FROM steps WHERE loss_scale IS NOT NULL
+UNION ALL SELECT run_id, rank, 'skipped', step, skipped, attempt
+            FROM steps WHERE skipped IS NOT NULL;
+)sql",
   };
   return kMigrations;
 }

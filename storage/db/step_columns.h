@@ -1,5 +1,5 @@
 // The step event's fields that the `steps` table keeps as columns (schema migration 5; tokens,
-// tokens_per_s and mfu added by migration 7), derived
+// tokens_per_s and mfu added by migration 8, loss_scale and skipped by migration 9), derived
 // from the step record's field table (telemetry/fields.h): the event's time, then every field but
 // the step (the row's key). Each is also the name of its series, read like any metric of
 // `scalars`.

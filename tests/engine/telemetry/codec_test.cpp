@@ -101,6 +101,8 @@ TEST(TelemetryCodec, NullOptionalFieldMeansAbsent) {
   j["tokens"] = nullptr;
   j["tokens_per_s"] = nullptr;
   j["mfu"] = nullptr;
+  j["loss_scale"] = nullptr;
+  j["skipped"] = nullptr;
   DecodeResult result = decodeEvent(j.dump());
   ASSERT_TRUE(result.ok()) << result.error().message;
   EXPECT_EQ(std::get<StepEvent>(result.event().body), samples::minimalStep());

@@ -51,6 +51,8 @@ inline StepEvent fullStep() {
   e.tokens = 64 * 1024;
   e.tokens_per_s = 1588751.515;
   e.mfu = 0.4375;
+  e.loss_scale = 32768.0;
+  e.skipped = 1;
   return e;
 }
 
@@ -61,6 +63,8 @@ inline StepEvent minimalStep() {
   e.tokens.reset();
   e.tokens_per_s.reset();
   e.mfu.reset();
+  e.loss_scale.reset();
+  e.skipped.reset();
   return e;
 }
 
