@@ -926,8 +926,9 @@ __device__ uint16_t toHalfBits(float x) {
   return __half_as_ushort(__float2half_rn(x));
 }
 
+// bf16 is a float's top half: widening is a shift (exact, NaN bits kept, as on the host).
 __device__ float fromBf16Bits(uint16_t h) {
-  return __bfloat162float(__ushort_as_bfloat16(h));
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
 }
 
 __device__ float fromHalfBits(uint16_t h) {

@@ -1,11 +1,13 @@
 // The CUDA path against the host reference: every op of ops.h (the transformer ops included) runs
 // on the same random inputs on both devices, over sizes including 0, 1, odd ones and ones past a
 // grid's first pass, and each comparison prints its worst relative error. Also copies, device
-// names, and the CUDA caching allocator's figures. Without CUDA in the build, or without a device,
-// every test skips and says so.
+// names, and the CUDA caching allocator's figures; the mixed-precision kernels (bf16 / fp16 casts
+// bit for bit, the non-finite count, 16-bit GEMM on the tensor cores). Without CUDA in the build,
+// or without a device, every test skips and says so.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -1013,6 +1015,175 @@ TEST_F(CudaKernels, CausalSoftmaxMatchesTheHost) {
     }
     expectClose("causalSoftmaxBackward " + what, dscores_cuda, dscores, dscale,
                 sumBound(cs.tokens) + kFewRoundings);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Mixed precision: 16-bit casts, round-through, the non-finite count, 16-bit GEMM
+
+// Float bit patterns every 4093rd (about a million: every exponent, both signs, subnormals, inf
+// and NaN among them), then hand-picked specials: ties, fp16's overflow boundary, -0.
+std::vector<float> floatPatterns() {
+  std::vector<float> values;
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFull; bits += 4093) {
+    values.push_back(std::bit_cast<float>(static_cast<uint32_t>(bits)));
+  }
+  for (float v : {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f,
+                  65519.996f, 65520.0f, 0x1p-24f, 0x1p-25f, 3 * 0x1p-25f, 0x1p-14f - 0x1p-26f,
+                  std::numeric_limits<float>::max(), std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::nanf(""),
+                  std::bit_cast<float>(0xFF802000u)}) {
+    values.push_back(v);
+  }
+  return values;
+}
+
+// The first element whose bytes differ, or -1.
+int64_t firstDifference(const Tensor& on_cuda, const Tensor& on_cpu) {
+  const Tensor back = on_cuda.to(Device::cpu());
+  const size_t size = dtypeSize(on_cpu.dtype());
+  const auto* got = static_cast<const unsigned char*>(back.raw());
+  const auto* want = static_cast<const unsigned char*>(on_cpu.raw());
+  for (int64_t i = 0; i < on_cpu.numel(); ++i) {
+    if (std::memcmp(got + i * size, want + i * size, size) != 0) return i;
+  }
+  return -1;
+}
+
+void expectSameBits(const std::string& what, const Tensor& on_cuda, const Tensor& on_cpu) {
+  ASSERT_EQ(on_cuda.dtype(), on_cpu.dtype()) << what;
+  ASSERT_EQ(on_cuda.numel(), on_cpu.numel()) << what;
+  const int64_t at = firstDifference(on_cuda, on_cpu);
+  std::printf("  %-60s %s\n", what.c_str(), at < 0 ? "bit for bit equal" : "DIFFERS");
+  if (at >= 0) {
+    const std::vector<float> got = on_cuda.toFloatVector(), want = on_cpu.toFloatVector();
+    ADD_FAILURE() << fmt::format("{}: element {} of {} is {} on CUDA and {} on the host", what, at,
+                                 on_cpu.numel(), got[at], want[at]);
+  }
+}
+
+TEST_F(CudaKernels, CastsAndRoundThroughEqualTheHostsBitForBit) {
+  const std::vector<float> patterns = floatPatterns();
+  const Tensor sweep = Tensor::fromVector(patterns, {static_cast<int64_t>(patterns.size())});
+  std::vector<Tensor> inputs = {sweep};
+  for (int64_t n : kSizes) inputs.push_back(randomTensor({n}, 700 + n, 3.0));
+  for (DType format : {DType::kBF16, DType::kF16}) {
+    for (const Tensor& x : inputs) {
+      const std::string what = fmt::format("{} of {} floats", dtypeName(format), x.numel());
+      const Tensor narrow = ops::cast(x, format);
+      const Tensor narrow_cuda = ops::cast(x.to(gpu()), format);
+      expectSameBits("cast to " + what, narrow_cuda, narrow);
+      expectSameBits("cast back from " + what, ops::cast(narrow_cuda, DType::kF32),
+                     ops::cast(narrow, DType::kF32));
+      Tensor rounded = x.clone();
+      Tensor rounded_cuda = x.to(gpu());
+      ops::roundThrough(rounded, format);
+      ops::roundThrough(rounded_cuda, format);
+      expectSameBits("roundThrough " + what, rounded_cuda, rounded);
+    }
+    // Every 16-bit pattern widened, NaNs included.
+    Tensor every = Tensor::empty({0x10000}, format);
+    auto* bits = static_cast<uint16_t*>(every.raw());
+    for (uint32_t h = 0; h < 0x10000; ++h) bits[h] = static_cast<uint16_t>(h);
+    expectSameBits(fmt::format("every {} pattern widened", dtypeName(format)),
+                   ops::cast(every.to(gpu()), DType::kF32), ops::cast(every, DType::kF32));
+    // Tensor's conversions on the device.
+    expectSameBits(fmt::format("toDType {} on the device", dtypeName(format)),
+                   sweep.to(gpu()).toDType(format), sweep.toDType(format));
+  }
+}
+
+TEST_F(CudaKernels, CountNonFiniteMatchesTheHost) {
+  for (int64_t n : kSizes) {
+    std::vector<float> values = randomValues(n, 800 + n);
+    for (int64_t i = 0; i < n; i += 97) {
+      const float specials[] = {std::numeric_limits<float>::infinity(), std::nanf(""),
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::max()};
+      values[i] = specials[(i / 97) % 4];
+    }
+    const Tensor x = Tensor::fromVector(values, {n});
+    const int64_t on_cpu = ops::countNonFinite(x);
+    const int64_t on_cuda = ops::countNonFinite(x.to(gpu()));
+    std::printf("  countNonFinite of %-10lld cuda %lld, host %lld\n", static_cast<long long>(n),
+                static_cast<long long>(on_cuda), static_cast<long long>(on_cpu));
+    EXPECT_EQ(on_cuda, on_cpu) << "n = " << n;
+  }
+}
+
+// The 16-bit operands' fp32 products are exact on both devices (8- or 11-bit significands); only
+// the fp32 summation differs. Tensor cores may align and truncate rather than round inside an
+// MMA step (Fasi et al., "Numerical behavior of NVIDIA tensor cores", 2021), which can double the
+// device's rounding error per addition: twice the fp32 bound, and never below 1e-5.
+double lowPrecisionSumBound(int64_t terms) {
+  return std::max(2.0 * sumBound(terms), 1e-5);
+}
+
+TEST_F(CudaKernels, LowPrecisionMatmulMatchesTheHost) {
+  struct Case {
+    Shape batch;  // empty: ops::matmul, else ops::matmulBatched
+    int64_t m, n, k;
+  };
+  const std::vector<Case> cases = {{{}, 0, 3, 2},      {{}, 3, 2, 0},   {{}, 1, 1, 1},
+                                   {{}, 7, 1, 5},      {{}, 17, 33, 9}, {{}, 64, 48, 130},
+                                   {{}, 127, 65, 257}, {{3}, 7, 5, 3},  {{2, 3}, 17, 33, 9},
+                                   {{5}, 65, 31, 130}, {{2}, 3, 2, 0},  {{0}, 3, 3, 3}};
+  uint64_t seed = 900;
+  for (DType format : {DType::kBF16, DType::kF16}) {
+    for (const Case& shape : cases) {
+      const int64_t m = shape.m, n = shape.n, k = shape.k;
+      const bool batched = !shape.batch.empty();
+      const int64_t batch = batched ? shapeNumel(shape.batch) : 1;
+      const auto with_batch = [&](int64_t rows, int64_t cols) {
+        Shape full = shape.batch;
+        full.push_back(rows);
+        full.push_back(cols);
+        return full;
+      };
+      for (bool trans_a : {false, true}) {
+        for (bool trans_b : {false, true}) {
+          const float alpha = 0.5f, beta = trans_a ? 0.0f : -1.5f;
+          const Tensor a = ops::cast(
+              randomTensor(trans_a ? with_batch(k, m) : with_batch(m, k), seed++), format);
+          const Tensor b = ops::cast(
+              randomTensor(trans_b ? with_batch(n, k) : with_batch(k, n), seed++), format);
+          // beta = 0 must clear C, NaN included, as BLAS does.
+          Tensor c = beta == 0.0f ? Tensor::full(with_batch(m, n), std::nanf(""))
+                                  : randomTensor(with_batch(m, n), seed++);
+          const std::vector<float> c0 = c.toFloatVector();
+          Tensor c_cuda = c.to(gpu());
+          if (batched) {
+            ops::matmulBatched(a, trans_a, b, trans_b, c, alpha, beta);
+            ops::matmulBatched(a.to(gpu()), trans_a, b.to(gpu()), trans_b, c_cuda, alpha, beta);
+          } else {
+            ops::matmul(a, trans_a, b, trans_b, c, alpha, beta);
+            ops::matmul(a.to(gpu()), trans_a, b.to(gpu()), trans_b, c_cuda, alpha, beta);
+          }
+          const std::vector<float> pa = a.toFloatVector(), pb = b.toFloatVector();
+          std::vector<double> scale(static_cast<size_t>(batch * m * n));
+          for (int64_t bi = 0; bi < batch; ++bi) {
+            const float* ai = pa.data() + bi * m * k;
+            const float* bbi = pb.data() + bi * k * n;
+            for (int64_t i = 0; i < m; ++i) {
+              for (int64_t j = 0; j < n; ++j) {
+                double s = 0.0;
+                for (int64_t p = 0; p < k; ++p) {
+                  const float aip = trans_a ? ai[p * m + i] : ai[i * k + p];
+                  const float bpj = trans_b ? bbi[j * k + p] : bbi[p * n + j];
+                  s += std::abs(static_cast<double>(aip) * bpj);
+                }
+                const int64_t at = (bi * m + i) * n + j;
+                scale[at] = std::abs(alpha) * s + (beta == 0.0f ? 0.0 : std::abs(beta * c0[at]));
+              }
+            }
+          }
+          expectClose(fmt::format("{} {} {} x {}x{}x{} {}{}", dtypeName(format),
+                                  batched ? "matmulBatched" : "matmul", shapeStr(shape.batch), m, n,
+                                  k, trans_a ? "A^T" : "A", trans_b ? "B^T" : "B"),
+                      c_cuda, c, scale, lowPrecisionSumBound(k));
+        }
+      }
+    }
   }
 }
 
