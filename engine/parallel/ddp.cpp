@@ -1,4 +1,5 @@
-// Bucket assignment, the start-up broadcast, and the overlapped gradient all-reduce of DDP.
+// Bucket assignment, the start-up broadcast, and the overlapped gradient all-reduce of DDP (in
+// float32, or in a 16-bit reduce dtype through a pre-divided copy of each bucket).
 #include "parallel/ddp.h"
 
 #include <algorithm>
@@ -36,11 +37,25 @@ std::vector<Tensor> slices(const GradientBucket& bucket) {
 
 }  // namespace
 
+void checkReduceDType(DType dtype, const char* option) {
+  RM_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+               fmt::format("{}: gradients reduce in float32, bfloat16 or float16, not {}", option,
+                           dtypeName(dtype)));
+}
+
+Tensor preDividedCast(Tensor& grad, int world, DType dtype) {
+  if (world > 1) ops::scale(grad, 1.0f / static_cast<float>(world));
+  Tensor low = Tensor::empty(grad.shape(), dtype, grad.device());
+  ops::cast(grad, low);
+  return low;
+}
+
 DistributedDataParallel::DistributedDataParallel(Sequential& model, Communicator& comm,
                                                  DdpOptions options)
     : model_(model), comm_(comm), options_(options) {
   RM_CHECK_ARG(options.bucket_cap_mb > 0,
                fmt::format("strategy.bucket_cap_mb: {} is not positive", options.bucket_cap_mb));
+  checkReduceDType(options.reduce_dtype, "strategy.reduce_dtype");
   assignBuckets();
   // Every replica starts from rank 0's parameters: each bucket's buffer carries its parameters'
   // values through one broadcast (fewer, larger messages than one per tensor), then becomes the
@@ -105,11 +120,18 @@ void DistributedDataParallel::backward(const Tensor& grad_output, bool sync) {
     if (!sync) continue;
     for (size_t b : module_buckets_[m]) --buckets_[b].modules_pending;
     while (next_bucket < buckets_.size() && buckets_[next_bucket].modules_pending == 0) {
-      GradientBucket& bucket = buckets_[next_bucket++];
-      // The communicator's stream must see the finished gradients.
-      if (bucket.buffer.device().isCuda()) synchronize(bucket.buffer.device());
+      const size_t b = next_bucket++;
+      GradientBucket& bucket = buckets_[b];
       bucket.ready_after_module = static_cast<int>(m);
-      in_flight_.push_back(comm_.allReduce(bucket.buffer, ReduceOp::avg()));
+      if (options_.reduce_dtype == DType::kF32) {
+        // The communicator's stream must see the finished gradients.
+        if (bucket.buffer.device().isCuda()) synchronize(bucket.buffer.device());
+        in_flight_.push_back({comm_.allReduce(bucket.buffer, ReduceOp::avg()), b});
+        continue;
+      }
+      bucket.reduce_buffer = preDividedCast(bucket.buffer, comm_.size(), options_.reduce_dtype);
+      if (bucket.buffer.device().isCuda()) synchronize(bucket.buffer.device());
+      in_flight_.push_back({comm_.allReduce(bucket.reduce_buffer, ReduceOp::sum()), b});
     }
   }
 }
@@ -117,9 +139,15 @@ void DistributedDataParallel::backward(const Tensor& grad_output, bool sync) {
 GradientSyncTiming DistributedDataParallel::finishGradientSync() {
   GradientSyncTiming timing;
   const auto start = Clock::now();
-  for (const WorkPtr& work : in_flight_) work->wait();
+  for (const PendingReduction& pending : in_flight_) pending.work->wait();
   timing.exposed_comm_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  for (const WorkPtr& work : in_flight_) timing.comm_ms += work->durationMs().value_or(0);
+  for (const PendingReduction& pending : in_flight_) {
+    timing.comm_ms += pending.work->durationMs().value_or(0);
+    GradientBucket& bucket = buckets_[pending.bucket];
+    if (!bucket.reduce_buffer.defined()) continue;
+    ops::cast(bucket.reduce_buffer, bucket.buffer);  // widening: exact
+    bucket.reduce_buffer = Tensor();
+  }
   in_flight_.clear();
   return timing;
 }

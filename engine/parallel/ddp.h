@@ -1,7 +1,9 @@
 // DistributedDataParallel in the manner of torch.nn.parallel.DistributedDataParallel: replicas
 // start from rank 0's parameters, gradients live in flat buckets (reverse parameter order, size
 // capped), and a bucket's all-reduce starts as soon as backward has produced all of its gradients,
-// so communication overlaps the backward of the earlier layers.
+// so communication overlaps the backward of the earlier layers. With a 16-bit reduce dtype (FSDP's
+// MixedPrecision.reduce_dtype, DDP's bf16 / fp16 compress hooks) a bucket is divided by the world
+// size, cast to that dtype and summed across ranks in it, then widened back into the fp32 buffer.
 #pragma once
 
 #include <cstdint>
@@ -16,13 +18,19 @@ struct DdpOptions {
   double bucket_cap_mb = 25.0;   // spec strategy.bucket_cap_mb
   double first_bucket_mb = 1.0;  // PyTorch's _DEFAULT_FIRST_BUCKET_BYTES: the first bucket
                                  // (the last layers) is small so that communication starts early
+  // The dtype buckets are reduced in (spec strategy.reduce_dtype): kF32 (each bucket's own buffer
+  // all-reduced as it is), kBF16 or kF16 (a 16-bit copy: half the bytes on the wire).
+  DType reduce_dtype = DType::kF32;
 };
 
 // One bucket: a flat gradient buffer whose slices are the gradients of `parameters`.
 struct GradientBucket {
   std::vector<Parameter*> parameters;  // in the order they occupy the buffer
   Tensor buffer;                       // 1-D, float32, on the model's device
-  int modules_pending = 0;             // during backward: modules whose gradients are not ready
+  // 16-bit reduce dtype: the buffer divided by the world size and cast, from the bucket's
+  // all-reduce start until finishGradientSync() widens the sum back into `buffer` (else undefined).
+  Tensor reduce_buffer;
+  int modules_pending = 0;  // during backward: modules whose gradients are not ready
   // The model module whose backward completed this bucket in the last synchronised backward, and
   // so started its all-reduce while the modules before it were still to run (-1: not yet).
   int ready_after_module = -1;
@@ -33,6 +41,15 @@ struct GradientSyncTiming {
   double comm_ms = 0;          // the all-reduces' own durations, summed over buckets
   double exposed_comm_ms = 0;  // time the caller waited for them after backward had finished
 };
+
+// strategy.reduce_dtype for DDP and FSDP: kF32, or a 16-bit format (kBF16, kF16) whose reduction
+// sums pre-divided copies. Throws kInvalidArgument naming `option` for any other dtype.
+void checkReduceDType(DType dtype, const char* option);
+// What a rank contributes to a 16-bit SUM that averages over `world` ranks: `grad` (float32) is
+// divided by `world` in place (in fp32, so one rounding in all: the cast's) and cast to `dtype`.
+// Dividing first, as PyTorch's compress hooks do, keeps an fp16 sum from overflowing where the
+// average would not.
+Tensor preDividedCast(Tensor& grad, int world, DType dtype);
 
 class DistributedDataParallel {
  public:
@@ -46,7 +63,8 @@ class DistributedDataParallel {
   // gradients are complete; without it (no_sync) gradients only accumulate locally.
   void backward(const Tensor& grad_output, bool sync = true);
   // Waits for the all-reduces the last synchronised backward started. The gradients then hold the
-  // average over ranks, as every rank's optimizer expects.
+  // average over ranks, as every rank's optimizer expects (a 16-bit reduction's sum widened back
+  // into the buckets).
   GradientSyncTiming finishGradientSync();
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
@@ -60,7 +78,11 @@ class DistributedDataParallel {
   std::vector<GradientBucket> buckets_;
   // For module i of the model: the buckets holding its parameters (with multiplicity).
   std::vector<std::vector<size_t>> module_buckets_;
-  std::vector<WorkPtr> in_flight_;
+  struct PendingReduction {
+    WorkPtr work;
+    size_t bucket;
+  };
+  std::vector<PendingReduction> in_flight_;
 };
 
 }  // namespace ringmaster

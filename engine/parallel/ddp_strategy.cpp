@@ -10,7 +10,10 @@ class DdpStrategy final : public ReplicatedModelStrategy {
  public:
   DdpStrategy(Sequential& model, Communicator& world, const DdpSpec& options)
       : ReplicatedModelStrategy(model),
-        ddp_(model, world, DdpOptions{.bucket_cap_mb = options.bucket_cap_mb}) {}
+        ddp_(model, world,
+             DdpOptions{.bucket_cap_mb = options.bucket_cap_mb,
+                        .reduce_dtype =
+                            precisionDType(options.reduce_dtype.value_or(Precision::kFp32))}) {}
 
   GradientSyncTiming finishGradientSync() override { return ddp_.finishGradientSync(); }
 

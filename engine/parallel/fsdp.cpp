@@ -1,5 +1,5 @@
 // Unit construction, the gather / release cycle around each unit's forward and backward, and the
-// per-unit gradient reduction of FSDP.
+// per-unit gradient reduction of FSDP, in float32 or in the 16-bit dtypes of its MixedPrecision.
 #include "parallel/fsdp.h"
 
 #include <chrono>
@@ -36,6 +36,12 @@ std::vector<Tensor> parameterViews(const FsdpUnit& unit, const Tensor& flat) {
 FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicator& comm,
                                                    FsdpOptions options)
     : model_(model), comm_(comm), options_(options) {
+  checkReduceDType(options_.reduce_dtype, "strategy.reduce_dtype");
+  RM_CHECK_ARG(options_.param_dtype == DType::kF32 || options_.param_dtype == DType::kBF16 ||
+                   options_.param_dtype == DType::kF16,
+               fmt::format("strategy.param_dtype: shards are gathered in float32, bfloat16 or "
+                           "float16, not {}",
+                           dtypeName(options_.param_dtype)));
   // One unit per block the model declares (nn/model.h), or one for the whole model; a block that
   // reads another's parameter (a tie) joins that block's unit, so that the parameter is gathered
   // for both and its gradient from both is reduced once.
@@ -95,7 +101,9 @@ FullyShardedDataParallel::FullyShardedDataParallel(Sequential& model, Communicat
       }
     } else {
       unit.shard = makeParameter(flat);
-      unit.full = flat;
+      // With a 16-bit param_dtype the modules read a rounded copy (forward() refreshes it).
+      unit.full = lowPrecisionParameters() ? flat.clone() : flat;
+      views = parameterViews(unit, unit.full);
       std::vector<Tensor> grads = parameterViews(unit, unit.shard.grad);
       for (size_t i = 0; i < views.size(); ++i) {
         unit.parameters[i].parameter->value = views[i];
@@ -109,9 +117,17 @@ void FullyShardedDataParallel::startGather(size_t index) {
   FsdpUnit& unit = units_[index];
   if (unit.full.defined() || unit.gathering) return;
   const Device device = unit.shard.value.device();
-  if (device.isCuda()) synchronize(device);  // the optimizer's update must be in the shard
-  unit.full = Tensor::empty({unit.padded_numel}, DType::kF32, device);
-  unit.gathering = comm_.allGather(unit.full, unit.shard.value);
+  if (!lowPrecisionParameters()) {
+    if (device.isCuda()) synchronize(device);  // the optimizer's update must be in the shard
+    unit.full = Tensor::empty({unit.padded_numel}, DType::kF32, device);
+    unit.gathering = comm_.allGather(unit.full, unit.shard.value);
+    return;
+  }
+  // The communicator keeps the cast shard alive until the all-gather is done.
+  const Tensor low = ops::cast(unit.shard.value, options_.param_dtype);
+  if (device.isCuda()) synchronize(device);
+  unit.gathered_low = Tensor::empty({unit.padded_numel}, options_.param_dtype, device);
+  unit.gathering = comm_.allGather(unit.gathered_low, low);
 }
 
 void FullyShardedDataParallel::materialise(size_t index) {
@@ -121,6 +137,11 @@ void FullyShardedDataParallel::materialise(size_t index) {
   if (unit.gathering) {
     unit.gathering->wait();
     unit.gathering = nullptr;
+    if (unit.gathered_low.defined()) {
+      unit.full = Tensor::empty({unit.padded_numel}, DType::kF32, unit.shard.value.device());
+      ops::cast(unit.gathered_low, unit.full);  // widening: exact
+      unit.gathered_low = Tensor();
+    }
     std::vector<Tensor> views = parameterViews(unit, unit.full);
     for (size_t i = 0; i < views.size(); ++i) unit.parameters[i].parameter->value = views[i];
   }
@@ -140,6 +161,11 @@ Tensor FullyShardedDataParallel::forward(const Tensor& input) {
   for (size_t b = 0; b < blocks.size(); ++b) {
     const size_t u = unit_of_block_[b];
     materialise(u);
+    if (!sharded() && lowPrecisionParameters() && b == units_[u].blocks.front()) {
+      // no_shard: the flat parameter as the modules compute with it, after the last step.
+      units_[u].full.copyFrom(units_[u].shard.value);
+      ops::roundThrough(units_[u].full, options_.param_dtype);
+    }
     if (sharded() && options_.prefetch && b + 1 < blocks.size()) startGather(unit_of_block_[b + 1]);
     for (size_t m = blocks[b].first_child; m < blocks[b].end_child; ++m)
       x = model_.forwardChild(m, x);
@@ -167,17 +193,28 @@ void FullyShardedDataParallel::backward(const Tensor& grad_output, bool sync) {
       grad = model_.backwardChild(m, grad);
     if (b != unit.blocks.front()) continue;  // the unit's backward goes on in an earlier block
     if (!sharded() && !sync) continue;
-    if (unit.shard.value.device().isCuda()) synchronize(unit.shard.value.device());
+    const Device device = unit.shard.value.device();
+    const DType reduce_dtype = options_.reduce_dtype;
     if (sharded()) {
-      Tensor reduced =
-          Tensor::empty({unit.shard.value.numel()}, DType::kF32, unit.shard.value.device());
-      in_flight_.push_back(
-          {comm_.reduceScatter(reduced, unit.flat_grad, ReduceOp::avg()), reduced, u});
+      // The unit's full gradient goes (cast to the reduce dtype when 16-bit, the float32 one
+      // dropped here); the communicator keeps its input alive until the reduction is done.
+      const Tensor input = reduce_dtype == DType::kF32
+                               ? unit.flat_grad
+                               : preDividedCast(unit.flat_grad, comm_.size(), reduce_dtype);
+      if (device.isCuda()) synchronize(device);
+      Tensor reduced = Tensor::empty({unit.shard.value.numel()}, reduce_dtype, device);
+      const ReduceOp op = reduce_dtype == DType::kF32 ? ReduceOp::avg() : ReduceOp::sum();
+      in_flight_.push_back({comm_.reduceScatter(reduced, input, op), reduced, u});
       unit.flat_grad = Tensor();
       for (const NamedParameter& named : unit.parameters) named.parameter->grad = Tensor();
       release(u);
-    } else {
+    } else if (reduce_dtype == DType::kF32) {
+      if (device.isCuda()) synchronize(device);
       in_flight_.push_back({comm_.allReduce(unit.shard.grad, ReduceOp::avg()), Tensor(), u});
+    } else {
+      Tensor low = preDividedCast(unit.shard.grad, comm_.size(), reduce_dtype);
+      if (device.isCuda()) synchronize(device);
+      in_flight_.push_back({comm_.allReduce(low, ReduceOp::sum()), low, u});
     }
   }
 }
@@ -189,8 +226,14 @@ GradientSyncTiming FullyShardedDataParallel::finishGradientSync() {
   timing.exposed_comm_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   for (const PendingReduction& pending : in_flight_) {
     timing.comm_ms += pending.work->durationMs().value_or(0);
-    if (pending.reduced.defined())
-      ops::axpy(1.0f, pending.reduced, units_[pending.unit].shard.grad);
+    if (!pending.reduced.defined()) continue;
+    Parameter& shard = units_[pending.unit].shard;
+    if (!sharded())
+      ops::cast(pending.reduced, shard.grad);  // the 16-bit sum, widened (exact)
+    else if (pending.reduced.dtype() == DType::kF32)
+      ops::axpy(1.0f, pending.reduced, shard.grad);
+    else
+      ops::axpy(1.0f, ops::cast(pending.reduced, DType::kF32), shard.grad);
   }
   in_flight_.clear();
   return timing;
@@ -212,7 +255,7 @@ double FullyShardedDataParallel::clipGradNorm(double max_norm) {
 std::vector<std::pair<std::string, Tensor>> FullyShardedDataParallel::fullParameters() {
   std::map<const Parameter*, Tensor> values;
   for (FsdpUnit& unit : units_) {
-    Tensor full = unit.full;
+    Tensor full = unit.shard.value;  // no_shard: the whole flat parameter (full may be rounded)
     if (sharded()) {
       full = Tensor::empty({unit.padded_numel}, DType::kF32, unit.shard.value.device());
       comm_.allGather(full, unit.shard.value)->wait();

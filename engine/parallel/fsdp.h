@@ -9,6 +9,11 @@
 // share a tied parameter share a unit (the GPT's embedding and head: the root unit, as FSDP's
 // transformer auto-wrap leaves them), which then stays gathered from its first block's forward to
 // its last block's and from its last block's backward to its first block's.
+// Mixed precision as FSDP's MixedPrecision: with a 16-bit param_dtype a unit's shard is cast to it
+// and all-gathered in it (half the bytes), then widened into the float32 flat parameter the
+// modules read, so they compute with the shards' values rounded to that dtype while the optimizer
+// keeps updating the float32 shards (master weights); with a 16-bit reduce_dtype the gradients are
+// reduced in it (ddp.h's preDividedCast) and widened into the float32 shard gradients.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,13 @@ struct FsdpOptions {
   // full_shard: start the next unit's all-gather before running the current one (forward: the
   // next unit; backward: the previous one), as FSDP's forward_prefetch / BACKWARD_PRE.
   bool prefetch = true;
+  // spec strategy.reduce_dtype: the dtype gradients are reduce-scattered (no_shard: all-reduced)
+  // in; kF32, kBF16 or kF16.
+  DType reduce_dtype = DType::kF32;
+  // spec strategy.param_dtype: the dtype shards are all-gathered in, and so the precision of the
+  // values the modules compute with (no_shard: the flat parameter rounded to it before each
+  // forward, into a float32 copy of its own); kF32, kBF16 or kF16.
+  DType param_dtype = DType::kF32;
 };
 
 // One FSDP unit: blocks of the model whose parameters share one flat parameter.
@@ -38,10 +50,11 @@ struct FsdpUnit {
   std::vector<Shape> shapes;               // of those parameters
   int64_t numel = 0;                       // sum of the parameters' elements
   int64_t padded_numel = 0;                // numel rounded up to a multiple of the world size
-  Parameter shard;    // this rank's [padded / world] slice (no_shard: the whole flat parameter)
-  Tensor full;        // the gathered flat parameter, while materialised
-  WorkPtr gathering;  // the all-gather filling `full`, while in flight
-  Tensor flat_grad;   // sharded: the unit's full gradient, from its backward's start to its end
+  Parameter shard;      // this rank's [padded / world] slice (no_shard: the whole flat parameter)
+  Tensor full;          // the gathered flat parameter, while materialised (float32)
+  WorkPtr gathering;    // the all-gather filling `full` (or `gathered_low`), while in flight
+  Tensor gathered_low;  // 16-bit param_dtype: what the all-gather fills, widened into `full`
+  Tensor flat_grad;     // sharded: the unit's full gradient, from its backward's start to its end
 };
 
 class FullyShardedDataParallel {
@@ -59,7 +72,8 @@ class FullyShardedDataParallel {
   // no_shard keeps DDP's no_sync: without `sync` the gradients only accumulate locally, and the
   // last micro-batch's backward all-reduces their sum.
   void backward(const Tensor& grad_output, bool sync = true);
-  // Waits for the gradient reductions; the shards' grads then hold the average over ranks.
+  // Waits for the gradient reductions; the shards' grads then hold the average over ranks (a
+  // 16-bit reduction's result widened to float32).
   GradientSyncTiming finishGradientSync();
 
   // What the optimizer updates: one flat shard per unit, named "flat_param.<unit>".
@@ -77,6 +91,7 @@ class FullyShardedDataParallel {
 
  private:
   bool sharded() const { return options_.sharding != FsdpSharding::kNoShard; }
+  bool lowPrecisionParameters() const { return options_.param_dtype != DType::kF32; }
   void startGather(size_t unit);
   void materialise(size_t unit);  // gathered and the modules' parameters point into it
   void release(size_t unit);      // the modules' parameters and the full buffer let go
@@ -89,7 +104,9 @@ class FullyShardedDataParallel {
   std::vector<NamedParameter> state_order_;  // the model's namedParameters()
   struct PendingReduction {
     WorkPtr work;
-    Tensor reduced;  // the reduce-scatter's output, to be added to the shard's grad
+    // The reduce-scatter's output, to be added to the shard's grad (widened first when 16-bit);
+    // no_shard: undefined, or the 16-bit all-reduce whose sum replaces the shard's grad.
+    Tensor reduced;
     size_t unit;
   };
   std::vector<PendingReduction> in_flight_;

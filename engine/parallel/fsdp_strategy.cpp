@@ -10,7 +10,12 @@ namespace {
 class FsdpStrategy final : public WholeModelStrategy {
  public:
   FsdpStrategy(Sequential& model, Communicator& world, const FsdpSpec& options)
-      : fsdp_(model, world, FsdpOptions{.sharding = options.sharding, .units = options.units}) {}
+      : fsdp_(model, world,
+              FsdpOptions{
+                  .sharding = options.sharding,
+                  .units = options.units,
+                  .reduce_dtype = precisionDType(options.reduce_dtype.value_or(Precision::kFp32)),
+                  .param_dtype = precisionDType(options.param_dtype.value_or(Precision::kFp32))}) {}
 
   GradientSyncTiming finishGradientSync() override { return fsdp_.finishGradientSync(); }
   std::vector<NamedParameter> optimizerParameters() override { return fsdp_.shardParameters(); }
