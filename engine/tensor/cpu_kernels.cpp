@@ -478,7 +478,7 @@ int64_t batchExtent(int64_t batch, int64_t stride, int64_t size) {
 
 }  // namespace
 
-void castFromFloat(const float* src, uint16_t* dst, int64_t n, DType format) {
+RM_VECTOR_CLONES void castFromFloat(const float* src, uint16_t* dst, int64_t n, DType format) {
   checkFormat(format);
   if (format == DType::kBF16) {
 #pragma omp simd
@@ -490,7 +490,7 @@ void castFromFloat(const float* src, uint16_t* dst, int64_t n, DType format) {
   }
 }
 
-void castToFloat(const uint16_t* src, float* dst, int64_t n, DType format) {
+RM_VECTOR_CLONES void castToFloat(const uint16_t* src, float* dst, int64_t n, DType format) {
   checkFormat(format);
   if (format == DType::kBF16) {
 #pragma omp simd
@@ -502,7 +502,7 @@ void castToFloat(const uint16_t* src, float* dst, int64_t n, DType format) {
   }
 }
 
-void roundThrough(float* y, int64_t n, DType format) {
+RM_VECTOR_CLONES void roundThrough(float* y, int64_t n, DType format) {
   checkFormat(format);
   if (format == DType::kBF16) {
 #pragma omp simd
@@ -514,7 +514,7 @@ void roundThrough(float* y, int64_t n, DType format) {
   }
 }
 
-int64_t countNonFinite(const float* x, int64_t n) {
+RM_VECTOR_CLONES int64_t countNonFinite(const float* x, int64_t n) {
   int64_t count = 0;
 #pragma omp simd reduction(+ : count)
   for (int64_t i = 0; i < n; ++i) {
