@@ -1,0 +1,254 @@
+// fp16's dynamic loss scaling through the real training loop: a loss scale too large for fp16
+// overflows the weight gradients (fp16 autocast rounds them through fp16), those steps are
+// skipped with the parameters unchanged and the scale halved, then training proceeds; clean steps
+// grow the scale; DDP, FSDP and a pipeline agree on every skip across ranks; a resumed run
+// continues the scale and its growth count exactly. No hook: every overflow here is real.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "checkpoint/training_checkpoint.h"
+#include "core/error.h"
+#include "engine/comm/comm_harness.h"
+#include "nn/mlp.h"
+#include "optim/grad_scaler.h"
+#include "telemetry/codec.h"
+#include "train/trainer.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small MLP in fp16 whose first steps overflow at a loss scale of 2^40.
+JobSpec fp16Spec(int64_t steps, double init_scale, int64_t growth_interval = 2000) {
+  SpecParseResult parsed = parseJobSpec(R"({
+    "name": "loss-scaling-test", "strategy": {"kind": "single"},
+    "model": {"kind": "mlp", "layers": [32, 64, 10], "seed": 5},
+    "data": {"kind": "synthetic", "samples": 1024, "features": 32, "classes": 10, "seed": 2},
+    "train": {"steps": 1, "batch_size": 16, "precision": "fp16"},
+    "optimizer": {"kind": "adamw", "lr": 0.003, "clip_grad_norm": 5.0},
+    "device": "cpu"})");
+  EXPECT_TRUE(parsed.ok()) << parsed.describe();
+  JobSpec spec = *parsed.spec;
+  spec.train.steps = steps;
+  spec.train.loss_scale = {.init = init_scale, .growth_interval = growth_interval};
+  return spec;
+}
+
+std::vector<StepEvent> train(const JobSpec& spec, Communicator* world = nullptr) {
+  std::FILE* stream = std::tmpfile();
+  {
+    const RankContext context{
+        .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
+    TelemetryWriter telemetry(stream, context.rank);
+    std::FILE* log = std::fopen("/dev/null", "w");
+    Trainer trainer(
+        spec, context, telemetry, [] { return false; }, log, world);
+    trainer.run();
+    std::fclose(log);
+  }
+  std::rewind(stream);
+  std::vector<StepEvent> steps;
+  char line[1 << 16];
+  while (std::fgets(line, sizeof line, stream) != nullptr) {
+    DecodeResult decoded = decodeEvent(line);
+    EXPECT_TRUE(decoded.ok()) << line;
+    if (!decoded.ok()) continue;
+    if (const auto* step = std::get_if<StepEvent>(&decoded.event().body)) steps.push_back(*step);
+  }
+  std::fclose(stream);
+  return steps;
+}
+
+std::vector<std::vector<StepEvent>> trainOnRanks(const JobSpec& spec, int world) {
+  std::vector<std::vector<StepEvent>> runs(static_cast<size_t>(world));
+  auto failures = testing::runRanks(world, [&](Communicator& comm) {
+    runs[static_cast<size_t>(comm.rank())] = train(spec, &comm);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  return runs;
+}
+
+// The model's parameters, flattened: fresh from its seed, or from a checkpoint's model file.
+std::vector<float> weights(const std::optional<fs::path>& checkpoint = std::nullopt) {
+  auto model = buildMlp({.layers = {32, 64, 10}, .seed = 5});
+  auto params = model->namedParameters();
+  if (checkpoint) loadModelWeights(checkpoint->string(), params);
+  std::vector<float> flat;
+  for (auto& p : params) {
+    auto v = p.parameter->value.toFloatVector();
+    flat.insert(flat.end(), v.begin(), v.end());
+  }
+  return flat;
+}
+
+// The scale each step must have used, replaying GradScaler's rules over the steps' verdicts.
+std::vector<double> replayedScales(const std::vector<StepEvent>& steps, double init,
+                                   int64_t growth_interval) {
+  GradScaler scaler({.init_scale = init, .growth_interval = growth_interval});
+  std::vector<double> scales;
+  for (const StepEvent& step : steps) {
+    scales.push_back(scaler.scale());
+    scaler.update(step.skipped.value_or(0) > 0);
+  }
+  return scales;
+}
+
+class LossScaling : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           fmt::format("ringmaster_loss_scaling_{}_{}",
+                       ::testing::UnitTest::GetInstance()->random_seed(), getpid());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(LossScaling, OverflowingStepsAreSkippedHalvingTheScaleUntilTrainingProceeds) {
+  const double init = std::ldexp(1.0, 40);
+  JobSpec spec = fp16Spec(40, init);
+  spec.checkpoint = CheckpointSpec{.dir = dir_.string(), .every_steps = 1};
+  const std::vector<StepEvent> steps = train(spec);
+  ASSERT_EQ(steps.size(), 40u);
+  // Every step reports its scale and whether it was skipped; the first ones overflow for real.
+  int64_t skipped_prefix = 0;
+  while (skipped_prefix < 40 && steps[skipped_prefix].skipped == 1) ++skipped_prefix;
+  ASSERT_GE(skipped_prefix, 1) << "a scale of 2^40 did not overflow fp16";
+  ASSERT_LT(skipped_prefix, 30) << "training never proceeded";
+  std::vector<double> scales;
+  for (const StepEvent& step : steps) {
+    ASSERT_TRUE(step.loss_scale && step.skipped) << step.step;
+    scales.push_back(*step.loss_scale);
+  }
+  EXPECT_EQ(scales, replayedScales(steps, init, 2000));
+  EXPECT_EQ(scales[skipped_prefix], std::ldexp(init, -static_cast<int>(skipped_prefix)));
+  // A skipped step leaves the parameters as they were (the first as the model was built), and
+  // reports no gradient norm (nothing was clipped); an update changes them.
+  std::vector<float> before = weights();
+  for (const StepEvent& step : steps) {
+    const std::vector<float> after = weights(checkpointStepDir(dir_.string(), step.step));
+    if (*step.skipped == 1) {
+      EXPECT_EQ(after, before) << "step " << step.step << " was skipped but changed the model";
+      EXPECT_FALSE(step.grad_norm) << step.step;
+    } else {
+      EXPECT_NE(after, before) << "step " << step.step << " was not skipped but changed nothing";
+      EXPECT_TRUE(step.grad_norm) << step.step;
+    }
+    before = after;
+  }
+  // The loss is the true one, not scaled: near the fp32 run's first loss (the weights are the same
+  // before the first update; fp16 rounds the products).
+  JobSpec fp32 = fp16Spec(1, init);
+  fp32.train.precision = Precision::kFp32;
+  const std::vector<StepEvent> reference = train(fp32);
+  ASSERT_EQ(reference.size(), 1u);
+  EXPECT_NEAR(steps[0].loss, reference[0].loss, 1e-2 * reference[0].loss);
+  EXPECT_FALSE(reference[0].loss_scale);  // fp16 only
+  EXPECT_FALSE(reference[0].skipped);
+  // And it falls once training proceeds.
+  EXPECT_LT(steps.back().loss, steps[skipped_prefix].loss);
+}
+
+TEST_F(LossScaling, TheScaleGrowsAfterEachGrowthIntervalOfCleanSteps) {
+  const std::vector<StepEvent> steps = train(fp16Spec(7, 256.0, /*growth_interval=*/2));
+  ASSERT_EQ(steps.size(), 7u);
+  std::vector<double> scales;
+  for (const StepEvent& step : steps) {
+    EXPECT_EQ(step.skipped, 0) << step.step;
+    scales.push_back(step.loss_scale.value_or(0));
+  }
+  EXPECT_EQ(scales, (std::vector<double>{256, 256, 512, 512, 1024, 1024, 2048}));
+}
+
+// With telemetry.every_steps > 1 an event counts the skipped steps since the previous one.
+TEST_F(LossScaling, AnEventCountsTheStepsSkippedSinceThePreviousOne) {
+  JobSpec spec = fp16Spec(6, std::ldexp(1.0, 40));
+  spec.telemetry.every_steps = 3;
+  const std::vector<StepEvent> every = train(spec);
+  spec.telemetry.every_steps = 1;
+  const std::vector<StepEvent> each = train(spec);
+  ASSERT_EQ(each.size(), 6u);
+  // Events at steps 1 (the first), 3 and 6.
+  ASSERT_EQ(every.size(), 3u);
+  EXPECT_EQ(every[0].skipped, each[0].skipped);
+  EXPECT_EQ(every[1].skipped, *each[1].skipped + *each[2].skipped);
+  EXPECT_EQ(every[2].skipped, *each[3].skipped + *each[4].skipped + *each[5].skipped);
+  EXPECT_EQ(every[2].loss_scale, each[5].loss_scale);
+}
+
+// Every rank checks the gradients its optimizer updates (DDP: all of them; FSDP: its shard; a
+// pipeline: its stage) and one all-reduce makes the verdict the same everywhere: all ranks skip
+// the same steps with the same scale, and a skipped step changes no rank's parameters.
+TEST_F(LossScaling, EveryStrategyAgreesOnSkippingAcrossRanks) {
+  const double init = std::ldexp(1.0, 40);
+  struct Case {
+    StrategyKind kind;
+    int world;
+  };
+  for (const Case c :
+       {Case{StrategyKind::kDdp, 2}, Case{StrategyKind::kDdp, 3}, Case{StrategyKind::kFsdp, 2},
+        Case{StrategyKind::kFsdp, 3}, Case{StrategyKind::kPipeline, 2}}) {
+    SCOPED_TRACE(fmt::format("{} on {} ranks", toString(c.kind), c.world));
+    JobSpec spec = fp16Spec(4, init);
+    spec.strategy.kind = c.kind;
+    spec.launch.hosts[0].ranks = c.world;
+    const fs::path dir = dir_ / fmt::format("{}_{}", toString(c.kind), c.world);
+    if (c.kind != StrategyKind::kPipeline)
+      spec.checkpoint = CheckpointSpec{.dir = dir.string(), .every_steps = 1, .consolidate = true};
+    const std::vector<std::vector<StepEvent>> ranks = trainOnRanks(spec, c.world);
+    ASSERT_EQ(ranks.size(), static_cast<size_t>(c.world));
+    ASSERT_EQ(ranks[0].size(), 4u);
+    for (int rank = 1; rank < c.world; ++rank) {
+      ASSERT_EQ(ranks[rank].size(), 4u);
+      for (size_t i = 0; i < 4; ++i) {
+        EXPECT_EQ(ranks[rank][i].skipped, ranks[0][i].skipped) << "rank " << rank << " step " << i;
+        EXPECT_EQ(ranks[rank][i].loss_scale, ranks[0][i].loss_scale) << "rank " << rank;
+      }
+    }
+    ASSERT_EQ(ranks[0][0].skipped, 1) << "a scale of 2^40 did not overflow fp16";
+    EXPECT_EQ(ranks[0][1].loss_scale, init / 2);
+    EXPECT_EQ(std::vector<double>({*ranks[0][0].loss_scale, *ranks[0][1].loss_scale,
+                                   *ranks[0][2].loss_scale, *ranks[0][3].loss_scale}),
+              replayedScales(ranks[0], init, 2000));
+    if (c.kind == StrategyKind::kPipeline) continue;
+    // DDP: rank 0's checkpoint; FSDP: the shards consolidated. Step 1 was skipped on every rank,
+    // so no shard moved.
+    EXPECT_EQ(weights(checkpointStepDir(dir.string(), 1)), weights());
+  }
+}
+
+// A run stopped and resumed continues the scale and its count of clean steps: growth comes at the
+// same step as in the uninterrupted run, and the weights are that run's bit for bit.
+TEST_F(LossScaling, AResumedRunContinuesTheScaleAndItsGrowthCountExactly) {
+  JobSpec straight = fp16Spec(8, 1024.0, /*growth_interval=*/3);
+  straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
+  const std::vector<StepEvent> straight_steps = train(straight);
+  ASSERT_EQ(straight_steps.size(), 8u);
+
+  JobSpec interrupted = straight;
+  interrupted.checkpoint = CheckpointSpec{.dir = (dir_ / "resumed").string(), .resume = true};
+  interrupted.train.steps = 5;  // stops after two clean steps towards the next growth
+  train(interrupted);
+  interrupted.train.steps = 8;
+  const std::vector<StepEvent> resumed = train(interrupted);
+  ASSERT_EQ(resumed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(resumed[i].step, straight_steps[5 + i].step);
+    EXPECT_EQ(resumed[i].loss_scale, straight_steps[5 + i].loss_scale) << resumed[i].step;
+    EXPECT_EQ(resumed[i].skipped, straight_steps[5 + i].skipped) << resumed[i].step;
+  }
+  EXPECT_EQ(straight_steps[6].loss_scale, 4096.0);  // grown at steps 4 and 7
+  EXPECT_EQ(weights(checkpointStepDir((dir_ / "resumed").string(), 8)),
+            weights(checkpointStepDir((dir_ / "straight").string(), 8)));
+}
+
+}  // namespace
+}  // namespace ringmaster
