@@ -66,6 +66,8 @@ std::string specFieldsText() {
       out += fmt::format("{}{}\n", out.empty() ? "" : "\n", section);
     }
     std::vector<std::string> facts = {typeText(field)};
+    for (const ConditionalType& t : field.types_when)
+      facts.front() += fmt::format(" ({} when {})", toString(t.type), conditionText(t.when));
     if (field.required) facts.push_back("required");
     if (!field.default_value.is_null()) {
       std::string text = "default " + valueText(field.default_value);
@@ -102,6 +104,8 @@ json specFieldsJson() {
     if (field.shown_when) entry["when"] = condition(*field.shown_when);
     for (const ConditionalDefault& d : field.defaults_when)
       entry["defaults_when"].push_back({{"when", condition(d.when)}, {"value", d.value}});
+    for (const ConditionalType& t : field.types_when)
+      entry["types_when"].push_back({{"when", condition(t.when)}, {"type", toString(t.type)}});
     if (!field.help.empty()) entry["help"] = field.help;
     fields.push_back(std::move(entry));
   }

@@ -359,8 +359,9 @@ std::vector<SpecField> describe() {
   const auto kind_field = std::find_if(
       fields.begin(), fields.end(), [](const SpecField& f) { return f.path == "strategy.kind"; });
   fields.insert(kind_field + 1, options.begin(), options.end());
-  // optimizer.weight_decay follows PyTorch: 0.01 for AdamW.
+  // optimizer.weight_decay follows PyTorch: 0.01 for AdamW; a gpt's model.layers is a count.
   for (SpecField& f : fields) {
+    if (f.path == "model.layers") f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
     if (f.path == "optimizer.weight_decay") {
       f.defaults_when.push_back(
           {FieldCondition{optimizer, {"adamw"}}, defaultWeightDecay(OptimizerKind::kAdamW)});
@@ -405,6 +406,12 @@ json defaultFor(const SpecField& field, const json& document) {
   for (const ConditionalDefault& d : field.defaults_when)
     if (holds(d.when, document)) return d.value;
   return field.default_value;
+}
+
+FieldType typeIn(const SpecField& field, const json& document) {
+  for (const ConditionalType& t : field.types_when)
+    if (holds(t.when, document)) return t.type;
+  return field.type;
 }
 
 std::string choiceIn(const json& document, std::string_view path) {

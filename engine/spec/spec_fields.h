@@ -44,6 +44,13 @@ struct ConditionalDefault {
   bool operator==(const ConditionalDefault&) const = default;
 };
 
+// A value type that differs for some kinds (model.layers: a list of widths, one integer for gpt).
+struct ConditionalType {
+  FieldCondition when;
+  FieldType type;
+  bool operator==(const ConditionalType&) const = default;
+};
+
 struct SpecField {
   std::string path;     // JSON path: "strategy.bucket_cap_mb"; "launch.hosts[].ranks" per entry
   std::string section;  // the form's group: "Strategy"
@@ -52,6 +59,7 @@ struct SpecField {
   std::vector<std::string> choices;  // kChoice: every spelling the parser accepts, in order
   nlohmann::json default_value;      // what the parser assumes when left out; null: none/required
   std::vector<ConditionalDefault> defaults_when;  // overrides default_value for some kinds
+  std::vector<ConditionalType> types_when;        // overrides type for some kinds
   bool required = false;  // the parser insists on it (within its block, for an optional block)
   // A required field's value in a new spec (JobSpec{}), which the form assumes until the document
   // holds one (optimizer.kind: adamw); null otherwise.
@@ -74,6 +82,9 @@ const SpecField* findSpecField(std::string_view path);
 // The default of `field` for a document: the conditional default whose condition holds there,
 // else default_value.
 nlohmann::json defaultFor(const SpecField& field, const nlohmann::json& document);
+// The type of `field`'s value in a document: the conditional type whose condition holds there,
+// else type (a form reads "12" as [12] for an mlp's model.layers and as 12 for a gpt's).
+FieldType typeIn(const SpecField& field, const nlohmann::json& document);
 
 // The value of choice field `path` in `document`, or its default when left out or not a string.
 std::string choiceIn(const nlohmann::json& document, std::string_view path);

@@ -453,6 +453,16 @@ class UiViewTest : public QObject {
     QVERIFY(longer != plain);
     QVERIFY2(longer.contains(total()), qPrintable(longer));
 
+    // A gpt's model.layers is one integer (a list field for the other kinds): typed, it is a count.
+    auto* layers = qobject_cast<QLineEdit*>(editor.field("model.layers"));
+    QVERIFY(layers);
+    layers->selectAll();
+    QTest::keyClicks(layers, "3");
+    QVERIFY2(editor.spec().has_value(),
+             editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
+    QCOMPARE(editor.spec()->model.block_count, 3);
+    QVERIFY(editor.memoryText() != longer);
+
     auto* checkpointing = qobject_cast<QCheckBox*>(editor.field("train.activation_checkpointing"));
     QVERIFY(checkpointing);
     checkpointing->click();

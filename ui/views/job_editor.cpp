@@ -439,7 +439,7 @@ void JobEditor::formEdited(const std::string& path) {
   std::optional<nlohmann::json> value;
   if (auto* line = qobject_cast<QLineEdit*>(field->editor)) {
     const QString text = line->text().trimmed();
-    if (isList(field->spec->type)) {
+    if (isList(typeIn(*field->spec, document_))) {
       nlohmann::json list = nlohmann::json::array();
       for (const QString& part : text.split(',', Qt::SkipEmptyParts))
         list.push_back(valueFromText(part));

@@ -51,7 +51,7 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
     std::string pointer;  // "optimizer.schedule.kind": /optimizer/schedule/kind
     for (char c : controller) pointer += c == '.' ? '/' : c;
     document[json::json_pointer("/" + pointer)] = chosen;
-    if (chosen == "gpt") document["model"] = gptModel();
+    if (chosen == "gpt") useTokenData(document, "tokens");  // a gpt reads token ids
     if (chosen == "idx") {
       document["data"] = {{"kind", "idx"}, {"images", "i"}, {"labels", "l"}};
     }
@@ -193,7 +193,7 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
         document["model"]["layers"] = {4, 8, 8, 8, 3};
       }
       if (field.path == "backend" && name == "nccl") document["device"] = "cuda";
-      if (name == "gpt") document["model"] = gptModel();
+      if (name == "gpt") useTokenData(document, "tokens");
       document[pointer] = name;
       const SpecParseResult parsed = parseJobSpec(document);
       EXPECT_TRUE(parsed.ok()) << field.path << " = " << name << ": " << parsed.describe();
