@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "nn/autocast.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -70,25 +71,32 @@ Conv1D::Conv1D(int64_t in_features, int64_t out_features, bool bias, GptInit ini
   if (bias) bias_ = makeParameter(Tensor::zeros({out_features}, DType::kF32, device));
 }
 
+// Under autocast the product takes the 16-bit input and weight (the 16-bit input is kept), the
+// output is rounded through the format, and the weight's gradient is rounded before it is added
+// (nn/autocast.h).
 Tensor Conv1D::forward(const Tensor& input) {
   const int64_t in = weight_.value.dim(0), out = weight_.value.dim(1);
-  const Tensor x = rows(input, in, "Conv1D");
-  input_ = input;
+  const DType compute = compute_dtype_;
+  input_ = autocastOperand(input, compute);
+  const Tensor x = rows(input_, in, "Conv1D");
   Tensor y = Tensor::empty({x.dim(0), out}, DType::kF32, input.device());
-  ops::matmul(x, false, weight_.value, false, y);  // y = x W
-  if (bias_.value.defined()) ops::addBiasRows(y, bias_.value);
+  ops::matmul(x, false, autocastOperand(weight_.value, compute), false, y);  // y = x W
+  if (bias_.value.defined()) ops::addBiasRows(y, autocastBias(bias_.value, compute));
+  roundOutput(y, compute);
   return y.view(withLast(input.shape(), out));
 }
 
 Tensor Conv1D::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(input_.defined(), "Conv1D::backward before forward");
   const int64_t in = weight_.value.dim(0), out = weight_.value.dim(1);
+  const DType compute = compute_dtype_;
   const Tensor x = rows(input_, in, "Conv1D");
-  const Tensor dy = rows(grad_output, out, "Conv1D backward");
-  ops::matmul(x, true, dy, false, weight_.grad, 1.0f, 1.0f);  // dW += x^T dy
-  if (bias_.value.defined()) ops::sumRows(dy, bias_.grad, 1.0f);
+  const Tensor dy = autocastOperand(rows(grad_output, out, "Conv1D backward"), compute);
+  accumulateWeightGrad(x, true, dy, false, weight_.grad, compute);  // dW += x^T dy
+  if (bias_.value.defined()) accumulateBiasGrad(widened(dy), bias_.grad, compute);
   Tensor dx = Tensor::empty({x.dim(0), in}, DType::kF32, input_.device());
-  ops::matmul(dy, false, weight_.value, true, dx);  // dx = dy W^T
+  autocastMatmul(dy, false, autocastOperand(weight_.value, compute), true, dx,
+                 compute);  // dx = dy W^T
   return dx.view(input_.shape());
 }
 
@@ -160,24 +168,32 @@ std::vector<Module*> CausalSelfAttention::children() const {
   return {&self->c_attn_, &self->attn_dropout_, &self->c_proj_, &self->resid_dropout_};
 }
 
+// Under autocast q, k, v and the probabilities are kept 16-bit; the scores are rounded through the
+// format before the fp32 softmax, and every product of the backward takes 16-bit operands.
 Tensor CausalSelfAttention::forward(const Tensor& input) {
   RM_CHECK_ARG(input.rank() == 3,
                fmt::format("attention expects input [batch, tokens, width], got {}",
                            shapeStr(input.shape())));
   const int64_t B = input.dim(0), T = input.dim(1), H = heads_, D = head_dim_;
   const Device device = input.device();
+  const DType compute = compute_dtype_;
   const Tensor qkv = c_attn_.forward(input);  // [B, T, 3 H D]
-  q_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  k_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  v_ = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::splitQkv(qkv, q_, k_, v_);
+  Tensor q = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  Tensor k = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  Tensor v = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::splitQkv(qkv, q, k, v);
+  q_ = autocastOperand(q, compute);
+  k_ = autocastOperand(k, compute);
+  v_ = autocastOperand(v, compute);
   Tensor scores = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  ops::matmulBatched(q_, false, k_, true, scores);  // q k^T
-  probs_ = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  ops::causalSoftmaxForward(scores, probs_, static_cast<float>(1.0 / std::sqrt(double(D))));
-  attended_ = attn_dropout_.forward(probs_);
+  autocastMatmulBatched(q_, false, k_, true, scores, compute);  // q k^T
+  Tensor probs = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::causalSoftmaxForward(scores, probs, static_cast<float>(1.0 / std::sqrt(double(D))));
+  const Tensor attended = attn_dropout_.forward(probs);
+  probs_ = autocastOperand(probs, compute);
+  attended_ = attended.sharesStorageWith(probs) ? probs_ : autocastOperand(attended, compute);
   Tensor y = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::matmulBatched(attended_, false, v_, false, y);  // probs v
+  autocastMatmulBatched(attended_, false, v_, false, y, compute);  // probs v
   Tensor merged = Tensor::empty({B, T, H, D}, DType::kF32, device);
   ops::permute0213(y, merged);
   return resid_dropout_.forward(c_proj_.forward(merged.view({B, T, H * D})));
@@ -187,21 +203,24 @@ Tensor CausalSelfAttention::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(probs_.defined(), "attention backward before forward");
   const int64_t B = q_.dim(0), H = heads_, T = q_.dim(2), D = head_dim_;
   const Device device = q_.device();
+  const DType compute = compute_dtype_;
   const Tensor dmerged = c_proj_.backward(resid_dropout_.backward(grad_output));  // [B, T, H D]
-  Tensor dy = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::permute0213(dmerged.view({B, T, H, D}), dy);
+  Tensor dy_full = Tensor::empty({B, H, T, D}, DType::kF32, device);
+  ops::permute0213(dmerged.view({B, T, H, D}), dy_full);
+  const Tensor dy = autocastOperand(dy_full, compute);
   Tensor dattended = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  ops::matmulBatched(dy, false, v_, true, dattended);  // dy v^T
+  autocastMatmulBatched(dy, false, v_, true, dattended, compute);  // dy v^T
   Tensor dv = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::matmulBatched(attended_, true, dy, false, dv);  // probs^T dy
+  autocastMatmulBatched(attended_, true, dy, false, dv, compute);  // probs^T dy
   const Tensor dprobs = attn_dropout_.backward(dattended);
-  Tensor dscores = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  ops::causalSoftmaxBackward(probs_, dprobs, dscores,
+  Tensor dscores_full = Tensor::empty({B, H, T, T}, DType::kF32, device);
+  ops::causalSoftmaxBackward(widened(probs_), dprobs, dscores_full,
                              static_cast<float>(1.0 / std::sqrt(double(D))));
+  const Tensor dscores = autocastOperand(dscores_full, compute);
   Tensor dq = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::matmulBatched(dscores, false, k_, false, dq);  // dscores k
+  autocastMatmulBatched(dscores, false, k_, false, dq, compute);  // dscores k
   Tensor dk = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::matmulBatched(dscores, true, q_, false, dk);  // dscores^T q
+  autocastMatmulBatched(dscores, true, q_, false, dk, compute);  // dscores^T q
   Tensor dqkv = Tensor::empty({B, T, 3 * H * D}, DType::kF32, device);
   ops::mergeQkv(dq, dk, dv, dqkv);
   return c_attn_.backward(dqkv);

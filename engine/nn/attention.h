@@ -30,7 +30,7 @@ size_t restoreChildContexts(const std::vector<Module*>& children,
 Tensor normalTensor(const Shape& shape, double std, uint64_t seed, Device device);
 
 // y = x W + b over the last axis of x [..., in], W [in, out] (GPT-2's Conv1D layout), b [out]
-// when `bias`.
+// when `bias`. Honours autocast as Linear does (nn/autocast.h).
 class Conv1D : public Module {
  public:
   Conv1D(int64_t in_features, int64_t out_features, bool bias, GptInit init,
@@ -48,7 +48,7 @@ class Conv1D : public Module {
  private:
   Parameter weight_;  // [in, out]
   Parameter bias_;    // [out]; undefined without bias
-  Tensor input_;      // [..., in], from the last forward
+  Tensor input_;      // [..., in], from the last forward (16-bit under autocast)
 };
 
 // LayerNorm over the last axis (eps 1e-5, weight 1, bias 0), for [..., C] activations; without
@@ -73,6 +73,9 @@ class TokenLayerNorm : public Module {
 // Masked multi-head self-attention, GPT-2's: qkv = c_attn(x), per head softmax(q k^T / sqrt(D))
 // with the causal mask, attention dropout, y = probs v, heads concatenated, c_proj, residual
 // dropout. `heads` is the heads this module computes (all of them, or a tensor-parallel rank's).
+// Under autocast its products take 16-bit operands and the softmax runs in fp32 on the rounded
+// scores; q, k, v and the probabilities are kept 16-bit (the softmax backward reads the widened
+// 16-bit probabilities).
 class CausalSelfAttention : public Module {
  public:
   struct Options {
@@ -101,6 +104,7 @@ class CausalSelfAttention : public Module {
   int64_t heads_, head_dim_;
   Conv1D c_attn_, c_proj_;
   Dropout attn_dropout_, resid_dropout_;
+  // Kept for the backward; 16-bit under autocast.
   Tensor q_, k_, v_;  // [B, H, T, D]
   Tensor probs_;      // [B, H, T, T], the softmax
   Tensor attended_;   // [B, H, T, T], after the attention dropout (probs_ itself without it)

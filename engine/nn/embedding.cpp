@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "nn/autocast.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -76,12 +77,16 @@ LmHead::LmHead(int64_t dim, bool bias, Parameter* tied, Device device)
                fmt::format("the LM head needs the token embedding [vocab, {}] to tie to", dim));
 }
 
+// Under autocast the logits' product takes the 16-bit ln_f output (kept) and the 16-bit wte, and
+// the logits are rounded through the format (nn/autocast.h); ln_f stays fp32.
 Tensor LmHead::forward(const Tensor& input) {
-  normed_ = ln_f_.forward(input);
+  const DType compute = compute_dtype_;
+  normed_ = autocastOperand(ln_f_.forward(input), compute);
   const int64_t V = tied_->value.dim(0), C = tied_->value.dim(1);
   const Tensor x = normed_.view({normed_.numel() / C, C});
   Tensor logits = Tensor::empty({x.dim(0), V}, DType::kF32, input.device());
-  ops::matmul(x, false, tied_->value, true, logits);  // x wte^T
+  autocastMatmul(x, false, autocastOperand(tied_->value, compute), true, logits,
+                 compute);  // x wte^T
   Shape shape = input.shape();
   shape.back() = V;
   return logits.view(shape);
@@ -90,11 +95,13 @@ Tensor LmHead::forward(const Tensor& input) {
 Tensor LmHead::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(normed_.defined(), "LmHead::backward before forward");
   const int64_t V = tied_->value.dim(0), C = tied_->value.dim(1);
+  const DType compute = compute_dtype_;
   const Tensor x = normed_.view({normed_.numel() / C, C});
-  const Tensor dlogits = grad_output.view({x.dim(0), V});
-  ops::matmul(dlogits, true, x, false, tied_->grad, 1.0f, 1.0f);  // dwte += dlogits^T x
+  const Tensor dlogits = autocastOperand(grad_output.view({x.dim(0), V}), compute);
+  accumulateWeightGrad(dlogits, true, x, false, tied_->grad, compute);  // dwte += dlogits^T x
   Tensor dx = Tensor::empty(x.shape(), DType::kF32, x.device());
-  ops::matmul(dlogits, false, tied_->value, false, dx);  // dx = dlogits wte
+  autocastMatmul(dlogits, false, autocastOperand(tied_->value, compute), false, dx,
+                 compute);  // dx = dlogits wte
   return ln_f_.backward(dx.view(normed_.shape()));
 }
 

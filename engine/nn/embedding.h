@@ -65,7 +65,7 @@ class LmHead : public Module {
  private:
   TokenLayerNorm ln_f_;
   Parameter* tied_;
-  Tensor normed_;  // [B, T, C], ln_f's output
+  Tensor normed_;  // [B, T, C], ln_f's output (16-bit under autocast)
 };
 
 }  // namespace ringmaster

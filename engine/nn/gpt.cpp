@@ -77,7 +77,7 @@ std::vector<ModelProblem> validateGpt(const GptConfig& c) {
   return problems;
 }
 
-ModelDescription describeGpt(const GptConfig& c) {
+ModelDescription describeGpt(const GptConfig& c, DType compute) {
   const std::vector<ModelProblem> problems = validateGpt(c);
   RM_CHECK_ARG(problems.empty(), problems.empty() ? std::string()
                                                   : fmt::format("{}: {}", problems.front().path,
@@ -85,6 +85,8 @@ ModelDescription describeGpt(const GptConfig& c) {
   const int64_t V = c.vocab_size, T = c.context, C = c.dim, H = c.heads, L = c.layers;
   const bool dropout = c.dropout > 0.0f;
   const auto f32 = static_cast<int64_t>(sizeof(float));
+  // What the products' modules keep (their 16-bit operands under autocast): bytes an element.
+  const auto lowp = static_cast<int64_t>(dtypeSize(compute));
   ModelDescription d;
   d.input_dtype = DType::kI32;
 
@@ -101,11 +103,14 @@ ModelDescription describeGpt(const GptConfig& c) {
                  .activation_bytes_per_sample =
                      T * static_cast<int64_t>(sizeof(int32_t)) + (dropout ? T * C * f32 : 0)});
 
-  // Blocks: what each module keeps for its backward (see the modules' saveContext).
-  int64_t block_floats = 16 * T * C + 4 * T + H * T * T;  // LayerNorms, GEMM inputs, q/k/v, probs
-  // With dropout: the attention mask and the dropped-out probabilities (attention keeps both
-  // besides probs), and the two residual masks.
-  if (dropout) block_floats += 2 * H * T * T + 2 * T * C;
+  // Blocks: what each module keeps for its backward (see the modules' saveContext). In fp32: the
+  // LayerNorms' inputs and statistics (2 T C + 4 T). In the product's type: the inputs of c_attn,
+  // attn.c_proj, c_fc (T C each) and mlp.c_proj (4 T C), q, k, v (3 T C), the GELU's input
+  // (4 T C) and the probabilities (H T T).
+  int64_t block_bytes = (2 * T * C + 4 * T) * f32 + (14 * T * C + H * T * T) * lowp;
+  // With dropout: the fp32 masks of the attention and of the two residual branches, and the
+  // dropped-out probabilities (attention keeps them besides probs).
+  if (dropout) block_bytes += (H * T * T + 2 * T * C) * f32 + H * T * T * lowp;
   for (int64_t i = 0; i < L; ++i) {
     const size_t first = d.parameters.size();
     blockParameters(c, i, d.parameters);
@@ -115,7 +120,7 @@ ModelDescription describeGpt(const GptConfig& c) {
                                   .parameters = elements(d.parameters, first),
                                   .input_shape = {T, C},
                                   .output_shape = {T, C},
-                                  .activation_bytes_per_sample = block_floats * f32});
+                                  .activation_bytes_per_sample = block_bytes});
   }
 
   // Head: ln_f, then the logits through the embedding's wte, which it declares tied (FSDP keeps
@@ -129,7 +134,8 @@ ModelDescription describeGpt(const GptConfig& c) {
                                 .parameters = elements(d.parameters, first),
                                 .input_shape = {T, C},
                                 .output_shape = {T, V},
-                                .activation_bytes_per_sample = (2 * T * C + 2 * T) * f32,
+                                // ln_f's input and statistics; its output, the product's input
+                                .activation_bytes_per_sample = (T * C + 2 * T) * f32 + T * C * lowp,
                                 .tied_parameters = {"wte.weight"}});
 
   for (const ModelBlock& block : d.blocks)
@@ -140,7 +146,7 @@ ModelDescription describeGpt(const GptConfig& c) {
 }
 
 std::unique_ptr<Sequential> buildGpt(const GptConfig& c, Device device) {
-  ModelDescription description = describeGpt(c);  // validates
+  ModelDescription description = describeGpt(c, DType::kF32);  // validates
   // Every weight and dropout stream from its own seed, derived from (model.seed, role, block).
   auto seedOf = [&](uint64_t role, int64_t block) {
     return mix64(mix64(c.seed * 0x100000001B3ull + role) ^ static_cast<uint64_t>(block + 1));
@@ -186,7 +192,8 @@ ModelDefinition gptModel() {
           "GPT-2: token and position embedding, model.layers pre-LayerNorm transformer "
           "blocks, LM head tied to the embedding",
       .validate = [](const ModelSpec& spec) { return validateGpt(gptConfig(spec)); },
-      .describe = [](const ModelSpec& spec) { return describeGpt(gptConfig(spec)); },
+      .describe = [](const ModelSpec& spec,
+                     DType compute) { return describeGpt(gptConfig(spec), compute); },
       .build = [](const ModelSpec& spec,
                   Device device) { return buildGpt(gptConfig(spec), device); }};
 }

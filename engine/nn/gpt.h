@@ -35,8 +35,9 @@ std::vector<ModelProblem> validateGpt(const GptConfig& config);
 // "embedding", "h.0" .. "h.{layers-1}", "head"; per-sample input {context} int32 token ids and
 // output {context, vocab_size} logits; forward FLOPs per sample context * (2N + 4 * layers *
 // context * dim), N the parameters without the position embedding (PaLM's count: training is
-// 3x that, 6N + 12 * layers * context * dim per token).
-ModelDescription describeGpt(const GptConfig& config);
+// 3x that, 6N + 12 * layers * context * dim per token). The activation bytes are those the modules
+// keep under `compute` (autocast: 16-bit operands of the products at 2 bytes an element).
+ModelDescription describeGpt(const GptConfig& config, DType compute = DType::kF32);
 
 // Initialised as GPT-2 / nanoGPT from config.seed: weights N(0, 0.02), the residual projections
 // (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * layers)), biases 0, LayerNorms 1 and 0.

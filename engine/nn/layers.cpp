@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "nn/autocast.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -41,36 +42,46 @@ Linear::Linear(int64_t in_features, int64_t out_features, uint64_t seed, Device 
   bias_ = makeParameter(uniformTensor({out_features}, bound, rng, device));
 }
 
+// Under autocast (computeDType() BF16 / F16) the product takes the 16-bit input and weight, the
+// output is rounded through the format, and the 16-bit input is what is kept (nn/autocast.h).
 Tensor Linear::forward(const Tensor& input) {
   checkRows(input, weight_.value.dim(1), "Linear");
-  input_ = input;
+  const DType compute = compute_dtype_;
+  input_ = autocastOperand(input, compute);
   Tensor out = Tensor::empty({input.dim(0), weight_.value.dim(0)}, DType::kF32, input.device());
-  ops::matmul(input, false, weight_.value, true, out);
-  ops::addBiasRows(out, bias_.value);
+  ops::matmul(input_, false, autocastOperand(weight_.value, compute), true, out);
+  ops::addBiasRows(out, autocastBias(bias_.value, compute));
+  roundOutput(out, compute);
   return out;
 }
 
 Tensor Linear::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(input_.defined(), "Linear::backward before forward");
-  ops::matmul(grad_output, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
-  ops::sumRows(grad_output, bias_.grad, 1.0f);                              // db += sum dy
+  const DType compute = compute_dtype_;
+  const Tensor dy = autocastOperand(grad_output, compute);
+  accumulateWeightGrad(dy, true, input_, false, weight_.grad, compute);  // dW += dy^T x
+  accumulateBiasGrad(widened(dy), bias_.grad, compute);                  // db += sum dy
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
-  ops::matmul(grad_output, false, weight_.value, false, grad_input);  // dx = dy W
+  autocastMatmul(dy, false, autocastOperand(weight_.value, compute), false, grad_input,
+                 compute);  // dx = dy W
   return grad_input;
 }
 
 Tensor Linear::backwardInput(const Tensor& grad_output) {
   RM_CHECK_ARG(input_.defined(), "Linear::backwardInput before forward");
-  grad_output_ = grad_output;
+  const DType compute = compute_dtype_;
+  grad_output_ = autocastOperand(grad_output, compute);
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
-  ops::matmul(grad_output, false, weight_.value, false, grad_input);  // dx = dy W
+  autocastMatmul(grad_output_, false, autocastOperand(weight_.value, compute), false, grad_input,
+                 compute);  // dx = dy W
   return grad_input;
 }
 
 void Linear::backwardWeights() {
   RM_CHECK_ARG(grad_output_.defined(), "Linear::backwardWeights before backwardInput");
-  ops::matmul(grad_output_, true, input_, false, weight_.grad, 1.0f, 1.0f);  // dW += dy^T x
-  ops::sumRows(grad_output_, bias_.grad, 1.0f);                              // db += sum dy
+  const DType compute = compute_dtype_;
+  accumulateWeightGrad(grad_output_, true, input_, false, weight_.grad, compute);  // dW += dy^T x
+  accumulateBiasGrad(widened(grad_output_), bias_.grad, compute);                  // db += sum dy
   grad_output_ = Tensor();
 }
 

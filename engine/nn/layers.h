@@ -14,6 +14,7 @@
 namespace ringmaster {
 
 // y = x W^T + b with W [out, in]. Weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), as nn.Linear.
+// Honours autocast (Module::computeDType(), nn/autocast.h): 16-bit operands, output rounded.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, uint64_t seed, Device device = Device::cpu());
@@ -33,8 +34,8 @@ class Linear : public Module {
  private:
   Parameter weight_;    // [out, in]
   Parameter bias_;      // [out]
-  Tensor input_;        // [batch, in], from the last forward
-  Tensor grad_output_;  // [batch, out], between backwardInput and backwardWeights
+  Tensor input_;        // [batch, in], from the last forward (16-bit under autocast)
+  Tensor grad_output_;  // [batch, out], between backwardInput and backwardWeights (likewise)
 };
 
 class ReLU : public Module {

@@ -17,7 +17,7 @@ MlpConfig mlpConfig(const ModelSpec& spec) {
                    .seed = spec.seed};
 }
 
-ModelDescription describeMlp(const MlpConfig& config) {
+ModelDescription describeMlp(const MlpConfig& config, DType compute) {
   RM_CHECK_ARG(config.layers.size() >= 2,
                fmt::format("an MLP needs at least 2 widths, got {}", config.layers.size()));
   ModelDescription d;
@@ -33,7 +33,9 @@ ModelDescription describeMlp(const MlpConfig& config) {
     d.parameters.push_back({fmt::format("{}.weight", child), {out, in}});
     d.parameters.push_back({fmt::format("{}.bias", child), {out}});
     d.flops_per_sample += 2 * in * out;
-    int64_t kept_floats = in;  // per sample, what the forward keeps: the Linear's input
+    // Per sample, what the forward keeps: the Linear's input (16-bit under autocast), then floats.
+    const int64_t linear_input_bytes = in * static_cast<int64_t>(dtypeSize(compute));
+    int64_t kept_floats = 0;
     ++child;
     if (i + 1 < linear_count) {
       if (config.layer_norm) {
@@ -51,7 +53,8 @@ ModelDescription describeMlp(const MlpConfig& config) {
       }
     }
     block.end_child = child;
-    block.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+    block.activation_bytes_per_sample =
+        linear_input_bytes + kept_floats * static_cast<int64_t>(sizeof(float));
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   }
@@ -59,7 +62,7 @@ ModelDescription describeMlp(const MlpConfig& config) {
 }
 
 std::unique_ptr<Sequential> buildMlp(const MlpConfig& config, Device device) {
-  ModelDescription description = describeMlp(config);  // checks the widths
+  ModelDescription description = describeMlp(config, DType::kF32);  // checks the widths
   auto model = std::make_unique<Sequential>();
   const size_t linear_count = config.layers.size() - 1;
   for (size_t i = 0; i < linear_count; ++i) {
@@ -86,7 +89,8 @@ ModelDefinition mlpModel() {
       .kind = "mlp",
       .summary = "Linear layers of model.layers' widths with activation, [LayerNorm], [Dropout]",
       .validate = [](const ModelSpec&) { return std::vector<ModelProblem>{}; },
-      .describe = [](const ModelSpec& spec) { return describeMlp(mlpConfig(spec)); },
+      .describe = [](const ModelSpec& spec,
+                     DType compute) { return describeMlp(mlpConfig(spec), compute); },
       .build = [](const ModelSpec& spec,
                   Device device) { return buildMlp(mlpConfig(spec), device); }};
 }

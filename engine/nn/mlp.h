@@ -28,8 +28,9 @@ struct MlpConfig {
 MlpConfig mlpConfig(const ModelSpec& spec);
 
 // Parameters, blocks (Linear layer i and the modules after it up to the next Linear), FLOPs and
-// activation memory, from the config alone.
-ModelDescription describeMlp(const MlpConfig& config);
+// activation memory, from the config alone; under a 16-bit `compute` the Linears keep their
+// inputs in 16-bit (nn/autocast.h).
+ModelDescription describeMlp(const MlpConfig& config, DType compute = DType::kF32);
 
 // Linear layer i (0-based) is initialised from a stream derived from (seed, i), and Dropout after
 // it from (seed, i) too, so the same config always builds the same model. Its blocks are set.

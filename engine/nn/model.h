@@ -75,7 +75,8 @@ struct ModelDescription {
   DType input_dtype = DType::kF32;        // per-sample input: blocks.front().input_shape
   // Forward FLOPs per sample (2 per multiply-add of the matrix products; training is about 3x).
   int64_t flops_per_sample = 0;
-  // Bytes the forward keeps per sample for the backward (inputs, masks, statistics), in training.
+  // Bytes the forward keeps per sample for the backward (inputs, masks, statistics), in training,
+  // under the compute type it was described for.
   int64_t activation_bytes_per_sample = 0;
 
   int64_t parameterCount() const;
@@ -97,7 +98,9 @@ struct ModelDefinition {
   std::string_view summary;  // one line for menus and the CLI
   // Problems beyond the spec's generic field checks (those have passed when this runs).
   std::function<std::vector<ModelProblem>(const ModelSpec&)> validate;
-  std::function<ModelDescription(const ModelSpec&)> describe;
+  // `compute`: the autocast type the model trains under (train.precision's DType): what the
+  // modules keep in 16-bit under BF16 / F16 is counted at 2 bytes an element.
+  std::function<ModelDescription(const ModelSpec&, DType compute)> describe;
   // The model with its blocks set (Sequential::blocks() == describe(spec).blocks).
   std::function<std::unique_ptr<Sequential>(const ModelSpec&, Device)> build;
 };
@@ -110,7 +113,8 @@ const ModelDefinition* findModel(std::string_view kind);
 
 // Through the table; an unknown kind or an invalid spec is a kInvalidArgument error.
 std::vector<ModelProblem> validateModel(const ModelSpec& spec);
-ModelDescription describeModel(const ModelSpec& spec);
+// `compute`: as ModelDefinition::describe's (F32, BF16 or F16).
+ModelDescription describeModel(const ModelSpec& spec, DType compute = DType::kF32);
 std::unique_ptr<Sequential> buildModel(const ModelSpec& spec, Device device = Device::cpu());
 
 }  // namespace ringmaster

@@ -73,13 +73,16 @@ std::vector<ModelProblem> validateModel(const ModelSpec& spec) {
   return definitionOf(spec).validate(spec);
 }
 
-ModelDescription describeModel(const ModelSpec& spec) {
+ModelDescription describeModel(const ModelSpec& spec, DType compute) {
+  RM_CHECK_ARG(compute == DType::kF32 || compute == DType::kBF16 || compute == DType::kF16,
+               fmt::format("describing a model for {}: only F32, BF16 and F16 are compute types",
+                           dtypeName(compute)));
   const ModelDefinition& definition = definitionOf(spec);
   const std::vector<ModelProblem> problems = definition.validate(spec);
   RM_CHECK_ARG(problems.empty(), problems.empty() ? std::string()
                                                   : fmt::format("{}: {}", problems.front().path,
                                                                 problems.front().message));
-  return definition.describe(spec);
+  return definition.describe(spec, compute);
 }
 
 std::unique_ptr<Sequential> buildModel(const ModelSpec& spec, Device device) {

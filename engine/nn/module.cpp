@@ -21,9 +21,9 @@ void forEachModule(Module& root, const std::function<void(Module&)>& visit) {
 }
 
 void setAutocast(Module& root, DType dtype) {
-  RM_CHECK_ARG(dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
-               fmt::format("autocast to {}: only F32, BF16 and F16 are compute types",
-                           dtypeName(dtype)));
+  RM_CHECK_ARG(
+      dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16,
+      fmt::format("autocast to {}: only F32, BF16 and F16 are compute types", dtypeName(dtype)));
   forEachModule(root, [&](Module& module) { module.setComputeDType(dtype); });
 }
 

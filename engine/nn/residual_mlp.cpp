@@ -48,8 +48,10 @@ size_t firstLinearInBranch(const ModelSpec& spec) {
   return spec.layer_norm ? 1 : 0;
 }
 
-ModelDescription describe(const ModelSpec& spec) {
+// Under a 16-bit `compute` the Linears keep their inputs in 16-bit (nn/autocast.h).
+ModelDescription describe(const ModelSpec& spec, DType compute) {
   const Widths s = shapeOf(spec);
+  const auto linear_input = static_cast<int64_t>(dtypeSize(compute));  // bytes an element
   ModelDescription d;
   auto linear = [&](const std::string& prefix, int64_t in, int64_t out) {
     d.parameters.push_back({prefix + "weight", {out, in}});
@@ -57,9 +59,10 @@ ModelDescription describe(const ModelSpec& spec) {
     d.flops_per_sample += 2 * in * out;
     return out * in + out;
   };
-  // Per sample, what a block's forward keeps for the backward, as floats.
-  auto add = [&](ModelBlock block, int64_t kept_floats) {
-    block.activation_bytes_per_sample = kept_floats * static_cast<int64_t>(sizeof(float));
+  // Per sample, what a block's forward keeps for the backward: floats and Linear inputs.
+  auto add = [&](ModelBlock block, int64_t kept_floats, int64_t linear_inputs) {
+    block.activation_bytes_per_sample =
+        kept_floats * static_cast<int64_t>(sizeof(float)) + linear_inputs * linear_input;
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   };
@@ -69,7 +72,7 @@ ModelDescription describe(const ModelSpec& spec) {
        .parameters = linear("0.", s.input, s.width),
        .input_shape = {s.input},
        .output_shape = {s.width}},
-      s.input);  // the Linear's input
+      0, s.input);  // the Linear's input
   for (int64_t b = 0; b < s.residual_blocks; ++b) {
     const size_t child = static_cast<size_t>(1 + b);
     ModelBlock block{.name = fmt::format("block.{}", b),
@@ -87,8 +90,8 @@ ModelDescription describe(const ModelSpec& spec) {
     const size_t l = firstLinearInBranch(spec);
     block.parameters += linear(fmt::format("{}.{}.", child, l), s.width, s.width);
     block.parameters += linear(fmt::format("{}.{}.", child, l + 2), s.width, s.width);
-    kept_floats += 3 * s.width;  // both Linears' inputs and the activation's
-    add(std::move(block), kept_floats);
+    kept_floats += s.width;                           // the activation's input
+    add(std::move(block), kept_floats, 2 * s.width);  // and both Linears' inputs
   }
   const size_t last = static_cast<size_t>(1 + s.residual_blocks);
   add({.name = "output",
@@ -97,7 +100,7 @@ ModelDescription describe(const ModelSpec& spec) {
        .parameters = linear(fmt::format("{}.", last), s.width, s.output),
        .input_shape = {s.width},
        .output_shape = {s.output}},
-      s.width);
+      0, s.width);
   return d;
 }
 
@@ -122,7 +125,7 @@ std::unique_ptr<Sequential> build(const ModelSpec& spec, Device device) {
     model->append(std::make_unique<Residual>(std::move(branch)));
   }
   model->append(std::make_unique<Linear>(s.width, s.output, seed(), device));
-  model->setBlocks(describe(spec).blocks);
+  model->setBlocks(describe(spec, DType::kF32).blocks);
   return model;
 }
 

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "nn/autocast.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -31,10 +32,12 @@ std::vector<Module*> GptMlp::children() const {
   return {&self->c_fc_, &self->c_proj_, &self->dropout_};
 }
 
+// Under autocast the GELU's input is kept 16-bit: lossless, c_fc's output holds 16-bit values.
 Tensor GptMlp::forward(const Tensor& input) {
-  gelu_input_ = c_fc_.forward(input);
-  Tensor activated = Tensor::empty(gelu_input_.shape(), DType::kF32, input.device());
-  ops::geluTanh(gelu_input_, activated);
+  const Tensor hidden = c_fc_.forward(input);
+  Tensor activated = Tensor::empty(hidden.shape(), DType::kF32, input.device());
+  ops::geluTanh(hidden, activated);
+  gelu_input_ = autocastOperand(hidden, compute_dtype_);
   return dropout_.forward(c_proj_.forward(activated));
 }
 
@@ -42,7 +45,7 @@ Tensor GptMlp::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(gelu_input_.defined(), "MLP backward before forward");
   const Tensor dactivated = c_proj_.backward(dropout_.backward(grad_output));
   Tensor dgelu = Tensor::empty(gelu_input_.shape(), DType::kF32, gelu_input_.device());
-  ops::geluTanhBackward(gelu_input_, dactivated, dgelu);
+  ops::geluTanhBackward(widened(gelu_input_), dactivated, dgelu);
   return c_fc_.backward(dgelu);
 }
 

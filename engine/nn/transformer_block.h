@@ -38,7 +38,7 @@ class GptMlp : public Module {
 
   Conv1D c_fc_, c_proj_;
   Dropout dropout_;
-  Tensor gelu_input_;  // [B, T, hidden]
+  Tensor gelu_input_;  // [B, T, hidden] (16-bit under autocast)
 };
 
 struct TransformerBlockOptions {

@@ -17,7 +17,9 @@ namespace {
 // activation bytes per block.
 MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   MemoryInputs inputs{.spec = spec, .world = std::max(worldSize(spec), 1)};
-  const ModelDescription description = describeModel(spec.model);
+  // Activations as the modules keep them under train.precision's autocast.
+  const ModelDescription description =
+      describeModel(spec.model, precisionDType(spec.train.precision));
   for (const ModelBlock& block : description.blocks) inputs.layers.push_back(block.parameters);
   for (int64_t n : inputs.layers) inputs.parameters += n;
   // Which block holds each parameter (the parameters are listed block by block), for the ties.

@@ -238,6 +238,7 @@ TrainingResult Trainer::run() {
                fmt::format("data: {} classes, but the model has {} outputs", classes.value_or(0),
                            model_outputs));
   auto model = buildModel(spec_.model, device);
+  setAutocast(*model, precisionDType(spec_.train.precision));  // torch.autocast: nn/autocast.h
   const int64_t parameter_count = model->parameterCount();
   if (spec_.model.init_checkpoint)
     loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());
