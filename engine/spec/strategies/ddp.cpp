@@ -1,4 +1,5 @@
-// DDP's plan: the bucket cap option, and the memory of a replicated model (shared with `single`).
+// DDP's plan: the bucket cap and reduce dtype options, and the memory of a replicated model (shared
+// with `single`), with the 16-bit copies a 16-bit reduce dtype adds.
 #include "spec/strategies/ddp.h"
 
 #include <fmt/format.h>
@@ -40,7 +41,18 @@ class DdpPlan final : public StrategyPlan {
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
-    return replicatedMemory(inputs);
+    std::vector<MemoryPart> parts = replicatedMemory(inputs);
+    const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
+    if (reduce && *reduce != Precision::kFp32) {
+      // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
+      // the step's gradient sync, so every bucket's at once when backward ends.
+      parts.push_back({"16-bit reduce buffers (transient)",
+                       static_cast<double>(inputs.parameters) * 2,
+                       fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
+                                   "the step's gradient sync",
+                                   toString(*reduce))});
+    }
+    return parts;
   }
 };
 
@@ -51,7 +63,8 @@ std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs) {
   const int64_t batch = inputs.spec.train.batch_size;
   std::vector<MemoryPart> parts = {
       {"parameters", p * kBytes, fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
-      {"gradients", p * kBytes, fmt::format("4 B × Ψ (DDP's buckets hold them)")},
+      {"gradients", p * kBytes,
+       fmt::format("4 B × Ψ (DDP's buckets hold them; float32 under every train.precision)")},
       {"optimizer state", p * kBytes * inputs.moments,
        fmt::format("4 B × {} × Ψ ({})", inputs.moments, inputs.moment_text)},
       {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),

@@ -1,4 +1,5 @@
-// FSDP's plan: the sharding and units options, and ZeRO's memory formulas per sharding.
+// FSDP's plan: the sharding, units and mixed-precision options, and ZeRO's memory formulas per
+// sharding, with what a 16-bit param_dtype or reduce_dtype adds or changes.
 #include "spec/strategies/fsdp.h"
 
 #include <algorithm>
@@ -12,6 +13,11 @@ namespace ringmaster {
 namespace {
 
 constexpr double kBytes = 4;  // float32
+
+// Bytes per element of a precision option (left out: float32).
+double bytesOf(const std::optional<Precision>& precision) {
+  return precision && *precision != Precision::kFp32 ? 2 : 4;
+}
 
 class FsdpPlan final : public StrategyPlan {
  public:
@@ -33,23 +39,24 @@ class FsdpPlan final : public StrategyPlan {
   }
   std::vector<SpecField> fields() const override {
     const FsdpSpec defaults;
-    return {{.path = "strategy.sharding",
-             .section = "Strategy",
-             .label = "Sharding",
-             .type = FieldType::kChoice,
-             .choices = optionChoices<FsdpSharding>(),
-             .default_value = std::string(toString(defaults.sharding))},
-            {.path = "strategy.units",
-             .section = "Strategy",
-             .label = "Units",
-             .type = FieldType::kChoice,
-             .choices = optionChoices<FsdpUnits>(),
-             .default_value = std::string(toString(defaults.units)),
-             .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"},
-            precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
-                                 "the dtype gradients are reduce-scattered in"),
-            precisionOptionField("strategy.param_dtype", "All-gather dtype",
-                                 "the dtype shards are all-gathered in (MixedPrecision.param_dtype)")};
+    return {
+        {.path = "strategy.sharding",
+         .section = "Strategy",
+         .label = "Sharding",
+         .type = FieldType::kChoice,
+         .choices = optionChoices<FsdpSharding>(),
+         .default_value = std::string(toString(defaults.sharding))},
+        {.path = "strategy.units",
+         .section = "Strategy",
+         .label = "Units",
+         .type = FieldType::kChoice,
+         .choices = optionChoices<FsdpUnits>(),
+         .default_value = std::string(toString(defaults.units)),
+         .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"},
+        precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+                             "the dtype gradients are reduce-scattered in"),
+        precisionOptionField("strategy.param_dtype", "All-gather dtype",
+                             "the dtype shards are all-gathered in (MixedPrecision.param_dtype)")};
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
 
@@ -79,10 +86,12 @@ class FsdpPlan final : public StrategyPlan {
         sorted.push_back(units[u]);
     }
     std::sort(sorted.rbegin(), sorted.rend());
-    const double unit = fsdp.units == FsdpUnits::kModel
-                            ? p
-                            : held + static_cast<double>((sorted.empty() ? 0 : sorted[0]) +
-                                                         (sorted.size() > 1 ? sorted[1] : 0));
+    const double largest = fsdp.units == FsdpUnits::kModel ? p : (sorted.empty() ? 0 : sorted[0]);
+    const double second = fsdp.units == FsdpUnits::kModel || sorted.size() < 2 ? 0 : sorted[1];
+    if (fsdp.units == FsdpUnits::kModel) held = 0;
+    const double gather_bytes = bytesOf(fsdp.param_dtype);
+    const bool low_gather = gather_bytes < kBytes;
+    const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
     std::vector<MemoryPart> parts = {
         {"parameters", (no_shard ? p : shard) * kBytes,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
@@ -94,8 +103,8 @@ class FsdpPlan final : public StrategyPlan {
         {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
          fmt::format("batch {} × {}", batch, inputs.activation_text)}};
     appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
-    if (fsdp.sharding == FsdpSharding::kFullShard) {
-      parts.push_back({"all-gathered units (transient)", unit * kBytes,
+    if (fsdp.sharding == FsdpSharding::kFullShard && !low_gather) {
+      parts.push_back({"all-gathered units (transient)", (held + largest + second) * kBytes,
                        fsdp.units == FsdpUnits::kModel
                            ? "4 B × Ψ: the whole model gathered during forward and backward"
                        : held > 0 ? fmt::format("4 B × the {:.0f} parameters of the tied "
@@ -105,9 +114,58 @@ class FsdpPlan final : public StrategyPlan {
                                                 held)
                                   : "4 B × the two largest units: one gathered, the next "
                                     "prefetched"});
+    } else if (fsdp.sharding == FsdpSharding::kFullShard) {
+      // parallel/fsdp.h: a unit arrives in 16 bits and is widened into the float32 flat
+      // parameter the modules read, both alive while it is widened (6 B an element); then the
+      // next unit's prefetch runs beside the gathered one: its 16-bit gather buffer (2 B) and
+      // this rank's shard cast for it (2 B / N).
+      const std::string what(toString(*fsdp.param_dtype));
+      const double prefetch = 2 + 2.0 / world;
+      const double bytes =
+          std::max(6 * held, 4 * held + std::max(6 * largest, 4 * largest + prefetch * second));
+      parts.push_back(
+          {"all-gathered units (transient)", bytes,
+           fsdp.units == FsdpUnits::kModel
+               ? fmt::format("(2 + 4) B × Ψ: the whole model gathered in {} and widened into "
+                             "float32",
+                             what)
+               : fmt::format("{}the larger of (2 + 4) B × the largest unit (gathered in {} and "
+                             "widened into float32) and 4 B × it with (2 + 2 / {}) B × the "
+                             "second largest prefetched ({} gather buffer and cast shard)",
+                             held > 0 ? fmt::format("4 B × the {:.0f} parameters of the tied "
+                                                    "unit, gathered from its first block to "
+                                                    "its last, and ",
+                                                    held)
+                                      : "",
+                             what, world, what)});
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
       parts.push_back({"unsharded parameters (forward to backward)", (p - shard) * kBytes,
                        "4 B × (Ψ − Ψ / N): ZeRO-2 keeps the gathered parameters"});
+      if (low_gather) {
+        parts.push_back({"16-bit gather buffer (transient)",
+                         largest * (gather_bytes + gather_bytes / world),
+                         fmt::format("(2 + 2 / {}) B × the largest unit: its {} all-gather "
+                                     "buffer and cast shard, until widened into float32",
+                                     world, toString(*fsdp.param_dtype))});
+      }
+    } else if (low_gather) {
+      parts.push_back({"rounded parameters", p * kBytes,
+                       fmt::format("4 B × Ψ: the float32 copy rounded to {} that the modules "
+                                   "read (no_shard keeps the parameters whole)",
+                                   toString(*fsdp.param_dtype))});
+    }
+    if (reduce_bytes < kBytes) {
+      const std::string what(toString(*fsdp.reduce_dtype));
+      parts.push_back(
+          no_shard ? MemoryPart{"16-bit reduce buffers (transient)", p * reduce_bytes,
+                                fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's "
+                                            "start to the step's gradient sync",
+                                            what)}
+                   : MemoryPart{"16-bit reduce buffers (transient)", (p + shard) * reduce_bytes,
+                                fmt::format("2 B × (Ψ + Ψ / N) at most: each unit's {} gradient "
+                                            "until its reduce-scatter is done and its reduced {} "
+                                            "shard until the step's gradient sync",
+                                            what, what)});
     }
     return parts;
   }

@@ -3,7 +3,8 @@
 // gradients) and strategy.param_dtype (FSDP's shards all-gathered in bf16, the modules computing
 // with the float32 shards' values rounded to bf16, the optimizer updating the float32 shards); the
 // communicator's records of these runs (what the comm telemetry events carry) in half the bytes;
-// and a few training steps under each mode close to the float32 run.
+// a few training steps under each mode close to the float32 run; and the memory a 16-bit reduction
+// adds to a measured step, as the memory estimate predicts.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -18,6 +19,8 @@
 #include "engine/parallel/equivalence.h"
 #include "parallel/fsdp.h"
 #include "parallel/strategy.h"
+#include "spec/memory_estimate.h"
+#include "tensor/allocator.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -423,6 +426,65 @@ TEST_P(ReduceDTypeWorlds, TrainingStaysCloseToFloat32) {
                                         .param_dtype = DType::kBF16}),
                       fp32, fmt::format("fsdp {} bf16, world {}", toString(sharding), world));
   }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Memory: a measured step against the estimate (spec/memory_estimate.h).
+
+// The peak of one DDP training step and its gradient sync on one rank, measured by the host
+// allocator above what was live before it (parameters, the buckets, the dataset's batch source).
+double measuredDdpStepPeak(const JobSpec& spec) {
+  double peak = -1;
+  auto failures = runRanks(1, [&](Communicator& comm) {
+    SyntheticTeacherDataset data(kSamples, spec.model.layers.front(), spec.model.layers.back(), 3);
+    auto model = buildModel(spec.model);
+    auto strategy = makeParallelStrategy({.model = *model, .world = &comm, .spec = spec});
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i < spec.train.batch_size; ++i) rows.push_back(i);
+    const BatchMaker make_batch = [&](const std::vector<int64_t>& r) { return makeBatch(data, r); };
+    CachingAllocator& host = allocatorFor(Device::cpu());
+    strategy->trainBatch(rows, make_batch, 1, true);  // a first step: every context is allocated
+    strategy->finishGradientSync();
+    model->zeroGrad();
+    for (size_t m = 0; m < model->size(); ++m)
+      model->child(m).restoreContext(std::vector<Tensor>(model->child(m).saveContext().size()));
+    const double before = static_cast<double>(host.stats().allocated_bytes);
+    host.resetPeakStats();
+    strategy->trainBatch(rows, make_batch, 1, true);
+    strategy->finishGradientSync();
+    peak = static_cast<double>(host.stats().peak_allocated_bytes) - before;
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+  return peak;
+}
+
+double estimatedPart(const JobSpec& spec, const std::string& name) {
+  const std::vector<RankMemoryEstimate> ranks = estimateMemory(spec);
+  for (const MemoryPart& part : ranks.at(0).parts)
+    if (part.name == name) return part.bytes;
+  return 0;
+}
+
+// A parameter-heavy MLP (Ψ = 661,000: three 512-wide layers) at batch 2, so that the step's own
+// transients are small beside the 16-bit bucket copies (2 Ψ = 1.3 MB), which live from each
+// bucket's all-reduce to the gradient sync: every one of them at once at the end of backward.
+TEST(ReduceDType, ADdpStepsPeakGrowsByTheEstimatedBuffers) {
+  JobSpec spec = mlpSpec(StrategyKind::kDdp);
+  spec.model.layers = {256, 512, 512, 512, 8};
+  spec.train.batch_size = 2;
+  spec.launch.hosts = {{.host = "localhost", .ranks = 1}};
+  const double fp32 = measuredDdpStepPeak(spec);
+  EXPECT_EQ(estimatedPart(spec, "16-bit reduce buffers (transient)"), 0);
+  spec.strategy.ddp.reduce_dtype = Precision::kBf16;
+  const double bf16 = measuredDdpStepPeak(spec);
+  const double estimated = estimatedPart(spec, "16-bit reduce buffers (transient)");
+  std::printf("ddp step peak: fp32 %.0f, bf16 reduce %.0f bytes (grew %.0f); estimated %.0f\n",
+              fp32, bf16, bf16 - fp32, estimated);
+  EXPECT_EQ(estimated, 2.0 * 661000);
+  // What else the step holds at either peak is the same batch-2 working set (activations, the
+  // gradient flowing between layers: [2, 512] floats, 4 KiB each, and the allocator's 512-byte
+  // granules): bounded by 16 such tensors, 64 KiB, a twentieth of the buffers.
+  EXPECT_NEAR(bf16 - fp32, estimated, 64.0 * 1024);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, ReduceDTypeWorlds, ::testing::Values(1, 2, 3, 4),

@@ -102,6 +102,54 @@ TEST(MemoryEstimate, FsdpKeepsTheTiedRootUnitGatheredAcrossTheBlocks) {
   EXPECT_EQ(part(fsdp[0], "parameters"), 4.0 * (4224 + 2 * 3280 + 32) / 2);
 }
 
+// Mixed precision: master weights, gradients and optimizer state stay float32 under
+// train.precision bf16; a 16-bit reduce_dtype adds its copies of the gradients and a 16-bit
+// param_dtype changes what a gathered unit costs (parallel/ddp.h, parallel/fsdp.h).
+TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
+  const double psi = 8630, largest = 5050, second = 2040;
+  const auto bf16 = estimateMemory(specOf(R"({"kind": "ddp"})", 4, R"(, "precision": "bf16")"));
+  EXPECT_EQ(part(bf16[0], "parameters"), 4 * psi);
+  EXPECT_EQ(part(bf16[0], "gradients"), 4 * psi);
+  EXPECT_EQ(part(bf16[0], "optimizer state"), 8 * psi);
+  EXPECT_EQ(part(bf16[0], "16-bit reduce buffers (transient)"), -1) << "fp32 reduction";
+  const auto ddp = estimateMemory(specOf(R"({"kind": "ddp", "reduce_dtype": "bf16"})", 4));
+  EXPECT_EQ(part(ddp[0], "16-bit reduce buffers (transient)"), 2 * psi);
+  EXPECT_EQ(part(ddp[0], "gradients"), 4 * psi);
+
+  // full_shard: the largest unit gathered in bf16 and widened (6 B), or held in float32 beside
+  // the next unit's bf16 buffer and cast shard (4 B + (2 + 2/4) B), whichever is more.
+  const auto gather = estimateMemory(
+      specOf(R"({"kind": "fsdp", "sharding": "full_shard", "param_dtype": "bf16"})", 4));
+  EXPECT_EQ(part(gather[1], "all-gathered units (transient)"),
+            std::max(6 * largest, 4 * largest + 2.5 * second));
+  const auto whole = estimateMemory(specOf(
+      R"({"kind": "fsdp", "sharding": "full_shard", "units": "model", "param_dtype": "fp16"})", 4));
+  EXPECT_EQ(part(whole[0], "all-gathered units (transient)"), 6 * psi);
+  const auto zero2 = estimateMemory(
+      specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op", "param_dtype": "bf16"})", 2));
+  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
+  EXPECT_EQ(part(zero2[0], "16-bit gather buffer (transient)"), (2 + 1) * largest);
+  const auto rounded = estimateMemory(
+      specOf(R"({"kind": "fsdp", "sharding": "no_shard", "param_dtype": "bf16"})", 2));
+  EXPECT_EQ(part(rounded[0], "rounded parameters"), 4 * psi);
+
+  const auto reduce = estimateMemory(
+      specOf(R"({"kind": "fsdp", "sharding": "full_shard", "reduce_dtype": "bf16"})", 4));
+  EXPECT_EQ(part(reduce[0], "16-bit reduce buffers (transient)"), 2 * (psi + psi / 4));
+  EXPECT_EQ(part(reduce[0], "all-gathered units (transient)"), 4 * (largest + second));
+  const auto reduce_whole = estimateMemory(
+      specOf(R"({"kind": "fsdp", "sharding": "no_shard", "reduce_dtype": "bf16"})", 4));
+  EXPECT_EQ(part(reduce_whole[0], "16-bit reduce buffers (transient)"), 2 * psi);
+  for (const auto& p : gather[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
+
+  // The GPT's tied root unit (4256) stays gathered in float32 while a block's unit (3280) is
+  // held beside the next block's bf16 prefetch (2 B buffer + 2 B / 2 cast shard), which is more
+  // than one unit widened (6 B): 4 x 4256 + (4 + 3) x 3280.
+  const auto gpt = estimateMemory(
+      gptSpecOf(2, R"({"kind": "fsdp", "sharding": "full_shard", "param_dtype": "bf16"})", ""));
+  EXPECT_EQ(part(gpt[0], "all-gathered units (transient)"), 4.0 * 4256 + 7.0 * 3280);
+}
+
 TEST(StrategyPlans, OnePlanPerKindInKindOrder) {
   const std::vector<std::string_view> names = enumNames<StrategyKind>();
   ASSERT_EQ(strategyPlans().size(), names.size());
