@@ -60,6 +60,8 @@ json summaryJson(const RunSummary& summary) {
                      {"tokens_per_second", optionalJson(rank.tokens_per_second)},
                      {"mfu", optionalJson(rank.mfu)},
                      {"lr", optionalJson(rank.lr)},
+                     {"loss_scale", optionalJson(rank.loss_scale)},
+                     {"skipped_steps", optionalJson(rank.skipped_steps)},
                      {"estimated_memory", estimatedMemoryJson(estimates, rank.rank)}});
   }
   return {{"run", runJson(summary.run)},
@@ -70,6 +72,8 @@ json summaryJson(const RunSummary& summary) {
           {"tokens_per_second", optionalJson(summary.tokens_per_second)},
           {"mfu", optionalJson(summary.mfu)},
           {"lr", optionalJson(summary.lr)},
+          {"loss_scale", optionalJson(summary.loss_scale)},
+          {"skipped_steps", optionalJson(summary.skipped_steps)},
           {"mean_step_ms", summary.mean_step_ms},
           {"comm_share", summary.comm_share},
           {"bubble_fraction", optionalJson(summary.bubble_fraction)},
@@ -222,6 +226,12 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     figures += fmt::format("\n  {} tokens/s", formatNumber(*summary.tokens_per_second, 1));
   if (summary.mfu) figures += fmt::format("  MFU {}", percent(*summary.mfu));
   if (summary.lr) figures += fmt::format("  lr {}", formatOptional(summary.lr));
+  // fp16: the loss scale at the last step and the steps skipped on an inf or NaN gradient.
+  if (summary.loss_scale) {
+    const int64_t skipped = summary.skipped_steps.value_or(0);
+    figures += fmt::format("\n  loss scale {:g}  {} skipped step{}", *summary.loss_scale, skipped,
+                           skipped == 1 ? "" : "s");
+  }
   fmt::print(out, "{}\n", figures);
   if (!evals.empty()) {
     const EvalPoint& latest = evals.back();

@@ -46,6 +46,12 @@ int64_t bytesOf(double value) {
   return static_cast<int64_t>(value);
 }
 
+// A count summed as a double (the steps table keeps counts as REAL), clamped into
+// [0, 2^63 - 1] as bytesOf: a hand-edited database's negative or huge sums stay defined.
+int64_t countOf(double value) {
+  return bytesOf(value);
+}
+
 }  // namespace
 
 std::optional<FinalLoss> finalLoss(const Database& db, int64_t run_id, int world_size) {
@@ -126,9 +132,19 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
     }
     const SeriesSummary lr = summarizeSeries(db, run_id, step_field::kLr, rank);
     if (!lr.empty()) figures.lr = lr.last_value;
+    const SeriesSummary scale = summarizeSeries(db, run_id, step_field::kLossScale, rank);
+    if (!scale.empty()) figures.loss_scale = scale.last_value;
+    const SeriesSummary skipped = summarizeSeries(db, run_id, step_field::kSkipped, rank);
+    if (!skipped.empty()) {
+      figures.skipped_steps = countOf(skipped.sum);
+      summary.skipped_steps = std::max(summary.skipped_steps.value_or(0), *figures.skipped_steps);
+    }
   }
   if (mfus > 0) summary.mfu = mfu_sum / mfus;
-  if (!summary.ranks.empty()) summary.lr = summary.ranks.front().lr;
+  if (!summary.ranks.empty()) {
+    summary.lr = summary.ranks.front().lr;
+    summary.loss_scale = summary.ranks.front().loss_scale;
+  }
   if (auto loss = finalLoss(db, run_id, world)) summary.final_loss = loss->loss;
   if (accuracies > 0) summary.final_accuracy = accuracy_sum / accuracies;
   if (steps > 0) summary.mean_step_ms = step_ms_sum / static_cast<double>(steps);

@@ -24,6 +24,10 @@ struct RankSummary {
   std::optional<double> tokens_per_second;
   std::optional<double> mfu;  // mean over its step events; nullopt where no peak was known
   std::optional<double> lr;   // the learning rate of its last reported step
+  // fp16 runs (nullopt otherwise): the loss scale of its last reported step, and the steps whose
+  // update it skipped on an inf or NaN gradient (the sum of its events' `skipped`).
+  std::optional<double> loss_scale;
+  std::optional<int64_t> skipped_steps;
 };
 
 struct RunSummary {
@@ -35,10 +39,14 @@ struct RunSummary {
   std::optional<double> tokens_per_second;  // the whole job's, as samples_per_second
   std::optional<double> mfu;                // mean over the ranks that report one
   std::optional<double> lr;                 // rank 0's at its last reported step
-  double mean_step_ms = 0;                  // mean over ranks and steps
-  std::vector<RankSummary> ranks;           // every rank of the world, by rank
-  double comm_share = 0;                    // exposed communication / step time, all ranks
-  std::optional<double> bubble_fraction;    // pipeline runs: measured, mean over steps
+  // fp16 runs: rank 0's last loss scale, and the most skipped steps any rank counted (the ranks
+  // agree on every skip, so they count the same unless some rank's events are missing).
+  std::optional<double> loss_scale;
+  std::optional<int64_t> skipped_steps;
+  double mean_step_ms = 0;                // mean over ranks and steps
+  std::vector<RankSummary> ranks;         // every rank of the world, by rank
+  double comm_share = 0;                  // exposed communication / step time, all ranks
+  std::optional<double> bubble_fraction;  // pipeline runs: measured, mean over steps
 };
 
 RunSummary summarizeRun(const Database& db, int64_t run_id);

@@ -434,5 +434,56 @@ TEST_F(FirstHourCli, StoredStepsFollowTheScheduleAndShowReportsTokensPerSecondAn
   EXPECT_EQ(without["lr"].get<double>(), static_cast<float>(1e-3));
 }
 
+// A real fp16 run whose first steps overflow (a loss scale of 2^40): every stored step carries its
+// loss scale and whether it was skipped, the scale halves after each skip, and `show` prints the
+// last scale and the count of skipped steps (and --json has both); an fp32 run has neither.
+TEST_F(FirstHourCli, StoredFp16StepsCarryTheLossScaleAndShowCountsTheSkippedSteps) {
+  recordRun("single_mlp", {"train.steps=6", "telemetry.every_steps=1", "train.precision=fp16",
+                           "train.loss_scale.init=1099511627776"});
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM steps WHERE run_id = 1 AND loss_scale > 0 AND "
+                     "skipped IN (0, 1)"),
+            6);
+  const int64_t skipped = queryInt(db, "SELECT sum(skipped) FROM steps WHERE run_id = 1");
+  EXPECT_GE(skipped, 1) << "a scale of 2^40 did not overflow fp16";
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM steps a JOIN steps b ON b.run_id = a.run_id AND "
+                     "b.rank = a.rank AND b.step = a.step + 1 WHERE a.run_id = 1 AND "
+                     "a.skipped = 1 AND b.loss_scale * 2 = a.loss_scale"),
+            skipped - queryInt(db,
+                               "SELECT count(*) FROM steps WHERE run_id = 1 AND step = 6 AND "
+                               "skipped = 1"));
+  // The scale series reads like any metric.
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM scalar_points WHERE run_id = 1 AND metric = "
+                     "'loss_scale'"),
+            6);
+  const Result as_json = ringmaster({"show", "1", "--json"});
+  ASSERT_TRUE(as_json.status.ok()) << as_json.err;
+  const json shown = json::parse(as_json.out);
+  EXPECT_EQ(shown["skipped_steps"].get<int64_t>(), skipped);
+  EXPECT_EQ(shown["ranks"].at(0)["skipped_steps"].get<int64_t>(), skipped);
+  EXPECT_EQ(
+      shown["loss_scale"].get<double>(),
+      std::stod(storage::testing::queryText(
+          db, "SELECT printf('%.17g', loss_scale) FROM steps WHERE run_id = 1 AND step = 6")));
+  const Result table = ringmaster({"show", "1"});
+  ASSERT_TRUE(table.status.ok()) << table.err;
+  const std::string skipped_text = fmt::format("{} skipped step", skipped);
+  for (const std::string& text : {std::string("loss scale "), skipped_text})
+    EXPECT_NE(table.out.find(text), std::string::npos) << text << " in\n" << table.out;
+
+  recordRun("single_mlp", {"train.steps=2"});
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM steps WHERE run_id = 2 AND loss_scale IS NULL AND "
+                     "skipped IS NULL"),
+            2);
+  const json without = json::parse(ringmaster({"show", "2", "--json"}).out);
+  EXPECT_TRUE(without["loss_scale"].is_null());
+  EXPECT_TRUE(without["skipped_steps"].is_null());
+  EXPECT_EQ(ringmaster({"show", "2"}).out.find("loss scale"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ringmaster
