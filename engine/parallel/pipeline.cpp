@@ -285,6 +285,52 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
   return result;
 }
 
+PipelineParallel::EvalResult PipelineParallel::evaluate(int64_t rows,
+                                                       const std::function<Batch()>& batch) {
+  const int rank = comm_.rank();
+  const Device device = comm_.device();
+  std::optional<Batch> read;
+  auto input = [&]() -> const Batch& {
+    if (!read) read = batch();
+    return *read;
+  };
+  EvalResult result;
+  Tensor x;  // the activations leaving this rank's previous stage
+  std::vector<WorkPtr> sends;
+  for (int stage = 0; stage < plan_.modelStages(); ++stage) {
+    if (rankOf(stage) != rank) continue;
+    if (isFirst(stage)) {
+      x = input().inputs;
+    } else if (rankOf(stage - 1) != rank) {
+      x = Tensor::empty(batchShape(rows, stage_input_shape_[stage]), DType::kF32, device);
+      comm_.irecv(x, rankOf(stage - 1), stage)->wait();
+    }  // else: this rank ran the previous stage too (one rank holds every chunk)
+    const auto [first, end] = stages_[stage];
+    for (size_t m = first; m < end; ++m) x = model_.forwardChild(m, x);
+    if (isLast(stage)) {
+      // As WholeModelStrategy::evaluateBatch: the mean over every target element, times their count.
+      const int64_t classes = x.shape().back();
+      const Tensor targets = input().targets.view({input().targets.numel()});
+      SoftmaxCrossEntropy loss_fn;
+      result.tokens = targets.numel();
+      result.loss_sum = loss_fn.forward(x.view({x.numel() / classes, classes}), targets) *
+                        static_cast<double>(result.tokens);
+    } else if (rankOf(stage + 1) != rank) {
+      if (device.isCuda()) synchronize(device);
+      sends.push_back(comm_.isend(x, rankOf(stage + 1), stage + 1));
+    }
+  }
+  for (const WorkPtr& send : sends) send->wait();
+  // Float64 would be exact, but the broadcast carries what the training step's does: float32.
+  Tensor totals = Tensor::fromVector(
+      {static_cast<float>(result.loss_sum), static_cast<float>(result.tokens)}, {2}, device);
+  comm_.broadcast(totals, rankOf(plan_.modelStages() - 1))->wait();
+  const std::vector<float> values = totals.toFloatVector();
+  result.loss_sum = values[0];
+  result.tokens = std::llround(static_cast<double>(values[1]));
+  return result;
+}
+
 double PipelineParallel::reduceTiedGradients() {
   const auto start = Clock::now();
   for (const TiedGroup& tied : tied_) {

@@ -83,6 +83,16 @@ class PipelineParallel {
   PipelineStepResult runStep(int64_t rows, const std::function<Batch(int)>& micro_batch,
                              float grad_scale);
 
+  // One evaluation batch of `rows` samples, forward only (Megatron-LM's forward-only schedule):
+  // stage by stage in model order, each rank running its stages as their input arrives; the last
+  // stage's loss summed over its target elements, broadcast to every rank. `batch()` is called
+  // only by the ranks of the first and last stages. Touches no gradient; collective.
+  struct EvalResult {
+    double loss_sum = 0;
+    int64_t tokens = 0;
+  };
+  EvalResult evaluate(int64_t rows, const std::function<Batch()>& batch);
+
   // Sums the gradients of the tied parameters' copies across the ranks that hold them (collective
   // over those ranks; every rank calls it). Call it once per optimizer step, after the step's last
   // runStep. Returns the time it took, in milliseconds.

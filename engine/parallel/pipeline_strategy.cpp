@@ -40,6 +40,13 @@ class PipelineStrategy final : public ParallelStrategy {
                      .wait_ms = step.pipeline_wait_ms,
                      .actions = std::move(step.actions)};
   }
+  // Forward only, the whole batch at once (no micro-batches: nothing to overlap without a backward).
+  EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
+                              const BatchMaker& make_batch) override {
+    const PipelineParallel::EvalResult result = pipeline_.evaluate(
+        static_cast<int64_t>(indices.size()), [&] { return make_batch(indices); });
+    return {.loss_sum = result.loss_sum, .tokens = result.tokens};
+  }
   GradientSyncTiming finishGradientSync() override {
     if (!tied_pending_) return {};
     tied_pending_ = false;

@@ -59,9 +59,9 @@ class ParallelStrategy {
   virtual BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
                                int accumulation, bool sync) = 0;
   // Forward and loss over the batch of `indices` with the model as it is set (the trainer sets
-  // eval mode first): touches no gradient. Collective where the forward is (FSDP's gathers): every
-  // rank calls it the same number of times. Strategies whose ranks do not all hold the loss (the
-  // pipeline) do not evaluate: the spec refuses train.eval_every with them, and this throws.
+  // eval mode first): touches no gradient. Collective where the forward is (FSDP's gathers, a
+  // pipeline's stages): every rank calls it the same number of times, and a pipeline's every rank
+  // returns the last stage's loss. The default throws: a strategy that cannot evaluate.
   virtual EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
                                       const BatchMaker& make_batch);
   // Waits for the gradient reductions the last synchronised backward started.

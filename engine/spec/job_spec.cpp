@@ -1223,7 +1223,7 @@ class SpecParser {
                                                 takers, spec.train.micro_batches));
     }
 
-    // Evaluation needs a validation set, and a strategy whose every rank has the loss.
+    // Evaluation needs a validation set.
     if (allOk("train.eval_every", "data.kind") && spec.train.eval_every > 0) {
       if (spec.data.kind == DataKind::kSynthetic || spec.data.kind == DataKind::kIdx) {
         report("train.eval_every",
@@ -1234,10 +1234,6 @@ class SpecParser {
         report("train.eval_every",
                "data.kind \"tokens\" without data.val has no validation set to evaluate on; "
                "set data.val or train.eval_every to 0");
-      } else if (strategy == StrategyKind::kPipeline) {
-        report("train.eval_every",
-               "evaluation is not supported under strategy.kind \"pipeline\" (only its last "
-               "stage has the loss); set train.eval_every to 0 or use single, ddp or fsdp");
       }
     }
 

@@ -233,7 +233,7 @@ std::vector<SpecField> describe() {
       bounded(field("train.eval_every", "Training", "Evaluate every", T::kInteger,
                     spec.train.eval_every,
                     "steps between validation passes (and after the last); 0: never; needs "
-                    "a data kind with a validation set, not the pipeline strategy"),
+                    "a data kind with a validation set"),
               0, kMaxSteps),
       bounded(field("train.eval_batches", "Training", "Eval batches", T::kInteger,
                     spec.train.eval_batches, "validation batches per rank per evaluation"),

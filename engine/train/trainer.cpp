@@ -498,8 +498,9 @@ TrainingResult Trainer::run() {
       interval = {};
     }
     if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {
-      const EvalEvent eval = evaluator->evaluate(
-          step, *model, *runner, strategyPlan(strategy).needsWorld() ? world_ : nullptr, device);
+      // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
+      const EvalEvent eval = evaluator->evaluate(step, *model, *runner,
+                                                 data_ranks > 1 ? world_ : nullptr, device);
       telemetry_.emit(eval);
       fmt::print(log_,
                  "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "

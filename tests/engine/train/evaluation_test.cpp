@@ -218,10 +218,13 @@ class EvaluationInTraining : public ::testing::Test {
 };
 
 // The evaluation reads its own samples in eval mode: the training's losses are bit for bit those of
-// the same run without it (data order and dropout streams untouched), on 1 to 3 ranks.
+// the same run without it (data order and dropout streams untouched), on 1 to 3 ranks. A
+// pipeline's ranks share their samples: each evaluates the same batches, and every stage reports
+// the last stage's loss.
 TEST_F(EvaluationInTraining, TrainsExactlyAsWithoutItAndReportsEveryRankAlike) {
-  for (const auto& [strategy, world] :
-       std::vector<std::pair<const char*, int>>{{"single", 1}, {"ddp", 2}, {"fsdp", 3}}) {
+  for (const auto& [strategy, world] : std::vector<std::pair<const char*, int>>{
+           {"single", 1}, {"ddp", 2}, {"fsdp", 3}, {"pipeline", 2}, {"pipeline", 3}}) {
+    const int data_ranks = std::string(strategy) == "pipeline" ? 1 : world;
     SCOPED_TRACE(fmt::format("{} on {} ranks", strategy, world));
     const std::vector<RankEvents> with = trainAndCollect(spec(strategy, world, 4), world);
     const std::vector<RankEvents> without = trainAndCollect(spec(strategy, world, 0), world);
@@ -239,11 +242,32 @@ TEST_F(EvaluationInTraining, TrainsExactlyAsWithoutItAndReportsEveryRankAlike) {
       EXPECT_EQ(a.evals[1].step, 6);
       for (size_t i = 0; i < a.evals.size(); ++i) {
         const EvalEvent& eval = a.evals[i];
-        EXPECT_EQ(eval.tokens, world * 2 * 2 * 8);
+        EXPECT_EQ(eval.tokens, data_ranks * 2 * 2 * 8);
         EXPECT_TRUE(std::isfinite(eval.val_loss));
         EXPECT_GT(eval.val_loss, 0.0);
         EXPECT_DOUBLE_EQ(eval.perplexity, std::exp(eval.val_loss));
         EXPECT_EQ(eval.val_loss, with[0].evals[i].val_loss) << "rank " << rank << " differs";
+      }
+    }
+  }
+}
+
+// A pipeline trains as one process does, so its evaluations (forward only, stage after stage) give
+// the one process's validation losses: on 2 and 3 stages (the embedding, the block, the head).
+TEST_F(EvaluationInTraining, ThePipelinesValidationLossIsOneProcesss) {
+  const std::vector<RankEvents> single = trainAndCollect(spec("single", 1, 3), 1);
+  ASSERT_EQ(single[0].evals.size(), 2u);
+  for (int world : {2, 3}) {
+    SCOPED_TRACE(fmt::format("pipeline on {} ranks", world));
+    const std::vector<RankEvents> pipeline = trainAndCollect(spec("pipeline", world, 3), world);
+    for (const RankEvents& rank : pipeline) {
+      ASSERT_EQ(rank.evals.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(rank.evals[i].step, single[0].evals[i].step);
+        EXPECT_EQ(rank.evals[i].tokens, single[0].evals[i].tokens);
+        // fp32 training on differently grouped GEMMs: equal to a few ulps of the loss.
+        EXPECT_NEAR(rank.evals[i].val_loss, single[0].evals[i].val_loss,
+                    1e-5 * single[0].evals[i].val_loss);
       }
     }
   }
