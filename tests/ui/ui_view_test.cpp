@@ -42,6 +42,7 @@
 #include "data/background_jobs.h"
 #include "data/run_snapshot.h"
 #include "db/database.h"
+#include "db/statement.h"
 #include "main_window.h"
 #include "models/comm_ops_model.h"
 #include "models/format.h"
@@ -512,7 +513,8 @@ class UiViewTest : public QObject {
       QCOMPARE(view->rankModel()->index(r, RankTableModel::kMfu).data().toString(), QString("–"));
     }
     QVERIFY2(view->figuresText().contains(" tokens/s") && !view->figuresText().contains("MFU") &&
-                 view->figuresText().contains("lr 0.001"),
+                 view->figuresText().contains("lr 0.001") &&
+                 !view->figuresText().contains("loss scale"),  // fp16 only
              qPrintable(view->figuresText()));
     // The learning rate each step used (ddp_mlp's constant 1e-3), a point per step and rank.
     MetricChart* lr = view->chart("Learning rate");
@@ -841,6 +843,46 @@ class UiViewTest : public QObject {
     QVERIFY(view->flightRecorderTable()->model()->rowCount() > 0);
     const QString cut = cutCells(*view->flightRecorderTable());
     QVERIFY2(cut.isEmpty(), qPrintable(cut));
+  }
+
+  // An fp16 run whose first steps overflow (a loss scale of 2^40): the Loss scale chart has a
+  // point per step, and the header gives the last scale and the count of skipped steps as stored.
+  void anFp16RunChartsItsLossScaleAndCountsTheSkippedSteps() {
+    nlohmann::json spec = exampleSpec("single_mlp", 12);
+    spec["name"] = "fp16_loss_scale";
+    spec["train"]["precision"] = "fp16";
+    spec["train"]["loss_scale"] = {{"init", 1099511627776.0}};
+    const int64_t run = launchAndWait(spec, 0);
+    QVERIFY2(run > 0, "the fp16 run did not complete");
+    RunView* view = window().openRun(run);
+    QVERIFY(view);
+    QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("completed"), 10000);
+    MetricChart* scale = view->chart("Loss scale");
+    QVERIFY(scale);
+    QTRY_COMPARE_WITH_TIMEOUT(scale->pointCount(), 12, 10000);
+    int64_t skipped = 0;
+    double last_scale = 0;
+    {
+      storage::AllowQueriesOnThisThread the_tests_own_queries;
+      storage::Database database(db_);
+      storage::Statement sum(database,
+                             "SELECT sum(skipped), max(step) FROM steps WHERE run_id = ?");
+      sum.bind(1, run);
+      QVERIFY(sum.run());
+      skipped = sum.columnInt(0);
+      storage::Statement last(database,
+                              "SELECT loss_scale FROM steps WHERE run_id = ? AND step = 12");
+      last.bind(1, run);
+      QVERIFY(last.run());
+      last_scale = last.columnDouble(0);
+    }
+    QVERIFY2(skipped >= 1, "a scale of 2^40 did not overflow fp16");
+    const QString expected = QString("loss scale %1 (%2 skipped step%3)")
+                                 .arg(last_scale, 0, 'g', 17)
+                                 .arg(skipped)
+                                 .arg(skipped == 1 ? "" : "s");
+    QVERIFY2(view->figuresText().contains(expected),
+             qPrintable(view->figuresText() + " lacks " + expected));
   }
 
   void aFailedRunShowsItsRootCause() {

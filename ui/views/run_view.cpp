@@ -62,7 +62,8 @@ QString metricLabel(const std::string& metric) {
       {step_field::kMemPeak, "peak"},
       {step_field::kCommMs, "communication"},
       {step_field::kDeviceMemUsed, "device memory"},
-      {step_field::kLr, "learning rate"}};
+      {step_field::kLr, "learning rate"},
+      {step_field::kLossScale, "loss scale"}};
   auto it = labels.find(metric);
   return it == labels.end() ? QString::fromStdString(metric) : it->second;
 }
@@ -291,6 +292,9 @@ QWidget* RunView::buildChartsTab() {
       {"Device memory", "MiB", {step_field::kDeviceMemUsed}, kMiB},
       // optimizer.schedule's value at each step, as the step events report it.
       {"Learning rate", "lr", {step_field::kLr}, 1.0},
+      // fp16's dynamic loss scale at each step: a drop is a step skipped on an inf or NaN
+      // gradient (empty for fp32 and bf16 runs, which scale nothing).
+      {"Loss scale", "scale", {step_field::kLossScale}, 1.0},
   };
   int i = 0;
   for (const Spec& spec : specs) {
@@ -601,6 +605,14 @@ void RunView::applyHeader(const RunSnapshot& s) {
     figures << QString("%1 tokens/s").arg(formatFigure(*s.summary.tokens_per_second));
   if (s.summary.mfu) figures << QString("MFU %1%").arg(*s.summary.mfu * 100, 0, 'f', 1);
   if (s.summary.lr) figures << QString("lr %1").arg(formatFigure(*s.summary.lr));
+  // fp16: the loss scale at the last step and the steps skipped on an inf or NaN gradient.
+  if (s.summary.loss_scale) {
+    const int64_t skipped = s.summary.skipped_steps.value_or(0);
+    figures << QString("loss scale %1 (%2 skipped step%3)")
+                   .arg(*s.summary.loss_scale, 0, 'g', 17)  // a power of two, in full
+                   .arg(skipped)
+                   .arg(skipped == 1 ? "" : "s");
+  }
   figures << QString("duration %1").arg(formatDuration(s.run.durationSeconds()));
   figures_->setText(figures.join("  ·  "));
   if (s.run.error) {
