@@ -2,9 +2,9 @@
 // buckets and FSDP's gradients reduced in bf16, the sums widened back into the float32
 // gradients) and strategy.param_dtype (FSDP's shards all-gathered in bf16, the modules computing
 // with the float32 shards' values rounded to bf16, the optimizer updating the float32 shards); the
-// communicator's records of these runs (what the comm telemetry events carry) in half the bytes;
-// a few training steps under each mode close to the float32 run; and the memory a 16-bit reduction
-// adds to a measured step, as the memory estimate predicts.
+// communicator's records of these runs (what the comm telemetry events carry) in half the bytes
+// (bf16, and fp16 for DDP); a few training steps under each mode close to the float32 run; and the
+// memory the 16-bit copies add to a measured step or forward, as the memory estimate predicts.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -320,7 +320,8 @@ StrategyRun runStrategy(const JobSpec& spec, int world) {
 // The 16-bit run's records against the float32 run's: the same operations in the same order; the
 // start-up broadcasts as they were, and each operation of `halved` in bf16 with half the bytes.
 void expectHalvedBytes(const StrategyRun& fp32, const StrategyRun& low,
-                       const std::vector<CommOp>& halved, const std::string& what) {
+                       const std::vector<CommOp>& halved, const std::string& what,
+                       DType dtype = DType::kBF16) {
   SCOPED_TRACE(what);
   ASSERT_EQ(low.records.size(), fp32.records.size());
   std::map<CommOp, int> seen;
@@ -329,7 +330,7 @@ void expectHalvedBytes(const StrategyRun& fp32, const StrategyRun& low,
     ASSERT_EQ(a.op, b.op) << "record " << i;
     const bool is_halved = std::find(halved.begin(), halved.end(), a.op) != halved.end();
     EXPECT_EQ(a.dtype, DType::kF32);
-    EXPECT_EQ(b.dtype, is_halved ? DType::kBF16 : DType::kF32) << toString(a.op);
+    EXPECT_EQ(b.dtype, is_halved ? dtype : DType::kF32) << toString(a.op);
     EXPECT_EQ(b.bytes * (is_halved ? 2 : 1), a.bytes) << toString(a.op);
     if (is_halved) ++seen[a.op];
   }
@@ -343,6 +344,9 @@ TEST(ReduceDType, StrategiesReduceAndGatherInHalfTheBytes) {
     spec.strategy.ddp.reduce_dtype = Precision::kBf16;
     expectHalvedBytes(ddp32, runStrategy(spec, world), {CommOp::kAllReduce},
                       fmt::format("ddp, world {}", world));
+    spec.strategy.ddp.reduce_dtype = Precision::kFp16;
+    expectHalvedBytes(ddp32, runStrategy(spec, world), {CommOp::kAllReduce},
+                      fmt::format("ddp fp16, world {}", world), DType::kF16);
 
     spec = mlpSpec(StrategyKind::kFsdp);
     const StrategyRun fsdp32 = runStrategy(spec, world);
