@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -40,7 +41,9 @@ int64_t GradScaler::unscale(const std::vector<NamedParameter>& parameters) const
   // As PyTorch: the reciprocal in double, applied in float (exact for a power of two).
   const auto inverse = static_cast<float>(1.0 / scale_);
   int64_t non_finite = 0;
+  std::unordered_set<const Parameter*> seen;  // a parameter listed twice is unscaled once
   for (const NamedParameter& named : parameters) {
+    if (!seen.insert(named.parameter).second) continue;
     Tensor& grad = named.parameter->grad;
     if (!grad.defined() || grad.numel() == 0) continue;
     ops::scale(grad, inverse);

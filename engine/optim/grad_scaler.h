@@ -37,8 +37,9 @@ class GradScaler {
   int64_t growthTracker() const { return growth_tracker_; }
 
   // Multiplies every gradient of `parameters` by 1 / scale() in place (exact for a power-of-two
-  // scale) and returns how many of their elements are then +-inf or NaN. Local to this rank: the
-  // caller agrees on the verdict across ranks that hold different gradients.
+  // scale; a parameter listed twice, once) and returns how many of their elements are then +-inf
+  // or NaN. Local to this rank: the caller agrees on the verdict across ranks that hold different
+  // gradients.
   int64_t unscale(const std::vector<NamedParameter>& parameters) const;
   // The step's verdict, the same on every rank: found_inf (the step is skipped) multiplies the
   // scale by the backoff factor and resets the tracker; a clean step counts towards growth, and

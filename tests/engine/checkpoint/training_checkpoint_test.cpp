@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include <filesystem>
 #include <string>
 
+#include "checkpoint/safetensors.h"
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
 #include "nn/mlp.h"
@@ -101,6 +103,54 @@ TEST_F(TrainingCheckpointFiles, WritabilityCheckNamesTheDirectoryAndTheReason) {
   EXPECT_FALSE(fs::exists(dir_ / "new"));
   checkCheckpointDirWritable(dir_.string());
   EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);
+}
+
+// An fp16 run's loss scaler travels in optimizer.safetensors' metadata: restored exactly; absent
+// from a checkpoint written without one (the scaler keeps its initial state); a malformed value
+// makes the checkpoint unusable, naming the file, so resuming passes over it.
+TEST_F(TrainingCheckpointFiles, TheLossScalerRoundTripsThroughTheOptimizerFile) {
+  auto model = buildMlp({.layers = {4, 3, 2}});
+  auto parameters = model->namedParameters();
+  Sgd sgd(parameters, {.lr = 0.1f});
+  GradScaler scaler({.init_scale = std::ldexp(1.0, 40), .growth_interval = 5});
+  scaler.update(true);
+  scaler.update(false);
+  scaler.update(false);
+  saveTrainingCheckpoint(dir_.string(), 3, parameters, sgd, &scaler);
+  saveTrainingCheckpoint(dir_.string(), 1, parameters, sgd);  // without a scaler
+
+  GradScaler restored({.init_scale = 65536.0, .growth_interval = 5});
+  EXPECT_EQ(loadTrainingCheckpoint(checkpointStepDir(dir_.string(), 3), parameters, sgd, &restored),
+            3);
+  EXPECT_EQ(restored.state(), (GradScalerState{.scale = std::ldexp(1.0, 39), .growth_tracker = 2}));
+  GradScaler fresh({.init_scale = 65536.0, .growth_interval = 5});
+  loadTrainingCheckpoint(checkpointStepDir(dir_.string(), 1), parameters, sgd, &fresh);
+  EXPECT_EQ(fresh.state(), (GradScalerState{.scale = 65536.0, .growth_tracker = 0}));
+
+  // A scale that is not a number, or not a usable one: the checkpoint is refused, and resuming
+  // falls back to the older one.
+  const std::string optimizer_file = checkpointStepDir(dir_.string(), 3) + "/optimizer.safetensors";
+  const SafetensorsFile saved = loadSafetensors(optimizer_file);
+  std::vector<std::pair<std::string, Tensor>> tensors(saved.tensors.begin(), saved.tensors.end());
+  for (const char* bad : {"many", "0", "inf"}) {
+    SCOPED_TRACE(bad);
+    auto metadata = saved.metadata;
+    metadata["loss_scale"] = bad;
+    saveSafetensors(optimizer_file, tensors, metadata);
+    try {
+      loadTrainingCheckpoint(checkpointStepDir(dir_.string(), 3), parameters, sgd, &restored);
+      ADD_FAILURE() << "accepted a loss_scale of " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kFormat);
+      EXPECT_NE(std::string(e.what()).find(optimizer_file), std::string::npos) << e.what();
+    }
+    std::vector<std::string> skipped;
+    EXPECT_EQ(loadNewestGoodCheckpoint(
+                  dir_.string(), 10, parameters, sgd,
+                  [&](const SkippedCheckpoint& c) { skipped.push_back(c.dir); }, &restored),
+              1);
+    EXPECT_EQ(skipped, std::vector<std::string>{checkpointStepDir(dir_.string(), 3)});
+  }
 }
 
 }  // namespace
