@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <utility>
 
 #include "checkpoint/training_checkpoint.h"
 #include "core/error.h"
@@ -248,6 +250,56 @@ TEST_F(LossScaling, AResumedRunContinuesTheScaleAndItsGrowthCountExactly) {
   EXPECT_EQ(straight_steps[6].loss_scale, 4096.0);  // grown at steps 4 and 7
   EXPECT_EQ(weights(checkpointStepDir((dir_ / "resumed").string(), 8)),
             weights(checkpointStepDir((dir_ / "straight").string(), 8)));
+}
+
+// The GPT in fp16 (every matrix product through fp16, the tied embedding and LM head, attention):
+// at 2^30 its first steps overflow (down to 2^17 here) and are skipped on every rank, under one
+// process and a pipeline whose first and last stages hold the tied weight's two copies; then the
+// loss falls.
+TEST_F(LossScaling, AGptInFp16SkipsItsOverflowingStepsAndTrains) {
+  fs::create_directories(dir_);
+  const fs::path corpus = dir_ / "corpus.txt";
+  {
+    std::ofstream out(corpus);
+    const char* words[] = {"the ", "quick ", "brown ", "fox ", "jumps ", "over ", "a ", "dog. "};
+    for (int i = 0; i < 400; ++i) out << words[(i * 7 + i / 3) % 8];
+  }
+  for (const auto& [strategy, ranks] : {std::pair{"single", 1}, {"pipeline", 2}}) {
+    SCOPED_TRACE(strategy);
+    SpecParseResult parsed = parseJobSpec(fmt::format(
+        R"({{
+      "name": "gpt-fp16", "strategy": {{"kind": "{}"}},
+      "model": {{"kind": "gpt", "layers": 2, "vocab_size": 256, "context": 16, "heads": 2,
+                 "dim": 32, "seed": 4}},
+      "data": {{"kind": "text", "path": "{}", "val_fraction": 0.1}},
+      "train": {{"steps": 30, "batch_size": 8, "seed": 9, "precision": "fp16",
+                 "loss_scale": {{"init": 1073741824}}}},
+      "optimizer": {{"kind": "adamw", "lr": 0.01}},
+      "launch": {{"hosts": [{{"host": "localhost", "ranks": {}}}]}},
+      "device": "cpu"}})",
+        strategy, corpus.string(), ranks));
+    ASSERT_TRUE(parsed.ok()) << parsed.describe();
+    const std::vector<std::vector<StepEvent>> runs =
+        ranks == 1 ? std::vector<std::vector<StepEvent>>{train(*parsed.spec)}
+                   : trainOnRanks(*parsed.spec, ranks);
+    const std::vector<StepEvent>& steps = runs.back();  // the last stage holds the loss
+    ASSERT_EQ(steps.size(), 30u);
+    for (const std::vector<StepEvent>& rank : runs) {
+      for (size_t i = 0; i < 30; ++i) EXPECT_EQ(rank[i].skipped, steps[i].skipped) << i;
+    }
+    int64_t skipped_prefix = 0;
+    while (skipped_prefix < 30 && steps[skipped_prefix].skipped == 1) ++skipped_prefix;
+    ASSERT_GE(skipped_prefix, 1) << "a scale of 2^30 did not overflow fp16";
+    ASSERT_LT(skipped_prefix, 20) << "training never proceeded";
+    RecordProperty(fmt::format("{}_skipped_steps", strategy), static_cast<int>(skipped_prefix));
+    std::vector<double> scales;
+    for (const StepEvent& step : steps) scales.push_back(step.loss_scale.value_or(0));
+    EXPECT_EQ(scales, replayedScales(steps, std::ldexp(1.0, 30), 2000));
+    // From ln(256) = 5.5 nats per byte; the updates after the skips bring it well down.
+    EXPECT_GT(steps[0].loss, 5.0);
+    EXPECT_LT(steps.back().loss, steps[skipped_prefix].loss - 1.0)
+        << "first trained " << steps[skipped_prefix].loss << ", last " << steps.back().loss;
+  }
 }
 
 }  // namespace
