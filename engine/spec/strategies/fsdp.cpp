@@ -154,18 +154,26 @@ class FsdpPlan final : public StrategyPlan {
                                    "read (no_shard keeps the parameters whole)",
                                    toString(*fsdp.param_dtype))});
     }
-    if (reduce_bytes < kBytes) {
-      const std::string what(toString(*fsdp.reduce_dtype));
+    const std::string reduce_what =
+        reduce_bytes < kBytes ? std::string(toString(*fsdp.reduce_dtype)) : std::string("float32");
+    if (!no_shard) {
+      // parallel/fsdp.h: a unit's full float32 gradient lives through its backward and is
+      // reduce-scattered (16-bit: cast to a copy, the float32 one dropped); each unit's reduced
+      // shard waits for the step's gradient sync.
+      const double unit_grad = std::max(largest, held);
+      const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
       parts.push_back(
-          no_shard ? MemoryPart{"16-bit reduce buffers (transient)", p * reduce_bytes,
-                                fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's "
-                                            "start to the step's gradient sync",
-                                            what)}
-                   : MemoryPart{"16-bit reduce buffers (transient)", (p + shard) * reduce_bytes,
-                                fmt::format("2 B × (Ψ + Ψ / N) at most: each unit's {} gradient "
-                                            "until its reduce-scatter is done and its reduced {} "
-                                            "shard until the step's gradient sync",
-                                            what, what)});
+          {"gradients in reduction (transient)", shard * reduce_bytes + unit_grad * in_reduction,
+           fmt::format("{} B × Ψ / N: each unit's reduced {} shard until the step's gradient "
+                       "sync, and {} B × the largest unit: its flat float32 gradient{} while it "
+                       "is reduce-scattered",
+                       reduce_bytes, reduce_what, in_reduction,
+                       reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
+    } else if (reduce_bytes < kBytes) {
+      parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
+                       fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
+                                   "the step's gradient sync",
+                                   reduce_what)});
     }
     return parts;
   }

@@ -135,7 +135,11 @@ TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
 
   const auto reduce = estimateMemory(
       specOf(R"({"kind": "fsdp", "sharding": "full_shard", "reduce_dtype": "bf16"})", 4));
-  EXPECT_EQ(part(reduce[0], "16-bit reduce buffers (transient)"), 2 * (psi + psi / 4));
+  // The reduced bf16 shards until the sync, and the largest unit's float32 gradient with its bf16
+  // copy while it is reduce-scattered; in float32 the reduced shards are float32 and the unit's
+  // gradient is the reduction's own input.
+  EXPECT_EQ(part(reduce[0], "gradients in reduction (transient)"), 2 * psi / 4 + 6 * largest);
+  EXPECT_EQ(part(gather[0], "gradients in reduction (transient)"), 4 * psi / 4 + 4 * largest);
   EXPECT_EQ(part(reduce[0], "all-gathered units (transient)"), 4 * (largest + second));
   const auto reduce_whole = estimateMemory(
       specOf(R"({"kind": "fsdp", "sharding": "no_shard", "reduce_dtype": "bf16"})", 4));
