@@ -20,7 +20,10 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   // Activations as the modules keep them under train.precision's autocast.
   const ModelDescription description =
       describeModel(spec.model, precisionDType(spec.train.precision));
-  for (const ModelBlock& block : description.blocks) inputs.layers.push_back(block.parameters);
+  for (const ModelBlock& block : description.blocks) {
+    inputs.layers.push_back(block.parameters);
+    inputs.input_elements.push_back(shapeNumel(block.input_shape));
+  }
   for (int64_t n : inputs.layers) inputs.parameters += n;
   // Which block holds each parameter (the parameters are listed block by block), for the ties.
   std::vector<size_t> holder;

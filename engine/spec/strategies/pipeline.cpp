@@ -108,6 +108,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
     double own = 0;
     double acts = 0;
     double recompute = 0;  // one block at a time, whichever of this rank's stages runs
+    double received = 0;   // the step's receive buffers
     const int m = std::max(spec.train.micro_batches, 1);
     const int64_t micro = spec.train.batch_size / m;
     // Micro-batches whose activations a stage holds at once: all of them for GPipe, up to the
@@ -122,6 +123,13 @@ class PipelineStrategyPlan final : public StrategyPlan {
       for (size_t l = first; l < end; ++l) own += static_cast<double>(layers[l]);
       acts += inputs.activation_bytes(first, end, micro) * in_flight;
       recompute = std::max(recompute, inputs.recompute_bytes(first, end, micro));
+      // parallel/pipeline.cpp posts every receive of the step before its first action: for each
+      // micro-batch, the stage's input from the stage before and its output's gradient from the
+      // stage after (float32 under every train.precision), when those stages are on other ranks.
+      if (world > 1 && s > 0)
+        received += static_cast<double>(m * micro * inputs.input_elements[first]) * kBytes;
+      if (world > 1 && s + 1 < world * v)
+        received += static_cast<double>(m * micro * inputs.input_elements[end]) * kBytes;
     }
     // Tied parameters read on this rank and held on another (the GPT's wte on the last stage):
     // a copy, with its gradient and optimizer state.
@@ -147,6 +155,13 @@ class PipelineStrategyPlan final : public StrategyPlan {
         {"activations", acts,
          fmt::format("micro-batch {} × {} of the stage × {} micro-batch{} in flight", micro,
                      inputs.activation_text, in_flight, in_flight == 1 ? "" : "es")}};
+    if (received > 0) {
+      parts.push_back({"receive buffers (transient)", received,
+                       fmt::format("4 B × {} micro-batch{} × {} samples × the elements each stage "
+                                   "receives (its input, its output's gradient), every receive "
+                                   "posted when the step starts",
+                                   m, m == 1 ? "" : "es", micro)});
+    }
     if (spec.train.activation_checkpointing) {
       parts.push_back({"recomputed block (transient)", recompute,
                        fmt::format("micro-batch {} × the largest block's activations beyond its "

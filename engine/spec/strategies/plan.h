@@ -41,6 +41,9 @@ struct MemoryInputs {
     int64_t parameters = 0;
   };
   std::vector<TiedCopy> tied;
+  // Elements of each block's input per sample (what a pipeline stage starting at the block
+  // receives, and the stage before it sends; float32 between stages under every precision).
+  std::vector<int64_t> input_elements;
   double moments = 0;       // optimizer state per parameter, in parameter copies
   std::string moment_text;  // "2 Adam moments"
   // Bytes of the activations that blocks [first, end) keep for backward for `batch` samples;

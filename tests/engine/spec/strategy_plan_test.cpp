@@ -60,6 +60,10 @@ TEST(MemoryEstimate, FollowsTheZeroFormulas) {
   EXPECT_EQ(part(pipe[1], "parameters"), 4.0 * (2040 + 1230 + 310));
   // GPipe keeps all 4 micro-batches of 4 samples: rank 0's stage saves 100 + 50 per sample.
   EXPECT_EQ(part(pipe[0], "activations"), 4.0 * 4 * (100 + 50) * 4);
+  // Every receive of the step is posted at its start: rank 0 the gradient of its output (50
+  // features) for each micro-batch, rank 1 its input (50 features), float32.
+  EXPECT_EQ(part(pipe[0], "receive buffers (transient)"), 4.0 * 4 * 50 * 4);
+  EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), 4.0 * 4 * 50 * 4);
   for (const auto& p : pipe[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
 }
 
@@ -152,6 +156,15 @@ TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
   const auto gpt = estimateMemory(
       gptSpecOf(2, R"({"kind": "fsdp", "sharding": "full_shard", "param_dtype": "bf16"})", ""));
   EXPECT_EQ(part(gpt[0], "all-gathered units (transient)"), 4.0 * 4256 + 7.0 * 3280);
+
+  // A pipeline's messages stay float32 under bf16 autocast: the GPT's stages exchange [2, 8, 16]
+  // per micro-batch, 2 micro-batches; the 2-rank split {embedding} | {h.0, h.1, head}.
+  for (const char* precision : {"", R"(, "precision": "bf16")"}) {
+    const auto pipe = estimateMemory(gptSpecOf(2, R"({"kind": "pipeline"})",
+                                               std::string(R"(, "micro_batches": 2)") + precision));
+    EXPECT_EQ(part(pipe[0], "receive buffers (transient)"), 2.0 * 2 * 8 * 16 * 4) << precision;
+    EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), 2.0 * 2 * 8 * 16 * 4) << precision;
+  }
 }
 
 TEST(StrategyPlans, OnePlanPerKindInKindOrder) {
