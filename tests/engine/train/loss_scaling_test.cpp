@@ -169,6 +169,13 @@ TEST_F(LossScaling, OverflowingStepsAreSkippedHalvingTheScaleUntilTrainingProcee
   EXPECT_NEAR(steps[0].loss, reference[0].loss, 1e-2 * reference[0].loss);
   EXPECT_FALSE(reference[0].loss_scale);  // fp16 only
   EXPECT_FALSE(reference[0].skipped);
+  // bf16 has fp32's range: nothing to scale, nothing reported.
+  JobSpec bf16 = fp32;
+  bf16.train.precision = Precision::kBf16;
+  const std::vector<StepEvent> unscaled = train(bf16);
+  ASSERT_EQ(unscaled.size(), 1u);
+  EXPECT_FALSE(unscaled[0].loss_scale);
+  EXPECT_FALSE(unscaled[0].skipped);
 }
 
 // The same on a CUDA device: the unscale and the non-finite count run there (skips without one).
