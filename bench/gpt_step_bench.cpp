@@ -1,9 +1,11 @@
-// Benchmark of one fp32 GPT training step (forward, cross-entropy over every target token,
-// backward, AdamW) on the CPU with 1 and 2 threads, beside PyTorch (Debian's python3-torch) running
-// the same model from the same weights (written here as safetensors, loaded by torch_gpt_step.py)
-// on the same tokens, measured in the same run. Prints tokens/s, the ratio, each side's time per
-// phase and both sides' first and last losses (equal losses show both ran the same model and
-// optimizer).
+// Benchmark of one GPT training step (forward, cross-entropy over every target token, backward,
+// AdamW) on the CPU with 1 and 2 threads, in fp32 and in bf16 (train.precision's autocast: ours
+// through setAutocast, PyTorch's under torch.autocast("cpu", dtype=torch.bfloat16)), beside
+// PyTorch (Debian's python3-torch) running the same model from the same weights (written here as
+// safetensors, loaded by torch_gpt_step.py) on the same tokens, measured in the same run. Prints
+// tokens/s, the ratio, each side's time per phase and both sides' first and last losses (equal
+// in fp32: both ran the same model and optimizer; in bf16 close, the two round in different
+// places).
 #include <cblas.h>
 #include <unistd.h>
 
@@ -49,9 +51,10 @@ constexpr AdamOptions kAdamW{.lr = 3e-4f,
                              .weight_decay = 0.1f,
                              .decoupled_weight_decay = true};
 
-Timing timeOurs(const GptConfig& config, const Tensor& inputs, const Tensor& targets, int steps,
-                int repeats) {
+Timing timeOurs(const GptConfig& config, DType precision, const Tensor& inputs,
+                const Tensor& targets, int steps, int repeats) {
   auto model = buildGpt(config);
+  setAutocast(*model, precision);
   Adam optimizer(model->namedParameters(), kAdamW);
   SoftmaxCrossEntropy loss;
   const int64_t rows = inputs.shape()[0] * inputs.shape()[1];
@@ -95,14 +98,14 @@ Timing timeOurs(const GptConfig& config, const Tensor& inputs, const Tensor& tar
 
 // Runs the PyTorch anchor; step 0 when it fails or torch is not importable.
 Timing timeTorch(const std::string& python, const std::string& script, const std::string& weights,
-                 const std::string& tokens, const GptConfig& c, int threads, int steps,
-                 int repeats) {
+                 const std::string& tokens, const GptConfig& c, const std::string& precision,
+                 int threads, int steps, int repeats) {
   const std::string command = fmt::format(
       "OMP_NUM_THREADS={} '{}' '{}' --weights '{}' --tokens '{}' --layers {} --heads {} "
-      "--threads {} --steps {} --repeats {} --lr {} --beta1 {} --beta2 {} --eps {} "
+      "--precision {} --threads {} --steps {} --repeats {} --lr {} --beta1 {} --beta2 {} --eps {} "
       "--weight-decay {}",
-      threads, python, script, weights, tokens, c.layers, c.heads, threads, steps, repeats,
-      kAdamW.lr, kAdamW.beta1, kAdamW.beta2, kAdamW.eps, kAdamW.weight_decay);
+      threads, python, script, weights, tokens, c.layers, c.heads, precision, threads, steps,
+      repeats, kAdamW.lr, kAdamW.beta1, kAdamW.beta2, kAdamW.eps, kAdamW.weight_decay);
   Timing out;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return out;
@@ -127,10 +130,11 @@ std::string phasesMs(const Timing& t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"One fp32 GPT training step on the CPU, against PyTorch from the same weights"};
+  CLI::App app{"One GPT training step on the CPU, against PyTorch from the same weights"};
   GptConfig config{.vocab_size = 256, .context = 128, .layers = 4, .heads = 4, .dim = 256};
   int64_t batch = 8;
   std::vector<int> thread_counts{1, 2};
+  std::vector<std::string> precisions{"fp32", "bf16"};
   int steps = 5, repeats = 3;
   std::string python = "/usr/bin/python3";
   std::string script = RINGMASTER_BENCH_DIR "/torch_gpt_step.py";
@@ -142,6 +146,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--batch", batch, "samples per step")->check(CLI::PositiveNumber);
   app.add_option("--threads", thread_counts, "thread counts to sweep")->delimiter(',');
+  app.add_option("--precision", precisions, "train.precision values to sweep (fp32, bf16)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_option("--steps", steps, "steps per repeat")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "repeats; the fastest is shown")->check(CLI::PositiveNumber);
   app.add_option("--python", python, "Python with torch, the anchor");
@@ -179,33 +186,35 @@ int main(int argc, char** argv) {
   const int64_t tokens_per_step = batch * config.context;
   fmt::print(
       "GPT vocab {} context {} layers {} heads {} dim {} ({:.2f}M parameters) | batch {} ({} "
-      "tokens/step) | fp32 | AdamW | best of {} x {} steps\n",
+      "tokens/step) | AdamW | best of {} x {} steps\n",
       config.vocab_size, config.context, config.layers, config.heads, config.dim,
       static_cast<double>(description.parameterCount()) / 1e6, batch, tokens_per_step, repeats,
       steps);
-  fmt::print("bf16: not yet in the engine\n");
-  fmt::print("{:>7} | {:>11} | {:>12} | {:>12} | {:>24} | {:>25} | {}\n", "threads", "ours tok/s",
-             "torch tok/s", "ours / torch", "ours fwd/loss/bwd/opt ms", "torch fwd/loss/bwd/opt ms",
-             "loss first / last: ours | torch");
+  fmt::print("{:>9} | {:>7} | {:>11} | {:>12} | {:>12} | {:>24} | {:>25} | {}\n", "precision",
+             "threads", "ours tok/s", "torch tok/s", "ours / torch", "ours fwd/loss/bwd/opt ms",
+             "torch fwd/loss/bwd/opt ms", "loss first / last: ours | torch");
   bool anchor_missing = false;
-  for (int threads : thread_counts) {
-    openblas_set_num_threads(threads);
-    const Timing torch =
-        timeTorch(python, script, weights, tokens, config, threads, steps, repeats);
-    const Timing ours = timeOurs(config, inputs, targets, steps, repeats);
-    const double ours_rate = tokens_per_step / ours.step;
-    std::string torch_rate = "n/a", ratio = "n/a", torch_phases = "n/a", torch_loss = "n/a";
-    if (torch.step <= 0) anchor_missing = true;
-    if (torch.step > 0) {
-      torch_rate = fmt::format("{:.0f}", tokens_per_step / torch.step);
-      ratio = fmt::format("{:.2f}", ours_rate / (tokens_per_step / torch.step));
-      torch_phases = phasesMs(torch);
-      torch_loss = fmt::format("{:.5f} / {:.5f}", torch.first_loss, torch.last_loss);
+  for (const std::string& precision : precisions)
+    for (int threads : thread_counts) {
+      openblas_set_num_threads(threads);
+      const Timing torch =
+          timeTorch(python, script, weights, tokens, config, precision, threads, steps, repeats);
+      const DType dtype = precision == "bf16" ? DType::kBF16 : DType::kF32;
+      const Timing ours = timeOurs(config, dtype, inputs, targets, steps, repeats);
+      const double ours_rate = tokens_per_step / ours.step;
+      std::string torch_rate = "n/a", ratio = "n/a", torch_phases = "n/a", torch_loss = "n/a";
+      if (torch.step <= 0) anchor_missing = true;
+      if (torch.step > 0) {
+        torch_rate = fmt::format("{:.0f}", tokens_per_step / torch.step);
+        ratio = fmt::format("{:.2f}", ours_rate / (tokens_per_step / torch.step));
+        torch_phases = phasesMs(torch);
+        torch_loss = fmt::format("{:.5f} / {:.5f}", torch.first_loss, torch.last_loss);
+      }
+      fmt::print(
+          "{:>9} | {:>7} | {:>11.0f} | {:>12} | {:>12} | {:>24} | {:>25} | {:.5f} / {:.5f} | {}\n",
+          precision, threads, ours_rate, torch_rate, ratio, phasesMs(ours), torch_phases,
+          ours.first_loss, ours.last_loss, torch_loss);
     }
-    fmt::print("{:>7} | {:>11.0f} | {:>12} | {:>12} | {:>24} | {:>25} | {:.5f} / {:.5f} | {}\n",
-               threads, ours_rate, torch_rate, ratio, phasesMs(ours), torch_phases, ours.first_loss,
-               ours.last_loss, torch_loss);
-  }
   if (anchor_missing) {
     fmt::print(
         "PyTorch anchor unavailable: install python3-torch (bash scripts/install-deps.sh "

@@ -1,8 +1,11 @@
 # The PyTorch anchor of bench/gpt_step_bench: loads the engine's GPT weights (Hugging Face GPT-2
-# names and Conv1D layout, from safetensors) and tokens, times one fp32 training step (forward,
-# cross-entropy over every token, backward, AdamW) per phase, and prints one JSON line. The model is
-# the GPT tests' PyTorch reference, tests/engine/nn/gpt_reference.py (nanoGPT's forward).
+# names and Conv1D layout, from safetensors) and tokens, times one training step (forward,
+# cross-entropy over every token, backward, AdamW) per phase, in fp32 or, with --precision bf16,
+# with the forward and the loss under torch.autocast("cpu", dtype=torch.bfloat16) as nanoGPT runs
+# it, and prints one JSON line. The model is the GPT tests' PyTorch reference,
+# tests/engine/nn/gpt_reference.py (nanoGPT's forward).
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -22,6 +25,7 @@ def main():
     parser.add_argument("--tokens", required=True)
     parser.add_argument("--layers", type=int, required=True)
     parser.add_argument("--heads", type=int, required=True)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
@@ -46,13 +50,20 @@ def main():
         weight_decay=args.weight_decay,
     )
 
+    def autocast():
+        if args.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step():
         t = time.perf_counter()
         optimizer.zero_grad(set_to_none=False)
-        logits = gpt_forward(params, inputs, args.layers, args.heads, dim)
+        with autocast():
+            logits = gpt_forward(params, inputs, args.layers, args.heads, dim)
         phases["forward"] += time.perf_counter() - t
         t = time.perf_counter()
-        loss = F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
+        with autocast():
+            loss = F.cross_entropy(logits.view(-1, vocab), targets.view(-1))
         phases["loss"] += time.perf_counter() - t
         t = time.perf_counter()
         loss.backward()  # the loss's own backward is inside, as autograd runs it

@@ -2,8 +2,8 @@
 // forward and backward against the policy computed here element by element, its zero-bubble split
 // equal to its whole backward; what each GPT block keeps for its backward, measured by the caching
 // allocator, equal to the description's figure for every precision and smaller in 16-bit (and the
-// MLP kind's likewise); and a short training run whose bf16 loss curve follows fp32's and falls. (The GPT against PyTorch in
-// bf16 and fp16: gpt_reference_test.cpp.)
+// MLP kind's likewise); and a short training run whose bf16 loss curve follows fp32's and falls.
+// (The GPT against PyTorch in bf16 and fp16: gpt_reference_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
