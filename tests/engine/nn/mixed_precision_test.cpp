@@ -2,7 +2,7 @@
 // forward and backward against the policy computed here element by element, its zero-bubble split
 // equal to its whole backward; what each GPT block keeps for its backward, measured by the caching
 // allocator, equal to the description's figure for every precision and smaller in 16-bit (and the
-// MLP kind's likewise); and a short training run whose bf16 loss curve follows fp32's and falls.
+// MLP kinds' likewise); and a short training run whose bf16 loss curve follows fp32's and falls.
 // (The GPT against PyTorch in bf16 and fp16: gpt_reference_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include "nn/gpt.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
-#include "nn/mlp.h"
+#include "nn/model.h"
 #include "optim/optimizer.h"
 #include "tensor/allocator.h"
 
@@ -170,31 +170,36 @@ TEST(MixedPrecision, EachGptBlockKeepsWhatTheDescriptionSaysInEachPrecision) {
   }
 }
 
-// The MLP kind likewise, as a whole: what its forward leaves allocated (the output dropped) equals
-// its description's bytes x batch, less the input in fp32 (the first Linear keeps the caller's
+// The MLP kinds likewise, as a whole: what a forward leaves allocated (the output dropped) equals
+// the description's bytes x batch, less the input in fp32 (the first Linear keeps the caller's
 // tensor itself; under autocast it keeps a new 16-bit copy).
-TEST(MixedPrecision, AnMlpKeepsWhatItsDescriptionSaysInEachPrecision) {
+TEST(MixedPrecision, TheMlpKindsKeepWhatTheirDescriptionsSayInEachPrecision) {
   CachingAllocator& host = allocatorFor(Device::cpu());
-  const MlpConfig config{.layers = {32, 64, 64, 8},
-                         .activation = Activation::kGelu,
-                         .dropout = 0.25f,
-                         .layer_norm = true,
-                         .seed = 1};
-  const int64_t batch = 128;  // every tensor a multiple of 512 bytes
-  const Tensor x = randomTensor({batch, 32}, 3);
-  std::vector<int64_t> kept_by_precision;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    SCOPED_TRACE(dtypeName(dtype));
-    std::unique_ptr<Sequential> model = buildMlp(config);
-    setAutocast(*model, dtype);
-    const auto before = static_cast<int64_t>(host.stats().allocated_bytes);
-    model->forward(x);
-    const int64_t kept = static_cast<int64_t>(host.stats().allocated_bytes) - before;
-    const int64_t input_reused = dtype == DType::kF32 ? static_cast<int64_t>(x.nbytes()) : 0;
-    EXPECT_EQ(kept, describeMlp(config, dtype).activation_bytes_per_sample * batch - input_reused);
-    kept_by_precision.push_back(kept);
+  for (const char* kind : {"mlp", "residual_mlp"}) {
+    ModelSpec spec;
+    spec.kind = kind;
+    spec.layers = {32, 64, 64, 64, 8};
+    spec.activation = ActivationKind::kGelu;
+    spec.dropout = spec.kind == "mlp" ? 0.25 : 0;  // residual_mlp has none
+    spec.layer_norm = true;
+    spec.seed = 1;
+    const int64_t batch = 128;  // every tensor a multiple of 512 bytes
+    const Tensor x = randomTensor({batch, 32}, 3);
+    std::vector<int64_t> kept_by_precision;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      SCOPED_TRACE(fmt::format("{} {}", kind, dtypeName(dtype)));
+      std::unique_ptr<Sequential> model = buildModel(spec);
+      setAutocast(*model, dtype);
+      const auto before = static_cast<int64_t>(host.stats().allocated_bytes);
+      model->forward(x);
+      const int64_t kept = static_cast<int64_t>(host.stats().allocated_bytes) - before;
+      const int64_t input_reused = dtype == DType::kF32 ? static_cast<int64_t>(x.nbytes()) : 0;
+      EXPECT_EQ(kept,
+                describeModel(spec, dtype).activation_bytes_per_sample * batch - input_reused);
+      kept_by_precision.push_back(kept);
+    }
+    EXPECT_LT(kept_by_precision[1], kept_by_precision[0]);
   }
-  EXPECT_LT(kept_by_precision[1], kept_by_precision[0]);
 }
 
 // ---------------------------------------------------------------------------------------------
