@@ -2,7 +2,8 @@
 // forward and backward against the policy computed here element by element, its zero-bubble split
 // equal to its whole backward; what each GPT block keeps for its backward, measured by the caching
 // allocator, equal to the description's figure for every precision and smaller in 16-bit (and the
-// MLP kinds' likewise); and a short training run whose bf16 loss curve follows fp32's and falls.
+// MLP kinds' likewise); checkpointed blocks' gradients equal to the plain ones under autocast; and
+// a short training run whose bf16 loss curve follows fp32's and falls.
 // (The GPT against PyTorch in bf16 and fp16: gpt_reference_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -199,6 +200,43 @@ TEST(MixedPrecision, TheMlpKindsKeepWhatTheirDescriptionsSayInEachPrecision) {
       kept_by_precision.push_back(kept);
     }
     EXPECT_LT(kept_by_precision[1], kept_by_precision[0]);
+  }
+}
+
+// Activation checkpointing under autocast: the recomputed blocks run the same casts and roundings
+// on the same inputs and draw the same dropout masks, so the gradients equal those without it, bit
+// for bit, in bf16 and fp16 as in fp32.
+TEST(MixedPrecision, CheckpointedBlocksGiveTheSameGradientsUnderAutocast) {
+  const GptConfig config{.vocab_size = 32,
+                         .context = 8,
+                         .layers = 2,
+                         .heads = 2,
+                         .dim = 16,
+                         .dropout = 0.1f,
+                         .seed = 6};
+  std::vector<int32_t> ids(3 * 8), targets(3 * 8);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int32_t>((i * 5) % 32);
+    targets[i] = static_cast<int32_t>((i * 5 + 1) % 32);
+  }
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtypeName(dtype));
+    std::vector<std::vector<float>> grads[2];
+    double losses[2] = {0, 0};
+    for (int checkpointing = 0; checkpointing < 2; ++checkpointing) {
+      std::unique_ptr<Sequential> model = buildGpt(config);
+      setAutocast(*model, dtype);
+      model->setActivationCheckpointing(checkpointing == 1);
+      SoftmaxCrossEntropy loss_fn;
+      losses[checkpointing] = loss_fn.forward(model->forward(Tensor::fromInts(ids, {3, 8})),
+                                              Tensor::fromInts(targets, {3, 8}));
+      model->backward(loss_fn.backward());
+      for (const NamedParameter& p : model->namedParameters())
+        grads[checkpointing].push_back(p.parameter->grad.toFloatVector());
+    }
+    EXPECT_EQ(losses[1], losses[0]);
+    ASSERT_EQ(grads[1].size(), grads[0].size());
+    for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_EQ(grads[1][i], grads[0][i]) << i;
   }
 }
 
