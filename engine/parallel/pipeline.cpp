@@ -286,7 +286,7 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
 }
 
 PipelineParallel::EvalResult PipelineParallel::evaluate(int64_t rows,
-                                                       const std::function<Batch()>& batch) {
+                                                        const std::function<Batch()>& batch) {
   const int rank = comm_.rank();
   const Device device = comm_.device();
   std::optional<Batch> read;
@@ -308,7 +308,8 @@ PipelineParallel::EvalResult PipelineParallel::evaluate(int64_t rows,
     const auto [first, end] = stages_[stage];
     for (size_t m = first; m < end; ++m) x = model_.forwardChild(m, x);
     if (isLast(stage)) {
-      // As WholeModelStrategy::evaluateBatch: the mean over every target element, times their count.
+      // As WholeModelStrategy::evaluateBatch: the mean over every target element, times their
+      // count.
       const int64_t classes = x.shape().back();
       const Tensor targets = input().targets.view({input().targets.numel()});
       SoftmaxCrossEntropy loss_fn;

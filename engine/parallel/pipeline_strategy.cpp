@@ -40,7 +40,8 @@ class PipelineStrategy final : public ParallelStrategy {
                      .wait_ms = step.pipeline_wait_ms,
                      .actions = std::move(step.actions)};
   }
-  // Forward only, the whole batch at once (no micro-batches: nothing to overlap without a backward).
+  // Forward only, the whole batch at once (no micro-batches: nothing to overlap without a
+  // backward).
   EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
                               const BatchMaker& make_batch) override {
     const PipelineParallel::EvalResult result = pipeline_.evaluate(

@@ -183,9 +183,10 @@ const Keys kWidthsModelKeys = {"activation", "layer_norm"};
 const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
                         "images",       "labels",  "train",    "val",     "path",
                         "val_fraction", "shuffle", "drop_last"};
-const Keys kTrainKeys = {"steps",      "batch_size", "grad_accum_steps", "micro_batches",
-                         "seed",       "eval_every", "eval_batches",     "activation_checkpointing",
-                         "peak_tflops", "precision", "loss_scale"};
+const Keys kTrainKeys = {
+    "steps",       "batch_size", "grad_accum_steps", "micro_batches",
+    "seed",        "eval_every", "eval_batches",     "activation_checkpointing",
+    "peak_tflops", "precision",  "loss_scale"};
 const Keys kLossScaleKeys = {"init", "growth_interval"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
@@ -875,7 +876,8 @@ class SpecParser {
       double peak = 0;
       if (readPositive(*v, join(path, "peak_tflops"), peak, kMaxPeakTflops)) out.peak_tflops = peak;
     }
-    if (const json* v = find(value, "precision")) readEnum(*v, join(path, "precision"), out.precision);
+    if (const json* v = find(value, "precision"))
+      readEnum(*v, join(path, "precision"), out.precision);
     if (const json* v = find(value, "loss_scale")) {
       if (out.precision != Precision::kFp16) {
         report(join(path, "loss_scale"),

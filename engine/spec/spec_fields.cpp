@@ -361,7 +361,8 @@ std::vector<SpecField> describe() {
   fields.insert(kind_field + 1, options.begin(), options.end());
   // optimizer.weight_decay follows PyTorch: 0.01 for AdamW; a gpt's model.layers is a count.
   for (SpecField& f : fields) {
-    if (f.path == "model.layers") f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
+    if (f.path == "model.layers")
+      f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
     if (f.path == "optimizer.weight_decay") {
       f.defaults_when.push_back(
           {FieldCondition{optimizer, {"adamw"}}, defaultWeightDecay(OptimizerKind::kAdamW)});

@@ -345,11 +345,11 @@ TrainingResult Trainer::run() {
   const int64_t tokens_per_sample = std::max<int64_t>(1, shapeNumel(dataset->targetShape()));
   const double flops_per_token = trainingFlopsPerToken(description, tokens_per_sample);
   const std::optional<double> peak_flops =
-      spec_.train.peak_tflops ? std::optional(*spec_.train.peak_tflops * 1e12)
-                              : knownPeakFlops(deviceName(device),
-                                             spec_.train.precision == Precision::kFp32
-                                                 ? MatmulPrecision::kFp32
-                                                 : MatmulPrecision::kBf16);
+      spec_.train.peak_tflops
+          ? std::optional(*spec_.train.peak_tflops * 1e12)
+          : knownPeakFlops(deviceName(device), spec_.train.precision == Precision::kFp32
+                                                   ? MatmulPrecision::kFp32
+                                                   : MatmulPrecision::kBf16);
 
   TrainingResult result;
   result.final_step = steps_done;
@@ -499,8 +499,8 @@ TrainingResult Trainer::run() {
     }
     if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {
       // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
-      const EvalEvent eval = evaluator->evaluate(step, *model, *runner,
-                                                 data_ranks > 1 ? world_ : nullptr, device);
+      const EvalEvent eval =
+          evaluator->evaluate(step, *model, *runner, data_ranks > 1 ? world_ : nullptr, device);
       telemetry_.emit(eval);
       fmt::print(log_,
                  "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "

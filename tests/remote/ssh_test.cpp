@@ -511,7 +511,7 @@ TEST(SshTarget, AnAliasBringsItsConfigAndTheEntryFieldsWin) {
 TEST(SshTarget, AnEndlessOrHugeConfigIsRefusedNotReadOn) {
   const fs::path dir = freshDir("config_bounds");
   std::ofstream(dir / "huge") << std::string((1 << 20) + 1, '#');
-  for (const std::string path : {std::string("/dev/zero"), (dir / "huge").string()}) {
+  for (const std::string& path : {std::string("/dev/zero"), (dir / "huge").string()}) {
     SCOPED_TRACE(path);
     try {
       resolveSshTarget({.host = "gpu1", .ranks = 1}, path);

@@ -128,8 +128,7 @@ std::vector<std::string> optionChoices() {
 
 // strategy.reduce_dtype / param_dtype: a precision option, left out = nullopt (the parameters'
 // fp32). Shared by the data-parallel plans (ddp.cpp, fsdp.cpp), which list the same key.
-void readPrecisionOption(OptionReader& reader, std::string_view key,
-                         std::optional<Precision>& out);
+void readPrecisionOption(OptionReader& reader, std::string_view key, std::optional<Precision>& out);
 void writePrecisionOption(std::string_view key, const std::optional<Precision>& value,
                           nlohmann::json& block);
 // The form field of such an option: a choice of fp32 / bf16 / fp16, empty meaning fp32.

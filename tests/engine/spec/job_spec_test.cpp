@@ -603,8 +603,11 @@ const char* gptPatch(const std::string& fields) {
   json model = {{"kind", "gpt"}, {"layers", 2}, {"vocab_size", 64},      {"context", 16},
                 {"heads", 2},    {"dim", 32},   {"activation", nullptr}, {"layer_norm", nullptr}};
   model.merge_patch(json::parse("{" + fields + "}"));
-  const json data = {{"kind", "tokens"},    {"train", "shards/train_*.bin"}, {"samples", nullptr},
-                     {"features", nullptr}, {"classes", nullptr}};
+  const json data = {{"kind", "tokens"},
+                     {"train", "shards/train_*.bin"},
+                     {"samples", nullptr},
+                     {"features", nullptr},
+                     {"classes", nullptr}};
   return patches.emplace_back(json{{"model", model}, {"data", data}}.dump()).c_str();
 }
 

@@ -76,8 +76,7 @@ TEST(PrecisionSpec, Fp16WithALossScaleRoundTrips) {
 
 TEST(PrecisionSpec, FsdpTakesBothDtypes) {
   const SpecParseResult parsed = parseJobSpec(
-      gptSpec({{"strategy",
-                {{"kind", "fsdp"}, {"reduce_dtype", "fp16"}, {"param_dtype", "bf16"}}}})
+      gptSpec({{"strategy", {{"kind", "fsdp"}, {"reduce_dtype", "fp16"}, {"param_dtype", "bf16"}}}})
           .dump());
   ASSERT_TRUE(parsed.ok()) << parsed.describe();
   EXPECT_EQ(parsed.spec->strategy.fsdp.reduce_dtype, Precision::kFp16);
@@ -86,8 +85,7 @@ TEST(PrecisionSpec, FsdpTakesBothDtypes) {
 }
 
 TEST(PrecisionSpec, RefusalsNameTheField) {
-  EXPECT_TRUE(mentions(problems(gptSpec({{"train", {{"precision", "fp8"}}}})),
-                       "train.precision: "))
+  EXPECT_TRUE(mentions(problems(gptSpec({{"train", {{"precision", "fp8"}}}})), "train.precision: "))
       << "an unknown precision";
   EXPECT_TRUE(mentions(problems(gptSpec({{"train", {{"loss_scale", {{"init", 8}}}}}})),
                        "train.loss_scale: applies to train.precision \"fp16\" only"));
