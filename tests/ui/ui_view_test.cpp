@@ -464,6 +464,23 @@ class UiViewTest : public QObject {
     QCOMPARE(editor.spec()->model.block_count, 3);
     QVERIFY(editor.memoryText() != longer);
 
+    // bf16 autocast keeps the matrix products' inputs in 16 bits: the activations shrink.
+    const QString fp32 = editor.memoryText();
+    const double fp32_total = estimateMemory(*editor.spec()).at(0).total();
+    auto* precision = qobject_cast<QComboBox*>(editor.field("train.precision"));
+    QVERIFY(precision);
+    precision->setCurrentText("bf16");
+    emit precision->activated(precision->currentIndex());
+    // Choosing bf16 leaves no train.loss_scale behind (fp16's alone).
+    QVERIFY2(editor.spec().has_value(),
+             editor.problems().empty() ? "" : editor.problems()[0].message.c_str());
+    QVERIFY(!editor.document()["train"].contains("loss_scale"));
+    QVERIFY(editor.spec()->train.precision == Precision::kBf16);
+    const QString bf16 = editor.memoryText();
+    QVERIFY2(bf16.contains(total()), qPrintable(bf16));
+    QVERIFY2(estimateMemory(*editor.spec()).at(0).total() < fp32_total, qPrintable(bf16));
+    QVERIFY(bf16 != fp32);
+
     auto* checkpointing = qobject_cast<QCheckBox*>(editor.field("train.activation_checkpointing"));
     QVERIFY(checkpointing);
     checkpointing->click();

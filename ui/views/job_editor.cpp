@@ -56,19 +56,31 @@ const nlohmann::json* getPath(const nlohmann::json& doc, const std::string& path
 
 void setPath(nlohmann::json& doc, const std::string& path, std::optional<nlohmann::json> value) {
   const auto keys = splitPath(path);
+  if (!value) {
+    // Walked without creating anything: erasing a field that is not there changes nothing.
+    std::vector<nlohmann::json*> chain = {&doc};  // chain[i + 1] is the object at keys[i]
+    for (size_t i = 0; i + 1 < keys.size(); ++i) {
+      nlohmann::json* node = chain.back();
+      if (!node->is_object() || !node->contains(keys[i])) return;
+      chain.push_back(&(*node)[keys[i]]);
+    }
+    if (!chain.back()->is_object()) return;
+    chain.back()->erase(keys.back());
+    // Objects left empty go too: an optional section (checkpoint with no dir), a nested block
+    // (train.loss_scale once precision is no longer fp16).
+    for (size_t i = keys.size() - 1; i-- > 0;) {
+      if (!chain[i + 1]->empty()) break;
+      chain[i]->erase(keys[i]);
+    }
+    return;
+  }
   nlohmann::json* node = &doc;
   for (size_t i = 0; i + 1 < keys.size(); ++i) {
     if (!node->is_object()) *node = nlohmann::json::object();
     node = &(*node)[keys[i]];
   }
   if (!node->is_object()) *node = nlohmann::json::object();
-  if (value) {
-    (*node)[keys.back()] = std::move(*value);
-    return;
-  }
-  node->erase(keys.back());
-  // An optional section left empty (checkpoint with no dir) goes too.
-  if (node->empty() && keys.size() == 2) doc.erase(keys.front());
+  (*node)[keys.back()] = std::move(*value);
 }
 
 // A typed value from text: JSON when it parses as a number, true / false or a list, else a string
