@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -410,10 +411,18 @@ inline float fromBf16(uint16_t value) {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+// CPUID leaf 1 directly: clang 14's __builtin_cpu_supports knows "avx" but not "f16c". F16C's
+// 256-bit forms need AVX, and AVX needs the OS to save the YMM registers (OSXSAVE, then XCR0).
 bool haveF16c() {
   static const bool have = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") != 0 && __builtin_cpu_supports("f16c") != 0;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+    const bool osxsave = (ecx & bit_OSXSAVE) != 0, avx = (ecx & bit_AVX) != 0,
+               f16c = (ecx & bit_F16C) != 0;
+    if (!osxsave || !avx || !f16c) return false;
+    unsigned xcr0_low = 0, xcr0_high = 0;
+    __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+    return (xcr0_low & 0x6u) == 0x6u;  // XMM and YMM state enabled
   }();
   return have;
 }
