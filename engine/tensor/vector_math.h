@@ -9,7 +9,10 @@
 // floats a vector) and for x86-64-v3 (AVX2 + FMA, 8), and picks one per machine when the program
 // loads (an ifunc). Results differ between the two in the last bits (FMA contraction), within the
 // bounds stated below. Elsewhere (other compilers, other architectures) one build.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Not under ThreadSanitizer: the loader runs an ifunc's resolver before the TSan runtime is up, and
+// the instrumented resolver crashes the program at start-up.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define RM_VECTOR_CLONES [[gnu::target_clones("arch=x86-64-v3", "default")]]
 #else
 #define RM_VECTOR_CLONES
