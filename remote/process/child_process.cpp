@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -101,10 +103,16 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
   std::vector<char*> argv = pointers(args);
   std::vector<char*> envp = pointers(env);
 
-  int in[2], out[2], err[2], exec_error[2];
+  RM_CHECK_ARG(options.telemetry_fd == -1 || options.telemetry_fd >= 3,
+               fmt::format("a child's telemetry descriptor must be at least 3, got {}",
+                           options.telemetry_fd));
+  const char* workdir =
+      options.working_directory.empty() ? nullptr : options.working_directory.c_str();
+  int in[2], out[2], err[2], telemetry[2], exec_error[2];
   makePipe(options.stdin_mode, in);
   makePipe(options.stdout_mode, out);
   makePipe(options.stderr_mode, err);
+  makePipe(options.telemetry_fd >= 0 ? StreamMode::kPipe : StreamMode::kNull, telemetry);
   if (::pipe2(exec_error, O_CLOEXEC) != 0) {
     RM_THROW(kIo, fmt::format("cannot make a pipe for a child process: {}", std::strerror(errno)));
   }
@@ -112,7 +120,7 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
   pid_ = ::fork();
   if (pid_ < 0) {
     int error = errno;
-    for (int* fds : {in, out, err, exec_error}) {
+    for (int* fds : {in, out, err, telemetry, exec_error}) {
       closeFd(fds[0]);
       closeFd(fds[1]);
     }
@@ -127,6 +135,13 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
     setUpStream(options.stdin_mode, in, 0, STDIN_FILENO);
     setUpStream(options.stdout_mode, out, 1, STDOUT_FILENO);
     setUpStream(options.stderr_mode, err, 1, STDERR_FILENO);
+    // dup2 clears close-on-exec on the new descriptor; the pipe's own ends keep it.
+    if (options.telemetry_fd >= 0) ::dup2(telemetry[1], options.telemetry_fd);
+    if (workdir != nullptr && ::chdir(workdir) != 0) {
+      int error = -errno;  // negative: the directory, not the program
+      [[maybe_unused]] auto written = ::write(exec_error[1], &error, sizeof error);
+      ::_exit(127);
+    }
     // The parent may ignore SIGPIPE or block signals; the program starts with the defaults.
     ::signal(SIGPIPE, SIG_DFL);
     sigset_t none;
@@ -140,10 +155,12 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
   closeFd(in[0]);
   closeFd(out[1]);
   closeFd(err[1]);
+  closeFd(telemetry[1]);
   closeFd(exec_error[1]);
   stdin_fd_ = in[1];
   stdout_fd_ = out[0];
   stderr_fd_ = err[0];
+  telemetry_fd_ = telemetry[0];
 
   int exec_errno = 0;
   ssize_t n;
@@ -154,7 +171,30 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
   if (n == sizeof exec_errno) {
     wait();
     release();
-    RM_THROW(kUnavailable, fmt::format("cannot run {}: {}", program_, std::strerror(exec_errno)));
+    RM_THROW(kUnavailable,
+             exec_errno < 0
+                 ? fmt::format("cannot run {}: cannot enter its working directory {}: {}", program_,
+                               options.working_directory, std::strerror(-exec_errno))
+                 : fmt::format("cannot run {}: {}", program_, std::strerror(exec_errno)));
+  }
+}
+
+std::optional<std::string> findExecutable(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    const std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) {
+      struct stat info;
+      if (::stat(candidate.c_str(), &info) == 0 && S_ISREG(info.st_mode)) return candidate;
+    }
+    if (colon == std::string_view::npos) return std::nullopt;
+    dirs.remove_prefix(colon + 1);
   }
 }
 
@@ -170,6 +210,7 @@ void ChildProcess::release() {
   closeFd(stdin_fd_);
   closeFd(stdout_fd_);
   closeFd(stderr_fd_);
+  closeFd(telemetry_fd_);
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept {
@@ -184,6 +225,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     stdin_fd_ = std::exchange(other.stdin_fd_, -1);
     stdout_fd_ = std::exchange(other.stdout_fd_, -1);
     stderr_fd_ = std::exchange(other.stderr_fd_, -1);
+    telemetry_fd_ = std::exchange(other.telemetry_fd_, -1);
     status_ = std::exchange(other.status_, std::nullopt);
   }
   return *this;
@@ -196,6 +238,7 @@ void ChildProcess::closeStdin() {
 void ChildProcess::closeOutput(int fd) {
   if (fd >= 0 && fd == stdout_fd_) closeFd(stdout_fd_);
   if (fd >= 0 && fd == stderr_fd_) closeFd(stderr_fd_);
+  if (fd >= 0 && fd == telemetry_fd_) closeFd(telemetry_fd_);
 }
 
 bool ChildProcess::signal(int signo) {

@@ -36,7 +36,17 @@ struct ChildOptions {
   StreamMode stdout_mode = StreamMode::kPipe;
   StreamMode stderr_mode = StreamMode::kPipe;
   bool die_with_parent = true;  // PR_SET_PDEATHSIG: SIGKILL when the parent thread dies
+  // Where the program starts; empty: the parent's working directory. One that cannot be entered
+  // fails the start (kUnavailable, naming it).
+  std::string working_directory;
+  // At least 3: the child also gets a pipe's write end at this descriptor number (a channel of its
+  // own beside stdout and stderr, e.g. telemetry), whose read end is telemetryFd(); -1: none.
+  int telemetry_fd = -1;
 };
+
+// The program `name` names: itself when it contains a '/', else the first executable file of that
+// name in the directories of $PATH (the parent's); nullopt when there is none.
+std::optional<std::string> findExecutable(const std::string& name);
 
 class ChildProcess {
  public:
@@ -55,8 +65,9 @@ class ChildProcess {
   int stdinFd() const { return stdin_fd_; }
   int stdoutFd() const { return stdout_fd_; }
   int stderrFd() const { return stderr_fd_; }
+  int telemetryFd() const { return telemetry_fd_; }  // ChildOptions::telemetry_fd's read end
   void closeStdin();
-  // Closes the parent's end of stdout or stderr (after reading end of file from it).
+  // Closes the parent's end of stdout, stderr or the telemetry pipe (after reading end of file).
   void closeOutput(int fd);
 
   // Sends `signo` unless the child was already reaped; returns whether it was sent.
@@ -80,6 +91,7 @@ class ChildProcess {
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;
+  int telemetry_fd_ = -1;
   std::optional<ExitStatus> status_;
 };
 

@@ -2,9 +2,12 @@
 // exec, the environment, reaping on destruction, and a failing child stopping its siblings.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <optional>
+#include <string>
 
 #include "common/captured_process.h"
 #include "core/error.h"
@@ -66,6 +69,67 @@ TEST(ChildProcess, PassesAddedEnvironmentAndCapturesOutput) {
   EXPECT_TRUE(status.ok());
   EXPECT_EQ(child.out(), "2/4\n");
   EXPECT_EQ(child.err(), "oops\n");
+}
+
+// Reads `fd` to its end.
+std::string readToEnd(int fd) {
+  std::string text;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) != 0) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
+TEST(ChildProcess, TheTelemetryChannelIsAPipeOfItsOwnBesideStdoutAndStderr) {
+  ChildOptions o;
+  o.argv = {"/bin/sh", "-c", "echo printed; echo complained >&2; echo '{\"v\":1}' >&3"};
+  o.telemetry_fd = 3;
+  ChildProcess child(o);
+  ASSERT_GE(child.telemetryFd(), 0);
+  EXPECT_EQ(readToEnd(child.telemetryFd()), "{\"v\":1}\n");
+  EXPECT_EQ(readToEnd(child.stdoutFd()), "printed\n");
+  EXPECT_EQ(readToEnd(child.stderrFd()), "complained\n");
+  EXPECT_TRUE(child.wait().ok());
+}
+
+TEST(ChildProcess, WithoutATelemetryChannelTheDescriptorIsNotOpen) {
+  ChildOptions o = shell("echo x >&3 2>/dev/null && exit 9; exit 0");
+  ChildProcess child(o);
+  EXPECT_EQ(child.telemetryFd(), -1);
+  EXPECT_EQ(child.wait().exit_code, 0);
+}
+
+TEST(ChildProcess, StartsInItsWorkingDirectoryAndNamesOneItCannotEnter) {
+  ChildOptions o;
+  o.argv = {"/bin/pwd"};
+  o.working_directory = "/usr/share";
+  ChildProcess child(o);
+  EXPECT_EQ(readToEnd(child.stdoutFd()), "/usr/share\n");
+  EXPECT_TRUE(child.wait().ok());
+
+  o.working_directory = "/nonexistent/workdir";
+  try {
+    ChildProcess missing(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+    EXPECT_NE(e.message().find("cannot enter its working directory /nonexistent/workdir"),
+              std::string::npos)
+        << e.message();
+  }
+}
+
+TEST(ChildProcess, FindExecutableLooksThroughThePath) {
+  const std::optional<std::string> sh = findExecutable("sh");
+  ASSERT_TRUE(sh.has_value());
+  EXPECT_EQ(sh->substr(sh->size() - 3), "/sh");
+  EXPECT_EQ(findExecutable("/bin/true"), "/bin/true");
+  EXPECT_FALSE(findExecutable("ringmaster-no-such-program").has_value());
+  EXPECT_FALSE(findExecutable("").has_value());
 }
 
 TEST(ChildProcess, ClosingStdinEndsAProgramThatReadsIt) {
