@@ -164,9 +164,10 @@ namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kRootKeys = {"name",   "description", "strategy",   "model",
-                        "data",   "train",       "optimizer",  "backend",
-                        "device", "launch",      "checkpoint", "telemetry"};
+const Keys kRootKeys = {"name",       "description", "strategy", "model",  "data",
+                        "train",      "optimizer",   "backend",  "device", "launch",
+                        "checkpoint", "telemetry",   "program"};
+const Keys kProgramKeys = {"python", "script", "args", "workdir", "upload", "steps"};
 // "kind" and every strategy's options, in the order of the plans' table (spec/strategies/).
 const Keys kStrategyKeys = [] {
   Keys keys = {"kind"};
@@ -200,7 +201,7 @@ const Keys kTelemetryKeys = {"every_steps"};
 const std::vector<std::pair<std::string_view, const Keys*>> kBlocks = {
     {"strategy", &kStrategyKeys},     {"model", &kModelKeys},         {"data", &kDataKeys},
     {"train", &kTrainKeys},           {"optimizer", &kOptimizerKeys}, {"launch", &kLaunchKeys},
-    {"checkpoint", &kCheckpointKeys}, {"telemetry", &kTelemetryKeys}};
+    {"checkpoint", &kCheckpointKeys}, {"telemetry", &kTelemetryKeys}, {"program", &kProgramKeys}};
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -294,6 +295,10 @@ class SpecParser {
       } else {
         report("description", "expected a string, got " + shown(*v));
       }
+    }
+    if (const json* v = find(root, "program"); v && !v->is_null()) {
+      parseProgramJob(root, *v, spec);
+      return spec;
     }
     if (const json* v = need(root, "", "strategy")) parseStrategy(*v, spec.strategy);
     if (const json* v = need(root, "", "model")) parseModel(*v, spec.model);
@@ -1124,6 +1129,76 @@ class SpecParser {
     }
   }
 
+  // --- a program job ---------------------------------------------------------------------------
+
+  // A job whose ranks run the user's script: launch and a strategy kind for the history are read,
+  // the engine's sections refused (the script has its own model, data and loop).
+  void parseProgramJob(const json& root, const json& value, JobSpec& spec) {
+    for (std::string_view section : kEngineOnlySections) {
+      if (find(root, section)) {
+        report(std::string(section),
+               "not read by a program job (program.script defines its own model, data and "
+               "training loop); remove it");
+      }
+    }
+    spec.program.emplace();
+    parseProgram(value, *spec.program);
+    if (const json* v = find(root, "launch")) {
+      parseLaunch(*v, spec.launch);
+    } else {
+      world_size_ = worldSize(spec);
+    }
+    spec.strategy.kind = world_size_.value_or(1) > 1 ? StrategyKind::kDdp : StrategyKind::kSingle;
+    if (const json* v = find(root, "strategy")) {
+      if (!expectObject(*v, "strategy")) return;
+      for (const auto& [key, option] : v->items()) {
+        if (key != "kind")
+          report(join("strategy", key),
+                 "a program job's strategy is only its kind (what the script does, shown in "
+                 "the history); the script sets its own options");
+      }
+      if (const json* kind = find(*v, "kind")) readEnum(*kind, "strategy.kind", spec.strategy.kind);
+    }
+  }
+
+  void parseProgram(const json& value, ProgramSpec& out) {
+    const std::string path = "program";
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, kProgramKeys, nullptr);
+    if (const json* v = find(value, "python")) readText(*v, join(path, "python"), out.python);
+    if (const json* v = need(value, path, "script")) readText(*v, join(path, "script"), out.script);
+    if (const json* v = find(value, "args")) {
+      const std::string args_path = join(path, "args");
+      if (!v->is_array()) {
+        report(args_path, "expected an array of strings, got " + shown(*v));
+      } else if (v->size() > static_cast<size_t>(kMaxProgramArgs)) {
+        report(args_path,
+               fmt::format("expected at most {} arguments, got {}", kMaxProgramArgs, v->size()));
+      } else {
+        for (size_t i = 0; i < v->size(); ++i) {
+          const json& arg = (*v)[i];
+          if (!arg.is_string() ||
+              arg.get_ref<const std::string&>().find('\0') != std::string::npos) {
+            report(indexed(args_path, i),
+                   "expected a string without NUL characters, got " + shown(arg));
+            continue;
+          }
+          out.args.push_back(arg.get<std::string>());
+        }
+      }
+    }
+    if (const json* v = find(value, "workdir")) {
+      if (v->is_string() && v->get_ref<const std::string&>().empty()) {
+        out.workdir.clear();
+      } else {
+        readText(*v, join(path, "workdir"), out.workdir);
+      }
+    }
+    if (const json* v = find(value, "upload")) readBool(*v, join(path, "upload"), out.upload);
+    if (const json* v = find(value, "steps"))
+      readInt(*v, join(path, "steps"), out.steps, 0, kMaxSteps, "a non-negative integer");
+  }
+
   // --- checks across blocks --------------------------------------------------------------------
 
   void crossCheck(const JobSpec& spec) {
@@ -1471,7 +1546,44 @@ JobSpec loadJobSpecFile(const std::string& path) {
   return std::move(*result.spec);
 }
 
+namespace {
+
+json launchToJson(const LaunchSpec& spec) {
+  json hosts = json::array();
+  for (const LaunchHostSpec& h : spec.hosts) {
+    json host = {{"host", h.host}, {"ranks", h.ranks}};
+    if (h.port) host["port"] = *h.port;
+    if (h.user) host["user"] = *h.user;
+    if (h.identity_file) host["identity_file"] = *h.identity_file;
+    if (h.password_auth) host["password_auth"] = true;
+    hosts.push_back(std::move(host));
+  }
+  json launch = {{"hosts", std::move(hosts)},
+                 {"master_port", spec.master_port},
+                 {"timeout_s", spec.timeout_s}};
+  if (spec.node_binary) launch["node_binary"] = *spec.node_binary;
+  return launch;
+}
+
+json programJobToJson(const JobSpec& spec) {
+  const ProgramSpec& p = *spec.program;
+  json program = {{"python", p.python},
+                  {"script", p.script},
+                  {"args", p.args},
+                  {"upload", p.upload},
+                  {"steps", p.steps}};
+  if (!p.workdir.empty()) program["workdir"] = p.workdir;
+  return {{"name", spec.name},
+          {"description", spec.description},
+          {"strategy", {{"kind", toString(spec.strategy.kind)}}},
+          {"program", std::move(program)},
+          {"launch", launchToJson(spec.launch)}};
+}
+
+}  // namespace
+
 json toJson(const JobSpec& spec) {
+  if (spec.program) return programJobToJson(spec);
   json strategy = {{"kind", toString(spec.strategy.kind)}};
   strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, strategy);
 
@@ -1546,20 +1658,6 @@ json toJson(const JobSpec& spec) {
   }
   optimizer["schedule"] = std::move(schedule);
 
-  json hosts = json::array();
-  for (const LaunchHostSpec& h : spec.launch.hosts) {
-    json host = {{"host", h.host}, {"ranks", h.ranks}};
-    if (h.port) host["port"] = *h.port;
-    if (h.user) host["user"] = *h.user;
-    if (h.identity_file) host["identity_file"] = *h.identity_file;
-    if (h.password_auth) host["password_auth"] = true;
-    hosts.push_back(std::move(host));
-  }
-  json launch = {{"hosts", std::move(hosts)},
-                 {"master_port", spec.launch.master_port},
-                 {"timeout_s", spec.launch.timeout_s}};
-  if (spec.launch.node_binary) launch["node_binary"] = *spec.launch.node_binary;
-
   json document = {{"name", spec.name},
                    {"description", spec.description},
                    {"strategy", std::move(strategy)},
@@ -1569,7 +1667,7 @@ json toJson(const JobSpec& spec) {
                    {"optimizer", std::move(optimizer)},
                    {"backend", toString(spec.backend)},
                    {"device", toString(spec.device)},
-                   {"launch", std::move(launch)},
+                   {"launch", launchToJson(spec.launch)},
                    {"telemetry", {{"every_steps", spec.telemetry.every_steps}}}};
   if (spec.checkpoint) {
     document["checkpoint"] = {{"dir", spec.checkpoint->dir},
@@ -1582,6 +1680,10 @@ json toJson(const JobSpec& spec) {
 
 std::vector<SpecProblem> validateJobSpec(const JobSpec& spec) {
   return parseJobSpec(toJson(spec)).problems;
+}
+
+int64_t expectedSteps(const JobSpec& spec) {
+  return spec.program ? spec.program->steps : spec.train.steps;
 }
 
 int worldSize(const JobSpec& spec) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spec/precision.h"
+#include "spec/program.h"
 #include "spec/strategies/ddp.h"
 #include "spec/strategies/fsdp.h"
 #include "spec/strategies/pipeline.h"
@@ -229,8 +230,16 @@ struct JobSpec {
   LaunchSpec launch;
   std::optional<CheckpointSpec> checkpoint;  // nullopt: no checkpoints
   TelemetrySpec telemetry;
+  // Set: a program job. Every rank runs the user's script instead of the engine's worker; only
+  // name, description, strategy.kind (what the script does, for the history: default ddp, single
+  // for one rank) and launch are read with it, and the engine's sections are refused.
+  std::optional<ProgramSpec> program;
   bool operator==(const JobSpec&) const = default;
 };
+
+// The sections only the engine's worker reads, refused in a program job.
+inline constexpr std::array<std::string_view, 8> kEngineOnlySections = {
+    "model", "data", "train", "optimizer", "backend", "device", "checkpoint", "telemetry"};
 
 // ---------------------------------------------------------------------------------------------
 // Parsing.
@@ -288,6 +297,10 @@ nlohmann::json toJson(const JobSpec& spec);
 
 // The problems of a spec built or edited in code (parseJobSpec(toJson(spec)).problems).
 std::vector<SpecProblem> validateJobSpec(const JobSpec& spec);
+
+// The optimizer steps a run is expected to make: train.steps, or a program's program.steps (0:
+// unknown).
+int64_t expectedSteps(const JobSpec& spec);
 
 // Sum of launch.hosts[].ranks.
 int worldSize(const JobSpec& spec);
