@@ -77,6 +77,7 @@ std::string specFieldsText() {
     }
     if (!field.choices.empty()) facts.push_back(fmt::format("{}", fmt::join(field.choices, " | ")));
     if (field.shown_when) facts.push_back("only when " + conditionText(*field.shown_when));
+    if (field.job) facts.push_back(fmt::format("{} jobs only", toString(*field.job)));
     out += fmt::format("  {}  {}: {}\n", field.path, field.label, fmt::join(facts, "; "));
     if (!field.help.empty()) out += fmt::format("      {}\n", field.help);
   }
@@ -101,6 +102,7 @@ json specFieldsJson() {
     auto condition = [](const FieldCondition& c) {
       return json{{"controller", c.controller}, {"kinds", c.kinds}};
     };
+    if (field.job) entry["job"] = toString(*field.job);
     if (field.shown_when) entry["when"] = condition(*field.shown_when);
     for (const ConditionalDefault& d : field.defaults_when)
       entry["defaults_when"].push_back({{"when", condition(d.when)}, {"value", d.value}});

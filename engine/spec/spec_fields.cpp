@@ -24,6 +24,10 @@ std::string_view toString(FieldType type) {
       return "text";
     case FieldType::kPath:
       return "path";
+    case FieldType::kDirectory:
+      return "directory";
+    case FieldType::kTextList:
+      return "text list";
     case FieldType::kChoice:
       return "choice";
     case FieldType::kIntegerList:
@@ -36,6 +40,16 @@ std::string_view toString(FieldType type) {
       return "host list";
   }
   return "?";
+}
+
+std::string_view toString(JobKind kind) {
+  return kind == JobKind::kProgram ? "program" : "engine";
+}
+
+JobKind jobKindOf(const json& document) {
+  return document.is_object() && document.contains("program") && !document["program"].is_null()
+             ? JobKind::kProgram
+             : JobKind::kEngine;
 }
 
 namespace {
@@ -119,6 +133,7 @@ std::vector<SpecField> describe() {
   const JobSpec spec;
   const LaunchHostSpec host;
   const CheckpointSpec checkpoint;
+  const ProgramSpec program;
   const std::string strategy = "strategy.kind", data = "data.kind", optimizer = "optimizer.kind",
                     model = "model.kind";
   const std::string schedule = "optimizer.schedule.kind";
@@ -126,11 +141,27 @@ std::vector<SpecField> describe() {
       // Job
       required("name", "Job", "Name", T::kText, "letters, digits, . _ - (up to 64)"),
       field("description", "Job", "Description", T::kText, spec.description),
+      // Program (a program job's own section: the user's script as every rank's worker)
+      field("program.python", "Program", "Python", T::kText, program.python,
+            "the interpreter: a name looked up on each host's PATH, or a path there"),
+      required("program.script", "Program", "Script", T::kPath,
+               "what every rank runs, relative to program.workdir or absolute"),
+      field("program.args", "Program", "Arguments", T::kTextList, program.args,
+            "after the script, each passed as it is (never through a shell)"),
+      field("program.workdir", "Program", "Working directory", T::kDirectory, nullptr,
+            "where the script starts; empty: where `ringmaster run` started (over SSH: the "
+            "remote home, unless upload)"),
+      field("program.upload", "Program", "Upload", T::kBoolean, program.upload,
+            "over SSH: copy the working directory's files to each host and start there"),
+      bounded(field("program.steps", "Program", "Steps", T::kInteger, program.steps,
+                    "the steps the script will log, for the progress bar; 0: unknown"),
+              0, kMaxSteps),
       // Strategy
       requiredChoice("strategy.kind", "Strategy", "Kind", spec.strategy.kind,
                      "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
                      "parameters, gradients and optimizer state; pipeline: split the layers into "
-                     "stages"),
+                     "stages (a program job: what the script does, for the history; left out: "
+                     "ddp on several ranks, single on one)"),
       // Model
       // The kinds are the registered models' (nn/models.cpp).
       SpecField{.path = "model.kind",
@@ -334,7 +365,8 @@ std::vector<SpecField> describe() {
                     spec.telemetry.every_steps, "steps"),
               1, kMaxSteps),
       // Checkpoints (an optional block: present when it has a dir)
-      required("checkpoint.dir", "Checkpoints", "Directory", T::kPath, "empty: no checkpoints"),
+      required("checkpoint.dir", "Checkpoints", "Directory", T::kDirectory,
+               "empty: no checkpoints"),
       bounded(field("checkpoint.every_steps", "Checkpoints", "Every", T::kInteger,
                     checkpoint.every_steps, "steps; 0: at the end"),
               0, kMaxSteps),
@@ -360,7 +392,15 @@ std::vector<SpecField> describe() {
       fields.begin(), fields.end(), [](const SpecField& f) { return f.path == "strategy.kind"; });
   fields.insert(kind_field + 1, options.begin(), options.end());
   // optimizer.weight_decay follows PyTorch: 0.01 for AdamW; a gpt's model.layers is a count.
+  // Each field's kind of job, by the parser's rule: the engine's sections and a strategy's options
+  // are refused in a program job, the program section makes the job one.
   for (SpecField& f : fields) {
+    const std::string_view section = std::string_view(f.path).substr(0, f.path.find('.'));
+    if (std::find(kEngineOnlySections.begin(), kEngineOnlySections.end(), section) !=
+            kEngineOnlySections.end() ||
+        (section == "strategy" && f.path != "strategy.kind"))
+      f.job = JobKind::kEngine;
+    if (section == "program") f.job = JobKind::kProgram;
     if (f.path == "model.layers")
       f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
     if (f.path == "optimizer.weight_decay") {
@@ -426,6 +466,7 @@ std::string choiceIn(const json& document, std::string_view path) {
 }
 
 bool appliesTo(const SpecField& field, const json& document) {
+  if (field.job && *field.job != jobKindOf(document)) return false;
   return !field.shown_when || holds(*field.shown_when, document);
 }
 

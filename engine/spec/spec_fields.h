@@ -1,6 +1,7 @@
 // The job spec's fields described once, as plain data: path, type, choices, default, bounds, when
-// it applies and a line of help. The job editor builds its form from it, the CLI prints it, and a
-// test holds every default and choice list to what the parser does (docs/spec.md is the prose).
+// it applies (the kind of job, the kinds of its choices) and a line of help. The job editor builds
+// its form from it, the CLI prints it, and a test holds every default, choice list and job kind to
+// what the parser does (docs/spec.md is the prose).
 #pragma once
 
 #include <optional>
@@ -17,7 +18,9 @@ enum class FieldType {
   kNumber,
   kBoolean,
   kText,
-  kPath,             // a file or directory (text)
+  kPath,             // a file (text)
+  kDirectory,        // a directory (text)
+  kTextList,         // ["--steps", "30"]: strings, each kept as it is
   kChoice,           // one of `choices`
   kIntegerList,      // [784, 256, 10]
   kNumberList,       // [0.9, 0.999]
@@ -25,9 +28,21 @@ enum class FieldType {
   kHostList,         // launch.hosts: objects described by the "launch.hosts[]." fields
 };
 
-// "integer", "number", "boolean", "text", "path", "choice", "integer list", "number list",
-// "list of integer lists", "host list".
+// "integer", "number", "boolean", "text", "path", "directory", "text list", "choice",
+// "integer list", "number list", "list of integer lists", "host list".
 std::string_view toString(FieldType type);
+
+// The two kinds of job a spec describes: the engine's (its worker trains the model the spec's
+// sections describe) or a program job (a document with a `program` section: every rank runs the
+// user's script, spec/program.h; the engine's sections, kEngineOnlySections, are refused beside
+// it).
+enum class JobKind { kEngine, kProgram };
+
+// "engine", "program".
+std::string_view toString(JobKind kind);
+
+// kProgram when the document has a `program` that is not null (the parser's rule), else kEngine.
+JobKind jobKindOf(const nlohmann::json& document);
 
 // The field belongs to some kinds only: it applies when the choice field `controller` holds one
 // of `kinds` (its default when left out). For other kinds the parser calls it unknown.
@@ -64,7 +79,11 @@ struct SpecField {
   // A required field's value in a new spec (JobSpec{}), which the form assumes until the document
   // holds one (optimizer.kind: adamw); null otherwise.
   nlohmann::json initial_value;
-  std::optional<FieldCondition> shown_when;  // nullopt: applies to every spec
+  // The one kind of job the field belongs to; nullopt: both (name, description, strategy.kind,
+  // launch). The parser refuses an engine field in a program job and reads a program field only
+  // in one (it makes the job one).
+  std::optional<JobKind> job;
+  std::optional<FieldCondition> shown_when;  // nullopt: applies to every spec of its job kind
   std::optional<double> minimum;  // the bounds the parser accepts (integers, numbers, list items)
   std::optional<double> maximum;
   bool exclusive_minimum = false;  // lr: > 0
@@ -89,7 +108,8 @@ FieldType typeIn(const SpecField& field, const nlohmann::json& document);
 // The value of choice field `path` in `document`, or its default when left out or not a string.
 std::string choiceIn(const nlohmann::json& document, std::string_view path);
 
-// Whether `field` applies to `document` (no condition, or its controller holds one of its kinds).
+// Whether `field` applies to `document`: it belongs to the document's kind of job, and has no
+// condition or its controller holds one of its kinds.
 bool appliesTo(const SpecField& field, const nlohmann::json& document);
 
 }  // namespace ringmaster

@@ -45,7 +45,13 @@ TEST(SpecFieldsCli, JsonListsEveryDescribedFieldWithItsDefaultAndChoices) {
       EXPECT_EQ(field["default"], 25);
       EXPECT_EQ(field["when"], json({{"controller", "strategy.kind"}, {"kinds", {"ddp"}}}));
     }
+    if (field["path"] == "program.script") {
+      EXPECT_EQ(field["job"], "program");
+      EXPECT_EQ(field["required"], true);
+    }
+    if (field["path"] == "launch.hosts") EXPECT_FALSE(field.contains("job"));
     if (field["path"] == "optimizer.weight_decay") {
+      EXPECT_EQ(field["job"], "engine");
       EXPECT_EQ(field["default"], 0);
       EXPECT_EQ(field["defaults_when"][0]["value"], 0.01);
     }
@@ -64,19 +70,39 @@ TEST(SpecFieldsCli, TextNamesEveryFieldWithTypeDefaultAndHelp) {
     if (!field.help.empty()) EXPECT_NE(out.find(field.help), std::string::npos) << field.path;
   }
   EXPECT_NE(out.find("  strategy.bucket_cap_mb  Bucket cap (MiB): number in (0, 65536]; "
-                     "default 25; only when strategy.kind is ddp\n"),
+                     "default 25; only when strategy.kind is ddp; engine jobs only\n"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("  optimizer.weight_decay  Weight decay: number >= 0; default 0 (0.01 when "
-                     "optimizer.kind is adamw)\n"),
+                     "optimizer.kind is adamw); engine jobs only\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("  model.dropout  Dropout: number in [0, 1); default 0\n"), std::string::npos)
-      << out;
-  EXPECT_NE(out.find("  data.kind  Kind: choice; required; synthetic | idx | tokens | text\n"),
+  EXPECT_NE(out.find("  model.dropout  Dropout: number in [0, 1); default 0; engine jobs only\n"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("  model.seed  Seed: integer >= 0; default 0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("  data.kind  Kind: choice; required; synthetic | idx | tokens | text; "
+                     "engine jobs only\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  model.seed  Seed: integer >= 0; default 0; engine jobs only\n"),
+            std::string::npos)
+      << out;
+  // A program job's section (issue 19), and the fields both kinds of job read.
+  EXPECT_NE(out.find("\nProgram\n  program.python  Python: text; default python3; program jobs "
+                     "only\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  program.script  Script: path; required; program jobs only\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  program.args  Arguments: text list; default []; program jobs only\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  program.steps  Steps: integer in [0, 1000000000]; default 0; program "
+                     "jobs only\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("  name  Name: text; required\n"), std::string::npos) << out;
 }
 
 TEST(SpecFieldsCli, SpecWithoutASubcommandIsAUsageError) {

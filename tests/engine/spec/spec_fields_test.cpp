@@ -1,7 +1,8 @@
 // Tests of the spec's field description against the parser, so that the two cannot drift: every
 // described default is what the parser yields when the field is left out, every required field is
 // reported as required, every choice list is exactly what the parser accepts, every bound is where
-// the parser draws it, and every key the parser knows is described.
+// the parser draws it, every key the parser knows is described, and each field's kind of job
+// (engine, program, both) is where the parser reads it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,8 +35,18 @@ void useTokenData(json& document, const std::string& kind) {
   }
 }
 
+// A valid program job (issue 19): the user's script on two ranks.
+json programJob() {
+  return json::parse(R"({
+    "name": "t",
+    "program": {"script": "train.py"},
+    "launch": {"hosts": [{"host": "localhost", "ranks": 2}]}
+  })");
+}
+
 // A valid spec in which `field` applies, with every kind its conditions need.
 json validFor(const SpecField& field, const std::string& kind = {}) {
+  if (field.job == JobKind::kProgram) return programJob();
   json document = json::parse(R"({
     "name": "t",
     "strategy": {"kind": "single"},
@@ -289,7 +300,7 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
               canonical.insert("launch.hosts");
               path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
             } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
-                       path.starts_with("optimizer.betas")) {
+                       path.starts_with("optimizer.betas") || path.starts_with("program.args")) {
               path = path.substr(0, path.find('.', path.find('.') + 1));
             }
             canonical.insert(path);
@@ -297,9 +308,82 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
         }
       }
   }
+  // A program job, with every optional value set; its canonical form writes only what it reads.
+  JobSpec program;
+  program.program = ProgramSpec{.python = "python3",
+                                .script = "train.py",
+                                .args = {"--steps", "3"},
+                                .workdir = "w",
+                                .upload = true,
+                                .steps = 3};
+  const json program_flat = toJson(program).flatten();
+  for (const auto& [pointer, value] : program_flat.items()) {
+    std::string path = pointer.substr(1);
+    for (char& c : path) c = c == '/' ? '.' : c;
+    if (path.starts_with("launch.hosts.")) continue;  // the engine job's hosts, above
+    if (path.starts_with("program.args")) path = "program.args";
+    canonical.insert(path);
+  }
   std::set<std::string> described;
   for (const SpecField& field : specFields()) described.insert(field.path);
   EXPECT_EQ(described, canonical);
+}
+
+// Issue 19: the job kind of a document is the parser's (a program section that is not null), and
+// each field's is where the parser reads it: an engine field beside a program is refused at its
+// section (a strategy option at itself), a field of both kinds is read in either.
+TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
+  EXPECT_EQ(jobKindOf(programJob()), JobKind::kProgram);
+  EXPECT_EQ(jobKindOf(json::object()), JobKind::kEngine);
+  EXPECT_EQ(jobKindOf({{"program", nullptr}}), JobKind::kEngine);
+  EXPECT_EQ(toString(JobKind::kEngine), "engine");
+  EXPECT_EQ(toString(JobKind::kProgram), "program");
+  size_t engine = 0, program = 0, both = 0;
+  for (const SpecField& field : specFields()) {
+    if (isHostField(field)) {
+      EXPECT_FALSE(field.job.has_value()) << field.path;
+      continue;
+    }
+    const json::json_pointer pointer = pointerOf(field.path);
+    if (field.job == JobKind::kEngine) {
+      ++engine;
+      // The value a valid engine spec holds there (its default when it has none written).
+      const json engine_document = validFor(field);
+      const json value = engine_document.contains(pointer)   ? engine_document[pointer]
+                         : !field.default_value.is_null()    ? field.default_value
+                         : field.type == FieldType::kNumber  ? json(1.0)
+                         : field.type == FieldType::kInteger ? json(1)
+                                                             : json("x");
+      json document = programJob();
+      document[pointer] = value;
+      const std::string section = field.path.substr(0, field.path.find('.'));
+      const std::string refused_at = section == "strategy" ? field.path : section;
+      bool refused = false;
+      for (const SpecProblem& problem : parseJobSpec(document).problems)
+        refused |= problem.path == refused_at;
+      EXPECT_TRUE(refused) << field.path << ": " << parseJobSpec(document).describe();
+      EXPECT_FALSE(appliesTo(field, programJob())) << field.path;
+    } else if (field.job == JobKind::kProgram) {
+      ++program;
+      EXPECT_TRUE(field.path.starts_with("program.")) << field.path;
+      EXPECT_TRUE(appliesTo(field, programJob())) << field.path;
+      EXPECT_FALSE(appliesTo(field, validFor(*findSpecField("name")))) << field.path;
+    } else {
+      ++both;
+      // Read in a program job: its default (or a new spec's value) written there is accepted.
+      const json value = !field.default_value.is_null() ? field.default_value : field.initial_value;
+      if (value.is_null() || field.type == FieldType::kHostList) continue;
+      json document = programJob();
+      document[pointer] = value;
+      EXPECT_TRUE(parseJobSpec(document).ok())
+          << field.path << ": " << parseJobSpec(document).describe();
+      EXPECT_TRUE(appliesTo(field, programJob())) << field.path;
+    }
+  }
+  EXPECT_EQ(program, 6u);  // python, script, args, workdir, upload, steps
+  EXPECT_GT(engine, 40u);
+  EXPECT_GE(both,
+            7u);  // name, description, strategy.kind, launch (hosts, node binary, port, timeout)
 }
 
 TEST(SpecFields, ConditionsNameChoiceFieldsAndTheirKinds) {
@@ -329,6 +413,8 @@ TEST(SpecFields, TypeNames) {
   EXPECT_EQ(toString(FieldType::kInteger), "integer");
   EXPECT_EQ(toString(FieldType::kIntegerList), "integer list");
   EXPECT_EQ(toString(FieldType::kHostList), "host list");
+  EXPECT_EQ(toString(FieldType::kDirectory), "directory");
+  EXPECT_EQ(toString(FieldType::kTextList), "text list");
 }
 
 }  // namespace
