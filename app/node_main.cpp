@@ -81,6 +81,10 @@ int runWorker(const std::string& spec_path) {
   std::unique_ptr<Trainer> trainer;
   try {
     JobSpec spec = loadJobSpecFile(spec_path);
+    RM_CHECK_ARG(!spec.program,
+                 fmt::format("{} is a program job: its ranks run {}, which "
+                             "`ringmaster-node agent` starts, not the engine's worker",
+                             spec_path, spec.program ? spec.program->script : ""));
     // Every strategy that needs the world (all but `single`: StrategyPlan::needsWorld) trains over
     // the world process group, made from the torchrun environment (env://) that the agent sets.
     std::unique_ptr<Communicator> world;
@@ -158,8 +162,19 @@ int runAgentCommand(const AgentArgs& args) {
   std::error_code error;
   const std::string self = std::filesystem::read_symlink("/proc/self/exe", error).string();
   RM_CHECK_ARG(!error, "agent: cannot find its own executable (/proc/self/exe)");
-  options.worker_command = {self, "worker", "--spec",
-                            std::filesystem::absolute(args.spec_path).string()};
+  const std::filesystem::path spec_path = std::filesystem::absolute(args.spec_path);
+  if (options.spec.program) {
+    // The user's script, with the `ringmaster` Python package of this very build beside it.
+    ProgramWorker program =
+        programWorker(options.spec, spec_path.parent_path().string(),
+                      (std::filesystem::path(self).parent_path() / "python").string());
+    options.worker_command = std::move(program.command);
+    options.worker_directory = std::move(program.directory);
+    options.worker_environment = std::move(program.environment);
+    options.worker_telemetry_fd = program.telemetry_fd;
+  } else {
+    options.worker_command = {self, "worker", "--spec", spec_path.string()};
+  }
   options.host = hostName();
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;

@@ -113,6 +113,7 @@ struct Worker {
   std::unique_ptr<ChildProcess> process;
   LineSplitter out;
   LineSplitter err;
+  LineSplitter telemetry;  // a program worker's own channel
   // What the agent knows of the worker's telemetry, to continue its sequence after it died.
   uint64_t next_seq = 0;
   int64_t last_step = 0;
@@ -135,7 +136,11 @@ class Agent {
   void message(const std::string& text);
   void emit(Worker& worker, EventBody body);
   void forwardTelemetry(Worker& worker, const std::string& line);
-  void readFrom(Worker& worker, bool stdout_stream);
+  // What a worker's descriptor carries: telemetry lines, or log lines (with the rank's prefix
+  // when the worker does not write one: a program worker's stdout and stderr).
+  enum class Stream { kTelemetry, kLog, kPrefixedLog };
+  void readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stream);
+  void readAll(Worker& worker);
   void stopAll(int signo, const char* reason);
   void reap();
   void report(Worker& worker);
@@ -176,15 +181,19 @@ void Agent::startWorkers() {
   for (int local = 0; local < host.ranks; ++local) {
     ChildOptions child;
     child.argv = options_.worker_command;
+    for (const auto& [name, value] : options_.worker_environment) child.environment[name] = value;
     for (auto& [name, value] : workerEnvironment(options_, master_port_, local))
       child.environment[name] = value;
     child.stdin_mode = StreamMode::kNull;
+    child.working_directory = options_.worker_directory;
+    child.telemetry_fd = options_.worker_telemetry_fd;
     Worker worker;
     worker.local_rank = local;
     worker.rank = firstRankOfNode(options_.spec, options_.node_rank) + local;
     worker.process = std::make_unique<ChildProcess>(child);
     setNonBlocking(worker.process->stdoutFd());
     setNonBlocking(worker.process->stderrFd());
+    setNonBlocking(worker.process->telemetryFd());
     workers_.push_back(std::move(worker));
   }
   message(fmt::format("started {} workers, ranks {}..{}", workers_.size(), workers_.front().rank,
@@ -213,9 +222,8 @@ void Agent::forwardTelemetry(Worker& worker, const std::string& line) {
   if (!output_broken_ && !writeAll(options_.output_fd, line + "\n")) output_broken_ = true;
 }
 
-void Agent::readFrom(Worker& worker, bool stdout_stream) {
-  const int fd = stdout_stream ? worker.process->stdoutFd() : worker.process->stderrFd();
-  LineSplitter& splitter = stdout_stream ? worker.out : worker.err;
+void Agent::readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stream) {
+  const bool telemetry = stream == Stream::kTelemetry;
   char buffer[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
@@ -226,7 +234,7 @@ void Agent::readFrom(Worker& worker, bool stdout_stream) {
     } else {
       // End of the stream: the worker has exited (or closed it). A partial telemetry line is the
       // remains of a write cut short by its death; it is dropped, and said so.
-      if (stdout_stream && splitter.pendingBytes() > 0) {
+      if (telemetry && splitter.pendingBytes() > 0) {
         message(fmt::format("rank {}: dropped an unfinished telemetry line of {} bytes",
                             worker.rank, splitter.pendingBytes()));
       } else {
@@ -234,7 +242,7 @@ void Agent::readFrom(Worker& worker, bool stdout_stream) {
       }
     }
     while (auto line = splitter.next()) {
-      if (line->oversized && stdout_stream) {
+      if (line->oversized && telemetry) {
         // In the one wording the launchers recognise: they count it as a bad line of this rank.
         message(oversizedLineReport(worker.rank, *line, splitter.maxLineBytes()));
       } else if (line->oversized) {
@@ -242,8 +250,10 @@ void Agent::readFrom(Worker& worker, bool stdout_stream) {
             fmt::format("rank {}: dropped a log line of {} bytes, over the limit of {}; it "
                         "began '{}'",
                         worker.rank, line->bytes, splitter.maxLineBytes(), line->text));
-      } else if (stdout_stream) {
+      } else if (telemetry) {
         forwardTelemetry(worker, line->text);
+      } else if (stream == Stream::kPrefixedLog) {
+        writeAll(options_.log_fd, fmt::format("[rank {}] {}\n", worker.rank, line->text));
       } else {
         writeAll(options_.log_fd, line->text + "\n");
       }
@@ -253,6 +263,21 @@ void Agent::readFrom(Worker& worker, bool stdout_stream) {
       return;
     }
   }
+}
+
+void Agent::readAll(Worker& worker) {
+  ChildProcess& process = *worker.process;
+  const bool own_channel = options_.worker_telemetry_fd >= 0;
+  if (process.stdoutFd() >= 0) {
+    readFrom(worker, process.stdoutFd(), worker.out,
+             own_channel ? Stream::kPrefixedLog : Stream::kTelemetry);
+  }
+  if (process.stderrFd() >= 0) {
+    readFrom(worker, process.stderrFd(), worker.err,
+             own_channel ? Stream::kPrefixedLog : Stream::kLog);
+  }
+  if (process.telemetryFd() >= 0)
+    readFrom(worker, process.telemetryFd(), worker.telemetry, Stream::kTelemetry);
 }
 
 void Agent::stopAll(int signo, const char* reason) {
@@ -338,8 +363,10 @@ AgentOutcome Agent::run() {
     fds.push_back({signals.fd(), POLLIN, 0});
     if (input_open) fds.push_back({options_.input_fd, POLLIN, 0});
     for (Worker& worker : workers_) {
-      if (worker.process->stdoutFd() >= 0) fds.push_back({worker.process->stdoutFd(), POLLIN, 0});
-      if (worker.process->stderrFd() >= 0) fds.push_back({worker.process->stderrFd(), POLLIN, 0});
+      for (int fd : {worker.process->stdoutFd(), worker.process->stderrFd(),
+                     worker.process->telemetryFd()}) {
+        if (fd >= 0) fds.push_back({fd, POLLIN, 0});
+      }
     }
     ::poll(fds.data(), fds.size(), static_cast<int>(kPollPeriod.count()));
 
@@ -370,10 +397,7 @@ AgentOutcome Agent::run() {
         }
       }
     }
-    for (Worker& worker : workers_) {
-      if (worker.process->stdoutFd() >= 0) readFrom(worker, true);
-      if (worker.process->stderrFd() >= 0) readFrom(worker, false);
-    }
+    for (Worker& worker : workers_) readAll(worker);
     if (output_broken_ && !launcher_gone_) {
       launcher_gone_ = true;
       stopAll(SIGTERM, "stdout closed (the launcher has gone)");
@@ -395,7 +419,8 @@ AgentOutcome Agent::run() {
     }
     bool all_finished = true;
     for (Worker& worker : workers_) {
-      const bool drained = worker.process->stdoutFd() < 0 && worker.process->stderrFd() < 0;
+      const bool drained = worker.process->stdoutFd() < 0 && worker.process->stderrFd() < 0 &&
+                           worker.process->telemetryFd() < 0;
       if (worker.process->status() && drained) {
         if (!worker.reported) report(worker);
       } else {
@@ -434,6 +459,34 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOp
     if (std::getenv(name) == nullptr && local_world > 1) env.emplace_back(name, "1");
   }
   return env;
+}
+
+ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directory,
+                            const std::string& package_directory) {
+  RM_CHECK_ARG(spec.program.has_value(), "programWorker: the spec has no program section");
+  const ProgramSpec& program = *spec.program;
+  ProgramWorker worker;
+  const std::optional<std::string> python = findExecutable(program.python);
+  if (!python) {
+    RM_THROW(kUnavailable,
+             fmt::format("program.python: {} is not on this host's PATH ({})", program.python,
+                         std::getenv("PATH") ? std::getenv("PATH") : ""));
+  }
+  worker.command = {*python, program.script};
+  worker.command.insert(worker.command.end(), program.args.begin(), program.args.end());
+  worker.directory = program.upload ? spec_directory + "/program" : program.workdir;
+  const char* python_path = std::getenv("PYTHONPATH");
+  worker.environment = {
+      {"RINGMASTER_TELEMETRY_FD", std::to_string(worker.telemetry_fd)},
+      {"RINGMASTER_VERSION", std::string(kRingmasterVersion)},
+      {"RINGMASTER_STRATEGY", std::string(toString(spec.strategy.kind))},
+      {"PYTHONPATH", python_path != nullptr && *python_path != '\0'
+                         ? package_directory + ":" + python_path
+                         : package_directory},
+      // The script's prints reach the run's log as they are made, not when a buffer fills.
+      {"PYTHONUNBUFFERED", "1"},
+  };
+  return worker;
 }
 
 AgentOutcome runAgent(const AgentOptions& options) {

@@ -23,6 +23,13 @@ struct AgentOptions {
   int master_port = 0;
   // How a worker is started: `worker_command` then RANK etc. in its environment.
   std::vector<std::string> worker_command;
+  // A program job's worker (the user's script): where it starts ("": the agent's directory), the
+  // environment added beside torchrun's, and its telemetry channel, a pipe at this descriptor
+  // number (-1: the engine's worker, whose stdout is its telemetry). With a channel, the worker's
+  // stdout and stderr are both log lines, each prefixed "[rank N] " as the engine's are.
+  std::string worker_directory;
+  std::vector<std::pair<std::string, std::string>> worker_environment;
+  int worker_telemetry_fd = -1;
   std::string host;  // this host's name, for the error event
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // TERM to KILL
   int input_fd = 0;   // watched for end of file; -1: not watched
@@ -41,6 +48,20 @@ enum class AgentOutcome : int {
 // The torchrun environment of the worker with local rank `local_rank` on `options.node_rank`.
 std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOptions& options,
                                                                    int master_port, int local_rank);
+
+// What runs a program job's script on this host (the descriptor its telemetry goes to, the
+// environment the `ringmaster` Python package reads, the working directory), given the spec's
+// program section, the directory of the spec file the agent was given (an uploaded workdir lies
+// there, in "program/"), and the reporter package's folder (put first on PYTHONPATH). Throws
+// kUnavailable when the interpreter is not on this host.
+struct ProgramWorker {
+  std::vector<std::string> command;
+  std::string directory;
+  std::vector<std::pair<std::string, std::string>> environment;
+  int telemetry_fd = 3;
+};
+ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directory,
+                            const std::string& package_directory);
 
 // Runs the host's workers to the end. Returns only when every worker has been reaped. Throws
 // kInvalidArgument for options that do not fit the spec.

@@ -109,6 +109,29 @@ void checkDataBeforeLaunch(const JobSpec& spec, const std::string& spec_path) {
   RM_THROW(kSpec, fmt::format("{}: the data cannot be read:{}", spec_path, text));
 }
 
+// A program's working directory on this machine: program.workdir against the directory this
+// process started in.
+std::string localWorkdir(const ProgramSpec& program) {
+  return fs::absolute(program.workdir.empty() ? "." : program.workdir).lexically_normal().string();
+}
+
+// Refuses, before anything is recorded, a program whose script is not in its workdir here (a local
+// run, or one whose workdir is uploaded from here).
+void checkProgramBeforeLaunch(const ProgramSpec& program) {
+  const fs::path workdir = localWorkdir(program);
+  std::error_code error;
+  if (!fs::is_directory(workdir, error)) {
+    RM_THROW(kSpec, fmt::format("program.workdir: {} is not a directory here", workdir.string()));
+  }
+  const fs::path script = workdir / program.script;
+  if (!fs::is_regular_file(script, error)) {
+    RM_THROW(kSpec,
+             fmt::format("program.script: no file {} (program.script {} in program.workdir "
+                         "{})",
+                         script.lexically_normal().string(), program.script, workdir.string()));
+  }
+}
+
 // Where a relative checkpoint.dir goes in a local run: under the run's own directory, not the
 // working directory. With `resume`, the newest earlier run of the same name that has that
 // directory is continued (its id in `resumed_from`), as a relative dir named before.
@@ -252,7 +275,8 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
              "launcher (libssh was not found when it was configured)");
   }
 #endif
-  if (local_) checkDataBeforeLaunch(spec_, request_.spec_path);
+  if (local_ && !spec_.program) checkDataBeforeLaunch(spec_, request_.spec_path);
+  if (spec_.program && (local_ || spec_.program->upload)) checkProgramBeforeLaunch(*spec_.program);
   // A relative checkpoint.dir lies under the run's own directory, made later; the workers check it.
   if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_absolute())
     checkCheckpointDirWritable(spec_.checkpoint->dir);
@@ -271,6 +295,8 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
   // runs compare by what was asked for.
   worker_spec_ = spec_;
+  // A local program starts in its workdir made absolute here, where `ringmaster run` started.
+  if (local_ && spec_.program) worker_spec_.program->workdir = localWorkdir(*spec_.program);
   if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_relative()) {
     worker_spec_.checkpoint->dir =
         checkpointDirFor(spec_, db, request_.db_path, run_id_, resumed_from_);
@@ -315,8 +341,9 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   };
 
   // The part of a rank's reported samples that are its own (ranks that share samples split them).
-  progress_ = std::make_unique<RunProgress>(
-      world_size_, spec_.train.steps, static_cast<double>(dataParallelSize(spec_)) / world_size_);
+  progress_ =
+      std::make_unique<RunProgress>(world_size_, expectedSteps(spec_),
+                                    static_cast<double>(dataParallelSize(spec_)) / world_size_);
   RunProgress& progress = *progress_;
   Recorder recorder(request_.db_path, run_id_, 0);
   std::unique_ptr<Launch> launcher;
