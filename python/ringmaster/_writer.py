@@ -1,0 +1,148 @@
+"""The telemetry channel: events numbered and stamped, encoded as protocol-v1 JSON lines
+(docs/telemetry.md) and written to a file descriptor by a daemon thread through a bounded queue, so
+that a training step never waits on the pipe, only on a full queue. It mirrors the engine's
+TelemetryWriter (engine/telemetry/writer.h): one write per line, looped over partial writes; lines
+over 1 MiB cut or dropped; a reader that has gone breaks the writer, never the process.
+"""
+
+import json
+import os
+import queue
+import select
+import signal
+import threading
+import time
+
+PROTOCOL_VERSION = 1
+MAX_LINE_BYTES = 1 << 20
+# A log or error message longer than this is cut when its line would pass MAX_LINE_BYTES.
+MAX_MESSAGE_BYTES = 64 << 10
+
+_STOP = object()  # the queue's last item: the thread ends after writing what came before
+
+
+def _dumps(event):
+    text = json.dumps(event, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable file names, os.fsdecode) become U+FFFD, as the engine's
+        # encoder replaces invalid UTF-8.
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+
+def _cut_message(message):
+    data = message.encode("utf-8", "replace")
+    if len(data) <= MAX_MESSAGE_BYTES:
+        return message
+    kept = data[:MAX_MESSAGE_BYTES].decode("utf-8", "ignore")
+    return kept + " [cut: %d more bytes]" % (len(data) - len(kept.encode("utf-8")))
+
+
+def encode_line(rank, seq, stamp, event_type, body):
+    """The event as one compact JSON line without its newline, the envelope first; None when it
+    cannot fit MAX_LINE_BYTES even with its message cut and its flight recorder halved."""
+    event = {"v": PROTOCOL_VERSION, "type": event_type, "rank": rank, "seq": seq,
+             "t": round(stamp, 6)}
+    event.update(body)
+    line = _dumps(event)
+    if len(line) <= MAX_LINE_BYTES:
+        return line
+    if "message" in event:
+        event["message"] = _cut_message(event["message"])
+        line = _dumps(event)
+    records = event.get("flight_recorder")
+    while len(line) > MAX_LINE_BYTES and records:
+        records = records[len(records) // 2:] if len(records) > 1 else []
+        event["flight_recorder"] = records
+        line = _dumps(event)
+    return line if len(line) <= MAX_LINE_BYTES else None
+
+
+class TelemetryWriter:
+    """Numbers, stamps and queues events for one rank; a daemon thread encodes and writes them.
+
+    emit() is thread-safe and returns at once unless the queue is full (the reader is behind). Only
+    the process that made the writer emits: a forked child (a DataLoader worker) inherits the
+    object, but its emits do nothing. The descriptor is not owned: close() leaves it open.
+    """
+
+    def __init__(self, fd, rank, queue_size=65536):
+        self._fd = fd
+        self._rank = rank
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._queue = queue.Queue(maxsize=queue_size)
+        self._closed = False
+        self.error = None  # the OSError that broke the writer, if one did
+        self.dropped = 0  # events not written: too large, or after the writer broke
+        self._thread = threading.Thread(target=self._run, name="ringmaster-telemetry",
+                                        daemon=True)
+        self._thread.start()
+
+    def emit(self, event_type, body, stamp=None, timeout=None):
+        """Queues one event (body: its fields after the envelope, JSON-ready). `stamp`: the
+        event's time in seconds since the epoch (now when None). Blocks while the queue is full,
+        at most `timeout` seconds when given; returns whether the event was queued. A sequence
+        number is used up either way, so a reader sees the gap of an event lost."""
+        if self._closed or os.getpid() != self._pid:
+            return False
+        if stamp is None:
+            stamp = time.time()
+        with self._lock:
+            seq = self._seq
+            self._seq += 1
+            try:
+                self._queue.put((seq, stamp, event_type, body), timeout=timeout)
+            except queue.Full:
+                self.dropped += 1
+                return False
+        return True
+
+    def close(self, timeout):
+        """Writes what was queued (waiting at most `timeout` seconds) and stops the thread;
+        later emits do nothing. Returns whether everything queued was written or dropped."""
+        if self._closed or os.getpid() != self._pid:
+            return True
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._closed = True
+            try:
+                self._queue.put(_STOP, timeout=timeout)
+            except queue.Full:
+                return False
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        return not self._thread.is_alive()
+
+    def _run(self):
+        # A reader that has gone raises EPIPE here instead of killing the process, whatever the
+        # script did with SIGPIPE's disposition: the signal stays pending on this thread.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            if self.error is not None:
+                self.dropped += 1
+                continue
+            line = encode_line(self._rank, *item)
+            if line is None:
+                self.dropped += 1
+                continue
+            try:
+                self._write_all(line + b"\n")
+            except OSError as e:
+                self.error = e
+                self.dropped += 1
+
+    def _write_all(self, data):
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.write(self._fd, view)  # EINTR is retried by Python (PEP 475)
+            except BlockingIOError:  # a non-blocking descriptor that is full: wait until it drains
+                select.select([], [self._fd], [])
+                continue
+            view = view[written:]

@@ -1,0 +1,518 @@
+// The Python reporter (python/ringmaster) as the node agent runs it: the scripts of
+// tests/python/scripts started as real processes with torchrun's environment and a telemetry pipe
+// at descriptor 3 (RINGMASTER_TELEMETRY_FD), every line they write there decoded by the engine's
+// decoder. Needs a python3 that imports torch (Debian's python3-torch); skips, saying so, without.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "process/child_process.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+
+const char* const kPython = RINGMASTER_PYTHON_TORCH;
+const char* const kPackageDir = RINGMASTER_REPORTER_PACKAGE;
+const std::string kScripts = RINGMASTER_SOURCE_DIR "/tests/python/scripts/";
+constexpr int kTelemetryFd = 3;
+
+bool pythonHasTorch() {
+  static const bool has =
+      std::system((std::string(kPython) + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0;
+  return has;
+}
+
+#define SKIP_WITHOUT_TORCH()                                     \
+  if (!pythonHasTorch())                                         \
+  GTEST_SKIP() << kPython                                        \
+               << " cannot import torch: install python3-torch " \
+                  "(scripts/install-deps.sh) to test the Python reporter"
+
+int freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+std::string cpuModel() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    std::string value = line.substr(line.find(':') + 1);
+    return value.substr(value.find_first_not_of(" \t"));
+  }
+  return "cpu";
+}
+
+// What one rank's process left: its streams, how it ended, and its telemetry decoded (a line
+// that does not decode fails the test where it is read).
+struct RankOutput {
+  std::string telemetry, out, err;
+  ExitStatus status;
+  std::vector<TelemetryEvent> events;
+
+  template <typename Body>
+  std::vector<Body> all() const {
+    std::vector<Body> found;
+    for (const TelemetryEvent& e : events)
+      if (const Body* body = std::get_if<Body>(&e.body)) found.push_back(*body);
+    return found;
+  }
+  std::vector<CommEvent> comms(const std::string& op, const std::string& dtype) const {
+    std::vector<CommEvent> found;
+    for (const CommEvent& c : all<CommEvent>())
+      if (c.op == op && c.dtype == dtype) found.push_back(c);
+    return found;
+  }
+};
+
+// `ranks` processes of one script with the environment the agent gives them (torchrun's, the
+// telemetry descriptor, PYTHONPATH), their stdout, stderr and telemetry read until they end or
+// `limit` passes (then they are killed). `on_telemetry(rank, text so far)` may act on a rank
+// while it runs.
+class ScriptRun {
+ public:
+  ScriptRun(const std::string& script, const std::vector<std::string>& args, int ranks,
+            std::map<std::string, std::string> extra_env = {}, bool with_telemetry_fd = true) {
+    const std::string port = std::to_string(freePort());
+    for (int rank = 0; rank < ranks; ++rank) {
+      ChildOptions o;
+      o.argv = {kPython, kScripts + script};
+      o.argv.insert(o.argv.end(), args.begin(), args.end());
+      o.environment = extra_env;
+      o.environment["PYTHONPATH"] = kPackageDir;
+      o.environment["PYTHONUNBUFFERED"] = "1";
+      o.environment["OMP_NUM_THREADS"] = "1";
+      o.environment["MASTER_ADDR"] = "127.0.0.1";
+      o.environment["MASTER_PORT"] = port;
+      o.environment["RANK"] = std::to_string(rank);
+      o.environment["LOCAL_RANK"] = std::to_string(rank);
+      o.environment["WORLD_SIZE"] = std::to_string(ranks);
+      o.environment["LOCAL_WORLD_SIZE"] = std::to_string(ranks);
+      o.environment["NODE_RANK"] = "0";
+      if (with_telemetry_fd) o.environment["RINGMASTER_TELEMETRY_FD"] = "3";
+      o.telemetry_fd = kTelemetryFd;
+      children_.emplace_back(o);
+    }
+    outputs_.resize(static_cast<size_t>(ranks));
+  }
+
+  // Reads every stream to its end, then reaps the processes and decodes the telemetry.
+  const std::vector<RankOutput>& finish(
+      std::chrono::milliseconds limit,
+      const std::function<void(int, const std::string&)>& on_telemetry = {}) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (pump(on_telemetry)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "the script ran past " << limit.count() << " ms: killed";
+        for (ChildProcess& child : children_) child.signal(SIGKILL);
+      }
+    }
+    for (size_t rank = 0; rank < children_.size(); ++rank) {
+      RankOutput& output = outputs_[rank];
+      output.status = children_[rank].wait();
+      decode(static_cast<int>(rank), output);
+    }
+    return outputs_;
+  }
+
+  ChildProcess& child(int rank) { return children_[static_cast<size_t>(rank)]; }
+
+ private:
+  // One poll over every open stream; false once all have ended.
+  bool pump(const std::function<void(int, const std::string&)>& on_telemetry) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, std::string*>> sinks;
+    for (size_t rank = 0; rank < children_.size(); ++rank) {
+      ChildProcess& child = children_[rank];
+      RankOutput& output = outputs_[rank];
+      for (auto [fd, sink] :
+           {std::pair{child.telemetryFd(), &output.telemetry},
+            std::pair{child.stdoutFd(), &output.out}, std::pair{child.stderrFd(), &output.err}}) {
+        if (fd < 0) continue;
+        fds.push_back({fd, POLLIN, 0});
+        sinks.emplace_back(rank, sink);
+      }
+    }
+    if (fds.empty()) return false;
+    ::poll(fds.data(), fds.size(), 100);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      char buffer[65536];
+      const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+      auto [rank, sink] = sinks[i];
+      if (n > 0) {
+        sink->append(buffer, static_cast<size_t>(n));
+        if (on_telemetry && sink == &outputs_[rank].telemetry)
+          on_telemetry(static_cast<int>(rank), *sink);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        children_[rank].closeOutput(fds[i].fd);
+      }
+    }
+    return true;
+  }
+
+  static void decode(int rank, RankOutput& output) {
+    size_t begin = 0;
+    while (begin < output.telemetry.size()) {
+      const size_t end = output.telemetry.find('\n', begin);
+      ASSERT_NE(end, std::string::npos)
+          << "rank " << rank
+          << ": a telemetry line without its newline: " << output.telemetry.substr(begin, 200);
+      const std::string line = output.telemetry.substr(begin, end - begin);
+      DecodeResult result = decodeEvent(line);
+      ASSERT_TRUE(result.ok()) << "rank " << rank << ": " << result.error().message << "\n"
+                               << line.substr(0, 500);
+      output.events.push_back(result.event());
+      begin = end + 1;
+    }
+  }
+
+  std::vector<ChildProcess> children_;
+  std::vector<RankOutput> outputs_;
+};
+
+// The stream rules every rank's telemetry keeps: written by `rank`, a hello first and a done
+// last, seq 0, 1, 2, ... without a gap.
+void expectWellFormedStream(const RankOutput& output, int rank) {
+  ASSERT_FALSE(output.events.empty()) << "rank " << rank << " sent nothing; stderr:\n"
+                                      << output.err;
+  EXPECT_TRUE(std::holds_alternative<HelloEvent>(output.events.front().body));
+  EXPECT_TRUE(std::holds_alternative<DoneEvent>(output.events.back().body));
+  for (size_t i = 0; i < output.events.size(); ++i) {
+    EXPECT_EQ(output.events[i].rank, rank);
+    EXPECT_EQ(output.events[i].seq, i) << "rank " << rank << ": event " << i;
+  }
+}
+
+std::string describe(const RankOutput& output) {
+  return "exit: " + output.status.describe() + "\nstderr:\n" + output.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(Reporter, HelloSaysWhoTheRankIs) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1,
+                {{"RINGMASTER_VERSION", "9.9.9-test"},
+                 {"RINGMASTER_RUN_ID", "run-42"},
+                 {"RINGMASTER_STRATEGY", "ddp"},
+                 {"RINGMASTER_ATTEMPT", "2"}});
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  expectWellFormedStream(output, 0);
+  const auto hellos = output.all<HelloEvent>();
+  ASSERT_EQ(hellos.size(), 1u);
+  const HelloEvent& hello = hellos[0];
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  EXPECT_EQ(hello.world_size, 1);
+  EXPECT_EQ(hello.local_rank, 0);
+  EXPECT_EQ(hello.host, host);
+  EXPECT_EQ(hello.pid, run.child(0).pid());
+  EXPECT_EQ(hello.device, "cpu");
+  EXPECT_EQ(hello.device_name, cpuModel());
+  EXPECT_EQ(hello.device_memory_total, 0u);
+  EXPECT_EQ(hello.version, "9.9.9-test");
+  EXPECT_EQ(hello.run_id, "run-42");
+  EXPECT_EQ(hello.strategy, "ddp");
+  EXPECT_EQ(hello.attempt, 2);
+}
+
+TEST(Reporter, HelloDefaultsToThePackagesVersionAndTheRanksStrategy) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1);
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  const auto hellos = output.all<HelloEvent>();
+  ASSERT_EQ(hellos.size(), 1u);
+  // python/ringmaster/__init__.py's __version__ follows the project's version.
+  EXPECT_EQ(hellos[0].version, kRingmasterVersion);
+  EXPECT_EQ(hellos[0].run_id, std::nullopt);
+  EXPECT_EQ(hellos[0].strategy, "single");
+  EXPECT_EQ(hellos[0].attempt, 0);
+}
+
+TEST(Reporter, StepsCarryTheLossLearningRateTimesAndMemory) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1);
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  expectWellFormedStream(output, 0);
+  const auto steps = output.all<StepEvent>();
+  ASSERT_EQ(steps.size(), 3u) << "the forked child's log(99) must send nothing";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const StepEvent& s = steps[i];
+    SCOPED_TRACE("step " + std::to_string(s.step));
+    EXPECT_EQ(s.step, static_cast<int64_t>(i + 1));
+    EXPECT_EQ(s.samples, 16);
+    EXPECT_EQ(s.tokens, 16);
+    EXPECT_EQ(s.accuracy, 0.25);
+    EXPECT_GT(s.step_ms, 0);
+    // Nothing watched: no communication, the whole step is compute.
+    EXPECT_EQ(s.comm_ms, 0);
+    EXPECT_EQ(s.exposed_comm_ms, 0);
+    EXPECT_EQ(s.compute_ms, s.step_ms);
+    ASSERT_TRUE(s.tokens_per_s.has_value());
+    EXPECT_NEAR(*s.tokens_per_s, 16 * 1000.0 / s.step_ms, 1e-9 * *s.tokens_per_s);
+    // The host's figures: the process's resident bytes, and its peak during the step.
+    EXPECT_GT(s.mem_allocated, 10u << 20);
+    EXPECT_EQ(s.mem_reserved, s.mem_allocated);
+    EXPECT_EQ(s.device_mem_used, s.mem_allocated);
+    EXPECT_GE(s.mem_peak, s.mem_allocated);
+    EXPECT_FALSE(s.grad_norm.has_value());
+  }
+  EXPECT_TRUE(std::isfinite(steps[0].loss));
+  EXPECT_TRUE(std::isnan(steps[1].loss)) << "a NaN loss arrives as null";
+  EXPECT_TRUE(std::isfinite(steps[2].loss));
+  // Read from the optimizer at each step: the script halves it before step 3.
+  EXPECT_EQ(steps[0].lr, 0.05);
+  EXPECT_EQ(steps[1].lr, 0.05);
+  EXPECT_EQ(steps[2].lr, 0.025);
+  const auto dones = output.all<DoneEvent>();
+  ASSERT_EQ(dones.size(), 1u);
+  EXPECT_EQ(dones[0].status, DoneStatus::kCompleted);
+  EXPECT_EQ(dones[0].final_step, 3);
+  EXPECT_GT(dones[0].wall_s, 0);
+}
+
+TEST(Reporter, AnUnknownMetricIsOneWarning) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1);
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  const auto logs = output.all<LogEvent>();
+  ASSERT_EQ(logs.size(), 1u) << "three steps passed unknown_metric";
+  EXPECT_EQ(logs[0].level, LogLevel::kWarn);
+  EXPECT_NE(logs[0].message.find("'unknown_metric'"), std::string::npos) << logs[0].message;
+  EXPECT_NE(logs[0].message.find("samples, tokens"), std::string::npos) << logs[0].message;
+}
+
+TEST(Reporter, PrintsStayOnStdoutAndStderr) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1);
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  EXPECT_NE(output.out.find("\"printed\":\"on stdout\""), std::string::npos) << output.out;
+  EXPECT_NE(output.out.find("step 3 loss"), std::string::npos) << output.out;
+  EXPECT_NE(output.err.find("a line on stderr"), std::string::npos) << output.err;
+  EXPECT_EQ(output.telemetry.find("printed"), std::string::npos);
+  EXPECT_EQ(output.telemetry.find("a line on stderr"), std::string::npos);
+  EXPECT_EQ(output.telemetry.find("step 3 loss"), std::string::npos);
+}
+
+TEST(Reporter, WithoutATelemetryDescriptorEveryCallIsANoOp) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("steps.py", {}, 1, {}, /*with_telemetry_fd=*/false);
+  const RankOutput& output = run.finish(60s)[0];
+  ASSERT_TRUE(output.status.ok()) << describe(output);
+  EXPECT_NE(output.out.find("steps.py finished (reporting: False)"), std::string::npos)
+      << output.out;
+  EXPECT_EQ(output.telemetry, "");
+}
+
+// A real DDP run over Gloo on 1 to 4 ranks, its buckets and explicit collectives watched.
+class ReporterDdp : public ::testing::TestWithParam<int> {};
+
+TEST_P(ReporterDdp, CommEventsForBucketsAndCollectivesAsTheEngineCountsThem) {
+  SKIP_WITHOUT_TORCH();
+  const int ranks = GetParam();
+  const int steps = 3;
+  ScriptRun run("ddp.py", {"--steps", std::to_string(steps)}, ranks);
+  const std::vector<RankOutput>& outputs = run.finish(120s);
+  const double n = ranks;
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankOutput& output = outputs[static_cast<size_t>(rank)];
+    ASSERT_TRUE(output.status.ok()) << describe(output);
+    expectWellFormedStream(output, rank);
+    EXPECT_NE(output.out.find("step 3 loss"), std::string::npos) << output.out;
+    EXPECT_NE(output.err.find("stderr line"), std::string::npos) << output.err;
+
+    // The world's collectives are numbered 0, 1, 2, ... in launch order, send and recv apart.
+    std::vector<uint64_t> collective_seqs, p2p_seqs;
+    for (const CommEvent& c : output.all<CommEvent>()) {
+      EXPECT_EQ(c.group, "world");
+      EXPECT_FALSE(c.wait_ms.has_value());
+      (c.op == "send" || c.op == "recv" ? p2p_seqs : collective_seqs).push_back(c.seq_op);
+    }
+    std::sort(collective_seqs.begin(), collective_seqs.end());
+    for (size_t i = 0; i < collective_seqs.size(); ++i) EXPECT_EQ(collective_seqs[i], i);
+    std::sort(p2p_seqs.begin(), p2p_seqs.end());
+    ASSERT_EQ(p2p_seqs.size(), ranks > 1 ? 2u * steps : 0u);
+    for (size_t i = 0; i < p2p_seqs.size(); ++i) EXPECT_EQ(p2p_seqs[i], i);
+
+    const auto step_events = output.all<StepEvent>();
+    ASSERT_EQ(step_events.size(), static_cast<size_t>(steps));
+    for (const StepEvent& s : step_events) {
+      SCOPED_TRACE("step " + std::to_string(s.step));
+      // DDP's buckets: the model's 1,069,312 bytes of float32 gradients; in one bucket at the
+      // first step, and in two from the second, when DDP has rebuilt its buckets in the order the
+      // gradients came (1 MiB first, then 1 KB ones).
+      uint64_t bucket_bytes = 0;
+      int buckets = 0;
+      double step_comm_ms = 0, blocking_ms = 0;
+      for (const CommEvent& c : output.all<CommEvent>()) {
+        if (c.step != s.step) continue;
+        step_comm_ms += c.duration_ms;
+        if (c.op == "all_reduce" && c.dtype == "float32" && c.bytes != 28) {
+          bucket_bytes += c.bytes;
+          ++buckets;
+        } else {
+          blocking_ms += c.op == "send" || c.op == "recv" || c.bytes == 28 ? 0 : c.duration_ms;
+        }
+      }
+      EXPECT_EQ(bucket_bytes, 1069312u);
+      EXPECT_EQ(buckets, s.step == 1 ? 1 : 2);
+      // comm_ms sums the step's operations; the blocking calls are exposed in full, and exposed
+      // never passes comm.
+      EXPECT_NEAR(s.comm_ms, step_comm_ms, 1e-6 * step_comm_ms);
+      EXPECT_GE(s.exposed_comm_ms, blocking_ms * (1 - 1e-9));
+      EXPECT_LE(s.exposed_comm_ms, s.comm_ms);
+      EXPECT_NEAR(s.compute_ms, std::max(0.0, s.step_ms - s.exposed_comm_ms), 1e-9 * s.step_ms);
+    }
+
+    // The explicit collectives, bytes and bandwidths checked by hand (engine/comm/comm_op.cpp).
+    const auto reduces = output.comms("all_reduce", "float64");
+    ASSERT_EQ(reduces.size(), static_cast<size_t>(steps));
+    for (const CommEvent& c : reduces) {
+      EXPECT_EQ(c.bytes, 8000u);  // 1,000 float64: the per-rank buffer
+      const double algbw = 8000 / (c.duration_ms * 1e6);
+      EXPECT_NEAR(c.algbw_gbps, algbw, 1e-12 * algbw);
+      EXPECT_NEAR(c.busbw_gbps, ranks == 1 ? 0.0 : algbw * 2 * (n - 1) / n, 1e-12 * algbw);
+    }
+    const auto gathers = output.comms("all_gather", "float32");
+    ASSERT_EQ(gathers.size(), static_cast<size_t>(steps));
+    for (const CommEvent& c : gathers) {
+      EXPECT_EQ(c.bytes, static_cast<uint64_t>(20 * ranks));  // the whole output
+      EXPECT_NEAR(c.busbw_gbps, c.algbw_gbps * (n - 1) / n, 1e-12 * c.algbw_gbps);
+    }
+    const auto broadcasts = output.comms("broadcast", "int64");
+    ASSERT_EQ(broadcasts.size(), static_cast<size_t>(steps));
+    for (const CommEvent& c : broadcasts) {
+      EXPECT_EQ(c.bytes, 80u);
+      EXPECT_EQ(c.busbw_gbps, ranks == 1 ? 0.0 : c.algbw_gbps);
+    }
+    const auto barriers = output.comms("barrier", "uint8");
+    ASSERT_EQ(barriers.size(), static_cast<size_t>(steps));
+    for (const CommEvent& c : barriers) EXPECT_EQ(c.bytes, 0u);
+    EXPECT_EQ(output.comms("send", "float32").size(), ranks > 1 ? 3u : 0u);
+    for (const CommEvent& c : output.comms("recv", "float32")) EXPECT_EQ(c.bytes, 12u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ReporterDdp, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "Ranks"; });
+
+TEST(Reporter, AnExceptionIsAnErrorWithTheTracebackAndTheFlightRecorder) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("raises.py", {}, 2);
+  const std::vector<RankOutput>& outputs = run.finish(60s);
+  const RankOutput& failed = outputs[1];
+  EXPECT_TRUE(outputs[0].status.ok()) << describe(outputs[0]);
+  EXPECT_EQ(failed.status.signal, 0);
+  EXPECT_EQ(failed.status.exit_code, 1) << describe(failed);
+  expectWellFormedStream(failed, 1);
+  EXPECT_NE(failed.err.find("ValueError: boom after step 2"), std::string::npos)
+      << "the script's own traceback still reaches stderr:\n"
+      << failed.err;
+
+  const auto errors = failed.all<ErrorEvent>();
+  ASSERT_EQ(errors.size(), 1u);
+  const ErrorEvent& error = errors[0];
+  EXPECT_EQ(error.message.rfind("Traceback (most recent call last):", 0), 0u) << error.message;
+  EXPECT_NE(error.message.find("in fail"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("ValueError: boom after step 2"), std::string::npos);
+  EXPECT_EQ(error.kind, "exception");
+  EXPECT_EQ(error.where.rfind(kScripts + "raises.py:", 0), 0u) << error.where;
+  EXPECT_EQ(error.step, 2);
+  EXPECT_TRUE(error.fatal);
+  // The flight recorder: the last operations, oldest first, in the engine's record shape.
+  ASSERT_TRUE(error.flight_recorder.has_value());
+  const nlohmann::json& records = *error.flight_recorder;
+  ASSERT_EQ(records.size(), 4u) << records.dump();
+  const char* ops[] = {"all_reduce", "broadcast", "all_reduce", "broadcast"};
+  for (size_t i = 0; i < records.size(); ++i) {
+    const nlohmann::json& r = records[i];
+    EXPECT_EQ(r.at("seq"), i);
+    EXPECT_EQ(r.at("op"), ops[i]);
+    EXPECT_EQ(r.at("group"), "world");
+    EXPECT_EQ(r.at("bytes"), i % 2 == 0 ? 24 : 32);
+    EXPECT_EQ(r.at("dtype"), i % 2 == 0 ? "float32" : "int64");
+    EXPECT_EQ(r.at("state"), "completed");
+    EXPECT_EQ(r.contains("peer"), i % 2 == 1) << r.dump();
+    EXPECT_LE(r.at("scheduled_us").get<int64_t>(), r.at("started_us").get<int64_t>());
+    EXPECT_LE(r.at("started_us").get<int64_t>(), r.at("finished_us").get<int64_t>());
+  }
+
+  const auto dones = failed.all<DoneEvent>();
+  ASSERT_EQ(dones.size(), 1u);
+  EXPECT_EQ(dones[0].status, DoneStatus::kFailed);
+  EXPECT_EQ(dones[0].final_step, 2);
+  ASSERT_EQ(outputs[0].all<DoneEvent>().size(), 1u);
+  EXPECT_EQ(outputs[0].all<DoneEvent>()[0].status, DoneStatus::kCompleted);
+}
+
+TEST(Reporter, AnErrorTooLongForALineIsCut) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("raises.py", {"--huge"}, 2);
+  const RankOutput& failed = run.finish(60s)[1];
+  EXPECT_EQ(failed.status.exit_code, 1) << describe(failed);
+  expectWellFormedStream(failed, 1);
+  const auto errors = failed.all<ErrorEvent>();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_LE(errors[0].message.size(), (64u << 10) + 40);
+  EXPECT_NE(errors[0].message.find(" [cut: "), std::string::npos);
+  EXPECT_EQ(errors[0].message.rfind("Traceback (most recent call last):", 0), 0u);
+}
+
+TEST(Reporter, SigtermEndsTheRunCancelled) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("sigterm.py", {}, 1);
+  bool signalled = false;
+  const RankOutput& output = run.finish(60s, [&](int rank, const std::string& telemetry) {
+    if (!signalled && telemetry.find("\"step\":2,") != std::string::npos) {
+      run.child(rank).signal(SIGTERM);
+      signalled = true;
+    }
+  })[0];
+  ASSERT_TRUE(signalled);
+  EXPECT_EQ(output.status.signal, 0);
+  EXPECT_EQ(output.status.exit_code, 130) << describe(output);
+  expectWellFormedStream(output, 0);
+  const auto steps = output.all<StepEvent>();
+  ASSERT_FALSE(steps.empty());
+  const auto dones = output.all<DoneEvent>();
+  ASSERT_EQ(dones.size(), 1u);
+  EXPECT_EQ(dones[0].status, DoneStatus::kCancelled);
+  EXPECT_EQ(dones[0].final_step, steps.back().step);
+  EXPECT_TRUE(output.all<ErrorEvent>().empty());
+  EXPECT_NE(output.err.find("SIGTERM: stopping after step"), std::string::npos) << output.err;
+}
+
+}  // namespace
+}  // namespace ringmaster
