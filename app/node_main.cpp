@@ -164,14 +164,18 @@ int runAgentCommand(const AgentArgs& args) {
   RM_CHECK_ARG(!error, "agent: cannot find its own executable (/proc/self/exe)");
   const std::filesystem::path spec_path = std::filesystem::absolute(args.spec_path);
   if (options.spec.program) {
-    // The user's script, with the `ringmaster` Python package of this very build beside it.
+    // The user's script, with the `ringmaster` Python package of the launching build (uploaded
+    // into the job's directory over SSH), else of this very build, beside it.
+    std::filesystem::path package = spec_path.parent_path() / "python";
+    if (!std::filesystem::exists(package / "ringmaster" / "__init__.py", error))
+      package = std::filesystem::path(self).parent_path() / "python";
     ProgramWorker program =
-        programWorker(options.spec, spec_path.parent_path().string(),
-                      (std::filesystem::path(self).parent_path() / "python").string());
+        programWorker(options.spec, spec_path.parent_path().string(), package.string());
     options.worker_command = std::move(program.command);
     options.worker_directory = std::move(program.directory);
     options.worker_environment = std::move(program.environment);
     options.worker_telemetry_fd = program.telemetry_fd;
+    options.workers_host_store = program.hosts_store;
   } else {
     options.worker_command = {self, "worker", "--spec", spec_path.string()};
   }

@@ -2,9 +2,13 @@
 // worker's stdout and stderr; workers are reaped by PID as they end.
 #include "agent/node_agent.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -160,9 +164,42 @@ void Agent::message(const std::string& text) {
   writeAll(options_.log_fd, fmt::format("[agent node {}] {}\n", options_.node_rank, text));
 }
 
+// A TCP port free on `address` now (bound and released: the workers' rank 0 binds it moments
+// later, as torchrun's own free-port choice does).
+int freePort(const std::string& address) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(address.c_str(), "0", &hints, &found) != 0 || found == nullptr)
+    RM_THROW(kComm, fmt::format("agent: cannot resolve {} to choose a port", address));
+  const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool bound = fd >= 0 && ::bind(fd, found->ai_addr, found->ai_addrlen) == 0;
+  ::freeaddrinfo(found);
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  const bool named = bound && ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!named)
+    RM_THROW(kComm, fmt::format("agent: cannot choose a free port on {}: {}", address,
+                                std::strerror(error)));
+  return ntohs(local.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&local)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+}
+
 void Agent::startStore() {
   master_port_ = options_.master_port;
   if (options_.node_rank != 0) return;
+  if (options_.workers_host_store) {
+    master_port_ = options_.master_port != 0               ? options_.master_port
+                   : options_.spec.launch.master_port != 0 ? options_.spec.launch.master_port
+                                                           : freePort(options_.master_addr);
+    // In the words the launchers read the port from; the store itself is rank 0's.
+    message(fmt::format("rendezvous store on {}:{}", options_.master_addr, master_port_));
+    message("(hosted by rank 0's torch.distributed: a program job's workers bring their own)");
+    return;
+  }
   TcpStoreOptions store;
   store.host = options_.master_addr;
   // A port given on the command line (--master) wins; else the spec's launch.master_port, whose
@@ -452,8 +489,13 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOp
       {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
       {"NODE_RANK", std::to_string(options.node_rank)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
-      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"GROUP_WORLD_SIZE", std::to_string(options.nnodes)},
+      {"ROLE_RANK", std::to_string(first_rank + local_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(worldSize(options.spec))},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
   };
+  if (!options.workers_host_store) env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
   // As torchrun does: several ranks on one host must not each start a thread per core.
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) {
     if (std::getenv(name) == nullptr && local_world > 1) env.emplace_back(name, "1");

@@ -30,6 +30,10 @@ struct AgentOptions {
   std::string worker_directory;
   std::vector<std::pair<std::string, std::string>> worker_environment;
   int worker_telemetry_fd = -1;
+  // The workers host their own rendezvous store (torch.distributed's TCPStore on rank 0, whose
+  // protocol is not Ringmaster's): node 0's agent only chooses the port, when it is 0, and says
+  // it as it would its own store's; TORCHELASTIC_USE_AGENT_STORE is left out.
+  bool workers_host_store = false;
   std::string host;  // this host's name, for the error event
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // TERM to KILL
   int input_fd = 0;   // watched for end of file; -1: not watched
@@ -59,6 +63,7 @@ struct ProgramWorker {
   std::string directory;
   std::vector<std::pair<std::string, std::string>> environment;
   int telemetry_fd = 3;
+  bool hosts_store = true;  // AgentOptions::workers_host_store
 };
 ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directory,
                             const std::string& package_directory);

@@ -5,7 +5,9 @@
 #include "ssh/ssh_launcher.h"
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -45,6 +47,37 @@ std::string readLocalFile(const std::string& path) {
   return content.str();
 }
 
+// Every regular file under `directory` (not following directory links; .git and __pycache__
+// left out) as (`prefix`/relative path, local path), appended to `files`; refused past the bounds.
+void listUploads(const std::string& directory, const std::string& prefix,
+                 std::vector<std::pair<std::string, std::string>>& files, uint64_t& bytes) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  if (!fs::is_directory(directory, error))
+    RM_THROW(kIo, fmt::format("cannot upload {}: not a directory", directory));
+  fs::recursive_directory_iterator it(directory, error), end;
+  if (error) RM_THROW(kIo, fmt::format("cannot upload {}: {}", directory, error.message()));
+  for (; it != end; it.increment(error)) {
+    if (error) RM_THROW(kIo, fmt::format("cannot upload {}: {}", directory, error.message()));
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(error) && (name == ".git" || name == "__pycache__")) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    if (!it->is_regular_file(error)) continue;
+    bytes += it->file_size(error);
+    files.emplace_back(prefix + "/" + fs::relative(it->path(), directory).generic_string(),
+                       it->path().string());
+    if (files.size() > kMaxUploadFiles || bytes > kMaxUploadBytes) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("cannot upload {}: more than {} files or {} MiB (program.upload copies "
+                           "the whole workdir to every host; point program.workdir at the "
+                           "script's own folder)",
+                           directory, kMaxUploadFiles, kMaxUploadBytes >> 20));
+    }
+  }
+}
+
 }  // namespace
 
 std::string expectedNodeVersion() {
@@ -69,6 +102,11 @@ struct SshLauncher::Host {
 
 SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)) {
   RM_CHECK_ARG(!options_.hosts.empty(), "launch.hosts is empty");
+  uint64_t upload_bytes = 0;
+  if (!options_.upload_directory.empty())
+    listUploads(options_.upload_directory, "program", uploads_, upload_bytes);
+  if (!options_.upload_package.empty())
+    listUploads(options_.upload_package, "python/ringmaster", uploads_, upload_bytes);
   for (size_t i = 0; i < options_.hosts.size(); ++i) {
     auto host = std::make_unique<Host>();
     host->node_rank = static_cast<int>(i);
@@ -212,6 +250,7 @@ void SshLauncher::prepare(Host& host) {
   if (probe.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
       host.job_dir.find('\n') != std::string::npos)
     RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, probe.err));
+  uploadFiles(host);
   const std::string found = trimmed(probe.out.substr(0, marker));
   if (found == expected) return;
 
@@ -244,6 +283,31 @@ void SshLauncher::prepare(Host& host) {
     host.uploaded = true;
   }
   host.node_binary = cached;
+}
+
+void SshLauncher::uploadFiles(Host& host) {
+  if (uploads_.empty()) return;
+  std::set<std::string> directories;
+  for (const auto& [remote, local] : uploads_) {
+    for (std::filesystem::path dir = std::filesystem::path(remote).parent_path(); !dir.empty();
+         dir = dir.parent_path()) {
+      directories.insert(host.job_dir + "/" + dir.generic_string());
+    }
+  }
+  std::vector<std::string> mkdir = {"mkdir", "-p", "-m", "700", "--"};
+  mkdir.insert(mkdir.end(), directories.begin(), directories.end());
+  const CommandResult made = host.session->run(shellCommand(mkdir), kCommandTimeout);
+  const std::string alias = describeTarget(host.target);
+  if (made.exit_status != 0)
+    RM_THROW(kIo, fmt::format("{}: cannot make the program's directories: {}", alias, made.err));
+  for (const auto& [remote, local] : uploads_) {
+    std::error_code error;
+    const auto permissions = std::filesystem::status(local, error).permissions();
+    const bool executable =
+        (permissions & std::filesystem::perms::owner_exec) != std::filesystem::perms::none;
+    host.session->upload(host.job_dir + "/" + remote, readLocalFile(local),
+                         executable ? 0700 : 0600);
+  }
 }
 
 void SshLauncher::startAgent(Host& host, int master_port) {

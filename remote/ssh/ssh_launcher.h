@@ -38,9 +38,19 @@ struct SshLaunchOptions {
   // Where the other hosts reach node 0's rendezvous store; empty: node 0's HostName.
   std::string master_addr;
   std::chrono::milliseconds grace{5000};  // cancel: TERM, then KILL after this
+  // Copied by SFTP into each host's job directory before its agent starts (a program job): every
+  // regular file under `upload_directory` (the local program.workdir of program.upload; .git and
+  // __pycache__ left out) into JOB_DIR/program/, and `upload_package`'s files (the `ringmaster`
+  // Python package of this build) into JOB_DIR/python/ringmaster/, where the agent looks first.
+  // Empty: nothing. At most kMaxUploadFiles files and kMaxUploadBytes bytes in all.
+  std::string upload_directory;
+  std::string upload_package;
   std::string ssh_config_path = defaultSshConfigPath();
   SshConnectOptions connect;
 };
+
+inline constexpr size_t kMaxUploadFiles = 4096;
+inline constexpr uint64_t kMaxUploadBytes = uint64_t{512} << 20;
 
 // What a run records per host.
 struct SshHostRecord {
@@ -90,6 +100,9 @@ class SshLauncher final : public Launch {
 
   SshLaunchOptions options_;
   std::vector<std::unique_ptr<Host>> hosts_;
+  // The files to copy into each job directory: (path there, relative to it; local path).
+  std::vector<std::pair<std::string, std::string>> uploads_;
+  void uploadFiles(Host& host);
   std::vector<SshHostRecord> records_;
   std::vector<std::thread> threads_;
   mutable std::mutex mutex_;

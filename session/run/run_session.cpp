@@ -166,6 +166,12 @@ std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& ca
   launch.master_addr = request.master_addr;
   launch.grace = std::chrono::milliseconds(static_cast<int64_t>(request.grace_s * 1000));
   if (request.ssh_config) launch.ssh_config_path = *request.ssh_config;
+  if (spec.program) {
+    // The reporter of this build travels with the job; the workdir too when asked.
+    launch.upload_package =
+        (fs::path(launch.local_node_binary).parent_path() / "python" / "ringmaster").string();
+    if (spec.program->upload) launch.upload_directory = localWorkdir(*spec.program);
+  }
   launch.connect = request.connect;
   auto launcher = std::make_unique<SshLauncher>(std::move(launch));
   std::vector<RunHost> hosts;

@@ -92,6 +92,7 @@ AgentRun runProgram(const JobSpec& spec, const std::string& spec_directory) {
   options.worker_directory = worker.directory;
   options.worker_environment = worker.environment;
   options.worker_telemetry_fd = worker.telemetry_fd;
+  options.workers_host_store = worker.hosts_store;
   options.host = "test";
   options.input_fd = -1;
   std::FILE* out = std::tmpfile();
