@@ -306,6 +306,10 @@ class UiViewTest : public QObject {
         auto* check = qobject_cast<QCheckBox*>(widget);
         QVERIFY2(check, qPrintable(path));
         QCOMPARE(check->text(), QString::fromStdString(spec.help));
+      } else if (spec.type == FieldType::kTextList) {
+        // One item per line (program.args).
+        QVERIFY2(qobject_cast<QPlainTextEdit*>(widget), qPrintable(path));
+        QVERIFY2(widget->toolTip().startsWith(QString::fromStdString(spec.help)), qPrintable(path));
       } else {
         QVERIFY2(qobject_cast<QLineEdit*>(widget), qPrintable(path));
         QCOMPARE(widget->toolTip(), QString::fromStdString(spec.help));

@@ -1,11 +1,13 @@
 // JobEditor: a JSON document is the single source of truth; the form and the JSON text both edit
-// it, and the engine's parser checks it after every edit.
+// it, and the engine's parser checks it after every edit. The form shows the fields of the
+// document's kind of job (spec_fields.h's JobKind) and of the kinds its choices hold.
 #include "views/job_editor.h"
 
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QFile>
+#include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -117,6 +119,54 @@ bool isList(FieldType type) {
   return type == FieldType::kIntegerList || type == FieldType::kNumberList;
 }
 
+// A text list (program.args) as the form shows it, one item per line; nullopt when the lines
+// cannot give it back (not a list of strings, an item with a line break, a last item empty).
+std::optional<QString> linesOf(const nlohmann::json& value) {
+  if (!value.is_array()) return std::nullopt;
+  QStringList lines;
+  for (const auto& item : value) {
+    if (!item.is_string()) return std::nullopt;
+    const QString line = QString::fromStdString(item.get<std::string>());
+    if (line.contains('\n') || line.contains('\r')) return std::nullopt;
+    lines << line;
+  }
+  if (!lines.isEmpty() && lines.back().isEmpty()) return std::nullopt;
+  return lines.join('\n');
+}
+
+// The strategy kind a program job is recorded with when it names none: the parser's rule (ddp on
+// several ranks, single on one), from the document's hosts.
+std::string programStrategyKind(const nlohmann::json& document) {
+  int64_t ranks = 0;
+  const nlohmann::json* hosts = getPath(document, "launch.hosts");
+  if (!hosts) return "single";  // the default hosts: localhost, one rank
+  if (hosts->is_array())
+    for (const auto& host : *hosts)
+      if (host.is_object() && host.contains("ranks") && host["ranks"].is_number_integer())
+        ranks += host["ranks"].get<int64_t>();
+  return ranks > 1 ? "ddp" : "single";
+}
+
+// The engine's sections of the smallest shipped example: what an engine job starts from when a
+// program job is switched to one with none kept.
+nlohmann::json exampleEngineSections() {
+  nlohmann::json sections = nlohmann::json::object();
+  const std::vector<ExampleSpec> examples = exampleSpecs();
+  for (const ExampleSpec& example : examples) {
+    QFile in(example.path);
+    if (!in.open(QIODevice::ReadOnly)) continue;
+    const auto document = nlohmann::json::parse(in.readAll().toStdString(), nullptr, false);
+    if (!document.is_object() || jobKindOf(document) != JobKind::kEngine) continue;
+    for (std::string_view section : kEngineOnlySections)
+      if (document.contains(section)) sections[std::string(section)] = document[section];
+    break;
+  }
+  return sections;
+}
+
+// Job kind choice's items, in JobKind order.
+constexpr std::array<JobKind, 2> kJobKinds = {JobKind::kEngine, JobKind::kProgram};
+
 // Whether the form has an editor for the field: the host entries are the hosts table's columns,
 // nested lists (strategy.stages) are edited in the JSON text, and a choice of one is no choice.
 bool inForm(const SpecField& field) {
@@ -174,10 +224,19 @@ struct JobEditor::Field {
   QLabel* error = nullptr;
   QFormLayout* form = nullptr;
   QLabel* label = nullptr;
-  bool shown = true;  // whether its row should be in the form
+  QWidget* cell = nullptr;  // the row's field side: the editor (and its Choose button), the error
+  bool shown = true;        // whether its row should be in the form
 };
 
 JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
+  choose_path_ = [this](const SpecField& field, const QString& current) {
+    const QString title = QString("Choose %1").arg(QString::fromStdString(field.label));
+    if (field.type == FieldType::kDirectory)
+      return QFileDialog::getExistingDirectory(this, title, current);
+    return QFileDialog::getOpenFileName(
+        this, title, current,
+        field.path == "program.script" ? "Python scripts (*.py);;All files (*)" : QString());
+  };
   auto* outer = new QVBoxLayout(this);
   // Where a new user starts: the shipped examples, one of them already loaded.
   auto* start = new QHBoxLayout();
@@ -284,10 +343,18 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
     editor = combo;
   } else if (spec.type == FieldType::kBoolean) {
     editor = new QCheckBox(help);
+  } else if (spec.type == FieldType::kTextList) {
+    // One item per line: an argument may hold spaces, commas and quotes, taken as they are.
+    auto* lines = new QPlainTextEdit();
+    lines->setTabChangesFocus(true);
+    lines->setLineWrapMode(QPlainTextEdit::NoWrap);
+    lines->setFixedHeight(lines->fontMetrics().lineSpacing() * 4 + 2 * lines->frameWidth() + 8);
+    editor = lines;
   } else {
     editor = new QLineEdit();
   }
-  if (!help.isEmpty() && spec.type != FieldType::kBoolean) editor->setToolTip(help);
+  if (!help.isEmpty() && spec.type != FieldType::kBoolean)
+    editor->setToolTip(spec.type == FieldType::kTextList ? help + "; one per line" : help);
   const std::string path = spec.path;
   auto owned = std::make_unique<Field>(
       Field{&spec, editor, new QLabel(), form, new QLabel(QString::fromStdString(spec.label))});
@@ -300,8 +367,23 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
   auto* cell_layout = new QVBoxLayout(cell);
   cell_layout->setContentsMargins(0, 0, 0, 0);
   cell_layout->setSpacing(1);
-  cell_layout->addWidget(editor);
+  if (spec.type == FieldType::kPath || spec.type == FieldType::kDirectory) {
+    // A file or directory here: typed, or chosen in a dialog.
+    auto* row = new QHBoxLayout();
+    row->setContentsMargins(0, 0, 0, 0);
+    row->addWidget(editor, 1);
+    auto* choose = new QPushButton("Choose…");
+    choose->setObjectName(QString::fromStdString(path + ".choose"));
+    choose->setToolTip(QString("Choose the %1 in a dialog")
+                           .arg(spec.type == FieldType::kDirectory ? "directory" : "file"));
+    row->addWidget(choose);
+    cell_layout->addLayout(row);
+    connect(choose, &QPushButton::clicked, this, [this, path] { choosePath(path); });
+  } else {
+    cell_layout->addWidget(editor);
+  }
   cell_layout->addWidget(field->error);
+  field->cell = cell;
   form->addRow(field->label, cell);
   form_rows_[form].push_back(field);
   fields_[path] = std::move(owned);
@@ -313,21 +395,49 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
     connect(check, &QCheckBox::toggled, this, [this, path] {
       if (!updating_) formEdited(path);
     });
+  else if (auto* lines = qobject_cast<QPlainTextEdit*>(editor))
+    connect(lines, &QPlainTextEdit::textChanged, this, [this, path] {
+      if (!updating_) formEdited(path);
+    });
 }
 
 void JobEditor::buildForm(QWidget* page) {
   // One group per section of the spec's description, one row per field the form can edit, in
   // the description's order.
   auto* layout = new QVBoxLayout(page);
+  // First, what the job runs: the form below shows that kind's fields.
+  auto* kind_row = new QHBoxLayout();
+  kind_row->addWidget(new QLabel("<b>The job runs:</b>"));
+  job_kind_ = new QComboBox();
+  job_kind_->setObjectName("jobKind");
+  for (JobKind kind : kJobKinds) {
+    job_kind_->addItem(kind == JobKind::kProgram ? "your PyTorch script" : "Ringmaster's engine",
+                       QString::fromUtf8(toString(kind).data(), toString(kind).size()));
+    job_kind_->setItemData(
+        job_kind_->count() - 1,
+        kind == JobKind::kProgram
+            ? "Every rank runs your Python script (the program section) with torchrun's "
+              "environment, reporting through the ringmaster package"
+            : "Every rank runs Ringmaster's engine on the model, data and training the spec "
+              "describes",
+        Qt::ToolTipRole);
+  }
+  kind_row->addWidget(job_kind_);
+  kind_row->addStretch(1);
+  layout->addLayout(kind_row);
+  connect(job_kind_, &QComboBox::activated, this,
+          [this](int index) { jobKindChosen(kJobKinds.at(static_cast<size_t>(index))); });
   QFormLayout* form = nullptr;
   std::string section;
   for (const SpecField& field : specFields()) {
     if (!form || field.section != section) {
       section = field.section;
       auto* box = new QGroupBox(QString::fromStdString(section));
+      box->setObjectName(QString::fromStdString(section + "Group"));
       form = new QFormLayout(box);
       form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
       layout->addWidget(box);
+      boxes_[form] = box;
     }
     if (field.type == FieldType::kHostList)
       addHostsTable(form, field);
@@ -351,19 +461,32 @@ void JobEditor::addHostsTable(QFormLayout* where, const SpecField& spec) {
   hosts_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   hosts_->verticalHeader()->hide();
   hosts_->setMinimumHeight(90);
-  where->addRow(QString::fromStdString(spec.label), hosts_);
+  // The table, its buttons and its problems are one row, laid out again with the form's others.
+  auto* cell = new QWidget();
+  auto* cell_layout = new QVBoxLayout(cell);
+  cell_layout->setContentsMargins(0, 0, 0, 0);
+  cell_layout->addWidget(hosts_);
   auto* host_buttons = new QHBoxLayout();
   auto* add = new QPushButton("Add host");
   auto* remove = new QPushButton("Remove host");
   host_buttons->addWidget(add);
   host_buttons->addWidget(remove);
   host_buttons->addStretch(1);
-  where->addRow("", host_buttons);
+  cell_layout->addLayout(host_buttons);
   hosts_error_ = new QLabel();
   hosts_error_->setObjectName("hostsError");
   hosts_error_->setStyleSheet("color: #b3261e; font-size: small;");
   hosts_error_->setWordWrap(true);
-  where->addRow("", hosts_error_);
+  cell_layout->addWidget(hosts_error_);
+  hosts_row_ =
+      std::make_unique<Field>(Field{.spec = &spec,
+                                    .editor = hosts_,
+                                    .error = hosts_error_,
+                                    .form = where,
+                                    .label = new QLabel(QString::fromStdString(spec.label)),
+                                    .cell = cell});
+  where->addRow(hosts_row_->label, cell);
+  form_rows_[where].push_back(hosts_row_.get());
   connect(hosts_, &QTableWidget::itemChanged, this, [this] {
     if (!updating_) hostsEdited();
   });
@@ -386,6 +509,9 @@ void JobEditor::addHostsTable(QFormLayout* where, const SpecField& spec) {
 
 void JobEditor::setDocument(const nlohmann::json& document) {
   document_ = document.is_object() ? document : nlohmann::json::object();
+  // Another spec: nothing of the previous one's other kind of job is kept for it.
+  kept_engine_ = nlohmann::json::object();
+  kept_program_ = nullptr;
   refreshForm();
   refreshJson();
   check();
@@ -463,6 +589,15 @@ void JobEditor::formEdited(const std::string& path) {
     value = combo->currentText().toStdString();
   } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
     value = check->isChecked();
+  } else if (auto* lines = qobject_cast<QPlainTextEdit*>(field->editor)) {
+    // Every line an item, the empty ones too, but for the line break that ends the last.
+    QString text = lines->toPlainText();
+    if (text.endsWith('\n')) text.chop(1);
+    if (!text.isEmpty()) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const QString& line : text.split('\n')) list.push_back(line.toStdString());
+      value = list;
+    }
   }
   setPath(document_, path, value);
   // The fields of the kinds no longer chosen go (the parser would call them unknown).
@@ -475,6 +610,84 @@ void JobEditor::formEdited(const std::string& path) {
   if (controls) refreshForm();
   refreshJson();
   check();
+}
+
+void JobEditor::jobKindChosen(JobKind kind) {
+  if (updating_ || kind == jobKindOf(document_)) return;
+  if (kind == JobKind::kProgram) {
+    // The engine's sections and the strategy's options go, kept for a switch back; the strategy
+    // kind stays (what the script does, for the history).
+    kept_engine_ = nlohmann::json::object();
+    for (std::string_view name : kEngineOnlySections) {
+      const std::string section(name);
+      if (!document_.contains(section)) continue;
+      kept_engine_[section] = std::move(document_[section]);
+      document_.erase(section);
+    }
+    if (document_.contains("strategy") && document_["strategy"].is_object()) {
+      nlohmann::json& strategy = document_["strategy"];
+      for (auto it = strategy.begin(); it != strategy.end();) {
+        if (it.key() == "kind") {
+          ++it;
+          continue;
+        }
+        kept_engine_["strategy"][it.key()] = it.value();
+        it = strategy.erase(it);
+      }
+    }
+    nlohmann::json program = kept_program_.is_object() ? kept_program_ : nlohmann::json::object();
+    if (!program.contains("script")) {
+      // The one field a program job cannot do without: asked for at once (left out when the
+      // dialog is cancelled, and then marked required next to it).
+      const QString script = choose_path_(*findSpecField("program.script"), QString());
+      if (!script.isEmpty()) program["script"] = script.toStdString();
+    }
+    document_["program"] = std::move(program);
+  } else {
+    kept_program_ = document_["program"];
+    document_.erase("program");
+    // The strategy kind the program job was recorded with, written: the engine requires it.
+    if (!getPath(document_, "strategy.kind"))
+      setPath(document_, "strategy.kind", programStrategyKind(document_));
+    const nlohmann::json engine =
+        kept_engine_.empty() ? exampleEngineSections() : std::move(kept_engine_);
+    kept_engine_ = nlohmann::json::object();
+    for (const auto& [section, value] : engine.items()) {
+      if (section != "strategy") {
+        document_[section] = value;
+        continue;
+      }
+      // The kept options of the strategy kind now chosen (another kind's would be unknown).
+      for (const auto& [option, option_value] : value.items()) {
+        const SpecField* field = findSpecField("strategy." + option);
+        document_["strategy"][option] = option_value;
+        if (field && !appliesTo(*field, document_)) document_["strategy"].erase(option);
+      }
+    }
+  }
+  refreshForm();
+  refreshJson();
+  check();
+}
+
+void JobEditor::choosePath(const std::string& path) {
+  const Field& field = *fields_.at(path);
+  const nlohmann::json* value = getPath(document_, path);
+  QString chosen =
+      choose_path_(*field.spec, value && value->is_string() ? textOf(*value) : QString());
+  if (chosen.isEmpty()) return;
+  // The script inside program.workdir is written relative to it, as the spec reads it.
+  if (path == "program.script") {
+    const nlohmann::json* workdir = getPath(document_, "program.workdir");
+    if (workdir && workdir->is_string() && !workdir->get<std::string>().empty()) {
+      const QDir dir(textOf(*workdir));
+      const QString relative = dir.relativeFilePath(chosen);
+      if (!relative.startsWith("..") && QFileInfo(relative).isRelative()) chosen = relative;
+    }
+  }
+  auto* line = qobject_cast<QLineEdit*>(field.editor);
+  line->setText(chosen);
+  formEdited(path);
 }
 
 void JobEditor::hostsEdited() {
@@ -542,15 +755,34 @@ void JobEditor::refreshForm() {
       const QString text = value ? textOf(*value) : QString();
       if (line->text() != text && !line->hasFocus()) line->setText(text);
     } else if (auto* combo = qobject_cast<QComboBox*>(field->editor)) {
-      const int index = combo->findText(QString::fromStdString(choiceIn(document_, path)));
+      // A program job without a strategy kind is recorded with the parser's choice: show that.
+      const std::string choice =
+          path == "strategy.kind" && !value && jobKindOf(document_) == JobKind::kProgram
+              ? programStrategyKind(document_)
+              : choiceIn(document_, path);
+      const int index = combo->findText(QString::fromStdString(choice));
       combo->setCurrentIndex(std::max(index, 0));
     } else if (auto* check = qobject_cast<QCheckBox*>(field->editor)) {
       check->setChecked(value && value->is_boolean() && value->get<bool>());
+    } else if (auto* lines = qobject_cast<QPlainTextEdit*>(field->editor)) {
+      // A list the lines cannot give back is shown as JSON, to be edited in the JSON text.
+      const std::optional<QString> text = value ? linesOf(*value) : QString();
+      const QString shown = text ? *text : QString::fromStdString(value->dump());
+      if (lines->toPlainText() != shown && (!lines->hasFocus() || !text))
+        lines->setPlainText(shown);
+      lines->setReadOnly(!text);
+      lines->setToolTip(text ? QString::fromStdString(field->spec->help) + "; one per line"
+                             : QString("Not editable one per line (an item holds a line break "
+                                       "or the last is empty): edit it in the JSON text"));
     }
-    // A field of another kind is hidden unless the spec holds it (the parser then says why it
-    // does not belong, next to it).
-    if (field->spec->shown_when) field->shown = appliesTo(*field->spec, document_) || value;
+    // A field of another kind of job, or of a kind not chosen, is hidden unless the spec holds
+    // it (the parser then says why it does not belong, next to it).
+    if (field->spec->shown_when || field->spec->job)
+      field->shown = appliesTo(*field->spec, document_) || value;
   }
+  const JobKind job = jobKindOf(document_);
+  job_kind_->setCurrentIndex(
+      static_cast<int>(std::find(kJobKinds.begin(), kJobKinds.end(), job) - kJobKinds.begin()));
   const nlohmann::json* hosts = getPath(document_, "launch.hosts");
   hosts_->setRowCount(0);
   if (hosts && hosts->is_array()) {
@@ -585,7 +817,18 @@ void JobEditor::check() {
     // An entry of a list field ("model.layers[2]") is shown at the list.
     if (it == fields_.end() && problem.path.find('[') != std::string::npos) {
       it = fields_.find(problem.path.substr(0, problem.path.find('[')));
-      if (it != fields_.end() && !isList(it->second->spec->type)) it = fields_.end();
+      if (it != fields_.end() && !isList(it->second->spec->type) &&
+          it->second->spec->type != FieldType::kTextList)
+        it = fields_.end();
+    }
+    // A whole section ("model": not read by a program job) is shown at its first field.
+    if (it == fields_.end() && !problem.path.empty() &&
+        problem.path.find_first_of(".[") == std::string::npos) {
+      for (const SpecField& spec : specFields()) {
+        if (!spec.path.starts_with(problem.path + ".")) continue;
+        it = fields_.find(spec.path);
+        if (it != fields_.end()) break;
+      }
     }
     if (it != fields_.end()) {
       Field& field = *it->second;
@@ -611,9 +854,10 @@ void JobEditor::layOutRows() {
     std::vector<Field*> wanted;
     for (Field* field : fields)
       if (field->shown) wanted.push_back(field);
-    std::vector<Field*>& current = laid_out_[form];
-    if (wanted == current && !current.empty()) continue;
-    if (current.empty()) current = fields;  // as built: every row in the form
+    boxes_.at(form)->setVisible(!wanted.empty());
+    // Before the first lay-out, the form holds every row, as built (and a form may later hold
+    // none: a section of the other kind of job).
+    std::vector<Field*>& current = laid_out_.try_emplace(form, fields).first->second;
     if (wanted == current) continue;
     while (form->rowCount() > 0) {
       const QFormLayout::TakeRowResult row = form->takeRow(0);
@@ -621,10 +865,9 @@ void JobEditor::layOutRows() {
       delete row.fieldItem;
     }
     for (Field* field : fields) {
-      QWidget* cell = field->editor->parentWidget();
       field->label->setVisible(field->shown);
-      cell->setVisible(field->shown);
-      if (field->shown) form->addRow(field->label, cell);
+      field->cell->setVisible(field->shown);
+      if (field->shown) form->addRow(field->label, field->cell);
     }
     current = wanted;
   }
@@ -660,6 +903,20 @@ QWidget* JobEditor::field(const std::string& path) const {
 }
 
 void JobEditor::updateEstimates() {
+  if (jobKindOf(document_) == JobKind::kProgram) {
+    // The script builds its own model: nothing here describes it, and the engine's defaults are
+    // no estimate of it. The run view shows what each rank measured.
+    memory_->setText(
+        "<i>Does not apply to a program job</i>: the script builds its own model. "
+        "The run view shows each rank's measured memory.");
+    memory_->setToolTip({});
+    planned_label_->setText(
+        "<b>Planned schedule</b>: does not apply to a program job (the "
+        "script runs its own schedule).");
+    planned_label_->show();
+    planned_->hide();
+    return;
+  }
   if (!spec_) {
     memory_->setText("<i>fix the spec to see the estimate</i>");
     memory_->setToolTip({});

@@ -2,18 +2,21 @@
 // and micro-batches, schedule, optimizer, steps, backend, device, hosts with ranks per host),
 // checked on every edit by the engine's own spec parser with its message shown next to the
 // field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
-// launch, the memory estimate per rank and, for pipelines, the planned schedule. It opens on the
-// smallest shipped example and offers the others; beside Launch it lists every reason the spec
-// cannot be launched yet.
+// launch, the memory estimate per rank and, for pipelines, the planned schedule. A job runs
+// Ringmaster's engine or the user's PyTorch script (a program job, issue 19: its own section, no
+// estimate or planned schedule). It opens on the smallest shipped example and offers the others;
+// beside Launch it lists every reason the spec cannot be launched yet.
 #pragma once
 
 #include <QWidget>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "spec/job_spec.h"
+#include "spec/spec_fields.h"
 
 class QComboBox;
 class QLabel;
@@ -22,10 +25,6 @@ class QPushButton;
 class QTableWidget;
 class QFormLayout;
 class QCheckBox;
-
-namespace ringmaster {
-struct SpecField;
-}
 
 namespace ringmaster::ui {
 
@@ -58,6 +57,15 @@ class JobEditor : public QWidget {
   bool startFromExample(const QString& name);
   QComboBox* exampleChoice() const { return examples_; }
 
+  // What the job runs: Ringmaster's engine or the user's script (spec_fields.h's JobKind, one
+  // item each, in that order). Choosing the other takes the sections of this kind out of the spec
+  // and keeps them, so that choosing back restores them; a first switch to a script asks for it.
+  QComboBox* jobKindChoice() const { return job_kind_; }
+  // Asks for a path or directory field's value ("" when cancelled): a file dialog unless replaced
+  // (tests answer without a dialog).
+  using PathChooser = std::function<QString(const SpecField& field, const QString& current)>;
+  void setPathChooser(PathChooser chooser) { choose_path_ = std::move(chooser); }
+
   // The parsed spec when it has no problems.
   const std::optional<JobSpec>& spec() const { return spec_; }
   const std::vector<SpecProblem>& problems() const { return problems_; }
@@ -83,6 +91,8 @@ class JobEditor : public QWidget {
   void addHostsTable(QFormLayout* form, const SpecField& hosts);
   void buildForm(QWidget* form_page);
   void formEdited(const std::string& path);
+  void jobKindChosen(JobKind kind);
+  void choosePath(const std::string& path);
   void jsonEdited();
   void refreshForm();
   void refreshJson();
@@ -96,8 +106,14 @@ class JobEditor : public QWidget {
   std::optional<JobSpec> spec_;
   std::vector<SpecProblem> problems_;
   std::map<std::string, std::unique_ptr<Field>> fields_;
-  // Each form's fields in the order built, and those now in it (hidden rows are taken out).
+  std::unique_ptr<Field> hosts_row_;  // the hosts table's row: shown for both kinds of job
+  // Each form's rows in the order built, and those now in it (hidden rows are taken out); the
+  // group box of each form, hidden when none of its rows is shown.
   std::map<QFormLayout*, std::vector<Field*>> form_rows_, laid_out_;
+  std::map<QFormLayout*, QWidget*> boxes_;
+  // The sections of the kind of job not chosen now, kept for a switch back (JSON objects by key).
+  nlohmann::json kept_engine_ = nlohmann::json::object();
+  nlohmann::json kept_program_;
   bool updating_ = false;
   QString file_error_;
 
@@ -107,6 +123,8 @@ class JobEditor : public QWidget {
   QLabel* json_error_ = nullptr;
   QLabel* launch_status_ = nullptr;
   QComboBox* examples_ = nullptr;
+  QComboBox* job_kind_ = nullptr;
+  PathChooser choose_path_;
   QLabel* example_note_ = nullptr;
   QLabel* memory_ = nullptr;
   QLabel* planned_label_ = nullptr;
