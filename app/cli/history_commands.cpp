@@ -13,6 +13,7 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
 #include "telemetry/fields.h"
 
@@ -42,14 +43,39 @@ json runJson(const RunRecord& run) {
           {"error_host", optionalJson(run.error_host)}};
 }
 
-// The rank's estimated memory from the run's stored spec (spec/memory_estimate.h), or null.
+// The run's stored spec, parsed; nullopt when it does not parse (one written by another version).
+std::optional<JobSpec> storedSpec(const std::string& spec_json) {
+  SpecParseResult parsed = parseJobSpec(spec_json);
+  return parsed.ok() ? std::move(parsed.spec) : std::nullopt;
+}
+
+// Each rank's estimated memory from the run's stored spec (spec/memory_estimate.h); none for a
+// program job (issue 19: its script's model is not in the spec, and the engine's defaults are no
+// estimate of it) or a spec that does not parse.
+std::vector<double> rankEstimates(const std::optional<JobSpec>& spec) {
+  std::vector<double> totals;
+  if (!spec || spec->program) return totals;
+  for (const RankMemoryEstimate& rank : estimateMemory(*spec)) totals.push_back(rank.total());
+  return totals;
+}
+
+// The rank's estimated memory, or null.
 json estimatedMemoryJson(const std::vector<double>& estimates, int rank) {
   if (rank < 0 || static_cast<size_t>(rank) >= estimates.size()) return nullptr;
   return estimates[static_cast<size_t>(rank)];
 }
 
+// A program job's section as stored, or null for an engine job.
+json programJson(const std::optional<JobSpec>& spec) {
+  if (!spec || !spec->program) return nullptr;
+  const ProgramSpec& p = *spec->program;
+  return {{"python", p.python},   {"script", p.script}, {"args", p.args},
+          {"workdir", p.workdir}, {"upload", p.upload}, {"steps", p.steps}};
+}
+
 json summaryJson(const RunSummary& summary) {
-  const std::vector<double> estimates = estimatedRankTotals(summary.run.spec_json);
+  const std::optional<JobSpec> spec = storedSpec(summary.run.spec_json);
+  const std::vector<double> estimates = rankEstimates(spec);
   json ranks = json::array();
   for (const RankSummary& rank : summary.ranks) {
     ranks.push_back({{"rank", rank.rank},
@@ -65,6 +91,7 @@ json summaryJson(const RunSummary& summary) {
                      {"estimated_memory", estimatedMemoryJson(estimates, rank.rank)}});
   }
   return {{"run", runJson(summary.run)},
+          {"program", programJson(spec)},
           {"final_step", summary.final_step},
           {"final_loss", optionalJson(summary.final_loss)},
           {"final_accuracy", optionalJson(summary.final_accuracy)},
@@ -141,6 +168,8 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   for (const LogLine& line : loadLogs(db, run_id, std::nullopt, 100000))
     if (line.level == "error" || line.level == "warn") problems.push_back(line);
   const RunRecord& run = summary.run;
+  const std::optional<JobSpec> spec = storedSpec(run.spec_json);
+  const bool program = spec && spec->program;
 
   if (as_json) {
     json document = summaryJson(summary);
@@ -212,6 +241,13 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
              run.world_size == 1 ? "" : "s",
              formatTimestamp(run.started_at.value_or(run.created_at)),
              formatDuration(run.durationSeconds()));
+  if (program) {
+    // A program job: the command every rank ran (each argument as it was passed).
+    std::string command =
+        displaySafeLine(spec->program->python) + " " + displaySafeLine(spec->program->script);
+    for (const std::string& arg : spec->program->args) command += " " + displaySafeLine(arg);
+    fmt::print(out, "  program: {}\n", command);
+  }
   std::string figures = fmt::format("  step {}  final loss {}", summary.final_step,
                                     formatOptional(summary.final_loss));
   if (summary.final_accuracy)
@@ -247,8 +283,9 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   }
 
   fmt::print(out, "\n");
-  // The estimate from the stored spec beside the measured peak: how far the prediction was off.
-  const std::vector<double> estimates = estimatedRankTotals(run.spec_json);
+  // The estimate from the stored spec beside the measured peak: how far the prediction was off
+  // (n/a for a program job: the spec does not describe its script's model).
+  const std::vector<double> estimates = rankEstimates(spec);
   Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "TOKENS/S",
                     "MFU", "STEP MS", "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED",
                     ""});
@@ -270,8 +307,10 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
          figures.mfu ? percent(*figures.mfu) : "-", formatNumber(figures.mean_step_ms, 3),
          formatNumber(comm.mean_compute_ms, 3), formatNumber(comm.mean_exposed_comm_ms, 3),
          formatBytes(static_cast<double>(figures.peak_memory)),
-         static_cast<size_t>(r) < estimates.size() ? formatBytes(estimates[static_cast<size_t>(r)])
-                                                   : "-",
+         program ? "n/a"
+         : static_cast<size_t>(r) < estimates.size()
+             ? formatBytes(estimates[static_cast<size_t>(r)])
+             : "-",
          comm.straggler ? paint("straggler", Colour::kYellow, colour) : ""});
   }
   rank_table.print(out);

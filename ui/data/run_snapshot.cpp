@@ -5,13 +5,15 @@
 
 #include "db/database.h"
 #include "db/step_columns.h"
+#include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
 
 namespace ringmaster::ui {
 
 namespace {
 
-int64_t plannedSteps(const std::string& spec_json) {
+// train.steps as written, for a spec that no longer parses (one written by another version).
+int64_t writtenSteps(const std::string& spec_json) {
   auto spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
   if (spec.is_object() && spec.contains("train") && spec["train"].contains("steps") &&
       spec["train"]["steps"].is_number_integer())
@@ -91,9 +93,18 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
-  snapshot.planned_steps = plannedSteps(snapshot.run.spec_json);
   snapshot.evals = storage::loadEvals(db, run_id);
-  snapshot.estimated_memory = estimatedRankTotals(snapshot.run.spec_json);
+  const SpecParseResult spec = parseJobSpec(snapshot.run.spec_json);
+  if (!spec.ok()) {
+    snapshot.planned_steps = writtenSteps(snapshot.run.spec_json);
+  } else if (spec.spec->program) {
+    snapshot.planned_steps = spec.spec->program->steps;
+    snapshot.program = spec.spec->program;
+  } else {
+    snapshot.planned_steps = expectedSteps(*spec.spec);
+    for (const RankMemoryEstimate& rank : estimateMemory(*spec.spec))
+      snapshot.estimated_memory.push_back(rank.total());
+  }
   return snapshot;
 }
 

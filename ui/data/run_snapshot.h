@@ -16,6 +16,7 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "spec/program.h"
 
 namespace ringmaster::ui {
 
@@ -69,11 +70,16 @@ struct RunSnapshot {
   storage::Series wall_clock;
   double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
-  int64_t planned_steps = 0;             // train.steps from the spec
+  // The steps the stored spec says the run makes (train.steps, or a program job's program.steps);
+  // 0: unknown (a script that did not say, a spec that does not parse).
+  int64_t planned_steps = 0;
+  // A program job's section (issue 19): the user's script ran, not the engine, so the spec
+  // describes no model to estimate or plan from.
+  std::optional<ProgramSpec> program;
   // The validation loss by step (train.eval_every), every evaluation: a run has few.
   std::vector<storage::EvalPoint> evals;
   // Each rank's estimated memory from the stored spec (spec/memory_estimate.h), shown beside its
-  // measured peak; empty when the spec does not parse.
+  // measured peak; empty when the spec does not parse or is a program job's.
   std::vector<double> estimated_memory;
 };
 

@@ -28,7 +28,8 @@ PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_
 }
 
 std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec) {
-  if (spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
+  // A program job's script schedules its own micro-batches: its spec has none to plan from.
+  if (spec.program || spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
   return plannedSchedule(spec.strategy.pipeline.schedule, worldSize(spec), spec.train.micro_batches,
                          spec.strategy.pipeline.virtual_stages);
 }

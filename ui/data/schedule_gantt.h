@@ -53,7 +53,7 @@ struct PlannedSchedule {
 // Throws kInvalidArgument (the engine's message) for a pipeline the engine would refuse.
 PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_batches,
                                 int virtual_stages);
-// For a pipeline spec; nullopt for the other strategies.
+// For a pipeline spec; nullopt for the other strategies and for a program job (its script plans).
 std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec);
 
 // A measured step: compute bars and waits, times from the step's first compute.

@@ -11,6 +11,7 @@
 #include <QDir>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QHeaderView>
@@ -182,7 +183,7 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   tabs_ = new QTabWidget();
   tabs_->setObjectName("runTabs");
   tabs_->addTab(buildChartsTab(), "Charts");
-  auto* ranks = new QTableView();
+  auto* ranks = rank_table_ = new QTableView();
   ranks->setObjectName("rankTable");
   rank_model_ = new RankTableModel(this);
   ranks->setModel(rank_model_);
@@ -532,6 +533,8 @@ void RunView::apply(RunSnapshot snapshot) {
   charts_stale_ = tabs_->currentIndex() != 0;
   if (!charts_stale_) applyCharts(snapshot);
   rank_model_->setRows(rankRows(snapshot));
+  // A program job's spec describes no model: there is no estimate to put beside the peaks.
+  rank_table_->setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.program.has_value());
   comm_model_->setStats(snapshot.comm_ops);
   heat_map_->setMap(snapshot.wait_map);
   applyFlightRecorder(snapshot);
@@ -562,27 +565,49 @@ void RunView::apply(RunSnapshot snapshot) {
 }
 
 void RunView::applyHeader(const RunSnapshot& s) {
-  title_->setText(QString("Run %1 · %2 · %3 · %4 rank%5")
+  // A program job names its script (the command line in full on hover).
+  QString script;
+  if (s.program) {
+    QStringList command = {untrustedLine(s.program->python), untrustedLine(s.program->script)};
+    for (const std::string& arg : s.program->args) command << untrustedLine(arg);
+    script = QString(" · script %1")
+                 .arg(QFileInfo(untrustedLine(s.program->script)).fileName().toHtmlEscaped());
+    title_->setToolTip(command.join(' '));
+  } else {
+    title_->setToolTip({});
+  }
+  title_->setText(QString("Run %1 · %2 · %3 · %4 rank%5%6")
                       .arg(s.run.id)
                       .arg(untrustedLine(s.run.name).toHtmlEscaped())
                       .arg(untrustedLine(s.run.strategy).toHtmlEscaped())
                       .arg(s.run.world_size)
-                      .arg(s.run.world_size == 1 ? "" : "s"));
+                      .arg(s.run.world_size == 1 ? "" : "s")
+                      .arg(script));
   status_->setText(untrustedLine(s.run.status));
   status_->setStyleSheet(QString("QLabel { color: white; background: %1; border-radius: 8px; "
                                  "padding: 2px 10px; font-weight: bold; }")
                              .arg(statusColor(s.run.status).name()));
-  const int64_t planned = std::max<int64_t>(s.planned_steps, 1);
-  progress_->setRange(0, static_cast<int>(std::min<int64_t>(planned, INT32_MAX)));
-  progress_->setValue(static_cast<int>(std::min(s.summary.final_step, planned)));
-  QString eta;
-  if (s.run.status == "running" && s.summary.final_step > 0 && s.summary.final_step < planned) {
-    const double per_step = s.run.durationSeconds() / static_cast<double>(s.summary.final_step);
-    eta = QString(" · ETA %1")
+  const int64_t planned = s.planned_steps;
+  if (planned > 0) {
+    progress_->setRange(0, static_cast<int>(std::min<int64_t>(planned, INT32_MAX)));
+    progress_->setValue(static_cast<int>(std::min(s.summary.final_step, planned)));
+    QString eta;
+    if (s.run.status == "running" && s.summary.final_step > 0 && s.summary.final_step < planned) {
+      const double per_step = s.run.durationSeconds() / static_cast<double>(s.summary.final_step);
+      eta =
+          QString(" · ETA %1")
               .arg(formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
+    }
+    progress_text_->setText(
+        QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
+  } else {
+    // No total known (a script that did not say how many steps it logs): no fraction and no ETA;
+    // the bar is busy while the run is, full once it completed.
+    const bool running = s.run.status == "running";
+    progress_->setRange(0, running ? 0 : 1);
+    progress_->setValue(s.run.status == "completed" ? 1 : 0);
+    progress_text_->setText(QString("step %1").arg(s.summary.final_step));
   }
-  progress_text_->setText(
-      QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
   QStringList figures;
   if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
   if (!s.evals.empty() && s.evals.back().val_loss) {

@@ -65,6 +65,7 @@ class RunView : public QWidget {
   MetricChart* chart(const QString& title) const;
   std::vector<MetricChart*> charts() const { return charts_; }
   RankTableModel* rankModel() const { return rank_model_; }
+  QTableView* rankTable() const { return rank_table_; }
   CommOpsModel* commModel() const { return comm_model_; }
   HeatMap* heatMap() const { return heat_map_; }
   PipelineView* pipelineView() const { return pipeline_; }
@@ -155,6 +156,7 @@ class RunView : public QWidget {
   std::vector<std::vector<std::string>> chart_metrics_;
   std::vector<double> chart_scales_;
   RankTableModel* rank_model_ = nullptr;
+  QTableView* rank_table_ = nullptr;
   CommOpsModel* comm_model_ = nullptr;
   HeatMap* heat_map_ = nullptr;
   QTableView* flight_recorder_ = nullptr;
