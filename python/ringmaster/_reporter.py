@@ -299,8 +299,9 @@ class Reporter:
     def _install_hooks(self):
         self._previous_excepthook = sys.excepthook
         sys.excepthook = self._on_uncaught
-        self._previous_thread_hook = threading.excepthook
-        threading.excepthook = self._on_thread_exception
+        if hasattr(threading, "excepthook"):  # Python 3.8 and later
+            self._previous_thread_hook = threading.excepthook
+            threading.excepthook = self._on_thread_exception
         atexit.register(self._at_exit)
         self._previous_handlers = {}
         if threading.current_thread() is not threading.main_thread():

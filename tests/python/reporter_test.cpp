@@ -107,6 +107,7 @@ class ScriptRun {
       o.environment["PYTHONPATH"] = kPackageDir;
       o.environment["PYTHONUNBUFFERED"] = "1";
       o.environment["OMP_NUM_THREADS"] = "1";
+      o.environment["CUDA_VISIBLE_DEVICES"] = "";  // the scripts train on the host, GPU or not
       o.environment["MASTER_ADDR"] = "127.0.0.1";
       o.environment["MASTER_PORT"] = port;
       o.environment["RANK"] = std::to_string(rank);
