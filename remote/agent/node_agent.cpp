@@ -514,9 +514,13 @@ ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directo
              fmt::format("program.python: {} is not on this host's PATH ({})", program.python,
                          std::getenv("PATH") ? std::getenv("PATH") : ""));
   }
-  worker.command = {*python, program.script};
-  worker.command.insert(worker.command.end(), program.args.begin(), program.args.end());
   worker.directory = program.upload ? spec_directory + "/program" : program.workdir;
+  // The script by its full path where it has one, so that `ps` names the job's processes.
+  const std::string script = worker.directory.empty() || program.script.front() == '/'
+                                 ? program.script
+                                 : worker.directory + "/" + program.script;
+  worker.command = {*python, script};
+  worker.command.insert(worker.command.end(), program.args.begin(), program.args.end());
   const char* python_path = std::getenv("PYTHONPATH");
   worker.environment = {
       {"RINGMASTER_TELEMETRY_FD", std::to_string(worker.telemetry_fd)},

@@ -1,7 +1,8 @@
 // `ringmaster run` over SSH onto two real sshd "hosts" on 127.0.0.1 (2 ranks each): every event
 // sent reaches the database and the hosts are recorded with their verified keys; Ctrl-C leaves no
 // process on the hosts; a connection cut mid-run ends that host's agent and workers and fails the
-// run naming the host; a passphrase never reaches the database or the logs.
+// run naming the host; a passphrase never reaches the database or the logs; a program job's
+// script runs from its folder uploaded to each host.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
@@ -175,6 +176,75 @@ TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
     EXPECT_NE(command.find(fmt::format("'--node-rank' '{}'", node)), std::string::npos) << command;
   }
   EXPECT_FALSE(queryText(db, "SELECT libssh_version FROM run_hosts LIMIT 1").empty());
+  EXPECT_TRUE(noJobProcessesLeft(15s));
+  for (const auto& dir : jobDirs()) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
+}
+
+// A program job (issue 19): a PyTorch DDP script, its folder uploaded to each host's job
+// directory with the reporter package of this build, 2 ranks a host.
+TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
+  CapturedProcess probe(RINGMASTER_PYTHON_TORCH, {"-c", "import torch.distributed"});
+  if (!probe.wait(60s).ok())
+    GTEST_SKIP() << RINGMASTER_PYTHON_TORCH << " cannot import torch (Debian: python3-torch)";
+  const fs::path project = dir_ / "project";
+  fs::create_directories(project / "lib");
+  fs::copy_file(std::string(RINGMASTER_SOURCE_DIR) + "/tests/app/scripts/ddp_program.py",
+                project / "train.py");
+  std::ofstream(project / "lib" / "notes.txt") << "a file in a sub-folder travels too\n";
+  json spec = {{"name", "ssh-program"},
+               {"program",
+                {{"python", RINGMASTER_PYTHON_TORCH},
+                 {"script", "train.py"},
+                 {"args", {"--steps", "8"}},
+                 {"workdir", project.string()},
+                 {"upload", true}}},
+               {"launch", {{"hosts", json::array()}, {"timeout_s", 60}}}};
+  for (const auto& server : servers_) {
+    spec["launch"]["hosts"].push_back({{"host", "127.0.0.1"},
+                                       {"port", server->port()},
+                                       {"ranks", 2},
+                                       {"identity_file", (dir_ / "id_user").string()}});
+  }
+  std::ofstream(dir_ / "program.json") << spec.dump(2);
+  const std::string telemetry = (dir_ / "telemetry.jsonl").string();
+  CapturedProcess run(kRingmaster,
+                      runArgs((dir_ / "program.json").string(), {"--save-telemetry", telemetry}));
+  const ExitStatus status = run.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+
+  std::map<int, int64_t> sent;
+  std::ifstream in(telemetry);
+  for (std::string line; std::getline(in, line);) {
+    const DecodeResult decoded = decodeEvent(line);
+    ASSERT_TRUE(decoded.ok()) << line;
+    ++sent[decoded.event().rank];
+  }
+  ASSERT_EQ(sent.size(), 4u);
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "completed");
+  for (const auto& [rank, count] : sent) {
+    SCOPED_TRACE(fmt::format("rank {}", rank));
+    EXPECT_EQ(storedEvents(db, rank), count);
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE rank = {}", rank)), 8);
+    // The DDP bucket's all-reduce every step, and the script's all_reduce of its loss.
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM comm_events WHERE rank = {} AND "
+                                       "op = 'all_reduce'",
+                                       rank)),
+              16);
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM logs WHERE rank = {} AND message "
+                                       "LIKE '%step % on stderr'",
+                                       rank)),
+              8);
+  }
+  // Every rank ran its host's copy of the folder, in the job directory, sub-folder included.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string said = queryText(
+        db, fmt::format("SELECT message FROM logs WHERE rank = {} AND message LIKE '% runs %'",
+                        rank));
+    EXPECT_NE(said.find("/ringmaster-job."), std::string::npos) << said;
+    EXPECT_NE(said.find("/program/train.py beside ['lib', 'train.py']"), std::string::npos)
+        << said;
+  }
   EXPECT_TRUE(noJobProcessesLeft(15s));
   for (const auto& dir : jobDirs()) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
 }

@@ -166,7 +166,7 @@ TEST(ProgramWorker, CommandEnvironmentAndDirectoryFollowTheProgramSection) {
   ProgramWorker worker = programWorker(spec, "/tmp/job", "/opt/rm/python");
   ASSERT_EQ(worker.command.size(), 4u);
   EXPECT_EQ(fs::path(worker.command[0]).filename(), "sh");  // found on the PATH
-  EXPECT_EQ(worker.command[1], "script.sh");
+  EXPECT_EQ(worker.command[1], "/srv/project/script.sh");
   EXPECT_EQ(worker.command[2], "one arg");
   EXPECT_EQ(worker.command[3], "$(two)");
   EXPECT_EQ(worker.directory, "/srv/project");

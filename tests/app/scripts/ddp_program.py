@@ -2,9 +2,10 @@
 node agent, reporting through the `ringmaster` package. Each step prints a line on stdout and one on
 stderr that look like telemetry (they must arrive as logs). --fail-rank R --fail-step S: rank R
 raises RuntimeError in step S, after its backward; --step-sleep: seconds each step sleeps (so a
-test can cancel or kill it mid-run).
+test can cancel or kill it mid-run). It starts by printing where it runs and what lies beside it.
 """
 import argparse
+import os
 import sys
 import time
 
@@ -23,6 +24,8 @@ args = parser.parse_args()
 torch.set_num_threads(1)
 dist.init_process_group("gloo")
 rank = dist.get_rank()
+here = os.path.dirname(os.path.abspath(__file__))
+print("rank %d runs %s beside %s" % (rank, os.path.abspath(__file__), sorted(os.listdir(here))))
 torch.manual_seed(0)
 net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
 optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
