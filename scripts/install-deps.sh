@@ -23,17 +23,33 @@ packages=(
 # Extra packages named on the command line (e.g. libdnnl-dev for the benchmarks' anchor).
 packages+=("$@")
 
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+# The `ringmaster` Python package (python/, pure Python): the system python3 finds it through a .pth
+# file, so that a script that reports with it also runs under plain python3 or torchrun (where it
+# does nothing). Ringmaster's own launches put the copy beside ringmaster-node first on PYTHONPATH.
+install_python_reporter() {
+  local site pth root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])' 2>/dev/null) || return 0
+  pth="$site/ringmaster.pth"
+  if [ "$(cat "$pth" 2>/dev/null)" != "$root/python" ]; then
+    $SUDO mkdir -p "$site" && echo "$root/python" | $SUDO tee "$pth" >/dev/null &&
+      echo "[install-deps] the ringmaster Python package: $pth -> $root/python"
+  fi
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]} == 0)); then
   echo "[install-deps] all ${#packages[@]} packages present"
+  install_python_reporter
   exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "[install-deps] installing: ${missing[*]}"
 $SUDO apt-get update -qq
 # openssh-server's package scripts would start sshd on port 22: the tests start their own on
@@ -47,3 +63,4 @@ if [ ! -e "$policy" ]; then
 fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 if ((added_policy)); then $SUDO rm -f "$policy"; fi
+install_python_reporter
