@@ -65,12 +65,11 @@ json estimatedMemoryJson(const std::vector<double>& estimates, int rank) {
   return estimates[static_cast<size_t>(rank)];
 }
 
-// A program job's section as stored, or null for an engine job.
+// A program job's section in its canonical form (every default filled in), or null for an engine
+// job.
 json programJson(const std::optional<JobSpec>& spec) {
   if (!spec || !spec->program) return nullptr;
-  const ProgramSpec& p = *spec->program;
-  return {{"python", p.python},   {"script", p.script}, {"args", p.args},
-          {"workdir", p.workdir}, {"upload", p.upload}, {"steps", p.steps}};
+  return toJson(*spec)["program"];
 }
 
 json summaryJson(const RunSummary& summary) {
