@@ -19,6 +19,8 @@ packages=(
   xvfb xauth                                                   # headless screenshots of the GUI
   libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
   clang libclang-rt-14-dev                                     # libFuzzer targets
+  libcpp-httplib-dev                                           # `ringmaster serve`, the web dashboard
+  nodejs chromium                                              # its pages (npm ci) and browser tests
 )
 # Extra packages named on the command line (e.g. libdnnl-dev for the benchmarks' anchor).
 packages+=("$@")
@@ -29,6 +31,13 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 # The `ringmaster` Python package (python/, pure Python): the system python3 finds it through a .pth
 # file, so that a script that reports with it also runs under plain python3 or torchrun (where it
 # does nothing). Ringmaster's own launches put the copy beside ringmaster-node first on PYTHONPATH.
+# npm comes with NodeSource's Node.js; Debian's own nodejs has it in a package of its own.
+install_npm() {
+  command -v npm >/dev/null 2>&1 && return 0
+  [ -n "${updated:-}" ] || $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm
+}
+
 install_python_reporter() {
   local site pth root
   root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,12 +55,14 @@ for p in "${packages[@]}"; do
 done
 if ((${#missing[@]} == 0)); then
   echo "[install-deps] all ${#packages[@]} packages present"
+  install_npm
   install_python_reporter
   exit 0
 fi
 
 echo "[install-deps] installing: ${missing[*]}"
 $SUDO apt-get update -qq
+updated=1
 # openssh-server's package scripts would start sshd on port 22: the tests start their own on
 # 127.0.0.1, so service starts are refused for the install (policy-rc.d) unless a policy exists.
 policy=/usr/sbin/policy-rc.d
@@ -63,4 +74,5 @@ if [ ! -e "$policy" ]; then
 fi
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 if ((added_policy)); then $SUDO rm -f "$policy"; fi
+install_npm
 install_python_reporter
