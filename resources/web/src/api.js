@@ -1,0 +1,72 @@
+// The JSON API and the live stream as the pages see them (docs/web.md): every request carries the
+// access token when the page was opened with one, errors become exceptions with the server's
+// message, and the stream reconnects by itself. No caching and no retries of plain requests here.
+
+// The token is read from the page's own URL once and kept in memory only: it is never written into
+// the hash, so a shared link never carries it.
+const token = new URLSearchParams(window.location.search).get('token');
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+// Builds "/api/v1/PATH?k=v" from an object, leaving out empty values.
+export function apiUrl(path, params = {}) {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null && value !== '') query.set(key, String(value));
+  }
+  const text = query.toString();
+  return `/api/v1/${path}${text ? `?${text}` : ''}`;
+}
+
+export async function getJson(path, params = {}, signal = undefined) {
+  const headers = { Accept: 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(apiUrl(path, params), { headers, signal });
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = null;
+  }
+  if (!response.ok) {
+    const message = body && body.error ? body.error.message : `${response.status} ${response.statusText}`;
+    throw new ApiError(response.status, message);
+  }
+  return body;
+}
+
+// One EventSource for the whole page; views subscribe to its `runs` and `run` events and get
+// unsubscribed when they are left. EventSource reconnects by itself (the server sends retry: 2000);
+// `onState` hears "live" / "reconnecting" for the header's badge.
+const listeners = { runs: new Set(), run: new Set() };
+let source = null;
+
+export function openStream(onState) {
+  if (source) return;
+  const url = token ? apiUrl('stream', { token }) : apiUrl('stream');
+  source = new EventSource(url);
+  source.addEventListener('open', () => onState('live'));
+  source.addEventListener('error', () => onState(source.readyState === EventSource.CLOSED ? 'offline' : 'reconnecting'));
+  for (const kind of Object.keys(listeners)) {
+    source.addEventListener(kind, (event) => {
+      let data = null;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      for (const listener of listeners[kind]) listener(data);
+    });
+  }
+}
+
+// Returns the function that unsubscribes.
+export function onStream(kind, listener) {
+  listeners[kind].add(listener);
+  return () => listeners[kind].delete(listener);
+}

@@ -1,0 +1,47 @@
+// The dashboard's entry point: a hash router that names every view in the URL (so a link can be
+// shared: run, tab, ranks and step range), the live badge, and mounting / unmounting views.
+// Views are modules exporting mount(root, route) that return an optional unmount function.
+
+import { openStream } from './api.js';
+import { el, errorBox } from './dom.js';
+import { parseHash } from './route.js';
+import * as runs from './runs.js';
+import * as run from './run.js';
+import * as pipeline from './pipeline.js';
+import * as compare from './compare.js';
+
+const views = { runs, run, pipeline, compare };
+let unmount = null;
+let mountedKey = '';
+
+function route() {
+  const parsed = parseHash();
+  const name = parsed.path[0] || 'runs';
+  const key = parsed.path.join('/');
+  if (key === mountedKey && unmount) return;
+  if (unmount) unmount();
+  unmount = null;
+  mountedKey = key;
+  const root = document.getElementById('view');
+  root.replaceChildren();
+  const view = views[name];
+  if (!view) {
+    root.append(errorBox(`No page named '${name}'.`), el('a', { href: '#/runs' }, 'Back to the runs'));
+    return;
+  }
+  try {
+    unmount = view.mount(root, parsed) || null;
+  } catch (error) {
+    root.append(errorBox(error));
+  }
+}
+
+function setLive(state) {
+  const badge = document.getElementById('live');
+  badge.textContent = state;
+  badge.className = `live ${state === 'live' ? 'on' : 'off'}`;
+}
+
+window.addEventListener('hashchange', route);
+openStream(setLive);
+route();

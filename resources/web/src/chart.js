@@ -1,0 +1,151 @@
+// Step-axis charts over the series API: one uPlot per chart, fed by bucketed series (min, max, mean,
+// last per bucket) for every rank, one rank or the min / median / max band. Dragging across a chart
+// asks its owner for that step range; the owner re-queries with buckets = the plot's width in
+// pixels, so a zoomed chart is always one bucket per pixel and spikes survive at any zoom.
+
+import uPlot from './uPlot.esm.js';
+import { getJson } from './api.js';
+
+const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
+  '#7f7f7f', '#bcbd22', '#17becf'];
+
+export function rankColor(index) {
+  return PALETTE[index % PALETTE.length];
+}
+
+// The plot area's width in CSS pixels, clamped to the API's bucket range (1..4096).
+export function bucketsFor(plot, fallbackWidth) {
+  const width = plot ? plot.bbox.width / (window.devicePixelRatio || 1) : fallbackWidth;
+  return Math.max(1, Math.min(4096, Math.round(width || 800)));
+}
+
+// Fetches `metric` for a ranks selection ("all", "band" or a rank number) over [from, to] and
+// returns {bucket_width, lines: [{label, rank, points: Map(start -> {min, max, mean, median})}]}.
+export async function loadMetric(runId, metric, ranks, from, to, buckets, signal) {
+  const body = await getJson(`runs/${runId}/series`, {
+    metric, ranks: String(ranks), from, to, buckets,
+  }, signal);
+  if (body.band) {
+    const points = new Map();
+    for (const [start, min, median, max] of body.band) points.set(start, { min, median, max, mean: median });
+    return { bucket_width: body.bucket_width, band: true, lines: [{ label: metric, rank: null, points }] };
+  }
+  const lines = (body.ranks || []).map((r) => {
+    const points = new Map();
+    for (const [start, min, max, mean, last] of r.buckets) points.set(start, { min, max, mean, last });
+    return { label: `${metric} r${r.rank}`, rank: r.rank, points };
+  });
+  return { bucket_width: body.bucket_width, band: false, lines };
+}
+
+// Builds uPlot's aligned data and series from loaded metrics. `extra` adds point series (for
+// instance validation loss at its eval steps): [{label, points: Map(step -> value), color}].
+// Every line draws its buckets' mean at the bucket's start; a single rank's chart and the band
+// also draw min and max with the range between them filled.
+export function buildPlotData(loaded, extra = []) {
+  const steps = new Set();
+  for (const metric of loaded) for (const line of metric.lines) for (const s of line.points.keys()) steps.add(s);
+  for (const e of extra) for (const s of e.points.keys()) steps.add(s);
+  const xs = Float64Array.from([...steps].sort((a, b) => a - b));
+  const data = [xs];
+  const series = [{ label: 'step' }];
+  const bands = [];
+  const column = (points, pick) => Array.from(xs, (x) => {
+    const p = points.get(x);
+    return p === undefined ? null : pick(p);
+  });
+  let colorIndex = 0;
+  for (const metric of loaded) {
+    const withRange = metric.band || metric.lines.length === 1;
+    for (const line of metric.lines) {
+      const color = rankColor(line.rank ?? colorIndex);
+      colorIndex += 1;
+      if (withRange) {
+        const lowIndex = data.length;
+        data.push(column(line.points, (p) => p.min));
+        series.push({ label: `${line.label} min`, stroke: color, width: 0.5, spanGaps: true, alpha: 0.6 });
+        data.push(column(line.points, (p) => p.max));
+        series.push({ label: `${line.label} max`, stroke: color, width: 0.5, spanGaps: true, alpha: 0.6 });
+        bands.push({ series: [lowIndex + 1, lowIndex], fill: `${color}33` });
+      }
+      data.push(column(line.points, (p) => (metric.band ? p.median : p.mean)));
+      series.push({ label: metric.band ? `${line.label} median` : line.label, stroke: color, width: 1.5, spanGaps: true });
+    }
+  }
+  for (const e of extra) {
+    data.push(column(e.points, (v) => v));
+    series.push({ label: e.label, stroke: e.color, width: 0, spanGaps: false, points: { show: true, size: 7, fill: e.color } });
+  }
+  return { data, series, bands };
+}
+
+// A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
+// through onReset(). update() replaces the data (and the series when their labels changed).
+export class StepChart {
+  constructor(container, title, { onZoom, onReset, height = 220 }) {
+    this.container = container;
+    this.title = title;
+    this.onZoom = onZoom;
+    this.onReset = onReset;
+    this.height = height;
+    this.plot = null;
+    this.labels = '';
+  }
+
+  width() {
+    return Math.max(300, this.container.clientWidth - 8);
+  }
+
+  pointCount() {
+    return this.plot ? this.plot.data[0].length : 0;
+  }
+
+  update({ data, series, bands }) {
+    const labels = series.map((s) => s.label).join('|');
+    if (this.plot && labels === this.labels) {
+      this.plot.setData(data);
+      return;
+    }
+    if (this.plot) this.plot.destroy();
+    this.labels = labels;
+    const self = this;
+    const options = {
+      title: this.title,
+      width: this.width(),
+      height: this.height,
+      series,
+      bands,
+      scales: { x: { time: false } },
+      axes: [{ label: 'step' }, {}],
+      legend: { live: true },
+      cursor: {
+        drag: { x: true, y: false, setScale: false },
+        bind: {
+          dblclick: () => () => {
+            if (self.onReset) self.onReset();
+            return null;
+          },
+        },
+      },
+      hooks: {
+        setSelect: [(u) => {
+          if (u.select.width < 3) return;
+          const from = Math.floor(u.posToVal(u.select.left, 'x'));
+          const to = Math.ceil(u.posToVal(u.select.left + u.select.width, 'x'));
+          u.setSelect({ left: 0, width: 0, top: 0, height: 0 }, false);
+          if (self.onZoom && to > from) self.onZoom(Math.max(0, from), to);
+        }],
+      },
+    };
+    this.plot = new uPlot(options, data, this.container);
+  }
+
+  resize() {
+    if (this.plot) this.plot.setSize({ width: this.width(), height: this.height });
+  }
+
+  destroy() {
+    if (this.plot) this.plot.destroy();
+    this.plot = null;
+  }
+}

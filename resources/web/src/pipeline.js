@@ -1,0 +1,160 @@
+// The pipeline page: one step's measured schedule as a Gantt (each rank's F / B / W actions on
+// rank 0's clock, the wait for input and its transfer drawn inside each action) beside the
+// planned schedule (the engine's plan played with unit costs), with each rank's bubble and the
+// step's. The URL names the run and the step; the newest step follows live data until one is picked.
+
+import { getJson, onStream } from './api.js';
+import { el, table, num, errorBox } from './dom.js';
+import { replaceParams } from './route.js';
+
+const PHASE_COLORS = { F: '#4c8bd6', B: '#e0883a', W: '#59a35b' };
+
+export function mount(root, route) {
+  const runId = Number(route.path[1]);
+  let step = route.params.get('step') || '';
+  const stepSelect = el('select', { id: 'pipeline-step', onchange: () => { step = stepSelect.value; follow = false; saveUrl(); loadStep(); } });
+  const content = el('div', { class: 'pipeline' });
+  root.append(el('h1', {}, el('a', { href: `#/run/${runId}` }, `Run ${runId}`), ': pipeline schedule'),
+    el('div', { class: 'toolbar' }, el('label', {}, 'Step ', stepSelect)), content);
+  let follow = step === '';
+  let steps = [];
+
+  function saveUrl() {
+    replaceParams(new URLSearchParams({ step }));
+  }
+
+  async function loadSteps() {
+    const body = await getJson(`runs/${runId}/schedule/steps`);
+    steps = body.steps || [];
+    stepSelect.replaceChildren(...steps.map((s) => el('option', { value: String(s) }, String(s))));
+    if (steps.length === 0) {
+      content.replaceChildren(el('p', { class: 'muted' }, 'No pipeline schedule recorded for this run (not a pipeline job, or no step yet).'));
+      return false;
+    }
+    if (follow || !steps.includes(Number(step))) step = String(steps[steps.length - 1]);
+    stepSelect.value = step;
+    return true;
+  }
+
+  async function loadStep() {
+    try {
+      const body = await getJson(`runs/${runId}/schedule`, { step });
+      render(body);
+    } catch (error) {
+      content.replaceChildren(errorBox(error));
+    }
+  }
+
+  function render(body) {
+    const measured = body.measured || {};
+    const planned = body.planned || null;
+    const bars = measuredBars(measured);
+    const parts = [
+      el('div', { class: 'figures' },
+        figure('Measured bubble, this step', pct(measured.bubble_fraction)),
+        figure('Measured bubble, run mean', pct(body.mean_bubble_fraction)),
+        planned ? figure('Planned bubble', pct(planned.bubble_fraction)) : null,
+        planned && planned.theoretical_bubble !== undefined ? figure('Textbook bubble', pct(planned.theoretical_bubble)) : null),
+      el('div', { class: 'gantt-pair' },
+        el('div', { class: 'gantt-box', id: 'gantt-measured' }, el('h2', {}, `Measured, step ${measured.step ?? step} (ms)`), gantt(bars, 1000, 'ms')),
+        planned ? el('div', { class: 'gantt-box', id: 'gantt-planned' }, el('h2', {}, 'Planned (unit costs)'), gantt(plannedBars(planned), 1, 'unit')) : null),
+    ];
+    if (measured.ranks && measured.ranks.length) {
+      parts.push(el('h2', {}, 'Bubbles by rank'), table([
+        { title: 'Rank', class: 'num', value: (r) => r.rank },
+        { title: 'Busy ms', class: 'num', value: (r) => num(r.busy_us / 1000, 2) },
+        { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_us / 1000, 2) },
+        { title: 'Wait ms', class: 'num', value: (r) => num(r.wait_us / 1000, 2) },
+        { title: 'Bubble', class: 'num', value: (r) => pct(r.bubble_fraction) },
+      ], measured.ranks));
+    }
+    content.replaceChildren(...parts.filter(Boolean));
+  }
+
+  let timer = null;
+  const unsubscribe = onStream('run', (event) => {
+    if (event.id !== runId || !follow || timer) return;
+    timer = setTimeout(async () => {
+      timer = null;
+      try {
+        if (await loadSteps()) await loadStep();
+      } catch (error) {
+        content.replaceChildren(errorBox(error));
+      }
+    }, 1000);
+  });
+  loadSteps().then((any) => { if (any) { saveUrl(); return loadStep(); } return null; })
+    .catch((error) => content.replaceChildren(errorBox(error)));
+  return () => {
+    unsubscribe();
+    clearTimeout(timer);
+  };
+}
+
+function pct(value) {
+  return value === undefined || value === null ? '–' : `${(100 * value).toFixed(1)} %`;
+}
+
+function figure(label, value) {
+  return el('div', { class: 'figure' }, el('span', { class: 'label' }, label), el('span', { class: 'value' }, value));
+}
+
+// Measured actions -> bars {row, phase, micro_batch, start, ready, transfer, end} in µs from the
+// step's start.
+function measuredBars(measured) {
+  const origin = measured.start_us ?? Math.min(...(measured.actions || []).map((a) => a.start_us));
+  return (measured.actions || []).map((a) => ({
+    row: a.rank, phase: a.phase, micro_batch: a.micro_batch,
+    start: a.start_us - origin, ready: (a.ready_us ?? a.start_us) - origin,
+    transfer: a.transfer_us || 0, end: a.end_us - origin,
+  }));
+}
+
+// The planned schedule's actions [{rank, phase, micro_batch, chunk, start, end}] (unit costs).
+function plannedBars(planned) {
+  return (planned.actions || []).map((a) => ({
+    row: a.rank, phase: a.phase, micro_batch: a.micro_batch, start: a.start, ready: a.start, transfer: 0, end: a.end,
+  }));
+}
+
+// A Gantt on a canvas: one row per rank, each action a bar coloured by phase with its
+// micro-batch, the wait before its input arrived hatched in grey and the transfer in dark grey.
+function gantt(bars, scale, unit) {
+  if (bars.length === 0) return el('p', { class: 'muted' }, 'No actions.');
+  const rows = Math.max(...bars.map((b) => b.row)) + 1;
+  const span = Math.max(...bars.map((b) => b.end)) || 1;
+  const width = 560;
+  const left = 44;
+  const rowHeight = 24;
+  const canvas = el('canvas', { width: width + left + 10, height: rows * rowHeight + 24, class: 'gantt' });
+  const ctx = canvas.getContext('2d');
+  const x = (t) => left + (t / span) * width;
+  ctx.font = '11px sans-serif';
+  ctx.textBaseline = 'middle';
+  for (let r = 0; r < rows; r += 1) {
+    ctx.fillStyle = '#333';
+    ctx.fillText(`r${r}`, 4, r * rowHeight + rowHeight / 2);
+  }
+  for (const b of bars) {
+    const y = b.row * rowHeight + 2;
+    const h = rowHeight - 4;
+    const transferStart = b.ready - b.transfer;
+    if (transferStart > b.start) {
+      ctx.fillStyle = '#dddddd';
+      ctx.fillRect(x(b.start), y + h / 3, x(transferStart) - x(b.start), h / 3);
+    }
+    if (b.transfer > 0) {
+      ctx.fillStyle = '#888888';
+      ctx.fillRect(x(transferStart), y + h / 3, x(b.ready) - x(transferStart), h / 3);
+    }
+    ctx.fillStyle = PHASE_COLORS[b.phase] || '#999';
+    ctx.fillRect(x(b.ready), y, Math.max(1, x(b.end) - x(b.ready)), h);
+    if (x(b.end) - x(b.ready) > 14) {
+      ctx.fillStyle = '#fff';
+      ctx.fillText(`${b.phase}${b.micro_batch}`, x(b.ready) + 2, y + h / 2);
+    }
+  }
+  ctx.fillStyle = '#333';
+  ctx.fillText(`0 – ${num(span / scale, 2)} ${unit}`, left, rows * rowHeight + 12);
+  return canvas;
+}

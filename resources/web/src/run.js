@@ -1,0 +1,396 @@
+// The run page: a run's figures and its tabs. Charts (loss with validation loss, step time split
+// into compute and exposed communication, communication time, memory), each for every rank, one
+// rank or the min / median / max band, zoomed by dragging (a re-query at one bucket per pixel);
+// the rank table with stragglers; communication statistics by op and by rank; logs with filters;
+// flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
+// data from the stream redraws the open tab (at most every 500 ms).
+
+import { getJson, onStream } from './api.js';
+import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
+import { replaceParams } from './route.js';
+import { StepChart, loadMetric, buildPlotData, bucketsFor } from './chart.js';
+
+const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
+
+// Each chart: its title and the metrics it draws, the first one present in the run's metric list
+// per group (memory: allocated and peak, where the run reports them).
+const CHARTS = [
+  { id: 'loss', title: 'Loss', metrics: ['loss'], evals: true },
+  { id: 'step', title: 'Step time split (ms): compute / exposed communication', metrics: ['compute_ms', 'exposed_comm_ms'] },
+  { id: 'comm', title: 'Communication time per step (ms)', metrics: ['comm_ms'] },
+  { id: 'memory', title: 'Memory (bytes): allocated / peak', metrics: ['mem_allocated', 'mem_peak'] },
+];
+
+export function mount(root, route) {
+  const runId = Number(route.path[1]);
+  const state = {
+    tab: route.params.get('tab') || 'charts',
+    ranks: route.params.get('ranks') || 'band',
+    from: route.params.get('from') || '',
+    to: route.params.get('to') || '',
+    logRank: route.params.get('log_rank') || '',
+    logLevel: route.params.get('log_level') || '',
+    logContains: route.params.get('log_contains') || '',
+  };
+  if (!Number.isInteger(runId) || runId <= 0) {
+    root.append(errorBox(`'${route.path[1] ?? ''}' is not a run id.`));
+    return null;
+  }
+
+  const header = el('div', { class: 'run-header' });
+  const tabs = el('div', { class: 'tabs' });
+  const body = el('div', { class: 'tab-body' });
+  root.append(header, tabs, body);
+
+  let detail = null;
+  let unmountTab = null;
+  let refreshTab = null;
+  let destroyed = false;
+
+  function saveUrl() {
+    replaceParams(new URLSearchParams({
+      tab: state.tab, ranks: state.ranks, from: state.from, to: state.to,
+      log_rank: state.logRank, log_level: state.logLevel, log_contains: state.logContains,
+    }));
+  }
+
+  function renderHeader() {
+    const r = detail.run;
+    const s = detail.summary || {};
+    header.replaceChildren(
+      el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
+      el('div', { class: 'figures' },
+        figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step ?? r.steps)),
+        figure('Final loss', num(s.final_loss ?? r.final_loss, 4)), figure('Samples/s', num(s.samples_per_s, 1)),
+        figure('Mean step', `${num(s.step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
+        figure('Started', time(r.started_at)), figure('Duration', duration(r.duration_s)),
+        s.bubble_fraction !== undefined && s.bubble_fraction !== null
+          ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
+          : null,
+        r.error ? el('div', { class: 'error' }, r.error) : null),
+    );
+  }
+
+  function renderTabs() {
+    tabs.replaceChildren(...TABS.map(([id, title]) => el('a', {
+      href: '#', class: id === state.tab ? 'tab active' : 'tab', 'data-tab': id,
+      onclick: (e) => { e.preventDefault(); state.tab = id; saveUrl(); renderTabs(); showTab(); },
+    }, title)));
+    tabs.append(el('a', { class: 'tab', href: `#/pipeline/${runId}` }, 'Pipeline'));
+  }
+
+  function showTab() {
+    if (unmountTab) unmountTab();
+    unmountTab = null;
+    refreshTab = null;
+    body.replaceChildren();
+    const tab = { charts: chartsTab, ranks: ranksTab, comm: commTab, logs: logsTab, flight: flightTab }[state.tab] || chartsTab;
+    const result = tab(body) || {};
+    unmountTab = result.unmount || null;
+    refreshTab = result.refresh || null;
+  }
+
+  // ---- Charts -------------------------------------------------------------------------------
+  function chartsTab(container) {
+    const rankSelect = el('select', { id: 'ranks-select', onchange: () => { state.ranks = rankSelect.value; saveUrl(); reload(); } },
+      el('option', { value: 'all' }, 'every rank'), el('option', { value: 'band' }, 'min / median / max band'),
+      Array.from({ length: detail.run.world_size || 0 }, (_, rank) => el('option', { value: String(rank) }, `rank ${rank}`)));
+    rankSelect.value = state.ranks;
+    const rangeLabel = el('span', { class: 'muted', id: 'range-label' });
+    const reset = el('button', { onclick: () => resetZoom() }, 'Whole run');
+    container.append(el('div', { class: 'toolbar' }, el('label', {}, 'Ranks ', rankSelect), reset, rangeLabel,
+      el('span', { class: 'muted' }, 'Drag across a chart to zoom; double-click for the whole run.')));
+    const available = new Set(detail.metrics || []);
+    const charts = [];
+    for (const spec of CHARTS) {
+      const metrics = spec.metrics.filter((m) => available.has(m));
+      if (metrics.length === 0) continue;
+      const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
+      container.append(box);
+      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom }) });
+    }
+    if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
+    let controller = null;
+
+    function zoom(from, to) {
+      state.from = String(from);
+      state.to = String(to);
+      saveUrl();
+      reload();
+    }
+    function resetZoom() {
+      state.from = '';
+      state.to = '';
+      saveUrl();
+      reload();
+    }
+
+    async function reload() {
+      if (controller) controller.abort();
+      controller = new AbortController();
+      const { signal } = controller;
+      rangeLabel.textContent = state.from || state.to ? `steps ${state.from || 0} – ${state.to || 'end'}` : 'whole run';
+      await Promise.all(charts.map(async (c) => {
+        try {
+          const buckets = bucketsFor(c.chart.plot, c.chart.width());
+          const loaded = await Promise.all(c.metrics.map((m) => loadMetric(runId, m, state.ranks, state.from, state.to, buckets, signal)));
+          const extra = [];
+          if (c.spec.evals && detail.evals && detail.evals.length) {
+            const from = state.from === '' ? -Infinity : Number(state.from);
+            const to = state.to === '' ? Infinity : Number(state.to);
+            const points = new Map(detail.evals.filter((e) => e.step >= from && e.step <= to && e.val_loss !== null).map((e) => [e.step, e.val_loss]));
+            extra.push({ label: 'validation loss', points, color: '#000000' });
+          }
+          if (signal.aborted) return;
+          c.chart.update(buildPlotData(loaded, extra));
+          c.box.dataset.points = String(c.chart.pointCount());
+        } catch (error) {
+          if (error.name !== 'AbortError') c.box.replaceChildren(errorBox(error));
+        }
+      }));
+    }
+
+    const onResize = () => { for (const c of charts) c.chart.resize(); };
+    window.addEventListener('resize', onResize);
+    reload();
+    return {
+      refresh: reload,
+      unmount: () => {
+        window.removeEventListener('resize', onResize);
+        if (controller) controller.abort();
+        for (const c of charts) c.chart.destroy();
+      },
+    };
+  }
+
+  // ---- Ranks --------------------------------------------------------------------------------
+  function ranksTab(container) {
+    const ranks = detail.ranks || [];
+    const stragglers = ranks.filter((r) => r.straggler).map((r) => r.rank);
+    container.append(
+      el('p', {}, stragglers.length ? `Stragglers: rank ${stragglers.join(', rank ')} (slower than the others by the desktop's rule).` : 'No straggler.'),
+      table([
+        { title: 'Rank', class: 'num', value: (r) => r.rank },
+        { title: 'Host', value: (r) => r.host },
+        { title: 'PID', class: 'num', value: (r) => r.pid ?? '–' },
+        { title: 'Device', value: (r) => r.device ?? '–' },
+        { title: 'Status', value: (r) => statusBadge(r.status) },
+        { title: 'Steps', class: 'num', value: (r) => num(r.steps) },
+        { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_s, 1) },
+        { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_s, 1) },
+        { title: 'Step ms', class: 'num', value: (r) => num(r.step_ms, 2) },
+        { title: 'Compute ms', class: 'num', value: (r) => num(r.compute_ms, 2) },
+        { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.exposed_comm_ms, 2) },
+        { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_mem) },
+        { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
+      ], ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
+    );
+    const ingest = detail.ingest;
+    if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicate)} duplicate, ${num(ingest.bad_lines)} bad lines.`));
+    return {};
+  }
+
+  // ---- Communication ------------------------------------------------------------------------
+  function commTab(container) {
+    const box = el('div', {});
+    const heat = el('div', { class: 'heatmap' });
+    container.append(box, el('h2', {}, 'Exposed communication, rank × step'), heat);
+    let controller = new AbortController();
+    async function reload() {
+      controller.abort();
+      controller = new AbortController();
+      try {
+        const comm = await getJson(`runs/${runId}/comm`, {}, controller.signal);
+        box.replaceChildren(
+          el('h2', {}, 'By operation'),
+          table([
+            { title: 'Op', value: (o) => o.op },
+            { title: 'Bytes', class: 'num', value: (o) => bytes(o.bytes) },
+            { title: 'Count', class: 'num', value: (o) => num(o.count) },
+            { title: 'Total ms', class: 'num', value: (o) => num(o.total_ms, 1) },
+            { title: 'p50 ms', class: 'num', value: (o) => num(o.p50_ms, 3) },
+            { title: 'p99 ms', class: 'num', value: (o) => num(o.p99_ms, 3) },
+            { title: 'Wait ms', class: 'num', value: (o) => num(o.wait_ms, 1) },
+            { title: 'algbw GB/s', class: 'num', value: (o) => num(o.algbw_gbps, 2) },
+            { title: 'busbw GB/s', class: 'num', value: (o) => num(o.busbw_gbps, 2) },
+          ], comm.by_op || []),
+          el('h2', {}, 'By rank'),
+          table([
+            { title: 'Rank', class: 'num', value: (r) => r.rank },
+            { title: 'Operations', class: 'num', value: (r) => num(r.operations) },
+            { title: 'Comm ms', class: 'num', value: (r) => num(r.comm_ms, 1) },
+            { title: 'Wait ms', class: 'num', value: (r) => num(r.wait_ms, 1) },
+            { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_ms, 1) },
+            { title: 'Step ms', class: 'num', value: (r) => num(r.step_ms, 2) },
+            { title: 'Compute ms', class: 'num', value: (r) => num(r.compute_ms, 2) },
+            { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.exposed_comm_ms, 2) },
+            { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
+          ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
+        );
+        const map = await getJson(`runs/${runId}/comm/heatmap`, { buckets: 150 }, controller.signal);
+        drawHeatmap(heat, map);
+      } catch (error) {
+        if (error.name !== 'AbortError') box.replaceChildren(errorBox(error));
+      }
+    }
+    reload();
+    return { refresh: reload, unmount: () => controller.abort() };
+  }
+
+  // ---- Logs ---------------------------------------------------------------------------------
+  function logsTab(container) {
+    const rank = el('select', { id: 'log-rank', onchange: () => { state.logRank = rank.value; changed(); } },
+      el('option', { value: '' }, 'every rank'),
+      Array.from({ length: detail.run.world_size || 0 }, (_, r) => el('option', { value: String(r) }, `rank ${r}`)));
+    rank.value = state.logRank;
+    const level = el('select', { id: 'log-level', onchange: () => { state.logLevel = level.value; changed(); } },
+      ['', 'debug', 'info', 'warn', 'error'].map((l) => el('option', { value: l }, l || 'every level')));
+    level.value = state.logLevel;
+    let timer = null;
+    const contains = el('input', { id: 'log-contains', placeholder: 'contains', value: state.logContains,
+      oninput: () => { clearTimeout(timer); timer = setTimeout(() => { state.logContains = contains.value; changed(); }, 250); } });
+    const list = el('div', { class: 'logs' });
+    container.append(el('div', { class: 'toolbar' }, rank, level, contains), list);
+    let controller = new AbortController();
+    function changed() {
+      saveUrl();
+      reload();
+    }
+    async function reload() {
+      controller.abort();
+      controller = new AbortController();
+      try {
+        const { logs } = await getJson(`runs/${runId}/logs`, {
+          rank: state.logRank, level: state.logLevel, contains: state.logContains, limit: 2000,
+        }, controller.signal);
+        list.replaceChildren(table([
+          { title: 'Time', value: (l) => time(l.t) },
+          { title: 'Rank', class: 'num', value: (l) => l.rank ?? '–' },
+          { title: 'Level', value: (l) => el('span', { class: `level level-${l.level}` }, l.level) },
+          { title: 'Message', class: 'message', value: (l) => l.message },
+        ], logs));
+      } catch (error) {
+        if (error.name !== 'AbortError') list.replaceChildren(errorBox(error));
+      }
+    }
+    reload();
+    return { refresh: reload, unmount: () => { clearTimeout(timer); controller.abort(); } };
+  }
+
+  // ---- Flight recorder ----------------------------------------------------------------------
+  function flightTab(container) {
+    const controller = new AbortController();
+    getJson(`runs/${runId}/flight-recorder`, {}, controller.signal).then(({ dumps }) => {
+      if (!dumps || dumps.length === 0) {
+        container.append(el('p', { class: 'muted' }, 'No flight-recorder dump: no rank failed or hung.'));
+        return;
+      }
+      for (const dump of dumps) {
+        const records = Array.isArray(dump.records) ? dump.records : [];
+        const columns = records.length ? Object.keys(records[0]) : [];
+        container.append(el('h2', {}, `Rank ${dump.rank} at ${time(dump.t)}`),
+          records.length
+            ? table(columns.map((c) => ({ title: c, value: (r) => (typeof r[c] === 'object' ? JSON.stringify(r[c]) : r[c]) })), records)
+            : el('pre', {}, JSON.stringify(dump.records, null, 2)));
+      }
+    }).catch((error) => { if (error.name !== 'AbortError') container.append(errorBox(error)); });
+    return { unmount: () => controller.abort() };
+  }
+
+  // ---- Live ---------------------------------------------------------------------------------
+  async function loadDetail() {
+    detail = await getJson(`runs/${runId}`);
+    renderHeader();
+  }
+
+  let refreshing = false;
+  let again = false;
+  let lastRefresh = 0;
+  let timer = null;
+  async function onNewData() {
+    if (refreshing) {
+      again = true;
+      return;
+    }
+    const wait = 500 - (Date.now() - lastRefresh);
+    if (wait > 0) {
+      clearTimeout(timer);
+      timer = setTimeout(onNewData, wait);
+      return;
+    }
+    refreshing = true;
+    lastRefresh = Date.now();
+    try {
+      const hadMetrics = (detail.metrics || []).join(',');
+      await loadDetail();
+      if (destroyed) return;
+      if ((detail.metrics || []).join(',') !== hadMetrics && state.tab === 'charts') showTab();
+      else if (refreshTab) await refreshTab();
+    } catch (error) {
+      header.append(errorBox(error));
+    } finally {
+      refreshing = false;
+      if (again && !destroyed) {
+        again = false;
+        onNewData();
+      }
+    }
+  }
+  const unsubscribe = onStream('run', (event) => { if (event.id === runId) onNewData(); });
+  const unsubscribeRuns = onStream('runs', (changed) => {
+    const list = Array.isArray(changed) ? changed : (changed && changed.runs) || [];
+    if (list.some((r) => r.id === runId)) onNewData();
+  });
+
+  loadDetail().then(() => {
+    if (destroyed) return;
+    saveUrl();
+    renderTabs();
+    showTab();
+  }).catch((error) => header.replaceChildren(errorBox(error)));
+
+  return () => {
+    destroyed = true;
+    unsubscribe();
+    unsubscribeRuns();
+    clearTimeout(timer);
+    if (unmountTab) unmountTab();
+  };
+}
+
+function figure(label, value) {
+  return el('div', { class: 'figure' }, el('span', { class: 'label' }, label), el('span', { class: 'value' }, value ?? '–'));
+}
+
+// The rank × step heat map of exposed communication on a canvas: one row per rank, one column
+// per bucket, redder = more. {bucket_width, bucket_starts: [...], values: [rank][column] (ms or
+// null)} as /comm/heatmap sends it.
+function drawHeatmap(container, map) {
+  const starts = (map && map.bucket_starts) || [];
+  const rows = (map && map.values) || [];
+  if (starts.length === 0 || rows.length === 0) {
+    container.replaceChildren(el('p', { class: 'muted' }, 'No communication recorded.'));
+    return;
+  }
+  let max = 0;
+  for (const row of rows) for (const v of row) if (v !== null) max = Math.max(max, v);
+  const cell = Math.max(2, Math.floor(900 / starts.length));
+  const rowHeight = 14;
+  const left = 34;
+  const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap' });
+  const ctx = canvas.getContext('2d');
+  ctx.font = '10px sans-serif';
+  rows.forEach((row, rank) => {
+    ctx.fillStyle = '#333';
+    ctx.fillText(`r${rank}`, 2, rank * rowHeight + 11);
+    row.forEach((v, column) => {
+      if (v === null) return;
+      ctx.fillStyle = `rgba(214, 39, 40, ${0.08 + 0.92 * (max > 0 ? v / max : 0)})`;
+      ctx.fillRect(left + column * cell, rank * rowHeight, cell, rowHeight - 1);
+    });
+  });
+  ctx.fillStyle = '#333';
+  const last = starts[starts.length - 1] + (map.bucket_width || 1) - 1;
+  ctx.fillText(`steps ${starts[0]} – ${last}; exposed communication, max ${num(max, 2)} ms per step`, left, rows.length * rowHeight + 14);
+  container.replaceChildren(canvas);
+}

@@ -1,0 +1,89 @@
+// The runs list: every recorded run with its status and figures, filtered by status, strategy and
+// name (the history filters, kept in the URL), refreshed whenever the stream says the list changed.
+// Runs can be ticked and compared.
+
+import { getJson, onStream } from './api.js';
+import { el, table, num, duration, time, statusBadge, errorBox } from './dom.js';
+import { replaceParams } from './route.js';
+
+const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
+const STATUSES = ['', 'pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted'];
+
+export function mount(root, route) {
+  const filters = {
+    status: route.params.get('status') || '',
+    strategy: route.params.get('strategy') || '',
+    name: route.params.get('name') || '',
+  };
+  const selected = new Set();
+  const status = el('select', { id: 'filter-status', onchange: () => { filters.status = status.value; changed(); } },
+    STATUSES.map((s) => el('option', { value: s }, s || 'any status')));
+  status.value = filters.status;
+  const strategy = el('select', { id: 'filter-strategy', onchange: () => { filters.strategy = strategy.value; changed(); } },
+    STRATEGIES.map((s) => el('option', { value: s }, s || 'any strategy')));
+  strategy.value = filters.strategy;
+  const name = el('input', { id: 'filter-name', placeholder: 'name contains', value: filters.name,
+    oninput: () => { filters.name = name.value.trim(); changedSoon(); } });
+  const compareLink = el('a', { class: 'button disabled', href: '#/compare' }, 'Compare selected');
+  const count = el('span', { class: 'muted' });
+  const body = el('div', { id: 'runs-table' });
+  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, status, strategy, name, compareLink, count), body);
+
+  let controller = null;
+  let timer = null;
+
+  function updateCompareLink() {
+    const ids = [...selected].sort((a, b) => a - b);
+    compareLink.href = `#/compare?runs=${ids.join(',')}`;
+    compareLink.className = ids.length >= 2 ? 'button' : 'button disabled';
+  }
+
+  async function load() {
+    if (controller) controller.abort();
+    controller = new AbortController();
+    try {
+      const { runs } = await getJson('runs', filters, controller.signal);
+      count.textContent = `${runs.length} run${runs.length === 1 ? '' : 's'}`;
+      body.replaceChildren(table([
+        { title: '', value: (r) => el('input', { type: 'checkbox', checked: selected.has(r.id),
+          onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); updateCompareLink(); } }) },
+        { title: 'ID', class: 'num', value: (r) => el('a', { href: `#/run/${r.id}` }, r.id) },
+        { title: 'Name', value: (r) => el('a', { href: `#/run/${r.id}` }, r.name) },
+        { title: 'Strategy', value: (r) => r.strategy },
+        { title: 'Status', value: (r) => statusBadge(r.status) },
+        { title: 'Ranks', class: 'num', value: (r) => num(r.world_size) },
+        { title: 'Created', value: (r) => time(r.created_at) },
+        { title: 'Duration', class: 'num', value: (r) => duration(r.duration_s) },
+        { title: 'Steps', class: 'num', value: (r) => num(r.steps) },
+        { title: 'Final loss', class: 'num', value: (r) => num(r.final_loss, 4) },
+        { title: 'Error', class: 'error-text', value: (r) => r.error || '' },
+      ], runs, (r) => ({ 'data-run': r.id, class: `run-row status-row-${r.status}` })));
+    } catch (error) {
+      if (error.name !== 'AbortError') body.replaceChildren(errorBox(error));
+    }
+  }
+
+  function changed() {
+    replaceParams(new URLSearchParams(filters));
+    load();
+  }
+  function changedSoon() {
+    clearTimeout(timer);
+    timer = setTimeout(changed, 250);
+  }
+
+  const unsubscribe = onStream('runs', () => load());
+  // A run's new steps change its figures (steps, final loss) though the list itself did not.
+  let pending = null;
+  const unsubscribeRun = onStream('run', () => {
+    if (!pending) pending = setTimeout(() => { pending = null; load(); }, 1000);
+  });
+  load();
+  return () => {
+    unsubscribe();
+    unsubscribeRun();
+    clearTimeout(timer);
+    clearTimeout(pending);
+    if (controller) controller.abort();
+  };
+}
