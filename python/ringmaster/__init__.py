@@ -108,7 +108,9 @@ def log(step, loss=None, **metrics):
     step: the optimizer steps completed, counted from 1.
     loss: this rank's training loss (a number or a one-element tensor); None, NaN or infinite
         are sent as null.
-    metrics: any of ACCEPTED_METRICS: lr (default: the init() optimizer's param_groups[0]["lr"]),
+    metrics: any of ACCEPTED_METRICS: lr (default: the init() optimizer's param_groups[0]["lr"]
+        when log() is called: after a scheduler's step() that is the next step's rate, so pass
+        lr= to report the step's own),
         samples (this rank's samples in the step; 0 when not given), tokens (tokens_per_s then
         follows from the step time unless given), skipped, accuracy (in [0, 1]), grad_norm,
         tokens_per_s, mfu, loss_scale. A name the step event has no field for, or a value outside

@@ -1,4 +1,4 @@
-"""The telemetry channel: events numbered and stamped, encoded as protocol-v1 JSON lines
+"""The telemetry channel: events stamped, numbered, encoded as protocol-v1 JSON lines
 (docs/telemetry.md) and written to a file descriptor by a daemon thread through a bounded queue, so
 that a training step never waits on the pipe, only on a full queue. It mirrors the engine's
 TelemetryWriter (engine/telemetry/writer.h): one write per line, looped over partial writes; lines
@@ -60,20 +60,22 @@ def encode_line(rank, seq, stamp, event_type, body):
 
 
 class TelemetryWriter:
-    """Numbers, stamps and queues events for one rank; a daemon thread encodes and writes them.
+    """Stamps and queues events for one rank; a daemon thread numbers, encodes and writes them.
 
-    emit() is thread-safe and returns at once unless the queue is full (the reader is behind). Only
-    the process that made the writer emits: a forked child (a DataLoader worker) inherits the
-    object, but its emits do nothing. The descriptor is not owned: close() leaves it open.
+    emit() is thread-safe and returns at once unless the queue is full (the reader is behind).
+    Nothing here holds a lock that Python code takes, so a stop signal's exception raised
+    anywhere in the training thread never leaves the writer stuck (the queue is C's SimpleQueue,
+    and the sequence numbers are the writer thread's, in the queue's order). Only the process
+    that made the writer emits: a forked child (a DataLoader worker) inherits the object, but its
+    emits do nothing. The descriptor is not owned: close() leaves it open.
     """
 
     def __init__(self, fd, rank, queue_size=65536):
         self._fd = fd
         self._rank = rank
         self._pid = os.getpid()
-        self._lock = threading.Lock()
-        self._seq = 0
-        self._queue = queue.Queue(maxsize=queue_size)
+        self._queue = queue.SimpleQueue()
+        self._queue_size = queue_size
         self._closed = False
         self.error = None  # the OSError that broke the writer, if one did
         self.dropped = 0  # events not written: too large, or after the writer broke
@@ -83,21 +85,24 @@ class TelemetryWriter:
 
     def emit(self, event_type, body, stamp=None, timeout=None):
         """Queues one event (body: its fields after the envelope, JSON-ready). `stamp`: the
-        event's time in seconds since the epoch (now when None). Blocks while the queue is full,
-        at most `timeout` seconds when given; returns whether the event was queued. A sequence
-        number is used up either way, so a reader sees the gap of an event lost."""
+        event's time in seconds since the epoch (now when None). Waits while the queue is full,
+        at most `timeout` seconds when given; returns whether the event was queued."""
         if self._closed or os.getpid() != self._pid:
             return False
         if stamp is None:
             stamp = time.time()
-        with self._lock:
-            seq = self._seq
-            self._seq += 1
-            try:
-                self._queue.put((seq, stamp, event_type, body), timeout=timeout)
-            except queue.Full:
-                self.dropped += 1
+        if self._queue.qsize() >= self._queue_size and not self._wait_for_room(timeout):
+            return False
+        self._queue.put((stamp, event_type, body))
+        return True
+
+    def _wait_for_room(self, timeout):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self._queue.qsize() >= self._queue_size:
+            if not self._thread.is_alive() or (deadline is not None
+                                               and time.monotonic() > deadline):
                 return False
+            time.sleep(0.001)
         return True
 
     def close(self, timeout):
@@ -105,14 +110,9 @@ class TelemetryWriter:
         later emits do nothing. Returns whether everything queued was written or dropped."""
         if self._closed or os.getpid() != self._pid:
             return True
-        deadline = time.monotonic() + timeout
-        with self._lock:
-            self._closed = True
-            try:
-                self._queue.put(_STOP, timeout=timeout)
-            except queue.Full:
-                return False
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        self._closed = True
+        self._queue.put(_STOP)
+        self._thread.join(timeout)
         return not self._thread.is_alive()
 
     def _run(self):
@@ -120,14 +120,14 @@ class TelemetryWriter:
         # script did with SIGPIPE's disposition: the signal stays pending on this thread.
         if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGPIPE})
+        seq = 0
         while True:
             item = self._queue.get()
             if item is _STOP:
                 return
-            if self.error is not None:
-                self.dropped += 1
-                continue
-            line = encode_line(self._rank, *item)
+            # An event that is not written still uses its number: a reader sees the gap.
+            line = None if self.error is not None else encode_line(self._rank, seq, *item)
+            seq += 1
             if line is None:
                 self.dropped += 1
                 continue
