@@ -20,6 +20,9 @@
 #include "cli/hosts_command.h"
 #endif
 #include "cli/run_command.h"
+#if RINGMASTER_HAVE_WEB
+#include "cli/serve_command.h"
+#endif
 #include "cli/spec_command.h"
 #include "core/error.h"
 #include "db/database.h"
@@ -203,6 +206,21 @@ int main(int argc, char** argv) {
       "job editor's form is built from the same description)");
   spec_fields->add_flag("--json", spec_json, "JSON instead of text");
 
+#if RINGMASTER_HAVE_WEB
+  cli::ServeCommandOptions serve_options;
+  CLI::App* serve = app.add_subcommand(
+      "serve", "the web dashboard: every run, live, in a browser (docs/web.md); Ctrl-C stops");
+  serve
+      ->add_option("--listen", serve_options.listen,
+                   "HOST:PORT to listen on; any address but loopback needs a token")
+      ->default_val("127.0.0.1:8765");
+  serve->add_option("--token-file", serve_options.token_file,
+                    "read the access token from this file (else one is generated where needed "
+                    "and printed once)");
+  serve->add_option("--assets", serve_options.assets_dir,
+                    "the pages' directory (default: web/ beside the ringmaster binary)");
+#endif
+
   // --json anywhere asks for JSON errors too, a usage error included (parsing may stop before
   // the flag is read).
   const bool json_errors = std::any_of(argv + 1, argv + argc, [](const char* argument) {
@@ -251,6 +269,12 @@ int main(int argc, char** argv) {
       run_options.spec_path = gui_launch;
       run_options.db_path = db_path;
       return cli::runCommand(run_options);
+    }
+#endif
+#if RINGMASTER_HAVE_WEB
+    if (serve->parsed()) {
+      serve_options.db_path = db_path;
+      return cli::serveCommand(serve_options);
     }
 #endif
     if (runs->parsed()) {

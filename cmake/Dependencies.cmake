@@ -76,3 +76,9 @@ pkg_check_modules(LIBSSH QUIET IMPORTED_TARGET libssh)
 ringmaster_report("libssh" ${LIBSSH_FOUND} "libssh ${LIBSSH_VERSION}"
   "apt-get install libssh-dev; only local launches are available")
 set(RINGMASTER_HAVE_LIBSSH ${LIBSSH_FOUND})
+
+# cpp-httplib, for the web dashboard's server (`ringmaster serve`, ui/web/).
+pkg_check_modules(HTTPLIB QUIET IMPORTED_TARGET cpp-httplib)
+ringmaster_report("cpp-httplib" ${HTTPLIB_FOUND} "cpp-httplib ${HTTPLIB_VERSION}"
+  "apt-get install libcpp-httplib-dev; `ringmaster serve` (the web dashboard) is not built")
+set(RINGMASTER_HAVE_WEB ${HTTPLIB_FOUND})

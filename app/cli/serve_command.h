@@ -1,0 +1,20 @@
+// `ringmaster serve`: the web dashboard (ui/web/, docs/web.md) over the run database until Ctrl-C.
+// Prints the URL once (with the generated token for an address that is not loopback); never
+// touches Qt, so it runs where there is no display.
+#pragma once
+
+#include <string>
+
+namespace ringmaster::cli {
+
+struct ServeCommandOptions {
+  std::string db_path;
+  std::string listen = "127.0.0.1:8765";
+  std::string token_file;  // "": generate one where the address needs it
+  std::string assets_dir;  // "": <directory of the ringmaster binary>/web
+};
+
+// Serves until SIGINT or SIGTERM; returns the exit code (0 after a clean stop).
+int serveCommand(const ServeCommandOptions& options);
+
+}  // namespace ringmaster::cli

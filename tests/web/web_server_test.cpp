@@ -1,0 +1,657 @@
+// The web dashboard's server (issue 20) over real HTTP: every API endpoint's shape on a run
+// recorded by a real `ringmaster run` (once, for the suite), every refusal (unknown run, each bad
+// parameter named, path traversal, missing / wrong token), the security headers, and the event
+// stream while a second real run records: coalesced `run` events, resumed after a reconnect, and a
+// client that never reads dropped while the others are answered.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "access.h"
+#include "common/captured_process.h"
+#include "core/error.h"
+#include "storage/storage_test_support.h"
+#include "web_server.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryInt;
+using testing::CapturedProcess;
+using web::WebServer;
+using web::WebServerOptions;
+
+const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kSpec = std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json";
+constexpr int kRanks = 4;  // ddp_mlp.json
+constexpr char kSecret[] = "the secret outside the assets";
+
+class WebServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / fmt::format("ringmaster_web_{}", getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "web" / "sub");
+    std::ofstream(dir_ / "web" / "index.html") << "<!doctype html><title>Ringmaster</title>";
+    std::ofstream(dir_ / "web" / "app.js") << "console.log('ringmaster');";
+    std::ofstream(dir_ / "web" / "sub" / "style.css") << "body { margin: 0; }";
+    std::ofstream(dir_ / "secret.txt") << kSecret;
+    CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "--set", "train.steps=20",
+                                      "--set", "telemetry.every_steps=1", "-q"});
+    const ExitStatus status = run.wait(120s);
+    ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
+    storage::Database db(dbPath());
+    run_id_ = queryInt(db, "SELECT max(id) FROM runs");
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::string dbPath() { return (dir_ / "runs.db").string(); }
+
+  static WebServerOptions options() {
+    WebServerOptions o;
+    o.db_path = dbPath();
+    o.listen = {"127.0.0.1", 0};
+    o.assets_dir = (dir_ / "web").string();
+    return o;
+  }
+
+  void start(WebServerOptions o = options()) {
+    server_ = std::make_unique<WebServer>(std::move(o));
+    server_->start();
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+  }
+
+  httplib::Result get(const std::string& path, const httplib::Headers& headers = {}) {
+    return client_->Get(path.c_str(), headers);
+  }
+  // GET that must answer 200 with JSON.
+  json getJson(const std::string& path) {
+    httplib::Result res = get(path);
+    EXPECT_TRUE(res) << path;
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200) << path << ": " << res->body;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << path;
+    EXPECT_EQ(res->get_header_value("Cache-Control"), "no-store") << path;
+    return json::parse(res->body);
+  }
+  // GET that must be refused with `status` and an error naming `named` first.
+  void expectError(const std::string& path, int status, const std::string& named) {
+    SCOPED_TRACE(path);
+    httplib::Result res = get(path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, status) << res->body;
+    const json body = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << res->body;
+    EXPECT_EQ(body["error"]["status"], status);
+    const std::string message = body["error"]["message"];
+    EXPECT_TRUE(message.starts_with(named)) << "'" << message << "' should start with " << named;
+    EXPECT_FALSE(res->get_header_value("Content-Security-Policy").empty());
+  }
+  std::string runPath(const std::string& rest = "") {
+    return fmt::format("/api/v1/runs/{}{}", run_id_, rest);
+  }
+
+  static inline fs::path dir_;
+  static inline int64_t run_id_ = 0;
+  std::unique_ptr<WebServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+// --- access rules --------------------------------------------------------------------------------
+
+TEST(WebAccess, OnlyLoopbackAddressesGoWithoutAToken) {
+  for (const char* host : {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"})
+    EXPECT_FALSE(web::tokenRequired({host, 8765})) << host;
+  for (const char* host :
+       {"0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "128.0.0.1", "::ffff:10.0.0.1"})
+    EXPECT_TRUE(web::tokenRequired({host, 8765})) << host;
+}
+
+TEST(WebAccess, ListenAddressesParseOrAreRefusedByName) {
+  EXPECT_EQ(web::parseListenAddress("127.0.0.1:9000").port, 9000);
+  EXPECT_EQ(web::parseListenAddress("[::1]:80").host, "::1");
+  EXPECT_EQ(web::parseListenAddress("0.0.0.0").port, 8765);
+  for (const char* bad : {"", ":80", "localhost:80", "127.0.0.1:", "127.0.0.1:70000", "::1:80",
+                          "[::1", "127.0.0.1:8x"}) {
+    try {
+      web::parseListenAddress(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--listen"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(WebAccess, TokensCompareWholeAndGeneratedOnesAreRandomHex) {
+  EXPECT_TRUE(web::constantTimeEquals("abcdef0123456789", "abcdef0123456789"));
+  EXPECT_FALSE(web::constantTimeEquals("abcdef0123456788", "abcdef0123456789"));
+  EXPECT_FALSE(web::constantTimeEquals("abcdef012345678", "abcdef0123456789"));
+  EXPECT_FALSE(web::constantTimeEquals("", "abcdef0123456789"));
+  EXPECT_FALSE(web::constantTimeEquals("abcdef0123456789abcdef0123456789", "abcdef0123456789"));
+  const std::string a = web::generateToken(), b = web::generateToken();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(web::presentedToken("Bearer abc", std::string("def")), "abc");
+  EXPECT_EQ(web::presentedToken("", std::string("def")), "def");
+  EXPECT_EQ(web::presentedToken("", std::nullopt), std::nullopt);
+}
+
+TEST_F(WebServerTest, ANonLoopbackAddressWithoutATokenIsRefused) {
+  WebServerOptions o = options();
+  o.listen = {"0.0.0.0", 0};
+  EXPECT_THROW(WebServer{o}, Error);
+  o.token = web::generateToken();
+  EXPECT_NO_THROW(WebServer{o});
+}
+
+TEST_F(WebServerTest, WithATokenEveryRequestNeedsItRight) {
+  WebServerOptions o = options();
+  const std::string token = web::generateToken();
+  o.token = token;
+  start(o);
+  for (const std::string& path : {std::string("/api/v1/runs"), runPath(), std::string("/"),
+                                  std::string("/assets/app.js"), std::string("/api/v1/stream")}) {
+    SCOPED_TRACE(path);
+    httplib::Result missing = get(path);
+    ASSERT_TRUE(missing);
+    EXPECT_EQ(missing->status, 401);
+    EXPECT_EQ(json::parse(missing->body)["error"]["status"], 401);
+    httplib::Result wrong = get(path, {{"Authorization", "Bearer " + std::string(64, '0')}});
+    ASSERT_TRUE(wrong);
+    EXPECT_EQ(wrong->status, 401);
+    httplib::Result wrong_query = get(path + "?token=" + token.substr(0, 63) + "x");
+    ASSERT_TRUE(wrong_query);
+    EXPECT_EQ(wrong_query->status, 401);
+  }
+  for (const std::string& path :
+       {std::string("/api/v1/runs"), runPath(), std::string("/"), std::string("/assets/app.js")}) {
+    httplib::Result header = get(path, {{"Authorization", "Bearer " + token}});
+    ASSERT_TRUE(header);
+    EXPECT_EQ(header->status, 200) << path;
+    httplib::Result query = get(path + "?token=" + token);
+    ASSERT_TRUE(query);
+    EXPECT_EQ(query->status, 200) << path;
+  }
+}
+
+// --- headers and assets --------------------------------------------------------------------------
+
+TEST_F(WebServerTest, EveryResponseCarriesTheSecurityHeaders) {
+  start();
+  for (const std::string& path :
+       {std::string("/"), std::string("/assets/app.js"), std::string("/api/v1/runs"),
+        std::string("/api/v1/runs/999"), std::string("/nowhere")}) {
+    httplib::Result res = get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->get_header_value("Content-Security-Policy"), web::kContentSecurityPolicy)
+        << path;
+    EXPECT_EQ(res->get_header_value("X-Content-Type-Options"), "nosniff") << path;
+    EXPECT_EQ(res->get_header_value("Referrer-Policy"), "no-referrer") << path;
+  }
+}
+
+TEST_F(WebServerTest, ServesTheListedAssetsOnly) {
+  start();
+  httplib::Result index = get("/");
+  ASSERT_TRUE(index);
+  EXPECT_EQ(index->status, 200);
+  EXPECT_EQ(index->body, "<!doctype html><title>Ringmaster</title>");
+  EXPECT_EQ(index->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  httplib::Result script = get("/assets/app.js");
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  EXPECT_EQ(script->get_header_value("Content-Type"), "text/javascript; charset=utf-8");
+  httplib::Result style = get("/assets/sub/style.css");
+  ASSERT_TRUE(style);
+  EXPECT_EQ(style->status, 200);
+  EXPECT_EQ(style->get_header_value("Content-Type"), "text/css; charset=utf-8");
+
+  // A file that appears after start-up is not in the listing.
+  std::ofstream(dir_ / "web" / "late.js") << "late";
+  httplib::Result late = get("/assets/late.js");
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 404);
+  fs::remove(dir_ / "web" / "late.js");
+}
+
+TEST_F(WebServerTest, PathTraversalNeverReachesTheFileSystem) {
+  start();
+  const std::string secret = (dir_ / "secret.txt").string();
+  for (const std::string& path :
+       {std::string("/assets/../secret.txt"), std::string("/assets/%2e%2e/secret.txt"),
+        std::string("/assets/%2E%2E%2Fsecret.txt"), std::string("/assets/..%2fsecret.txt"),
+        std::string("/assets/sub/../../secret.txt"), std::string("/assets/") + secret,
+        std::string("/assets/%2F") + secret.substr(1), std::string("/assets//etc/passwd"),
+        std::string("/../secret.txt"), std::string("/%2e%2e/secret.txt"),
+        std::string("/assets/sub/%2e%2e/app.js"), std::string("/assets/./app.js"),
+        std::string("/secret.txt"), std::string("/index.html/../secret.txt")}) {
+    SCOPED_TRACE(path);
+    httplib::Result res = get(path);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 404) << res->body;
+    EXPECT_EQ(res->body.find(kSecret), std::string::npos);
+    EXPECT_EQ(res->body.find("root:"), std::string::npos);
+  }
+}
+
+// --- the API, on the recorded run ----------------------------------------------------------------
+
+TEST_F(WebServerTest, RunsListsTheRecordedRunWithItsFiguresAndFilters) {
+  start();
+  const json runs = getJson("/api/v1/runs")["runs"];
+  ASSERT_EQ(runs.size(), 1u);
+  const json& run = runs[0];
+  EXPECT_EQ(run["id"], run_id_);
+  EXPECT_EQ(run["name"], "ddp_mlp");
+  EXPECT_EQ(run["strategy"], "ddp");
+  EXPECT_EQ(run["status"], "completed");
+  EXPECT_EQ(run["world_size"], kRanks);
+  storage::Database db(dbPath());
+  EXPECT_EQ(run["steps"], queryInt(db, "SELECT max(step) FROM steps"));
+  EXPECT_GE(run["steps"].get<int64_t>(), 19);
+  EXPECT_TRUE(run["final_loss"].is_number());
+  EXPECT_TRUE(run["duration_s"].is_number());
+  EXPECT_TRUE(run["created_at"].is_number());
+  EXPECT_TRUE(run["started_at"].is_number());
+  EXPECT_TRUE(run["ended_at"].is_number());
+  EXPECT_TRUE(run["error"].is_null());
+
+  EXPECT_EQ(getJson("/api/v1/runs?status=completed")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?status=failed")["runs"].size(), 0u);
+  EXPECT_EQ(getJson("/api/v1/runs?strategy=ddp")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?strategy=pipeline")["runs"].size(), 0u);
+  EXPECT_EQ(getJson("/api/v1/runs?name=mlp")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?name=nothing-like-it")["runs"].size(), 0u);
+}
+
+TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
+  start();
+  const json detail = getJson(runPath());
+  EXPECT_EQ(detail["run"]["id"], run_id_);
+  EXPECT_EQ(detail["run"]["spec"]["strategy"]["kind"], "ddp");
+  EXPECT_EQ(detail["run"]["spec"]["train"]["steps"], 20);
+  EXPECT_TRUE(detail["run"]["program"].is_null());
+  EXPECT_EQ(detail["summary"]["final_step"], detail["run"]["steps"]);
+  EXPECT_GT(detail["summary"]["samples_per_s"].get<double>(), 0);
+  EXPECT_GT(detail["summary"]["step_ms"].get<double>(), 0);
+  ASSERT_EQ(detail["ranks"].size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE(r);
+    const json& rank = detail["ranks"][r];
+    EXPECT_EQ(rank["rank"], r);
+    EXPECT_TRUE(rank["host"].is_string());
+    EXPECT_GT(rank["pid"].get<int64_t>(), 0);
+    EXPECT_TRUE(rank["device"].is_string());
+    EXPECT_EQ(rank["status"], "completed");
+    EXPECT_EQ(rank["steps"], detail["run"]["steps"]);
+    EXPECT_GT(rank["samples_per_s"].get<double>(), 0);
+    EXPECT_GT(rank["step_ms"].get<double>(), 0);
+    EXPECT_TRUE(rank["compute_ms"].is_number());
+    EXPECT_TRUE(rank["exposed_comm_ms"].is_number());
+    EXPECT_TRUE(rank["peak_mem"].is_number());
+    EXPECT_TRUE(rank["straggler"].is_boolean());
+    EXPECT_TRUE(rank.contains("tokens_per_s"));
+  }
+  EXPECT_TRUE(detail["evals"].is_array());
+  // 20 steps of 4 ranks, each a step event at least.
+  EXPECT_GE(detail["ingest"]["stored"].get<int64_t>(), 80);
+  EXPECT_EQ(detail["ingest"]["duplicate"], 0);
+  EXPECT_EQ(detail["ingest"]["bad_lines"], 0);
+  const std::vector<std::string> metrics = detail["metrics"];
+  EXPECT_NE(std::find(metrics.begin(), metrics.end(), "loss"), metrics.end());
+  EXPECT_NE(std::find(metrics.begin(), metrics.end(), "step_ms"), metrics.end());
+}
+
+TEST_F(WebServerTest, SeriesComeAsBucketsPerRankOrAsTheBand) {
+  start();
+  const int64_t steps = getJson(runPath())["run"]["steps"];
+  const json all = getJson(runPath("/series?metric=loss"));
+  EXPECT_EQ(all["metric"], "loss");
+  EXPECT_EQ(all["bucket_width"], 1);
+  ASSERT_EQ(all["ranks"].size(), static_cast<size_t>(kRanks));
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(all["ranks"][r]["rank"], r);
+    const json& buckets = all["ranks"][r]["buckets"];
+    EXPECT_GE(buckets.size(), static_cast<size_t>(steps - 1));
+    for (const json& bucket : buckets) {
+      ASSERT_EQ(bucket.size(), 5u);  // start, min, max, mean, last
+      EXPECT_LE(bucket[1].get<double>(), bucket[3].get<double>());
+      EXPECT_LE(bucket[3].get<double>(), bucket[2].get<double>());
+    }
+  }
+  const json reduced = getJson(runPath("/series?metric=loss&ranks=1,3&buckets=4"));
+  ASSERT_EQ(reduced["ranks"].size(), 2u);
+  EXPECT_EQ(reduced["ranks"][0]["rank"], 1);
+  EXPECT_EQ(reduced["ranks"][1]["rank"], 3);
+  EXPECT_LE(reduced["ranks"][0]["buckets"].size(), 4u);
+  EXPECT_GT(reduced["bucket_width"].get<int64_t>(), 1);
+
+  const json range = getJson(runPath("/series?metric=step_ms&ranks=0&from=5&to=9"));
+  ASSERT_EQ(range["ranks"][0]["buckets"].size(), 5u);
+  EXPECT_EQ(range["ranks"][0]["buckets"][0][0], 5);
+  EXPECT_EQ(range["ranks"][0]["buckets"][4][0], 9);
+
+  const json band = getJson(runPath("/series?metric=loss&ranks=band&buckets=10"));
+  EXPECT_FALSE(band.contains("ranks"));
+  ASSERT_FALSE(band["band"].empty());
+  EXPECT_LE(band["band"].size(), 10u);
+  for (const json& bucket : band["band"]) {
+    ASSERT_EQ(bucket.size(), 4u);  // start, min, median, max
+    EXPECT_LE(bucket[1].get<double>(), bucket[2].get<double>());
+    EXPECT_LE(bucket[2].get<double>(), bucket[3].get<double>());
+  }
+}
+
+TEST_F(WebServerTest, CommunicationByOpByRankAndAsAHeatMap) {
+  start();
+  const json comm = getJson(runPath("/comm"));
+  ASSERT_FALSE(comm["by_op"].empty());
+  bool all_reduce = false;
+  for (const json& op : comm["by_op"]) {
+    all_reduce |= op["op"] == "all_reduce";
+    EXPECT_GT(op["count"].get<int64_t>(), 0);
+    EXPECT_TRUE(op["p50_ms"].is_number());
+    EXPECT_TRUE(op["busbw_gbps"].is_number());
+  }
+  EXPECT_TRUE(all_reduce) << comm["by_op"].dump();
+  ASSERT_EQ(comm["by_rank"].size(), static_cast<size_t>(kRanks));
+  EXPECT_TRUE(comm["by_rank"][0]["straggler"].is_boolean());
+
+  const json map = getJson(runPath("/comm/heatmap?buckets=5"));
+  ASSERT_EQ(map["values"].size(), static_cast<size_t>(kRanks));
+  ASSERT_FALSE(map["bucket_starts"].empty());
+  EXPECT_LE(map["bucket_starts"].size(), 5u);
+  for (const json& row : map["values"]) EXPECT_EQ(row.size(), map["bucket_starts"].size());
+}
+
+TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
+  start();
+  const json logs = getJson(runPath("/logs"))["logs"];
+  ASSERT_FALSE(logs.empty());
+  for (const json& line : logs) {
+    EXPECT_TRUE(line["t"].is_number());
+    EXPECT_TRUE(line["level"].is_string());
+    EXPECT_TRUE(line["message"].is_string());
+    EXPECT_TRUE(line.contains("rank"));
+  }
+  EXPECT_EQ(getJson(runPath("/logs?limit=1"))["logs"].size(), 1u);
+  const std::string first_word = logs[0]["message"].get<std::string>().substr(0, 4);
+  for (const json& line : getJson(runPath("/logs?level=info&contains=" + first_word))["logs"]) {
+    EXPECT_EQ(line["level"], "info");
+    EXPECT_NE(line["message"].get<std::string>().find(first_word), std::string::npos);
+  }
+  EXPECT_TRUE(getJson(runPath("/flight-recorder"))["dumps"].is_array());
+
+  // A data-parallel run has no pipeline schedule: none measured, none planned.
+  const json schedule = getJson(runPath("/schedule"));
+  EXPECT_TRUE(schedule["measured"].is_null());
+  EXPECT_TRUE(schedule["planned"].is_null());
+  EXPECT_EQ(getJson(runPath("/schedule/steps"))["steps"], json::array());
+
+  const json compared = getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, run_id_));
+  ASSERT_EQ(compared["runs"].size(), 2u);
+  EXPECT_EQ(compared["runs"][0]["id"], run_id_);
+  EXPECT_TRUE(compared["runs"][0]["summary"]["samples_per_s"].is_number());
+  EXPECT_EQ(compared["spec_differences"], json::array());
+}
+
+TEST_F(WebServerTest, UnknownRunsAndBadParametersAreRefusedByName) {
+  start();
+  expectError("/api/v1/runs/999", 404, "no run 999");
+  expectError("/api/v1/runs/999/series?metric=loss", 404, "no run 999");
+  expectError("/api/v1/compare?runs=" + std::to_string(run_id_) + ",999", 404, "no run 999");
+  expectError("/api/v1/runs/abc", 400, "run id");
+  expectError("/api/v1/runs/-1", 400, "run id");
+  expectError("/api/v1/nothing", 404, "no such API path");
+  expectError(runPath("/nothing"), 404, "no such API path");
+  expectError("/api/v1/runs?status=bogus", 400, "status");
+  expectError("/api/v1/runs?strategy=bogus", 400, "strategy");
+  expectError("/api/v1/runs?limit=0", 400, "limit");
+  expectError("/api/v1/runs?name=" + std::string(300, 'x'), 400, "name");
+  expectError(runPath("/series"), 400, "metric");
+  expectError(runPath("/series?metric=nonesuch"), 400, "metric");
+  for (const char* buckets : {"0", "4097", "x", "1.5", "-3", "99999999999999999999"})
+    expectError(runPath("/series?metric=loss&buckets=") + buckets, 400, "buckets");
+  expectError(runPath("/series?metric=loss&from=-1"), 400, "from");
+  expectError(runPath("/series?metric=loss&from=x"), 400, "from");
+  expectError(runPath("/series?metric=loss&to=y"), 400, "to");
+  expectError(runPath("/series?metric=loss&from=9&to=3"), 400, "to");
+  for (const char* ranks : {"4", "-1", "x", "0,,1", "1,9", ""})
+    expectError(runPath("/series?metric=loss&ranks=") + ranks, 400, "ranks");
+  expectError(runPath("/comm/heatmap?buckets=0"), 400, "buckets");
+  expectError(runPath("/logs?rank=4"), 400, "rank");
+  expectError(runPath("/logs?level=loud"), 400, "level");
+  expectError(runPath("/logs?limit=0"), 400, "limit");
+  expectError(runPath("/logs?limit=10001"), 400, "limit");
+  expectError(runPath("/logs?contains=") + std::string(300, 'x'), 400, "contains");
+  expectError(runPath("/schedule?step=3"), 400, "step");
+  expectError(runPath("/schedule?step=x"), 400, "step");
+  expectError("/api/v1/compare", 400, "runs");
+  expectError("/api/v1/compare?runs=x", 400, "runs");
+  expectError("/api/v1/compare?runs=1,2,3,4,5,6,7,8,9", 400, "runs");
+}
+
+TEST_F(WebServerTest, OnlyGetIsServedAndRequestsAreBounded) {
+  start();
+  for (const char* path : {"/api/v1/runs", "/", "/api/v1/stream"}) {
+    httplib::Result post = client_->Post(path, "{}", "application/json");
+    ASSERT_TRUE(post) << path;
+    EXPECT_EQ(post->status, 405) << path;
+    EXPECT_EQ(json::parse(post->body)["error"]["status"], 405);
+    // A body is never read: refused, or the connection closed under the sender.
+    httplib::Result big = client_->Post(path, std::string(1 << 20, 'x'), "text/plain");
+    EXPECT_TRUE(!big || big->status == 405) << path;
+  }
+  httplib::Result del = client_->Delete(runPath().c_str());
+  ASSERT_TRUE(del);
+  EXPECT_EQ(del->status, 405);
+  // A request line past cpp-httplib's bound is refused, and the server goes on.
+  httplib::Result huge = get("/api/v1/runs?name=" + std::string(64 * 1024, 'x'));
+  EXPECT_TRUE(!huge || huge->status >= 400) << huge->status;
+  EXPECT_EQ(get("/api/v1/runs")->status, 200);
+}
+
+// --- the event stream ----------------------------------------------------------------------------
+
+// One event-stream client on its own thread: the events it received, with when each frame came.
+class StreamClient {
+ public:
+  StreamClient(int port, std::string path = "/api/v1/stream") : client_("127.0.0.1", port) {
+    client_.set_read_timeout(30, 0);
+    thread_ = std::thread([this, path] {
+      client_.Get(path.c_str(), [this](const char* data, size_t size) {
+        std::lock_guard lock(mutex_);
+        text_.append(data, size);
+        frames_.push_back(std::chrono::steady_clock::now());
+        return !stop_.load();
+      });
+      finished_ = true;
+    });
+  }
+  ~StreamClient() { close(); }
+  void close() {
+    stop_ = true;
+    client_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  // The `event: NAME` events' data, parsed.
+  std::vector<json> events(const std::string& name) const {
+    std::lock_guard lock(mutex_);
+    std::vector<json> out;
+    size_t at = 0;
+    const std::string head = "event: " + name + "\ndata: ";
+    while ((at = text_.find(head, at)) != std::string::npos) {
+      at += head.size();
+      const size_t end = text_.find('\n', at);
+      if (end == std::string::npos) break;
+      out.push_back(json::parse(text_.substr(at, end - at)));
+    }
+    return out;
+  }
+  std::string text() const {
+    std::lock_guard lock(mutex_);
+    return text_;
+  }
+  std::vector<std::chrono::steady_clock::time_point> frames() const {
+    std::lock_guard lock(mutex_);
+    return frames_;
+  }
+  bool finished() const { return finished_; }
+
+ private:
+  httplib::Client client_;
+  mutable std::mutex mutex_;
+  std::string text_;
+  std::vector<std::chrono::steady_clock::time_point> frames_;
+  std::atomic<bool> stop_{false}, finished_{false};
+  std::thread thread_;
+};
+
+template <typename Predicate>
+bool waitFor(Predicate predicate, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!predicate()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// `run` events of `run_id` with a step above `after`.
+bool hasRunEventAfter(const StreamClient& client, int64_t run_id, int64_t after) {
+  for (const json& event : client.events("run"))
+    if (event["id"] == run_id && event["last_step"].get<int64_t>() > after) return true;
+  return false;
+}
+
+TEST_F(WebServerTest, AStreamGetsCoalescedRunEventsWhileARunRecordsAndResumesAfterAReconnect) {
+  start();
+  auto stream = std::make_unique<StreamClient>(server_->port());
+  ASSERT_TRUE(waitFor([&] { return stream->text().find("retry: 2000") != std::string::npos; }, 5s));
+  CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "--set", "train.steps=1000000",
+                                    "--set", "telemetry.every_steps=1", "-q"});
+  // The new run appears as a `runs` event, running, then gets `run` events as steps arrive.
+  int64_t live_id = 0;
+  ASSERT_TRUE(waitFor(
+      [&] {
+        for (const json& runs : stream->events("runs"))
+          for (const json& entry : runs)
+            if (entry["id"].get<int64_t>() > run_id_) live_id = entry["id"];
+        return live_id != 0 && hasRunEventAfter(*stream, live_id, 5);
+      },
+      60s))
+      << stream->text();
+  for (const json& event : stream->events("run")) {
+    EXPECT_TRUE(event["status"].is_string());
+    EXPECT_TRUE(event["last_step"].is_number_integer());
+  }
+  // Coalesced: frames at most every 250 ms (slack for when the client's reads return), whatever
+  // the rate of events.
+  const auto frames = stream->frames();
+  for (size_t i = 2; i < frames.size(); ++i)
+    EXPECT_GE(frames[i] - frames[i - 1], 150ms) << "frame " << i;
+  stream->close();
+
+  // A new connection picks up the run where it now is.
+  int64_t seen = 0;
+  for (const json& event : stream->events("run"))
+    if (event["id"] == live_id) seen = std::max(seen, event["last_step"].get<int64_t>());
+  stream = std::make_unique<StreamClient>(server_->port());
+  EXPECT_TRUE(waitFor([&] { return hasRunEventAfter(*stream, live_id, seen); }, 60s))
+      << stream->text();
+  run.signal(SIGINT);
+  run.wait(60s);
+  // Its end is a `runs` event with the final status.
+  EXPECT_TRUE(waitFor(
+      [&] {
+        for (const json& runs : stream->events("runs"))
+          for (const json& entry : runs)
+            if (entry["id"] == live_id && entry["status"] != "running") return true;
+        return false;
+      },
+      20s))
+      << stream->text();
+}
+
+TEST_F(WebServerTest, AClientThatNeverReadsIsDroppedAndOthersAreStillAnswered) {
+  WebServerOptions o = options();
+  o.socket_send_buffer = 1024;  // the kernel's least: the stuck connection fills at once
+  o.io_timeout = 500ms;
+  o.heartbeat = 1ms;  // a steady flow of keepalives fills what the client never reads
+  o.stream_interval = 1ms;
+  start(o);
+  StreamClient reader(server_->port());
+  ASSERT_TRUE(waitFor([&] { return server_->streamClients() == 1; }, 5s));
+
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(sock, 0);
+  const int receive_buffer = 1024;
+  setsockopt(sock, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(server_->port()));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(sock, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  const std::string request = "GET /api/v1/stream HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_EQ(send(sock, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  ASSERT_TRUE(waitFor([&] { return server_->streamClients() == 2; }, 5s));
+
+  // Its buffers fill, a write waits past io_timeout, and the server drops it (never reading it
+  // here: a read would make room). Meanwhile the API answers at once and the reader keeps getting
+  // its stream.
+  const auto started = std::chrono::steady_clock::now();
+  while (server_->streamClients() == 2 && std::chrono::steady_clock::now() - started < 10s) {
+    const auto asked = std::chrono::steady_clock::now();
+    httplib::Result res = get("/api/v1/runs");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, 1s);
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(server_->streamClients(), 1) << "the client that never read was not dropped";
+  const size_t received = reader.text().size();
+  EXPECT_TRUE(waitFor([&] { return reader.text().size() > received + 1000; }, 5s))
+      << "the reading client's stream stopped";
+  EXPECT_FALSE(reader.finished());
+  ::close(sock);
+}
+
+TEST_F(WebServerTest, StreamClientsBeyondTheBoundAreRefused) {
+  WebServerOptions o = options();
+  o.max_connections = 4;
+  o.max_streams = 1;
+  start(o);
+  StreamClient first(server_->port());
+  ASSERT_TRUE(waitFor([&] { return first.text().find("retry: 2000") != std::string::npos; }, 5s));
+  httplib::Result second = get("/api/v1/stream");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 503);
+  EXPECT_EQ(get("/api/v1/runs")->status, 200);
+}
+
+}  // namespace
+}  // namespace ringmaster

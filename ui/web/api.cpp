@@ -1,0 +1,566 @@
+// The JSON API: routing of the path below /api/v1, parameter checking (every refusal names the
+// parameter) and the documents built from storage/query's results.
+#include "api.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "db/statement.h"
+#include "parallel/pipeline_schedule.h"
+#include "query/comm_stats.h"
+#include "query/evals.h"
+#include "query/runs.h"
+#include "query/schedule.h"
+#include "query/series.h"
+#include "query/summary.h"
+#include "spec/job_spec.h"
+#include "telemetry/fields.h"
+
+namespace ringmaster::web {
+
+namespace {
+
+using nlohmann::json;
+using namespace ringmaster::storage;
+
+constexpr int64_t kMaxStep = std::numeric_limits<int64_t>::max();
+
+json optionalJson(const auto& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+// A number as JSON: NaN and infinities (a hand-edited database) become null.
+json number(double value) {
+  return std::isfinite(value) ? json(value) : json(nullptr);
+}
+
+[[noreturn]] void badParameter(std::string_view name, std::string_view message) {
+  throw ApiError(400, fmt::format("{}: {}", name, message));
+}
+
+// Shown back in an error message: at most 64 characters, control characters as '?'.
+std::string shown(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 64)) out += static_cast<unsigned char>(c) < 0x20 ? '?' : c;
+  if (text.size() > 64) out += "...";
+  return out;
+}
+
+std::optional<std::string> parameter(const QueryParams& params, const std::string& name) {
+  const auto found = params.find(name);
+  if (found == params.end()) return std::nullopt;
+  return found->second;
+}
+
+std::optional<int64_t> parseInteger(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
+}
+
+// An integer parameter in [low, high]; `fallback` when absent.
+int64_t integerParameter(const QueryParams& params, const std::string& name, int64_t low,
+                         int64_t high, int64_t fallback) {
+  const std::optional<std::string> text = parameter(params, name);
+  if (!text) return fallback;
+  const std::optional<int64_t> value = parseInteger(*text);
+  if (!value || *value < low || *value > high)
+    badParameter(name,
+                 fmt::format("expected an integer in {}..{}, got '{}'", low, high, shown(*text)));
+  return *value;
+}
+
+std::optional<std::string> textParameter(const QueryParams& params, const std::string& name,
+                                         const ApiLimits& limits) {
+  std::optional<std::string> text = parameter(params, name);
+  if (text && text->size() > limits.max_text_parameter)
+    badParameter(name, fmt::format("at most {} characters", limits.max_text_parameter));
+  return text;
+}
+
+std::optional<std::string> choiceParameter(const QueryParams& params, const std::string& name,
+                                           const std::vector<std::string>& choices) {
+  std::optional<std::string> text = parameter(params, name);
+  if (text && std::find(choices.begin(), choices.end(), *text) == choices.end())
+    badParameter(
+        name, fmt::format("expected one of {}, got '{}'", fmt::join(choices, ", "), shown(*text)));
+  return text;
+}
+
+bool runExists(const Database& db, int64_t run_id) {
+  Statement query(db, "SELECT 1 FROM runs WHERE id = ?");
+  query.bind(1, run_id);
+  const bool found = query.run();
+  query.reset();
+  return found;
+}
+
+int64_t runIdOf(const Database& db, std::string_view segment) {
+  const std::optional<int64_t> id = parseInteger(segment);
+  if (!id || *id < 1)
+    throw ApiError(400,
+                   fmt::format("run id: expected a positive integer, got '{}'", shown(segment)));
+  if (!runExists(db, *id)) throw ApiError(404, fmt::format("no run {}", *id));
+  return *id;
+}
+
+json parsedOrNull(const std::string& text) {
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return parsed.is_discarded() ? json(nullptr) : parsed;
+}
+
+json runJson(const Database& db, const RunRecord& run) {
+  const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
+  return {{"id", run.id},
+          {"name", run.name},
+          {"strategy", run.strategy},
+          {"status", run.status},
+          {"world_size", run.world_size},
+          {"created_at", run.created_at},
+          {"started_at", optionalJson(run.started_at)},
+          {"ended_at", optionalJson(run.ended_at)},
+          {"duration_s", number(run.durationSeconds())},
+          {"steps", lastStep(db, run.id, run.world_size)},
+          {"final_loss", loss ? number(loss->loss) : json(nullptr)},
+          {"error", optionalJson(run.error)},
+          {"error_rank", optionalJson(run.error_rank)},
+          {"error_host", optionalJson(run.error_host)}};
+}
+
+// --- /runs ---------------------------------------------------------------------------------------
+
+json runsList(const Database& db, const QueryParams& params, const ApiLimits& limits) {
+  RunFilter filter;
+  filter.status = choiceParameter(
+      params, "status", {"pending", "running", "completed", "failed", "cancelled", "interrupted"});
+  std::vector<std::string> strategies;
+  for (std::string_view name : enumNames<StrategyKind>()) strategies.emplace_back(name);
+  filter.strategy = choiceParameter(params, "strategy", strategies);
+  filter.name_contains = textParameter(params, "name", limits);
+  filter.limit = static_cast<int>(integerParameter(params, "limit", 1, 10000, 1000));
+  json runs = json::array();
+  for (const RunRecord& run : listRuns(db, filter)) runs.push_back(runJson(db, run));
+  return {{"runs", runs}};
+}
+
+// --- /runs/ID ------------------------------------------------------------------------------------
+
+json summaryJson(const RunSummary& summary) {
+  return {{"final_step", summary.final_step},
+          {"final_loss", optionalJson(summary.final_loss)},
+          {"final_accuracy", optionalJson(summary.final_accuracy)},
+          {"samples_per_s", number(summary.samples_per_second)},
+          {"tokens_per_s", optionalJson(summary.tokens_per_second)},
+          {"mfu", optionalJson(summary.mfu)},
+          {"lr", optionalJson(summary.lr)},
+          {"loss_scale", optionalJson(summary.loss_scale)},
+          {"skipped_steps", optionalJson(summary.skipped_steps)},
+          {"step_ms", number(summary.mean_step_ms)},
+          {"comm_share", number(summary.comm_share)},
+          {"bubble_fraction", optionalJson(summary.bubble_fraction)}};
+}
+
+json runDetail(const Database& db, int64_t run_id) {
+  const RunSummary summary = summarizeRun(db, run_id);
+  const RunRecord& run = summary.run;
+  json run_json = runJson(db, run);
+  json spec = parsedOrNull(run.spec_json);
+  run_json["program"] = spec.is_object() && spec.contains("program") ? spec["program"] : json();
+  run_json["spec"] = spec;
+
+  std::map<int, RankRecord> records;
+  for (const RankRecord& record : loadRanks(db, run_id)) records[record.rank] = record;
+  std::map<int, RankCommStats> comm;
+  for (const RankCommStats& stats : commStatsByRank(db, run_id)) comm[stats.rank] = stats;
+  json ranks = json::array();
+  for (const RankSummary& rank : summary.ranks) {
+    json row = {{"rank", rank.rank},
+                {"host", nullptr},
+                {"pid", nullptr},
+                {"device", nullptr},
+                {"status", nullptr},
+                {"steps", rank.last_step},
+                {"samples_per_s", number(rank.samples_per_second)},
+                {"tokens_per_s", optionalJson(rank.tokens_per_second)},
+                {"step_ms", number(rank.mean_step_ms)},
+                {"compute_ms", nullptr},
+                {"exposed_comm_ms", nullptr},
+                {"peak_mem", rank.peak_memory},
+                {"straggler", false}};
+    if (const auto found = records.find(rank.rank); found != records.end()) {
+      row["host"] = found->second.host;
+      row["pid"] = found->second.pid;
+      row["device"] =
+          found->second.device_name.empty() ? found->second.device : found->second.device_name;
+      row["status"] = optionalJson(found->second.status);
+    }
+    if (const auto found = comm.find(rank.rank); found != comm.end()) {
+      row["compute_ms"] = number(found->second.mean_compute_ms);
+      row["exposed_comm_ms"] = number(found->second.mean_exposed_comm_ms);
+      row["straggler"] = found->second.straggler;
+    }
+    ranks.push_back(std::move(row));
+  }
+  json evals = json::array();
+  for (const EvalPoint& eval : loadEvals(db, run_id))
+    evals.push_back({{"step", eval.step},
+                     {"val_loss", optionalJson(eval.val_loss)},
+                     {"perplexity", optionalJson(eval.perplexity)}});
+  const IngestCounts ingest = loadIngestCounts(db, run_id);
+  return {{"run", run_json},
+          {"summary", summaryJson(summary)},
+          {"ranks", ranks},
+          {"evals", evals},
+          {"ingest",
+           {{"stored", ingest.stored},
+            {"duplicate", ingest.duplicates},
+            {"bad_lines", ingest.malformed},
+            {"dropped", ingest.dropped}}},
+          {"metrics", metricNames(db, run_id)}};
+}
+
+// --- /runs/ID/series -----------------------------------------------------------------------------
+
+SeriesRange rangeParameters(const QueryParams& params, const ApiLimits& limits) {
+  SeriesRange range;
+  range.from_step = integerParameter(params, "from", 0, kMaxStep, 0);
+  range.to_step = integerParameter(params, "to", 0, kMaxStep, kMaxStep);
+  if (range.to_step < range.from_step)
+    badParameter("to",
+                 fmt::format("must not be below from ({} < {})", range.to_step, range.from_step));
+  range.buckets = static_cast<int>(integerParameter(params, "buckets", 1, limits.max_buckets,
+                                                    std::min(1000, limits.max_buckets)));
+  return range;
+}
+
+json bucketsJson(const Series& series) {
+  json buckets = json::array();
+  for (const SeriesBucket& bucket : series.buckets)
+    buckets.push_back({bucket.start, number(bucket.summary.min), number(bucket.summary.max),
+                       number(bucket.summary.mean()), number(bucket.summary.last_value)});
+  return buckets;
+}
+
+json series(const Database& db, int64_t run_id, const QueryParams& params,
+            const ApiLimits& limits) {
+  const RunRecord run = loadRun(db, run_id);
+  const std::vector<std::string> metrics = metricNames(db, run_id);
+  const std::optional<std::string> metric = parameter(params, "metric");
+  if (!metric) badParameter("metric", "required (one of the run's metrics)");
+  if (std::find(metrics.begin(), metrics.end(), *metric) == metrics.end())
+    badParameter("metric", fmt::format("the run has no metric '{}' (it has: {})", shown(*metric),
+                                       fmt::join(metrics, ", ")));
+  const SeriesRange range = rangeParameters(params, limits);
+  const std::string ranks = parameter(params, "ranks").value_or("all");
+  if (ranks == "band") {
+    const Band band = loadRankBand(db, run_id, *metric, range);
+    json buckets = json::array();
+    for (const BandBucket& bucket : band.buckets)
+      buckets.push_back(
+          {bucket.start, number(bucket.min), number(bucket.median), number(bucket.max)});
+    return {{"metric", *metric}, {"bucket_width", band.bucket_width}, {"band", buckets}};
+  }
+  std::vector<int> wanted;
+  if (ranks == "all") {
+    for (int rank = 0; rank < run.world_size; ++rank) wanted.push_back(rank);
+  } else {
+    std::string_view rest = ranks;
+    while (true) {
+      const size_t comma = rest.find(',');
+      const std::string_view item = rest.substr(0, comma);
+      const std::optional<int64_t> rank = parseInteger(item);
+      if (!rank || *rank < 0 || *rank >= run.world_size)
+        badParameter("ranks", fmt::format("expected all, band or ranks in 0..{} separated by "
+                                          "commas, got '{}'",
+                                          run.world_size - 1, shown(ranks)));
+      if (std::find(wanted.begin(), wanted.end(), *rank) == wanted.end())
+        wanted.push_back(static_cast<int>(*rank));
+      if (comma == std::string_view::npos) break;
+      rest.remove_prefix(comma + 1);
+    }
+  }
+  json out_ranks = json::array();
+  int64_t width = 1;
+  for (int rank : wanted) {
+    const Series one = loadSeries(db, run_id, *metric, rank, range);
+    width = std::max(width, one.bucket_width);
+    out_ranks.push_back({{"rank", rank}, {"buckets", bucketsJson(one)}});
+  }
+  return {{"metric", *metric}, {"bucket_width", width}, {"ranks", out_ranks}};
+}
+
+// --- /runs/ID/comm -------------------------------------------------------------------------------
+
+json comm(const Database& db, int64_t run_id) {
+  json by_op = json::array();
+  for (const CommOpStats& op : commStatsByOp(db, run_id))
+    by_op.push_back({{"op", op.op},
+                     {"bytes", op.bytes},
+                     {"count", op.count},
+                     {"total_ms", number(op.total_ms)},
+                     {"p50_ms", number(op.p50_ms)},
+                     {"p99_ms", number(op.p99_ms)},
+                     {"wait_ms", optionalJson(op.wait_ms)},
+                     {"algbw_gbps", number(op.algbw_gbps)},
+                     {"busbw_gbps", number(op.busbw_gbps)}});
+  json by_rank = json::array();
+  for (const RankCommStats& rank : commStatsByRank(db, run_id))
+    by_rank.push_back({{"rank", rank.rank},
+                       {"operations", rank.operations},
+                       {"comm_ms", number(rank.comm_ms)},
+                       {"wait_ms", optionalJson(rank.wait_ms)},
+                       {"transfer_ms", optionalJson(rank.transfer_ms)},
+                       {"step_ms", number(rank.mean_step_ms)},
+                       {"compute_ms", number(rank.mean_compute_ms)},
+                       {"exposed_comm_ms", number(rank.mean_exposed_comm_ms)},
+                       {"straggler", rank.straggler}});
+  return {{"by_op", by_op}, {"by_rank", by_rank}};
+}
+
+// Exposed communication per rank and step bucket, as the desktop's heat map: each rank's
+// exposed_comm_ms series on one grid, the mean per bucket (null where a rank has no point).
+json commHeatmap(const Database& db, int64_t run_id, const QueryParams& params,
+                 const ApiLimits& limits) {
+  const RunRecord run = loadRun(db, run_id);
+  SeriesRange range = rangeParameters(params, limits);
+  if (!parameter(params, "buckets")) range.buckets = std::min(200, limits.max_buckets);
+  std::vector<Series> per_rank;
+  int64_t width = 1;
+  for (int rank = 0; rank < run.world_size; ++rank) {
+    per_rank.push_back(loadSeries(db, run_id, step_field::kExposedCommMs, rank, range));
+    width = std::max(width, per_rank.back().bucket_width);
+  }
+  std::map<int64_t, size_t> column;
+  for (const Series& one : per_rank)
+    for (const SeriesBucket& bucket : one.buckets) column.emplace(bucket.start / width * width, 0);
+  json starts = json::array();
+  for (auto& [start, index] : column) {
+    index = starts.size();
+    starts.push_back(start);
+  }
+  json values = json::array();
+  for (const Series& one : per_rank) {
+    json row = json::array();
+    for (size_t i = 0; i < column.size(); ++i) row.push_back(nullptr);
+    for (const SeriesBucket& bucket : one.buckets)
+      row[column[bucket.start / width * width]] = number(bucket.summary.mean());
+    values.push_back(std::move(row));
+  }
+  return {{"metric", step_field::kExposedCommMs},
+          {"bucket_width", width},
+          {"bucket_starts", starts},
+          {"values", values}};
+}
+
+// --- /runs/ID/logs, /runs/ID/flight-recorder -----------------------------------------------------
+
+json logs(const Database& db, int64_t run_id, const QueryParams& params, const ApiLimits& limits) {
+  const RunRecord run = loadRun(db, run_id);
+  std::optional<int> rank;
+  if (parameter(params, "rank"))
+    rank = static_cast<int>(integerParameter(params, "rank", 0, run.world_size - 1, 0));
+  const std::optional<std::string> level =
+      choiceParameter(params, "level", {"debug", "info", "warn", "error"});
+  const std::optional<std::string> contains = textParameter(params, "contains", limits);
+  const int limit =
+      static_cast<int>(integerParameter(params, "limit", 1, limits.max_log_lines, 1000));
+  // Filtering by level or text looks through more lines than it returns, within a bound.
+  const bool filtered = level || contains;
+  const std::vector<LogLine> lines =
+      loadLogs(db, run_id, rank, filtered ? limits.max_log_lines * 10 : limit);
+  json out = json::array();
+  for (const LogLine& line : lines) {
+    if (level && line.level != *level) continue;
+    if (contains && line.message.find(*contains) == std::string::npos) continue;
+    out.push_back({{"t", line.t},
+                   {"rank", optionalJson(line.rank)},
+                   {"level", line.level},
+                   {"message", line.message}});
+  }
+  if (out.size() > static_cast<size_t>(limit))
+    out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(out.size() - limit));
+  return {{"logs", out}};
+}
+
+json flightRecorder(const Database& db, int64_t run_id) {
+  json dumps = json::array();
+  for (const FlightRecorderDump& dump : loadFlightRecorderDumps(db, run_id))
+    dumps.push_back(
+        {{"rank", dump.rank}, {"t", dump.t}, {"records", parsedOrNull(dump.dump_json)}});
+  return {{"dumps", dumps}};
+}
+
+// --- /runs/ID/schedule ---------------------------------------------------------------------------
+
+// The engine's schedule played with unit costs, as the job editor and the desktop pipeline view
+// show it; null for a run that is no engine pipeline run.
+json plannedSchedule(const RunRecord& run) {
+  const SpecParseResult parsed = parseJobSpec(run.spec_json);
+  if (!parsed.ok() || parsed.spec->program || parsed.spec->strategy.kind != StrategyKind::kPipeline)
+    return nullptr;
+  const JobSpec& spec = *parsed.spec;
+  const int ranks = worldSize(spec);
+  const PipelineSchedule kind = spec.strategy.pipeline.schedule;
+  const int virtual_stages = spec.strategy.pipeline.virtual_stages;
+  const int micro_batches = spec.train.micro_batches;
+  const PipelinePlan plan = makePipelinePlan(ranks, micro_batches, kind, virtual_stages);
+  const ScheduleTimeline timeline = simulateSchedule(plan);
+  json actions = json::array();
+  for (const auto& per_rank : timeline.per_rank)
+    for (const TimedAction& timed : per_rank)
+      actions.push_back({{"rank", timed.rank},
+                         {"micro_batch", timed.action.micro_batch},
+                         {"chunk", timed.action.chunk},
+                         {"phase", std::string(1, phaseLetter(timed.action.phase))},
+                         {"start", timed.start},
+                         {"end", timed.end}});
+  return {{"time_unit", "units"},
+          {"ranks", ranks},
+          {"actions", actions},
+          {"rank_bubble", timeline.bubble_fraction},
+          {"bubble_fraction", number(timeline.bubbleFraction())},
+          {"theoretical_bubble",
+           number(theoreticalBubbleFraction(kind, ranks, micro_batches, virtual_stages))}};
+}
+
+json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
+  const RunRecord run = loadRun(db, run_id);
+  const std::vector<int64_t> steps = scheduledSteps(db, run_id);
+  json measured = nullptr;
+  if (!steps.empty() || parameter(params, "step")) {
+    // Default: the second scheduled step (the first includes the warm-up), else the only one.
+    const int64_t fallback = steps.empty() ? 0 : steps.size() > 1 ? steps[1] : steps.front();
+    const int64_t step = integerParameter(params, "step", 0, kMaxStep, fallback);
+    const std::optional<StepSchedule> loaded = loadStepSchedule(db, run_id, step);
+    if (!loaded)
+      badParameter("step", fmt::format("run {} has no schedule events at step {}", run_id, step));
+    json actions = json::array();
+    for (const ScheduledAction& action : loaded->actions)
+      actions.push_back({{"rank", action.rank},
+                         {"stage", action.stage},
+                         {"virtual_stage", action.virtual_stage},
+                         {"micro_batch", action.micro_batch},
+                         {"phase", std::string(1, action.phase)},
+                         {"start_us", action.start_us},
+                         {"ready_us", action.ready_us},
+                         {"end_us", action.end_us},
+                         {"transfer_us", action.transfer_us}});
+    json ranks = json::array();
+    for (const RankBubble& rank : loaded->ranks)
+      ranks.push_back({{"rank", rank.rank},
+                       {"busy_us", number(rank.busy_us)},
+                       {"transfer_us", number(rank.transfer_us)},
+                       {"wait_us", number(rank.wait_us)},
+                       {"bubble_fraction", number(rank.bubble_fraction)}});
+    measured = {{"step", loaded->step},     {"start_us", loaded->start_us},
+                {"end_us", loaded->end_us}, {"actions", actions},
+                {"ranks", ranks},           {"bubble_fraction", number(loaded->bubble_fraction)}};
+  }
+  return {{"measured", measured},
+          {"planned", plannedSchedule(run)},
+          {"mean_bubble_fraction", optionalJson(meanBubbleFraction(db, run_id))}};
+}
+
+// --- /compare ------------------------------------------------------------------------------------
+
+json compare(const Database& db, const QueryParams& params, const ApiLimits& limits) {
+  const std::optional<std::string> text = parameter(params, "runs");
+  const std::string expected =
+      fmt::format("expected 1 to {} run ids separated by commas", limits.max_compare_runs);
+  if (!text) badParameter("runs", expected);
+  std::vector<int64_t> ids;
+  std::string_view rest = *text;
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::optional<int64_t> id = parseInteger(rest.substr(0, comma));
+    if (!id || *id < 1) badParameter("runs", fmt::format("{}, got '{}'", expected, shown(*text)));
+    ids.push_back(*id);
+    if (ids.size() > static_cast<size_t>(limits.max_compare_runs))
+      badParameter("runs", fmt::format("{}, got more", expected));
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  for (int64_t id : ids)
+    if (!runExists(db, id)) throw ApiError(404, fmt::format("no run {}", id));
+  const RunComparison comparison = compareRuns(db, ids);
+  json runs = json::array();
+  for (const RunSummary& summary : comparison.runs) {
+    json entry = runJson(db, summary.run);
+    entry["summary"] = summaryJson(summary);
+    runs.push_back(std::move(entry));
+  }
+  json differences = json::array();
+  for (const SpecDifference& difference : comparison.differences)
+    differences.push_back({{"path", difference.path}, {"values", difference.values}});
+  return {{"runs", runs}, {"spec_differences", differences}};
+}
+
+std::vector<std::string_view> segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  while (!path.empty()) {
+    if (path.front() == '/') {
+      path.remove_prefix(1);
+      continue;
+    }
+    const size_t slash = path.find('/');
+    out.push_back(path.substr(0, slash));
+    if (slash == std::string_view::npos) break;
+    path.remove_prefix(slash);
+  }
+  return out;
+}
+
+}  // namespace
+
+int64_t lastStep(const Database& db, int64_t run_id, int world_size) {
+  Statement query(db, "SELECT max(step) FROM steps WHERE run_id = ? AND rank = ?");
+  int64_t last = 0;
+  for (int rank = 0; rank < world_size; ++rank) {
+    query.bind(1, run_id).bind(2, rank);
+    if (query.run()) last = std::max(last, query.optionalInt(0).value_or(0));
+    query.reset();
+  }
+  return last;
+}
+
+json runListEntry(const Database& db, int64_t run_id) {
+  return runJson(db, loadRun(db, run_id));
+}
+
+json handleApi(const Database& db, std::string_view path, const QueryParams& params,
+               const ApiLimits& limits) {
+  const std::vector<std::string_view> parts = segments(path);
+  const auto unknown = [&]() -> json {
+    throw ApiError(404, fmt::format("no such API path /api/v1{}", shown(path)));
+  };
+  if (parts.empty()) return unknown();
+  if (parts[0] == "compare" && parts.size() == 1) return compare(db, params, limits);
+  if (parts[0] != "runs") return unknown();
+  if (parts.size() == 1) return runsList(db, params, limits);
+  const int64_t run_id = runIdOf(db, parts[1]);
+  if (parts.size() == 2) return runDetail(db, run_id);
+  const std::string_view what = parts[2];
+  if (parts.size() == 3) {
+    if (what == "series") return series(db, run_id, params, limits);
+    if (what == "comm") return comm(db, run_id);
+    if (what == "logs") return logs(db, run_id, params, limits);
+    if (what == "flight-recorder") return flightRecorder(db, run_id);
+    if (what == "schedule") return schedule(db, run_id, params);
+  }
+  if (parts.size() == 4 && what == "comm" && parts[3] == "heatmap")
+    return commHeatmap(db, run_id, params, limits);
+  if (parts.size() == 4 && what == "schedule" && parts[3] == "steps")
+    return {{"steps", scheduledSteps(db, run_id)}};
+  return unknown();
+}
+
+}  // namespace ringmaster::web
