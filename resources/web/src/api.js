@@ -41,18 +41,25 @@ export async function getJson(path, params = {}, signal = undefined) {
 }
 
 // One EventSource for the whole page; views subscribe to its `runs` and `run` events and get
-// unsubscribed when they are left. EventSource reconnects by itself (the server sends retry: 2000);
+// unsubscribed when they are left; `reconnected` fires when the stream came back after a drop. EventSource reconnects by itself (the server sends retry: 2000);
 // `onState` hears "live" / "reconnecting" for the header's badge.
-const listeners = { runs: new Set(), run: new Set() };
+const listeners = { runs: new Set(), run: new Set(), reconnected: new Set() };
 let source = null;
 
 export function openStream(onState) {
   if (source) return;
   const url = token ? apiUrl('stream', { token }) : apiUrl('stream');
   source = new EventSource(url);
-  source.addEventListener('open', () => onState('live'));
+  // Events sent while the stream was down are not replayed: a reconnection tells the views to
+  // reload what they show.
+  let opened = false;
+  source.addEventListener('open', () => {
+    onState('live');
+    if (opened) for (const listener of listeners.reconnected) listener(null);
+    opened = true;
+  });
   source.addEventListener('error', () => onState(source.readyState === EventSource.CLOSED ? 'offline' : 'reconnecting'));
-  for (const kind of Object.keys(listeners)) {
+  for (const kind of ['runs', 'run']) {
     source.addEventListener(kind, (event) => {
       let data = null;
       try {

@@ -55,7 +55,9 @@ export function buildPlotData(loaded, extra = []) {
     return p === undefined ? null : pick(p);
   });
   let colorIndex = 0;
-  for (const metric of loaded) {
+  // A chart's second metric (exposed communication beside compute, peak beside allocated) is dashed.
+  for (const [metricIndex, metric] of loaded.entries()) {
+    const dash = metricIndex > 0 ? [6, 4] : undefined;
     const withRange = metric.band || metric.lines.length === 1;
     for (const line of metric.lines) {
       const color = rankColor(line.rank ?? colorIndex);
@@ -69,7 +71,7 @@ export function buildPlotData(loaded, extra = []) {
         bands.push({ series: [lowIndex + 1, lowIndex], fill: `${color}33` });
       }
       data.push(column(line.points, (p) => (metric.band ? p.median : p.mean)));
-      series.push({ label: metric.band ? `${line.label} median` : line.label, stroke: color, width: 1.5, spanGaps: true });
+      series.push({ label: metric.band ? `${line.label} median` : line.label, stroke: color, width: 1.5, spanGaps: true, dash });
     }
   }
   for (const e of extra) {
@@ -82,7 +84,10 @@ export function buildPlotData(loaded, extra = []) {
 // A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
 // through onReset(). update() replaces the data (and the series when their labels changed).
 export class StepChart {
-  constructor(container, title, { onZoom, onReset, height = 220 }) {
+  // yFormat: the y axis's tick text for a value (bytes for memory); numbers as uPlot writes them
+  // by default.
+  constructor(container, title, { onZoom, onReset, height = 220, yFormat = null }) {
+    this.yFormat = yFormat;
     this.container = container;
     this.title = title;
     this.onZoom = onZoom;
@@ -116,7 +121,7 @@ export class StepChart {
       series,
       bands,
       scales: { x: { time: false } },
-      axes: [{ label: 'step' }, {}],
+      axes: [{ label: 'step' }, this.yFormat ? { size: 70, values: (u, ticks) => ticks.map(this.yFormat) } : { size: 60 }],
       legend: { live: true },
       cursor: {
         drag: { x: true, y: false, setScale: false },

@@ -100,13 +100,14 @@ function figure(label, value) {
 }
 
 // Measured actions -> bars {row, phase, micro_batch, start, ready, transfer, end} in µs from the
-// step's start.
+// step's start (its first compute): a stage that reached an action before that waited outside the
+// step's span, so its wait is drawn from the span's start, as the desktop draws it.
 function measuredBars(measured) {
   const origin = measured.start_us ?? Math.min(...(measured.actions || []).map((a) => a.start_us));
   return (measured.actions || []).map((a) => ({
     row: a.rank, phase: a.phase, micro_batch: a.micro_batch,
-    start: a.start_us - origin, ready: (a.ready_us ?? a.start_us) - origin,
-    transfer: a.transfer_us || 0, end: a.end_us - origin,
+    start: Math.max(0, a.start_us - origin), ready: Math.max(0, (a.ready_us ?? a.start_us) - origin),
+    transfer: a.transfer_us || 0, end: Math.max(0, a.end_us - origin),
   }));
 }
 
@@ -138,12 +139,12 @@ function gantt(bars, scale, unit) {
   for (const b of bars) {
     const y = b.row * rowHeight + 2;
     const h = rowHeight - 4;
-    const transferStart = b.ready - b.transfer;
+    const transferStart = Math.max(b.start, b.ready - b.transfer);
     if (transferStart > b.start) {
       ctx.fillStyle = '#dddddd';
       ctx.fillRect(x(b.start), y + h / 3, x(transferStart) - x(b.start), h / 3);
     }
-    if (b.transfer > 0) {
+    if (b.ready > transferStart) {
       ctx.fillStyle = '#888888';
       ctx.fillRect(x(transferStart), y + h / 3, x(b.ready) - x(transferStart), h / 3);
     }

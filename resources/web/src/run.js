@@ -16,9 +16,9 @@ const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'
 // per group (memory: allocated and peak, where the run reports them).
 const CHARTS = [
   { id: 'loss', title: 'Loss', metrics: ['loss'], evals: true },
-  { id: 'step', title: 'Step time split (ms): compute / exposed communication', metrics: ['compute_ms', 'exposed_comm_ms'] },
+  { id: 'step', title: 'Step time split (ms): compute / exposed communication (dashed)', metrics: ['compute_ms', 'exposed_comm_ms'] },
   { id: 'comm', title: 'Communication time per step (ms)', metrics: ['comm_ms'] },
-  { id: 'memory', title: 'Memory (bytes): allocated / peak', metrics: ['mem_allocated', 'mem_peak'] },
+  { id: 'memory', title: 'Memory: allocated / peak (dashed)', metrics: ['mem_allocated', 'mem_peak'], yFormat: bytes },
 ];
 
 export function mount(root, route) {
@@ -107,7 +107,7 @@ export function mount(root, route) {
       if (metrics.length === 0) continue;
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
       container.append(box);
-      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom }) });
+      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom, yFormat: spec.yFormat }) });
     }
     if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
     let controller = null;
@@ -337,6 +337,7 @@ export function mount(root, route) {
     }
   }
   const unsubscribe = onStream('run', (event) => { if (event.id === runId) onNewData(); });
+  const unsubscribeReconnected = onStream('reconnected', () => onNewData());
   const unsubscribeRuns = onStream('runs', (changed) => {
     const list = Array.isArray(changed) ? changed : (changed && changed.runs) || [];
     if (list.some((r) => r.id === runId)) onNewData();
@@ -352,6 +353,7 @@ export function mount(root, route) {
   return () => {
     destroyed = true;
     unsubscribe();
+    unsubscribeReconnected();
     unsubscribeRuns();
     clearTimeout(timer);
     if (unmountTab) unmountTab();

@@ -73,6 +73,7 @@ export function mount(root, route) {
   }
 
   const unsubscribe = onStream('runs', () => load());
+  const unsubscribeReconnected = onStream('reconnected', () => load());
   // A run's new steps change its figures (steps, final loss) though the list itself did not.
   let pending = null;
   const unsubscribeRun = onStream('run', () => {
@@ -81,6 +82,7 @@ export function mount(root, route) {
   load();
   return () => {
     unsubscribe();
+    unsubscribeReconnected();
     unsubscribeRun();
     clearTimeout(timer);
     clearTimeout(pending);

@@ -1,0 +1,262 @@
+// The web dashboard in a real headless browser during a live run: `ringmaster serve` on a free
+// loopback port over a database that a real 4-rank DDP run (`ringmaster run ddp_mlp.json`) is
+// recording into; Debian's chromium (driven by playwright-core, no browser download) opens the
+// run page and must see the loss chart's point count grow while the run records, zoom by dragging,
+// and then render the runs list, the rank / comm / logs tabs, a pipeline run's page and the compare
+// page with no script error or CSP violation. Exits 77 (CTest's skip) without chromium or
+// playwright-core. Optionally writes the screenshots docs/ shows.
+//
+// node dashboard_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
+
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const SKIP = 77;
+const CHROMIUM = '/usr/bin/chromium';
+
+function argument(name, fallback = undefined) {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? process.argv[index + 1] : fallback;
+}
+const ringmaster = argument('ringmaster');
+const examples = argument('examples');
+const nodeModules = argument('node-modules');
+const screenshots = argument('screenshots');
+const steps = Number(argument('steps', '300'));
+
+function skip(why) {
+  console.log(`SKIPPED: ${why}`);
+  process.exit(SKIP);
+}
+if (!fs.existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (apt-get install chromium)`);
+let chromium;
+try {
+  ({ chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core')));
+} catch (error) {
+  skip(`playwright-core not found under ${nodeModules} (build the ringmaster_web_assets target with npm present)`);
+}
+
+const failures = [];
+function check(condition, message) {
+  if (!condition) {
+    failures.push(message);
+    console.log(`FAIL: ${message}`);
+  } else {
+    console.log(`ok: ${message}`);
+  }
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, timeoutMs, probe) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+const children = [];
+function start(args, name) {
+  const child = spawn(ringmaster, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d) => { output += d; });
+  child.stderr.on('data', (d) => { output += d; });
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  child.rmName = name;
+  child.rmOutput = () => output;
+  children.push(child);
+  return { child, exited, output: () => output, name };
+}
+
+async function json(base, apiPath) {
+  const response = await fetch(`${base}${apiPath}`);
+  if (!response.ok) throw new Error(`${apiPath}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster-web-browser-'));
+const db = path.join(dir, 'runs.db');
+let browser = null;
+let page = null;
+
+async function main() {
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  // The run first (it creates the database), then the server over it.
+  const run = start(['--db', db, 'run', path.join(examples, 'ddp_mlp.json'), '--set', `train.steps=${steps}`], 'run');
+  await until('the run database', 30000, async () => fs.existsSync(db));
+  const serve = start(['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], 'serve');
+  const runs = await until('the server and the run', 30000, async () => {
+    try {
+      const body = await json(base, '/api/v1/runs');
+      return body.runs.length ? body.runs : null;
+    } catch {
+      return null;
+    }
+  });
+  const runId = runs[0].id;
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
+  page.on('console', (message) => {
+    if (process.env.RINGMASTER_TEST_VERBOSE) console.log(`console ${message.type()}: ${message.text()}`);
+    if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`);
+  });
+
+  // The run page while the run records: the loss chart's point count grows without a reload.
+  await page.goto(`${base}/#/run/${runId}?tab=charts&ranks=all`);
+  const points = () => page.evaluate(() => Number(document.querySelector('#chart-loss')?.dataset.points || 0));
+  const first = await until('a first drawn loss point', 30000, async () => (await points()) > 0 && points());
+  const runningThen = (await json(base, `/api/v1/runs/${runId}`)).run.status;
+  console.log(`loss chart: ${first} points while the run is ${runningThen}`);
+  // Sample the count until the run ends: it must rise more than once while the run records (each
+  // rise is a redraw that the stream caused; the page is never reloaded).
+  let runEnded = false;
+  run.exited.then(() => { runEnded = true; });
+  const seen = [first];
+  while (!runEnded) {
+    const now = await points();
+    if (now > seen[seen.length - 1]) seen.push(now);
+    await sleep(100);
+  }
+  check(runningThen === 'running', `the run was still recording when the page first drew (${runningThen})`);
+  check(seen.length >= 3, `the loss chart grew live, without a reload, through ${seen.join(' -> ')} points`);
+  check(await page.evaluate(() => document.getElementById('live').textContent) === 'live', 'the live badge says live');
+
+  const result = await run.exited;
+  check(result.code === 0, `ringmaster run exited 0 (${JSON.stringify(result)})${result.code ? `\n${run.output()}` : ''}`);
+  // After the run: every step drawn (telemetry every 10 steps; the last step too).
+  const final = (await json(base, `/api/v1/runs/${runId}`));
+  await until('the run page to show the finished run', 15000, async () =>
+    (await page.evaluate(() => document.querySelector('.run-header .status')?.textContent)) === final.run.status);
+  check(final.run.status === 'completed', `the run completed (${final.run.status})`);
+  const allPoints = await until('the final points', 10000, async () => {
+    const n = await points();
+    return n >= Math.floor(steps / 10) && n;
+  }).catch(() => points());
+  check(allPoints >= Math.floor(steps / 10), `the loss chart holds the whole run: ${allPoints} points for ${steps} steps`);
+  for (const id of ['chart-step', 'chart-comm', 'chart-memory']) {
+    check(await page.evaluate((i) => Number(document.getElementById(i)?.dataset.points || 0), id) > 0, `${id} drew points`);
+  }
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-run.png'), fullPage: true });
+
+  // Zoom by dragging across the loss chart: the URL names the range and the chart re-queries it.
+  const over = await page.locator('#chart-loss .u-over').boundingBox();
+  await page.mouse.move(over.x + over.width * 0.25, over.y + over.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(over.x + over.width * 0.5, over.y + over.height / 2, { steps: 5 });
+  await page.mouse.up();
+  const hash = await until('a step range in the URL', 10000, async () => {
+    const h = await page.evaluate(() => window.location.hash);
+    return /from=\d+/.test(h) && /to=\d+/.test(h) && h;
+  });
+  const from = Number(/from=(\d+)/.exec(hash)[1]);
+  const to = Number(/to=(\d+)/.exec(hash)[1]);
+  check(from > 0 && to > from && to < steps, `dragging zoomed to steps ${from}-${to} (${hash})`);
+  // The shared link reopens the same view.
+  const shared = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await shared.goto(`${base}/${hash}`);
+  await until('the shared link\'s chart', 15000, async () =>
+    Number(await shared.evaluate(() => document.querySelector('#chart-loss')?.dataset.points || 0)) > 0);
+  check((await shared.evaluate(() => document.getElementById('range-label').textContent)).includes(`steps ${from}`),
+    'a shared link reopens the same run, tab and step range');
+  await shared.close();
+
+  // The band and one rank.
+  for (const ranks of ['band', '2']) {
+    await page.selectOption('#ranks-select', ranks);
+    await until(`the loss chart for ranks=${ranks}`, 10000, async () =>
+      page.evaluate((r) => window.location.hash.includes(`ranks=${r}`) && Number(document.querySelector('#chart-loss').dataset.points) > 0, ranks));
+  }
+  check(true, 'the band and a single rank drew');
+
+  // The other tabs.
+  await page.click('[data-tab=ranks]');
+  const rankRows = await until('the rank table', 10000, async () => page.locator('.tab-body table.grid tbody tr').count());
+  check(rankRows === 4, `the rank table has 4 rows (${rankRows})`);
+  await page.click('[data-tab=comm]');
+  await until('the comm tables and heat map', 10000, async () => page.locator('#comm-heatmap').count());
+  check(await page.locator('.tab-body table.grid').count() === 2, 'communication by op and by rank');
+  await page.click('[data-tab=logs]');
+  await until('the logs table', 10000, async () => page.locator('.logs table.grid').count());
+  check(true, 'the logs tab drew');
+
+  // The runs list, live: a second run (a pipeline job) appears in it without a reload.
+  await page.goto(`${base}/#/runs`);
+  await until('the runs table', 10000, async () => page.locator(`tr[data-run="${runId}"]`).count());
+  const pipeline = start(['--db', db, 'run', path.join(examples, 'pipeline_mlp.json'), '--set', 'train.steps=20'], 'pipeline run');
+  const secondId = await until('the pipeline run in the list', 60000, async () => {
+    const ids = await page.locator('tr.run-row').evaluateAll((rows) => rows.map((r) => Number(r.dataset.run)));
+    return ids.find((id) => id !== runId);
+  });
+  check(secondId > runId, `the runs list showed the new run ${secondId} live`);
+  const pipelineResult = await pipeline.exited;
+  check(pipelineResult.code === 0, `the pipeline run exited 0${pipelineResult.code ? `\n${pipeline.output()}` : ''}`);
+  await until('both runs completed in the list', 15000, async () =>
+    (await page.locator('tr.run-row .status-completed').count()) === 2);
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-runs.png') });
+  await page.selectOption('#filter-strategy', 'pipeline');
+  await until('the strategy filter', 10000, async () => (await page.locator('tr.run-row').count()) === 1);
+  check(page.url().includes('strategy=pipeline'), 'the strategy filter narrows the list and is in the URL');
+
+  // The pipeline page: measured Gantt beside the planned one.
+  await page.goto(`${base}/#/pipeline/${secondId}`);
+  await until('the Gantt charts', 15000, async () =>
+    (await page.locator('#gantt-measured canvas').count()) === 1 && (await page.locator('#gantt-planned canvas').count()) === 1);
+  check(true, 'the pipeline page drew the measured and the planned schedule');
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-pipeline.png'), fullPage: true });
+
+  // Compare.
+  await page.goto(`${base}/#/compare?runs=${runId},${secondId}`);
+  await until('the compare charts', 15000, async () =>
+    Number(await page.evaluate(() => document.querySelector('#compare-loss')?.dataset.points || 0)) > 0);
+  const differences = await page.locator('table.grid').nth(1).locator('tbody tr').count();
+  check(differences > 0, `compare lists ${differences} spec differences`);
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
+
+  check(pageErrors.length === 0, `no script error or CSP violation${pageErrors.length ? `: ${pageErrors.join('; ')}` : ''}`);
+  serve.child.kill('SIGINT');
+  const served = await Promise.race([serve.exited, sleep(10000).then(() => null)]);
+  check(served !== null, 'ringmaster serve stopped on Ctrl-C');
+}
+
+main().catch(async (error) => {
+  failures.push(error.stack || String(error));
+  console.log(`FAIL: ${error.stack || error}`);
+  if (page) {
+    const text = await page.evaluate(() => `${window.location.href}\n${document.body.innerText}`).catch((e) => e.message);
+    console.log(`--- the page then:\n${text.slice(0, 3000)}`);
+  }
+  for (const child of children) console.log(`--- ${child.rmName} output:\n${child.rmOutput()}`);
+}).finally(async () => {
+  if (browser) await browser.close().catch(() => {});
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  fs.rmSync(dir, { recursive: true, force: true });
+  console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
+  process.exit(failures.length ? 1 : 0);
+});
