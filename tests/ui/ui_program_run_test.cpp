@@ -1,5 +1,5 @@
-// A program job in the run view (issue 19): a real PyTorch DDP script
-// (tests/app/scripts/ddp_program.py, Gloo, 4 local ranks) recorded by `ringmaster run` through the
+// A program job in the run view (issue 19): the shipped PyTorch DDP example
+// (resources/examples/torch_ddp.py, Gloo, 4 local ranks) recorded by `ringmaster run` through the
 // node agent, reporting with the `ringmaster` Python package, then opened in a RunView: its loss,
 // step time and communication charts have every rank's points, its communication table and heat
 // map every rank's operations (as many as the database holds), its header names the script and
@@ -34,7 +34,7 @@ namespace {
 constexpr int kRanks = 4;
 constexpr int kSteps = 12;
 const QString kScript =
-    QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/tests/app/scripts/ddp_program.py";
+    QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples/torch_ddp.py";
 
 // What the database holds for a run, per rank, read on the test's own thread.
 struct Stored {
@@ -89,7 +89,8 @@ class UiProgramRunTest : public QObject {
         {"program",
          {{"python", RINGMASTER_PYTHON_TORCH},
           {"script", kScript.toStdString()},
-          {"args", {"--steps", std::to_string(kSteps)}},
+          // A smaller model than the example's default: the test is about what is shown.
+          {"args", {"--steps", std::to_string(kSteps), "--width", "64"}},
           {"steps", kSteps}}},
         {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", kRanks}}}}, {"timeout_s", 120}}}};
     QFile file(dir_.filePath("spec.json"));
