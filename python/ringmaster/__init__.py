@@ -85,8 +85,13 @@ def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeou
     # not inherit it, nor the variable naming it.
     os.set_inheritable(fd, False)
     del os.environ["RINGMASTER_TELEMETRY_FD"]
-    _active_reporter = Reporter(fd, environment, optimizer, flight_recorder_size, device,
-                         drain_timeout)
+    try:
+        _active_reporter = Reporter(fd, environment, optimizer, flight_recorder_size, device,
+                                    drain_timeout)
+    except Exception as e:  # the script runs on without telemetry, never stopped by it
+        print("ringmaster: telemetry off: the reporter could not start: %s: %s"
+              % (type(e).__name__, e), file=sys.stderr, flush=True)
+        return False
     return True
 
 
@@ -111,7 +116,8 @@ def log(step, loss=None, **metrics):
     metrics: any of ACCEPTED_METRICS: lr (default: the init() optimizer's param_groups[0]["lr"]
         when log() is called: after a scheduler's step() that is the next step's rate, so pass
         lr= to report the step's own),
-        samples (this rank's samples in the step; 0 when not given), tokens (tokens_per_s then
+        samples (this rank's samples in the step; 0, with a warning, when not given), tokens
+        (tokens_per_s then
         follows from the step time unless given), skipped, accuracy (in [0, 1]), grad_norm,
         tokens_per_s, mfu, loss_scale. A name the step event has no field for, or a value outside
         its field's domain, is left out with one `log` warning per name.

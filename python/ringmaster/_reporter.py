@@ -148,6 +148,8 @@ class Reporter:
                 "lr": values.pop("lr", None)}
         if body["lr"] is None:
             body["lr"] = self._optimizer_lr()
+        if "samples" not in values:
+            self.warn("samples", "log() without samples=: steps report 0 samples")
         body["samples"] = values.pop("samples", 0)
         body.update(step_ms=step_ms, compute_ms=max(0.0, step_ms - exposed_ms), comm_ms=comm_ms,
                     exposed_comm_ms=exposed_ms)

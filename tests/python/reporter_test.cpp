@@ -354,9 +354,23 @@ TEST_P(ReporterDdp, CommEventsForBucketsAndCollectivesAsTheEngineCountsThem) {
     EXPECT_NE(output.out.find("step 3 loss"), std::string::npos) << output.out;
     EXPECT_NE(output.err.find("stderr line"), std::string::npos) << output.err;
 
+    // The even ranks' group: torch's group 1, numbered on its own, its bus factor its size's.
+    const auto group_ops = output.comms("all_reduce", "int32");
+    ASSERT_EQ(group_ops.size(), rank % 2 == 0 ? 1u : 0u);
+    for (const CommEvent& c : group_ops) {
+      const double evens = (ranks + 1) / 2;
+      EXPECT_EQ(c.group, "group1");
+      EXPECT_EQ(c.seq_op, 0u);
+      EXPECT_EQ(c.bytes, 12u);
+      EXPECT_EQ(c.step, steps + 1) << "after the last step: the next one's";
+      EXPECT_NEAR(c.busbw_gbps, evens == 1 ? 0.0 : c.algbw_gbps * 2 * (evens - 1) / evens,
+                  1e-12 * c.algbw_gbps);
+    }
+
     // The world's collectives are numbered 0, 1, 2, ... in launch order, send and recv apart.
     std::vector<uint64_t> collective_seqs, p2p_seqs;
     for (const CommEvent& c : output.all<CommEvent>()) {
+      if (c.dtype == "int32") continue;
       EXPECT_EQ(c.group, "world");
       EXPECT_FALSE(c.wait_ms.has_value());
       (c.op == "send" || c.op == "recv" ? p2p_seqs : collective_seqs).push_back(c.seq_op);

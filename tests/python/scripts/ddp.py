@@ -4,7 +4,8 @@ environment), watched by ringmaster.watch_ddp and ringmaster.watch_distributed. 
 one bucket at the first step, then two, a first one of 1 MiB as DDP's and 1 KB ones), then explicit
 collectives: all_reduce of 1,000 float64, broadcast of 10 int64 from rank 0, all_gather of 5
 float32 per rank, an async all_reduce of 7 float32, a ring of isend / irecv of 3 float32 (with
-more than one rank) and a barrier. Prints on stdout and stderr as it goes.
+more than one rank) and a barrier. Prints on stdout and stderr as it goes. After the last step,
+the even ranks all_reduce 3 int32 in a group of their own.
 """
 import argparse
 import sys
@@ -51,4 +52,7 @@ for step in range(1, args.steps + 1):
     print("rank %d stderr line" % rank, file=sys.stderr, flush=True)
     ringmaster.log(step, loss=loss, samples=32)
 
+evens = dist.new_group(list(range(0, world, 2)))
+if rank % 2 == 0:
+    dist.all_reduce(torch.ones(3, dtype=torch.int32), group=evens)
 dist.destroy_process_group()
