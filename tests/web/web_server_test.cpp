@@ -158,6 +158,8 @@ TEST(WebAccess, TokensCompareWholeAndGeneratedOnesAreRandomHex) {
   EXPECT_EQ(web::presentedToken("Bearer abc", std::string("def")), "abc");
   EXPECT_EQ(web::presentedToken("", std::string("def")), "def");
   EXPECT_EQ(web::presentedToken("", std::nullopt), std::nullopt);
+  EXPECT_EQ(web::presentedToken("", std::nullopt, "x=1; ringmaster_token=abc; y=2"), "abc");
+  EXPECT_EQ(web::presentedToken("", std::nullopt, "x=1; other_token=abc"), std::nullopt);
 }
 
 TEST_F(WebServerTest, ANonLoopbackAddressWithoutATokenIsRefused) {
@@ -196,6 +198,72 @@ TEST_F(WebServerTest, WithATokenEveryRequestNeedsItRight) {
     ASSERT_TRUE(query);
     EXPECT_EQ(query->status, 200) << path;
   }
+  // A page opened with ?token= gets the token as an HttpOnly, SameSite=Strict cookie, with which
+  // its scripts and styles load (a browser fetches them without the token).
+  httplib::Result page = get("/?token=" + token);
+  ASSERT_TRUE(page);
+  const std::string cookie = page->get_header_value("Set-Cookie");
+  EXPECT_EQ(cookie, "ringmaster_token=" + token + "; HttpOnly; SameSite=Strict; Path=/");
+  httplib::Result script = get("/assets/app.js", {{"Cookie", "a=1; ringmaster_token=" + token}});
+  ASSERT_TRUE(script);
+  EXPECT_EQ(script->status, 200);
+  httplib::Result bad_cookie =
+      get("/assets/app.js", {{"Cookie", "ringmaster_token=" + std::string(64, 'f')}});
+  ASSERT_TRUE(bad_cookie);
+  EXPECT_EQ(bad_cookie->status, 401);
+}
+
+// --- `ringmaster serve` as a real process
+// ---------------------------------------------------------
+
+// A port no one listens on now.
+int freePort() {
+  const int sock = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(sock, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t size = sizeof address;
+  getsockname(sock, reinterpret_cast<sockaddr*>(&address), &size);
+  ::close(sock);
+  return ntohs(address.sin_port);
+}
+
+TEST_F(WebServerTest, ServePrintsItsUrlAnswersAndStopsCleanlyOnCtrlC) {
+  const int port = freePort();
+  CapturedProcess serve(kRingmaster,
+                        {"--db", dbPath(), "serve", "--listen", fmt::format("127.0.0.1:{}", port),
+                         "--assets", (dir_ / "web").string()});
+  ASSERT_TRUE(serve.waitForOutput(fmt::format("http://127.0.0.1:{}/ ", port), 10s))
+      << serve.out() << serve.err();
+  EXPECT_EQ(serve.out().find("token"), std::string::npos) << "loopback needs no token";
+  httplib::Client client("127.0.0.1", port);
+  httplib::Result runs = client.Get("/api/v1/runs");
+  ASSERT_TRUE(runs);
+  EXPECT_EQ(runs->status, 200);
+  EXPECT_EQ(json::parse(runs->body)["runs"][0]["id"], run_id_);
+  serve.signal(SIGINT);
+  const ExitStatus status = serve.wait(10s);
+  EXPECT_TRUE(status.ok()) << status.describe() << serve.err();
+}
+
+TEST_F(WebServerTest, ServeOnAnyAddressPrintsAGeneratedTokenOnce) {
+  const int port = freePort();
+  CapturedProcess serve(kRingmaster,
+                        {"--db", dbPath(), "serve", "--listen", fmt::format("0.0.0.0:{}", port),
+                         "--assets", (dir_ / "web").string()});
+  const std::string prefix = fmt::format("http://0.0.0.0:{}/?token=", port);
+  ASSERT_TRUE(serve.waitForOutput(prefix, 10s)) << serve.out() << serve.err();
+  serve.readFor(200ms);
+  const size_t at = serve.out().find(prefix) + prefix.size();
+  const std::string token = serve.out().substr(at, 64);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << serve.out();
+  EXPECT_EQ(serve.out().find(token, at + 64), std::string::npos) << "printed more than once";
+  httplib::Client client("127.0.0.1", port);
+  EXPECT_EQ(client.Get("/api/v1/runs")->status, 401);
+  EXPECT_EQ(client.Get(("/api/v1/runs?token=" + token).c_str())->status, 200);
+  serve.signal(SIGTERM);
+  EXPECT_TRUE(serve.wait(10s).ok()) << serve.err();
 }
 
 // --- headers and assets --------------------------------------------------------------------------

@@ -124,11 +124,23 @@ bool constantTimeEquals(std::string_view a, std::string_view b) {
 }
 
 std::optional<std::string> presentedToken(std::string_view authorization_header,
-                                          const std::optional<std::string>& token_parameter) {
+                                          const std::optional<std::string>& token_parameter,
+                                          std::string_view cookie_header) {
   constexpr std::string_view kBearer = "Bearer ";
   if (authorization_header.starts_with(kBearer))
     return std::string(trim(authorization_header.substr(kBearer.size())));
-  return token_parameter;
+  if (token_parameter) return token_parameter;
+  // "a=1; ringmaster_token=T; b=2"
+  const std::string prefix = std::string(kTokenCookie) + "=";
+  while (!cookie_header.empty()) {
+    const size_t end = cookie_header.find(';');
+    const std::string_view pair = trim(cookie_header.substr(0, end));
+    if (pair.starts_with(prefix)) return std::string(pair.substr(prefix.size()));
+    if (end == std::string_view::npos) break;
+    cookie_header.remove_prefix(end + 1);
+    while (cookie_header.starts_with(' ')) cookie_header.remove_prefix(1);
+  }
+  return std::nullopt;
 }
 
 }  // namespace ringmaster::web

@@ -35,8 +35,14 @@ std::string readTokenFile(const std::string& path);
 // Compares in time that depends only on the lengths, never on where they first differ.
 bool constantTimeEquals(std::string_view a, std::string_view b);
 
-// The token a request presents: "Authorization: Bearer T" first, else the `token` query parameter.
+// The cookie the server sets once a page was opened with ?token= (HttpOnly, SameSite=Strict), so
+// that the page's own scripts and styles, which a browser fetches without the token, pass too.
+inline constexpr char kTokenCookie[] = "ringmaster_token";
+
+// The token a request presents: "Authorization: Bearer T" first, else the `token` query
+// parameter, else the cookie kTokenCookie in the Cookie header.
 std::optional<std::string> presentedToken(std::string_view authorization_header,
-                                          const std::optional<std::string>& token_parameter);
+                                          const std::optional<std::string>& token_parameter,
+                                          std::string_view cookie_header = {});
 
 }  // namespace ringmaster::web

@@ -161,8 +161,9 @@ void WebServer::Impl::route() {
       return httplib::Server::HandlerResponse::Handled;
     }
     if (!options.token) return httplib::Server::HandlerResponse::Unhandled;
-    const std::optional<std::string> presented =
-        presentedToken(req.get_header_value("Authorization"), queryParameter(req, "token"));
+    const std::optional<std::string> from_query = queryParameter(req, "token");
+    const std::optional<std::string> presented = presentedToken(
+        req.get_header_value("Authorization"), from_query, req.get_header_value("Cookie"));
     if (!presented || !constantTimeEquals(*presented, *options.token)) {
       setError(res, 401,
                presented ? "wrong access token"
@@ -170,6 +171,10 @@ void WebServer::Impl::route() {
       res.set_header("WWW-Authenticate", "Bearer");
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A page opened with ?token= loads its scripts and styles without it: they carry the cookie.
+    if (from_query && req.get_header_value("Authorization").empty())
+      res.set_header("Set-Cookie", fmt::format("{}={}; HttpOnly; SameSite=Strict; Path=/",
+                                               kTokenCookie, *options.token));
     return httplib::Server::HandlerResponse::Unhandled;
   });
 
