@@ -2,9 +2,16 @@
 // access token when the page was opened with one, errors become exceptions with the server's
 // message, and the stream reconnects by itself. No caching and no retries of plain requests here.
 
-// The token is read from the page's own URL once and kept in memory only: it is never written into
-// the hash, so a shared link never carries it.
+// The token is read from the page's own URL once and kept in memory; it is then taken out of the
+// address bar, so a link copied from it never carries the token (the server's HttpOnly cookie
+// keeps the page's own assets and a reload authorised).
 const token = new URLSearchParams(window.location.search).get('token');
+if (token) {
+  const rest = new URLSearchParams(window.location.search);
+  rest.delete('token');
+  const query = rest.toString();
+  window.history.replaceState(null, '', `${window.location.pathname}${query ? `?${query}` : ''}${window.location.hash}`);
+}
 
 export class ApiError extends Error {
   constructor(status, message) {

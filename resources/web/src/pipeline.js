@@ -124,7 +124,7 @@ function gantt(bars, scale, unit) {
   if (bars.length === 0) return el('p', { class: 'muted' }, 'No actions.');
   const rows = Math.max(...bars.map((b) => b.row)) + 1;
   const span = Math.max(...bars.map((b) => b.end)) || 1;
-  const width = 560;
+  const width = 520;
   const left = 44;
   const rowHeight = 24;
   const canvas = el('canvas', { width: width + left + 10, height: rows * rowHeight + 24, class: 'gantt' });

@@ -3,7 +3,7 @@
 // recording into; Debian's chromium (driven by playwright-core, no browser download) opens the
 // run page and must see the loss chart's point count grow while the run records, zoom by dragging,
 // and then render the runs list, the rank / comm / logs tabs, a pipeline run's page and the compare
-// page with no script error or CSP violation. Exits 77 (CTest's skip) without chromium or
+// page with no script error or CSP violation, and the page behind an access token. Exits 77 (CTest's skip) without chromium or
 // playwright-core. Optionally writes the screenshots docs/ shows.
 //
 // node dashboard_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
@@ -238,6 +238,39 @@ async function main() {
   const differences = await page.locator('table.grid').nth(1).locator('tbody tr').count();
   check(differences > 0, `compare lists ${differences} spec differences`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
+
+  // With an access token (forced on loopback by --token-file): the page opened with ?token= draws
+  // the run (its assets through the server's cookie, the API with the token), the token leaves the
+  // address bar, and a browser without it gets 401.
+  const tokenFile = path.join(dir, 'token');
+  const token = 'f3a1c2d4e5b60718293a4b5c6d7e8f90';
+  fs.writeFileSync(tokenFile, token);
+  const tokenPort = await freePort();
+  const tokenBase = `http://127.0.0.1:${tokenPort}`;
+  const guarded = start(['--db', db, 'serve', '--listen', `127.0.0.1:${tokenPort}`, '--token-file', tokenFile], 'serve with a token');
+  await until('the server with a token', 15000, async () => {
+    try {
+      return (await fetch(`${tokenBase}/api/v1/runs`)).status === 401;
+    } catch {
+      return false;
+    }
+  });
+  const withToken = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  withToken.on('pageerror', (error) => pageErrors.push(`page error (token): ${error.message}`));
+  await withToken.goto(`${tokenBase}/?token=${token}#/run/${runId}?tab=charts&ranks=band`);
+  await until('the run page behind a token', 15000, async () =>
+    Number(await withToken.evaluate(() => document.querySelector('#chart-loss')?.dataset.points || 0)) > 0);
+  check(!withToken.url().includes(token), `the token left the address bar (${withToken.url()})`);
+  await until('the live badge behind a token', 10000, async () =>
+    (await withToken.evaluate(() => document.getElementById('live').textContent)) === 'live');
+  check(true, 'the page opened with ?token= drew the run and its stream is live');
+  await withToken.close();
+  const stranger = await browser.newContext();
+  const strangerPage = await stranger.newPage();
+  const denied = await strangerPage.goto(`${tokenBase}/#/runs`);
+  check(denied.status() === 401, `a browser without the token gets ${denied.status()}`);
+  await stranger.close();
+  guarded.child.kill('SIGINT');
 
   check(pageErrors.length === 0, `no script error or CSP violation${pageErrors.length ? `: ${pageErrors.join('; ')}` : ''}`);
   serve.child.kill('SIGINT');
