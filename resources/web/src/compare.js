@@ -1,5 +1,5 @@
-// The compare page: runs named in the URL (#/compare?runs=1,2,3) with loss (the rank band's
-// median) and step time overlaid on one step axis, their figures side by side and the spec fields
+// The compare page: runs named in the URL (#/compare?runs=1,2,3) with loss, throughput and step
+// time (each the rank band's median) overlaid on one step axis, their figures side by side and the spec fields
 // in which they differ. Runs are picked on the runs list or typed here.
 
 import { getJson } from './api.js';
@@ -30,9 +30,11 @@ export function mount(root, route) {
     try {
       const body = await getJson('compare', { runs: ids.join(',') }, controller.signal);
       const lossBox = el('div', { class: 'chart', id: 'compare-loss' });
+      const throughputBox = el('div', { class: 'chart', id: 'compare-throughput' });
       const stepBox = el('div', { class: 'chart', id: 'compare-step' });
-      content.replaceChildren(figuresTable(body), differencesTable(body), lossBox, stepBox);
+      content.replaceChildren(figuresTable(body), differencesTable(body), lossBox, throughputBox, stepBox);
       await overlay(lossBox, 'Loss (median over ranks)', 'loss');
+      await overlay(throughputBox, 'Throughput: tokens/s of one rank (median over ranks)', 'tokens_per_s');
       await overlay(stepBox, 'Step time (ms, median over ranks)', 'step_ms');
     } catch (error) {
       if (error.name !== 'AbortError') content.replaceChildren(errorBox(error));

@@ -55,6 +55,8 @@ export function mount(root, route) {
         figure('Measured bubble, run mean', pct(body.mean_bubble_fraction)),
         planned ? figure('Planned bubble', pct(planned.bubble_fraction)) : null,
         planned && planned.theoretical_bubble !== undefined ? figure('Textbook bubble', pct(planned.theoretical_bubble)) : null),
+      el('div', { class: 'legend' }, ['F', 'B', 'W'].map((phase) => el('span', { class: `swatch phase-${phase}` }, { F: 'forward', B: 'backward', W: 'weight grad' }[phase])),
+        el('span', { class: 'swatch wait' }, 'waiting for the other stage'), el('span', { class: 'swatch transfer' }, 'input transfer')),
       el('div', { class: 'gantt-pair' },
         el('div', { class: 'gantt-box', id: 'gantt-measured' }, el('h2', {}, `Measured, step ${measured.step ?? step} (ms)`), gantt(bars, 1000, 'ms')),
         planned ? el('div', { class: 'gantt-box', id: 'gantt-planned' }, el('h2', {}, 'Planned (unit costs)'), gantt(plannedBars(planned), 1, 'unit')) : null),

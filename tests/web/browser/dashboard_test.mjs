@@ -235,6 +235,11 @@ async function main() {
   await page.goto(`${base}/#/compare?runs=${runId},${secondId}`);
   await until('the compare charts', 15000, async () =>
     Number(await page.evaluate(() => document.querySelector('#compare-loss')?.dataset.points || 0)) > 0);
+  for (const id of ['compare-throughput', 'compare-step']) {
+    await until(`the ${id} chart`, 15000, async () =>
+      Number(await page.evaluate((i) => document.getElementById(i)?.dataset.points || 0, id)) > 0);
+  }
+  check(true, 'compare overlaid loss, throughput and step time');
   const differences = await page.locator('table.grid').nth(1).locator('tbody tr').count();
   check(differences > 0, `compare lists ${differences} spec differences`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
