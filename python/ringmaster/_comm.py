@@ -57,9 +57,11 @@ class FlightRecorder:
         return entry
 
     @staticmethod
-    def finish(entry, state):
+    def finish(entry, state, end_wall=None):
+        """Moves a record to `state`, finished at `end_wall` (seconds since the epoch; now when
+        None)."""
         entry["state"] = state
-        entry["finished_us"] = _now_us()
+        entry["finished_us"] = _now_us() if end_wall is None else int(end_wall * 1e6)
 
     def dump(self):
         """A copy of the records (a JSON array), oldest first."""
@@ -71,7 +73,7 @@ class OpRecord:
     (time.perf_counter seconds) or CUDA events, which durations are measured between."""
 
     __slots__ = ("op", "group", "ranks", "seq", "nbytes", "dtype", "step", "blocking",
-                 "cuda_device", "start", "end", "end_wall", "entry", "duration_ms", "ddp_pass")
+                 "cuda_device", "start", "end", "end_wall", "entry", "duration_ms")
 
     def __init__(self, op, group, ranks, seq, nbytes, dtype, step, blocking, cuda_device, start,
                  entry):
@@ -89,7 +91,6 @@ class OpRecord:
         self.end_wall = None  # when it completed, seconds since the epoch
         self.entry = entry  # its flight record
         self.duration_ms = None  # known once completed (and, on CUDA, resolved)
-        self.ddp_pass = None
 
 
 class DdpPass:
@@ -155,7 +156,6 @@ class CommLedger:
                     self._ddp_pass = DdpPass()
                 ddp_pass = self._ddp_pass
                 ddp_pass.records.append(record)
-                record.ddp_pass = ddp_pass
                 if ddp_bucket:
                     ddp_pass.backward_done = start
                     self._ddp_passes.append(ddp_pass)
@@ -164,16 +164,16 @@ class CommLedger:
 
     def complete(self, record):
         """The operation has completed (on CUDA: has been queued up to its end on the stream the
-        caller now uses, where its end event is recorded)."""
+        caller now uses, where its end event is recorded; its flight record stays "started"
+        until the event is seen done)."""
         if record.cuda_device is None:
             record.end = time.perf_counter()
             record.end_wall = time.time()
             record.duration_ms = (record.end - record.start) * 1000.0
-            FlightRecorder.finish(record.entry, "completed")
+            FlightRecorder.finish(record.entry, "completed", record.end_wall)
             self._report(record)
         else:
             record.end = self._cuda_marks.record(record.cuda_device)
-            FlightRecorder.finish(record.entry, "completed")
             with self._lock:
                 self._unresolved.append(record)
 
@@ -206,6 +206,7 @@ class CommLedger:
             reference, wall = references[device]
             record.duration_ms = max(0.0, _elapsed_ms(record.start, record.end))
             record.end_wall = wall - max(0.0, record.end.elapsed_time(reference)) / 1000.0
+            FlightRecorder.finish(record.entry, "completed", record.end_wall)
             self._report(record)
 
     def take_step_times(self):

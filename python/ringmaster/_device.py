@@ -109,8 +109,13 @@ class CudaMemory:
                    "mem_peak": int(cuda.max_memory_allocated(index)),
                    "mem_reserved": int(cuda.memory_reserved(index))}
         cuda.reset_peak_memory_stats(index)
-        free, total = cuda.mem_get_info(index)
-        figures["device_mem_used"] = int(total - free)
+        if hasattr(cuda, "mem_get_info"):
+            free, total = cuda.mem_get_info(index)
+            figures["device_mem_used"] = int(total - free)
+        else:
+            self.warning = ("torch.cuda has no mem_get_info (torch before 1.11): device_mem_used "
+                            "is this process's memory_reserved")
+            figures["device_mem_used"] = figures["mem_reserved"]
         return figures
 
 
