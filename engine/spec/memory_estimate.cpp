@@ -115,6 +115,7 @@ std::vector<int64_t> layerParameters(const ModelSpec& model) {
 }
 
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
+  if (spec.program) return {};
   const MemoryInputs inputs = modelMemoryInputs(spec);
   const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
   std::vector<RankMemoryEstimate> ranks(static_cast<size_t>(inputs.world));

@@ -30,12 +30,13 @@ struct RankMemoryEstimate {
 // One entry per rank of the world. Pipeline stages follow the engine's balanced partition by
 // parameter count; activations are what the model declares its blocks keep for backward, or
 // under train.activation_checkpointing the blocks' inputs plus one block's activations while its
-// forward is re-run (the "recomputed block (transient)" part).
+// forward is re-run (the "recomputed block (transient)" part). Empty for a program job: its
+// script builds a model the spec does not describe.
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec);
 
 // Each rank's estimated total for the spec a run was stored with (its JSON text), to put beside
 // the rank's measured peak; empty when the text does not parse as a valid spec (say, one written
-// by another version).
+// by another version) or is a program job's.
 std::vector<double> estimatedRankTotals(std::string_view spec_json);
 
 // Parameters per block of the spec's model (for the MLP: a Linear layer and the LayerNorm after

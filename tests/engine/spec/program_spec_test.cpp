@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "spec/job_spec.h"
+#include "spec/memory_estimate.h"
 
 namespace ringmaster {
 namespace {
@@ -120,6 +121,12 @@ TEST(ProgramSpec, BadFieldsAreNamed) {
   EXPECT_EQ(problemAt({{"script", "t.py"}, {"pyhton", "python3"}}),
             "program.pyhton: unknown key (did you mean \"python\"?)");
   EXPECT_EQ(problemAt("train.py"), "program: expected an object, got \"train.py\"");
+}
+
+TEST(ProgramSpec, NoMemoryIsEstimatedForAScriptTheSpecDoesNotDescribe) {
+  const JobSpec spec = *parseJobSpec(programJob()).spec;
+  EXPECT_TRUE(estimateMemory(spec).empty());
+  EXPECT_TRUE(estimatedRankTotals(toJson(spec).dump()).empty());
 }
 
 }  // namespace
