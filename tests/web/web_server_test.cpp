@@ -42,7 +42,9 @@ using web::WebServerOptions;
 
 const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
 const std::string kSpec = std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json";
-constexpr int kRanks = 4;  // ddp_mlp.json
+const std::string kPipelineSpec =
+    std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/pipeline_mlp.json";
+constexpr int kRanks = 4;  // ddp_mlp.json, pipeline_mlp.json
 constexpr char kSecret[] = "the secret outside the assets";
 
 class WebServerTest : public ::testing::Test {
@@ -59,8 +61,19 @@ class WebServerTest : public ::testing::Test {
                                       "--set", "telemetry.every_steps=1", "-q"});
     const ExitStatus status = run.wait(120s);
     ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
+    {
+      storage::Database db(dbPath());
+      run_id_ = queryInt(db, "SELECT max(id) FROM runs");
+    }
+    // A pipeline run, for the measured and planned schedules.
+    CapturedProcess pipeline(
+        kRingmaster, {"--db", dbPath(), "run", kPipelineSpec, "--set", "train.steps=6", "--set",
+                      "telemetry.every_steps=1", "-q"});
+    const ExitStatus pipeline_status = pipeline.wait(120s);
+    ASSERT_TRUE(pipeline_status.ok()) << pipeline_status.describe() << "\n"
+                                      << pipeline.out() << pipeline.err();
     storage::Database db(dbPath());
-    run_id_ = queryInt(db, "SELECT max(id) FROM runs");
+    pipeline_run_id_ = queryInt(db, "SELECT max(id) FROM runs");
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
@@ -115,7 +128,8 @@ class WebServerTest : public ::testing::Test {
   }
 
   static inline fs::path dir_;
-  static inline int64_t run_id_ = 0;
+  static inline int64_t run_id_ = 0;           // ddp_mlp, 20 steps
+  static inline int64_t pipeline_run_id_ = 0;  // pipeline_mlp, 6 steps
   std::unique_ptr<WebServer> server_;
   std::unique_ptr<httplib::Client> client_;
 };
@@ -241,7 +255,7 @@ TEST_F(WebServerTest, ServePrintsItsUrlAnswersAndStopsCleanlyOnCtrlC) {
   httplib::Result runs = client.Get("/api/v1/runs");
   ASSERT_TRUE(runs);
   EXPECT_EQ(runs->status, 200);
-  EXPECT_EQ(json::parse(runs->body)["runs"][0]["id"], run_id_);
+  EXPECT_EQ(json::parse(runs->body)["runs"].size(), 2u);
   serve.signal(SIGINT);
   const ExitStatus status = serve.wait(10s);
   EXPECT_TRUE(status.ok()) << status.describe() << serve.err();
@@ -331,15 +345,17 @@ TEST_F(WebServerTest, PathTraversalNeverReachesTheFileSystem) {
 TEST_F(WebServerTest, RunsListsTheRecordedRunWithItsFiguresAndFilters) {
   start();
   const json runs = getJson("/api/v1/runs")["runs"];
-  ASSERT_EQ(runs.size(), 1u);
-  const json& run = runs[0];
+  ASSERT_EQ(runs.size(), 2u);
+  EXPECT_EQ(runs[0]["id"], pipeline_run_id_);  // newest first
+  const json& run = runs[1];
   EXPECT_EQ(run["id"], run_id_);
   EXPECT_EQ(run["name"], "ddp_mlp");
   EXPECT_EQ(run["strategy"], "ddp");
   EXPECT_EQ(run["status"], "completed");
   EXPECT_EQ(run["world_size"], kRanks);
   storage::Database db(dbPath());
-  EXPECT_EQ(run["steps"], queryInt(db, "SELECT max(step) FROM steps"));
+  EXPECT_EQ(run["steps"],
+            queryInt(db, fmt::format("SELECT max(step) FROM steps WHERE run_id = {}", run_id_)));
   EXPECT_GE(run["steps"].get<int64_t>(), 19);
   EXPECT_TRUE(run["final_loss"].is_number());
   EXPECT_TRUE(run["duration_s"].is_number());
@@ -348,12 +364,15 @@ TEST_F(WebServerTest, RunsListsTheRecordedRunWithItsFiguresAndFilters) {
   EXPECT_TRUE(run["ended_at"].is_number());
   EXPECT_TRUE(run["error"].is_null());
 
-  EXPECT_EQ(getJson("/api/v1/runs?status=completed")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?status=completed")["runs"].size(), 2u);
   EXPECT_EQ(getJson("/api/v1/runs?status=failed")["runs"].size(), 0u);
+  EXPECT_EQ(getJson("/api/v1/runs?strategy=ddp")["runs"][0]["id"], run_id_);
   EXPECT_EQ(getJson("/api/v1/runs?strategy=ddp")["runs"].size(), 1u);
-  EXPECT_EQ(getJson("/api/v1/runs?strategy=pipeline")["runs"].size(), 0u);
-  EXPECT_EQ(getJson("/api/v1/runs?name=mlp")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?strategy=fsdp")["runs"].size(), 0u);
+  EXPECT_EQ(getJson("/api/v1/runs?name=ddp_")["runs"].size(), 1u);
+  EXPECT_EQ(getJson("/api/v1/runs?name=mlp")["runs"].size(), 2u);
   EXPECT_EQ(getJson("/api/v1/runs?name=nothing-like-it")["runs"].size(), 0u);
+  EXPECT_EQ(getJson("/api/v1/runs?limit=1")["runs"].size(), 1u);
 }
 
 TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
@@ -480,11 +499,48 @@ TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
   EXPECT_TRUE(schedule["planned"].is_null());
   EXPECT_EQ(getJson(runPath("/schedule/steps"))["steps"], json::array());
 
-  const json compared = getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, run_id_));
+  const json same = getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, run_id_));
+  ASSERT_EQ(same["runs"].size(), 2u);
+  EXPECT_EQ(same["spec_differences"], json::array());
+  const json compared =
+      getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, pipeline_run_id_));
   ASSERT_EQ(compared["runs"].size(), 2u);
   EXPECT_EQ(compared["runs"][0]["id"], run_id_);
+  EXPECT_EQ(compared["runs"][1]["id"], pipeline_run_id_);
   EXPECT_TRUE(compared["runs"][0]["summary"]["samples_per_s"].is_number());
-  EXPECT_EQ(compared["spec_differences"], json::array());
+  bool strategy_differs = false;
+  for (const json& difference : compared["spec_differences"])
+    if (difference["path"] == "strategy.kind")
+      strategy_differs = difference["values"] == json{"ddp", "pipeline"};
+  EXPECT_TRUE(strategy_differs) << compared["spec_differences"].dump();
+}
+
+TEST_F(WebServerTest, APipelineRunHasItsMeasuredAndPlannedSchedules) {
+  start();
+  const std::string base = fmt::format("/api/v1/runs/{}", pipeline_run_id_);
+  const std::vector<int64_t> steps = getJson(base + "/schedule/steps")["steps"];
+  ASSERT_GE(steps.size(), 2u);
+  const json schedule = getJson(base + "/schedule");
+  const json& measured = schedule["measured"];
+  EXPECT_EQ(measured["step"], steps[1]);  // the first after the warm-up
+  // 1F1B, 8 micro-batches, 4 stages: a forward and a backward of each on every rank.
+  EXPECT_EQ(measured["actions"].size(), 4u * 8u * 2u);
+  for (const json& action : measured["actions"]) {
+    EXPECT_LE(action["start_us"].get<int64_t>(), action["ready_us"].get<int64_t>());
+    EXPECT_LE(action["ready_us"].get<int64_t>(), action["end_us"].get<int64_t>());
+  }
+  ASSERT_EQ(measured["ranks"].size(), static_cast<size_t>(kRanks));
+  const double bubble = measured["bubble_fraction"];
+  EXPECT_GT(bubble, 0);
+  EXPECT_LT(bubble, 1);
+  const json& planned = schedule["planned"];
+  EXPECT_EQ(planned["ranks"], kRanks);
+  EXPECT_EQ(planned["actions"].size(), 4u * 8u * 2u);
+  // 1F1B's bubble with unit costs: (p - 1) / (m + p - 1) = 3 / 11.
+  EXPECT_NEAR(planned["theoretical_bubble"].get<double>(), 3.0 / 11.0, 1e-9);
+  EXPECT_TRUE(schedule["mean_bubble_fraction"].is_number());
+  EXPECT_EQ(getJson(base + "/schedule?step=" + std::to_string(steps[0]))["measured"]["step"],
+            steps[0]);
 }
 
 TEST_F(WebServerTest, UnknownRunsAndBadParametersAreRefusedByName) {
@@ -617,10 +673,15 @@ bool hasRunEventAfter(const StreamClient& client, int64_t run_id, int64_t after)
 }
 
 TEST_F(WebServerTest, AStreamGetsCoalescedRunEventsWhileARunRecordsAndResumesAfterAReconnect) {
-  start();
+  // Into a copy of the database, so that the other cases see the two recorded runs only.
+  const std::string live_db = (dir_ / "live.db").string();
+  fs::copy_file(dbPath(), live_db, fs::copy_options::overwrite_existing);
+  WebServerOptions o = options();
+  o.db_path = live_db;
+  start(o);
   auto stream = std::make_unique<StreamClient>(server_->port());
   ASSERT_TRUE(waitFor([&] { return stream->text().find("retry: 2000") != std::string::npos; }, 5s));
-  CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "--set", "train.steps=1000000",
+  CapturedProcess run(kRingmaster, {"--db", live_db, "run", kSpec, "--set", "train.steps=1000000",
                                     "--set", "telemetry.every_steps=1", "-q"});
   // The new run appears as a `runs` event, running, then gets `run` events as steps arrive.
   int64_t live_id = 0;
