@@ -12,16 +12,14 @@ import * as compare from './compare.js';
 
 const views = { runs, run, pipeline, compare };
 let unmount = null;
-let mountedKey = '';
 
 function route() {
   const parsed = parseHash();
   const name = parsed.path[0] || 'runs';
-  const key = parsed.path.join('/');
-  if (key === mountedKey && unmount) return;
+  // Views rewrite their own state with history.replaceState, which fires no hashchange: a
+  // hashchange is always a navigation (a link, back / forward, an edited URL), so re-mount.
   if (unmount) unmount();
   unmount = null;
-  mountedKey = key;
   const root = document.getElementById('view');
   root.replaceChildren();
   const view = views[name];

@@ -205,6 +205,10 @@ async function main() {
   await page.click('[data-tab=logs]');
   await until('the logs table', 10000, async () => page.locator('.logs table.grid').count());
   check(true, 'the logs tab drew');
+  // A link to another tab of the same run (the URL edited, or a shared link followed) opens it.
+  await page.evaluate((id) => { window.location.hash = `#/run/${id}?tab=ranks`; }, runId);
+  await until('the ranks tab from the URL', 10000, async () => page.locator('[data-tab=ranks].active').count());
+  check(true, 'a link to another tab of the same run opens that tab');
 
   // The runs list, live: a second run (a pipeline job) appears in it without a reload.
   await page.goto(`${base}/#/runs`);
