@@ -39,6 +39,35 @@ def dtype_name(dtype):
     return str(dtype).rpartition(".")[2]
 
 
+def _argument_reader(function):
+    """read(args, kwargs): a call's arguments by parameter name, defaults filled in; what
+    inspect's bind gives for these plain signatures, in a microsecond instead of twenty."""
+    parameters = list(inspect.signature(function).parameters.values())
+    if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in parameters):
+        signature = inspect.signature(function)
+
+        def read_bound(args, kwargs):
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return bound.arguments
+
+        return read_bound
+    positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY,
+                                                          p.POSITIONAL_OR_KEYWORD)]
+    defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+
+    def read(args, kwargs):
+        if len(args) > len(positional):
+            raise TypeError("%d positional arguments, the function takes %d"
+                            % (len(args), len(positional)))
+        values = dict(defaults)
+        values.update(zip(positional, args))
+        values.update(kwargs)
+        return values
+
+    return read
+
+
 def _rooted_peer(args, name):
     root = args.get(name)
     return root if isinstance(root, int) else -1
@@ -149,16 +178,14 @@ class DistributedWatch:
                        % (self._torch.__version__, ", ".join(missing)))
 
     def _wrap(self, name, op, describe, original):
-        signature = inspect.signature(original)
-        defaults = {p.name: p.default for p in signature.parameters.values()
-                    if p.default is not inspect.Parameter.empty}
+        read_arguments = _argument_reader(original)
         always_async = name in _ALWAYS_ASYNC
 
         @functools.wraps(original)
         def watched(*args, **kwargs):
             if getattr(_inside, "depth", 0) or os.getpid() != self._owner_pid:
                 return original(*args, **kwargs)
-            record = self._launch(name, op, describe, signature, defaults, always_async, args,
+            record = self._launch(name, op, describe, read_arguments, always_async, args,
                                   kwargs)
             if record is None:
                 return original(*args, **kwargs)
@@ -178,12 +205,11 @@ class DistributedWatch:
         watched.__ringmaster_watched__ = True
         return watched
 
-    def _launch(self, name, op, describe, signature, defaults, always_async, args, kwargs):
+    def _launch(self, name, op, describe, read_arguments, always_async, args, kwargs):
         """The operation's record and whether the call is asynchronous, or None for a call that
         is not recorded (not a member of the group, arguments the reporter cannot read)."""
         try:
-            bound = dict(defaults)
-            bound.update(signature.bind(*args, **kwargs).arguments)
+            bound = read_arguments(args, kwargs)
             group = self.groups.describe(bound.get("group"))
             if group is None:
                 return None
