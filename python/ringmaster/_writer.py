@@ -1,7 +1,8 @@
 """The telemetry channel: events stamped, numbered, encoded as protocol-v1 JSON lines
 (docs/telemetry.md) and written to a file descriptor by a daemon thread through a bounded queue, so
 that a training step never waits on the pipe, only on a full queue. It mirrors the engine's
-TelemetryWriter (engine/telemetry/writer.h): one write per line, looped over partial writes; lines
+TelemetryWriter (engine/telemetry/writer.h): whole lines from one thread, so they never
+interleave (several to a write when they queued up together), looped over partial writes; lines
 over 1 MiB cut or dropped; a reader that has gone breaks the writer, never the process.
 """
 
