@@ -237,7 +237,7 @@ class Reporter:
                 self.warn("flush", "the last CUDA-timed operations are not reported (%s)" % e)
         self._writer.emit("done", {"status": status, "final_step": self._last_step,
                                    "wall_s": time.perf_counter() - self._started},
-                          timeout=self._drain_timeout)
+                          timeout=self._drain_timeout, last=True)
 
     # -----------------------------------------------------------------------------------------
     # Watching torch.distributed.

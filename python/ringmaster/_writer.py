@@ -80,24 +80,33 @@ class TelemetryWriter:
         self._pid = os.getpid()
         self._queue = queue.SimpleQueue()
         self._queue_size = queue_size
-        self._closed = False
+        # Set once the stream's last event (done) is queued: later events, such as a comm event
+        # whose completion callback runs on a backend thread during the exit, are dropped.
+        self._sealed = False
+        self._seal_lock = threading.Lock()  # a C lock: `with` on it survives async exceptions
+        self._stopped = False
         self.error = None  # the OSError that broke the writer, if one did
         self.dropped = 0  # events not written: too large, or after the writer broke
         self._thread = threading.Thread(target=self._run, name="ringmaster-telemetry",
                                         daemon=True)
         self._thread.start()
 
-    def emit(self, event_type, body, stamp=None, timeout=None):
+    def emit(self, event_type, body, stamp=None, timeout=None, last=False):
         """Queues one event (body: its fields after the envelope, JSON-ready). `stamp`: the
         event's time in seconds since the epoch (now when None). Waits while the queue is full,
-        at most `timeout` seconds when given; returns whether the event was queued."""
-        if self._closed or os.getpid() != self._pid:
+        at most `timeout` seconds when given; returns whether the event was queued. `last`: the
+        stream's last event; nothing is queued after it."""
+        if self._sealed or os.getpid() != self._pid:
             return False
         if stamp is None:
             stamp = time.time()
         if self._queue.qsize() >= self._queue_size and not self._wait_for_room(timeout):
             return False
-        self._queue.put((stamp, event_type, body))
+        with self._seal_lock:
+            if self._sealed:
+                return False
+            self._queue.put((stamp, event_type, body))
+            self._sealed = last
         return True
 
     def _wait_for_room(self, timeout):
@@ -112,9 +121,11 @@ class TelemetryWriter:
     def close(self, timeout):
         """Writes what was queued (waiting at most `timeout` seconds) and stops the thread;
         later emits do nothing. Returns whether everything queued was written or dropped."""
-        if self._closed or os.getpid() != self._pid:
+        if self._stopped or os.getpid() != self._pid:
             return True
-        self._closed = True
+        self._stopped = True
+        with self._seal_lock:
+            self._sealed = True
         self._queue.put(_STOP)
         self._thread.join(timeout)
         return not self._thread.is_alive()

@@ -529,5 +529,38 @@ TEST(Reporter, SigtermEndsTheRunCancelled) {
   EXPECT_NE(output.err.find("SIGTERM: stopping after step"), std::string::npos) << output.err;
 }
 
+TEST(Reporter, SigtermDuringDdpStepsEndsEveryStreamWithDoneCancelled) {
+  SKIP_WITHOUT_TORCH();
+  const int ranks = 2;
+  ScriptRun run("stop_ddp.py", {}, ranks);
+  // As the agent stops a job: every rank at once, once all are training.
+  std::vector<bool> reached(ranks, false);
+  bool signalled = false;
+  const std::vector<RankOutput>& outputs =
+      run.finish(120s, [&](int rank, const std::string& telemetry) {
+        if (telemetry.find("\"step\":5,") != std::string::npos)
+          reached[static_cast<size_t>(rank)] = true;
+        if (signalled || std::find(reached.begin(), reached.end(), false) != reached.end()) return;
+        for (int r = 0; r < ranks; ++r) run.child(r).signal(SIGTERM);
+        signalled = true;
+      });
+  ASSERT_TRUE(signalled);
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankOutput& output = outputs[static_cast<size_t>(rank)];
+    // 130, as the engine's worker. A rank stopped with collectives in flight may instead die
+    // in torch's own teardown, after its telemetry ("terminate called without an active
+    // exception"): SIGABRT, which the agent counts as expected of a stopped worker.
+    EXPECT_TRUE(output.status.exit_code == 130 || output.status.signal == SIGABRT)
+        << describe(output);
+    // The comm events of buckets that complete during the exit never follow the done.
+    expectWellFormedStream(output, rank);
+    const auto dones = output.all<DoneEvent>();
+    ASSERT_EQ(dones.size(), 1u);
+    EXPECT_EQ(dones[0].status, DoneStatus::kCancelled);
+    EXPECT_TRUE(output.all<ErrorEvent>().empty());
+  }
+}
+
 }  // namespace
 }  // namespace ringmaster
