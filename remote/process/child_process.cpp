@@ -3,6 +3,7 @@
 #include "process/child_process.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -135,7 +136,10 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
     setUpStream(options.stdin_mode, in, 0, STDIN_FILENO);
     setUpStream(options.stdout_mode, out, 1, STDOUT_FILENO);
     setUpStream(options.stderr_mode, err, 1, STDERR_FILENO);
-    // dup2 clears close-on-exec on the new descriptor; the pipe's own ends keep it.
+    // Nothing the parent left open beyond the standard streams reaches the program (a log file,
+    // a socket, a database): every descriptor from 3 up closes at exec. Then the telemetry
+    // channel's, which dup2 leaves open across it.
+    ::close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
     if (options.telemetry_fd >= 0) ::dup2(telemetry[1], options.telemetry_fd);
     if (workdir != nullptr && ::chdir(workdir) != 0) {
       int error = -errno;  // negative: the directory, not the program

@@ -96,11 +96,24 @@ TEST(ChildProcess, TheTelemetryChannelIsAPipeOfItsOwnBesideStdoutAndStderr) {
   EXPECT_TRUE(child.wait().ok());
 }
 
-TEST(ChildProcess, WithoutATelemetryChannelTheDescriptorIsNotOpen) {
-  ChildOptions o = shell("echo x >&3 2>/dev/null && exit 9; exit 0");
+TEST(ChildProcess, NoDescriptorOfTheParentBeyondTheStandardStreamsReachesTheChild) {
+  // A descriptor of the parent's without close-on-exec, at 3 and far above.
+  const int three = ::dup2(STDERR_FILENO, 3);
+  const int high = ::dup2(STDERR_FILENO, 200);
+  ASSERT_EQ(three, 3);
+  ASSERT_EQ(high, 200);
+  ChildOptions o = shell("for fd in 3 200; do (: >&$fd) 2>/dev/null && exit 9; done; exit 0");
   ChildProcess child(o);
   EXPECT_EQ(child.telemetryFd(), -1);
-  EXPECT_EQ(child.wait().exit_code, 0);
+  EXPECT_EQ(child.wait().exit_code, 0) << "a descriptor of the parent's was open in the child";
+  ::close(three);
+  ::close(high);
+
+  o.telemetry_fd = 3;  // only the channel is there
+  o.argv = {"/bin/sh", "-c",
+            "(: >&3) 2>/dev/null || exit 8; (: >&4) 2>/dev/null && exit 9; exit 0"};
+  ChildProcess with_channel(o);
+  EXPECT_EQ(with_channel.wait().exit_code, 0);
 }
 
 TEST(ChildProcess, StartsInItsWorkingDirectoryAndNamesOneItCannotEnter) {
