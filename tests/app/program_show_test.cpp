@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/python_torch.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 
@@ -59,9 +60,9 @@ class ProgramShow : public storage::testing::StorageTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
-    CapturedProcess probe(RINGMASTER_PYTHON_TORCH, {"-c", "import torch.distributed"});
-    if (!probe.wait(60s).ok())
-      GTEST_SKIP() << RINGMASTER_PYTHON_TORCH << " cannot import torch (Debian: python3-torch)";
+    if (const std::string why = testing::pythonTorchUnavailable(RINGMASTER_PYTHON_TORCH);
+        !why.empty())
+      GTEST_SKIP() << why;
     fs::create_directories(dir_);
   }
   std::string dbPath() const { return (dir_ / "runs.db").string(); }

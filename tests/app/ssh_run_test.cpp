@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/python_torch.h"
 #include "db/database.h"
 #include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
@@ -183,9 +184,9 @@ TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
 // A program job (issue 19): a PyTorch DDP script, its folder uploaded to each host's job
 // directory with the reporter package of this build, 2 ranks a host.
 TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
-  CapturedProcess probe(RINGMASTER_PYTHON_TORCH, {"-c", "import torch.distributed"});
-  if (!probe.wait(60s).ok())
-    GTEST_SKIP() << RINGMASTER_PYTHON_TORCH << " cannot import torch (Debian: python3-torch)";
+  if (const std::string why = testing::pythonTorchUnavailable(RINGMASTER_PYTHON_TORCH);
+      !why.empty())
+    GTEST_SKIP() << why;
   const fs::path project = dir_ / "project";
   fs::create_directories(project / "lib");
   fs::copy_file(std::string(RINGMASTER_SOURCE_DIR) + "/tests/app/scripts/ddp_program.py",
@@ -239,11 +240,10 @@ TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
   // Every rank ran its host's copy of the folder, in the job directory, sub-folder included.
   for (int rank = 0; rank < 4; ++rank) {
     const std::string said = queryText(
-        db, fmt::format("SELECT message FROM logs WHERE rank = {} AND message LIKE '% runs %'",
-                        rank));
+        db,
+        fmt::format("SELECT message FROM logs WHERE rank = {} AND message LIKE '% runs %'", rank));
     EXPECT_NE(said.find("/ringmaster-job."), std::string::npos) << said;
-    EXPECT_NE(said.find("/program/train.py beside ['lib', 'train.py']"), std::string::npos)
-        << said;
+    EXPECT_NE(said.find("/program/train.py beside ['lib', 'train.py']"), std::string::npos) << said;
   }
   EXPECT_TRUE(noJobProcessesLeft(15s));
   for (const auto& dir : jobDirs()) EXPECT_FALSE(fs::exists(dir)) << dir << " was left behind";
