@@ -280,6 +280,15 @@ TEST_F(WebServerTest, ServeOnAnyAddressPrintsAGeneratedTokenOnce) {
   EXPECT_TRUE(serve.wait(10s).ok()) << serve.err();
 }
 
+TEST_F(WebServerTest, ASecondServerCannotTakeTheSamePort) {
+  start();
+  WebServerOptions o = options();
+  o.listen.port = server_->port();
+  WebServer second(o);
+  EXPECT_THROW(second.start(), Error);  // no SO_REUSEPORT: it would share the connections
+  EXPECT_EQ(get("/api/v1/runs")->status, 200);
+}
+
 // --- headers and assets --------------------------------------------------------------------------
 
 TEST_F(WebServerTest, EveryResponseCarriesTheSecurityHeaders) {

@@ -143,7 +143,10 @@ void WebServer::Impl::route() {
   server.set_payload_max_length(o.max_request_bytes);
   const int send_buffer = o.socket_send_buffer;
   server.set_socket_options([send_buffer](socket_t sock) {
-    httplib::default_socket_options(sock);
+    // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT, with which a second server
+    // binds the same port and takes a share of the connections.
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     // Accepted connections inherit the listening socket's buffer size.
     if (send_buffer > 0) setsockopt(sock, SOL_SOCKET, SO_SNDBUF, &send_buffer, sizeof send_buffer);
   });
