@@ -4,7 +4,9 @@
 # each configuration's median step time (over the best round, as these machines are noisy), its
 # ratio to the plain step, the process's CPU time per step (all its threads: the reporter's writer
 # and the backend's included; less disturbed than wall time by other processes on the machine)
-# and the median time a log() call itself took on the training thread. Spawns its own ranks:
+# and the median time a log() call itself took on the training thread. As the machine's load
+# moves these figures by more than the reporter does, a last measurement alternates in one run:
+# 50-step blocks with and without log(), compared block against block. Spawns its own ranks:
 # `python3 bench/reporter_overhead.py`.
 #
 # Configurations:
@@ -13,7 +15,9 @@
 #             Ringmaster)
 #   log       init() and one log() per step, telemetry on (a pipe this script drains)
 #   watched   log, watch_distributed and watch_ddp: a comm event per gradient bucket too
+#   alternate telemetry on, log() in every other block of 50 steps (the last measurement)
 import argparse
+import json
 import os
 import socket
 import statistics
@@ -25,11 +29,13 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 PACKAGE = os.path.join(os.path.dirname(HERE), "python")
 CONFIGS = ("plain", "off", "log", "watched")
+BLOCK = 50  # steps per block of the alternating run
 
 
 def rank_main(args):
-    """One rank: --warmup steps, then --steps timed ones; rank 0 prints their times (ms) on one
-    line, its log() calls' times (ms) on another, and its CPU time per step (ms) on a third."""
+    """One rank: --warmup steps, then --steps timed ones. Rank 0 prints one JSON object: the
+    steps' times and its log() calls' times (ms), its CPU time per step (ms) and, alternating, the
+    times of the steps without log()."""
     import torch
     import torch.distributed as dist
     import torch.nn as nn
@@ -52,7 +58,7 @@ def rank_main(args):
     loss_fn = nn.CrossEntropyLoss()
     x = torch.randn(64, 784)
     y = torch.randint(0, 10, (64,))
-    times, log_times = [], []
+    times, log_times, times_without = [], [], []
     for step in range(1, args.warmup + args.steps + 1):
         if step == args.warmup + 1:
             cpu_start = time.process_time()
@@ -61,15 +67,19 @@ def rank_main(args):
         loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
-        if reporter is not None:
+        logs = reporter is not None and (args.config != "alternate" or (step // BLOCK) % 2 == 1)
+        if logs:
             log_start = time.perf_counter()
             reporter.log(step, loss=loss, samples=64)
-            log_times.append((time.perf_counter() - log_start) * 1000)
-        times.append((time.perf_counter() - start) * 1000)
+            if step > args.warmup:
+                log_times.append((time.perf_counter() - log_start) * 1000)
+        if step > args.warmup:
+            (times if logs or args.config != "alternate" else times_without).append(
+                (time.perf_counter() - start) * 1000)
     if dist.get_rank() == 0:
-        print(" ".join("%.4f" % t for t in times[args.warmup:]), flush=True)
-        print(" ".join("%.4f" % t for t in log_times[args.warmup:]), flush=True)
-        print("%.4f" % ((time.process_time() - cpu_start) * 1000 / args.steps), flush=True)
+        print(json.dumps({"steps": times, "logs": log_times, "without_log": times_without,
+                          "cpu_ms": (time.process_time() - cpu_start) * 1000 / args.steps}),
+              flush=True)
     dist.destroy_process_group()
 
 
@@ -87,8 +97,8 @@ def drain(fd, counts, index):
 
 
 def run_config(config, args):
-    """Rank 0's median step time, CPU time per step and median log() time (ms, None without
-    log()), and the telemetry lines per rank, for one run of `config`."""
+    """Rank 0's figures of one run of `config` (rank_main's JSON object) and the telemetry lines
+    per rank."""
     port = str(free_port())
     procs, readers, counts = [], [], [0] * args.ranks
     for rank in range(args.ranks):
@@ -98,7 +108,7 @@ def run_config(config, args):
                    PYTHONPATH=PACKAGE + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("RINGMASTER_TELEMETRY_FD", None)
         pass_fds = ()
-        if config in ("log", "watched"):
+        if config in ("log", "watched", "alternate"):
             read_end, write_end = os.pipe()
             env["RINGMASTER_TELEMETRY_FD"] = str(write_end)
             pass_fds = (write_end,)
@@ -116,10 +126,7 @@ def run_config(config, args):
         reader.join()
     if any(proc.returncode != 0 for proc in procs):
         sys.exit("%s: a rank failed (exit codes %s)" % (config, [p.returncode for p in procs]))
-    step_line, log_line, cpu_line = outputs[0].split("\n")[:3]
-    log_times = [float(t) for t in log_line.split()]
-    return (statistics.median(float(t) for t in step_line.split()), float(cpu_line),
-            statistics.median(log_times) if log_times else None, counts)
+    return json.loads(outputs[0]), counts
 
 
 def cpu_model():
@@ -136,7 +143,7 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rank-of", choices=CONFIGS, help=argparse.SUPPRESS)
+    parser.add_argument("--rank-of", choices=CONFIGS + ("alternate",), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_of:
         args.config = args.rank_of
@@ -152,7 +159,9 @@ def main():
     lines = {}
     for round_index in range(args.rounds):
         for config in CONFIGS:  # in turn, so that a slow minute touches every configuration
-            median_ms, cpu_ms, log_ms, counts = run_config(config, args)
+            figures, counts = run_config(config, args)
+            median_ms, cpu_ms = statistics.median(figures["steps"]), figures["cpu_ms"]
+            log_ms = statistics.median(figures["logs"]) if figures["logs"] else None
             if median_ms < best[config][0]:
                 best[config] = (median_ms, cpu_ms, log_ms)
             lines[config] = counts
@@ -169,6 +178,18 @@ def main():
             config, median_ms, median_ms / plain_ms, cpu_ms, cpu_ms / plain_cpu_ms,
             "-" if log_ms is None else "%.4f" % log_ms,
             ", ".join(str(c) for c in lines[config])))
+
+    print()
+    print("In one run, %d-step blocks alternately with and without log() (the same processes, "
+          "the same minutes):" % BLOCK)
+    print("| round | median step with log() ms | without ms | ratio |")
+    print("| --- | --- | --- | --- |")
+    for round_index in range(args.rounds):
+        figures, _ = run_config("alternate", args)
+        with_log = statistics.median(figures["steps"])
+        without = statistics.median(figures["without_log"])
+        print("| %d | %.3f | %.3f | %.3f |" % (round_index + 1, with_log, without,
+                                               with_log / without), flush=True)
 
 
 if __name__ == "__main__":
