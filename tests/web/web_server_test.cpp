@@ -496,7 +496,9 @@ TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
   }
   EXPECT_EQ(getJson(runPath("/logs?limit=1"))["logs"].size(), 1u);
   const std::string first_word = logs[0]["message"].get<std::string>().substr(0, 4);
-  for (const json& line : getJson(runPath("/logs?level=info&contains=" + first_word))["logs"]) {
+  // Kept whole: a range-for over a member of the temporary would read it after its end.
+  const json filtered = getJson(runPath("/logs?level=info&contains=" + first_word));
+  for (const json& line : filtered["logs"]) {
     EXPECT_EQ(line["level"], "info");
     EXPECT_NE(line["message"].get<std::string>().find(first_word), std::string::npos);
   }
