@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, then builds and runs the whole suite through
 # CTest in the configurations that must pass: fuzz (the libFuzzer corpora replayed), asan
-# (AddressSanitizer + UndefinedBehaviorSanitizer; built without CUDA and without the GUI, so it is
-# also the check that the product builds there, and it runs the main job headless), tsan (ThreadSanitizer, the communication layer's tests: label
+# (AddressSanitizer + UndefinedBehaviorSanitizer on the layers they guard, see tests/README.md;
+# built without CUDA and without the GUI, so it is also the check that the product builds there,
+# and it runs the main job headless), tsan (ThreadSanitizer, the communication layer's tests: label
 # "comm"), and dev (with the CUDA path where the toolkit is installed). The dev run goes last so
 # that the final lines are its CTest summary; any failing configuration fails the script.
 set -euo pipefail
