@@ -14,8 +14,12 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +30,8 @@
 #include "access.h"
 #include "common/captured_process.h"
 #include "core/error.h"
+#include "db/statement.h"
+#include "query/comm_stats.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
 
@@ -484,6 +490,94 @@ TEST_F(WebServerTest, CommunicationByOpByRankAndAsAHeatMap) {
   for (const json& row : map["values"]) EXPECT_EQ(row.size(), map["bucket_starts"].size());
 }
 
+// Issue 20: the run page's "communication by op" chart is the desktop's query over HTTP. The
+// document is storage::commTimeByOp's value for value (every rank's mean, one rank, a reduced and a
+// zoomed range), its whole-run figures agree with a reference summed here from the stored events,
+// and with /comm's totals per op once the events without a step (which no step owns) are added.
+TEST_F(WebServerTest, CommunicationByOpOverStepsIsTheDesktopsQuery) {
+  start();
+  storage::Database db(dbPath());
+  struct Case {
+    std::string query;
+    int64_t from = 0, to = std::numeric_limits<int64_t>::max();
+    int buckets = 1000;
+    std::optional<int> rank;
+  };
+  const std::vector<Case> cases = {{""},
+                                   {"?rank=2", 0, std::numeric_limits<int64_t>::max(), 1000, 2},
+                                   {"?buckets=4", 0, std::numeric_limits<int64_t>::max(), 4},
+                                   {"?from=5&to=9&rank=1&buckets=3", 5, 9, 3, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.query);
+    const json document = getJson(runPath("/comm/series" + c.query));
+    const storage::CommTimeByOp expected =
+        storage::commTimeByOp(db, run_id_, c.from, c.to, c.buckets, c.rank);
+    ASSERT_FALSE(expected.ops.empty());
+    EXPECT_EQ(document["rank"], c.rank ? json(*c.rank) : json(nullptr));
+    EXPECT_EQ(document["bucket_width"], expected.bucket_width);
+    ASSERT_EQ(document["ops"].size(), expected.ops.size());
+    for (size_t i = 0; i < expected.ops.size(); ++i) {
+      const json& op = document["ops"][i];
+      EXPECT_EQ(op["op"], expected.ops[i].op);
+      ASSERT_EQ(op["buckets"].size(), expected.ops[i].buckets.size()) << op["op"];
+      EXPECT_LE(op["buckets"].size(), static_cast<size_t>(c.buckets));
+      for (size_t b = 0; b < expected.ops[i].buckets.size(); ++b) {
+        const json& bucket = op["buckets"][b];
+        ASSERT_EQ(bucket.size(), 2u);  // start, ms per step
+        EXPECT_EQ(bucket[0], expected.ops[i].buckets[b].start);
+        EXPECT_GE(bucket[0].get<int64_t>(), c.from);
+        EXPECT_LE(bucket[0].get<int64_t>(), c.to);
+        EXPECT_DOUBLE_EQ(bucket[1].get<double>(), expected.ops[i].buckets[b].ms_per_step);
+      }
+    }
+  }
+  EXPECT_GT(getJson(runPath("/comm/series?buckets=4"))["bucket_width"].get<int64_t>(), 1);
+
+  // The reference: per op and step, the transfer time (duration less any wait) over the (rank,
+  // step) pairs that had any communication; events without a step kept apart.
+  std::map<int64_t, std::set<int>> ranks_at;                  // step -> ranks communicating
+  std::map<std::string, std::map<int64_t, double>> transfer;  // op -> step -> ms
+  std::map<std::string, double> stepless;                     // op -> ms
+  storage::Statement events(db,
+                            "SELECT op, rank, step, max(duration_ms - coalesce(wait_ms, 0), 0) "
+                            "FROM comm_events WHERE run_id = ?");
+  events.bind(1, run_id_);
+  while (events.run()) {
+    const std::string op = events.columnText(0);
+    if (events.isNull(2)) {
+      stepless[op] += events.columnDouble(3);
+      continue;
+    }
+    const int64_t step = events.columnInt(2);
+    ranks_at[step].insert(static_cast<int>(events.columnInt(1)));
+    transfer[op][step] += events.columnDouble(3);
+  }
+  const json whole = getJson(runPath("/comm/series"));  // 20 steps: one bucket per step
+  ASSERT_EQ(whole["bucket_width"], 1);
+  ASSERT_EQ(whole["ops"].size(), transfer.size());
+  std::map<std::string, double> totals;  // op -> ms, from the document
+  for (const json& op : whole["ops"]) {
+    const std::string name = op["op"];
+    ASSERT_TRUE(transfer.contains(name)) << name;
+    EXPECT_EQ(op["buckets"].size(), transfer[name].size()) << name;
+    for (const json& bucket : op["buckets"]) {
+      const int64_t step = bucket[0];
+      const double pairs = static_cast<double>(ranks_at[step].size());
+      EXPECT_NEAR(bucket[1].get<double>(), transfer[name][step] / pairs, 1e-9)
+          << name << " at step " << step;
+      totals[name] += bucket[1].get<double>() * pairs;
+    }
+    EXPECT_GT(totals[name], 0) << name;
+  }
+  EXPECT_TRUE(totals.contains("all_reduce"));
+  // /comm's by_op rows are per op and message size; their sum per op is every event's transfer.
+  std::map<std::string, double> comm_totals;
+  for (const json& row : getJson(runPath("/comm"))["by_op"])
+    comm_totals[row["op"]] += row["total_ms"].get<double>();
+  for (const auto& [name, total] : comm_totals)
+    EXPECT_NEAR(totals[name] + stepless[name], total, 1e-6 * std::max(1.0, total)) << name;
+}
+
 TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
   start();
   const json logs = getJson(runPath("/logs"))["logs"];
@@ -578,6 +672,13 @@ TEST_F(WebServerTest, UnknownRunsAndBadParametersAreRefusedByName) {
   for (const char* ranks : {"4", "-1", "x", "0,,1", "1,9", ""})
     expectError(runPath("/series?metric=loss&ranks=") + ranks, 400, "ranks");
   expectError(runPath("/comm/heatmap?buckets=0"), 400, "buckets");
+  expectError("/api/v1/runs/999/comm/series", 404, "no run 999");
+  for (const char* rank : {"4", "-1", "x", "", "1,2"})
+    expectError(runPath("/comm/series?rank=") + rank, 400, "rank");
+  for (const char* buckets : {"0", "4097", "x"})
+    expectError(runPath("/comm/series?buckets=") + buckets, 400, "buckets");
+  expectError(runPath("/comm/series?from=-1"), 400, "from");
+  expectError(runPath("/comm/series?from=9&to=3"), 400, "to");
   expectError(runPath("/logs?rank=4"), 400, "rank");
   expectError(runPath("/logs?level=loud"), 400, "level");
   expectError(runPath("/logs?limit=0"), 400, "limit");

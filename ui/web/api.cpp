@@ -361,6 +361,28 @@ json commHeatmap(const Database& db, int64_t run_id, const QueryParams& params,
           {"values", values}};
 }
 
+// Transfer time per step in each collective op over steps, as the desktop's "communication time
+// by op" chart: storage::commTimeByOp, the mean over ranks unless `rank` names one (the desktop's
+// band mode is that mean too).
+json commSeries(const Database& db, int64_t run_id, const QueryParams& params,
+                const ApiLimits& limits) {
+  const RunRecord run = loadRun(db, run_id);
+  const SeriesRange range = rangeParameters(params, limits);
+  std::optional<int> rank;
+  if (parameter(params, "rank"))
+    rank = static_cast<int>(integerParameter(params, "rank", 0, run.world_size - 1, 0));
+  const CommTimeByOp by_op =
+      commTimeByOp(db, run_id, range.from_step, range.to_step, range.buckets, rank);
+  json ops = json::array();
+  for (const OpTimeSeries& op : by_op.ops) {
+    json buckets = json::array();
+    for (const OpTimeBucket& bucket : op.buckets)
+      buckets.push_back({bucket.start, number(bucket.ms_per_step)});
+    ops.push_back({{"op", op.op}, {"buckets", buckets}});
+  }
+  return {{"rank", optionalJson(rank)}, {"bucket_width", by_op.bucket_width}, {"ops", ops}};
+}
+
 // --- /runs/ID/logs, /runs/ID/flight-recorder -----------------------------------------------------
 
 json logs(const Database& db, int64_t run_id, const QueryParams& params, const ApiLimits& limits) {
@@ -558,6 +580,8 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   }
   if (parts.size() == 4 && what == "comm" && parts[3] == "heatmap")
     return commHeatmap(db, run_id, params, limits);
+  if (parts.size() == 4 && what == "comm" && parts[3] == "series")
+    return commSeries(db, run_id, params, limits);
   if (parts.size() == 4 && what == "schedule" && parts[3] == "steps")
     return {{"steps", scheduledSteps(db, run_id)}};
   return unknown();
