@@ -1,6 +1,7 @@
 // The run page: a run's figures and its tabs. Charts (loss with validation loss, step time split
-// into compute and exposed communication, communication time, memory), each for every rank, one
-// rank or the min / median / max band, zoomed by dragging (a re-query at one bucket per pixel);
+// into compute and exposed communication, communication time, communication time by op, memory),
+// each for every rank, one rank or the min / median / max band (communication by op: the mean over
+// ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
 // the rank table with stragglers; communication statistics by op and by rank; logs with filters;
 // flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
 // data from the stream redraws the open tab (at most every 500 ms).
@@ -8,16 +9,18 @@
 import { getJson, onStream } from './api.js';
 import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
 import { replaceParams } from './route.js';
-import { StepChart, loadMetric, buildPlotData, bucketsFor } from './chart.js';
+import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor } from './chart.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
 // Each chart: its title and the metrics it draws, the first one present in the run's metric list
-// per group (memory: allocated and peak, where the run reports them).
+// per group (memory: allocated and peak, where the run reports them); `commByOp` draws the
+// communication events instead (/comm/series), one line per collective op.
 const CHARTS = [
   { id: 'loss', title: 'Loss', metrics: ['loss'], evals: true },
   { id: 'step', title: 'Step time split (ms): compute / exposed communication (dashed)', metrics: ['compute_ms', 'exposed_comm_ms'] },
   { id: 'comm', title: 'Communication time per step (ms)', metrics: ['comm_ms'] },
+  { id: 'comm-ops', title: 'Communication by op (ms per step)', commByOp: true },
   { id: 'memory', title: 'Memory: allocated / peak (dashed)', metrics: ['mem_allocated', 'mem_peak'], yFormat: bytes },
 ];
 
@@ -103,8 +106,8 @@ export function mount(root, route) {
     const available = new Set(detail.metrics || []);
     const charts = [];
     for (const spec of CHARTS) {
-      const metrics = spec.metrics.filter((m) => available.has(m));
-      if (metrics.length === 0) continue;
+      const metrics = spec.commByOp ? [] : spec.metrics.filter((m) => available.has(m));
+      if (spec.commByOp ? available.size === 0 : metrics.length === 0) continue;
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
       container.append(box);
       charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom, yFormat: spec.yFormat }) });
@@ -133,6 +136,16 @@ export function mount(root, route) {
       await Promise.all(charts.map(async (c) => {
         try {
           const buckets = bucketsFor(c.chart.plot, c.chart.width());
+          if (c.spec.commByOp) {
+            const byOp = await getJson(`runs/${runId}/comm/series`, {
+              rank: /^\d+$/.test(state.ranks) ? state.ranks : '', from: state.from, to: state.to, buckets,
+            }, signal);
+            if (signal.aborted) return;
+            c.chart.update(opPlotData(byOp));
+            c.box.dataset.points = String(c.chart.pointCount());
+            c.box.dataset.lines = String(byOp.ops.length);
+            return;
+          }
           const loaded = await Promise.all(c.metrics.map((m) => loadMetric(runId, m, state.ranks, state.from, state.to, buckets, signal)));
           const extra = [];
           if (c.spec.evals && detail.evals && detail.evals.length) {
@@ -358,6 +371,24 @@ export function mount(root, route) {
     clearTimeout(timer);
     if (unmountTab) unmountTab();
   };
+}
+
+// The communication-by-op chart's data from /comm/series ({rank, bucket_width, ops: [{op, buckets:
+// [[start, ms per step]]}]}): one line per op at its buckets' starts. A bucket where some op ran but
+// this one did not is 0 ms for it (the query's mean over the bucket's rank-steps), not a gap.
+function opPlotData(byOp) {
+  const steps = new Set();
+  for (const op of byOp.ops) for (const [start] of op.buckets) steps.add(start);
+  const xs = Float64Array.from([...steps].sort((a, b) => a - b));
+  const data = [xs];
+  const series = [{ label: 'step' }];
+  const who = byOp.rank === null ? 'mean of ranks' : `rank ${byOp.rank}`;
+  byOp.ops.forEach((op, index) => {
+    const values = new Map(op.buckets);
+    data.push(Array.from(xs, (x) => (values.has(x) ? values.get(x) : 0)));
+    series.push({ label: `${op.op} (${who})`, stroke: rankColor(index), width: 1.5 });
+  });
+  return { data, series, bands: [] };
 }
 
 function figure(label, value) {

@@ -1,7 +1,8 @@
 // The web dashboard in a real headless browser during a live run: `ringmaster serve` on a free
 // loopback port over a database that a real 4-rank DDP run (`ringmaster run ddp_mlp.json`) is
 // recording into; Debian's chromium (driven by playwright-core, no browser download) opens the
-// run page and must see the loss chart's point count grow while the run records, zoom by dragging,
+// run page and must see the loss chart's point count grow while the run records and the
+// communication-by-op chart draw one line per collective op the API has, zoom by dragging,
 // and then render the runs list, the rank / comm / logs tabs, a pipeline run's page and the compare
 // page with no script error or CSP violation, and the page behind an access token. Exits 77 (CTest's skip) without chromium or
 // playwright-core. Optionally writes the screenshots docs/ shows.
@@ -133,20 +134,37 @@ async function main() {
   const points = () => page.evaluate(() => Number(document.querySelector('#chart-loss')?.dataset.points || 0));
   const first = await until('a first drawn loss point', 30000, async () => (await points()) > 0 && points());
   const runningThen = (await json(base, `/api/v1/runs/${runId}`)).run.status;
+  // The communication-by-op chart's drawn lines: its legend's labels (uPlot's first row is the
+  // step axis) and how many ops the response it drew had; null before it drew a point.
+  const drawnOps = () => page.evaluate(() => {
+    const box = document.getElementById('chart-comm-ops');
+    if (!box || Number(box.dataset.points || 0) === 0) return null;
+    const labels = [...box.querySelectorAll('.u-legend .u-series .u-label')].slice(1).map((e) => e.textContent);
+    return { labels, ops: Number(box.dataset.lines) };
+  });
+  const opLabels = async (query, who) => (await json(base, `/api/v1/runs/${runId}/comm/series${query}`)).ops.map((o) => `${o.op} (${who})`);
   console.log(`loss chart: ${first} points while the run is ${runningThen}`);
   // Sample the count until the run ends: it must rise more than once while the run records (each
   // rise is a redraw that the stream caused; the page is never reloaded).
   let runEnded = false;
   run.exited.then(() => { runEnded = true; });
   const seen = [first];
+  let opsWhileRunning = null;
   while (!runEnded) {
     const now = await points();
     if (now > seen[seen.length - 1]) seen.push(now);
+    if (!opsWhileRunning) {
+      const drawn = await drawnOps();
+      if (drawn && drawn.labels.length > 0 && !runEnded) opsWhileRunning = drawn;
+    }
     await sleep(100);
   }
   check(runningThen === 'running', `the run was still recording when the page first drew (${runningThen})`);
   check(seen.length >= 3, `the loss chart grew live, without a reload, through ${seen.join(' -> ')} points`);
   check(await page.evaluate(() => document.getElementById('live').textContent) === 'live', 'the live badge says live');
+  check(opsWhileRunning && opsWhileRunning.labels.length === opsWhileRunning.ops
+    && opsWhileRunning.labels.every((l) => l.endsWith(' (mean of ranks)')),
+  `the communication-by-op chart drew one line per op while the run recorded (${JSON.stringify(opsWhileRunning)})`);
 
   const result = await run.exited;
   check(result.code === 0, `ringmaster run exited 0 (${JSON.stringify(result)})${result.code ? `\n${run.output()}` : ''}`);
@@ -160,9 +178,16 @@ async function main() {
     return n >= Math.floor(steps / 10) && n;
   }).catch(() => points());
   check(allPoints >= Math.floor(steps / 10), `the loss chart holds the whole run: ${allPoints} points for ${steps} steps`);
-  for (const id of ['chart-step', 'chart-comm', 'chart-memory']) {
+  for (const id of ['chart-step', 'chart-comm', 'chart-comm-ops', 'chart-memory']) {
     check(await page.evaluate((i) => Number(document.getElementById(i)?.dataset.points || 0), id) > 0, `${id} drew points`);
   }
+  const finalOps = await opLabels('', 'mean of ranks');
+  const drawnFinal = await until('the communication-by-op chart of the whole run', 10000, async () => {
+    const drawn = await drawnOps();
+    return drawn && drawn.labels.join('|') === finalOps.join('|') && drawn;
+  }).catch(() => drawnOps());
+  check(finalOps.includes('all_reduce (mean of ranks)') && drawnFinal && drawnFinal.labels.join('|') === finalOps.join('|'),
+    `the communication-by-op chart has one line per op of /comm/series: ${JSON.stringify(drawnFinal && drawnFinal.labels)} for ${JSON.stringify(finalOps)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-run.png'), fullPage: true });
 
   // Zoom by dragging across the loss chart: the URL names the range and the chart re-queries it.
@@ -194,6 +219,14 @@ async function main() {
       page.evaluate((r) => window.location.hash.includes(`ranks=${r}`) && Number(document.querySelector('#chart-loss').dataset.points) > 0, ranks));
   }
   check(true, 'the band and a single rank drew');
+  // One rank: the communication-by-op chart follows with that rank's lines (zoomed as the others).
+  const rankOps = await opLabels(`?rank=2&from=${from}&to=${to}`, 'rank 2');
+  const drawnRank = await until('the communication-by-op chart for rank 2', 10000, async () => {
+    const drawn = await drawnOps();
+    return drawn && drawn.labels.join('|') === rankOps.join('|') && drawn;
+  }).catch(() => drawnOps());
+  check(rankOps.length > 0 && drawnRank && drawnRank.labels.join('|') === rankOps.join('|'),
+    `the communication-by-op chart follows the rank choice: ${JSON.stringify(drawnRank && drawnRank.labels)} for ${JSON.stringify(rankOps)}`);
 
   // The other tabs.
   await page.click('[data-tab=ranks]');
@@ -234,6 +267,16 @@ async function main() {
     (await page.locator('#gantt-measured canvas').count()) === 1 && (await page.locator('#gantt-planned canvas').count()) === 1);
   check(true, 'the pipeline page drew the measured and the planned schedule');
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-pipeline.png'), fullPage: true });
+  // Its run page: a pipeline run's communication by op has several ops (send, recv, ...), one line
+  // each, as /comm/series lists them.
+  await page.goto(`${base}/#/run/${secondId}?tab=charts&ranks=all`);
+  const pipelineOps = (await json(base, `/api/v1/runs/${secondId}/comm/series`)).ops.map((o) => `${o.op} (mean of ranks)`);
+  const drawnPipeline = await until('the pipeline run\'s communication-by-op chart', 15000, async () => {
+    const drawn = await drawnOps();
+    return drawn && drawn.labels.join('|') === pipelineOps.join('|') && drawn;
+  }).catch(() => drawnOps());
+  check(pipelineOps.length >= 2 && drawnPipeline && drawnPipeline.labels.join('|') === pipelineOps.join('|'),
+    `a pipeline run's communication-by-op chart has one line per op: ${JSON.stringify(drawnPipeline && drawnPipeline.labels)} for ${JSON.stringify(pipelineOps)}`);
 
   // Compare.
   await page.goto(`${base}/#/compare?runs=${runId},${secondId}`);
