@@ -411,6 +411,17 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
   EXPECT_EQ(listRuns(db, {.name_contains = "ow"}).size(), 1u);
   EXPECT_THROW(loadRun(db, 42), Error);
   EXPECT_EQ(metricNames(db, fast).size(), 12u);  // 11 per step and the wall time
+  // Issue 20: metricNames seeks one metric at a time; the slow reference reads the run's widest
+  // rollups. Same names, same order, for each run and for a run without any.
+  for (const int64_t run : {fast, slow, int64_t{42}}) {
+    Statement reference(db,
+                        "SELECT name FROM metrics WHERE id IN (SELECT DISTINCT metric_id FROM "
+                        "scalar_rollups WHERE run_id = ? AND width = 4096) ORDER BY name");
+    reference.bind(1, run);
+    std::vector<std::string> expected;
+    while (reference.run()) expected.push_back(reference.columnText(0));
+    EXPECT_EQ(metricNames(db, run), expected) << "run " << run;
+  }
   EXPECT_EQ(loadIngestCounts(db, fast).stored, 200);
 }
 
