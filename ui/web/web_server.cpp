@@ -1,15 +1,31 @@
-// The HTTP side: cpp-httplib's server with a fixed thread pool, the token check and security
-// headers before routing, the assets listed once at start-up, the API and the event stream.
+// The HTTP side: cpp-httplib's server with a fixed thread pool behind a bounded queue, the token
+// check and security headers before routing, the assets listed once at start-up, the API and the
+// event stream. Bodies go out as they are: nothing is compressed per request.
 #include "web_server.h"
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -27,7 +43,7 @@ using nlohmann::json;
 
 struct Asset {
   std::string content_type;
-  std::string body;
+  std::shared_ptr<const std::string> body;
 };
 
 std::string contentTypeOf(const fs::path& path) {
@@ -64,8 +80,8 @@ std::map<std::string, Asset> listAssets(const std::string& dir) {
     std::ostringstream body;
     body << in.rdbuf();
     if (!in) RM_THROW(kIo, fmt::format("reading the asset {}", it->path().string()));
-    Asset asset{contentTypeOf(it->path()), body.str()};
-    total += asset.body.size();
+    Asset asset{contentTypeOf(it->path()), std::make_shared<const std::string>(body.str())};
+    total += asset.body->size();
     if (total > kMaxTotal)
       RM_THROW(kInvalidArgument, fmt::format("--assets {}: more than 256 MiB of files", dir));
     assets.emplace(fs::relative(it->path(), dir).generic_string(), std::move(asset));
@@ -74,11 +90,30 @@ std::map<std::string, Asset> listAssets(const std::string& dir) {
   return assets;
 }
 
+// A body sent as it is. cpp-httplib 0.11.4 compresses a text or JSON body given by set_content on
+// every request whose client accepts it, with Brotli at quality 11 when the client accepts br, as
+// browsers do: 0.1-1.3 s of CPU for the 145 KiB chart library under load, on the threads the API
+// needs. A body given by a provider of known length goes out uncompressed.
+void setBody(httplib::Response& res, std::shared_ptr<const std::string> body,
+             const std::string& content_type) {
+  if (body->empty()) return res.set_content("", content_type);
+  const size_t size = body->size();
+  res.set_content_provider(
+      size, content_type,
+      [body = std::move(body)](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(body->data() + offset, length);
+      });
+}
+
+std::string errorDocument(int status, const std::string& message) {
+  return json{{"error", {{"status", status}, {"message", message}}}}.dump();
+}
+
 void setError(httplib::Response& res, int status, const std::string& message) {
   res.status = status;
   res.set_header("Cache-Control", "no-store");
-  res.set_content(json{{"error", {{"status", status}, {"message", message}}}}.dump(),
-                  "application/json");
+  setBody(res, std::make_shared<const std::string>(errorDocument(status, message)),
+          "application/json");
 }
 
 std::optional<std::string> queryParameter(const httplib::Request& req, const std::string& name) {
@@ -86,15 +121,264 @@ std::optional<std::string> queryParameter(const httplib::Request& req, const std
   return req.get_param_value(name.c_str());
 }
 
+// --- connections ---------------------------------------------------------------------------------
+
+using Clock = std::chrono::steady_clock;
+
+// Set on the listening thread while it turns away a connection the queue has no room for.
+thread_local bool t_refusing = false;
+
+// Waits until `sock` is ready for `events` or `timeout` passes; false on a timeout or an error.
+bool waitReady(int sock, short events, std::chrono::milliseconds timeout) {
+  pollfd fd{sock, events, 0};
+  const Clock::time_point deadline = Clock::now() + timeout;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    const int ready = ::poll(&fd, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+    if (ready > 0) return true;
+    if (ready == 0 || errno != EINTR) return false;
+  }
+}
+
+void socketAddress(int sock, bool peer, std::string& ip, int& port) {
+  sockaddr_storage address{};
+  socklen_t size = sizeof address;
+  auto* raw = reinterpret_cast<sockaddr*>(&address);
+  if ((peer ? getpeername(sock, raw, &size) : getsockname(sock, raw, &size)) != 0) return;
+  char host[NI_MAXHOST], service[NI_MAXSERV];
+  if (getnameinfo(raw, size, host, sizeof host, service, sizeof service,
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+    return;
+  ip = host;
+  port = std::atoi(service);
+}
+
+// A connection as cpp-httplib's Stream: reads buffered (the request parser reads a byte at a time),
+// every wait one poll() bounded by the read or write timeout, writes that never raise SIGPIPE.
+class SocketStream final : public httplib::Stream {
+ public:
+  SocketStream(int sock, std::chrono::milliseconds read_timeout,
+               std::chrono::milliseconds write_timeout)
+      : sock_(sock), read_timeout_(read_timeout), write_timeout_(write_timeout) {}
+
+  bool buffered() const { return begin_ < end_; }
+
+  bool is_readable() const override {
+    return buffered() || waitReady(sock_, POLLIN, read_timeout_);
+  }
+  // Writable within the write timeout, and the client has not closed its end.
+  bool is_writable() const override {
+    if (!waitReady(sock_, POLLOUT, write_timeout_)) return false;
+    char byte;
+    const ssize_t peeked = ::recv(sock_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return peeked > 0 || (peeked < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!buffered()) {
+      if (!waitReady(sock_, POLLIN, read_timeout_)) return -1;
+      if (size >= buffer_.size()) return receive(ptr, size);
+      const ssize_t received = receive(buffer_.data(), buffer_.size());
+      if (received <= 0) return received;
+      begin_ = 0;
+      end_ = static_cast<size_t>(received);
+    }
+    const size_t n = std::min(size, end_ - begin_);
+    std::memcpy(ptr, buffer_.data() + begin_, n);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  // Some of `ptr`, as soon as the socket takes it; -1 when it takes nothing for the write timeout.
+  ssize_t write(const char* ptr, size_t size) override {
+    const Clock::time_point deadline = Clock::now() + write_timeout_;
+    for (;;) {
+      const ssize_t sent = ::send(sock_, ptr, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent >= 0) return sent;
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0 || !waitReady(sock_, POLLOUT, left)) return -1;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    socketAddress(sock_, true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    socketAddress(sock_, false, ip, port);
+  }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  ssize_t receive(char* ptr, size_t size) {
+    for (;;) {
+      const ssize_t received = ::recv(sock_, ptr, size, MSG_DONTWAIT);
+      if (received >= 0 || errno != EINTR) return received;
+    }
+  }
+
+  const int sock_;
+  const std::chrono::milliseconds read_timeout_, write_timeout_;
+  std::array<char, 4096> buffer_{};
+  size_t begin_ = 0, end_ = 0;
+};
+
+// cpp-httplib's server with its per-connection loop replaced: 0.11.4's waits for a keep-alive
+// connection's next request by polling every 10 ms (a hundred wake-ups a second per idle
+// connection), and its listening socket's backlog is 5, so a burst of connections has its SYNs
+// dropped and waits a second for the retry. Here an idle connection sleeps in one poll() until its
+// next request, its keep-alive timeout or the server's stop; a connection turned away by the queue
+// (t_refusing) gets a 503 without being read, and is closed.
+class HttpServer final : public httplib::Server {
+ public:
+  HttpServer() {
+    if (::pipe2(stop_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+      RM_THROW(kIo, fmt::format("creating the web server's stop pipe: {}", std::strerror(errno)));
+  }
+  ~HttpServer() override {
+    ::close(stop_pipe_[0]);
+    ::close(stop_pipe_[1]);
+  }
+
+  void setTimeouts(std::chrono::milliseconds io_timeout, std::chrono::seconds keep_alive) {
+    io_timeout_ = io_timeout;
+    keep_alive_ = keep_alive;
+  }
+  // The complete response sent to a connection turned away.
+  void setRefusal(std::string response) { refusal_ = std::move(response); }
+  // After binding: how many connections the kernel holds before the listening thread accepts them.
+  bool setBacklog(int backlog) { return ::listen(svr_sock_, backlog) == 0; }
+  // Idle keep-alive connections stop waiting for a next request (the server is stopping).
+  void wakeIdleConnections() {
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t written = ::write(stop_pipe_[1], &byte, 1);
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    bool ok = false;
+    if (t_refusing) {
+      char request[4096];  // what already came, so that the close is no reset where possible
+      [[maybe_unused]] const ssize_t received = ::recv(sock, request, sizeof request, MSG_DONTWAIT);
+      ::send(sock, refusal_.data(), refusal_.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      ::shutdown(sock, SHUT_WR);
+    } else {
+      const int yes = 1;
+      setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);  // headers, then the body
+      SocketStream stream(sock, io_timeout_, io_timeout_);
+      for (size_t left = keep_alive_max_count_; left > 0 && nextRequest(stream, sock); --left) {
+        bool closed = false;
+        ok = process_request(stream, left == 1, closed, nullptr);
+        if (!ok || closed) break;
+      }
+      ::shutdown(sock, SHUT_RDWR);
+    }
+    ::close(sock);
+    return ok;
+  }
+
+  // Whether a request comes on `sock` before its keep-alive timeout and the server's stop.
+  bool nextRequest(const SocketStream& stream, int sock) const {
+    if (svr_sock_ == INVALID_SOCKET) return false;
+    if (stream.buffered()) return true;
+    pollfd fds[2] = {{sock, POLLIN, 0}, {stop_pipe_[0], POLLIN, 0}};
+    const Clock::time_point deadline = Clock::now() + keep_alive_;
+    for (;;) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const int ready = ::poll(fds, 2, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+      if (ready > 0) return fds[1].revents == 0 && fds[0].revents != 0;
+      if (ready == 0 || errno != EINTR) return false;
+    }
+  }
+
+  int stop_pipe_[2] = {-1, -1};
+  std::chrono::milliseconds io_timeout_{5000};
+  std::chrono::seconds keep_alive_{2};
+  std::string refusal_;
+};
+
+// The connection threads: a fixed pool taking accepted connections from a queue of at most
+// `max_queued`. A connection past it is turned away on the listening thread at once (a 503, closed)
+// rather than waiting behind the others for as long as they take.
+class ConnectionPool final : public httplib::TaskQueue {
+ public:
+  struct Counts {
+    std::atomic<int> serving{0}, queued{0};
+    std::atomic<int64_t> refused{0};
+  };
+
+  ConnectionPool(size_t threads, size_t max_queued, Counts& counts)
+      : max_queued_(max_queued), counts_(counts) {
+    for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { work(); });
+  }
+
+  void enqueue(std::function<void()> connection) override {
+    {
+      std::lock_guard lock(mutex_);
+      if (queue_.size() < max_queued_) {
+        queue_.push_back(std::move(connection));
+        counts_.queued.store(static_cast<int>(queue_.size()));
+        ready_.notify_one();
+        return;
+      }
+    }
+    counts_.refused.fetch_add(1);
+    t_refusing = true;
+    connection();  // HttpServer::process_and_close_socket: the 503, then the close
+    t_refusing = false;
+  }
+
+  // Serves what is queued (the server sees it is stopping and closes it) and joins the threads.
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> connection;
+      {
+        std::unique_lock lock(mutex_);
+        ready_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        connection = std::move(queue_.front());
+        queue_.pop_front();
+        counts_.queued.store(static_cast<int>(queue_.size()));
+        counts_.serving.fetch_add(1);
+      }
+      connection();
+      counts_.serving.fetch_sub(1);
+    }
+  }
+
+  const size_t max_queued_;
+  Counts& counts_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
 }  // namespace
 
 struct WebServer::Impl {
   WebServerOptions options;
   std::map<std::string, Asset> assets;
-  httplib::Server server;
+  HttpServer server;
   std::unique_ptr<LiveFeed> feed;
   std::thread listener;
   std::atomic<int> streams{0};
+  ConnectionPool::Counts connections;
   int port = 0;
   bool started = false, stopped = false;
 
@@ -122,6 +406,8 @@ WebServer::WebServer(WebServerOptions options) : impl_(std::make_unique<Impl>())
   }
   if (options.max_streams >= options.max_connections)
     RM_THROW(kInvalidArgument, "max_streams must leave connections for the API");
+  if (options.max_streams < 0 || options.max_queued_connections < 1)
+    RM_THROW(kInvalidArgument, "max_streams and max_queued_connections must be positive");
   impl_->assets = listAssets(options.assets_dir);
   impl_->options = std::move(options);
 }
@@ -133,13 +419,30 @@ WebServer::~WebServer() {
 void WebServer::Impl::route() {
   const WebServerOptions& o = options;
   const size_t threads = static_cast<size_t>(o.max_connections);
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  const size_t max_queued = static_cast<size_t>(o.max_queued_connections);
+  server.new_task_queue = [this, threads, max_queued] {
+    return new ConnectionPool(threads, max_queued, connections);
+  };
   const auto seconds = [](std::chrono::milliseconds d) { return d.count() / 1000; };
   const auto micros = [](std::chrono::milliseconds d) { return (d.count() % 1000) * 1000; };
+  // The listening thread's SO_RCVTIMEO / SO_SNDTIMEO on accepted sockets; HttpServer's own stream
+  // waits with poll() for io_timeout.
   server.set_read_timeout(seconds(o.io_timeout), micros(o.io_timeout));
   server.set_write_timeout(seconds(o.io_timeout), micros(o.io_timeout));
-  server.set_keep_alive_timeout(2);
+  server.setTimeouts(o.io_timeout, std::chrono::seconds(2));
   server.set_keep_alive_max_count(100);
+  server.set_tcp_nodelay(true);
+  {
+    const std::string body =
+        errorDocument(503, fmt::format("the server is busy ({} connections waiting), try again",
+                                       o.max_queued_connections));
+    server.setRefusal(fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Content-Length: {}\r\nRetry-After: 5\r\nCache-Control: no-store\r\n"
+        "Content-Security-Policy: {}\r\nX-Content-Type-Options: nosniff\r\n"
+        "Referrer-Policy: no-referrer\r\nX-Frame-Options: DENY\r\nConnection: close\r\n\r\n{}",
+        body.size(), kContentSecurityPolicy, body));
+  }
   server.set_payload_max_length(o.max_request_bytes);
   const int send_buffer = o.socket_send_buffer;
   server.set_socket_options([send_buffer](socket_t sock) {
@@ -185,7 +488,7 @@ void WebServer::Impl::route() {
     const auto found = assets.find(name);
     if (found == assets.end()) return setError(res, 404, "no such page or asset");
     res.set_header("Cache-Control", "no-cache");
-    res.set_content(found->second.body, found->second.content_type.c_str());
+    setBody(res, found->second.body, found->second.content_type);
   };
   server.Get("/", [serveAsset](const httplib::Request&, httplib::Response& res) {
     serveAsset("index.html", res);
@@ -204,7 +507,7 @@ void WebServer::Impl::route() {
       storage::Database db(options.db_path, db_options);
       const json document = handleApi(db, req.matches[1].str(), params, options.api);
       res.set_header("Cache-Control", "no-store");
-      res.set_content(document.dump(), "application/json");
+      setBody(res, std::make_shared<const std::string>(document.dump()), "application/json");
     } catch (const ApiError& error) {
       setError(res, error.status(), error.what());
     }
@@ -225,7 +528,7 @@ void WebServer::Impl::route() {
         setError(res, 500, message);
       });
   server.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty())
+    if (!res.has_header("Content-Type"))  // not one of setError's
       setError(res, res.status,
                res.status == 404 ? "no such page or API path" : fmt::format("HTTP {}", res.status));
   });
@@ -300,6 +603,9 @@ void WebServer::start() {
     RM_THROW(kUnavailable, fmt::format("cannot listen on {}:{} (in use, or not an address of "
                                        "this machine)",
                                        listen.host, listen.port));
+  if (!impl.server.setBacklog(impl.options.max_queued_connections))
+    RM_THROW(kIo,
+             fmt::format("listen() on {}:{}: {}", listen.host, impl.port, std::strerror(errno)));
   impl.feed->start();
   impl.listener = std::thread([&impl] { impl.server.listen_after_bind(); });
 }
@@ -309,6 +615,7 @@ void WebServer::stop() {
   if (!impl.started || impl.stopped) return;
   impl.stopped = true;
   impl.feed->stop();  // the stream clients' writers return, so the pool can join
+  impl.server.wakeIdleConnections();
   impl.server.stop();
   if (impl.listener.joinable()) impl.listener.join();
 }
@@ -319,6 +626,11 @@ int WebServer::port() const {
 
 int WebServer::streamClients() const {
   return impl_->streams.load();
+}
+
+WebServer::Connections WebServer::connections() const {
+  const ConnectionPool::Counts& counts = impl_->connections;
+  return {counts.serving.load(), counts.queued.load(), counts.refused.load()};
 }
 
 std::string WebServer::url(bool with_token) const {

@@ -1,12 +1,14 @@
 // The web dashboard's HTTP server (docs/web.md): the packaged pages, the JSON API (api.h) and the
 // event stream (live_feed.h) over one run database opened read-only per request, so the recorder
-// writing the same file is never blocked. Connections are served by a fixed pool of threads; every
+// writing the same file is never blocked. Connections are served by a fixed pool of threads behind
+// a bounded queue (a connection past it is answered 503 and closed, never left waiting); every
 // request is checked for the token when one is set, every response carries the security headers.
 // cpp-httplib stays inside web_server.cpp.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,9 +26,12 @@ struct WebServerOptions {
   std::optional<std::string> token;
   std::string assets_dir;  // the packaged pages; "" serves the API only
 
-  ApiLimits api;                         // buckets, log lines, compared runs
-  int max_connections = 64;              // threads serving connections, streams included
-  int max_streams = 48;                  // event-stream clients at once (the rest: 503)
+  ApiLimits api;  // buckets, log lines, compared runs
+  // Threads serving connections, streams included. A live page holds one stream and at most a few
+  // API requests at a time; an idle thread costs its stack's touched pages (tens of KiB).
+  int max_connections = 160;
+  int max_streams = 128;            // event-stream clients at once (the rest: 503)
+  int max_queued_connections = 64;  // accepted, waiting for a thread (the rest: 503 and closed)
   size_t max_request_bytes = 64 * 1024;  // a request's body (the API reads none)
   size_t stream_queue_bound = 256;       // runs pending for one stream client before it is dropped
   std::chrono::milliseconds poll_interval{250};    // how often the database is looked at
@@ -57,6 +62,12 @@ class WebServer {
 
   int port() const;           // the bound port, after start()
   int streamClients() const;  // event-stream connections open now
+  struct Connections {
+    int serving = 0;      // held by a connection thread now (streams included)
+    int queued = 0;       // accepted, waiting for a thread now
+    int64_t refused = 0;  // answered 503 and closed since start(): the queue was full
+  };
+  Connections connections() const;
   // http://HOST:PORT/ (brackets for IPv6), with ?token=... when `with_token` and a token is set.
   std::string url(bool with_token) const;
 
