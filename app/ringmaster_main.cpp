@@ -1,6 +1,8 @@
-// ringmaster: the desktop side. Subcommands give the whole product headless: `run` launches a job
-// locally and records it, `runs` / `show` / `compare` read the run database, `export` writes a run
-// as CSV or as a Perfetto trace. Errors become exit codes here and nowhere else (docs/errors.md).
+// ringmaster: the desktop side's command line, linking no Qt. Subcommands give the whole product
+// headless: `run` launches a job locally and records it, `runs` / `show` / `compare` read the run
+// database, `export` writes a run as CSV or as a Perfetto trace, `serve` the web dashboard. With no
+// subcommand it becomes ringmaster-desktop (the window), built beside it. Errors become exit codes
+// here and nowhere else (docs/errors.md).
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -8,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/desktop_launch.h"
 #include "cli/history_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/hosts_command.h"
@@ -31,9 +35,6 @@
 #include "export/run_export.h"
 #include "recorder/recorder.h"
 #include "spec/job_spec.h"
-#if RINGMASTER_HAVE_GUI
-#include "gui_main.h"
-#endif
 
 namespace {
 
@@ -92,7 +93,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", fmt::format("ringmaster {} (telemetry protocol {})",
                                                 RINGMASTER_VERSION, RINGMASTER_TELEMETRY_PROTOCOL));
 #if RINGMASTER_HAVE_GUI
-  // No subcommand: the desktop application (or, without a display, the demo run headless).
+  // No subcommand: the desktop application, ringmaster-desktop (or, without a display or without
+  // that program, the demo run headless).
   app.require_subcommand(0, 1);
   std::string gui_launch;
   app.add_option("--launch", gui_launch,
@@ -247,25 +249,31 @@ int main(int argc, char** argv) {
     if (check->parsed()) return cli::hostsCheckCommand(hosts_options);
 #endif
 #if RINGMASTER_HAVE_GUI
-    if (askpass->parsed()) return ui::runAskPass(argc, argv, askpass_prompt);
+    if (askpass->parsed()) {
+      const std::optional<std::string> dialog = cli::besideThisProgram("ringmaster-askpass");
+      if (!dialog) RM_THROW(kUnavailable, "askpass: no ringmaster-askpass beside this ringmaster");
+      cli::execProgram(*dialog, {askpass_prompt});
+    }
     if (app.get_subcommands().empty()) {
-      if (ui::displayAvailable()) {
-        ui::GuiOptions gui{db_path, std::nullopt};
-        if (!gui_launch.empty()) gui.launch_spec = gui_launch;
-        return ui::runGui(argc, argv, gui);
+      // The window, its options passed on as they came; the same process (same pid) goes on as
+      // ringmaster-desktop.
+      std::string why = "no display (neither DISPLAY nor WAYLAND_DISPLAY is set)";
+      if (cli::displayAvailable()) {
+        const std::optional<std::string> desktop = cli::besideThisProgram("ringmaster-desktop");
+        if (desktop) cli::execProgram(*desktop, std::vector<std::string>(argv + 1, argv + argc));
+        why = "no ringmaster-desktop beside this ringmaster";
       }
       if (gui_launch.empty()) {
         fmt::print(stderr,
-                   "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): the window "
-                   "cannot open. Use a subcommand (ringmaster --help), or --launch SPEC to "
-                   "run a job headless.\n");
+                   "{}: the window cannot open. Use a subcommand (ringmaster --help), or "
+                   "--launch SPEC to run a job headless.\n",
+                   why);
         return kExitUsage;
       }
       fmt::print(stderr,
-                 "no display (neither DISPLAY nor WAYLAND_DISPLAY is set): running {} "
-                 "headless with `ringmaster run`; open the window later to watch it "
-                 "recorded\n",
-                 gui_launch);
+                 "{}: running {} headless with `ringmaster run`; open the window later to watch "
+                 "it recorded\n",
+                 why, gui_launch);
       run_options.spec_path = gui_launch;
       run_options.db_path = db_path;
       return cli::runCommand(run_options);

@@ -8,7 +8,6 @@
 #include <QMessageBox>
 #include <QStyleFactory>
 #include <cstdio>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "data/background_jobs.h"
@@ -31,21 +30,13 @@ void setUpApplication() {
 
 }  // namespace
 
-bool displayAvailable() {
-  const char* platform = std::getenv("QT_QPA_PLATFORM");
-  if (platform != nullptr && *platform != '\0') return true;  // chosen explicitly (offscreen, ...)
-  const char* display = std::getenv("DISPLAY");
-  const char* wayland = std::getenv("WAYLAND_DISPLAY");
-  return (display != nullptr && *display != '\0') || (wayland != nullptr && *wayland != '\0');
-}
-
 int runGui(int argc, char** argv, const GuiOptions& options) {
   QApplication app(argc, argv);
   setUpApplication();
 #ifndef NDEBUG
   installGuiThreadQueryCheck();  // a query on the GUI thread throws: a bug, found early
 #endif
-  MainWindow window({options.db_path, QApplication::applicationFilePath()});
+  MainWindow window({options.db_path, QApplication::applicationDirPath() + "/ringmaster"});
   window.show();
   if (options.launch_spec) {
     // A spec with problems stays in the editor, its messages next to the fields.

@@ -7,6 +7,7 @@
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressDialog>
@@ -273,7 +274,8 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
     history_->refresh();
     emit launchFinished(id, code);
   });
-  if (!raw->start({options_.ringmaster, QString::fromStdString(options_.db_path),
+  const QString askpass = QFileInfo(options_.ringmaster).absolutePath() + "/ringmaster-askpass";
+  if (!raw->start({options_.ringmaster, askpass, QString::fromStdString(options_.db_path),
                    QString::fromStdString(spec.dump(2)), false})) {
     statusBar()->showMessage("Could not launch: " + raw->error());
     return false;

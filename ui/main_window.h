@@ -26,7 +26,9 @@ class HostsView;
 
 struct MainWindowOptions {
   std::string db_path;
-  QString ringmaster;  // the `ringmaster` executable that runs jobs (`ringmaster run`)
+  // The `ringmaster` executable that runs jobs (`ringmaster run`); their SSH_ASKPASS is the
+  // ringmaster-askpass beside it.
+  QString ringmaster;
   QString settings_scope = "ringmaster";  // QSettings application name (tests use their own)
 };
 

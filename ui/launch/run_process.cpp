@@ -65,7 +65,7 @@ bool RunProcess::start(const RunLaunch& launch) {
   QStringList args{"--db", launch.db_path, "run", spec_path, "--events", events_path};
   if (launch.accept_new_host_keys) args << "--accept-new-host-keys";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-  env.insert("SSH_ASKPASS", launch.ringmaster);
+  env.insert("SSH_ASKPASS", launch.askpass);
   env.insert("SSH_ASKPASS_REQUIRE", "force");
   process_.setProcessEnvironment(env);
   // The run must not outlive the GUI unattended: the kernel sends SIGTERM (a clean cancel) when

@@ -3,8 +3,8 @@
 // arrived (the child gets SIGTERM from the kernel when the GUI dies and cancels cleanly: status
 // `cancelled`, workers gone), and the GUI watches the database like any other viewer. The child
 // tells it the run's id on its machine-readable channel (`--events FILE`, session/README.md)
-// as soon as the run exists. Passphrases asked over SSH come through SSH_ASKPASS,
-// which points back at this program's `askpass` subcommand (a GUI prompt).
+// as soon as the run exists. Passphrases asked over SSH come through SSH_ASKPASS, a dialog program
+// (app/'s ringmaster-askpass).
 #pragma once
 
 #include <QFile>
@@ -19,6 +19,7 @@ namespace ringmaster::ui {
 
 struct RunLaunch {
   QString ringmaster;  // the ringmaster executable
+  QString askpass;     // the SSH_ASKPASS program: asks for a passphrase in a dialog
   QString db_path;
   QString spec_json;  // the spec to run (written to a private temporary file)
   bool accept_new_host_keys = false;
