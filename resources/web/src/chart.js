@@ -81,6 +81,20 @@ export function buildPlotData(loaded, extra = []) {
   return { data, series, bands };
 }
 
+// Performance marks for bench/web_first_chart.mjs, from uPlot's draw hook: 'ringmaster:first-chart'
+// when the page's first chart has drawn data, and 'ringmaster:chart-drawn' (detail: the chart
+// element's id) at each chart's first draw, with data or without (a metric with no points).
+let firstChartMarked = false;
+function markDrawn(chart, u) {
+  if (!firstChartMarked && u.data[0].length > 0) {
+    firstChartMarked = true;
+    performance.mark('ringmaster:first-chart');
+  }
+  if (chart.drawnMarked) return;
+  chart.drawnMarked = true;
+  performance.mark('ringmaster:chart-drawn', { detail: chart.container.id || chart.title });
+}
+
 // A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
 // through onReset(). update() replaces the data (and the series when their labels changed).
 export class StepChart {
@@ -95,6 +109,7 @@ export class StepChart {
     this.height = height;
     this.plot = null;
     this.labels = '';
+    this.drawnMarked = false;
   }
 
   width() {
@@ -133,6 +148,7 @@ export class StepChart {
         },
       },
       hooks: {
+        draw: [(u) => markDrawn(self, u)],
         setSelect: [(u) => {
           if (u.select.width < 3) return;
           const from = Math.floor(u.posToVal(u.select.left, 'x'));
