@@ -1,7 +1,8 @@
 // The web server's bounds under load (issue 20), proved by what the clients see, never by timing:
 // fifty live clients (a stream each, and API requests beside it) are all served while a real run
-// records, each receiving that run's events; connections past the accept queue's bound are turned
-// away at once (503 or closed) while the queued ones are served once a thread frees.
+// records, each receiving that run's events, and the API's shared documents are never older than
+// the event a page fetches on; connections past the accept queue's bound are turned away at once
+// (503 or closed) while the queued ones are served once a thread frees.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -84,6 +85,10 @@ class LiveClient {
     std::lock_guard lock(mutex_);
     return run_id == run_id_ ? last_step_ : -1;
   }
+  std::string lastStatus() const {
+    std::lock_guard lock(mutex_);
+    return last_status_;
+  }
   void follow(int64_t run_id) {
     std::lock_guard lock(mutex_);
     run_id_ = run_id;
@@ -100,8 +105,9 @@ class LiveClient {
       while ((at = frame.find(head, at)) != std::string::npos) {
         at += head.size();
         const json event = json::parse(frame.substr(at, frame.find('\n', at) - at));
-        if (event["id"].get<int64_t>() == run_id_)
-          last_step_ = std::max(last_step_, event["last_step"].get<int64_t>());
+        if (event["id"].get<int64_t>() != run_id_) continue;
+        last_step_ = std::max(last_step_, event["last_step"].get<int64_t>());
+        last_status_ = event["status"].get<std::string>();
       }
     }
   }
@@ -110,6 +116,7 @@ class LiveClient {
   mutable std::mutex mutex_;
   std::string pending_;
   int64_t run_id_ = -1, last_step_ = -1;
+  std::string last_status_;
   std::atomic<int> status_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -250,6 +257,17 @@ TEST_F(WebLoadTest, FiftyLiveClientsAreAllServedWhileARunRecordsAndEachGetsItsEv
   run.signal(SIGINT);
   const ExitStatus stopped = run.wait(60s);
   EXPECT_EQ(stopped.signal, 0) << stopped.describe();  // cancelled by SIGINT: exit code 130
+  // The run's end reaches the streams, and an API request made after that event says so: the
+  // documents the pages share were made after the change the event announces, never before.
+  ASSERT_TRUE(waitFor([&] { return clients[0]->lastStatus() == "cancelled"; }, 30s))
+      << clients[0]->lastStatus();
+  {
+    httplib::Client api("127.0.0.1", server_->port());
+    api.set_read_timeout(30, 0);
+    httplib::Result detail = api.Get(fmt::format("/api/v1/runs/{}", live_id).c_str());
+    ASSERT_TRUE(detail);
+    EXPECT_EQ(json::parse(detail->body)["run"]["status"], "cancelled");
+  }
 
   EXPECT_TRUE(all_received);
   for (int i = 0; i < kClients; ++i) {

@@ -152,6 +152,7 @@ void LiveFeed::poll(std::shared_ptr<storage::Database> db, std::map<int64_t, Run
       const int64_t version = db->dataVersion();
       if (seen_version != version) {
         seen_version = version;
+        generation_.fetch_add(1);
         std::map<int64_t, RunState> now = readRunStates(*db);
         for (const auto& [id, state] : now) {
           const auto before = known.find(id);

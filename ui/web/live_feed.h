@@ -6,6 +6,7 @@
 // connection dropped, never waited for. No HTTP here.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -66,6 +67,9 @@ class LiveFeed {
   std::shared_ptr<Subscriber> subscribe();
   void unsubscribe(const std::shared_ptr<Subscriber>& subscriber);
   size_t subscribers() const;
+  // Goes up each time the poller sees the database changed, before it tells the subscribers: what
+  // was read from the database at one generation holds until the next.
+  uint64_t generation() const { return generation_.load(); }
 
  private:
   struct RunState {
@@ -84,6 +88,7 @@ class LiveFeed {
   std::condition_variable wake_;
   bool stopping_ = false;
   std::vector<std::shared_ptr<Subscriber>> subscribers_;
+  std::atomic<uint64_t> generation_{0};
   std::thread poller_;
 };
 

@@ -21,6 +21,8 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -120,6 +122,74 @@ std::optional<std::string> queryParameter(const httplib::Request& req, const std
   if (!req.has_param(name.c_str())) return std::nullopt;
   return req.get_param_value(name.c_str());
 }
+
+// --- API documents ---------------------------------------------------------------------------
+
+// The API's documents of the database as the live feed last saw it: a request for the same path and
+// parameters in the same generation (LiveFeed::generation, one poll interval at most while a run
+// records) gets the document already made, and requests arriving while it is made wait for that
+// one. Fifty live pages refreshing on the same `run` event cost one query, not fifty. A generation
+// ends when the poller sees the database change, before the stream tells anyone, so a page
+// fetching after an event never gets a document older than that event. Holds the current
+// generation's documents only, at most kEntries of at most kMaxBytes each.
+class DocumentCache {
+ public:
+  using Document = std::shared_ptr<const std::string>;
+  static constexpr size_t kEntries = 64;
+  static constexpr size_t kMaxBytes = size_t{2} << 20;
+
+  Document get(const std::string& key, uint64_t generation,
+               const std::function<std::string()>& make) {
+    std::promise<Document> promise;
+    std::shared_future<Document> document;
+    bool mine = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (generation != generation_) {  // older ones can never be asked for again
+        entries_.clear();
+        generation_ = generation;
+      }
+      const auto found = entries_.find(key);
+      if (found != entries_.end()) {
+        document = found->second;
+      } else {
+        document = promise.get_future().share();
+        mine = true;
+        if (entries_.size() < kEntries) entries_.emplace(key, document);
+      }
+    }
+    if (mine) {
+      try {
+        promise.set_value(std::make_shared<const std::string>(make()));
+      } catch (...) {
+        promise.set_exception(std::current_exception());
+      }
+      // Refusals and large documents are not kept (the waiters have them).
+      const bool keep = document.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+                        !hasException(document) && document.get()->size() <= kMaxBytes;
+      if (!keep) {
+        std::lock_guard lock(mutex_);
+        const auto found = entries_.find(key);
+        if (found != entries_.end() && generation_ == generation) entries_.erase(found);
+      }
+    }
+    return document.get();  // rethrows make()'s exception
+  }
+
+ private:
+  static bool hasException(const std::shared_future<Document>& document) {
+    try {
+      document.get();
+      return false;
+    } catch (...) {
+      return true;
+    }
+  }
+
+  std::mutex mutex_;
+  uint64_t generation_ = 0;
+  std::map<std::string, std::shared_future<Document>> entries_;
+};
 
 // --- connections ---------------------------------------------------------------------------------
 
@@ -376,6 +446,7 @@ struct WebServer::Impl {
   std::map<std::string, Asset> assets;
   HttpServer server;
   std::unique_ptr<LiveFeed> feed;
+  DocumentCache documents;
   std::thread listener;
   std::atomic<int> streams{0};
   ConnectionPool::Counts connections;
@@ -500,14 +571,20 @@ void WebServer::Impl::route() {
     serveStream(req, res);
   });
   server.Get(R"(/api/v1(/.*))", [this](const httplib::Request& req, httplib::Response& res) {
-    QueryParams params(req.params.begin(), req.params.end());
+    const std::string path = req.matches[1].str();
+    std::string key = path;
+    for (const auto& [name, value] : req.params) key += fmt::format("\n{}={}", name, value);
     try {
-      storage::DatabaseOptions db_options;
-      db_options.read_only = true;
-      storage::Database db(options.db_path, db_options);
-      const json document = handleApi(db, req.matches[1].str(), params, options.api);
+      DocumentCache::Document document =
+          documents.get(key, feed->generation(), [this, &req, &path] {
+            QueryParams params(req.params.begin(), req.params.end());
+            storage::DatabaseOptions db_options;
+            db_options.read_only = true;
+            storage::Database db(options.db_path, db_options);
+            return handleApi(db, path, params, options.api).dump();
+          });
       res.set_header("Cache-Control", "no-store");
-      setBody(res, std::make_shared<const std::string>(document.dump()), "application/json");
+      setBody(res, std::move(document), "application/json");
     } catch (const ApiError& error) {
       setError(res, error.status(), error.what());
     }
