@@ -19,6 +19,8 @@ QT_QPA_PLATFORM=offscreen ./build/release/bench/gui_bench
 node bench/web_first_chart.mjs --ringmaster build/release/app/ringmaster \
   --node-modules build/release/resources/web/npm/node_modules \
   --db build/release/bench/web_series_cache/web-64x1000000.db
+# 50 live pages on a recorded run against the same run without a server (about 5 minutes).
+/usr/bin/python3 bench/web_load.py --build build/release
 /usr/bin/python3 bench/comm_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/ddp_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/strategies.py --node build/release/app/ringmaster-node
