@@ -1,7 +1,7 @@
 // Time to the first drawn chart in the browser (issue 20): Debian's headless chromium, driven by
 // playwright-core from the web assets' npm install (as tests/web/browser), opens a run's page
-// against `ringmaster serve` on a free loopback port, a fresh browser context (cold cache) per
-// load, and reports navigation start -> the first chart drawn ('ringmaster:first-chart', marked by
+// against `ringmaster serve` on a free loopback port, a fresh browser context (cold cache) and a
+// fresh server per load, and reports navigation start -> the first chart drawn ('ringmaster:first-chart', marked by
 // chart.js's uPlot draw hook) and -> every chart of the page drawn, min / median / max over the
 // loads. Runs: the big run web_series_bench writes (64 ranks x 1M steps) and a small real run
 // (`ringmaster run ddp_mlp.json`, 4 ranks). No anchor: a browser has nothing bare to compare with.
@@ -114,17 +114,24 @@ async function loadOnce(browser, url) {
   return result;
 }
 
-async function measure(browser, label, base, runId, ranks) {
-  const url = `${base}/#/run/${runId}?tab=charts&ranks=${ranks}`;
+// A fresh `ringmaster serve` per load: the server shares API documents between requests until the
+// database changes, and a page opened on a run nobody has looked at yet has none to share.
+async function measure(browser, label, db, ranks) {
   const first = [];
   const all = [];
   let charts = 0;
-  await loadOnce(browser, url);  // warm-up: the server's and the OS's caches, not counted
-  for (let i = 0; i < loads; i += 1) {
-    const r = await loadOnce(browser, url);
-    first.push(r.first);
-    all.push(r.all);
-    charts = r.charts;
+  for (let i = 0; i <= loads; i += 1) {  // load 0 warms the OS's file cache, not counted
+    const server = await serve(db);
+    try {
+      const url = `${server.base}/#/run/${server.runs[0].id}?tab=charts&ranks=${ranks}`;
+      const r = await loadOnce(browser, url);
+      if (i === 0) continue;
+      first.push(r.first);
+      all.push(r.all);
+      charts = r.charts;
+    } finally {
+      await server.stop();
+    }
   }
   console.log(`${label.padEnd(44)} ${String(ranks).padStart(6)} ${String(charts).padStart(7)} ${fmt(stats(first)).padStart(22)} ${fmt(stats(all)).padStart(22)}`);
 }
@@ -139,25 +146,17 @@ async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster-first-chart-'));
   try {
     console.log(`Time to the first drawn chart: headless chromium (${browser.version()}), 1280x900, a fresh context per load, `
-      + `${loads} loads after one warm-up; ms from navigation start, min / median / max\n`);
+      + `${loads} loads after one warm-up, a fresh ringmaster serve for each; ms from navigation start, min / median / max\n`);
     console.log(`${''.padEnd(44)} ${'ranks'.padStart(6)} ${'charts'.padStart(7)} ${'first chart ms'.padStart(22)} ${'every chart ms'.padStart(22)}`);
     const smallDb = path.join(dir, 'small.db');
     await runToEnd(['--db', smallDb, 'run', path.join(examples, 'ddp_mlp.json'), '--set', `train.steps=${smallSteps}`]);
-    const small = await serve(smallDb);
-    try {
-      await measure(browser, `small real run (ddp_mlp, 4 ranks x ${smallSteps} steps)`, small.base, small.runs[0].id, 'all');
-    } finally {
-      await small.stop();
-    }
+    await measure(browser, `small real run (ddp_mlp, 4 ranks x ${smallSteps} steps)`, smallDb, 'all');
     if (fs.existsSync(bigDb)) {
-      const big = await serve(bigDb);
-      try {
-        const run = big.runs[0];
-        for (const ranks of rankModes) {
-          await measure(browser, `${run.name} (${run.world_size} ranks x ${run.steps} steps)`, big.base, run.id, ranks);
-        }
-      } finally {
-        await big.stop();
+      const probe = await serve(bigDb);
+      const run = probe.runs[0];
+      await probe.stop();
+      for (const ranks of rankModes) {
+        await measure(browser, `${run.name} (${run.world_size} ranks x ${run.steps} steps)`, bigDb, ranks);
       }
     } else {
       console.log(`(no ${bigDb}: run web_series_bench first for the big run)`);

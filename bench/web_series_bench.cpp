@@ -253,8 +253,8 @@ int main(int argc, char** argv) {
       "127.0.0.1, keep-alive;\nanchor: SQL GROUP BY bucket over the same rows of the same file, "
       "one query per rank asked for; the band: the every-rank queries)\n\n",
       run, ranks, steps, path, buckets, repeats, anchor_repeats);
-  fmt::print("{:<38} {:>8} {:>9} {:>22} {:>22} {:>22} {:>8}\n", "", "buckets", "KiB", "handler ms",
-             "HTTP ms", "anchor GROUP BY ms", "ratio");
+  fmt::print("{:<38} {:>8} {:>9} {:>22} {:>11} {:>22} {:>22} {:>8}\n", "", "buckets", "KiB",
+             "handler ms", "HTTP 1st ms", "HTTP again ms (shared)", "anchor GROUP BY ms", "ratio");
   std::map<std::string, std::vector<double>> anchor_times;
   for (const Case& c : cases) {
     web::QueryParams params;
@@ -312,18 +312,27 @@ int main(int argc, char** argv) {
     if (anchor.empty()) anchor = anchor_times[anchor_key];
     anchor_times[anchor_key] = anchor;
     const Stats h = statsOf(handler), a = statsOf(anchor);
-    const std::string http_text = http.empty()
-                                      ? "(no ringmaster)"
-                                      : fmt::format("{:.1f} / {:.1f} / {:.1f}", statsOf(http).min,
-                                                    statsOf(http).median, statsOf(http).max);
-    fmt::print("{:<38} {:>8} {:>9.0f} {:>22} {:>22} {:>22} {:>8.4f}\n", c.label, points,
+    // The server shares a document between requests until the database changes: the first
+    // request of a case is the one that queries, the others are served from that.
+    std::string http_first = "(no ringmaster)", http_again;
+    if (!http.empty()) {
+      http_first = fmt::format("{:.1f}", http.front());
+      if (http.size() > 1) {
+        const Stats again = statsOf({http.begin() + 1, http.end()});
+        http_again = fmt::format("{:.1f} / {:.1f} / {:.1f}", again.min, again.median, again.max);
+      }
+    }
+    fmt::print("{:<38} {:>8} {:>9.0f} {:>22} {:>11} {:>22} {:>22} {:>8.4f}\n", c.label, points,
                static_cast<double>(bytes) / 1024,
-               fmt::format("{:.1f} / {:.1f} / {:.1f}", h.min, h.median, h.max), http_text,
-               fmt::format("{:.0f} / {:.0f} / {:.0f}", a.min, a.median, a.max),
+               fmt::format("{:.1f} / {:.1f} / {:.1f}", h.min, h.median, h.max), http_first,
+               http_again, fmt::format("{:.0f} / {:.0f} / {:.0f}", a.min, a.median, a.max),
                h.median / a.median);
   }
   fmt::print(
-      "\nratio: handler median / anchor median (below 1: the API is faster than the plain "
+      "\nHTTP 1st: the case's first request, which the server queries; again: the same "
+      "request repeated, the server's shared document (until the database changes)\n");
+  fmt::print(
+      "ratio: handler median / anchor median (below 1: the API is faster than the plain "
       "GROUP BY)\n");
   return 0;
 }
