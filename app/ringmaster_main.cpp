@@ -221,6 +221,11 @@ int main(int argc, char** argv) {
                     "and printed once)");
   serve->add_option("--assets", serve_options.assets_dir,
                     "the pages' directory (default: web/ beside the ringmaster binary)");
+  serve
+      ->add_option("--nice", serve_options.nice,
+                   "the server's CPU priority (nice 0..19; default 10: below a run recording on "
+                   "the same machine)")
+      ->check(CLI::Range(0, 19));
 #endif
 
   // --json anywhere asks for JSON errors too, a usage error included (parsing may stop before

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -20,11 +21,13 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "access.h"
@@ -265,6 +268,47 @@ TEST_F(WebServerTest, ServePrintsItsUrlAnswersAndStopsCleanlyOnCtrlC) {
   serve.signal(SIGINT);
   const ExitStatus status = serve.wait(10s);
   EXPECT_TRUE(status.ok()) << status.describe() << serve.err();
+}
+
+// The nice value of every thread of process `pid` (field 19 of /proc/PID/task/TID/stat, counted
+// after the parenthesised command name, which may hold spaces).
+std::vector<int> threadNiceValues(pid_t pid) {
+  std::vector<int> values;
+  for (const auto& task : fs::directory_iterator(fmt::format("/proc/{}/task", pid))) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    }
+    values.push_back(std::stoi(field));
+  }
+  return values;
+}
+
+TEST_F(WebServerTest, ServeRunsBelowARecordingRunsPriorityUnlessToldOtherwise) {
+  errno = 0;
+  const int ours = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  for (const auto& [arguments, expected] : std::vector<std::pair<std::vector<std::string>, int>>{
+           {{}, std::max(ours, 10)}, {{"--nice", "0"}, ours}, {{"--nice", "12"}, std::max(ours, 12)}}) {
+    const int port = freePort();
+    std::vector<std::string> argv = {"--db", dbPath(), "serve", "--listen",
+                                     fmt::format("127.0.0.1:{}", port)};
+    argv.insert(argv.end(), arguments.begin(), arguments.end());
+    CapturedProcess serve(kRingmaster, argv);
+    ASSERT_TRUE(serve.waitForOutput("http://127.0.0.1:", 10s)) << serve.out() << serve.err();
+    const std::vector<int> nice = threadNiceValues(serve.pid());
+    EXPECT_GT(nice.size(), 2u) << "the server's threads exist once the URL is printed";
+    for (int value : nice) EXPECT_EQ(value, expected) << fmt::format("{}", fmt::join(argv, " "));
+    serve.signal(SIGINT);
+    // Bounded generously: a server at a high nice value on a loaded machine gets little CPU to
+    // stop its threads.
+    const ExitStatus status = serve.wait(30s);
+    EXPECT_TRUE(status.ok()) << status.describe() << serve.err();
+  }
+  CapturedProcess refused(kRingmaster, {"--db", dbPath(), "serve", "--nice", "20"});
+  EXPECT_EQ(refused.wait(10s).exit_code, 2) << refused.err();
 }
 
 TEST_F(WebServerTest, ServeOnAnyAddressPrintsAGeneratedTokenOnce) {
