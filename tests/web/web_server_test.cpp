@@ -291,7 +291,9 @@ TEST_F(WebServerTest, ServeRunsBelowARecordingRunsPriorityUnlessToldOtherwise) {
   const int ours = getpriority(PRIO_PROCESS, 0);
   ASSERT_EQ(errno, 0);
   for (const auto& [arguments, expected] : std::vector<std::pair<std::vector<std::string>, int>>{
-           {{}, std::max(ours, 10)}, {{"--nice", "0"}, ours}, {{"--nice", "12"}, std::max(ours, 12)}}) {
+           {{}, std::max(ours, 10)},
+           {{"--nice", "0"}, ours},
+           {{"--nice", "12"}, std::max(ours, 12)}}) {
     const int port = freePort();
     std::vector<std::string> argv = {"--db", dbPath(), "serve", "--listen",
                                      fmt::format("127.0.0.1:{}", port)};
@@ -616,8 +618,9 @@ TEST_F(WebServerTest, CommunicationByOpOverStepsIsTheDesktopsQuery) {
   EXPECT_TRUE(totals.contains("all_reduce"));
   // /comm's by_op rows are per op and message size; their sum per op is every event's transfer.
   std::map<std::string, double> comm_totals;
-  for (const json& row : getJson(runPath("/comm"))["by_op"])
-    comm_totals[row["op"]] += row["total_ms"].get<double>();
+  // Kept in a local: a range-for over a member of the temporary document would read freed memory.
+  const json by_op = getJson(runPath("/comm"))["by_op"];
+  for (const json& row : by_op) comm_totals[row["op"]] += row["total_ms"].get<double>();
   for (const auto& [name, total] : comm_totals)
     EXPECT_NEAR(totals[name] + stepless[name], total, 1e-6 * std::max(1.0, total)) << name;
 }
