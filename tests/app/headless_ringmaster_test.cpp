@@ -158,15 +158,19 @@ TEST_F(HeadlessRingmasterTest, NoSubcommandWithADisplayBecomesTheDesktopWithItsO
                               {"XDG_CONFIG_HOME", (dir_ / "config").string()}});
   const std::string proc = fmt::format("/proc/{}", ringmaster.pid());
   const std::string desktop = fs::canonical(kAppDir + "/ringmaster-desktop").string();
+  // The kernel names the new executable in /proc/PID/exe a moment before the new program's
+  // arguments are in place (cmdline reads empty in between): wait for both.
+  auto arguments = [&] {
+    std::ifstream cmdline(proc + "/cmdline");
+    return std::string((std::istreambuf_iterator<char>(cmdline)), {});
+  };
   std::error_code ec;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (fs::read_symlink(proc + "/exe", ec) != desktop &&
+  while ((fs::read_symlink(proc + "/exe", ec) != desktop || arguments().empty()) &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(20ms);
   ASSERT_EQ(fs::read_symlink(proc + "/exe", ec), desktop);
-  std::ifstream cmdline(proc + "/cmdline");
-  const std::string args((std::istreambuf_iterator<char>(cmdline)), {});
-  EXPECT_EQ(args, desktop + '\0' + "--db" + '\0' + db() + '\0');
+  EXPECT_EQ(arguments(), desktop + '\0' + "--db" + '\0' + db() + '\0');
   ringmaster.signal(SIGKILL);
   ringmaster.wait(30s);
 }
