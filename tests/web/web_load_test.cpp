@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -214,6 +215,13 @@ TEST_F(WebLoadTest, FiftyLiveClientsAreAllServedWhileARunRecordsAndEachGetsItsEv
     clients.push_back(std::make_unique<LiveClient>(server_->port()));
   ASSERT_TRUE(waitFor([&] { return server_->streamClients() == kClients; }, 30s))
       << server_->streamClients() << " of " << kClients << " streams open";
+  // The server counts a stream before the client has read its response's headers.
+  EXPECT_TRUE(waitFor(
+      [&] {
+        return std::all_of(clients.begin(), clients.end(),
+                           [](const auto& client) { return client->status() != 0; });
+      },
+      30s));
   for (const auto& client : clients) EXPECT_EQ(client->status(), 200);
 
   CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "--set", "train.steps=1000000",
