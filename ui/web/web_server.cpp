@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -684,7 +685,17 @@ void WebServer::start() {
     RM_THROW(kIo,
              fmt::format("listen() on {}:{}: {}", listen.host, impl.port, std::strerror(errno)));
   impl.feed->start();
-  impl.listener = std::thread([&impl] { impl.server.listen_after_bind(); });
+  auto listening_ended = std::make_shared<std::atomic<bool>>(false);
+  impl.listener = std::thread([&impl, listening_ended] {
+    impl.server.listen_after_bind();
+    *listening_ended = true;
+  });
+  // cpp-httplib's stop() does nothing until the listening thread has marked the server running,
+  // after which that thread would listen forever and stop() would wait on it: a stop right after
+  // start (Ctrl-C as the URL is printed, on a loaded machine) hung. Return once it runs (or has
+  // already ended).
+  while (!impl.server.is_running() && !*listening_ended)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
 void WebServer::stop() {
