@@ -158,6 +158,79 @@ double defaultWeightDecay(OptimizerKind kind) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Worker environment names
+
+namespace {
+
+// What the agent sets for every worker (agent/node_agent.cpp: workerEnvironment, programWorker):
+// torchrun's variables by name, and whole families by prefix.
+constexpr std::string_view kTorchrunNames[] = {"MASTER_ADDR", "MASTER_PORT", "RANK",
+                                               "WORLD_SIZE",  "LOCAL_RANK",  "LOCAL_WORLD_SIZE",
+                                               "NODE_RANK",   "GROUP_RANK",  "GROUP_WORLD_SIZE"};
+constexpr std::string_view kSetPrefixes[] = {"TORCHELASTIC_", "ROLE_", "RINGMASTER_"};
+// Substrings of a name that looks like it holds a secret, matched in upper case.
+constexpr std::string_view kSecretWords[] = {"TOKEN",  "KEY",    "PASSWORD",
+                                             "PASSWD", "SECRET", "CREDENTIAL"};
+
+}  // namespace
+
+std::optional<std::string> checkEnvName(std::string_view name, bool allow_secret) {
+  const auto plain = [](char c, bool first) {
+    return c == '_' || std::isalpha(static_cast<unsigned char>(c)) ||
+           (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  if (name.empty()) return "expected a variable name, got an empty one";
+  if (name.size() > static_cast<size_t>(kMaxEnvNameLength)) {
+    return fmt::format("expected a variable name of at most {} characters, got {}",
+                       kMaxEnvNameLength, name.size());
+  }
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (!plain(name[i], i == 0)) {
+      return "not an environment variable name (ASCII letters, digits and '_', not starting "
+             "with a digit)";
+    }
+  }
+  for (std::string_view set : kTorchrunNames) {
+    if (name == set) {
+      return fmt::format(
+          "{} is set by Ringmaster for every worker (torchrun's environment) and cannot be "
+          "overridden",
+          name);
+    }
+  }
+  for (std::string_view prefix : kSetPrefixes) {
+    if (name.starts_with(prefix)) {
+      return fmt::format(
+          "{}* variables are set by Ringmaster for every worker and cannot be overridden", prefix);
+    }
+  }
+  if (!allow_secret) {
+    std::string upper(name);
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    for (std::string_view word : kSecretWords) {
+      if (upper.find(word) != std::string::npos) {
+        return fmt::format(
+            "looks like a secret (the name holds \"{}\"), and the spec is recorded with the "
+            "run: put it in a NAME=VALUE file on each host and name that file in "
+            "launch.env_file",
+            word);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> checkEnvValue(std::string_view value) {
+  if (value.find('\0') != std::string_view::npos)
+    return "expected a value without NUL characters (an environment cannot carry them)";
+  if (value.size() > static_cast<size_t>(kMaxEnvValueBytes)) {
+    return fmt::format("expected a value of at most {} bytes, got {}", kMaxEnvValueBytes,
+                       value.size());
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Keys of every block
 
 namespace {
@@ -192,7 +265,7 @@ const Keys kLossScaleKeys = {"init", "growth_interval"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
 const Keys kScheduleKeys = {"kind", "warmup_steps", "min_lr", "decay_steps"};
-const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s"};
+const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s", "env", "env_file"};
 const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file", "password_auth"};
 const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
 const Keys kTelemetryKeys = {"every_steps"};
@@ -1041,6 +1114,43 @@ class SpecParser {
     if (const json* v = find(value, "timeout_s")) {
       readPositive(*v, join(path, "timeout_s"), out.timeout_s, kMaxTimeoutSeconds);
     }
+    if (const json* v = find(value, "env")) parseEnv(*v, join(path, "env"), out.env);
+    if (const json* v = find(value, "env_file")) {
+      readOptionalText(*v, join(path, "env_file"), out.env_file);
+    }
+  }
+
+  // launch.env: {"NAME": "value"}, each name one the workers may be given (checkEnvName).
+  void parseEnv(const json& value, const std::string& path,
+                std::map<std::string, std::string>& out) {
+    if (!value.is_object()) {
+      report(path, "expected an object of NAME: \"value\" strings, got " + shown(value));
+      return;
+    }
+    if (value.size() > static_cast<size_t>(kMaxEnvVariables)) {
+      report(path,
+             fmt::format("expected at most {} variables, got {}", kMaxEnvVariables, value.size()));
+      return;
+    }
+    for (const auto& [name, item] : value.items()) {
+      // A name too long to be one is shown shortened in its path.
+      const std::string item_path = join(path, name.size() > static_cast<size_t>(kMaxEnvNameLength)
+                                                   ? name.substr(0, 64) + "..."
+                                                   : name);
+      if (std::optional<std::string> why = checkEnvName(name, false)) {
+        report(item_path, *why);
+        continue;
+      }
+      if (!item.is_string()) {
+        report(item_path, "expected a string, got " + shown(item));
+        continue;
+      }
+      if (std::optional<std::string> why = checkEnvValue(item.get_ref<const std::string&>())) {
+        report(item_path, *why);
+        continue;
+      }
+      out[name] = item.get<std::string>();
+    }
   }
 
   void parseHosts(const json& value, const std::string& path, std::vector<LaunchHostSpec>& out) {
@@ -1562,6 +1672,8 @@ json launchToJson(const LaunchSpec& spec) {
                  {"master_port", spec.master_port},
                  {"timeout_s", spec.timeout_s}};
   if (spec.node_binary) launch["node_binary"] = *spec.node_binary;
+  if (!spec.env.empty()) launch["env"] = spec.env;
+  if (spec.env_file) launch["env_file"] = *spec.env_file;
   return launch;
 }
 

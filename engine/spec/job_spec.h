@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -86,7 +87,10 @@ inline constexpr int64_t kMaxWorldSize = 65536;
 inline constexpr int64_t kMaxVirtualStages = 1024;
 inline constexpr double kMaxBucketCapMb = 65536;
 inline constexpr double kMaxTimeoutSeconds = 86400;
-inline constexpr double kMaxPeakTflops = 1e6;  // train.peak_tflops: an exaflop per rank
+inline constexpr double kMaxPeakTflops = 1e6;            // train.peak_tflops: an exaflop per rank
+inline constexpr int64_t kMaxEnvVariables = 256;         // launch.env, launch.env_file's lines
+inline constexpr int64_t kMaxEnvNameLength = 256;        // a variable's name
+inline constexpr int64_t kMaxEnvValueBytes = 32 * 1024;  // a variable's value
 
 // ---------------------------------------------------------------------------------------------
 // The spec. Fields marked "required" have no default: the parser insists on them, and the values
@@ -197,6 +201,13 @@ struct LaunchSpec {
   std::optional<std::string> node_binary;  // ringmaster-node on the hosts; nullopt: on the PATH
   int master_port = 0;                     // rank 0's store; 0 picks a free port
   double timeout_s = 300;                  // rendezvous and collective timeout
+  // Variables added to every worker's environment on every host (checkEnvName's rules: not one
+  // Ringmaster sets, not a secret-looking name), values as they are (no NUL).
+  std::map<std::string, std::string> env;
+  // NAME=VALUE lines read by each host's agent before it starts the workers, after `env`
+  // (agent/env_file.h); absolute, or relative to the agent's working directory. Only the path is
+  // in the spec: secrets go here.
+  std::optional<std::string> env_file;
   bool operator==(const LaunchSpec&) const = default;
 };
 
@@ -240,6 +251,20 @@ struct JobSpec {
 // The sections only the engine's worker reads, refused in a program job.
 inline constexpr std::array<std::string_view, 8> kEngineOnlySections = {
     "model", "data", "train", "optimizer", "backend", "device", "checkpoint", "telemetry"};
+
+// ---------------------------------------------------------------------------------------------
+// Worker environment names (launch.env, launch.env_file).
+
+// Why `name` cannot be one of the variables a job adds to its workers' environment, or nullopt
+// when it can: not a name ([A-Za-z_][A-Za-z0-9_]*, at most kMaxEnvNameLength), one of those
+// Ringmaster sets for every worker (torchrun's MASTER_ADDR, RANK, ..., TORCHELASTIC_*, ROLE_*,
+// RINGMASTER_*), or, unless `allow_secret` (an env_file's lines), a name that looks secret
+// (TOKEN, KEY, PASSWORD, PASSWD, SECRET, CREDENTIAL, in any case).
+std::optional<std::string> checkEnvName(std::string_view name, bool allow_secret);
+
+// Why `value` cannot be a variable's value, or nullopt when it can: a NUL, or more than
+// kMaxEnvValueBytes.
+std::optional<std::string> checkEnvValue(std::string_view value);
 
 // ---------------------------------------------------------------------------------------------
 // Parsing.

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "agent/env_file.h"
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "process/child_process.h"
@@ -130,7 +131,8 @@ struct Worker {
 
 class Agent {
  public:
-  explicit Agent(const AgentOptions& options) : options_(options) {}
+  Agent(const AgentOptions& options, std::map<std::string, std::string> job_environment)
+      : options_(options), job_environment_(std::move(job_environment)) {}
 
   AgentOutcome run();
 
@@ -150,6 +152,7 @@ class Agent {
   void report(Worker& worker);
 
   const AgentOptions& options_;
+  std::map<std::string, std::string> job_environment_;  // launch.env, then launch.env_file
   std::unique_ptr<TcpStore> store_;
   int master_port_ = 0;
   std::vector<Worker> workers_;
@@ -219,8 +222,19 @@ void Agent::startWorkers() {
     ChildOptions child;
     child.argv = options_.worker_command;
     for (const auto& [name, value] : options_.worker_environment) child.environment[name] = value;
-    for (auto& [name, value] : workerEnvironment(options_, master_port_, local))
-      child.environment[name] = value;
+    // The job's variables win over the program's (a PYTHONPATH is put after the reporter
+    // package's) and over the agent's defaults (OMP_NUM_THREADS); the names Ringmaster sets are
+    // refused in them (checkEnvName), so torchrun's always hold.
+    for (const auto& [name, value] : job_environment_) {
+      auto program = child.environment.find(name);
+      if (name == "PYTHONPATH" && program != child.environment.end())
+        program->second += ":" + value;
+      else
+        child.environment[name] = value;
+    }
+    for (auto& [name, value] : workerEnvironment(options_, master_port_, local)) {
+      if (!job_environment_.contains(name)) child.environment[name] = value;
+    }
     child.stdin_mode = StreamMode::kNull;
     child.working_directory = options_.worker_directory;
     child.telemetry_fd = options_.worker_telemetry_fd;
@@ -547,7 +561,8 @@ AgentOutcome runAgent(const AgentOptions& options) {
                fmt::format("--master port {} is outside 0..65535", options.master_port));
   RM_CHECK_ARG(options.node_rank == 0 || options.master_port != 0,
                "--master: only node 0 may leave the port to be chosen (0)");
-  return Agent(options).run();
+  // Read before anything starts: a bad env_file fails the agent with no worker started.
+  return Agent(options, jobEnvironment(options.spec.launch)).run();
 }
 
 }  // namespace ringmaster
