@@ -9,6 +9,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -397,6 +398,57 @@ TEST_F(SshLaunch, OversizedLinesAndTheAgentsReportsArePassedOnAsBadLines) {
       << bad[0].second;
   EXPECT_EQ(bad[1].first, 1);
   EXPECT_NE(bad[1].second.find("from rank 1: 20000000 bytes"), std::string::npos) << bad[1].second;
+}
+
+// Issue 21: a program job's launch.env and launch.env_file reach its workers on an SSH host byte
+// for byte (the spec travels as a file on the agent's stdin, the environment through exec, never
+// a command line), and the hostile value executes nothing there.
+TEST_F(SshLaunch, LaunchEnvReachesTheWorkersOnTheHostUnchangedAndExecutesNothing) {
+  trustServer();
+  const fs::path canary = dir_ / "CANARY";
+  const std::string hostile = fmt::format(
+      "two  spaces 'single' \"double\" $(touch {0}) `touch {0}` ; touch {0} ${{HOME}}\nline two",
+      canary.string());
+  const fs::path out = dir_ / "env-out";
+  fs::create_directories(out);
+  std::ofstream(dir_ / "worker.sh") << fmt::format(
+      "printf '%s' \"$HOSTILE\" > '{0}/HOSTILE.'$RANK\n"
+      "printf '%s' \"$HF_TOKEN\" > '{0}/HF_TOKEN.'$RANK\n"
+      "printf '%s' \"$RANK/$WORLD_SIZE\" > '{0}/RANK.'$RANK\n",
+      out.string());
+  std::ofstream(dir_ / "job.env") << "# read by the agent on the host\nHF_TOKEN=hf_on the host\n";
+  const nlohmann::json spec = {
+      {"name", "ssh-env"},
+      {"program", {{"python", "sh"}, {"script", "worker.sh"}, {"workdir", dir_.string()}}},
+      {"launch",
+       {{"hosts",
+         {{{"host", "127.0.0.1"},
+           {"port", server_->port()},
+           {"ranks", 2},
+           {"identity_file", (dir_ / "id_user").string()}}}},
+        {"env", {{"HOSTILE", hostile}}},
+        {"env_file", (dir_ / "job.env").string()},
+        {"timeout_s", 30}}}};
+  ASSERT_TRUE(parseJobSpec(spec).ok()) << parseJobSpec(spec).describe();
+  SshLaunchOptions options = launchOptions(kNode);
+  options.spec_json = spec.dump();
+  SshLauncher launch(options);
+  runToEnd(launch);
+  EXPECT_TRUE(launch.wait().ok()) << launch.failure();
+  // Nothing but fixed words and paths was on the command line sshd ran.
+  EXPECT_EQ(launch.hosts()[0].command.find("HOSTILE"), std::string::npos)
+      << launch.hosts()[0].command;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    const auto got = [&](const std::string& name) {
+      std::ifstream in(out / fmt::format("{}.{}", name, rank), std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    EXPECT_EQ(got("HOSTILE"), hostile);
+    EXPECT_EQ(got("HF_TOKEN"), "hf_on the host");
+    EXPECT_EQ(got("RANK"), fmt::format("{}/2", rank));
+  }
+  EXPECT_FALSE(fs::exists(canary)) << "a value was executed";
 }
 
 // ---------------------------------------------------------------------------------------------
