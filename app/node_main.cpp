@@ -70,6 +70,7 @@ int runWorker(const std::string& spec_path) {
   context.world_size = intFromEnvironment("WORLD_SIZE", 1);
   context.local_rank = intFromEnvironment("LOCAL_RANK", context.rank);
   context.host = hostName();
+  context.attempt = intFromEnvironment("TORCHELASTIC_RESTART_COUNT", 0);
   if (context.world_size < 1 || context.rank >= context.world_size) {
     RM_THROW(kInvalidArgument,
              fmt::format("RANK={} is outside WORLD_SIZE={}", context.rank, context.world_size));
@@ -85,6 +86,9 @@ int runWorker(const std::string& spec_path) {
                  fmt::format("{} is a program job: its ranks run {}, which "
                              "`ringmaster-node agent` starts, not the engine's worker",
                              spec_path, spec.program ? spec.program->script : ""));
+    // A restarted attempt (launch.max_restarts) goes on from the newest checkpoint complete on
+    // every rank; without checkpoints it starts again from step 1.
+    if (context.attempt > 0 && spec.checkpoint) spec.checkpoint->resume = true;
     // Every strategy that needs the world (all but `single`: StrategyPlan::needsWorld) trains over
     // the world process group, made from the torchrun environment (env://) that the agent sets.
     std::unique_ptr<Communicator> world;

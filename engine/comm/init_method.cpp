@@ -146,6 +146,12 @@ Rendezvous rendezvous(const InitOptions& options, const EnvLookup& env) {
     store.timeout = options.timeout;
     result.master_host = host;
     result.store = std::make_shared<TcpStore>(store);
+    // The agent's store outlives a restart (launch.max_restarts): each attempt's workers keep
+    // their keys apart, so none reads what the ranks of an earlier attempt left there.
+    const std::optional<std::string> restart = env("TORCHELASTIC_RESTART_COUNT");
+    if (agent_hosts_store && restart && *restart != "0" && !restart->empty()) {
+      result.store = std::make_shared<PrefixStore>("attempt_" + *restart, result.store);
+    }
   }
   return result;
 }

@@ -265,7 +265,8 @@ const Keys kLossScaleKeys = {"init", "growth_interval"};
 const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
                              "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
 const Keys kScheduleKeys = {"kind", "warmup_steps", "min_lr", "decay_steps"};
-const Keys kLaunchKeys = {"hosts", "node_binary", "master_port", "timeout_s", "env", "env_file"};
+const Keys kLaunchKeys = {"hosts",        "node_binary", "master_port", "timeout_s",
+                          "max_restarts", "env",         "env_file"};
 const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file", "password_auth"};
 const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
 const Keys kTelemetryKeys = {"every_steps"};
@@ -1118,6 +1119,10 @@ class SpecParser {
     if (const json* v = find(value, "env_file")) {
       readOptionalText(*v, join(path, "env_file"), out.env_file);
     }
+    if (const json* v = find(value, "max_restarts")) {
+      readInt(*v, join(path, "max_restarts"), out.max_restarts, 0, kMaxRestarts,
+              fmt::format("an integer in 0..{}", kMaxRestarts), true);
+    }
   }
 
   // launch.env: {"NAME": "value"}, each name one the workers may be given (checkEnvName).
@@ -1674,6 +1679,8 @@ json launchToJson(const LaunchSpec& spec) {
   if (spec.node_binary) launch["node_binary"] = *spec.node_binary;
   if (!spec.env.empty()) launch["env"] = spec.env;
   if (spec.env_file) launch["env_file"] = *spec.env_file;
+  // Left out at 0, so that the specs recorded before it existed compare equal to today's.
+  if (spec.max_restarts != 0) launch["max_restarts"] = spec.max_restarts;
   return launch;
 }
 

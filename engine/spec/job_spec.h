@@ -87,6 +87,7 @@ inline constexpr int64_t kMaxWorldSize = 65536;
 inline constexpr int64_t kMaxVirtualStages = 1024;
 inline constexpr double kMaxBucketCapMb = 65536;
 inline constexpr double kMaxTimeoutSeconds = 86400;
+inline constexpr int64_t kMaxRestarts = 1000;            // launch.max_restarts
 inline constexpr double kMaxPeakTflops = 1e6;            // train.peak_tflops: an exaflop per rank
 inline constexpr int64_t kMaxEnvVariables = 256;         // launch.env, launch.env_file's lines
 inline constexpr int64_t kMaxEnvNameLength = 256;        // a variable's name
@@ -208,6 +209,9 @@ struct LaunchSpec {
   // (agent/env_file.h); absolute, or relative to the agent's working directory. Only the path is
   // in the spec: secrets go here.
   std::optional<std::string> env_file;
+  // torchrun's --max-restarts: a failed worker stops every worker on every host, and all start
+  // again (from the newest complete checkpoint when checkpoint.dir is set) up to this many times.
+  int max_restarts = 0;
   bool operator==(const LaunchSpec&) const = default;
 };
 

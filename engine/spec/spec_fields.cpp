@@ -361,6 +361,11 @@ std::vector<SpecField> describe() {
       bounded(field("launch.timeout_s", "Where", "Timeout (s)", T::kNumber, spec.launch.timeout_s,
                     "rendezvous and collective timeout"),
               0, kMaxTimeoutSeconds, true),
+      bounded(field("launch.max_restarts", "Where", "Max restarts", T::kInteger,
+                    spec.launch.max_restarts,
+                    "a failed worker restarts every worker, from the newest checkpoint, up to "
+                    "this many times"),
+              0, kMaxRestarts),
       bounded(field("telemetry.every_steps", "Where", "Telemetry every", T::kInteger,
                     spec.telemetry.every_steps, "steps"),
               1, kMaxSteps),

@@ -225,7 +225,8 @@ TrainingResult Trainer::run() {
                              .device_name = deviceName(device),
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
-                             .strategy = std::string(toString(spec_.strategy.kind))});
+                             .strategy = std::string(toString(spec_.strategy.kind)),
+                             .attempt = context_.attempt});
 
   std::unique_ptr<Dataset> dataset = makeDataset(spec_);
   const ModelDescription description = describeModel(spec_.model);

@@ -27,6 +27,7 @@ struct RankContext {
   int world_size = 1;
   int local_rank = 0;
   std::string host;
+  int attempt = 0;  // TORCHELASTIC_RESTART_COUNT: restarts before this one (launch.max_restarts)
 };
 
 struct TrainingResult {

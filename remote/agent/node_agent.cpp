@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -150,6 +151,16 @@ class Agent {
   void stopAll(int signo, const char* reason);
   void reap();
   void report(Worker& worker);
+  // Restarts (launch.max_restarts), coordinated through node 0's store as torchrun's agents do:
+  // the first agent to see a worker fail in attempt n sets that attempt's failure key, every
+  // agent watching it stops its workers, and once all have stopped (a barrier per attempt) each
+  // starts its workers again as attempt n + 1.
+  void connectRestartStore();
+  std::string attemptKey(const char* what) const;
+  void announceFailure();
+  void watchForFailureElsewhere();
+  // After every worker of the attempt has been reaped: true when they were started again.
+  bool restartAfterAttempt(int signal_fd, bool& input_open);
 
   const AgentOptions& options_;
   std::map<std::string, std::string> job_environment_;  // launch.env, then launch.env_file
@@ -161,6 +172,11 @@ class Agent {
   bool cancelled_ = false;
   std::optional<size_t> first_failure_;
   std::optional<Clock::time_point> kill_deadline_;
+  std::unique_ptr<TcpStore> restart_client_;  // nodes other than 0: a client of node 0's store
+  Store* restart_store_ = nullptr;            // null: no restarts (max_restarts 0)
+  int attempt_ = 0;                           // TORCHELASTIC_RESTART_COUNT of the workers
+  bool failed_elsewhere_ = false;             // another host's worker failed in this attempt
+  int store_ticks_ = 0;                       // the failure key is looked at every few loop turns
 };
 
 void Agent::message(const std::string& text) {
@@ -235,6 +251,7 @@ void Agent::startWorkers() {
     for (auto& [name, value] : workerEnvironment(options_, master_port_, local)) {
       if (!job_environment_.contains(name)) child.environment[name] = value;
     }
+    child.environment["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt_);
     child.stdin_mode = StreamMode::kNull;
     child.working_directory = options_.worker_directory;
     child.telemetry_fd = options_.worker_telemetry_fd;
@@ -348,9 +365,10 @@ void Agent::reap() {
     std::optional<ExitStatus> status = worker.process->poll();
     if (!status || status->ok()) continue;
     const bool expected = worker.stopped_by_agent && (status->exit_code == 130 || status->signal);
-    if (!expected && !cancelled_ && !launcher_gone_ && !first_failure_) {
+    if (!expected && !cancelled_ && !launcher_gone_ && !first_failure_ && !failed_elsewhere_) {
       first_failure_ = i;
       message(fmt::format("rank {} {}", worker.rank, status->describe()));
+      announceFailure();
       stopAll(SIGTERM, "a worker failed");
     }
   }
@@ -404,9 +422,116 @@ void Agent::report(Worker& worker) {
   }
 }
 
+void Agent::connectRestartStore() {
+  if (options_.spec.launch.max_restarts == 0) return;
+  if (options_.node_rank == 0) {
+    restart_store_ = store_.get();
+    return;
+  }
+  TcpStoreOptions client;
+  client.host = options_.master_addr;
+  client.port = master_port_;
+  client.timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(options_.spec.launch.timeout_s * 1000));
+  restart_client_ = std::make_unique<TcpStore>(client);
+  restart_store_ = restart_client_.get();
+}
+
+std::string Agent::attemptKey(const char* what) const {
+  return fmt::format("ringmaster/agent/attempt_{}/{}", attempt_, what);
+}
+
+void Agent::announceFailure() {
+  if (restart_store_ == nullptr) return;
+  try {
+    const std::string node = std::to_string(options_.node_rank);
+    restart_store_->set(attemptKey("failed"), Bytes(node.begin(), node.end()));
+  } catch (const Error& e) {
+    message(
+        fmt::format("cannot tell the other hosts of the failure (no restart): {}", e.message()));
+    restart_store_ = nullptr;
+  }
+}
+
+void Agent::watchForFailureElsewhere() {
+  if (restart_store_ == nullptr || first_failure_ || failed_elsewhere_ || cancelled_ ||
+      launcher_gone_ || ++store_ticks_ % 5 != 0) {
+    return;
+  }
+  try {
+    if (!restart_store_->check({attemptKey("failed")})) return;
+  } catch (const Error& e) {
+    message(fmt::format("node 0's store is unreachable (no restart): {}", e.message()));
+    restart_store_ = nullptr;
+    return;
+  }
+  failed_elsewhere_ = true;
+  stopAll(SIGTERM, fmt::format("a worker failed on another host in attempt {}", attempt_).c_str());
+}
+
+bool Agent::restartAfterAttempt(int signal_fd, bool& input_open) {
+  if (restart_store_ == nullptr || cancelled_ || launcher_gone_) return false;
+  const int max_restarts = options_.spec.launch.max_restarts;
+  try {
+    // Completed here, it may still have failed on another host (after the last collective).
+    if (!first_failure_ && !failed_elsewhere_ && !restart_store_->check({attemptKey("failed")}))
+      return false;
+    if (attempt_ >= max_restarts) {
+      message(fmt::format("attempt {} failed; no restart left (launch.max_restarts {})", attempt_,
+                          max_restarts));
+      return false;
+    }
+    // Every host's workers have stopped before any starts again: no worker of attempt n + 1
+    // meets one of attempt n in a collective.
+    const std::string stopped = attemptKey("stopped");
+    restart_store_->add(stopped, 1);
+    const auto deadline =
+        Clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(options_.spec.launch.timeout_s * 1000));
+    while (restart_store_->add(stopped, 0) < options_.nnodes) {
+      char signal_bytes[16];
+      if (::read(signal_fd, signal_bytes, sizeof signal_bytes) > 0) {
+        cancelled_ = true;
+        message("stop requested while waiting to restart");
+        return false;
+      }
+      pollfd input{options_.input_fd, POLLIN, 0};
+      if (input_open && ::poll(&input, 1, 0) > 0) {
+        char discard[256];
+        const ssize_t n = ::read(options_.input_fd, discard, sizeof discard);
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) {
+          input_open = false;
+          launcher_gone_ = true;
+          message("stdin closed (the launcher has gone) while waiting to restart");
+          return false;
+        }
+      }
+      if (Clock::now() >= deadline) {
+        message(fmt::format("not every host stopped attempt {} within {} s: no restart", attempt_,
+                            options_.spec.launch.timeout_s));
+        return false;
+      }
+      std::this_thread::sleep_for(kPollPeriod);
+    }
+  } catch (const Error& e) {
+    message(fmt::format("node 0's store is unreachable (no restart): {}", e.message()));
+    return false;
+  }
+  ++attempt_;
+  message(fmt::format("restarting every worker as attempt {} (of at most {} restarts)", attempt_,
+                      max_restarts));
+  workers_.clear();
+  first_failure_.reset();
+  kill_deadline_.reset();
+  failed_elsewhere_ = false;
+  startWorkers();
+  return true;
+}
+
 AgentOutcome Agent::run() {
   SignalForwarding signals;
   startStore();
+  connectRestartStore();
   startWorkers();
   bool input_open = options_.input_fd >= 0;
   for (;;) {
@@ -454,6 +579,7 @@ AgentOutcome Agent::run() {
       stopAll(SIGTERM, "stdout closed (the launcher has gone)");
     }
     reap();
+    watchForFailureElsewhere();
     if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
       for (Worker& worker : workers_) {
         if (worker.process->status()) continue;
@@ -478,9 +604,9 @@ AgentOutcome Agent::run() {
         all_finished = false;
       }
     }
-    if (all_finished) break;
+    if (all_finished && !restartAfterAttempt(signals.fd(), input_open)) break;
   }
-  if (first_failure_) return AgentOutcome::kFailed;
+  if (first_failure_ || failed_elsewhere_) return AgentOutcome::kFailed;
   if (launcher_gone_) return AgentOutcome::kLauncherGone;
   if (cancelled_) return AgentOutcome::kCancelled;
   message("all workers completed");
@@ -507,7 +633,7 @@ std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOp
       {"ROLE_RANK", std::to_string(first_rank + local_rank)},
       {"ROLE_WORLD_SIZE", std::to_string(worldSize(options.spec))},
       {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(options.spec.launch.max_restarts)},
   };
   if (!options.workers_host_store) env.emplace_back("TORCHELASTIC_USE_AGENT_STORE", "True");
   // As torchrun does: several ranks on one host must not each start a thread per core.
@@ -561,6 +687,9 @@ AgentOutcome runAgent(const AgentOptions& options) {
                fmt::format("--master port {} is outside 0..65535", options.master_port));
   RM_CHECK_ARG(options.node_rank == 0 || options.master_port != 0,
                "--master: only node 0 may leave the port to be chosen (0)");
+  RM_CHECK_ARG(options.spec.launch.max_restarts == 0 || !options.workers_host_store,
+               "launch.max_restarts: a program job's workers host their own store, which the "
+               "agents cannot coordinate a restart through; restarts are for engine jobs");
   // Read before anything starts: a bad env_file fails the agent with no worker started.
   return Agent(options, jobEnvironment(options.spec.launch)).run();
 }

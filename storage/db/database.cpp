@@ -451,6 +451,16 @@ UNION ALL SELECT run_id, rank, 'loss_scale', step, loss_scale, attempt
 UNION ALL SELECT run_id, rank, 'skipped', step, skipped, attempt
             FROM steps WHERE skipped IS NOT NULL;
 )sql",
+      // 10: automatic restarts (launch.max_restarts): the steps each attempt stored, first and
+      // last (the steps a restart rolled back stay known once a later attempt has stored them
+      // again), and each attempt's root cause (runs.error keeps the last attempt's).
+      R"sql(
+ALTER TABLE attempts ADD COLUMN first_step INTEGER;
+ALTER TABLE attempts ADD COLUMN last_step INTEGER;
+ALTER TABLE attempts ADD COLUMN error TEXT;
+ALTER TABLE attempts ADD COLUMN error_rank INTEGER;
+ALTER TABLE attempts ADD COLUMN error_host TEXT;
+)sql",
   };
   return kMigrations;
 }

@@ -5,8 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -96,6 +99,8 @@ class EventStore {
   EventStore(Database& db, int64_t run_id, int attempt)
       : run_id_(run_id),
         attempt_(attempt),
+        latest_attempt_(attempt),
+        database_(db),
         seq_write_(db,
                    "INSERT OR REPLACE INTO seq_ranges (run_id, attempt, rank, first_seq, "
                    "last_seq) VALUES (?, ?, ?, ?, ?)"),
@@ -144,20 +149,46 @@ class EventStore {
         counts_(db,
                 "UPDATE attempts SET events_stored = events_stored + ?, "
                 "events_duplicate = events_duplicate + ?, lines_malformed = lines_malformed + ? "
-                "WHERE run_id = ? AND attempt = ?") {
+                "WHERE run_id = ? AND attempt = ?"),
+        attempt_begin_(db,
+                       "INSERT OR IGNORE INTO attempts (run_id, attempt, started_at) "
+                       "VALUES (?, ?, ?)"),
+        attempt_end_(db,
+                     "UPDATE attempts SET ended_at = ? WHERE run_id = ? AND attempt < ? AND "
+                     "ended_at IS NULL"),
+        run_error_clear_(db,
+                         "UPDATE runs SET error = NULL, error_rank = NULL, error_host = NULL "
+                         "WHERE id = ?"),
+        attempt_root_cause_(db,
+                            "UPDATE attempts SET error = ?, error_rank = ?, error_host = ? "
+                            "WHERE run_id = ? AND attempt = ? AND error IS NULL"),
+        attempt_steps_(db,
+                       "UPDATE attempts SET first_step = min(coalesce(first_step, ?1), ?1), "
+                       "last_step = max(coalesce(last_step, ?2), ?2) "
+                       "WHERE run_id = ?3 AND attempt = ?4") {
     {  // finished before the transaction below: an open read would keep its snapshot
       Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
       world.bind(1, run_id_);
       if (!world.run()) RM_THROW(kInvalidArgument, fmt::format("run {} does not exist", run_id_));
       world_size_ = world.columnInt(0);
     }
+    // Every attempt's sequence numbers: a replay may hold events of several.
     Statement stored(db,
-                     "SELECT rank, first_seq, last_seq FROM seq_ranges WHERE run_id = ? AND "
-                     "attempt = ?");
-    stored.bind(1, run_id_).bind(2, int64_t{attempt_});
+                     "SELECT attempt, rank, first_seq, last_seq FROM seq_ranges WHERE run_id = ?");
+    stored.bind(1, run_id_);
     while (stored.run()) {
-      seen_[stored.columnInt(0)].load(static_cast<uint64_t>(stored.columnInt(1)),
-                                      static_cast<uint64_t>(stored.columnInt(2)));
+      seen_[{static_cast<int>(stored.columnInt(0)), stored.columnInt(1)}].load(
+          static_cast<uint64_t>(stored.columnInt(2)), static_cast<uint64_t>(stored.columnInt(3)));
+    }
+    // Each rank's events belong to the attempt of its latest hello (launch.max_restarts).
+    Statement latest(db,
+                     "SELECT rank, max(attempt) FROM ranks WHERE run_id = ? AND attempt >= ? "
+                     "GROUP BY rank");
+    latest.bind(1, run_id_).bind(2, int64_t{attempt_});
+    while (latest.run()) {
+      const int rank_attempt = static_cast<int>(latest.columnInt(1));
+      rank_attempt_[latest.columnInt(0)] = rank_attempt;
+      latest_attempt_ = std::max(latest_attempt_, rank_attempt);
     }
     db.transaction([&] {
       Statement insert(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)");
@@ -190,31 +221,37 @@ class EventStore {
                         e.rank, hello->world_size, world_size_);
       return Outcome::kRejected;
     }
-    if (!seen_[e.rank].insert(e.seq)) return Outcome::kDuplicate;
+    const auto* hello = std::get_if<HelloEvent>(&e.body);
+    if (hello && hello->attempt > attemptOf(e.rank)) beginAttempt(e, hello->attempt);
+    event_attempt_ = attemptOf(e.rank);
+    if (!seen_[{event_attempt_, e.rank}].insert(e.seq)) return Outcome::kDuplicate;
     std::visit([&](const auto& body) { storeBody(e, body); }, e.body);
     return Outcome::kStored;
   }
 
   bool inWorld(int64_t rank) const { return rank >= 0 && rank < world_size_; }
 
+  // A line of the run's log; under the latest attempt unless it is a rank's event's.
   void log(std::optional<int64_t> rank, double t, std::string_view level,
-           const std::string& message) {
-    log_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank).bind(4, t);
+           const std::string& message, std::optional<int> attempt = std::nullopt) {
+    log_.bind(1, run_id_).bind(2, int64_t{attempt.value_or(latest_attempt_)}).bind(3, rank);
+    log_.bind(4, t);
     log_.bind(5, level).bind(6, message).run();
   }
 
   // Writes what the batch changed besides its rows: the ranges of stored sequence numbers, and
   // the rollup buckets it touched (one upsert per bucket, not per point).
   void writeBatchState() {
-    for (auto& [seen_rank, ranges] : seen_) {
-      const auto rank = seen_rank;  // clang 14 cannot capture a structured binding
+    for (auto& [seen_key, ranges] : seen_) {
+      const auto key = seen_key;  // clang 14 cannot capture a structured binding
+      const int64_t attempt = key.first, rank = key.second;
       ranges.drainChanges(
           [&](uint64_t first) {
-            seq_erase_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank);
+            seq_erase_.bind(1, run_id_).bind(2, attempt).bind(3, rank);
             seq_erase_.bind(4, static_cast<int64_t>(first)).run();
           },
           [&](uint64_t first, uint64_t last) {
-            seq_write_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, rank);
+            seq_write_.bind(1, run_id_).bind(2, attempt).bind(3, rank);
             seq_write_.bind(4, static_cast<int64_t>(first));
             seq_write_.bind(5, static_cast<int64_t>(last)).run();
           });
@@ -225,18 +262,75 @@ class EventStore {
       rollup_.bind(8, b.summary.min).bind(9, b.summary.max).bind(10, b.summary.first_step);
       rollup_.bind(11, b.summary.last_step).bind(12, b.summary.last_value).run();
     }
+    recomputeRestoredBuckets();
+    for (const auto& [attempt, range] : attempt_steps_seen_) {
+      attempt_steps_.bind(1, range.first).bind(2, range.second).bind(3, run_id_);
+      attempt_steps_.bind(4, int64_t{attempt}).run();
+    }
+    attempt_steps_seen_.clear();
   }
 
   // Adds to the attempt's counts; malformed and rejected lines are both its bad lines.
   void addCounts(const RecorderCounts& delta) {
     counts_.bind(1, delta.stored).bind(2, delta.duplicates);
     counts_.bind(3, delta.malformed + delta.rejected);
-    counts_.bind(4, run_id_).bind(5, int64_t{attempt_}).run();
+    counts_.bind(4, run_id_).bind(5, int64_t{latest_attempt_}).run();
   }
 
  private:
+  int attemptOf(int64_t rank) const {
+    const auto found = rank_attempt_.find(rank);
+    return found == rank_attempt_.end() ? attempt_ : found->second;
+  }
+
+  // A rank's hello of a later attempt (launch.max_restarts): its events from here on are that
+  // attempt's. The first rank to reach it opens the attempt's row and closes the earlier ones;
+  // the run's root cause is cleared, as the run goes on (each attempt keeps its own).
+  void beginAttempt(const TelemetryEvent& e, int attempt) {
+    rank_attempt_[e.rank] = attempt;
+    if (attempt <= latest_attempt_) return;
+    latest_attempt_ = attempt;
+    attempt_begin_.bind(1, run_id_).bind(2, int64_t{attempt}).bind(3, e.time).run();
+    attempt_end_.bind(1, e.time).bind(2, run_id_).bind(3, int64_t{attempt}).run();
+    run_error_clear_.bind(1, run_id_).run();
+  }
+
+  // The rollup buckets holding a step that was stored again (a later attempt resumed before it),
+  // recomputed from the step rows: adding the new point to the bucket would count the step twice,
+  // and an old minimum or maximum cannot be taken out.
+  void recomputeRestoredBuckets() {
+    if (restored_buckets_.empty()) return;
+    if (recompute_.empty()) {
+      for (std::string_view column : kStepColumns) {
+        const std::string where = fmt::format(
+            "FROM steps WHERE run_id = ?1 AND rank = ?3 AND step BETWEEN ?6 AND ?7 AND {} IS NOT "
+            "NULL",
+            column);
+        recompute_.push_back(std::make_unique<Statement>(
+            database_,
+            fmt::format("INSERT INTO scalar_rollups (run_id, metric_id, rank, width, bucket, n, "
+                        "sum, min, max, first_step, last_step, last_value) SELECT ?1, ?2, ?3, "
+                        "?4, ?5, count(*), total({0}), min({0}), max({0}), min(step), max(step), "
+                        "(SELECT {0} {1} ORDER BY step DESC LIMIT 1) {1} HAVING count(*) > 0",
+                        column, where)));
+      }
+    }
+    Statement erase(database_,
+                    "DELETE FROM scalar_rollups WHERE run_id = ? AND rank = ? AND width = ? AND "
+                    "bucket = ?");
+    for (const auto& [rank, width, bucket] : restored_buckets_) {
+      erase.bind(1, run_id_).bind(2, rank).bind(3, width).bind(4, bucket).run();
+      for (size_t i = 0; i < kStepColumns.size(); ++i) {
+        Statement& insert = *recompute_[i];
+        insert.bind(1, run_id_).bind(2, step_metric_ids_[i]).bind(3, rank).bind(4, width);
+        insert.bind(5, bucket).bind(6, bucket * width).bind(7, bucket * width + width - 1).run();
+      }
+    }
+    restored_buckets_.clear();
+  }
+
   void storeBody(const TelemetryEvent& e, const HelloEvent& hello) {
-    rank_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank});
+    rank_.bind(1, run_id_).bind(2, int64_t{event_attempt_}).bind(3, int64_t{e.rank});
     rank_.bind(4, int64_t{hello.local_rank}).bind(5, hello.host).bind(6, hello.pid);
     rank_.bind(7, hello.device).bind(8, hello.device_name);
     rank_.bind(9, static_cast<int64_t>(hello.device_memory_total)).bind(10, hello.version).run();
@@ -246,7 +340,7 @@ class EventStore {
     const auto values = stepColumnValues(e, s);
     const auto bind = [&](Statement& statement) {
       statement.bind(1, run_id_).bind(2, int64_t{e.rank}).bind(3, s.step);
-      statement.bind(4, int64_t{attempt_});
+      statement.bind(4, int64_t{event_attempt_});
       for (size_t i = 0; i < values.size(); ++i) {
         const int column = static_cast<int>(i) + 5;
         if (std::isnan(values[i]))
@@ -259,18 +353,31 @@ class EventStore {
     if (!step_insert_.insertUnlessPresent()) {
       bind(step_update_);
       step_update_.run();
+      for (const int64_t width : kRollupWidths)
+        restored_buckets_.insert({int64_t{e.rank}, width, s.step / width});
+    }
+    auto [range, first] = attempt_steps_seen_.try_emplace(event_attempt_, s.step, s.step);
+    if (!first) {
+      range->second.first = std::min(range->second.first, s.step);
+      range->second.second = std::max(range->second.second, s.step);
     }
     for (size_t i = 0; i < values.size(); ++i)
       if (!std::isnan(values[i])) rollups_.add(step_metric_ids_[i], e.rank, s.step, values[i]);
   }
   void storeBody(const TelemetryEvent& e, const CommEvent& c) {
-    comm_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, e.time);
+    comm_.bind(1, run_id_)
+        .bind(2, int64_t{event_attempt_})
+        .bind(3, int64_t{e.rank})
+        .bind(4, e.time);
     comm_.bind(5, c.step).bind(6, c.op).bind(7, c.group).bind(8, static_cast<int64_t>(c.bytes));
     comm_.bind(9, c.dtype).bind(10, c.duration_ms).bind(11, c.wait_ms).bind(12, c.algbw_gbps);
     comm_.bind(13, c.busbw_gbps).run();
   }
   void storeBody(const TelemetryEvent& e, const SchedEvent& s) {
-    sched_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, s.step);
+    sched_.bind(1, run_id_)
+        .bind(2, int64_t{event_attempt_})
+        .bind(3, int64_t{e.rank})
+        .bind(4, s.step);
     sched_.bind(5, int64_t{s.stage}).bind(6, int64_t{s.virtual_stage});
     sched_.bind(7, int64_t{s.micro_batch}).bind(8, toString(s.phase));
     sched_.bind(9, s.start_us)
@@ -282,37 +389,58 @@ class EventStore {
   // An evaluation stored again (a later attempt resumed before it) keeps the latest values.
   void storeBody(const TelemetryEvent& e, const EvalEvent& v) {
     const auto finite = [](double x) { return std::isfinite(x) ? std::optional(x) : std::nullopt; };
-    eval_.bind(1, run_id_).bind(2, int64_t{e.rank}).bind(3, v.step).bind(4, int64_t{attempt_});
+    eval_.bind(1, run_id_)
+        .bind(2, int64_t{e.rank})
+        .bind(3, v.step)
+        .bind(4, int64_t{event_attempt_});
     eval_.bind(5, e.time).bind(6, finite(v.val_loss)).bind(7, finite(v.perplexity));
     eval_.bind(8, v.tokens).bind(9, v.eval_ms).run();
   }
   void storeBody(const TelemetryEvent& e, const LogEvent& l) {
-    log(int64_t{e.rank}, e.time, toString(l.level), l.message);
+    log(int64_t{e.rank}, e.time, toString(l.level), l.message, event_attempt_);
   }
   void storeBody(const TelemetryEvent& e, const ErrorEvent& error) {
-    log(int64_t{e.rank}, e.time, "error", error.message);
+    log(int64_t{e.rank}, e.time, "error", error.message, event_attempt_);
     if (error.fatal) {
-      root_cause_.bind(1, error.message).bind(2, int64_t{e.rank}).bind(3, error.host);
-      root_cause_.bind(4, run_id_).run();
+      attempt_root_cause_.bind(1, error.message).bind(2, int64_t{e.rank}).bind(3, error.host);
+      attempt_root_cause_.bind(4, run_id_).bind(5, int64_t{event_attempt_}).run();
+      // The run's is the latest attempt's: a late error of an earlier one does not replace it.
+      if (event_attempt_ == latest_attempt_) {
+        root_cause_.bind(1, error.message).bind(2, int64_t{e.rank}).bind(3, error.host);
+        root_cause_.bind(4, run_id_).run();
+      }
     }
     if (error.flight_recorder) {
-      dump_.bind(1, run_id_).bind(2, int64_t{attempt_}).bind(3, int64_t{e.rank}).bind(4, e.time);
+      dump_.bind(1, run_id_)
+          .bind(2, int64_t{event_attempt_})
+          .bind(3, int64_t{e.rank})
+          .bind(4, e.time);
       dump_.bind(5, error.flight_recorder->dump()).run();
     }
   }
   void storeBody(const TelemetryEvent& e, const DoneEvent& done) {
     rank_done_.bind(1, toString(done.status)).bind(2, run_id_);
-    rank_done_.bind(3, int64_t{attempt_}).bind(4, int64_t{e.rank}).run();
+    rank_done_.bind(3, int64_t{event_attempt_}).bind(4, int64_t{e.rank}).run();
   }
 
   int64_t run_id_;
-  int attempt_;
+  int attempt_;             // the attempt the recorder was started for
+  int latest_attempt_;      // the latest any rank's hello named (launch.max_restarts)
+  int event_attempt_ = 0;   // the attempt of the event being stored
   int64_t world_size_ = 0;  // ranks are 0 .. world_size_ - 1
+  Database& database_;
   Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_, sched_,
       eval_, log_, root_cause_, dump_, rollup_, counts_;
+  Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
   std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
-  std::map<int64_t, SeqRanges> seen_;  // by rank
+  std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
+  std::map<int64_t, int> rank_attempt_;                // by rank; absent: attempt_
   RollupAccumulator rollups_;
+  // Since the last batch: (rank, width, bucket) of the rollups holding a step stored again, and
+  // each attempt's first and last step stored.
+  std::set<std::tuple<int64_t, int64_t, int64_t>> restored_buckets_;
+  std::map<int, std::pair<int64_t, int64_t>> attempt_steps_seen_;
+  std::vector<std::unique_ptr<Statement>> recompute_;  // per step column, made when first needed
 };
 
 }  // namespace
