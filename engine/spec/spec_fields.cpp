@@ -38,6 +38,8 @@ std::string_view toString(FieldType type) {
       return "list of integer lists";
     case FieldType::kHostList:
       return "host list";
+    case FieldType::kTextMap:
+      return "text map";
   }
   return "?";
 }
@@ -355,6 +357,14 @@ std::vector<SpecField> describe() {
             "allow SSH password authentication for this host (asked at launch, never stored)"),
       field("launch.node_binary", "Where", "ringmaster-node", T::kPath, nullptr,
             "its path on the hosts; empty: this build's"),
+      field("launch.env", "Where", "Environment", T::kTextMap, nullptr,
+            "NAME=VALUE, added to every worker's environment on every host, values as written; "
+            "not torchrun's or RINGMASTER_* variables, and no secrets (the spec is recorded): "
+            "those go in the env file"),
+      field("launch.env_file", "Where", "Env file", T::kText, nullptr,
+            "a NAME=VALUE file on each host, read when the workers start and recorded nowhere "
+            "(for tokens and keys); relative: to where `ringmaster run` started, over SSH the "
+            "remote home"),
       bounded(field("launch.master_port", "Where", "Master port", T::kInteger,
                     spec.launch.master_port, "0 picks a free port"),
               0, 65535),

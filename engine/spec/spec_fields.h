@@ -26,10 +26,11 @@ enum class FieldType {
   kNumberList,       // [0.9, 0.999]
   kIntegerListList,  // [[0, 1], [2]]
   kHostList,         // launch.hosts: objects described by the "launch.hosts[]." fields
+  kTextMap,          // {"NCCL_DEBUG": "INFO"}: names to strings (the form: NAME=VALUE lines)
 };
 
 // "integer", "number", "boolean", "text", "path", "directory", "text list", "choice",
-// "integer list", "number list", "list of integer lists", "host list".
+// "integer list", "number list", "list of integer lists", "host list", "text map".
 std::string_view toString(FieldType type);
 
 // The two kinds of job a spec describes: the engine's (its worker trains the model the spec's

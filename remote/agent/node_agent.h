@@ -69,7 +69,11 @@ ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directo
                             const std::string& package_directory);
 
 // Runs the host's workers to the end. Returns only when every worker has been reaped. Throws
-// kInvalidArgument for options that do not fit the spec.
+// kInvalidArgument for options that do not fit the spec, and kIo / kSpec for a launch.env_file
+// that cannot be read or is malformed (agent/env_file.h), before anything is started. Every
+// worker's environment: the agent's own, then `worker_environment`, then the job's (launch.env,
+// then the env file's: a PYTHONPATH appended to the program's), then workerEnvironment()'s,
+// whose defaults (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS) yield to the job's.
 AgentOutcome runAgent(const AgentOptions& options);
 
 }  // namespace ringmaster

@@ -2,7 +2,8 @@
 // Switching takes the other kind's sections out of the spec and back, and the spec parses with no
 // problem both ways; the program section's fields edit the JSON the parser reads; a bad field is
 // shown next to it with the parser's message; the estimate and planned schedule say they do not
-// apply to a script. Driven through the real widgets, offscreen.
+// apply to a script; launch.env is edited as NAME=VALUE lines (issue 21). Driven through the real
+// widgets, offscreen.
 //
 // RINGMASTER_UI_GRABS=DIR saves a PNG of the editor with each kind of job, to look at the layout.
 #include <QCheckBox>
@@ -309,6 +310,66 @@ class UiJobEditorTest : public QObject {
              qPrintable(e.launchStatusText()));
     // The estimate is still not computed for it.
     QVERIFY2(e.memoryText().contains("Does not apply"), qPrintable(e.memoryText()));
+  }
+
+  // Issue 21: launch.env is edited as NAME=VALUE lines, values kept as typed; a refused name is
+  // shown at the field with its name and the parser's reason; a value the lines cannot hold
+  // (a line break), written in the JSON, is left to the JSON text.
+  void theEnvironmentIsEditedAsNameValueLines() {
+    JobEditor& e = editor();
+    QVERIFY(e.startFromExample("ddp_mlp"));
+    auto* env = qobject_cast<QPlainTextEdit*>(e.field("launch.env"));
+    QVERIFY(env);
+    QVERIFY(shown(e, "launch.env"));
+    QVERIFY2(env->toolTip().contains("NAME=VALUE"), qPrintable(env->toolTip()));
+    env->setFocus();
+    QTest::keyClicks(env, "NCCL_DEBUG=INFO");
+    QTest::keyClick(env, Qt::Key_Return);
+    QTest::keyClick(env, Qt::Key_Return);  // a blank line is no variable
+    QTest::keyClicks(env, "NOTE=a = b 'c' \"d\" $(touch x)");
+    env->clearFocus();
+    QVERIFY2(e.document()["launch"]["env"] ==
+                 nlohmann::json({{"NCCL_DEBUG", "INFO"}, {"NOTE", "a = b 'c' \"d\" $(touch x)"}}),
+             qPrintable(QString::fromStdString(e.document()["launch"].dump())));
+    QVERIFY2(e.spec().has_value(), qPrintable(problemsOf(e)));
+    QCOMPARE(e.spec()->launch.env.at("NOTE"), std::string("a = b 'c' \"d\" $(touch x)"));
+
+    // A secret-looking name: refused at the field, naming it and the env file.
+    env->setFocus();
+    QTest::keyClick(env, Qt::Key_Return);
+    QTest::keyClicks(env, "HF_TOKEN=hf_x");
+    env->clearFocus();
+    QVERIFY(!e.spec().has_value());
+    QVERIFY(!e.launchButton()->isEnabled());
+    QVERIFY2(e.fieldError("launch.env").startsWith("HF_TOKEN: looks like a secret"),
+             qPrintable(e.fieldError("launch.env")));
+    QVERIFY2(e.fieldError("launch.env").contains("launch.env_file"),
+             qPrintable(e.fieldError("launch.env")));
+    QVERIFY2(e.launchStatusText().contains("launch.env.HF_TOKEN"),
+             qPrintable(e.launchStatusText()));
+    // A line without '=' is a name without a value, which the parser refuses.
+    env->selectAll();
+    QTest::keyClicks(env, "JUST_A_NAME");
+    QVERIFY2(e.fieldError("launch.env").startsWith("JUST_A_NAME: expected a string"),
+             qPrintable(e.fieldError("launch.env")));
+    // Emptied: left out of the spec.
+    env->selectAll();
+    QTest::keyClick(env, Qt::Key_Delete);
+    QVERIFY(!e.document()["launch"].contains("env"));
+    QVERIFY2(e.spec().has_value(), qPrintable(problemsOf(e)));
+
+    // A value with a line break, written in the JSON: shown as JSON, read-only.
+    nlohmann::json multiline = e.document();
+    multiline["launch"]["env"] = {{"A", "1"}, {"NOTE", "two\nlines"}};
+    auto* json = e.findChild<QPlainTextEdit*>("specJson");
+    json->setPlainText(QString::fromStdString(multiline.dump(2)));
+    QVERIFY(e.spec().has_value());
+    QVERIFY(env->isReadOnly());
+    QVERIFY2(env->toolTip().contains("JSON"), qPrintable(env->toolTip()));
+    multiline["launch"]["env"] = {{"A", "1"}, {"B", "x=y"}};
+    json->setPlainText(QString::fromStdString(multiline.dump(2)));
+    QVERIFY(!env->isReadOnly());
+    QCOMPARE(env->toPlainText(), QString("A=1\nB=x=y"));
   }
 };
 

@@ -306,8 +306,8 @@ class UiViewTest : public QObject {
         auto* check = qobject_cast<QCheckBox*>(widget);
         QVERIFY2(check, qPrintable(path));
         QCOMPARE(check->text(), QString::fromStdString(spec.help));
-      } else if (spec.type == FieldType::kTextList) {
-        // One item per line (program.args).
+      } else if (spec.type == FieldType::kTextList || spec.type == FieldType::kTextMap) {
+        // One item (program.args) or NAME=VALUE (launch.env) per line.
         QVERIFY2(qobject_cast<QPlainTextEdit*>(widget), qPrintable(path));
         QVERIFY2(widget->toolTip().startsWith(QString::fromStdString(spec.help)), qPrintable(path));
       } else {

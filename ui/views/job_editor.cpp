@@ -134,6 +134,48 @@ std::optional<QString> linesOf(const nlohmann::json& value) {
   return lines.join('\n');
 }
 
+// A text map (launch.env) as the form shows it, one NAME=VALUE per line (a name without a value,
+// null, as NAME alone); nullopt when the lines cannot give it back (not an object, a name with
+// '=' or a line break, a value that is not a string or holds a line break).
+std::optional<QString> mapLinesOf(const nlohmann::json& value) {
+  if (!value.is_object()) return std::nullopt;
+  QStringList lines;
+  for (const auto& [name, item] : value.items()) {
+    const QString key = QString::fromStdString(name);
+    if (key.isEmpty() || key.contains('=') || key.contains('\n') || key.contains('\r'))
+      return std::nullopt;
+    if (item.is_null()) {
+      lines << key;
+      continue;
+    }
+    if (!item.is_string()) return std::nullopt;
+    const QString text = QString::fromStdString(item.get<std::string>());
+    if (text.contains('\n') || text.contains('\r')) return std::nullopt;
+    lines << key + "=" + text;
+  }
+  return lines.join('\n');
+}
+
+// The object NAME=VALUE lines give (blank lines skipped; a line without '=' is its name with a
+// null value, which the parser then calls not a string, next to the field).
+nlohmann::json mapOfLines(const QString& text) {
+  nlohmann::json map = nlohmann::json::object();
+  for (const QString& line : text.split('\n')) {
+    if (line.trimmed().isEmpty()) continue;
+    const qsizetype equals = line.indexOf('=');
+    if (equals < 0)
+      map[line.toStdString()] = nullptr;
+    else
+      map[line.left(equals).toStdString()] = line.mid(equals + 1).toStdString();
+  }
+  return map;
+}
+
+// The lines of a text list or a text map as the form shows them.
+std::optional<QString> editorLinesOf(FieldType type, const nlohmann::json& value) {
+  return type == FieldType::kTextMap ? mapLinesOf(value) : linesOf(value);
+}
+
 // The strategy kind a program job is recorded with when it names none: the parser's rule (ddp on
 // several ranks, single on one), from the document's hosts.
 std::string programStrategyKind(const nlohmann::json& document) {
@@ -343,8 +385,9 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
     editor = combo;
   } else if (spec.type == FieldType::kBoolean) {
     editor = new QCheckBox(help);
-  } else if (spec.type == FieldType::kTextList) {
-    // One item per line: an argument may hold spaces, commas and quotes, taken as they are.
+  } else if (spec.type == FieldType::kTextList || spec.type == FieldType::kTextMap) {
+    // One item (or NAME=VALUE) per line: an argument or a value may hold spaces, commas and
+    // quotes, taken as they are.
     auto* lines = new QPlainTextEdit();
     lines->setTabChangesFocus(true);
     lines->setLineWrapMode(QPlainTextEdit::NoWrap);
@@ -354,7 +397,9 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
     editor = new QLineEdit();
   }
   if (!help.isEmpty() && spec.type != FieldType::kBoolean)
-    editor->setToolTip(spec.type == FieldType::kTextList ? help + "; one per line" : help);
+    editor->setToolTip(spec.type == FieldType::kTextList  ? help + "; one per line"
+                       : spec.type == FieldType::kTextMap ? help + "; one NAME=VALUE per line"
+                                                          : help);
   const std::string path = spec.path;
   auto owned = std::make_unique<Field>(
       Field{&spec, editor, new QLabel(), form, new QLabel(QString::fromStdString(spec.label))});
@@ -362,6 +407,7 @@ void JobEditor::addField(QFormLayout* form, const SpecField& spec) {
   editor->setObjectName(QString::fromStdString(path));
   field->error->setStyleSheet("color: #b3261e; font-size: small;");
   field->error->setWordWrap(true);
+  field->error->setTextFormat(Qt::PlainText);  // quotes names and values from the document
   field->error->hide();
   auto* cell = new QWidget();
   auto* cell_layout = new QVBoxLayout(cell);
@@ -593,7 +639,9 @@ void JobEditor::formEdited(const std::string& path) {
     // Every line an item, the empty ones too, but for the line break that ends the last.
     QString text = lines->toPlainText();
     if (text.endsWith('\n')) text.chop(1);
-    if (!text.isEmpty()) {
+    if (field->spec->type == FieldType::kTextMap) {
+      if (nlohmann::json map = mapOfLines(text); !map.empty()) value = std::move(map);
+    } else if (!text.isEmpty()) {
       nlohmann::json list = nlohmann::json::array();
       for (const QString& line : text.split('\n')) list.push_back(line.toStdString());
       value = list;
@@ -766,14 +814,20 @@ void JobEditor::refreshForm() {
       check->setChecked(value && value->is_boolean() && value->get<bool>());
     } else if (auto* lines = qobject_cast<QPlainTextEdit*>(field->editor)) {
       // A list the lines cannot give back is shown as JSON, to be edited in the JSON text.
-      const std::optional<QString> text = value ? linesOf(*value) : QString();
+      const FieldType type = field->spec->type;
+      const std::optional<QString> text = value ? editorLinesOf(type, *value) : QString();
       const QString shown = text ? *text : QString::fromStdString(value->dump());
       if (lines->toPlainText() != shown && (!lines->hasFocus() || !text))
         lines->setPlainText(shown);
       lines->setReadOnly(!text);
-      lines->setToolTip(text ? QString::fromStdString(field->spec->help) + "; one per line"
-                             : QString("Not editable one per line (an item holds a line break "
-                                       "or the last is empty): edit it in the JSON text"));
+      const bool map = type == FieldType::kTextMap;
+      lines->setToolTip(
+          text ? QString::fromStdString(field->spec->help) +
+                     (map ? "; one NAME=VALUE per line" : "; one per line")
+          : map ? QString("Not editable as NAME=VALUE lines (a value holds a line break or is not "
+                          "a string): edit it in the JSON text")
+                : QString("Not editable one per line (an item holds a line break or the last is "
+                          "empty): edit it in the JSON text"));
     }
     // A field of another kind of job, or of a kind not chosen, is hidden unless the spec holds
     // it (the parser then says why it does not belong, next to it).
@@ -821,6 +875,19 @@ void JobEditor::check() {
           it->second->spec->type != FieldType::kTextList)
         it = fields_.end();
     }
+    // A variable of a map ("launch.env.HF_TOKEN") is shown at the map, with its name.
+    QString shown_message = message;
+    if (it == fields_.end()) {
+      for (const auto& [map_path, map_field] : fields_) {
+        if (map_field->spec->type != FieldType::kTextMap ||
+            !problem.path.starts_with(map_path + "."))
+          continue;
+        it = fields_.find(map_path);
+        shown_message =
+            QString::fromStdString(problem.path.substr(map_path.size() + 1)) + ": " + message;
+        break;
+      }
+    }
     // A whole section ("model": not read by a program job) is shown at its first field.
     if (it == fields_.end() && !problem.path.empty() &&
         problem.path.find_first_of(".[") == std::string::npos) {
@@ -832,7 +899,7 @@ void JobEditor::check() {
     }
     if (it != fields_.end()) {
       Field& field = *it->second;
-      field.error->setText(message);
+      field.error->setText(shown_message);
       field.error->show();
       // A field with a problem is never hidden.
       field.shown = true;

@@ -279,6 +279,8 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.model.init_checkpoint = "w";
     spec.data.val = "v";  // written only when set
     spec.launch.node_binary = "n";
+    spec.launch.env = {{"A", "1"}};  // written only when not empty
+    spec.launch.env_file = "e";
     spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
     spec.optimizer.clip_grad_norm = 1;
     spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .decay_steps = 5};
@@ -300,7 +302,8 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
               canonical.insert("launch.hosts");
               path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
             } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
-                       path.starts_with("optimizer.betas") || path.starts_with("program.args")) {
+                       path.starts_with("optimizer.betas") || path.starts_with("program.args") ||
+                       path.starts_with("launch.env.")) {
               path = path.substr(0, path.find('.', path.find('.') + 1));
             }
             canonical.insert(path);
@@ -415,6 +418,7 @@ TEST(SpecFields, TypeNames) {
   EXPECT_EQ(toString(FieldType::kHostList), "host list");
   EXPECT_EQ(toString(FieldType::kDirectory), "directory");
   EXPECT_EQ(toString(FieldType::kTextList), "text list");
+  EXPECT_EQ(toString(FieldType::kTextMap), "text map");
 }
 
 }  // namespace
