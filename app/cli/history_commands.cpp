@@ -43,6 +43,35 @@ json runJson(const RunRecord& run) {
           {"error_host", optionalJson(run.error_host)}};
 }
 
+// The steps a restart rolled back: those of the attempt before `index` from where attempt `index`
+// resumed on (it stored them again). Empty for the first attempt.
+std::optional<std::pair<int64_t, int64_t>> rolledBack(const std::vector<AttemptRecord>& attempts,
+                                                      size_t index) {
+  if (index == 0 || !attempts[index].first_step || !attempts[index - 1].last_step) return {};
+  const int64_t first = *attempts[index].first_step, last = *attempts[index - 1].last_step;
+  if (last < first) return {};
+  return std::pair(first, last);
+}
+
+json attemptsJson(const std::vector<AttemptRecord>& attempts) {
+  json rows = json::array();
+  for (size_t i = 0; i < attempts.size(); ++i) {
+    const AttemptRecord& a = attempts[i];
+    const auto rolled = rolledBack(attempts, i);
+    rows.push_back(
+        {{"attempt", a.attempt},
+         {"started_at", a.started_at},
+         {"ended_at", optionalJson(a.ended_at)},
+         {"first_step", optionalJson(a.first_step)},
+         {"last_step", optionalJson(a.last_step)},
+         {"rolled_back", rolled ? json::array({rolled->first, rolled->second}) : json(nullptr)},
+         {"error", optionalJson(a.error)},
+         {"error_rank", optionalJson(a.error_rank)},
+         {"error_host", optionalJson(a.error_host)}});
+  }
+  return rows;
+}
+
 // The run's stored spec, parsed; nullopt when it does not parse (one written by another version).
 std::optional<JobSpec> storedSpec(const std::string& spec_json) {
   SpecParseResult parsed = parseJobSpec(spec_json);
@@ -159,6 +188,7 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
 void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE* out) {
   const RunSummary summary = summarizeRun(db, run_id);
   const std::vector<RankRecord> ranks = loadRanks(db, run_id);
+  const std::vector<AttemptRecord> attempts = loadAttempts(db, run_id);
   const std::vector<RankCommStats> comm_ranks = commStatsByRank(db, run_id);
   const std::vector<CommOpStats> ops = commStatsByOp(db, run_id);
   const IngestCounts ingest = loadIngestCounts(db, run_id);
@@ -182,6 +212,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                            {"status", optionalJson(rank.status)}});
     }
     document["rank_records"] = rank_rows;
+    document["attempts"] = attemptsJson(attempts);
     json comm = json::array();
     for (const CommOpStats& op : ops) {
       comm.push_back({{"op", op.op},
@@ -279,6 +310,33 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     if (run.error_host) where += fmt::format(" on {}", displaySafeLine(*run.error_host));
     fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour), where,
                displaySafe(*run.error));
+  }
+  // Restarts (launch.max_restarts): when each attempt began, where it resumed, what ended it.
+  if (attempts.size() > 1) {
+    for (size_t i = 0; i < attempts.size(); ++i) {
+      const AttemptRecord& a = attempts[i];
+      std::string line =
+          fmt::format("  attempt {}: began {}", a.attempt, formatTimestamp(a.started_at));
+      if (a.first_step && a.last_step)
+        line += fmt::format(", steps {}..{}", *a.first_step, *a.last_step);
+      if (i > 0 && a.first_step) {
+        line += *a.first_step > 1
+                    ? fmt::format(", resumed from the checkpoint of step {}", *a.first_step - 1)
+                    : std::string(", started again from step 1");
+      }
+      if (const auto rolled = rolledBack(attempts, i))
+        line +=
+            fmt::format(" ({} step{} rolled back: {}..{})", rolled->second - rolled->first + 1,
+                        rolled->second == rolled->first ? "" : "s", rolled->first, rolled->second);
+      fmt::print(out, "{}\n", line);
+      if (a.error) {
+        std::string where;
+        if (a.error_rank) where += fmt::format(" rank {}", *a.error_rank);
+        if (a.error_host) where += fmt::format(" on {}", displaySafeLine(*a.error_host));
+        fmt::print(out, "    {}{}: {}\n", paint("root cause", Colour::kRed, colour), where,
+                   displaySafeLine(*a.error));
+      }
+    }
   }
 
   fmt::print(out, "\n");

@@ -85,6 +85,26 @@ std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id) {
   return ranks;
 }
 
+std::vector<AttemptRecord> loadAttempts(const Database& db, int64_t run_id) {
+  Statement select(db,
+                   "SELECT attempt, started_at, ended_at, first_step, last_step, error, "
+                   "error_rank, error_host FROM attempts WHERE run_id = ? ORDER BY attempt");
+  select.bind(1, run_id);
+  std::vector<AttemptRecord> attempts;
+  while (select.run()) {
+    AttemptRecord attempt{.attempt = static_cast<int>(select.columnInt(0)),
+                          .started_at = select.columnDouble(1),
+                          .ended_at = select.optionalDouble(2),
+                          .first_step = select.optionalInt(3),
+                          .last_step = select.optionalInt(4),
+                          .error = select.optionalText(5),
+                          .error_host = select.optionalText(7)};
+    if (const auto rank = select.optionalInt(6)) attempt.error_rank = static_cast<int>(*rank);
+    attempts.push_back(std::move(attempt));
+  }
+  return attempts;
+}
+
 std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<int> rank,
                               int limit) {
   Statement select(db,

@@ -51,6 +51,21 @@ struct RankRecord {
 // The ranks of the run's latest attempt, by rank.
 std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id);
 
+// One attempt of a run (launch.max_restarts restarts every worker as the next attempt): when it
+// began and ended, the steps it stored (first_step - 1 is the checkpoint it resumed from; the
+// previous attempt's steps from first_step on were rolled back), and its root cause.
+struct AttemptRecord {
+  int attempt = 0;
+  double started_at = 0;
+  std::optional<double> ended_at;
+  std::optional<int64_t> first_step, last_step;
+  std::optional<std::string> error;
+  std::optional<int> error_rank;
+  std::optional<std::string> error_host;
+};
+// By attempt.
+std::vector<AttemptRecord> loadAttempts(const Database& db, int64_t run_id);
+
 struct LogLine {
   std::optional<int> rank;  // empty: the recorder's own line
   double t = 0;

@@ -222,7 +222,7 @@ class EventStore {
       return Outcome::kRejected;
     }
     const auto* hello = std::get_if<HelloEvent>(&e.body);
-    if (hello && hello->attempt > attemptOf(e.rank)) beginAttempt(e, hello->attempt);
+    if (hello && hello->attempt != attemptOf(e.rank)) beginAttempt(e, hello->attempt);
     event_attempt_ = attemptOf(e.rank);
     if (!seen_[{event_attempt_, e.rank}].insert(e.seq)) return Outcome::kDuplicate;
     std::visit([&](const auto& body) { storeBody(e, body); }, e.body);
@@ -283,9 +283,10 @@ class EventStore {
     return found == rank_attempt_.end() ? attempt_ : found->second;
   }
 
-  // A rank's hello of a later attempt (launch.max_restarts): its events from here on are that
-  // attempt's. The first rank to reach it opens the attempt's row and closes the earlier ones;
-  // the run's root cause is cleared, as the run goes on (each attempt keeps its own).
+  // A rank's hello of another attempt (launch.max_restarts): its events from here on are that
+  // attempt's (an earlier one's in a replay). The first rank to reach a new attempt opens its row
+  // and closes the earlier ones; the run's root cause is cleared, as the run goes on (each attempt
+  // keeps its own).
   void beginAttempt(const TelemetryEvent& e, int attempt) {
     rank_attempt_[e.rank] = attempt;
     if (attempt <= latest_attempt_) return;
