@@ -10,12 +10,14 @@
 #include "core/display_text.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
+#include "query/hang.h"
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
 #include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
 #include "telemetry/fields.h"
+#include "telemetry/writer.h"
 
 namespace ringmaster::cli {
 
@@ -70,6 +72,39 @@ json attemptsJson(const std::vector<AttemptRecord>& attempts) {
          {"error_host", optionalJson(a.error_host)}});
   }
   return rows;
+}
+
+// The live hang view of a running run: each diagnosis and each rank's latest progress report.
+json hangJson(const LiveProgress& live) {
+  json diagnoses = json::array();
+  for (const HangDiagnosis& d : live.hangs) {
+    diagnoses.push_back({{"group", d.group},
+                         {"op", d.op},
+                         {"seq", d.op_seq},
+                         {"peer", optionalJson(d.peer)},
+                         {"stuck", d.stuck},
+                         {"silent", d.silent},
+                         {"waiting", d.waiting},
+                         {"waiting_s", d.waiting_s},
+                         {"message", d.message}});
+  }
+  json ranks = json::array();
+  for (const RankProgress& r : live.ranks) {
+    const size_t i = static_cast<size_t>(r.rank);
+    ranks.push_back({{"rank", r.rank},
+                     {"group", r.group},
+                     {"t", r.t},
+                     {"age_s", r.age_s},
+                     {"step", optionalJson(r.step)},
+                     {"started", r.started},
+                     {"completed", r.completed},
+                     {"completed_op", optionalJson(r.completed_op)},
+                     {"op", optionalJson(r.op)},
+                     {"op_seq", optionalJson(r.op_seq)},
+                     {"waiting_s", optionalJson(r.waiting_s)},
+                     {"state", i < live.rank_states.size() ? live.rank_states[i] : ""}});
+  }
+  return {{"running", live.running}, {"diagnoses", diagnoses}, {"ranks", ranks}};
 }
 
 // The run's stored spec, parsed; nullopt when it does not parse (one written by another version).
@@ -196,6 +231,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   std::vector<LogLine> problems;
   for (const LogLine& line : loadLogs(db, run_id, std::nullopt, 100000))
     if (line.level == "error" || line.level == "warn") problems.push_back(line);
+  const LiveProgress live = loadLiveProgress(db, run_id, telemetryNow());
   const RunRecord& run = summary.run;
   const std::optional<JobSpec> spec = storedSpec(run.spec_json);
   const bool program = spec && spec->program;
@@ -235,6 +271,9 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                               {"transfer_ms", optionalJson(rank.transfer_ms)},
                               {"mean_compute_ms", rank.mean_compute_ms},
                               {"mean_exposed_comm_ms", rank.mean_exposed_comm_ms},
+                              {"collectives_measured", rank.collectives_measured},
+                              {"mean_wait_ms", optionalJson(rank.mean_wait_ms)},
+                              {"peers_mean_wait_ms", optionalJson(rank.peers_mean_wait_ms)},
                               {"straggler", rank.straggler}});
     }
     document["comm_ranks"] = comm_by_rank;
@@ -260,6 +299,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
                                {"message", line.message}});
     }
     document["problems"] = problem_lines;
+    document["hang"] = hangJson(live);
     fmt::print(out, "{}\n", document.dump(2));
     return;
   }
@@ -339,14 +379,23 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
     }
   }
 
+  // The live hang view (a running run only): which rank holds up which collective.
+  for (const HangDiagnosis& hang : live.hangs) {
+    fmt::print(out, "  {}: {}\n", paint("hang", Colour::kYellow, colour),
+               displaySafeLine(hang.message));
+  }
+  for (size_t r = 0; r < live.rank_states.size(); ++r)
+    if (!live.rank_states[r].empty())
+      fmt::print(out, "    rank {}: {}\n", r, displaySafeLine(live.rank_states[r]));
+
   fmt::print(out, "\n");
   // The estimate from the stored spec beside the measured peak: how far the prediction was off
   // (n/a for a program job: the spec does not describe its script's model).
   const std::vector<double> estimates = rankEstimates(spec);
   Table rank_table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "TOKENS/S",
                     "MFU", "STEP MS", "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED",
-                    ""});
-  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13});
+                    "WAIT MS", "TRANSFER MS", ""});
+  rank_table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   for (int r = 0; r < run.world_size; ++r) {
     const RankRecord* record = nullptr;
     for (const RankRecord& candidate : ranks)
@@ -368,9 +417,24 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
          : static_cast<size_t>(r) < estimates.size()
              ? formatBytes(estimates[static_cast<size_t>(r)])
              : "-",
+         comm.wait_ms ? formatNumber(*comm.wait_ms) : "-",
+         comm.transfer_ms ? formatNumber(*comm.transfer_ms) : "-",
          comm.straggler ? paint("straggler", Colour::kYellow, colour) : ""});
   }
   rank_table.print(out);
+  // Why each straggler is one: the others' wait for it, measured, or its compute time.
+  for (const RankCommStats& comm : comm_ranks) {
+    if (!comm.straggler) continue;
+    const std::string why =
+        comm.peers_mean_wait_ms && comm.mean_wait_ms
+            ? fmt::format("the other ranks wait {} ms per collective for it, it waits {} ms",
+                          formatNumber(*comm.peers_mean_wait_ms, 3),
+                          formatNumber(*comm.mean_wait_ms, 3))
+            : fmt::format("its compute takes {} ms per step, more than {:g} times its peers'",
+                          formatNumber(comm.mean_compute_ms, 3), kStragglerRatio);
+    fmt::print(out, "  {}: rank {}: {}\n", paint("straggler", Colour::kYellow, colour), comm.rank,
+               why);
+  }
 
   if (!ops.empty()) {
     fmt::print(out, "\n");

@@ -56,9 +56,11 @@ Communicator::Communicator(std::unique_ptr<Backend> backend, std::shared_ptr<Sto
   op_thread_ = std::thread([this] { opLoop(); });
   completion_thread_ = std::thread([this] { completionLoop(); });
   if (size_ > 1) watchdog_thread_ = std::thread([this] { watchdogLoop(); });
+  registerFlightRecorder(&recorder_);
 }
 
 Communicator::~Communicator() {
+  unregisterFlightRecorder(&recorder_);
   bool busy;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -279,6 +281,15 @@ void Communicator::finishTask(Task& task) {
     recorder_.transition(task.id, OpState::kCompleted, nowUs());
     if (!p2p) last_completed_seq_ = task.call.seq;
     if (options_.observer) {
+      // A collective's start and end on the aligned clock; storage splits its wait from them. On
+      // NCCL the duration is the kernel's, which began no earlier than end - duration.
+      std::optional<int64_t> start_us, end_us;
+      if (!p2p) {
+        end_us = alignedNowUs();
+        start_us = task.call.launched_us;
+        if (task.pending->deviceMs())
+          start_us = std::max(*start_us, *end_us - static_cast<int64_t>(ms * 1000.0));
+      }
       const double algbw =
           transfer_ms > 0 ? static_cast<double>(task.bytes) / (transfer_ms * 1e6) : 0;
       CommRecord record{task.call.seq,
@@ -292,7 +303,9 @@ void Communicator::finishTask(Task& task) {
                         algbw * busFactor(task.call.op, size_),
                         wait_ms,
                         task.call.peer,
-                        telemetryNow()};
+                        telemetryNow(),
+                        start_us,
+                        end_us};
       options_.observer->onOperation(record);
     }
     finished(nullptr, ms, wait_ms);
@@ -314,6 +327,9 @@ void Communicator::finishTask(Task& task) {
 void Communicator::watchdogLoop() {
   uint64_t heartbeat = 0;
   bool store_lost = false;
+  const bool report = options_.observer && options_.progress_period.count() > 0;
+  auto next_report = Clock::now() + options_.progress_period;
+  std::vector<PeerProgress> previous_peers;
   std::unique_lock<std::mutex> lock(watchdog_mutex_);
   for (;;) {
     bool stop;
@@ -349,6 +365,10 @@ void Communicator::watchdogLoop() {
                  false);
       }
       store_lost = true;
+    }
+    if (report && !failed_ && Clock::now() >= next_report) {
+      next_report = Clock::now() + options_.progress_period;
+      reportProgress(previous_peers);
     }
     lock.lock();
     watchdog_cv_.wait_for(lock, options_.watchdog_period);
@@ -408,6 +428,46 @@ std::vector<Communicator::PeerProgress> Communicator::peerProgress() {
     }
   }
   return out;
+}
+
+void Communicator::reportProgress(std::vector<PeerProgress>& previous) {
+  const FlightProgress flight = recorder_.progress();
+  CommProgress p;
+  p.group = group_name_;
+  p.period_s = std::chrono::duration<double>(options_.progress_period).count();
+  p.started = last_started_seq_.load();
+  p.completed = last_completed_seq_.load();
+  if (flight.last_completed_collective) p.completed_op = flight.last_completed_collective->op;
+  bool read_peers = false;
+  if (const auto& op = flight.oldest_in_flight) {
+    p.op = op->op;
+    p.op_seq = op->seq;
+    if (op->peer >= 0 && op->peer < size_) p.peer = world_ranks_[static_cast<size_t>(op->peer)];
+    p.waiting_ms = std::max(0.0, (nowUs() - op->started_us) / 1000);
+    // Only a rank that has waited a whole period asks the store about its peers: a healthy run
+    // costs the store nothing more than the heartbeats.
+    if (p.waiting_ms >= p.period_s * 1000) {
+      read_peers = true;
+      const bool p2p = op->op == CommOp::kSend || op->op == CommOp::kRecv;
+      std::vector<PeerProgress> peers = peerProgress();
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        const auto i = static_cast<size_t>(r);
+        if (!p2p && peers[i].published && peers[i].started < op->seq)
+          p.not_arrived.push_back(world_ranks_[i]);
+        if (!previous.empty() &&
+            (!peers[i].published || peers[i].heartbeat == previous[i].heartbeat))
+          p.silent.push_back(world_ranks_[i]);
+      }
+      previous = std::move(peers);
+    }
+  }
+  if (!read_peers) previous.clear();
+  try {
+    options_.observer->onProgress(p);
+  } catch (const std::exception&) {
+    // An observer's problem is not the communicator's: the next period tries again.
+  }
 }
 
 Error Communicator::explainFailure(const OpCall& call, const Error& error) {

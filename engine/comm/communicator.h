@@ -44,6 +44,26 @@ struct CommRecord {
   std::optional<double> wait_ms;
   int peer = -1;
   double end_time_s = 0;  // when it completed: seconds since the Unix epoch (telemetryNow's clock)
+  // Collectives of a group of several ranks: when this rank took the op up (before verify_calls)
+  // and when it completed, in microseconds on the clock aligned to rank 0's (docs/comm.md).
+  std::optional<int64_t> start_us, end_us;
+};
+
+// Where a communicator stands, reported every CommOptions::progress_period (the live hang view):
+// the last collective completed, the operation it is in now, and, once that has waited a whole
+// period, which peers have not started it and whose heartbeat stopped (read in the store).
+struct CommProgress {
+  std::string group;
+  double period_s = 0;
+  uint64_t started = 0;    // last collective started
+  uint64_t completed = 0;  // last collective completed
+  std::optional<CommOp> completed_op;
+  std::optional<CommOp> op;      // the oldest operation started and not finished, if any
+  uint64_t op_seq = 0;           // its sequence number (collective, or send / recv numbering)
+  int peer = -1;                 // its root or peer as a world rank; -1: none
+  double waiting_ms = 0;         // since it started
+  std::vector<int> not_arrived;  // world ranks that have not started op_seq (collectives only)
+  std::vector<int> silent;       // world ranks whose heartbeat did not move over a period
 };
 
 // Receives every finished operation and the failure of the communicator. Called from the
@@ -54,11 +74,16 @@ class CommObserver {
   virtual void onOperation(const CommRecord& record) {}
   // Once, when the communicator fails: the root cause and the flight recorder (a JSON array).
   virtual void onFailure(const Error& error, const nlohmann::json& flight_recorder) {}
+  // Every progress_period from the watchdog thread, while the communicator has not failed.
+  virtual void onProgress(const CommProgress& progress) {}
 };
 
 struct CommOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // per operation
   std::chrono::milliseconds watchdog_period{100};  // failure polling and progress publishing
+  // How often the observer hears onProgress (the telemetry progress event); 0: never.
+  static constexpr std::chrono::milliseconds kProgressPeriod{2000};
+  std::chrono::milliseconds progress_period{kProgressPeriod};
   size_t flight_recorder_entries = 1024;
   // Before each collective, the ranks exchange what they are about to call (op, sequence number,
   // dtype, bytes, root, reduce op) and fail with every rank's call named when they disagree,
@@ -182,6 +207,9 @@ class Communicator {
     uint64_t heartbeat = 0;  // advances every watchdog period while the peer lives
   };
   std::vector<PeerProgress> peerProgress();
+  // Tells the observer where this communicator stands; `previous` is the peers' progress read at
+  // the previous report (empty: none), to tell whose heartbeat stopped.
+  void reportProgress(std::vector<PeerProgress>& previous);
   // The error `call` failed with, completed with what the peers' progress tells: which ranks
   // stopped responding, and for a timeout which ranks never reached the operation.
   Error explainFailure(const OpCall& call, const Error& error);

@@ -1,6 +1,8 @@
 // FlightRecorder ring buffer.
 #include "comm/flight_recorder.h"
 
+#include <algorithm>
+
 namespace ringmaster {
 
 std::string_view toString(OpState state) {
@@ -52,6 +54,20 @@ std::vector<FlightEntry> FlightRecorder::entries() const {
   return out;
 }
 
+FlightProgress FlightRecorder::progress() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  FlightProgress out;
+  const size_t n = ring_.size();
+  for (size_t i = 0; i < n; ++i) {  // newest first
+    const FlightEntry& e = ring_[(next_ + n - 1 - i) % n];
+    const bool p2p = e.op == CommOp::kSend || e.op == CommOp::kRecv;
+    if (!p2p && e.state == OpState::kCompleted && !out.last_completed_collective)
+      out.last_completed_collective = e;
+    if (e.state == OpState::kStarted) out.oldest_in_flight = e;
+  }
+  return out;
+}
+
 nlohmann::json FlightRecorder::dump() const {
   nlohmann::json out = nlohmann::json::array();
   for (const FlightEntry& e : entries()) {
@@ -67,6 +83,40 @@ nlohmann::json FlightRecorder::dump() const {
     if (e.finished_us > 0) j["finished_us"] = static_cast<int64_t>(e.finished_us);
     out.push_back(std::move(j));
   }
+  return out;
+}
+
+namespace {
+
+// Never destroyed: a process may exit with a communicator alive.
+std::mutex& registryMutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+
+std::vector<const FlightRecorder*>& registry() {  // guarded by registryMutex()
+  static auto* recorders = new std::vector<const FlightRecorder*>;
+  return *recorders;
+}
+
+}  // namespace
+
+void registerFlightRecorder(const FlightRecorder* recorder) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  registry().push_back(recorder);
+}
+
+void unregisterFlightRecorder(const FlightRecorder* recorder) {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  auto& recorders = registry();
+  recorders.erase(std::remove(recorders.begin(), recorders.end(), recorder), recorders.end());
+}
+
+nlohmann::json dumpRegisteredFlightRecorders() {
+  std::lock_guard<std::mutex> lock(registryMutex());
+  nlohmann::json out = nlohmann::json::array();
+  for (const FlightRecorder* recorder : registry())
+    for (auto& entry : recorder->dump()) out.push_back(std::move(entry));
   return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct FlightEntry {
   double finished_us = 0;
 };
 
+// What the live hang view reads from a recorder: the newest completed collective and the oldest
+// operation started and not finished (the one its rank waits in), when still kept.
+struct FlightProgress {
+  std::optional<FlightEntry> last_completed_collective;
+  std::optional<FlightEntry> oldest_in_flight;
+};
+
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity);
@@ -42,6 +50,8 @@ class FlightRecorder {
   std::vector<FlightEntry> entries() const;  // oldest first
   // A JSON array of the entries, oldest first, as the telemetry error event carries it.
   nlohmann::json dump() const;
+  // One pass over the ring under its lock, copying two entries at most.
+  FlightProgress progress() const;
 
  private:
   size_t capacity_;
@@ -49,5 +59,13 @@ class FlightRecorder {
   std::vector<FlightEntry> ring_;  // guarded by mutex_
   size_t next_ = 0;                // where the next entry goes once the ring is full
 };
+
+// Every live communicator's recorder in this process, for a dump on demand (`ringmaster flight`,
+// SIGUSR1 in a worker): a communicator registers its recorder for its lifetime.
+void registerFlightRecorder(const FlightRecorder* recorder);
+void unregisterFlightRecorder(const FlightRecorder* recorder);
+// The entries of every registered recorder as one JSON array (each record names its group),
+// registration order, oldest entry first within each.
+nlohmann::json dumpRegisteredFlightRecorders();
 
 }  // namespace ringmaster

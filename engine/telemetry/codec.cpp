@@ -94,6 +94,7 @@ std::string_view eventTypeName(const EventBody& body) {
     std::string_view operator()(const ErrorEvent&) const { return "error"; }
     std::string_view operator()(const DoneEvent&) const { return "done"; }
     std::string_view operator()(const EvalEvent&) const { return "eval"; }
+    std::string_view operator()(const ProgressEvent&) const { return "progress"; }
   };
   return std::visit(Names{}, body);
 }
@@ -442,6 +443,8 @@ void readField(FieldReader& in, const Field& field, Record& e) {
     out = in.optionalNumber(key, field.domain);
   } else if constexpr (std::is_same_v<Member, std::string>) {
     out = in.string(key);
+  } else if constexpr (std::is_same_v<Member, std::optional<std::string>>) {
+    out = in.optionalString(key);
   } else {
     out = in.enumeration<Member>(key, parseSchedPhase, choices(Member{}));
   }
@@ -618,6 +621,8 @@ DecodeResult decodeUnchecked(std::string_view line) {
     event.body = readDone(body);
   } else if (type == "eval") {
     event.body = readFields<EvalEvent>(body);
+  } else if (type == "progress") {
+    event.body = readFields<ProgressEvent>(body);
   } else {
     return fail(fmt::format("type: unknown event type {}", quoteShort(type)));
   }

@@ -119,6 +119,14 @@ struct CommEvent {
   double busbw_gbps = 0;          // algbw times the op's bus factor, GB/s
   std::optional<double> wait_ms;  // time spent waiting for the slowest peer
   std::optional<int64_t> step;    // the step the operation belongs to
+  // Collectives (absent in streams of builds before them): microseconds on the clock aligned to
+  // rank 0's when this rank took the op up (its caller had called it and its earlier ops were
+  // launched; before the verify_calls exchange) and when it completed, and the group's size.
+  // Storage splits duration_ms into waiting for the last rank and transfer from every member's
+  // start_us (docs/telemetry.md).
+  std::optional<int64_t> start_us;
+  std::optional<int64_t> end_us;
+  std::optional<int64_t> group_size;
   bool operator==(const CommEvent&) const = default;
 };
 
@@ -180,10 +188,30 @@ struct DoneEvent {
   bool operator==(const DoneEvent&) const = default;
 };
 
-using EventBody = std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent,
-                               DoneEvent, EvalEvent>;
+// Where this rank is in one communicator group, sent every few seconds while the run goes (the
+// live hang view): the last collective it completed and the operation it waits in, with what it
+// read in the store about its peers. Peer lists are world ranks, comma-separated ("2,3").
+struct ProgressEvent {
+  std::string group;                        // the process group's name ("world", ...)
+  double period_s = 0;                      // seconds between this rank's progress events
+  std::optional<int64_t> step;              // the step in progress, when it belongs to one
+  uint64_t started = 0;                     // sequence number of the last collective started
+  uint64_t completed = 0;                   // ... and of the last one completed (0: none)
+  std::optional<std::string> completed_op;  // the op of that last completed collective
+  std::optional<std::string> op;            // the op it is in now (the oldest not completed)
+  std::optional<int64_t> op_seq;            // its sequence number (collective or send/recv)
+  std::optional<int64_t> peer;              // its root or peer (world rank), where it has one
+  std::optional<double> waiting_ms;         // how long it has been in it
+  std::optional<std::string> not_arrived;   // peers that have not started op_seq yet
+  std::optional<std::string> silent;        // peers whose heartbeat stopped over a period
+  bool operator==(const ProgressEvent&) const = default;
+};
 
-// The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done", "eval".
+using EventBody = std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent,
+                               DoneEvent, EvalEvent, ProgressEvent>;
+
+// The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done", "eval",
+// "progress".
 std::string_view eventTypeName(const EventBody& body);
 
 // One line of a stream: the envelope every event carries, and its body.

@@ -132,6 +132,12 @@ bool readField(element value, const Field& field, Record& e) {
     return readOptionalNumber(value, field.domain, out);
   } else if constexpr (std::is_same_v<Member, std::string>) {
     return readString(value, out);
+  } else if constexpr (std::is_same_v<Member, std::optional<std::string>>) {
+    if (value.is_null()) return true;  // null counts as absent
+    std::string text;
+    if (!readString(value, text)) return false;
+    out = std::move(text);
+    return true;
   } else {
     static_assert(std::is_same_v<Member, SchedPhase>);
     if (value.type() != element_type::STRING) return false;
@@ -150,6 +156,9 @@ bool crossFieldsValid(const CommEvent&) {
   return true;
 }
 bool crossFieldsValid(const EvalEvent&) {
+  return true;
+}
+bool crossFieldsValid(const ProgressEvent&) {
   return true;
 }
 bool crossFieldsValid(const SchedEvent& e) {
@@ -272,6 +281,7 @@ std::optional<TelemetryEvent> decodeCommonEvent(std::string_view line) {
   if (type == "comm") return readEvent<TableReader<CommEvent>>(object, {});
   if (type == "sched") return readEvent<TableReader<SchedEvent>>(object, {});
   if (type == "eval") return readEvent<TableReader<EvalEvent>>(object, {});
+  if (type == "progress") return readEvent<TableReader<ProgressEvent>>(object, {});
   return std::nullopt;
 }
 

@@ -1,7 +1,8 @@
-// The fields of the step, comm, sched and eval records, each described once, in the order of
-// docs/telemetry.md: wire name, member, numeric domain and whether it may be absent. The encoder,
-// both decoders and storage's step columns iterate these tables, so a new step metric is its
-// member in StepEvent and its row in kStepFields (and, to be stored, a column: storage/README.md).
+// The fields of the step, comm, sched, eval and progress records, each described once, in the order
+// of docs/telemetry.md: wire name, member, numeric domain and whether it may be absent. The
+// encoder, both decoders and storage's step columns iterate these tables, so a new step metric is
+// its member in StepEvent and its row in kStepFields (and, to be stored, a column:
+// storage/README.md).
 #pragma once
 
 #include <cstddef>
@@ -123,6 +124,9 @@ inline constexpr auto kCommFields = std::tuple{
     field("busbw_gbps", &CommEvent::busbw_gbps, kNonNegative),
     field("wait_ms", &CommEvent::wait_ms, kNonNegative, Presence::kOptional),
     field("step", &CommEvent::step, kCount, Presence::kOptional),
+    field("start_us", &CommEvent::start_us, kMicroseconds, Presence::kOptional),
+    field("end_us", &CommEvent::end_us, kMicroseconds, Presence::kOptional),
+    field("group_size", &CommEvent::group_size, kCount, Presence::kOptional),
 };
 
 // Cross-field rules (end_us >= start_us, ready_us within them, ...) are the decoders' own.
@@ -147,6 +151,22 @@ inline constexpr auto kEvalFields = std::tuple{
     field("eval_ms", &EvalEvent::eval_ms, kNonNegative),
 };
 
+// The progress record (the live hang view), sent every few seconds per rank and group.
+inline constexpr auto kProgressFields = std::tuple{
+    field("group", &ProgressEvent::group),
+    field("period_s", &ProgressEvent::period_s, kNonNegative),
+    field("step", &ProgressEvent::step, kCount, Presence::kOptional),
+    field("started", &ProgressEvent::started),
+    field("completed", &ProgressEvent::completed),
+    field("completed_op", &ProgressEvent::completed_op, AnyValue{}, Presence::kOptional),
+    field("op", &ProgressEvent::op, AnyValue{}, Presence::kOptional),
+    field("op_seq", &ProgressEvent::op_seq, kCount, Presence::kOptional),
+    field("peer", &ProgressEvent::peer, kIndex, Presence::kOptional),
+    field("waiting_ms", &ProgressEvent::waiting_ms, kNonNegative, Presence::kOptional),
+    field("not_arrived", &ProgressEvent::not_arrived, AnyValue{}, Presence::kOptional),
+    field("silent", &ProgressEvent::silent, AnyValue{}, Presence::kOptional),
+};
+
 // The field table of a record type.
 template <typename Record>
 constexpr const auto& fieldsOf() {
@@ -156,16 +176,19 @@ constexpr const auto& fieldsOf() {
     return kCommFields;
   } else if constexpr (std::is_same_v<Record, EvalEvent>) {
     return kEvalFields;
+  } else if constexpr (std::is_same_v<Record, ProgressEvent>) {
+    return kProgressFields;
   } else {
     static_assert(std::is_same_v<Record, SchedEvent>, "no field table for this record");
     return kSchedFields;
   }
 }
 
-// Whether Record has a field table (step, comm, sched, eval).
+// Whether Record has a field table (step, comm, sched, eval, progress).
 template <typename Record>
 inline constexpr bool kHasFieldTable =
     std::is_same_v<Record, StepEvent> || std::is_same_v<Record, CommEvent> ||
-    std::is_same_v<Record, SchedEvent> || std::is_same_v<Record, EvalEvent>;
+    std::is_same_v<Record, SchedEvent> || std::is_same_v<Record, EvalEvent> ||
+    std::is_same_v<Record, ProgressEvent>;
 
 }  // namespace ringmaster

@@ -1,6 +1,9 @@
 // Communicator records as telemetry events.
 #include "train/comm_telemetry.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 namespace ringmaster {
 
 CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step) {
@@ -15,7 +18,39 @@ CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional
   event.busbw_gbps = record.busbw_gbps;
   event.wait_ms = record.wait_ms;
   event.step = step;
+  event.start_us = record.start_us;
+  event.end_us = record.end_us;
+  if (record.start_us) event.group_size = record.group_size;
   return event;
+}
+
+ProgressEvent TelemetryCommObserver::toEvent(const CommProgress& progress,
+                                             std::optional<int64_t> step) {
+  const auto rankList = [](const std::vector<int>& ranks) -> std::optional<std::string> {
+    if (ranks.empty()) return std::nullopt;
+    return fmt::format("{}", fmt::join(ranks, ","));
+  };
+  ProgressEvent event;
+  event.group = progress.group;
+  event.period_s = progress.period_s;
+  event.step = step;
+  event.started = progress.started;
+  event.completed = progress.completed;
+  if (progress.completed_op) event.completed_op = std::string(toString(*progress.completed_op));
+  if (progress.op) {
+    event.op = std::string(toString(*progress.op));
+    event.op_seq = static_cast<int64_t>(progress.op_seq);
+    if (progress.peer >= 0) event.peer = progress.peer;
+    event.waiting_ms = progress.waiting_ms;
+    event.not_arrived = rankList(progress.not_arrived);
+    event.silent = rankList(progress.silent);
+  }
+  return event;
+}
+
+void TelemetryCommObserver::onProgress(const CommProgress& progress) {
+  const int64_t step = step_.load();
+  writer_.emit(toEvent(progress, step > 0 ? std::optional<int64_t>(step) : std::nullopt));
 }
 
 void TelemetryCommObserver::onOperation(const CommRecord& record) {

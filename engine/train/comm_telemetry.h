@@ -1,5 +1,6 @@
 // TelemetryCommObserver: turns the communicator's records into telemetry `comm` events and its
-// failure into an `error` event carrying the flight recorder, on a worker's TelemetryWriter.
+// failure into an `error` event carrying the flight recorder, and its progress reports into
+// `progress` events (the live hang view), on a worker's TelemetryWriter.
 #pragma once
 
 #include <atomic>
@@ -18,11 +19,13 @@ class TelemetryCommObserver : public CommObserver {
   void setStep(int64_t step) { step_ = step; }
   void onOperation(const CommRecord& record) override;
   void onFailure(const Error& error, const nlohmann::json& flight_recorder) override;
+  void onProgress(const CommProgress& progress) override;
   // Whether onFailure has written the communicator's failure: what the trainer throws after it
   // is that failure again, not a second error of the rank.
   bool failureReported() const { return failure_reported_; }
 
   static CommEvent toEvent(const CommRecord& record, std::optional<int64_t> step);
+  static ProgressEvent toEvent(const CommProgress& progress, std::optional<int64_t> step);
 
  private:
   TelemetryWriter& writer_;

@@ -461,6 +461,39 @@ ALTER TABLE attempts ADD COLUMN error TEXT;
 ALTER TABLE attempts ADD COLUMN error_rank INTEGER;
 ALTER TABLE attempts ADD COLUMN error_host TEXT;
 )sql",
+      // 11: waiting versus transfer of a collective: each comm event's operation sequence number
+      // and, for collectives, its start and end in microseconds on the clock aligned to rank 0's
+      // (null in runs recorded before, and for point-to-point). The recorder fills wait_ms of a
+      // collective's rows from their starts once every member's row is stored (group_size, which
+      // was 0 before, is now the group's size where the event says).
+      R"sql(
+ALTER TABLE comm_events ADD COLUMN seq_op INTEGER;
+ALTER TABLE comm_events ADD COLUMN start_us INTEGER;
+ALTER TABLE comm_events ADD COLUMN end_us INTEGER;
+)sql",
+      // The live hang view: each rank's latest progress event per communicator group (an upsert
+      // per report, not a row per report), which query/hang.h turns into a diagnosis.
+      R"sql(
+CREATE TABLE rank_progress (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  attempt INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  group_name TEXT NOT NULL,
+  t REAL NOT NULL,                    -- when the rank reported (its clock)
+  period_s REAL NOT NULL,             -- its reporting period
+  step INTEGER,
+  started INTEGER NOT NULL,           -- last collective started
+  completed INTEGER NOT NULL,         -- last collective completed
+  completed_op TEXT,
+  op TEXT,                            -- the op it waits in, if any
+  op_seq INTEGER,
+  peer INTEGER,
+  waiting_ms REAL,
+  not_arrived TEXT,                   -- world ranks, comma-separated
+  silent TEXT,
+  PRIMARY KEY (run_id, attempt, rank, group_name)
+);
+)sql",
   };
   return kMigrations;
 }

@@ -1,6 +1,7 @@
 // The recorder's writer thread and the statements that put each kind of event in its table.
 #include "recorder/recorder.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -100,6 +101,7 @@ class EventStore {
       : run_id_(run_id),
         attempt_(attempt),
         latest_attempt_(attempt),
+        db_(db.handle()),
         database_(db),
         seq_write_(db,
                    "INSERT OR REPLACE INTO seq_ranges (run_id, attempt, rank, first_seq, "
@@ -115,8 +117,9 @@ class EventStore {
         step_update_(db, stepUpdateSql()),
         comm_(db,
               "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
-              "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) VALUES "
-              "(?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?)"),
+              "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps, seq_op, "
+              "start_us, end_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        comm_wait_(db, "UPDATE comm_events SET wait_ms = ? WHERE rowid = ?"),
         sched_(
             db,
             "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
@@ -134,6 +137,16 @@ class EventStore {
         root_cause_(db,
                     "UPDATE runs SET error = ?, error_rank = ?, error_host = ? "
                     "WHERE id = ? AND error IS NULL"),
+        progress_(db,
+                  "INSERT INTO rank_progress (run_id, attempt, rank, group_name, t, period_s, "
+                  "step, started, completed, completed_op, op, op_seq, peer, waiting_ms, "
+                  "not_arrived, silent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                  "ON CONFLICT (run_id, attempt, rank, group_name) DO UPDATE SET t = excluded.t, "
+                  "period_s = excluded.period_s, step = excluded.step, started = "
+                  "excluded.started, completed = excluded.completed, completed_op = "
+                  "excluded.completed_op, op = excluded.op, op_seq = excluded.op_seq, peer = "
+                  "excluded.peer, waiting_ms = excluded.waiting_ms, not_arrived = "
+                  "excluded.not_arrived, silent = excluded.silent WHERE excluded.t >= t"),
         dump_(db,
               "INSERT INTO flight_recorder_dumps (run_id, attempt, rank, t, dump) "
               "VALUES (?, ?, ?, ?, ?)"),
@@ -190,6 +203,7 @@ class EventStore {
       rank_attempt_[latest.columnInt(0)] = rank_attempt;
       latest_attempt_ = std::max(latest_attempt_, rank_attempt);
     }
+    loadPendingCollectives(db);
     db.transaction([&] {
       Statement insert(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)");
       Statement select(db, "SELECT id FROM metrics WHERE name = ?");
@@ -370,9 +384,67 @@ class EventStore {
         .bind(2, int64_t{event_attempt_})
         .bind(3, int64_t{e.rank})
         .bind(4, e.time);
-    comm_.bind(5, c.step).bind(6, c.op).bind(7, c.group).bind(8, static_cast<int64_t>(c.bytes));
-    comm_.bind(9, c.dtype).bind(10, c.duration_ms).bind(11, c.wait_ms).bind(12, c.algbw_gbps);
-    comm_.bind(13, c.busbw_gbps).run();
+    comm_.bind(5, c.step).bind(6, c.op).bind(7, c.group).bind(8, c.group_size.value_or(0));
+    comm_.bind(9, static_cast<int64_t>(c.bytes)).bind(10, c.dtype).bind(11, c.duration_ms);
+    comm_.bind(12, c.wait_ms).bind(13, c.algbw_gbps).bind(14, c.busbw_gbps);
+    comm_.bind(15, static_cast<int64_t>(c.seq_op)).bind(16, c.start_us).bind(17, c.end_us).run();
+    if (c.start_us && c.group_size && *c.group_size > 1 && !c.wait_ms) {
+      addCollectiveMember(c.group, static_cast<int64_t>(c.seq_op), *c.group_size,
+                          {sqlite3_last_insert_rowid(db_), *c.start_us, c.duration_ms});
+    }
+  }
+
+  // ------------------------------------------------------------------------------------------
+  // Waiting versus transfer of a collective (docs/telemetry.md): the rows of one (group, seq_op)
+  // of this attempt are gathered until every member's is stored; then each row's wait_ms is the
+  // time from its start to the latest start, at most its duration. A collective that some member
+  // never reported keeps its rows' wait_ms null.
+  struct CollectiveMember {
+    int64_t rowid;
+    int64_t start_us;
+    double duration_ms;
+  };
+  struct PendingCollective {
+    int64_t group_size = 0;
+    std::vector<CollectiveMember> members;
+  };
+  // Collectives waiting for members, at most this many: a rank that died leaves its last ones
+  // incomplete for good, and those are forgotten oldest first beyond the bound.
+  static constexpr size_t kMaxPendingCollectives = 1 << 16;
+
+  void addCollectiveMember(const std::string& group, int64_t seq_op, int64_t group_size,
+                           CollectiveMember member) {
+    auto [it, inserted] = pending_collectives_.try_emplace({group, seq_op});
+    PendingCollective& pending = it->second;
+    if (inserted) pending.group_size = group_size;
+    pending.members.push_back(member);
+    if (static_cast<int64_t>(pending.members.size()) >= pending.group_size) {
+      int64_t arrival = pending.members.front().start_us;
+      for (const CollectiveMember& m : pending.members) arrival = std::max(arrival, m.start_us);
+      for (const CollectiveMember& m : pending.members) {
+        const double late_ms = static_cast<double>(arrival - m.start_us) / 1000.0;
+        comm_wait_.bind(1, std::clamp(late_ms, 0.0, std::max(m.duration_ms, 0.0)));
+        comm_wait_.bind(2, m.rowid).run();
+      }
+      pending_collectives_.erase(it);
+    } else if (pending_collectives_.size() > kMaxPendingCollectives) {
+      pending_collectives_.erase(pending_collectives_.begin());
+    }
+  }
+
+  // A recorder that starts on an attempt already partly stored (attach, a restarted launcher)
+  // takes up the collectives still missing members.
+  void loadPendingCollectives(Database& db) {
+    Statement rows(db,
+                   "SELECT rowid, group_name, seq_op, group_size, start_us, duration_ms FROM "
+                   "comm_events WHERE run_id = ? AND attempt = ? AND start_us IS NOT NULL AND "
+                   "seq_op IS NOT NULL AND wait_ms IS NULL AND group_size > 1 ORDER BY rowid");
+    rows.bind(1, run_id_).bind(2, int64_t{attempt_});
+    while (rows.run()) {
+      PendingCollective& pending = pending_collectives_[{rows.columnText(1), rows.columnInt(2)}];
+      pending.group_size = rows.columnInt(3);
+      pending.members.push_back({rows.columnInt(0), rows.columnInt(4), rows.columnDouble(5)});
+    }
   }
   void storeBody(const TelemetryEvent& e, const SchedEvent& s) {
     sched_.bind(1, run_id_)
@@ -419,6 +491,15 @@ class EventStore {
       dump_.bind(5, error.flight_recorder->dump()).run();
     }
   }
+  // The latest report per (rank, group) is kept; a replayed older one changes nothing.
+  void storeBody(const TelemetryEvent& e, const ProgressEvent& p) {
+    progress_.bind(1, run_id_).bind(2, int64_t{event_attempt_}).bind(3, int64_t{e.rank});
+    progress_.bind(4, p.group).bind(5, e.time).bind(6, p.period_s).bind(7, p.step);
+    progress_.bind(8, static_cast<int64_t>(p.started));
+    progress_.bind(9, static_cast<int64_t>(p.completed)).bind(10, p.completed_op);
+    progress_.bind(11, p.op).bind(12, p.op_seq).bind(13, p.peer).bind(14, p.waiting_ms);
+    progress_.bind(15, p.not_arrived).bind(16, p.silent).run();
+  }
   void storeBody(const TelemetryEvent& e, const DoneEvent& done) {
     rank_done_.bind(1, toString(done.status)).bind(2, run_id_);
     rank_done_.bind(3, int64_t{event_attempt_}).bind(4, int64_t{e.rank}).run();
@@ -429,10 +510,12 @@ class EventStore {
   int latest_attempt_;      // the latest any rank's hello named (launch.max_restarts)
   int event_attempt_ = 0;   // the attempt of the event being stored
   int64_t world_size_ = 0;  // ranks are 0 .. world_size_ - 1
+  sqlite3* db_;
   Database& database_;
-  Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_, sched_,
-      eval_, log_, root_cause_, dump_, rollup_, counts_;
+  Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_,
+      comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, counts_;
   Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
+  std::map<std::pair<std::string, int64_t>, PendingCollective> pending_collectives_;
   std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
   std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
   std::map<int64_t, int> rank_attempt_;                // by rank; absent: attempt_

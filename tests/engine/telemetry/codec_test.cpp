@@ -52,6 +52,37 @@ TEST(TelemetryCodec, OptionalFieldsAreOmittedWhenAbsent) {
   EXPECT_EQ(hello.find("run_id"), std::string::npos);
 }
 
+// A collective's start and end on the aligned clock and its group's size (storage splits its wait
+// from them) round trip through both decoders, and a comm line of a build before them decodes
+// with them absent.
+TEST(TelemetryCodec, ACollectivesStartEndAndGroupSizeRoundTripAndMayBeAbsent) {
+  const std::string line = encodeEvent(samples::wrap(samples::fullComm()));
+  EXPECT_THAT(line, HasSubstr(R"("start_us":-2500,"end_us":1700000000004200,"group_size":3)"));
+  for (const std::optional<TelemetryEvent>& decoded :
+       {std::optional(decodeEvent(line).event()), decodeCommonEvent(line)}) {
+    ASSERT_TRUE(decoded.has_value()) << line;
+    const auto& comm = std::get<CommEvent>(decoded->body);
+    EXPECT_EQ(comm.start_us, -2500);
+    EXPECT_EQ(comm.end_us, 1'700'000'000'004'200);
+    EXPECT_EQ(comm.group_size, 3);
+  }
+  const std::string old_line =
+      R"({"v":1,"type":"comm","rank":1,"seq":2,"t":1732320000.537035,"seq_op":1,)"
+      R"("op":"all_reduce","group":"world","bytes":26214400,"dtype":"float32",)"
+      R"("duration_ms":2.5,"algbw_gbps":10.486,"busbw_gbps":10.486,"step":1})";
+  for (const std::optional<TelemetryEvent>& decoded :
+       {std::optional(decodeEvent(old_line).event()), decodeCommonEvent(old_line)}) {
+    ASSERT_TRUE(decoded.has_value()) << old_line;
+    const auto& comm = std::get<CommEvent>(decoded->body);
+    EXPECT_FALSE(comm.start_us || comm.end_us || comm.group_size || comm.wait_ms);
+    EXPECT_EQ(comm.step, 1);
+  }
+  EXPECT_FALSE(decodeEvent(R"({"v":1,"type":"comm","rank":1,"seq":2,"t":1.5,"seq_op":1,"op":"x",)"
+                           R"("group":"world","bytes":1,"dtype":"f","duration_ms":2.5,)"
+                           R"("algbw_gbps":1,"busbw_gbps":1,"group_size":-1})")
+                   .ok());
+}
+
 TEST(TelemetryCodec, WireFormIsCompactAndOrdered) {
   DoneEvent done;
   done.status = DoneStatus::kCompleted;
@@ -428,8 +459,9 @@ void expectFastPathAgrees(const std::string& line) {
 
 TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
   std::vector<EventBody> common = {
-      samples::fullStep(),  samples::minimalStep(),  samples::fullComm(),  samples::minimalComm(),
-      samples::fullSched(), samples::minimalSched(), samples::sampleEval()};
+      samples::fullStep(),    samples::minimalStep(),  samples::fullComm(),
+      samples::minimalComm(), samples::fullSched(),    samples::minimalSched(),
+      samples::sampleEval(),  samples::fullProgress(), samples::minimalProgress()};
   StepEvent null_loss = samples::fullStep();
   null_loss.loss = std::numeric_limits<double>::quiet_NaN();
   common.push_back(null_loss);
@@ -552,6 +584,8 @@ TEST(TelemetryFastPath, AgreesOnTheExtremesOfEveryNumericField) {
       {samples::fullError(), {"step", "exit_code"}},
       {samples::sampleDone(), {"final_step", "wall_s"}},
       {samples::sampleEval(), {"step", "val_loss", "perplexity", "tokens", "eval_ms"}},
+      {samples::fullProgress(),
+       {"period_s", "step", "started", "completed", "op_seq", "peer", "waiting_ms"}},
   };
   const std::vector<std::string>& extremes = samples::numericExtremes();
   int accepted = 0;

@@ -102,6 +102,7 @@ TEST(TelemetryFields, DomainsAreTheDocumentedOnes) {
   expectDocumented("comm", CommEvent{});
   expectDocumented("sched", SchedEvent{});
   expectDocumented("eval", EvalEvent{});
+  expectDocumented("progress", ProgressEvent{});
 }
 
 // The line of `body` with one field set to `value`.
@@ -156,6 +157,7 @@ TEST(TelemetryFields, BothDecodersEnforceEveryDomainAtItsBounds) {
   expectBoundsEnforced("comm", samples::fullComm());
   expectBoundsEnforced("sched", samples::fullSched());
   expectBoundsEnforced("eval", samples::sampleEval());
+  expectBoundsEnforced("progress", samples::fullProgress());
 }
 
 TEST(TelemetryFields, EveryFieldIsWrittenInTableOrder) {
@@ -173,6 +175,7 @@ TEST(TelemetryFields, EveryFieldIsWrittenInTableOrder) {
   expectOrder(samples::fullComm());
   expectOrder(samples::fullSched());
   expectOrder(samples::sampleEval());
+  expectOrder(samples::fullProgress());
 }
 
 }  // namespace

@@ -80,6 +80,9 @@ inline CommEvent fullComm() {
   e.busbw_gbps = 43.68;
   e.wait_ms = 0.3;
   e.step = 7;
+  e.start_us = -2500;  // before rank 0's origin: legal on the aligned clock
+  e.end_us = 1'700'000'000'004'200;
+  e.group_size = 3;
   return e;
 }
 
@@ -87,6 +90,9 @@ inline CommEvent minimalComm() {
   CommEvent e = fullComm();
   e.wait_ms.reset();
   e.step.reset();
+  e.start_us.reset();
+  e.end_us.reset();
+  e.group_size.reset();
   return e;
 }
 
@@ -170,11 +176,38 @@ inline EvalEvent sampleEval() {
   return e;
 }
 
+inline ProgressEvent fullProgress() {
+  ProgressEvent e;
+  e.group = "world";
+  e.period_s = 2;
+  e.step = 14;
+  e.started = 28;
+  e.completed = 27;
+  e.completed_op = "all_reduce";
+  e.op = "all_reduce";
+  e.op_seq = 28;
+  e.peer = 1;
+  e.waiting_ms = 45000.25;
+  e.not_arrived = "2";
+  e.silent = "2,3";
+  return e;
+}
+
+// A rank between collectives: nothing in flight, so no op and no peers.
+inline ProgressEvent minimalProgress() {
+  ProgressEvent e;
+  e.group = "dp";
+  e.period_s = 2;
+  e.started = 7;
+  e.completed = 7;
+  return e;
+}
+
 // Every body above, each once.
 inline std::vector<EventBody> allBodies() {
-  return {fullHello(),    minimalHello(), fullStep(),     minimalStep(), fullComm(),
-          minimalComm(),  fullSched(),    minimalSched(), sampleLog(),   fullError(),
-          minimalError(), sampleDone(),   sampleEval()};
+  return {fullHello(),    minimalHello(), fullStep(),     minimalStep(),  fullComm(),
+          minimalComm(),  fullSched(),    minimalSched(), sampleLog(),    fullError(),
+          minimalError(), sampleDone(),   sampleEval(),   fullProgress(), minimalProgress()};
 }
 
 inline TelemetryEvent wrap(EventBody body, int rank = 3, uint64_t seq = 42) {
