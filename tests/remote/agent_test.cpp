@@ -360,5 +360,84 @@ TEST(Agent, OptionsThatDoNotFitTheSpecAreRefused) {
       << agent.err();
 }
 
+// Issue 21, automatic restarts across hosts: two agents (node ranks 0 and 1 on this machine, one
+// and two workers) with launch.max_restarts 1. A worker of node 1 killed with SIGKILL stops node
+// 0's worker too (through node 0's store), and every worker starts again as attempt 1 from the
+// newest checkpoint; a second failure, with no restart left, ends both agents failed.
+TEST(AgentRestarts, AFailureOnOneNodeRestartsEveryNodesWorkers) {
+  const fs::path checkpoints =
+      fs::temp_directory_path() / ("ringmaster_agent_restart_" + std::to_string(getpid()));
+  fs::remove_all(checkpoints);
+  JobSpec spec = ddpSpec(1, 1000000);
+  spec.launch.hosts.push_back({.host = "localhost", .ranks = 2});
+  spec.launch.max_restarts = 1;
+  spec.checkpoint = CheckpointSpec{.dir = checkpoints.string(), .every_steps = 20};
+  spec.telemetry.every_steps = 1;
+  SpecFile file(spec);
+  CapturedProcess node0(
+      kNode, {"agent", "--spec", file.path(), "--nnodes", "2", "--node-rank", "0", "--grace", "2"});
+  // Node 1 reaches the store at the port node 0's agent names.
+  const std::string said = "rendezvous store on 127.0.0.1:";
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline && node0.err().find(said) == std::string::npos)
+    node0.readFor(std::chrono::milliseconds(50));
+  const size_t at = node0.err().find(said);
+  ASSERT_NE(at, std::string::npos) << node0.err();
+  const std::string port =
+      node0.err().substr(at + said.size(), node0.err().find('\n', at) - at - said.size());
+  CapturedProcess node1(kNode, {"agent", "--spec", file.path(), "--nnodes", "2", "--node-rank", "1",
+                                "--master", "127.0.0.1:" + port, "--grace", "2"});
+
+  // Each node's workers of an attempt by rank (from their hellos), once every rank of the
+  // attempt has stepped past the first checkpoint.
+  const auto hellos = [](const std::string& out, int attempt) {
+    std::map<int, pid_t> pids;
+    for (const auto& e : decodeAll(out.substr(0, out.rfind('\n') + 1)))
+      if (const auto* hello = std::get_if<HelloEvent>(&e.body); hello && hello->attempt == attempt)
+        pids[e.rank] = static_cast<pid_t>(hello->pid);
+    return pids;
+  };
+  const auto waitForAttempt = [&](int attempt) {
+    while (Clock::now() < deadline + std::chrono::seconds(60)) {
+      node0.readFor(std::chrono::milliseconds(25));
+      node1.readFor(std::chrono::milliseconds(25));
+      if (hellos(node0.out(), attempt).size() == 1 && hellos(node1.out(), attempt).size() == 2 &&
+          fs::exists(checkpoints / "step_00000040"))
+        return true;
+      if (node0.status() || node1.status()) return false;
+    }
+    return false;
+  };
+  ASSERT_TRUE(waitForAttempt(0)) << node0.err() << node1.err();
+  const std::map<int, pid_t> first0 = hellos(node0.out(), 0), first1 = hellos(node1.out(), 0);
+  ASSERT_EQ(::kill(first1.at(2), SIGKILL), 0);
+  ASSERT_TRUE(waitForAttempt(1)) << node0.err() << node1.err();
+  EXPECT_FALSE(processExists(first0.at(0))) << "node 0's worker of attempt 0 was stopped";
+  EXPECT_NE(hellos(node0.out(), 1).at(0), first0.at(0));
+  EXPECT_NE(node0.err().find("a worker failed on another host in attempt 0"), std::string::npos)
+      << node0.err();
+  EXPECT_NE(node0.err().find("restarting every worker as attempt 1"), std::string::npos)
+      << node0.err();
+  // Node 1 reported attempt 0's root cause: rank 2, SIGKILL.
+  bool reported = false;
+  for (const auto& e : decodeAll(node1.out().substr(0, node1.out().rfind('\n') + 1)))
+    if (const auto* error = std::get_if<ErrorEvent>(&e.body); error && error->where == "agent")
+      reported =
+          reported || (e.rank == 2 && error->signal == std::optional<std::string>("SIGKILL"));
+  EXPECT_TRUE(reported) << node1.out().substr(0, 2000);
+
+  // No restart left: the next failure ends both agents failed, every worker stopped.
+  const std::map<int, pid_t> second0 = hellos(node0.out(), 1), second1 = hellos(node1.out(), 1);
+  ASSERT_EQ(::kill(second0.at(0), SIGKILL), 0);
+  const ExitStatus status0 = node0.wait(std::chrono::seconds(60));
+  const ExitStatus status1 = node1.wait(std::chrono::seconds(60));
+  EXPECT_TRUE(testing::exitedWith(status0, 1)) << status0.describe() << "\n" << node0.err();
+  EXPECT_TRUE(testing::exitedWith(status1, 1)) << status1.describe() << "\n" << node1.err();
+  for (auto [rank, pid] : second1) EXPECT_FALSE(processExists(pid)) << "rank " << rank;
+  EXPECT_NE(node0.err().find("no restart left (launch.max_restarts 1)"), std::string::npos)
+      << node0.err();
+  fs::remove_all(checkpoints);
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -1,0 +1,159 @@
+// Issue 21, automatic restarts, as the recorder stores them: two ranks' attempt 0 (steps 1..30,
+// rank 1 killed) and attempt 1 (resumed at step 21 with new values, sequence numbers from 0
+// again). Each attempt gets its row (start, steps, root cause), every event is stored under its
+// attempt and none is taken for a duplicate, the steps attempt 1 ran again hold its values, and the
+// rollups equal rollups recomputed from the stored points: no step counted twice. A replay of both
+// attempts stores nothing and changes nothing.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "db/database.h"
+#include "recorder/recorder.h"
+#include "storage/storage_test_support.h"
+
+namespace ringmaster::storage {
+namespace {
+
+constexpr double kAttemptOneStart = 2e9;
+
+// One rank's events of one attempt: hello, steps first..last (loss by step and attempt), and
+// either a fatal error (the killed rank) and done, or done.
+std::vector<TelemetryEvent> attemptStream(int rank, int attempt, int first, int last, bool killed) {
+  std::vector<TelemetryEvent> events;
+  uint64_t seq = 0;
+  const double start = attempt == 0 ? 1e9 : kAttemptOneStart;
+  const auto add = [&](EventBody body) {
+    events.push_back({.rank = rank, .seq = seq, .time = start + seq, .body = std::move(body)});
+    ++seq;
+  };
+  add(HelloEvent{
+      .world_size = 2, .host = "h", .pid = 100 * (attempt + 1) + rank, .attempt = attempt});
+  for (int step = first; step <= last; ++step)
+    add(StepEvent{
+        .step = step, .loss = 10.0 * (attempt + 1) + 1.0 / step, .step_ms = 5.0 + attempt});
+  if (killed) {
+    add(ErrorEvent{.message = fmt::format("rank {} (pid {}) on h killed by SIGKILL", rank, 101),
+                   .kind = "worker failed",
+                   .where = "agent",
+                   .step = last,
+                   .fatal = true,
+                   .host = "h",
+                   .signal = std::string("SIGKILL")});
+  }
+  add(DoneEvent{.status = killed ? DoneStatus::kFailed : DoneStatus::kCompleted,
+                .final_step = last});
+  return events;
+}
+
+std::vector<TelemetryEvent> bothAttempts() {
+  std::vector<TelemetryEvent> all;
+  for (int rank = 0; rank < 2; ++rank)
+    for (TelemetryEvent& e : attemptStream(rank, 0, 1, 30, rank == 1)) all.push_back(std::move(e));
+  for (int rank = 0; rank < 2; ++rank)
+    for (TelemetryEvent& e : attemptStream(rank, 1, 21, 40, false)) all.push_back(std::move(e));
+  return all;
+}
+
+class RestartRecording : public testing::StorageTest {
+ protected:
+  void SetUp() override {
+    StorageTest::SetUp();
+    path_ = (dir_ / "runs.db").string();
+    db_.emplace(path_);
+    run_ = createRun(*db_, {.name = "t", .spec_json = "{}", .strategy = "ddp", .world_size = 2});
+  }
+  void TearDown() override {
+    db_.reset();
+    StorageTest::TearDown();
+  }
+  int64_t count(const std::string& sql) { return testing::queryInt(*db_, sql); }
+  std::string text(const std::string& sql) { return testing::queryText(*db_, sql); }
+  // Rollup buckets that differ from the buckets recomputed from the stored points.
+  int64_t wrongRollups() {
+    const std::string points =
+        "FROM scalar_points p WHERE p.run_id = r.run_id AND p.metric = m.name AND p.rank = "
+        "r.rank AND p.step / r.width = r.bucket";
+    return count(fmt::format(
+        "SELECT count(*) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id WHERE "
+        "r.run_id = {1} AND (r.n != (SELECT count(*) {0}) OR abs(r.sum - (SELECT total(value) "
+        "{0})) > 1e-9 * (1 + abs(r.sum)) OR r.min != (SELECT min(value) {0}) OR r.max != (SELECT "
+        "max(value) {0}) OR r.first_step != (SELECT min(step) {0}) OR r.last_step != (SELECT "
+        "max(step) {0}) OR r.last_value != (SELECT value {0} ORDER BY step DESC LIMIT 1))",
+        points, run_));
+  }
+  std::string path_;
+  std::optional<Database> db_;
+  int64_t run_ = 0;
+};
+
+TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
+  const std::vector<TelemetryEvent> events = bothAttempts();
+  {
+    // Small batches: attempt 1's steps reach buckets written by earlier transactions.
+    Recorder recorder(path_, run_, 0, {.batch_size = 7});
+    for (const TelemetryEvent& e : events) ASSERT_TRUE(recorder.submit(e));
+    recorder.flush();
+    EXPECT_EQ(recorder.counts().stored, static_cast<int64_t>(events.size()));
+    EXPECT_EQ(recorder.counts().duplicates, 0);
+  }
+  const std::string run = fmt::format("run_id = {}", run_);
+  EXPECT_EQ(count("SELECT count(*) FROM attempts WHERE " + run), 2);
+  EXPECT_EQ(count("SELECT started_at FROM attempts WHERE attempt = 1 AND " + run),
+            static_cast<int64_t>(kAttemptOneStart));
+  EXPECT_EQ(count("SELECT ended_at FROM attempts WHERE attempt = 0 AND " + run),
+            static_cast<int64_t>(kAttemptOneStart));
+  EXPECT_EQ(count("SELECT first_step FROM attempts WHERE attempt = 0 AND " + run), 1);
+  EXPECT_EQ(count("SELECT last_step FROM attempts WHERE attempt = 0 AND " + run), 30);
+  EXPECT_EQ(count("SELECT first_step FROM attempts WHERE attempt = 1 AND " + run), 21);
+  EXPECT_EQ(count("SELECT last_step FROM attempts WHERE attempt = 1 AND " + run), 40);
+  EXPECT_EQ(text("SELECT error FROM attempts WHERE attempt = 0 AND " + run),
+            "rank 1 (pid 101) on h killed by SIGKILL");
+  EXPECT_EQ(count("SELECT error_rank FROM attempts WHERE attempt = 0 AND " + run), 1);
+  EXPECT_EQ(count("SELECT error IS NULL FROM attempts WHERE attempt = 1 AND " + run), 1);
+  // The run's root cause is the latest attempt's: none, as attempt 1 did not fail.
+  EXPECT_EQ(count(fmt::format("SELECT error IS NULL FROM runs WHERE id = {}", run_)), 1);
+  // Each rank once per attempt, with that attempt's pid and status.
+  EXPECT_EQ(count("SELECT pid FROM ranks WHERE attempt = 1 AND rank = 1 AND " + run), 201);
+  EXPECT_EQ(text("SELECT status FROM ranks WHERE attempt = 0 AND rank = 1 AND " + run), "failed");
+  EXPECT_EQ(
+      count("SELECT count(*) FROM ranks WHERE status = 'completed' AND attempt = 1 AND " + run), 2);
+  // The steps attempt 1 ran again hold its values; the rest attempt 0's.
+  EXPECT_EQ(count("SELECT count(*) FROM steps WHERE " + run), 80);
+  EXPECT_EQ(count("SELECT attempt FROM steps WHERE step = 25 AND rank = 0 AND " + run), 1);
+  EXPECT_EQ(count("SELECT attempt FROM steps WHERE step = 20 AND rank = 0 AND " + run), 0);
+  EXPECT_EQ(count("SELECT round(loss) FROM steps WHERE step = 21 AND rank = 1 AND " + run), 20);
+  EXPECT_EQ(count("SELECT count(*) FROM logs WHERE level = 'error' AND attempt = 0 AND " + run), 1);
+  // Every step once in the rollups.
+  EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id "
+                  "WHERE m.name = 'loss' AND width = 64 AND " +
+                  run),
+            80);
+  EXPECT_GT(count("SELECT count(*) FROM scalar_rollups WHERE " + run), 0);
+  EXPECT_EQ(wrongRollups(), 0);
+
+  // A replay of both attempts (attach, a restarted launcher) stores nothing and changes nothing.
+  const std::string before = text(
+      fmt::format("SELECT group_concat(n || ':' || sum || ':' || min || ':' || max, ',') FROM "
+                  "(SELECT * FROM scalar_rollups WHERE {} ORDER BY metric_id, rank, width, bucket)",
+                  run));
+  {
+    Recorder replay(path_, run_, 0, {.batch_size = 5});
+    for (const TelemetryEvent& e : events) ASSERT_TRUE(replay.submit(e));
+    replay.flush();
+    EXPECT_EQ(replay.counts().stored, 0);
+    EXPECT_EQ(replay.counts().duplicates, static_cast<int64_t>(events.size()));
+  }
+  EXPECT_EQ(text(fmt::format(
+                "SELECT group_concat(n || ':' || sum || ':' || min || ':' || max, ',') FROM "
+                "(SELECT * FROM scalar_rollups WHERE {} ORDER BY metric_id, rank, width, bucket)",
+                run)),
+            before);
+  EXPECT_EQ(count("SELECT count(*) FROM attempts WHERE " + run), 2);
+  EXPECT_EQ(wrongRollups(), 0);
+}
+
+}  // namespace
+}  // namespace ringmaster::storage
