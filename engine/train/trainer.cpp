@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
+#include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -41,6 +44,26 @@ bool anyRankAgrees(bool here, Communicator* world) {
   Tensor flag = Tensor::fromInts({here ? 1 : 0}, {1}, world->device());
   world->allReduce(flag, ReduceOp::max())->wait();
   return flag.toFloatVector()[0] != 0;
+}
+
+// TEST ONLY: RINGMASTER_TEST_COMPUTE_DELAY="RANK:MS" makes world rank RANK sleep MS milliseconds
+// in the compute of every step (before its first micro-batch's forward), so that tests can make a
+// real straggler (docs/telemetry.md, "Waiting versus transfer of a collective"). Never set it in
+// a real run. Unset, or another rank: no delay; malformed: a kInvalidArgument error.
+std::chrono::milliseconds testComputeDelay(int rank) {
+  const char* value = std::getenv("RINGMASTER_TEST_COMPUTE_DELAY");
+  if (value == nullptr || *value == '\0') return std::chrono::milliseconds(0);
+  int delayed_rank = -1;
+  long ms = -1;
+  char tail = 0;
+  if (std::sscanf(value, "%d:%ld%c", &delayed_rank, &ms, &tail) != 2 || delayed_rank < 0 ||
+      ms < 0 || ms > 600000) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("RINGMASTER_TEST_COMPUTE_DELAY (test only): expected RANK:MS with MS in "
+                         "[0, 600000], got \"{}\"",
+                         value));
+  }
+  return std::chrono::milliseconds(delayed_rank == rank ? ms : 0);
 }
 
 }  // namespace
@@ -366,6 +389,7 @@ TrainingResult Trainer::run() {
     int64_t samples = 0, skipped = 0;
     int steps = 0;
   } interval;
+  const std::chrono::milliseconds test_delay = testComputeDelay(context_.rank);  // test only
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
     if (anyRankAgrees(stop_requested_(), world_)) {
       result.cancelled = true;
@@ -394,6 +418,7 @@ TrainingResult Trainer::run() {
       return makeBatch(*dataset, indices, device);
     };
     for (int micro = 0; micro < accum; ++micro) {
+      if (micro == 0 && test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
       BatchPass pass = runner->trainBatch(batches.next(), make_batch, accum,
                                           /*sync=*/micro == accum - 1);
       loss_sum += pass.loss;

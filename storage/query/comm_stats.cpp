@@ -90,10 +90,16 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
   world.reset();
 
   std::vector<RankCommStats> ranks(static_cast<size_t>(world_size));
+  std::vector<double> collective_ms(static_cast<size_t>(world_size));  // mean, where measured
   for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)].rank = r;
+  // Columns 5..7: the collectives of the steps with a measured wait (count, total wait, total
+  // duration).
   Statement totals(db,
-                   "SELECT rank, count(*), total(duration_ms), total(wait_ms), count(wait_ms) "
-                   "FROM comm_events WHERE run_id = ? GROUP BY rank");
+                   "SELECT rank, count(*), total(duration_ms), total(wait_ms), count(wait_ms), "
+                   "count(c), total(c * wait_ms), total(c * duration_ms) FROM (SELECT rank, "
+                   "duration_ms, wait_ms, CASE WHEN wait_ms IS NOT NULL AND step IS NOT NULL AND "
+                   "op NOT IN ('send', 'recv') THEN 1 END AS c FROM comm_events WHERE run_id = ?) "
+                   "GROUP BY rank");
   totals.bind(1, run_id);
   while (totals.run()) {
     const int64_t r = totals.columnInt(0);
@@ -105,6 +111,12 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
       s.wait_ms = totals.columnDouble(3);
       s.transfer_ms = s.comm_ms - *s.wait_ms;
     }
+    s.collectives_measured = totals.columnInt(5);
+    if (s.collectives_measured > 0) {
+      const auto n = static_cast<double>(s.collectives_measured);
+      s.mean_wait_ms = totals.columnDouble(6) / n;
+      collective_ms[static_cast<size_t>(r)] = totals.columnDouble(7) / n;
+    }
   }
   std::map<int, std::vector<double>> computes;  // by work group
   for (RankCommStats& s : ranks) {
@@ -113,13 +125,52 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
     s.mean_exposed_comm_ms = summarizeSeries(db, run_id, step_field::kExposedCommMs, s.rank).mean();
     if (s.mean_step_ms > 0) computes[workGroup(strategy, s.rank)].push_back(s.mean_compute_ms);
   }
+  // The compute rule: each rank against its work group's median.
+  std::vector<bool> slow_compute(ranks.size(), false);
+  std::map<int, bool> compute_decides;  // by work group: two ranks or more reported compute
   for (const auto& [group, group_computes] : computes) {
     if (group_computes.size() < 2) continue;
+    compute_decides[group] = true;
     const double typical = median(group_computes);
     for (RankCommStats& s : ranks) {
-      if (workGroup(strategy, s.rank) == group)
-        s.straggler = s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
+      if (workGroup(strategy, s.rank) == group) {
+        slow_compute[static_cast<size_t>(s.rank)] =
+            s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
+      }
     }
+  }
+  // The wait rule: each rank against the mean of its work-group peers' waits.
+  std::map<int, bool> waits_decide;  // by work group: some rank has a peer to compare with
+  std::vector<bool> waited_for(ranks.size(), false);
+  for (RankCommStats& s : ranks) {
+    if (!s.mean_wait_ms) continue;
+    const int group = workGroup(strategy, s.rank);
+    double wait_sum = 0, duration_sum = 0;
+    int peers = 0;
+    for (const RankCommStats& peer : ranks) {
+      if (peer.rank == s.rank || !peer.mean_wait_ms || workGroup(strategy, peer.rank) != group)
+        continue;
+      wait_sum += *peer.mean_wait_ms;
+      duration_sum += collective_ms[static_cast<size_t>(peer.rank)];
+      ++peers;
+    }
+    if (peers == 0) continue;
+    waits_decide[group] = true;
+    s.peers_mean_wait_ms = wait_sum / peers;
+    const double peers_duration = duration_sum / peers;
+    waited_for[static_cast<size_t>(s.rank)] =
+        *s.peers_mean_wait_ms > 0 &&
+        *s.peers_mean_wait_ms >= kWaitStragglerRatio * *s.mean_wait_ms &&
+        *s.peers_mean_wait_ms >= kWaitStragglerShare * peers_duration;
+  }
+  for (RankCommStats& s : ranks) {
+    const int group = workGroup(strategy, s.rank);
+    const auto r = static_cast<size_t>(s.rank);
+    const bool by_wait = waits_decide.count(group) > 0,
+               by_compute = compute_decides.count(group) > 0;
+    s.straggler = by_wait && by_compute ? waited_for[r] && slow_compute[r]
+                  : by_wait             ? waited_for[r]
+                                        : by_compute && slow_compute[r];
   }
   return ranks;
 }

@@ -1,6 +1,6 @@
 // Communication statistics of a run, as nccl-tests reports them: per operation and message size
 // (count, bytes, p50 / p99 duration, algbw and busbw), and per rank (time in collectives, time
-// waiting for peers where the backend measures it, compute time) with straggler ranks flagged.
+// waiting for peers where measured, compute time) with the straggler ranks named.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,32 @@ struct RankCommStats {
   double mean_step_ms = 0;            // over the steps it reported
   double mean_compute_ms = 0;         // step time not spent in exposed communication
   double mean_exposed_comm_ms = 0;
-  // A rank whose compute time per step stands out (by more than kStragglerRatio) from the median
-  // of the ranks that do the same work (workGroup): the others wait for it in every collective.
+  // Collectives of the training steps (those with a step: the setup's are left out, where the
+  // ranks' start-up skew dominates) whose wait was measured (storage splits it from the members'
+  // starts, docs/telemetry.md): how many, this rank's mean wait per such collective, and the mean
+  // of its work-group peers' (workGroup; absent when no peer has a measured wait).
+  int64_t collectives_measured = 0;
+  std::optional<double> mean_wait_ms;
+  std::optional<double> peers_mean_wait_ms;
+  // The rank the others wait for. Two rules:
+  // - the wait rule, where the waits of collectives are measured for this rank and a peer of its
+  //   work group: its peers' mean wait per collective is at least kWaitStragglerRatio times its
+  //   own, and at least kWaitStragglerShare of their mean collective duration (they spend much of
+  //   their collective time waiting, mostly for it);
+  // - the compute rule: its compute time per step stands out (by more than kStragglerRatio) from
+  //   the median of its work group's.
+  // Where the waits are measured a straggler satisfies both: the wait says the others lose time
+  // to it, the compute that the cause is its own work (data, compute, a busy host) and not the
+  // skew with which a collective's completion reaches the ranks of a loaded host, which makes
+  // the same rank last to the next collective by a few milliseconds without it being slower.
+  // Where they are not (runs recorded before, and a group whose steps report no compute), one
+  // rule decides alone. A pipeline rank is its own work group, so neither names one: its
+  // stages' waits and compute are its own.
   bool straggler = false;
 };
 inline constexpr double kStragglerRatio = 1.25;
+inline constexpr double kWaitStragglerRatio = 4.0;
+inline constexpr double kWaitStragglerShare = 0.25;
 
 // Ranks of one work group run the same computation, so their compute times compare: every rank of
 // a data-parallel run; a pipeline rank only with itself (its stages are its own).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -228,6 +229,134 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
     EXPECT_EQ(rank.mean_step_ms, 22);
     EXPECT_EQ(rank.straggler, rank.rank == 2);
   }
+}
+
+// Issue 21, waiting versus transfer: the recorder splits each collective from its members'
+// starts once all of them are stored, keeps a collective some member never reported unsplit and a
+// point-to-point wait as measured, takes up a collective left incomplete by an earlier recorder
+// of the attempt; the rank the others wait for is the straggler when its compute is slower too,
+// and no rank is when the computes are even (the waits alone are a loaded host's skew).
+TEST_F(QueryTest, ACollectivesWaitIsSplitFromItsMembersStartsAndNamesTheStraggler) {
+  Database db(path());
+  // A run of these collectives whose ranks computed `compute` ms per step.
+  const auto record = [&](std::array<double, 3> compute) {
+    const int64_t run =
+        createRun(db, {.name = "wait", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
+    uint64_t seq[3] = {0, 0, 0};
+    auto collective = [&](Recorder& recorder, int rank, uint64_t seq_op, int64_t start_us,
+                          double duration_ms) {
+      recorder.submit(
+          {.rank = rank,
+           .seq = seq[rank]++,
+           .time = 1e9,
+           .body = CommEvent{.seq_op = seq_op,
+                             .op = "all_reduce",
+                             .group = "world",
+                             .bytes = 4096,
+                             .dtype = "float32",
+                             .duration_ms = duration_ms,
+                             .step = 1,
+                             .start_us = start_us,
+                             .end_us = start_us + static_cast<int64_t>(duration_ms * 1e3),
+                             .group_size = 3}});
+    };
+    constexpr int64_t kBase = 1'700'000'000'000'000;
+    {
+      Recorder recorder(path(), run, 0);
+      // 1..20: rank 1 arrives 30 ms after rank 0 and rank 2 2 ms after; all end together.
+      for (uint64_t op = 1; op <= 20; ++op) {
+        const int64_t base = kBase + static_cast<int64_t>(op) * 100'000;
+        for (int rank : {2, 0, 1}) {  // stored in any order
+          const int64_t late_us = rank == 1 ? 30'000 : rank == 2 ? 2'000 : 0;
+          collective(recorder, rank, op, base + late_us, (32'000 - late_us) / 1e3);
+        }
+      }
+      // 21: rank 1 never reports it (it died): no split.
+      collective(recorder, 0, 21, kBase + 2'100'000, 5);
+      collective(recorder, 2, 21, kBase + 2'100'000, 5);
+      // 22: rank 0's row is stored by this recorder, the others' by the next one.
+      collective(recorder, 0, 22, kBase + 2'200'000, 2);
+      // A receive's wait, measured by the backend, stays as it is.
+      recorder.submit({.rank = 2,
+                       .seq = seq[2]++,
+                       .time = 1e9,
+                       .body = CommEvent{.seq_op = 1,
+                                         .op = "recv",
+                                         .group = "world",
+                                         .bytes = 64,
+                                         .dtype = "float32",
+                                         .duration_ms = 7,
+                                         .wait_ms = 5}});
+    }
+    {
+      Recorder recorder(path(), run, 0);
+      collective(recorder, 1, 22, kBase + 2'200'000, 2);
+      collective(recorder, 2, 22, kBase + 2'200'000, 2);
+      // 23: rank 0 started 5 ms before the others but its op lasted 1 ms (a clock off by more
+      // than that): its wait is its whole duration, never more.
+      collective(recorder, 0, 23, kBase + 2'300'000, 1);
+      collective(recorder, 1, 23, kBase + 2'305'000, 1);
+      collective(recorder, 2, 23, kBase + 2'305'000, 1);
+      for (int rank = 0; rank < 3; ++rank) {
+        recorder.submit({.rank = rank,
+                         .seq = seq[rank]++,
+                         .time = 1e9,
+                         .body = StepEvent{.step = 1,
+                                           .step_ms = 50,
+                                           .compute_ms = compute[static_cast<size_t>(rank)],
+                                           .exposed_comm_ms = 5}});
+      }
+    }
+    return run;
+  };
+  // Rank 1 computes 4 times as long as the others, and they wait for it.
+  const int64_t run = record({10, 40, 10});
+  auto wait = [&](int rank, int seq_op, const char* op = "all_reduce") {
+    Statement select(db,
+                     "SELECT wait_ms FROM comm_events WHERE run_id = ? AND rank = ? AND "
+                     "seq_op = ? AND op = ?");
+    select.bind(1, run).bind(2, int64_t{rank}).bind(3, int64_t{seq_op}).bind(4, op);
+    EXPECT_TRUE(select.run()) << rank << " " << seq_op;
+    const std::optional<double> value =
+        select.isNull(0) ? std::nullopt : std::optional(select.columnDouble(0));
+    select.reset();
+    return value;
+  };
+  for (int op = 1; op <= 20; ++op) {
+    SCOPED_TRACE(op);
+    EXPECT_EQ(wait(0, op), 30.0);
+    EXPECT_EQ(wait(1, op), 0.0);
+    EXPECT_EQ(wait(2, op), 28.0);
+  }
+  EXPECT_EQ(wait(0, 21), std::nullopt);
+  EXPECT_EQ(wait(2, 21), std::nullopt);
+  for (int rank = 0; rank < 3; ++rank) EXPECT_EQ(wait(rank, 22), 0.0);
+  EXPECT_EQ(wait(0, 23), 1.0);
+  EXPECT_EQ(wait(1, 23), 0.0);
+  EXPECT_EQ(wait(2, 23), 0.0);
+  EXPECT_EQ(wait(2, 1, "recv"), 5.0);
+  EXPECT_EQ(testing::queryInt(db, "SELECT count(*) FROM comm_events WHERE group_size = 3"),
+            3 * 22 + 2);
+
+  const std::vector<RankCommStats> ranks = commStatsByRank(db, run);
+  ASSERT_EQ(ranks.size(), 3u);
+  // Rank 0: 20 x 30 ms + 1 ms waited of 20 x 32 + 5 + 2 + 1 ms in collectives.
+  EXPECT_EQ(ranks[0].wait_ms, 601.0);
+  EXPECT_EQ(ranks[0].transfer_ms, 648.0 - 601.0);
+  EXPECT_EQ(ranks[0].collectives_measured, 22);
+  EXPECT_EQ(ranks[1].wait_ms, 0.0);
+  EXPECT_EQ(ranks[2].wait_ms, 560.0 + 5.0);  // the receive's included
+  EXPECT_EQ(ranks[2].collectives_measured, 22);
+  ASSERT_TRUE(ranks[1].mean_wait_ms && ranks[1].peers_mean_wait_ms);
+  EXPECT_EQ(*ranks[1].mean_wait_ms, 0.0);
+  EXPECT_DOUBLE_EQ(*ranks[1].peers_mean_wait_ms, (601.0 / 22 + 560.0 / 22) / 2);
+  for (const RankCommStats& rank : ranks) EXPECT_EQ(rank.straggler, rank.rank == 1) << rank.rank;
+
+  // The same waits with every rank computing as long: the skew of a loaded host, no straggler.
+  const std::vector<RankCommStats> even = commStatsByRank(db, record({10, 10, 10}));
+  ASSERT_TRUE(even[1].peers_mean_wait_ms.has_value());
+  EXPECT_EQ(*even[1].peers_mean_wait_ms, *ranks[1].peers_mean_wait_ms);
+  for (const RankCommStats& rank : even) EXPECT_FALSE(rank.straggler) << rank.rank;
 }
 
 TEST_F(QueryTest, TheMeasuredBubbleIsEachRanksIdleShareOfTheStep) {
