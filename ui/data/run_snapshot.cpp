@@ -62,6 +62,7 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   RunSnapshot snapshot;
   snapshot.run = storage::loadRun(db, run_id);
   snapshot.ranks = storage::loadRanks(db, run_id);
+  snapshot.attempts = storage::loadAttempts(db, run_id);
   snapshot.summary = storage::summarizeRun(db, run_id);
   snapshot.comm_ops = storage::commStatsByOp(db, run_id);
   snapshot.comm_ranks = storage::commStatsByRank(db, run_id);

@@ -56,6 +56,8 @@ struct CommByOpRequest {
 struct RunSnapshot {
   storage::RunRecord run;
   std::vector<storage::RankRecord> ranks;
+  // Every attempt (launch.max_restarts): where each restart began and what it rolled back.
+  std::vector<storage::AttemptRecord> attempts;
   storage::RunSummary summary;
   std::vector<storage::CommOpStats> comm_ops;
   std::vector<storage::RankCommStats> comm_ranks;

@@ -667,6 +667,17 @@ void RunView::applyCharts(const RunSnapshot& s) {
   }
   const StepClock clock(std::move(knots));
   for (MetricChart* chart : charts_) chart->setStepClock(clock);
+  // Each restart: where its attempt began, and the earlier attempt's steps it ran again.
+  std::vector<AttemptMark> marks;
+  for (size_t i = 1; i < s.attempts.size(); ++i) {
+    const storage::AttemptRecord& attempt = s.attempts[i];
+    if (!attempt.first_step) continue;
+    AttemptMark mark{.attempt = attempt.attempt, .first_step = *attempt.first_step};
+    const std::optional<int64_t> before = s.attempts[i - 1].last_step;
+    if (before && *before >= *attempt.first_step) mark.rolled_back = {*attempt.first_step, *before};
+    marks.push_back(mark);
+  }
+  for (MetricChart* chart : charts_) chart->setAttemptMarks(marks);
   size_t next = 0;  // snapshot.charts holds the metrics of every chart in order
   for (size_t i = 0; i < charts_.size(); ++i) {
     std::vector<ChartLine> lines;

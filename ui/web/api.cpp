@@ -215,8 +215,22 @@ json runDetail(const Database& db, int64_t run_id) {
     evals.push_back({{"step", eval.step},
                      {"val_loss", optionalJson(eval.val_loss)},
                      {"perplexity", optionalJson(eval.perplexity)}});
+  // Each attempt (launch.max_restarts): when it began, its steps and its root cause; the charts
+  // mark where each restart began and shade the steps it rolled back.
+  json attempts = json::array();
+  for (const AttemptRecord& a : loadAttempts(db, run_id)) {
+    attempts.push_back({{"attempt", a.attempt},
+                        {"started_at", a.started_at},
+                        {"ended_at", optionalJson(a.ended_at)},
+                        {"first_step", optionalJson(a.first_step)},
+                        {"last_step", optionalJson(a.last_step)},
+                        {"error", optionalJson(a.error)},
+                        {"error_rank", optionalJson(a.error_rank)},
+                        {"error_host", optionalJson(a.error_host)}});
+  }
   const IngestCounts ingest = loadIngestCounts(db, run_id);
   return {{"run", run_json},
+          {"attempts", attempts},
           {"summary", summaryJson(summary)},
           {"ranks", ranks},
           {"evals", evals},

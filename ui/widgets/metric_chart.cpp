@@ -404,6 +404,7 @@ void MetricChart::fitAxes() {
   ly->setRange(low, data_max_y_ + pad);
   ly->applyNiceNumbers();
   if (data_min_y_ >= 0 && ly->min() < 0) ly->setMin(0);
+  if (!attempt_marks_.empty()) viewport()->update();  // the marks follow the axes
 }
 
 void MetricChart::setEmptyNote(const QString& note) {
@@ -659,6 +660,43 @@ void MetricChart::contextMenuEvent(QContextMenuEvent* event) {
   menu.addSeparator();
   menu.addAction("Drag or wheel: zoom · Shift+wheel: pan · double-click: all")->setEnabled(false);
   menu.exec(event->globalPos());
+}
+
+// ---- Attempt marks --------------------------------------------------------------------------
+
+void MetricChart::setAttemptMarks(std::vector<AttemptMark> marks) {
+  if (marks == attempt_marks_) return;
+  attempt_marks_ = std::move(marks);
+  viewport()->update();
+}
+
+void MetricChart::drawForeground(QPainter* painter, const QRectF& rect) {
+  QChartView::drawForeground(painter, rect);
+  if (attempt_marks_.empty() || drawn_.empty()) return;
+  const QRectF plot = chart()->mapRectToScene(chart()->plotArea());
+  const auto [from, to] = xAxisRange();
+  if (!(to > from) || plot.width() <= 0) return;
+  // A step's x in the scene; half steps put the edges between steps.
+  const auto sceneX = [&](double step) {
+    return plot.left() + (toX(step) - from) / (to - from) * plot.width();
+  };
+  painter->save();
+  painter->setClipRect(plot);
+  painter->setFont(QFont(font().family(), 8));
+  for (const AttemptMark& mark : attempt_marks_) {
+    if (mark.rolled_back) {
+      const double left = sceneX(static_cast<double>(mark.rolled_back->first) - 0.5);
+      const double right = sceneX(static_cast<double>(mark.rolled_back->second) + 0.5);
+      painter->fillRect(QRectF(left, plot.top(), std::max(right - left, 1.0), plot.height()),
+                        QColor(220, 60, 60, 40));
+    }
+    const double x = sceneX(static_cast<double>(mark.first_step) - 0.5);
+    painter->setPen(QPen(QColor(120, 40, 40), 1, Qt::DashLine));
+    painter->drawLine(QPointF(x, plot.top()), QPointF(x, plot.bottom()));
+    painter->setPen(QColor(120, 40, 40));
+    painter->drawText(QPointF(x + 3, plot.top() + 11), QString("attempt %1").arg(mark.attempt));
+  }
+  painter->restore();
 }
 
 bool MetricChart::exportTo(const QString& path) {

@@ -12,6 +12,8 @@
 #include <QString>
 #include <map>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "widgets/step_clock.h"
@@ -29,6 +31,15 @@ struct ChartLine {
   QList<QPointF> low, high;     // the envelope, one per centre point; empty for none
   int64_t steps_per_point = 1;  // the buckets' width in steps
   QString centre_label;         // what the centre is when there is an envelope ("mean", "median")
+};
+
+// Where a restarted attempt (launch.max_restarts) began: a dashed line at its first step, and the
+// steps of the attempt before that it ran again (rolled back), shaded.
+struct AttemptMark {
+  int attempt = 0;
+  int64_t first_step = 0;
+  std::optional<std::pair<int64_t, int64_t>> rolled_back;  // inclusive
+  bool operator==(const AttemptMark&) const = default;
 };
 
 class MetricChart : public QChartView {
@@ -81,6 +92,10 @@ class MetricChart : public QChartView {
   void setTimeAxis(bool on);
   bool timeAxis() const { return time_axis_; }
 
+  // The restarts to mark (none: no marks).
+  void setAttemptMarks(std::vector<AttemptMark> marks);
+  const std::vector<AttemptMark>& attemptMarks() const { return attempt_marks_; }
+
   // Writes the chart as PNG or SVG by the file's extension; false when it cannot be written.
   bool exportTo(const QString& path);
   int lineCount() const;
@@ -110,6 +125,8 @@ class MetricChart : public QChartView {
   void wheelEvent(QWheelEvent* event) override;
   void leaveEvent(QEvent* event) override;
   void contextMenuEvent(QContextMenuEvent* event) override;
+  // The attempt marks, over the series, in scene coordinates.
+  void drawForeground(QPainter* painter, const QRectF& rect) override;
 
  private:
   struct Drawn;
@@ -144,6 +161,7 @@ class MetricChart : public QChartView {
   QGraphicsRectItem* hover_box_ = nullptr;
   QGraphicsSimpleTextItem* hover_label_ = nullptr;
   QGraphicsEllipseItem* hover_marker_ = nullptr;
+  std::vector<AttemptMark> attempt_marks_;
 };
 
 }  // namespace ringmaster::ui

@@ -95,13 +95,60 @@ function markDrawn(chart, u) {
   performance.mark('ringmaster:chart-drawn', { detail: chart.container.id || chart.title });
 }
 
+// Where each restarted attempt (launch.max_restarts) began, drawn over the plot: the earlier
+// attempt's steps it ran again (rolled back) shaded, a dashed line at its first step.
+function drawAttemptMarks(u, marks) {
+  if (!marks || marks.length === 0) return;
+  const { ctx } = u;
+  const { left, top, width, height } = u.bbox;
+  const x = (step) => u.valToPos(step, 'x', true);
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  ctx.font = `${Math.round(11 * devicePixelRatio)}px sans-serif`;
+  for (const mark of marks) {
+    if (mark.rolledBack) {
+      const from = x(mark.rolledBack[0] - 0.5);
+      const to = x(mark.rolledBack[1] + 0.5);
+      ctx.fillStyle = 'rgba(220, 60, 60, 0.16)';
+      ctx.fillRect(from, top, Math.max(to - from, 1), height);
+    }
+    const at = x(mark.firstStep - 0.5);
+    ctx.strokeStyle = '#782828';
+    ctx.setLineDash([4 * devicePixelRatio, 3 * devicePixelRatio]);
+    ctx.beginPath();
+    ctx.moveTo(at, top);
+    ctx.lineTo(at, top + height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = '#782828';
+    ctx.fillText(`attempt ${mark.attempt}`, at + 3 * devicePixelRatio, top + 12 * devicePixelRatio);
+  }
+  ctx.restore();
+}
+
+// The marks of a run's attempts (the run API's `attempts`), one per restart.
+export function attemptMarks(attempts) {
+  const marks = [];
+  for (let i = 1; i < (attempts || []).length; i++) {
+    const a = attempts[i];
+    if (a.first_step == null) continue;
+    const before = attempts[i - 1].last_step;
+    marks.push({ attempt: a.attempt, firstStep: a.first_step, rolledBack: before != null && before >= a.first_step ? [a.first_step, before] : null });
+  }
+  return marks;
+}
+
 // A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
 // through onReset(). update() replaces the data (and the series when their labels changed).
 export class StepChart {
   // yFormat: the y axis's tick text for a value (bytes for memory); numbers as uPlot writes them
   // by default.
-  constructor(container, title, { onZoom, onReset, height = 220, yFormat = null }) {
+  // marks: attemptMarks() of the run, drawn over the lines.
+  constructor(container, title, { onZoom, onReset, height = 220, yFormat = null, marks = [] }) {
     this.yFormat = yFormat;
+    this.marks = marks;
     this.container = container;
     this.title = title;
     this.onZoom = onZoom;
@@ -148,7 +195,7 @@ export class StepChart {
         },
       },
       hooks: {
-        draw: [(u) => markDrawn(self, u)],
+        draw: [(u) => drawAttemptMarks(u, self.marks), (u) => markDrawn(self, u)],
         setSelect: [(u) => {
           if (u.select.width < 3) return;
           const from = Math.floor(u.posToVal(u.select.left, 'x'));

@@ -9,7 +9,7 @@
 import { getJson, onStream } from './api.js';
 import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
 import { replaceParams } from './route.js';
-import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor } from './chart.js';
+import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor, attemptMarks } from './chart.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -71,7 +71,19 @@ export function mount(root, route) {
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
         r.error ? el('div', { class: 'error' }, r.error) : null),
+      attemptList(detail.attempts),
     );
+  }
+
+  // Restarts (launch.max_restarts): when each attempt began, where it resumed, what ended it.
+  function attemptList(attempts) {
+    if (!attempts || attempts.length < 2) return null;
+    return el('ul', { class: 'attempts', id: 'attempts' }, attempts.map((a, i) => {
+      let text = `attempt ${a.attempt}: began ${time(a.started_at)}`;
+      if (a.first_step != null && a.last_step != null) text += `, steps ${a.first_step}–${a.last_step}`;
+      if (i > 0 && a.first_step != null) text += a.first_step > 1 ? `, resumed from the checkpoint of step ${a.first_step - 1}` : ', started again from step 1';
+      return el('li', {}, text, a.error ? el('div', { class: 'error' }, `root cause${a.error_rank != null ? ` (rank ${a.error_rank})` : ''}: ${a.error}`) : null);
+    }));
   }
 
   function renderTabs() {
@@ -110,7 +122,7 @@ export function mount(root, route) {
       if (spec.commByOp ? available.size === 0 : metrics.length === 0) continue;
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
       container.append(box);
-      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom, yFormat: spec.yFormat }) });
+      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom, yFormat: spec.yFormat, marks: attemptMarks(detail.attempts) }) });
     }
     if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
     let controller = null;
