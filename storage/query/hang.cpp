@@ -109,6 +109,14 @@ LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
       if (r->stale || !r->op || !r->op_seq || !r->waiting_s) continue;
       if (*r->waiting_s < kHangAfterPeriods * r->period_s) continue;
       const bool p2p = isPointToPoint(*r->op);
+      // A collective without a root completes on every member or on none: when another member
+      // completed it, this report is older than the rank's progress (a rank stopped since, whose
+      // last report caught it in a wait), not a wait.
+      if (!p2p && !r->peer &&
+          std::any_of(reports.begin(), reports.end(), [&](const RankProgress* other) {
+            return other != r && other->completed >= *r->op_seq;
+          }))
+        continue;
       stuck_ops[{*r->op, *r->op_seq, p2p ? r->rank : -1}].push_back(r);
       for (int peer : r->silent) silent.insert(peer);
     }

@@ -1,0 +1,190 @@
+// Issue 21, the live hang view on real runs: `ringmaster run` of the DDP example on 3 and 4 local
+// ranks with the default 300 s collective timeout, one worker stopped with SIGSTOP (its PID from
+// the ranks table); within 10 s of the stop `ringmaster show --json` names that rank as the one
+// that has not reached the all_reduce the others wait in, with its sequence number, and the text
+// report says so too. The worker is then continued, the run cancelled, and every process reaped.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/captured_process.h"
+#include "common/proc_files.h"
+#include "db/database.h"
+#include "storage/storage_test_support.h"
+
+namespace ringmaster {
+namespace {
+
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryInt;
+using testing::CapturedProcess;
+using testing::exitedWith;
+using Clock = std::chrono::steady_clock;
+
+const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+
+class HangViewRun : public storage::testing::StorageTest,
+                    public ::testing::WithParamInterface<int> {
+ protected:
+  int worldSize() const { return GetParam(); }
+  std::string dbPath() const { return (dir_ / "runs.db").string(); }
+
+  // The DDP example on worldSize() local ranks, long enough to be running throughout the test.
+  std::string writeSpec() {
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    json spec = json::parse(in);
+    spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", worldSize()}}});
+    spec["launch"]["timeout_s"] = 300;
+    spec["train"]["steps"] = 10'000'000;
+    std::filesystem::create_directories(dir_);
+    const std::string path = (dir_ / "ddp.json").string();
+    std::ofstream(path) << spec.dump(2);
+    return path;
+  }
+
+  std::string show(const std::vector<std::string>& extra) {
+    std::vector<std::string> command = {"--db", dbPath(), "show", "1"};
+    command.insert(command.end(), extra.begin(), extra.end());
+    CapturedProcess process(kRingmaster, command);
+    const ExitStatus status = process.wait(60s);
+    EXPECT_TRUE(status.ok()) << process.err();
+    return process.out();
+  }
+
+  // PIDs of the agent and workers of this test's runs (they read their spec from its directory).
+  std::vector<pid_t> processesOfThisTest() const {
+    std::vector<pid_t> found;
+    for (const pid_t pid : testing::processIds()) {
+      const std::string text = testing::readProcFile(pid, "cmdline");
+      if (pid != getpid() && text.find(dir_.string() + "/") != std::string::npos &&
+          text.find("-runs/run-") != std::string::npos)
+        found.push_back(pid);
+    }
+    return found;
+  }
+
+  void TearDown() override {
+    for (pid_t pid : processesOfThisTest()) {  // only after a failure
+      ::kill(pid, SIGCONT);
+      ::kill(pid, SIGKILL);
+    }
+    StorageTest::TearDown();
+  }
+};
+
+// Whether `pid` is gone (or a zombie of a parent that has not reaped it yet: then it runs nothing).
+bool gone(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  const std::string stat = testing::readProcFile(pid, "stat");
+  const size_t paren = stat.rfind(')');
+  return stat.empty() ||
+         (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z');
+}
+
+TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds) {
+  const std::string spec = writeSpec();
+  CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", spec, "--grace", "1", "-q"});
+
+  // Every rank has said hello (its PID) and sent a progress event: the run is under way.
+  std::vector<pid_t> workers(static_cast<size_t>(worldSize()), 0);
+  {
+    const auto deadline = Clock::now() + 120s;
+    for (;;) {
+      ASSERT_LT(Clock::now(), deadline) << "the run did not get going\n" << run.err();
+      run.readFor(200ms);
+      if (!std::filesystem::exists(dbPath())) continue;
+      storage::Database db(dbPath());
+      if (queryInt(db, "SELECT count(*) FROM rank_progress") < worldSize()) continue;
+      for (int r = 0; r < worldSize(); ++r) {
+        workers[static_cast<size_t>(r)] = static_cast<pid_t>(
+            queryInt(db, fmt::format("SELECT pid FROM ranks WHERE rank = {}", r)));
+      }
+      break;
+    }
+  }
+  const int victim = worldSize() - 2;  // rank 1 of 3, rank 2 of 4
+  const pid_t victim_pid = workers[static_cast<size_t>(victim)];
+  ASSERT_GT(victim_pid, 0);
+  ASSERT_NE(testing::readProcFile(victim_pid, "cmdline").find("worker"), std::string::npos)
+      << "pid " << victim_pid << " from the ranks table is not a worker";
+
+  ASSERT_EQ(::kill(victim_pid, SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  json named;
+  double named_after_s = 0;
+  while (Clock::now() < stopped + 10s) {
+    run.readFor(250ms);
+    const json shown = json::parse(show({"--json"}));
+    for (const json& diagnosis : shown["hang"]["diagnoses"]) {
+      const auto& stuck = diagnosis["stuck"];
+      if (std::find(stuck.begin(), stuck.end(), victim) == stuck.end()) continue;
+      named = shown;
+      named_after_s = std::chrono::duration<double>(Clock::now() - stopped).count();
+    }
+    if (!named.is_null()) break;
+  }
+  ASSERT_FALSE(named.is_null()) << "no diagnosis named rank " << victim
+                                << " within 10 s of its SIGSTOP:\n"
+                                << show({"--json"});
+  std::printf("rank %d of %d named %.1f s after its SIGSTOP\n", victim, worldSize(), named_after_s);
+
+  ASSERT_EQ(named["hang"]["diagnoses"].size(), 1u) << named["hang"].dump(2);
+  const json& diagnosis = named["hang"]["diagnoses"][0];
+  EXPECT_EQ(diagnosis["op"], "all_reduce");
+  EXPECT_EQ(diagnosis["stuck"], json::array({victim}));
+  const int64_t seq = diagnosis["seq"].get<int64_t>();
+  // The sequence number is the one every other rank reports waiting in, past what the stopped
+  // rank last started.
+  for (const json& rank : named["hang"]["ranks"]) {
+    SCOPED_TRACE(rank.dump());
+    if (rank["rank"] == victim) {
+      EXPECT_LT(rank["started"].get<int64_t>(), seq);
+    } else {
+      EXPECT_EQ(rank["op"], "all_reduce");
+      EXPECT_EQ(rank["op_seq"].get<int64_t>(), seq);
+      EXPECT_EQ(rank["completed"].get<int64_t>(), seq - 1);
+    }
+  }
+  // The text report names it the same way.
+  const std::string text = show({});
+  EXPECT_NE(text.find(fmt::format("rank {} has not reached all_reduce #{}", victim, seq)),
+            std::string::npos)
+      << text;
+
+  // Continue the worker, cancel the run: it ends cancelled, every process reaped, and an ended
+  // run has no diagnosis.
+  ASSERT_EQ(::kill(victim_pid, SIGCONT), 0);
+  run.signal(SIGINT);
+  const ExitStatus status = run.wait(60s);
+  EXPECT_TRUE(exitedWith(status, 130)) << status.describe() << run.err();
+  const auto deadline = Clock::now() + 15s;
+  for (pid_t pid : workers) {
+    while (!gone(pid) && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    EXPECT_TRUE(gone(pid)) << "worker " << pid << " outlived its run";
+  }
+  while (!processesOfThisTest().empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(processesOfThisTest().empty());
+  const json ended = json::parse(show({"--json"}));
+  EXPECT_EQ(ended["run"]["status"], "cancelled");
+  EXPECT_FALSE(ended["hang"]["running"].get<bool>());
+  EXPECT_TRUE(ended["hang"]["diagnoses"].empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, HangViewRun, ::testing::Values(3, 4),
+                         [](const auto& info) { return fmt::format("{}Ranks", info.param); });
+
+}  // namespace
+}  // namespace ringmaster
