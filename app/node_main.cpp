@@ -3,18 +3,26 @@
 // `bench-comm` benchmarks the collectives; `make-idx` writes a small IDX data set for the `idx`
 // data kind; `--version` says which build and protocol this is.
 // Errors become exit codes here and nowhere else (docs/errors.md).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include "agent/node_agent.h"
+#include "agent/telemetry_spool.h"
 #include "bench_comm_command.h"
 #include "comm/process_group.h"
 #include "core/error.h"
@@ -22,6 +30,7 @@
 #include "exit_codes.h"
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
+#include "telemetry/codec.h"
 #include "telemetry/writer.h"
 #include "train/comm_telemetry.h"
 #include "train/trainer.h"
@@ -142,7 +151,130 @@ struct AgentArgs {
   std::string master;
   double grace_s = 5;
   bool ignore_stdin = false;
+  std::string detach_dir;  // --detach: the job directory (spool, pid files)
 };
+
+// Runs the agent detached (ringmaster run --detach): a grandchild in its own session (no SIGHUP
+// from a closing SSH channel or terminal reaches it), stdin and stdout on /dev/null, its stderr in
+// DIR/agent.log, every line in the spool DIR/spool, its PID in DIR/agent.pid and its workers' in
+// DIR/workers.pid. This process returns once the agent has written its PID: the launcher sees
+// the agent end at once, and `spool-follow DIR` is how its output is read from then on.
+int runDetachedAgent(AgentOptions options, const std::string& job_dir) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::create_directories(job_dir, error);
+  if (error) RM_THROW(kIo, fmt::format("--detach: cannot make {}: {}", job_dir, error.message()));
+  ::chmod(job_dir.c_str(), 0700);
+  const std::string pid_file = job_dir + "/agent.pid";
+  fs::remove(pid_file, error);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  if (child < 0) RM_THROW(kIo, fmt::format("--detach: fork: {}", std::strerror(errno)));
+  if (child == 0) {
+    ::setsid();
+    const pid_t daemon = ::fork();
+    if (daemon != 0) ::_exit(daemon < 0 ? 1 : 0);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, STDIN_FILENO);
+    ::dup2(null, STDOUT_FILENO);
+    const int log = ::open((job_dir + "/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    ::dup2(log >= 0 ? log : null, STDERR_FILENO);
+    int code = kExitFailed;
+    try {
+      TelemetrySpool spool({.directory = job_dir + "/spool"});
+      options.spool = &spool;
+      options.input_fd = -1;
+      options.output_fd = -1;
+      options.workers_pid_file = job_dir + "/workers.pid";
+      {
+        std::ofstream pid(pid_file + ".tmp");
+        pid << ::getpid() << "\n";
+      }
+      fs::rename(pid_file + ".tmp", pid_file, error);
+      try {
+        code = static_cast<int>(runAgent(options));
+      } catch (const Error& e) {
+        // As runReportingErrors words it, so that the launcher's reading of the agent's last
+        // error finds it in the spool too.
+        std::istringstream lines("error: " + e.message());
+        for (std::string line; std::getline(lines, line);) spool.appendLog(line);
+        fmt::print(stderr, "error: {}\n", e.message());
+        code = exitCodeFor(e.kind());
+      }
+      spool.finish(code);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "error: {}\n", e.what());
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  // The agent writes its PID before it starts anything (bounded: it fails to or it does).
+  for (int i = 0; i < 3000 && !fs::exists(pid_file, error); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::ifstream pid(pid_file);
+  long agent_pid = 0;
+  if (!(pid >> agent_pid))
+    RM_THROW(kIo,
+             fmt::format("--detach: the detached agent did not start (see {}/agent.log)", job_dir));
+  fmt::print(stderr, "[agent node {}] detached: pid {}, job directory {}\n", options.node_rank,
+             agent_pid, job_dir);
+  return kExitOk;
+}
+
+// `spool-follow DIR --from RANK:ATTEMPT:SEQ,...`: the spool's lines as the agent wrote them
+// (telemetry on stdout, log lines on stderr), without each rank's telemetry up to the given
+// (attempt, seq), then live until the agent has ended; exits with the agent's exit code. A spool
+// that dropped lines says so first, on stderr (the recorder logs it as a warning).
+int spoolFollow(const std::string& job_dir, const std::string& from) {
+  std::map<int, std::pair<int, uint64_t>> skip;  // rank -> (attempt, seq) already stored
+  std::istringstream items(from);
+  for (std::string item; std::getline(items, item, ',');) {
+    int rank = 0, attempt = 0;
+    unsigned long long seq = 0;
+    char extra = 0;
+    RM_CHECK_ARG(std::sscanf(item.c_str(), "%d:%d:%llu%c", &rank, &attempt, &seq, &extra) == 3,
+                 fmt::format("--from '{}': expected RANK:ATTEMPT:SEQ", item));
+    skip[rank] = {attempt, seq};
+  }
+  const std::string spool_dir = job_dir + "/spool";
+  RM_CHECK_ARG(
+      std::filesystem::is_directory(spool_dir),
+      fmt::format("{} holds no telemetry spool (not a detached run's job directory)", job_dir));
+  for (const auto& [rank, drop] : readSpoolDrops(spool_dir)) {
+    fmt::print(stderr,
+               "warning: the telemetry spool outgrew its bound: {} telemetry lines of rank {} "
+               "(seq {}..{}) were dropped before this replay\n",
+               drop.lines, rank, drop.first_seq, drop.last_seq);
+  }
+  std::map<int, int> attempt_of;  // each rank's attempt, from its latest hello
+  SpoolReader reader(spool_dir);
+  for (;;) {
+    bool wrote = false;
+    while (std::optional<SpoolLine> line = reader.next()) {
+      if (!line->telemetry) {
+        fmt::print(stderr, "{}\n", line->text);
+        continue;
+      }
+      DecodeResult decoded = decodeEvent(line->text);
+      if (decoded.ok()) {
+        const TelemetryEvent& event = decoded.event();
+        if (const auto* hello = std::get_if<HelloEvent>(&event.body))
+          attempt_of[event.rank] = hello->attempt;
+        const auto stored = skip.find(event.rank);
+        if (stored != skip.end() && std::pair(attempt_of[event.rank], event.seq) <= stored->second)
+          continue;
+      }
+      fmt::print(stdout, "{}\n", line->text);
+      wrote = true;
+    }
+    if (wrote) std::fflush(stdout);
+    std::fflush(stderr);
+    if (const std::optional<int> code = reader.ended()) return *code;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 int runAgentCommand(const AgentArgs& args) {
   AgentOptions options;
@@ -186,6 +318,9 @@ int runAgentCommand(const AgentArgs& args) {
   options.host = hostName();
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;
+  if (!args.detach_dir.empty())
+    return runDetachedAgent(std::move(options),
+                            std::filesystem::absolute(args.detach_dir).lexically_normal().string());
   return static_cast<int>(runAgent(options));
 }
 
@@ -223,6 +358,19 @@ int main(int argc, char** argv) {
   agent->add_flag("--ignore-stdin", agent_args.ignore_stdin,
                   "keep running when stdin closes (default: stop everything, as when the "
                   "launcher's SSH link drops)");
+  agent->add_option("--detach", agent_args.detach_dir,
+                    "run detached in its own session, its lines spooled in DIR/spool (read them "
+                    "with spool-follow DIR), its PID in DIR/agent.pid; returns once it runs");
+  std::string follow_dir, follow_from;
+  CLI::App* spool_follow = app.add_subcommand(
+      "spool-follow",
+      "print a detached agent's spooled lines (telemetry on stdout, logs on stderr) and follow "
+      "them until the agent ends; exits with its exit code");
+  spool_follow->add_option("dir", follow_dir, "the agent's job directory (agent --detach DIR)")
+      ->required();
+  spool_follow->add_option("--from", follow_from,
+                           "RANK:ATTEMPT:SEQ,...: each rank's telemetry up to this attempt and "
+                           "seq is left out (already stored)");
   std::string idx_dir;
   int64_t idx_samples = 10000;
   uint64_t idx_seed = 1;
@@ -253,6 +401,7 @@ int main(int argc, char** argv) {
       return runWorker(spec_path);
     }
     if (agent->parsed()) return runAgentCommand(agent_args);
+    if (spool_follow->parsed()) return spoolFollow(follow_dir, follow_from);
     if (make_idx->parsed()) {
       const IdxFilePair files = writeDigitsIdx(idx_dir, idx_samples, idx_seed);
       fmt::print("{}\n{}\n", files.images, files.labels);

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "agent/env_file.h"
+#include "agent/telemetry_spool.h"
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "process/child_process.h"
@@ -141,6 +142,9 @@ class Agent {
   void startStore();
   void startWorkers();
   void message(const std::string& text);
+  // One line out: to the output (telemetry) or log descriptor, and to the spool when detached.
+  void writeTelemetry(const std::string& line, std::optional<int> rank, uint64_t seq);
+  void writeLog(const std::string& line);
   void emit(Worker& worker, EventBody body);
   void forwardTelemetry(Worker& worker, const std::string& line);
   // What a worker's descriptor carries: telemetry lines, or log lines (with the rank's prefix
@@ -180,7 +184,28 @@ class Agent {
 };
 
 void Agent::message(const std::string& text) {
-  writeAll(options_.log_fd, fmt::format("[agent node {}] {}\n", options_.node_rank, text));
+  writeLog(fmt::format("[agent node {}] {}", options_.node_rank, text));
+}
+
+void Agent::writeLog(const std::string& line) {
+  if (options_.log_fd >= 0) writeAll(options_.log_fd, line + "\n");
+  if (options_.spool == nullptr) return;
+  if (const std::string report = options_.spool->appendLog(line); !report.empty()) {
+    if (options_.log_fd >= 0) writeAll(options_.log_fd, report + "\n");
+    options_.spool->appendLog(report);
+  }
+}
+
+void Agent::writeTelemetry(const std::string& line, std::optional<int> rank, uint64_t seq) {
+  if (options_.spool != nullptr) {
+    if (const std::string report = options_.spool->appendTelemetry(line, rank, seq);
+        !report.empty())
+      writeLog(report);
+  }
+  if (options_.output_fd < 0 || output_broken_) return;
+  // Nobody may read a detached agent's output any more: that stops nothing.
+  if (!writeAll(options_.output_fd, line + "\n") && options_.spool == nullptr)
+    output_broken_ = true;
 }
 
 // A TCP port free on `address` now (bound and released: the workers' rank 0 binds it moments
@@ -266,18 +291,24 @@ void Agent::startWorkers() {
   }
   message(fmt::format("started {} workers, ranks {}..{}", workers_.size(), workers_.front().rank,
                       workers_.back().rank));
+  if (!options_.workers_pid_file.empty()) {
+    std::ofstream pids(options_.workers_pid_file, std::ios::app);
+    for (const Worker& worker : workers_) pids << worker.process->pid() << "\n";
+  }
 }
 
 void Agent::emit(Worker& worker, EventBody body) {
   TelemetryEvent event{worker.rank, worker.next_seq++, unixSeconds(), std::move(body)};
-  if (!output_broken_ && !writeAll(options_.output_fd, encodeEvent(event) + "\n")) {
-    output_broken_ = true;
-  }
+  writeTelemetry(encodeEvent(event), event.rank, event.seq);
 }
 
 void Agent::forwardTelemetry(Worker& worker, const std::string& line) {
   DecodeResult decoded = decodeEvent(line);
+  std::optional<int> rank;
+  uint64_t seq = 0;
   if (decoded.ok()) {
+    rank = decoded.event().rank;
+    seq = decoded.event().seq;
     const TelemetryEvent& event = decoded.event();
     worker.next_seq = std::max(worker.next_seq, event.seq + 1);
     if (const auto* step = std::get_if<StepEvent>(&event.body)) worker.last_step = step->step;
@@ -287,7 +318,7 @@ void Agent::forwardTelemetry(Worker& worker, const std::string& line) {
     }
   }
   // Each line goes out in one piece: the agent is the stream's only writer.
-  if (!output_broken_ && !writeAll(options_.output_fd, line + "\n")) output_broken_ = true;
+  writeTelemetry(line, rank, seq);
 }
 
 void Agent::readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stream) {
@@ -321,9 +352,9 @@ void Agent::readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stre
       } else if (telemetry) {
         forwardTelemetry(worker, line->text);
       } else if (stream == Stream::kPrefixedLog) {
-        writeAll(options_.log_fd, fmt::format("[rank {}] {}\n", worker.rank, line->text));
+        writeLog(fmt::format("[rank {}] {}", worker.rank, line->text));
       } else {
-        writeAll(options_.log_fd, line->text + "\n");
+        writeLog(line->text);
       }
     }
     if (n <= 0) {

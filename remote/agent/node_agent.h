@@ -1,7 +1,9 @@
 // The node agent, like torchrun's elastic agent for one host: starts the host's workers with the
 // torchrun environment, copies their telemetry lines onto one stream whole and in order, forwards
 // SIGINT / SIGTERM, stops the siblings when a worker dies and reports that first failure as an
-// `error` event, and ends everything when its stdin closes (the launcher or its SSH link is gone).
+// `error` event, and ends everything when its stdin closes (the launcher or its SSH link is gone)
+// unless it runs detached: then its lines also go to a spool (agent/telemetry_spool.h) and no
+// closed stream stops it.
 #pragma once
 
 #include <chrono>
@@ -9,6 +11,10 @@
 #include <vector>
 
 #include "spec/job_spec.h"
+
+namespace ringmaster {
+class TelemetrySpool;
+}
 
 namespace ringmaster {
 
@@ -37,8 +43,14 @@ struct AgentOptions {
   std::string host;  // this host's name, for the error event
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // TERM to KILL
   int input_fd = 0;   // watched for end of file; -1: not watched
-  int output_fd = 1;  // the workers' telemetry lines, and the agent's own events
-  int log_fd = 2;     // the workers' stderr lines, and the agent's own messages
+  int output_fd = 1;  // the workers' telemetry lines, and the agent's own events; -1: none
+  int log_fd = 2;     // the workers' stderr lines, and the agent's own messages; -1: none
+  // A detached run (ringmaster run --detach): every line also goes to this spool, and a broken
+  // output no longer stops the workers (nobody reads it); null: not detached.
+  TelemetrySpool* spool = nullptr;
+  // When set, the PIDs of the workers are appended here, one per line, as they are started (each
+  // attempt's), so that `ringmaster cancel` can check none is left.
+  std::string workers_pid_file;
 };
 
 // How the agent's run ended, also its exit code.
