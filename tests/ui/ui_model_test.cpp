@@ -82,7 +82,13 @@ class UiModelTest : public QObject {
                                .peak_memory = 3 << 20,
                                .tokens_per_second = 64000,
                                .mfu = 0.4}};
-    snapshot.comm_ranks = {{.rank = 2, .mean_exposed_comm_ms = 1.5, .straggler = true}};
+    snapshot.comm_ranks = {{.rank = 1, .mean_exposed_comm_ms = 2.5},
+                           {.rank = 2,
+                            .mean_exposed_comm_ms = 1.5,
+                            .collectives_measured = 10,
+                            .mean_wait_ms = 0.25,
+                            .peers_mean_wait_ms = 40,
+                            .straggler = true}};
     snapshot.estimated_memory = {4 << 20, 4 << 20, 4 << 20};
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 3);
@@ -107,6 +113,13 @@ class UiModelTest : public QObject {
                 .contains("train.peak_tflops"));
     QCOMPARE(model.index(2, RankTableModel::kStraggler).data().toString(), QString("straggler"));
     QVERIFY(model.index(2, RankTableModel::kStraggler).data(Qt::ForegroundRole).isValid());
+    // The wait: measured per collective where it was (issue 21), else exposed communication.
+    QCOMPARE(model.index(2, RankTableModel::kWait).data().toString(), formatMs(0.25));
+    QCOMPARE(model.index(1, RankTableModel::kWait).data().toString(), formatMs(2.5));
+    QVERIFY(model.index(2, RankTableModel::kStraggler)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains(QString("wait %1 per collective").arg(formatMs(40))));
     snapshot.run.world_size = 2;
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 2);

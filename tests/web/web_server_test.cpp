@@ -528,6 +528,9 @@ TEST_F(WebServerTest, CommunicationByOpByRankAndAsAHeatMap) {
   EXPECT_TRUE(all_reduce) << comm["by_op"].dump();
   ASSERT_EQ(comm["by_rank"].size(), static_cast<size_t>(kRanks));
   EXPECT_TRUE(comm["by_rank"][0]["straggler"].is_boolean());
+  // Issue 21: each rank's measured wait per collective and its peers' (null where not measured).
+  for (const char* key : {"mean_wait_ms", "peers_mean_wait_ms"})
+    EXPECT_TRUE(comm["by_rank"][0].contains(key)) << key << " " << comm["by_rank"][0].dump();
 
   const json map = getJson(runPath("/comm/heatmap?buckets=5"));
   ASSERT_EQ(map["values"].size(), static_cast<size_t>(kRanks));

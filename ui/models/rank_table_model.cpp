@@ -38,7 +38,9 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
   for (const auto& comm : snapshot.comm_ranks) {
     if (comm.rank < 0 || static_cast<size_t>(comm.rank) >= rows.size()) continue;
     RankRow& row = rows[static_cast<size_t>(comm.rank)];
-    row.mean_wait_ms = comm.mean_exposed_comm_ms;
+    row.mean_exposed_comm_ms = comm.mean_exposed_comm_ms;
+    row.mean_wait_ms = comm.mean_wait_ms;
+    row.peers_mean_wait_ms = comm.peers_mean_wait_ms;
     row.straggler = comm.straggler;
   }
   return rows;
@@ -50,8 +52,19 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
   const RankRow& row = *found;
   if (role == Qt::ForegroundRole && index.column() == kStraggler && row.straggler)
     return QColor(0xd6, 0x27, 0x28);
-  if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler)
+  if (role == Qt::ToolTipRole && index.column() == kStraggler && row.straggler) {
+    if (row.peers_mean_wait_ms && row.mean_wait_ms) {
+      return QString("the other ranks wait %1 per collective for it, it waits %2")
+          .arg(formatMs(*row.peers_mean_wait_ms), formatMs(*row.mean_wait_ms));
+    }
     return QString("compute per step stands out from the median rank's: the others wait for it");
+  }
+  if (role == Qt::ToolTipRole && index.column() == kWait) {
+    return row.mean_wait_ms
+               ? QString("mean wait per collective for the last rank to arrive (measured); the "
+                         "rest of each collective is transfer")
+               : QString("exposed communication per step (no wait measured in this run)");
+  }
   if (role == Qt::ToolTipRole && index.column() == kMfu) {
     return row.mfu ? QString(
                          "model FLOPs utilisation: the model's training FLOPs per token x "
@@ -89,7 +102,7 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     case kStepTime:
       return formatMs(row.mean_step_ms);
     case kWait:
-      return formatMs(row.mean_wait_ms);
+      return formatMs(row.mean_wait_ms.value_or(row.mean_exposed_comm_ms));
     case kPeakMemory:
       return formatBytes(static_cast<double>(row.peak_memory));
     case kEstimatedMemory:
@@ -103,7 +116,7 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
 QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   static const char* names[] = {"Rank",        "Host",      "Device",   "Status", "Last step",
-                                "Samples/s",   "Tokens/s",  "MFU",      "Step",   "Exposed comm",
+                                "Samples/s",   "Tokens/s",  "MFU",      "Step",   "Wait",
                                 "Peak memory", "Estimated", "Straggler"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }

@@ -1,8 +1,9 @@
 // Every rank of a run as a table: host, device, status, last step, samples/s, tokens/s and MFU
 // (model FLOPs utilisation, where a peak was known), mean step and
 // exposed-communication time, peak memory beside the spec's estimate for the rank (how far the
-// prediction was off), and a straggler flag (a rank whose compute per step
-// stands out from the median rank's, so the others wait for it).
+// prediction was off), the wait: its mean wait per collective for the last rank to arrive where
+// measured (storage splits it from the ranks' starts), else its exposed communication per step,
+// and a straggler flag (the rank the others wait for: storage/query/comm_stats.h's rule).
 #pragma once
 
 #include <optional>
@@ -17,7 +18,10 @@ struct RankRow {
   int rank = 0;
   std::string host, device, status;
   int64_t last_step = 0;
-  double samples_per_second = 0, mean_step_ms = 0, mean_wait_ms = 0;
+  double samples_per_second = 0, mean_step_ms = 0;
+  // The wait column: measured wait per collective, else exposed communication per step.
+  double mean_exposed_comm_ms = 0;
+  std::optional<double> mean_wait_ms, peers_mean_wait_ms;  // per collective, where measured
   std::optional<double> tokens_per_second, mfu;  // nullopt: not reported (older runs, no peak)
   int64_t peak_memory = 0;
   double estimated_memory = 0;  // 0: no estimate (a spec that does not parse)

@@ -336,6 +336,8 @@ json comm(const Database& db, int64_t run_id) {
                        {"step_ms", number(rank.mean_step_ms)},
                        {"compute_ms", number(rank.mean_compute_ms)},
                        {"exposed_comm_ms", number(rank.mean_exposed_comm_ms)},
+                       {"mean_wait_ms", optionalJson(rank.mean_wait_ms)},
+                       {"peers_mean_wait_ms", optionalJson(rank.peers_mean_wait_ms)},
                        {"straggler", rank.straggler}});
   return {{"by_op", by_op}, {"by_rank", by_rank}};
 }

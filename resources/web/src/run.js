@@ -193,7 +193,7 @@ export function mount(root, route) {
     const ranks = detail.ranks || [];
     const stragglers = ranks.filter((r) => r.straggler).map((r) => r.rank);
     container.append(
-      el('p', {}, stragglers.length ? `Stragglers: rank ${stragglers.join(', rank ')} (slower than the others by the desktop's rule).` : 'No straggler.'),
+      el('p', {}, stragglers.length ? `Stragglers: rank ${stragglers.join(', rank ')} (the others wait for them, or their compute stands out where no wait was measured).` : 'No straggler.'),
       table([
         { title: 'Rank', class: 'num', value: (r) => r.rank },
         { title: 'Host', value: (r) => r.host },
@@ -246,6 +246,8 @@ export function mount(root, route) {
             { title: 'Comm ms', class: 'num', value: (r) => num(r.comm_ms, 1) },
             { title: 'Wait ms', class: 'num', value: (r) => num(r.wait_ms, 1) },
             { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_ms, 1) },
+            { title: 'Wait per collective ms', class: 'num', value: (r) => num(r.mean_wait_ms, 3) },
+            { title: 'Peers\' wait per collective ms', class: 'num', value: (r) => num(r.peers_mean_wait_ms, 3) },
             { title: 'Step ms', class: 'num', value: (r) => num(r.step_ms, 2) },
             { title: 'Compute ms', class: 'num', value: (r) => num(r.compute_ms, 2) },
             { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.exposed_comm_ms, 2) },
