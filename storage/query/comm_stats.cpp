@@ -199,16 +199,22 @@ CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step,
   // The (rank, step) pairs of each bucket, whatever the op: an op that runs once in a while
   // (a broadcast at the start) counts as the small share of every step it is.
   std::map<int64_t, double> rank_steps;
+  // A step a later attempt ran again (launch.max_restarts: it resumed at or before it) counts
+  // that attempt's operations only, not both.
+  const std::string latest =
+      " AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = ?3 AND a.attempt > "
+      "comm_events.attempt AND a.first_step <= comm_events.step)";
   Statement pairs(
       db,
       "SELECT min((step - ?1) / ?2, ?7) AS bucket, count(DISTINCT rank * 4294967296 + step) "
       "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
-      "AND (?6 IS NULL OR rank = ?6) GROUP BY bucket");
+      "AND (?6 IS NULL OR rank = ?6)" +
+          latest + " GROUP BY bucket");
   Statement totals(db,
                    "SELECT op, min((step - ?1) / ?2, ?7) AS bucket, "
                    "sum(max(duration_ms - coalesce(wait_ms, 0), 0)) FROM comm_events "
-                   "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6) "
-                   "GROUP BY op, bucket ORDER BY op, bucket");
+                   "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6)" +
+                       latest + " GROUP BY op, bucket ORDER BY op, bucket");
   for (Statement* statement : {&pairs, &totals}) {
     statement->bind(1, first).bind(2, result.bucket_width).bind(3, run_id).bind(4, first);
     statement->bind(5, last).bind(6, rank ? std::optional<int64_t>(*rank) : std::nullopt);

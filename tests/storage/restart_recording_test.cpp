@@ -2,7 +2,8 @@
 // rank 1 killed) and attempt 1 (resumed at step 21 with new values, sequence numbers from 0
 // again). Each attempt gets its row (start, steps, root cause), every event is stored under its
 // attempt and none is taken for a duplicate, the steps attempt 1 ran again hold its values, and the
-// rollups equal rollups recomputed from the stored points: no step counted twice. A replay of both
+// rollups equal rollups recomputed from the stored points, and the communication time per step
+// counts attempt 1's operations alone: no step counted twice. A replay of both
 // attempts stores nothing and changes nothing.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "query/comm_stats.h"
 #include "recorder/recorder.h"
 #include "storage/storage_test_support.h"
 
@@ -31,9 +33,17 @@ std::vector<TelemetryEvent> attemptStream(int rank, int attempt, int first, int 
   };
   add(HelloEvent{
       .world_size = 2, .host = "h", .pid = 100 * (attempt + 1) + rank, .attempt = attempt});
-  for (int step = first; step <= last; ++step)
+  for (int step = first; step <= last; ++step) {
+    add(CommEvent{.seq_op = static_cast<uint64_t>(step),
+                  .op = "all_reduce",
+                  .group = "world",
+                  .bytes = 64,
+                  .dtype = "float32",
+                  .duration_ms = 1.0 + attempt,
+                  .step = step});
     add(StepEvent{
         .step = step, .loss = 10.0 * (attempt + 1) + 1.0 / step, .step_ms = 5.0 + attempt});
+  }
   if (killed) {
     add(ErrorEvent{.message = fmt::format("rank {} (pid {}) on h killed by SIGKILL", rank, 101),
                    .kind = "worker failed",
@@ -133,6 +143,13 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
             80);
   EXPECT_GT(count("SELECT count(*) FROM scalar_rollups WHERE " + run), 0);
   EXPECT_EQ(wrongRollups(), 0);
+  // Communication time per step: the re-run steps count attempt 1's operations only.
+  const CommTimeByOp by_op = commTimeByOp(*db_, run_, 0, 1000, 1000);
+  ASSERT_EQ(by_op.bucket_width, 1);
+  ASSERT_EQ(by_op.ops.size(), 1u);
+  ASSERT_EQ(by_op.ops[0].buckets.size(), 40u);
+  for (const OpTimeBucket& bucket : by_op.ops[0].buckets)
+    EXPECT_EQ(bucket.ms_per_step, bucket.start < 21 ? 1.0 : 2.0) << "step " << bucket.start;
 
   // A replay of both attempts (attach, a restarted launcher) stores nothing and changes nothing.
   const std::string before = text(
