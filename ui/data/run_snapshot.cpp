@@ -1,6 +1,8 @@
 // Loads a RunSnapshot through the storage queries.
 #include "data/run_snapshot.h"
 
+#include <chrono>
+
 #include <nlohmann/json.hpp>
 
 #include "db/database.h"
@@ -66,6 +68,9 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.summary = storage::summarizeRun(db, run_id);
   snapshot.comm_ops = storage::commStatsByOp(db, run_id);
   snapshot.comm_ranks = storage::commStatsByRank(db, run_id);
+  snapshot.live = storage::loadLiveProgress(
+      db, run_id,
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   for (const ChartRequest& chart : request.charts) {
     for (const std::string& metric : chart.metrics) {
       MetricSeries series{metric, {}, std::nullopt};

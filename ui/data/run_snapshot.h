@@ -12,6 +12,7 @@
 
 #include "query/comm_stats.h"
 #include "query/evals.h"
+#include "query/hang.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -61,6 +62,9 @@ struct RunSnapshot {
   storage::RunSummary summary;
   std::vector<storage::CommOpStats> comm_ops;
   std::vector<storage::RankCommStats> comm_ranks;
+  // The live hang view (issue 21): each rank's latest progress and, while the run is running, the
+  // diagnosis of a stuck collective and what each rank is waiting on.
+  storage::LiveProgress live;
   std::vector<MetricSeries> charts;  // in ChartRequest order
   storage::CommTimeByOp comm_by_op;  // when SnapshotRequest::comm_by_op was set
   WaitHeatMap wait_map;

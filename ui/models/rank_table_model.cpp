@@ -43,6 +43,8 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
     row.peers_mean_wait_ms = comm.peers_mean_wait_ms;
     row.straggler = comm.straggler;
   }
+  for (size_t r = 0; r < rows.size() && r < snapshot.live.rank_states.size(); ++r)
+    rows[r].waiting_on = snapshot.live.rank_states[r];
   return rows;
 }
 
@@ -58,6 +60,11 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
           .arg(formatMs(*row.peers_mean_wait_ms), formatMs(*row.mean_wait_ms));
     }
     return QString("compute per step stands out from the median rank's: the others wait for it");
+  }
+  if (!row.waiting_on.empty() && index.column() == kStatus) {
+    if (role == Qt::ForegroundRole) return QColor(0xb3, 0x6b, 0x00);
+    if (role == Qt::ToolTipRole)
+      return QString("live hang view: %1").arg(QString::fromStdString(row.waiting_on));
   }
   if (role == Qt::ToolTipRole && index.column() == kWait) {
     return row.mean_wait_ms
@@ -90,6 +97,8 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
     case kDevice:
       return untrustedLine(row.device);
     case kStatus:
+      if (!row.waiting_on.empty())
+        return untrustedLine(row.status) + " · " + untrustedLine(row.waiting_on);
       return untrustedLine(row.status);
     case kLastStep:
       return QVariant::fromValue<qlonglong>(row.last_step);

@@ -3,7 +3,8 @@
 // exposed-communication time, peak memory beside the spec's estimate for the rank (how far the
 // prediction was off), the wait: its mean wait per collective for the last rank to arrive where
 // measured (storage splits it from the ranks' starts), else its exposed communication per step,
-// and a straggler flag (the rank the others wait for: storage/query/comm_stats.h's rule).
+// and a straggler flag (the rank the others wait for: storage/query/comm_stats.h's rule). While a
+// collective hangs, the status says what the rank waits on or holds up (storage/query/hang.h).
 #pragma once
 
 #include <optional>
@@ -26,6 +27,9 @@ struct RankRow {
   int64_t peak_memory = 0;
   double estimated_memory = 0;  // 0: no estimate (a spec that does not parse)
   bool straggler = false;
+  // The live hang view: what the rank waits on or holds up ("waiting 45 s in all_reduce #28",
+  // "has not reached all_reduce #28, silent for 12 s"); empty while nothing is stuck.
+  std::string waiting_on;
 };
 
 // One row per rank of the world, from what the snapshot has (a rank not heard from yet shows as

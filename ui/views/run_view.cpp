@@ -179,6 +179,16 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
       "border-radius: 4px; padding: 6px; }");
   root_cause_->hide();
   layout->addWidget(root_cause_);
+  hang_ = new QLabel();
+  hang_->setTextFormat(Qt::RichText);  // its untrusted parts are escaped
+  hang_->setObjectName("hangBanner");
+  hang_->setWordWrap(true);
+  hang_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  hang_->setStyleSheet(
+      "QLabel { background: #fff4e0; color: #7a4a00; border: 1px solid #f0c27a; "
+      "border-radius: 4px; padding: 6px; }");
+  hang_->hide();
+  layout->addWidget(hang_);
 
   tabs_ = new QTabWidget();
   tabs_->setObjectName("runTabs");
@@ -653,6 +663,15 @@ void RunView::applyHeader(const RunSnapshot& s) {
   } else {
     root_cause_->hide();
   }
+  // The live hang view: which rank holds up which collective, long before its timeout.
+  QStringList hangs;
+  for (const storage::HangDiagnosis& hang : s.live.hangs)
+    hangs << QString("<b>Hang</b>: %1").arg(untrustedHtml(hang.message));
+  hang_->setText(hangs.join("<br>"));
+  hang_->setToolTip(
+      "From the ranks' progress reports (every 2 s): the collective some ranks have waited in "
+      "for two reports or more, and the ranks that have not reached it or went silent");
+  hang_->setVisible(!hangs.isEmpty());
 }
 
 void RunView::applyCharts(const RunSnapshot& s) {
@@ -850,6 +869,9 @@ QString RunView::statusText() const {
 }
 QString RunView::rootCauseText() const {
   return root_cause_->isHidden() ? QString() : root_cause_->text();
+}
+QString RunView::hangText() const {
+  return hang_->isHidden() ? QString() : hang_->text();
 }
 QString RunView::logText() const {
   return logs_->toPlainText();

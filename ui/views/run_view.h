@@ -72,6 +72,8 @@ class RunView : public QWidget {
   QTabWidget* tabs() const { return tabs_; }
   QString statusText() const;
   QString rootCauseText() const;
+  // The live hang view's banner ("rank 2 has not reached all_reduce #28 ..."); empty when hidden.
+  QString hangText() const;
   QString logText() const;
   QString flightRecorderText() const;
   QString progressText() const;
@@ -144,6 +146,7 @@ class RunView : public QWidget {
   QLabel* status_ = nullptr;
   QLabel* figures_ = nullptr;
   QLabel* root_cause_ = nullptr;
+  QLabel* hang_ = nullptr;  // the live hang view's diagnosis, while the run is running
   QProgressBar* progress_ = nullptr;
   QLabel* progress_text_ = nullptr;
   QPushButton* cancel_ = nullptr;
