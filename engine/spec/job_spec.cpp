@@ -1263,6 +1263,12 @@ class SpecParser {
     } else {
       world_size_ = worldSize(spec);
     }
+    if (const json* launch = find(root, "launch");
+        launch && launch->is_object() && find(*launch, "max_restarts")) {
+      report("launch.max_restarts",
+             "not read by a program job: its workers host their own torch.distributed store, "
+             "which the agents cannot coordinate a restart through; remove it");
+    }
     spec.strategy.kind = world_size_.value_or(1) > 1 ? StrategyKind::kDdp : StrategyKind::kSingle;
     if (const json* v = find(root, "strategy")) {
       if (!expectObject(*v, "strategy")) return;
@@ -1679,12 +1685,14 @@ json launchToJson(const LaunchSpec& spec) {
   if (spec.node_binary) launch["node_binary"] = *spec.node_binary;
   if (!spec.env.empty()) launch["env"] = spec.env;
   if (spec.env_file) launch["env_file"] = *spec.env_file;
-  // Left out at 0, so that the specs recorded before it existed compare equal to today's.
-  if (spec.max_restarts != 0) launch["max_restarts"] = spec.max_restarts;
+  launch["max_restarts"] = spec.max_restarts;
   return launch;
 }
 
 json programJobToJson(const JobSpec& spec) {
+  // Restarts are the engine's (launch.max_restarts): a program job's launch has none.
+  json launch = launchToJson(spec.launch);
+  launch.erase("max_restarts");
   const ProgramSpec& p = *spec.program;
   json program = {{"python", p.python},
                   {"script", p.script},
@@ -1696,7 +1704,7 @@ json programJobToJson(const JobSpec& spec) {
           {"description", spec.description},
           {"strategy", {{"kind", toString(spec.strategy.kind)}}},
           {"program", std::move(program)},
-          {"launch", launchToJson(spec.launch)}};
+          {"launch", std::move(launch)}};
 }
 
 }  // namespace

@@ -416,6 +416,8 @@ std::vector<SpecField> describe() {
         (section == "strategy" && f.path != "strategy.kind"))
       f.job = JobKind::kEngine;
     if (section == "program") f.job = JobKind::kProgram;
+    // Restarts need the agents' store, which a program job's workers do not use (issue 21).
+    if (f.path == "launch.max_restarts") f.job = JobKind::kEngine;
     if (f.path == "model.layers")
       f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
     if (f.path == "optimizer.weight_decay") {

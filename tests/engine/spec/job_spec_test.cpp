@@ -145,10 +145,44 @@ TEST(JobSpec, CanonicalFormFillsEveryDefault) {
                   "weight_decay": 0.0, "schedule": {"kind": "constant"}},
     "backend": "auto",
     "device": "auto",
-    "launch": {"hosts": [{"host": "localhost", "ranks": 1}], "master_port": 0, "timeout_s": 300.0},
+    "launch": {"hosts": [{"host": "localhost", "ranks": 1}], "master_port": 0, "timeout_s": 300.0,
+               "max_restarts": 0},
     "telemetry": {"every_steps": 1}
   })");
   EXPECT_EQ(toJson(*parseJobSpec(kMinimal).spec), expected);
+}
+
+// Issue 21, automatic restarts: launch.max_restarts is torchrun's count of restarts, 0 by default,
+// kept through the canonical form; a negative, fractional-looking or absurd count is refused there.
+TEST(JobSpec, MaxRestartsCountsTheRestartsAllowed) {
+  json document = minimal();
+  EXPECT_EQ(parseJobSpec(document).spec->launch.max_restarts, 0);
+  document["launch"]["max_restarts"] = 2;
+  const SpecParseResult two = parseJobSpec(document);
+  ASSERT_TRUE(two.ok()) << two.describe();
+  EXPECT_EQ(two.spec->launch.max_restarts, 2);
+  EXPECT_EQ(toJson(*two.spec)["launch"]["max_restarts"], 2);
+  EXPECT_EQ(parseJobSpec(toJson(*two.spec)).spec->launch, two.spec->launch);
+  for (const json& bad : {json(-1), json(kMaxRestarts + 1), json("2"), json(true)}) {
+    document["launch"]["max_restarts"] = bad;
+    const SpecParseResult refused = parseJobSpec(document);
+    EXPECT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.describe().find("launch.max_restarts"), std::string::npos)
+        << refused.describe();
+  }
+  // A program job's workers host their own store: no restarts, and none in its canonical form.
+  json program = {{"name", "p"},
+                  {"program", {{"script", "train.py"}}},
+                  {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}}}};
+  const SpecParseResult plain = parseJobSpec(program);
+  ASSERT_TRUE(plain.ok()) << plain.describe();
+  EXPECT_FALSE(toJson(*plain.spec)["launch"].contains("max_restarts"));
+  program["launch"]["max_restarts"] = 1;
+  const SpecParseResult restarting = parseJobSpec(program);
+  EXPECT_FALSE(restarting.ok());
+  EXPECT_NE(restarting.describe().find("launch.max_restarts: not read by a program job"),
+            std::string::npos)
+      << restarting.describe();
 }
 
 TEST(JobSpec, AdamAndAdamWDefaults) {
