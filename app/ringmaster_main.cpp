@@ -142,6 +142,31 @@ int main(int argc, char** argv) {
   run->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
   run->add_flag("--json", run_options.json, "print the final summary as JSON");
 
+  run->add_flag("--detach", run_options.detach,
+                "start the job detached: it goes on when this command, the window or the SSH "
+                "connection goes away; prints the run id (`attach` follows it, `cancel` stops it)");
+  int64_t detached_run = 0;
+  CLI::App* attach = app.add_subcommand(
+      "attach",
+      "follow a detached run: replay what it spooled since the last stored event, "
+      "then record it live to its end");
+  attach->add_option("run", detached_run, "run id")->required();
+  CLI::App* cancel = app.add_subcommand(
+      "cancel",
+      "stop a detached run on every host, record it to its end as cancelled and check "
+      "that none of its processes is left");
+  cancel->add_option("run", detached_run, "run id")->required();
+  for (CLI::App* command : {attach, cancel}) {
+    command->add_option("--grace", run_options.grace_s, "seconds from SIGTERM to SIGKILL")
+        ->default_val(5.0)
+        ->check(CLI::Range(0.0, 3600.0));
+    command->add_option("--events", run_options.events_path,
+                        "append the run's events to this file as JSON lines");
+    command->add_flag("-q,--quiet", run_options.quiet, "no progress output");
+    command->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
+    command->add_flag("--json", run_options.json, "print the final summary as JSON");
+  }
+
   storage::RunFilter filter;
   CLI::App* runs = app.add_subcommand("runs", "list past runs, newest first");
   runs->add_option("--name", filter.name_contains, "only names containing this text");
@@ -249,6 +274,10 @@ int main(int argc, char** argv) {
     if (run->parsed()) {
       run_options.db_path = db_path;
       return cli::runCommand(run_options);
+    }
+    if (attach->parsed() || cancel->parsed()) {
+      run_options.db_path = db_path;
+      return cli::attachCommand(run_options, detached_run, cancel->parsed());
     }
 #if RINGMASTER_HAVE_LIBSSH
     if (check->parsed()) return cli::hostsCheckCommand(hosts_options);

@@ -5,10 +5,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
 
@@ -112,18 +118,8 @@ int exitCodeOf(const std::string& status) {
   return status == "cancelled" ? kExitCancelled : kExitFailed;
 }
 
-int runSession(const RunCommandOptions& options, session::RunEventWriter* events) {
-  session::RunRequest request{.spec_path = options.spec_path,
-                              .db_path = options.db_path,
-                              .overrides = options.overrides,
-                              .save_telemetry = options.save_telemetry,
-                              .grace_s = options.grace_s,
-                              .ssh_config = options.ssh_config,
-                              .master_addr = options.master_addr};
-#if RINGMASTER_HAVE_LIBSSH
-  request.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
-#endif
-  session::RunSession run(std::move(request));
+int runSession(session::RunSession& run, const RunCommandOptions& options,
+               session::RunEventWriter* events) {
   const int64_t run_id = run.runId();
   const JobSpec& spec = run.spec();
   const int world = run.worldSize();
@@ -134,9 +130,13 @@ int runSession(const RunCommandOptions& options, session::RunEventWriter* events
   if (!options.quiet) {
     const std::string where =
         run.local() ? "local" : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
-    fmt::print(stderr, "{} run {} '{}': {} on {} {} rank{}, recording to {}\n",
-               paint("ringmaster", Colour::kBold, colour), run_id, displaySafeLine(spec.name),
-               toString(spec.strategy.kind), world, where, world == 1 ? "" : "s", options.db_path);
+    fmt::print(stderr, "{} {}run {} '{}': {} on {} {} rank{}, recording to {}\n",
+               paint("ringmaster", Colour::kBold, colour),
+               run.attached()   ? "attached to "
+               : options.detach ? "detached "
+                                : "",
+               run_id, displaySafeLine(spec.name), toString(spec.strategy.kind), world, where,
+               world == 1 ? "" : "s", options.db_path);
     if (run.workerSpec().checkpoint) {
       fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(run.workerSpec().checkpoint->dir),
                  run.resumedFrom() ? fmt::format(" (resuming run {}'s)", *run.resumedFrom()) : "");
@@ -200,6 +200,28 @@ int runSession(const RunCommandOptions& options, session::RunEventWriter* events
       events->write({.event = "finished", .run = run_id, .status = "", .exit_code = kExitFailed});
     return kExitFailed;
   }
+  if (outcome.status == "detached") {
+    // The run id on stdout (for scripts), how to reach the run again on stderr.
+    if (options.json) {
+      fmt::print(
+          "{}\n",
+          nlohmann::json{{"run", run_id}, {"status", "detached"}, {"job_dirs", run.jobDirs()}}
+              .dump());
+    } else {
+      fmt::print("{}\n", run_id);
+    }
+    if (!options.quiet) {
+      fmt::print(stderr,
+                 "run {} is detached: its workers go on without this process (spool in {}).\n"
+                 "follow it: ringmaster --db {} attach {}\nstop it:   ringmaster --db {} cancel "
+                 "{}\n",
+                 run_id, displaySafeLine(run.jobDirs().empty() ? "" : run.jobDirs()[0]),
+                 options.db_path, run_id, options.db_path, run_id);
+    }
+    if (events)
+      events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
+    return kExitOk;
+  }
   printRunReport(run.database(), run_id, options.json, stdout);
   const int code = exitCodeOf(outcome.status);
   if (events)
@@ -214,9 +236,92 @@ int runCommand(const RunCommandOptions& options) {
   std::optional<session::RunEventWriter> events;
   if (options.events_path) events.emplace(*options.events_path);
   try {
-    return runSession(options, events ? &*events : nullptr);
+    session::RunRequest request{.spec_path = options.spec_path,
+                                .db_path = options.db_path,
+                                .overrides = options.overrides,
+                                .save_telemetry = options.save_telemetry,
+                                .grace_s = options.grace_s,
+                                .detach = options.detach,
+                                .ssh_config = options.ssh_config,
+                                .master_addr = options.master_addr};
+#if RINGMASTER_HAVE_LIBSSH
+    request.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
+#endif
+    session::RunSession run(std::move(request));
+    return runSession(run, options, events ? &*events : nullptr);
   } catch (const Error& e) {
     // Refused, or the launch failed: the window reads why from the command's stderr.
+    if (events) events->write({.event = "error", .message = e.message()});
+    throw;
+  }
+}
+
+namespace {
+
+// Whether process `pid` is gone (or a zombie no one has reaped yet: it runs nothing).
+bool processGone(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= text.size() || text[name_end + 2] == 'Z';
+}
+
+// The PIDs a detached agent wrote in its job directory: its own, then its workers'.
+std::vector<pid_t> jobProcesses(const std::string& job_dir) {
+  std::vector<pid_t> pids;
+  for (const char* name : {"agent.pid", "workers.pid"}) {
+    std::ifstream file(job_dir + "/" + name);
+    for (long pid = 0; file >> pid;)
+      if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
+  return pids;
+}
+
+}  // namespace
+
+int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel) {
+  std::optional<session::RunEventWriter> events;
+  if (options.events_path) events.emplace(*options.events_path);
+  try {
+    session::RunSession run(session::AttachRequest{
+        .db_path = options.db_path, .run_id = run_id, .grace_s = options.grace_s});
+    if (!run.local())
+      RM_THROW(kUnavailable, fmt::format("run {} runs over SSH: attach and cancel reach local "
+                                         "detached runs only in this build",
+                                         run_id));
+    if (cancel) {
+      run.requestStop();
+      if (!options.quiet)
+        fmt::print(stderr, "cancelling run {}: its ranks finish their step\n", run_id);
+    }
+    int code = runSession(run, options, events ? &*events : nullptr);
+    if (!cancel) return code;
+    // Every process the agent started, and the agent, must be gone (bounded: the agent kills
+    // what does not stop within its grace).
+    std::vector<pid_t> left;
+    const auto deadline = Clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)) +
+                          std::chrono::seconds(10);
+    for (;;) {
+      left.clear();
+      for (const std::string& dir : run.jobDirs())
+        for (pid_t pid : jobProcesses(dir))
+          if (!processGone(pid)) left.push_back(pid);
+      if (left.empty() || Clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (!left.empty()) {
+      std::string pids;
+      for (pid_t pid : left) pids += fmt::format(" {}", pid);
+      fmt::print(stderr, "error: run {}: processes still running after the cancel:{}\n", run_id,
+                 pids);
+      return kExitFailed;
+    }
+    if (!options.quiet)
+      fmt::print(stderr, "run {}: no process of the run is left on its host\n", run_id);
+    return code;
+  } catch (const Error& e) {
     if (events) events->write({.event = "error", .message = e.message()});
     throw;
   }

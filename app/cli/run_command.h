@@ -4,6 +4,7 @@
 // Ctrl-C cancels cleanly (status `cancelled`, workers gone); a second Ctrl-C kills.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,10 +26,19 @@ struct RunCommandOptions {
   std::optional<std::string> known_hosts;  // default ~/.ssh/known_hosts
   std::optional<std::string> ssh_config;   // default ~/.ssh/config
   std::string master_addr;  // node 0's address as the other hosts reach it; default its HostName
+  // --detach (issue 21): start the agents detached and return once they run, printing the run id.
+  bool detach = false;
 };
 
 // The exit code: 0 completed, 1 failed, 130 cancelled. Throws (before launching) for a bad spec,
 // an unusable database or a missing ringmaster-node.
 int runCommand(const RunCommandOptions& options);
+
+// `ringmaster attach RUN` and `ringmaster cancel RUN` (issue 21): record a detached run from the
+// last event stored per rank to its end (the same display and report as `run`); cancel first asks
+// every host's agent to stop (SIGTERM, forwarded to the workers) and then checks that none of the
+// agents' and workers' processes is left. Uses db_path, grace_s, quiet, verbose, json, events_path
+// of `options`. Exit codes as runCommand's; cancel exits 1 when a process is left.
+int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel);
 
 }  // namespace ringmaster::cli

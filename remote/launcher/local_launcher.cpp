@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <fmt/format.h>
 
@@ -58,12 +59,22 @@ namespace {
 
 ChildOptions agentOptions(const LocalLaunchOptions& options) {
   ChildOptions child;
-  child.argv = {options.node_binary,
-                "agent",
-                "--spec",
-                fs::absolute(options.spec_path).string(),
-                "--grace",
-                fmt::format("{:.3f}", options.grace.count() / 1000.0)};
+  if (options.follow_from) {
+    RM_CHECK_ARG(!options.job_dir.empty(), "attach: no job directory to follow");
+    child.argv = {options.node_binary, "spool-follow", options.job_dir, "--from",
+                  *options.follow_from};
+  } else {
+    child.argv = {options.node_binary,
+                  "agent",
+                  "--spec",
+                  fs::absolute(options.spec_path).string(),
+                  "--grace",
+                  fmt::format("{:.3f}", options.grace.count() / 1000.0)};
+    if (options.detach) {
+      RM_CHECK_ARG(!options.job_dir.empty(), "--detach: no job directory");
+      child.argv.insert(child.argv.end(), {"--detach", options.job_dir});
+    }
+  }
   child.stdin_mode = StreamMode::kPipe;  // its end of file tells the agent to stop everything
   child.stdout_mode = StreamMode::kPipe;
   child.stderr_mode = StreamMode::kPipe;
@@ -89,8 +100,21 @@ bool readAvailable(int fd, LineSplitter& splitter) {
 
 }  // namespace
 
+bool signalDetachedAgent(const std::string& job_dir, int signo) {
+  std::ifstream file(job_dir + "/agent.pid");
+  pid_t pid = 0;
+  if (!(file >> pid) || pid <= 0) return false;
+  // The PID is the agent's only while that process is a ringmaster-node (not a reused PID).
+  std::error_code error;
+  const fs::path exe = fs::read_symlink(fmt::format("/proc/{}/exe", pid), error);
+  if (error || exe.filename().string().find("ringmaster-node") == std::string::npos) return false;
+  return ::kill(pid, signo) == 0;
+}
+
 LocalLauncher::LocalLauncher(const LocalLaunchOptions& options)
-    : agent_(agentOptions(options)), streams_(std::make_unique<Streams>()) {
+    : agent_(agentOptions(options)),
+      streams_(std::make_unique<Streams>()),
+      follow_dir_(options.follow_from ? options.job_dir : std::string()) {
   for (int fd : {agent_.stdoutFd(), agent_.stderrFd()})
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
@@ -121,10 +145,18 @@ bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& si
 }
 
 void LocalLauncher::cancel() {
+  if (!follow_dir_.empty()) {
+    signalDetachedAgent(follow_dir_, SIGTERM);  // spool-follow then ends with the agent
+    return;
+  }
   agent_.signal(SIGTERM);
 }
 
 void LocalLauncher::kill() {
+  if (!follow_dir_.empty()) {
+    signalDetachedAgent(follow_dir_, SIGTERM);  // its second stop signal: SIGKILL to the workers
+    return;
+  }
   agent_.signal(SIGKILL);
 }
 

@@ -1,10 +1,13 @@
 // LocalLauncher: runs a job on this machine through one `ringmaster-node agent`, started as a
 // child process with its stdin on a pipe, so the agent (and with it every worker) stops when this
-// process dies, however it dies.
+// process dies, however it dies. A detached run (issue 21) is the exception: its agent is started
+// with --detach JOB_DIR and outlives this process, and attaching to it follows its spool through
+// `ringmaster-node spool-follow JOB_DIR` instead.
 #pragma once
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "launcher/launch.h"
@@ -17,7 +20,17 @@ struct LocalLaunchOptions {
   std::string node_binary;  // the ringmaster-node executable
   std::string spec_path;    // the job spec file the agent and its workers read
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // the agent's TERM-to-KILL time
+  // A detached run's job directory on this machine: the agent is started detached there (its
+  // launch ends once it runs), or, with `follow_from`, its spool is followed (attach): cancel and
+  // kill then signal the detached agent by its PID file.
+  std::string job_dir;
+  bool detach = false;
+  std::optional<std::string> follow_from;  // spool-follow's --from: RANK:ATTEMPT:SEQ,...
 };
+
+// Sends `signo` to the detached agent whose job directory is `job_dir` (by DIR/agent.pid, when that
+// process is still a ringmaster-node); false when there is none.
+bool signalDetachedAgent(const std::string& job_dir, int signo);
 
 // The one rule for "is this host this machine": named localhost, 127.0.0.1 or ::1, with no SSH
 // port, user or identity file (any of those asks for SSH, even to this machine).
@@ -47,6 +60,7 @@ class LocalLauncher final : public Launch {
   struct Streams;
   ChildProcess agent_;
   std::unique_ptr<Streams> streams_;
+  std::string follow_dir_;  // attached to a detached run: its job directory
 };
 
 }  // namespace ringmaster

@@ -231,11 +231,23 @@ class AgentError {
   int lines_ = 0;
 };
 
+// spool-follow's --from: each rank's last stored (attempt, seq).
+std::string followFrom(const std::map<int, std::pair<int, uint64_t>>& stored) {
+  std::string from;
+  for (const auto& [rank, last] : stored)
+    from += fmt::format("{}{}:{}:{}", from.empty() ? "" : ",", rank, last.first, last.second);
+  return from;
+}
+
 }  // namespace
 
 fs::path runDirectory(const std::string& db_path, int64_t run_id) {
   const fs::path db = fs::absolute(db_path).lexically_normal();
   return db.parent_path() / (db.filename().string() + "-runs") / fmt::format("run-{}", run_id);
+}
+
+fs::path localJobDirectory(const std::string& db_path, int64_t run_id) {
+  return runDirectory(db_path, run_id) / "job";
 }
 
 void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
@@ -320,6 +332,7 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
                                 run_directory.string(), request_.db_path));
     }
     writeFileAtomically(spec_file_, toJson(worker_spec_).dump(2) + "\n");
+    if (request_.detach && local_) job_dirs_ = {localJobDirectory(request_.db_path, run_id_)};
     if (request_.save_telemetry)
       telemetry_copy_ = std::make_unique<OutputFile>(*request_.save_telemetry);
   } catch (const Error& e) {
@@ -327,6 +340,36 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
     finishRun(db, run_id_, "failed");
     throw;
   }
+}
+
+RunSession::RunSession(AttachRequest request) : attach_(true) {
+  request_.db_path = request.db_path;
+  request_.grace_s = request.grace_s;
+  request_.spec_path = fmt::format("run {}", request.run_id);
+  db_ = std::make_unique<Database>(request_.db_path);
+  const std::optional<DetachedRun> run = findDetachedRun(*db_, request.run_id);
+  if (!run)
+    RM_THROW(kInvalidArgument,
+             fmt::format("there is no run {} in {}", request.run_id, request_.db_path));
+  if (run->job_dirs.empty())
+    RM_THROW(kInvalidArgument,
+             fmt::format("run {} was not started detached (ringmaster run --detach): there is "
+                         "nothing to attach to",
+                         request.run_id));
+  if (run->status != "running")
+    RM_THROW(kInvalidArgument, fmt::format("run {} has ended ({}): there is nothing to attach to",
+                                           request.run_id, run->status));
+  SpecParseResult parsed = parseJobSpec(run->spec_json);
+  if (!parsed.ok())
+    RM_THROW(kSpec, fmt::format("run {}'s recorded spec does not parse:\n{}", request.run_id,
+                                parsed.describe()));
+  spec_ = worker_spec_ = *parsed.spec;
+  canonical_ = run->spec_json;
+  run_id_ = request.run_id;
+  local_ = runsLocally(spec_.launch);
+  world_size_ = run->world_size;
+  job_dirs_ = run->job_dirs;
+  node_binary_ = defaultNodeBinary();
 }
 
 RunSession::~RunSession() = default;
@@ -352,12 +395,17 @@ RunOutcome RunSession::run(const RunObserver& observer) {
                                     static_cast<double>(dataParallelSize(spec_)) / world_size_);
   RunProgress& progress = *progress_;
   Recorder recorder(request_.db_path, run_id_, 0);
+  if (attach_) claimRun(db, run_id_);
   std::unique_ptr<Launch> launcher;
   if (local_) {
-    launcher = std::make_unique<LocalLauncher>(LocalLaunchOptions{
+    LocalLaunchOptions local{
         .node_binary = node_binary_,
         .spec_path = spec_file_.string(),
-        .grace = std::chrono::milliseconds(static_cast<int64_t>(request_.grace_s * 1000))});
+        .grace = std::chrono::milliseconds(static_cast<int64_t>(request_.grace_s * 1000))};
+    if (request_.detach || attach_) local.job_dir = job_dirs_.at(0);
+    local.detach = request_.detach;
+    if (attach_) local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
+    launcher = std::make_unique<LocalLauncher>(local);
   } else {
 #if RINGMASTER_HAVE_LIBSSH
     try {
@@ -428,8 +476,21 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   if (recording_failure.empty()) recording_failure = copy_failure;
   const std::string launch_failure = launch.failure();
 
-  const bool cancelled = handled_stops > 0 && recording_failure.empty();
+  // An attached run's agent ends with 130 when anyone cancelled it (ringmaster cancel).
+  const bool cancelled =
+      (handled_stops > 0 || (attach_ && agent.exit_code == 130)) && recording_failure.empty();
   RunOutcome outcome;
+  if (request_.detach && agent.ok() && handled_stops == 0 && recording_failure.empty() &&
+      launch_failure.empty()) {
+    // The agents run on, detached: the run stays `running` with no recorder until attached.
+    outcome.status = "detached";
+    try {
+      markRunDetached(db, run_id_, job_dirs_);
+    } catch (const Error& e) {
+      outcome.finish_failure = e.message();
+    }
+    return outcome;
+  }
   outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
   if (!recording_failure.empty() || !launch_failure.empty()) outcome.status = "failed";
   try {

@@ -38,6 +38,10 @@ struct RunRequest {
   std::vector<std::string> overrides;         // "train.steps=40": a JSON value, else a string
   std::optional<std::string> save_telemetry;  // a copy of every telemetry line received
   double grace_s = 5;                         // cancel: SIGTERM to SIGKILL
+  // Detached (ringmaster run --detach, issue 21): the agents are started detached, spooling their
+  // lines in each host's job directory; run() returns "detached" once they run, and the run is
+  // recorded by `attach` (AttachRequest) from then on.
+  bool detach = false;
   // Over SSH (launch.hosts names other hosts):
   std::optional<std::string> ssh_config;  // default ~/.ssh/config
   std::string master_addr;  // node 0's address as the other hosts reach it; default its HostName
@@ -45,6 +49,15 @@ struct RunRequest {
   // known_hosts and the front end's answers to unknown host keys, passphrases and passwords.
   SshConnectOptions connect;
 #endif
+};
+
+// Attaching to a detached run (ringmaster attach, cancel, the history's attach): the recorded
+// spec and job directories; run() replays each host's spool from the last event stored per rank
+// and records the run to its end.
+struct AttachRequest {
+  std::string db_path;
+  int64_t run_id = 0;
+  double grace_s = 5;
 };
 
 // What a front end hears while the run goes (every callback optional, all on the thread that
@@ -64,7 +77,8 @@ struct RunObserver {
 };
 
 struct RunOutcome {
-  std::string status;  // "completed", "failed" or "cancelled"
+  // "completed", "failed" or "cancelled"; "detached" when a detached launch left the job running.
+  std::string status;
   // Set when that status could not be recorded (the run shows as interrupted from the next start).
   std::optional<std::string> finish_failure;
 };
@@ -76,6 +90,9 @@ class RunSession {
   // kInvalidArgument, kUnavailable, kIo...) for a bad spec, an unusable database or a missing
   // ringmaster-node, before the run exists; a run created and then failing is recorded failed.
   explicit RunSession(RunRequest request);
+  // Attaches to a detached run that is still running. Throws kInvalidArgument for a run that does
+  // not exist, was not detached or has ended.
+  explicit RunSession(AttachRequest request);
   ~RunSession();
   RunSession(const RunSession&) = delete;
   RunSession& operator=(const RunSession&) = delete;
@@ -85,6 +102,9 @@ class RunSession {
   // As the workers read it: a local run's relative checkpoint.dir made absolute.
   const JobSpec& workerSpec() const { return worker_spec_; }
   bool local() const { return local_; }
+  bool attached() const { return attach_; }
+  // A detached run's job directory on each host (spool, PID files), by node rank.
+  const std::vector<std::string>& jobDirs() const { return job_dirs_; }
   int worldSize() const { return world_size_; }
   // With checkpoint.resume: the earlier run whose checkpoints this one continues.
   std::optional<int64_t> resumedFrom() const { return resumed_from_; }
@@ -118,6 +138,8 @@ class RunSession {
   std::unique_ptr<RunProgress> progress_;
   std::atomic<int> stop_requests_{0};
   bool ran_ = false;
+  bool attach_ = false;
+  std::vector<std::string> job_dirs_;
 };
 
 // A run's own directory for the files it writes (its spec.json, a local run's relative
@@ -125,6 +147,8 @@ class RunSession {
 // DB_DIR/DB_FILE-runs/run-ID, so that two databases in one directory never share one. Created
 // owner-only by the run, which refuses one left by an earlier database of the same name.
 std::filesystem::path runDirectory(const std::string& db_path, int64_t run_id);
+// A local detached run's job directory (its agent's spool and PID files): RUN_DIRECTORY/job.
+std::filesystem::path localJobDirectory(const std::string& db_path, int64_t run_id);
 
 // Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,
 // else taken as a string. Throws kInvalidArgument naming a malformed override.

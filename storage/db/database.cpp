@@ -494,6 +494,18 @@ CREATE TABLE rank_progress (
   PRIMARY KEY (run_id, attempt, rank, group_name)
 );
 )sql",
+      // Detached runs (issue 21, ringmaster run --detach): a run going on with no recorder attached
+      // is `detached`, never reconciled as interrupted; each host's job directory (its agent's
+      // spool and PID files) is where attach and cancel find it.
+      R"sql(
+ALTER TABLE runs ADD COLUMN detached INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_job_dirs (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  node_rank INTEGER NOT NULL,
+  job_dir TEXT NOT NULL,
+  PRIMARY KEY (run_id, node_rank)
+);
+)sql",
   };
   return kMigrations;
 }

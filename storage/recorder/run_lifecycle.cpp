@@ -101,7 +101,7 @@ int reconcileInterruptedRuns(Database& db) {
   {
     Statement running(db,
                       "SELECT id, recorder_pid FROM runs WHERE status IN ('pending', 'running') "
-                      "AND recorder_host = ?");
+                      "AND recorder_host = ? AND detached = 0");
     running.bind(1, host);
     while (running.run()) {
       const auto pid = static_cast<pid_t>(running.columnInt(1));
@@ -111,6 +111,56 @@ int reconcileInterruptedRuns(Database& db) {
   }
   for (int64_t id : orphaned) finishRun(db, id, "interrupted");
   return static_cast<int>(orphaned.size());
+}
+
+void markRunDetached(Database& db, int64_t run_id, const std::vector<std::string>& job_dirs) {
+  db.transaction([&] {
+    Statement update(db, "UPDATE runs SET detached = 1, recorder_pid = NULL WHERE id = ?");
+    update.bind(1, run_id).run();
+    Statement insert(db,
+                     "INSERT OR REPLACE INTO run_job_dirs (run_id, node_rank, job_dir) "
+                     "VALUES (?, ?, ?)");
+    for (size_t node = 0; node < job_dirs.size(); ++node) {
+      insert.bind(1, run_id).bind(2, static_cast<int64_t>(node)).bind(3, job_dirs[node]);
+      insert.run();
+    }
+  });
+}
+
+std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id) {
+  DetachedRun run;
+  {
+    Statement select(db, "SELECT spec, status, world_size, detached FROM runs WHERE id = ?");
+    select.bind(1, run_id);
+    if (!select.run()) return std::nullopt;
+    run.spec_json = select.columnText(0);
+    run.status = select.columnText(1);
+    run.world_size = static_cast<int>(select.columnInt(2));
+    if (select.columnInt(3) == 0) return run;
+  }
+  Statement dirs(db, "SELECT job_dir FROM run_job_dirs WHERE run_id = ? ORDER BY node_rank");
+  dirs.bind(1, run_id);
+  while (dirs.run()) run.job_dirs.push_back(dirs.columnText(0));
+  return run;
+}
+
+void claimRun(Database& db, int64_t run_id) {
+  Statement update(db, "UPDATE runs SET recorder_pid = ?, recorder_host = ? WHERE id = ?");
+  update.bind(1, static_cast<int64_t>(getpid())).bind(2, thisHost()).bind(3, run_id).run();
+}
+
+std::map<int, std::pair<int, uint64_t>> lastStoredSeqs(Database& db, int64_t run_id) {
+  std::map<int, std::pair<int, uint64_t>> last;
+  Statement select(db,
+                   "SELECT rank, attempt, max(last_seq) FROM seq_ranges WHERE run_id = ? "
+                   "GROUP BY rank, attempt ORDER BY rank, attempt");
+  select.bind(1, run_id);
+  while (select.run()) {
+    // Ordered by attempt: the highest one is the last assigned.
+    last[static_cast<int>(select.columnInt(0))] = {static_cast<int>(select.columnInt(1)),
+                                                   static_cast<uint64_t>(select.columnInt(2))};
+  }
+  return last;
 }
 
 }  // namespace ringmaster::storage

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,7 +43,25 @@ struct RunHost {
 };
 void recordRunHosts(Database& db, int64_t run_id, const std::vector<RunHost>& hosts);
 // Runs left `running` by a process of this host that no longer exists become `interrupted`;
-// returns how many.
+// returns how many. A detached run is not one: its agents go on with no recorder.
 int reconcileInterruptedRuns(Database& db);
+
+// Detached runs (ringmaster run --detach, issue 21): the run is marked detached, owned by no
+// process, with each host's job directory (`job_dirs[i]` of node i).
+void markRunDetached(Database& db, int64_t run_id, const std::vector<std::string>& job_dirs);
+// A run as attach and cancel find it: its spec, status, and job directories by node rank (empty
+// when it was never detached); nullopt when there is no such run.
+struct DetachedRun {
+  std::string spec_json, status;
+  int world_size = 1;
+  std::vector<std::string> job_dirs;
+};
+std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id);
+// A process attaching to a detached run records its pid and host as the run's recorder (a run
+// whose attach dies stays detached, never interrupted).
+void claimRun(Database& db, int64_t run_id);
+// Each rank's last stored event: the highest attempt with stored events and its highest seq, from
+// which a replay goes on (RANK -> (ATTEMPT, SEQ)).
+std::map<int, std::pair<int, uint64_t>> lastStoredSeqs(Database& db, int64_t run_id);
 
 }  // namespace ringmaster::storage

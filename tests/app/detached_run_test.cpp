@@ -1,0 +1,253 @@
+// Issue 21, detached runs, on real local runs of the DDP example on 3 ranks: `ringmaster run
+// --detach` returns once the agent runs; killing it (SIGKILL) and then an `attach` mid-run leaves
+// the workers going and the run `running`, never reconciled as interrupted; a second `attach`
+// replays the spool from the last stored event per rank, follows the run to its end and records it
+// completed, every event stored exactly once (counted per rank and kind against the spool's
+// telemetry lines). `ringmaster cancel` of another detached run stops it, records it cancelled,
+// and leaves neither the agent nor a worker, checked by their PIDs.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/captured_process.h"
+#include "common/proc_files.h"
+#include "db/database.h"
+#include "recorder/run_lifecycle.h"
+#include "storage/storage_test_support.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryInt;
+using storage::testing::queryText;
+using testing::CapturedProcess;
+
+const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+constexpr int kRanks = 3;
+
+// Whether `pid` runs (a zombie runs nothing).
+bool running(pid_t pid) {
+  const std::string stat = testing::readProcFile(pid, "stat");
+  const size_t name_end = stat.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
+}
+
+std::vector<pid_t> pidsIn(const fs::path& file) {
+  std::vector<pid_t> pids;
+  std::ifstream in(file);
+  for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+class DetachedRun : public storage::testing::StorageTest {
+ protected:
+  std::string dbPath() const { return (dir_ / "runs.db").string(); }
+  fs::path jobDir(int64_t run) const {
+    return dir_ / "runs.db-runs" / fmt::format("run-{}", run) / "job";
+  }
+
+  std::string writeSpec(const std::string& name, int steps) const {
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    json spec = json::parse(in);
+    spec["name"] = name;
+    spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", kRanks}}});
+    spec["model"]["layers"] = json::array({784, 512, 512, 10});
+    spec["train"]["steps"] = steps;
+    spec["train"]["batch_size"] = 128;
+    spec["telemetry"]["every_steps"] = 1;
+    fs::create_directories(dir_);
+    const std::string path = (dir_ / (name + ".json")).string();
+    std::ofstream(path) << spec.dump(2);
+    return path;
+  }
+
+  CapturedProcess ringmaster(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--db", dbPath()});
+    return CapturedProcess(kRingmaster, args);
+  }
+
+  // Starts `run --detach` of `spec`, waits for its agent and workers to run, kills the command
+  // (SIGKILL) if it still runs; returns the run id, from the job directory that appeared.
+  int64_t startDetached(const std::string& spec, int64_t run) {
+    CapturedProcess launch = ringmaster({"run", spec, "--detach", "-q"});
+    const fs::path workers = jobDir(run) / "workers.pid";
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (pidsIn(workers).size() < kRanks && std::chrono::steady_clock::now() < deadline)
+      launch.readFor(20ms);
+    launch.signal(SIGKILL);  // the launching process goes away, however far it got
+    launch.wait(30s);
+    EXPECT_EQ(pidsIn(workers).size(), static_cast<size_t>(kRanks)) << launch.err();
+    return run;
+  }
+
+  bool everyRankSpooledAStep(int64_t run) const {
+    std::set<int> ranks;
+    for (const auto& entry : fs::directory_iterator(jobDir(run) / "spool")) {
+      if (!entry.path().filename().string().starts_with("segment-")) continue;
+      std::ifstream in(entry.path());
+      for (std::string line; std::getline(in, line);) {
+        DecodeResult decoded = decodeEvent(line.substr(std::min<size_t>(2, line.size())));
+        if (line.starts_with("T ") && decoded.ok() &&
+            std::holds_alternative<StepEvent>(decoded.event().body))
+          ranks.insert(decoded.event().rank);
+      }
+    }
+    return ranks.size() == static_cast<size_t>(kRanks);
+  }
+
+  // Steps of `run` stored so far.
+  int64_t storedSteps(int64_t run) const {
+    storage::Database db(dbPath());
+    return queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE run_id = {}", run));
+  }
+
+  void TearDown() override {
+    // Only after a failure: the agents and workers still running, by their PIDs.
+    for (int64_t run = 1; run <= 2; ++run)
+      for (const char* file : {"agent.pid", "workers.pid"})
+        for (pid_t pid : pidsIn(jobDir(run) / file))
+          if (running(pid)) ::kill(pid, SIGKILL);
+    StorageTest::TearDown();
+  }
+};
+
+TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEveryEventOnce) {
+  const int64_t run = startDetached(writeSpec("detached", 400), 1);
+  const std::vector<pid_t> workers = pidsIn(jobDir(run) / "workers.pid");
+  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  ASSERT_EQ(agent.size(), 1u);
+  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  {
+    // Running with no recorder: not reconciled as interrupted.
+    storage::Database db(dbPath());
+    EXPECT_EQ(storage::reconcileInterruptedRuns(db), 0);
+    EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "running");
+    EXPECT_EQ(queryInt(db, "SELECT detached FROM runs WHERE id = 1"), 1);
+  }
+  CapturedProcess runs = ringmaster({"runs", "--json"});
+  ASSERT_TRUE(runs.wait(30s).ok()) << runs.err();
+  EXPECT_EQ(json::parse(runs.out()).at(0).at("status"), "running") << runs.out();
+
+  // An attach records part of the run and is killed mid-run: the workers go on.
+  {
+    CapturedProcess attach = ringmaster({"attach", "1", "-q"});
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (storedSteps(run) < 30 && !attach.status() && std::chrono::steady_clock::now() < deadline)
+      attach.readFor(100ms);
+    ASSERT_FALSE(attach.status().has_value()) << "the run ended first:\n" << attach.err();
+    attach.signal(SIGKILL);
+    attach.wait(30s);
+  }
+  const int64_t stored_before = storedSteps(run);
+  EXPECT_GE(stored_before, 30);
+  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  {
+    storage::Database db(dbPath());
+    EXPECT_EQ(storage::reconcileInterruptedRuns(db), 0);
+    EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "running");
+  }
+
+  // The second attach replays from the last stored event of each rank and completes the run.
+  CapturedProcess attach = ringmaster({"attach", "1", "-q", "--json"});
+  const ExitStatus status = attach.wait(300s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << attach.err();
+  for (pid_t pid : workers) EXPECT_FALSE(running(pid)) << pid;
+  EXPECT_FALSE(running(agent[0]));
+
+  // What the workers wrote (the spool's telemetry lines), per rank and kind.
+  std::map<std::pair<int, std::string>, int64_t> written;
+  const auto wrote = [&](int rank, const char* kind) { return written[{rank, kind}]; };
+  std::map<int, int64_t> written_per_rank;
+  int64_t lines = 0;
+  for (const auto& entry : fs::directory_iterator(jobDir(run) / "spool")) {
+    if (!entry.path().filename().string().starts_with("segment-")) continue;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (!line.starts_with("T ")) continue;
+      DecodeResult decoded = decodeEvent(line.substr(2));
+      ASSERT_TRUE(decoded.ok()) << line;
+      const TelemetryEvent& event = decoded.event();
+      ++written[{event.rank, std::string(eventTypeName(event.body))}];
+      ++written_per_rank[event.rank];
+      ++lines;
+    }
+  }
+  EXPECT_TRUE(fs::exists(jobDir(run) / "spool" / "end"));
+  EXPECT_FALSE(fs::exists(jobDir(run) / "spool" / "dropped"));
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "completed");
+  EXPECT_EQ(queryInt(db, "SELECT sum(events_stored) FROM attempts WHERE run_id = 1"), lines);
+  for (int rank = 0; rank < kRanks; ++rank) {
+    SCOPED_TRACE(fmt::format("rank {}", rank));
+    EXPECT_EQ(wrote(rank, "hello"), 1);
+    EXPECT_EQ(wrote(rank, "done"), 1);
+    EXPECT_EQ(wrote(rank, "step"), 400);
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE run_id = 1 AND rank = {}",
+                                       rank)),
+              wrote(rank, "step"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM comm_events WHERE run_id = 1 AND "
+                                       "rank = {}",
+                                       rank)),
+              wrote(rank, "comm"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM ranks WHERE run_id = 1 AND rank = {}",
+                                       rank)),
+              wrote(rank, "hello"));
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT total(last_seq - first_seq + 1) FROM seq_ranges "
+                                       "WHERE run_id = 1 AND rank = {}",
+                                       rank)),
+              written_per_rank[rank]);
+    EXPECT_EQ(
+        queryText(db, fmt::format("SELECT status FROM ranks WHERE run_id = 1 AND rank = {}", rank)),
+        "completed");
+  }
+  // Attaching to the ended run is refused, naming why.
+  CapturedProcess again = ringmaster({"attach", "1"});
+  EXPECT_EQ(again.wait(30s).exit_code, 2);
+  EXPECT_NE(again.err().find("has ended (completed)"), std::string::npos) << again.err();
+}
+
+TEST_F(DetachedRun, CancelStopsItAndLeavesNoProcess) {
+  const int64_t run = startDetached(writeSpec("cancelled", 100000), 1);
+  const std::vector<pid_t> workers = pidsIn(jobDir(run) / "workers.pid");
+  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  ASSERT_EQ(agent.size(), 1u);
+  ASSERT_EQ(workers.size(), static_cast<size_t>(kRanks));
+  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  // Cancelled while it trains: every rank has spooled a step.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!everyRankSpooledAStep(run) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(everyRankSpooledAStep(run));
+  CapturedProcess cancel = ringmaster({"cancel", "1", "--json"});
+  const ExitStatus status = cancel.wait(120s);
+  EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << cancel.err();
+  EXPECT_NE(cancel.err().find("no process of the run is left"), std::string::npos) << cancel.err();
+  EXPECT_FALSE(running(agent[0])) << agent[0];
+  for (pid_t pid : workers) EXPECT_FALSE(running(pid)) << pid;
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "cancelled");
+  for (int rank = 0; rank < kRanks; ++rank)
+    EXPECT_EQ(
+        queryText(db, fmt::format("SELECT status FROM ranks WHERE run_id = 1 AND rank = {}", rank)),
+        "cancelled")
+        << rank;
+}
+
+}  // namespace
+}  // namespace ringmaster
