@@ -133,6 +133,7 @@ class UiModelTest : public QObject {
                      .count = 400,
                      .p50_ms = 0.5,
                      .p99_ms = 2,
+                     .wait_ms = 120,
                      .algbw_gbps = 2.1,
                      .busbw_gbps = 3.15},
                     {.op = "broadcast", .bytes = 64, .count = 4, .p50_ms = 2, .p99_ms = 2}});
@@ -140,9 +141,12 @@ class UiModelTest : public QObject {
     QTableView table;
     table.setModel(&model);
     const QString csv = tableAsCsv(table);
-    QVERIFY2(csv.startsWith("Op,Size,Count,p50 transfer,p99 transfer,algbw GB/s,busbw GB/s\n"),
+    QVERIFY2(csv.startsWith("Op,Size,Count,p50 transfer,p99 transfer,algbw GB/s,busbw GB/s,wait\n"),
              qPrintable(csv));
-    QVERIFY2(csv.contains("all_reduce,1.00 MiB,400,0.500 ms,2.00 ms,2.10,3.15\n"), qPrintable(csv));
+    // The wait where measured (issue 21), a dash where not.
+    QVERIFY2(csv.contains("all_reduce,1.00 MiB,400,0.500 ms,2.00 ms,2.10,3.15,120 ms\n"),
+             qPrintable(csv));
+    QVERIFY2(csv.endsWith(",–\n"), qPrintable(csv));  // the broadcast's, the last row
     table.selectRow(1);
     QCOMPARE(tableAsCsv(table).count('\n'), 2);  // header + the selected row
   }

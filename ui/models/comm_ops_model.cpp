@@ -28,6 +28,8 @@ QVariant CommOpsModel::data(const QModelIndex& index, int role) const {
       return formatFigure(s.algbw_gbps);
     case kBusbw:
       return formatFigure(s.busbw_gbps);
+    case kWait:
+      return s.wait_ms ? formatMs(*s.wait_ms) : QString("–");
   }
   return {};
 }
@@ -38,9 +40,13 @@ QVariant CommOpsModel::headerData(int section, Qt::Orientation orientation, int 
     return QString(
         "Of the transfer: an op's time waiting for its peer (a receive posted before "
         "its sender launched) is left out");
+  if (role == Qt::ToolTipRole && section == kWait)
+    return QString(
+        "All ranks' time in these ops waiting for the last rank to arrive (measured from the "
+        "ranks' starts; – where not measured)");
   if (role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Op",           "Size",       "Count",     "p50 transfer",
-                                "p99 transfer", "algbw GB/s", "busbw GB/s"};
+  static const char* names[] = {"Op",           "Size",       "Count",      "p50 transfer",
+                                "p99 transfer", "algbw GB/s", "busbw GB/s", "wait"};
   return QString(names[section]);
 }
 

@@ -1,5 +1,6 @@
 // Communication statistics per operation and message size, as nccl-tests reports them: count,
-// size, p50 / p99 time, algbw and busbw.
+// size, p50 / p99 time, algbw and busbw; and the time all ranks waited in them for the last rank
+// to arrive, where measured.
 #pragma once
 
 #include <vector>
@@ -13,7 +14,7 @@ class CommOpsModel : public RowTableModel<storage::CommOpStats> {
   Q_OBJECT
 
  public:
-  enum Column { kOp, kSize, kCount, kP50, kP99, kAlgbw, kBusbw, kColumnCount };
+  enum Column { kOp, kSize, kCount, kP50, kP99, kAlgbw, kBusbw, kWait, kColumnCount };
   explicit CommOpsModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}
 
   // Rows of the same size are refreshed in place.
