@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -33,6 +34,7 @@
 #include "telemetry/codec.h"
 #include "telemetry/writer.h"
 #include "train/comm_telemetry.h"
+#include "train/flight_on_demand.h"
 #include "train/trainer.h"
 
 namespace {
@@ -86,6 +88,8 @@ int runWorker(const std::string& spec_path) {
   }
 
   TelemetryWriter telemetry(stdout, context.rank);
+  // `ringmaster flight`: SIGUSR1 emits the communicators' flight recorders (a `flight` event).
+  FlightDumpOnSignal flight_dumps(telemetry, SIGUSR1);
   // Both outlive the try: a failure is reported with the step the trainer completed last, once.
   auto comm_observer = std::make_shared<TelemetryCommObserver>(telemetry);
   std::unique_ptr<Trainer> trainer;
@@ -187,6 +191,10 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir) {
       options.output_fd = -1;
       options.workers_pid_file = job_dir + "/workers.pid";
       {
+        // The ringmaster-node that runs it: what spool-follow is run with on this host.
+        std::ofstream(job_dir + "/node-binary") << fs::read_symlink("/proc/self/exe").string();
+      }
+      {
         std::ofstream pid(pid_file + ".tmp");
         pid << ::getpid() << "\n";
       }
@@ -218,9 +226,58 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir) {
   if (!(pid >> agent_pid))
     RM_THROW(kIo,
              fmt::format("--detach: the detached agent did not start (see {}/agent.log)", job_dir));
+  // What the agent says until its workers run is said here too, as an attached agent says it:
+  // the launcher reads node 0's rendezvous store from it, and an agent failing at once is seen.
+  SpoolReader reader(job_dir + "/spool");
+  for (bool started = false; !started;) {
+    while (std::optional<SpoolLine> line = reader.next()) {
+      fmt::print(line->telemetry ? stdout : stderr, "{}\n", line->text);
+      started = started || (!line->telemetry && line->text.find("] started ") != std::string::npos);
+    }
+    std::fflush(nullptr);
+    if (const std::optional<int> code = reader.ended()) return *code;
+    if (::kill(static_cast<pid_t>(agent_pid), 0) != 0 && !readSpoolEnd(job_dir + "/spool"))
+      RM_THROW(kIo, fmt::format("--detach: the detached agent ended without a word (see "
+                                "{}/agent.log)",
+                                job_dir));
+    if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   fmt::print(stderr, "[agent node {}] detached: pid {}, job directory {}\n", options.node_rank,
              agent_pid, job_dir);
   return kExitOk;
+}
+
+// Whether process `pid` runs (a zombie runs nothing).
+bool processRuns(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] != 'Z';
+}
+
+// After the agent's end: waits (bounded) for the agent and every worker it started to be gone
+// and says which are left, if any, on stderr (`ringmaster cancel` checks it on every host).
+void reportProcessesLeft(const std::string& job_dir) {
+  std::vector<pid_t> pids;
+  for (const char* name : {"agent.pid", "workers.pid"}) {
+    std::ifstream file(job_dir + "/" + name);
+    for (long pid = 0; file >> pid;)
+      if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
+  }
+  std::string left;
+  for (int i = 0; i < 500; ++i) {
+    left.clear();
+    for (pid_t pid : pids)
+      if (processRuns(pid)) left += fmt::format(" {}", pid);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (left.empty())
+    fmt::print(stderr, "[job {}] no process of the job is left on {}\n", job_dir, hostName());
+  else
+    fmt::print(stderr, "[job {}] processes of the job still running on {}:{}\n", job_dir,
+               hostName(), left);
+  std::fflush(stderr);
 }
 
 // `spool-follow DIR --from RANK:ATTEMPT:SEQ,...`: the spool's lines as the agent wrote them
@@ -271,7 +328,10 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
     }
     if (wrote) std::fflush(stdout);
     std::fflush(stderr);
-    if (const std::optional<int> code = reader.ended()) return *code;
+    if (const std::optional<int> code = reader.ended()) {
+      reportProcessesLeft(job_dir);
+      return *code;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

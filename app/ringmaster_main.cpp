@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/desktop_launch.h"
+#include "cli/flight_command.h"
 #include "cli/history_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/hosts_command.h"
@@ -141,7 +142,6 @@ int main(int argc, char** argv) {
   run->add_flag("-q,--quiet", run_options.quiet, "no progress output");
   run->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
   run->add_flag("--json", run_options.json, "print the final summary as JSON");
-
   run->add_flag("--detach", run_options.detach,
                 "start the job detached: it goes on when this command, the window or the SSH "
                 "connection goes away; prints the run id (`attach` follows it, `cancel` stops it)");
@@ -165,6 +165,10 @@ int main(int argc, char** argv) {
     command->add_flag("-q,--quiet", run_options.quiet, "no progress output");
     command->add_flag("-v,--verbose", run_options.verbose, "show the workers' own output");
     command->add_flag("--json", run_options.json, "print the final summary as JSON");
+    command->add_option("--known-hosts", run_options.known_hosts,
+                        "known_hosts file (default ~/.ssh/known_hosts)");
+    command->add_option("--ssh-config", run_options.ssh_config,
+                        "ssh client config (default ~/.ssh/config)");
   }
 
   storage::RunFilter filter;
@@ -186,6 +190,17 @@ int main(int argc, char** argv) {
   CLI::App* show = app.add_subcommand("show", "a run's summary, ranks, communication and errors");
   show->add_option("run", run_id, "run id")->required();
   show->add_flag("--json", json, "JSON instead of tables");
+
+  cli::FlightOptions flight_options;
+  CLI::App* flight = app.add_subcommand(
+      "flight",
+      "dump a running run's flight recorders now: SIGUSR1 to its workers on this host, whose "
+      "dumps are stored with the run and printed");
+  flight->add_option("run", flight_options.run_id, "run id")->required();
+  flight->add_option("--wait", flight_options.wait_s, "seconds to wait for the dumps")
+      ->default_val(10.0)
+      ->check(CLI::Range(0.0, 3600.0));
+  flight->add_flag("--json", flight_options.json, "JSON instead of text");
 
   std::vector<int64_t> run_ids;
   CLI::App* compare =
@@ -331,6 +346,7 @@ int main(int argc, char** argv) {
       return cli::runsCommand(*openDatabase(db_path), filter, json);
     }
     if (show->parsed()) return cli::showCommand(*openDatabase(db_path), run_id, json);
+    if (flight->parsed()) return cli::flightCommand(*openDatabase(db_path), flight_options);
     if (compare->parsed()) return cli::compareCommand(*openDatabase(db_path), run_ids, json);
     if (exporter->parsed()) {
       if (csv_dir.empty() && trace_path.empty()) {

@@ -95,6 +95,7 @@ std::string_view eventTypeName(const EventBody& body) {
     std::string_view operator()(const DoneEvent&) const { return "done"; }
     std::string_view operator()(const EvalEvent&) const { return "eval"; }
     std::string_view operator()(const ProgressEvent&) const { return "progress"; }
+    std::string_view operator()(const FlightEvent&) const { return "flight"; }
   };
   return std::visit(Names{}, body);
 }
@@ -171,6 +172,11 @@ void putBody(OrderedJson& out, const ErrorEvent& e) {
   putOptional(out, "exit_code", e.exit_code);
   putOptional(out, "signal", e.signal);
   // flight_recorder is spliced in by encodeEvent: it is an nlohmann::json, not an ordered_json.
+}
+
+void putBody(OrderedJson& out, const FlightEvent& e) {
+  out["reason"] = e.reason;
+  // flight_recorder is spliced in by encodeEvent, as the error event's.
 }
 
 void putBody(OrderedJson& out, const DoneEvent& e) {
@@ -501,6 +507,21 @@ ErrorEvent readError(FieldReader& in) {
   return e;
 }
 
+FlightEvent readFlight(FieldReader& in) {
+  FlightEvent e;
+  e.reason = in.string("reason");
+  if (const Json* records = in.optional("flight_recorder")) {
+    if (records->is_array()) {
+      e.flight_recorder = *records;
+    } else {
+      in.fail("flight_recorder", fmt::format("expected an array, got {}", describe(*records)));
+    }
+  } else {
+    in.fail("flight_recorder", "missing");
+  }
+  return e;
+}
+
 DoneEvent readDone(FieldReader& in) {
   DoneEvent e;
   e.status = in.enumeration<DoneStatus>("status", parseDoneStatus,
@@ -623,6 +644,8 @@ DecodeResult decodeUnchecked(std::string_view line) {
     event.body = readFields<EvalEvent>(body);
   } else if (type == "progress") {
     event.body = readFields<ProgressEvent>(body);
+  } else if (type == "flight") {
+    event.body = readFlight(body);
   } else {
     return fail(fmt::format("type: unknown event type {}", quoteShort(type)));
   }
@@ -649,6 +672,11 @@ std::string encodeEvent(const TelemetryEvent& event) {
     line.pop_back();  // the closing '}'
     line += ",\"flight_recorder\":";
     line += dumpCompact(*error->flight_recorder);
+    line += '}';
+  } else if (const auto* flight = std::get_if<FlightEvent>(&event.body)) {
+    line.pop_back();
+    line += ",\"flight_recorder\":";
+    line += dumpCompact(flight->flight_recorder);
     line += '}';
   }
   return line;

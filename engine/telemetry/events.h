@@ -207,11 +207,19 @@ struct ProgressEvent {
   bool operator==(const ProgressEvent&) const = default;
 };
 
+// The communicators' flight recorders, dumped on request (`ringmaster flight`: SIGUSR1 to the
+// worker), not because anything failed.
+struct FlightEvent {
+  std::string reason;  // why it was dumped: "requested (SIGUSR1)"
+  nlohmann::json flight_recorder = nlohmann::json::array();  // every communicator's records
+  bool operator==(const FlightEvent&) const = default;
+};
+
 using EventBody = std::variant<HelloEvent, StepEvent, CommEvent, SchedEvent, LogEvent, ErrorEvent,
-                               DoneEvent, EvalEvent, ProgressEvent>;
+                               DoneEvent, EvalEvent, ProgressEvent, FlightEvent>;
 
 // The "type" spelling of a body: "hello", "step", "comm", "sched", "log", "error", "done", "eval",
-// "progress".
+// "progress", "flight".
 std::string_view eventTypeName(const EventBody& body);
 
 // One line of a stream: the envelope every event carries, and its body.

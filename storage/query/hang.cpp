@@ -107,6 +107,7 @@ LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
     std::map<std::tuple<std::string, int64_t, int>, std::vector<const RankProgress*>> stuck_ops;
     for (const RankProgress* r : reports) {
       if (r->stale || !r->op || !r->op_seq || !r->waiting_s) continue;
+      if (r->age_s > kFreshForPeriods * r->period_s) continue;
       if (*r->waiting_s < kHangAfterPeriods * r->period_s) continue;
       const bool p2p = isPointToPoint(*r->op);
       // A collective without a root completes on every member or on none: when another member

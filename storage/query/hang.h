@@ -17,6 +17,9 @@ namespace ringmaster::storage {
 inline constexpr double kHangAfterPeriods = 2;
 // ... and calls a rank silent when its last report is this many periods old.
 inline constexpr double kSilentAfterPeriods = 3;
+// A rank counts as waiting only while its latest report is at most this many periods old: a wait is
+// brought forward to now over the gap to the rank's next report, not beyond it.
+inline constexpr double kFreshForPeriods = 2;
 
 // One rank's latest report for one group, its times brought forward to `now`.
 struct RankProgress {

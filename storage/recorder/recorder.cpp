@@ -491,6 +491,15 @@ class EventStore {
       dump_.bind(5, error.flight_recorder->dump()).run();
     }
   }
+  // A dump on request (`ringmaster flight`): kept beside the dumps of failures, and logged.
+  void storeBody(const TelemetryEvent& e, const FlightEvent& flight) {
+    dump_.bind(1, run_id_).bind(2, int64_t{event_attempt_}).bind(3, int64_t{e.rank});
+    dump_.bind(4, e.time).bind(5, flight.flight_recorder.dump()).run();
+    log(int64_t{e.rank}, e.time, "info",
+        fmt::format("flight recorder dumped ({} records): {}", flight.flight_recorder.size(),
+                    flight.reason),
+        event_attempt_);
+  }
   // The latest report per (rank, group) is kept; a replayed older one changes nothing.
   void storeBody(const TelemetryEvent& e, const ProgressEvent& p) {
     progress_.bind(1, run_id_).bind(2, int64_t{event_attempt_}).bind(3, int64_t{e.rank});

@@ -2,7 +2,9 @@
 // ranks with the default 300 s collective timeout, one worker stopped with SIGSTOP (its PID from
 // the ranks table); within 10 s of the stop `ringmaster show --json` names that rank as the one
 // that has not reached the all_reduce the others wait in, with its sequence number, and the text
-// report says so too. The worker is then continued, the run cancelled, and every process reaped.
+// report says so too; `ringmaster flight` then dumps the waiting ranks' flight recorders (the
+// stopped one's once it is continued). The run is then cancelled and every process reaped.
+// `ringmaster flight` on a live run stores and prints a dump per local worker.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -106,7 +108,9 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
       run.readFor(200ms);
       if (!std::filesystem::exists(dbPath())) continue;
       storage::Database db(dbPath());
-      if (queryInt(db, "SELECT count(*) FROM rank_progress") < worldSize()) continue;
+      // Past the start's broadcasts: a few of the training's collectives completed on every rank.
+      if (queryInt(db, "SELECT count(*) FROM rank_progress WHERE completed >= 8") < worldSize())
+        continue;
       for (int r = 0; r < worldSize(); ++r) {
         workers[static_cast<size_t>(r)] = static_cast<pid_t>(
             queryInt(db, fmt::format("SELECT pid FROM ranks WHERE rank = {}", r)));
@@ -142,7 +146,8 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
 
   ASSERT_EQ(named["hang"]["diagnoses"].size(), 1u) << named["hang"].dump(2);
   const json& diagnosis = named["hang"]["diagnoses"][0];
-  EXPECT_EQ(diagnosis["op"], "all_reduce");
+  const std::string op = diagnosis["op"].get<std::string>();
+  EXPECT_EQ(op, "all_reduce") << "DDP's gradient buckets";
   EXPECT_EQ(diagnosis["stuck"], json::array({victim}));
   const int64_t seq = diagnosis["seq"].get<int64_t>();
   // The sequence number is the one every other rank reports waiting in, past what the stopped
@@ -152,20 +157,50 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
     if (rank["rank"] == victim) {
       EXPECT_LT(rank["started"].get<int64_t>(), seq);
     } else {
-      EXPECT_EQ(rank["op"], "all_reduce");
+      EXPECT_EQ(rank["op"], op);
       EXPECT_EQ(rank["op_seq"].get<int64_t>(), seq);
       EXPECT_EQ(rank["completed"].get<int64_t>(), seq - 1);
     }
   }
   // The text report names it the same way.
   const std::string text = show({});
-  EXPECT_NE(text.find(fmt::format("rank {} has not reached all_reduce #{}", victim, seq)),
+  EXPECT_NE(text.find(fmt::format("rank {} has not reached {} #{}", victim, op, seq)),
             std::string::npos)
       << text;
 
-  // Continue the worker, cancel the run: it ends cancelled, every process reaped, and an ended
-  // run has no diagnosis.
+  // `ringmaster flight` while the rank is stopped: the others' dumps arrive, each with the
+  // all_reduce they wait in as started; the stopped rank's is missing (exit 1) until it is
+  // continued, when the signal pending on it is handled.
+  {
+    CapturedProcess flight(kRingmaster, {"--db", dbPath(), "flight", "1", "--json", "--wait", "3"});
+    const ExitStatus flight_status = flight.wait(60s);
+    EXPECT_TRUE(exitedWith(flight_status, 1)) << flight_status.describe() << flight.err();
+    const json dumps = json::parse(flight.out());
+    EXPECT_EQ(dumps["missing"], json::array({victim}));
+    ASSERT_EQ(dumps["dumps"].size(), static_cast<size_t>(worldSize() - 1)) << dumps.dump(2);
+    for (const json& dump : dumps["dumps"]) {
+      bool in_it = false;
+      for (const json& record : dump["records"])
+        in_it =
+            in_it || (record["op"] == op && record["seq"] == seq && record["state"] == "started");
+      EXPECT_TRUE(in_it) << "rank " << dump["rank"] << "'s flight recorder";
+    }
+  }
   ASSERT_EQ(::kill(victim_pid, SIGCONT), 0);
+  {
+    const auto deadline = Clock::now() + 20s;
+    int64_t victim_dumps = 0;
+    while (victim_dumps == 0 && Clock::now() < deadline) {
+      run.readFor(200ms);
+      victim_dumps = queryInt(storage::Database(dbPath()),
+                              fmt::format("SELECT count(*) FROM flight_recorder_dumps WHERE rank = "
+                                          "{}",
+                                          victim));
+    }
+    EXPECT_EQ(victim_dumps, 1) << "the continued rank's pending SIGUSR1 gave no dump";
+  }
+
+  // Cancel the run: it ends cancelled, every process reaped, and an ended run has no diagnosis.
   run.signal(SIGINT);
   const ExitStatus status = run.wait(60s);
   EXPECT_TRUE(exitedWith(status, 130)) << status.describe() << run.err();
@@ -181,6 +216,54 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
   EXPECT_EQ(ended["run"]["status"], "cancelled");
   EXPECT_FALSE(ended["hang"]["running"].get<bool>());
   EXPECT_TRUE(ended["hang"]["diagnoses"].empty());
+}
+
+TEST_P(HangViewRun, FlightStoresAndPrintsADumpPerLocalWorker) {
+  const std::string spec = writeSpec();
+  CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", spec, "--grace", "1", "-q"});
+  {
+    const auto deadline = Clock::now() + 120s;
+    for (;;) {
+      ASSERT_LT(Clock::now(), deadline) << "the run did not get going\n" << run.err();
+      run.readFor(200ms);
+      if (std::filesystem::exists(dbPath()) &&
+          queryInt(storage::Database(dbPath()),
+                   "SELECT count(*) FROM rank_progress WHERE completed >= 8") >= worldSize())
+        break;
+    }
+  }
+  CapturedProcess flight(kRingmaster, {"--db", dbPath(), "flight", "1", "--json"});
+  const ExitStatus flight_status = flight.wait(60s);
+  EXPECT_TRUE(flight_status.ok()) << flight_status.describe() << flight.err();
+  const json dumps = json::parse(flight.out());
+  EXPECT_TRUE(dumps["missing"].empty());
+  EXPECT_TRUE(dumps["unreachable"].empty()) << "every rank runs on this host";
+  ASSERT_EQ(dumps["dumps"].size(), static_cast<size_t>(worldSize())) << dumps.dump(2);
+  for (const json& dump : dumps["dumps"]) {
+    ASSERT_FALSE(dump["records"].empty());
+    EXPECT_EQ(dump["records"].back()["group"], "world");
+  }
+  {
+    storage::Database db(dbPath());
+    EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT rank) FROM flight_recorder_dumps"), worldSize());
+  }
+  // The text form names each rank and its newest records.
+  CapturedProcess text(kRingmaster, {"--db", dbPath(), "flight", "1"});
+  EXPECT_TRUE(text.wait(60s).ok()) << text.err();
+  EXPECT_NE(text.out().find("rank 0 (pid "), std::string::npos) << text.out();
+  EXPECT_NE(text.out().find("all_reduce #"), std::string::npos) << text.out();
+
+  run.signal(SIGINT);
+  const ExitStatus status = run.wait(60s);
+  EXPECT_TRUE(exitedWith(status, 130)) << status.describe() << run.err();
+  const auto deadline = Clock::now() + 15s;
+  while (!processesOfThisTest().empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(processesOfThisTest().empty());
+  // Asking an ended run is a clear error.
+  CapturedProcess ended(kRingmaster, {"--db", dbPath(), "flight", "1"});
+  EXPECT_TRUE(exitedWith(ended.wait(60s), 2)) << ended.err();
+  EXPECT_NE(ended.err().find("not running"), std::string::npos) << ended.err();
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, HangViewRun, ::testing::Values(3, 4),

@@ -76,7 +76,7 @@ TEST_F(HangQueryTest, ARankShortOfTheCollectiveIsNamedWithTheOpItsSequenceAndThe
   EXPECT_EQ(testing::queryInt(*db_, "SELECT count(*) FROM rank_progress"), 4)
       << "one row per rank and group, not per report";
 
-  const LiveProgress live = loadLiveProgress(*db_, run_, kT0 + 55);
+  const LiveProgress live = loadLiveProgress(*db_, run_, kT0 + 53);
   EXPECT_TRUE(live.running);
   ASSERT_EQ(live.hangs.size(), 1u);
   const HangDiagnosis& hang = live.hangs[0];
@@ -84,13 +84,13 @@ TEST_F(HangQueryTest, ARankShortOfTheCollectiveIsNamedWithTheOpItsSequenceAndThe
   EXPECT_EQ(hang.op_seq, 28);
   EXPECT_EQ(hang.stuck, std::vector<int>{2});
   EXPECT_EQ(hang.waiting, (std::vector<int>{0, 1, 3}));
-  EXPECT_DOUBLE_EQ(hang.waiting_s, 45);  // 40 s at the report, 5 s before now
-  EXPECT_EQ(hang.silent, std::vector<int>{2}) << "15 s without a report: over 3 periods of 2 s";
+  EXPECT_DOUBLE_EQ(hang.waiting_s, 43);  // 40 s at the report, 3 s before now
+  EXPECT_EQ(hang.silent, std::vector<int>{2}) << "13 s without a report: over 3 periods of 2 s";
   EXPECT_EQ(hang.message,
-            "rank 2 has not reached all_reduce #28 and is silent (ranks 0, 1 and 3 waiting 45 s)");
+            "rank 2 has not reached all_reduce #28 and is silent (ranks 0, 1 and 3 waiting 43 s)");
   ASSERT_EQ(live.rank_states.size(), 4u);
-  EXPECT_EQ(live.rank_states[0], "waiting 45 s in all_reduce #28");
-  EXPECT_EQ(live.rank_states[2], "has not reached all_reduce #28, silent for 15 s");
+  EXPECT_EQ(live.rank_states[0], "waiting 43 s in all_reduce #28");
+  EXPECT_EQ(live.rank_states[2], "has not reached all_reduce #28, silent for 13 s");
 
   // A replayed older report of rank 0 does not move its row back.
   record({report(0, 1, kT0, 20)});
@@ -123,6 +123,15 @@ TEST_F(HangQueryTest, AWaitOthersHaveCompletedIsAnOldReportNotAHang) {
   EXPECT_EQ(live.hangs[0].op_seq, 25);
   EXPECT_EQ(live.hangs[0].stuck, std::vector<int>{2});
   EXPECT_EQ(live.rank_states[2], "has not reached all_reduce #25");
+}
+
+// A report that missed its next period says nothing about now: its wait is not brought forward.
+TEST_F(HangQueryTest, AWaitIsNotBroughtForwardBeyondTheNextReport) {
+  std::vector<TelemetryEvent> events;
+  for (int rank : {0, 1, 2, 3}) events.push_back(report(rank, 1, kT0, 12, 12, 3'000));
+  record(events);
+  EXPECT_EQ(loadLiveProgress(*db_, run_, kT0 + 2).hangs.size(), 1u);
+  EXPECT_TRUE(loadLiveProgress(*db_, run_, kT0 + 4.5).hangs.empty());
 }
 
 TEST_F(HangQueryTest, AShortWaitIsNoHang) {

@@ -479,9 +479,9 @@ TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
 }
 
 TEST(TelemetryFastPath, LeavesEveryOtherEventToTheFullDecoder) {
-  for (const EventBody& body :
-       {EventBody(samples::fullHello()), EventBody(samples::sampleLog()),
-        EventBody(samples::fullError()), EventBody(samples::sampleDone())}) {
+  for (const EventBody& body : {EventBody(samples::fullHello()), EventBody(samples::sampleLog()),
+                                EventBody(samples::fullError()), EventBody(samples::sampleDone()),
+                                EventBody(samples::sampleFlight())}) {
     EXPECT_FALSE(decodeCommonEvent(encodeEvent(samples::wrap(body))).has_value())
         << eventTypeName(body);
   }

@@ -203,11 +203,20 @@ inline ProgressEvent minimalProgress() {
   return e;
 }
 
+inline FlightEvent sampleFlight() {
+  FlightEvent e;
+  e.reason = "requested (SIGUSR1: ringmaster flight)";
+  e.flight_recorder = nlohmann::json::array(
+      {{{"seq", 28}, {"op", "all_reduce"}, {"group", "world"}, {"state", "started"}}});
+  return e;
+}
+
 // Every body above, each once.
 inline std::vector<EventBody> allBodies() {
-  return {fullHello(),    minimalHello(), fullStep(),     minimalStep(),  fullComm(),
-          minimalComm(),  fullSched(),    minimalSched(), sampleLog(),    fullError(),
-          minimalError(), sampleDone(),   sampleEval(),   fullProgress(), minimalProgress()};
+  return {fullHello(),  minimalHello(), fullStep(),        minimalStep(),
+          fullComm(),   minimalComm(),  fullSched(),       minimalSched(),
+          sampleLog(),  fullError(),    minimalError(),    sampleDone(),
+          sampleEval(), fullProgress(), minimalProgress(), sampleFlight()};
 }
 
 inline TelemetryEvent wrap(EventBody body, int rank = 3, uint64_t seq = 42) {
