@@ -176,7 +176,10 @@ int flightCommand(const storage::Database& db, const FlightOptions& options) {
         rank.rank, displaySafeLine(rank.host), displaySafeLine(host));
   }
   for (const storage::RankRecord& rank : not_worker)
-    fmt::print("rank {}: pid {} is no longer its worker\n", rank.rank, rank.pid);
+    fmt::print(
+        "rank {}: pid {} is not a running ringmaster-node worker (it ended, or the run is "
+        "a program job, whose script keeps no flight recorder): not signalled\n",
+        rank.rank, rank.pid);
   fmt::print("the dumps are kept with the run (the desktop's Flight recorder tab)\n");
   return missing.empty() ? 0 : 1;
 }

@@ -474,6 +474,57 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
   EXPECT_NE(std::find(metrics.begin(), metrics.end(), "step_ms"), metrics.end());
 }
 
+// Issue 21, the live hang view: a running run whose ranks 0 and 2 report waiting in all_reduce #28
+// while rank 1's reports stopped short of it has the diagnosis in its detail and what each rank
+// waits on in its rows; the recorded runs, which ended, have none.
+TEST_F(WebServerTest, ARunningRunsDetailHasTheHangDiagnosis) {
+  const std::string path = (dir_ / "hang.db").string();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  {
+    storage::Database db(path);
+    db.exec(
+        fmt::format("INSERT INTO runs (name, spec, strategy, world_size, status, created_at) "
+                    "VALUES ('hung', '{{}}', 'ddp', 3, 'running', {0}); INSERT INTO "
+                    "attempts (run_id, attempt, started_at) VALUES (1, 0, {0});",
+                    now));
+    for (int rank : {0, 2}) {
+      db.exec(
+          fmt::format("INSERT INTO rank_progress (run_id, attempt, rank, group_name, t, "
+                      "period_s, started, completed, op, op_seq, waiting_ms) VALUES (1, 0, "
+                      "{}, 'world', {}, 2, 28, 27, 'all_reduce', 28, 40000)",
+                      rank, now));
+    }
+    db.exec(
+        fmt::format("INSERT INTO rank_progress (run_id, attempt, rank, group_name, t, "
+                    "period_s, started, completed) VALUES (1, 0, 1, 'world', {}, 2, 27, 27)",
+                    now - 20));
+  }
+  WebServerOptions o = options();
+  o.db_path = path;
+  start(o);
+  const json detail = getJson("/api/v1/runs/1");
+  ASSERT_EQ(detail["hang"].size(), 1u) << detail.dump(2);
+  const json& hang = detail["hang"][0];
+  EXPECT_EQ(hang["op"], "all_reduce");
+  EXPECT_EQ(hang["seq"], 28);
+  EXPECT_EQ(hang["stuck"], json::array({1}));
+  EXPECT_EQ(hang["waiting"], json::array({0, 2}));
+  EXPECT_TRUE(
+      hang["message"].get<std::string>().starts_with("rank 1 has not reached all_reduce #28"))
+      << hang["message"];
+  ASSERT_EQ(detail["ranks"].size(), 3u);
+  EXPECT_TRUE(detail["ranks"][1]["waiting_on"].get<std::string>().starts_with(
+      "has not reached all_reduce #28"));
+  EXPECT_TRUE(detail["ranks"][0]["waiting_on"].get<std::string>().starts_with("waiting"));
+  server_->stop();
+  server_.reset();
+  start();
+  const json ended = getJson(runPath());
+  EXPECT_TRUE(ended["hang"].empty());
+  for (const json& rank : ended["ranks"]) EXPECT_TRUE(rank["waiting_on"].is_null());
+}
+
 TEST_F(WebServerTest, SeriesComeAsBucketsPerRankOrAsTheBand) {
   start();
   const int64_t steps = getJson(runPath())["run"]["steps"];

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -17,6 +18,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
+#include "query/hang.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -228,9 +230,31 @@ json runDetail(const Database& db, int64_t run_id) {
                         {"error_rank", optionalJson(a.error_rank)},
                         {"error_host", optionalJson(a.error_host)}});
   }
+  // The live hang view (a running run): the stuck collective and what each rank waits on.
+  const LiveProgress live = loadLiveProgress(
+      db, run_id,
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  json hangs = json::array();
+  for (const HangDiagnosis& d : live.hangs) {
+    hangs.push_back({{"group", d.group},
+                     {"op", d.op},
+                     {"seq", d.op_seq},
+                     {"stuck", d.stuck},
+                     {"silent", d.silent},
+                     {"waiting", d.waiting},
+                     {"waiting_s", number(d.waiting_s)},
+                     {"message", d.message}});
+  }
+  for (json& row : ranks) {
+    const auto r = static_cast<size_t>(row["rank"].get<int>());
+    row["waiting_on"] = r < live.rank_states.size() && !live.rank_states[r].empty()
+                            ? json(live.rank_states[r])
+                            : json();
+  }
   const IngestCounts ingest = loadIngestCounts(db, run_id);
   return {{"run", run_json},
           {"attempts", attempts},
+          {"hang", hangs},
           {"summary", summaryJson(summary)},
           {"ranks", ranks},
           {"evals", evals},

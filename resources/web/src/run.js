@@ -71,8 +71,15 @@ export function mount(root, route) {
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
         r.error ? el('div', { class: 'error' }, r.error) : null),
+      hangBanner(detail.hang),
       attemptList(detail.attempts),
     );
+  }
+
+  // The live hang view: while the run runs, the collective some ranks wait in and who holds it up.
+  function hangBanner(hangs) {
+    if (!hangs || hangs.length === 0) return null;
+    return el('div', { class: 'error', id: 'hang' }, hangs.map((h) => el('div', {}, `hang: ${h.message}`)));
   }
 
   // Restarts (launch.max_restarts): when each attempt began, where it resumed, what ended it.
@@ -200,6 +207,7 @@ export function mount(root, route) {
         { title: 'PID', class: 'num', value: (r) => r.pid ?? '–' },
         { title: 'Device', value: (r) => r.device ?? '–' },
         { title: 'Status', value: (r) => statusBadge(r.status) },
+        { title: 'Waiting on', value: (r) => r.waiting_on ?? '' },
         { title: 'Steps', class: 'num', value: (r) => num(r.steps) },
         { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_s, 1) },
         { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_s, 1) },
