@@ -2,9 +2,12 @@
 // element counts 0, 1, odd and large, each checked bit for bit against the host reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -315,6 +318,68 @@ TEST_P(Collectives, TimingRecordsEveryOperation) {
       EXPECT_NEAR(r.busbw_gbps, r.algbw_gbps * busFactor(r.op, world()), 1e-9);
     }
   }
+}
+
+// Issue 21, waiting versus transfer: each collective's record carries when this rank reached it
+// and when it completed, on the aligned clock; the start is taken before the verify_calls
+// exchange (on by default), so a rank that arrived early starts before the late one, and no rank
+// completes before the last one started. Point-to-point and one-rank groups carry none.
+TEST_P(Collectives, ACollectivesStartIsWhenEachRankReachedItBeforeTheCallsAreVerified) {
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  struct Collect : CommObserver {
+    std::mutex mutex;
+    std::vector<CommRecord> records;
+    void onOperation(const CommRecord& r) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      records.push_back(r);
+    }
+  };
+  CommOptions options;
+  ASSERT_TRUE(options.verify_calls);
+  auto shared = std::make_shared<Collect>();
+  options.observer = shared;
+  const int late = world() - 1;
+  auto failures = runRanks(
+      world(),
+      [&](Communicator& comm) {
+        comm.barrier()->wait();
+        if (comm.rank() == late) std::this_thread::sleep_for(kLate);
+        Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
+        comm.allReduce(t)->wait();
+        if (comm.size() > 1) {
+          const int right = (comm.rank() + 1) % comm.size();
+          const int left = (comm.rank() + comm.size() - 1) % comm.size();
+          auto sent = comm.isend(t, right);
+          Tensor got = Tensor::empty({1024}, DType::kF32);
+          comm.irecv(got, left)->wait();
+          sent->wait();
+        }
+      },
+      options);
+  EXPECT_ALL_RANKS_OK(failures);
+  std::vector<CommRecord> reduces;
+  for (const CommRecord& r : shared->records) {
+    if (r.op == CommOp::kAllReduce) reduces.push_back(r);
+    if (r.op == CommOp::kSend || r.op == CommOp::kRecv || world() == 1) {
+      EXPECT_FALSE(r.start_us || r.end_us) << toString(r.op);
+    } else {
+      ASSERT_TRUE(r.start_us && r.end_us) << toString(r.op);
+      EXPECT_LE(*r.start_us, *r.end_us);
+    }
+  }
+  ASSERT_EQ(reduces.size(), static_cast<size_t>(world()));
+  if (world() == 1) return;
+  // Which record is the late rank's: the one that started last (ranks are threads of this
+  // process; the records do not name their rank).
+  std::sort(reduces.begin(), reduces.end(),
+            [](const CommRecord& a, const CommRecord& b) { return *a.start_us < *b.start_us; });
+  const int64_t last_start = *reduces.back().start_us;
+  for (const CommRecord& r : reduces) EXPECT_GE(*r.end_us, last_start);
+  // The early ranks' starts are before the late rank's by about its sleep (half of it allowed for
+  // scheduling): had they been taken after the verify_calls exchange, which waits for the late
+  // rank, they would all be after it.
+  for (size_t i = 0; i + 1 < reduces.size(); ++i)
+    EXPECT_LT(*reduces[i].start_us, last_start - kLate.count() * 1000 / 2);
 }
 
 // A receive posted long before its sender launches waits for it, and that wait is told apart from
