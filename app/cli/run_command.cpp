@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <optional>
 #include <thread>
@@ -119,7 +120,8 @@ int exitCodeOf(const std::string& status) {
 }
 
 int runSession(session::RunSession& run, const RunCommandOptions& options,
-               session::RunEventWriter* events) {
+               session::RunEventWriter* events,
+               const std::function<void(std::string_view)>& on_log = {}) {
   const int64_t run_id = run.runId();
   const JobSpec& spec = run.spec();
   const int world = run.worldSize();
@@ -170,6 +172,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
           },
       .on_log =
           [&](std::string_view line) {
+            if (on_log) on_log(line);
             if (!options.verbose) return;
             display.clear();
             fmt::print(stderr, "{}\n", displaySafeLine(line));
@@ -284,19 +287,42 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
   std::optional<session::RunEventWriter> events;
   if (options.events_path) events.emplace(*options.events_path);
   try {
-    session::RunSession run(session::AttachRequest{
-        .db_path = options.db_path, .run_id = run_id, .grace_s = options.grace_s});
-    if (!run.local())
-      RM_THROW(kUnavailable, fmt::format("run {} runs over SSH: attach and cancel reach local "
-                                         "detached runs only in this build",
-                                         run_id));
+    session::AttachRequest request{.db_path = options.db_path,
+                                   .run_id = run_id,
+                                   .grace_s = options.grace_s,
+                                   .ssh_config = options.ssh_config};
+#if RINGMASTER_HAVE_LIBSSH
+    request.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
+#endif
+    session::RunSession run(std::move(request));
     if (cancel) {
       run.requestStop();
       if (!options.quiet)
         fmt::print(stderr, "cancelling run {}: its ranks finish their step\n", run_id);
     }
-    int code = runSession(run, options, events ? &*events : nullptr);
+    // Each host's follower says, once its agent ended, whether any process of the job is left.
+    int hosts_clear = 0;
+    std::string left_words;
+    const auto on_log = [&](std::string_view line) {
+      if (!line.starts_with("[job ")) return;
+      if (line.find("] no process of the job is left on ") != std::string_view::npos)
+        ++hosts_clear;
+      else if (line.find("] processes of the job still running on ") != std::string_view::npos)
+        left_words += fmt::format("\n{}", displaySafeLine(line));
+    };
+    int code = runSession(run, options, events ? &*events : nullptr, on_log);
     if (!cancel) return code;
+    if (!left_words.empty() || hosts_clear < static_cast<int>(run.jobDirs().size())) {
+      fmt::print(stderr, "error: run {}: not every host said that no process is left:{}\n", run_id,
+                 left_words.empty() ? " (a host's follower ended without saying)" : left_words);
+      return kExitFailed;
+    }
+    if (!run.local()) {
+      if (!options.quiet)
+        fmt::print(stderr, "run {}: no process of the run is left on any of its {} hosts\n", run_id,
+                   run.jobDirs().size());
+      return code;
+    }
     // Every process the agent started, and the agent, must be gone (bounded: the agent kills
     // what does not stop within its grace).
     std::vector<pid_t> left;

@@ -102,6 +102,7 @@ struct SshLauncher::Host {
 
 SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)) {
   RM_CHECK_ARG(!options_.hosts.empty(), "launch.hosts is empty");
+  keep_job_dirs_ = following();  // a failed attach leaves the detached job as it is
   uint64_t upload_bytes = 0;
   if (!options_.upload_directory.empty())
     listUploads(options_.upload_directory, "program", uploads_, upload_bytes);
@@ -148,12 +149,13 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     std::rethrow_exception(error);
   }
 
-  // Node 0 hosts the store on a port it picks; the others need that port.
+  // Node 0 hosts the store on a port it picks; the others need that port (not when following
+  // detached agents, which run already).
   Host& first = *hosts_[0];
-  int master_port = 0;
+  int master_port = following() ? -1 : 0;
   std::vector<std::string> first_said;  // the agent's last words, should it end at once
   try {
-    startAgent(first, 0);
+    if (!following()) startAgent(first, 0);
     const auto deadline = Clock::now() + options_.connect.connect_timeout + kCommandTimeout;
     while (master_port == 0) {
       const bool open = relayOutput(first, 50ms, [&](const std::string& line) {
@@ -185,7 +187,7 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
   }
   {
     std::vector<std::thread> starting;
-    for (size_t i = 1; i < hosts_.size(); ++i) {
+    for (size_t i = following() ? 0 : 1; i < hosts_.size(); ++i) {
       starting.emplace_back([this, i, master_port] {
         try {
           startAgent(*hosts_[i], master_port);
@@ -218,15 +220,31 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
 
 SshLauncher::~SshLauncher() {
   if (!joined_) {
-    kill();
+    // A detached job goes on when an attach is given up: its followers are just left.
+    if (following())
+      abandoned_ = true;
+    else
+      kill();
     wait();
   }
+}
+
+std::vector<std::string> SshLauncher::jobDirs() const {
+  std::vector<std::string> dirs;
+  for (const auto& host : hosts_) dirs.push_back(host->job_dir);
+  return dirs;
 }
 
 void SshLauncher::prepare(Host& host) {
   host.target = resolveSshTarget(host.spec, options_.ssh_config_path);
   host.session = std::make_unique<SshSession>(host.target, options_.connect);
   SshSession& session = *host.session;
+  if (following()) {
+    RM_CHECK_ARG(options_.follow_dirs.size() == hosts_.size(),
+                 "attach: one job directory per host");
+    host.job_dir = options_.follow_dirs[static_cast<size_t>(host.node_rank)];
+    return;
+  }
   const std::string alias = describeTarget(host.target);
   const std::string expected = expectedNodeVersion();
 
@@ -314,16 +332,24 @@ void SshLauncher::startAgent(Host& host, int master_port) {
   std::string master =
       options_.master_addr.empty() ? hosts_[0]->target.hostname : options_.master_addr;
   if (master.find(':') != std::string::npos) master = "[" + master + "]";
-  const std::vector<std::string> argv = {
+  std::vector<std::string> argv = {
       host.node_binary, "agent",
       "--spec",         host.job_dir + "/spec.json",
       "--node-rank",    std::to_string(host.node_rank),
       "--nnodes",       std::to_string(hosts_.size()),
       "--master",       fmt::format("{}:{}", master, master_port),
       "--grace",        fmt::format("{:.3f}", options_.grace.count() / 1000.0)};
+  if (options_.detach) argv.insert(argv.end(), {"--detach", host.job_dir});
   // sshd runs the command's shell as a session leader; `exec` keeps its pid, so the agent's
   // process group id is the shell's $$, said first on stderr.
   host.command = fmt::format("echo {}$$ >&2; exec {}", kPgidPrefix, shellCommand(argv));
+  if (following()) {
+    // The ringmaster-node the detached agent ran, as it wrote it in its job directory.
+    host.node_binary = "$(cat " + shellQuote(host.job_dir + "/node-binary") + ")";
+    host.command =
+        fmt::format("echo {}$$ >&2; exec \"{}\" {}", kPgidPrefix, host.node_binary,
+                    shellCommand({"spool-follow", host.job_dir, "--from", options_.follow_from}));
+  }
   host.agent = host.session->start(host.command);
 }
 
@@ -339,6 +365,13 @@ void SshLauncher::pushLine(AgentLine line) {
 }
 
 void SshLauncher::stopHost(Host& host, int signo) {
+  if (following()) {
+    // The detached agent, by its PID file: TERM is forwarded to its workers, a second TERM
+    // kills them (the follower ends with the agent).
+    host.session->run("kill -TERM -- \"$(cat " + shellQuote(host.job_dir + "/agent.pid") + ")\"",
+                      kCommandTimeout);
+    return;
+  }
   if (host.pgid <= 0) {  // not known yet: the end of its stdin stops the agent as well
     host.agent->closeInput();
     return;
@@ -385,6 +418,10 @@ void SshLauncher::serve(Host& host) {
         sent = wanted;
         term_sent = Clock::now();
       }
+      if (abandoned_) {
+        host.exit = ExitStatus{.exit_code = 129};
+        break;
+      }
       if (sent == SIGTERM && Clock::now() - term_sent > options_.grace + 2s) {
         stopHost(host, SIGKILL);
         sent = SIGKILL;
@@ -396,7 +433,9 @@ void SshLauncher::serve(Host& host) {
       const bool open = relayOutput(host, 50ms, [](const std::string&) {});
       if (!open) break;
     }
-    if (std::optional<ExitStatus> ended = host.agent->exit()) {
+    if (abandoned_) {
+      // Left as it is.
+    } else if (std::optional<ExitStatus> ended = host.agent->exit()) {
       host.exit = *ended;
     } else if (sent != 0) {
       host.exit = ExitStatus{.exit_code = 0, .signal = sent};  // it went as we asked it to
@@ -460,6 +499,14 @@ ExitStatus SshLauncher::wait() {
   if (!joined_) {
     for (auto& thread : threads_) thread.join();
     joined_ = true;
+    // A detached job's directories stay while it runs: after a detached launch, and after an
+    // attach that did not see the job end.
+    bool all_ok = true, any_error = false;
+    for (auto& host : hosts_) {
+      all_ok = all_ok && host->exit.ok();
+      any_error = any_error || host->error != nullptr;
+    }
+    keep_job_dirs_ = (options_.detach && all_ok) || (following() && (any_error || abandoned_));
     cleanUp();
   }
   for (auto& host : hosts_)
@@ -475,7 +522,7 @@ std::string SshLauncher::failure() const {
 void SshLauncher::cleanUp() {
   for (auto& host : hosts_) {
     host->agent.reset();
-    if (!host->session || host->job_dir.empty()) continue;
+    if (!host->session || host->job_dir.empty() || keep_job_dirs_) continue;
     try {
       host->session->run(shellCommand({"rm", "-rf", "--", host->job_dir}), 10s);
     } catch (const std::exception&) {

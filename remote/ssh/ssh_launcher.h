@@ -4,7 +4,10 @@
 // agent starts the rendezvous store on a free port and the others are started against it. Each
 // agent runs in its own process group (sshd makes the remote shell a session leader and the agent
 // `exec`s it), so cancel and kill reach all of a host's processes from a second channel; a dropped
-// connection ends the remote agent, which exits when its stdin closes.
+// connection ends the remote agent, which exits when its stdin closes. A detached run (issue 21) is
+// the exception: its agents are started with --detach in their job directories, which are kept,
+// and attaching follows each host's spool (`ringmaster-node spool-follow`) over a fresh
+// connection, its host key verified as at the launch.
 #pragma once
 
 #include <atomic>
@@ -47,6 +50,14 @@ struct SshLaunchOptions {
   std::string upload_package;
   std::string ssh_config_path = defaultSshConfigPath();
   SshConnectOptions connect;
+  // Detached (ringmaster run --detach): every agent is started with --detach JOB_DIR; the launch
+  // ends once each has detached, and the job directories are kept (jobDirs()).
+  bool detach = false;
+  // Attach to a detached run: nothing is made or uploaded; host i runs `spool-follow
+  // follow_dirs[i] --from follow_from` with the ringmaster-node its agent ran, and cancel / kill
+  // signal that agent by its PID file. Empty: a launch.
+  std::vector<std::string> follow_dirs;
+  std::string follow_from;
 };
 
 inline constexpr size_t kMaxUploadFiles = 4096;
@@ -80,6 +91,8 @@ class SshLauncher final : public Launch {
   std::string failure() const override;
 
   const std::vector<SshHostRecord>& hosts() const { return records_; }
+  // Each host's job directory, by node rank (kept on the hosts after a detached launch).
+  std::vector<std::string> jobDirs() const;
 
  private:
   struct Host;
@@ -113,6 +126,9 @@ class SshLauncher final : public Launch {
   int serving_ = 0;
   std::string failure_;
   bool joined_ = false;
+  bool following() const { return !options_.follow_dirs.empty(); }
+  bool keep_job_dirs_ = false;          // detached, or attached and not ended
+  std::atomic<bool> abandoned_{false};  // an attach given up: the serving threads return
 };
 
 }  // namespace ringmaster

@@ -155,9 +155,17 @@ std::string checkpointDirFor(const JobSpec& spec, const Database& db, const std:
 }
 
 #if RINGMASTER_HAVE_LIBSSH
+// Detached runs: `job_dirs` empty launches the job (detached with request.detach) and is filled
+// with the hosts' job directories; else the detached agents there are followed from `from`.
 std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
-                                      const RunRequest& request, Database& db, int64_t run_id) {
+                                      const RunRequest& request, Database& db, int64_t run_id,
+                                      std::vector<std::string>& job_dirs, const std::string& from) {
   SshLaunchOptions launch;
+  launch.detach = request.detach;
+  if (!job_dirs.empty()) {
+    launch.follow_dirs = job_dirs;
+    launch.follow_from = from;
+  }
   launch.hosts = spec.launch.hosts;
   launch.spec_json = canonical;
   launch.local_node_binary = defaultNodeBinary();
@@ -173,7 +181,10 @@ std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& ca
     if (spec.program->upload) launch.upload_directory = localWorkdir(*spec.program);
   }
   launch.connect = request.connect;
+  const bool following = !launch.follow_dirs.empty();
   auto launcher = std::make_unique<SshLauncher>(std::move(launch));
+  if (following) return launcher;  // its hosts were recorded at the launch
+  if (request.detach) job_dirs = launcher->jobDirs();
   std::vector<RunHost> hosts;
   for (size_t i = 0; i < launcher->hosts().size(); ++i) {
     const SshHostRecord& host = launcher->hosts()[i];
@@ -345,6 +356,10 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
 RunSession::RunSession(AttachRequest request) : attach_(true) {
   request_.db_path = request.db_path;
   request_.grace_s = request.grace_s;
+  request_.ssh_config = request.ssh_config;
+#if RINGMASTER_HAVE_LIBSSH
+  request_.connect = request.connect;
+#endif
   request_.spec_path = fmt::format("run {}", request.run_id);
   db_ = std::make_unique<Database>(request_.db_path);
   const std::optional<DetachedRun> run = findDetachedRun(*db_, request.run_id);
@@ -367,6 +382,11 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
   canonical_ = run->spec_json;
   run_id_ = request.run_id;
   local_ = runsLocally(spec_.launch);
+#if !RINGMASTER_HAVE_LIBSSH
+  if (!local_)
+    RM_THROW(kUnavailable, fmt::format("run {} runs over SSH, and this build has no SSH launcher",
+                                       request.run_id));
+#endif
   world_size_ = run->world_size;
   job_dirs_ = run->job_dirs;
   node_binary_ = defaultNodeBinary();
@@ -409,7 +429,8 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   } else {
 #if RINGMASTER_HAVE_LIBSSH
     try {
-      launcher = launchOverSsh(spec_, canonical_, request_, db, run_id_);
+      launcher = launchOverSsh(spec_, canonical_, request_, db, run_id_, job_dirs_,
+                               attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "");
     } catch (const Error& e) {
       recordRunError(db, run_id_, e.message());
       finishRun(db, run_id_, "failed");
@@ -418,6 +439,8 @@ RunOutcome RunSession::run(const RunObserver& observer) {
 #endif
   }
   Launch& launch = *launcher;
+  // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
+  if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
   AgentError agent_words;
   LaunchSink sink{.on_telemetry =
                       [&](std::string_view line) {
@@ -484,11 +507,6 @@ RunOutcome RunSession::run(const RunObserver& observer) {
       launch_failure.empty()) {
     // The agents run on, detached: the run stays `running` with no recorder until attached.
     outcome.status = "detached";
-    try {
-      markRunDetached(db, run_id_, job_dirs_);
-    } catch (const Error& e) {
-      outcome.finish_failure = e.message();
-    }
     return outcome;
   }
   outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";

@@ -58,6 +58,11 @@ struct AttachRequest {
   std::string db_path;
   int64_t run_id = 0;
   double grace_s = 5;
+  // Over SSH: the hosts are reached again, their keys verified against known_hosts as at launch.
+  std::optional<std::string> ssh_config;
+#if RINGMASTER_HAVE_LIBSSH
+  SshConnectOptions connect;
+#endif
 };
 
 // What a front end hears while the run goes (every callback optional, all on the thread that
