@@ -69,6 +69,62 @@ TEST(CommFailure, TimeoutNamesTheOpTheSequenceAndTheRanksThatDidNotArrive) {
   EXPECT_TRUE(saw_second) << log->dumps[0].dump();
 }
 
+// Issue 21, the live hang view: while ranks 0 and 1 wait in all_reduce #2, which rank 2 has not
+// called yet, each reports every progress period the op, its sequence number and its wait, and
+// once it has waited a period, that rank 2 has not started it (read in the store; its heartbeat
+// goes on, so it is not silent). Rank 2 joins once that was reported: nothing fails.
+TEST(CommFailure, WaitingRanksReportTheOpAndTheRankThatHasNotStartedIt) {
+  struct ProgressLog : CommObserver {
+    std::mutex mutex;
+    std::vector<CommProgress> reports;
+    void onProgress(const CommProgress& progress) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      reports.push_back(progress);
+    }
+    int namingTheAbsentRank() {
+      std::lock_guard<std::mutex> lock(mutex);
+      int n = 0;
+      for (const CommProgress& p : reports) n += p.not_arrived == std::vector<int>{2};
+      return n;
+    }
+  };
+  CommOptions options;
+  options.timeout = 20s;
+  options.watchdog_period = 20ms;
+  options.progress_period = 150ms;
+  auto log = std::make_shared<ProgressLog>();
+  options.observer = log;
+  auto failures = runRanks(
+      3,
+      [&](Communicator& comm) {
+        Tensor t = makeTensor(DType::kF32, 16, [](int64_t) { return 1.0; });
+        comm.allReduce(t)->wait();  // #1: everyone
+        if (comm.rank() == 2) {
+          const auto deadline = Clock::now() + 10s;
+          while (log->namingTheAbsentRank() < 2 && Clock::now() < deadline)
+            std::this_thread::sleep_for(10ms);
+        }
+        comm.allReduce(t)->wait();  // #2
+      },
+      options);
+  EXPECT_TRUE(failures.empty()) << describe(failures);
+  ASSERT_GE(log->namingTheAbsentRank(), 2);
+  std::lock_guard<std::mutex> lock(log->mutex);
+  for (const CommProgress& p : log->reports) {
+    if (p.not_arrived.empty()) continue;
+    EXPECT_EQ(p.group, "world");
+    EXPECT_EQ(p.period_s, 0.15);
+    ASSERT_TRUE(p.op.has_value());
+    EXPECT_EQ(*p.op, CommOp::kAllReduce);
+    EXPECT_EQ(p.op_seq, 2u);
+    EXPECT_EQ(p.started, 2u);
+    EXPECT_EQ(p.completed, 1u);
+    EXPECT_EQ(p.completed_op, CommOp::kAllReduce);
+    EXPECT_GE(p.waiting_ms, 150);
+    EXPECT_TRUE(p.silent.empty()) << "rank 2's watchdog beats on";
+  }
+}
+
 TEST(CommFailure, AFailingRankAbortsThePeersLongBeforeTheirTimeout) {
   CommOptions options;
   // The peers must not wait for this, neither in wait() nor in their Gloo op, which the abort
