@@ -389,16 +389,16 @@ class EventStore {
     comm_.bind(12, c.wait_ms).bind(13, c.algbw_gbps).bind(14, c.busbw_gbps);
     comm_.bind(15, static_cast<int64_t>(c.seq_op)).bind(16, c.start_us).bind(17, c.end_us).run();
     if (c.start_us && c.group_size && *c.group_size > 1 && !c.wait_ms) {
-      addCollectiveMember(c.group, static_cast<int64_t>(c.seq_op), *c.group_size,
+      addCollectiveMember(event_attempt_, c.group, static_cast<int64_t>(c.seq_op), *c.group_size,
                           {sqlite3_last_insert_rowid(db_), *c.start_us, c.duration_ms});
     }
   }
 
   // ------------------------------------------------------------------------------------------
   // Waiting versus transfer of a collective (docs/telemetry.md): the rows of one (group, seq_op)
-  // of this attempt are gathered until every member's is stored; then each row's wait_ms is the
-  // time from its start to the latest start, at most its duration. A collective that some member
-  // never reported keeps its rows' wait_ms null.
+  // of one attempt (a restart numbers its operations from 1 again) are gathered until every
+  // member's is stored; then each row's wait_ms is the time from its start to the latest start, at
+  // most its duration. A collective that some member never reported keeps its rows' wait_ms null.
   struct CollectiveMember {
     int64_t rowid;
     int64_t start_us;
@@ -412,9 +412,9 @@ class EventStore {
   // incomplete for good, and those are forgotten oldest first beyond the bound.
   static constexpr size_t kMaxPendingCollectives = 1 << 16;
 
-  void addCollectiveMember(const std::string& group, int64_t seq_op, int64_t group_size,
-                           CollectiveMember member) {
-    auto [it, inserted] = pending_collectives_.try_emplace({group, seq_op});
+  void addCollectiveMember(int attempt, const std::string& group, int64_t seq_op,
+                           int64_t group_size, CollectiveMember member) {
+    auto [it, inserted] = pending_collectives_.try_emplace({attempt, group, seq_op});
     PendingCollective& pending = it->second;
     if (inserted) pending.group_size = group_size;
     pending.members.push_back(member);
@@ -432,16 +432,17 @@ class EventStore {
     }
   }
 
-  // A recorder that starts on an attempt already partly stored (attach, a restarted launcher)
-  // takes up the collectives still missing members.
+  // A recorder that starts on a run already partly stored (attach, a restarted launcher) takes
+  // up the collectives still missing members, of every attempt from its own on.
   void loadPendingCollectives(Database& db) {
     Statement rows(db,
-                   "SELECT rowid, group_name, seq_op, group_size, start_us, duration_ms FROM "
-                   "comm_events WHERE run_id = ? AND attempt = ? AND start_us IS NOT NULL AND "
-                   "seq_op IS NOT NULL AND wait_ms IS NULL AND group_size > 1 ORDER BY rowid");
+                   "SELECT rowid, group_name, seq_op, group_size, start_us, duration_ms, attempt "
+                   "FROM comm_events WHERE run_id = ? AND attempt >= ? AND start_us IS NOT NULL "
+                   "AND seq_op IS NOT NULL AND wait_ms IS NULL AND group_size > 1 ORDER BY rowid");
     rows.bind(1, run_id_).bind(2, int64_t{attempt_});
     while (rows.run()) {
-      PendingCollective& pending = pending_collectives_[{rows.columnText(1), rows.columnInt(2)}];
+      PendingCollective& pending = pending_collectives_[{static_cast<int>(rows.columnInt(6)),
+                                                         rows.columnText(1), rows.columnInt(2)}];
       pending.group_size = rows.columnInt(3);
       pending.members.push_back({rows.columnInt(0), rows.columnInt(4), rows.columnDouble(5)});
     }
@@ -524,7 +525,8 @@ class EventStore {
   Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_,
       comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, counts_;
   Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
-  std::map<std::pair<std::string, int64_t>, PendingCollective> pending_collectives_;
+  // By (attempt, group, seq_op).
+  std::map<std::tuple<int, std::string, int64_t>, PendingCollective> pending_collectives_;
   std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
   std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
   std::map<int64_t, int> rank_attempt_;                // by rank; absent: attempt_

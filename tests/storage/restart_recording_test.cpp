@@ -3,7 +3,8 @@
 // again). Each attempt gets its row (start, steps, root cause), every event is stored under its
 // attempt and none is taken for a duplicate, the steps attempt 1 ran again hold its values, and the
 // rollups equal rollups recomputed from the stored points, and the communication time per step
-// counts attempt 1's operations alone: no step counted twice. A replay of both
+// counts attempt 1's operations alone: no step counted twice; collectives are matched within an
+// attempt. A replay of both
 // attempts stores nothing and changes nothing.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -34,13 +35,20 @@ std::vector<TelemetryEvent> attemptStream(int rank, int attempt, int first, int 
   add(HelloEvent{
       .world_size = 2, .host = "h", .pid = 100 * (attempt + 1) + rank, .attempt = attempt});
   for (int step = first; step <= last; ++step) {
-    add(CommEvent{.seq_op = static_cast<uint64_t>(step),
-                  .op = "all_reduce",
-                  .group = "world",
-                  .bytes = 64,
-                  .dtype = "float32",
-                  .duration_ms = 1.0 + attempt,
-                  .step = step});
+    // Operations are numbered from 1 in each attempt; the killed rank never reported its
+    // all_reduce #15, which attempt 1 numbers again.
+    const int64_t seq_op = step - first + 1;
+    if (!(killed && seq_op == 15)) {
+      add(CommEvent{.seq_op = static_cast<uint64_t>(seq_op),
+                    .op = "all_reduce",
+                    .group = "world",
+                    .bytes = 64,
+                    .dtype = "float32",
+                    .duration_ms = 1.0 + attempt,
+                    .step = step,
+                    .start_us = int64_t{1'000'000} * attempt + 1000 * step + 100 * rank,
+                    .group_size = 2});
+    }
     add(StepEvent{
         .step = step, .loss = 10.0 * (attempt + 1) + 1.0 / step, .step_ms = 5.0 + attempt});
   }
@@ -148,8 +156,25 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
   ASSERT_EQ(by_op.bucket_width, 1);
   ASSERT_EQ(by_op.ops.size(), 1u);
   ASSERT_EQ(by_op.ops[0].buckets.size(), 40u);
-  for (const OpTimeBucket& bucket : by_op.ops[0].buckets)
-    EXPECT_EQ(bucket.ms_per_step, bucket.start < 21 ? 1.0 : 2.0) << "step " << bucket.start;
+  // Transfer time per rank and step: rank 0 waits 0.1 ms of each; #15 of attempt 0 is rank 0's
+  // alone, unsplit.
+  for (const OpTimeBucket& bucket : by_op.ops[0].buckets) {
+    const double expected = bucket.start >= 21 ? 1.95 : bucket.start == 15 ? 1.0 : 0.95;
+    EXPECT_NEAR(bucket.ms_per_step, expected, 1e-9) << "step " << bucket.start;
+  }
+
+  // Waiting is split within an attempt: every collective of attempt 1 has its wait (rank 0 waits
+  // the 0.1 ms rank 1 arrives later), attempt 0's #15, which rank 1 never reported, has none.
+  EXPECT_EQ(
+      count("SELECT count(*) FROM comm_events WHERE attempt = 1 AND wait_ms IS NULL AND " + run),
+      0);
+  EXPECT_EQ(count("SELECT count(*) FROM comm_events WHERE attempt = 1 AND rank = 0 AND "
+                  "abs(wait_ms - 0.1) > 1e-9 AND " +
+                  run),
+            0);
+  EXPECT_EQ(
+      count("SELECT count(*) FROM comm_events WHERE attempt = 0 AND wait_ms IS NULL AND " + run),
+      1);
 
   // A replay of both attempts (attach, a restarted launcher) stores nothing and changes nothing.
   const std::string before = text(
