@@ -1,14 +1,24 @@
 // Issue 21, the live hang view in the desktop: a running run whose ranks 0, 1 and 3 report
 // waiting in all_reduce #28 while rank 2's reports stopped short of it (progress events stored
 // through the recorder, as a run sends them) shows the diagnosis in the run view's banner and what
-// each rank waits on in the rank table's status; once the run has ended neither is shown.
+// each rank waits on in the rank table's status; once the run has ended neither is shown. And a
+// real run with a worker stopped by SIGSTOP is named in the run view within 10 s.
 #include <QLabel>
 #include <QTableView>
 #include <QTest>
 
-#include <chrono>
+#include <signal.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/captured_process.h"
+#include "common/proc_files.h"
 #include "db/database.h"
+#include "db/statement.h"
 #include "models/rank_table_model.h"
 #include "recorder/recorder.h"
 #include "recorder/run_lifecycle.h"
@@ -37,6 +47,13 @@ void recordRank(storage::Recorder& recorder, int rank, double t, uint64_t starte
     p.waiting_ms = 40'000;
   }
   recorder.submit({rank, 1, t, p});
+}
+
+int64_t queryInt(const std::string& db_path, const std::string& sql) {
+  storage::AllowQueriesOnThisThread the_tests_own_queries;
+  storage::Database db(db_path);
+  storage::Statement select(db, sql);
+  return select.run() ? select.columnInt(0) : 0;
 }
 
 QString statusOf(RunView& view, int rank) {
@@ -96,6 +113,56 @@ class UiHangViewTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(view.hangText().isEmpty(), 20000);
     QVERIFY(!label->isVisible());
     QVERIFY2(!statusOf(view, 2).contains("all_reduce"), qPrintable(statusOf(view, 2)));
+  }
+
+  // The acceptance of issue 21 in the desktop: a real 3-rank DDP run (300 s timeout) with rank 1
+  // stopped by SIGSTOP; within 10 s of the stop the run view's banner and its rank table name it.
+  void aStoppedWorkerOfARealRunIsNamedInTheRunView() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string db_path = dir.filePath("runs.db").toStdString();
+    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    nlohmann::json spec = nlohmann::json::parse(in);
+    spec["launch"]["hosts"] = nlohmann::json::array({{{"host", "localhost"}, {"ranks", 3}}});
+    spec["launch"]["timeout_s"] = 300;
+    spec["train"]["steps"] = 10'000'000;
+    const std::string spec_path = dir.filePath("ddp.json").toStdString();
+    std::ofstream(spec_path) << spec.dump(2);
+    ringmaster::testing::CapturedProcess run(
+        std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster",
+        {"--db", db_path, "run", spec_path, "--grace", "1", "-q"});
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!std::filesystem::exists(db_path) ||
+           queryInt(db_path, "SELECT count(*) FROM rank_progress WHERE completed >= 8") < 3) {
+      QVERIFY2(std::chrono::steady_clock::now() < deadline, "the run did not get going");
+      run.readFor(std::chrono::milliseconds(200));
+    }
+    const auto pid = static_cast<pid_t>(queryInt(db_path, "SELECT pid FROM ranks WHERE rank = 1"));
+    QVERIFY(ringmaster::testing::readProcFile(pid, "cmdline").find("worker") != std::string::npos);
+    std::vector<pid_t> workers;
+    for (int r = 0; r < 3; ++r)
+      workers.push_back(static_cast<pid_t>(
+          queryInt(db_path, "SELECT pid FROM ranks WHERE rank = " + std::to_string(r))));
+
+    QCOMPARE(::kill(pid, SIGSTOP), 0);
+    RunView view(db_path, 1);
+    view.resize(1100, 800);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QTRY_VERIFY_WITH_TIMEOUT(view.hangText().contains("rank 1 has not reached all_reduce #"),
+                             10000);
+    QVERIFY2(statusOf(view, 1).contains("has not reached all_reduce #"),
+             qPrintable(statusOf(view, 1)));
+
+    QCOMPARE(::kill(pid, SIGCONT), 0);
+    run.signal(SIGINT);
+    const ExitStatus status = run.wait(std::chrono::seconds(60));
+    QVERIFY2(ringmaster::testing::exitedWith(status, 130), status.describe().c_str());
+    for (pid_t worker : workers) {
+      const auto reaped = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (::kill(worker, 0) == 0 && std::chrono::steady_clock::now() < reaped) QTest::qWait(50);
+      QVERIFY2(::kill(worker, 0) != 0, "a worker outlived its run");
+    }
   }
 };
 
