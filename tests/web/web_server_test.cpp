@@ -465,6 +465,12 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
     EXPECT_TRUE(rank.contains("tokens_per_s"));
   }
   EXPECT_TRUE(detail["evals"].is_array());
+  // One attempt (no restart, launch.max_restarts): its steps, no root cause.
+  ASSERT_EQ(detail["attempts"].size(), 1u);
+  EXPECT_EQ(detail["attempts"][0]["attempt"], 0);
+  EXPECT_EQ(detail["attempts"][0]["first_step"], 1);
+  EXPECT_EQ(detail["attempts"][0]["last_step"], detail["run"]["steps"]);
+  EXPECT_TRUE(detail["attempts"][0]["error"].is_null());
   // 20 steps of 4 ranks, each a step event at least.
   EXPECT_GE(detail["ingest"]["stored"].get<int64_t>(), 80);
   EXPECT_EQ(detail["ingest"]["duplicate"], 0);
