@@ -69,6 +69,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   connect(history_, &HistoryView::openRun, this, [this](qint64 id) { openRun(id); });
   connect(history_, &HistoryView::compareRuns, this,
           [this](const std::vector<int64_t>& ids) { compare(ids); });
+  connect(history_, &HistoryView::attachRun, this, [this](qint64 id) { attachRun(id); });
+  connect(history_, &HistoryView::cancelDetachedRun, this,
+          [this](qint64 id) { attachRun(id, /*cancel=*/true); });
 
 #if RINGMASTER_HAVE_LIBSSH
   questions_ = dialogQuestions(this);
@@ -245,6 +248,31 @@ void MainWindow::setSshQuestions(SshQuestions questions) {
 #endif
 
 bool MainWindow::startRun(const nlohmann::json& spec) {
+  const QString askpass = QFileInfo(options_.ringmaster).absolutePath() + "/ringmaster-askpass";
+  return startProcess({.ringmaster = options_.ringmaster,
+                       .askpass = askpass,
+                       .db_path = QString::fromStdString(options_.db_path),
+                       .spec_json = QString::fromStdString(spec.dump(2)),
+                       .detach = editor_->detachChosen()});
+}
+
+bool MainWindow::attachRun(int64_t run_id, bool cancel) {
+  if (RunProcess* process = launchOf(run_id); process && process->running()) {
+    if (cancel) process->cancel();
+    statusBar()->showMessage(QString("Run %1 is already followed from this window").arg(run_id),
+                             10000);
+    return process->running();
+  }
+  const QString askpass = QFileInfo(options_.ringmaster).absolutePath() + "/ringmaster-askpass";
+  return startProcess({.ringmaster = options_.ringmaster,
+                       .askpass = askpass,
+                       .db_path = QString::fromStdString(options_.db_path),
+                       .attach_run = run_id,
+                       .cancel_run = cancel});
+}
+
+bool MainWindow::startProcess(RunLaunch launch) {
+  const bool detaching = launch.detach;
   auto process = std::make_unique<RunProcess>();
   RunProcess* raw = process.get();
   connect(raw, &RunProcess::runCreated, this, [this](qint64 id) {
@@ -252,7 +280,7 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
     history_->refresh();
     statusBar()->showMessage(QString("Run %1 started; its tab shows how it goes").arg(id), 10000);
   });
-  connect(raw, &RunProcess::finished, this, [this, raw](int code) {
+  connect(raw, &RunProcess::finished, this, [this, raw, detaching](int code) {
     const int64_t id = raw->runId();
     if (id == 0) {
       // The command refused the job before creating a run: show why.
@@ -266,7 +294,11 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
       box->open();  // not exec(): the window goes on while the message is read
     }
     if (RunView* view = id != 0 ? runView(id) : nullptr) view->setCancellable(false);
-    const QString how = code == 0     ? QString("completed")
+    const QString how = code == 0 && detaching
+                            ? QString(
+                                  "is detached: it goes on without this window (Attach in "
+                                  "the run list follows it again)")
+                        : code == 0   ? QString("completed")
                         : code == 1   ? QString("failed")
                         : code == 130 ? QString("was cancelled")
                                       : QString("ended (exit code %1)").arg(code);
@@ -274,9 +306,7 @@ bool MainWindow::startRun(const nlohmann::json& spec) {
     history_->refresh();
     emit launchFinished(id, code);
   });
-  const QString askpass = QFileInfo(options_.ringmaster).absolutePath() + "/ringmaster-askpass";
-  if (!raw->start({options_.ringmaster, askpass, QString::fromStdString(options_.db_path),
-                   QString::fromStdString(spec.dump(2)), false})) {
+  if (!raw->start(launch)) {
     statusBar()->showMessage("Could not launch: " + raw->error());
     return false;
   }

@@ -20,6 +20,7 @@ namespace ringmaster::ui {
 class HistoryView;
 class JobEditor;
 class RunProcess;
+struct RunLaunch;
 class RunView;
 class CompareView;
 class HostsView;
@@ -55,6 +56,10 @@ class MainWindow : public QMainWindow {
   // "Yes"; the question (nullptr, the reason in the status bar, when the run is not this
   // window's to cancel).
   QMessageBox* requestCancel(int64_t run_id);
+  // A detached run (issue 21): `ringmaster attach RUN` (its view opens and follows it) or
+  // `ringmaster cancel RUN` from this window. False (the reason in the status bar) when the
+  // command could not start.
+  bool attachRun(int64_t run_id, bool cancel = false);
   // The hosts list (nullptr in a build without SSH).
   HostsView* hosts() const { return hosts_; }
 #if RINGMASTER_HAVE_LIBSSH
@@ -84,6 +89,7 @@ class MainWindow : public QMainWindow {
   SshQuestions questions_;
 #endif
   bool startRun(const nlohmann::json& spec);
+  bool startProcess(RunLaunch launch);
   RunProcess* launchOf(int64_t run_id) const;
   std::vector<std::unique_ptr<RunProcess>> launches_;
 };

@@ -210,8 +210,9 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
   for (const RunRecord& run : runs) {
     const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
     table.addRow({std::to_string(run.id), displaySafeLine(run.name),
-                  paint(run.status, statusColour(run.status), colour), run.strategy,
-                  std::to_string(run.world_size),
+                  paint(run.detached && run.status == "running" ? "running (detached)" : run.status,
+                        statusColour(run.status), colour),
+                  run.strategy, std::to_string(run.world_size),
                   formatTimestamp(run.started_at.value_or(run.created_at)),
                   formatDuration(run.durationSeconds()), loss ? std::to_string(loss->step) : "-",
                   loss ? formatNumber(loss->loss) : "-"});

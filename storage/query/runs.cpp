@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kRunColumns =
     "id, name, spec, strategy, world_size, status, created_at, started_at, ended_at, error, "
-    "error_rank, error_host";
+    "error_rank, error_host, detached";
 
 RunRecord readRun(const Statement& row) {
   RunRecord run;
@@ -30,6 +30,7 @@ RunRecord readRun(const Statement& row) {
   run.error = row.optionalText(9);
   if (auto rank = row.optionalInt(10)) run.error_rank = static_cast<int>(*rank);
   run.error_host = row.optionalText(11);
+  run.detached = row.columnInt(12) != 0;
   return run;
 }
 

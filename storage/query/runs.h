@@ -23,6 +23,9 @@ struct RunRecord {
   std::optional<std::string> error;  // the root cause
   std::optional<int> error_rank;
   std::optional<std::string> error_host;
+  // Started with `ringmaster run --detach` (issue 21): while `running`, it goes on with or without
+  // a recorder attached (`ringmaster attach` / `cancel`).
+  bool detached = false;
   // Seconds from start to end (to now while running); 0 when it never started.
   double durationSeconds() const;
 };

@@ -43,6 +43,20 @@ RunProcess::~RunProcess() {
   }
 }
 
+QStringList runArguments(const RunLaunch& launch, const QString& spec_path,
+                         const QString& events_path) {
+  QStringList args{"--db", launch.db_path};
+  if (launch.attach_run > 0) {
+    args << (launch.cancel_run ? "cancel" : "attach") << QString::number(launch.attach_run);
+  } else {
+    args << "run" << spec_path;
+    if (launch.detach) args << "--detach";
+  }
+  args << "--events" << events_path;
+  if (launch.accept_new_host_keys && launch.attach_run == 0) args << "--accept-new-host-keys";
+  return args;
+}
+
 bool RunProcess::start(const RunLaunch& launch) {
   spec_dir_ = std::make_unique<QTemporaryDir>();
   const QString spec_path = spec_dir_->filePath("spec.json");
@@ -62,15 +76,17 @@ bool RunProcess::start(const RunLaunch& launch) {
     return false;
   }
   events_file.close();
-  QStringList args{"--db", launch.db_path, "run", spec_path, "--events", events_path};
-  if (launch.accept_new_host_keys) args << "--accept-new-host-keys";
+  const QStringList args = runArguments(launch, spec_path, events_path);
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.insert("SSH_ASKPASS", launch.askpass);
   env.insert("SSH_ASKPASS_REQUIRE", "force");
   process_.setProcessEnvironment(env);
   // The run must not outlive the GUI unattended: the kernel sends SIGTERM (a clean cancel) when
   // this process dies, however it dies.
-  process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+  // A detached job is left going: the command following it is killed instead.
+  const bool detached = launch.detach || launch.attach_run > 0;
+  process_.setChildProcessModifier(
+      [detached] { ::prctl(PR_SET_PDEATHSIG, detached ? SIGKILL : SIGTERM); });
   process_.start(launch.ringmaster, args);
   if (!process_.waitForStarted(10000)) {
     error_ = process_.errorString();

@@ -23,7 +23,17 @@ struct RunLaunch {
   QString db_path;
   QString spec_json;  // the spec to run (written to a private temporary file)
   bool accept_new_host_keys = false;
+  // Detached (issue 21): `run --detach`; the command ends once the job runs, the job goes on.
+  bool detach = false;
+  // Instead of a spec: `attach RUN` (or `cancel RUN`) of a detached run. The job goes on when the
+  // window dies while it is attached (the command is killed, not cancelled).
+  int64_t attach_run = 0;
+  bool cancel_run = false;
 };
+
+// The arguments of the ringmaster command a launch runs (`--events` and the spec file given).
+QStringList runArguments(const RunLaunch& launch, const QString& spec_path,
+                         const QString& events_path);
 
 class RunProcess : public QObject {
   Q_OBJECT

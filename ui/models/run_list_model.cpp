@@ -51,7 +51,8 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
     case kRanks:
       return run.world_size;
     case kStatus:
-      return untrustedLine(run.status);
+      return run.detached && run.status == "running" ? QString("running (detached)")
+                                                     : untrustedLine(run.status);
     case kCreated:
       return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(run.created_at * 1000))
           .toString("yyyy-MM-dd hh:mm");

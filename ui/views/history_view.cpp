@@ -75,8 +75,23 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   compare_->setObjectName("compareButton");
   compare_->setToolTip("Compare the selected runs (select two or more)");
   compare_->setEnabled(false);
+  // A detached run (ringmaster run --detach) goes on with no recorder: these take it again.
+  attach_ = new QPushButton("Attach");
+  attach_->setObjectName("attachButton");
+  attach_->setToolTip(
+      "Follow the selected detached run: record what it did since it was last recorded, then "
+      "live to its end");
+  attach_->setEnabled(false);
+  cancel_detached_ = new QPushButton("Cancel run");
+  cancel_detached_->setObjectName("cancelDetachedButton");
+  cancel_detached_->setToolTip(
+      "Stop the selected detached run on every host, record it to its end as cancelled and check "
+      "that none of its processes is left");
+  cancel_detached_->setEnabled(false);
   buttons->addWidget(open);
   buttons->addWidget(compare_);
+  buttons->addWidget(attach_);
+  buttons->addWidget(cancel_detached_);
   layout->addLayout(buttons);
 
   connect(name_, &QLineEdit::textChanged, this, &HistoryView::refresh);
@@ -91,8 +106,25 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   connect(compare_, &QPushButton::clicked, this, [this] {
     if (selectedRuns().size() >= 2) emit compareRuns(selectedRuns());
   });
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this,
-          [this] { compare_->setEnabled(selectedRuns().size() >= 2); });
+  connect(attach_, &QPushButton::clicked, this, [this] {
+    if (const std::optional<int64_t> run = selectedDetachedRun()) emit attachRun(*run);
+  });
+  connect(cancel_detached_, &QPushButton::clicked, this, [this] {
+    if (const std::optional<int64_t> run = selectedDetachedRun()) emit cancelDetachedRun(*run);
+  });
+  const auto updateButtons = [this] {
+    compare_->setEnabled(selectedRuns().size() >= 2);
+    const bool detached = selectedDetachedRun().has_value();
+    attach_->setEnabled(detached);
+    cancel_detached_->setEnabled(detached);
+  };
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, updateButtons);
+  // A selected run's status changes under the selection as the list refreshes.
+  connect(model_, &QAbstractItemModel::modelReset, this, updateButtons);
+  connect(model_, &QAbstractItemModel::dataChanged, this, updateButtons);
+  connect(model_, &QAbstractItemModel::layoutChanged, this, updateButtons);
+  connect(model_, &QAbstractItemModel::rowsInserted, this, updateButtons);
+  connect(model_, &QAbstractItemModel::rowsRemoved, this, updateButtons);
   timer_ = new QTimer(this);
   timer_->setInterval(500);
   connect(timer_, &QTimer::timeout, this, &HistoryView::poll);
@@ -174,6 +206,14 @@ void HistoryView::showError(const QString& error) {
 
 QString HistoryView::errorText() const {
   return error_->isHidden() ? QString() : error_->text();
+}
+
+std::optional<int64_t> HistoryView::selectedDetachedRun() const {
+  const QModelIndexList rows = table_->selectionModel()->selectedRows();
+  if (rows.size() != 1) return std::nullopt;
+  const storage::RunRecord& run = model_->runAt(rows.front().row());
+  if (!run.detached || run.status != "running") return std::nullopt;
+  return run.id;
 }
 
 std::vector<int64_t> HistoryView::selectedRuns() const {

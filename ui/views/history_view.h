@@ -1,11 +1,13 @@
 // The run history: every run in the database, newest first, filtered by name, strategy, status and
-// date; double-click opens a run, selecting several and "Compare" compares them. Refreshes itself
+// date; double-click opens a run, selecting several and "Compare" compares them; a running detached
+// run (ringmaster run --detach) can be attached to or cancelled. Refreshes itself
 // when the database changes. Every read and write (listing, the data_version poll, reconciling
 // interrupted runs) runs off the GUI thread through BackgroundJobs.
 #pragma once
 
 #include <QWidget>
 #include <memory>
+#include <optional>
 
 class QComboBox;
 class QDateEdit;
@@ -38,6 +40,8 @@ class HistoryView : public QWidget {
   RunListModel* model() const { return model_; }
   QTableView* table() const { return table_; }
   std::vector<int64_t> selectedRuns() const;
+  // The one selected run when it is detached and running (what Attach and Cancel run act on).
+  std::optional<int64_t> selectedDetachedRun() const;
   void setNameFilter(const QString& text);
   void setStatusFilter(const QString& status);  // "" for any
   QString errorText() const;
@@ -46,6 +50,9 @@ class HistoryView : public QWidget {
  signals:
   void openRun(qint64 run_id);
   void compareRuns(const std::vector<int64_t>& run_ids);
+  // Attach to / cancel a detached run (the window runs `ringmaster attach` / `cancel`).
+  void attachRun(qint64 run_id);
+  void cancelDetachedRun(qint64 run_id);
 
  private:
   void poll();
@@ -64,6 +71,8 @@ class HistoryView : public QWidget {
   QComboBox* status_ = nullptr;
   QDateEdit* since_ = nullptr;
   QPushButton* compare_ = nullptr;
+  QPushButton* attach_ = nullptr;
+  QPushButton* cancel_detached_ = nullptr;
   QTimer* timer_ = nullptr;
 };
 

@@ -354,6 +354,12 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   launch_->setObjectName("launchButton");
   launch_->setDefault(true);
   launch_->setToolTip("Launch this job (Ctrl+Return)");
+  detach_ = new QCheckBox("Detached");
+  detach_->setObjectName("detachBox");
+  detach_->setToolTip(
+      "Keep the job running when this window, the launch or the SSH connection goes away; "
+      "Attach or Cancel run in the run list take it again (ringmaster run --detach)");
+  launch_row->addWidget(detach_, 0, Qt::AlignTop);
   launch_row->addWidget(launch_, 0, Qt::AlignTop);
   right_layout->addLayout(launch_row);
   splitter->addWidget(right);
@@ -1060,6 +1066,10 @@ QString JobEditor::memoryText() const {
 
 QString JobEditor::plannedText() const {
   return planned_label_->isHidden() ? QString() : planned_label_->text();
+}
+
+bool JobEditor::detachChosen() const {
+  return detach_->isChecked();
 }
 
 }  // namespace ringmaster::ui

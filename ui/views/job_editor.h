@@ -77,6 +77,10 @@ class JobEditor : public QWidget {
   const GanttChart& plannedSchedule() const { return *planned_; }
   QString plannedText() const;
   QPushButton* launchButton() const { return launch_; }
+  // "Detached": the job is launched with `ringmaster run --detach` and goes on when the window,
+  // the launching process or the SSH connection goes away (issue 21).
+  bool detachChosen() const;
+  QCheckBox* detachBox() const { return detach_; }
   // Beside Launch: every reason it is disabled, one per line ("Ready to launch" when none).
   QString launchStatusText() const;
 
@@ -130,6 +134,7 @@ class JobEditor : public QWidget {
   QLabel* planned_label_ = nullptr;
   GanttChart* planned_ = nullptr;
   QPushButton* launch_ = nullptr;
+  QCheckBox* detach_ = nullptr;
 };
 
 }  // namespace ringmaster::ui
