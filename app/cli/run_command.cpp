@@ -119,9 +119,13 @@ int exitCodeOf(const std::string& status) {
   return status == "cancelled" ? kExitCancelled : kExitFailed;
 }
 
+// Thrown out of an attach's loop by Ctrl-C: the follower stops, the detached job goes on.
+struct LeaveDetached {};
+
+// `stop_leaves`: a stop signal leaves the run (attach) instead of cancelling it.
 int runSession(session::RunSession& run, const RunCommandOptions& options,
                session::RunEventWriter* events,
-               const std::function<void(std::string_view)>& on_log = {}) {
+               const std::function<void(std::string_view)>& on_log = {}, bool stop_leaves = false) {
   const int64_t run_id = run.runId();
   const JobSpec& spec = run.spec();
   const int world = run.worldSize();
@@ -153,6 +157,10 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
   session::RunObserver observer{
       .on_tick =
           [&] {
+            if (stop_leaves && signals.count() > 0) {
+              display.clear();
+              throw LeaveDetached{};
+            }
             for (; forwarded_signals < signals.count(); ++forwarded_signals) run.requestStop();
           },
       .on_progress =
@@ -310,7 +318,20 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
       else if (line.find("] processes of the job still running on ") != std::string_view::npos)
         left_words += fmt::format("\n{}", displaySafeLine(line));
     };
-    int code = runSession(run, options, events ? &*events : nullptr, on_log);
+    int code = 0;
+    try {
+      code = runSession(run, options, events ? &*events : nullptr, on_log, /*stop_leaves=*/!cancel);
+    } catch (const LeaveDetached&) {
+      // What arrived is stored (the recorder's end); the run stays running, detached.
+      if (!options.quiet)
+        fmt::print(stderr,
+                   "left run {}: it goes on detached (ringmaster attach {} follows it again, "
+                   "ringmaster cancel {} stops it)\n",
+                   run_id, run_id, run_id);
+      if (events)
+        events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
+      return kExitOk;
+    }
     if (!cancel) return code;
     if (!left_words.empty() || hosts_clear < static_cast<int>(run.jobDirs().size())) {
       fmt::print(stderr, "error: run {}: not every host said that no process is left:{}\n", run_id,

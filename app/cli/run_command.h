@@ -38,7 +38,8 @@ int runCommand(const RunCommandOptions& options);
 // last event stored per rank to its end (the same display and report as `run`); cancel first asks
 // every host's agent to stop (SIGTERM, forwarded to the workers) and then checks that none of the
 // agents' and workers' processes is left. Uses db_path, grace_s, quiet, verbose, json, events_path
-// of `options`. Exit codes as runCommand's; cancel exits 1 when a process is left.
+// of `options`. Exit codes as runCommand's; cancel exits 1 when a process is left. Ctrl-C (SIGINT
+// / SIGTERM) on an attach leaves the run going, detached (exit 0); `cancel` is what stops it.
 int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel);
 
 }  // namespace ringmaster::cli

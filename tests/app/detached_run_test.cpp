@@ -1,10 +1,10 @@
 // Issue 21, detached runs, on real local runs of the DDP example on 3 ranks: `ringmaster run
-// --detach` returns once the agent runs; killing it (SIGKILL) and then an `attach` mid-run leaves
-// the workers going and the run `running`, never reconciled as interrupted; a second `attach`
-// replays the spool from the last stored event per rank, follows the run to its end and records it
-// completed, every event stored exactly once (counted per rank and kind against the spool's
-// telemetry lines). `ringmaster cancel` of another detached run stops it, records it cancelled,
-// and leaves neither the agent nor a worker, checked by their PIDs.
+// --detach` returns once the agent runs; killing it (SIGKILL), then an `attach` mid-run, and Ctrl-C
+// on another leave the workers going and the run `running`, never reconciled as interrupted; a
+// last `attach` replays the spool from the last stored event per rank, follows the run to its end
+// and records it completed, every event stored exactly once (counted per rank and kind against the
+// spool's telemetry lines). `ringmaster cancel` of another detached run stops it, records it
+// cancelled, and leaves neither the agent nor a worker, checked by their PIDs.
 #include <signal.h>
 #include <unistd.h>
 
@@ -156,6 +156,20 @@ TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEver
   }
   const int64_t stored_before = storedSteps(run);
   EXPECT_GE(stored_before, 30);
+  // Ctrl-C on an attach leaves the run going (cancel is what stops it).
+  {
+    CapturedProcess attach = ringmaster({"attach", "1"});
+    const auto deadline = std::chrono::steady_clock::now() + 120s;
+    while (storedSteps(run) <= stored_before && !attach.status() &&
+           std::chrono::steady_clock::now() < deadline)
+      attach.readFor(100ms);
+    ASSERT_FALSE(attach.status().has_value()) << "the run ended first:\n" << attach.err();
+    attach.signal(SIGINT);
+    const ExitStatus left = attach.wait(60s);
+    EXPECT_EQ(left.exit_code, 0) << left.describe() << "\n" << attach.err();
+    EXPECT_NE(attach.err().find("left run 1: it goes on detached"), std::string::npos)
+        << attach.err();
+  }
   for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
   {
     storage::Database db(dbPath());
