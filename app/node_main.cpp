@@ -156,6 +156,8 @@ struct AgentArgs {
   double grace_s = 5;
   bool ignore_stdin = false;
   std::string detach_dir;  // --detach: the job directory (spool, pid files)
+  uint64_t spool_segment_bytes = 64ull << 20;
+  int spool_segments = 16;
 };
 
 // Runs the agent detached (ringmaster run --detach): a grandchild in its own session (no SIGHUP
@@ -163,7 +165,7 @@ struct AgentArgs {
 // DIR/agent.log, every line in the spool DIR/spool, its PID in DIR/agent.pid and its workers' in
 // DIR/workers.pid. This process returns once the agent has written its PID: the launcher sees
 // the agent end at once, and `spool-follow DIR` is how its output is read from then on.
-int runDetachedAgent(AgentOptions options, const std::string& job_dir) {
+int runDetachedAgent(AgentOptions options, const std::string& job_dir, const SpoolOptions& bound) {
   namespace fs = std::filesystem;
   std::error_code error;
   fs::create_directories(job_dir, error);
@@ -185,7 +187,9 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir) {
     ::dup2(log >= 0 ? log : null, STDERR_FILENO);
     int code = kExitFailed;
     try {
-      TelemetrySpool spool({.directory = job_dir + "/spool"});
+      TelemetrySpool spool({.directory = job_dir + "/spool",
+                            .segment_bytes = bound.segment_bytes,
+                            .max_segments = bound.max_segments});
       options.spool = &spool;
       options.input_fd = -1;
       options.output_fd = -1;
@@ -379,8 +383,9 @@ int runAgentCommand(const AgentArgs& args) {
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;
   if (!args.detach_dir.empty())
-    return runDetachedAgent(std::move(options),
-                            std::filesystem::absolute(args.detach_dir).lexically_normal().string());
+    return runDetachedAgent(
+        std::move(options), std::filesystem::absolute(args.detach_dir).lexically_normal().string(),
+        {.segment_bytes = args.spool_segment_bytes, .max_segments = args.spool_segments});
   return static_cast<int>(runAgent(options));
 }
 
@@ -421,6 +426,17 @@ int main(int argc, char** argv) {
   agent->add_option("--detach", agent_args.detach_dir,
                     "run detached in its own session, its lines spooled in DIR/spool (read them "
                     "with spool-follow DIR), its PID in DIR/agent.pid; returns once it runs");
+  agent
+      ->add_option("--spool-segment-bytes", agent_args.spool_segment_bytes,
+                   "with --detach: a spool segment is closed at this size")
+      ->default_val(64ull << 20)
+      ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 40));
+  agent
+      ->add_option("--spool-segments", agent_args.spool_segments,
+                   "with --detach: the most spool segments kept (the oldest is deleted, what it "
+                   "held counted per rank)")
+      ->default_val(16)
+      ->check(CLI::Range(1, 100000));
   std::string follow_dir, follow_from;
   CLI::App* spool_follow = app.add_subcommand(
       "spool-follow",

@@ -459,7 +459,9 @@ RunOutcome RunSession::run(const RunObserver& observer) {
                   .on_log =
                       [&](std::string_view line) {
                         agent_words.observe(line);
-                        recorder.submitLog(rankOfLogLine(line), "stderr", line);
+                        // A spool's dropped lines (a detached run) are warnings of the run.
+                        const bool warning = line.starts_with("warning: the telemetry spool");
+                        recorder.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
                         if (observer.on_log) observer.on_log(line);
                       },
                   .on_bad_line =
