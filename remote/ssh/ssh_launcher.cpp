@@ -372,6 +372,13 @@ void SshLauncher::stopHost(Host& host, int signo) {
                       kCommandTimeout);
     return;
   }
+  if (options_.detach && !host.job_dir.empty()) {
+    // A detached launch stopped before it ended (cancelled, or another host failed): the agent
+    // that already detached is out of the channel's process group, and is stopped by its PID.
+    host.session->run("p=$(cat " + shellQuote(host.job_dir + "/agent.pid") +
+                          " 2>/dev/null) && kill -TERM -- \"$p\"",
+                      kCommandTimeout);
+  }
   if (host.pgid <= 0) {  // not known yet: the end of its stdin stops the agent as well
     host.agent->closeInput();
     return;
