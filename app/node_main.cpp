@@ -310,8 +310,16 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
                drop.lines, rank, drop.first_seq, drop.last_seq);
   }
   std::map<int, int> attempt_of;  // each rank's attempt, from its latest hello
+  pid_t agent_pid = 0;
+  {
+    std::ifstream pid(job_dir + "/agent.pid");
+    long value = 0;
+    if (pid >> value) agent_pid = static_cast<pid_t>(value);
+  }
+  RM_CHECK_ARG(agent_pid > 0, fmt::format("{} holds no agent.pid", job_dir));
   SpoolReader reader(spool_dir);
-  for (;;) {
+  // Writes what the spool holds past the reader, less each rank's telemetry already stored.
+  auto replay = [&] {
     bool wrote = false;
     while (std::optional<SpoolLine> line = reader.next()) {
       if (!line->telemetry) {
@@ -332,9 +340,23 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
     }
     if (wrote) std::fflush(stdout);
     std::fflush(stderr);
+  };
+  for (;;) {
+    replay();
     if (const std::optional<int> code = reader.ended()) {
       reportProcessesLeft(job_dir);
       return *code;
+    }
+    // An agent that is gone without writing its end (killed, its host restarted) ends nothing by
+    // itself: said, and the follow ends failed rather than waiting forever.
+    if (!processRuns(agent_pid) && !readSpoolEnd(spool_dir)) {
+      replay();
+      fmt::print(stderr,
+                 "error: the detached agent (pid {}) of {} is gone without saying how the job "
+                 "ended (killed, or its host restarted)\n",
+                 agent_pid, job_dir);
+      reportProcessesLeft(job_dir);
+      return kExitFailed;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

@@ -4,7 +4,8 @@
 // last `attach` replays the spool from the last stored event per rank, follows the run to its end
 // and records it completed, every event stored exactly once (counted per rank and kind against the
 // spool's telemetry lines). `ringmaster cancel` of another detached run stops it, records it
-// cancelled, and leaves neither the agent nor a worker, checked by their PIDs.
+// cancelled, and leaves neither the agent nor a worker, checked by their PIDs. An attach to a run
+// whose agent was killed ends it failed, saying so, instead of waiting forever.
 #include <signal.h>
 #include <unistd.h>
 
@@ -261,6 +262,27 @@ TEST_F(DetachedRun, CancelStopsItAndLeavesNoProcess) {
         queryText(db, fmt::format("SELECT status FROM ranks WHERE run_id = 1 AND rank = {}", rank)),
         "cancelled")
         << rank;
+}
+
+// An agent killed outright (SIGKILL: it writes no end) does not leave an attach waiting forever:
+// the attach records what the spool holds, says the agent is gone and records the run failed.
+TEST_F(DetachedRun, AttachToARunWhoseAgentWasKilledEndsItFailedSayingWhy) {
+  const int64_t run = startDetached(writeSpec("agent-killed", 100000), 1);
+  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  ASSERT_EQ(agent.size(), 1u);
+  ASSERT_EQ(::kill(agent[0], SIGKILL), 0);
+  CapturedProcess attach = ringmaster({"attach", "1"});
+  const ExitStatus status = attach.wait(120s);
+  EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << attach.err();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "failed");
+  const std::string error = queryText(db, "SELECT error FROM runs WHERE id = 1");
+  EXPECT_NE(error.find("is gone without saying how the job ended"), std::string::npos) << error;
+  // The workers die with their agent (they are its children, killed with it).
+  for (pid_t pid : pidsIn(jobDir(run) / "workers.pid")) {
+    for (int i = 0; i < 200 && running(pid); ++i) std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(running(pid)) << pid;
+  }
 }
 
 }  // namespace
