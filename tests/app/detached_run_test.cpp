@@ -42,20 +42,6 @@ using testing::CapturedProcess;
 const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
 constexpr int kRanks = 3;
 
-// Whether `pid` runs (a zombie runs nothing).
-bool running(pid_t pid) {
-  const std::string stat = testing::readProcFile(pid, "stat");
-  const size_t name_end = stat.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
-}
-
-std::vector<pid_t> pidsIn(const fs::path& file) {
-  std::vector<pid_t> pids;
-  std::ifstream in(file);
-  for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
-  return pids;
-}
-
 class DetachedRun : public storage::testing::StorageTest {
  protected:
   std::string dbPath() const { return (dir_ / "runs.db").string(); }
@@ -89,11 +75,12 @@ class DetachedRun : public storage::testing::StorageTest {
     CapturedProcess launch = ringmaster({"run", spec, "--detach", "-q"});
     const fs::path workers = jobDir(run) / "workers.pid";
     const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (pidsIn(workers).size() < kRanks && std::chrono::steady_clock::now() < deadline)
+    while (testing::pidsInFile(workers).size() < kRanks &&
+           std::chrono::steady_clock::now() < deadline)
       launch.readFor(20ms);
     launch.signal(SIGKILL);  // the launching process goes away, however far it got
     launch.wait(30s);
-    EXPECT_EQ(pidsIn(workers).size(), static_cast<size_t>(kRanks)) << launch.err();
+    EXPECT_EQ(testing::pidsInFile(workers).size(), static_cast<size_t>(kRanks)) << launch.err();
     return run;
   }
 
@@ -122,18 +109,18 @@ class DetachedRun : public storage::testing::StorageTest {
     // Only after a failure: the agents and workers still running, by their PIDs.
     for (int64_t run = 1; run <= 2; ++run)
       for (const char* file : {"agent.pid", "workers.pid"})
-        for (pid_t pid : pidsIn(jobDir(run) / file))
-          if (running(pid)) ::kill(pid, SIGKILL);
+        for (pid_t pid : testing::pidsInFile(jobDir(run) / file))
+          if (testing::processRuns(pid)) ::kill(pid, SIGKILL);
     StorageTest::TearDown();
   }
 };
 
 TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEveryEventOnce) {
   const int64_t run = startDetached(writeSpec("detached", 400), 1);
-  const std::vector<pid_t> workers = pidsIn(jobDir(run) / "workers.pid");
-  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  const std::vector<pid_t> workers = testing::pidsInFile(jobDir(run) / "workers.pid");
+  const std::vector<pid_t> agent = testing::pidsInFile(jobDir(run) / "agent.pid");
   ASSERT_EQ(agent.size(), 1u);
-  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  for (pid_t pid : workers) EXPECT_TRUE(testing::processRuns(pid)) << pid;
   {
     // Running with no recorder: not reconciled as interrupted.
     storage::Database db(dbPath());
@@ -171,7 +158,7 @@ TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEver
     EXPECT_NE(attach.err().find("left run 1: it goes on detached"), std::string::npos)
         << attach.err();
   }
-  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  for (pid_t pid : workers) EXPECT_TRUE(testing::processRuns(pid)) << pid;
   {
     storage::Database db(dbPath());
     EXPECT_EQ(storage::reconcileInterruptedRuns(db), 0);
@@ -182,8 +169,8 @@ TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEver
   CapturedProcess attach = ringmaster({"attach", "1", "-q", "--json"});
   const ExitStatus status = attach.wait(300s);
   ASSERT_TRUE(status.ok()) << status.describe() << "\n" << attach.err();
-  for (pid_t pid : workers) EXPECT_FALSE(running(pid)) << pid;
-  EXPECT_FALSE(running(agent[0]));
+  for (pid_t pid : workers) EXPECT_FALSE(testing::processRuns(pid)) << pid;
+  EXPECT_FALSE(testing::processRuns(agent[0]));
 
   // What the workers wrote (the spool's telemetry lines), per rank and kind.
   std::map<std::pair<int, std::string>, int64_t> written;
@@ -239,11 +226,11 @@ TEST_F(DetachedRun, SurvivesItsLaunchAndAnAttachKilledMidRunAndAttachRecordsEver
 
 TEST_F(DetachedRun, CancelStopsItAndLeavesNoProcess) {
   const int64_t run = startDetached(writeSpec("cancelled", 100000), 1);
-  const std::vector<pid_t> workers = pidsIn(jobDir(run) / "workers.pid");
-  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  const std::vector<pid_t> workers = testing::pidsInFile(jobDir(run) / "workers.pid");
+  const std::vector<pid_t> agent = testing::pidsInFile(jobDir(run) / "agent.pid");
   ASSERT_EQ(agent.size(), 1u);
   ASSERT_EQ(workers.size(), static_cast<size_t>(kRanks));
-  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  for (pid_t pid : workers) EXPECT_TRUE(testing::processRuns(pid)) << pid;
   // Cancelled while it trains: every rank has spooled a step.
   const auto deadline = std::chrono::steady_clock::now() + 120s;
   while (!everyRankSpooledAStep(run) && std::chrono::steady_clock::now() < deadline)
@@ -253,8 +240,8 @@ TEST_F(DetachedRun, CancelStopsItAndLeavesNoProcess) {
   const ExitStatus status = cancel.wait(120s);
   EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << cancel.err();
   EXPECT_NE(cancel.err().find("no process of the run is left"), std::string::npos) << cancel.err();
-  EXPECT_FALSE(running(agent[0])) << agent[0];
-  for (pid_t pid : workers) EXPECT_FALSE(running(pid)) << pid;
+  EXPECT_FALSE(testing::processRuns(agent[0])) << agent[0];
+  for (pid_t pid : workers) EXPECT_FALSE(testing::processRuns(pid)) << pid;
   storage::Database db(dbPath());
   EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "cancelled");
   for (int rank = 0; rank < kRanks; ++rank)
@@ -268,7 +255,7 @@ TEST_F(DetachedRun, CancelStopsItAndLeavesNoProcess) {
 // the attach records what the spool holds, says the agent is gone and records the run failed.
 TEST_F(DetachedRun, AttachToARunWhoseAgentWasKilledEndsItFailedSayingWhy) {
   const int64_t run = startDetached(writeSpec("agent-killed", 100000), 1);
-  const std::vector<pid_t> agent = pidsIn(jobDir(run) / "agent.pid");
+  const std::vector<pid_t> agent = testing::pidsInFile(jobDir(run) / "agent.pid");
   ASSERT_EQ(agent.size(), 1u);
   ASSERT_EQ(::kill(agent[0], SIGKILL), 0);
   CapturedProcess attach = ringmaster({"attach", "1"});
@@ -279,9 +266,9 @@ TEST_F(DetachedRun, AttachToARunWhoseAgentWasKilledEndsItFailedSayingWhy) {
   const std::string error = queryText(db, "SELECT error FROM runs WHERE id = 1");
   EXPECT_NE(error.find("is gone without saying how the job ended"), std::string::npos) << error;
   // The workers die with their agent (they are its children, killed with it).
-  for (pid_t pid : pidsIn(jobDir(run) / "workers.pid")) {
-    for (int i = 0; i < 200 && running(pid); ++i) std::this_thread::sleep_for(50ms);
-    EXPECT_FALSE(running(pid)) << pid;
+  for (pid_t pid : testing::pidsInFile(jobDir(run) / "workers.pid")) {
+    for (int i = 0; i < 200 && testing::processRuns(pid); ++i) std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(testing::processRuns(pid)) << pid;
   }
 }
 

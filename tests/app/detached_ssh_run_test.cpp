@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/proc_files.h"
 #include "db/database.h"
 #include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
@@ -39,19 +40,6 @@ using testing::SshdServer;
 const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
 constexpr int kRanksPerHost = 2;
 
-bool running(pid_t pid) {
-  const std::string stat = testing::readProcFile(pid, "stat");
-  const size_t name_end = stat.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < stat.size() && stat[name_end + 2] != 'Z';
-}
-
-std::vector<pid_t> pidsIn(const fs::path& file) {
-  std::vector<pid_t> pids;
-  std::ifstream in(file);
-  for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
-  return pids;
-}
-
 class DetachedSshRun : public storage::testing::StorageTest {
  protected:
   void SetUp() override {
@@ -70,8 +58,8 @@ class DetachedSshRun : public storage::testing::StorageTest {
     // Only after a failure: what the agents of the runs still run, by their PIDs.
     for (const std::string& dir : job_dirs_seen_)
       for (const char* file : {"agent.pid", "workers.pid"})
-        for (pid_t pid : pidsIn(fs::path(dir) / file))
-          if (running(pid)) ::kill(pid, SIGKILL);
+        for (pid_t pid : testing::pidsInFile(fs::path(dir) / file))
+          if (testing::processRuns(pid)) ::kill(pid, SIGKILL);
     for (const std::string& dir : job_dirs_seen_) fs::remove_all(dir);
     servers_.clear();
     StorageTest::TearDown();
@@ -130,7 +118,8 @@ class DetachedSshRun : public storage::testing::StorageTest {
       dirs = jobDirsOf(run);
       if (dirs.size() != servers_.size()) return false;
       for (const std::string& dir : dirs)
-        if (pidsIn(fs::path(dir) / "workers.pid").size() != kRanksPerHost) return false;
+        if (testing::pidsInFile(fs::path(dir) / "workers.pid").size() != kRanksPerHost)
+          return false;
       return true;
     };
     while (!allRunning() && std::chrono::steady_clock::now() < deadline) launch.readFor(50ms);
@@ -152,9 +141,9 @@ TEST_F(DetachedSshRun, SurvivesTheLauncherAndItsConnectionsAndAttachCompletesItO
   ASSERT_EQ(dirs.size(), 2u);
   std::vector<pid_t> workers;
   for (const std::string& dir : dirs)
-    for (pid_t pid : pidsIn(fs::path(dir) / "workers.pid")) workers.push_back(pid);
+    for (pid_t pid : testing::pidsInFile(fs::path(dir) / "workers.pid")) workers.push_back(pid);
   std::this_thread::sleep_for(1s);  // the cut connections would have ended them by now
-  for (pid_t pid : workers) EXPECT_TRUE(running(pid)) << pid;
+  for (pid_t pid : workers) EXPECT_TRUE(testing::processRuns(pid)) << pid;
   {
     storage::Database db(dbPath());
     EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "running");
@@ -163,7 +152,7 @@ TEST_F(DetachedSshRun, SurvivesTheLauncherAndItsConnectionsAndAttachCompletesItO
   CapturedProcess attach = ringmaster({"attach", "1", "-q"});
   const ExitStatus status = attach.wait(300s);
   ASSERT_TRUE(status.ok()) << status.describe() << "\n" << attach.err();
-  for (pid_t pid : workers) EXPECT_FALSE(running(pid)) << pid;
+  for (pid_t pid : workers) EXPECT_FALSE(testing::processRuns(pid)) << pid;
 
   // The spools were read before a completed attach removes the job directories: count what the
   // workers wrote from the stored run's own rows instead, against the hello / done / step counts
@@ -196,16 +185,16 @@ TEST_F(DetachedSshRun, CancelLeavesNoProcessOnEitherHost) {
   std::vector<pid_t> processes;
   for (const std::string& dir : dirs)
     for (const char* file : {"agent.pid", "workers.pid"})
-      for (pid_t pid : pidsIn(fs::path(dir) / file)) processes.push_back(pid);
+      for (pid_t pid : testing::pidsInFile(fs::path(dir) / file)) processes.push_back(pid);
   ASSERT_EQ(processes.size(), 2u + 2u * kRanksPerHost);
-  for (pid_t pid : processes) EXPECT_TRUE(running(pid)) << pid;
+  for (pid_t pid : processes) EXPECT_TRUE(testing::processRuns(pid)) << pid;
   CapturedProcess cancel = ringmaster({"cancel", "1"});
   const ExitStatus status = cancel.wait(120s);
   EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << cancel.err();
   EXPECT_NE(cancel.err().find("no process of the run is left on any of its 2 hosts"),
             std::string::npos)
       << cancel.err();
-  for (pid_t pid : processes) EXPECT_FALSE(running(pid)) << pid;
+  for (pid_t pid : processes) EXPECT_FALSE(testing::processRuns(pid)) << pid;
   storage::Database db(dbPath());
   EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "cancelled");
 }

@@ -10,7 +10,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -66,16 +65,7 @@ class HangViewRun : public storage::testing::StorageTest,
   }
 
   // PIDs of the agent and workers of this test's runs (they read their spec from its directory).
-  std::vector<pid_t> processesOfThisTest() const {
-    std::vector<pid_t> found;
-    for (const pid_t pid : testing::processIds()) {
-      const std::string text = testing::readProcFile(pid, "cmdline");
-      if (pid != getpid() && text.find(dir_.string() + "/") != std::string::npos &&
-          text.find("-runs/run-") != std::string::npos)
-        found.push_back(pid);
-    }
-    return found;
-  }
+  std::vector<pid_t> processesOfThisTest() const { return testing::processesOfRunsUnder(dir_); }
 
   void TearDown() override {
     for (pid_t pid : processesOfThisTest()) {  // only after a failure
@@ -85,15 +75,6 @@ class HangViewRun : public storage::testing::StorageTest,
     StorageTest::TearDown();
   }
 };
-
-// Whether `pid` is gone (or a zombie of a parent that has not reaped it yet: then it runs nothing).
-bool gone(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  const std::string stat = testing::readProcFile(pid, "stat");
-  const size_t paren = stat.rfind(')');
-  return stat.empty() ||
-         (paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] == 'Z');
-}
 
 TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds) {
   const std::string spec = writeSpec();
@@ -206,8 +187,8 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
   EXPECT_TRUE(exitedWith(status, 130)) << status.describe() << run.err();
   const auto deadline = Clock::now() + 15s;
   for (pid_t pid : workers) {
-    while (!gone(pid) && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
-    EXPECT_TRUE(gone(pid)) << "worker " << pid << " outlived its run";
+    while (testing::processRuns(pid) && Clock::now() < deadline) std::this_thread::sleep_for(50ms);
+    EXPECT_FALSE(testing::processRuns(pid)) << "worker " << pid << " outlived its run";
   }
   while (!processesOfThisTest().empty() && Clock::now() < deadline)
     std::this_thread::sleep_for(50ms);

@@ -97,27 +97,10 @@ class RestartRun : public storage::testing::StorageTest {
     return 0;
   }
 
-  // Processes other than the test whose command line names this test's run directories.
-  std::vector<pid_t> processesOfThisTest() const {
-    std::vector<pid_t> found;
-    for (const pid_t pid : testing::processIds()) {
-      const std::string text = testing::readProcFile(pid, "cmdline");
-      if (pid != getpid() && text.find(dir_.string() + "/") != std::string::npos &&
-          text.find("-runs/run-") != std::string::npos)
-        found.push_back(pid);
-    }
-    return found;
-  }
-  bool noProcessesLeft() const {
-    const auto deadline = std::chrono::steady_clock::now() + 15s;
-    while (!processesOfThisTest().empty()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(50ms);
-    }
-    return true;
-  }
+  bool noProcessesLeft() const { return testing::noProcessOfRunsLeftUnder(dir_); }
   void TearDown() override {
-    for (pid_t pid : processesOfThisTest()) ::kill(pid, SIGKILL);  // only after a failure
+    for (pid_t pid : testing::processesOfRunsUnder(dir_))
+      ::kill(pid, SIGKILL);  // only after a failure
     StorageTest::TearDown();
   }
 };

@@ -96,29 +96,13 @@ class RingmasterCli : public storage::testing::StorageTest {
     EXPECT_TRUE(status.ok()) << process.err();
     return json::parse(process.out());
   }
-  // PIDs of processes (other than the test) whose command line names a run directory of this
-  // test's databases: the agent and workers read their spec from there.
-  std::vector<pid_t> processesOfThisTest() const {
-    std::vector<pid_t> found;
-    for (const pid_t pid : testing::processIds()) {
-      const std::string text = testing::readProcFile(pid, "cmdline");
-      if (pid != getpid() && text.find(dir_.string() + "/") != std::string::npos &&
-          text.find("-runs/run-") != std::string::npos)
-        found.push_back(pid);
-    }
-    return found;
-  }
   // Waits (bounded) until no agent or worker of this test runs; true when none is left.
   bool noProcessesLeft(std::chrono::seconds limit = 15s) const {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!processesOfThisTest().empty()) {
-      if (std::chrono::steady_clock::now() > deadline) return false;
-      std::this_thread::sleep_for(50ms);
-    }
-    return true;
+    return testing::noProcessOfRunsLeftUnder(dir_, limit);
   }
   void TearDown() override {
-    for (pid_t pid : processesOfThisTest()) ::kill(pid, SIGKILL);  // only after a failure
+    for (pid_t pid : testing::processesOfRunsUnder(dir_))
+      ::kill(pid, SIGKILL);  // only after a failure
     StorageTest::TearDown();
   }
 };

@@ -20,6 +20,7 @@
 
 #include "agent/telemetry_spool.h"
 #include "common/captured_process.h"
+#include "common/proc_files.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
 
@@ -31,13 +32,6 @@ using namespace std::chrono_literals;
 using testing::CapturedProcess;
 
 const std::string kNode = RINGMASTER_BINARY_DIR "/app/ringmaster-node";
-
-bool running(pid_t pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t name_end = text.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] != 'Z';
-}
 
 class DetachedAgent : public ::testing::Test {
  protected:
@@ -63,7 +57,7 @@ class DetachedAgent : public ::testing::Test {
     for (const char* file : {"agent.pid", "workers.pid"}) {
       std::ifstream in(dir_ / "job" / file);
       for (long pid = 0; in >> pid;)
-        if (running(static_cast<pid_t>(pid))) ::kill(static_cast<pid_t>(pid), SIGKILL);
+        if (testing::processRuns(static_cast<pid_t>(pid))) ::kill(static_cast<pid_t>(pid), SIGKILL);
     }
     fs::remove_all(dir_);
   }

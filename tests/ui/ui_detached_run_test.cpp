@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/proc_files.h"
 #include "db/database.h"
 #include "db/statement.h"
 #include "main_window.h"
@@ -44,20 +45,6 @@ int64_t queryInt(storage::Database& db, const std::string& sql) {
   return statement.run() ? statement.columnInt(0) : -1;
 }
 
-bool processRuns(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t name_end = text.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] != 'Z';
-}
-
-std::vector<pid_t> pidsIn(const std::string& file) {
-  std::vector<pid_t> pids;
-  std::ifstream in(file);
-  for (long pid = 0; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
-  return pids;
-}
-
 }  // namespace
 
 class UiDetachedRunTest : public QObject {
@@ -73,8 +60,9 @@ class UiDetachedRunTest : public QObject {
     return db_ + "-runs/run-" + std::to_string(run) + "/job";
   }
   std::vector<pid_t> jobProcesses(int64_t run) {
-    std::vector<pid_t> pids = pidsIn(jobDir(run) + "/agent.pid");
-    for (pid_t pid : pidsIn(jobDir(run) + "/workers.pid")) pids.push_back(pid);
+    std::vector<pid_t> pids = ringmaster::testing::pidsInFile(jobDir(run) + "/agent.pid");
+    for (pid_t pid : ringmaster::testing::pidsInFile(jobDir(run) + "/workers.pid"))
+      pids.push_back(pid);
     started_.insert(started_.end(), pids.begin(), pids.end());
     return pids;
   }
@@ -120,7 +108,7 @@ class UiDetachedRunTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(window_->activeLaunches(), 0, 30000);
     window_.reset();
     for (pid_t pid : started_)
-      if (processRuns(pid)) ::kill(pid, SIGKILL);  // only after a failure
+      if (ringmaster::testing::processRuns(pid)) ::kill(pid, SIGKILL);  // only after a failure
   }
 
   void aDetachedLaunchGoesOnAndAttachFollowsItToItsEnd() {
@@ -154,7 +142,7 @@ class UiDetachedRunTest : public QObject {
              std::string("completed"));
     QCOMPARE(queryInt(db, "SELECT count(*) FROM steps WHERE run_id = " + std::to_string(run)),
              int64_t{300});
-    for (pid_t pid : jobProcesses(run)) QVERIFY(!processRuns(pid));
+    for (pid_t pid : jobProcesses(run)) QVERIFY(!ringmaster::testing::processRuns(pid));
     // Ended: nothing to attach to.
     QTRY_COMPARE_WITH_TIMEOUT(selectInHistory(run), QString("completed"), 10000);
     QTRY_VERIFY(!attach->isEnabled());
@@ -167,7 +155,7 @@ class UiDetachedRunTest : public QObject {
     QVERIFY(run > 0);
     const std::vector<pid_t> processes = jobProcesses(run);
     QCOMPARE(processes.size(), size_t{3});
-    for (pid_t pid : processes) QVERIFY(processRuns(pid));
+    for (pid_t pid : processes) QVERIFY(ringmaster::testing::processRuns(pid));
     QCOMPARE(selectInHistory(run), QString("running (detached)"));
     auto* cancel = window_->history()->findChild<QPushButton*>("cancelDetachedButton");
     QTRY_VERIFY(cancel->isEnabled());
@@ -175,7 +163,8 @@ class UiDetachedRunTest : public QObject {
     QTest::mouseClick(cancel, Qt::LeftButton);
     QVERIFY(finished.wait(kRunTimeoutMs));
     QCOMPARE(finished.first().at(1).toInt(), 130);
-    for (pid_t pid : processes) QVERIFY2(!processRuns(pid), qPrintable(QString::number(pid)));
+    for (pid_t pid : processes)
+      QVERIFY2(!ringmaster::testing::processRuns(pid), qPrintable(QString::number(pid)));
     storage::Database db(db_);
     QCOMPARE(queryText(db, "SELECT status FROM runs WHERE id = " + std::to_string(run)),
              std::string("cancelled"));
