@@ -163,18 +163,26 @@ LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
         out.hangs.push_back(std::move(d));
         continue;
       }
-      std::vector<int> not_reached, silent_inside;
+      std::vector<int> not_reached, held_up, silent_inside;
       for (int m : members) {
         if (waiting_set.count(m) != 0) continue;
         const RankProgress* r = reportOf(m);
         const bool short_of_it = named_not_arrived.count(m) != 0 || (r && r->started < seq);
         if (short_of_it) {
-          not_reached.push_back(m);
+          // A rank short of it because it still waits in an earlier collective of the group is
+          // held up there, not the cause: a ring or tree collective can complete on some members
+          // while the stopped rank still owes another member its last chunk.
+          const bool waits_earlier = r && silent.count(m) == 0 &&
+                                     r->age_s <= kHeldUpWithinPeriods * r->period_s && r->op &&
+                                     r->op_seq && *r->op_seq < seq && r->waiting_s;
+          (waits_earlier ? held_up : not_reached).push_back(m);
         } else if (silent.count(m) != 0) {
           silent_inside.push_back(m);
         }
         if (silent.count(m) != 0) d.silent.push_back(m);
       }
+      // Ranks that are all held up leave none to blame: then each of them is named as short.
+      if (not_reached.empty() && silent_inside.empty()) std::swap(not_reached, held_up);
       const std::string waiting_text =
           fmt::format("{} waiting {}", rankList(d.waiting), seconds(d.waiting_s));
       if (!not_reached.empty()) {
@@ -197,6 +205,14 @@ LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
                                         : std::string(", silent"))
                                    : std::string()));
         }
+      }
+      for (int m : held_up) {
+        const RankProgress* r = reportOf(m);
+        const std::string earlier = fmt::format("{} #{}", *r->op, *r->op_seq);
+        parts.push_back(fmt::format("{} held up waiting {} in {}", rankList({m}),
+                                    seconds(*r->waiting_s), earlier));
+        addState(out.rank_states, m,
+                 fmt::format("held up: waiting {} in {}", seconds(*r->waiting_s), earlier));
       }
       if (!silent_inside.empty()) {
         parts.push_back(fmt::format("{} stopped responding inside {}{}", rankList(silent_inside),

@@ -20,6 +20,9 @@ inline constexpr double kSilentAfterPeriods = 3;
 // A rank counts as waiting only while its latest report is at most this many periods old: a wait is
 // brought forward to now over the gap to the rank's next report, not beyond it.
 inline constexpr double kFreshForPeriods = 2;
+// A rank short of the stuck collective is held up in an earlier one, not its cause, only while it
+// still reports (its latest report at most this many periods old) from a wait in that earlier one.
+inline constexpr double kHeldUpWithinPeriods = 1.5;
 
 // One rank's latest report for one group, its times brought forward to `now`.
 struct RankProgress {

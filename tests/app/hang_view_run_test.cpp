@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,16 +132,23 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
   EXPECT_EQ(op, "all_reduce") << "DDP's gradient buckets";
   EXPECT_EQ(diagnosis["stuck"], json::array({victim}));
   const int64_t seq = diagnosis["seq"].get<int64_t>();
-  // The sequence number is the one every other rank reports waiting in, past what the stopped
-  // rank last started.
+  // The sequence number is past what the stopped rank last started. Every other rank waits in it,
+  // or is held up waiting in the one before (a ring all_reduce completes on the ranks the stopped
+  // one owed nothing more, while its successor still waits for its last chunk), said so.
+  std::map<int, int64_t> waits_in;  // rank -> the collective it waits in
   for (const json& rank : named["hang"]["ranks"]) {
     SCOPED_TRACE(rank.dump());
     if (rank["rank"] == victim) {
       EXPECT_LT(rank["started"].get<int64_t>(), seq);
-    } else {
-      EXPECT_EQ(rank["op"], op);
-      EXPECT_EQ(rank["op_seq"].get<int64_t>(), seq);
-      EXPECT_EQ(rank["completed"].get<int64_t>(), seq - 1);
+      continue;
+    }
+    EXPECT_EQ(rank["op"], op);
+    const int64_t in = rank["op_seq"].get<int64_t>();
+    waits_in[rank["rank"].get<int>()] = in;
+    EXPECT_EQ(rank["completed"].get<int64_t>(), in - 1);
+    if (in != seq) {
+      EXPECT_EQ(in, seq - 1);
+      EXPECT_NE(rank["state"].get<std::string>().find("held up"), std::string::npos);
     }
   }
   // The text report names it the same way.
@@ -161,9 +169,10 @@ TEST_P(HangViewRun, AStoppedWorkerIsNamedWithTheOpAndItsSequenceWithinTenSeconds
     ASSERT_EQ(dumps["dumps"].size(), static_cast<size_t>(worldSize() - 1)) << dumps.dump(2);
     for (const json& dump : dumps["dumps"]) {
       bool in_it = false;
+      const int64_t in = waits_in[dump["rank"].get<int>()];
       for (const json& record : dump["records"])
         in_it =
-            in_it || (record["op"] == op && record["seq"] == seq && record["state"] == "started");
+            in_it || (record["op"] == op && record["seq"] == in && record["state"] == "started");
       EXPECT_TRUE(in_it) << "rank " << dump["rank"] << "'s flight recorder";
     }
   }

@@ -125,6 +125,32 @@ TEST_F(HangQueryTest, AWaitOthersHaveCompletedIsAnOldReportNotAHang) {
   EXPECT_EQ(live.rank_states[2], "has not reached all_reduce #25");
 }
 
+// Found on a real 4-rank run: rank 2, stopped inside all_reduce #90, still owed rank 3 its last
+// chunk of the ring while ranks 0 and 1 had completed #90 and wait in #91. Rank 3, alive and
+// reporting its wait in #90, is held up there: rank 2 alone is named as short of #91. Once rank 3's
+// reports stop too, or when every rank short of it is waiting, each is named.
+TEST_F(HangQueryTest, ARankHeldUpInAnEarlierCollectiveIsNotBlamed) {
+  std::vector<TelemetryEvent> events;
+  for (int rank : {0, 1}) events.push_back(report(rank, 1, kT0 + 10, 91, 91, 5'000));
+  events.push_back(report(2, 1, kT0 + 5, 90, 90, 10));
+  events.push_back(report(3, 1, kT0 + 10, 90, 90, 4'500));
+  record(events);
+  const LiveProgress live = loadLiveProgress(*db_, run_, kT0 + 10.5);
+  ASSERT_EQ(live.hangs.size(), 1u);
+  const HangDiagnosis& hang = live.hangs[0];
+  EXPECT_EQ(hang.op_seq, 91);
+  EXPECT_EQ(hang.stuck, std::vector<int>{2});
+  EXPECT_EQ(hang.message,
+            "rank 2 has not reached all_reduce #91; rank 3 held up waiting 5 s in all_reduce #90 "
+            "(ranks 0 and 1 waiting 6 s)");
+  EXPECT_EQ(live.rank_states[2], "has not reached all_reduce #91");
+  EXPECT_EQ(live.rank_states[3], "held up: waiting 5 s in all_reduce #90");
+
+  // Rank 2 reporting a wait in #90 as fresh as rank 3's leaves no rank to blame: both are named.
+  record({report(2, 2, kT0 + 10, 90, 90, 4'500)});
+  EXPECT_EQ(loadLiveProgress(*db_, run_, kT0 + 10.5).hangs.at(0).stuck, (std::vector<int>{2, 3}));
+}
+
 // A report that missed its next period says nothing about now: its wait is not brought forward.
 TEST_F(HangQueryTest, AWaitIsNotBroughtForwardBeyondTheNextReport) {
   std::vector<TelemetryEvent> events;
