@@ -24,6 +24,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "recorder/run_lifecycle.h"
 #include "storage/storage_test_support.h"
@@ -39,7 +40,7 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kRanks = 3;
 
 class DetachedRun : public storage::testing::StorageTest {
@@ -50,7 +51,7 @@ class DetachedRun : public storage::testing::StorageTest {
   }
 
   std::string writeSpec(const std::string& name, int steps) const {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["name"] = name;
     spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", kRanks}}});

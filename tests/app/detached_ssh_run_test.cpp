@@ -21,6 +21,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
@@ -37,7 +38,7 @@ using storage::testing::queryText;
 using testing::CapturedProcess;
 using testing::SshdServer;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kRanksPerHost = 2;
 
 class DetachedSshRun : public storage::testing::StorageTest {
@@ -67,7 +68,7 @@ class DetachedSshRun : public storage::testing::StorageTest {
 
   std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::string writeSpec(const std::string& name, int steps) {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["name"] = name;
     spec["train"]["steps"] = steps;

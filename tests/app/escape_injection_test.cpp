@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -25,7 +26,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 
 // Hostile text as valid UTF-8 (telemetry is JSON): ESC[2J, U+009B (C1 CSI), OSC title, U+202E.
 const std::string kHostile =
@@ -111,7 +112,7 @@ class EscapeInjection : public ::testing::Test {
 TEST_F(EscapeInjection, RunShowRunsAndComparePrintHostileTextOnlyEscaped) {
   const std::string node = writeFakeNode();
   const std::string spec =
-      std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/single_mlp.json";
+      std::string(ringmaster::testSourceDir()) + "/resources/examples/single_mlp.json";
   const std::string run = ringmaster({"run", "-v", spec}, node);
   EXPECT_FALSE(last_status_.ok()) << run;
   expectNothingRaw(run, "ringmaster run");

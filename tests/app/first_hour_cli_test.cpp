@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "optim/lr_schedule.h"
 #include "spec/memory_estimate.h"
@@ -31,11 +32,11 @@ using storage::testing::queryInt;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
-const std::string kNode = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster-node";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kNode = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node";
 
 std::string example(const std::string& name) {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json";
+  return std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name + ".json";
 }
 
 // A word for the shell, in single quotes.
@@ -353,8 +354,8 @@ TEST_F(FirstHourCli, TheGptTextExampleTrainsOnTheMadeTextAndMissingTextIsRefused
   EXPECT_FALSE(fs::exists(dbPath()));
 
   // The way the message gives, then the example (shortened): its 2 DDP ranks train and evaluate.
-  const Result made = inDirectory(work, "/bin/bash",
-                                  {std::string(RINGMASTER_SOURCE_DIR) + "/scripts/make-text.sh"});
+  const Result made = inDirectory(
+      work, "/bin/bash", {std::string(ringmaster::testSourceDir()) + "/scripts/make-text.sh"});
   ASSERT_TRUE(made.status.ok()) << made.err;
   EXPECT_GT(fs::file_size(work / "data" / "licenses.txt"), 100000u);
   const Result trained = inDirectory(work, kRingmaster, run_args, 240s);

@@ -22,6 +22,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 
@@ -35,7 +36,7 @@ using testing::CapturedProcess;
 using testing::exitedWith;
 using Clock = std::chrono::steady_clock;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 
 class HangViewRun : public storage::testing::StorageTest,
                     public ::testing::WithParamInterface<int> {
@@ -45,7 +46,7 @@ class HangViewRun : public storage::testing::StorageTest,
 
   // The DDP example on worldSize() local ranks, long enough to be running throughout the test.
   std::string writeSpec() {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", worldSize()}}});
     spec["launch"]["timeout_s"] = 300;

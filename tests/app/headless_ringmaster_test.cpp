@@ -22,6 +22,7 @@
 #endif
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 
 namespace ringmaster {
@@ -31,7 +32,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::CapturedProcess;
 
-const std::string kAppDir = std::string(RINGMASTER_BINARY_DIR) + "/app";
+const std::string kAppDir = std::string(ringmaster::testBinaryDir()) + "/app";
 const std::string kRingmaster = kAppDir + "/ringmaster";
 
 // The variables that let Qt find a display: empty counts as unset.

@@ -24,6 +24,7 @@
 #include "cli/history_commands.h"
 #include "cli/terminal.h"
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "db/statement.h"
 #include "db/step_columns.h"
@@ -557,7 +558,7 @@ TEST_F(HostileNumbers, ShowAndCompareOfARunWithStepInt64MaxExitCleanly) {
       EXPECT_EQ(recorder.counts().malformed, 1);
     }
   }
-  const std::string ringmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+  const std::string ringmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
   const std::vector<std::vector<std::string>> commands = {{"show", "1"},
                                                           {"show", "1", "--json"},
                                                           {"compare", "1", "2"},

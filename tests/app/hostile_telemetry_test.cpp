@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
@@ -31,9 +32,9 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 const std::string kDdpExample =
-    std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json";
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
 constexpr int kWorld = 4;  // the example's ranks
 
 // One rank's stream: hello, `steps` steps, done.

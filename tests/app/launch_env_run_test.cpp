@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 
@@ -25,7 +26,7 @@ using nlohmann::json;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kRanks = 2;
 
 std::string readBytes(const fs::path& path) {

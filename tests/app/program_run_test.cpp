@@ -17,6 +17,7 @@
 
 #include "common/captured_process.h"
 #include "common/python_torch.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
@@ -32,9 +33,9 @@ using storage::testing::queryText;
 using storage::testing::storedEvents;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 const std::string kScript =
-    std::string(RINGMASTER_SOURCE_DIR) + "/tests/app/scripts/ddp_program.py";
+    std::string(ringmaster::testSourceDir()) + "/tests/app/scripts/ddp_program.py";
 constexpr int kRanks = 4;
 // The DDP model's parameters: Linear(32, 64) and Linear(64, 4) in float32, one gradient bucket.
 constexpr int64_t kParameterBytes = (32 * 64 + 64 + 64 * 4 + 4) * 4;

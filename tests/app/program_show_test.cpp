@@ -19,6 +19,7 @@
 
 #include "common/captured_process.h"
 #include "common/python_torch.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 
@@ -31,8 +32,9 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
-const std::string kScript = std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/torch_ddp.py";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kScript =
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/torch_ddp.py";
 constexpr int kRanks = 4;
 constexpr int kSteps = 8;
 

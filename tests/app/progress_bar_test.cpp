@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "storage/storage_test_support.h"
 
 namespace ringmaster {
@@ -29,9 +30,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 const std::string kSingleMlp =
-    std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/single_mlp.json";
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/single_mlp.json";
 constexpr int kSteps = 600;
 constexpr int kBarWidth = 24;  // cells of the bar (app/cli/run_command.cpp)
 

@@ -23,6 +23,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 
@@ -36,7 +37,7 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kSteps = 60;
 constexpr int kCheckpointEvery = 5;
 constexpr int kKilledRank = 2;
@@ -53,7 +54,7 @@ class RestartRun : public storage::testing::StorageTest {
   // The DDP example on 3 local ranks, steps slow enough (a wider model, larger batches) that a
   // worker can be killed between the first checkpoint and the last step.
   std::string writeSpec(const std::string& name, int max_restarts) const {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["name"] = name;
     spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", 3}}});

@@ -28,6 +28,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
@@ -44,10 +45,10 @@ using storage::testing::storedEvents;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 
 std::string example(const std::string& name) {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json";
+  return std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name + ".json";
 }
 
 // Checks that no two complete ("X") events of one track (pid, tid) overlap without nesting:
@@ -561,7 +562,8 @@ TEST_F(RingmasterCli, AnAgentThatCannotReadItsSpecFailsTheRunNamingTheFileAndWhy
   {
     std::ofstream script(node);
     script << "#!/bin/sh\n# agent --spec PATH ...: the spec is gone when the agent reads it\n"
-           << "rm -f \"$3\"\nexec '" << RINGMASTER_BINARY_DIR << "/app/ringmaster-node' \"$@\"\n";
+           << "rm -f \"$3\"\nexec '" << ringmaster::testBinaryDir()
+           << "/app/ringmaster-node' \"$@\"\n";
   }
   fs::permissions(node, fs::perms::owner_all);
   CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "-q"}),

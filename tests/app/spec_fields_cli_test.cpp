@@ -9,6 +9,7 @@
 
 #include "cli/spec_command.h"
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "spec/spec_fields.h"
 
 namespace ringmaster {
@@ -19,7 +20,7 @@ using json = nlohmann::json;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 
 TEST(SpecFieldsCli, JsonListsEveryDescribedFieldWithItsDefaultAndChoices) {
   CapturedProcess process(kRingmaster, {"spec", "fields", "--json"});

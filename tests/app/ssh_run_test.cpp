@@ -17,6 +17,7 @@
 
 #include "common/captured_process.h"
 #include "common/python_torch.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
@@ -34,7 +35,7 @@ using storage::testing::storedEvents;
 using testing::CapturedProcess;
 using testing::SshdServer;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 
 // The PIDs of sshd's descendants that are sshd processes (the connection's own processes).
 std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
@@ -96,7 +97,7 @@ class SshRun : public storage::testing::StorageTest {
   std::string dbPath() const { return (dir_ / "runs.db").string(); }
   // A DDP spec over the two hosts, 2 ranks each, telemetry every step.
   std::string writeSpec(int steps, const std::string& name = "ssh-ddp") {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["name"] = name;
     spec["train"]["steps"] = steps;
@@ -189,7 +190,7 @@ TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
     GTEST_SKIP() << why;
   const fs::path project = dir_ / "project";
   fs::create_directories(project / "lib");
-  fs::copy_file(std::string(RINGMASTER_SOURCE_DIR) + "/tests/app/scripts/ddp_program.py",
+  fs::copy_file(std::string(ringmaster::testSourceDir()) + "/tests/app/scripts/ddp_program.py",
                 project / "train.py");
   std::ofstream(project / "lib" / "notes.txt") << "a file in a sub-folder travels too\n";
   json spec = {{"name", "ssh-program"},
@@ -434,7 +435,7 @@ class SshRunAcrossNamespaces : public ::testing::Test {
 
   std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::unique_ptr<CapturedProcess> launch(int steps) {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["train"]["steps"] = steps;
     spec["telemetry"]["every_steps"] = 1;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "query/comm_stats.h"
 #include "storage/storage_test_support.h"
@@ -29,7 +30,7 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 // Large against the noise of a loaded two-core machine running four ranks.
 constexpr int kDelayMs = 150;
 
@@ -41,7 +42,7 @@ class StragglerRun : public storage::testing::StorageTest,
 
   // The DDP example on worldSize() local ranks for `steps` steps; returns the stored run's id.
   int64_t run(int steps, const std::map<std::string, std::string>& env) {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     json spec = json::parse(in);
     spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", worldSize()}}});
     spec["train"]["steps"] = steps;

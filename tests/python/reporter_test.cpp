@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_paths.h"
 #include "process/child_process.h"
 #include "telemetry/codec.h"
 
@@ -29,8 +30,8 @@ namespace {
 using namespace std::chrono_literals;
 
 const char* const kPython = RINGMASTER_PYTHON_TORCH;
-const char* const kPackageDir = RINGMASTER_REPORTER_PACKAGE;
-const std::string kScripts = RINGMASTER_SOURCE_DIR "/tests/python/scripts/";
+const std::string kPackageDir = std::string(ringmaster::testSourceDir()) + "/python";
+const std::string kScripts = std::string(ringmaster::testSourceDir()) + "/tests/python/scripts/";
 constexpr int kTelemetryFd = 3;
 
 bool pythonHasTorch() {

@@ -19,6 +19,7 @@
 
 #include "agent/node_agent.h"
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -28,7 +29,7 @@ namespace fs = std::filesystem;
 using testing::CapturedProcess;
 using Clock = std::chrono::steady_clock;
 
-const std::string kNode = RINGMASTER_BINARY_DIR "/app/ringmaster-node";
+const std::string kNode = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node";
 
 JobSpec ddpSpec(int ranks, int64_t steps) {
   SpecParseResult parsed = parseJobSpec(R"({
@@ -111,7 +112,8 @@ TEST(Agent, EightFastWritersLoseNoLineAndTearNone) {
   constexpr int kWorkers = 8, kEvents = 2000;
   AgentOptions options;
   options.spec = ddpSpec(kWorkers, 1);
-  options.worker_command = {RINGMASTER_TELEMETRY_FLOOD, std::to_string(kEvents)};
+  options.worker_command = {std::string(testBinaryDir()) + "/tests/remote/telemetry_flood",
+                            std::to_string(kEvents)};
   options.host = "test";
   options.input_fd = -1;
   std::FILE* out = std::tmpfile();
@@ -174,8 +176,8 @@ class AgentExample : public ::testing::TestWithParam<std::string> {};
 TEST_P(AgentExample, RunsOnFourRanksAndLearns) {
   // resources/examples/<strategy>_mlp.json as shipped, shortened to 150 steps for the test's time
   // and without its checkpoints.
-  JobSpec spec =
-      loadJobSpecFile(RINGMASTER_SOURCE_DIR "/resources/examples/" + GetParam() + ".json");
+  JobSpec spec = loadJobSpecFile(std::string(ringmaster::testSourceDir()) + "/resources/examples/" +
+                                 GetParam() + ".json");
   ASSERT_EQ(worldSize(spec), 4);
   spec.train.steps = 150;
   spec.checkpoint.reset();

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
 #include "ssh/ssh_launcher.h"
@@ -274,14 +275,14 @@ TEST_F(SshTest, AClosedPortFailsAtOnceAndASilentOneWithinTheConnectTimeout) {
 // ---------------------------------------------------------------------------------------------
 // The launcher, on one host.
 
-const std::string kNode = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster-node";
+const std::string kNode = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node";
 
 class SshLaunch : public SshTest {
  protected:
   // A 2-rank DDP job on the test's sshd, the paths it is given full of shell syntax (a job name
   // can hold none: the spec allows letters, digits, '.', '_' and '-').
   SshLaunchOptions launchOptions(const std::string& node_binary) {
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     nlohmann::json spec = nlohmann::json::parse(in);
     spec["name"] = "ssh-upload";
     spec["train"]["steps"] = 3;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "db/database.h"
 #include "run/run_events.h"
@@ -32,10 +33,10 @@ using storage::testing::queryText;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kBinaryDir = RINGMASTER_BINARY_DIR;
+const std::string kBinaryDir = ringmaster::testBinaryDir();
 
 std::string example(const std::string& name) {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json";
+  return std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name + ".json";
 }
 
 std::string fileText(const fs::path& path) {

@@ -494,8 +494,9 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
                      .strategy = "ddp",
                      .world_size = 2});
   // fast: 32 samples per rank in 10 ms -> 6400 samples/s for the job; slow: half that.
-  for (auto [run, step_ms] : {std::pair{fast, 10.0}, std::pair{slow, 20.0}}) {
-    recordSteps(path(), run, 2, 100, [step_ms](int rank, int64_t step) {
+  for (const auto& run_and_step : {std::pair{fast, 10.0}, std::pair{slow, 20.0}}) {
+    const double step_ms = run_and_step.second;  // a variable: clang 14 cannot capture a binding
+    recordSteps(path(), run_and_step.first, 2, 100, [step_ms](int rank, int64_t step) {
       return StepEvent{.step = step,
                        .loss = 1.0 / static_cast<double>(step) + rank * 0.01,
                        .samples = 32,

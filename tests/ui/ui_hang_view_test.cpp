@@ -17,6 +17,7 @@
 
 #include "common/captured_process.h"
 #include "common/proc_files.h"
+#include "common/test_paths.h"
 #include "db/database.h"
 #include "db/statement.h"
 #include "models/rank_table_model.h"
@@ -121,7 +122,7 @@ class UiHangViewTest : public QObject {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
     const std::string db_path = dir.filePath("runs.db").toStdString();
-    std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json");
+    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
     nlohmann::json spec = nlohmann::json::parse(in);
     spec["launch"]["hosts"] = nlohmann::json::array({{{"host", "localhost"}, {"ranks", 3}}});
     spec["launch"]["timeout_s"] = 300;
@@ -129,7 +130,7 @@ class UiHangViewTest : public QObject {
     const std::string spec_path = dir.filePath("ddp.json").toStdString();
     std::ofstream(spec_path) << spec.dump(2);
     ringmaster::testing::CapturedProcess run(
-        std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster",
+        std::string(ringmaster::testBinaryDir()) + "/app/ringmaster",
         {"--db", db_path, "run", spec_path, "--grace", "1", "-q"});
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     while (!std::filesystem::exists(db_path) ||

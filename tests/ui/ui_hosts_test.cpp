@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_paths.h"
 #include "main_window.h"
 #include "models/rank_table_model.h"
 #include "remote/sshd_server.h"
@@ -32,7 +33,7 @@ class UiHostsTest : public QObject {
 
   std::unique_ptr<HostsView> makeView() {
     HostsView::Paths paths{config_.string(), known_hosts_.string(),
-                           std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster-node"};
+                           std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node"};
     auto view = std::make_unique<HostsView>(paths, nullptr);
     view->setQuestions({[this](const QString& host, const QString& fingerprint) {
                           asked_ << host + " " + fingerprint;
@@ -115,7 +116,7 @@ class UiHostsTest : public QObject {
     fs::copy_file(config_, home / ".ssh" / "config");
     qputenv("HOME", QByteArray::fromStdString(home.string()));
     MainWindow window({(home / "runs.db").string(),
-                       QString::fromUtf8(RINGMASTER_BINARY_DIR) + "/app/ringmaster",
+                       QString::fromUtf8(ringmaster::testBinaryDir()) + "/app/ringmaster",
                        "ringmaster-hosts-test"});
     asked_.clear();
     trust_ = true;

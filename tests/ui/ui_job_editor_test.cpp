@@ -18,6 +18,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/test_paths.h"
 #include "spec/job_spec.h"
 #include "spec/spec_fields.h"
 #include "views/job_editor.h"
@@ -38,7 +39,8 @@ void saveGrab(QWidget& widget, const QString& name) {
 }
 
 nlohmann::json exampleFile(const std::string& name) {
-  std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json");
+  std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name +
+                   ".json");
   std::stringstream text;
   text << in.rdbuf();
   return nlohmann::json::parse(text.str(), nullptr, false);

@@ -13,6 +13,7 @@
 #include <QTest>
 #include <map>
 
+#include "common/test_paths.h"
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "db/statement.h"
@@ -34,7 +35,7 @@ namespace {
 constexpr int kRanks = 4;
 constexpr int kSteps = 12;
 const QString kScript =
-    QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples/torch_ddp.py";
+    QString::fromUtf8(ringmaster::testSourceDir()) + "/resources/examples/torch_ddp.py";
 
 // What the database holds for a run, per rank, read on the test's own thread.
 struct Stored {

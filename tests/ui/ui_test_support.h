@@ -9,16 +9,18 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include "common/test_paths.h"
 
 namespace ringmaster::ui::testing {
 
 inline QString ringmasterExecutable() {
-  return QString::fromUtf8(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
+  return QString::fromUtf8(ringmaster::testBinaryDir()) + "/app/ringmaster";
 }
 
 // resources/examples/NAME.json with these steps, telemetry every step.
 inline nlohmann::json exampleSpec(const std::string& name, int64_t steps) {
-  std::ifstream in(std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json");
+  std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name +
+                   ".json");
   std::stringstream text;
   text << in.rdbuf();
   nlohmann::json spec = nlohmann::json::parse(text.str());

@@ -38,6 +38,7 @@
 #include <map>
 
 #include "common/read_only_fs.h"
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "data/background_jobs.h"
 #include "data/run_snapshot.h"
@@ -80,7 +81,8 @@ void saveGrab(QWidget& widget, const QString& name) {
 }
 
 nlohmann::json exampleFile(const QString& name) {
-  QFile file(QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples/" + name + ".json");
+  QFile file(QString::fromUtf8(ringmaster::testSourceDir()) + "/resources/examples/" + name +
+             ".json");
   if (!file.open(QIODevice::ReadOnly)) return {};
   return nlohmann::json::parse(file.readAll().toStdString(), nullptr, false);
 }
@@ -154,7 +156,7 @@ class UiViewTest : public QObject {
     for (int i = 0; i < editor.exampleChoice()->count(); ++i)
       offered << editor.exampleChoice()->itemText(i);
     for (const QString& shipped :
-         QDir(QString::fromUtf8(RINGMASTER_SOURCE_DIR) + "/resources/examples")
+         QDir(QString::fromUtf8(ringmaster::testSourceDir()) + "/resources/examples")
              .entryList({"*.json"}))
       QVERIFY2(offered.contains(QFileInfo(shipped).completeBaseName()),
                qPrintable(shipped + " is not offered: " + offered.join(", ")));

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
 
@@ -40,8 +41,9 @@ using testing::CapturedProcess;
 using web::WebServer;
 using web::WebServerOptions;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
-const std::string kSpec = std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kSpec =
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
 
 template <typename Predicate>
 bool waitFor(Predicate predicate, std::chrono::milliseconds limit) {

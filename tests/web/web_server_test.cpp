@@ -32,6 +32,7 @@
 
 #include "access.h"
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "db/statement.h"
 #include "query/comm_stats.h"
@@ -49,10 +50,11 @@ using testing::CapturedProcess;
 using web::WebServer;
 using web::WebServerOptions;
 
-const std::string kRingmaster = std::string(RINGMASTER_BINARY_DIR) + "/app/ringmaster";
-const std::string kSpec = std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/ddp_mlp.json";
+const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kSpec =
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
 const std::string kPipelineSpec =
-    std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples/pipeline_mlp.json";
+    std::string(ringmaster::testSourceDir()) + "/resources/examples/pipeline_mlp.json";
 constexpr int kRanks = 4;  // ddp_mlp.json, pipeline_mlp.json
 constexpr char kSecret[] = "the secret outside the assets";
 

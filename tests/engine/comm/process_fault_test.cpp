@@ -14,6 +14,7 @@
 
 #include "comm/tcp_store.h"
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -23,7 +24,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::CapturedProcess;
 
-const std::string kFaultRank = RINGMASTER_FAULT_RANK;
+const std::string kFaultRank = std::string(testBinaryDir()) + "/tests/engine/comm/fault_rank";
 constexpr int kWorld = 3;
 
 struct RankRun {

@@ -19,6 +19,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/training_checkpoint.h"
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "core/random.h"
 #include "nn/gpt.h"
@@ -31,7 +32,8 @@ namespace {
 namespace fs = std::filesystem;
 
 const char* const kPython = RINGMASTER_PYTHON_TORCH;
-const char* const kScript = RINGMASTER_SOURCE_DIR "/tests/engine/nn/gpt_reference.py";
+const std::string kScript =
+    std::string(ringmaster::testSourceDir()) + "/tests/engine/nn/gpt_reference.py";
 
 // The largest |a - b| over the largest |b|: relative to the tensor's scale, so that elements near
 // zero (gradients of rarely used embedding rows) do not dominate.

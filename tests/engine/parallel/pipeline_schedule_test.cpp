@@ -84,8 +84,12 @@ TEST(EverySchedule, RespectsItsDependenciesUnderAnyCosts) {
           by_key[{plan.modelStage(t.rank, t.action.chunk), t.action.micro_batch, t.action.phase}] =
               &t;
       const int stages = plan.modelStages();
-      for (const auto& [key, t] : by_key) {
-        auto [stage, mb, phase] = key;
+      for (const auto& entry : by_key) {
+        // Plain variables, not structured bindings: clang 14 (asan, tsan) cannot capture those.
+        const int stage = std::get<0>(entry.first);
+        const int mb = std::get<1>(entry.first);
+        const Phase phase = std::get<2>(entry.first);
+        const TimedAction* t = entry.second;
         auto before = [&](int s, Phase ph) {
           auto it = by_key.find({s, mb, ph});
           ASSERT_NE(it, by_key.end());

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
 
@@ -57,7 +58,7 @@ std::vector<std::string> problemsOf(const json& document) {
 }
 
 std::string examplesDir() {
-  return std::string(RINGMASTER_SOURCE_DIR) + "/resources/examples";
+  return std::string(ringmaster::testSourceDir()) + "/resources/examples";
 }
 
 std::vector<std::string> exampleFiles() {
@@ -1376,7 +1377,7 @@ TEST(JobSpecFiles, LoadErrors) {
     EXPECT_NE(e.message().find("/nonexistent/ringmaster/spec.json"), std::string::npos);
   }
 
-  std::string path = std::string(RINGMASTER_BINARY_DIR) + "/spec_test_invalid.json";
+  std::string path = std::string(ringmaster::testBinaryDir()) + "/spec_test_invalid.json";
   {
     std::ofstream out(path);
     out << R"({"name": "bad name", "strategy": {"kind": "single"}})";

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/test_paths.h"
 #include "sample_events.h"
 #include "telemetry/codec.h"
 #include "telemetry/fast_decoder.h"
@@ -51,7 +52,7 @@ std::string documentedDomain(const Field& field) {
 
 // The rows of the "Numeric domains" table: fields cell, domain cell.
 std::vector<std::pair<std::string, std::string>> documentedRows() {
-  std::ifstream file(std::string(RINGMASTER_SOURCE_DIR) + "/docs/telemetry.md");
+  std::ifstream file(std::string(ringmaster::testSourceDir()) + "/docs/telemetry.md");
   std::vector<std::pair<std::string, std::string>> rows;
   std::string line;
   bool inside = false;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/captured_process.h"
+#include "common/test_paths.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -19,8 +20,8 @@ using testing::CapturedProcess;
 using testing::exitedWith;
 using namespace std::chrono_literals;
 
-const std::string kNode = RINGMASTER_BINARY_DIR "/app/ringmaster-node";
-const std::string kExamples = RINGMASTER_SOURCE_DIR "/resources/examples";
+const std::string kNode = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node";
+const std::string kExamples = std::string(ringmaster::testSourceDir()) + "/resources/examples";
 
 std::vector<TelemetryEvent> decodeStream(const std::string& text) {
   std::vector<TelemetryEvent> events;
