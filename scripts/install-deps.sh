@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git python3     # toolchain
+  ccache                                                       # compiler cache (tests/README.md)
   libopenblas-dev                                              # CPU GEMM
   nlohmann-json3-dev libfmt-dev libcli11-dev                   # JSON, formatting, command lines
   libsimdjson-dev                                              # the telemetry decoder's fast path
