@@ -13,6 +13,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/display_text.h"
@@ -182,6 +184,22 @@ int flightCommand(const storage::Database& db, const FlightOptions& options) {
         rank.rank, rank.pid);
   fmt::print("the dumps are kept with the run (the desktop's Flight recorder tab)\n");
   return missing.empty() ? 0 : 1;
+}
+
+void addFlightCommand(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<FlightOptions>();
+  CLI::App* flight = app.add_subcommand(
+      "flight",
+      "dump a running run's flight recorders now: SIGUSR1 to its workers on this host, whose "
+      "dumps are stored with the run and printed");
+  flight->add_option("run", options->run_id, "run id")->required();
+  flight->add_option("--wait", options->wait_s, "seconds to wait for the dumps")
+      ->default_val(10.0)
+      ->check(CLI::Range(0.0, 3600.0));
+  flight->add_flag("--json", options->json, "JSON instead of text");
+  commands.add(flight, [options](const CommonOptions& common) {
+    return flightCommand(*openDatabaseForReading(common.databasePath()), *options);
+  });
 }
 
 }  // namespace ringmaster::cli

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "cli/command.h"
 #include "db/database.h"
 
 namespace ringmaster::cli {
@@ -18,5 +19,8 @@ struct FlightOptions {
 
 // 0 when every worker on this host sent its dump in time, 1 otherwise.
 int flightCommand(const storage::Database& db, const FlightOptions& options);
+
+// `flight RUN`.
+void addFlightCommand(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

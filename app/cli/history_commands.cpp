@@ -4,10 +4,14 @@
 #include <cmath>
 
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/terminal.h"
 #include "core/display_text.h"
+#include "exit_codes.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -592,6 +596,62 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   }
   differences.print(stdout);
   return 0;
+}
+
+void addHistoryCommands(CLI::App& app, Commands& commands) {
+  struct Options {
+    RunFilter filter;
+    int64_t run_id = 0;
+    std::vector<int64_t> run_ids;
+    bool json = false;
+  };
+  auto options = std::make_shared<Options>();
+
+  CLI::App* runs = app.add_subcommand("runs", "list past runs, newest first");
+  runs->add_option("--name", options->filter.name_contains, "only names containing this text");
+  std::vector<std::string> strategies;
+  for (std::string_view name : enumNames<StrategyKind>()) strategies.emplace_back(name);
+  runs->add_option("--strategy", options->filter.strategy, "only this strategy")
+      ->check(CLI::IsMember(strategies));
+  runs->add_option("--status", options->filter.status, "only this status")
+      ->check(
+          CLI::IsMember({"pending", "running", "completed", "failed", "cancelled", "interrupted"}));
+  runs->add_option("--limit", options->filter.limit, "at most this many runs")
+      ->default_val(50)
+      ->check(CLI::PositiveNumber);
+  runs->add_flag("--json", options->json, "JSON instead of a table");
+  commands.add(runs, [options](const CommonOptions& common) {
+    const std::string path = common.databasePath();
+    std::error_code ec;
+    if (common.db_path.empty() && !std::filesystem::exists(path, ec)) {
+      // The first start, before any run: an empty history rather than an error.
+      if (options->json) fmt::print("[]\n");
+      fmt::print(stderr, "no runs yet: {} does not exist (`ringmaster run SPEC` creates it)\n",
+                 path);
+      return static_cast<int>(kExitOk);
+    }
+    return runsCommand(*openDatabaseForReading(path), options->filter, options->json);
+  });
+
+  CLI::App* show = app.add_subcommand("show", "a run's summary, ranks, communication and errors");
+  show->add_option("run", options->run_id, "run id")->required();
+  show->add_flag("--json", options->json, "JSON instead of tables");
+  commands.add(show, [options](const CommonOptions& common) {
+    return showCommand(*openDatabaseForReading(common.databasePath()), options->run_id,
+                       options->json);
+  });
+
+  CLI::App* compare =
+      app.add_subcommand("compare", "compare runs: figures, loss, spec differences");
+  compare->add_option("runs", options->run_ids, "two or more run ids")
+      ->required()
+      ->expected(-2)  // at least two, no upper bound
+      ->type_name("RUN");
+  compare->add_flag("--json", options->json, "JSON instead of tables");
+  commands.add(compare, [options](const CommonOptions& common) {
+    return compareCommand(*openDatabaseForReading(common.databasePath()), options->run_ids,
+                          options->json);
+  });
 }
 
 }  // namespace ringmaster::cli

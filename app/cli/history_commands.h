@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
 #include "db/database.h"
 #include "query/runs.h"
 
@@ -20,5 +21,8 @@ int compareCommand(const storage::Database& db, const std::vector<int64_t>& run_
 
 // The report `show` prints, also printed at the end of `run`.
 void printRunReport(const storage::Database& db, int64_t run_id, bool json, std::FILE* out);
+
+// `runs`, `show RUN` and `compare RUN RUN...` over the run database.
+void addHistoryCommands(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

@@ -5,6 +5,8 @@
 #include <thread>
 
 #include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "cli/ssh_prompts.h"
@@ -88,6 +90,26 @@ int hostsCheckCommand(const HostsCheckOptions& options) {
     if (!r.error.empty())
       fmt::print(stderr, "{}: {}\n", paint("error", Colour::kRed, colour), displaySafe(r.error));
   return all_answered ? kExitOk : kExitFailed;
+}
+
+void addHostsCommand(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<HostsCheckOptions>();
+  CLI::App* hosts = app.add_subcommand("hosts", "SSH hosts");
+  hosts->require_subcommand(1);
+  CLI::App* check = hosts->add_subcommand(
+      "check", "connect to hosts (host key verified) and show what they offer a job");
+  check->add_option("hosts", options->hosts, "aliases of ~/.ssh/config or [user@]host[:port]")
+      ->required();
+  check->add_option("--node-binary", options->node_binary,
+                    "ringmaster-node's path on the hosts (default: this build's)");
+  check->add_option("--known-hosts", options->known_hosts,
+                    "known_hosts file (default ~/.ssh/known_hosts)");
+  check->add_option("--ssh-config", options->ssh_config,
+                    "ssh client config (default ~/.ssh/config)");
+  check->add_flag("--accept-new-host-keys", options->accept_new_host_keys,
+                  "accept and record the key of a host not yet in known_hosts");
+  check->add_flag("--json", options->json, "JSON instead of a table");
+  commands.add(check, [options](const CommonOptions&) { return hostsCheckCommand(*options); });
 }
 
 }  // namespace ringmaster::cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
+
 namespace ringmaster::cli {
 
 struct HostsCheckOptions {
@@ -19,5 +21,8 @@ struct HostsCheckOptions {
 
 // 0 when every host answered, 1 otherwise.
 int hostsCheckCommand(const HostsCheckOptions& options);
+
+// `hosts check HOST...`.
+void addHostsCommand(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

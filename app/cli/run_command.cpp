@@ -15,6 +15,7 @@
 #include <optional>
 #include <thread>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <fmt/format.h>
@@ -371,6 +372,71 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
   } catch (const Error& e) {
     if (events) events->write({.event = "error", .message = e.message()});
     throw;
+  }
+}
+
+namespace {
+
+// The options `run`, `attach` and `cancel` share: how the run is watched and stopped.
+void addWatchOptions(CLI::App& command, RunCommandOptions& options) {
+  command.add_option("--grace", options.grace_s, "seconds from SIGTERM to SIGKILL when cancelling")
+      ->default_val(5.0)
+      ->check(CLI::Range(0.0, 3600.0));
+  command.add_option("--events", options.events_path,
+                     "append the run's events to this file as JSON lines (created, progress, "
+                     "finished: session/README.md), for a program that watches the run");
+  command.add_flag("-q,--quiet", options.quiet, "no progress output");
+  command.add_flag("-v,--verbose", options.verbose, "show the workers' own output");
+  command.add_flag("--json", options.json, "print the final summary as JSON");
+  command.add_option("--known-hosts", options.known_hosts,
+                     "known_hosts file (default ~/.ssh/known_hosts)");
+  command.add_option("--ssh-config", options.ssh_config,
+                     "ssh client config (default ~/.ssh/config)");
+}
+
+}  // namespace
+
+void addRunCommands(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<RunCommandOptions>();
+  CLI::App* run = app.add_subcommand(
+      "run", "validate a job spec, run it on this machine, record it and print its summary");
+  run->add_option("spec", options->spec_path, "job spec (JSON)")->required();
+  run->add_option("--set", options->overrides,
+                  "override a spec field, FIELD=VALUE (VALUE as JSON, else a string); repeatable")
+      ->allow_extra_args(false);
+  run->add_option("--save-telemetry", options->save_telemetry,
+                  "also write every telemetry line received to this file");
+  addWatchOptions(*run, *options);
+  run->add_flag("--accept-new-host-keys", options->accept_new_host_keys,
+                "accept and record the key of a host not yet in known_hosts (its fingerprint is "
+                "shown); a changed key is always refused");
+  run->add_option("--master-addr", options->master_addr,
+                  "the first host's address as the other hosts reach it (default: its HostName)");
+  run->add_flag("--detach", options->detach,
+                "start the job detached: it goes on when this command, the window or the SSH "
+                "connection goes away; prints the run id (`attach` follows it, `cancel` stops it)");
+  commands.add(run, [options](const CommonOptions& common) {
+    options->db_path = common.databasePath();
+    return runCommand(*options);
+  });
+
+  auto detached_run = std::make_shared<int64_t>(0);
+  CLI::App* attach = app.add_subcommand(
+      "attach",
+      "follow a detached run: replay what it spooled since the last stored event, "
+      "then record it live to its end");
+  CLI::App* cancel = app.add_subcommand(
+      "cancel",
+      "stop a detached run on every host, record it to its end as cancelled and check "
+      "that none of its processes is left");
+  for (CLI::App* command : {attach, cancel}) {
+    command->add_option("run", *detached_run, "run id")->required();
+    addWatchOptions(*command, *options);
+    const bool cancelling = command == cancel;
+    commands.add(command, [options, detached_run, cancelling](const CommonOptions& common) {
+      options->db_path = common.databasePath();
+      return attachCommand(*options, *detached_run, cancelling);
+    });
   }
 }
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/command.h"
+
 namespace ringmaster::cli {
 
 struct RunCommandOptions {
@@ -41,5 +43,8 @@ int runCommand(const RunCommandOptions& options);
 // of `options`. Exit codes as runCommand's; cancel exits 1 when a process is left. Ctrl-C (SIGINT
 // / SIGTERM) on an attach leaves the run going, detached (exit 0); `cancel` is what stops it.
 int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel);
+
+// `run SPEC`, and `attach RUN` / `cancel RUN` of a detached run.
+void addRunCommands(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

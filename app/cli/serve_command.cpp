@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include "web_server.h"
 
 namespace ringmaster::cli {
@@ -119,6 +121,30 @@ int serveCommand(const ServeCommandOptions& options) {
              received == SIGINT ? "SIGINT" : "SIGTERM");
   server.stop();
   return 0;
+}
+
+void addServeCommand(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ServeCommandOptions>();
+  CLI::App* serve = app.add_subcommand(
+      "serve", "the web dashboard: every run, live, in a browser (docs/web.md); Ctrl-C stops");
+  serve
+      ->add_option("--listen", options->listen,
+                   "HOST:PORT to listen on; any address but loopback needs a token")
+      ->default_val("127.0.0.1:8765");
+  serve->add_option("--token-file", options->token_file,
+                    "read the access token from this file (else one is generated where needed "
+                    "and printed once)");
+  serve->add_option("--assets", options->assets_dir,
+                    "the pages' directory (default: web/ beside the ringmaster binary)");
+  serve
+      ->add_option("--nice", options->nice,
+                   "the server's CPU priority (nice 0..19; default 10: below a run recording on "
+                   "the same machine)")
+      ->check(CLI::Range(0, 19));
+  commands.add(serve, [options](const CommonOptions& common) {
+    options->db_path = common.databasePath();
+    return serveCommand(*options);
+  });
 }
 
 }  // namespace ringmaster::cli

@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "cli/command.h"
+
 namespace ringmaster::cli {
 
 struct ServeCommandOptions {
@@ -20,5 +22,8 @@ struct ServeCommandOptions {
 
 // Serves until SIGINT or SIGTERM; returns the exit code (0 after a clean stop).
 int serveCommand(const ServeCommandOptions& options);
+
+// `serve`.
+void addServeCommand(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

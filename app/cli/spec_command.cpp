@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -120,6 +122,18 @@ int specFieldsCommand(bool as_json) {
   else
     fmt::print("{}", specFieldsText());
   return 0;
+}
+
+void addSpecCommand(CLI::App& app, Commands& commands) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* spec = app.add_subcommand("spec", "the job spec's description");
+  spec->require_subcommand(1);
+  CLI::App* fields = spec->add_subcommand(
+      "fields",
+      "every spec field: type, bounds, default, choices, when it applies, help (the "
+      "job editor's form is built from the same description)");
+  fields->add_flag("--json", *json, "JSON instead of text");
+  commands.add(fields, [json](const CommonOptions&) { return specFieldsCommand(*json); });
 }
 
 }  // namespace ringmaster::cli

@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/command.h"
+
 namespace ringmaster::cli {
 
 // The fields by section, one entry per field with its help indented under it.
@@ -18,5 +20,8 @@ nlohmann::json specFieldsJson();
 
 // Prints one of the two; exit code 0.
 int specFieldsCommand(bool json);
+
+// `spec fields`.
+void addSpecCommand(CLI::App& app, Commands& commands);
 
 }  // namespace ringmaster::cli

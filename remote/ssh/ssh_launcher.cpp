@@ -166,7 +166,9 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
         first_said.push_back(line);
         if (first_said.size() > 5) first_said.erase(first_said.begin());
       });
-      if (!open) {
+      // The agent may print its store's address and end in the same read (a job whose workers
+      // end at once): that is a start, and the job's end is served as any other.
+      if (!open && master_port == 0) {
         RM_THROW(kComm,
                  fmt::format("{}: the node agent ended before its rendezvous store started (it "
                              "ended with {}): {}",

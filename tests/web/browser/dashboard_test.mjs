@@ -169,7 +169,13 @@ async function main() {
   const result = await run.exited;
   check(result.code === 0, `ringmaster run exited 0 (${JSON.stringify(result)})${result.code ? `\n${run.output()}` : ''}`);
   // After the run: every step drawn (telemetry every 10 steps; the last step too).
-  const final = (await json(base, `/api/v1/runs/${runId}`));
+  // The server shares a document within one generation of its live feed, so a request made the
+  // moment `ringmaster run` exits may still be answered from the generation before the run's end
+  // (seen once under load): the run's end is what the next generation brings.
+  const final = await until('the API to show the run ended', 15000, async () => {
+    const detail = await json(base, `/api/v1/runs/${runId}`);
+    return detail.run.status !== 'running' ? detail : null;
+  });
   await until('the run page to show the finished run', 15000, async () =>
     (await page.evaluate(() => document.querySelector('.run-header .status')?.textContent)) === final.run.status);
   check(final.run.status === 'completed', `the run completed (${final.run.status})`);
