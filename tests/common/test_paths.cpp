@@ -3,8 +3,12 @@
 
 namespace ringmaster {
 
-const char* testSourceDir() { return RINGMASTER_SOURCE_DIR; }
+const char* testSourceDir() {
+  return RINGMASTER_SOURCE_DIR;
+}
 
-const char* testBinaryDir() { return RINGMASTER_BINARY_DIR; }
+const char* testBinaryDir() {
+  return RINGMASTER_BINARY_DIR;
+}
 
 }  // namespace ringmaster
