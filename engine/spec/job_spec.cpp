@@ -1693,21 +1693,24 @@ json programJobToJson(const JobSpec& spec) {
   // Restarts are the engine's (launch.max_restarts): a program job's launch has none.
   json launch = launchToJson(spec.launch);
   launch.erase("max_restarts");
-  const ProgramSpec& p = *spec.program;
-  json program = {{"python", p.python},
-                  {"script", p.script},
-                  {"args", p.args},
-                  {"upload", p.upload},
-                  {"steps", p.steps}};
-  if (!p.workdir.empty()) program["workdir"] = p.workdir;
   return {{"name", spec.name},
           {"description", spec.description},
           {"strategy", {{"kind", toString(spec.strategy.kind)}}},
-          {"program", std::move(program)},
+          {"program", toJson(*spec.program)},
           {"launch", std::move(launch)}};
 }
 
 }  // namespace
+
+json toJson(const ProgramSpec& program) {
+  json out = {{"python", program.python},
+              {"script", program.script},
+              {"args", program.args},
+              {"upload", program.upload},
+              {"steps", program.steps}};
+  if (!program.workdir.empty()) out["workdir"] = program.workdir;
+  return out;
+}
 
 json toJson(const JobSpec& spec) {
   if (spec.program) return programJobToJson(spec);

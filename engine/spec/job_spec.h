@@ -323,6 +323,8 @@ JobSpec loadJobSpecFile(const std::string& path);
 // The canonical form: every default filled in, only the chosen kinds' options; keys sorted.
 // parseJobSpec(toJson(spec)) gives back spec for any spec that parseJobSpec produced.
 nlohmann::json toJson(const JobSpec& spec);
+// A program job's section in its canonical form (what toJson(spec)["program"] holds).
+nlohmann::json toJson(const ProgramSpec& program);
 
 // The problems of a spec built or edited in code (parseJobSpec(toJson(spec)).problems).
 std::vector<SpecProblem> validateJobSpec(const JobSpec& spec);

@@ -124,6 +124,28 @@ std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<
   return lines;
 }
 
+ProblemLines loadProblemLines(const Database& db, int64_t run_id, int limit) {
+  constexpr const char* kProblem = "run_id = ?1 AND level IN ('error', 'warn')";
+  ProblemLines problems;
+  Statement count(db, fmt::format("SELECT count(*) FROM logs WHERE {}", kProblem));
+  count.bind(1, run_id);
+  if (count.run()) problems.total = count.columnInt(0);
+  Statement select(db,
+                   fmt::format("SELECT rank, t, level, message FROM (SELECT rowid, rank, t, "
+                               "level, message FROM logs WHERE {} ORDER BY rowid DESC LIMIT ?2) "
+                               "ORDER BY rowid",
+                               kProblem));
+  select.bind(1, run_id).bind(2, limit);
+  while (select.run()) {
+    LogLine line{.t = select.columnDouble(1),
+                 .level = select.columnText(2),
+                 .message = select.columnText(3)};
+    if (auto r = select.optionalInt(0)) line.rank = static_cast<int>(*r);
+    problems.last.push_back(std::move(line));
+  }
+  return problems;
+}
+
 std::vector<FlightRecorderDump> loadFlightRecorderDumps(const Database& db, int64_t run_id) {
   Statement select(db,
                    "SELECT rank, t, dump FROM flight_recorder_dumps WHERE run_id = ? ORDER BY t");

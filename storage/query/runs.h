@@ -78,6 +78,13 @@ struct LogLine {
 std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<int> rank = {},
                               int limit = 1000);
 
+// The run's warnings and errors: the last `limit` of them, oldest first, and how many it has.
+struct ProblemLines {
+  std::vector<LogLine> last;
+  int64_t total = 0;
+};
+ProblemLines loadProblemLines(const Database& db, int64_t run_id, int limit);
+
 struct FlightRecorderDump {
   int rank = 0;
   double t = 0;

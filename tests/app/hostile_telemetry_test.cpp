@@ -168,7 +168,7 @@ TEST_F(HostileTelemetry, EventsOfNoRankAndOversizedLinesAreCountedNotStored) {
                      "SELECT count(*) FROM logs WHERE message LIKE '%hello event from rank "
                      "100000,%'"),
             1);
-  EXPECT_EQ(show()["events"]["malformed"], kRejected + kMalformed + kOversized);
+  EXPECT_EQ(show()["ingest"]["malformed"], kRejected + kMalformed + kOversized);
   CapturedProcess shown_text(kRingmaster, {"--db", dbPath(), "show", "1"});
   EXPECT_TRUE(shown_text.wait(60s).ok()) << shown_text.err();
   EXPECT_NE(shown_text.out().find(fmt::format("{} bad lines", kRejected + kMalformed + kOversized)),

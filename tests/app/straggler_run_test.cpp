@@ -101,8 +101,8 @@ TEST_P(StragglerRun, TheSlowedRankIsTheStragglerAndTheOthersWaitForIt) {
   }
 
   const json shown = show(run_id);
-  ASSERT_EQ(shown["comm_ranks"].size(), static_cast<size_t>(worldSize()));
-  for (const json& rank : shown["comm_ranks"]) {
+  ASSERT_EQ(shown["ranks"].size(), static_cast<size_t>(worldSize()));
+  for (const json& rank : shown["ranks"]) {
     EXPECT_EQ(rank["straggler"].get<bool>(), rank["rank"].get<int>() == slow) << rank.dump();
     EXPECT_TRUE(rank["wait_ms"].is_number()) << rank.dump();
   }

@@ -109,7 +109,7 @@ class LiveClient {
         at += head.size();
         const json event = json::parse(frame.substr(at, frame.find('\n', at) - at));
         if (event["id"].get<int64_t>() != run_id_) continue;
-        last_step_ = std::max(last_step_, event["last_step"].get<int64_t>());
+        last_step_ = std::max(last_step_, event["final_step"].get<int64_t>());
         last_status_ = event["status"].get<std::string>();
       }
     }

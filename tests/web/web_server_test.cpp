@@ -36,6 +36,7 @@
 #include "core/error.h"
 #include "db/statement.h"
 #include "query/comm_stats.h"
+#include "query/run_report.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
 
@@ -417,9 +418,9 @@ TEST_F(WebServerTest, RunsListsTheRecordedRunWithItsFiguresAndFilters) {
   EXPECT_EQ(run["status"], "completed");
   EXPECT_EQ(run["world_size"], kRanks);
   storage::Database db(dbPath());
-  EXPECT_EQ(run["steps"],
+  EXPECT_EQ(run["final_step"],
             queryInt(db, fmt::format("SELECT max(step) FROM steps WHERE run_id = {}", run_id_)));
-  EXPECT_GE(run["steps"].get<int64_t>(), 19);
+  EXPECT_GE(run["final_step"].get<int64_t>(), 19);
   EXPECT_TRUE(run["final_loss"].is_number());
   EXPECT_TRUE(run["duration_s"].is_number());
   EXPECT_TRUE(run["created_at"].is_number());
@@ -442,12 +443,15 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
   start();
   const json detail = getJson(runPath());
   EXPECT_EQ(detail["run"]["id"], run_id_);
-  EXPECT_EQ(detail["run"]["spec"]["strategy"]["kind"], "ddp");
-  EXPECT_EQ(detail["run"]["spec"]["train"]["steps"], 20);
-  EXPECT_TRUE(detail["run"]["program"].is_null());
-  EXPECT_EQ(detail["summary"]["final_step"], detail["run"]["steps"]);
-  EXPECT_GT(detail["summary"]["samples_per_s"].get<double>(), 0);
-  EXPECT_GT(detail["summary"]["step_ms"].get<double>(), 0);
+  EXPECT_EQ(detail["version"], storage::kRunReportVersion);
+  EXPECT_EQ(detail["spec"]["strategy"]["kind"], "ddp");
+  EXPECT_EQ(detail["spec"]["train"]["steps"], 20);
+  EXPECT_EQ(detail["planned_steps"], 20);
+  EXPECT_TRUE(detail["program"].is_null());
+  const int64_t steps = detail["final_step"];
+  EXPECT_GE(steps, 19);
+  EXPECT_GT(detail["samples_per_second"].get<double>(), 0);
+  EXPECT_GT(detail["mean_step_ms"].get<double>(), 0);
   ASSERT_EQ(detail["ranks"].size(), static_cast<size_t>(kRanks));
   for (int r = 0; r < kRanks; ++r) {
     SCOPED_TRACE(r);
@@ -457,26 +461,28 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
     EXPECT_GT(rank["pid"].get<int64_t>(), 0);
     EXPECT_TRUE(rank["device"].is_string());
     EXPECT_EQ(rank["status"], "completed");
-    EXPECT_EQ(rank["steps"], detail["run"]["steps"]);
-    EXPECT_GT(rank["samples_per_s"].get<double>(), 0);
-    EXPECT_GT(rank["step_ms"].get<double>(), 0);
-    EXPECT_TRUE(rank["compute_ms"].is_number());
-    EXPECT_TRUE(rank["exposed_comm_ms"].is_number());
-    EXPECT_TRUE(rank["peak_mem"].is_number());
+    EXPECT_EQ(rank["last_step"], steps);
+    EXPECT_GT(rank["samples_per_second"].get<double>(), 0);
+    EXPECT_GT(rank["mean_step_ms"].get<double>(), 0);
+    EXPECT_TRUE(rank["mean_compute_ms"].is_number());
+    EXPECT_TRUE(rank["mean_exposed_comm_ms"].is_number());
+    EXPECT_GT(rank["peak_memory"].get<int64_t>(), 0);
+    EXPECT_GT(rank["estimated_memory"].get<double>(), 0);
     EXPECT_TRUE(rank["straggler"].is_boolean());
-    EXPECT_TRUE(rank.contains("tokens_per_s"));
+    EXPECT_TRUE(rank.contains("tokens_per_second"));
   }
   EXPECT_TRUE(detail["evals"].is_array());
   // One attempt (no restart, launch.max_restarts): its steps, no root cause.
   ASSERT_EQ(detail["attempts"].size(), 1u);
   EXPECT_EQ(detail["attempts"][0]["attempt"], 0);
   EXPECT_EQ(detail["attempts"][0]["first_step"], 1);
-  EXPECT_EQ(detail["attempts"][0]["last_step"], detail["run"]["steps"]);
+  EXPECT_EQ(detail["attempts"][0]["last_step"], steps);
+  EXPECT_TRUE(detail["attempts"][0]["rolled_back"].is_null());
   EXPECT_TRUE(detail["attempts"][0]["error"].is_null());
   // 20 steps of 4 ranks, each a step event at least.
   EXPECT_GE(detail["ingest"]["stored"].get<int64_t>(), 80);
-  EXPECT_EQ(detail["ingest"]["duplicate"], 0);
-  EXPECT_EQ(detail["ingest"]["bad_lines"], 0);
+  EXPECT_EQ(detail["ingest"]["duplicates"], 0);
+  EXPECT_EQ(detail["ingest"]["malformed"], 0);
   const std::vector<std::string> metrics = detail["metrics"];
   EXPECT_NE(std::find(metrics.begin(), metrics.end(), "loss"), metrics.end());
   EXPECT_NE(std::find(metrics.begin(), metrics.end(), "step_ms"), metrics.end());
@@ -512,8 +518,9 @@ TEST_F(WebServerTest, ARunningRunsDetailHasTheHangDiagnosis) {
   o.db_path = path;
   start(o);
   const json detail = getJson("/api/v1/runs/1");
-  ASSERT_EQ(detail["hang"].size(), 1u) << detail.dump(2);
-  const json& hang = detail["hang"][0];
+  EXPECT_TRUE(detail["hang"]["running"].get<bool>());
+  ASSERT_EQ(detail["hang"]["diagnoses"].size(), 1u) << detail.dump(2);
+  const json& hang = detail["hang"]["diagnoses"][0];
   EXPECT_EQ(hang["op"], "all_reduce");
   EXPECT_EQ(hang["seq"], 28);
   EXPECT_EQ(hang["stuck"], json::array({1}));
@@ -529,13 +536,14 @@ TEST_F(WebServerTest, ARunningRunsDetailHasTheHangDiagnosis) {
   server_.reset();
   start();
   const json ended = getJson(runPath());
-  EXPECT_TRUE(ended["hang"].empty());
+  EXPECT_FALSE(ended["hang"]["running"].get<bool>());
+  EXPECT_TRUE(ended["hang"]["diagnoses"].empty());
   for (const json& rank : ended["ranks"]) EXPECT_TRUE(rank["waiting_on"].is_null());
 }
 
 TEST_F(WebServerTest, SeriesComeAsBucketsPerRankOrAsTheBand) {
   start();
-  const int64_t steps = getJson(runPath())["run"]["steps"];
+  const int64_t steps = getJson(runPath())["final_step"];
   const json all = getJson(runPath("/series?metric=loss"));
   EXPECT_EQ(all["metric"], "loss");
   EXPECT_EQ(all["bucket_width"], 1);
@@ -719,9 +727,9 @@ TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
   const json compared =
       getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, pipeline_run_id_));
   ASSERT_EQ(compared["runs"].size(), 2u);
-  EXPECT_EQ(compared["runs"][0]["id"], run_id_);
-  EXPECT_EQ(compared["runs"][1]["id"], pipeline_run_id_);
-  EXPECT_TRUE(compared["runs"][0]["summary"]["samples_per_s"].is_number());
+  EXPECT_EQ(compared["runs"][0]["run"]["id"], run_id_);
+  EXPECT_EQ(compared["runs"][1]["run"]["id"], pipeline_run_id_);
+  EXPECT_TRUE(compared["runs"][0]["samples_per_second"].is_number());
   bool strategy_differs = false;
   for (const json& difference : compared["spec_differences"])
     if (difference["path"] == "strategy.kind")
@@ -889,7 +897,7 @@ bool waitFor(Predicate predicate, std::chrono::milliseconds limit) {
 // `run` events of `run_id` with a step above `after`.
 bool hasRunEventAfter(const StreamClient& client, int64_t run_id, int64_t after) {
   for (const json& event : client.events("run"))
-    if (event["id"] == run_id && event["last_step"].get<int64_t>() > after) return true;
+    if (event["id"] == run_id && event["final_step"].get<int64_t>() > after) return true;
   return false;
 }
 
@@ -917,7 +925,7 @@ TEST_F(WebServerTest, AStreamGetsCoalescedRunEventsWhileARunRecordsAndResumesAft
       << stream->text();
   for (const json& event : stream->events("run")) {
     EXPECT_TRUE(event["status"].is_string());
-    EXPECT_TRUE(event["last_step"].is_number_integer());
+    EXPECT_TRUE(event["final_step"].is_number_integer());
   }
   // Coalesced: frames at most every 250 ms (slack for when the client's reads return), whatever
   // the rate of events.
@@ -929,7 +937,7 @@ TEST_F(WebServerTest, AStreamGetsCoalescedRunEventsWhileARunRecordsAndResumesAft
   // A new connection picks up the run where it now is.
   int64_t seen = 0;
   for (const json& event : stream->events("run"))
-    if (event["id"] == live_id) seen = std::max(seen, event["last_step"].get<int64_t>());
+    if (event["id"] == live_id) seen = std::max(seen, event["final_step"].get<int64_t>());
   stream = std::make_unique<StreamClient>(server_->port());
   EXPECT_TRUE(waitFor([&] { return hasRunEventAfter(*stream, live_id, seen); }, 60s))
       << stream->text();

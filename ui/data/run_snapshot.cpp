@@ -1,26 +1,31 @@
-// Loads a RunSnapshot through the storage queries.
+// Loads a RunSnapshot: the run's report (query/run_report.h) and what only the views show.
 #include "data/run_snapshot.h"
-
-#include <chrono>
-
-#include <nlohmann/json.hpp>
 
 #include "db/database.h"
 #include "db/step_columns.h"
-#include "spec/job_spec.h"
-#include "spec/memory_estimate.h"
+#include "telemetry/writer.h"
 
 namespace ringmaster::ui {
 
 namespace {
 
-// train.steps as written, for a spec that no longer parses (one written by another version).
-int64_t writtenSteps(const std::string& spec_json) {
-  auto spec = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
-  if (spec.is_object() && spec.contains("train") && spec["train"].contains("steps") &&
-      spec["train"]["steps"].is_number_integer())
-    return spec["train"]["steps"].get<int64_t>();
-  return 0;
+// The report's parts under the names the views read them by.
+void fillFromReport(RunSnapshot& snapshot) {
+  const storage::RunReport& report = snapshot.report;
+  snapshot.run = report.summary.run;
+  snapshot.summary = report.summary;
+  for (const storage::RankReport& rank : report.ranks) {
+    if (rank.record) snapshot.ranks.push_back(*rank.record);
+    snapshot.comm_ranks.push_back(rank.comm);
+    if (rank.estimated_memory) snapshot.estimated_memory.push_back(*rank.estimated_memory);
+  }
+  for (const storage::AttemptReport& attempt : report.attempts)
+    snapshot.attempts.push_back(attempt.record);
+  snapshot.comm_ops = report.comm_ops;
+  snapshot.live = report.live;
+  snapshot.evals = report.evals;
+  snapshot.planned_steps = report.planned_steps;
+  snapshot.program = report.program;
 }
 
 WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecord& run,
@@ -62,15 +67,8 @@ RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
 RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
                             const SnapshotRequest& request) {
   RunSnapshot snapshot;
-  snapshot.run = storage::loadRun(db, run_id);
-  snapshot.ranks = storage::loadRanks(db, run_id);
-  snapshot.attempts = storage::loadAttempts(db, run_id);
-  snapshot.summary = storage::summarizeRun(db, run_id);
-  snapshot.comm_ops = storage::commStatsByOp(db, run_id);
-  snapshot.comm_ranks = storage::commStatsByRank(db, run_id);
-  snapshot.live = storage::loadLiveProgress(
-      db, run_id,
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  snapshot.report = storage::buildRunReport(db, run_id, telemetryNow());
+  fillFromReport(snapshot);
   for (const ChartRequest& chart : request.charts) {
     for (const std::string& metric : chart.metrics) {
       MetricSeries series{metric, {}, std::nullopt};
@@ -99,18 +97,6 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
-  snapshot.evals = storage::loadEvals(db, run_id);
-  const SpecParseResult spec = parseJobSpec(snapshot.run.spec_json);
-  if (!spec.ok()) {
-    snapshot.planned_steps = writtenSteps(snapshot.run.spec_json);
-  } else if (spec.spec->program) {
-    snapshot.planned_steps = spec.spec->program->steps;
-    snapshot.program = spec.spec->program;
-  } else {
-    snapshot.planned_steps = expectedSteps(*spec.spec);
-    for (const RankMemoryEstimate& rank : estimateMemory(*spec.spec))
-      snapshot.estimated_memory.push_back(rank.total());
-  }
   return snapshot;
 }
 

@@ -13,6 +13,7 @@
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
+#include "query/run_report.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -55,6 +56,9 @@ struct CommByOpRequest {
 };
 
 struct RunSnapshot {
+  // The run's report (query/run_report.h): what `ringmaster show` and the web API show of it. The
+  // members below up to `charts` are its parts under the names the views read.
+  storage::RunReport report;
   storage::RunRecord run;
   std::vector<storage::RankRecord> ranks;
   // Every attempt (launch.max_restarts): where each restart began and what it rolled back.

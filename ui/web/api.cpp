@@ -19,6 +19,7 @@
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
+#include "query/run_report.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -120,22 +121,9 @@ json parsedOrNull(const std::string& text) {
   return parsed.is_discarded() ? json(nullptr) : parsed;
 }
 
-json runJson(const Database& db, const RunRecord& run) {
-  const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
-  return {{"id", run.id},
-          {"name", run.name},
-          {"strategy", run.strategy},
-          {"status", run.status},
-          {"world_size", run.world_size},
-          {"created_at", run.created_at},
-          {"started_at", optionalJson(run.started_at)},
-          {"ended_at", optionalJson(run.ended_at)},
-          {"duration_s", number(run.durationSeconds())},
-          {"steps", lastStep(db, run.id, run.world_size)},
-          {"final_loss", loss ? number(loss->loss) : json(nullptr)},
-          {"error", optionalJson(run.error)},
-          {"error_rank", optionalJson(run.error_rank)},
-          {"error_host", optionalJson(run.error_host)}};
+// The clock a running run's hang view is judged by.
+double now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 // --- /runs ---------------------------------------------------------------------------------------
@@ -150,120 +138,15 @@ json runsList(const Database& db, const QueryParams& params, const ApiLimits& li
   filter.name_contains = textParameter(params, "name", limits);
   filter.limit = static_cast<int>(integerParameter(params, "limit", 1, 10000, 1000));
   json runs = json::array();
-  for (const RunRecord& run : listRuns(db, filter)) runs.push_back(runJson(db, run));
+  for (const RunRecord& run : listRuns(db, filter)) runs.push_back(runListEntry(db, run));
   return {{"runs", runs}};
 }
 
 // --- /runs/ID ------------------------------------------------------------------------------------
 
-json summaryJson(const RunSummary& summary) {
-  return {{"final_step", summary.final_step},
-          {"final_loss", optionalJson(summary.final_loss)},
-          {"final_accuracy", optionalJson(summary.final_accuracy)},
-          {"samples_per_s", number(summary.samples_per_second)},
-          {"tokens_per_s", optionalJson(summary.tokens_per_second)},
-          {"mfu", optionalJson(summary.mfu)},
-          {"lr", optionalJson(summary.lr)},
-          {"loss_scale", optionalJson(summary.loss_scale)},
-          {"skipped_steps", optionalJson(summary.skipped_steps)},
-          {"step_ms", number(summary.mean_step_ms)},
-          {"comm_share", number(summary.comm_share)},
-          {"bubble_fraction", optionalJson(summary.bubble_fraction)}};
-}
-
+// The run's report (query/run_report.h), as `ringmaster show --json` writes it.
 json runDetail(const Database& db, int64_t run_id) {
-  const RunSummary summary = summarizeRun(db, run_id);
-  const RunRecord& run = summary.run;
-  json run_json = runJson(db, run);
-  json spec = parsedOrNull(run.spec_json);
-  run_json["program"] = spec.is_object() && spec.contains("program") ? spec["program"] : json();
-  run_json["spec"] = spec;
-
-  std::map<int, RankRecord> records;
-  for (const RankRecord& record : loadRanks(db, run_id)) records[record.rank] = record;
-  std::map<int, RankCommStats> comm;
-  for (const RankCommStats& stats : commStatsByRank(db, run_id)) comm[stats.rank] = stats;
-  json ranks = json::array();
-  for (const RankSummary& rank : summary.ranks) {
-    json row = {{"rank", rank.rank},
-                {"host", nullptr},
-                {"pid", nullptr},
-                {"device", nullptr},
-                {"status", nullptr},
-                {"steps", rank.last_step},
-                {"samples_per_s", number(rank.samples_per_second)},
-                {"tokens_per_s", optionalJson(rank.tokens_per_second)},
-                {"step_ms", number(rank.mean_step_ms)},
-                {"compute_ms", nullptr},
-                {"exposed_comm_ms", nullptr},
-                {"peak_mem", rank.peak_memory},
-                {"straggler", false}};
-    if (const auto found = records.find(rank.rank); found != records.end()) {
-      row["host"] = found->second.host;
-      row["pid"] = found->second.pid;
-      row["device"] =
-          found->second.device_name.empty() ? found->second.device : found->second.device_name;
-      row["status"] = optionalJson(found->second.status);
-    }
-    if (const auto found = comm.find(rank.rank); found != comm.end()) {
-      row["compute_ms"] = number(found->second.mean_compute_ms);
-      row["exposed_comm_ms"] = number(found->second.mean_exposed_comm_ms);
-      row["straggler"] = found->second.straggler;
-    }
-    ranks.push_back(std::move(row));
-  }
-  json evals = json::array();
-  for (const EvalPoint& eval : loadEvals(db, run_id))
-    evals.push_back({{"step", eval.step},
-                     {"val_loss", optionalJson(eval.val_loss)},
-                     {"perplexity", optionalJson(eval.perplexity)}});
-  // Each attempt (launch.max_restarts): when it began, its steps and its root cause; the charts
-  // mark where each restart began and shade the steps it rolled back.
-  json attempts = json::array();
-  for (const AttemptRecord& a : loadAttempts(db, run_id)) {
-    attempts.push_back({{"attempt", a.attempt},
-                        {"started_at", a.started_at},
-                        {"ended_at", optionalJson(a.ended_at)},
-                        {"first_step", optionalJson(a.first_step)},
-                        {"last_step", optionalJson(a.last_step)},
-                        {"error", optionalJson(a.error)},
-                        {"error_rank", optionalJson(a.error_rank)},
-                        {"error_host", optionalJson(a.error_host)}});
-  }
-  // The live hang view (a running run): the stuck collective and what each rank waits on.
-  const LiveProgress live = loadLiveProgress(
-      db, run_id,
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  json hangs = json::array();
-  for (const HangDiagnosis& d : live.hangs) {
-    hangs.push_back({{"group", d.group},
-                     {"op", d.op},
-                     {"seq", d.op_seq},
-                     {"stuck", d.stuck},
-                     {"silent", d.silent},
-                     {"waiting", d.waiting},
-                     {"waiting_s", number(d.waiting_s)},
-                     {"message", d.message}});
-  }
-  for (json& row : ranks) {
-    const auto r = static_cast<size_t>(row["rank"].get<int>());
-    row["waiting_on"] = r < live.rank_states.size() && !live.rank_states[r].empty()
-                            ? json(live.rank_states[r])
-                            : json();
-  }
-  const IngestCounts ingest = loadIngestCounts(db, run_id);
-  return {{"run", run_json},
-          {"attempts", attempts},
-          {"hang", hangs},
-          {"summary", summaryJson(summary)},
-          {"ranks", ranks},
-          {"evals", evals},
-          {"ingest",
-           {{"stored", ingest.stored},
-            {"duplicate", ingest.duplicates},
-            {"bad_lines", ingest.malformed},
-            {"dropped", ingest.dropped}}},
-          {"metrics", metricNames(db, run_id)}};
+  return toJson(buildRunReport(db, run_id, now()));
 }
 
 // --- /runs/ID/series -----------------------------------------------------------------------------
@@ -340,29 +223,9 @@ json series(const Database& db, int64_t run_id, const QueryParams& params,
 
 json comm(const Database& db, int64_t run_id) {
   json by_op = json::array();
-  for (const CommOpStats& op : commStatsByOp(db, run_id))
-    by_op.push_back({{"op", op.op},
-                     {"bytes", op.bytes},
-                     {"count", op.count},
-                     {"total_ms", number(op.total_ms)},
-                     {"p50_ms", number(op.p50_ms)},
-                     {"p99_ms", number(op.p99_ms)},
-                     {"wait_ms", optionalJson(op.wait_ms)},
-                     {"algbw_gbps", number(op.algbw_gbps)},
-                     {"busbw_gbps", number(op.busbw_gbps)}});
+  for (const CommOpStats& op : commStatsByOp(db, run_id)) by_op.push_back(toJson(op));
   json by_rank = json::array();
-  for (const RankCommStats& rank : commStatsByRank(db, run_id))
-    by_rank.push_back({{"rank", rank.rank},
-                       {"operations", rank.operations},
-                       {"comm_ms", number(rank.comm_ms)},
-                       {"wait_ms", optionalJson(rank.wait_ms)},
-                       {"transfer_ms", optionalJson(rank.transfer_ms)},
-                       {"step_ms", number(rank.mean_step_ms)},
-                       {"compute_ms", number(rank.mean_compute_ms)},
-                       {"exposed_comm_ms", number(rank.mean_exposed_comm_ms)},
-                       {"mean_wait_ms", optionalJson(rank.mean_wait_ms)},
-                       {"peers_mean_wait_ms", optionalJson(rank.peers_mean_wait_ms)},
-                       {"straggler", rank.straggler}});
+  for (const RankCommStats& rank : commStatsByRank(db, run_id)) by_rank.push_back(toJson(rank));
   return {{"by_op", by_op}, {"by_rank", by_rank}};
 }
 
@@ -555,11 +418,8 @@ json compare(const Database& db, const QueryParams& params, const ApiLimits& lim
     if (!runExists(db, id)) throw ApiError(404, fmt::format("no run {}", id));
   const RunComparison comparison = compareRuns(db, ids);
   json runs = json::array();
-  for (const RunSummary& summary : comparison.runs) {
-    json entry = runJson(db, summary.run);
-    entry["summary"] = summaryJson(summary);
-    runs.push_back(std::move(entry));
-  }
+  for (const RunSummary& summary : comparison.runs)
+    runs.push_back(toJson(buildRunReport(db, summary.run.id, now())));
   json differences = json::array();
   for (const SpecDifference& difference : comparison.differences)
     differences.push_back({{"path", difference.path}, {"values", difference.values}});
@@ -583,19 +443,8 @@ std::vector<std::string_view> segments(std::string_view path) {
 
 }  // namespace
 
-int64_t lastStep(const Database& db, int64_t run_id, int world_size) {
-  Statement query(db, "SELECT max(step) FROM steps WHERE run_id = ? AND rank = ?");
-  int64_t last = 0;
-  for (int rank = 0; rank < world_size; ++rank) {
-    query.bind(1, run_id).bind(2, rank);
-    if (query.run()) last = std::max(last, query.optionalInt(0).value_or(0));
-    query.reset();
-  }
-  return last;
-}
-
 json runListEntry(const Database& db, int64_t run_id) {
-  return runJson(db, loadRun(db, run_id));
+  return storage::runListEntry(db, loadRun(db, run_id));
 }
 
 json handleApi(const Database& db, std::string_view path, const QueryParams& params,

@@ -164,7 +164,7 @@ void LiveFeed::poll(std::shared_ptr<storage::Database> db, std::map<int64_t, Run
           const json entry = runListEntry(*db, id);
           if (row_changed) changed_runs.push_back(entry);
           run_events.push_back(
-              {{"id", id}, {"last_step", entry.at("steps")}, {"status", state.status}});
+              {{"id", id}, {"final_step", entry.at("final_step")}, {"status", state.status}});
         }
         known = std::move(now);
       }

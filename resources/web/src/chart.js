@@ -128,14 +128,13 @@ function drawAttemptMarks(u, marks) {
   ctx.restore();
 }
 
-// The marks of a run's attempts (the run API's `attempts`), one per restart.
+// The marks of a run's attempts (the run report's `attempts`), one per restart; the report says
+// which steps each restart rolled back.
 export function attemptMarks(attempts) {
   const marks = [];
-  for (let i = 1; i < (attempts || []).length; i++) {
-    const a = attempts[i];
+  for (const a of (attempts || []).slice(1)) {
     if (a.first_step == null) continue;
-    const before = attempts[i - 1].last_step;
-    marks.push({ attempt: a.attempt, firstStep: a.first_step, rolledBack: before != null && before >= a.first_step ? [a.first_step, before] : null });
+    marks.push({ attempt: a.attempt, firstStep: a.first_step, rolledBack: a.rolled_back });
   }
   return marks;
 }

@@ -72,18 +72,18 @@ function pct(value) {
   return value === undefined || value === null ? '–' : `${(100 * value).toFixed(1)} %`;
 }
 
-// body.runs: each run's record with its summary (as the run page's header); one column per run.
+// body.runs: each run's report (as the run page's); one column per run.
 function figuresTable(body) {
   const runs = body.runs || [];
   const rows = [
-    ['Name', (r) => r.name], ['Strategy', (r) => r.strategy], ['Status', (r) => r.status], ['Ranks', (r) => r.world_size],
-    ['Final step', (r) => num(r.summary.final_step)], ['Final loss', (r) => num(r.summary.final_loss, 4)],
-    ['Samples/s', (r) => num(r.summary.samples_per_s, 1)], ['Tokens/s', (r) => num(r.summary.tokens_per_s, 1)],
-    ['Mean step ms', (r) => num(r.summary.step_ms, 2)], ['Comm share', (r) => pct(r.summary.comm_share)],
-    ['Bubble', (r) => pct(r.summary.bubble_fraction)], ['Duration s', (r) => num(r.duration_s, 1)],
+    ['Name', (r) => r.run.name], ['Strategy', (r) => r.run.strategy], ['Status', (r) => r.run.status], ['Ranks', (r) => r.run.world_size],
+    ['Final step', (r) => num(r.final_step)], ['Final loss', (r) => num(r.final_loss, 4)],
+    ['Samples/s', (r) => num(r.samples_per_second, 1)], ['Tokens/s', (r) => num(r.tokens_per_second, 1)],
+    ['Mean step ms', (r) => num(r.mean_step_ms, 2)], ['Comm share', (r) => pct(r.comm_share)],
+    ['Bubble', (r) => pct(r.bubble_fraction)], ['Duration s', (r) => num(r.run.duration_s, 1)],
   ];
   return el('div', {}, el('h2', {}, 'Figures'), table(
-    [{ title: '', value: (row) => row[0] }, ...runs.map((r, i) => ({ title: `Run ${r.id}`, class: 'num', value: (row) => row[1](r) ?? '–' }))],
+    [{ title: '', value: (row) => row[0] }, ...runs.map((r, i) => ({ title: `Run ${r.run.id}`, class: 'num', value: (row) => row[1](r) ?? '–' }))],
     rows,
   ));
 }
@@ -93,7 +93,7 @@ function differencesTable(body) {
   const runs = body.runs || [];
   if (differences.length === 0) return el('p', {}, 'The runs\' specs do not differ.');
   return el('div', {}, el('h2', {}, 'Spec differences'), table(
-    [{ title: 'Field', value: (d) => d.path }, ...runs.map((r, i) => ({ title: `Run ${r.id}`, value: (d) => d.values[i] ?? '–' }))],
+    [{ title: 'Field', value: (d) => d.path }, ...runs.map((r, i) => ({ title: `Run ${r.run.id}`, value: (d) => d.values[i] ?? '–' }))],
     differences,
   ));
 }

@@ -59,19 +59,19 @@ export function mount(root, route) {
 
   function renderHeader() {
     const r = detail.run;
-    const s = detail.summary || {};
+    const s = detail;
     header.replaceChildren(
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
       el('div', { class: 'figures' },
-        figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step ?? r.steps)),
-        figure('Final loss', num(s.final_loss ?? r.final_loss, 4)), figure('Samples/s', num(s.samples_per_s, 1)),
-        figure('Mean step', `${num(s.step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
+        figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step)),
+        figure('Final loss', num(s.final_loss, 4)), figure('Samples/s', num(s.samples_per_second, 1)),
+        figure('Mean step', `${num(s.mean_step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
         figure('Started', time(r.started_at)), figure('Duration', duration(r.duration_s)),
         s.bubble_fraction !== undefined && s.bubble_fraction !== null
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
         r.error ? el('div', { class: 'error' }, r.error) : null),
-      hangBanner(detail.hang),
+      hangBanner(detail.hang && detail.hang.diagnoses),
       attemptList(detail.attempts),
     );
   }
@@ -205,21 +205,21 @@ export function mount(root, route) {
         { title: 'Rank', class: 'num', value: (r) => r.rank },
         { title: 'Host', value: (r) => r.host },
         { title: 'PID', class: 'num', value: (r) => r.pid ?? '–' },
-        { title: 'Device', value: (r) => r.device ?? '–' },
+        { title: 'Device', value: (r) => r.device_name || r.device || '–' },
         { title: 'Status', value: (r) => statusBadge(r.status) },
         { title: 'Waiting on', value: (r) => r.waiting_on ?? '' },
-        { title: 'Steps', class: 'num', value: (r) => num(r.steps) },
-        { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_s, 1) },
-        { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_s, 1) },
-        { title: 'Step ms', class: 'num', value: (r) => num(r.step_ms, 2) },
-        { title: 'Compute ms', class: 'num', value: (r) => num(r.compute_ms, 2) },
-        { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.exposed_comm_ms, 2) },
-        { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_mem) },
+        { title: 'Steps', class: 'num', value: (r) => num(r.last_step) },
+        { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_second, 1) },
+        { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_second, 1) },
+        { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
+        { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
+        { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
+        { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_memory) },
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
       ], ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
     );
     const ingest = detail.ingest;
-    if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicate)} duplicate, ${num(ingest.bad_lines)} bad lines.`));
+    if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicates)} duplicate, ${num(ingest.malformed)} bad lines.`));
     return {};
   }
 
@@ -256,9 +256,9 @@ export function mount(root, route) {
             { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_ms, 1) },
             { title: 'Wait per collective ms', class: 'num', value: (r) => num(r.mean_wait_ms, 3) },
             { title: 'Peers\' wait per collective ms', class: 'num', value: (r) => num(r.peers_mean_wait_ms, 3) },
-            { title: 'Step ms', class: 'num', value: (r) => num(r.step_ms, 2) },
-            { title: 'Compute ms', class: 'num', value: (r) => num(r.compute_ms, 2) },
-            { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.exposed_comm_ms, 2) },
+            { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
+            { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
+            { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
             { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
           ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
         );

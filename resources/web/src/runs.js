@@ -54,7 +54,7 @@ export function mount(root, route) {
         { title: 'Ranks', class: 'num', value: (r) => num(r.world_size) },
         { title: 'Created', value: (r) => time(r.created_at) },
         { title: 'Duration', class: 'num', value: (r) => duration(r.duration_s) },
-        { title: 'Steps', class: 'num', value: (r) => num(r.steps) },
+        { title: 'Steps', class: 'num', value: (r) => num(r.final_step) },
         { title: 'Final loss', class: 'num', value: (r) => num(r.final_loss, 4) },
         { title: 'Error', class: 'error-text', value: (r) => r.error || '' },
       ], runs, (r) => ({ 'data-run': r.id, class: `run-row status-row-${r.status}` })));
