@@ -336,6 +336,8 @@ SchedEvent schedEvent(int64_t step, const ExecutedAction& action, int micro_batc
 // The loop.
 
 TrainingResult Trainer::run() {
+  // Set-up: the device, the model and its data, the strategy and optimizer, and the checkpoint to
+  // resume from.
   checkWorld();
   const auto wall_start = Clock::now();
   Session session;
@@ -355,6 +357,8 @@ TrainingResult Trainer::run() {
              spec_.train.steps, spec_.train.grad_accum_steps, spec_.train.batch_size);
   session.test_compute_delay = testComputeDelay(context_.rank);
   const int64_t every = spec_.telemetry.every_steps;
+  // The loop: one optimizer step, its report every telemetry.every_steps, the evaluation and the
+  // checkpoint when due.
   IntervalTimes interval;
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
     if (anyRankAgrees(stop_requested_(), world_)) {
@@ -380,6 +384,7 @@ TrainingResult Trainer::run() {
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps)
       saveCheckpointAt(session, step);
   }
+  // The end: the last step's checkpoint (when a step ran).
   if (spec_.checkpoint && result.final_step > steps_done) {
     if (std::optional<std::string> path = saveCheckpointAt(session, result.final_step))
       fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
