@@ -196,73 +196,73 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  CLI::App app{"storage benchmark: telemetry ingest and reduced series loading"};
-  std::string recorded, dir = (fs::temp_directory_path() / "ringmaster_storage_bench").string();
-  int64_t events = 1'000'000, points = 1'000'000;
-  int buckets = 2000, repeats = 20;
-  app.add_option("--telemetry", recorded,
-                 "a recorded telemetry file (ringmaster run "
-                 "--save-telemetry); default: a synthetic DDP stream");
-  app.add_option("--events", events, "telemetry events to ingest")->default_val(events);
-  app.add_option("--points", points, "points of the series to load")->default_val(points);
-  app.add_option("--buckets", buckets, "buckets to reduce it to")->default_val(buckets);
-  app.add_option("--dir", dir, "where the benchmark databases go (removed afterwards)");
-  CLI11_PARSE(app, argc, argv);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-
-  // 1. The flood: 4 ranks of 100,000 step events, each pushed by its own thread as fast as it can.
-  // First, so that the peak resident size it reports is the recorder's, not the ingest's.
+// 1. The flood (issue 16): 4 ranks of 100,000 step events, each pushed into one Recorder by its
+// own thread as fast as it can, beside bare inserts of the same rows.
+void benchFlood(const std::string& dir) {
+  constexpr int kRanks = 4;
+  constexpr int64_t kSteps = 100'000;
+  const auto streams = floodLines(kRanks, kSteps);
+  const std::string flood_db = dir + "/flood.db";
+  Database db(flood_db);
+  const int64_t run =
+      createRun(db, {.name = "flood", .spec_json = "{}", .strategy = "ddp", .world_size = kRanks});
+  const int64_t rss_before = peakResidentKiB();
+  const auto start = Clock::now();
+  RecorderCounts counts;
   {
-    constexpr int kRanks = 4;
-    constexpr int64_t kSteps = 100'000;
-    const auto streams = floodLines(kRanks, kSteps);
-    const std::string flood_db = dir + "/flood.db";
-    Database db(flood_db);
-    const int64_t run = createRun(
-        db, {.name = "flood", .spec_json = "{}", .strategy = "ddp", .world_size = kRanks});
-    const int64_t rss_before = peakResidentKiB();
-    const auto start = Clock::now();
-    RecorderCounts counts;
-    {
-      Recorder recorder(flood_db, run, 0);
-      std::vector<std::thread> producers;
-      for (const auto& stream : streams) {
-        producers.emplace_back([&recorder, &stream] {
-          for (const std::string& line : stream) recorder.submitLine(line);
-        });
-      }
-      for (std::thread& producer : producers) producer.join();
-      recorder.flush();
-      counts = recorder.counts();
+    Recorder recorder(flood_db, run, 0);
+    std::vector<std::thread> producers;
+    for (const auto& stream : streams) {
+      producers.emplace_back([&recorder, &stream] {
+        for (const std::string& line : stream) recorder.submitLine(line);
+      });
     }
-    const double flood_s = secondsSince(start);
-    const int64_t rss_growth = peakResidentKiB() - rss_before;
-    std::vector<TelemetryEvent> flood_events;  // for the anchor, decoded once the peak is taken
-    for (const auto& stream : streams)
-      for (const std::string& line : stream) flood_events.push_back(decodeEvent(line).event());
-    const double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
-    fmt::print(
-        "Flood (issue 16): {} ranks x {} step events, a hello and a done each, pushed by {} "
-        "threads at once\n\n",
-        kRanks, kSteps, kRanks);
-    fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
-    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder, default queue, 4 producers",
-               flood_s, counts.stored / flood_s, raw_flood_s / flood_s);
-    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "anchor: bare prepared inserts, same rows",
-               raw_flood_s, flood_events.size() / raw_flood_s, 1.0);
-    fmt::print(
-        "stored {} of {} ({} dropped, {} bad); the queue held at most {} events; peak resident "
-        "size grew by {:.1f} MiB\n",
-        counts.stored, flood_events.size(), counts.dropped, counts.malformed + counts.rejected,
-        counts.peak_queued, rss_growth / 1024.0);
+    for (std::thread& producer : producers) producer.join();
+    recorder.flush();
+    counts = recorder.counts();
   }
+  const double flood_s = secondsSince(start);
+  const int64_t rss_growth = peakResidentKiB() - rss_before;
+  std::vector<TelemetryEvent> flood_events;  // for the anchor, decoded once the peak is taken
+  for (const auto& stream : streams)
+    for (const std::string& line : stream) flood_events.push_back(decodeEvent(line).event());
+  const double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
+  fmt::print(
+      "Flood (issue 16): {} ranks x {} step events, a hello and a done each, pushed by {} "
+      "threads at once\n\n",
+      kRanks, kSteps, kRanks);
+  fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
+  fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder, default queue, 4 producers",
+             flood_s, counts.stored / flood_s, raw_flood_s / flood_s);
+  fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "anchor: bare prepared inserts, same rows",
+             raw_flood_s, flood_events.size() / raw_flood_s, 1.0);
+  fmt::print(
+      "stored {} of {} ({} dropped, {} bad); the queue held at most {} events; peak resident "
+      "size grew by {:.1f} MiB\n",
+      counts.stored, flood_events.size(), counts.dropped, counts.malformed + counts.rejected,
+      counts.peak_queued, rss_growth / 1024.0);
+}
 
-  // 2. Ingest.
-  const std::vector<std::string> lines = telemetryLines(recorded, events);
+// The bare inserts of `decoded` into leaner schemas, against `raw_s`, the full schema's time.
+void benchLeanerSchemas(const std::string& raw_db, const std::vector<TelemetryEvent>& decoded,
+                        double raw_s) {
+  const size_t events = decoded.size();
+  fmt::print(
+      "\nThe same bare inserts into leaner schemas: SQLite's own ceiling for these rows\n\n");
+  fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
+  for (const SchemaVariant& variant : {SchemaVariant{"without the comm events' index", false, true},
+                                       SchemaVariant{"without foreign keys", true, false},
+                                       SchemaVariant{"without either", false, false}}) {
+    const double seconds = bareInserts(raw_db, decoded, variant);
+    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", variant.name, seconds, events / seconds,
+               raw_s / seconds);
+  }
+}
+
+// 2. Ingest: the lines through the Recorder, beside bare inserts of the same rows (and decoding
+// alone); then the bare inserts into leaner schemas.
+void benchIngest(const std::string& dir, const std::vector<std::string>& lines,
+                 const std::string& recorded) {
   std::vector<TelemetryEvent> decoded;
   decoded.reserve(lines.size());
   const auto decode_start = Clock::now();
@@ -300,19 +300,12 @@ int main(int argc, char** argv) {
              raw_s, lines.size() / raw_s, 1.0);
   fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10}\n", "of which decoding alone (one thread)",
              decode_s, lines.size() / decode_s, "");
+  benchLeanerSchemas(raw_db, decoded, raw_s);
+}
 
-  fmt::print(
-      "\nThe same bare inserts into leaner schemas: SQLite's own ceiling for these rows\n\n");
-  fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
-  for (const SchemaVariant& variant : {SchemaVariant{"without the comm events' index", false, true},
-                                       SchemaVariant{"without foreign keys", true, false},
-                                       SchemaVariant{"without either", false, false}}) {
-    const double seconds = bareInserts(raw_db, decoded, variant);
-    fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", variant.name, seconds,
-               lines.size() / seconds, raw_s / seconds);
-  }
-
-  // 3. Series load: a v1 database of `points` points, summarised by migration 2.
+// 3. Series load: a v1 database of `points` points, summarised by migration 2, loaded reduced to
+// `buckets` buckets `repeats` times, beside the plain SQL GROUP BY that reads every point.
+void benchSeriesLoad(const std::string& dir, int64_t points, int buckets, int repeats) {
   const std::string series_db = dir + "/series.db";
   {
     Database old(series_db, {.schema_version = 1});
@@ -352,6 +345,30 @@ int main(int argc, char** argv) {
              median(scan_ms) / median(reduced_ms));
   fmt::print("{:<44} {:>12.2f} {:>14.2f} {:>10.2f}\n", "anchor: SQL GROUP BY over every point",
              median(scan_ms), *std::max_element(scan_ms.begin(), scan_ms.end()), 1.0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"storage benchmark: telemetry ingest and reduced series loading"};
+  std::string recorded, dir = (fs::temp_directory_path() / "ringmaster_storage_bench").string();
+  int64_t events = 1'000'000, points = 1'000'000;
+  int buckets = 2000, repeats = 20;
+  app.add_option("--telemetry", recorded,
+                 "a recorded telemetry file (ringmaster run "
+                 "--save-telemetry); default: a synthetic DDP stream");
+  app.add_option("--events", events, "telemetry events to ingest")->default_val(events);
+  app.add_option("--points", points, "points of the series to load")->default_val(points);
+  app.add_option("--buckets", buckets, "buckets to reduce it to")->default_val(buckets);
+  app.add_option("--dir", dir, "where the benchmark databases go (removed afterwards)");
+  CLI11_PARSE(app, argc, argv);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  // The flood first, so that the peak resident size it reports is the recorder's, not the ingest's.
+  benchFlood(dir);
+  benchIngest(dir, telemetryLines(recorded, events), recorded);
+  benchSeriesLoad(dir, points, buckets, repeats);
   fs::remove_all(dir);
   return 0;
 }

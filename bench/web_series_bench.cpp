@@ -178,6 +178,152 @@ std::string queryOf(const Case& c, int buckets) {
   return query;
 }
 
+// --- The benchmark -------------------------------------------------------------------------------
+
+// Writes the run through the Recorder to `path` (by way of a partial file, renamed when complete,
+// so that an interrupted write is never taken for a run).
+void writeRunDatabase(const std::string& path, int ranks, int64_t steps) {
+  fmt::print("writing {} ranks x {} steps through the Recorder to {} ...\n", ranks, steps, path);
+  std::fflush(stdout);
+  const std::string partial = path + ".partial";
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(partial + suffix);
+  const auto t = Clock::now();
+  writeRun(partial, ranks, steps);
+  {
+    Database db(partial);
+    db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  }
+  fs::rename(partial, path);
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(partial + suffix);
+  fmt::print("written in {:.0f} s ({:.0f} events/s), {:.0f} MiB\n\n", msSince(t) / 1000,
+             static_cast<double>(ranks) * static_cast<double>(steps) / (msSince(t) / 1000),
+             static_cast<double>(fs::file_size(path)) / (1 << 20));
+}
+
+int64_t latestRun(const std::string& path) {
+  Database db(path);
+  Statement select(db, "SELECT id FROM runs ORDER BY id DESC LIMIT 1");
+  select.run();
+  return select.columnInt(0);
+}
+
+// What every case is timed against: the run, the buckets asked for, how often each is timed, and
+// the client of a `ringmaster serve` (null: no HTTP round trip).
+struct Setup {
+  std::string path;
+  int64_t run = 0;
+  int ranks = 0, buckets = 0, repeats = 0, anchor_repeats = 0;
+  httplib::Client* client = nullptr;
+};
+
+web::QueryParams paramsOf(const Case& c, int buckets) {
+  web::QueryParams params;
+  params.emplace("metric", "loss");
+  params.emplace("ranks", c.ranks);
+  params.emplace("buckets", std::to_string(buckets));
+  if (c.from >= 0) {
+    params.emplace("from", std::to_string(c.from));
+    params.emplace("to", std::to_string(c.to));
+  }
+  return params;
+}
+
+// One request through ringmaster::web's handler as the server makes it (a new read-only
+// connection, the JSON text included): its time, and the size, points and bucket width of what
+// came back.
+struct HandlerReply {
+  double ms = 0;
+  size_t bytes = 0, points = 0;
+  int64_t width = 1;
+};
+HandlerReply callHandler(const std::string& path, const std::string& api_path,
+                         const web::QueryParams& params) {
+  const auto t = Clock::now();
+  DatabaseOptions options;
+  options.read_only = true;
+  Database db(path, options);
+  const nlohmann::json document = web::handleApi(db, api_path, params);
+  const std::string text = document.dump();
+  HandlerReply reply{.ms = msSince(t), .bytes = text.size()};
+  reply.width = document["bucket_width"].get<int64_t>();
+  if (document.contains("band")) reply.points = document["band"].size();
+  for (const auto& r : document.value("ranks", nlohmann::json::array()))
+    reply.points += r["buckets"].size();
+  return reply;
+}
+
+// The same request over HTTP: its time; throws unless it is answered 200.
+double timeHttpGet(httplib::Client& client, const std::string& url) {
+  const auto t = Clock::now();
+  const auto response = client.Get(url);
+  const double ms = msSince(t);
+  if (!response || response->status != 200)
+    throw std::runtime_error(fmt::format("HTTP {}: {}", response ? response->status : 0,
+                                         response ? response->body : "no response"));
+  return ms;
+}
+
+// The anchor's GROUP BY for the case's ranks and range, in buckets of `width`: its time.
+double timeAnchor(const Setup& setup, const Case& c, int64_t width) {
+  const auto t = Clock::now();
+  std::vector<int> anchor_ranks;
+  if (c.ranks == "all" || c.ranks == "band") {
+    for (int r = 0; r < setup.ranks; ++r) anchor_ranks.push_back(r);
+  } else {
+    anchor_ranks.push_back(std::stoi(c.ranks));
+  }
+  groupByAnchor(setup.path, setup.run, anchor_ranks, c.from >= 0 ? c.from : 0,
+                c.from >= 0 ? c.to : std::numeric_limits<int64_t>::max(), width);
+  return msSince(t);
+}
+
+void printCaseRow(const Case& c, const HandlerReply& reply, const std::vector<double>& handler,
+                  const std::vector<double>& http, const std::vector<double>& anchor) {
+  const Stats h = statsOf(handler), a = statsOf(anchor);
+  // The server shares a document between requests until the database changes: the first
+  // request of a case is the one that queries, the others are served from that.
+  std::string http_first = "(no ringmaster)", http_again;
+  if (!http.empty()) {
+    http_first = fmt::format("{:.1f}", http.front());
+    if (http.size() > 1) {
+      const Stats again = statsOf({http.begin() + 1, http.end()});
+      http_again = fmt::format("{:.1f} / {:.1f} / {:.1f}", again.min, again.median, again.max);
+    }
+  }
+  fmt::print("{:<38} {:>8} {:>9.0f} {:>22} {:>11} {:>22} {:>22} {:>8.4f}\n", c.label, reply.points,
+             static_cast<double>(reply.bytes) / 1024,
+             fmt::format("{:.1f} / {:.1f} / {:.1f}", h.min, h.median, h.max), http_first,
+             http_again, fmt::format("{:.0f} / {:.0f} / {:.0f}", a.min, a.median, a.max),
+             h.median / a.median);
+}
+
+// Times one case `repeats` times through the handler and over HTTP, and its anchor
+// `anchor_repeats` times unless an earlier case timed the same query (`anchor_times`, by ranks and
+// range), and prints its row.
+void benchCase(const Setup& setup, const Case& c,
+               std::map<std::string, std::vector<double>>& anchor_times) {
+  const web::QueryParams params = paramsOf(c, setup.buckets);
+  const std::string api_path = fmt::format("/runs/{}/series", setup.run);
+  std::vector<double> handler, http, anchor;
+  const std::string anchor_key =
+      (c.ranks == "band" ? std::string("all") : c.ranks) + fmt::format(":{}-{}", c.from, c.to);
+  HandlerReply reply;
+  for (int i = 0; i < setup.repeats; ++i) {
+    reply = callHandler(setup.path, api_path, params);
+    handler.push_back(reply.ms);
+    if (setup.client) {
+      http.push_back(timeHttpGet(*setup.client,
+                                 fmt::format("/api/v1{}?{}", api_path, queryOf(c, setup.buckets))));
+    }
+    if (i >= setup.anchor_repeats || anchor_times.count(anchor_key) > 0) continue;
+    anchor.push_back(timeAnchor(setup, c, reply.width));
+  }
+  // The band's anchor is the every-rank query (the median of 64 means per bucket is not timed).
+  if (anchor.empty()) anchor = anchor_times[anchor_key];
+  anchor_times[anchor_key] = anchor;
+  printCaseRow(c, reply, handler, http, anchor);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -205,31 +351,13 @@ int main(int argc, char** argv) {
 
   fs::create_directories(dir);
   const std::string path = (fs::path(dir) / fmt::format("web-{}x{}.db", ranks, steps)).string();
-  if (!fs::exists(path)) {
-    fmt::print("writing {} ranks x {} steps through the Recorder to {} ...\n", ranks, steps, path);
-    std::fflush(stdout);
-    const std::string partial = path + ".partial";
-    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(partial + suffix);
-    const auto t = Clock::now();
-    writeRun(partial, ranks, steps);
-    {
-      Database db(partial);
-      db.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-    }
-    fs::rename(partial, path);
-    for (const char* suffix : {"-wal", "-shm"}) fs::remove(partial + suffix);
-    fmt::print("written in {:.0f} s ({:.0f} events/s), {:.0f} MiB\n\n", msSince(t) / 1000,
-               static_cast<double>(ranks) * static_cast<double>(steps) / (msSince(t) / 1000),
-               static_cast<double>(fs::file_size(path)) / (1 << 20));
-  }
-  int64_t run = 0;
-  {
-    Database db(path);
-    Statement select(db, "SELECT id FROM runs ORDER BY id DESC LIMIT 1");
-    select.run();
-    run = select.columnInt(0);
-  }
-
+  if (!fs::exists(path)) writeRunDatabase(path, ranks, steps);
+  Setup setup{.path = path,
+              .run = latestRun(path),
+              .ranks = ranks,
+              .buckets = buckets,
+              .repeats = repeats,
+              .anchor_repeats = anchor_repeats};
   const std::vector<Case> cases = {
       {"every rank (ranks=all)", "all"},
       {"band (ranks=band)", "band"},
@@ -243,6 +371,7 @@ int main(int argc, char** argv) {
     client.emplace("127.0.0.1", server->port());
     client->set_keep_alive(true);
     client->set_read_timeout(60, 0);
+    setup.client = &*client;
   }
 
   fmt::print(
@@ -252,82 +381,11 @@ int main(int argc, char** argv) {
       "new read-only connection, JSON text included; HTTP: GET through `ringmaster serve` on "
       "127.0.0.1, keep-alive;\nanchor: SQL GROUP BY bucket over the same rows of the same file, "
       "one query per rank asked for; the band: the every-rank queries)\n\n",
-      run, ranks, steps, path, buckets, repeats, anchor_repeats);
+      setup.run, ranks, steps, path, buckets, repeats, anchor_repeats);
   fmt::print("{:<38} {:>8} {:>9} {:>22} {:>11} {:>22} {:>22} {:>8}\n", "", "buckets", "KiB",
              "handler ms", "HTTP 1st ms", "HTTP again ms (shared)", "anchor GROUP BY ms", "ratio");
   std::map<std::string, std::vector<double>> anchor_times;
-  for (const Case& c : cases) {
-    web::QueryParams params;
-    params.emplace("metric", "loss");
-    params.emplace("ranks", c.ranks);
-    params.emplace("buckets", std::to_string(buckets));
-    if (c.from >= 0) {
-      params.emplace("from", std::to_string(c.from));
-      params.emplace("to", std::to_string(c.to));
-    }
-    const std::string api_path = fmt::format("/runs/{}/series", run);
-    std::vector<double> handler, http, anchor;
-    const std::string anchor_key =
-        (c.ranks == "band" ? std::string("all") : c.ranks) + fmt::format(":{}-{}", c.from, c.to);
-    size_t bytes = 0, points = 0;
-    int64_t width = 1;
-    for (int i = 0; i < repeats; ++i) {
-      auto t = Clock::now();
-      {
-        DatabaseOptions options;
-        options.read_only = true;
-        Database db(path, options);
-        const nlohmann::json document = web::handleApi(db, api_path, params);
-        const std::string text = document.dump();
-        handler.push_back(msSince(t));
-        bytes = text.size();
-        width = document["bucket_width"].get<int64_t>();
-        points = 0;
-        if (document.contains("band")) points = document["band"].size();
-        for (const auto& r : document.value("ranks", nlohmann::json::array()))
-          points += r["buckets"].size();
-      }
-      if (client) {
-        t = Clock::now();
-        const auto response =
-            client->Get(fmt::format("/api/v1{}?{}", api_path, queryOf(c, buckets)));
-        http.push_back(msSince(t));
-        if (!response || response->status != 200)
-          throw std::runtime_error(fmt::format("HTTP {}: {}", response ? response->status : 0,
-                                               response ? response->body : "no response"));
-      }
-      if (i >= anchor_repeats || anchor_times.count(anchor_key) > 0) continue;
-      t = Clock::now();
-      std::vector<int> anchor_ranks;
-      if (c.ranks == "all" || c.ranks == "band") {
-        for (int r = 0; r < ranks; ++r) anchor_ranks.push_back(r);
-      } else {
-        anchor_ranks.push_back(std::stoi(c.ranks));
-      }
-      groupByAnchor(path, run, anchor_ranks, c.from >= 0 ? c.from : 0,
-                    c.from >= 0 ? c.to : std::numeric_limits<int64_t>::max(), width);
-      anchor.push_back(msSince(t));
-    }
-    // The band's anchor is the every-rank query (the median of 64 means per bucket is not timed).
-    if (anchor.empty()) anchor = anchor_times[anchor_key];
-    anchor_times[anchor_key] = anchor;
-    const Stats h = statsOf(handler), a = statsOf(anchor);
-    // The server shares a document between requests until the database changes: the first
-    // request of a case is the one that queries, the others are served from that.
-    std::string http_first = "(no ringmaster)", http_again;
-    if (!http.empty()) {
-      http_first = fmt::format("{:.1f}", http.front());
-      if (http.size() > 1) {
-        const Stats again = statsOf({http.begin() + 1, http.end()});
-        http_again = fmt::format("{:.1f} / {:.1f} / {:.1f}", again.min, again.median, again.max);
-      }
-    }
-    fmt::print("{:<38} {:>8} {:>9.0f} {:>22} {:>11} {:>22} {:>22} {:>8.4f}\n", c.label, points,
-               static_cast<double>(bytes) / 1024,
-               fmt::format("{:.1f} / {:.1f} / {:.1f}", h.min, h.median, h.max), http_first,
-               http_again, fmt::format("{:.0f} / {:.0f} / {:.0f}", a.min, a.median, a.max),
-               h.median / a.median);
-  }
+  for (const Case& c : cases) benchCase(setup, c, anchor_times);
   fmt::print(
       "\nHTTP 1st: the case's first request, which the server queries; again: the same "
       "request repeated, the server's shared document (until the database changes)\n");

@@ -247,50 +247,70 @@ void saveSafetensors(const std::string& path,
 // -----------------------------------------------------------------------------------------------
 // loadSafetensors
 
-SafetensorsFile loadSafetensors(const std::string& path) {
-  std::unique_ptr<std::FILE, FileCloser> file(std::fopen(path.c_str(), "rb"));
-  if (!file) RM_THROW(kIo, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
-  struct stat info {};
-  if (::fstat(::fileno(file.get()), &info) != 0) {
-    RM_THROW(kIo, fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
-  }
-  if (S_ISDIR(info.st_mode)) RM_THROW(kIo, fmt::format("cannot read {}: is a directory", path));
-  const auto file_size = static_cast<uint64_t>(info.st_size);
-  auto readExactly = [&](void* out, size_t size) {
-    if (size > 0 && std::fread(out, 1, size, file.get()) != size) {
+namespace {
+
+// A file open for reading, with its size when opened; a read that comes up short throws.
+struct ReadFile {
+  std::string path;
+  std::unique_ptr<std::FILE, FileCloser> file;
+  uint64_t size = 0;
+
+  void readExactly(void* out, size_t bytes) {
+    if (bytes > 0 && std::fread(out, 1, bytes, file.get()) != bytes) {
       RM_THROW(kIo, fmt::format("cannot read {}: {}", path,
                                 std::ferror(file.get()) ? std::strerror(errno)
                                                         : "the file shrank while being read"));
     }
-  };
+  }
+};
 
-  if (file_size == 0) {
+ReadFile openForReading(const std::string& path) {
+  ReadFile read{.path = path, .file = {std::fopen(path.c_str(), "rb"), FileCloser{}}};
+  if (!read.file) RM_THROW(kIo, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  struct stat info {};
+  if (::fstat(::fileno(read.file.get()), &info) != 0) {
+    RM_THROW(kIo, fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
+  }
+  if (S_ISDIR(info.st_mode)) RM_THROW(kIo, fmt::format("cannot read {}: is a directory", path));
+  read.size = static_cast<uint64_t>(info.st_size);
+  return read;
+}
+
+// The header's JSON text: the 8-byte length, checked against the limit and the file's size, then
+// that many bytes, which must open a JSON object.
+std::string readHeaderText(ReadFile& file) {
+  const std::string& path = file.path;
+  if (file.size == 0) {
     RM_THROW(kFormat, fmt::format("{}: empty file, expected a safetensors file", path));
   }
-  if (file_size < 8) {
+  if (file.size < 8) {
     RM_THROW(kFormat, fmt::format("{}: truncated: {} bytes is too short for the 8-byte header "
                                   "length",
-                                  path, file_size));
+                                  path, file.size));
   }
   uint64_t header_length = 0;
-  readExactly(&header_length, sizeof header_length);
+  file.readExactly(&header_length, sizeof header_length);
   if (header_length > kSafetensorsMaxHeaderBytes) {
     RM_THROW(kFormat, fmt::format("{}: header length {} exceeds the limit of {} bytes (is this a "
                                   "safetensors file?)",
                                   path, header_length, kSafetensorsMaxHeaderBytes));
   }
-  if (header_length > file_size - 8) {
+  if (header_length > file.size - 8) {
     RM_THROW(kFormat, fmt::format("{}: truncated: header length {} runs past the end of the file "
                                   "({} bytes after the 8-byte length)",
-                                  path, header_length, file_size - 8));
+                                  path, header_length, file.size - 8));
   }
   std::string text(header_length, '\0');
-  readExactly(text.data(), text.size());
+  file.readExactly(text.data(), text.size());
   if (text.empty() || text[0] != '{') {
     RM_THROW(kFormat, fmt::format("{}: the header does not start with '{{' (a JSON object)", path));
   }
+  return text;
+}
 
-  // Parse, remembering the first duplicate key (nlohmann's parser would keep the last silently).
+// The header parsed: a JSON object, no deeper than a header needs, with no key twice in one object
+// (nlohmann's parser would keep the last silently; the first duplicate is named).
+nlohmann::json parseHeader(const std::string& path, const std::string& text) {
   std::vector<std::set<std::string>> open_objects;
   std::optional<DuplicateKey> duplicate;
   std::string top_key;
@@ -331,30 +351,30 @@ SafetensorsFile loadSafetensors(const std::string& path) {
     RM_THROW(kFormat,
              fmt::format("{}: the header is {}, not a JSON object", path, jsonTypeName(header)));
   }
+  return header;
+}
 
-  const uint64_t data_start = 8 + header_length;
-  const uint64_t data_size = file_size - data_start;
-  SafetensorsFile result;
-  std::vector<Entry> entries;
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      if (!value.is_object()) {
-        RM_THROW(kFormat, fmt::format("{}: \"__metadata__\" is {}, not an object of strings", path,
-                                      jsonTypeName(value)));
-      }
-      for (const auto& [meta_key, meta_value] : value.items()) {
-        if (!meta_value.is_string()) {
-          RM_THROW(kFormat, fmt::format("{}: \"__metadata__\" entry '{}' is {}, not a string", path,
-                                        meta_key, jsonTypeName(meta_value)));
-        }
-        result.metadata[meta_key] = meta_value.get<std::string>();
-      }
-      continue;
-    }
-    entries.push_back(parseEntry(path, key, value, data_size));
+// The "__metadata__" entry: an object of strings.
+std::map<std::string, std::string> parseMetadata(const std::string& path,
+                                                 const nlohmann::json& value) {
+  if (!value.is_object()) {
+    RM_THROW(kFormat, fmt::format("{}: \"__metadata__\" is {}, not an object of strings", path,
+                                  jsonTypeName(value)));
   }
+  std::map<std::string, std::string> metadata;
+  for (const auto& [meta_key, meta_value] : value.items()) {
+    if (!meta_value.is_string()) {
+      RM_THROW(kFormat, fmt::format("{}: \"__metadata__\" entry '{}' is {}, not a string", path,
+                                    meta_key, jsonTypeName(meta_value)));
+    }
+    metadata[meta_key] = meta_value.get<std::string>();
+  }
+  return metadata;
+}
 
-  // The entries must tile the data region exactly: no overlap, no gap, nothing after the last.
+// Sorts the entries into file order and checks that they tile the data region exactly: no
+// overlap, no gap, nothing after the last.
+void sortAndCheckTiling(const std::string& path, std::vector<Entry>& entries, uint64_t data_size) {
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return std::pair(a.begin, a.end) < std::pair(b.begin, b.end);
   });
@@ -379,11 +399,29 @@ SafetensorsFile loadSafetensors(const std::string& path) {
                                   "tensor",
                                   path, covered, data_size));
   }
+}
 
+}  // namespace
+
+SafetensorsFile loadSafetensors(const std::string& path) {
+  ReadFile file = openForReading(path);
+  const std::string header_text = readHeaderText(file);
+  const nlohmann::json header = parseHeader(path, header_text);
+  const uint64_t data_start = 8 + header_text.size();
+  const uint64_t data_size = file.size - data_start;
+  SafetensorsFile result;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey)
+      result.metadata = parseMetadata(path, value);
+    else
+      entries.push_back(parseEntry(path, key, value, data_size));
+  }
+  sortAndCheckTiling(path, entries, data_size);
   // Entries are in file order now, and the data follows the header directly.
   for (const Entry& entry : entries) {
     Tensor tensor = Tensor::empty(entry.shape, entry.dtype);
-    readExactly(tensor.raw(), tensor.nbytes());
+    file.readExactly(tensor.raw(), tensor.nbytes());
     result.tensors.emplace(entry.name, std::move(tensor));
   }
   return result;

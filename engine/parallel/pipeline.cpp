@@ -132,47 +132,186 @@ PipelineParallel::PipelineParallel(Sequential& model, Communicator& comm, Pipeli
   comm_.alignClockToRankZero();
 }
 
-PipelineStepResult PipelineParallel::runStep(int64_t rows,
-                                             const std::function<Batch(int)>& micro_batch,
-                                             float grad_scale) {
-  const int rank = comm_.rank();
-  const Device device = comm_.device();
-  const bool split_backward = plan_.schedule == PipelineSchedule::kZbH1;
-  // Messages are told apart by tag: direction, micro-batch and the receiving model stage.
-  auto tag = [&](PipelinePhase phase, int micro, int stage) {
-    return (micro * plan_.modelStages() + stage) * 2 + (phase == PipelinePhase::kForward ? 0 : 1);
-  };
+// ------------------------------------------------------------------------------------------------
+// One step's execution on this rank.
+
+// What runs one step's actions on this rank: the receives posted ahead, the messages handed
+// between this rank's own chunks, the sends in flight, what each (chunk, micro-batch) keeps
+// between its actions, and the step's totals.
+class PipelineParallel::StepRun {
+ public:
+  StepRun(PipelineParallel& pipeline, int64_t rows, const std::function<Batch(int)>& micro_batch,
+          float grad_scale)
+      : p_(pipeline),
+        rank_(pipeline.comm_.rank()),
+        device_(pipeline.comm_.device()),
+        rows_(rows),
+        micro_batch_(micro_batch),
+        grad_scale_(grad_scale),
+        split_backward_(pipeline.plan_.schedule == PipelineSchedule::kZbH1) {}
+
   // Every receive of the step is posted before any action runs, so that a send always meets a
   // posted receive and completes without waiting for the receiver to reach that action.
-  // A message between two chunks of this rank (one rank, interleaved) is handed over in `local`.
-  std::map<std::tuple<PipelinePhase, int, int>, std::pair<Tensor, WorkPtr>> receives;
-  std::map<std::tuple<PipelinePhase, int, int>, Tensor> local;
-  for (const PipelineAction& a : plan_.actions[rank]) {
-    const int stage = modelStage(a.chunk);
-    const int peer_stage = a.phase == PipelinePhase::kForward ? stage - 1 : stage + 1;
-    if (peer_stage < 0 || peer_stage >= plan_.modelStages() || rankOf(peer_stage) == rank) continue;
-    if (a.phase == PipelinePhase::kForward) {
-      Tensor buffer =
-          Tensor::empty(batchShape(rows, stage_input_shape_[stage]), DType::kF32, device);
-      receives[{a.phase, a.micro_batch, a.chunk}] = {
-          buffer, comm_.irecv(buffer, rankOf(stage - 1), tag(a.phase, a.micro_batch, stage))};
-    } else if (a.phase == PipelinePhase::kBackward) {
-      Tensor buffer =
-          Tensor::empty(batchShape(rows, stage_output_shape_[stage]), DType::kF32, device);
-      receives[{a.phase, a.micro_batch, a.chunk}] = {
-          buffer, comm_.irecv(buffer, rankOf(stage + 1), tag(a.phase, a.micro_batch, stage))};
+  void postReceives() {
+    for (const PipelineAction& a : p_.plan_.actions[rank_]) {
+      const int stage = p_.modelStage(a.chunk);
+      const int peer_stage = a.phase == PipelinePhase::kForward ? stage - 1 : stage + 1;
+      if (peer_stage < 0 || peer_stage >= p_.plan_.modelStages() || p_.rankOf(peer_stage) == rank_)
+        continue;
+      if (a.phase == PipelinePhase::kForward) {
+        Tensor buffer =
+            Tensor::empty(batchShape(rows_, p_.stage_input_shape_[stage]), DType::kF32, device_);
+        receives_[{a.phase, a.micro_batch, a.chunk}] = {
+            buffer,
+            p_.comm_.irecv(buffer, p_.rankOf(stage - 1), tag(a.phase, a.micro_batch, stage))};
+      } else if (a.phase == PipelinePhase::kBackward) {
+        Tensor buffer =
+            Tensor::empty(batchShape(rows_, p_.stage_output_shape_[stage]), DType::kF32, device_);
+        receives_[{a.phase, a.micro_batch, a.chunk}] = {
+            buffer,
+            p_.comm_.irecv(buffer, p_.rankOf(stage + 1), tag(a.phase, a.micro_batch, stage))};
+      }
     }
   }
-  PipelineStepResult result;
-  double last_exposed_ms = 0;  // of the latest receive: its transfer the caller waited for
-  auto receive = [&](const PipelineAction& a) {
-    last_exposed_ms = 0;
-    if (auto it = local.find({a.phase, a.micro_batch, a.chunk}); it != local.end()) {
+
+  // Runs one action and records when it started, when its input was ready and when it ended.
+  void run(const PipelineAction& a) {
+    const int stage = p_.modelStage(a.chunk);
+    ExecutedAction executed{a, stage, p_.nowUs(), 0, 0};
+    switch (a.phase) {
+      case PipelinePhase::kForward:
+        forward(a, executed);
+        break;
+      case PipelinePhase::kBackward:
+        backward(a, executed);
+        break;
+      case PipelinePhase::kWeight:
+        weight(a, executed);
+        break;
+    }
+    if (executed.end_us == 0) executed.end_us = p_.nowUs();
+    result_.actions.push_back(executed);
+  }
+
+  void waitForSends() {
+    for (const WorkPtr& send : sends_) {
+      send->wait();
+      result_.transfer_ms += send->durationMs().value_or(0.0);
+    }
+  }
+
+  // The loss lives on the last stage's rank; every rank reports it (collective).
+  PipelineStepResult shareTotals() {
+    Tensor totals = Tensor::fromVector(
+        {static_cast<float>(result_.loss_sum), static_cast<float>(result_.correct),
+         static_cast<float>(result_.samples)},
+        {3}, device_);
+    p_.comm_.broadcast(totals, p_.rankOf(p_.plan_.modelStages() - 1))->wait();
+    const std::vector<float> values = totals.toFloatVector();
+    result_.loss_sum = values[0];
+    result_.correct = static_cast<int64_t>(values[1]);
+    result_.samples = static_cast<int64_t>(values[2]);
+    return std::move(result_);
+  }
+
+ private:
+  using Key = std::pair<int, int>;  // (chunk, micro-batch)
+
+  // F: the stage's forward, from the micro-batch (the first stage) or the previous stage's
+  // activations; the last stage computes the loss and its gradient, the others send on.
+  void forward(const PipelineAction& a, ExecutedAction& executed) {
+    const int stage = executed.model_stage;
+    const auto [first, end] = p_.stages_[stage];
+    // Only a receive is waiting: reading the micro-batch (the first stage's features, the last
+    // stage's labels) is part of the action's work.
+    Batch batch;
+    Tensor x;
+    if (p_.isFirst(stage)) {
+      executed.ready_us = executed.start_us;
+      batch = micro_batch_(a.micro_batch);
+      x = batch.inputs;
+    } else {
+      x = receive(a);
+      executed.ready_us = p_.nowUs();
+      executed.transfer_us = inputTransferUs(executed, last_exposed_ms_);
+      if (p_.isLast(stage)) batch = micro_batch_(a.micro_batch);
+    }
+    for (size_t m = first; m < end; ++m) x = p_.model_.forwardChild(m, x);
+    const Key key{a.chunk, a.micro_batch};
+    contexts_[key] = p_.model_.saveChildContexts(first, end);
+    if (p_.isLast(stage)) {
+      addLoss(batch, x, key);
+    } else {
+      executed.end_us = p_.nowUs();  // the send is communication, not part of the action
+      send(a.phase, a.micro_batch, stage + 1, x);
+    }
+  }
+
+  // The last stage's loss over the micro-batch, and its gradient for the B action. Per-token
+  // logits [rows, T, V] against targets [rows, T]: the mean over every target (as
+  // WholeModelStrategy::trainBatch); correct counts targets, samples counts samples.
+  void addLoss(const Batch& batch, const Tensor& x, const Key& key) {
+    const int64_t classes = x.shape().back();
+    const Tensor logits = x.view({x.numel() / classes, classes});
+    const Tensor targets = batch.targets.view({batch.targets.numel()});
+    result_.loss_sum += loss_fn_.forward(logits, targets);
+    result_.correct += ops::countCorrect(logits, targets);
+    result_.samples += batch.targets.dim(0);
+    loss_grads_[key] = loss_fn_.backward(grad_scale_).view(x.shape());
+  }
+
+  // B: the input gradient through the stage (and, unless ZB-H1 splits it off into W, the weight
+  // gradients), from the loss gradient (the last stage) or the next stage's; sent back unless
+  // this is the first stage.
+  void backward(const PipelineAction& a, ExecutedAction& executed) {
+    const int stage = executed.model_stage;
+    const auto [first, end] = p_.stages_[stage];
+    const Key key{a.chunk, a.micro_batch};
+    Tensor grad = p_.isLast(stage) ? loss_grads_.at(key) : receive(a);
+    executed.ready_us = p_.isLast(stage) ? executed.start_us : p_.nowUs();
+    executed.transfer_us = p_.isLast(stage) ? 0 : inputTransferUs(executed, last_exposed_ms_);
+    loss_grads_.erase(key);
+    p_.model_.restoreChildContexts(first, contexts_.at(key));
+    for (size_t m = end; m-- > first;) {
+      grad = split_backward_ ? p_.model_.backwardInputChild(m, grad)
+                             : p_.model_.backwardChild(m, grad);
+    }
+    if (split_backward_)
+      contexts_[key] = p_.model_.saveChildContexts(first, end);  // what the W action needs
+    else
+      contexts_.erase(key);
+    if (!p_.isFirst(stage)) {
+      executed.end_us = p_.nowUs();
+      send(a.phase, a.micro_batch, stage - 1, grad);
+    }
+  }
+
+  // W (ZB-H1): the weight gradients the B action left.
+  void weight(const PipelineAction& a, ExecutedAction& executed) {
+    const auto [first, end] = p_.stages_[executed.model_stage];
+    const Key key{a.chunk, a.micro_batch};
+    executed.ready_us = executed.start_us;
+    p_.model_.restoreChildContexts(first, contexts_.at(key));
+    for (size_t m = end; m-- > first;) p_.model_.child(m).backwardWeights();
+    contexts_.erase(key);
+  }
+
+  // Messages are told apart by tag: direction, micro-batch and the receiving model stage.
+  int tag(PipelinePhase phase, int micro, int stage) const {
+    return (micro * p_.plan_.modelStages() + stage) * 2 +
+           (phase == PipelinePhase::kForward ? 0 : 1);
+  }
+
+  // The action's input: handed over by this rank's own chunk, or its posted receive, waited for.
+  // Of the time blocked, the message's transfer is communication, the rest pipeline wait.
+  Tensor receive(const PipelineAction& a) {
+    last_exposed_ms_ = 0;
+    if (auto it = local_.find({a.phase, a.micro_batch, a.chunk}); it != local_.end()) {
       Tensor handed = it->second;
-      local.erase(it);
+      local_.erase(it);
       return handed;
     }
-    auto& [buffer, work] = receives.at({a.phase, a.micro_batch, a.chunk});
+    auto& [buffer, work] = receives_.at({a.phase, a.micro_batch, a.chunk});
     const auto start = Clock::now();
     work->wait();
     const double blocked_ms =
@@ -182,107 +321,51 @@ PipelineStepResult PipelineParallel::runStep(int64_t rows,
     const double transfer_ms =
         std::max(0.0, work->durationMs().value_or(0.0) - work->waitMs().value_or(0.0));
     const double exposed_ms = std::min(blocked_ms, transfer_ms);
-    last_exposed_ms = exposed_ms;
-    result.exposed_transfer_ms += exposed_ms;
-    result.pipeline_wait_ms += blocked_ms - exposed_ms;
-    result.transfer_ms += transfer_ms;
+    last_exposed_ms_ = exposed_ms;
+    result_.exposed_transfer_ms += exposed_ms;
+    result_.pipeline_wait_ms += blocked_ms - exposed_ms;
+    result_.transfer_ms += transfer_ms;
     return buffer;
-  };
-  std::vector<WorkPtr> sends;
-  auto send = [&](PipelinePhase phase, int micro, int to_stage, const Tensor& tensor) {
-    if (rankOf(to_stage) == rank) {
-      local[{phase, micro, to_stage / comm_.size()}] = tensor;
+  }
+
+  void send(PipelinePhase phase, int micro, int to_stage, const Tensor& tensor) {
+    if (p_.rankOf(to_stage) == rank_) {
+      local_[{phase, micro, to_stage / p_.comm_.size()}] = tensor;
       return;
     }
-    if (device.isCuda()) synchronize(device);
-    sends.push_back(comm_.isend(tensor, rankOf(to_stage), tag(phase, micro, to_stage)));
-  };
+    if (device_.isCuda()) synchronize(device_);
+    sends_.push_back(p_.comm_.isend(tensor, p_.rankOf(to_stage), tag(phase, micro, to_stage)));
+  }
+
+  PipelineParallel& p_;
+  const int rank_;
+  const Device device_;
+  const int64_t rows_;
+  const std::function<Batch(int)>& micro_batch_;
+  const float grad_scale_;
+  const bool split_backward_;  // ZB-H1: B computes the input gradients, W the weights'
+  using MessageKey = std::tuple<PipelinePhase, int, int>;  // (phase, micro-batch, chunk)
+  std::map<MessageKey, std::pair<Tensor, WorkPtr>> receives_;
+  // A message between two chunks of this rank (one rank, interleaved) is handed over here.
+  std::map<MessageKey, Tensor> local_;
+  std::vector<WorkPtr> sends_;
   // What each (chunk, micro-batch) keeps between its F and B (and B and W): the modules' contexts
   // and, on the last stage, the loss gradient.
-  std::map<std::pair<int, int>, ChildrenContext> contexts;
-  std::map<std::pair<int, int>, Tensor> loss_grads;
-  SoftmaxCrossEntropy loss_fn;
-  auto save = [&](size_t first, size_t end) { return model_.saveChildContexts(first, end); };
-  auto restore = [&](size_t first, const ChildrenContext& saved) {
-    model_.restoreChildContexts(first, saved);
-  };
+  std::map<Key, ChildrenContext> contexts_;
+  std::map<Key, Tensor> loss_grads_;
+  SoftmaxCrossEntropy loss_fn_;
+  double last_exposed_ms_ = 0;  // of the latest receive: its transfer the caller waited for
+  PipelineStepResult result_;
+};
 
-  for (const PipelineAction& a : plan_.actions[rank]) {
-    const int stage = modelStage(a.chunk);
-    const auto [first, end] = stages_[stage];
-    const std::pair<int, int> key{a.chunk, a.micro_batch};
-    ExecutedAction executed{a, stage, nowUs(), 0, 0};
-    if (a.phase == PipelinePhase::kForward) {
-      // Only a receive is waiting: reading the micro-batch (the first stage's features, the last
-      // stage's labels) is part of the action's work.
-      Batch batch;
-      Tensor x;
-      if (isFirst(stage)) {
-        executed.ready_us = executed.start_us;
-        batch = micro_batch(a.micro_batch);
-        x = batch.inputs;
-      } else {
-        x = receive(a);
-        executed.ready_us = nowUs();
-        executed.transfer_us = inputTransferUs(executed, last_exposed_ms);
-        if (isLast(stage)) batch = micro_batch(a.micro_batch);
-      }
-      for (size_t m = first; m < end; ++m) x = model_.forwardChild(m, x);
-      contexts[key] = save(first, end);
-      if (isLast(stage)) {
-        // Per-token logits [rows, T, V] against targets [rows, T]: the mean over every target (as
-        // WholeModelStrategy::trainBatch); correct counts targets, samples counts samples.
-        const int64_t classes = x.shape().back();
-        const Tensor logits = x.view({x.numel() / classes, classes});
-        const Tensor targets = batch.targets.view({batch.targets.numel()});
-        result.loss_sum += loss_fn.forward(logits, targets);
-        result.correct += ops::countCorrect(logits, targets);
-        result.samples += batch.targets.dim(0);
-        loss_grads[key] = loss_fn.backward(grad_scale).view(x.shape());
-      } else {
-        executed.end_us = nowUs();  // the send is communication, not part of the action
-        send(a.phase, a.micro_batch, stage + 1, x);
-      }
-    } else if (a.phase == PipelinePhase::kBackward) {
-      Tensor grad = isLast(stage) ? loss_grads.at(key) : receive(a);
-      executed.ready_us = isLast(stage) ? executed.start_us : nowUs();
-      executed.transfer_us = isLast(stage) ? 0 : inputTransferUs(executed, last_exposed_ms);
-      loss_grads.erase(key);
-      restore(first, contexts.at(key));
-      for (size_t m = end; m-- > first;)
-        grad = split_backward ? model_.backwardInputChild(m, grad) : model_.backwardChild(m, grad);
-      if (split_backward)
-        contexts[key] = save(first, end);  // what the W action needs
-      else
-        contexts.erase(key);
-      if (!isFirst(stage)) {
-        executed.end_us = nowUs();
-        send(a.phase, a.micro_batch, stage - 1, grad);
-      }
-    } else {
-      executed.ready_us = executed.start_us;
-      restore(first, contexts.at(key));
-      for (size_t m = end; m-- > first;) model_.child(m).backwardWeights();
-      contexts.erase(key);
-    }
-    if (executed.end_us == 0) executed.end_us = nowUs();
-    result.actions.push_back(executed);
-  }
-  for (const WorkPtr& send : sends) {
-    send->wait();
-    result.transfer_ms += send->durationMs().value_or(0.0);
-  }
-  // The loss lives on the last stage's rank; every rank reports it.
-  Tensor totals =
-      Tensor::fromVector({static_cast<float>(result.loss_sum), static_cast<float>(result.correct),
-                          static_cast<float>(result.samples)},
-                         {3}, device);
-  comm_.broadcast(totals, rankOf(plan_.modelStages() - 1))->wait();
-  const std::vector<float> values = totals.toFloatVector();
-  result.loss_sum = values[0];
-  result.correct = static_cast<int64_t>(values[1]);
-  result.samples = static_cast<int64_t>(values[2]);
-  return result;
+PipelineStepResult PipelineParallel::runStep(int64_t rows,
+                                             const std::function<Batch(int)>& micro_batch,
+                                             float grad_scale) {
+  StepRun step(*this, rows, micro_batch, grad_scale);
+  step.postReceives();
+  for (const PipelineAction& action : plan_.actions[comm_.rank()]) step.run(action);
+  step.waitForSends();
+  return step.shareTotals();
 }
 
 PipelineParallel::EvalResult PipelineParallel::evaluate(int64_t rows,

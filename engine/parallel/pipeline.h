@@ -110,6 +110,8 @@ class PipelineParallel {
   int64_t clockUncertaintyUs() const { return comm_.clockUncertaintyUs(); }
 
  private:
+  class StepRun;  // one runStep's execution on this rank (pipeline.cpp)
+
   int modelStage(int chunk) const { return plan_.modelStage(comm_.rank(), chunk); }
   int rankOf(int model_stage) const { return model_stage % comm_.size(); }
   bool isFirst(int model_stage) const { return model_stage == 0; }

@@ -224,7 +224,179 @@ SchedPhase schedPhase(PipelinePhase phase) {
 
 }  // namespace
 
+// ------------------------------------------------------------------------------------------------
+// The run's own types: what it builds before the first step, what one step did, what the steps
+// since the last report add up to, and what a reported step tells.
+
+// Everything a run builds before its first step, in the order it is built. Built in place and
+// never moved: the strategy holds the model, the evaluator the validation set.
+struct Trainer::Session {
+  Device device;
+  CachingAllocator* allocator = nullptr;  // the device's
+  std::unique_ptr<Dataset> dataset;
+  ModelDescription description;
+  std::unique_ptr<Sequential> model;
+  int64_t parameter_count = 0;
+  // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop calls only its
+  // interface.
+  std::unique_ptr<ParallelStrategy> runner;
+  std::vector<NamedParameter> parameters;  // what the optimizer updates (shards, stages)
+  std::unique_ptr<Optimizer> optimizer;
+  // fp16: dynamic loss scaling (GradScaler's semantics); bf16 and fp32 need none.
+  std::optional<GradScaler> scaler;
+  // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be
+  // reachable from every host). Sharded and staged ones: each rank its own.
+  std::string checkpoint_dir;
+  bool writes_checkpoints = false;
+  // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
+  // same batches; the data-parallel strategies' ranks each their share.
+  int data_ranks = 1;
+  std::optional<BatchIterator> batches;
+  // The validation pass every train.eval_every steps and after the last (train/evaluation.h).
+  std::unique_ptr<Dataset> validation;
+  std::optional<Evaluator> evaluator;
+  // Throughput: a sample's tokens are its target's elements (1 for a classifier); MFU over the
+  // spec's peak, else the device's known one for the precision the matrix products run in.
+  int64_t tokens_per_sample = 1;
+  double flops_per_token = 0;
+  std::optional<double> peak_flops;
+  std::chrono::milliseconds test_compute_delay{0};  // test only: testComputeDelay
+
+  GradScaler* scalerOrNull() { return scaler ? &*scaler : nullptr; }
+};
+
+// What one optimizer step did: its loss and counts, its timings, and (when the step is reported)
+// the pipeline actions it ran.
+struct Trainer::StepOutcome {
+  double loss = 0;  // the mean over the micro-batches
+  int64_t samples = 0, correct = 0;
+  double step_ms = 0;
+  // The step's end, which stamps its step event (written later, after its sched events), so that
+  // [t - step_ms, t] is the step on the trace's time axis.
+  double end_time = 0;
+  GradientSyncTiming sync;
+  double pipeline_wait_ms = 0;  // blocked waiting for another stage: neither compute nor comm
+  std::optional<double>
+      loss_scale;                   // fp16: the scale this step's loss gradients were multiplied by
+  std::optional<double> grad_norm;  // with optimizer.clip_grad_norm, before clipping
+  bool update_skipped = false;      // fp16: a rank's gradients held an inf or NaN
+  std::vector<SchedEvent> sched_events;
+};
+
+// A step event every `every` steps reports the timings of every step since the last one, as
+// means (a lock-step pipeline's step time differs from step to step; one step in ten is no
+// sample of it).
+struct Trainer::IntervalTimes {
+  double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
+  int64_t samples = 0, skipped = 0;
+  int steps = 0;
+
+  void add(const StepOutcome& step) {
+    if (step.update_skipped) ++skipped;
+    step_ms += step.step_ms;
+    // Never negative (the protocol refuses a negative duration), whatever the rounding of the
+    // parts measured inside the step.
+    compute_ms += std::max(0.0, step.step_ms - step.sync.exposed_comm_ms - step.pipeline_wait_ms);
+    comm_ms += step.sync.comm_ms;
+    exposed_comm_ms += step.sync.exposed_comm_ms;
+    samples += step.samples;
+    ++steps;
+  }
+};
+
+// What a reported step tells: the step event (this step's loss and counts, the interval's mean
+// timings, memory, throughput) with the time it is stamped with, the step's pipeline actions, and
+// what the log line adds.
+struct Trainer::StepReport {
+  StepEvent event;
+  double end_time = 0;
+  std::vector<SchedEvent> sched_events;
+  int64_t correct = 0;  // predicted targets, this step
+  double step_ms = 0;   // this step alone (the log line's samples/s)
+  bool update_skipped = false;
+};
+
+namespace {
+
+SchedEvent schedEvent(int64_t step, const ExecutedAction& action, int micro_batch_offset) {
+  return SchedEvent{.step = step,
+                    .stage = action.model_stage,
+                    .micro_batch = action.action.micro_batch + micro_batch_offset,
+                    .phase = schedPhase(action.action.phase),
+                    .start_us = action.start_us,
+                    .end_us = action.end_us,
+                    .ready_us = action.ready_us,
+                    .transfer_us = action.transfer_us,
+                    .virtual_stage = action.action.chunk};
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+// The loop.
+
 TrainingResult Trainer::run() {
+  // Set-up: the device, the model and its data, the strategy and optimizer, and the checkpoint to
+  // resume from.
+  checkWorld();
+  const auto wall_start = Clock::now();
+  Session session;
+  setUpDevice(session);
+  setUpModel(session);
+  setUpOptimizer(session);
+  setUpCheckpoints(session);
+  const int64_t first_step = resume(session);
+  const int64_t steps_done = first_step - 1;
+  setUpData(session, steps_done);
+
+  TrainingResult result;
+  result.final_step = steps_done;
+  last_completed_step_ = steps_done;
+  fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
+             context_.rank, spec_.name, session.parameter_count, session.device.str(),
+             spec_.train.steps, spec_.train.grad_accum_steps, spec_.train.batch_size);
+  session.test_compute_delay = testComputeDelay(context_.rank);
+  const int64_t every = spec_.telemetry.every_steps;
+  // The loop: one optimizer step, its report every telemetry.every_steps, the evaluation and the
+  // checkpoint when due.
+  IntervalTimes interval;
+  for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
+    if (anyRankAgrees(stop_requested_(), world_)) {
+      result.cancelled = true;
+      break;
+    }
+    if (comm_observer_) comm_observer_->setStep(step);
+    const bool reported = step % every == 0 || step == first_step || step == spec_.train.steps;
+    StepOutcome outcome = trainStep(session, step, reported);
+    if (step == first_step) result.first_loss = outcome.loss;
+    result.last_loss = outcome.loss;
+    result.final_step = step;
+    last_completed_step_ = step;
+
+    interval.add(outcome);
+    if (reported) {
+      reportStep(buildStepReport(session, step, std::move(outcome), interval));
+      interval = {};
+    }
+    if (session.evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps))
+      evaluate(session, step);
+    if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
+        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps)
+      saveCheckpointAt(session, step);
+  }
+  // The end: the last step's checkpoint (when a step ran).
+  if (spec_.checkpoint && result.final_step > steps_done) {
+    if (std::optional<std::string> path = saveCheckpointAt(session, result.final_step))
+      fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
+  }
+  result.wall_seconds = std::chrono::duration<double>(Clock::now() - wall_start).count();
+  return result;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Set-up, in the order run() calls it.
+
+void Trainer::checkWorld() const {
   const StrategyKind strategy = spec_.strategy.kind;
   if (!strategyPlan(strategy).needsWorld()) {
     RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy.kind: '{}' runs one rank, not {}",
@@ -235,319 +407,307 @@ TrainingResult Trainer::run() {
                  fmt::format("strategy.kind: '{}' needs the world communicator of rank {} of {}",
                              toString(strategy), context_.rank, context_.world_size));
   }
-  const auto wall_start = Clock::now();
-  const Device device = resolveDevice(spec_.device, context_.local_rank);
-  CachingAllocator& allocator = allocatorFor(device);
-  const DeviceMemoryInfo device_memory = allocator.deviceMemory();
+}
 
+// The device and its allocator, announced by the hello event.
+void Trainer::setUpDevice(Session& session) {
+  session.device = resolveDevice(spec_.device, context_.local_rank);
+  session.allocator = &allocatorFor(session.device);
+  const DeviceMemoryInfo device_memory = session.allocator->deviceMemory();
   telemetry_.emit(HelloEvent{.world_size = context_.world_size,
                              .local_rank = context_.local_rank,
                              .host = context_.host,
                              .pid = static_cast<int64_t>(getpid()),
-                             .device = device.str(),
-                             .device_name = deviceName(device),
+                             .device = session.device.str(),
+                             .device_name = deviceName(session.device),
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
                              .strategy = std::string(toString(spec_.strategy.kind)),
                              .attempt = context_.attempt});
+}
 
-  std::unique_ptr<Dataset> dataset = makeDataset(spec_);
-  const ModelDescription description = describeModel(spec_.model);
-  RM_CHECK_ARG(dataset->inputShape() == description.inputShape(),
+// The training set and the model, checked against each other, with the model's initial weights.
+void Trainer::setUpModel(Session& session) {
+  session.dataset = makeDataset(spec_);
+  const Dataset& dataset = *session.dataset;
+  session.description = describeModel(spec_.model);
+  const ModelDescription& description = session.description;
+  RM_CHECK_ARG(dataset.inputShape() == description.inputShape(),
                fmt::format("data: samples of shape {}, but the model takes {}",
-                           shapeStr(dataset->inputShape()), shapeStr(description.inputShape())));
+                           shapeStr(dataset.inputShape()), shapeStr(description.inputShape())));
   const int64_t model_outputs = shapeNumel(description.outputShape());
-  const std::optional<int64_t> classes = dataset->classCount();
+  const std::optional<int64_t> classes = dataset.classCount();
   RM_CHECK_ARG(!classes || *classes <= model_outputs,
                fmt::format("data: {} classes, but the model has {} outputs", classes.value_or(0),
                            model_outputs));
-  auto model = buildModel(spec_.model, device);
-  setAutocast(*model, precisionDType(spec_.train.precision));  // torch.autocast: nn/autocast.h
-  const int64_t parameter_count = model->parameterCount();
+  session.model = buildModel(spec_.model, session.device);
+  setAutocast(*session.model, precisionDType(spec_.train.precision));  // torch.autocast
+  session.parameter_count = session.model->parameterCount();
   if (spec_.model.init_checkpoint)
-    loadModelWeights(*spec_.model.init_checkpoint, model->namedParameters());
-  // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop below calls only its
-  // interface.
-  std::unique_ptr<ParallelStrategy> runner =
-      makeParallelStrategy({.model = *model,
-                            .world = strategyPlan(strategy).needsWorld() ? world_ : nullptr,
-                            .spec = spec_});
-  std::vector<NamedParameter> parameters = runner->optimizerParameters();
-  std::unique_ptr<Optimizer> optimizer = makeOptimizer(spec_.optimizer, parameters);
-  // fp16: dynamic loss scaling (GradScaler's semantics); bf16 and fp32 need none.
-  std::optional<GradScaler> scaler;
+    loadModelWeights(*spec_.model.init_checkpoint, session.model->namedParameters());
+}
+
+// The strategy that wraps the model, the optimizer over what it updates, and the loss scaler.
+void Trainer::setUpOptimizer(Session& session) {
+  session.runner = makeParallelStrategy(
+      {.model = *session.model,
+       .world = strategyPlan(spec_.strategy.kind).needsWorld() ? world_ : nullptr,
+       .spec = spec_});
+  session.parameters = session.runner->optimizerParameters();
+  session.optimizer = makeOptimizer(spec_.optimizer, session.parameters);
   if (spec_.train.precision == Precision::kFp16) {
-    scaler.emplace(GradScalerOptions{.init_scale = spec_.train.loss_scale.init,
-                                     .growth_interval = spec_.train.loss_scale.growth_interval});
+    session.scaler.emplace(
+        GradScalerOptions{.init_scale = spec_.train.loss_scale.init,
+                          .growth_interval = spec_.train.loss_scale.growth_interval});
   }
-  GradScaler* const scaler_or_null = scaler ? &*scaler : nullptr;
-  // Replicated models: rank 0 writes and every rank reads one checkpoint (so `dir` must be
-  // reachable from every host). Sharded and staged ones: each rank its own.
-  std::string checkpoint_dir;
-  bool writes_checkpoints = false;
+}
+
+// Where this rank's checkpoints go and whether it writes any, checked writable now rather than at
+// the first save, which with every_steps 0 comes after all the training.
+void Trainer::setUpCheckpoints(Session& session) {
   if (spec_.checkpoint) {
-    checkpoint_dir = runner->perRankCheckpoints()
-                         ? rankCheckpointDir(spec_.checkpoint->dir, context_)
-                         : spec_.checkpoint->dir;
-    writes_checkpoints = runner->perRankCheckpoints() || context_.rank == 0;
+    session.checkpoint_dir = session.runner->perRankCheckpoints()
+                                 ? rankCheckpointDir(spec_.checkpoint->dir, context_)
+                                 : spec_.checkpoint->dir;
+    session.writes_checkpoints = session.runner->perRankCheckpoints() || context_.rank == 0;
   }
-  // Found now rather than at the first save, which with every_steps 0 comes after all the
-  // training.
-  if (writes_checkpoints) checkCheckpointDirWritable(checkpoint_dir);
-  if (runner->consolidates() && spec_.checkpoint && spec_.checkpoint->consolidate &&
+  if (session.writes_checkpoints) checkCheckpointDirWritable(session.checkpoint_dir);
+  if (session.runner->consolidates() && spec_.checkpoint && spec_.checkpoint->consolidate &&
       context_.rank == 0)
     checkCheckpointDirWritable(spec_.checkpoint->dir);
-  // Resuming: weights, optimizer state, and the step count that positions the data order and the
-  // dropout streams where the interrupted run left them. Replicated models: every rank reads
-  // rank 0's checkpoint and reaches the same verdict, which rank 0 alone reports.
-  int64_t first_step = 1;
-  if (spec_.checkpoint && spec_.checkpoint->resume) {
-    std::vector<std::string> passed_over;
-    const auto report = [&](LogLevel level, const std::string& message) {
-      if (!writes_checkpoints) return;
-      fmt::print(log_, "[rank {}] {}{}\n", context_.rank,
-                 level == LogLevel::kWarn ? "warning: " : "", message);
-      telemetry_.emit(LogEvent{.level = level, .message = message});
-    };
-    const std::optional<int64_t> resumed = loadResumeCheckpoint(
-        checkpoint_dir, world_, parameters, *optimizer, scaler_or_null,
-        [&](const SkippedCheckpoint& skipped) {
-          passed_over.push_back(std::filesystem::path(skipped.dir).filename().string());
-          report(LogLevel::kWarn,
-                 fmt::format("skipping checkpoint {}: {}", skipped.dir, skipped.reason));
-        });
-    const std::string skipped_note =
-        passed_over.empty()
-            ? ""
-            : fmt::format(" (skipped {}: {})", passed_over.size(), fmt::join(passed_over, ", "));
-    if (resumed) {
-      first_step = *resumed + 1;
-      report(LogLevel::kInfo,
-             fmt::format("resuming from {} at step {}{}",
-                         checkpointStepDir(checkpoint_dir, *resumed), first_step, skipped_note));
-    } else if (!passed_over.empty()) {
-      report(LogLevel::kWarn, fmt::format("no complete checkpoint in {}: starting from step 1{}",
-                                          checkpoint_dir, skipped_note));
-    }
-  }
+}
 
-  // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
-  // same batches; the data-parallel strategies' ranks each their share.
-  const int data_ranks = dataParallelSize(spec_);
-  const int data_rank = data_ranks == 1 ? 0 : context_.rank;
-  DistributedSampler sampler(dataset->size(), data_ranks, data_rank, spec_.data.shuffle,
+// Resuming: weights, optimizer state, and the step count that positions the data order and the
+// dropout streams where the interrupted run left them. Replicated models: every rank reads rank
+// 0's checkpoint and reaches the same verdict, which rank 0 alone reports. Returns the first step
+// to run.
+int64_t Trainer::resume(Session& session) {
+  if (!spec_.checkpoint || !spec_.checkpoint->resume) return 1;
+  std::vector<std::string> passed_over;
+  const auto report = [&](LogLevel level, const std::string& message) {
+    if (!session.writes_checkpoints) return;
+    fmt::print(log_, "[rank {}] {}{}\n", context_.rank, level == LogLevel::kWarn ? "warning: " : "",
+               message);
+    telemetry_.emit(LogEvent{.level = level, .message = message});
+  };
+  const std::string& dir = session.checkpoint_dir;
+  const std::optional<int64_t> resumed = loadResumeCheckpoint(
+      dir, world_, session.parameters, *session.optimizer, session.scalerOrNull(),
+      [&](const SkippedCheckpoint& skipped) {
+        passed_over.push_back(std::filesystem::path(skipped.dir).filename().string());
+        report(LogLevel::kWarn,
+               fmt::format("skipping checkpoint {}: {}", skipped.dir, skipped.reason));
+      });
+  const std::string skipped_note =
+      passed_over.empty()
+          ? ""
+          : fmt::format(" (skipped {}: {})", passed_over.size(), fmt::join(passed_over, ", "));
+  if (resumed) {
+    report(LogLevel::kInfo,
+           fmt::format("resuming from {} at step {}{}", checkpointStepDir(dir, *resumed),
+                       *resumed + 1, skipped_note));
+    return *resumed + 1;
+  }
+  if (!passed_over.empty()) {
+    report(LogLevel::kWarn,
+           fmt::format("no complete checkpoint in {}: starting from step 1{}", dir, skipped_note));
+  }
+  return 1;
+}
+
+// The batches, positioned after `steps_done` steps (with the dropout streams), the evaluator, and
+// the throughput's constants.
+void Trainer::setUpData(Session& session, int64_t steps_done) {
+  const Dataset& dataset = *session.dataset;
+  session.data_ranks = dataParallelSize(spec_);
+  const int data_rank = session.data_ranks == 1 ? 0 : context_.rank;
+  DistributedSampler sampler(dataset.size(), session.data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
-  BatchIterator batches(sampler, spec_.train.batch_size);
-  // The validation pass every train.eval_every steps and after the last (train/evaluation.h): its
-  // own samples, so the training order and the dropout streams are as without it.
-  std::unique_ptr<Dataset> validation;
-  std::optional<Evaluator> evaluator;
+  session.batches.emplace(sampler, spec_.train.batch_size);
+  // The validation set has its own samples, so the training order and the dropout streams are as
+  // without it.
   if (spec_.train.eval_every > 0) {
-    validation = makeValidationDataset(spec_);
+    session.validation = makeValidationDataset(spec_);
+    const Dataset* validation = session.validation.get();
     RM_CHECK_ARG(validation != nullptr,
                  fmt::format("train.eval_every: data.kind \"{}\" has no validation set here",
                              toString(spec_.data.kind)));
     RM_CHECK_ARG(
-        validation->inputShape() == dataset->inputShape() &&
-            validation->targetShape() == dataset->targetShape(),
+        validation->inputShape() == dataset.inputShape() &&
+            validation->targetShape() == dataset.targetShape(),
         fmt::format("data: validation samples of shape {} -> {}, training ones {} -> {}",
                     shapeStr(validation->inputShape()), shapeStr(validation->targetShape()),
-                    shapeStr(dataset->inputShape()), shapeStr(dataset->targetShape())));
-    evaluator.emplace(*validation, data_ranks, data_rank, spec_.train.batch_size,
-                      spec_.train.eval_batches);
+                    shapeStr(dataset.inputShape()), shapeStr(dataset.targetShape())));
+    session.evaluator.emplace(*validation, session.data_ranks, data_rank, spec_.train.batch_size,
+                              spec_.train.eval_batches);
   }
   const int accum = spec_.train.grad_accum_steps;
-  const int64_t steps_done = first_step - 1;
-  batches.seek(steps_done * accum);
-  forEachModule(*model, [&](Module& module) {  // also the Dropouts inside blocks
+  session.batches->seek(steps_done * accum);
+  const int forwards_per_batch = session.runner->forwardsPerBatch();
+  forEachModule(*session.model, [&](Module& module) {  // also the Dropouts inside blocks
     if (auto* dropout = dynamic_cast<Dropout*>(&module))
-      dropout->setCalls(static_cast<uint64_t>(steps_done * accum * runner->forwardsPerBatch()));
+      dropout->setCalls(static_cast<uint64_t>(steps_done * accum * forwards_per_batch));
   });
-  const int64_t every = spec_.telemetry.every_steps;
-  // Throughput: a sample's tokens are its target's elements (1 for a classifier); MFU over the
-  // spec's peak, else the device's known one for the precision the matrix products run in.
-  const int64_t tokens_per_sample = std::max<int64_t>(1, shapeNumel(dataset->targetShape()));
-  const double flops_per_token = trainingFlopsPerToken(description, tokens_per_sample);
-  const std::optional<double> peak_flops =
+  session.tokens_per_sample = std::max<int64_t>(1, shapeNumel(dataset.targetShape()));
+  session.flops_per_token = trainingFlopsPerToken(session.description, session.tokens_per_sample);
+  session.peak_flops =
       spec_.train.peak_tflops
           ? std::optional(*spec_.train.peak_tflops * 1e12)
-          : knownPeakFlops(deviceName(device), spec_.train.precision == Precision::kFp32
-                                                   ? MatmulPrecision::kFp32
-                                                   : MatmulPrecision::kBf16);
+          : knownPeakFlops(deviceName(session.device), spec_.train.precision == Precision::kFp32
+                                                           ? MatmulPrecision::kFp32
+                                                           : MatmulPrecision::kBf16);
+}
 
-  TrainingResult result;
-  result.final_step = steps_done;
-  last_completed_step_ = steps_done;
-  fmt::print(log_, "[rank {}] {}: {} parameters on {}, {} steps of {} x {} samples\n",
-             context_.rank, spec_.name, parameter_count, device.str(), spec_.train.steps, accum,
-             spec_.train.batch_size);
-  // A step event every `every` steps reports the timings of every step since the last one, as
-  // means (a lock-step pipeline's step time differs from step to step; one step in ten is no
-  // sample of it).
-  struct IntervalTimes {
-    double step_ms = 0, compute_ms = 0, comm_ms = 0, exposed_comm_ms = 0;
-    int64_t samples = 0, skipped = 0;
-    int steps = 0;
-  } interval;
-  const std::chrono::milliseconds test_delay = testComputeDelay(context_.rank);  // test only
-  for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
-    if (anyRankAgrees(stop_requested_(), world_)) {
-      result.cancelled = true;
-      break;
-    }
-    if (comm_observer_) comm_observer_->setStep(step);
-    const bool reported = step % every == 0 || step == first_step || step == spec_.train.steps;
-    const auto step_start = Clock::now();
-    allocator.resetPeakStats();
-    // The schedule's learning rate for this step, from the step alone: a resumed run continues it.
-    optimizer->setLr(static_cast<float>(
-        scheduledLr(spec_.optimizer.schedule, spec_.optimizer.lr, step, spec_.train.steps)));
-    optimizer->zeroGrad();
-    // The scale this step's loss gradients are multiplied by (fp16), reported with the step.
-    std::optional<double> loss_scale;
-    if (scaler) {
-      loss_scale = scaler->scale();
-      runner->setLossScale(static_cast<float>(*loss_scale));
-    }
-    double loss_sum = 0.0;
-    int64_t samples = 0, correct = 0;
-    GradientSyncTiming sync;
-    double pipeline_wait_ms = 0;  // blocked waiting for another stage: neither compute nor comm
-    std::vector<SchedEvent> sched_events;
-    const BatchMaker make_batch = [&](const std::vector<int64_t>& indices) {
-      return makeBatch(*dataset, indices, device);
-    };
-    for (int micro = 0; micro < accum; ++micro) {
-      if (micro == 0 && test_delay.count() > 0) std::this_thread::sleep_for(test_delay);
-      BatchPass pass = runner->trainBatch(batches.next(), make_batch, accum,
-                                          /*sync=*/micro == accum - 1);
-      loss_sum += pass.loss;
-      correct += pass.correct;
-      samples += pass.samples;
-      sync.comm_ms += pass.comm_ms;
-      sync.exposed_comm_ms += pass.exposed_comm_ms;
-      pipeline_wait_ms += pass.wait_ms;
-      if (!reported) continue;
-      for (const ExecutedAction& action : pass.actions) {
-        sched_events.push_back(SchedEvent{
-            .step = step,
-            .stage = action.model_stage,
-            .micro_batch = action.action.micro_batch + micro * runner->forwardsPerBatch(),
-            .phase = schedPhase(action.action.phase),
-            .start_us = action.start_us,
-            .end_us = action.end_us,
-            .ready_us = action.ready_us,
-            .transfer_us = action.transfer_us,
-            .virtual_stage = action.action.chunk});
-      }
-    }
-    const GradientSyncTiming reduction = runner->finishGradientSync();
-    sync.comm_ms += reduction.comm_ms;
-    sync.exposed_comm_ms += reduction.exposed_comm_ms;
-    // fp16: the gradients back to their true size before clipping, and the step skipped on every
-    // rank when any rank's hold an inf or NaN (each checks what its optimizer updates: shards,
-    // stages). The step still counts (the schedule moves on), as in PyTorch.
-    bool skip_update = false;
-    if (scaler) {
-      skip_update = anyRankAgrees(scaler->unscale(parameters) > 0, world_);
-      scaler->update(skip_update);
-      if (skip_update) ++interval.skipped;
-    }
-    std::optional<double> grad_norm;
-    if (spec_.optimizer.clip_grad_norm && !skip_update)
-      grad_norm = runner->clipGradNorm(*spec_.optimizer.clip_grad_norm);
-    if (!skip_update) optimizer->step();
-    synchronize(device);
-    const double step_ms = millisecondsSince(step_start);
-    // The step event is stamped with the step's end, not the later moment it is written (after
-    // the step's sched events), so that [t - step_ms, t] is the step on the trace's time axis.
-    const double step_end_time = telemetryNow();
-    const double loss = loss_sum / accum;
-    if (!std::isfinite(loss)) {
-      RM_THROW(kInvalidArgument, fmt::format("loss became {} at step {}; lower optimizer.lr or "
-                                             "set optimizer.clip_grad_norm",
-                                             loss, step));
-    }
-    if (step == first_step) result.first_loss = loss;
-    result.last_loss = loss;
-    result.final_step = step;
-    last_completed_step_ = step;
+// ------------------------------------------------------------------------------------------------
+// One step.
 
-    interval.step_ms += step_ms;
-    // Never negative (the protocol refuses a negative duration), whatever the rounding of the
-    // parts measured inside the step.
-    interval.compute_ms += std::max(0.0, step_ms - sync.exposed_comm_ms - pipeline_wait_ms);
-    interval.comm_ms += sync.comm_ms;
-    interval.exposed_comm_ms += sync.exposed_comm_ms;
-    interval.samples += samples;
-    ++interval.steps;
-    if (reported) {
-      for (const SchedEvent& event : sched_events) telemetry_.emit(event);
-      const MemoryStats memory = allocator.stats();
-      const double steps_in_interval = interval.steps;
-      // Over the interval, as the timings: its tokens over its wall time.
-      const double interval_tokens = static_cast<double>(interval.samples * tokens_per_sample);
-      const double tokens_per_s =
-          interval.step_ms > 0 ? interval_tokens * 1000.0 / interval.step_ms : 0.0;
-      telemetry_.emit(
-          StepEvent{.step = step,
-                    .loss = loss,
-                    .lr = optimizer->lr(),
-                    .samples = samples,
-                    .step_ms = interval.step_ms / steps_in_interval,
-                    .compute_ms = interval.compute_ms / steps_in_interval,
-                    .comm_ms = interval.comm_ms / steps_in_interval,
-                    .exposed_comm_ms = interval.exposed_comm_ms / steps_in_interval,
-                    .mem_allocated = memory.allocated_bytes,
-                    .mem_peak = memory.peak_allocated_bytes,
-                    .mem_reserved = memory.reserved_bytes,
-                    .device_mem_used = allocator.deviceMemory().used_bytes,
-                    .grad_norm = grad_norm,
-                    // correct counts predicted targets: one per sample, or each token
-                    .accuracy = static_cast<double>(correct) / (samples * tokens_per_sample),
-                    .tokens = samples * tokens_per_sample,
-                    .tokens_per_s = tokens_per_s,
-                    .mfu = modelFlopsUtilisation(flops_per_token, tokens_per_s, peak_flops),
-                    .loss_scale = loss_scale,
-                    .skipped = scaler ? std::optional(interval.skipped) : std::nullopt},
-          step_end_time);
-      fmt::print(log_,
-                 "[rank {}] step {:>{}}/{} loss {:.4f} lr {:.3g} acc {:5.1f}% {:8.0f} samples/s "
-                 "{:8.0f} tokens/s\n",
-                 context_.rank, step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
-                 loss, optimizer->lr(), 100.0 * correct / (samples * tokens_per_sample),
-                 samples * 1000.0 / step_ms, tokens_per_s);
-      if (scaler) {
-        fmt::print(log_, "[rank {}] step {} loss scale {:g}{}\n", context_.rank, step, *loss_scale,
-                   skip_update ? " (inf/NaN gradient: update skipped)" : "");
-      }
-      interval = {};
-    }
-    if (evaluator && (step % spec_.train.eval_every == 0 || step == spec_.train.steps)) {
-      // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
-      const EvalEvent eval =
-          evaluator->evaluate(step, *model, *runner, data_ranks > 1 ? world_ : nullptr, device);
-      telemetry_.emit(eval);
-      fmt::print(log_,
-                 "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "
-                 "{:.0f} ms)\n",
-                 context_.rank, step, eval.val_loss, eval.perplexity, eval.tokens, eval.eval_ms);
-    }
-    if (spec_.checkpoint && spec_.checkpoint->every_steps > 0 &&
-        step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps) {
-      saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_, step,
-                     parameters, *optimizer, scaler_or_null);
+// One optimizer step: the schedule's learning rate, every micro-batch's forward and backward, the
+// gradients' reduction, and the update (skipped on every rank when fp16 gradients overflowed).
+Trainer::StepOutcome Trainer::trainStep(Session& session, int64_t step, bool reported) {
+  StepOutcome outcome;
+  const auto step_start = Clock::now();
+  session.allocator->resetPeakStats();
+  // The schedule's learning rate for this step, from the step alone: a resumed run continues it.
+  session.optimizer->setLr(static_cast<float>(
+      scheduledLr(spec_.optimizer.schedule, spec_.optimizer.lr, step, spec_.train.steps)));
+  session.optimizer->zeroGrad();
+  if (session.scaler) {
+    outcome.loss_scale = session.scaler->scale();
+    session.runner->setLossScale(static_cast<float>(*outcome.loss_scale));
+  }
+  runMicroBatches(session, step, reported, outcome);
+  const GradientSyncTiming reduction = session.runner->finishGradientSync();
+  outcome.sync.comm_ms += reduction.comm_ms;
+  outcome.sync.exposed_comm_ms += reduction.exposed_comm_ms;
+  // fp16: the gradients back to their true size before clipping, and the step skipped on every
+  // rank when any rank's hold an inf or NaN (each checks what its optimizer updates: shards,
+  // stages). The step still counts (the schedule moves on), as in PyTorch.
+  if (session.scaler) {
+    outcome.update_skipped = anyRankAgrees(session.scaler->unscale(session.parameters) > 0, world_);
+    session.scaler->update(outcome.update_skipped);
+  }
+  if (spec_.optimizer.clip_grad_norm && !outcome.update_skipped)
+    outcome.grad_norm = session.runner->clipGradNorm(*spec_.optimizer.clip_grad_norm);
+  if (!outcome.update_skipped) session.optimizer->step();
+  synchronize(session.device);
+  outcome.step_ms = millisecondsSince(step_start);
+  outcome.end_time = telemetryNow();
+  if (!std::isfinite(outcome.loss)) {
+    RM_THROW(kInvalidArgument, fmt::format("loss became {} at step {}; lower optimizer.lr or "
+                                           "set optimizer.clip_grad_norm",
+                                           outcome.loss, step));
+  }
+  return outcome;
+}
+
+// The step's train.grad_accum_steps micro-batches, forward and backward (the last one also starts
+// the gradients' reduction): their mean loss, counts and timings into `outcome`, and, when the
+// step is reported, the pipeline actions they ran.
+void Trainer::runMicroBatches(Session& session, int64_t step, bool reported, StepOutcome& outcome) {
+  const int accum = spec_.train.grad_accum_steps;
+  const BatchMaker make_batch = [&](const std::vector<int64_t>& indices) {
+    return makeBatch(*session.dataset, indices, session.device);
+  };
+  double loss_sum = 0.0;
+  for (int micro = 0; micro < accum; ++micro) {
+    if (micro == 0 && session.test_compute_delay.count() > 0)
+      std::this_thread::sleep_for(session.test_compute_delay);
+    BatchPass pass = session.runner->trainBatch(session.batches->next(), make_batch, accum,
+                                                /*sync=*/micro == accum - 1);
+    loss_sum += pass.loss;
+    outcome.correct += pass.correct;
+    outcome.samples += pass.samples;
+    outcome.sync.comm_ms += pass.comm_ms;
+    outcome.sync.exposed_comm_ms += pass.exposed_comm_ms;
+    outcome.pipeline_wait_ms += pass.wait_ms;
+    if (!reported) continue;
+    for (const ExecutedAction& action : pass.actions) {
+      outcome.sched_events.push_back(
+          schedEvent(step, action, micro * session.runner->forwardsPerBatch()));
     }
   }
-  if (spec_.checkpoint && result.final_step > steps_done) {
-    if (std::optional<std::string> path =
-            saveCheckpoint(*runner, *spec_.checkpoint, checkpoint_dir, writes_checkpoints, context_,
-                           result.final_step, parameters, *optimizer, scaler_or_null)) {
-      fmt::print(log_, "[rank {}] checkpoint written to {}\n", context_.rank, *path);
-    }
+  outcome.loss = loss_sum / accum;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Reporting.
+
+// The report of step `step`: its own loss and counts, the means of `interval` (the steps since
+// the last report, this one included), the allocator's memory now, and the interval's throughput.
+Trainer::StepReport Trainer::buildStepReport(Session& session, int64_t step, StepOutcome outcome,
+                                             const IntervalTimes& interval) const {
+  const MemoryStats memory = session.allocator->stats();
+  const int64_t tokens = outcome.samples * session.tokens_per_sample;
+  const double steps_in_interval = interval.steps;
+  // Over the interval, as the timings: its tokens over its wall time.
+  const double interval_tokens = static_cast<double>(interval.samples * session.tokens_per_sample);
+  const double tokens_per_s =
+      interval.step_ms > 0 ? interval_tokens * 1000.0 / interval.step_ms : 0.0;
+  return StepReport{
+      .event = {.step = step,
+                .loss = outcome.loss,
+                .lr = session.optimizer->lr(),
+                .samples = outcome.samples,
+                .step_ms = interval.step_ms / steps_in_interval,
+                .compute_ms = interval.compute_ms / steps_in_interval,
+                .comm_ms = interval.comm_ms / steps_in_interval,
+                .exposed_comm_ms = interval.exposed_comm_ms / steps_in_interval,
+                .mem_allocated = memory.allocated_bytes,
+                .mem_peak = memory.peak_allocated_bytes,
+                .mem_reserved = memory.reserved_bytes,
+                .device_mem_used = session.allocator->deviceMemory().used_bytes,
+                .grad_norm = outcome.grad_norm,
+                // correct counts predicted targets: one per sample, or each token
+                .accuracy = static_cast<double>(outcome.correct) / tokens,
+                .tokens = tokens,
+                .tokens_per_s = tokens_per_s,
+                .mfu = modelFlopsUtilisation(session.flops_per_token, tokens_per_s,
+                                             session.peak_flops),
+                .loss_scale = outcome.loss_scale,
+                .skipped = session.scaler ? std::optional(interval.skipped) : std::nullopt},
+      .end_time = outcome.end_time,
+      .sched_events = std::move(outcome.sched_events),
+      .correct = outcome.correct,
+      .step_ms = outcome.step_ms,
+      .update_skipped = outcome.update_skipped};
+}
+
+// Writes a step's report: its pipeline actions and its step event as telemetry, and its line (two
+// with fp16) to the log.
+void Trainer::reportStep(const StepReport& report) {
+  for (const SchedEvent& event : report.sched_events) telemetry_.emit(event);
+  const StepEvent& step = report.event;
+  telemetry_.emit(step, report.end_time);
+  fmt::print(log_,
+             "[rank {}] step {:>{}}/{} loss {:.4f} lr {:.3g} acc {:5.1f}% {:8.0f} samples/s "
+             "{:8.0f} tokens/s\n",
+             context_.rank, step.step, std::to_string(spec_.train.steps).size(), spec_.train.steps,
+             step.loss, step.lr, 100.0 * report.correct / *step.tokens,
+             step.samples * 1000.0 / report.step_ms, *step.tokens_per_s);
+  if (step.loss_scale) {
+    fmt::print(log_, "[rank {}] step {} loss scale {:g}{}\n", context_.rank, step.step,
+               *step.loss_scale,
+               report.update_skipped ? " (inf/NaN gradient: update skipped)" : "");
   }
-  result.wall_seconds = std::chrono::duration<double>(Clock::now() - wall_start).count();
-  return result;
+}
+
+// The validation pass after step `step`, written as telemetry and to the log.
+void Trainer::evaluate(Session& session, int64_t step) {
+  // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
+  const EvalEvent eval =
+      session.evaluator->evaluate(step, *session.model, *session.runner,
+                                  session.data_ranks > 1 ? world_ : nullptr, session.device);
+  telemetry_.emit(eval);
+  fmt::print(log_,
+             "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "
+             "{:.0f} ms)\n",
+             context_.rank, step, eval.val_loss, eval.perplexity, eval.tokens, eval.eval_ms);
+}
+
+std::optional<std::string> Trainer::saveCheckpointAt(Session& session, int64_t step) {
+  return saveCheckpoint(*session.runner, *spec_.checkpoint, session.checkpoint_dir,
+                        session.writes_checkpoints, context_, step, session.parameters,
+                        *session.optimizer, session.scalerOrNull());
 }
 
 }  // namespace ringmaster

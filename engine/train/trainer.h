@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "comm/communicator.h"
@@ -65,6 +66,31 @@ class Trainer {
   int64_t lastCompletedStep() const { return last_completed_step_; }
 
  private:
+  // trainer.cpp: what a run builds before its first step, what one step did, the steps since the
+  // last report, and what a reported step tells.
+  struct Session;
+  struct StepOutcome;
+  struct IntervalTimes;
+  struct StepReport;
+
+  // Set-up, in the order run() calls it.
+  void checkWorld() const;
+  void setUpDevice(Session& session);
+  void setUpModel(Session& session);
+  void setUpOptimizer(Session& session);
+  void setUpCheckpoints(Session& session);
+  int64_t resume(Session& session);
+  void setUpData(Session& session, int64_t steps_done);
+  // One step.
+  StepOutcome trainStep(Session& session, int64_t step, bool reported);
+  void runMicroBatches(Session& session, int64_t step, bool reported, StepOutcome& outcome);
+  // Reporting.
+  StepReport buildStepReport(Session& session, int64_t step, StepOutcome outcome,
+                             const IntervalTimes& interval) const;
+  void reportStep(const StepReport& report);
+  void evaluate(Session& session, int64_t step);
+  std::optional<std::string> saveCheckpointAt(Session& session, int64_t step);
+
   JobSpec spec_;
   RankContext context_;
   TelemetryWriter& telemetry_;

@@ -320,160 +320,177 @@ void GlooBackend::abort() {
   }
 }
 
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// One function per collective: Gloo's options for it, filled from the call, then Gloo's call. Each
+// has finished the op when it returns.
+
+// A tensor's storage as the elements Gloo's templates take, and how many.
+template <typename T>
+T* elements(const Tensor& tensor) {
+  return static_cast<T*>(const_cast<void*>(tensor.raw()));
+}
+size_t elementCount(const Tensor& tensor) {
+  return static_cast<size_t>(tensor.numel());
+}
+
+// What every collective sets alike: tag 0 (a context runs one collective at a time) and the
+// call's timeout.
+template <typename Options>
+void setTagAndTimeout(Options& options, const OpCall& call) {
+  options.setTag(0);
+  options.setTimeout(call.timeout);
+}
+
+using GlooContext = std::shared_ptr<gloo::Context>;
+
+void allReduce(const GlooContext& context, const OpCall& call, size_t configured_segment_bytes) {
+  const Tensor& in = call.input;
+  withElementType(dtypeSize(in.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::AllreduceOptions opts(context);
+    opts.setOutput(elements<T>(in), elementCount(in));
+    opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
+    opts.setAlgorithm(GlooBackend::allreduceUsesRing(in.nbytes())
+                          ? gloo::AllreduceOptions::Algorithm::RING
+                          : gloo::AllreduceOptions::Algorithm::BCUBE);
+    opts.setMaxSegmentSize(
+        GlooBackend::allreduceSegmentBytes(in.nbytes(), context->size, configured_segment_bytes));
+    setTagAndTimeout(opts, call);
+    gloo::allreduce(opts);
+  });
+}
+
+void broadcast(const GlooContext& context, const OpCall& call) {
+  const Tensor& in = call.input;
+  withElementType(dtypeSize(in.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::BroadcastOptions opts(context);
+    opts.setOutput(elements<T>(in), elementCount(in));
+    opts.setRoot(call.peer);
+    setTagAndTimeout(opts, call);
+    gloo::broadcast(opts);
+  });
+}
+
+void reduce(const GlooContext& context, const OpCall& call) {
+  const Tensor& in = call.input;
+  withElementType(dtypeSize(in.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::ReduceOptions opts(context);
+    opts.setOutput(elements<T>(in), elementCount(in));
+    opts.setRoot(call.peer);
+    opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
+    setTagAndTimeout(opts, call);
+    gloo::reduce(opts);
+  });
+}
+
+void allGather(const GlooContext& context, const OpCall& call) {
+  withElementType(dtypeSize(call.input.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::AllgatherOptions opts(context);
+    opts.setInput(elements<T>(call.input), elementCount(call.input));
+    opts.setOutput(elements<T>(call.output), elementCount(call.output));
+    setTagAndTimeout(opts, call);
+    gloo::allgather(opts);
+  });
+}
+
+void allToAll(const GlooContext& context, const OpCall& call) {
+  withElementType(dtypeSize(call.input.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::AlltoallOptions opts(context);
+    opts.setInput(elements<T>(call.input), elementCount(call.input));
+    opts.setOutput(elements<T>(call.output), elementCount(call.output));
+    setTagAndTimeout(opts, call);
+    gloo::alltoall(opts);
+  });
+}
+
+// The root (call.peer) receives every rank's input, in rank order, into its output.
+void gather(const GlooContext& context, const OpCall& call) {
+  withElementType(dtypeSize(call.input.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::GatherOptions opts(context);
+    opts.setInput(elements<T>(call.input), elementCount(call.input));
+    if (context->rank == call.peer)
+      opts.setOutput(elements<T>(call.output), elementCount(call.output));
+    opts.setRoot(call.peer);
+    setTagAndTimeout(opts, call);
+    gloo::gather(opts);
+  });
+}
+
+// The root (call.peer) sends block r of its input to rank r's output.
+void scatter(const GlooContext& context, const OpCall& call) {
+  const Tensor& out = call.output;
+  withElementType(dtypeSize(out.dtype()), [&](auto type) {
+    using T = decltype(type);
+    gloo::ScatterOptions opts(context);
+    std::vector<T*> blocks;
+    if (context->rank == call.peer) {
+      T* base = elements<T>(call.input);
+      for (int r = 0; r < context->size; ++r) blocks.push_back(base + r * out.numel());
+      opts.setInputs(blocks, elementCount(out));
+    }
+    opts.setOutput(elements<T>(out), elementCount(out));
+    opts.setRoot(call.peer);
+    setTagAndTimeout(opts, call);
+    gloo::scatter(opts);
+  });
+}
+
+void barrier(const GlooContext& context, const OpCall& call) {
+  gloo::BarrierOptions opts(context);
+  setTagAndTimeout(opts, call);
+  gloo::barrier(opts);
+}
+
+}  // namespace
+
+// Collectives run to the end here, on the calling thread (a DoneOp); send and receive return a
+// P2POp to wait on. An op with no elements does nothing.
 std::unique_ptr<PendingOp> GlooBackend::launch(const OpCall& call) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (aborted_) RM_THROW(kComm, "gloo: the communicator was aborted");
   }
-  Tensor in = call.input;
-  Tensor out = call.output;
-  auto timeout = call.timeout;
-  const uint32_t tag = 0;
+  const bool has_input = call.input.numel() > 0, has_output = call.output.numel() > 0;
   switch (call.op) {
-    case CommOp::kAllReduce: {
-      if (in.numel() == 0) break;
-      guarded("all_reduce", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::AllreduceOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
-                         static_cast<size_t>(in.numel()));
-          opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
-          opts.setAlgorithm(allreduceUsesRing(in.nbytes())
-                                ? gloo::AllreduceOptions::Algorithm::RING
-                                : gloo::AllreduceOptions::Algorithm::BCUBE);
-          opts.setMaxSegmentSize(
-              allreduceSegmentBytes(in.nbytes(), context_->size, options_.allreduce_segment_bytes));
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::allreduce(opts);
-        });
-      });
+    case CommOp::kAllReduce:
+      if (has_input) {
+        guarded("all_reduce", [&] { allReduce(context_, call, options_.allreduce_segment_bytes); });
+      }
       break;
-    }
-    case CommOp::kBroadcast: {
-      if (in.numel() == 0) break;
-      guarded("broadcast", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::BroadcastOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
-                         static_cast<size_t>(in.numel()));
-          opts.setRoot(call.peer);
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::broadcast(opts);
-        });
-      });
+    case CommOp::kBroadcast:
+      if (has_input) guarded("broadcast", [&] { broadcast(context_, call); });
       break;
-    }
-    case CommOp::kReduce: {
-      if (in.numel() == 0) break;
-      guarded("reduce", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::ReduceOptions opts(context_);
-          opts.setOutput(static_cast<T*>(const_cast<void*>(in.raw())),
-                         static_cast<size_t>(in.numel()));
-          opts.setRoot(call.peer);
-          opts.setReduceFunction(reduceFunction(call.reduce, in.dtype()));
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::reduce(opts);
-        });
-      });
+    case CommOp::kReduce:
+      if (has_input) guarded("reduce", [&] { reduce(context_, call); });
       break;
-    }
-    case CommOp::kAllGather: {
-      if (in.numel() == 0) break;
-      guarded("all_gather", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::AllgatherOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
-                        static_cast<size_t>(in.numel()));
-          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
-                         static_cast<size_t>(out.numel()));
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::allgather(opts);
-        });
-      });
+    case CommOp::kAllGather:
+      if (has_input) guarded("all_gather", [&] { allGather(context_, call); });
       break;
-    }
     case CommOp::kReduceScatter:
-      if (out.numel() == 0) break;
-      guarded("reduce_scatter", [&] { reduceScatterRing(call); });
+      if (has_output) guarded("reduce_scatter", [&] { reduceScatterRing(call); });
       break;
-    case CommOp::kAllToAll: {
-      if (in.numel() == 0) break;
-      guarded("all_to_all", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::AlltoallOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
-                        static_cast<size_t>(in.numel()));
-          opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
-                         static_cast<size_t>(out.numel()));
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::alltoall(opts);
-        });
-      });
+    case CommOp::kAllToAll:
+      if (has_input) guarded("all_to_all", [&] { allToAll(context_, call); });
       break;
-    }
-    case CommOp::kGather: {
-      if (in.numel() == 0) break;
-      guarded("gather", [&] {
-        withElementType(dtypeSize(in.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::GatherOptions opts(context_);
-          opts.setInput(static_cast<T*>(const_cast<void*>(in.raw())),
-                        static_cast<size_t>(in.numel()));
-          if (context_->rank == call.peer) {
-            opts.setOutput(static_cast<T*>(const_cast<void*>(out.raw())),
-                           static_cast<size_t>(out.numel()));
-          }
-          opts.setRoot(call.peer);
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::gather(opts);
-        });
-      });
+    case CommOp::kGather:
+      if (has_input) guarded("gather", [&] { gather(context_, call); });
       break;
-    }
-    case CommOp::kScatter: {
-      if (out.numel() == 0) break;
-      guarded("scatter", [&] {
-        withElementType(dtypeSize(out.dtype()), [&](auto type) {
-          using T = decltype(type);
-          gloo::ScatterOptions opts(context_);
-          std::vector<T*> blocks;
-          if (context_->rank == call.peer) {
-            auto* base = static_cast<T*>(const_cast<void*>(in.raw()));
-            for (int r = 0; r < context_->size; ++r) blocks.push_back(base + r * out.numel());
-            opts.setInputs(blocks, static_cast<size_t>(out.numel()));
-          }
-          opts.setOutput(static_cast<T*>(out.raw()), static_cast<size_t>(out.numel()));
-          opts.setRoot(call.peer);
-          opts.setTag(tag);
-          opts.setTimeout(timeout);
-          gloo::scatter(opts);
-        });
-      });
+    case CommOp::kScatter:
+      if (has_output) guarded("scatter", [&] { scatter(context_, call); });
       break;
-    }
     case CommOp::kBarrier:
-      guarded("barrier", [&] {
-        gloo::BarrierOptions opts(context_);
-        opts.setTag(tag);
-        opts.setTimeout(timeout);
-        gloo::barrier(opts);
-      });
+      guarded("barrier", [&] { barrier(context_, call); });
       break;
     case CommOp::kSend:
     case CommOp::kRecv:
-      if (in.nbytes() == 0) break;
+      if (call.input.nbytes() == 0) break;
       return std::make_unique<P2POp>(this, call, *context_);
   }
   return std::make_unique<DoneOp>();

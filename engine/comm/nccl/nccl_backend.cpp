@@ -211,53 +211,44 @@ void NcclBackend::abort() {
   ncclCommAbort(state_->comm);
 }
 
-std::unique_ptr<PendingOp> NcclBackend::launch(const OpCall& call) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->aborted) RM_THROW(kComm, "nccl: the communicator was aborted");
-  State& s = *state_;
-  RM_NCCL_CUDA_CHECK(cudaSetDevice(s.device));
-  cudaEvent_t ready, start, end;
-  RM_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
-  RM_NCCL_CUDA_CHECK(cudaEventCreate(&start));
-  RM_NCCL_CUDA_CHECK(cudaEventCreate(&end));
-  // The communication stream waits for what the compute stream queued before this call.
-  RM_NCCL_CUDA_CHECK(cudaEventRecord(ready, nullptr));
-  RM_NCCL_CUDA_CHECK(cudaStreamWaitEvent(s.stream, ready, 0));
-  cudaEventDestroy(ready);
-  RM_NCCL_CUDA_CHECK(cudaEventRecord(start, s.stream));
+namespace {
 
-  Tensor in = call.input;
-  Tensor out = call.output;
-  std::vector<Tensor> keep{in, out};
-  std::function<void()> finish;
-  auto deadline = Clock::now() + call.timeout;
-  auto type = ncclType(in.defined() ? in.dtype() : out.dtype());
-  bool bitwise = call.reduce == ReduceKind::kBand || call.reduce == ReduceKind::kBor ||
-                 call.reduce == ReduceKind::kBxor;
+// ------------------------------------------------------------------------------------------------
+// One function per op kind, each queueing its NCCL calls on the communication stream.
+
+// One op on its way to the communication stream: the communicator it goes to, the call, its
+// element type, count and reduction, and what its completion keeps: the tensors NCCL uses until
+// the op has ended, and the host step to run after it (the bitwise reductions').
+struct Enqueue {
+  NcclBackend::State& s;
+  const OpCall& call;
+  ncclDataType_t type;
+  size_t count;  // the input's elements (0 without one)
   ncclRedOp_t op = ncclSum;
-  bool premul = false;
+  std::vector<Tensor> keep;
+  std::function<void()> finish;
+};
+
+// The NCCL reduction of call.reduce (ncclSum for the bitwise kinds, which bitwiseVia reduces on
+// the host). PREMUL_SUM's is made for this call and must be destroyed after it.
+ncclRedOp_t ncclReduction(const OpCall& call, ncclDataType_t type, ncclComm_t comm) {
   switch (call.reduce) {
     case ReduceKind::kSum:
-      op = ncclSum;
-      break;
+      return ncclSum;
     case ReduceKind::kAvg:
-      op = ncclAvg;
-      break;
+      return ncclAvg;
     case ReduceKind::kProduct:
-      op = ncclProd;
-      break;
+      return ncclProd;
     case ReduceKind::kMin:
-      op = ncclMin;
-      break;
+      return ncclMin;
     case ReduceKind::kMax:
-      op = ncclMax;
-      break;
+      return ncclMax;
     case ReduceKind::kPremulSum: {
-      premul = true;
+      ncclRedOp_t op = ncclSum;
+      const Tensor& in = call.input;
       if (in.dtype() == DType::kF64) {
         double factor = call.premul_factor;
-        RM_NCCL_CHECK(
-            ncclRedOpCreatePreMulSum(&op, &factor, type, ncclScalarHostImmediate, s.comm));
+        RM_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, &factor, type, ncclScalarHostImmediate, comm));
       } else {
         // The scalar's type must be the tensor's; bf16 / fp16 scalars are passed as float bits
         // rounded the same way the host path rounds them.
@@ -265,135 +256,238 @@ std::unique_ptr<PendingOp> NcclBackend::launch(const OpCall& call) {
         uint16_t half = in.dtype() == DType::kBF16 ? floatToBf16(factor) : floatToHalf(factor);
         void* scalar =
             in.dtype() == DType::kF32 ? static_cast<void*>(&factor) : static_cast<void*>(&half);
-        RM_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, scalar, type, ncclScalarHostImmediate, s.comm));
+        RM_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, scalar, type, ncclScalarHostImmediate, comm));
       }
-      break;
+      return op;
     }
     default:
-      break;
+      return ncclSum;
   }
+}
 
-  // Bitwise reductions: gather every rank's tensor, reduce on the host, copy back.
-  auto bitwiseVia = [&](const Tensor& contribution, Tensor target, int block_of_rank_or_all,
-                        bool only_root) {
-    Tensor all = Tensor::empty({contribution.numel() * s.size}, contribution.dtype(),
-                               Device::cuda(s.device));
-    keep.push_back(all);
-    RM_NCCL_CHECK(ncclAllGather(contribution.raw(), all.raw(),
-                                static_cast<size_t>(contribution.numel()), type, s.comm, s.stream));
-    finish = [all, target, n = s.size, kind = call.reduce, block_of_rank_or_all, only_root,
+bool isBitwise(ReduceKind kind) {
+  return kind == ReduceKind::kBand || kind == ReduceKind::kBor || kind == ReduceKind::kBxor;
+}
+
+// Bitwise reductions: gather every rank's tensor, reduce on the host, copy back into `target` (on
+// every rank, or only on rank `root` when `only_root`).
+void bitwiseVia(Enqueue& q, const Tensor& contribution, Tensor target, int root, bool only_root) {
+  NcclBackend::State& s = q.s;
+  Tensor all =
+      Tensor::empty({contribution.numel() * s.size}, contribution.dtype(), Device::cuda(s.device));
+  q.keep.push_back(all);
+  RM_NCCL_CHECK(ncclAllGather(contribution.raw(), all.raw(),
+                              static_cast<size_t>(contribution.numel()), q.type, s.comm, s.stream));
+  q.finish = [all, target, n = s.size, kind = q.call.reduce, root, only_root,
               rank = s.rank]() mutable {
-      if (only_root && rank != block_of_rank_or_all) return;
-      Tensor host = all.to(Device::cpu());
-      int64_t per = host.numel() / n;
-      size_t elem = dtypeSize(host.dtype());
-      auto* base = static_cast<uint8_t*>(host.raw());
-      for (int r = 1; r < n; ++r)
-        reduceInto(kind, host.dtype(), base, base + static_cast<size_t>(r * per) * elem,
-                   static_cast<size_t>(per));
-      Tensor result = Tensor::empty({per}, host.dtype());
-      std::memcpy(result.raw(), base, static_cast<size_t>(per) * elem);
-      target.copyFrom(result.view(target.shape()));
-    };
+    if (only_root && rank != root) return;
+    Tensor host = all.to(Device::cpu());
+    int64_t per = host.numel() / n;
+    size_t elem = dtypeSize(host.dtype());
+    auto* base = static_cast<uint8_t*>(host.raw());
+    for (int r = 1; r < n; ++r)
+      reduceInto(kind, host.dtype(), base, base + static_cast<size_t>(r * per) * elem,
+                 static_cast<size_t>(per));
+    Tensor result = Tensor::empty({per}, host.dtype());
+    std::memcpy(result.raw(), base, static_cast<size_t>(per) * elem);
+    target.copyFrom(result.view(target.shape()));
   };
+}
 
-  size_t count = in.defined() ? static_cast<size_t>(in.numel()) : 0;
+void allReduce(Enqueue& q) {
+  const Tensor& in = q.call.input;
+  if (isBitwise(q.call.reduce)) {
+    bitwiseVia(q, in, in, -1, false);
+    return;
+  }
+  RM_NCCL_CHECK(ncclAllReduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
+                              q.s.comm, q.s.stream));
+}
+
+void broadcast(Enqueue& q) {
+  const Tensor& in = q.call.input;
+  RM_NCCL_CHECK(ncclBroadcast(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.call.peer,
+                              q.s.comm, q.s.stream));
+}
+
+void reduce(Enqueue& q) {
+  const Tensor& in = q.call.input;
+  if (isBitwise(q.call.reduce)) {
+    bitwiseVia(q, in, in, q.call.peer, true);
+    return;
+  }
+  RM_NCCL_CHECK(ncclReduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
+                           q.call.peer, q.s.comm, q.s.stream));
+}
+
+void allGather(Enqueue& q) {
+  RM_NCCL_CHECK(ncclAllGather(q.call.input.raw(), const_cast<void*>(q.call.output.raw()), q.count,
+                              q.type, q.s.comm, q.s.stream));
+}
+
+void reduceScatter(Enqueue& q) {
+  const Tensor& in = q.call.input;
+  Tensor out = q.call.output;
+  if (!isBitwise(q.call.reduce)) {
+    RM_NCCL_CHECK(ncclReduceScatter(in.raw(), const_cast<void*>(out.raw()),
+                                    static_cast<size_t>(out.numel()), q.type, q.op, q.s.comm,
+                                    q.s.stream));
+    return;
+  }
+  // Each rank keeps its block of the full reduction.
+  Tensor full = Tensor::empty({in.numel()}, in.dtype(), Device::cuda(q.s.device));
+  q.keep.push_back(full);
+  bitwiseVia(q, in, full, -1, false);
+  auto reduce_all = q.finish;
+  q.finish = [reduce_all, full, out, rank = q.s.rank]() mutable {
+    reduce_all();
+    out.copyFrom(full.narrowRows(rank * out.numel(), out.numel()).view(out.shape()));
+  };
+}
+
+// The bytes of one element of the op's tensors.
+size_t elementBytes(const OpCall& call) {
+  return dtypeSize(call.input.defined() ? call.input.dtype() : call.output.dtype());
+}
+
+// all_to_all, gather and scatter are grouped sends and receives.
+void allToAll(Enqueue& q) {
+  NcclBackend::State& s = q.s;
+  const size_t elem = elementBytes(q.call);
+  const size_t block = q.count / static_cast<size_t>(s.size);
+  RM_NCCL_CHECK(ncclGroupStart());
+  for (int r = 0; r < s.size; ++r) {
+    RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
+                           block, q.type, r, s.comm, s.stream));
+    RM_NCCL_CHECK(
+        ncclRecv(static_cast<uint8_t*>(const_cast<void*>(q.call.output.raw())) + r * block * elem,
+                 block, q.type, r, s.comm, s.stream));
+  }
+  RM_NCCL_CHECK(ncclGroupEnd());
+}
+
+void gather(Enqueue& q) {
+  NcclBackend::State& s = q.s;
+  const size_t elem = elementBytes(q.call);
+  const int root = q.call.peer;
+  RM_NCCL_CHECK(ncclGroupStart());
+  RM_NCCL_CHECK(ncclSend(q.call.input.raw(), q.count, q.type, root, s.comm, s.stream));
+  if (s.rank == root) {
+    for (int r = 0; r < s.size; ++r) {
+      RM_NCCL_CHECK(ncclRecv(
+          static_cast<uint8_t*>(const_cast<void*>(q.call.output.raw())) + r * q.count * elem,
+          q.count, q.type, r, s.comm, s.stream));
+    }
+  }
+  RM_NCCL_CHECK(ncclGroupEnd());
+}
+
+void scatter(Enqueue& q) {
+  NcclBackend::State& s = q.s;
+  const size_t elem = elementBytes(q.call);
+  const int root = q.call.peer;
+  const size_t block = static_cast<size_t>(q.call.output.numel());
+  RM_NCCL_CHECK(ncclGroupStart());
+  if (s.rank == root) {
+    for (int r = 0; r < s.size; ++r) {
+      RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
+                             block, q.type, r, s.comm, s.stream));
+    }
+  }
+  RM_NCCL_CHECK(
+      ncclRecv(const_cast<void*>(q.call.output.raw()), block, q.type, root, s.comm, s.stream));
+  RM_NCCL_CHECK(ncclGroupEnd());
+}
+
+// An all-reduce of one byte, as ProcessGroupNCCL's barrier.
+void barrier(Enqueue& q) {
+  Tensor one = Tensor::zeros({1}, DType::kU8, Device::cuda(q.s.device));
+  q.keep.push_back(one);
+  RM_NCCL_CHECK(ncclAllReduce(one.raw(), one.raw(), 1, ncclUint8, ncclSum, q.s.comm, q.s.stream));
+}
+
+void send(Enqueue& q) {
+  RM_NCCL_CHECK(ncclSend(q.call.input.raw(), q.count, q.type, q.call.peer, q.s.comm, q.s.stream));
+}
+
+void recv(Enqueue& q) {
+  RM_NCCL_CHECK(ncclRecv(const_cast<void*>(q.call.input.raw()), q.count, q.type, q.call.peer,
+                         q.s.comm, q.s.stream));
+}
+
+// Creates the events that time an op on the communication stream and records `start`, once that
+// stream waits for what the compute stream queued before this call.
+void startTiming(cudaStream_t stream, cudaEvent_t& start, cudaEvent_t& end) {
+  cudaEvent_t ready;
+  RM_NCCL_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  RM_NCCL_CUDA_CHECK(cudaEventCreate(&start));
+  RM_NCCL_CUDA_CHECK(cudaEventCreate(&end));
+  RM_NCCL_CUDA_CHECK(cudaEventRecord(ready, nullptr));
+  RM_NCCL_CUDA_CHECK(cudaStreamWaitEvent(stream, ready, 0));
+  cudaEventDestroy(ready);
+  RM_NCCL_CUDA_CHECK(cudaEventRecord(start, stream));
+}
+
+}  // namespace
+
+// Queues the op on the communication stream between two timing events and returns without waiting
+// for it (NcclOp waits); the communicator has settled (left ncclInProgress) by then.
+std::unique_ptr<PendingOp> NcclBackend::launch(const OpCall& call) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->aborted) RM_THROW(kComm, "nccl: the communicator was aborted");
+  State& s = *state_;
+  RM_NCCL_CUDA_CHECK(cudaSetDevice(s.device));
+  cudaEvent_t start, end;
+  startTiming(s.stream, start, end);
+
+  const Tensor& in = call.input;
+  Enqueue q{.s = s,
+            .call = call,
+            .type = ncclType(in.defined() ? in.dtype() : call.output.dtype()),
+            .count = in.defined() ? static_cast<size_t>(in.numel()) : 0,
+            .keep = {in, call.output}};
+  const auto deadline = Clock::now() + call.timeout;
+  q.op = ncclReduction(call, q.type, s.comm);
   switch (call.op) {
     case CommOp::kAllReduce:
-      if (bitwise)
-        bitwiseVia(in, in, -1, false);
-      else
-        RM_NCCL_CHECK(ncclAllReduce(in.raw(), const_cast<void*>(in.raw()), count, type, op, s.comm,
-                                    s.stream));
+      allReduce(q);
       break;
     case CommOp::kBroadcast:
-      RM_NCCL_CHECK(ncclBroadcast(in.raw(), const_cast<void*>(in.raw()), count, type, call.peer,
-                                  s.comm, s.stream));
+      broadcast(q);
       break;
     case CommOp::kReduce:
-      if (bitwise)
-        bitwiseVia(in, in, call.peer, true);
-      else
-        RM_NCCL_CHECK(ncclReduce(in.raw(), const_cast<void*>(in.raw()), count, type, op, call.peer,
-                                 s.comm, s.stream));
+      reduce(q);
       break;
     case CommOp::kAllGather:
-      RM_NCCL_CHECK(
-          ncclAllGather(in.raw(), const_cast<void*>(out.raw()), count, type, s.comm, s.stream));
+      allGather(q);
       break;
     case CommOp::kReduceScatter:
-      if (bitwise) {
-        // Each rank keeps its block of the full reduction.
-        Tensor full = Tensor::empty({in.numel()}, in.dtype(), Device::cuda(s.device));
-        keep.push_back(full);
-        bitwiseVia(in, full, -1, false);
-        auto reduce_all = finish;
-        finish = [reduce_all, full, out, rank = s.rank]() mutable {
-          reduce_all();
-          out.copyFrom(full.narrowRows(rank * out.numel(), out.numel()).view(out.shape()));
-        };
-      } else {
-        RM_NCCL_CHECK(ncclReduceScatter(in.raw(), const_cast<void*>(out.raw()),
-                                        static_cast<size_t>(out.numel()), type, op, s.comm,
-                                        s.stream));
-      }
+      reduceScatter(q);
       break;
     case CommOp::kAllToAll:
+      allToAll(q);
+      break;
     case CommOp::kGather:
-    case CommOp::kScatter: {
-      size_t elem = dtypeSize(in.defined() ? in.dtype() : out.dtype());
-      RM_NCCL_CHECK(ncclGroupStart());
-      if (call.op == CommOp::kAllToAll) {
-        size_t block = count / static_cast<size_t>(s.size);
-        for (int r = 0; r < s.size; ++r) {
-          RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(in.raw()) + r * block * elem, block,
-                                 type, r, s.comm, s.stream));
-          RM_NCCL_CHECK(
-              ncclRecv(static_cast<uint8_t*>(const_cast<void*>(out.raw())) + r * block * elem,
-                       block, type, r, s.comm, s.stream));
-        }
-      } else if (call.op == CommOp::kGather) {
-        RM_NCCL_CHECK(ncclSend(in.raw(), count, type, call.peer, s.comm, s.stream));
-        if (s.rank == call.peer) {
-          for (int r = 0; r < s.size; ++r) {
-            RM_NCCL_CHECK(
-                ncclRecv(static_cast<uint8_t*>(const_cast<void*>(out.raw())) + r * count * elem,
-                         count, type, r, s.comm, s.stream));
-          }
-        }
-      } else {
-        size_t block = static_cast<size_t>(out.numel());
-        if (s.rank == call.peer) {
-          for (int r = 0; r < s.size; ++r) {
-            RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(in.raw()) + r * block * elem, block,
-                                   type, r, s.comm, s.stream));
-          }
-        }
-        RM_NCCL_CHECK(
-            ncclRecv(const_cast<void*>(out.raw()), block, type, call.peer, s.comm, s.stream));
-      }
-      RM_NCCL_CHECK(ncclGroupEnd());
+      gather(q);
       break;
-    }
-    case CommOp::kBarrier: {
-      // An all-reduce of one byte, as ProcessGroupNCCL's barrier.
-      Tensor one = Tensor::zeros({1}, DType::kU8, Device::cuda(s.device));
-      keep.push_back(one);
-      RM_NCCL_CHECK(ncclAllReduce(one.raw(), one.raw(), 1, ncclUint8, ncclSum, s.comm, s.stream));
+    case CommOp::kScatter:
+      scatter(q);
       break;
-    }
+    case CommOp::kBarrier:
+      barrier(q);
+      break;
     case CommOp::kSend:
-      RM_NCCL_CHECK(ncclSend(in.raw(), count, type, call.peer, s.comm, s.stream));
+      send(q);
       break;
     case CommOp::kRecv:
-      RM_NCCL_CHECK(
-          ncclRecv(const_cast<void*>(in.raw()), count, type, call.peer, s.comm, s.stream));
+      recv(q);
       break;
   }
   settle(s.comm, deadline, toString(call.op).data());
-  if (premul) ncclRedOpDestroy(op, s.comm);
+  if (call.reduce == ReduceKind::kPremulSum) ncclRedOpDestroy(q.op, s.comm);
   RM_NCCL_CUDA_CHECK(cudaEventRecord(end, s.stream));
-  return std::make_unique<NcclOp>(s.comm, s.device, start, end, std::move(keep), std::move(finish));
+  return std::make_unique<NcclOp>(s.comm, s.device, start, end, std::move(q.keep),
+                                  std::move(q.finish));
 }
 
 }  // namespace ringmaster
