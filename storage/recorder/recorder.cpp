@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -154,84 +155,104 @@ void Recorder::writerLoop() {
     logs_.clear();
     return;
   }
-  std::vector<TelemetryEvent> inbox;  // swapped with queue_, so neither buffer is reallocated
-  for (;;) {
-    std::deque<PendingLog> logs, bad_lines;
-    uint64_t bad_line_count = 0;
-    {
-      std::unique_lock lock(mutex_);
-      const auto nothing_queued = [&] {
-        return queue_.empty() && logs_.empty() && bad_lines_queued_ == 0;
-      };
-      queued_.wait(lock, [&] { return stopping_ || !nothing_queued(); });
-      if (stopping_ && nothing_queued()) break;
-      // Group commit: a transaction's cost is mostly the pages it writes, so a stream of events
-      // is committed a batch at a time, not an event at a time.
-      queued_.wait_for(lock, options_.commit_delay, [&] {
-        return stopping_ || flushing_ > 0 || queue_.size() + logs_.size() >= fullBatch();
-      });
-      inbox.clear();
-      inbox.swap(queue_);
-      logs.swap(logs_);
-      bad_lines.swap(bad_line_reasons_);
-      bad_line_count = std::exchange(bad_lines_queued_, 0);
-    }
+  Batch batch;
+  while (takeBatch(batch)) {
     room_.notify_all();
-    // A transaction per batch_size events; the logs and bad lines go with the first.
-    for (size_t first = 0; first == 0 || first < inbox.size(); first += options_.batch_size) {
-      const size_t end = std::min(inbox.size(), first + options_.batch_size);
-      RecorderCounts batch;
-      if (first == 0) batch.malformed = static_cast<int64_t>(bad_line_count);
-      const uint64_t processed = (end - first) + (first == 0 ? logs.size() + bad_line_count : 0);
-      try {
-        db->transaction([&] {
-          batch.stored = batch.duplicates = batch.rejected = 0;  // a retried body starts over
-          int64_t rejections_logged = 0;
-          std::string why;
-          for (size_t i = first; i < end; ++i) {
-            switch (store->store(inbox[i], why)) {
-              case EventStore::Outcome::kStored:
-                ++batch.stored;
-                break;
-              case EventStore::Outcome::kDuplicate:
-                ++batch.duplicates;
-                break;
-              case EventStore::Outcome::kRejected:
-                ++batch.rejected;
-                if (rejections_logged++ < 100) store->log(std::nullopt, nowSeconds(), "warn", why);
-                break;
-            }
-          }
-          if (first == 0) {
-            const auto logLine = [&](const PendingLog& line) {
-              const bool known = line.rank && store->inWorld(*line.rank);
-              store->log(known ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t,
-                         line.level, line.message);
-            };
-            for (const PendingLog& line : logs) logLine(line);
-            for (const PendingLog& line : bad_lines) logLine(line);
-          }
-          store->writeBatchState();
-          store->addCounts(batch);
-        });
-      } catch (const std::exception& e) {
-        std::lock_guard lock(mutex_);
-        failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
-        counts_.dropped += static_cast<int64_t>(inbox.size() - first + queue_.size() +
-                                                logs_.size() + (first == 0 ? logs.size() : 0));
-        queue_.clear();
-        logs_.clear();
-        committed_ += processed;
-        return;
-      }
-      std::lock_guard lock(mutex_);
-      counts_.stored += batch.stored;
-      counts_.duplicates += batch.duplicates;
-      counts_.rejected += batch.rejected;
-      committed_ += processed;
-      written_.notify_all();
+    if (!writeBatch(*db, *store, batch)) return;
+  }
+}
+
+bool Recorder::takeBatch(Batch& batch) {
+  std::unique_lock lock(mutex_);
+  const auto nothing_queued = [&] {
+    return queue_.empty() && logs_.empty() && bad_lines_queued_ == 0;
+  };
+  queued_.wait(lock, [&] { return stopping_ || !nothing_queued(); });
+  if (stopping_ && nothing_queued()) return false;
+  // Group commit: a transaction's cost is mostly the pages it writes, so a stream of events is
+  // committed a batch at a time, not an event at a time.
+  queued_.wait_for(lock, options_.commit_delay, [&] {
+    return stopping_ || flushing_ > 0 || queue_.size() + logs_.size() >= fullBatch();
+  });
+  batch.events.clear();
+  batch.events.swap(queue_);
+  batch.logs.clear();
+  batch.logs.swap(logs_);
+  batch.bad_lines.clear();
+  batch.bad_lines.swap(bad_line_reasons_);
+  batch.bad_line_count = std::exchange(bad_lines_queued_, 0);
+  return true;
+}
+
+namespace {
+
+// Stores `events` through `store` (in the caller's transaction), counting them in `counts`; the
+// first 100 rejections are logged to the run with their reasons.
+void storeEvents(EventStore& store, std::span<const TelemetryEvent> events,
+                 RecorderCounts& counts) {
+  int64_t rejections_logged = 0;
+  std::string why;
+  for (const TelemetryEvent& event : events) {
+    switch (store.store(event, why)) {
+      case EventStore::Outcome::kStored:
+        ++counts.stored;
+        break;
+      case EventStore::Outcome::kDuplicate:
+        ++counts.duplicates;
+        break;
+      case EventStore::Outcome::kRejected:
+        ++counts.rejected;
+        if (rejections_logged++ < 100) store.log(std::nullopt, nowSeconds(), "warn", why);
+        break;
     }
   }
+}
+
+}  // namespace
+
+bool Recorder::writeBatch(Database& db, EventStore& store, const Batch& batch) {
+  const std::vector<TelemetryEvent>& events = batch.events;
+  // A transaction per batch_size events; the logs and bad lines go with the first.
+  for (size_t first = 0; first == 0 || first < events.size(); first += options_.batch_size) {
+    const size_t end = std::min(events.size(), first + options_.batch_size);
+    RecorderCounts counts;
+    if (first == 0) counts.malformed = static_cast<int64_t>(batch.bad_line_count);
+    const uint64_t processed =
+        (end - first) + (first == 0 ? batch.logs.size() + batch.bad_line_count : 0);
+    try {
+      db.transaction([&] {
+        counts.stored = counts.duplicates = counts.rejected = 0;  // a retried body starts over
+        storeEvents(store, std::span(events).subspan(first, end - first), counts);
+        if (first == 0) {
+          const auto logLine = [&](const PendingLog& line) {
+            const bool known = line.rank && store.inWorld(*line.rank);
+            store.log(known ? std::optional<int64_t>(*line.rank) : std::nullopt, line.t, line.level,
+                      line.message);
+          };
+          for (const PendingLog& line : batch.logs) logLine(line);
+          for (const PendingLog& line : batch.bad_lines) logLine(line);
+        }
+        store.writeBatchState();
+        store.addCounts(counts);
+      });
+    } catch (const std::exception& e) {
+      std::lock_guard lock(mutex_);
+      failure_ = fmt::format("recording run {} stopped: {}", run_id_, e.what());
+      counts_.dropped += static_cast<int64_t>(events.size() - first + queue_.size() + logs_.size() +
+                                              (first == 0 ? batch.logs.size() : 0));
+      queue_.clear();
+      logs_.clear();
+      committed_ += processed;
+      return false;
+    }
+    std::lock_guard lock(mutex_);
+    counts_.stored += counts.stored;
+    counts_.duplicates += counts.duplicates;
+    counts_.rejected += counts.rejected;
+    committed_ += processed;
+    written_.notify_all();
+  }
+  return true;
 }
 
 }  // namespace ringmaster::storage
