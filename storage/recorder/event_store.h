@@ -2,8 +2,8 @@
 // every statement prepared once; a replayed event recognised by (attempt, rank, seq) and skipped;
 // the attempt each rank's events belong to (restarts); a step as a `steps` row and its rollup
 // buckets; a comm event as a `comm_events` row, its wait filled once its collective is matched
-// (collective_matching.h); evals, logs, errors, dumps, progress. It opens no transaction: the
-// writer (recorder.cpp) wraps each batch in one and calls writeBatchState at its end.
+// (collective_matching.h); evals, logs, errors, dumps, progress. Storing opens no transaction:
+// the writer (recorder.cpp) wraps each batch in one and calls writeBatchState at its end.
 #pragma once
 
 #include <array>
