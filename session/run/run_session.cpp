@@ -394,29 +394,179 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
 
 RunSession::~RunSession() = default;
 
+namespace {
+
+// How a launch ended, as run() records it.
+struct LaunchEnd {
+  ExitStatus agent;
+  int handled_stops = 0;          // stop requests acted on: 1 cancelled, 2 killed as well
+  std::string recording_failure;  // the database's or the telemetry copy's; empty when none
+  std::string launch_failure;     // the launcher's own (an SSH connection lost...)
+  std::string agent_words;        // the agent's last error on its stderr (AgentError)
+};
+
+// Recording one launch until every agent has ended: its telemetry copied (--save-telemetry),
+// decoded, observed and recorded, its log lines recorded and shown, stop requests turned into a
+// cancel (first) and a kill (second), a failed recording into a cancel.
+class LaunchRecording {
+ public:
+  LaunchRecording(Recorder& recorder, OutputFile* telemetry_copy, RunProgress& progress,
+                  const RunObserver& observer, const std::atomic<int>& stop_requests)
+      : recorder_(recorder),
+        copy_(telemetry_copy),
+        progress_(progress),
+        observer_(observer),
+        stop_requests_(stop_requests) {}
+
+  LaunchEnd follow(Launch& launch) {
+    const LaunchSink sink = this->sink();
+    LaunchEnd end;
+    while (launch.pump(std::chrono::milliseconds(100), sink)) {
+      if (observer_.on_tick) observer_.on_tick();
+      actOnStopRequests(launch, end.handled_stops);
+      writeCopy([](OutputFile& copy) { copy.flush(); });
+      if (end.recording_failure.empty()) {
+        end.recording_failure = recordingFailure();
+        if (!end.recording_failure.empty()) {
+          if (observer_.on_recording_failure) observer_.on_recording_failure(end.recording_failure);
+          launch.cancel();
+        }
+      }
+      if (observer_.on_progress) observer_.on_progress(progress_);
+    }
+    end.agent = launch.wait();
+    recorder_.flush();
+    writeCopy([](OutputFile& copy) { copy.close(); });
+    if (end.recording_failure.empty()) end.recording_failure = recordingFailure();
+    end.launch_failure = launch.failure();
+    end.agent_words = agent_words_.text();
+    return end;
+  }
+
+ private:
+  LaunchSink sink() {
+    return {.on_telemetry =
+                [this](std::string_view line) {
+                  writeCopy([&](OutputFile& copy) {
+                    copy.write(line);
+                    copy.write("\n");
+                  });
+                  DecodeResult decoded = decodeEvent(line);
+                  if (!decoded.ok()) {
+                    recorder_.submitLine(line);  // counted and logged as malformed
+                    return;
+                  }
+                  progress_.observe(decoded.event());
+                  recorder_.submit(std::move(decoded.event()));
+                },
+            .on_log =
+                [this](std::string_view line) {
+                  agent_words_.observe(line);
+                  // A spool's dropped lines (a detached run) are warnings of the run.
+                  const bool warning = line.starts_with("warning: the telemetry spool");
+                  recorder_.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
+                  if (observer_.on_log) observer_.on_log(line);
+                },
+            .on_bad_line =
+                [this](std::optional<int> rank, std::string_view report) {
+                  recorder_.reportBadLine(rank, report);  // counted and logged
+                }};
+  }
+
+  void actOnStopRequests(Launch& launch, int& handled_stops) {
+    const int stops_now = stop_requests_.load();
+    if (stops_now <= handled_stops) return;
+    handled_stops = stops_now;
+    if (handled_stops == 1) {
+      if (observer_.on_cancelling) observer_.on_cancelling();
+      launch.cancel();
+    } else {
+      launch.kill();
+    }
+  }
+
+  // A failed write of the telemetry copy stops the run as a failed write of the database does:
+  // the first failure is kept, and nothing more is written.
+  void writeCopy(const std::function<void(OutputFile&)>& write) {
+    if (copy_ == nullptr || !copy_failure_.empty()) return;
+    try {
+      write(*copy_);
+    } catch (const Error& e) {
+      copy_failure_ = fmt::format("the telemetry copy: {}", e.message());
+    }
+  }
+
+  std::string recordingFailure() const {
+    std::string failure = recorder_.failure();
+    return failure.empty() ? copy_failure_ : failure;
+  }
+
+  Recorder& recorder_;
+  OutputFile* copy_;
+  std::string copy_failure_;
+  RunProgress& progress_;
+  const RunObserver& observer_;
+  const std::atomic<int>& stop_requests_;
+  AgentError agent_words_;
+};
+
+// The status the run ended with, recorded with its error or root cause; a detached launch that
+// went well leaves the run `running` for attach.
+RunOutcome recordOutcome(Database& db, int64_t run_id, bool detach, bool attached,
+                         const LaunchEnd& end) {
+  const ExitStatus& agent = end.agent;
+  // An attached run's agent ends with 130 when anyone cancelled it (ringmaster cancel).
+  const bool cancelled = (end.handled_stops > 0 || (attached && agent.exit_code == 130)) &&
+                         end.recording_failure.empty();
+  RunOutcome outcome;
+  if (detach && agent.ok() && end.handled_stops == 0 && end.recording_failure.empty() &&
+      end.launch_failure.empty()) {
+    // The agents run on, detached: the run stays `running` with no recorder until attached.
+    outcome.status = "detached";
+    return outcome;
+  }
+  outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
+  if (!end.recording_failure.empty() || !end.launch_failure.empty()) outcome.status = "failed";
+  try {
+    if (!end.launch_failure.empty()) {
+      recordRunRootCause(db, run_id, end.launch_failure);
+    } else if (outcome.status == "failed") {
+      recordRunError(
+          db, run_id,
+          !end.recording_failure.empty()
+              ? end.recording_failure
+              : fmt::format("the node agent ended with {}{}", agent.describe(),
+                            end.agent_words.empty() ? "" : fmt::format(": {}", end.agent_words)));
+    }
+    finishRun(db, run_id, outcome.status);
+  } catch (const Error& e) {
+    outcome.finish_failure = e.message();
+  }
+  return outcome;
+}
+
+}  // namespace
+
 RunOutcome RunSession::run(const RunObserver& observer) {
   RM_ENFORCE(!ran_, "a RunSession runs its job once");
   ran_ = true;
   Database& db = *db_;
-  // A failed write of the telemetry copy stops the run as a failed write of the database does.
-  std::string copy_failure;
-  const auto copyTelemetry = [&](const std::function<void(OutputFile&)>& write) {
-    if (!telemetry_copy_ || !copy_failure.empty()) return;
-    try {
-      write(*telemetry_copy_);
-    } catch (const Error& e) {
-      copy_failure = fmt::format("the telemetry copy: {}", e.message());
-    }
-  };
-
   // The part of a rank's reported samples that are its own (ranks that share samples split them).
   progress_ =
       std::make_unique<RunProgress>(world_size_, expectedSteps(spec_),
                                     static_cast<double>(dataParallelSize(spec_)) / world_size_);
-  RunProgress& progress = *progress_;
   Recorder recorder(request_.db_path, run_id_, 0);
   if (attach_) claimRun(db, run_id_);
-  std::unique_ptr<Launch> launcher;
+  const std::unique_ptr<Launch> launch = startLaunch(db);
+  // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
+  if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
+  LaunchRecording recording(recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_);
+  return recordOutcome(db, run_id_, request_.detach, attach_, recording.follow(*launch));
+}
+
+// The local launcher, or the SSH launcher for remote hosts (a launch failing there is recorded as
+// the run's failure); an attached run's follows each rank's spool from its last stored event.
+std::unique_ptr<Launch> RunSession::startLaunch(Database& db) {
   if (local_) {
     LocalLaunchOptions local{
         .node_binary = node_binary_,
@@ -425,111 +575,22 @@ RunOutcome RunSession::run(const RunObserver& observer) {
     if (request_.detach || attach_) local.job_dir = job_dirs_.at(0);
     local.detach = request_.detach;
     if (attach_) local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
-    launcher = std::make_unique<LocalLauncher>(local);
-  } else {
+    return std::make_unique<LocalLauncher>(local);
+  }
 #if RINGMASTER_HAVE_LIBSSH
-    try {
-      launcher = launchOverSsh(spec_, canonical_, request_, db, run_id_, job_dirs_,
-                               attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "");
-    } catch (const Error& e) {
-      recordRunError(db, run_id_, e.message());
-      finishRun(db, run_id_, "failed");
-      throw;
-    }
-#endif
-  }
-  Launch& launch = *launcher;
-  // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
-  if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
-  AgentError agent_words;
-  LaunchSink sink{.on_telemetry =
-                      [&](std::string_view line) {
-                        copyTelemetry([&](OutputFile& copy) {
-                          copy.write(line);
-                          copy.write("\n");
-                        });
-                        DecodeResult decoded = decodeEvent(line);
-                        if (!decoded.ok()) {
-                          recorder.submitLine(line);  // counted and logged as malformed
-                          return;
-                        }
-                        progress.observe(decoded.event());
-                        recorder.submit(std::move(decoded.event()));
-                      },
-                  .on_log =
-                      [&](std::string_view line) {
-                        agent_words.observe(line);
-                        // A spool's dropped lines (a detached run) are warnings of the run.
-                        const bool warning = line.starts_with("warning: the telemetry spool");
-                        recorder.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
-                        if (observer.on_log) observer.on_log(line);
-                      },
-                  .on_bad_line =
-                      [&](std::optional<int> rank, std::string_view report) {
-                        recorder.reportBadLine(rank, report);  // counted and logged
-                      }};
-
-  int handled_stops = 0;
-  std::string recording_failure;
-  while (launch.pump(std::chrono::milliseconds(100), sink)) {
-    if (observer.on_tick) observer.on_tick();
-    if (const int stops_now = stop_requests_.load(); stops_now > handled_stops) {
-      handled_stops = stops_now;
-      if (handled_stops == 1) {
-        if (observer.on_cancelling) observer.on_cancelling();
-        launch.cancel();
-      } else {
-        launch.kill();
-      }
-    }
-    copyTelemetry([](OutputFile& copy) { copy.flush(); });
-    if (recording_failure.empty()) {
-      std::string failure = recorder.failure();
-      if (failure.empty()) failure = copy_failure;
-      if (!failure.empty()) {
-        recording_failure = failure;
-        if (observer.on_recording_failure) observer.on_recording_failure(failure);
-        launch.cancel();
-      }
-    }
-    if (observer.on_progress) observer.on_progress(progress);
-  }
-  const ExitStatus agent = launch.wait();
-  recorder.flush();
-  copyTelemetry([](OutputFile& copy) { copy.close(); });
-  if (recording_failure.empty()) recording_failure = recorder.failure();
-  if (recording_failure.empty()) recording_failure = copy_failure;
-  const std::string launch_failure = launch.failure();
-
-  // An attached run's agent ends with 130 when anyone cancelled it (ringmaster cancel).
-  const bool cancelled =
-      (handled_stops > 0 || (attach_ && agent.exit_code == 130)) && recording_failure.empty();
-  RunOutcome outcome;
-  if (request_.detach && agent.ok() && handled_stops == 0 && recording_failure.empty() &&
-      launch_failure.empty()) {
-    // The agents run on, detached: the run stays `running` with no recorder until attached.
-    outcome.status = "detached";
-    return outcome;
-  }
-  outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
-  if (!recording_failure.empty() || !launch_failure.empty()) outcome.status = "failed";
   try {
-    if (!launch_failure.empty()) {
-      recordRunRootCause(db, run_id_, launch_failure);
-    } else if (outcome.status == "failed") {
-      recordRunError(
-          db, run_id_,
-          !recording_failure.empty()
-              ? recording_failure
-              : fmt::format(
-                    "the node agent ended with {}{}", agent.describe(),
-                    agent_words.text().empty() ? "" : fmt::format(": {}", agent_words.text())));
-    }
-    finishRun(db, run_id_, outcome.status);
+    return launchOverSsh(spec_, canonical_, request_, db, run_id_, job_dirs_,
+                         attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "");
   } catch (const Error& e) {
-    outcome.finish_failure = e.message();
+    recordRunError(db, run_id_, e.message());
+    finishRun(db, run_id_, "failed");
+    throw;
   }
-  return outcome;
+#else
+  // Both constructors refuse a remote run in a build without the SSH launcher.
+  RM_ENFORCE(false, "a remote run in a build without the SSH launcher");
+  return nullptr;
+#endif
 }
 
 }  // namespace ringmaster::session

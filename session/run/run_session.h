@@ -24,6 +24,10 @@
 #include "ssh/ssh_session.h"
 #endif
 
+namespace ringmaster {
+class Launch;
+}  // namespace ringmaster
+
 namespace ringmaster::storage {
 class Database;
 class OutputFile;
@@ -129,6 +133,8 @@ class RunSession {
   void requestStop() { stop_requests_.fetch_add(1); }
 
  private:
+  std::unique_ptr<Launch> startLaunch(storage::Database& db);
+
   RunRequest request_;
   JobSpec spec_, worker_spec_;
   bool local_ = true;

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "db/files.h"
+#include "db/step_columns.h"
 
 namespace ringmaster::storage {
 
@@ -29,6 +30,11 @@ namespace fs = std::filesystem;
 
 // Migration i (0-based) takes a database from user_version i to i + 1. Append, never edit: a
 // database written by an older build must reach the current version through every step.
+// The one edit: migrations 5, 8 and 9 created (and recreated) the view `scalar_points`, and no
+// longer do; every connection makes it instead, from kStepColumns (scalarPointsViewSql). No file
+// holds anything else for it: a view holds no data, no later migration reads it, the only files
+// at versions 5 to 13 are earlier builds' (this build migrates every file it opens to the
+// latest), and migration 14 drops the view those left, so every file ends the same.
 const std::vector<const char*>& migrationSql() {
   static const std::vector<const char*> kMigrations = {
       // 1: runs, their attempts and ranks, and everything the telemetry protocol carries.
@@ -229,7 +235,8 @@ INSERT INTO scalar_rollups
       // 5: ingest at a row per event. A step event is one row of `steps`, its fixed fields as
       // columns, instead of a `scalars` row per field; `scalars` keeps every other metric. The
       // (run, attempt, rank, seq) of stored events are kept as ranges of consecutive sequence
-      // numbers instead of a row per event. `scalar_points` reads both tables as one long series.
+      // numbers instead of a row per event. (`scalar_points`, which reads both tables as one long
+      // series, was created here; see scalarPointsViewSql.)
       // Communication events are indexed by step instead of by op and size.
       R"sql(
 CREATE TABLE steps (
@@ -279,38 +286,6 @@ DELETE FROM scalars WHERE metric_id IN (SELECT id FROM metrics WHERE name IN (
     'exposed_comm_ms', 'mem_allocated', 'mem_peak', 'mem_reserved', 'device_mem_used', 'grad_norm',
     'accuracy'));
 
-CREATE VIEW scalar_points (run_id, rank, metric, step, value, attempt) AS
-SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt
-  FROM scalars s JOIN metrics m ON m.id = s.metric_id
-UNION ALL SELECT run_id, rank, 'wall_time_s', step, wall_time_s, attempt
-            FROM steps WHERE wall_time_s IS NOT NULL
-UNION ALL SELECT run_id, rank, 'loss', step, loss, attempt
-            FROM steps WHERE loss IS NOT NULL
-UNION ALL SELECT run_id, rank, 'lr', step, lr, attempt
-            FROM steps WHERE lr IS NOT NULL
-UNION ALL SELECT run_id, rank, 'samples', step, samples, attempt
-            FROM steps WHERE samples IS NOT NULL
-UNION ALL SELECT run_id, rank, 'step_ms', step, step_ms, attempt
-            FROM steps WHERE step_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'compute_ms', step, compute_ms, attempt
-            FROM steps WHERE compute_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'comm_ms', step, comm_ms, attempt
-            FROM steps WHERE comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'exposed_comm_ms', step, exposed_comm_ms, attempt
-            FROM steps WHERE exposed_comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_allocated', step, mem_allocated, attempt
-            FROM steps WHERE mem_allocated IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_peak', step, mem_peak, attempt
-            FROM steps WHERE mem_peak IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_reserved', step, mem_reserved, attempt
-            FROM steps WHERE mem_reserved IS NOT NULL
-UNION ALL SELECT run_id, rank, 'device_mem_used', step, device_mem_used, attempt
-            FROM steps WHERE device_mem_used IS NOT NULL
-UNION ALL SELECT run_id, rank, 'grad_norm', step, grad_norm, attempt
-            FROM steps WHERE grad_norm IS NOT NULL
-UNION ALL SELECT run_id, rank, 'accuracy', step, accuracy, attempt
-            FROM steps WHERE accuracy IS NOT NULL;
-
 CREATE TABLE seq_ranges (
   run_id INTEGER NOT NULL,
   attempt INTEGER NOT NULL,
@@ -358,98 +333,19 @@ CREATE TABLE evals (
 )sql",
       // 8: throughput in the step event: tokens processed, tokens/s and model FLOPs utilisation
       // (null in runs recorded before, and mfu where no peak FLOP/s was known), as step columns
-      // that scalar_points also reads.
+      // (scalar_points was recreated with them here; see scalarPointsViewSql).
       R"sql(
 ALTER TABLE steps ADD COLUMN tokens REAL;
 ALTER TABLE steps ADD COLUMN tokens_per_s REAL;
 ALTER TABLE steps ADD COLUMN mfu REAL;
-DROP VIEW scalar_points;
-CREATE VIEW scalar_points (run_id, rank, metric, step, value, attempt) AS
-SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt
-  FROM scalars s JOIN metrics m ON m.id = s.metric_id
-UNION ALL SELECT run_id, rank, 'wall_time_s', step, wall_time_s, attempt
-            FROM steps WHERE wall_time_s IS NOT NULL
-UNION ALL SELECT run_id, rank, 'loss', step, loss, attempt
-            FROM steps WHERE loss IS NOT NULL
-UNION ALL SELECT run_id, rank, 'lr', step, lr, attempt
-            FROM steps WHERE lr IS NOT NULL
-UNION ALL SELECT run_id, rank, 'samples', step, samples, attempt
-            FROM steps WHERE samples IS NOT NULL
-UNION ALL SELECT run_id, rank, 'step_ms', step, step_ms, attempt
-            FROM steps WHERE step_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'compute_ms', step, compute_ms, attempt
-            FROM steps WHERE compute_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'comm_ms', step, comm_ms, attempt
-            FROM steps WHERE comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'exposed_comm_ms', step, exposed_comm_ms, attempt
-            FROM steps WHERE exposed_comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_allocated', step, mem_allocated, attempt
-            FROM steps WHERE mem_allocated IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_peak', step, mem_peak, attempt
-            FROM steps WHERE mem_peak IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_reserved', step, mem_reserved, attempt
-            FROM steps WHERE mem_reserved IS NOT NULL
-UNION ALL SELECT run_id, rank, 'device_mem_used', step, device_mem_used, attempt
-            FROM steps WHERE device_mem_used IS NOT NULL
-UNION ALL SELECT run_id, rank, 'grad_norm', step, grad_norm, attempt
-            FROM steps WHERE grad_norm IS NOT NULL
-UNION ALL SELECT run_id, rank, 'accuracy', step, accuracy, attempt
-            FROM steps WHERE accuracy IS NOT NULL
-UNION ALL SELECT run_id, rank, 'tokens', step, tokens, attempt
-            FROM steps WHERE tokens IS NOT NULL
-UNION ALL SELECT run_id, rank, 'tokens_per_s', step, tokens_per_s, attempt
-            FROM steps WHERE tokens_per_s IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mfu', step, mfu, attempt
-            FROM steps WHERE mfu IS NOT NULL;
 )sql",
       // 9: fp16's loss scaling in the step event: the loss scale of the step and the steps whose
       // update was skipped since the previous event (null in runs without fp16 and in those
-      // recorded before), as step columns that scalar_points also reads.
+      // recorded before), as step columns (scalar_points was recreated with them here; see
+      // scalarPointsViewSql).
       R"sql(
 ALTER TABLE steps ADD COLUMN loss_scale REAL;
 ALTER TABLE steps ADD COLUMN skipped REAL;
-DROP VIEW scalar_points;
-CREATE VIEW scalar_points (run_id, rank, metric, step, value, attempt) AS
-SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt
-  FROM scalars s JOIN metrics m ON m.id = s.metric_id
-UNION ALL SELECT run_id, rank, 'wall_time_s', step, wall_time_s, attempt
-            FROM steps WHERE wall_time_s IS NOT NULL
-UNION ALL SELECT run_id, rank, 'loss', step, loss, attempt
-            FROM steps WHERE loss IS NOT NULL
-UNION ALL SELECT run_id, rank, 'lr', step, lr, attempt
-            FROM steps WHERE lr IS NOT NULL
-UNION ALL SELECT run_id, rank, 'samples', step, samples, attempt
-            FROM steps WHERE samples IS NOT NULL
-UNION ALL SELECT run_id, rank, 'step_ms', step, step_ms, attempt
-            FROM steps WHERE step_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'compute_ms', step, compute_ms, attempt
-            FROM steps WHERE compute_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'comm_ms', step, comm_ms, attempt
-            FROM steps WHERE comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'exposed_comm_ms', step, exposed_comm_ms, attempt
-            FROM steps WHERE exposed_comm_ms IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_allocated', step, mem_allocated, attempt
-            FROM steps WHERE mem_allocated IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_peak', step, mem_peak, attempt
-            FROM steps WHERE mem_peak IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mem_reserved', step, mem_reserved, attempt
-            FROM steps WHERE mem_reserved IS NOT NULL
-UNION ALL SELECT run_id, rank, 'device_mem_used', step, device_mem_used, attempt
-            FROM steps WHERE device_mem_used IS NOT NULL
-UNION ALL SELECT run_id, rank, 'grad_norm', step, grad_norm, attempt
-            FROM steps WHERE grad_norm IS NOT NULL
-UNION ALL SELECT run_id, rank, 'accuracy', step, accuracy, attempt
-            FROM steps WHERE accuracy IS NOT NULL
-UNION ALL SELECT run_id, rank, 'tokens', step, tokens, attempt
-            FROM steps WHERE tokens IS NOT NULL
-UNION ALL SELECT run_id, rank, 'tokens_per_s', step, tokens_per_s, attempt
-            FROM steps WHERE tokens_per_s IS NOT NULL
-UNION ALL SELECT run_id, rank, 'mfu', step, mfu, attempt
-            FROM steps WHERE mfu IS NOT NULL
-UNION ALL SELECT run_id, rank, 'loss_scale', step, loss_scale, attempt
-            FROM steps WHERE loss_scale IS NOT NULL
-UNION ALL SELECT run_id, rank, 'skipped', step, skipped, attempt
-            FROM steps WHERE skipped IS NOT NULL;
 )sql",
       // 10: automatic restarts (launch.max_restarts): the steps each attempt stored, first and
       // last (the steps a restart rolled back stay known once a later attempt has stored them
@@ -506,8 +402,33 @@ CREATE TABLE run_job_dirs (
   PRIMARY KEY (run_id, node_rank)
 );
 )sql",
+      // 14: `scalar_points` is no longer a view of the file: every connection makes its own,
+      // from the step columns of this build (scalarPointsViewSql). Drops the one migrations 5, 8
+      // and 9 of earlier builds created.
+      R"sql(
+DROP VIEW IF EXISTS main.scalar_points;
+)sql",
   };
   return kMigrations;
+}
+
+// `scalar_points` (run_id, rank, metric, step, value, attempt): every point of every series as one
+// long table, the metrics of `scalars` and a row per non-null step column of `steps` (named by
+// the column), built from kStepColumns so that a new step column is in it without more SQL. A
+// TEMP view, made by every connection when it opens: a read-only connection cannot create
+// anything in the file, but each connection has a temp schema of its own.
+std::string scalarPointsViewSql() {
+  std::string sql =
+      "CREATE TEMP VIEW IF NOT EXISTS scalar_points (run_id, rank, metric, step, value, attempt) "
+      "AS SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt FROM scalars s JOIN metrics "
+      "m ON m.id = s.metric_id";
+  for (const std::string_view column : kStepColumns) {
+    sql += fmt::format(
+        "\nUNION ALL SELECT run_id, rank, '{0}', step, {0}, attempt FROM steps WHERE {0} IS NOT "
+        "NULL",
+        column);
+  }
+  return sql;
 }
 
 // SQLite counts its allocations behind a global mutex unless told otherwise before it initialises,
@@ -790,6 +711,7 @@ void Database::openReadOnly() {
                         ? "open it with a newer ringmaster"
                         : "open it once where it can be written, so that it is upgraded"));
   }
+  exec(scalarPointsViewSql());
 }
 
 Database::~Database() {
@@ -844,6 +766,8 @@ void migrate(Database& db, int target) {
       db.exec(fmt::format("PRAGMA user_version = {}", version + 1));
     });
   }
+  // The view reads the current schema's step columns: an older one (a test's) goes without.
+  if (target == currentSchemaVersion()) db.exec(scalarPointsViewSql());
 }
 
 }  // namespace ringmaster::storage

@@ -2,7 +2,7 @@
 // tokens_per_s and mfu added by migration 8, loss_scale and skipped by migration 9), derived
 // from the step record's field table (telemetry/fields.h): the event's time, then every field but
 // the step (the row's key). Each is also the name of its series, read like any metric of
-// `scalars`.
+// `scalars` through the `scalar_points` view, which is generated from this list.
 #pragma once
 
 #include <algorithm>

@@ -180,96 +180,93 @@ json completeEvent(const Slice& slice, int track, double origin) {
           {"args", slice.args}};
 }
 
-}  // namespace
+// Each step as a slice ending at its wall time, step_ms long.
+void addStepSlices(const Database& db, int64_t run_id, std::vector<Slice>& slices) {
+  Statement steps(db,
+                  "SELECT rank, step, wall_time_s, step_ms, loss FROM steps WHERE run_id = ? AND "
+                  "wall_time_s IS NOT NULL AND step_ms IS NOT NULL");
+  steps.bind(1, run_id);
+  while (steps.run()) {
+    const double end_us = steps.columnDouble(2) * 1e6;
+    const double duration_us = std::max(0.0, steps.columnDouble(3) * 1e3);
+    json args = {{"step", steps.columnInt(1)}};
+    if (!steps.isNull(4)) args["loss"] = steps.columnDouble(4);
+    slices.push_back({static_cast<int>(steps.columnInt(0)), kSteps, end_us - duration_us, end_us,
+                      fmt::format("step {}", steps.columnInt(1)), std::move(args)});
+  }
+}
 
-int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& path) {
-  const RunRecord run = loadRun(db, run_id);
-  std::vector<Slice> slices;
-  {
-    Statement steps(db,
-                    "SELECT rank, step, wall_time_s, step_ms, loss FROM steps WHERE run_id = ? AND "
-                    "wall_time_s IS NOT NULL AND step_ms IS NOT NULL");
-    steps.bind(1, run_id);
-    while (steps.run()) {
-      const double end_us = steps.columnDouble(2) * 1e6;
-      const double duration_us = std::max(0.0, steps.columnDouble(3) * 1e3);
-      json args = {{"step", steps.columnInt(1)}};
-      if (!steps.isNull(4)) args["loss"] = steps.columnDouble(4);
-      slices.push_back({static_cast<int>(steps.columnInt(0)), kSteps, end_us - duration_us, end_us,
-                        fmt::format("step {}", steps.columnInt(1)), std::move(args)});
+// An event's time is the op's end; a receive's wait for its sender, when measured, is a slice
+// nested at the start of the op's.
+void addCommSlices(const Database& db, int64_t run_id, std::vector<Slice>& slices) {
+  Statement comm(db,
+                 "SELECT rank, t, duration_ms, op, bytes, algbw_gbps, busbw_gbps, step, wait_ms "
+                 "FROM comm_events WHERE run_id = ?");
+  comm.bind(1, run_id);
+  while (comm.run()) {
+    const double end_us = comm.columnDouble(1) * 1e6;
+    const double duration_us = std::max(0.0, comm.columnDouble(2) * 1e3);
+    json args = {{"bytes", comm.columnInt(4)},
+                 {"algbw_gbps", comm.columnDouble(5)},
+                 {"busbw_gbps", comm.columnDouble(6)}};
+    if (!comm.isNull(7)) args["step"] = comm.columnInt(7);
+    Slice slice{static_cast<int>(comm.columnInt(0)),
+                kComm,
+                end_us - duration_us,
+                end_us,
+                comm.columnText(3),
+                std::move(args)};
+    if (!comm.isNull(8)) {
+      const double wait_us = std::clamp(comm.columnDouble(8) * 1e3, 0.0, duration_us);
+      slice.args["wait_ms"] = comm.columnDouble(8);
+      if (wait_us > 0)
+        slice.children.push_back({slice.rank, kComm, slice.start_us, slice.start_us + wait_us,
+                                  "waiting for peer", json::object()});
     }
+    slices.push_back(std::move(slice));
   }
-  {
-    // An event's time is the op's end; a receive's wait for its sender, when measured, is a slice
-    // nested at the start of the op's.
-    Statement comm(db,
-                   "SELECT rank, t, duration_ms, op, bytes, algbw_gbps, busbw_gbps, step, wait_ms "
-                   "FROM comm_events WHERE run_id = ?");
-    comm.bind(1, run_id);
-    while (comm.run()) {
-      const double end_us = comm.columnDouble(1) * 1e6;
-      const double duration_us = std::max(0.0, comm.columnDouble(2) * 1e3);
-      json args = {{"bytes", comm.columnInt(4)},
-                   {"algbw_gbps", comm.columnDouble(5)},
-                   {"busbw_gbps", comm.columnDouble(6)}};
-      if (!comm.isNull(7)) args["step"] = comm.columnInt(7);
-      Slice slice{static_cast<int>(comm.columnInt(0)),
-                  kComm,
-                  end_us - duration_us,
-                  end_us,
-                  comm.columnText(3),
-                  std::move(args)};
-      if (!comm.isNull(8)) {
-        const double wait_us = std::clamp(comm.columnDouble(8) * 1e3, 0.0, duration_us);
-        slice.args["wait_ms"] = comm.columnDouble(8);
-        if (wait_us > 0)
-          slice.children.push_back({slice.rank, kComm, slice.start_us, slice.start_us + wait_us,
-                                    "waiting for peer", json::object()});
-      }
-      slices.push_back(std::move(slice));
-    }
+}
+
+// A pipeline action is its wait for the other stage and its input's transfer (when it had an
+// input to wait for) followed by its compute.
+void addPipelineSlices(const Database& db, int64_t run_id, std::vector<Slice>& slices) {
+  Statement sched(db,
+                  "SELECT rank, start_us, coalesce(ready_us, start_us), end_us, phase, "
+                  "micro_batch, stage, step, coalesce(transfer_us, 0) FROM sched_events WHERE "
+                  "run_id = ?");
+  sched.bind(1, run_id);
+  while (sched.run()) {
+    const int rank = static_cast<int>(sched.columnInt(0));
+    const auto start = static_cast<double>(sched.columnInt(1));
+    const auto end = std::max(start, static_cast<double>(sched.columnInt(3)));
+    const double ready = std::clamp(static_cast<double>(sched.columnInt(2)), start, end);
+    const std::string action = fmt::format("{}{}", sched.columnText(4), sched.columnInt(5));
+    const json args = {{"stage", sched.columnInt(6)},
+                       {"micro_batch", sched.columnInt(5)},
+                       {"step", sched.columnInt(7)}};
+    const double transfer_start =
+        std::clamp(ready - static_cast<double>(sched.columnInt(8)), start, ready);
+    if (transfer_start > start)
+      slices.push_back({rank, kPipeline, start, transfer_start, "wait " + action, args});
+    if (ready > transfer_start)
+      slices.push_back({rank, kPipeline, transfer_start, ready, "transfer " + action, args});
+    slices.push_back({rank, kPipeline, ready, end, action, args});
   }
-  {
-    // A pipeline action is its wait for the other stage and its input's transfer (when it had an
-    // input to wait for) followed by its compute.
-    Statement sched(db,
-                    "SELECT rank, start_us, coalesce(ready_us, start_us), end_us, phase, "
-                    "micro_batch, stage, step, coalesce(transfer_us, 0) FROM sched_events WHERE "
-                    "run_id = ?");
-    sched.bind(1, run_id);
-    while (sched.run()) {
-      const int rank = static_cast<int>(sched.columnInt(0));
-      const auto start = static_cast<double>(sched.columnInt(1));
-      const auto end = std::max(start, static_cast<double>(sched.columnInt(3)));
-      const double ready = std::clamp(static_cast<double>(sched.columnInt(2)), start, end);
-      const std::string action = fmt::format("{}{}", sched.columnText(4), sched.columnInt(5));
-      const json args = {{"stage", sched.columnInt(6)},
-                         {"micro_batch", sched.columnInt(5)},
-                         {"step", sched.columnInt(7)}};
-      const double transfer_start =
-          std::clamp(ready - static_cast<double>(sched.columnInt(8)), start, ready);
-      if (transfer_start > start)
-        slices.push_back({rank, kPipeline, start, transfer_start, "wait " + action, args});
-      if (ready > transfer_start)
-        slices.push_back({rank, kPipeline, transfer_start, ready, "transfer " + action, args});
-      slices.push_back({rank, kPipeline, ready, end, action, args});
-    }
-  }
-  // A slice beyond any clock (not finite, or more than 30,000 years from 1970: times of a
-  // hand-edited database or an older version's) has no place on a time axis; leaving it out keeps
-  // every time below finite and the sort by start well defined.
+}
+
+// A slice beyond any clock (not finite, or more than 30,000 years from 1970: times of a
+// hand-edited database or an older version's) has no place on a time axis; leaving it out keeps
+// every time below finite and the sort by start well defined.
+void dropSlicesBeyondAnyClock(std::vector<Slice>& slices) {
   constexpr double kFarthestUs = 1e18;
   std::erase_if(slices, [](const Slice& slice) {
     return !(std::fabs(slice.start_us) <= kFarthestUs && std::fabs(slice.end_us) <= kFarthestUs);
   });
-  const int64_t count = static_cast<int64_t>(slices.size());
-  double origin = std::numeric_limits<double>::infinity();
-  for (const Slice& slice : slices) origin = std::min(origin, slice.start_us);
-  if (slices.empty()) origin = 0;
-  const auto lanes = laneSlices(std::move(slices));
+}
 
-  json events = json::array();
-  const std::vector<RankRecord> ranks = loadRanks(db, run_id);
+// Each rank as a process of the trace, named by its host and device, in rank order.
+void addProcessNames(const Database& db, const RunRecord& run, json& events) {
+  const std::vector<RankRecord> ranks = loadRanks(db, run.id);
   for (int rank = 0; rank < run.world_size; ++rank) {
     std::string label = fmt::format("rank {}", rank);
     for (const RankRecord& record : ranks)
@@ -281,6 +278,11 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
                       {"name", "process_sort_index"},
                       {"args", {{"sort_index", rank}}}});
   }
+}
+
+// Each lane as a named track of its rank's process, with its slices (and their nested ones).
+void addTracks(const std::map<std::pair<int, int>, std::vector<std::vector<Slice>>>& lanes,
+               double origin, json& events) {
   for (const auto& [key, tracks] : lanes) {
     const auto [rank, category] = key;
     for (size_t lane = 0; lane < tracks.size(); ++lane) {
@@ -304,6 +306,25 @@ int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& pa
       }
     }
   }
+}
+
+}  // namespace
+
+int64_t exportRunTrace(const Database& db, int64_t run_id, const std::string& path) {
+  const RunRecord run = loadRun(db, run_id);
+  std::vector<Slice> slices;
+  addStepSlices(db, run_id, slices);
+  addCommSlices(db, run_id, slices);
+  addPipelineSlices(db, run_id, slices);
+  dropSlicesBeyondAnyClock(slices);
+  const int64_t count = static_cast<int64_t>(slices.size());
+  double origin = std::numeric_limits<double>::infinity();
+  for (const Slice& slice : slices) origin = std::min(origin, slice.start_us);
+  if (slices.empty()) origin = 0;
+
+  json events = json::array();
+  addProcessNames(db, run, events);
+  addTracks(laneSlices(std::move(slices)), origin, events);
   OutputFile out(path);
   out.write(json{{"traceEvents", std::move(events)},
                  {"displayTimeUnit", "ms"},

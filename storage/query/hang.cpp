@@ -63,6 +63,208 @@ void addState(std::vector<std::string>& states, int rank, const std::string& sta
   text += state;
 }
 
+// One group's reports as the diagnosis reads them: its members (every rank a report names, and the
+// whole world for "world"), each member's latest report, and the members gone silent.
+struct GroupReports {
+  const std::string& group;
+  const std::vector<const RankProgress*>& reports;
+  std::set<int> members;
+  std::map<int, const RankProgress*> by_rank;
+  std::set<int> silent;
+
+  const RankProgress* reportOf(int rank) const {
+    auto it = by_rank.find(rank);
+    return it == by_rank.end() ? nullptr : it->second;
+  }
+  std::string inGroup() const { return group == "world" ? "" : fmt::format(" of {}", group); }
+};
+
+// Silent: no report for a few periods, or none at all (a waiting peer's list of ranks whose
+// heartbeat stopped is added by stuckOperations).
+GroupReports gatherGroup(const std::string& group, const std::vector<const RankProgress*>& reports,
+                         int world_size) {
+  GroupReports g{group, reports, {}, {}, {}};
+  for (const RankProgress* r : reports) {
+    g.by_rank[r->rank] = r;
+    g.members.insert(r->rank);
+    for (int peer : r->not_arrived) g.members.insert(peer);
+    for (int peer : r->silent) g.members.insert(peer);
+  }
+  if (group == "world")
+    for (int r = 0; r < world_size; ++r) g.members.insert(r);
+  for (int m : g.members) {
+    const RankProgress* r = g.reportOf(m);
+    if (r == nullptr || r->stale) g.silent.insert(m);
+  }
+  return g;
+}
+
+// An operation ranks waited in: (op, seq, the waiting rank for a point-to-point wait or -1).
+using StuckOp = std::tuple<std::string, int64_t, int>;
+
+// The operations ranks have waited in long enough to call them stuck: collectives by (op, seq),
+// each point-to-point wait on its own. Adds the peers the waiters saw go silent to g.silent.
+std::map<StuckOp, std::vector<const RankProgress*>> stuckOperations(GroupReports& g) {
+  std::map<StuckOp, std::vector<const RankProgress*>> stuck_ops;
+  for (const RankProgress* r : g.reports) {
+    if (r->stale || !r->op || !r->op_seq || !r->waiting_s) continue;
+    if (r->age_s > kFreshForPeriods * r->period_s) continue;
+    if (*r->waiting_s < kHangAfterPeriods * r->period_s) continue;
+    const bool p2p = isPointToPoint(*r->op);
+    // A collective without a root completes on every member or on none: when another member
+    // completed it, this report is older than the rank's progress (a rank stopped since, whose
+    // last report caught it in a wait), not a wait.
+    if (!p2p && !r->peer &&
+        std::any_of(g.reports.begin(), g.reports.end(), [&](const RankProgress* other) {
+          return other != r && other->completed >= *r->op_seq;
+        }))
+      continue;
+    stuck_ops[{*r->op, *r->op_seq, p2p ? r->rank : -1}].push_back(r);
+    for (int peer : r->silent) g.silent.insert(peer);
+  }
+  return stuck_ops;
+}
+
+// The diagnosis's group, operation, waiting ranks, longest wait and peer, from its waiters; the
+// ranks the waiters named as not arrived go to `named_not_arrived`.
+HangDiagnosis startDiagnosis(const GroupReports& g, const StuckOp& key,
+                             const std::vector<const RankProgress*>& waiters,
+                             std::set<int>& named_not_arrived) {
+  HangDiagnosis d;
+  d.group = g.group;
+  d.op = std::get<0>(key);
+  d.op_seq = std::get<1>(key);
+  std::set<int> waiting_set;
+  for (const RankProgress* w : waiters) {
+    waiting_set.insert(w->rank);
+    d.waiting_s = std::max(d.waiting_s, *w->waiting_s);
+    for (int peer : w->not_arrived) named_not_arrived.insert(peer);
+    if (w->peer) d.peer = static_cast<int>(*w->peer);
+  }
+  d.waiting.assign(waiting_set.begin(), waiting_set.end());
+  return d;
+}
+
+// A send or receive waits for one peer: name it, and whether it went silent.
+void explainPointToPoint(const GroupReports& g, int waiting_rank, const std::map<int, bool>& heard,
+                         HangDiagnosis& d, std::vector<std::string>& rank_states) {
+  const std::string what = fmt::format("{} #{}", d.op, d.op_seq);
+  const std::string direction = d.op == "recv" ? "from" : "to";
+  std::string text = fmt::format("rank {} has waited {} in {}{}", waiting_rank,
+                                 seconds(d.waiting_s), what, g.inGroup());
+  if (d.peer) {
+    text += fmt::format(" {} rank {}", direction, *d.peer);
+    d.stuck.push_back(*d.peer);
+    const auto peer_heard = heard.find(*d.peer);
+    if (g.silent.count(*d.peer) != 0 || peer_heard == heard.end() || !peer_heard->second) {
+      const RankProgress* peer = g.reportOf(*d.peer);
+      text += peer ? fmt::format(", which has sent no progress for {}", seconds(peer->age_s))
+                   : ", which has sent no progress";
+      d.silent.push_back(*d.peer);
+    }
+    addState(rank_states, *d.peer, fmt::format("{} waits for it", rankList({waiting_rank})));
+  }
+  addState(rank_states, waiting_rank, fmt::format("waiting {} in {}", seconds(d.waiting_s), what));
+  d.message = text;
+}
+
+// The members of a stuck collective that are not waiting in it, sorted by why: short of it (the
+// cause), held up in an earlier collective of the group, or silent inside it.
+struct CollectiveAbsentees {
+  std::vector<int> not_reached, held_up, silent_inside;
+};
+
+CollectiveAbsentees sortAbsentees(const GroupReports& g, HangDiagnosis& d,
+                                  const std::set<int>& named_not_arrived) {
+  CollectiveAbsentees a;
+  for (int m : g.members) {
+    if (std::find(d.waiting.begin(), d.waiting.end(), m) != d.waiting.end()) continue;
+    const RankProgress* r = g.reportOf(m);
+    const bool short_of_it = named_not_arrived.count(m) != 0 || (r && r->started < d.op_seq);
+    if (short_of_it) {
+      // A rank short of it because it still waits in an earlier collective of the group is
+      // held up there, not the cause: a ring or tree collective can complete on some members
+      // while the stopped rank still owes another member its last chunk.
+      const bool waits_earlier = r && g.silent.count(m) == 0 &&
+                                 r->age_s <= kHeldUpWithinPeriods * r->period_s && r->op &&
+                                 r->op_seq && *r->op_seq < d.op_seq && r->waiting_s;
+      (waits_earlier ? a.held_up : a.not_reached).push_back(m);
+    } else if (g.silent.count(m) != 0) {
+      a.silent_inside.push_back(m);
+    }
+    if (g.silent.count(m) != 0) d.silent.push_back(m);
+  }
+  // Ranks that are all held up leave none to blame: then each of them is named as short.
+  if (a.not_reached.empty() && a.silent_inside.empty()) std::swap(a.not_reached, a.held_up);
+  return a;
+}
+
+// The sentence on the ranks that have not reached the collective, and their states.
+std::string explainNotReached(const GroupReports& g, const std::vector<int>& not_reached,
+                              const std::string& what, std::vector<std::string>& rank_states) {
+  std::string text = fmt::format("{} {} not reached {}{}", rankList(not_reached),
+                                 not_reached.size() == 1 ? "has" : "have", what, g.inGroup());
+  std::vector<int> quiet;
+  for (int m : not_reached)
+    if (g.silent.count(m) != 0) quiet.push_back(m);
+  if (quiet.size() == not_reached.size())
+    text += quiet.size() == 1 ? " and is silent" : " and are silent";
+  else if (!quiet.empty())
+    text += fmt::format(" ({} silent)", rankList(quiet));
+  for (int m : not_reached) {
+    const RankProgress* r = g.reportOf(m);
+    addState(
+        rank_states, m,
+        fmt::format("has not reached {}{}", what,
+                    g.silent.count(m) != 0 ? (r ? fmt::format(", silent for {}", seconds(r->age_s))
+                                                : std::string(", silent"))
+                                           : std::string()));
+  }
+  return text;
+}
+
+// A collective waits for every member: name those short of it, held up before it or silent
+// inside it; with none of them, the transfer itself stalled.
+void explainCollective(const GroupReports& g, const std::set<int>& named_not_arrived,
+                       HangDiagnosis& d, std::vector<std::string>& rank_states) {
+  const std::string what = fmt::format("{} #{}", d.op, d.op_seq);
+  const CollectiveAbsentees a = sortAbsentees(g, d, named_not_arrived);
+  std::vector<std::string> parts;
+  if (!a.not_reached.empty())
+    parts.push_back(explainNotReached(g, a.not_reached, what, rank_states));
+  for (int m : a.held_up) {
+    const RankProgress* r = g.reportOf(m);
+    const std::string earlier = fmt::format("{} #{}", *r->op, *r->op_seq);
+    parts.push_back(
+        fmt::format("{} held up waiting {} in {}", rankList({m}), seconds(*r->waiting_s), earlier));
+    addState(rank_states, m,
+             fmt::format("held up: waiting {} in {}", seconds(*r->waiting_s), earlier));
+  }
+  if (!a.silent_inside.empty()) {
+    parts.push_back(fmt::format("{} stopped responding inside {}{}", rankList(a.silent_inside),
+                                what, g.inGroup()));
+    for (int m : a.silent_inside) {
+      const RankProgress* r = g.reportOf(m);
+      addState(rank_states, m,
+               r ? fmt::format("silent for {} inside {}", seconds(r->age_s), what)
+                 : fmt::format("silent inside {}", what));
+    }
+  }
+  d.stuck = a.not_reached;
+  d.stuck.insert(d.stuck.end(), a.silent_inside.begin(), a.silent_inside.end());
+  std::sort(d.stuck.begin(), d.stuck.end());
+  const std::string waiting_text =
+      fmt::format("{} waiting {}", rankList(d.waiting), seconds(d.waiting_s));
+  if (parts.empty()) {
+    d.message = fmt::format("{} in {}{}; every rank reached it (the transfer itself stalled)",
+                            waiting_text, what, g.inGroup());
+  } else {
+    d.message = fmt::format("{} ({})", fmt::join(parts, "; "), waiting_text);
+  }
+  for (int w : d.waiting)
+    addState(rank_states, w, fmt::format("waiting {} in {}", seconds(d.waiting_s), what));
+}
+
 }  // namespace
 
 LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
@@ -79,162 +281,15 @@ LiveProgress diagnoseProgress(std::vector<RankProgress> ranks, int world_size) {
     groups[r.group].push_back(&r);
     heard[r.rank] = heard[r.rank] || !r.stale;
   }
-
   for (const auto& [group, reports] : groups) {
-    std::map<int, const RankProgress*> by_rank;
-    std::set<int> members;
-    for (const RankProgress* r : reports) {
-      by_rank[r->rank] = r;
-      members.insert(r->rank);
-      for (int peer : r->not_arrived) members.insert(peer);
-      for (int peer : r->silent) members.insert(peer);
-    }
-    if (group == "world")
-      for (int r = 0; r < world_size; ++r) members.insert(r);
-    const auto reportOf = [&](int rank) -> const RankProgress* {
-      auto it = by_rank.find(rank);
-      return it == by_rank.end() ? nullptr : it->second;
-    };
-    // Silent: no report for a few periods, or none at all, or a waiting peer saw its heartbeat
-    // stop.
-    std::set<int> silent;
-    for (int m : members) {
-      const RankProgress* r = reportOf(m);
-      if (r == nullptr || r->stale) silent.insert(m);
-    }
-    // The operations ranks have waited in long enough to call them stuck: collectives by
-    // (op, seq), each point-to-point wait on its own.
-    std::map<std::tuple<std::string, int64_t, int>, std::vector<const RankProgress*>> stuck_ops;
-    for (const RankProgress* r : reports) {
-      if (r->stale || !r->op || !r->op_seq || !r->waiting_s) continue;
-      if (r->age_s > kFreshForPeriods * r->period_s) continue;
-      if (*r->waiting_s < kHangAfterPeriods * r->period_s) continue;
-      const bool p2p = isPointToPoint(*r->op);
-      // A collective without a root completes on every member or on none: when another member
-      // completed it, this report is older than the rank's progress (a rank stopped since, whose
-      // last report caught it in a wait), not a wait.
-      if (!p2p && !r->peer &&
-          std::any_of(reports.begin(), reports.end(), [&](const RankProgress* other) {
-            return other != r && other->completed >= *r->op_seq;
-          }))
-        continue;
-      stuck_ops[{*r->op, *r->op_seq, p2p ? r->rank : -1}].push_back(r);
-      for (int peer : r->silent) silent.insert(peer);
-    }
-    if (stuck_ops.empty()) {
-      continue;
-    }
-    for (const auto& [key, waiters] : stuck_ops) {
-      const auto& [op, seq, p2p_rank] = key;
-      HangDiagnosis d;
-      d.group = group;
-      d.op = op;
-      d.op_seq = seq;
-      std::set<int> waiting_set, named_not_arrived;
-      for (const RankProgress* w : waiters) {
-        waiting_set.insert(w->rank);
-        d.waiting_s = std::max(d.waiting_s, *w->waiting_s);
-        for (int peer : w->not_arrived) named_not_arrived.insert(peer);
-        if (w->peer) d.peer = static_cast<int>(*w->peer);
-      }
-      d.waiting.assign(waiting_set.begin(), waiting_set.end());
-      const std::string what = fmt::format("{} #{}", op, seq);
-      const std::string in_group = group == "world" ? "" : fmt::format(" of {}", group);
-      std::vector<std::string> parts;
-      if (p2p_rank >= 0) {
-        // A send or receive waits for one peer: name it, and whether it went silent.
-        const std::string direction = op == "recv" ? "from" : "to";
-        std::string text = fmt::format("rank {} has waited {} in {}{}", p2p_rank,
-                                       seconds(d.waiting_s), what, in_group);
-        if (d.peer) {
-          text += fmt::format(" {} rank {}", direction, *d.peer);
-          d.stuck.push_back(*d.peer);
-          if (silent.count(*d.peer) != 0 || !heard[*d.peer]) {
-            const RankProgress* peer = reportOf(*d.peer);
-            text += peer ? fmt::format(", which has sent no progress for {}", seconds(peer->age_s))
-                         : ", which has sent no progress";
-            d.silent.push_back(*d.peer);
-          }
-          addState(out.rank_states, *d.peer, fmt::format("{} waits for it", rankList({p2p_rank})));
-        }
-        addState(out.rank_states, p2p_rank,
-                 fmt::format("waiting {} in {}", seconds(d.waiting_s), what));
-        d.message = text;
-        out.hangs.push_back(std::move(d));
-        continue;
-      }
-      std::vector<int> not_reached, held_up, silent_inside;
-      for (int m : members) {
-        if (waiting_set.count(m) != 0) continue;
-        const RankProgress* r = reportOf(m);
-        const bool short_of_it = named_not_arrived.count(m) != 0 || (r && r->started < seq);
-        if (short_of_it) {
-          // A rank short of it because it still waits in an earlier collective of the group is
-          // held up there, not the cause: a ring or tree collective can complete on some members
-          // while the stopped rank still owes another member its last chunk.
-          const bool waits_earlier = r && silent.count(m) == 0 &&
-                                     r->age_s <= kHeldUpWithinPeriods * r->period_s && r->op &&
-                                     r->op_seq && *r->op_seq < seq && r->waiting_s;
-          (waits_earlier ? held_up : not_reached).push_back(m);
-        } else if (silent.count(m) != 0) {
-          silent_inside.push_back(m);
-        }
-        if (silent.count(m) != 0) d.silent.push_back(m);
-      }
-      // Ranks that are all held up leave none to blame: then each of them is named as short.
-      if (not_reached.empty() && silent_inside.empty()) std::swap(not_reached, held_up);
-      const std::string waiting_text =
-          fmt::format("{} waiting {}", rankList(d.waiting), seconds(d.waiting_s));
-      if (!not_reached.empty()) {
-        std::string text = fmt::format("{} {} not reached {}{}", rankList(not_reached),
-                                       not_reached.size() == 1 ? "has" : "have", what, in_group);
-        std::vector<int> quiet;
-        for (int m : not_reached)
-          if (silent.count(m) != 0) quiet.push_back(m);
-        if (quiet.size() == not_reached.size())
-          text += quiet.size() == 1 ? " and is silent" : " and are silent";
-        else if (!quiet.empty())
-          text += fmt::format(" ({} silent)", rankList(quiet));
-        parts.push_back(text);
-        for (int m : not_reached) {
-          const RankProgress* r = reportOf(m);
-          addState(out.rank_states, m,
-                   fmt::format("has not reached {}{}", what,
-                               silent.count(m) != 0
-                                   ? (r ? fmt::format(", silent for {}", seconds(r->age_s))
-                                        : std::string(", silent"))
-                                   : std::string()));
-        }
-      }
-      for (int m : held_up) {
-        const RankProgress* r = reportOf(m);
-        const std::string earlier = fmt::format("{} #{}", *r->op, *r->op_seq);
-        parts.push_back(fmt::format("{} held up waiting {} in {}", rankList({m}),
-                                    seconds(*r->waiting_s), earlier));
-        addState(out.rank_states, m,
-                 fmt::format("held up: waiting {} in {}", seconds(*r->waiting_s), earlier));
-      }
-      if (!silent_inside.empty()) {
-        parts.push_back(fmt::format("{} stopped responding inside {}{}", rankList(silent_inside),
-                                    what, in_group));
-        for (int m : silent_inside) {
-          const RankProgress* r = reportOf(m);
-          addState(out.rank_states, m,
-                   r ? fmt::format("silent for {} inside {}", seconds(r->age_s), what)
-                     : fmt::format("silent inside {}", what));
-        }
-      }
-      d.stuck = not_reached;
-      d.stuck.insert(d.stuck.end(), silent_inside.begin(), silent_inside.end());
-      std::sort(d.stuck.begin(), d.stuck.end());
-      if (parts.empty()) {
-        d.message = fmt::format("{} in {}{}; every rank reached it (the transfer itself stalled)",
-                                waiting_text, what, in_group);
-      } else {
-        d.message = fmt::format("{} ({})", fmt::join(parts, "; "), waiting_text);
-      }
-      for (int w : d.waiting)
-        addState(out.rank_states, w, fmt::format("waiting {} in {}", seconds(d.waiting_s), what));
+    GroupReports g = gatherGroup(group, reports, world_size);
+    for (const auto& [key, waiters] : stuckOperations(g)) {
+      std::set<int> named_not_arrived;
+      HangDiagnosis d = startDiagnosis(g, key, waiters, named_not_arrived);
+      if (const int p2p_rank = std::get<2>(key); p2p_rank >= 0)
+        explainPointToPoint(g, p2p_rank, heard, d, out.rank_states);
+      else
+        explainCollective(g, named_not_arrived, d, out.rank_states);
       out.hangs.push_back(std::move(d));
     }
   }

@@ -26,6 +26,7 @@
 namespace ringmaster::storage {
 
 class Database;
+class EventStore;
 
 struct RecorderOptions {
   // Events (and log lines) waiting for the writer's next turn; a producer finding the queue full
@@ -78,7 +79,25 @@ class Recorder {
   std::string failure() const;
 
  private:
+  struct PendingLog {
+    std::optional<int> rank;
+    std::string level, message;
+    double t;
+  };
+  // What the writer takes from the queue at once.
+  struct Batch {
+    std::vector<TelemetryEvent> events;  // swapped with queue_, so neither is reallocated
+    std::deque<PendingLog> logs, bad_lines;
+    uint64_t bad_line_count = 0;
+  };
+
   void writerLoop();
+  // Waits for something queued (and, for a group commit, for a full batch or the commit delay),
+  // then takes it all; false when stopping with nothing queued.
+  bool takeBatch(Batch& batch);
+  // Stores a batch, a transaction per batch_size events; false when the database failed (the
+  // writer stops, and what it could not store is counted as dropped).
+  bool writeBatch(Database& db, EventStore& store, const Batch& batch);
   // Waits until the queue has room; false when the writer can take nothing more. Holds `lock`.
   bool waitForRoom(std::unique_lock<std::mutex>& lock);
   // Counts a bad line and keeps its reason for the writer to log. Holds the mutex.
@@ -93,11 +112,6 @@ class Recorder {
   mutable std::mutex mutex_;
   std::condition_variable queued_, written_, room_;
   std::vector<TelemetryEvent> queue_;  // the writer takes it whole
-  struct PendingLog {
-    std::optional<int> rank;
-    std::string level, message;
-    double t;
-  };
   std::deque<PendingLog> logs_;
   std::deque<PendingLog> bad_line_reasons_;  // to log into the run (the first 100 per batch)
   uint64_t bad_lines_queued_ = 0;            // bad lines not yet counted in the database

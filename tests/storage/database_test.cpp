@@ -47,14 +47,19 @@ TEST_F(DatabaseTest, OpensWithWalForeignKeysAndTheCurrentSchema) {
   EXPECT_EQ(queryInt(db, "PRAGMA foreign_keys"), 1);
   EXPECT_EQ(db.schemaVersion(), currentSchemaVersion());
   for (const char* table :
-       {"runs", "attempts", "ranks", "seq_ranges", "metrics", "scalars", "steps", "scalar_points",
-        "scalar_rollups", "comm_events", "sched_events", "logs", "flight_recorder_dumps",
-        "run_hosts", "evals"}) {
+       {"runs", "attempts", "ranks", "seq_ranges", "metrics", "scalars", "steps", "scalar_rollups",
+        "comm_events", "sched_events", "logs", "flight_recorder_dumps", "run_hosts", "evals"}) {
     EXPECT_EQ(queryInt(db, std::string("SELECT count(*) FROM sqlite_master WHERE name = '") +
                                table + "'"),
               1)
         << table;
   }
+  // scalar_points is the connection's own view, not the file's (migration 14).
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM sqlite_master WHERE name = 'scalar_points'"), 0);
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM sqlite_temp_master WHERE name = 'scalar_points' "
+                     "AND type = 'view'"),
+            1);
   // Foreign keys hold: an attempt needs its run.
   EXPECT_THROW(db.exec("INSERT INTO attempts (run_id, attempt, started_at) VALUES (42, 0, 0)"),
                Error);
@@ -80,6 +85,69 @@ TEST_F(DatabaseTest, TheStepsTableHasAColumnPerStepFieldOfTheTable) {
               1)
         << column;
   }
+}
+
+// scalar_points is built from kStepColumns: its step metrics are exactly the step columns, each
+// read from its own column, so a new step column is in the view without any SQL written for it.
+TEST_F(DatabaseTest, TheScalarPointsViewIsDerivedFromTheStepColumns) {
+  Database db(path());
+  std::vector<std::string> view_columns;
+  Statement info(db, "SELECT name FROM pragma_table_info('scalar_points') ORDER BY cid");
+  while (info.run()) view_columns.push_back(info.columnText(0));
+  EXPECT_EQ(view_columns,
+            (std::vector<std::string>{"run_id", "rank", "metric", "step", "value", "attempt"}));
+  db.exec(
+      "INSERT INTO runs (id, name, spec, strategy, world_size, status, created_at) "
+      "VALUES (1, 'r', '{}', 'single', 1, 'running', 0)");
+  std::string values;
+  for (std::size_t i = 0; i < kStepColumns.size(); ++i) values += ", " + std::to_string(i + 1);
+  db.exec("INSERT INTO steps VALUES (1, 0, 7, 2" + values + ")");
+  db.exec("INSERT INTO metrics (name) VALUES ('custom')");
+  db.exec(
+      "INSERT INTO scalars VALUES (1, (SELECT id FROM metrics WHERE name = 'custom'), 0, 7, "
+      "-1, 2)");
+  std::vector<std::string> metrics;
+  Statement points(db,
+                   "SELECT metric, value, run_id, rank, step, attempt FROM scalar_points WHERE "
+                   "metric <> 'custom' ORDER BY value");
+  while (points.run()) {
+    metrics.push_back(points.columnText(0));
+    EXPECT_EQ(points.columnDouble(1), static_cast<double>(metrics.size())) << metrics.back();
+    EXPECT_EQ(points.columnInt(2), 1);
+    EXPECT_EQ(points.columnInt(3), 0);
+    EXPECT_EQ(points.columnInt(4), 7);
+    EXPECT_EQ(points.columnInt(5), 2);
+  }
+  EXPECT_EQ(metrics, std::vector<std::string>(kStepColumns.begin(), kStepColumns.end()));
+  EXPECT_EQ(queryInt(db, "SELECT value FROM scalar_points WHERE metric = 'custom'"), -1);
+  // A null column is no point.
+  db.exec("UPDATE steps SET " + std::string(kStepColumns.back()) + " = NULL");
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM scalar_points"),
+            static_cast<int64_t>(kStepColumns.size()));
+}
+
+// Migrations 5, 8 and 9 of earlier builds left scalar_points in the file; migration 14 drops it,
+// and every connection, reading or writing, makes its own.
+TEST_F(DatabaseTest, AnEarlierBuildsScalarPointsViewIsDroppedForEachConnectionsOwn) {
+  {
+    Database old(path(), {.schema_version = currentSchemaVersion() - 1});
+    old.exec(
+        "CREATE VIEW scalar_points (run_id, rank, metric, step, value, attempt) AS "
+        "SELECT run_id, rank, 'loss', step, loss, attempt FROM steps WHERE loss IS NOT NULL");
+    old.exec(
+        "INSERT INTO runs (id, name, spec, strategy, world_size, status, created_at) "
+        "VALUES (1, 'r', '{}', 'single', 1, 'completed', 0)");
+    old.exec("INSERT INTO steps (run_id, rank, step, attempt, loss, lr) VALUES (1, 0, 1, 0, 2, 3)");
+  }
+  {
+    Database current(path());
+    EXPECT_EQ(queryInt(current, "SELECT count(*) FROM sqlite_master WHERE name = 'scalar_points'"),
+              0);
+    EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_points"), 2) << "loss and lr";
+  }
+  Database reader(path(), {.read_only = true});
+  EXPECT_EQ(queryInt(reader, "SELECT count(*) FROM scalar_points"), 2);
+  EXPECT_EQ(queryInt(reader, "SELECT value FROM scalar_points WHERE metric = 'lr'"), 3);
 }
 
 TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
@@ -279,6 +347,7 @@ TEST_F(DatabaseTest, AReadOnlyOpenReadsCreatesNothingAndAWriteSaysReadOnly) {
   Database reader(path(), {.read_only = true});
   EXPECT_TRUE(reader.readOnly());
   EXPECT_EQ(queryInt(reader, "SELECT count(*) FROM metrics"), 1);
+  EXPECT_EQ(queryInt(reader, "SELECT count(*) FROM scalar_points"), 0);
   try {
     reader.exec("INSERT INTO metrics (name) VALUES ('lr')");
     FAIL() << "wrote through a read-only connection";
@@ -301,6 +370,7 @@ TEST_F(DatabaseTest, ADatabaseOnAReadOnlyFileSystemIsReadAndARecorderIsToldReadO
       ringmaster::testing::onReadOnlyFileSystem(dir_ / "ro", path(), [](const fs::path& copy) {
         Database reader(copy.string(), {.read_only = true});
         if (queryInt(reader, "SELECT count(*) FROM metrics") != 1) return 1;
+        if (queryInt(reader, "SELECT count(*) FROM scalar_points") != 0) return 4;
         try {
           Database writer(copy.string());
           return 2;
@@ -317,7 +387,7 @@ TEST_F(DatabaseTest, ADatabaseOnAReadOnlyFileSystemIsReadAndARecorderIsToldReadO
   if (code == ringmaster::testing::kNoNamespaces)
     GTEST_SKIP() << "user and mount namespaces are not allowed here";
   EXPECT_EQ(code, 0) << "1: not read, 2: opened for writing, 3: the error does not say read-only "
-                        "and name the file, 79: an error (on stderr)";
+                        "and name the file, 4: scalar_points not read, 79: an error (on stderr)";
 }
 
 TEST(DatabasePath, FollowsXdgDataHomeElseHome) {
