@@ -37,6 +37,7 @@
 #include <csignal>
 #include <map>
 
+#include "charts/chart_table.h"
 #include "common/read_only_fs.h"
 #include "common/test_paths.h"
 #include "core/error.h"
@@ -72,6 +73,19 @@ namespace {
 constexpr int kRunTimeoutMs = 240000;  // a 4-rank run under the sanitizers on 2 cores
 
 // With RINGMASTER_UI_GRABS set, the widget as drawn, for a person to look at.
+// The titles of the charts a run view shows, and of the chart table's that apply to a run.
+QStringList chartTitles(const RunView& view) {
+  QStringList titles;
+  for (const MetricChart* chart : view.charts()) titles << chart->title();
+  return titles;
+}
+QStringList tableTitles(const ChartRunFacts& facts) {
+  QStringList titles;
+  for (const ChartSpec* chart : chartsFor(facts))
+    titles << QString::fromUtf8(chart->title.data(), chart->title.size());
+  return titles;
+}
+
 void saveGrab(QWidget& widget, const QString& name) {
   const QString dir = qEnvironmentVariable("RINGMASTER_UI_GRABS");
   if (dir.isEmpty()) return;
@@ -211,6 +225,9 @@ class UiViewTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(view->chart("Loss")->pointCount() > 0, 10000);
     QTest::qWait(100);  // the charts are updated one per event-loop turn
     QCOMPARE(view->chart("Communication time by op")->pointCount(), 0);
+    // Its charts are the chart table's that apply to an fp32 run (issue 31): no loss scale.
+    QCOMPARE(chartTitles(*view), tableTitles({.precision = "fp32"}));
+    QVERIFY(view->chart("Loss scale") == nullptr);
     for (MetricChart* chart : view->charts()) {
       const QString title = chart->chart()->title();
       QVERIFY2(!title.contains("no data yet"), qPrintable(title));
@@ -880,6 +897,8 @@ class UiViewTest : public QObject {
     RunView* view = window().openRun(run);
     QVERIFY(view);
     QTRY_COMPARE_WITH_TIMEOUT(view->statusText(), QString("completed"), 10000);
+    // Its charts are the chart table's that apply to an fp16 run (issue 31): the loss scale too.
+    QTRY_COMPARE_WITH_TIMEOUT(chartTitles(*view), tableTitles({.precision = "fp16"}), 10000);
     MetricChart* scale = view->chart("Loss scale");
     QVERIFY(scale);
     QTRY_COMPARE_WITH_TIMEOUT(scale->pointCount(), 12, 10000);

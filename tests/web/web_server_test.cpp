@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "access.h"
+#include "charts/chart_table.h"
 #include "common/captured_process.h"
 #include "common/test_paths.h"
 #include "core/error.h"
@@ -486,6 +487,44 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
   const std::vector<std::string> metrics = detail["metrics"];
   EXPECT_NE(std::find(metrics.begin(), metrics.end(), "loss"), metrics.end());
   EXPECT_NE(std::find(metrics.begin(), metrics.end(), "step_ms"), metrics.end());
+}
+
+// Issue 31, one chart table: GET /api/v1/charts is the table the desktop reads
+// (ui/charts/chart_table.h), entry by entry; with run=ID, only the charts that apply to that run
+// (ddp_mlp is fp32: no loss scale).
+TEST_F(WebServerTest, ChartsAreTheOneChartTableAndARunsAreThoseThatApply) {
+  start();
+  const json all = getJson("/api/v1/charts")["charts"];
+  const std::vector<ui::ChartSpec>& table = ui::chartTable();
+  ASSERT_EQ(all.size(), table.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    SCOPED_TRACE(table[i].id);
+    EXPECT_EQ(all[i]["id"], table[i].id);
+    EXPECT_EQ(all[i]["title"], table[i].title);
+    EXPECT_EQ(all[i]["unit"], table[i].unit);
+    EXPECT_EQ(all[i]["source"],
+              table[i].source == ui::ChartSource::kCommByOp ? "comm_by_op" : "step_metrics");
+    ASSERT_EQ(all[i]["metrics"].size(), table[i].metrics.size());
+    for (size_t m = 0; m < table[i].metrics.size(); ++m) {
+      EXPECT_EQ(all[i]["metrics"][m]["key"], table[i].metrics[m].key);
+      EXPECT_EQ(all[i]["metrics"][m]["label"], table[i].metrics[m].label);
+    }
+    EXPECT_EQ(all[i]["every_rank"], ui::everyRankName(table[i].every_rank));
+    EXPECT_EQ(all[i]["validation_loss"], table[i].validation_loss);
+    EXPECT_EQ(all[i]["applies_when"], ui::conditionName(table[i].applies_when));
+  }
+  const json for_run = getJson(fmt::format("/api/v1/charts?run={}", run_id_))["charts"];
+  std::vector<std::string> ids;
+  for (const json& chart : for_run) ids.push_back(chart["id"]);
+  std::vector<std::string> expected;
+  for (const ui::ChartSpec* chart : ui::chartsFor({.precision = "fp32"}))
+    expected.emplace_back(chart->id);
+  EXPECT_EQ(ids, expected);
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), "loss-scale"), ids.end());
+  EXPECT_NE(std::find(ids.begin(), ids.end(), "loss"), ids.end());
+  expectError("/api/v1/charts?run=999", 404, "no run 999");
+  expectError("/api/v1/charts?run=x", 400, "run");
+  expectError("/api/v1/charts/loss", 404, "no such API path");
 }
 
 // Issue 21, the live hang view: a running run whose ranks 0 and 2 report waiting in all_reduce #28

@@ -1,11 +1,10 @@
-// The job editor: every spec field as a form (strategy and its options, model layers, data, batch
-// and micro-batches, schedule, optimizer, steps, backend, device, hosts with ranks per host),
-// checked on every edit by the engine's own spec parser with its message shown next to the
-// field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
-// launch, the memory estimate per rank and, for pipelines, the planned schedule. A job runs
-// Ringmaster's engine or the user's PyTorch script (a program job, issue 19: its own section, no
-// estimate or planned schedule). It opens on the smallest shipped example and offers the others;
-// beside Launch it lists every reason the spec cannot be launched yet.
+// The job editor: the spec's form (SpecForm, built from the spec's field description, with the
+// hosts table), checked on every edit by the engine's own spec parser with its message shown next
+// to the field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
+// launch, the estimate panel (memory per rank and, for pipelines, the planned schedule). A job
+// runs Ringmaster's engine or the user's PyTorch script (a program job, issue 19: its own section,
+// no estimate or planned schedule). It opens on the smallest shipped example and offers the
+// others; beside Launch it lists every reason the spec cannot be launched yet.
 #pragma once
 
 #include <QWidget>
@@ -19,16 +18,17 @@
 #include "spec/spec_fields.h"
 
 class QComboBox;
+class QLayout;
 class QLabel;
 class QPlainTextEdit;
 class QPushButton;
-class QTableWidget;
-class QFormLayout;
 class QCheckBox;
 
 namespace ringmaster::ui {
 
+class EstimatePanel;
 class GanttChart;
+class SpecForm;
 
 // A spec shipped with Ringmaster (resources/examples/*.json, built into the application).
 struct ExampleSpec {
@@ -60,7 +60,7 @@ class JobEditor : public QWidget {
   // What the job runs: Ringmaster's engine or the user's script (spec_fields.h's JobKind, one
   // item each, in that order). Choosing the other takes the sections of this kind out of the spec
   // and keeps them, so that choosing back restores them; a first switch to a script asks for it.
-  QComboBox* jobKindChoice() const { return job_kind_; }
+  QComboBox* jobKindChoice() const;
   // Asks for a path or directory field's value ("" when cancelled): a file dialog unless replaced
   // (tests answer without a dialog).
   using PathChooser = std::function<QString(const SpecField& field, const QString& current)>;
@@ -74,7 +74,7 @@ class JobEditor : public QWidget {
   // The widget editing a spec path (for tests and focus on error).
   QWidget* field(const std::string& path) const;
   QString memoryText() const;
-  const GanttChart& plannedSchedule() const { return *planned_; }
+  const GanttChart& plannedSchedule() const;
   QString plannedText() const;
   QPushButton* launchButton() const { return launch_; }
   // "Detached": the job is launched with `ringmaster run --detach` and goes on when the window,
@@ -89,50 +89,33 @@ class JobEditor : public QWidget {
   void launchRequested(const nlohmann::json& document);
 
  private:
-  struct Field;
-  // A row for the field, with the editor its type asks for; the hosts table for launch.hosts.
-  void addField(QFormLayout* form, const SpecField& field);
-  void addHostsTable(QFormLayout* form, const SpecField& hosts);
-  void buildForm(QWidget* form_page);
-  void formEdited(const std::string& path);
+  QLayout* buildExamplesRow();
+  QWidget* buildFormSide();
+  QWidget* buildSpecSide();
+  QLayout* buildLaunchRow();
   void jobKindChosen(JobKind kind);
-  void choosePath(const std::string& path);
   void jsonEdited();
-  void refreshForm();
   void refreshJson();
   void check();
-  void updateEstimates();
-  void hostsEdited();
   void showLaunchStatus(const QStringList& reasons);
-  void layOutRows();
 
   nlohmann::json document_;
   std::optional<JobSpec> spec_;
   std::vector<SpecProblem> problems_;
-  std::map<std::string, std::unique_ptr<Field>> fields_;
-  std::unique_ptr<Field> hosts_row_;  // the hosts table's row: shown for both kinds of job
-  // Each form's rows in the order built, and those now in it (hidden rows are taken out); the
-  // group box of each form, hidden when none of its rows is shown.
-  std::map<QFormLayout*, std::vector<Field*>> form_rows_, laid_out_;
-  std::map<QFormLayout*, QWidget*> boxes_;
   // The sections of the kind of job not chosen now, kept for a switch back (JSON objects by key).
   nlohmann::json kept_engine_ = nlohmann::json::object();
   nlohmann::json kept_program_;
   bool updating_ = false;
   QString file_error_;
 
-  QTableWidget* hosts_ = nullptr;
-  QLabel* hosts_error_ = nullptr;
+  SpecForm* form_ = nullptr;
+  EstimatePanel* estimates_ = nullptr;
   QPlainTextEdit* json_ = nullptr;
   QLabel* json_error_ = nullptr;
   QLabel* launch_status_ = nullptr;
   QComboBox* examples_ = nullptr;
-  QComboBox* job_kind_ = nullptr;
   PathChooser choose_path_;
   QLabel* example_note_ = nullptr;
-  QLabel* memory_ = nullptr;
-  QLabel* planned_label_ = nullptr;
-  GanttChart* planned_ = nullptr;
   QPushButton* launch_ = nullptr;
   QCheckBox* detach_ = nullptr;
 };

@@ -1,12 +1,13 @@
-// The live run view: for a running or past run, the header (status, progress, throughput and, on
-// failure, the root cause), per-rank charts (loss, step time split into compute and exposed
-// communication, communication time, allocator and device memory) for chosen ranks or as an
-// all-ranks band, the rank table with stragglers flagged, the communication panel (per-op table,
-// rank x step wait heat map, flight-recorder dumps), the pipeline schedule and the logs.
+// The live run view: a run's header (RunHeader: status, progress, figures, the root cause of a
+// failure, a hang's diagnosis) over its tabs, one class each under views/run/: Charts (the chart
+// table's charts for chosen ranks or as an all-ranks band), Ranks (stragglers flagged),
+// Communication (per-op table, rank x step wait heat map, flight-recorder dumps), Pipeline (the
+// schedule, for a pipeline run) and Logs.
 //
 // It polls the database's data_version at 25 Hz and, when something was committed, reloads a
 // RunSnapshot; both on worker threads (BackgroundJobs): telemetry reaches the charts coalesced,
-// never one redraw per event, and no read ever runs on the GUI thread.
+// never one redraw per event, and no read ever runs on the GUI thread. Each tab only draws the
+// snapshot it is given.
 //
 // Cancelling is asked for (cancelRequested) and left to whoever launched the run; exporting the
 // charts asks where and in which formats.
@@ -17,17 +18,10 @@
 #include <optional>
 
 #include "data/run_snapshot.h"
-#include "widgets/metric_chart.h"
+#include "views/run/charts_tab.h"
 
-class QCheckBox;
-class QComboBox;
-class QDoubleSpinBox;
 class QDialog;
-class QLabel;
-class QLineEdit;
 class QPlainTextEdit;
-class QProgressBar;
-class QPushButton;
 class QTabWidget;
 class QTableView;
 class QTimer;
@@ -40,11 +34,15 @@ namespace ringmaster::ui {
 
 class BackgroundJobs;
 class CommOpsModel;
+class CommTab;
 class FlightRecorderModel;
 class HeatMap;
+class LogsTab;
 class MetricChart;
 class PipelineView;
 class RankTableModel;
+class RanksTab;
+class RunHeader;
 
 class RunView : public QWidget {
   Q_OBJECT
@@ -59,15 +57,15 @@ class RunView : public QWidget {
   const RunSnapshot* snapshot() const { return snapshot_ ? &*snapshot_ : nullptr; }
 
   // Which ranks the charts show: every rank, one rank, or the min / median / max band.
-  enum class RankMode { kEach, kBand, kOne };
+  using RankMode = ChartsTab::RankMode;
   void showRanks(RankMode mode, int rank = 0);
 
   MetricChart* chart(const QString& title) const;
-  std::vector<MetricChart*> charts() const { return charts_; }
-  RankTableModel* rankModel() const { return rank_model_; }
-  QTableView* rankTable() const { return rank_table_; }
-  CommOpsModel* commModel() const { return comm_model_; }
-  HeatMap* heatMap() const { return heat_map_; }
+  std::vector<MetricChart*> charts() const;
+  RankTableModel* rankModel() const;
+  QTableView* rankTable() const;
+  CommOpsModel* commModel() const;
+  HeatMap* heatMap() const;
   PipelineView* pipelineView() const { return pipeline_; }
   QTabWidget* tabs() const { return tabs_; }
   QString statusText() const;
@@ -79,9 +77,9 @@ class RunView : public QWidget {
   QString progressText() const;
   // The summary figures under the title (loss, validation loss, throughput, ...).
   QString figuresText() const;
-  QPlainTextEdit* logView() const { return logs_; }
-  QTableView* flightRecorderTable() const { return flight_recorder_; }
-  FlightRecorderModel* flightRecorderModel() const { return flight_model_; }
+  QPlainTextEdit* logView() const;
+  QTableView* flightRecorderTable() const;
+  FlightRecorderModel* flightRecorderModel() const;
 
   // Whether the header offers "Cancel run…" while the run is running (its launcher can cancel).
   void setCancellable(bool cancellable);
@@ -110,16 +108,8 @@ class RunView : public QWidget {
   void poll();
   void startLoad();
   void apply(RunSnapshot snapshot);
-  void applyHeader(const RunSnapshot& snapshot);
-  void applyCharts(const RunSnapshot& snapshot);
-  void updateChart(size_t index, std::vector<ChartLine> lines);
-  void applyFlightRecorder(const RunSnapshot& snapshot);
-  void applyLogs();
   void updateCancelButton();
   SnapshotRequest request() const;
-  QWidget* buildChartsTab();
-  QWidget* buildCommTab();
-  QWidget* buildLogsTab();
 
   // The data_version watch: opened by the first poll job, used by one poll job at a time.
   struct WatchConnection {
@@ -136,39 +126,16 @@ class RunView : public QWidget {
   bool charts_stale_ = false;  // a snapshot arrived while the charts' tab was hidden
   std::optional<RunSnapshot> snapshot_;
   QTimer* poll_timer_ = nullptr;
-  RankMode rank_mode_ = RankMode::kEach;
-  int one_rank_ = 0;
   QString last_status_;
   bool cancellable_ = false;
-  QString export_dir_;  // the folder of the last export
 
-  QLabel* title_ = nullptr;
-  QLabel* status_ = nullptr;
-  QLabel* figures_ = nullptr;
-  QLabel* root_cause_ = nullptr;
-  QLabel* hang_ = nullptr;  // the live hang view's diagnosis, while the run is running
-  QProgressBar* progress_ = nullptr;
-  QLabel* progress_text_ = nullptr;
-  QPushButton* cancel_ = nullptr;
-  QLabel* export_note_ = nullptr;
-  QComboBox* rank_choice_ = nullptr;
-  QDoubleSpinBox* smoothing_ = nullptr;  // every chart's smoothing weight
-  QCheckBox* time_axis_ = nullptr;       // every chart's x axis in wall time
+  RunHeader* header_ = nullptr;
   QTabWidget* tabs_ = nullptr;
-  std::vector<MetricChart*> charts_;
-  std::vector<std::vector<std::string>> chart_metrics_;
-  std::vector<double> chart_scales_;
-  RankTableModel* rank_model_ = nullptr;
-  QTableView* rank_table_ = nullptr;
-  CommOpsModel* comm_model_ = nullptr;
-  HeatMap* heat_map_ = nullptr;
-  QTableView* flight_recorder_ = nullptr;
-  FlightRecorderModel* flight_model_ = nullptr;
-  QLabel* flight_summary_ = nullptr;
+  ChartsTab* charts_ = nullptr;
+  RanksTab* ranks_ = nullptr;
+  CommTab* comm_ = nullptr;
   PipelineView* pipeline_ = nullptr;
-  QPlainTextEdit* logs_ = nullptr;
-  QComboBox* log_rank_ = nullptr;
-  QLineEdit* log_filter_ = nullptr;
+  LogsTab* logs_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "charts/chart_table.h"
 #include "core/error.h"
 #include "db/statement.h"
 #include "parallel/pipeline_schedule.h"
@@ -426,6 +427,35 @@ json compare(const Database& db, const QueryParams& params, const ApiLimits& lim
   return {{"runs", runs}, {"spec_differences", differences}};
 }
 
+// GET /charts: the chart table (ui/charts/chart_table.h), every chart; with run=ID, the charts
+// that apply to that run (the loss scale only for fp16).
+json charts(const Database& db, const QueryParams& params) {
+  std::vector<const ui::ChartSpec*> shown;
+  if (parameter(params, "run")) {
+    const int64_t run_id = integerParameter(params, "run", 1, kMaxStep, 0);
+    if (!runExists(db, run_id)) throw ApiError(404, fmt::format("no run {}", run_id));
+    shown = ui::chartsFor(ui::chartRunFacts(loadRun(db, run_id).spec_json));
+  } else {
+    for (const ui::ChartSpec& chart : ui::chartTable()) shown.push_back(&chart);
+  }
+  json list = json::array();
+  for (const ui::ChartSpec* chart : shown) {
+    json metrics = json::array();
+    for (const ui::ChartMetric& metric : chart->metrics)
+      metrics.push_back({{"key", metric.key}, {"label", metric.label}});
+    list.push_back(
+        {{"id", chart->id},
+         {"title", chart->title},
+         {"unit", chart->unit},
+         {"source", chart->source == ui::ChartSource::kCommByOp ? "comm_by_op" : "step_metrics"},
+         {"metrics", metrics},
+         {"every_rank", ui::everyRankName(chart->every_rank)},
+         {"validation_loss", chart->validation_loss},
+         {"applies_when", ui::conditionName(chart->applies_when)}});
+  }
+  return {{"charts", list}};
+}
+
 std::vector<std::string_view> segments(std::string_view path) {
   std::vector<std::string_view> out;
   while (!path.empty()) {
@@ -455,6 +485,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   };
   if (parts.empty()) return unknown();
   if (parts[0] == "compare" && parts.size() == 1) return compare(db, params, limits);
+  if (parts[0] == "charts" && parts.size() == 1) return charts(db, params);
   if (parts[0] != "runs") return unknown();
   if (parts.size() == 1) return runsList(db, params, limits);
   const int64_t run_id = runIdOf(db, parts[1]);

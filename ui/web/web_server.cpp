@@ -455,6 +455,11 @@ struct WebServer::Impl {
   bool started = false, stopped = false;
 
   void route();
+  void configureConnections();
+  void checkTokenFirst();
+  void routePages();
+  void routeApi();
+  void answerErrorsAsJson();
   void serveStream(const httplib::Request& req, httplib::Response& res);
 };
 
@@ -488,7 +493,17 @@ WebServer::~WebServer() {
   stop();
 }
 
+// Every route and setting of the HTTP server, by concern.
 void WebServer::Impl::route() {
+  configureConnections();
+  checkTokenFirst();
+  routePages();
+  routeApi();
+  answerErrorsAsJson();
+}
+
+// The connection pool and its bound, the timeouts, the socket options and the security headers.
+void WebServer::Impl::configureConnections() {
   const WebServerOptions& o = options;
   const size_t threads = static_cast<size_t>(o.max_connections);
   const size_t max_queued = static_cast<size_t>(o.max_queued_connections);
@@ -529,8 +544,10 @@ void WebServer::Impl::route() {
                               {"X-Content-Type-Options", "nosniff"},
                               {"Referrer-Policy", "no-referrer"},
                               {"X-Frame-Options", "DENY"}});
+}
 
-  // The token, on every request: API, stream and pages alike.
+// The token, on every request: API, stream and pages alike (and only GET or HEAD).
+void WebServer::Impl::checkTokenFirst() {
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (req.method != "GET" && req.method != "HEAD") {
       setError(res, 405,
@@ -555,7 +572,10 @@ void WebServer::Impl::route() {
                                                kTokenCookie, *options.token));
     return httplib::Server::HandlerResponse::Unhandled;
   });
+}
 
+// The page and its assets, only ever looked up in the table listed at start-up.
+void WebServer::Impl::routePages() {
   const auto serveAsset = [this](const std::string& name, httplib::Response& res) {
     const auto found = assets.find(name);
     if (found == assets.end()) return setError(res, 404, "no such page or asset");
@@ -568,6 +588,10 @@ void WebServer::Impl::route() {
   server.Get(R"(/assets/(.+))", [serveAsset](const httplib::Request& req, httplib::Response& res) {
     serveAsset(req.matches[1].str(), res);
   });
+}
+
+// The event stream, and every document below /api/v1 (api.h), shared per live-feed generation.
+void WebServer::Impl::routeApi() {
   server.Get("/api/v1/stream", [this](const httplib::Request& req, httplib::Response& res) {
     serveStream(req, res);
   });
@@ -590,6 +614,10 @@ void WebServer::Impl::route() {
       setError(res, error.status(), error.what());
     }
   });
+}
+
+// An exception or an error status becomes the JSON error document.
+void WebServer::Impl::answerErrorsAsJson() {
   server.set_exception_handler(
       [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
         std::string message = "internal error";

@@ -20,20 +20,21 @@ export function bucketsFor(plot, fallbackWidth) {
 }
 
 // Fetches `metric` for a ranks selection ("all", "band" or a rank number) over [from, to] and
-// returns {bucket_width, lines: [{label, rank, points: Map(start -> {min, max, mean, median})}]}.
-export async function loadMetric(runId, metric, ranks, from, to, buckets, signal) {
+// returns {bucket_width, lines: [{label, rank, points: Map(start -> {min, max, mean, median})}]};
+// `label` names the metric in the legend (the metric's key by default).
+export async function loadMetric(runId, metric, ranks, from, to, buckets, signal, label = metric) {
   const body = await getJson(`runs/${runId}/series`, {
     metric, ranks: String(ranks), from, to, buckets,
   }, signal);
   if (body.band) {
     const points = new Map();
     for (const [start, min, median, max] of body.band) points.set(start, { min, median, max, mean: median });
-    return { bucket_width: body.bucket_width, band: true, lines: [{ label: metric, rank: null, points }] };
+    return { bucket_width: body.bucket_width, band: true, lines: [{ label, rank: null, points }] };
   }
   const lines = (body.ranks || []).map((r) => {
     const points = new Map();
     for (const [start, min, max, mean, last] of r.buckets) points.set(start, { min, max, mean, last });
-    return { label: `${metric} r${r.rank}`, rank: r.rank, points };
+    return { label: `${label} r${r.rank}`, rank: r.rank, points };
   });
   return { bucket_width: body.bucket_width, band: false, lines };
 }

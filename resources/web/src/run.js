@@ -1,7 +1,7 @@
-// The run page: a run's figures and its tabs. Charts (loss with validation loss, step time split
-// into compute and exposed communication, communication time, communication time by op, memory),
-// each for every rank, one rank or the min / median / max band (communication by op: the mean over
-// ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
+// The run page: a run's figures and its tabs. Charts (the chart table the desktop reads too, from
+// /api/v1/charts: loss with validation loss, step time, communication, memory, learning rate, the
+// fp16 loss scale, ...), each for every rank, one rank or the min / median / max band
+// (communication by op: the mean over ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
 // the rank table with stragglers; communication statistics by op and by rank; logs with filters;
 // flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
 // data from the stream redraws the open tab (at most every 500 ms).
@@ -13,16 +13,15 @@ import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor, attemptMar
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
-// Each chart: its title and the metrics it draws, the first one present in the run's metric list
-// per group (memory: allocated and peak, where the run reports them); `commByOp` draws the
-// communication events instead (/comm/series), one line per collective op.
-const CHARTS = [
-  { id: 'loss', title: 'Loss', metrics: ['loss'], evals: true },
-  { id: 'step', title: 'Step time split (ms): compute / exposed communication (dashed)', metrics: ['compute_ms', 'exposed_comm_ms'] },
-  { id: 'comm', title: 'Communication time per step (ms)', metrics: ['comm_ms'] },
-  { id: 'comm-ops', title: 'Communication by op (ms per step)', commByOp: true },
-  { id: 'memory', title: 'Memory: allocated / peak (dashed)', metrics: ['mem_allocated', 'mem_peak'], yFormat: bytes },
-];
+// The charts come from the server's chart table (GET /api/v1/charts?run=ID: the desktop's list, only
+// the charts that apply to this run); a chart is drawn when the run recorded one of its metrics.
+// `comm_by_op` draws the communication events instead (/comm/series), one line per collective op;
+// a chart whose `every_rank` is 'band' draws the band when every rank is chosen.
+
+// A chart's heading: its title with the unit, unless the title says it or the axis formats it.
+function chartTitle(spec) {
+  return spec.unit === 'bytes' || spec.title.toLowerCase().includes(spec.unit) ? spec.title : `${spec.title} (${spec.unit})`;
+}
 
 export function mount(root, route) {
   const runId = Number(route.path[1]);
@@ -46,6 +45,7 @@ export function mount(root, route) {
   root.append(header, tabs, body);
 
   let detail = null;
+  let chartList = [];
   let unmountTab = null;
   let refreshTab = null;
   let destroyed = false;
@@ -124,12 +124,14 @@ export function mount(root, route) {
       el('span', { class: 'muted' }, 'Drag across a chart to zoom; double-click for the whole run.')));
     const available = new Set(detail.metrics || []);
     const charts = [];
-    for (const spec of CHARTS) {
-      const metrics = spec.commByOp ? [] : spec.metrics.filter((m) => available.has(m));
-      if (spec.commByOp ? available.size === 0 : metrics.length === 0) continue;
+    for (const spec of chartList) {
+      const commByOp = spec.source === 'comm_by_op';
+      const metrics = commByOp ? [] : spec.metrics.filter((m) => available.has(m.key));
+      if (commByOp ? available.size === 0 : metrics.length === 0) continue;
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
       container.append(box);
-      charts.push({ spec, metrics, box, chart: new StepChart(box, spec.title, { onZoom: zoom, onReset: resetZoom, yFormat: spec.yFormat, marks: attemptMarks(detail.attempts) }) });
+      const yFormat = spec.unit === 'bytes' ? bytes : null;
+      charts.push({ spec, metrics, box, chart: new StepChart(box, chartTitle(spec), { onZoom: zoom, onReset: resetZoom, yFormat, marks: attemptMarks(detail.attempts) }) });
     }
     if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
     let controller = null;
@@ -155,7 +157,7 @@ export function mount(root, route) {
       await Promise.all(charts.map(async (c) => {
         try {
           const buckets = bucketsFor(c.chart.plot, c.chart.width());
-          if (c.spec.commByOp) {
+          if (c.spec.source === 'comm_by_op') {
             const byOp = await getJson(`runs/${runId}/comm/series`, {
               rank: /^\d+$/.test(state.ranks) ? state.ranks : '', from: state.from, to: state.to, buckets,
             }, signal);
@@ -165,9 +167,10 @@ export function mount(root, route) {
             c.box.dataset.lines = String(byOp.ops.length);
             return;
           }
-          const loaded = await Promise.all(c.metrics.map((m) => loadMetric(runId, m, state.ranks, state.from, state.to, buckets, signal)));
+          const ranks = state.ranks === 'all' && c.spec.every_rank === 'band' ? 'band' : state.ranks;
+          const loaded = await Promise.all(c.metrics.map((m) => loadMetric(runId, m.key, ranks, state.from, state.to, buckets, signal, m.label)));
           const extra = [];
-          if (c.spec.evals && detail.evals && detail.evals.length) {
+          if (c.spec.validation_loss && detail.evals && detail.evals.length) {
             const from = state.from === '' ? -Infinity : Number(state.from);
             const to = state.to === '' ? Infinity : Number(state.to);
             const points = new Map(detail.evals.filter((e) => e.step >= from && e.step <= to && e.val_loss !== null).map((e) => [e.step, e.val_loss]));
@@ -378,7 +381,7 @@ export function mount(root, route) {
     if (list.some((r) => r.id === runId)) onNewData();
   });
 
-  loadDetail().then(() => {
+  Promise.all([loadDetail(), getJson('charts', { run: runId }).then((list) => { chartList = list.charts; })]).then(() => {
     if (destroyed) return;
     saveUrl();
     renderTabs();

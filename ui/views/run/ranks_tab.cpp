@@ -1,0 +1,29 @@
+// RanksTab: the rank table of a run.
+#include "views/run/ranks_tab.h"
+
+#include <QHeaderView>
+
+#include "models/rank_table_model.h"
+#include "views/table_copy.h"
+
+namespace ringmaster::ui {
+
+RanksTab::RanksTab(QWidget* parent) : QTableView(parent) {
+  setObjectName("rankTable");
+  rank_model_ = new RankTableModel(this);
+  setModel(rank_model_);
+  horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  horizontalHeader()->setStretchLastSection(true);
+  verticalHeader()->hide();
+  setAlternatingRowColors(true);
+  setSelectionBehavior(QAbstractItemView::SelectRows);
+  enableCsvCopy(this);
+}
+
+void RanksTab::apply(const RunSnapshot& snapshot) {
+  rank_model_->setRows(rankRows(snapshot));
+  // A program job's spec describes no model: there is no estimate to put beside the peaks.
+  setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.program.has_value());
+}
+
+}  // namespace ringmaster::ui
