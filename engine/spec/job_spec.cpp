@@ -1170,12 +1170,22 @@ class SpecParser {
 
   // --- checks across blocks --------------------------------------------------------------------
 
+  // The checks across blocks, each once the values it reads are sound.
   void crossCheck(const JobSpec& spec) {
-    const bool strategy_known = okAt("strategy.kind");
-    const bool layers_known = okAt("model.layers");
-    const StrategyKind strategy = spec.strategy.kind;
+    checkModel(spec);
+    checkDataAgainstModel(spec);
+    checkSchedule(spec);
+    checkTokensAgainstModel(spec);
+    checkBackendAgainstDevice(spec);
+    if (!okAt("strategy.kind")) return;
+    const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
+    checkStrategy(spec, plan);
+    checkEvaluation(spec);
+    checkDropLast(spec, plan);
+  }
 
-    // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
+  // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
+  void checkModel(const JobSpec& spec) {
     if (okAt("model")) {
       const std::vector<ModelProblem> problems = validateModel(spec.model);
       for (const ModelProblem& problem : problems) report(problem.path, problem.message);
@@ -1187,9 +1197,11 @@ class SpecParser {
         }
       }
     }
+  }
 
-    // Data against model.
-    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known &&
+  // Synthetic data's features and classes against the model's widths.
+  void checkDataAgainstModel(const JobSpec& spec) {
+    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && okAt("model.layers") &&
         !spec.model.layers.empty()) {
       const auto& layers = spec.model.layers;
       if (okAt("data.features") && spec.data.features != layers.front()) {
@@ -1201,8 +1213,10 @@ class SpecParser {
                                            layers.size() - 1, layers.back(), spec.data.classes));
       }
     }
+  }
 
-    // The schedule against the peak learning rate and the run's length.
+  // The schedule against the peak learning rate and the run's length.
+  void checkSchedule(const JobSpec& spec) {
     if (spec.optimizer.schedule.kind == LrScheduleKind::kCosine && okAt("optimizer.schedule")) {
       const LrSchedule& schedule = spec.optimizer.schedule;
       if (okAt("optimizer.lr") && schedule.min_lr > spec.optimizer.lr) {
@@ -1220,9 +1234,11 @@ class SpecParser {
                            schedule.warmup_steps));
       }
     }
+  }
 
-    // Token data against the model: token ids need a model that reads them, and byte-level
-    // text needs a vocabulary of every byte (data/text_dataset.h).
+  // Token data against the model: token ids need a model that reads them, and byte-level text
+  // needs a vocabulary of every byte (data/text_dataset.h).
+  void checkTokensAgainstModel(const JobSpec& spec) {
     if (okAt("data.kind") && okAt("model")) {
       const DataKind data = spec.data.kind;
       const bool token_data = data == DataKind::kTokens || data == DataKind::kText;
@@ -1241,17 +1257,17 @@ class SpecParser {
                            spec.model.vocab_size));
       }
     }
+  }
 
-    // Backend against device.
+  void checkBackendAgainstDevice(const JobSpec& spec) {
     if (allOk("backend", "device") && spec.backend == BackendKind::kNccl &&
         spec.device == DeviceKind::kCpu) {
       report("backend", "nccl needs CUDA devices, but device is \"cpu\"");
     }
+  }
 
-    if (!strategy_known) return;
-
-    const StrategyPlan& plan = strategyPlan(strategy);
-    // The strategy's own checks (spec/strategies/), then what every strategy shares.
+  // The strategy's own checks (spec/strategies/), then micro-batches, which only some take.
+  void checkStrategy(const JobSpec& spec, const StrategyPlan& plan) {
     StrategyCheck check{
         .ok_at = [this](std::string_view path) { return okAt(path); },
         .world_size = world_size_,
@@ -1268,8 +1284,10 @@ class SpecParser {
       report("train.micro_batches", fmt::format("must be 1 unless strategy.kind is {}, got {}",
                                                 takers, spec.train.micro_batches));
     }
+  }
 
-    // Evaluation needs a validation set.
+  // Evaluation needs a validation set.
+  void checkEvaluation(const JobSpec& spec) {
     if (allOk("train.eval_every", "data.kind") && spec.train.eval_every > 0) {
       if (spec.data.kind == DataKind::kSynthetic || spec.data.kind == DataKind::kIdx) {
         report("train.eval_every",
@@ -1282,8 +1300,10 @@ class SpecParser {
                "set data.val or train.eval_every to 0");
       }
     }
+  }
 
-    // Every data-parallel rank needs a full batch when incomplete ones are dropped.
+  // Every data-parallel rank needs a full batch when incomplete ones are dropped.
+  void checkDropLast(const JobSpec& spec, const StrategyPlan& plan) {
     if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && spec.data.drop_last &&
         allOk("data.samples", "data.drop_last", "train.batch_size") && world_size_) {
       int64_t ranks = plan.ranksShareSamples() ? 1 : *world_size_;
