@@ -1,7 +1,9 @@
 // Parsing, validation and the canonical JSON form of the job spec. The parser walks the document
 // once, reporting every problem it meets with its path, then runs the cross-field checks whose
 // inputs were all valid, so that one mistake is reported once and not again by every check after
-// it.
+// it. Plain values (numbers, text, booleans, choices) are read and written by their SpecField
+// alone (spec_fields.h: the member, type, bounds, kinds); this file holds the rest: the blocks,
+// lists, maps, names and hosts, and the checks across fields.
 #include "spec/job_spec.h"
 
 #include <fmt/format.h>
@@ -624,7 +626,7 @@ class SpecParser {
     if (in_kind == false) return;
     const std::string_view key = keyOf(field.path);
     const json* value =
-        field.required && in_kind ? need(object, object_path, key) : find(object, key);
+        field.required && in_kind == true ? need(object, object_path, key) : find(object, key);
     if (!value) return;
     const SpecValueRef ref = host ? field.binding->in_host(*host) : field.binding->in_spec(spec);
     readValue(field, *value, join(object_path, key), ref);
