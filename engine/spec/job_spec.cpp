@@ -1,7 +1,9 @@
 // Parsing, validation and the canonical JSON form of the job spec. The parser walks the document
 // once, reporting every problem it meets with its path, then runs the cross-field checks whose
 // inputs were all valid, so that one mistake is reported once and not again by every check after
-// it.
+// it. Plain values (numbers, text, booleans, choices) are read and written by their SpecField
+// alone (spec_fields.h: the member, type, bounds, kinds); this file holds the rest: the blocks,
+// lists, maps, names and hosts, and the checks across fields.
 #include "spec/job_spec.h"
 
 #include <fmt/format.h>
@@ -13,12 +15,15 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <span>
 #include <utility>
+#include <variant>
 
 #include "core/bounded_file.h"
 #include "core/error.h"
+#include "spec/spec_fields.h"
 #include "spec/strategies/plan.h"
 
 namespace ringmaster {
@@ -231,51 +236,57 @@ std::optional<std::string> checkEnvValue(std::string_view value) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Keys of every block
+// Keys of every block, from the field descriptions (spec_fields.h)
 
 namespace {
 
 using Keys = std::vector<std::string_view>;
 
-const Keys kRootKeys = {"name",       "description", "strategy", "model",  "data",
-                        "train",      "optimizer",   "backend",  "device", "launch",
-                        "checkpoint", "telemetry",   "program"};
-const Keys kProgramKeys = {"python", "script", "args", "workdir", "upload", "steps"};
-// "kind" and every strategy's options, in the order of the plans' table (spec/strategies/).
-const Keys kStrategyKeys = [] {
-  Keys keys = {"kind"};
-  for (const StrategyPlan* plan : strategyPlans())
-    for (std::string_view key : plan->optionKeys()) keys.push_back(key);
-  return keys;
-}();
-const Keys kModelKeys = {
-    "kind",       "layers",  "activation", "dropout", "layer_norm", "seed", "init_checkpoint",
-    "vocab_size", "context", "heads",      "dim",     "bias"};
-// The model keys of gpt alone, and those of every other kind alone.
+// The block a field is in ("train.loss_scale" for "train.loss_scale.init", "" for "backend") and
+// its key there ("init").
+std::string_view blockOf(std::string_view path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : path.substr(0, dot);
+}
+std::string_view keyOf(std::string_view path) {
+  const size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+// The keys block `block` ("" for the document, "launch.hosts[]" for a host) may hold: its fields'
+// and its inner blocks', in the table's order.
+const Keys& keysOf(std::string_view block) {
+  static const std::map<std::string, Keys, std::less<>> keys = [] {
+    std::map<std::string, Keys, std::less<>> all;
+    auto add = [&](std::string_view in, std::string_view key) {
+      Keys& list = all[std::string(in)];
+      if (std::find(list.begin(), list.end(), key) == list.end()) list.push_back(key);
+    };
+    for (const SpecField& f : specFields()) {
+      const std::string_view path = f.path;
+      add(blockOf(path), keyOf(path));
+      for (size_t dot = path.find('.'); dot != std::string_view::npos;
+           dot = path.find('.', dot + 1)) {
+        const std::string_view outer = path.substr(0, dot);
+        if (!outer.ends_with("[]")) add(blockOf(outer), keyOf(outer));
+      }
+    }
+    return all;
+  }();
+  static const Keys none;
+  const auto it = keys.find(block);
+  return it == keys.end() ? none : it->second;
+}
+
+// The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps"), in the
+// order they are tried.
+constexpr std::string_view kBlocks[] = {"strategy",   "model",     "data",
+                                        "train",      "optimizer", "launch",
+                                        "checkpoint", "telemetry", "program"};
+
+// The model keys of gpt alone, and those of every other kind alone (their fields' shown_when).
 const Keys kGptModelKeys = {"vocab_size", "context", "heads", "dim", "bias"};
 const Keys kWidthsModelKeys = {"activation", "layer_norm"};
-const Keys kDataKeys = {"kind",         "samples", "features", "classes", "seed",
-                        "images",       "labels",  "train",    "val",     "path",
-                        "val_fraction", "shuffle", "drop_last"};
-const Keys kTrainKeys = {
-    "steps",       "batch_size", "grad_accum_steps", "micro_batches",
-    "seed",        "eval_every", "eval_batches",     "activation_checkpointing",
-    "peak_tflops", "precision",  "loss_scale"};
-const Keys kLossScaleKeys = {"init", "growth_interval"};
-const Keys kOptimizerKeys = {"kind",  "lr",  "momentum",     "dampening",      "nesterov",
-                             "betas", "eps", "weight_decay", "clip_grad_norm", "schedule"};
-const Keys kScheduleKeys = {"kind", "warmup_steps", "min_lr", "decay_steps"};
-const Keys kLaunchKeys = {"hosts",        "node_binary", "master_port", "timeout_s",
-                          "max_restarts", "env",         "env_file"};
-const Keys kHostKeys = {"host", "ranks", "port", "user", "identity_file", "password_auth"};
-const Keys kCheckpointKeys = {"consolidate", "dir", "every_steps", "resume"};
-const Keys kTelemetryKeys = {"every_steps"};
-
-// The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps").
-const std::vector<std::pair<std::string_view, const Keys*>> kBlocks = {
-    {"strategy", &kStrategyKeys},     {"model", &kModelKeys},         {"data", &kDataKeys},
-    {"train", &kTrainKeys},           {"optimizer", &kOptimizerKeys}, {"launch", &kLaunchKeys},
-    {"checkpoint", &kCheckpointKeys}, {"telemetry", &kTelemetryKeys}, {"program", &kProgramKeys}};
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers
@@ -345,6 +356,15 @@ bool isIntegral(const json& value) {
   return std::isfinite(x) && std::trunc(x) == x && std::abs(x) < 9.2e18;
 }
 
+// The spelling of choice field `field`'s value in `spec` ("synthetic"; model.kind's own).
+std::string valueName(const SpecField& field, JobSpec& spec) {
+  const SpecValueRef ref = field.binding->in_spec(spec);
+  if (const auto* e = std::get_if<EnumValueRef>(&ref)) return std::string(e->name(e->value));
+  if (const auto* text = std::get_if<std::string*>(&ref)) return **text;
+  RM_ENFORCE(false, fmt::format("{} is not a choice", field.path));
+  return {};
+}
+
 // How a key outside the kind's set is reported: "only valid when strategy.kind is fsdp".
 using KindGate = std::function<std::optional<std::string>(std::string_view key)>;
 
@@ -361,36 +381,29 @@ class SpecParser {
       report("", "expected a JSON object, got " + shown(root));
       return spec;
     }
-    checkKeys(root, "", kRootKeys, nullptr);
+    job_kind_ = jobKindOf(root);
+    checkKeys(root, "", keysOf(""), nullptr);
     if (const json* v = need(root, "", "name")) parseName(*v, spec.name);
-    if (const json* v = find(root, "description")) {
-      if (v->is_string()) {
-        spec.description = v->get<std::string>();
-      } else {
-        report("description", "expected a string, got " + shown(*v));
-      }
-    }
+    readValues(root, "", "", spec);
     if (const json* v = find(root, "program"); v && !v->is_null()) {
       parseProgramJob(root, *v, spec);
       return spec;
     }
-    if (const json* v = need(root, "", "strategy")) parseStrategy(*v, spec.strategy);
-    if (const json* v = need(root, "", "model")) parseModel(*v, spec.model);
-    if (const json* v = need(root, "", "data")) parseData(*v, spec.data);
-    if (const json* v = need(root, "", "train")) parseTrain(*v, spec.train);
-    if (const json* v = need(root, "", "optimizer")) parseOptimizer(*v, spec.optimizer);
-    if (const json* v = find(root, "backend")) readEnum(*v, "backend", spec.backend);
-    if (const json* v = find(root, "device")) readEnum(*v, "device", spec.device);
+    if (const json* v = need(root, "", "strategy")) parseStrategy(*v, spec);
+    if (const json* v = need(root, "", "model")) parseModel(*v, spec);
+    if (const json* v = need(root, "", "data")) parseKindBlock(*v, "data", spec);
+    if (const json* v = need(root, "", "train")) parseTrain(*v, spec);
+    if (const json* v = need(root, "", "optimizer")) parseOptimizer(*v, spec);
     if (const json* v = find(root, "launch")) {
-      parseLaunch(*v, spec.launch);
+      parseLaunch(*v, spec);
     } else {
       world_size_ = worldSize(spec);
     }
     if (const json* v = find(root, "checkpoint"); v && !v->is_null()) {
       spec.checkpoint.emplace();
-      parseCheckpoint(*v, *spec.checkpoint);
+      parseValueBlock(*v, "checkpoint", spec);
     }
-    if (const json* v = find(root, "telemetry")) parseTelemetry(*v, spec.telemetry);
+    if (const json* v = find(root, "telemetry")) parseValueBlock(*v, "telemetry", spec);
     crossCheck(spec);
     return spec;
   }
@@ -456,8 +469,9 @@ class SpecParser {
       if (std::string_view near = closest(key, allowed); !near.empty()) {
         message += fmt::format(" (did you mean \"{}\"?)", near);
       } else if (path.empty()) {
-        for (const auto& [block, keys] : kBlocks) {
-          if (std::find(keys->begin(), keys->end(), key) != keys->end()) {
+        for (std::string_view block : kBlocks) {
+          const Keys& keys = keysOf(block);
+          if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
             message += fmt::format(" (did you mean \"{}.{}\"?)", block, key);
             break;
           }
@@ -575,21 +589,9 @@ class SpecParser {
     return true;
   }
 
-  template <typename E>
-  bool readEnum(const json& value, const std::string& path, E& out) {
-    if (value.is_string()) {
-      if (auto parsed = fromString<E>(value.get_ref<const std::string&>())) {
-        out = *parsed;
-        return true;
-      }
-    }
-    reportChoice(value, path, enumNames<E>());
-    return false;
-  }
-
   // "expected one of "a", "b", got X".
-  void reportChoice(const json& value, const std::string& path,
-                    const std::vector<std::string_view>& choices) {
+  template <typename Names>
+  void reportChoice(const json& value, const std::string& path, const Names& choices) {
     std::string names;
     for (std::string_view name : choices) {
       names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
@@ -597,18 +599,157 @@ class SpecParser {
     report(path, fmt::format("expected one of {}, got {}", names, shown(value)));
   }
 
-  // A registered model kind (nn/models.cpp); the message lists them like readEnum's.
-  bool readModelKind(const json& value, const std::string& path, std::string& out) {
-    if (value.is_string() && findModel(value.get_ref<const std::string&>()) != nullptr) {
+  // --- plain values, read as their SpecField describes them ------------------------------------
+
+  // The value of choice field `controller` ("data.kind") as read, or nullopt while it is unknown
+  // (left out while required, or invalid).
+  std::optional<std::string> kindRead(const std::string& controller, JobSpec& spec) const {
+    if (!okAt(controller)) return std::nullopt;
+    return valueName(*findSpecField(controller), spec);
+  }
+
+  // Whether `field` belongs to the kinds read so far; nullopt while its controller is unknown, when
+  // it is read if present but not required.
+  std::optional<bool> belongs(const SpecField& field, JobSpec& spec) const {
+    if (!field.shown_when || field.form_condition_only) return true;
+    const std::optional<std::string> kind = kindRead(field.shown_when->controller, spec);
+    if (!kind) return std::nullopt;
+    const std::vector<std::string>& kinds = field.shown_when->kinds;
+    return std::find(kinds.begin(), kinds.end(), *kind) != kinds.end();
+  }
+
+  // Reads field `path` of block `object` (at `object_path`: "launch.hosts[0]" for a host's), when
+  // it belongs to the kinds read so far: a required one must be there.
+  void readField(const json& object, const std::string& object_path, const SpecField& field,
+                 JobSpec& spec, LaunchHostSpec* host = nullptr) {
+    const std::optional<bool> in_kind = belongs(field, spec);
+    if (in_kind == false) return;
+    const std::string_view key = keyOf(field.path);
+    const json* value =
+        field.required && in_kind == true ? need(object, object_path, key) : find(object, key);
+    if (!value) return;
+    const SpecValueRef ref = host ? field.binding->in_host(*host) : field.binding->in_spec(spec);
+    readValue(field, *value, join(object_path, key), ref);
+  }
+
+  // Reads every plain value field of block `block` ("data"; "" for the document's own,
+  // "launch.hosts[]" for a host's) but its kind, which the block reads first.
+  void readValues(const json& object, std::string_view block, const std::string& object_path,
+                  JobSpec& spec, LaunchHostSpec* host = nullptr) {
+    for (const SpecField& field : specFields()) {
+      if (field.binding && blockOf(field.path) == block && keyOf(field.path) != "kind" &&
+          (!field.job || *field.job == job_kind_))
+        readField(object, object_path, field, spec, host);
+    }
+  }
+
+  // Reads block `block`'s kind ("data.kind"); its name, or nullopt when it is unknown.
+  std::optional<std::string> readKind(const json& object, const std::string& block, JobSpec& spec) {
+    const std::string kind_path = join(block, "kind");
+    readField(object, block, *findSpecField(kind_path), spec);
+    return kindRead(kind_path, spec);
+  }
+
+  // One value into the member `ref` names, checked against the field's type and bounds.
+  bool readValue(const SpecField& field, const json& value, const std::string& path,
+                 const SpecValueRef& ref) {
+    if (const auto* e = std::get_if<EnumValueRef>(&ref)) {
+      if (value.is_string() && e->set(e->value, value.get_ref<const std::string&>())) return true;
+      reportChoice(value, path, field.choices);
+      return false;
+    }
+    if (auto* out = std::get_if<std::string*>(&ref)) return readString(field, value, path, **out);
+    if (auto* out = std::get_if<std::optional<std::string>*>(&ref))
+      return readOptionalText(value, path, **out);
+    if (auto* out = std::get_if<bool*>(&ref)) return readBool(value, path, **out);
+    if (auto* out = std::get_if<uint64_t*>(&ref)) return readSeed(value, path, **out);
+    if (auto* out = std::get_if<int*>(&ref)) return readBoundedInt(field, value, path, **out);
+    if (auto* out = std::get_if<int64_t*>(&ref)) return readBoundedInt(field, value, path, **out);
+    if (auto* out = std::get_if<std::optional<int>*>(&ref))
+      return readOptional(value, **out,
+                          [&](int& x) { return readBoundedInt(field, value, path, x); });
+    if (auto* out = std::get_if<std::optional<int64_t>*>(&ref)) {
+      return readOptional(value, **out,
+                          [&](int64_t& x) { return readBoundedInt(field, value, path, x); });
+    }
+    if (auto* out = std::get_if<double*>(&ref)) return readBoundedNumber(field, value, path, **out);
+    if (auto* out = std::get_if<std::optional<double>*>(&ref)) {
+      return readOptional(value, **out,
+                          [&](double& x) { return readBoundedNumber(field, value, path, x); });
+    }
+    RM_ENFORCE(false, fmt::format("{} has no member to read into", field.path));
+    return false;
+  }
+
+  // A value that null leaves unset.
+  template <typename T, typename Read>
+  static bool readOptional(const json& value, std::optional<T>& out, const Read& read) {
+    if (value.is_null()) return true;
+    T x{};
+    if (!read(x)) return false;
+    out = x;
+    return true;
+  }
+
+  // A choice among the field's own (model.kind: the registered models), or text.
+  bool readString(const SpecField& field, const json& value, const std::string& path,
+                  std::string& out) {
+    const std::vector<std::string>& choices = field.choices;
+    if (field.type == FieldType::kChoice) {
+      if (value.is_string() && std::find(choices.begin(), choices.end(),
+                                         value.get_ref<const std::string&>()) != choices.end()) {
+        out = value.get<std::string>();
+        return true;
+      }
+      reportChoice(value, path, choices);
+      return false;
+    }
+    // Any string is a description; a path may be empty where that means "none".
+    if (field.empty_allowed && value.is_string() &&
+        (field.type == FieldType::kText || value.get_ref<const std::string&>().empty())) {
       out = value.get<std::string>();
       return true;
     }
-    std::string names;
-    for (std::string_view name : modelKinds()) {
-      names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", name);
+    if (field.empty_allowed && field.type == FieldType::kText) {
+      report(path, "expected a string, got " + shown(value));
+      return false;
     }
-    report(path, fmt::format("expected one of {}, got {}", names, shown(value)));
-    return false;
+    return readText(value, path, out);
+  }
+
+  // An integer within the field's bounds, the message in its words.
+  template <typename T>
+  bool readBoundedInt(const SpecField& field, const json& value, const std::string& path, T& out) {
+    const int64_t min =
+        field.minimum ? static_cast<int64_t>(*field.minimum) : std::numeric_limits<int64_t>::min();
+    const int64_t max =
+        field.maximum ? static_cast<int64_t>(*field.maximum) : std::numeric_limits<int64_t>::max();
+    if (!field.expected.empty()) return readInt(value, path, out, min, max, field.expected, true);
+    std::string words = min == 0   ? "a non-negative integer"
+                        : min == 1 ? "a positive integer"
+                                   : fmt::format("an integer of at least {}", min);
+    if (!field.zero_means.empty()) words += fmt::format(" (0: {})", field.zero_means);
+    return readInt(value, path, out, min, max, words);
+  }
+
+  // A number within the field's bounds, the message in its words.
+  bool readBoundedNumber(const SpecField& field, const json& value, const std::string& path,
+                         double& out) {
+    const auto above_minimum = [&](double x) {
+      return !field.minimum || (field.exclusive_minimum ? x > *field.minimum : x >= *field.minimum);
+    };
+    const auto below_maximum = [&](double x) {
+      return !field.maximum || (field.exclusive_maximum ? x < *field.maximum : x <= *field.maximum);
+    };
+    if (!field.expected.empty()) {
+      return readNumber(value, path, out, field.expected,
+                        [&](double x) { return above_minimum(x) && below_maximum(x); });
+    }
+    const std::string words = field.minimum != 0.0      ? "a number"
+                              : field.exclusive_minimum ? "a positive number"
+                                                        : "a non-negative number";
+    return readNumber(value, path, out, words, above_minimum,
+                      field.maximum.value_or(std::numeric_limits<double>::infinity()));
   }
 
   // --- blocks ----------------------------------------------------------------------------------
@@ -634,64 +775,53 @@ class SpecParser {
     out = name;
   }
 
-  // Options of a kind: `owners` maps each option key to the kinds it belongs to. While the kind
-  // is unknown every option is read (so its value is still checked) and none is misplaced.
-  template <typename E>
-  KindGate kindGate(std::string_view kind_path, std::optional<E> kind,
-                    std::vector<std::pair<std::string_view, std::vector<E>>> owners) {
-    return [kind_path, kind, owners](std::string_view key) -> std::optional<std::string> {
+  // The options of a block's kind, from the fields' conditions: a key whose field belongs to other
+  // kinds of `kind_path` than `kind` is misplaced. While the kind is unknown every option is read
+  // (so its value is still checked) and none is misplaced.
+  static KindGate kindGate(std::string kind_path, std::optional<std::string> kind) {
+    return [kind_path, kind](std::string_view key) -> std::optional<std::string> {
       if (!kind) return std::nullopt;
-      for (const auto& [option, kinds] : owners) {
-        if (option != key) continue;
-        if (std::find(kinds.begin(), kinds.end(), *kind) != kinds.end()) return std::nullopt;
-        std::string names;
-        for (size_t i = 0; i < kinds.size(); ++i) {
-          names += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ");
-          names += toString(kinds[i]);
-        }
-        return fmt::format("only valid when {} is {}", kind_path, names);
+      const SpecField* field = findSpecField(join(blockOf(kind_path), key));
+      if (!field || !field->shown_when || field->form_condition_only ||
+          field->shown_when->controller != kind_path)
+        return std::nullopt;
+      const std::vector<std::string>& kinds = field->shown_when->kinds;
+      if (std::find(kinds.begin(), kinds.end(), *kind) != kinds.end()) return std::nullopt;
+      std::string names;
+      for (size_t i = 0; i < kinds.size(); ++i) {
+        names += (i == 0 ? "" : i + 1 == kinds.size() ? " or " : ", ");
+        names += kinds[i];
       }
-      return std::nullopt;
+      return fmt::format("only valid when {} is {}", kind_path, names);
     };
   }
 
-  // Whether an option of a kind block is to be read: present, and the kind is unknown or its own.
-  template <typename E>
-  const json* option(const json& object, std::string_view key, std::optional<E> kind,
-                     std::initializer_list<E> kinds) {
-    const json* value = find(object, key);
-    if (!value) return nullptr;
-    if (kind && std::find(kinds.begin(), kinds.end(), *kind) == kinds.end()) return nullptr;
-    return value;
+  // A block of plain values with a kind: the kind, then its keys, then its values.
+  std::optional<std::string> parseKindBlock(const json& value, const std::string& path,
+                                            JobSpec& spec) {
+    if (!expectObject(value, path)) return std::nullopt;
+    std::optional<std::string> kind = readKind(value, path, spec);
+    checkKeys(value, path, keysOf(path), kindGate(join(path, "kind"), kind));
+    readValues(value, path, path, spec);
+    return kind;
   }
 
-  void parseStrategy(const json& value, StrategySpec& out) {
+  // A block of plain values alone.
+  bool parseValueBlock(const json& value, const std::string& path, JobSpec& spec) {
+    if (!expectObject(value, path)) return false;
+    checkKeys(value, path, keysOf(path), nullptr);
+    readValues(value, path, path, spec);
+    return true;
+  }
+
+  void parseStrategy(const json& value, JobSpec& spec) {
     const std::string path = "strategy";
-    if (!expectObject(value, path)) return;
-    std::optional<StrategyKind> kind;
-    if (const json* v = need(value, path, "kind")) {
-      StrategyKind parsed{};
-      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
-    }
-    if (kind) out.kind = *kind;
-    using K = StrategyKind;
-    // Each option belongs to the strategy whose plan lists it (spec/strategies/).
-    std::vector<std::pair<std::string_view, std::vector<K>>> owners;
-    for (const StrategyPlan* plan : strategyPlans()) {
-      for (std::string_view key : plan->optionKeys()) {
-        auto owner = std::find_if(owners.begin(), owners.end(),
-                                  [&](const auto& entry) { return entry.first == key; });
-        if (owner != owners.end())
-          owner->second.push_back(plan->kind());  // shared: strategy.reduce_dtype
-        else
-          owners.push_back({key, {plan->kind()}});
-      }
-    }
-    checkKeys(value, path, kStrategyKeys, kindGate<K>("strategy.kind", kind, std::move(owners)));
+    const std::optional<std::string> kind = parseKindBlock(value, path, spec);
+    if (!value.is_object()) return;
     // Each strategy reads its own options (spec/strategies/); every one while the kind is unknown.
     BlockReader reader(*this, value, path);
     for (const StrategyPlan* plan : strategyPlans())
-      if (!kind || *kind == plan->kind()) plan->readOptions(reader, out);
+      if (!kind || *kind == toString(plan->kind())) plan->readOptions(reader, spec.strategy);
   }
 
   // A strategy block as its plan reads it: present options through the parser's readers.
@@ -760,27 +890,21 @@ class SpecParser {
     if (ok) out = std::move(stages);
   }
 
-  void parseModel(const json& value, ModelSpec& out) {
+  void parseModel(const json& value, JobSpec& spec) {
     const std::string path = "model";
     if (!expectObject(value, path)) return;
+    ModelSpec& out = spec.model;
     std::optional<bool> gpt;  // unknown until the kind is read
-    if (const json* v = need(value, path, "kind")) {
-      if (readModelKind(*v, join(path, "kind"), out.kind)) gpt = out.kind == "gpt";
-    }
+    if (const std::optional<std::string> kind = readKind(value, path, spec)) gpt = *kind == "gpt";
     auto contains = [](const Keys& keys, std::string_view key) {
       return std::find(keys.begin(), keys.end(), key) != keys.end();
     };
-    checkKeys(value, path, kModelKeys, [&](std::string_view key) -> std::optional<std::string> {
+    checkKeys(value, path, keysOf(path), [&](std::string_view key) -> std::optional<std::string> {
       if (!gpt) return std::nullopt;
       if (*gpt && contains(kWidthsModelKeys, key)) return "not valid when model.kind is gpt";
       if (!*gpt && contains(kGptModelKeys, key)) return "only valid when model.kind is gpt";
       return std::nullopt;
     });
-    // A gpt key is read while the kind is unknown or gpt; a widths key while it is not gpt.
-    auto gptKey = [&](std::string_view key) -> const json* {
-      if (gpt == true) return need(value, path, key);
-      return gpt == false ? nullptr : find(value, key);
-    };
     if (const json* v = need(value, path, "layers")) {
       // gpt: the number of transformer blocks; the other kinds: the widths.
       if (gpt == true || (!gpt && v->is_number())) {
@@ -790,35 +914,7 @@ class SpecParser {
         parseLayers(*v, join(path, "layers"), out.layers);
       }
     }
-    if (const json* v = gptKey("vocab_size")) {
-      readInt(*v, join(path, "vocab_size"), out.vocab_size, 1, kMaxVocabSize, "a positive integer");
-    }
-    if (const json* v = gptKey("context")) {
-      readInt(*v, join(path, "context"), out.context, 1, kMaxContext, "a positive integer");
-    }
-    if (const json* v = gptKey("heads")) {
-      readInt(*v, join(path, "heads"), out.heads, 1, kMaxHeads, "a positive integer");
-    }
-    if (const json* v = gptKey("dim")) {
-      readInt(*v, join(path, "dim"), out.dim, 1, kMaxLayerWidth, "a positive integer");
-    }
-    if (const json* v = gpt == false ? nullptr : find(value, "bias")) {
-      readBool(*v, join(path, "bias"), out.bias);
-    }
-    if (const json* v = gpt == true ? nullptr : find(value, "activation")) {
-      readEnum(*v, join(path, "activation"), out.activation);
-    }
-    if (const json* v = find(value, "dropout")) {
-      readNumber(*v, join(path, "dropout"), out.dropout, "a number in [0, 1)",
-                 [](double x) { return x >= 0 && x < 1; });
-    }
-    if (const json* v = gpt == true ? nullptr : find(value, "layer_norm")) {
-      readBool(*v, join(path, "layer_norm"), out.layer_norm);
-    }
-    if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
-    if (const json* v = find(value, "init_checkpoint")) {
-      readOptionalText(*v, join(path, "init_checkpoint"), out.init_checkpoint);
-    }
+    readValues(value, path, path, spec);
   }
 
   void parseLayers(const json& value, const std::string& path, std::vector<int64_t>& out) {
@@ -855,226 +951,46 @@ class SpecParser {
     out = std::move(layers);
   }
 
-  void parseData(const json& value, DataSpec& out) {
-    const std::string path = "data";
-    if (!expectObject(value, path)) return;
-    std::optional<DataKind> kind;
-    if (const json* v = need(value, path, "kind")) {
-      DataKind parsed{};
-      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
-    }
-    if (kind) out.kind = *kind;
-    using K = DataKind;
-    checkKeys(value, path, kDataKeys,
-              kindGate<K>("data.kind", kind,
-                          {{"samples", {K::kSynthetic}},
-                           {"features", {K::kSynthetic}},
-                           {"classes", {K::kSynthetic}},
-                           {"seed", {K::kSynthetic}},
-                           {"images", {K::kIdx}},
-                           {"labels", {K::kIdx}},
-                           {"train", {K::kTokens}},
-                           {"val", {K::kTokens}},
-                           {"path", {K::kText}},
-                           {"val_fraction", {K::kText}}}));
-    // Required per kind: only once the kind is known.
-    auto synthetic = [&](std::string_view key) -> const json* {
-      if (kind == K::kSynthetic) return need(value, path, key);
-      return option(value, key, kind, {K::kSynthetic});
-    };
-    auto idx = [&](std::string_view key) -> const json* {
-      if (kind == K::kIdx) return need(value, path, key);
-      return option(value, key, kind, {K::kIdx});
-    };
-    if (const json* v = synthetic("samples")) {
-      readInt(*v, join(path, "samples"), out.samples, 1, kMaxSamples, "a positive integer");
-    }
-    if (const json* v = synthetic("features")) {
-      readInt(*v, join(path, "features"), out.features, 1, kMaxLayerWidth, "a positive integer");
-    }
-    if (const json* v = synthetic("classes")) {
-      readInt(*v, join(path, "classes"), out.classes, 2, kMaxLayerWidth,
-              "an integer of at least 2");
-    }
-    if (const json* v = option(value, "seed", kind, {K::kSynthetic})) {
-      readSeed(*v, join(path, "seed"), out.seed);
-    }
-    if (const json* v = idx("images")) readText(*v, join(path, "images"), out.images);
-    if (const json* v = idx("labels")) readText(*v, join(path, "labels"), out.labels);
-    if (const json* v = kind == K::kTokens ? need(value, path, "train")
-                                           : option(value, "train", kind, {K::kTokens})) {
-      readText(*v, join(path, "train"), out.train);
-    }
-    if (const json* v = option(value, "val", kind, {K::kTokens})) {
-      readText(*v, join(path, "val"), out.val);
-    }
-    if (const json* v = kind == K::kText ? need(value, path, "path")
-                                         : option(value, "path", kind, {K::kText})) {
-      readText(*v, join(path, "path"), out.path);
-    }
-    if (const json* v = option(value, "val_fraction", kind, {K::kText})) {
-      readNumber(*v, join(path, "val_fraction"), out.val_fraction, "a number in (0, 1)",
-                 [](double x) { return x > 0 && x < 1; });
-    }
-    if (const json* v = find(value, "shuffle")) readBool(*v, join(path, "shuffle"), out.shuffle);
-    if (const json* v = find(value, "drop_last")) {
-      readBool(*v, join(path, "drop_last"), out.drop_last);
-    }
-  }
-
-  void parseTrain(const json& value, TrainSpec& out) {
+  void parseTrain(const json& value, JobSpec& spec) {
     const std::string path = "train";
-    if (!expectObject(value, path)) return;
-    checkKeys(value, path, kTrainKeys, nullptr);
-    if (const json* v = need(value, path, "steps")) {
-      readInt(*v, join(path, "steps"), out.steps, 1, kMaxSteps, "a positive integer");
-    }
-    if (const json* v = need(value, path, "batch_size")) {
-      readInt(*v, join(path, "batch_size"), out.batch_size, 1, kMaxBatchSize, "a positive integer");
-    }
-    if (const json* v = find(value, "grad_accum_steps")) {
-      readInt(*v, join(path, "grad_accum_steps"), out.grad_accum_steps, 1, kMaxBatchSize,
-              "a positive integer");
-    }
-    if (const json* v = find(value, "micro_batches")) {
-      readInt(*v, join(path, "micro_batches"), out.micro_batches, 1, kMaxBatchSize,
-              "a positive integer");
-    }
-    if (const json* v = find(value, "seed")) readSeed(*v, join(path, "seed"), out.seed);
-    if (const json* v = find(value, "eval_every")) {
-      readInt(*v, join(path, "eval_every"), out.eval_every, 0, kMaxSteps,
-              "a non-negative integer (0: never)");
-    }
-    if (const json* v = find(value, "eval_batches")) {
-      readInt(*v, join(path, "eval_batches"), out.eval_batches, 1, kMaxSteps, "a positive integer");
-    }
-    if (const json* v = find(value, "activation_checkpointing")) {
-      readBool(*v, join(path, "activation_checkpointing"), out.activation_checkpointing);
-    }
-    if (const json* v = find(value, "peak_tflops"); v && !v->is_null()) {
-      double peak = 0;
-      if (readPositive(*v, join(path, "peak_tflops"), peak, kMaxPeakTflops)) out.peak_tflops = peak;
-    }
-    if (const json* v = find(value, "precision"))
-      readEnum(*v, join(path, "precision"), out.precision);
+    if (!parseValueBlock(value, path, spec)) return;
     if (const json* v = find(value, "loss_scale")) {
-      if (out.precision != Precision::kFp16) {
+      if (spec.train.precision != Precision::kFp16) {
         report(join(path, "loss_scale"),
                fmt::format("applies to train.precision \"fp16\" only (this job's is \"{}\")",
-                           toString(out.precision)));
+                           toString(spec.train.precision)));
       } else {
-        parseLossScale(*v, out.loss_scale);
+        parseValueBlock(*v, "train.loss_scale", spec);
       }
     }
   }
 
-  // train.loss_scale (fp16): GradScaler's init_scale and growth_interval.
-  void parseLossScale(const json& value, LossScaleSpec& out) {
-    const std::string path = "train.loss_scale";
-    if (!expectObject(value, path)) return;
-    checkKeys(value, path, kLossScaleKeys, nullptr);
-    if (const json* v = find(value, "init")) {
-      // Below 1 the scale would shrink gradients towards fp16's underflow; above 2^64 every
-      // gradient overflows.
-      readNumber(*v, join(path, "init"), out.init, "a number in [1, 2^64]",
-                 [](double x) { return x >= 1 && x <= 18446744073709551616.0; });
-    }
-    if (const json* v = find(value, "growth_interval")) {
-      readInt(*v, join(path, "growth_interval"), out.growth_interval, 1, kMaxSteps,
-              "a positive integer");
-    }
-  }
-
-  void parseOptimizer(const json& value, OptimizerSpec& out) {
+  void parseOptimizer(const json& value, JobSpec& spec) {
     const std::string path = "optimizer";
     if (!expectObject(value, path)) return;
-    std::optional<OptimizerKind> kind;
-    if (const json* v = need(value, path, "kind")) {
-      OptimizerKind parsed{};
-      if (readEnum(*v, join(path, "kind"), parsed)) kind = parsed;
-    }
-    if (kind) out.kind = *kind;
-    using K = OptimizerKind;
-    checkKeys(value, path, kOptimizerKeys,
-              kindGate<K>("optimizer.kind", kind,
-                          {{"momentum", {K::kSgd}},
-                           {"dampening", {K::kSgd}},
-                           {"nesterov", {K::kSgd}},
-                           {"betas", {K::kAdam, K::kAdamW}},
-                           {"eps", {K::kAdam, K::kAdamW}}}));
-    if (const json* v = need(value, path, "lr")) readPositive(*v, join(path, "lr"), out.lr);
-    auto unit = [](double x) { return x >= 0 && x < 1; };
-    if (const json* v = option(value, "momentum", kind, {K::kSgd})) {
-      readNumber(*v, join(path, "momentum"), out.momentum, "a number in [0, 1)", unit);
-    }
-    if (const json* v = option(value, "dampening", kind, {K::kSgd})) {
-      readNumber(*v, join(path, "dampening"), out.dampening, "a number in [0, 1]",
-                 [](double x) { return x >= 0 && x <= 1; });
-    }
-    if (const json* v = option(value, "nesterov", kind, {K::kSgd})) {
-      readBool(*v, join(path, "nesterov"), out.nesterov);
-    }
-    if (const json* v = option(value, "betas", kind, {K::kAdam, K::kAdamW})) {
+    OptimizerSpec& out = spec.optimizer;
+    const std::optional<std::string> kind_name = readKind(value, path, spec);
+    if (kind_name) out.weight_decay = defaultWeightDecay(out.kind);
+    checkKeys(value, path, keysOf(path), kindGate(join(path, "kind"), kind_name));
+    readValues(value, path, path, spec);
+    const SpecField& betas = *findSpecField("optimizer.betas");
+    if (const json* v = find(value, "betas"); v && belongs(betas, spec) != false) {
       std::string betas_path = join(path, "betas");
       if (!v->is_array() || v->size() != 2) {
         report(betas_path, "expected an array of two numbers in [0, 1), got " + shown(*v));
       } else {
-        readNumber((*v)[0], indexed(betas_path, 0), out.betas[0], "a number in [0, 1)", unit);
-        readNumber((*v)[1], indexed(betas_path, 1), out.betas[1], "a number in [0, 1)", unit);
+        readBoundedNumber(betas, (*v)[0], indexed(betas_path, 0), out.betas[0]);
+        readBoundedNumber(betas, (*v)[1], indexed(betas_path, 1), out.betas[1]);
       }
     }
-    if (const json* v = option(value, "eps", kind, {K::kAdam, K::kAdamW})) {
-      readPositive(*v, join(path, "eps"), out.eps);
-    }
-    if (kind) out.weight_decay = defaultWeightDecay(*kind);
-    if (const json* v = find(value, "weight_decay")) {
-      readNumber(*v, join(path, "weight_decay"), out.weight_decay, "a non-negative number",
-                 [](double x) { return x >= 0; });
-    }
-    if (const json* v = find(value, "clip_grad_norm"); v && !v->is_null()) {
-      double norm = 0;
-      if (readPositive(*v, join(path, "clip_grad_norm"), norm)) out.clip_grad_norm = norm;
-    }
-    if (const json* v = find(value, "schedule")) parseSchedule(*v, out.schedule);
-    if (kind == K::kSgd && out.nesterov &&
+    if (const json* v = find(value, "schedule")) parseKindBlock(*v, "optimizer.schedule", spec);
+    if (kind_name == "sgd" && out.nesterov &&
         allOk("optimizer.momentum", "optimizer.dampening", "optimizer.nesterov") &&
         (out.momentum <= 0 || out.dampening != 0)) {
       report("optimizer.nesterov",
              fmt::format("requires momentum > 0 and dampening 0 (as in PyTorch), got momentum {} "
                          "and dampening {}",
                          out.momentum, out.dampening));
-    }
-  }
-
-  // optimizer.schedule; its bounds against optimizer.lr and train.steps are crossCheck's.
-  void parseSchedule(const json& value, LrSchedule& out) {
-    const std::string path = "optimizer.schedule";
-    if (!expectObject(value, path)) return;
-    // Left out: constant.
-    std::optional<LrScheduleKind> kind = LrScheduleKind::kConstant;
-    if (const json* v = find(value, "kind")) {
-      LrScheduleKind parsed{};
-      kind = readEnum(*v, join(path, "kind"), parsed) ? std::optional(parsed) : std::nullopt;
-    }
-    if (kind) out.kind = *kind;
-    using K = LrScheduleKind;
-    checkKeys(value, path, kScheduleKeys,
-              kindGate<K>("optimizer.schedule.kind", kind,
-                          {{"warmup_steps", {K::kCosine}},
-                           {"min_lr", {K::kCosine}},
-                           {"decay_steps", {K::kCosine}}}));
-    if (const json* v = option(value, "warmup_steps", kind, {K::kCosine})) {
-      readInt(*v, join(path, "warmup_steps"), out.warmup_steps, 0, kMaxSteps,
-              "a non-negative integer");
-    }
-    if (const json* v = option(value, "min_lr", kind, {K::kCosine})) {
-      readNumber(*v, join(path, "min_lr"), out.min_lr, "a non-negative number",
-                 [](double x) { return x >= 0; });
-    }
-    if (const json* v = option(value, "decay_steps", kind, {K::kCosine}); v && !v->is_null()) {
-      int64_t steps = 0;
-      if (readInt(*v, join(path, "decay_steps"), steps, 1, kMaxSteps, "a positive integer"))
-        out.decay_steps = steps;
     }
   }
 
@@ -1096,33 +1012,17 @@ class SpecParser {
     return true;
   }
 
-  void parseLaunch(const json& value, LaunchSpec& out) {
+  void parseLaunch(const json& value, JobSpec& spec) {
     const std::string path = "launch";
     if (!expectObject(value, path)) return;
-    checkKeys(value, path, kLaunchKeys, nullptr);
+    checkKeys(value, path, keysOf(path), nullptr);
     if (const json* v = find(value, "hosts")) {
-      parseHosts(*v, join(path, "hosts"), out.hosts);
+      parseHosts(*v, join(path, "hosts"), spec);
     } else {
       world_size_ = 1;
     }
-    if (const json* v = find(value, "node_binary")) {
-      readOptionalText(*v, join(path, "node_binary"), out.node_binary);
-    }
-    if (const json* v = find(value, "master_port")) {
-      readInt(*v, join(path, "master_port"), out.master_port, 0, 65535,
-              "a port number in 0..65535 (0 picks a free port)", true);
-    }
-    if (const json* v = find(value, "timeout_s")) {
-      readPositive(*v, join(path, "timeout_s"), out.timeout_s, kMaxTimeoutSeconds);
-    }
-    if (const json* v = find(value, "env")) parseEnv(*v, join(path, "env"), out.env);
-    if (const json* v = find(value, "env_file")) {
-      readOptionalText(*v, join(path, "env_file"), out.env_file);
-    }
-    if (const json* v = find(value, "max_restarts")) {
-      readInt(*v, join(path, "max_restarts"), out.max_restarts, 0, kMaxRestarts,
-              fmt::format("an integer in 0..{}", kMaxRestarts), true);
-    }
+    readValues(value, path, path, spec);
+    if (const json* v = find(value, "env")) parseEnv(*v, join(path, "env"), spec.launch.env);
   }
 
   // launch.env: {"NAME": "value"}, each name one the workers may be given (checkEnvName).
@@ -1158,7 +1058,7 @@ class SpecParser {
     }
   }
 
-  void parseHosts(const json& value, const std::string& path, std::vector<LaunchHostSpec>& out) {
+  void parseHosts(const json& value, const std::string& path, JobSpec& spec) {
     if (!value.is_array() || value.empty()) {
       report(path, "expected a non-empty array of hosts, got " + shown(value));
       return;
@@ -1170,29 +1070,18 @@ class SpecParser {
     std::vector<LaunchHostSpec> hosts(value.size());
     bool ranks_ok = true;
     for (size_t i = 0; i < value.size(); ++i) {
-      std::string host_path = indexed(path, i);
+      const std::string host_path = indexed(path, i);
       LaunchHostSpec& host = hosts[i];
       if (!expectObject(value[i], host_path)) {
         ranks_ok = false;
         continue;
       }
       const json& object = value[i];
-      checkKeys(object, host_path, kHostKeys, nullptr);
+      checkKeys(object, host_path, keysOf("launch.hosts[]"), nullptr);
       if (const json* v = find(object, "host"))
         readHostName(*v, join(host_path, "host"), host.host);
-      if (const json* v = need(object, host_path, "ranks")) {
-        ranks_ok &= readInt(*v, join(host_path, "ranks"), host.ranks, 1, kMaxRanksPerHost,
-                            "a positive integer");
-      } else {
-        ranks_ok = false;
-      }
-      if (const json* v = find(object, "port"); v && !v->is_null()) {
-        int port = 0;
-        if (readInt(*v, join(host_path, "port"), port, 1, 65535, "a port number in 1..65535",
-                    true)) {
-          host.port = port;
-        }
-      }
+      readValues(object, "launch.hosts[]", host_path, spec, &host);
+      ranks_ok &= find(object, "ranks") && okAt(join(host_path, "ranks"));
       if (const json* v = find(object, "user")) {
         if (readOptionalText(*v, join(host_path, "user"), host.user) && host.user &&
             (host.user->front() == '-' ||
@@ -1203,45 +1092,17 @@ class SpecParser {
           report(join(host_path, "user"), "expected a user name, got " + shown(*v));
         }
       }
-      if (const json* v = find(object, "identity_file")) {
-        readOptionalText(*v, join(host_path, "identity_file"), host.identity_file);
-      }
-      if (const json* v = find(object, "password_auth"))
-        readBool(*v, join(host_path, "password_auth"), host.password_auth);
     }
-    out = std::move(hosts);
+    spec.launch.hosts = std::move(hosts);
     if (!ranks_ok) return;
     int64_t world = 0;
-    for (const LaunchHostSpec& host : out) world += host.ranks;
+    for (const LaunchHostSpec& host : spec.launch.hosts) world += host.ranks;
     if (world > kMaxWorldSize) {
       report(path,
              fmt::format("a world size of {} is more than the {} supported", world, kMaxWorldSize));
       return;
     }
     world_size_ = static_cast<int>(world);
-  }
-
-  void parseCheckpoint(const json& value, CheckpointSpec& out) {
-    const std::string path = "checkpoint";
-    if (!expectObject(value, path)) return;
-    checkKeys(value, path, kCheckpointKeys, nullptr);
-    if (const json* v = need(value, path, "dir")) readText(*v, join(path, "dir"), out.dir);
-    if (const json* v = find(value, "every_steps")) {
-      readInt(*v, join(path, "every_steps"), out.every_steps, 0, kMaxSteps,
-              "a non-negative integer");
-    }
-    if (const json* v = find(value, "resume")) readBool(*v, join(path, "resume"), out.resume);
-    if (const json* v = find(value, "consolidate"))
-      readBool(*v, join(path, "consolidate"), out.consolidate);
-  }
-
-  void parseTelemetry(const json& value, TelemetrySpec& out) {
-    const std::string path = "telemetry";
-    if (!expectObject(value, path)) return;
-    checkKeys(value, path, kTelemetryKeys, nullptr);
-    if (const json* v = find(value, "every_steps")) {
-      readInt(*v, join(path, "every_steps"), out.every_steps, 1, kMaxSteps, "a positive integer");
-    }
   }
 
   // --- a program job ---------------------------------------------------------------------------
@@ -1257,9 +1118,9 @@ class SpecParser {
       }
     }
     spec.program.emplace();
-    parseProgram(value, *spec.program);
+    parseProgram(value, spec);
     if (const json* v = find(root, "launch")) {
-      parseLaunch(*v, spec.launch);
+      parseLaunch(*v, spec);
     } else {
       world_size_ = worldSize(spec);
     }
@@ -1278,16 +1139,15 @@ class SpecParser {
                  "a program job's strategy is only its kind (what the script does, shown in "
                  "the history); the script sets its own options");
       }
-      if (const json* kind = find(*v, "kind")) readEnum(*kind, "strategy.kind", spec.strategy.kind);
+      const SpecField& kind = *findSpecField("strategy.kind");
+      if (const json* k = find(*v, "kind"))
+        readValue(kind, *k, kind.path, kind.binding->in_spec(spec));
     }
   }
 
-  void parseProgram(const json& value, ProgramSpec& out) {
+  void parseProgram(const json& value, JobSpec& spec) {
     const std::string path = "program";
-    if (!expectObject(value, path)) return;
-    checkKeys(value, path, kProgramKeys, nullptr);
-    if (const json* v = find(value, "python")) readText(*v, join(path, "python"), out.python);
-    if (const json* v = need(value, path, "script")) readText(*v, join(path, "script"), out.script);
+    if (!parseValueBlock(value, path, spec)) return;
     if (const json* v = find(value, "args")) {
       const std::string args_path = join(path, "args");
       if (!v->is_array()) {
@@ -1304,30 +1164,30 @@ class SpecParser {
                    "expected a string without NUL characters, got " + shown(arg));
             continue;
           }
-          out.args.push_back(arg.get<std::string>());
+          spec.program->args.push_back(arg.get<std::string>());
         }
       }
     }
-    if (const json* v = find(value, "workdir")) {
-      if (v->is_string() && v->get_ref<const std::string&>().empty()) {
-        out.workdir.clear();
-      } else {
-        readText(*v, join(path, "workdir"), out.workdir);
-      }
-    }
-    if (const json* v = find(value, "upload")) readBool(*v, join(path, "upload"), out.upload);
-    if (const json* v = find(value, "steps"))
-      readInt(*v, join(path, "steps"), out.steps, 0, kMaxSteps, "a non-negative integer");
   }
 
   // --- checks across blocks --------------------------------------------------------------------
 
+  // The checks across blocks, each once the values it reads are sound.
   void crossCheck(const JobSpec& spec) {
-    const bool strategy_known = okAt("strategy.kind");
-    const bool layers_known = okAt("model.layers");
-    const StrategyKind strategy = spec.strategy.kind;
+    checkModel(spec);
+    checkDataAgainstModel(spec);
+    checkSchedule(spec);
+    checkTokensAgainstModel(spec);
+    checkBackendAgainstDevice(spec);
+    if (!okAt("strategy.kind")) return;
+    const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
+    checkStrategy(spec, plan);
+    checkEvaluation(spec);
+    checkDropLast(spec, plan);
+  }
 
-    // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
+  // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
+  void checkModel(const JobSpec& spec) {
     if (okAt("model")) {
       const std::vector<ModelProblem> problems = validateModel(spec.model);
       for (const ModelProblem& problem : problems) report(problem.path, problem.message);
@@ -1339,9 +1199,11 @@ class SpecParser {
         }
       }
     }
+  }
 
-    // Data against model.
-    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && layers_known &&
+  // Synthetic data's features and classes against the model's widths.
+  void checkDataAgainstModel(const JobSpec& spec) {
+    if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && okAt("model.layers") &&
         !spec.model.layers.empty()) {
       const auto& layers = spec.model.layers;
       if (okAt("data.features") && spec.data.features != layers.front()) {
@@ -1353,8 +1215,10 @@ class SpecParser {
                                            layers.size() - 1, layers.back(), spec.data.classes));
       }
     }
+  }
 
-    // The schedule against the peak learning rate and the run's length.
+  // The schedule against the peak learning rate and the run's length.
+  void checkSchedule(const JobSpec& spec) {
     if (spec.optimizer.schedule.kind == LrScheduleKind::kCosine && okAt("optimizer.schedule")) {
       const LrSchedule& schedule = spec.optimizer.schedule;
       if (okAt("optimizer.lr") && schedule.min_lr > spec.optimizer.lr) {
@@ -1372,9 +1236,11 @@ class SpecParser {
                            schedule.warmup_steps));
       }
     }
+  }
 
-    // Token data against the model: token ids need a model that reads them, and byte-level
-    // text needs a vocabulary of every byte (data/text_dataset.h).
+  // Token data against the model: token ids need a model that reads them, and byte-level text
+  // needs a vocabulary of every byte (data/text_dataset.h).
+  void checkTokensAgainstModel(const JobSpec& spec) {
     if (okAt("data.kind") && okAt("model")) {
       const DataKind data = spec.data.kind;
       const bool token_data = data == DataKind::kTokens || data == DataKind::kText;
@@ -1393,17 +1259,17 @@ class SpecParser {
                            spec.model.vocab_size));
       }
     }
+  }
 
-    // Backend against device.
+  void checkBackendAgainstDevice(const JobSpec& spec) {
     if (allOk("backend", "device") && spec.backend == BackendKind::kNccl &&
         spec.device == DeviceKind::kCpu) {
       report("backend", "nccl needs CUDA devices, but device is \"cpu\"");
     }
+  }
 
-    if (!strategy_known) return;
-
-    const StrategyPlan& plan = strategyPlan(strategy);
-    // The strategy's own checks (spec/strategies/), then what every strategy shares.
+  // The strategy's own checks (spec/strategies/), then micro-batches, which only some take.
+  void checkStrategy(const JobSpec& spec, const StrategyPlan& plan) {
     StrategyCheck check{
         .ok_at = [this](std::string_view path) { return okAt(path); },
         .world_size = world_size_,
@@ -1420,8 +1286,10 @@ class SpecParser {
       report("train.micro_batches", fmt::format("must be 1 unless strategy.kind is {}, got {}",
                                                 takers, spec.train.micro_batches));
     }
+  }
 
-    // Evaluation needs a validation set.
+  // Evaluation needs a validation set.
+  void checkEvaluation(const JobSpec& spec) {
     if (allOk("train.eval_every", "data.kind") && spec.train.eval_every > 0) {
       if (spec.data.kind == DataKind::kSynthetic || spec.data.kind == DataKind::kIdx) {
         report("train.eval_every",
@@ -1434,8 +1302,10 @@ class SpecParser {
                "set data.val or train.eval_every to 0");
       }
     }
+  }
 
-    // Every data-parallel rank needs a full batch when incomplete ones are dropped.
+  // Every data-parallel rank needs a full batch when incomplete ones are dropped.
+  void checkDropLast(const JobSpec& spec, const StrategyPlan& plan) {
     if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && spec.data.drop_last &&
         allOk("data.samples", "data.drop_last", "train.batch_size") && world_size_) {
       int64_t ranks = plan.ranksShareSamples() ? 1 : *world_size_;
@@ -1450,6 +1320,7 @@ class SpecParser {
   }
 
   std::vector<SpecProblem>* problems_;
+  JobKind job_kind_ = JobKind::kEngine;
   std::optional<int> world_size_;  // set when every launch.hosts[].ranks is valid
 };
 
@@ -1669,142 +1540,105 @@ JobSpec loadJobSpecFile(const std::string& path) {
 
 namespace {
 
-json launchToJson(const LaunchSpec& spec) {
-  json hosts = json::array();
-  for (const LaunchHostSpec& h : spec.hosts) {
-    json host = {{"host", h.host}, {"ranks", h.ranks}};
-    if (h.port) host["port"] = *h.port;
-    if (h.user) host["user"] = *h.user;
-    if (h.identity_file) host["identity_file"] = *h.identity_file;
-    if (h.password_auth) host["password_auth"] = true;
-    hosts.push_back(std::move(host));
-  }
-  json launch = {{"hosts", std::move(hosts)},
-                 {"master_port", spec.master_port},
-                 {"timeout_s", spec.timeout_s}};
-  if (spec.node_binary) launch["node_binary"] = *spec.node_binary;
-  if (!spec.env.empty()) launch["env"] = spec.env;
-  if (spec.env_file) launch["env_file"] = *spec.env_file;
-  launch["max_restarts"] = spec.max_restarts;
-  return launch;
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+
+// The JSON of the value `ref` names; discarded where nothing is written: no member (its optional
+// block is unset), an unset optional, an empty text that means none (data.val, program.workdir).
+json valueJson(const SpecField& field, const SpecValueRef& ref) {
+  const json nothing(json::value_t::discarded);
+  return std::visit(
+      [&](const auto& member) -> json {
+        using Member = std::decay_t<decltype(member)>;
+        if constexpr (std::is_same_v<Member, std::monostate>) {
+          return nothing;
+        } else if constexpr (std::is_same_v<Member, EnumValueRef>) {
+          return member.name(member.value);
+        } else if constexpr (std::is_same_v<Member, std::string*>) {
+          const bool none = member->empty() && !field.required && !field.default_value.is_string();
+          return none ? nothing : json(*member);
+        } else if constexpr (IsOptional<std::remove_pointer_t<Member>>::value) {
+          return *member ? json(**member) : nothing;
+        } else {
+          return json(*member);
+        }
+      },
+      ref);
 }
 
-json programJobToJson(const JobSpec& spec) {
-  // Restarts are the engine's (launch.max_restarts): a program job's launch has none.
-  json launch = launchToJson(spec.launch);
-  launch.erase("max_restarts");
-  return {{"name", spec.name},
-          {"description", spec.description},
-          {"strategy", {{"kind", toString(spec.strategy.kind)}}},
-          {"program", toJson(*spec.program)},
-          {"launch", std::move(launch)}};
+// Whether the choice `condition` names holds in `spec`.
+bool holdsIn(const FieldCondition& condition, JobSpec& spec) {
+  const std::string kind = valueName(*findSpecField(condition.controller), spec);
+  return std::find(condition.kinds.begin(), condition.kinds.end(), kind) != condition.kinds.end();
+}
+
+// "/train/loss_scale/init" for "train.loss_scale.init".
+json::json_pointer pointerTo(std::string path) {
+  std::replace(path.begin(), path.end(), '.', '/');
+  return json::json_pointer("/" + path);
+}
+
+// Writes every plain value field that applies to `spec` (its kind of job, the kinds it chose) at
+// its path in `document`.
+void writeValues(JobSpec& spec, json& document) {
+  const JobKind job = spec.program ? JobKind::kProgram : JobKind::kEngine;
+  for (const SpecField& field : specFields()) {
+    if (!field.binding || !field.binding->in_spec || (field.job && *field.job != job)) continue;
+    if (field.shown_when && !field.form_condition_only && !holdsIn(*field.shown_when, spec))
+      continue;
+    json value = valueJson(field, field.binding->in_spec(spec));
+    if (!value.is_discarded()) document[pointerTo(field.path)] = std::move(value);
+  }
+}
+
+// launch.hosts: a host's plain values where they differ from their defaults, and its name and
+// user.
+json hostsJson(std::vector<LaunchHostSpec> hosts) {
+  json list = json::array();
+  for (LaunchHostSpec& host : hosts) {
+    json entry = {{"host", host.host}};
+    if (host.user) entry["user"] = *host.user;
+    for (const SpecField& field : specFields()) {
+      if (!field.binding || !field.binding->in_host) continue;
+      json value = valueJson(field, field.binding->in_host(host));
+      if (!value.is_discarded() && value != field.default_value)
+        entry[std::string(keyOf(field.path))] = std::move(value);
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
 }
 
 }  // namespace
 
 json toJson(const ProgramSpec& program) {
-  json out = {{"python", program.python},
-              {"script", program.script},
-              {"args", program.args},
-              {"upload", program.upload},
-              {"steps", program.steps}};
-  if (!program.workdir.empty()) out["workdir"] = program.workdir;
-  return out;
+  JobSpec job;
+  job.program = program;
+  return toJson(job)["program"];
 }
 
 json toJson(const JobSpec& spec) {
-  if (spec.program) return programJobToJson(spec);
-  json strategy = {{"kind", toString(spec.strategy.kind)}};
-  strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, strategy);
-
-  const ModelSpec& m = spec.model;
-  json model;
-  if (m.kind == "gpt") {
-    model = {{"kind", m.kind},       {"vocab_size", m.vocab_size},
-             {"context", m.context}, {"layers", m.block_count},
-             {"heads", m.heads},     {"dim", m.dim},
-             {"dropout", m.dropout}, {"bias", m.bias},
-             {"seed", m.seed}};
+  JobSpec values = spec;  // the fields' bindings reach the values through a JobSpec&
+  json document = {{"name", spec.name}};
+  writeValues(values, document);
+  document["launch"]["hosts"] = hostsJson(spec.launch.hosts);
+  if (!spec.launch.env.empty()) document["launch"]["env"] = spec.launch.env;
+  if (spec.program) {
+    document["program"]["args"] = spec.program->args;
+    return document;
+  }
+  // What the plain values are not: the strategy's options (its plan's), the model's layers (gpt:
+  // a count, the other kinds: widths) and Adam's betas.
+  strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, document["strategy"]);
+  if (spec.model.kind == "gpt") {
+    document["model"]["layers"] = spec.model.block_count;
   } else {
-    model = {{"kind", m.kind},
-             {"layers", m.layers},
-             {"activation", toString(m.activation)},
-             {"dropout", m.dropout},
-             {"layer_norm", m.layer_norm},
-             {"seed", m.seed}};
+    document["model"]["layers"] = spec.model.layers;
   }
-  if (m.init_checkpoint) model["init_checkpoint"] = *m.init_checkpoint;
-
-  const DataSpec& d = spec.data;
-  json data = {{"kind", toString(d.kind)}, {"shuffle", d.shuffle}, {"drop_last", d.drop_last}};
-  if (d.kind == DataKind::kSynthetic) {
-    data["samples"] = d.samples;
-    data["features"] = d.features;
-    data["classes"] = d.classes;
-    data["seed"] = d.seed;
-  } else if (d.kind == DataKind::kIdx) {
-    data["images"] = d.images;
-    data["labels"] = d.labels;
-  } else if (d.kind == DataKind::kTokens) {
-    data["train"] = d.train;
-    if (!d.val.empty()) data["val"] = d.val;
-  } else {
-    data["path"] = d.path;
-    data["val_fraction"] = d.val_fraction;
-  }
-
-  const TrainSpec& t = spec.train;
-  json train = {{"steps", t.steps},
-                {"batch_size", t.batch_size},
-                {"grad_accum_steps", t.grad_accum_steps},
-                {"micro_batches", t.micro_batches},
-                {"seed", t.seed},
-                {"eval_every", t.eval_every},
-                {"eval_batches", t.eval_batches},
-                {"activation_checkpointing", t.activation_checkpointing}};
-  if (t.peak_tflops) train["peak_tflops"] = *t.peak_tflops;
-  train["precision"] = toString(t.precision);
-  if (t.precision == Precision::kFp16) {
-    train["loss_scale"] = {{"init", t.loss_scale.init},
-                           {"growth_interval", t.loss_scale.growth_interval}};
-  }
-
-  const OptimizerSpec& o = spec.optimizer;
-  json optimizer = {{"kind", toString(o.kind)}, {"lr", o.lr}, {"weight_decay", o.weight_decay}};
-  if (o.kind == OptimizerKind::kSgd) {
-    optimizer["momentum"] = o.momentum;
-    optimizer["dampening"] = o.dampening;
-    optimizer["nesterov"] = o.nesterov;
-  } else {
-    optimizer["betas"] = o.betas;
-    optimizer["eps"] = o.eps;
-  }
-  if (o.clip_grad_norm) optimizer["clip_grad_norm"] = *o.clip_grad_norm;
-  json schedule = {{"kind", toString(o.schedule.kind)}};
-  if (o.schedule.kind == LrScheduleKind::kCosine) {
-    schedule["warmup_steps"] = o.schedule.warmup_steps;
-    schedule["min_lr"] = o.schedule.min_lr;
-    if (o.schedule.decay_steps) schedule["decay_steps"] = *o.schedule.decay_steps;
-  }
-  optimizer["schedule"] = std::move(schedule);
-
-  json document = {{"name", spec.name},
-                   {"description", spec.description},
-                   {"strategy", std::move(strategy)},
-                   {"model", std::move(model)},
-                   {"data", std::move(data)},
-                   {"train", std::move(train)},
-                   {"optimizer", std::move(optimizer)},
-                   {"backend", toString(spec.backend)},
-                   {"device", toString(spec.device)},
-                   {"launch", launchToJson(spec.launch)},
-                   {"telemetry", {{"every_steps", spec.telemetry.every_steps}}}};
-  if (spec.checkpoint) {
-    document["checkpoint"] = {{"dir", spec.checkpoint->dir},
-                              {"every_steps", spec.checkpoint->every_steps},
-                              {"resume", spec.checkpoint->resume},
-                              {"consolidate", spec.checkpoint->consolidate}};
-  }
+  if (holdsIn(*findSpecField("optimizer.betas")->shown_when, values))
+    document["optimizer"]["betas"] = spec.optimizer.betas;
   return document;
 }
 

@@ -2,8 +2,11 @@
 // and bounds from its limits; tests/engine/spec/spec_fields_test.cpp holds both to the parser.
 #include "spec/spec_fields.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
@@ -128,6 +131,51 @@ std::vector<std::string> widthKinds() {
   return kinds;
 }
 
+// A plain value member of the spec, as the generic parser and writer reach it.
+template <typename T>
+SpecValueRef valueRef(T& value) {
+  if constexpr (std::is_enum_v<T>) {
+    return EnumValueRef{.value = &value,
+                        .name = [](const void* v) { return toString(*static_cast<const T*>(v)); },
+                        .set =
+                            [](void* v, std::string_view name) {
+                              const std::optional<T> parsed = fromString<T>(name);
+                              if (parsed) *static_cast<T*>(v) = *parsed;
+                              return parsed.has_value();
+                            }};
+  } else {
+    return &value;
+  }
+}
+
+// Where the field is: RM_SPEC(train.steps) a JobSpec member, RM_SPEC_IN(checkpoint, dir) one of an
+// optional block (none while the block is unset), RM_HOST(port) a launch host's.
+#define RM_SPEC(name)                                                       \
+  SpecValueBinding {                                                        \
+    .in_spec = [](JobSpec& s) { return valueRef(s.name); }, .member = #name \
+  }
+#define RM_SPEC_IN(block, name)                                                               \
+  SpecValueBinding {                                                                          \
+    .in_spec = [](JobSpec& s) { return s.block ? valueRef(s.block->name) : SpecValueRef{}; }, \
+    .member = #block "." #name                                                                \
+  }
+#define RM_HOST(name)                                              \
+  SpecValueBinding {                                               \
+    .in_host = [](LaunchHostSpec& h) { return valueRef(h.name); }, \
+    .member = "launch.hosts[]." #name                              \
+  }
+
+SpecField boundTo(SpecField f, SpecValueBinding where) {
+  f.binding = where;
+  return f;
+}
+
+// The parser's words for a valid value, which state every bound.
+SpecField saying(SpecField f, std::string expected) {
+  f.expected = std::move(expected);
+  return f;
+}
+
 constexpr double kSeedMax = static_cast<double>(std::numeric_limits<uint64_t>::max());
 
 std::vector<SpecField> describe() {
@@ -142,253 +190,375 @@ std::vector<SpecField> describe() {
   std::vector<SpecField> fields = {
       // Job
       required("name", "Job", "Name", T::kText, "letters, digits, . _ - (up to 64)"),
-      field("description", "Job", "Description", T::kText, spec.description),
+      [&] {
+        SpecField f =
+            boundTo(field("description", "Job", "Description", T::kText, spec.description),
+                    RM_SPEC(description));
+        f.empty_allowed = true;
+        return f;
+      }(),
       // Program (a program job's own section: the user's script as every rank's worker)
-      field("program.python", "Program", "Python", T::kText, program.python,
-            "the interpreter: a name looked up on each host's PATH, or a path there"),
-      required("program.script", "Program", "Script", T::kPath,
-               "what every rank runs, relative to program.workdir or absolute"),
+      boundTo(field("program.python", "Program", "Python", T::kText, program.python,
+                    "the interpreter: a name looked up on each host's PATH, or a path there"),
+              RM_SPEC_IN(program, python)),
+      boundTo(required("program.script", "Program", "Script", T::kPath,
+                       "what every rank runs, relative to program.workdir or absolute"),
+              RM_SPEC_IN(program, script)),
       field("program.args", "Program", "Arguments", T::kTextList, program.args,
             "after the script, each passed as it is (never through a shell)"),
-      field("program.workdir", "Program", "Working directory", T::kDirectory, nullptr,
-            "where the script starts; empty: where `ringmaster run` started (over SSH: the "
-            "remote home, unless upload)"),
-      field("program.upload", "Program", "Upload", T::kBoolean, program.upload,
-            "over SSH: copy the working directory's files to each host and start there"),
-      bounded(field("program.steps", "Program", "Steps", T::kInteger, program.steps,
-                    "the steps the script will log, for the progress bar; 0: unknown"),
-              0, kMaxSteps),
+      [&] {
+        SpecField f = boundTo(
+            field("program.workdir", "Program", "Working directory", T::kDirectory, nullptr,
+                  "where the script starts; empty: where `ringmaster run` started (over SSH: "
+                  "the remote home, unless upload)"),
+            RM_SPEC_IN(program, workdir));
+        f.empty_allowed = true;
+        return f;
+      }(),
+      boundTo(field("program.upload", "Program", "Upload", T::kBoolean, program.upload,
+                    "over SSH: copy the working directory's files to each host and start there"),
+              RM_SPEC_IN(program, upload)),
+      boundTo(bounded(field("program.steps", "Program", "Steps", T::kInteger, program.steps,
+                            "the steps the script will log, for the progress bar; 0: unknown"),
+                      0, kMaxSteps),
+              RM_SPEC_IN(program, steps)),
       // Strategy
-      requiredChoice("strategy.kind", "Strategy", "Kind", spec.strategy.kind,
-                     "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
-                     "parameters, gradients and optimizer state; pipeline: split the layers into "
-                     "stages (a program job: what the script does, for the history; left out: "
-                     "ddp on several ranks, single on one)"),
+      boundTo(
+          requiredChoice("strategy.kind", "Strategy", "Kind", spec.strategy.kind,
+                         "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
+                         "parameters, gradients and optimizer state; pipeline: split the layers "
+                         "into stages (a program job: what the script does, for the history; left "
+                         "out: ddp on several ranks, single on one)"),
+          RM_SPEC(strategy.kind)),
       // Model
       // The kinds are the registered models' (nn/models.cpp).
-      SpecField{.path = "model.kind",
-                .section = "Model",
-                .label = "Kind",
-                .type = T::kChoice,
-                .choices =
-                    [] {
-                      std::vector<std::string> kinds;
-                      for (std::string_view kind : modelKinds()) kinds.emplace_back(kind);
-                      return kinds;
-                    }(),
-                .default_value = nullptr,
-                .required = true,
-                .initial_value = spec.model.kind},
+      boundTo(SpecField{.path = "model.kind",
+                        .section = "Model",
+                        .label = "Kind",
+                        .type = T::kChoice,
+                        .choices =
+                            [] {
+                              std::vector<std::string> kinds;
+                              for (std::string_view kind : modelKinds()) kinds.emplace_back(kind);
+                              return kinds;
+                            }(),
+                        .default_value = nullptr,
+                        .required = true,
+                        .initial_value = spec.model.kind},
+              RM_SPEC(model.kind)),
       bounded(required("model.layers", "Model", "Layers", T::kIntegerList,
                        "widths, input first, comma-separated: 784, 256, 256, 10 (gpt: one "
                        "integer, the number of transformer blocks, up to 1024)"),
               1, kMaxLayerWidth),
-      only(bounded(required("model.vocab_size", "Model", "Vocabulary", T::kInteger,
-                            "token ids are in [0, vocab_size)"),
-                   1, kMaxVocabSize),
+      only(boundTo(bounded(required("model.vocab_size", "Model", "Vocabulary", T::kInteger,
+                                    "token ids are in [0, vocab_size)"),
+                           1, kMaxVocabSize),
+                   RM_SPEC(model.vocab_size)),
            model, {"gpt"}),
-      only(bounded(required("model.context", "Model", "Context", T::kInteger,
-                            "tokens per sample (the position embedding's length)"),
-                   1, kMaxContext),
+      only(boundTo(bounded(required("model.context", "Model", "Context", T::kInteger,
+                                    "tokens per sample (the position embedding's length)"),
+                           1, kMaxContext),
+                   RM_SPEC(model.context)),
            model, {"gpt"}),
-      only(bounded(required("model.heads", "Model", "Heads", T::kInteger,
-                            "attention heads; must divide model.dim"),
-                   1, kMaxHeads),
+      only(boundTo(bounded(required("model.heads", "Model", "Heads", T::kInteger,
+                                    "attention heads; must divide model.dim"),
+                           1, kMaxHeads),
+                   RM_SPEC(model.heads)),
            model, {"gpt"}),
-      only(bounded(required("model.dim", "Model", "Width", T::kInteger,
-                            "the embedding and residual width"),
-                   1, kMaxLayerWidth),
+      only(boundTo(bounded(required("model.dim", "Model", "Width", T::kInteger,
+                                    "the embedding and residual width"),
+                           1, kMaxLayerWidth),
+                   RM_SPEC(model.dim)),
            model, {"gpt"}),
-      only(field("model.bias", "Model", "Biases", T::kBoolean, spec.model.bias,
-                 "biases in the Linear layers and LayerNorms"),
+      only(boundTo(field("model.bias", "Model", "Biases", T::kBoolean, spec.model.bias,
+                         "biases in the Linear layers and LayerNorms"),
+                   RM_SPEC(model.bias)),
            model, {"gpt"}),
-      only(choice("model.activation", "Model", "Activation", spec.model.activation), model,
-           widthKinds()),
-      only(field("model.layer_norm", "Model", "LayerNorm", T::kBoolean, spec.model.layer_norm,
-                 "after every hidden layer"),
+      only(boundTo(choice("model.activation", "Model", "Activation", spec.model.activation),
+                   RM_SPEC(model.activation)),
            model, widthKinds()),
-      bounded(field("model.dropout", "Model", "Dropout", T::kNumber, spec.model.dropout,
-                    "probability in [0, 1)"),
-              0, 1, false, true),
-      bounded(field("model.seed", "Model", "Seed", T::kInteger, spec.model.seed, "initial weights"),
-              0, kSeedMax),
-      field("model.init_checkpoint", "Model", "Initial weights", T::kPath, nullptr,
-            "a safetensors file to start from instead of the seed's weights"),
+      only(boundTo(field("model.layer_norm", "Model", "LayerNorm", T::kBoolean,
+                         spec.model.layer_norm, "after every hidden layer"),
+                   RM_SPEC(model.layer_norm)),
+           model, widthKinds()),
+      boundTo(saying(bounded(field("model.dropout", "Model", "Dropout", T::kNumber,
+                                   spec.model.dropout, "probability in [0, 1)"),
+                             0, 1, false, true),
+                     "a number in [0, 1)"),
+              RM_SPEC(model.dropout)),
+      boundTo(bounded(field("model.seed", "Model", "Seed", T::kInteger, spec.model.seed,
+                            "initial weights"),
+                      0, kSeedMax),
+              RM_SPEC(model.seed)),
+      boundTo(field("model.init_checkpoint", "Model", "Initial weights", T::kPath, nullptr,
+                    "a safetensors file to start from instead of the seed's weights"),
+              RM_SPEC(model.init_checkpoint)),
       // Data
-      requiredChoice("data.kind", "Data", "Kind", spec.data.kind),
-      only(bounded(required("data.samples", "Data", "Samples", T::kInteger), 1, kMaxSamples), data,
-           {"synthetic"}),
-      only(bounded(required("data.features", "Data", "Features", T::kInteger), 1, kMaxLayerWidth),
+      boundTo(requiredChoice("data.kind", "Data", "Kind", spec.data.kind), RM_SPEC(data.kind)),
+      only(
+          boundTo(bounded(required("data.samples", "Data", "Samples", T::kInteger), 1, kMaxSamples),
+                  RM_SPEC(data.samples)),
+          data, {"synthetic"}),
+      only(boundTo(bounded(required("data.features", "Data", "Features", T::kInteger), 1,
+                           kMaxLayerWidth),
+                   RM_SPEC(data.features)),
            data, {"synthetic"}),
-      only(bounded(required("data.classes", "Data", "Classes", T::kInteger), 2, kMaxLayerWidth),
+      only(boundTo(
+               bounded(required("data.classes", "Data", "Classes", T::kInteger), 2, kMaxLayerWidth),
+               RM_SPEC(data.classes)),
            data, {"synthetic"}),
-      only(bounded(field("data.seed", "Data", "Seed", T::kInteger, spec.data.seed), 0, kSeedMax),
+      only(boundTo(bounded(field("data.seed", "Data", "Seed", T::kInteger, spec.data.seed), 0,
+                           kSeedMax),
+                   RM_SPEC(data.seed)),
            data, {"synthetic"}),
-      only(required("data.images", "Data", "Images (IDX)", T::kPath,
-                    "e.g. data/train-images-idx3-ubyte"),
+      only(boundTo(required("data.images", "Data", "Images (IDX)", T::kPath,
+                            "e.g. data/train-images-idx3-ubyte"),
+                   RM_SPEC(data.images)),
            data, {"idx"}),
-      only(required("data.labels", "Data", "Labels (IDX)", T::kPath,
-                    "e.g. data/train-labels-idx1-ubyte"),
+      only(boundTo(required("data.labels", "Data", "Labels (IDX)", T::kPath,
+                            "e.g. data/train-labels-idx1-ubyte"),
+                   RM_SPEC(data.labels)),
            data, {"idx"}),
-      only(required("data.train", "Data", "Training shards", T::kPath,
-                    "llm.c token shards, a glob: data/fineweb_train_*.bin"),
+      only(boundTo(required("data.train", "Data", "Training shards", T::kPath,
+                            "llm.c token shards, a glob: data/fineweb_train_*.bin"),
+                   RM_SPEC(data.train)),
            data, {"tokens"}),
-      only(field("data.val", "Data", "Validation shards", T::kPath, nullptr,
-                 "llm.c token shards, a glob: data/fineweb_val_*.bin"),
+      only(boundTo(field("data.val", "Data", "Validation shards", T::kPath, nullptr,
+                         "llm.c token shards, a glob: data/fineweb_val_*.bin"),
+                   RM_SPEC(data.val)),
            data, {"tokens"}),
-      only(required("data.path", "Data", "Text file", T::kPath,
-                    "UTF-8 text, one token per byte (model.vocab_size >= 256)"),
+      only(boundTo(required("data.path", "Data", "Text file", T::kPath,
+                            "UTF-8 text, one token per byte (model.vocab_size >= 256)"),
+                   RM_SPEC(data.path)),
            data, {"text"}),
-      only(bounded(field("data.val_fraction", "Data", "Validation fraction", T::kNumber,
-                         spec.data.val_fraction, "the end of the file held out, in (0, 1)"),
-                   0, 1, true, true),
+      only(boundTo(saying(bounded(field("data.val_fraction", "Data", "Validation fraction",
+                                        T::kNumber, spec.data.val_fraction,
+                                        "the end of the file held out, in (0, 1)"),
+                                  0, 1, true, true),
+                          "a number in (0, 1)"),
+                   RM_SPEC(data.val_fraction)),
            data, {"text"}),
-      field("data.shuffle", "Data", "Shuffle", T::kBoolean, spec.data.shuffle, "every epoch"),
-      field("data.drop_last", "Data", "Drop last", T::kBoolean, spec.data.drop_last,
-            "the last incomplete batch"),
+      boundTo(
+          field("data.shuffle", "Data", "Shuffle", T::kBoolean, spec.data.shuffle, "every epoch"),
+          RM_SPEC(data.shuffle)),
+      boundTo(field("data.drop_last", "Data", "Drop last", T::kBoolean, spec.data.drop_last,
+                    "the last incomplete batch"),
+              RM_SPEC(data.drop_last)),
       // Training
-      bounded(required("train.steps", "Training", "Steps", T::kInteger), 1, kMaxSteps),
-      bounded(required("train.batch_size", "Training", "Batch size", T::kInteger,
-                       "samples per rank per step"),
-              1, kMaxBatchSize),
+      boundTo(bounded(required("train.steps", "Training", "Steps", T::kInteger), 1, kMaxSteps),
+              RM_SPEC(train.steps)),
+      boundTo(bounded(required("train.batch_size", "Training", "Batch size", T::kInteger,
+                               "samples per rank per step"),
+                      1, kMaxBatchSize),
+              RM_SPEC(train.batch_size)),
       // Accepted for every strategy, but only as 1 unless pipeline: the form shows it there only.
-      only(bounded(field("train.micro_batches", "Training", "Micro-batches", T::kInteger,
-                         spec.train.micro_batches, "pipeline only: must divide the batch size"),
-                   1, kMaxBatchSize),
-           strategy, {"pipeline"}),
-      bounded(field("train.grad_accum_steps", "Training", "Accumulation", T::kInteger,
-                    spec.train.grad_accum_steps,
-                    "micro-steps per optimizer step (gradients synchronised on the last only)"),
-              1, kMaxBatchSize),
-      bounded(field("train.seed", "Training", "Seed", T::kInteger, spec.train.seed,
-                    "shuffling and dropout"),
-              0, kSeedMax),
-      bounded(field("train.eval_every", "Training", "Evaluate every", T::kInteger,
-                    spec.train.eval_every,
-                    "steps between validation passes (and after the last); 0: never; needs "
-                    "a data kind with a validation set"),
-              0, kMaxSteps),
-      bounded(field("train.eval_batches", "Training", "Eval batches", T::kInteger,
-                    spec.train.eval_batches, "validation batches per rank per evaluation"),
-              1, kMaxSteps),
-      field("train.activation_checkpointing", "Training", "Activation checkpointing", T::kBoolean,
-            spec.train.activation_checkpointing,
-            "keep only each block's input; re-run its forward in the backward (less memory, "
-            "about a third more compute)"),
-      bounded(field("train.peak_tflops", "Training", "Peak TFLOP/s", T::kNumber, nullptr,
-                    "each rank's peak, for MFU; empty: the device's known peak (H100, H200, "
-                    "A100), else no MFU"),
-              0, kMaxPeakTflops, true),
-      choice("train.precision", "Training", "Precision", spec.train.precision,
-             "matrix products in bf16 or fp16 as torch.autocast (fp32 master weights and "
-             "optimizer state); fp16 adds dynamic loss scaling"),
-      only(bounded(field("train.loss_scale.init", "Training", "Initial loss scale", T::kNumber,
-                         spec.train.loss_scale.init, "GradScaler's init_scale (2^16)"),
-                   1, 18446744073709551616.0),
+      [&] {
+        SpecField f = only(boundTo(bounded(field("train.micro_batches", "Training", "Micro-batches",
+                                                 T::kInteger, spec.train.micro_batches,
+                                                 "pipeline only: must divide the batch size"),
+                                           1, kMaxBatchSize),
+                                   RM_SPEC(train.micro_batches)),
+                           strategy, {"pipeline"});
+        f.form_condition_only = true;
+        return f;
+      }(),
+      boundTo(
+          bounded(field("train.grad_accum_steps", "Training", "Accumulation", T::kInteger,
+                        spec.train.grad_accum_steps,
+                        "micro-steps per optimizer step (gradients synchronised on the last only)"),
+                  1, kMaxBatchSize),
+          RM_SPEC(train.grad_accum_steps)),
+      boundTo(bounded(field("train.seed", "Training", "Seed", T::kInteger, spec.train.seed,
+                            "shuffling and dropout"),
+                      0, kSeedMax),
+              RM_SPEC(train.seed)),
+      [&] {
+        SpecField f =
+            boundTo(bounded(field("train.eval_every", "Training", "Evaluate every", T::kInteger,
+                                  spec.train.eval_every,
+                                  "steps between validation passes (and after the last); 0: "
+                                  "never; needs a data kind with a validation set"),
+                            0, kMaxSteps),
+                    RM_SPEC(train.eval_every));
+        f.zero_means = "never";
+        return f;
+      }(),
+      boundTo(bounded(field("train.eval_batches", "Training", "Eval batches", T::kInteger,
+                            spec.train.eval_batches, "validation batches per rank per evaluation"),
+                      1, kMaxSteps),
+              RM_SPEC(train.eval_batches)),
+      boundTo(
+          field("train.activation_checkpointing", "Training", "Activation checkpointing",
+                T::kBoolean, spec.train.activation_checkpointing,
+                "keep only each block's input; re-run its forward in the backward (less memory, "
+                "about a third more compute)"),
+          RM_SPEC(train.activation_checkpointing)),
+      boundTo(
+          bounded(field("train.peak_tflops", "Training", "Peak TFLOP/s", T::kNumber, nullptr,
+                        "each rank's peak, for MFU; empty: the device's known peak (H100, H200, "
+                        "A100), else no MFU"),
+                  0, kMaxPeakTflops, true),
+          RM_SPEC(train.peak_tflops)),
+      boundTo(choice("train.precision", "Training", "Precision", spec.train.precision,
+                     "matrix products in bf16 or fp16 as torch.autocast (fp32 master weights and "
+                     "optimizer state); fp16 adds dynamic loss scaling"),
+              RM_SPEC(train.precision)),
+      // Below 1 the scale would shrink gradients towards fp16's underflow; above 2^64 every
+      // gradient overflows.
+      only(boundTo(saying(bounded(field("train.loss_scale.init", "Training", "Initial loss scale",
+                                        T::kNumber, spec.train.loss_scale.init,
+                                        "GradScaler's init_scale (2^16)"),
+                                  1, 18446744073709551616.0),
+                          "a number in [1, 2^64]"),
+                   RM_SPEC(train.loss_scale.init)),
            "train.precision", {"fp16"}),
-      only(bounded(field("train.loss_scale.growth_interval", "Training", "Scale growth interval",
-                         T::kInteger, spec.train.loss_scale.growth_interval,
-                         "clean steps before the scale doubles"),
-                   1, kMaxSteps),
+      only(boundTo(bounded(field("train.loss_scale.growth_interval", "Training",
+                                 "Scale growth interval", T::kInteger,
+                                 spec.train.loss_scale.growth_interval,
+                                 "clean steps before the scale doubles"),
+                           1, kMaxSteps),
+                   RM_SPEC(train.loss_scale.growth_interval)),
            "train.precision", {"fp16"}),
       // Optimizer
-      requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
-      bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0, std::nullopt,
-              true),
-      only(bounded(field("optimizer.momentum", "Optimizer", "Momentum", T::kNumber,
-                         spec.optimizer.momentum),
-                   0, 1, false, true),
+      boundTo(requiredChoice("optimizer.kind", "Optimizer", "Kind", spec.optimizer.kind),
+              RM_SPEC(optimizer.kind)),
+      boundTo(bounded(required("optimizer.lr", "Optimizer", "Learning rate", T::kNumber), 0,
+                      std::nullopt, true),
+              RM_SPEC(optimizer.lr)),
+      only(boundTo(saying(bounded(field("optimizer.momentum", "Optimizer", "Momentum", T::kNumber,
+                                        spec.optimizer.momentum),
+                                  0, 1, false, true),
+                          "a number in [0, 1)"),
+                   RM_SPEC(optimizer.momentum)),
            optimizer, {"sgd"}),
-      only(bounded(field("optimizer.dampening", "Optimizer", "Dampening", T::kNumber,
-                         spec.optimizer.dampening),
-                   0, 1),
+      only(boundTo(saying(bounded(field("optimizer.dampening", "Optimizer", "Dampening", T::kNumber,
+                                        spec.optimizer.dampening),
+                                  0, 1),
+                          "a number in [0, 1]"),
+                   RM_SPEC(optimizer.dampening)),
            optimizer, {"sgd"}),
-      only(field("optimizer.nesterov", "Optimizer", "Nesterov", T::kBoolean,
-                 spec.optimizer.nesterov),
+      only(boundTo(field("optimizer.nesterov", "Optimizer", "Nesterov", T::kBoolean,
+                         spec.optimizer.nesterov),
+                   RM_SPEC(optimizer.nesterov)),
            optimizer, {"sgd"}),
-      only(bounded(field("optimizer.betas", "Optimizer", "Betas", T::kNumberList,
-                         spec.optimizer.betas, "two numbers: 0.9, 0.999"),
-                   0, 1, false, true),
+      only(saying(bounded(field("optimizer.betas", "Optimizer", "Betas", T::kNumberList,
+                                spec.optimizer.betas, "two numbers: 0.9, 0.999"),
+                          0, 1, false, true),
+                  "a number in [0, 1)"),
            optimizer, {"adam", "adamw"}),
-      only(bounded(field("optimizer.eps", "Optimizer", "Epsilon", T::kNumber, spec.optimizer.eps),
-                   0, std::nullopt, true),
+      only(boundTo(bounded(field("optimizer.eps", "Optimizer", "Epsilon", T::kNumber,
+                                 spec.optimizer.eps),
+                           0, std::nullopt, true),
+                   RM_SPEC(optimizer.eps)),
            optimizer, {"adam", "adamw"}),
-      bounded(field("optimizer.weight_decay", "Optimizer", "Weight decay", T::kNumber,
-                    defaultWeightDecay(OptimizerKind::kSgd)),
-              0, std::nullopt),
-      bounded(field("optimizer.clip_grad_norm", "Optimizer", "Clip grad norm", T::kNumber, nullptr,
-                    "max global L2 norm; empty: no clipping"),
-              0, std::nullopt, true),
-      choice("optimizer.schedule.kind", "Optimizer", "LR schedule", spec.optimizer.schedule.kind,
-             "constant: lr every step; cosine: linear warm-up to lr, cosine decay to min_lr "
-             "(nanoGPT)"),
-      only(bounded(field("optimizer.schedule.warmup_steps", "Optimizer", "Warm-up steps",
-                         T::kInteger, spec.optimizer.schedule.warmup_steps,
-                         "steps of linear warm-up; less than train.steps (or decay_steps)"),
-                   0, kMaxSteps),
+      boundTo(bounded(field("optimizer.weight_decay", "Optimizer", "Weight decay", T::kNumber,
+                            defaultWeightDecay(OptimizerKind::kSgd)),
+                      0, std::nullopt),
+              RM_SPEC(optimizer.weight_decay)),
+      boundTo(bounded(field("optimizer.clip_grad_norm", "Optimizer", "Clip grad norm", T::kNumber,
+                            nullptr, "max global L2 norm; empty: no clipping"),
+                      0, std::nullopt, true),
+              RM_SPEC(optimizer.clip_grad_norm)),
+      boundTo(
+          choice("optimizer.schedule.kind", "Optimizer", "LR schedule",
+                 spec.optimizer.schedule.kind,
+                 "constant: lr every step; cosine: linear warm-up to lr, cosine decay to min_lr "
+                 "(nanoGPT)"),
+          RM_SPEC(optimizer.schedule.kind)),
+      only(boundTo(bounded(field("optimizer.schedule.warmup_steps", "Optimizer", "Warm-up steps",
+                                 T::kInteger, spec.optimizer.schedule.warmup_steps,
+                                 "steps of linear warm-up; less than train.steps (or decay_steps)"),
+                           0, kMaxSteps),
+                   RM_SPEC(optimizer.schedule.warmup_steps)),
            schedule, {"cosine"}),
-      only(bounded(field("optimizer.schedule.min_lr", "Optimizer", "Minimum LR", T::kNumber,
-                         spec.optimizer.schedule.min_lr,
-                         "the learning rate at the end of the decay; at most lr"),
-                   0, std::nullopt),
+      only(boundTo(bounded(field("optimizer.schedule.min_lr", "Optimizer", "Minimum LR", T::kNumber,
+                                 spec.optimizer.schedule.min_lr,
+                                 "the learning rate at the end of the decay; at most lr"),
+                           0, std::nullopt),
+                   RM_SPEC(optimizer.schedule.min_lr)),
            schedule, {"cosine"}),
-      only(bounded(field("optimizer.schedule.decay_steps", "Optimizer", "Decay steps", T::kInteger,
-                         nullptr, "the step where the decay reaches min_lr; empty: train.steps"),
-                   1, kMaxSteps),
+      only(boundTo(bounded(field("optimizer.schedule.decay_steps", "Optimizer", "Decay steps",
+                                 T::kInteger, nullptr,
+                                 "the step where the decay reaches min_lr; empty: train.steps"),
+                           1, kMaxSteps),
+                   RM_SPEC(optimizer.schedule.decay_steps)),
            schedule, {"cosine"}),
       // Where
-      choice("backend", "Where", "Backend", spec.backend, "auto: NCCL on GPUs, Gloo on CPUs"),
-      choice("device", "Where", "Device", spec.device),
+      boundTo(
+          choice("backend", "Where", "Backend", spec.backend, "auto: NCCL on GPUs, Gloo on CPUs"),
+          RM_SPEC(backend)),
+      boundTo(choice("device", "Where", "Device", spec.device), RM_SPEC(device)),
       field("launch.hosts", "Where", "Hosts", T::kHostList,
             json::array({{{"host", host.host}, {"ranks", host.ranks}}}),
             "the machines and how many ranks each runs"),
       field("launch.hosts[].host", "Where", "Host", T::kText, host.host, "name or address"),
-      bounded(
-          required("launch.hosts[].ranks", "Where", "Ranks", T::kInteger, "workers on this host"),
-          1, kMaxRanksPerHost),
+      boundTo(bounded(required("launch.hosts[].ranks", "Where", "Ranks", T::kInteger,
+                               "workers on this host"),
+                      1, kMaxRanksPerHost),
+              RM_HOST(ranks)),
       field("launch.hosts[].user", "Where", "User", T::kText, nullptr,
             "left out: ~/.ssh/config or the local user"),
-      bounded(field("launch.hosts[].port", "Where", "Port", T::kInteger, nullptr,
-                    "SSH port; left out: ~/.ssh/config or 22"),
-              1, 65535),
-      field("launch.hosts[].identity_file", "Where", "Identity file", T::kPath, nullptr,
-            "left out: ~/.ssh/config or the agent"),
-      field("launch.hosts[].password_auth", "Where", "Password", T::kBoolean, host.password_auth,
-            "allow SSH password authentication for this host (asked at launch, never stored)"),
-      field("launch.node_binary", "Where", "ringmaster-node", T::kPath, nullptr,
-            "its path on the hosts; empty: this build's"),
+      boundTo(saying(bounded(field("launch.hosts[].port", "Where", "Port", T::kInteger, nullptr,
+                                   "SSH port; left out: ~/.ssh/config or 22"),
+                             1, 65535),
+                     "a port number in 1..65535"),
+              RM_HOST(port)),
+      boundTo(field("launch.hosts[].identity_file", "Where", "Identity file", T::kPath, nullptr,
+                    "left out: ~/.ssh/config or the agent"),
+              RM_HOST(identity_file)),
+      boundTo(
+          field("launch.hosts[].password_auth", "Where", "Password", T::kBoolean,
+                host.password_auth,
+                "allow SSH password authentication for this host (asked at launch, never stored)"),
+          RM_HOST(password_auth)),
+      boundTo(field("launch.node_binary", "Where", "ringmaster-node", T::kPath, nullptr,
+                    "its path on the hosts; empty: this build's"),
+              RM_SPEC(launch.node_binary)),
       field("launch.env", "Where", "Environment", T::kTextMap, nullptr,
             "NAME=VALUE, added to every worker's environment on every host, values as written; "
             "not torchrun's or RINGMASTER_* variables, and no secrets (the spec is recorded): "
             "those go in the env file"),
-      field("launch.env_file", "Where", "Env file", T::kText, nullptr,
-            "a NAME=VALUE file on each host, read when the workers start and recorded nowhere "
-            "(for tokens and keys); relative: to where `ringmaster run` started, over SSH the "
-            "remote home"),
-      bounded(field("launch.master_port", "Where", "Master port", T::kInteger,
-                    spec.launch.master_port, "0 picks a free port"),
-              0, 65535),
-      bounded(field("launch.timeout_s", "Where", "Timeout (s)", T::kNumber, spec.launch.timeout_s,
-                    "rendezvous and collective timeout"),
-              0, kMaxTimeoutSeconds, true),
-      bounded(field("launch.max_restarts", "Where", "Max restarts", T::kInteger,
-                    spec.launch.max_restarts,
-                    "a failed worker restarts every worker, from the newest checkpoint, up to "
-                    "this many times"),
-              0, kMaxRestarts),
-      bounded(field("telemetry.every_steps", "Where", "Telemetry every", T::kInteger,
-                    spec.telemetry.every_steps, "steps"),
-              1, kMaxSteps),
+      boundTo(
+          field("launch.env_file", "Where", "Env file", T::kText, nullptr,
+                "a NAME=VALUE file on each host, read when the workers start and recorded nowhere "
+                "(for tokens and keys); relative: to where `ringmaster run` started, over SSH the "
+                "remote home"),
+          RM_SPEC(launch.env_file)),
+      boundTo(saying(bounded(field("launch.master_port", "Where", "Master port", T::kInteger,
+                                   spec.launch.master_port, "0 picks a free port"),
+                             0, 65535),
+                     "a port number in 0..65535 (0 picks a free port)"),
+              RM_SPEC(launch.master_port)),
+      boundTo(bounded(field("launch.timeout_s", "Where", "Timeout (s)", T::kNumber,
+                            spec.launch.timeout_s, "rendezvous and collective timeout"),
+                      0, kMaxTimeoutSeconds, true),
+              RM_SPEC(launch.timeout_s)),
+      boundTo(
+          saying(bounded(field("launch.max_restarts", "Where", "Max restarts", T::kInteger,
+                               spec.launch.max_restarts,
+                               "a failed worker restarts every worker, from the newest checkpoint, "
+                               "up to this many times"),
+                         0, kMaxRestarts),
+                 fmt::format("an integer in 0..{}", kMaxRestarts)),
+          RM_SPEC(launch.max_restarts)),
+      boundTo(bounded(field("telemetry.every_steps", "Where", "Telemetry every", T::kInteger,
+                            spec.telemetry.every_steps, "steps"),
+                      1, kMaxSteps),
+              RM_SPEC(telemetry.every_steps)),
       // Checkpoints (an optional block: present when it has a dir)
-      required("checkpoint.dir", "Checkpoints", "Directory", T::kDirectory,
-               "empty: no checkpoints"),
-      bounded(field("checkpoint.every_steps", "Checkpoints", "Every", T::kInteger,
-                    checkpoint.every_steps, "steps; 0: at the end"),
-              0, kMaxSteps),
-      field("checkpoint.resume", "Checkpoints", "Resume", T::kBoolean, checkpoint.resume,
-            "from the latest checkpoint"),
-      field("checkpoint.consolidate", "Checkpoints", "Consolidate", T::kBoolean,
-            checkpoint.consolidate, "FSDP: also write one full checkpoint"),
+      boundTo(required("checkpoint.dir", "Checkpoints", "Directory", T::kDirectory,
+                       "empty: no checkpoints"),
+              RM_SPEC_IN(checkpoint, dir)),
+      boundTo(bounded(field("checkpoint.every_steps", "Checkpoints", "Every", T::kInteger,
+                            checkpoint.every_steps, "steps; 0: at the end"),
+                      0, kMaxSteps),
+              RM_SPEC_IN(checkpoint, every_steps)),
+      boundTo(field("checkpoint.resume", "Checkpoints", "Resume", T::kBoolean, checkpoint.resume,
+                    "from the latest checkpoint"),
+              RM_SPEC_IN(checkpoint, resume)),
+      boundTo(field("checkpoint.consolidate", "Checkpoints", "Consolidate", T::kBoolean,
+                    checkpoint.consolidate, "FSDP: also write one full checkpoint"),
+              RM_SPEC_IN(checkpoint, consolidate)),
   };
   // Each strategy's options, described by its plan (spec/strategies/), after strategy.kind.
   std::vector<SpecField> options;
@@ -427,6 +597,10 @@ std::vector<SpecField> describe() {
   }
   return fields;
 }
+
+#undef RM_SPEC
+#undef RM_SPEC_IN
+#undef RM_HOST
 
 const json* at(const json& document, std::string_view path) {
   const json* node = &document;

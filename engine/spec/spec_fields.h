@@ -4,9 +4,11 @@
 // what the parser does (docs/spec.md is the prose).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -67,6 +69,35 @@ struct ConditionalType {
   bool operator==(const ConditionalType&) const = default;
 };
 
+struct JobSpec;
+struct LaunchHostSpec;
+
+// An enum member of the spec, its spelling read and written through the enum's toString and
+// fromString (job_spec.h).
+struct EnumValueRef {
+  void* value = nullptr;
+  std::string_view (*name)(const void* value) = nullptr;
+  bool (*set)(void* value, std::string_view name) = nullptr;  // false: not one of its names
+};
+
+// A plain value of the spec (a number, a string, a boolean, an enum), by the type that holds it;
+// monostate where there is none (the optional block that would hold it is unset).
+using SpecValueRef =
+    std::variant<std::monostate, std::string*, std::optional<std::string>*, bool*, int*, int64_t*,
+                 uint64_t*, std::optional<int>*, std::optional<int64_t>*, double*,
+                 std::optional<double>*, EnumValueRef>;
+
+// Where a plain value field lives: in the JobSpec, or (a "launch.hosts[]." field) in one host's
+// LaunchHostSpec. The parser reads the field into it and toJson writes it from it, by the field's
+// description alone (job_spec.cpp: readValues, writeValues). `member` is the expression that
+// names it ("train.steps"), which for a JobSpec field is its path.
+struct SpecValueBinding {
+  SpecValueRef (*in_spec)(JobSpec& spec) = nullptr;
+  SpecValueRef (*in_host)(LaunchHostSpec& host) = nullptr;
+  std::string_view member;
+  bool operator==(const SpecValueBinding&) const = default;
+};
+
 struct SpecField {
   std::string path;     // JSON path: "strategy.bucket_cap_mb"; "launch.hosts[].ranks" per entry
   std::string section;  // the form's group: "Strategy"
@@ -90,6 +121,19 @@ struct SpecField {
   bool exclusive_minimum = false;  // lr: > 0
   bool exclusive_maximum = false;  // dropout: < 1
   std::string help;  // one line: "gradients are all-reduced in buckets of at most this size"
+  // Set: a plain value the parser reads and toJson writes through it alone; unset: a list, a map,
+  // a strategy's option (its plan reads it) or a value with rules of its own (name, model.layers,
+  // a host's name and user).
+  std::optional<SpecValueBinding> binding;
+  // How the parser's message says a valid value when the type and bounds cannot ("a port number
+  // in 1..65535", "a number in [0, 1)"); it then states every bound. Empty: said from them ("a
+  // positive integer", "... no larger than 1024" above the maximum).
+  std::string expected;
+  std::string zero_means;      // said after the bounds' words: "never" (train.eval_every)
+  bool empty_allowed = false;  // text: "" is a value (description, program.workdir)
+  // shown_when is the form's alone: the parser reads the field for every kind (train.micro_batches
+  // must be 1 unless pipeline, which the cross checks say).
+  bool form_condition_only = false;
   bool operator==(const SpecField&) const = default;
 };
 

@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/test_paths.h"
 #include "db/database.h"
@@ -40,34 +41,22 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kRanks = 3;
 
-class DetachedRun : public storage::testing::StorageTest {
+class DetachedRun : public testing::CliRunTest {
  protected:
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
   fs::path jobDir(int64_t run) const {
     return dir_ / "runs.db-runs" / fmt::format("run-{}", run) / "job";
   }
 
   std::string writeSpec(const std::string& name, int steps) const {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
+    json spec = testing::localDdpSpec(kRanks);
     spec["name"] = name;
-    spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", kRanks}}});
     spec["model"]["layers"] = json::array({784, 512, 512, 10});
     spec["train"]["steps"] = steps;
     spec["train"]["batch_size"] = 128;
     spec["telemetry"]["every_steps"] = 1;
-    fs::create_directories(dir_);
-    const std::string path = (dir_ / (name + ".json")).string();
-    std::ofstream(path) << spec.dump(2);
-    return path;
-  }
-
-  CapturedProcess ringmaster(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--db", dbPath()});
-    return CapturedProcess(kRingmaster, args);
+    return CliRunTest::writeSpec(name, spec);
   }
 
   // Starts `run --detach` of `spec`, waits for its agent and workers to run, kills the command

@@ -20,10 +20,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/proc_files.h"
+#include "common/ssh_hosts.h"
 #include "common/test_paths.h"
 #include "db/database.h"
-#include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
@@ -36,24 +37,15 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
-using testing::SshdServer;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kRanksPerHost = 2;
 
-class DetachedSshRun : public storage::testing::StorageTest {
+class DetachedSshRun : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
     if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
-    fs::create_directories(dir_);
-    testing::makeKey(dir_ / "id_user");
-    for (int i = 0; i < 2; ++i) {
-      servers_.push_back(
-          std::make_unique<SshdServer>(dir_ / fmt::format("sshd{}", i), dir_ / "id_user.pub"));
-      std::ofstream(dir_ / "known_hosts", std::ios::app) << servers_.back()->knownHostsLine();
-    }
-    std::ofstream(dir_ / "ssh_config") << "# empty: the hosts are given in full\n";
+    servers_ = testing::startSshHosts(dir_, 2);
   }
   void TearDown() override {
     // Only after a failure: what the agents of the runs still run, by their PIDs.
@@ -66,32 +58,20 @@ class DetachedSshRun : public storage::testing::StorageTest {
     StorageTest::TearDown();
   }
 
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::string writeSpec(const std::string& name, int steps) {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
+    json spec = testing::exampleSpec("ddp_mlp");
     spec["name"] = name;
     spec["train"]["steps"] = steps;
     spec["train"]["batch_size"] = 128;
     spec["model"]["layers"] = json::array({784, 512, 512, 10});
     spec["telemetry"]["every_steps"] = 1;
-    spec["launch"]["hosts"] = json::array();
-    for (const auto& server : servers_) {
-      spec["launch"]["hosts"].push_back({{"host", "127.0.0.1"},
-                                         {"port", server->port()},
-                                         {"ranks", kRanksPerHost},
-                                         {"identity_file", (dir_ / "id_user").string()}});
-    }
-    const fs::path path = dir_ / (name + ".json");
-    std::ofstream(path) << spec.dump(2);
-    return path.string();
+    spec["launch"]["hosts"] = testing::loopbackLaunchHosts(servers_, dir_, kRanksPerHost);
+    return CliRunTest::writeSpec(name, spec);
   }
-  CapturedProcess ringmaster(const std::vector<std::string>& command) {
-    std::vector<std::string> args = {"--db", dbPath()};
-    args.insert(args.end(), command.begin(), command.end());
-    args.insert(args.end(), {"--known-hosts", (dir_ / "known_hosts").string(), "--ssh-config",
-                             (dir_ / "ssh_config").string(), "--grace", "2"});
-    return CapturedProcess(kRingmaster, args);
+  // `ringmaster` with the hosts' known_hosts and ssh_config.
+  CapturedProcess ringmaster(std::vector<std::string> args) {
+    for (const std::string& option : testing::sshOptions(dir_)) args.push_back(option);
+    return CliRunTest::ringmaster(args);
   }
   std::vector<std::string> jobDirsOf(int64_t run) {
     std::vector<std::string> dirs;
@@ -133,7 +113,7 @@ class DetachedSshRun : public storage::testing::StorageTest {
     return dirs;
   }
 
-  std::vector<std::unique_ptr<SshdServer>> servers_;
+  testing::SshdServers servers_;
   std::vector<std::string> job_dirs_seen_;
 };
 

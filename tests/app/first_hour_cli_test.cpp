@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/test_paths.h"
 #include "db/database.h"
 #include "optim/lr_schedule.h"
@@ -32,12 +33,10 @@ using storage::testing::queryInt;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 const std::string kNode = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster-node";
 
-std::string example(const std::string& name) {
-  return std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name + ".json";
-}
+using testing::examplePath;
 
 // A word for the shell, in single quotes.
 std::string quoted(const std::string& word) {
@@ -76,7 +75,7 @@ class FirstHourCli : public storage::testing::StorageTest {
   }
   // A short real run of `name` recorded in the test's database.
   void recordRun(const std::string& name, std::vector<std::string> sets) {
-    std::vector<std::string> args = {"run", example(name), "-q"};
+    std::vector<std::string> args = {"run", examplePath(name), "-q"};
     for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
     const Result run = ringmaster(args, 120s);
     ASSERT_TRUE(run.status.ok()) << run.status.describe() << "\n" << run.err;
@@ -203,7 +202,7 @@ TEST_F(FirstHourCli, WithJsonEveryErrorIsAJsonDocumentOnStdout) {
       {{"compare", "1", "99", "--json"}, 2, "99"},
       {{"export", "99", "--trace", (dir_ / "t.json").string(), "--json"}, 2, "99"},
       {{"run", (dir_ / "missing.json").string(), "--json"}, 1, "missing.json"},
-      {{"run", example("ddp_mlp"), "--set", "train.steps=0", "--json"}, 2, "train.steps"},
+      {{"run", examplePath("ddp_mlp"), "--set", "train.steps=0", "--json"}, 2, "train.steps"},
       {{"show", "--json"}, 2, "run"},
   };
   for (const Case& c : cases) {
@@ -220,7 +219,7 @@ TEST_F(FirstHourCli, WithJsonEveryErrorIsAJsonDocumentOnStdout) {
 }
 
 TEST_F(FirstHourCli, ABadSetBlamesTheSetNotTheSpecFile) {
-  const Result run = ringmaster({"run", example("ddp_mlp"), "--set", "train.steps=20", "--set",
+  const Result run = ringmaster({"run", examplePath("ddp_mlp"), "--set", "train.steps=20", "--set",
                                  "train.batch_size=-3", "--set", "optimizer.momentun=0.9"});
   EXPECT_TRUE(exitedWith(run.status, 2)) << run.err;
   EXPECT_NE(run.err.find("ddp_mlp.json itself is valid"), std::string::npos) << run.err;
@@ -250,7 +249,7 @@ TEST_F(FirstHourCli, CheckpointsGoUnderTheRunsOwnDirectoryAndResumeFindsThem) {
   const fs::path work = dir_ / "work";
   fs::create_directories(work);
   const auto run = [&](std::vector<std::string> sets) {
-    std::vector<std::string> args = {"--db", dbPath(), "run", example("fsdp_mlp")};
+    std::vector<std::string> args = {"--db", dbPath(), "run", examplePath("fsdp_mlp")};
     for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
     return inDirectory(work, kRingmaster, args, 240s);
   };
@@ -283,7 +282,7 @@ TEST_F(FirstHourCli, TheIdxExampleTrainsOnGeneratedFilesAndMissingDataIsRefusedB
   const fs::path work = dir_ / "work";
   fs::create_directories(work);
   const std::vector<std::string> run_args = {"--db",  dbPath(),
-                                             "run",   example("idx_mnist"),
+                                             "run",   examplePath("idx_mnist"),
                                              "--set", "train.steps=150",
                                              "--set", "device=cpu",
                                              "--set", "checkpoint.every_steps=0",
@@ -336,7 +335,7 @@ TEST_F(FirstHourCli, TheGptTextExampleTrainsOnTheMadeTextAndMissingTextIsRefused
   const fs::path work = dir_ / "work";
   fs::create_directories(work);
   const std::vector<std::string> run_args = {"--db",  dbPath(),
-                                             "run",   example("gpt_text"),
+                                             "run",   examplePath("gpt_text"),
                                              "--set", "train.steps=12",
                                              "--set", "train.eval_every=6",
                                              "--set", "telemetry.every_steps=1",

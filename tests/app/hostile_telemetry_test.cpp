@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
@@ -32,7 +33,7 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 const std::string kDdpExample =
     std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
 constexpr int kWorld = 4;  // the example's ranks
@@ -55,13 +56,12 @@ std::vector<std::string> rankLines(int rank, int64_t steps, int world = kWorld) 
   return lines;
 }
 
-class HostileTelemetry : public storage::testing::StorageTest {
+class HostileTelemetry : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
     fs::create_directories(dir_);
   }
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
 
   // A stand-in for ringmaster-node: as the agent, it prints `stdout_text` on stdout and
   // `stderr_text` on stderr (from files, whatever their size) and exits 0.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
@@ -26,23 +27,18 @@ using nlohmann::json;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 constexpr int kRanks = 2;
-
-std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Every byte of every file under `dir`.
 std::string everyFileUnder(const fs::path& dir) {
   std::string all;
   for (const auto& entry : fs::recursive_directory_iterator(dir))
-    if (entry.is_regular_file()) all += readBytes(entry.path());
+    if (entry.is_regular_file()) all += testing::fileBytes(entry.path());
   return all;
 }
 
-class LaunchEnvRun : public storage::testing::StorageTest {
+class LaunchEnvRun : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
@@ -60,7 +56,6 @@ printf '{{"v":1,"type":"done","rank":%s,"seq":1,"t":%s,"status":"completed","fin
         (dir_ / "out").string());
   }
 
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::string writeSpec(const json& launch_extra) {
     json spec = {
         {"name", "env-run"},
@@ -72,7 +67,7 @@ printf '{{"v":1,"type":"done","rank":%s,"seq":1,"t":%s,"status":"completed","fin
     return path.string();
   }
   std::string got(const std::string& name, int rank) const {
-    return readBytes(dir_ / "out" / fmt::format("{}.{}", name, rank));
+    return testing::fileBytes(dir_ / "out" / fmt::format("{}.{}", name, rank));
   }
 };
 

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/python_torch.h"
 #include "common/test_paths.h"
 #include "db/database.h"
@@ -33,7 +34,7 @@ using storage::testing::queryText;
 using storage::testing::storedEvents;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 const std::string kScript =
     std::string(ringmaster::testSourceDir()) + "/tests/app/scripts/ddp_program.py";
 constexpr int kRanks = 4;
@@ -44,7 +45,7 @@ bool processExists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-class ProgramRun : public storage::testing::StorageTest {
+class ProgramRun : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
@@ -60,7 +61,6 @@ class ProgramRun : public storage::testing::StorageTest {
     StorageTest::TearDown();
   }
 
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::string writeSpec(std::vector<std::string> args, const std::string& name = "torch-ddp") {
     const json spec = {
         {"name", name},

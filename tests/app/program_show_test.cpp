@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/python_torch.h"
 #include "common/test_paths.h"
 #include "db/database.h"
@@ -32,7 +33,7 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 const std::string kScript =
     std::string(ringmaster::testSourceDir()) + "/resources/examples/torch_ddp.py";
 constexpr int kRanks = 4;
@@ -58,7 +59,7 @@ std::vector<std::string> tableAfter(const std::string& text, const std::string& 
   return rows;
 }
 
-class ProgramShow : public storage::testing::StorageTest {
+class ProgramShow : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
@@ -67,7 +68,6 @@ class ProgramShow : public storage::testing::StorageTest {
       GTEST_SKIP() << why;
     fs::create_directories(dir_);
   }
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
 
   // Runs `spec` through `ringmaster run` into the test's database.
   void record(const json& spec, const std::string& file) {

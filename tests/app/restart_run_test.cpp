@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/test_paths.h"
 #include "db/database.h"
@@ -37,27 +38,19 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 constexpr int kSteps = 60;
 constexpr int kCheckpointEvery = 5;
 constexpr int kKilledRank = 2;
 
-std::string fileBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using testing::fileBytes;
 
-class RestartRun : public storage::testing::StorageTest {
+class RestartRun : public testing::CliRunTest {
  protected:
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
-
   // The DDP example on 3 local ranks, steps slow enough (a wider model, larger batches) that a
   // worker can be killed between the first checkpoint and the last step.
   std::string writeSpec(const std::string& name, int max_restarts) const {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
+    json spec = testing::localDdpSpec(3);
     spec["name"] = name;
-    spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", 3}}});
     spec["launch"]["max_restarts"] = max_restarts;
     spec["model"]["layers"] = json::array({784, 1024, 1024, 10});
     spec["train"]["steps"] = kSteps;
@@ -65,15 +58,12 @@ class RestartRun : public storage::testing::StorageTest {
     spec["telemetry"]["every_steps"] = 1;
     spec["checkpoint"] = {{"dir", (dir_ / (name + "_checkpoints")).string()},
                           {"every_steps", kCheckpointEvery}};
-    fs::create_directories(dir_);
-    const std::string path = (dir_ / (name + ".json")).string();
-    std::ofstream(path) << spec.dump(2);
-    return path;
+    return CliRunTest::writeSpec(name, spec);
   }
   fs::path checkpointDir(const std::string& name) const { return dir_ / (name + "_checkpoints"); }
 
   CapturedProcess start(const std::string& spec_path) const {
-    return CapturedProcess(kRingmaster, {"--db", dbPath(), "run", spec_path, "-q", "--json"});
+    return ringmaster({"run", spec_path, "-q", "--json"});
   }
 
   // Waits (bounded) for the first checkpoint of `name` and for run `run_id`'s rank kKilledRank of
@@ -154,7 +144,7 @@ TEST_F(RestartRun, AKilledWorkerRestartsEveryWorkerFromTheCheckpointAsAttemptOne
 
   // `show` marks the attempts: when each began, where attempt 1 resumed, what it rolled back.
   {
-    CapturedProcess show(kRingmaster, {"--db", dbPath(), "show", "2", "--json"});
+    CapturedProcess show = ringmaster({"show", "2", "--json"});
     ASSERT_TRUE(show.wait(60s).ok()) << show.err();
     const json attempts = json::parse(show.out())["attempts"];
     ASSERT_EQ(attempts.size(), 2u) << attempts.dump();
@@ -163,7 +153,7 @@ TEST_F(RestartRun, AKilledWorkerRestartsEveryWorkerFromTheCheckpointAsAttemptOne
     if (stopped >= resumed) {
       EXPECT_EQ(attempts[1]["rolled_back"], json::array({resumed, stopped}));
     }
-    CapturedProcess text(kRingmaster, {"--db", dbPath(), "show", "2"});
+    CapturedProcess text = ringmaster({"show", "2"});
     ASSERT_TRUE(text.wait(60s).ok()) << text.err();
     EXPECT_NE(text.out().find(fmt::format("attempt 1: began")), std::string::npos) << text.out();
     EXPECT_NE(text.out().find(fmt::format("resumed from the checkpoint of step {}", resumed - 1)),

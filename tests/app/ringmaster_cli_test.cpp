@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/test_paths.h"
 #include "db/database.h"
@@ -45,11 +46,9 @@ using storage::testing::storedEvents;
 using testing::CapturedProcess;
 using testing::exitedWith;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 
-std::string example(const std::string& name) {
-  return std::string(ringmaster::testSourceDir()) + "/resources/examples/" + name + ".json";
-}
+using testing::examplePath;
 
 // Checks that no two complete ("X") events of one track (pid, tid) overlap without nesting:
 // Perfetto keeps only properly nested slices on a track and drops the others.
@@ -81,10 +80,8 @@ void expectSlicesNestPerTrack(const json& events) {
   }
 }
 
-class RingmasterCli : public storage::testing::StorageTest {
+class RingmasterCli : public testing::CliRunTest {
  protected:
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
-
   std::vector<std::string> args(std::vector<std::string> rest) const {
     rest.insert(rest.begin(), {"--db", dbPath()});
     return rest;
@@ -156,7 +153,7 @@ class EveryStrategy : public RingmasterCli, public ::testing::WithParamInterface
 TEST_P(EveryStrategy, RunsFourLocalRanksAndStoresEveryEventSent) {
   const std::string telemetry = (dir_ / "telemetry.jsonl").string();
   std::vector<std::string> command = {"run",
-                                      example(GetParam()),
+                                      examplePath(GetParam()),
                                       "--set",
                                       "train.steps=20",
                                       "--set",
@@ -247,8 +244,9 @@ INSTANTIATE_TEST_SUITE_P(Examples, EveryStrategy,
                          ::testing::Values("ddp_mlp", "fsdp_mlp", "pipeline_mlp"));
 
 TEST_F(RingmasterCli, ASingleRankRunsTraceNestsAndItsFinalLossIsItsLastLoss) {
-  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=30",
-                                         "--set", "telemetry.every_steps=1", "-q", "--json"}));
+  CapturedProcess run(kRingmaster,
+                      args({"run", examplePath("single_mlp"), "--set", "train.steps=30", "--set",
+                            "telemetry.every_steps=1", "-q", "--json"}));
   ASSERT_TRUE(run.wait(120s).ok()) << run.err();
   const json summary = json::parse(run.out());
   storage::Database db(dbPath());
@@ -263,7 +261,8 @@ TEST_F(RingmasterCli, ASingleRankRunsTraceNestsAndItsFinalLossIsItsLastLoss) {
 
 TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
   for (const char* steps : {"train.steps=12", "train.steps=16"}) {
-    CapturedProcess run(kRingmaster, args({"run", example("pipeline_mlp"), "--set", steps, "-q"}));
+    CapturedProcess run(kRingmaster,
+                        args({"run", examplePath("pipeline_mlp"), "--set", steps, "-q"}));
     ASSERT_TRUE(run.wait(120s).ok()) << run.err();
     EXPECT_NE(run.out().find("completed"), std::string::npos);
   }
@@ -331,15 +330,16 @@ TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
 
 TEST_F(RingmasterCli, ABadSpecIsRefusedNamingTheFieldAndNothingIsRecorded) {
   CapturedProcess run(kRingmaster,
-                      args({"run", example("ddp_mlp"), "--set", "train.batch_size=-3"}));
+                      args({"run", examplePath("ddp_mlp"), "--set", "train.batch_size=-3"}));
   EXPECT_TRUE(exitedWith(run.wait(30s), 2)) << run.err();
   EXPECT_NE(run.err().find("train.batch_size"), std::string::npos) << run.err();
   EXPECT_FALSE(fs::exists(dbPath())) << "a refused spec created the run database";
 }
 
 TEST_F(RingmasterCli, CtrlCCancelsCleanly) {
-  CapturedProcess run(kRingmaster, args({"run", example("ddp_mlp"), "--set", "train.steps=100000",
-                                         "--set", "telemetry.every_steps=1", "--grace", "2"}));
+  CapturedProcess run(kRingmaster,
+                      args({"run", examplePath("ddp_mlp"), "--set", "train.steps=100000", "--set",
+                            "telemetry.every_steps=1", "--grace", "2"}));
   // Wait until steps are being recorded, then interrupt.
   {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -368,9 +368,9 @@ TEST_F(RingmasterCli, SigkillAtRandomPointsLosesNothingCommittedAndLeavesNoWorke
   for (int i = 1; i <= 20; ++i) {
     SCOPED_TRACE(fmt::format("kill {}", i));
     {
-      CapturedProcess run(kRingmaster,
-                          args({"run", example("ddp_mlp"), "--set", "train.steps=100000", "--set",
-                                "telemetry.every_steps=1", "--grace", "1", "-q"}));
+      CapturedProcess run(
+          kRingmaster, args({"run", examplePath("ddp_mlp"), "--set", "train.steps=100000", "--set",
+                             "telemetry.every_steps=1", "--grace", "1", "-q"}));
       run.readFor(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(random)));
       run.signal(SIGKILL);
       EXPECT_EQ(run.wait(30s).signal, SIGKILL);
@@ -396,7 +396,8 @@ TEST_F(RingmasterCli, ALockedDatabaseIsAClearErrorOrABoundedWait) {
     // Another process's write lock for longer than the busy timeout: refused before launching.
     storage::Database holder(dbPath());
     holder.exec("BEGIN IMMEDIATE");
-    CapturedProcess run(kRingmaster, args({"run", example("ddp_mlp"), "--set", "train.steps=5"}));
+    CapturedProcess run(kRingmaster,
+                        args({"run", examplePath("ddp_mlp"), "--set", "train.steps=5"}));
     EXPECT_TRUE(exitedWith(run.wait(60s), 4)) << run.err();
     EXPECT_NE(run.err().find("locked by another process"), std::string::npos) << run.err();
     holder.exec("ROLLBACK");
@@ -407,7 +408,7 @@ TEST_F(RingmasterCli, ALockedDatabaseIsAClearErrorOrABoundedWait) {
   // A lock held mid-run for less than the busy timeout: the recorder waits and loses nothing.
   const std::string telemetry = (dir_ / "telemetry.jsonl").string();
   CapturedProcess run(kRingmaster,
-                      args({"run", example("ddp_mlp"), "--set", "train.steps=40", "--set",
+                      args({"run", examplePath("ddp_mlp"), "--set", "train.steps=40", "--set",
                             "telemetry.every_steps=1", "--save-telemetry", telemetry, "-q"}));
   {
     storage::Database holder(dbPath());
@@ -434,7 +435,7 @@ TEST_F(RingmasterCli, AFullDatabaseStopsTheRunWithAClearErrorAndNoCorruption) {
   const std::string command = fmt::format(
       "ulimit -f 400; trap '' XFSZ; exec '{}' --db '{}' run '{}' --set train.steps=100000 --set "
       "telemetry.every_steps=1 --grace 1 -q",
-      kRingmaster, dbPath(), example("ddp_mlp"));
+      kRingmaster, dbPath(), examplePath("ddp_mlp"));
   CapturedProcess run("/bin/bash", {"-c", command});
   const ExitStatus status = run.wait(120s);
   EXPECT_TRUE(exitedWith(status, 1)) << status.describe() << run.err();
@@ -508,8 +509,8 @@ TEST_F(RingmasterCli, TwoDatabasesInOneDirectoryRunTogetherEachRecordingItsOwnTr
   const std::string single_db = (dir_ / "single.db").string(), ddp_db = (dir_ / "ddp.db").string();
   const std::vector<std::string> long_run = {
       "--set", "train.steps=100000", "--set", "telemetry.every_steps=1", "--grace", "2", "-q"};
-  std::vector<std::string> single_args = {"--db", single_db, "run", example("single_mlp")};
-  std::vector<std::string> ddp_args = {"--db", ddp_db, "run", example("ddp_mlp")};
+  std::vector<std::string> single_args = {"--db", single_db, "run", examplePath("single_mlp")};
+  std::vector<std::string> ddp_args = {"--db", ddp_db, "run", examplePath("ddp_mlp")};
   single_args.insert(single_args.end(), long_run.begin(), long_run.end());
   ddp_args.insert(ddp_args.end(), long_run.begin(), long_run.end());
   CapturedProcess single(kRingmaster, single_args), ddp(kRingmaster, ddp_args);
@@ -546,7 +547,8 @@ TEST_F(RingmasterCli, TwoDatabasesInOneDirectoryRunTogetherEachRecordingItsOwnTr
 // Finding 2: a run directory left by an earlier database of the same name is not reused.
 TEST_F(RingmasterCli, ARunDirectoryLeftByAnEarlierDatabaseIsRefusedNotShared) {
   fs::create_directories(dir_ / "runs.db-runs" / "run-1");
-  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=2"}));
+  CapturedProcess run(kRingmaster,
+                      args({"run", examplePath("single_mlp"), "--set", "train.steps=2"}));
   EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
   EXPECT_NE(run.err().find((dir_ / "runs.db-runs" / "run-1").string() + " already exists"),
             std::string::npos)
@@ -567,7 +569,7 @@ TEST_F(RingmasterCli, AnAgentThatCannotReadItsSpecFailsTheRunNamingTheFileAndWhy
            << "/app/ringmaster-node' \"$@\"\n";
   }
   fs::permissions(node, fs::perms::owner_all);
-  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "-q"}),
+  CapturedProcess run(kRingmaster, args({"run", examplePath("single_mlp"), "-q"}),
                       {{"RINGMASTER_NODE", node.string()}});
   EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
   const json runs = jsonOf({"runs"});
@@ -585,7 +587,7 @@ TEST_F(RingmasterCli, AnAgentThatCannotReadItsSpecFailsTheRunNamingTheFileAndWhy
 TEST_F(RingmasterCli, LaunchMasterPortIsWhereTheRanksRendezvous) {
   const int port = freePort();
   CapturedProcess run(kRingmaster,
-                      args({"run", example("ddp_mlp"), "--set", "train.steps=3", "--set",
+                      args({"run", examplePath("ddp_mlp"), "--set", "train.steps=3", "--set",
                             fmt::format("launch.master_port={}", port), "-v"}));
   ASSERT_TRUE(run.wait(120s).ok()) << run.err();
   EXPECT_NE(run.err().find(fmt::format("rendezvous store on 127.0.0.1:{}\n", port)),
@@ -600,7 +602,7 @@ TEST_F(RingmasterCli, LaunchMasterPortIsWhereTheRanksRendezvous) {
   ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
   ASSERT_EQ(::listen(taken, 1), 0);
   CapturedProcess refused(
-      kRingmaster, args({"run", example("ddp_mlp"), "--set", "train.steps=3", "--set",
+      kRingmaster, args({"run", examplePath("ddp_mlp"), "--set", "train.steps=3", "--set",
                          fmt::format("launch.master_port={}", ntohs(address.sin_port)), "-q"}));
   EXPECT_TRUE(exitedWith(refused.wait(60s), 1)) << refused.err();
   ::close(taken);
@@ -616,8 +618,8 @@ TEST_F(RingmasterCli, LaunchMasterPortIsWhereTheRanksRendezvous) {
 // Finding 8: a telemetry copy, an export or stdout on a full device is an error naming it.
 TEST_F(RingmasterCli, WritesToAFullDeviceFailNamingTheFileAndTheReason) {
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here";
-  CapturedProcess run(kRingmaster, args({"run", example("single_mlp"), "--set", "train.steps=20",
-                                         "--save-telemetry", "/dev/full", "-q"}));
+  CapturedProcess run(kRingmaster, args({"run", examplePath("single_mlp"), "--set",
+                                         "train.steps=20", "--save-telemetry", "/dev/full", "-q"}));
   EXPECT_TRUE(exitedWith(run.wait(60s), 1)) << run.err();
   EXPECT_NE(run.err().find("writing /dev/full failed: No space left on device"), std::string::npos)
       << run.err();
@@ -645,8 +647,8 @@ TEST_F(RingmasterCli, ADatabaseOnAReadOnlyFileSystemIsReadAndARunSaysReadOnly) {
   const std::string unshare = "/usr/bin/unshare";
   if (!fs::exists(unshare) || !CapturedProcess(unshare, {"-rm", "true"}).wait(10s).ok())
     GTEST_SKIP() << "unshare -rm is not available or not allowed here";
-  ASSERT_TRUE(CapturedProcess(kRingmaster,
-                              args({"run", example("single_mlp"), "--set", "train.steps=5", "-q"}))
+  ASSERT_TRUE(CapturedProcess(kRingmaster, args({"run", examplePath("single_mlp"), "--set",
+                                                 "train.steps=5", "-q"}))
                   .wait(60s)
                   .ok());
   const fs::path mounted = dir_ / "ro", out = dir_ / "out";
@@ -662,7 +664,8 @@ TEST_F(RingmasterCli, ADatabaseOnAReadOnlyFileSystemIsReadAndARunSaysReadOnly) {
       "$R --db '{db}' export 1 --csv '{out}/csv' --trace '{out}/trace.json' > /dev/null; "
       "set +e; $R --db '{db}' run '{spec}' --set train.steps=2 -q; echo \"run exit $?\"",
       fmt::arg("ro", mounted.string()), fmt::arg("src", dbPath()), fmt::arg("bin", kRingmaster),
-      fmt::arg("db", db), fmt::arg("out", out.string()), fmt::arg("spec", example("single_mlp")));
+      fmt::arg("db", db), fmt::arg("out", out.string()),
+      fmt::arg("spec", examplePath("single_mlp")));
   CapturedProcess inside(unshare, {"-rm", "/bin/sh", "-c", script});
   ASSERT_TRUE(inside.wait(120s).ok()) << inside.err();
   std::ifstream runs_file(out / "runs.json"), show_file(out / "show.json");
@@ -680,10 +683,11 @@ TEST_F(RingmasterCli, ADatabaseOnAReadOnlyFileSystemIsReadAndARunSaysReadOnly) {
 
 // Finding 14: the database, its run directories and the spec the workers read are owner-only.
 TEST_F(RingmasterCli, TheDatabaseRunDirectoriesAndSpecsAreOwnerOnly) {
-  CapturedProcess run("/bin/sh", {"-c", fmt::format("umask 022; exec '{}' --db '{}' run '{}' --set "
-                                                    "train.steps=2 -q --save-telemetry '{}'",
-                                                    kRingmaster, dbPath(), example("single_mlp"),
-                                                    (dir_ / "telemetry.jsonl").string())});
+  CapturedProcess run("/bin/sh",
+                      {"-c", fmt::format("umask 022; exec '{}' --db '{}' run '{}' --set "
+                                         "train.steps=2 -q --save-telemetry '{}'",
+                                         kRingmaster, dbPath(), examplePath("single_mlp"),
+                                         (dir_ / "telemetry.jsonl").string())});
   ASSERT_TRUE(run.wait(60s).ok()) << run.err();
   EXPECT_EQ(modeOf(dir_), 0700u);
   EXPECT_EQ(modeOf(dbPath()), 0600u);

@@ -16,10 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/python_torch.h"
+#include "common/ssh_hosts.h"
 #include "common/test_paths.h"
 #include "db/database.h"
-#include "remote/sshd_server.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
@@ -33,9 +34,8 @@ using storage::testing::queryInt;
 using storage::testing::queryText;
 using storage::testing::storedEvents;
 using testing::CapturedProcess;
-using testing::SshdServer;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
+const std::string kRingmaster = testing::ringmasterBinary();
 
 // The PIDs of sshd's descendants that are sshd processes (the connection's own processes).
 std::vector<pid_t> sshdSessionProcesses(pid_t listener) {
@@ -74,19 +74,12 @@ std::vector<pid_t> jobProcessesOf(const std::string& db_path) {
   return found;
 }
 
-class SshRun : public storage::testing::StorageTest {
+class SshRun : public testing::CliRunTest {
  protected:
   void SetUp() override {
     StorageTest::SetUp();
     if (auto why = testing::sshdUnavailable(); !why.empty()) GTEST_SKIP() << why;
-    fs::create_directories(dir_);
-    testing::makeKey(dir_ / "id_user");
-    for (int i = 0; i < 2; ++i) {
-      servers_.push_back(
-          std::make_unique<SshdServer>(dir_ / fmt::format("sshd{}", i), dir_ / "id_user.pub"));
-      std::ofstream(dir_ / "known_hosts", std::ios::app) << servers_.back()->knownHostsLine();
-    }
-    std::ofstream(dir_ / "ssh_config") << "# empty: the hosts are given in full\n";
+    servers_ = testing::startSshHosts(dir_, 2);
   }
   void TearDown() override {
     for (pid_t pid : jobProcesses()) ::kill(pid, SIGKILL);  // only after a failure
@@ -94,31 +87,20 @@ class SshRun : public storage::testing::StorageTest {
     StorageTest::TearDown();
   }
 
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
   // A DDP spec over the two hosts, 2 ranks each, telemetry every step.
   std::string writeSpec(int steps, const std::string& name = "ssh-ddp") {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
+    json spec = testing::exampleSpec("ddp_mlp");
     spec["name"] = name;
     spec["train"]["steps"] = steps;
     spec["telemetry"]["every_steps"] = 1;
-    spec["launch"]["hosts"] = json::array();
-    for (const auto& server : servers_) {
-      spec["launch"]["hosts"].push_back({{"host", "127.0.0.1"},
-                                         {"port", server->port()},
-                                         {"ranks", 2},
-                                         {"identity_file", (dir_ / "id_user").string()}});
-    }
+    spec["launch"]["hosts"] = testing::loopbackLaunchHosts(servers_, dir_, 2);
     const fs::path path = dir_ / "spec.json";
     std::ofstream(path) << spec.dump(2);
     return path.string();
   }
   std::vector<std::string> runArgs(const std::string& spec, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--db",          dbPath(),
-                                     "run",           spec,
-                                     "--known-hosts", (dir_ / "known_hosts").string(),
-                                     "--ssh-config",  (dir_ / "ssh_config").string(),
-                                     "--grace",       "2"};
+    std::vector<std::string> args = {"--db", dbPath(), "run", spec};
+    for (const std::string& option : testing::sshOptions(dir_)) args.push_back(option);
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -144,7 +126,7 @@ class SshRun : public storage::testing::StorageTest {
     return false;
   }
 
-  std::vector<std::unique_ptr<SshdServer>> servers_;
+  testing::SshdServers servers_;
 };
 
 TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
@@ -193,20 +175,15 @@ TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
   fs::copy_file(std::string(ringmaster::testSourceDir()) + "/tests/app/scripts/ddp_program.py",
                 project / "train.py");
   std::ofstream(project / "lib" / "notes.txt") << "a file in a sub-folder travels too\n";
-  json spec = {{"name", "ssh-program"},
-               {"program",
-                {{"python", RINGMASTER_PYTHON_TORCH},
-                 {"script", "train.py"},
-                 {"args", {"--steps", "8"}},
-                 {"workdir", project.string()},
-                 {"upload", true}}},
-               {"launch", {{"hosts", json::array()}, {"timeout_s", 60}}}};
-  for (const auto& server : servers_) {
-    spec["launch"]["hosts"].push_back({{"host", "127.0.0.1"},
-                                       {"port", server->port()},
-                                       {"ranks", 2},
-                                       {"identity_file", (dir_ / "id_user").string()}});
-  }
+  json spec = {
+      {"name", "ssh-program"},
+      {"program",
+       {{"python", RINGMASTER_PYTHON_TORCH},
+        {"script", "train.py"},
+        {"args", {"--steps", "8"}},
+        {"workdir", project.string()},
+        {"upload", true}}},
+      {"launch", {{"hosts", testing::loopbackLaunchHosts(servers_, dir_, 2)}, {"timeout_s", 60}}}};
   std::ofstream(dir_ / "program.json") << spec.dump(2);
   const std::string telemetry = (dir_ / "telemetry.jsonl").string();
   CapturedProcess run(kRingmaster,
@@ -413,16 +390,13 @@ class SshRunAcrossNamespaces : public ::testing::Test {
     if (auto why = namespaces_->setUp(); !why.empty()) GTEST_SKIP() << why;
     dir_ = fs::temp_directory_path() / fmt::format("ringmaster-netns-{}", ::getpid());
     fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    testing::makeKey(dir_ / "id_user");
-    for (int i = 0; i < 2; ++i) {
-      servers_.push_back(std::make_unique<SshdServer>(
-          dir_ / fmt::format("sshd{}", i), dir_ / "id_user.pub",
-          testing::SshdPlacement{
-              .netns = namespaces_->host(i), .address = namespaces_->address(i), .port = 22}));
-      std::ofstream(dir_ / "known_hosts", std::ios::app) << servers_.back()->knownHostsLine();
-    }
-    std::ofstream(dir_ / "ssh_config") << "";
+    servers_ = testing::startSshHosts(
+        dir_, 2,
+        [&](int i) {
+          return testing::SshdPlacement{
+              .netns = namespaces_->host(i), .address = namespaces_->address(i), .port = 22};
+        },
+        "");
   }
   void TearDown() override {
     // Processes a silent host's sshd never learnt to stop: by PID, from the recorded job dirs.
@@ -435,8 +409,7 @@ class SshRunAcrossNamespaces : public ::testing::Test {
 
   std::string dbPath() const { return (dir_ / "runs.db").string(); }
   std::unique_ptr<CapturedProcess> launch(int steps) {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
+    json spec = testing::exampleSpec("ddp_mlp");
     spec["train"]["steps"] = steps;
     spec["telemetry"]["every_steps"] = 1;
     spec["launch"]["hosts"] = json::array();
@@ -456,7 +429,7 @@ class SshRunAcrossNamespaces : public ::testing::Test {
 
   std::unique_ptr<NetworkNamespaces> namespaces_;
   fs::path dir_;
-  std::vector<std::unique_ptr<SshdServer>> servers_;
+  testing::SshdServers servers_;
 };
 
 TEST_F(SshRunAcrossNamespaces, TrainsAcrossTwoHostsWithTheirOwnAddresses) {

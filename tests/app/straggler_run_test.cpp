@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/test_paths.h"
 #include "db/database.h"
 #include "query/comm_stats.h"
@@ -30,35 +31,26 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
 // Large against the noise of a loaded two-core machine running four ranks.
 constexpr int kDelayMs = 150;
 
-class StragglerRun : public storage::testing::StorageTest,
-                     public ::testing::WithParamInterface<int> {
+class StragglerRun : public testing::CliRunTest, public ::testing::WithParamInterface<int> {
  protected:
   int worldSize() const { return GetParam(); }
-  std::string dbPath() const { return (dir_ / "runs.db").string(); }
 
   // The DDP example on worldSize() local ranks for `steps` steps; returns the stored run's id.
   int64_t run(int steps, const std::map<std::string, std::string>& env) {
-    std::ifstream in(std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json");
-    json spec = json::parse(in);
-    spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", worldSize()}}});
+    json spec = testing::localDdpSpec(worldSize());
     spec["train"]["steps"] = steps;
     spec["telemetry"]["every_steps"] = 1;
-    std::filesystem::create_directories(dir_);
-    const std::string spec_path = (dir_ / "ddp.json").string();
-    std::ofstream(spec_path) << spec.dump(2);
-    CapturedProcess process(kRingmaster, {"--db", dbPath(), "run", spec_path, "-q", "--json"}, env);
+    CapturedProcess process = ringmaster({"run", writeSpec("ddp", spec), "-q", "--json"}, env);
     const ExitStatus status = process.wait(240s);
     EXPECT_TRUE(status.ok()) << status.describe() << "\n" << process.err();
     return json::parse(process.out())["run"]["id"].get<int64_t>();
   }
 
   json show(int64_t run_id) {
-    CapturedProcess process(kRingmaster,
-                            {"--db", dbPath(), "show", std::to_string(run_id), "--json"});
+    CapturedProcess process = ringmaster({"show", std::to_string(run_id), "--json"});
     const ExitStatus status = process.wait(60s);
     EXPECT_TRUE(status.ok()) << process.err();
     return json::parse(process.out());

@@ -14,13 +14,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/sshd_server.h"
 #include "common/test_paths.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
 #include "ssh/ssh_launcher.h"
 #include "ssh/ssh_session.h"
 #include "ssh/ssh_target.h"
-#include "sshd_server.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {

@@ -236,91 +236,110 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
 // point-to-point wait as measured, takes up a collective left incomplete by an earlier recorder
 // of the attempt; the rank the others wait for is the straggler when its compute is slower too,
 // and no rank is when the computes are even (the waits alone are a loaded host's skew).
+// One rank's all_reduce `seq_op` of a 3-rank group: started at `start_us`, lasting `duration_ms`.
+void submitAllReduce(Recorder& recorder, uint64_t (&seq)[3], int rank, uint64_t seq_op,
+                     int64_t start_us, double duration_ms) {
+  recorder.submit({.rank = rank,
+                   .seq = seq[rank]++,
+                   .time = 1e9,
+                   .body = CommEvent{.seq_op = seq_op,
+                                     .op = "all_reduce",
+                                     .group = "world",
+                                     .bytes = 4096,
+                                     .dtype = "float32",
+                                     .duration_ms = duration_ms,
+                                     .step = 1,
+                                     .start_us = start_us,
+                                     .end_us = start_us + static_cast<int64_t>(duration_ms * 1e3),
+                                     .group_size = 3}});
+}
+
+constexpr int64_t kCollectivesBase = 1'700'000'000'000'000;
+
+// Collectives 1-22 and a receive, stored by the run's first recorder: rank 1 arrives late at
+// 1-20, never reports 21, and reports 22 only to the next recorder.
+void recordFirstCollectives(const std::string& path, int64_t run, uint64_t (&seq)[3]) {
+  Recorder recorder(path, run, 0);
+  // 1..20: rank 1 arrives 30 ms after rank 0 and rank 2 2 ms after; all end together.
+  for (uint64_t op = 1; op <= 20; ++op) {
+    const int64_t base = kCollectivesBase + static_cast<int64_t>(op) * 100'000;
+    for (int rank : {2, 0, 1}) {  // stored in any order
+      const int64_t late_us = rank == 1 ? 30'000 : rank == 2 ? 2'000 : 0;
+      submitAllReduce(recorder, seq, rank, op, base + late_us, (32'000 - late_us) / 1e3);
+    }
+  }
+  // 21: rank 1 never reports it (it died): no split.
+  submitAllReduce(recorder, seq, 0, 21, kCollectivesBase + 2'100'000, 5);
+  submitAllReduce(recorder, seq, 2, 21, kCollectivesBase + 2'100'000, 5);
+  // 22: rank 0's row is stored by this recorder, the others' by the next one.
+  submitAllReduce(recorder, seq, 0, 22, kCollectivesBase + 2'200'000, 2);
+  // A receive's wait, measured by the backend, stays as it is.
+  recorder.submit({.rank = 2,
+                   .seq = seq[2]++,
+                   .time = 1e9,
+                   .body = CommEvent{.seq_op = 1,
+                                     .op = "recv",
+                                     .group = "world",
+                                     .bytes = 64,
+                                     .dtype = "float32",
+                                     .duration_ms = 7,
+                                     .wait_ms = 5}});
+}
+
+// The rest, by a second recorder: 22's other ranks, 23, and a step per rank that computed
+// `compute` ms.
+void recordLaterCollectives(const std::string& path, int64_t run, uint64_t (&seq)[3],
+                            std::array<double, 3> compute) {
+  Recorder recorder(path, run, 0);
+  submitAllReduce(recorder, seq, 1, 22, kCollectivesBase + 2'200'000, 2);
+  submitAllReduce(recorder, seq, 2, 22, kCollectivesBase + 2'200'000, 2);
+  // 23: rank 0 started 5 ms before the others but its op lasted 1 ms (a clock off by more than
+  // that): its wait is its whole duration, never more.
+  submitAllReduce(recorder, seq, 0, 23, kCollectivesBase + 2'300'000, 1);
+  submitAllReduce(recorder, seq, 1, 23, kCollectivesBase + 2'305'000, 1);
+  submitAllReduce(recorder, seq, 2, 23, kCollectivesBase + 2'305'000, 1);
+  for (int rank = 0; rank < 3; ++rank) {
+    recorder.submit({.rank = rank,
+                     .seq = seq[rank]++,
+                     .time = 1e9,
+                     .body = StepEvent{.step = 1,
+                                       .step_ms = 50,
+                                       .compute_ms = compute[static_cast<size_t>(rank)],
+                                       .exposed_comm_ms = 5}});
+  }
+}
+
+// A run of these collectives whose ranks computed `compute` ms per step; its id.
+int64_t recordCollectiveWaits(Database& db, const std::string& path,
+                              std::array<double, 3> compute) {
+  const int64_t run =
+      createRun(db, {.name = "wait", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
+  uint64_t seq[3] = {0, 0, 0};
+  recordFirstCollectives(path, run, seq);
+  recordLaterCollectives(path, run, seq, compute);
+  return run;
+}
+
+// The wait stored for `rank`'s collective `seq_op`; nullopt when none was split off.
+std::optional<double> storedWaitMs(Database& db, int64_t run, int rank, int seq_op,
+                                   const char* op = "all_reduce") {
+  Statement select(db,
+                   "SELECT wait_ms FROM comm_events WHERE run_id = ? AND rank = ? AND "
+                   "seq_op = ? AND op = ?");
+  select.bind(1, run).bind(2, int64_t{rank}).bind(3, int64_t{seq_op}).bind(4, op);
+  EXPECT_TRUE(select.run()) << rank << " " << seq_op;
+  return select.isNull(0) ? std::nullopt : std::optional(select.columnDouble(0));
+}
+
 TEST_F(QueryTest, ACollectivesWaitIsSplitFromItsMembersStartsAndNamesTheStraggler) {
   Database db(path());
-  // A run of these collectives whose ranks computed `compute` ms per step.
   const auto record = [&](std::array<double, 3> compute) {
-    const int64_t run =
-        createRun(db, {.name = "wait", .spec_json = "{}", .strategy = "ddp", .world_size = 3});
-    uint64_t seq[3] = {0, 0, 0};
-    auto collective = [&](Recorder& recorder, int rank, uint64_t seq_op, int64_t start_us,
-                          double duration_ms) {
-      recorder.submit(
-          {.rank = rank,
-           .seq = seq[rank]++,
-           .time = 1e9,
-           .body = CommEvent{.seq_op = seq_op,
-                             .op = "all_reduce",
-                             .group = "world",
-                             .bytes = 4096,
-                             .dtype = "float32",
-                             .duration_ms = duration_ms,
-                             .step = 1,
-                             .start_us = start_us,
-                             .end_us = start_us + static_cast<int64_t>(duration_ms * 1e3),
-                             .group_size = 3}});
-    };
-    constexpr int64_t kBase = 1'700'000'000'000'000;
-    {
-      Recorder recorder(path(), run, 0);
-      // 1..20: rank 1 arrives 30 ms after rank 0 and rank 2 2 ms after; all end together.
-      for (uint64_t op = 1; op <= 20; ++op) {
-        const int64_t base = kBase + static_cast<int64_t>(op) * 100'000;
-        for (int rank : {2, 0, 1}) {  // stored in any order
-          const int64_t late_us = rank == 1 ? 30'000 : rank == 2 ? 2'000 : 0;
-          collective(recorder, rank, op, base + late_us, (32'000 - late_us) / 1e3);
-        }
-      }
-      // 21: rank 1 never reports it (it died): no split.
-      collective(recorder, 0, 21, kBase + 2'100'000, 5);
-      collective(recorder, 2, 21, kBase + 2'100'000, 5);
-      // 22: rank 0's row is stored by this recorder, the others' by the next one.
-      collective(recorder, 0, 22, kBase + 2'200'000, 2);
-      // A receive's wait, measured by the backend, stays as it is.
-      recorder.submit({.rank = 2,
-                       .seq = seq[2]++,
-                       .time = 1e9,
-                       .body = CommEvent{.seq_op = 1,
-                                         .op = "recv",
-                                         .group = "world",
-                                         .bytes = 64,
-                                         .dtype = "float32",
-                                         .duration_ms = 7,
-                                         .wait_ms = 5}});
-    }
-    {
-      Recorder recorder(path(), run, 0);
-      collective(recorder, 1, 22, kBase + 2'200'000, 2);
-      collective(recorder, 2, 22, kBase + 2'200'000, 2);
-      // 23: rank 0 started 5 ms before the others but its op lasted 1 ms (a clock off by more
-      // than that): its wait is its whole duration, never more.
-      collective(recorder, 0, 23, kBase + 2'300'000, 1);
-      collective(recorder, 1, 23, kBase + 2'305'000, 1);
-      collective(recorder, 2, 23, kBase + 2'305'000, 1);
-      for (int rank = 0; rank < 3; ++rank) {
-        recorder.submit({.rank = rank,
-                         .seq = seq[rank]++,
-                         .time = 1e9,
-                         .body = StepEvent{.step = 1,
-                                           .step_ms = 50,
-                                           .compute_ms = compute[static_cast<size_t>(rank)],
-                                           .exposed_comm_ms = 5}});
-      }
-    }
-    return run;
+    return recordCollectiveWaits(db, path(), compute);
   };
   // Rank 1 computes 4 times as long as the others, and they wait for it.
   const int64_t run = record({10, 40, 10});
   auto wait = [&](int rank, int seq_op, const char* op = "all_reduce") {
-    Statement select(db,
-                     "SELECT wait_ms FROM comm_events WHERE run_id = ? AND rank = ? AND "
-                     "seq_op = ? AND op = ?");
-    select.bind(1, run).bind(2, int64_t{rank}).bind(3, int64_t{seq_op}).bind(4, op);
-    EXPECT_TRUE(select.run()) << rank << " " << seq_op;
-    const std::optional<double> value =
-        select.isNull(0) ? std::nullopt : std::optional(select.columnDouble(0));
-    select.reset();
-    return value;
+    return storedWaitMs(db, run, rank, seq_op, op);
   };
   for (int op = 1; op <= 20; ++op) {
     SCOPED_TRACE(op);

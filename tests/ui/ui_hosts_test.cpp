@@ -13,7 +13,7 @@
 #include "common/test_paths.h"
 #include "main_window.h"
 #include "models/rank_table_model.h"
-#include "remote/sshd_server.h"
+#include "common/sshd_server.h"
 #include "views/hosts_view.h"
 #include "views/run_view.h"
 

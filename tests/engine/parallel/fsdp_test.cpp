@@ -5,6 +5,7 @@
 
 #include <tuple>
 
+#include "common/parallel_cases.h"
 #include "engine/comm/comm_harness.h"
 #include "engine/parallel/equivalence.h"
 #include "parallel/fsdp.h"
@@ -37,7 +38,7 @@ std::vector<Parameters> trainFsdp(int world, const Schedule& setup, FsdpOptions 
       });
 }
 
-using FsdpCase = std::tuple<int, FsdpSharding, FsdpUnits>;
+using testing::FsdpCase;
 class FsdpEquivalence : public ::testing::TestWithParam<FsdpCase> {};
 
 TEST_P(FsdpEquivalence, EqualsDdp) {
@@ -51,18 +52,7 @@ TEST_P(FsdpEquivalence, EqualsDdp) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, FsdpEquivalence,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(FsdpSharding::kFullShard, FsdpSharding::kShardGradOp,
-                                         FsdpSharding::kNoShard),
-                       ::testing::Values(FsdpUnits::kLayer, FsdpUnits::kModel)),
-    [](const auto& info) {
-      std::string name = "world" + std::to_string(std::get<0>(info.param)) + "_" +
-                         std::string(toString(std::get<1>(info.param))) + "_" +
-                         std::string(toString(std::get<2>(info.param)));
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, FsdpEquivalence, testing::everyFsdpCase(), testing::fsdpCaseName);
 
 TEST(Fsdp, EachRankHoldsOnlyItsPaddedShardBetweenSteps) {
   auto failures = runRanks(3, [&](Communicator& comm) {

@@ -10,6 +10,7 @@
 
 #include <tuple>
 
+#include "common/parallel_cases.h"
 #include "engine/parallel/model_equivalence.h"
 #include "nn/gpt.h"
 #include "parallel/strategy.h"
@@ -103,7 +104,7 @@ TEST_P(GptDdp, EqualsOneProcess) {
 INSTANTIATE_TEST_SUITE_P(Worlds, GptDdp, ::testing::Values(2, 3, 4),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
-using FsdpCase = std::tuple<int, FsdpSharding, FsdpUnits>;
+using testing::FsdpCase;
 class GptFsdp : public ::testing::TestWithParam<FsdpCase> {};
 
 TEST_P(GptFsdp, EqualsOneProcess) {
@@ -114,17 +115,7 @@ TEST_P(GptFsdp, EqualsOneProcess) {
                          testing::trainWhole(gptFactory(2), tokenWindows, training));
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, GptFsdp,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(FsdpSharding::kFullShard, FsdpSharding::kShardGradOp,
-                                         FsdpSharding::kNoShard),
-                       ::testing::Values(FsdpUnits::kLayer, FsdpUnits::kModel)),
-    [](const auto& info) {
-      return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-             std::string(toString(std::get<1>(info.param))) + "_" +
-             std::string(toString(std::get<2>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, GptFsdp, testing::everyFsdpCase(), testing::fsdpCaseName);
 
 TEST(GptFsdp, TransformerBlocksAreUnitsAndTheRootHoldsEmbeddingsAndHead) {
   auto failures = runRanks(2, [&](Communicator& comm) {
@@ -148,7 +139,7 @@ TEST(GptFsdp, TransformerBlocksAreUnitsAndTheRootHoldsEmbeddingsAndHead) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
-using PipelineCase = std::tuple<int, PipelineSchedule>;
+using testing::PipelineCase;
 class GptPipeline : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(GptPipeline, EqualsOneProcess) {
@@ -163,16 +154,8 @@ TEST_P(GptPipeline, EqualsOneProcess) {
       testing::trainWhole(gptFactory(6), tokenWindows, training));
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, GptPipeline,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values(PipelineSchedule::kGpipe,
-                                                              PipelineSchedule::k1f1b,
-                                                              PipelineSchedule::kInterleaved1f1b,
-                                                              PipelineSchedule::kZbH1)),
-                         [](const auto& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  std::string(toString(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(Schedules, GptPipeline, testing::everyPipelineCase(),
+                         testing::pipelineCaseName);
 
 TEST(GptPipeline, TheStrategySumsTheTiedGradientOncePerStepAfterAccumulation) {
   // Two accumulated batches of 2 micro-batches on 3 ranks, through the interface the trainer

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "common/parallel_cases.h"
 #include "engine/comm/comm_harness.h"
 #include "engine/parallel/equivalence.h"
 #include "parallel/pipeline.h"
@@ -91,7 +92,7 @@ PipelineRun trainPipeline(int world, PipelineSchedule schedule, int virtual_stag
   return run;
 }
 
-using PipelineCase = std::tuple<int, PipelineSchedule>;
+using testing::PipelineCase;
 class PipelineEquivalence : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(PipelineEquivalence, EqualsGradientAccumulationOverTheSameMicroBatches) {
@@ -115,16 +116,8 @@ TEST_P(PipelineEquivalence, EqualsGradientAccumulationOverTheSameMicroBatches) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values(PipelineSchedule::kGpipe,
-                                                              PipelineSchedule::k1f1b,
-                                                              PipelineSchedule::kInterleaved1f1b,
-                                                              PipelineSchedule::kZbH1)),
-                         [](const auto& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  std::string(toString(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(Schedules, PipelineEquivalence, testing::everyPipelineCase(),
+                         testing::pipelineCaseName);
 
 TEST(Pipeline, ExecutedActionsFollowThePlanAndTheirDependencies) {
   const int world = 3;

@@ -7,6 +7,7 @@
 
 #include <tuple>
 
+#include "common/parallel_cases.h"
 #include "data/synthetic_dataset.h"
 #include "engine/parallel/model_equivalence.h"
 #include "optim/optimizer.h"
@@ -127,7 +128,7 @@ TEST(TiedParameters, TheModelDeclaresTheTieAndListsTheWeightOnce) {
   EXPECT_THROW(ModelParameters{*model}, Error);
 }
 
-using FsdpCase = std::tuple<int, FsdpSharding, FsdpUnits>;
+using testing::FsdpCase;
 class TiedFsdp : public ::testing::TestWithParam<FsdpCase> {};
 
 TEST_P(TiedFsdp, EqualsOneProcess) {
@@ -140,17 +141,7 @@ TEST_P(TiedFsdp, EqualsOneProcess) {
   EXPECT_LE(maxLossDifference(fsdp, reference), kLossTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Modes, TiedFsdp,
-    ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                       ::testing::Values(FsdpSharding::kFullShard, FsdpSharding::kShardGradOp,
-                                         FsdpSharding::kNoShard),
-                       ::testing::Values(FsdpUnits::kLayer, FsdpUnits::kModel)),
-    [](const auto& info) {
-      return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-             std::string(toString(std::get<1>(info.param))) + "_" +
-             std::string(toString(std::get<2>(info.param)));
-    });
+INSTANTIATE_TEST_SUITE_P(Modes, TiedFsdp, testing::everyFsdpCase(), testing::fsdpCaseName);
 
 TEST(TiedFsdp, TheTiedBlocksShareTheRootUnit) {
   auto failures = runRanks(2, [&](Communicator& comm) {
@@ -168,7 +159,7 @@ TEST(TiedFsdp, TheTiedBlocksShareTheRootUnit) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
-using PipelineCase = std::tuple<int, PipelineSchedule>;
+using testing::PipelineCase;
 class TiedPipeline : public ::testing::TestWithParam<PipelineCase> {};
 
 TEST_P(TiedPipeline, EqualsOneProcess) {
@@ -183,16 +174,8 @@ TEST_P(TiedPipeline, EqualsOneProcess) {
   EXPECT_LE(maxLossDifference(pipeline, reference), kLossTolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, TiedPipeline,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values(PipelineSchedule::kGpipe,
-                                                              PipelineSchedule::k1f1b,
-                                                              PipelineSchedule::kInterleaved1f1b,
-                                                              PipelineSchedule::kZbH1)),
-                         [](const auto& info) {
-                           return "world" + std::to_string(std::get<0>(info.param)) + "_" +
-                                  std::string(toString(std::get<1>(info.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(Schedules, TiedPipeline, testing::everyPipelineCase(),
+                         testing::pipelineCaseName);
 
 TEST(TiedPipeline, WithoutTheSumTheCopiesDrift) {
   // The test above can fail: skipping the reduction leaves each copy with its half of the

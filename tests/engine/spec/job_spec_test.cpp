@@ -14,12 +14,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "common/test_paths.h"
 #include "core/error.h"
 #include "spec/job_spec.h"
+#include "spec/spec_fields.h"
 
 namespace ringmaster {
 namespace {
@@ -1333,6 +1335,151 @@ TEST(JobSpecRobustness, NeverThrowsOnAnyReplacedValue) {
   }
   EXPECT_GT(documents, 1000);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Every plain value field, from its description (spec/spec_fields.h): a valid value round-trips,
+// a value of the wrong type and one beyond its bounds are refused naming the field.
+
+// A valid document in which `field` is read: the minimal one with its job kind and the first of
+// the kinds it belongs to.
+json documentReading(const SpecField& field) {
+  if (field.job == JobKind::kProgram)
+    return json{{"name", "p"}, {"program", {{"script", "train.py"}}}};
+  json document = minimal();
+  if (field.path.starts_with("checkpoint.")) document["checkpoint"] = {{"dir", "ckpt"}};
+  if (field.path.starts_with("launch.hosts[].")) document["launch"] = {{"hosts", {{{"ranks", 1}}}}};
+  if (!field.shown_when || field.form_condition_only) return document;
+  const std::string& controller = field.shown_when->controller;
+  const std::string& kind = field.shown_when->kinds.front();
+  if (controller == "model.kind" && kind == "gpt")
+    return patched(json::parse(tokenDataPatch(R"("kind": "tokens", "train": "t/*.bin")")));
+  if (controller == "data.kind" && kind == "idx") {
+    return patched({{"data",
+                     {{"kind", "idx"},
+                      {"images", "i"},
+                      {"labels", "l"},
+                      {"samples", nullptr},
+                      {"features", nullptr},
+                      {"classes", nullptr}}}});
+  }
+  if (controller == "data.kind" && kind == "tokens")
+    return patched(json::parse(tokenDataPatch(R"("kind": "tokens", "train": "t/*.bin")")));
+  if (controller == "data.kind" && kind == "text")
+    return patched(json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")")));
+  // Every other controller is a plain choice of its block ("optimizer.kind": "adam").
+  json patch;
+  patch[json::json_pointer("/" + std::regex_replace(controller, std::regex("\\."), "/"))] = kind;
+  return patched(patch);
+}
+
+// Where `field` is in a document: a host's field in the first host.
+json::json_pointer pointerTo(const SpecField& field) {
+  std::string path = std::regex_replace(field.path, std::regex("\\[\\]"), ".0");
+  return json::json_pointer("/" + std::regex_replace(path, std::regex("\\."), "/"));
+}
+
+// The name a problem gives the field: "launch.hosts[0].port" for "launch.hosts[].port".
+std::string problemPath(const SpecField& field) {
+  return std::regex_replace(field.path, std::regex("\\[\\]"), "[0]");
+}
+
+// A valid value of `field` in `document`: the one there, else its default, else one of its type
+// within its bounds.
+json validValue(const SpecField& field, const json& document) {
+  if (document.contains(pointerTo(field))) return document[pointerTo(field)];
+  if (!field.default_value.is_null()) return field.default_value;
+  switch (field.type) {
+    case FieldType::kInteger:
+      return static_cast<int64_t>(field.minimum.value_or(0)) + (field.exclusive_minimum ? 1 : 0);
+    case FieldType::kNumber:
+      return field.minimum.value_or(0) + (field.exclusive_minimum ? 0.5 : 0.0);
+    case FieldType::kBoolean:
+      return true;
+    case FieldType::kChoice:
+      return field.choices.front();
+    default:
+      return "some/path";
+  }
+}
+
+// A value of another type than the field's.
+json wrongTypedValue(const SpecField& field) {
+  switch (field.type) {
+    case FieldType::kInteger:
+    case FieldType::kNumber:
+    case FieldType::kBoolean:
+      return "1";
+    default:
+      return 1;
+  }
+}
+
+std::vector<const SpecField*> plainValueFields() {
+  std::vector<const SpecField*> fields;
+  for (const SpecField& field : specFields())
+    if (field.binding) fields.push_back(&field);
+  return fields;
+}
+
+class PlainValueField : public testing::TestWithParam<const SpecField*> {};
+
+TEST_P(PlainValueField, AValidValueRoundTrips) {
+  const SpecField& field = *GetParam();
+  json document = documentReading(field);
+  const json value = validValue(field, document);
+  document[pointerTo(field)] = value;
+  const SpecParseResult parsed = parseJobSpec(document);
+  ASSERT_TRUE(parsed.ok()) << parsed.describe() << "\n" << document.dump();
+  const json canonical = toJson(*parsed.spec);
+  // A host's value equal to its default is left out of the canonical form.
+  const json written =
+      canonical.contains(pointerTo(field)) ? canonical[pointerTo(field)] : field.default_value;
+  EXPECT_EQ(written, value) << canonical.dump();
+  EXPECT_EQ(parseJobSpec(canonical).spec, parsed.spec);
+}
+
+TEST_P(PlainValueField, AValueOfAnotherTypeIsRefusedNamingTheField) {
+  const SpecField& field = *GetParam();
+  json document = documentReading(field);
+  document[pointerTo(field)] = wrongTypedValue(field);
+  const std::vector<std::string> problems = problemsOf(document);
+  const std::string prefix = problemPath(field) + ": expected ";
+  EXPECT_TRUE(std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+    return p.starts_with(prefix);
+  })) << testing::PrintToString(problems);
+}
+
+// The plain value fields with a minimum.
+class BoundedValueField : public PlainValueField {};
+
+std::vector<const SpecField*> boundedValueFields() {
+  std::vector<const SpecField*> fields = plainValueFields();
+  std::erase_if(fields, [](const SpecField* field) { return !field->minimum; });
+  return fields;
+}
+
+TEST_P(BoundedValueField, AValueBelowItsMinimumIsRefusedNamingTheField) {
+  const SpecField& field = *GetParam();
+  json document = documentReading(field);
+  const double below = field.exclusive_minimum ? *field.minimum : *field.minimum - 1;
+  document[pointerTo(field)] =
+      field.type == FieldType::kInteger ? json(static_cast<int64_t>(below)) : json(below);
+  const std::vector<std::string> problems = problemsOf(document);
+  const std::string prefix = problemPath(field) + ": expected ";
+  EXPECT_TRUE(std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+    return p.starts_with(prefix);
+  })) << testing::PrintToString(problems);
+}
+
+// "train_loss_scale_init" for train.loss_scale.init.
+std::string fieldCaseName(const testing::TestParamInfo<const SpecField*>& info) {
+  return std::regex_replace(info.param->path, std::regex("[^A-Za-z0-9]+"), "_");
+}
+
+INSTANTIATE_TEST_SUITE_P(EverySpecField, PlainValueField, testing::ValuesIn(plainValueFields()),
+                         fieldCaseName);
+INSTANTIATE_TEST_SUITE_P(EverySpecField, BoundedValueField, testing::ValuesIn(boundedValueFields()),
+                         fieldCaseName);
 
 // ---------------------------------------------------------------------------------------------
 // Round trip, files, helpers

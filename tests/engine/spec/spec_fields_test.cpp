@@ -414,6 +414,49 @@ TEST(SpecFields, ConditionsNameChoiceFieldsAndTheirKinds) {
   EXPECT_TRUE(appliesTo(*findSpecField("train.steps"), document));
 }
 
+// A plain value's binding names the member its path says ("train.steps": spec.train.steps), and
+// that member holds the field's type.
+TEST(SpecFields, BindingsNameTheirPathsMemberOfTheirType) {
+  JobSpec spec;
+  spec.checkpoint.emplace();
+  spec.program.emplace();
+  LaunchHostSpec host;
+  size_t bound = 0;
+  for (const SpecField& field : specFields()) {
+    if (!field.binding) continue;
+    SCOPED_TRACE(field.path);
+    ++bound;
+    const SpecValueBinding& binding = *field.binding;
+    EXPECT_EQ(binding.member, field.path);
+    ASSERT_NE(binding.in_spec == nullptr, binding.in_host == nullptr);
+    EXPECT_EQ(binding.in_host != nullptr, field.path.starts_with("launch.hosts[]."));
+    const SpecValueRef ref = binding.in_spec ? binding.in_spec(spec) : binding.in_host(host);
+    switch (field.type) {
+      case FieldType::kInteger:
+        EXPECT_TRUE(std::holds_alternative<int*>(ref) || std::holds_alternative<int64_t*>(ref) ||
+                    std::holds_alternative<uint64_t*>(ref) ||
+                    std::holds_alternative<std::optional<int>*>(ref) ||
+                    std::holds_alternative<std::optional<int64_t>*>(ref));
+        break;
+      case FieldType::kNumber:
+        EXPECT_TRUE(std::holds_alternative<double*>(ref) ||
+                    std::holds_alternative<std::optional<double>*>(ref));
+        break;
+      case FieldType::kBoolean:
+        EXPECT_TRUE(std::holds_alternative<bool*>(ref));
+        break;
+      case FieldType::kChoice:
+        EXPECT_TRUE(std::holds_alternative<EnumValueRef>(ref) ||
+                    std::holds_alternative<std::string*>(ref));
+        break;
+      default:
+        EXPECT_TRUE(std::holds_alternative<std::string*>(ref) ||
+                    std::holds_alternative<std::optional<std::string>*>(ref));
+    }
+  }
+  EXPECT_GE(bound, 60u);
+}
+
 TEST(SpecFields, TypeNames) {
   EXPECT_EQ(toString(FieldType::kInteger), "integer");
   EXPECT_EQ(toString(FieldType::kIntegerList), "integer list");

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "common/train_ranks.h"
 #include "engine/comm/comm_harness.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
@@ -31,32 +32,17 @@ struct TrainedRun {
   int evals = 0;
 };
 
-// Trains `spec` as rank 0 of `world` (nullptr: no communicator) and reads back its telemetry.
+// Trains `spec` as the one rank of `world` (nullptr: no communicator) and reads back its
+// telemetry.
 TrainedRun train(const JobSpec& spec, Communicator* world) {
-  std::FILE* stream = std::tmpfile();
-  TrainedRun run;
-  {
-    const RankContext context{.rank = 0, .world_size = 1, .host = "test"};
-    TelemetryWriter telemetry(stream, 0);
-    std::FILE* log = std::fopen("/dev/null", "w");
-    Trainer trainer(
-        spec, context, telemetry, [] { return false; }, log, world);
-    run.result = trainer.run();
-    std::fclose(log);
-  }
-  std::rewind(stream);
-  char line[1 << 16];
-  while (std::fgets(line, sizeof line, stream) != nullptr) {
-    DecodeResult decoded = decodeEvent(line);
-    EXPECT_TRUE(decoded.ok()) << line;
-    if (!decoded.ok()) continue;
-    const TelemetryEvent& event = decoded.event();
+  testing::RankTraining trained = testing::trainRank(spec, world);
+  TrainedRun run{.result = trained.result};
+  for (const TelemetryEvent& event : trained.events) {
     if (const auto* step = std::get_if<StepEvent>(&event.body)) run.losses.push_back(step->loss);
     if (const auto* hello = std::get_if<HelloEvent>(&event.body))
       run.devices.push_back(hello->device);
     if (std::get_if<EvalEvent>(&event.body) != nullptr) ++run.evals;
   }
-  std::fclose(stream);
   return run;
 }
 

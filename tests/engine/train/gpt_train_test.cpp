@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/comm/comm_harness.h"
+#include "common/train_ranks.h"
 #include "spec/job_spec.h"
 #include "telemetry/codec.h"
 #include "train/trainer.h"
@@ -51,23 +51,6 @@ class GptTraining : public ::testing::Test {
   std::filesystem::path corpus_;
 };
 
-TrainingResult train(const JobSpec& spec, Communicator* world) {
-  std::FILE* stream = std::fopen("/dev/null", "w");
-  std::FILE* log = std::fopen("/dev/null", "w");
-  const RankContext context{
-      .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
-  TrainingResult result;
-  {
-    TelemetryWriter telemetry(stream, context.rank);
-    Trainer trainer(
-        spec, context, telemetry, [] { return false; }, log, world);
-    result = trainer.run();
-  }
-  std::fclose(log);
-  std::fclose(stream);
-  return result;
-}
-
 // From ln(256) = 5.5 nats per byte, 25 AdamW steps bring a one-block GPT to about 3 on this text.
 void expectLossFell(const TrainingResult& result) {
   EXPECT_EQ(result.final_step, 25);
@@ -77,15 +60,12 @@ void expectLossFell(const TrainingResult& result) {
 }
 
 TEST_F(GptTraining, LossFallsUnderSingle) {
-  expectLossFell(train(spec("single", 1), nullptr));
+  expectLossFell(testing::trainRank(spec("single", 1)).result);
 }
 
 void expectDdpLossFell(const JobSpec& ddp, int world) {
-  std::vector<TrainingResult> results(static_cast<size_t>(world));
-  EXPECT_ALL_RANKS_OK(testing::runRanks(world, [&](Communicator& comm) {
-    results[static_cast<size_t>(comm.rank())] = train(ddp, &comm);
-  }));
-  for (const TrainingResult& result : results) expectLossFell(result);
+  for (const testing::RankTraining& run : testing::trainOnRanks(ddp, world))
+    expectLossFell(run.result);
 }
 
 TEST_F(GptTraining, LossFallsUnderDdpOnTwoRanks) {

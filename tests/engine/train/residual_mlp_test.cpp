@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint/safetensors.h"
-#include "engine/comm/comm_harness.h"
+#include "common/train_ranks.h"
 #include "nn/layers.h"
 #include "nn/model.h"
 #include "spec/job_spec.h"
@@ -124,32 +124,6 @@ TEST(ResidualMlp, TheSpecParserTakesItsKindAndItsRules) {
 // ---------------------------------------------------------------------------------------------
 // Every strategy
 
-TrainingResult train(const JobSpec& spec, Communicator* world = nullptr) {
-  std::FILE* stream = std::tmpfile();
-  std::FILE* log = std::fopen("/dev/null", "w");
-  TrainingResult result;
-  {
-    const RankContext context{
-        .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
-    TelemetryWriter telemetry(stream, context.rank);
-    Trainer trainer(
-        spec, context, telemetry, [] { return false; }, log, world);
-    result = trainer.run();
-  }
-  std::fclose(log);
-  std::fclose(stream);
-  return result;
-}
-
-std::vector<TrainingResult> trainOnRanks(const JobSpec& spec, int world) {
-  std::vector<TrainingResult> results(static_cast<size_t>(world));
-  auto failures = testing::runRanks(world, [&](Communicator& comm) {
-    results[static_cast<size_t>(comm.rank())] = train(spec, &comm);
-  });
-  EXPECT_ALL_RANKS_OK(failures);
-  return results;
-}
-
 class ResidualMlpStrategies
     : public ::testing::TestWithParam<std::tuple<StrategyKind, int /*world*/>> {
  protected:
@@ -188,10 +162,12 @@ TEST_P(ResidualMlpStrategies, TrainsAndAgreesWithOneProcess) {
     single.train.batch_size = spec.train.batch_size * world;
   }
 
-  const std::vector<TrainingResult> runs = strategy == StrategyKind::kSingle
-                                               ? std::vector<TrainingResult>{train(spec)}
-                                               : trainOnRanks(spec, world);
-  const TrainingResult reference = train(single);
+  std::vector<TrainingResult> runs;
+  for (const testing::RankTraining& run : strategy == StrategyKind::kSingle
+                                              ? std::vector{testing::trainRank(spec)}
+                                              : testing::trainOnRanks(spec, world))
+    runs.push_back(run.result);
+  const TrainingResult reference = testing::trainRank(single).result;
   EXPECT_LT(reference.last_loss, reference.first_loss);
   for (const TrainingResult& run : runs) {
     EXPECT_EQ(run.final_step, kSteps);

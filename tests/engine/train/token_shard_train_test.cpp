@@ -12,8 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "common/train_ranks.h"
 #include "data/token_shards.h"
-#include "engine/comm/comm_harness.h"
 #include "spec/job_spec.h"
 #include "train/trainer.h"
 
@@ -61,23 +61,6 @@ class TokenShardTraining : public ::testing::Test {
   fs::path dir_;
 };
 
-TrainingResult train(const JobSpec& spec, Communicator* world) {
-  std::FILE* stream = std::fopen("/dev/null", "w");
-  std::FILE* log = std::fopen("/dev/null", "w");
-  const RankContext context{
-      .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
-  TrainingResult result;
-  {
-    TelemetryWriter telemetry(stream, context.rank);
-    Trainer trainer(
-        spec, context, telemetry, [] { return false; }, log, world);
-    result = trainer.run();
-  }
-  std::fclose(log);
-  std::fclose(stream);
-  return result;
-}
-
 // From ln(64) = 4.16 nats per token, 20 AdamW steps on a repeated phrase get well below 3.
 void expectLossFell(const TrainingResult& result) {
   EXPECT_EQ(result.final_step, 20);
@@ -87,16 +70,12 @@ void expectLossFell(const TrainingResult& result) {
 }
 
 TEST_F(TokenShardTraining, LossFallsUnderSingle) {
-  expectLossFell(train(spec("single", 1), nullptr));
+  expectLossFell(testing::trainRank(spec("single", 1)).result);
 }
 
 TEST_F(TokenShardTraining, LossFallsUnderDdpOnThreeRanks) {
-  const JobSpec ddp = spec("ddp", 3);
-  std::vector<TrainingResult> results(3);
-  EXPECT_ALL_RANKS_OK(testing::runRanks(3, [&](Communicator& comm) {
-    results[static_cast<size_t>(comm.rank())] = train(ddp, &comm);
-  }));
-  for (const TrainingResult& result : results) expectLossFell(result);
+  for (const testing::RankTraining& run : testing::trainOnRanks(spec("ddp", 3), 3))
+    expectLossFell(run.result);
 }
 
 }  // namespace

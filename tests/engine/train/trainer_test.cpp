@@ -16,6 +16,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/training_checkpoint.h"
+#include "common/train_ranks.h"
 #include "core/error.h"
 #include "engine/comm/comm_harness.h"
 #include "nn/mlp.h"
@@ -43,51 +44,14 @@ JobSpec smallSpec(int64_t steps) {
   return spec;
 }
 
-// Runs a trainer writing telemetry into a temporary file; returns the result and the events.
-struct TrainingRun {
-  TrainingResult result;
-  std::vector<TelemetryEvent> events;
-};
+// A trainer's result and events (common/train_ranks.h), `stop` first as these tests give it.
+using TrainingRun = testing::RankTraining;
+using testing::trainOnRanks;
 
-// With `world`, the run is that communicator's rank.
 TrainingRun train(
     const JobSpec& spec, std::function<bool()> stop = [] { return false; },
     Communicator* world = nullptr) {
-  std::FILE* stream = std::tmpfile();
-  TrainingRun run;
-  {
-    const RankContext context{
-        .rank = world ? world->rank() : 0, .world_size = world ? world->size() : 1, .host = "test"};
-    TelemetryWriter telemetry(stream, context.rank);
-    std::FILE* log = std::fopen("/dev/null", "w");
-    Trainer trainer(spec, context, telemetry, std::move(stop), log, world);
-    run.result = trainer.run();
-    std::fclose(log);
-  }
-  std::rewind(stream);
-  char line[1 << 16];
-  while (std::fgets(line, sizeof line, stream) != nullptr) {
-    DecodeResult decoded = decodeEvent(line);
-    EXPECT_TRUE(decoded.ok()) << line;
-    if (decoded.ok()) run.events.push_back(decoded.event());
-  }
-  std::fclose(stream);
-  return run;
-}
-
-// The spec trained on `world` ranks as threads over loopback Gloo (or `backend`); each rank's run.
-std::vector<TrainingRun> trainOnRanks(const JobSpec& spec, int world,
-                                      const std::string& backend = "gloo") {
-  std::vector<TrainingRun> runs(static_cast<size_t>(world));
-  auto failures = testing::runRanks(
-      world,
-      [&](Communicator& comm) {
-        runs[static_cast<size_t>(comm.rank())] = train(
-            spec, [] { return false; }, &comm);
-      },
-      {}, backend);
-  EXPECT_ALL_RANKS_OK(failures);
-  return runs;
+  return testing::trainRank(spec, world, std::move(stop));
 }
 
 // Trains `spec` (which has a checkpoint section) on `world` ranks with checkpoints in `dir` and

@@ -102,16 +102,16 @@ StepClock stepClock(const RunSnapshot& s) {
   return StepClock(std::move(knots));
 }
 
-// Each restart: where its attempt began, and the earlier attempt's steps it ran again.
+// Each restart: where its attempt began, and the earlier attempt's steps it ran again (the run
+// report's rolled_back).
 std::vector<AttemptMark> attemptMarks(const RunSnapshot& s) {
   std::vector<AttemptMark> marks;
-  for (size_t i = 1; i < s.attempts.size(); ++i) {
-    const storage::AttemptRecord& attempt = s.attempts[i];
-    if (!attempt.first_step) continue;
-    AttemptMark mark{.attempt = attempt.attempt, .first_step = *attempt.first_step};
-    const std::optional<int64_t> before = s.attempts[i - 1].last_step;
-    if (before && *before >= *attempt.first_step) mark.rolled_back = {*attempt.first_step, *before};
-    marks.push_back(mark);
+  for (size_t i = 1; i < s.report.attempts.size(); ++i) {
+    const storage::AttemptReport& attempt = s.report.attempts[i];
+    if (!attempt.record.first_step) continue;
+    marks.push_back({.attempt = attempt.record.attempt,
+                     .first_step = *attempt.record.first_step,
+                     .rolled_back = attempt.rolled_back});
   }
   return marks;
 }
