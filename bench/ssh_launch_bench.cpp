@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "process/child_process.h"
-#include "remote/sshd_server.h"
+#include "common/sshd_server.h"
 #include "ssh/ssh_launcher.h"
 #include "telemetry/codec.h"
 
