@@ -184,8 +184,10 @@ void printStragglers(const RunReport& report, bool colour, std::FILE* out) {
 void printCommOps(const std::vector<CommOpStats>& ops, std::FILE* out) {
   if (ops.empty()) return;
   fmt::print(out, "\n");
-  Table table({"OP", "SIZE", "COUNT", "TRANSFER MS", "WAIT MS", "P50 MS", "P99 MS", "ALGBW GB/s",
-               "BUSBW GB/s"});
+  // Summed over every rank's operations, overlapping ones counted each (the rank table's times
+  // count them once).
+  Table table({"OP", "SIZE", "COUNT", "SUM TRANSFER MS", "SUM WAIT MS", "P50 MS", "P99 MS",
+               "ALGBW GB/s", "BUSBW GB/s"});
   table.alignRight({1, 2, 3, 4, 5, 6, 7, 8});
   for (const CommOpStats& op : ops) {
     table.addRow({displaySafeLine(op.op), formatBytes(static_cast<double>(op.bytes)),

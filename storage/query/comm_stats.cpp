@@ -1,6 +1,9 @@
 // Communication statistics: percentiles computed from the stored events per (op, size), per-rank
-// totals from SQL, step figures from the series summaries.
+// totals from SQL (the time a rank's operations cover, overlapping ones once), step figures from
+// the series summaries.
 #include "query/comm_stats.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <limits>
@@ -28,6 +31,30 @@ double quantile(std::vector<double>& values, double q) {
 double median(std::vector<double> values) {
   return quantile(values, 0.5);
 }
+
+// One rank's operations overlap in time (a pipeline stage's posted receives, DDP's bucket
+// all-reduces, FSDP's prefetch), so the time they cover is the length of the union of their
+// intervals, not the sum. SQL sweeps each partition's intervals in order of start: `reach` is the
+// latest end among the earlier ones (a window `max(end) OVER earlier`, null for the first), and
+// each interval adds only what lies past it. One clear of every earlier interval adds its length
+// as stored, so disjoint operations sum exactly as before.
+std::string newlyCoveredMs(const std::string& start, const std::string& length,
+                           const std::string& reach) {
+  return fmt::format(
+      "CASE WHEN {2} IS NULL OR {2} <= {0} THEN {1} ELSE max({0} + {1} - {2}, 0) END", start,
+      length, reach);
+}
+// The window of the rows before this one in a partition's order of start.
+std::string earlierWindow(const std::string& partition, const std::string& start) {
+  return fmt::format(
+      "WINDOW earlier AS (PARTITION BY {} ORDER BY {} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
+      "PRECEDING)",
+      partition, start);
+}
+// An event's interval, in milliseconds of its rank's clock: it ended at `t` (seconds) after
+// `duration_ms` (docs/telemetry.md), and its wait for peers, where measured, was at its start.
+constexpr char kStartMs[] = "t * 1000.0 - duration_ms";
+constexpr char kWaitedMs[] = "min(max(coalesce(wait_ms, 0), 0), duration_ms)";
 
 }  // namespace
 
@@ -92,14 +119,21 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
   std::vector<RankCommStats> ranks(static_cast<size_t>(world_size));
   std::vector<double> collective_ms(static_cast<size_t>(world_size));  // mean, where measured
   for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)].rank = r;
-  // Columns 5..7: the collectives of the steps with a measured wait (count, total wait, total
-  // duration).
-  Statement totals(db,
-                   "SELECT rank, count(*), total(duration_ms), total(wait_ms), count(wait_ms), "
-                   "count(c), total(c * wait_ms), total(c * duration_ms) FROM (SELECT rank, "
-                   "duration_ms, wait_ms, CASE WHEN wait_ms IS NOT NULL AND step IS NOT NULL AND "
-                   "op NOT IN ('send', 'recv') THEN 1 END AS c FROM comm_events WHERE run_id = ?) "
-                   "GROUP BY rank");
+  // Columns 2 and 3: the time the rank's operations and their waits cover (the waits start with
+  // their operations, so one order serves both unions). Columns 5..7: the collectives of the
+  // steps with a measured wait (count, total wait, total duration), for the means per collective.
+  Statement totals(
+      db, fmt::format(
+              "SELECT rank, count(*), total({}), total({}), count(wait_ms), count(c), "
+              "total(c * wait_ms), total(c * duration_ms) FROM (SELECT *, max(start_ms + "
+              "duration_ms) OVER earlier AS comm_reach, max(start_ms + waited_ms) OVER earlier "
+              "AS wait_reach FROM (SELECT rank, {} AS start_ms, duration_ms, wait_ms, {} AS "
+              "waited_ms, CASE WHEN wait_ms IS NOT NULL AND step IS NOT NULL AND op NOT IN "
+              "('send', 'recv') THEN 1 END AS c FROM comm_events WHERE run_id = ?) {}) GROUP BY "
+              "rank",
+              newlyCoveredMs("start_ms", "duration_ms", "comm_reach"),
+              newlyCoveredMs("start_ms", "waited_ms", "wait_reach"), kStartMs, kWaitedMs,
+              earlierWindow("rank", "start_ms")));
   totals.bind(1, run_id);
   while (totals.run()) {
     const int64_t r = totals.columnInt(0);
@@ -210,11 +244,17 @@ CommTimeByOp commTimeByOp(const Database& db, int64_t run_id, int64_t from_step,
       "FROM comm_events WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 "
       "AND (?6 IS NULL OR rank = ?6)" +
           latest + " GROUP BY bucket");
-  Statement totals(db,
-                   "SELECT op, min((step - ?1) / ?2, ?7) AS bucket, "
-                   "sum(max(duration_ms - coalesce(wait_ms, 0), 0)) FROM comm_events "
-                   "WHERE run_id = ?3 AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6)" +
-                       latest + " GROUP BY op, bucket ORDER BY op, bucket");
+  // A rank's transfers of one op in one step, which overlap (DDP's buckets), count the time they
+  // cover: the union of their intervals, each after its wait.
+  Statement totals(
+      db, fmt::format("SELECT op, bucket, total({}) FROM (SELECT *, max(start_ms + length_ms) "
+                      "OVER earlier AS reach FROM (SELECT op, min((step - ?1) / ?2, ?7) AS "
+                      "bucket, rank, step, {} + {} AS start_ms, max(duration_ms - "
+                      "coalesce(wait_ms, 0), 0) AS length_ms FROM comm_events WHERE run_id = ?3 "
+                      "AND step BETWEEN ?4 AND ?5 AND (?6 IS NULL OR rank = ?6){}) {}) GROUP BY "
+                      "op, bucket ORDER BY op, bucket",
+                      newlyCoveredMs("start_ms", "length_ms", "reach"), kStartMs, kWaitedMs, latest,
+                      earlierWindow("op, rank, step", "start_ms")));
   for (Statement* statement : {&pairs, &totals}) {
     statement->bind(1, first).bind(2, result.bucket_width).bind(3, run_id).bind(4, first);
     statement->bind(5, last).bind(6, rank ? std::optional<int64_t>(*rank) : std::nullopt);

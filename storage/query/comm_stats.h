@@ -1,6 +1,9 @@
 // Communication statistics of a run, as nccl-tests reports them: per operation and message size
 // (count, bytes, p50 / p99 duration, algbw and busbw), and per rank (time in collectives, time
-// waiting for peers where measured, compute time) with the straggler ranks named.
+// waiting for peers where measured, compute time) with the straggler ranks named. One rank's
+// operations may overlap in time (posted receives, DDP's bucket all-reduces, FSDP's prefetch): a
+// rank's time counts the time they cover once (the union of their intervals); a per-op total sums
+// over operations, overlapping ones counted each, as a profiler's per-kernel total does.
 #pragma once
 
 #include <cstdint>
@@ -16,11 +19,15 @@ struct CommOpStats {
   std::string op;      // "all_reduce", ...
   uint64_t bytes = 0;  // message size, as nccl-tests counts it
   int64_t count = 0;   // operations over all ranks
-  // Transfer time: each op's duration less the time it waited for a peer where that was measured
-  // (a receive posted before its sender launched spends most of its duration waiting).
+  // Transfer time summed over the operations of every rank, overlapping ones counted each (not a
+  // share of wall time: the rank figures below are): each op's duration less the time it waited
+  // for a peer where that was measured (a receive posted before its sender launched spends most
+  // of its duration waiting).
   double total_ms = 0;
-  double p50_ms = 0, p99_ms = 0;
-  std::optional<double> wait_ms;          // total wait for peers, where measured
+  double p50_ms = 0, p99_ms = 0;  // per operation
+  // Wait for peers summed the same way, where measured: a pipeline stage's receives posted
+  // together all wait at once, so this may exceed the run's wall time.
+  std::optional<double> wait_ms;
   double algbw_gbps = 0, busbw_gbps = 0;  // medians, GB/s
 };
 // By op, then size (sizes above 2^63 - 1, kept in SQLite's signed integer, sort last as they
@@ -30,9 +37,13 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id);
 struct RankCommStats {
   int rank = 0;
   int64_t operations = 0;
-  double comm_ms = 0;                 // total time inside operations
-  std::optional<double> wait_ms;      // of which waiting for peers, where measured
-  std::optional<double> transfer_ms;  // comm_ms - wait_ms
+  // Time inside operations: the union of their intervals ([t - duration_ms, t]), so overlapping
+  // operations count once and it never exceeds the time the rank ran.
+  double comm_ms = 0;
+  // Of which waiting for peers, where measured: the union of the waits (each at the start of its
+  // operation), a moment when several operations wait counted once.
+  std::optional<double> wait_ms;
+  std::optional<double> transfer_ms;  // comm_ms - wait_ms: in operations, none of them waiting
   double mean_step_ms = 0;            // over the steps it reported
   double mean_compute_ms = 0;         // step time not spent in exposed communication
   double mean_exposed_comm_ms = 0;
@@ -73,7 +84,9 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);
 // Time spent transferring in each operation per step (waits for peers left out), over a step
 // range reduced to at most `buckets` buckets of `bucket_width` steps: per bucket, the mean over
 // ranks and steps of the milliseconds a rank spent in that op during a step (one rank's when `rank`
-// is given). Events without a step are left out.
+// is given): the union of the op's transfers in the step, overlapping ones (DDP's buckets) counted
+// once. Different ops of a step may overlap each other, so the ops' figures may add up to more
+// than the step. Events without a step are left out.
 struct OpTimeBucket {
   int64_t start = 0;
   double ms_per_step = 0;

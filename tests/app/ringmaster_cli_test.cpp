@@ -328,6 +328,30 @@ TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
   EXPECT_NE(missing.err().find("no run 99"), std::string::npos) << missing.err();
 }
 
+// Issue 32, point 8: a pipeline stage keeps several receives posted at once, and each waits for
+// its sender. A rank's time waiting and in communication is the union of those intervals, never
+// more than the run's wall time (summed, the interleaved schedule's waits were 3.6 times it).
+TEST_F(RingmasterCli, APipelineRanksWaitAndCommTimeAreWithinTheRunsWallTime) {
+  CapturedProcess run(
+      kRingmaster, args({"run", example("pipeline_mlp"), "--set", "train.steps=40", "--set",
+                         "strategy.schedule=interleaved_1f1b", "--set", "strategy.virtual_stages=2",
+                         "--set", "model.layers=[784,256,256,256,256,256,256,128,10]", "-q"}));
+  ASSERT_TRUE(run.wait(180s).ok()) << run.err();
+  const json shown = jsonOf({"show", "1"});
+  const double wall_ms = shown["run"]["duration_s"].get<double>() * 1000;
+  ASSERT_GT(wall_ms, 0);
+  ASSERT_EQ(shown["ranks"].size(), 4u);
+  for (const json& rank : shown["ranks"]) {
+    SCOPED_TRACE(rank.dump());
+    ASSERT_TRUE(rank["wait_ms"].is_number());
+    EXPECT_GT(rank["wait_ms"].get<double>(), 0);
+    EXPECT_LE(rank["wait_ms"].get<double>(), wall_ms);
+    EXPECT_LE(rank["comm_ms"].get<double>(), wall_ms);
+    EXPECT_LE(rank["wait_ms"].get<double>(), rank["comm_ms"].get<double>());
+    EXPECT_GE(rank["transfer_ms"].get<double>(), 0);
+  }
+}
+
 TEST_F(RingmasterCli, ABadSpecIsRefusedNamingTheFieldAndNothingIsRecorded) {
   CapturedProcess run(kRingmaster,
                       args({"run", examplePath("ddp_mlp"), "--set", "train.batch_size=-3"}));

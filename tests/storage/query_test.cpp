@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <functional>
@@ -165,10 +166,12 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
     Recorder recorder(path(), run, 0);
     for (int rank = 0; rank < 4; ++rank) {
       uint64_t seq = 0;
-      for (int i = 1; i <= 100; ++i) {  // durations 1..100 ms on every rank
+      // Durations 1..100 ms on every rank, one op a second: they do not overlap, so a rank's time
+      // in them is their sum (issue 32: overlapping ones count the union).
+      for (int i = 1; i <= 100; ++i) {
         recorder.submit({.rank = rank,
-                         .seq = seq++,
-                         .time = 1e9,
+                         .seq = seq,
+                         .time = 1e9 + static_cast<double>(seq++),
                          .body = CommEvent{.op = "all_reduce",
                                            .group = "world",
                                            .bytes = 1 << 20,
@@ -179,8 +182,8 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
                                            .wait_ms = rank == 2 ? 0.0 : 0.5 * i}});
       }
       recorder.submit({.rank = rank,
-                       .seq = seq++,
-                       .time = 1e9,
+                       .seq = seq,
+                       .time = 1e9 + static_cast<double>(seq++),
                        .body = CommEvent{.op = "broadcast",
                                          .group = "world",
                                          .bytes = 64,
@@ -239,9 +242,10 @@ TEST_F(QueryTest, CommunicationStatisticsPerOpAndSizeAndAStragglerRank) {
 // One rank's all_reduce `seq_op` of a 3-rank group: started at `start_us`, lasting `duration_ms`.
 void submitAllReduce(Recorder& recorder, uint64_t (&seq)[3], int rank, uint64_t seq_op,
                      int64_t start_us, double duration_ms) {
+  // Stamped with its end, as workers do: a rank's collectives do not overlap.
   recorder.submit({.rank = rank,
                    .seq = seq[rank]++,
-                   .time = 1e9,
+                   .time = static_cast<double>(start_us) / 1e6 + duration_ms / 1e3,
                    .body = CommEvent{.seq_op = seq_op,
                                      .op = "all_reduce",
                                      .group = "world",
@@ -660,6 +664,81 @@ TEST_F(QueryTest, CommunicationTimeByOpPerStepInBuckets) {
   ASSERT_EQ(one.ops[0].buckets.size(), 20u);
   EXPECT_DOUBLE_EQ(one.ops[0].buckets[0].ms_per_step, 4.0);
   EXPECT_TRUE(commTimeByOp(db, run, 500, 600, 10).ops.empty());
+}
+
+// Issue 32, point 8: a rank's operations overlap in time (a pipeline stage posts several receives
+// at once, each waiting for its sender; DDP's bucket all-reduces run together). Its wait and its
+// communication time are the union of their intervals, as is its time per step in one op; the
+// per-op table sums over operations, overlapping ones counted each.
+TEST_F(QueryTest, OverlappingOperationsOfARankCountTheTimeTheyCoverOnce) {
+  Database db(path());
+  const int64_t run =
+      createRun(db, {.name = "overlap", .spec_json = "{}", .strategy = "ddp", .world_size = 2});
+  constexpr double kOrigin = 1.7e9;  // seconds, as workers stamp events
+  uint64_t seq[2] = {0, 0};
+  // An op of `rank` that began `start_ms` after the origin, stamped with its end as workers do.
+  const auto op = [&](Recorder& recorder, int rank, const char* name, double start_ms,
+                      double duration_ms, std::optional<double> wait_ms) {
+    recorder.submit({.rank = rank,
+                     .seq = seq[rank]++,
+                     .time = kOrigin + (start_ms + duration_ms) / 1e3,
+                     .body = CommEvent{.op = name,
+                                       .group = "world",
+                                       .bytes = 4096,
+                                       .dtype = "float32",
+                                       .duration_ms = duration_ms,
+                                       .wait_ms = wait_ms,
+                                       .step = 1}});
+  };
+  {
+    Recorder recorder(path(), run, 0);
+    // Rank 0: three receives posted together: [0, 10] waiting [0, 8], [1, 13] waiting [1, 12],
+    // [2, 6] waiting [2, 5] (inside both); then a send [20, 22] and a receive [30, 35] that
+    // waited [30, 31]. Covered: [0, 13] + [20, 22] + [30, 35] = 20 ms, waiting [0, 12] + [30, 31]
+    // = 13 ms (summed: 33 and 23).
+    op(recorder, 0, "recv", 0, 10, 8);
+    op(recorder, 0, "recv", 1, 12, 11);
+    op(recorder, 0, "recv", 2, 4, 3);
+    op(recorder, 0, "send", 20, 2, std::nullopt);
+    op(recorder, 0, "recv", 30, 5, 1);
+    // Rank 1: two bucket all-reduces that overlap, [0, 10] and [5, 12], no wait measured.
+    op(recorder, 1, "all_reduce", 0, 10, std::nullopt);
+    op(recorder, 1, "all_reduce", 5, 7, std::nullopt);
+  }
+  constexpr double kClockMs = 1e-3;  // the stamps' rounding at 1.7e9 s is about 2.4e-4 ms
+  const std::vector<RankCommStats> ranks = commStatsByRank(db, run);
+  ASSERT_EQ(ranks.size(), 2u);
+  EXPECT_EQ(ranks[0].operations, 5);
+  EXPECT_NEAR(ranks[0].comm_ms, 20, kClockMs);
+  ASSERT_TRUE(ranks[0].wait_ms && ranks[0].transfer_ms);
+  EXPECT_NEAR(*ranks[0].wait_ms, 13, kClockMs);
+  EXPECT_NEAR(*ranks[0].transfer_ms, 7, kClockMs);
+  EXPECT_NEAR(ranks[1].comm_ms, 12, kClockMs);
+  EXPECT_FALSE(ranks[1].wait_ms);
+
+  // Per op, over every operation: the receives' waits summed, 8 + 11 + 3 + 1.
+  const std::vector<CommOpStats> ops = commStatsByOp(db, run);
+  const auto recv =
+      std::find_if(ops.begin(), ops.end(), [](const CommOpStats& s) { return s.op == "recv"; });
+  ASSERT_NE(recv, ops.end());
+  EXPECT_EQ(recv->count, 4);
+  EXPECT_EQ(recv->wait_ms, 23.0);
+  EXPECT_EQ(recv->total_ms, 2.0 + 1 + 1 + 4);
+
+  // Time per step in an op: rank 1's all-reduces cover 12 ms of its step 1 (summed: 17); rank
+  // 0's receive transfers [8, 10], [12, 13], [5, 6] and [31, 35] are disjoint: 8 ms.
+  const CommTimeByOp by_op = commTimeByOp(db, run, 1, 1, 1);
+  ASSERT_EQ(by_op.ops.size(), 3u);
+  EXPECT_EQ(by_op.ops[0].op, "all_reduce");
+  ASSERT_EQ(by_op.ops[0].buckets.size(), 1u);
+  EXPECT_NEAR(by_op.ops[0].buckets[0].ms_per_step, 12.0 / 2, kClockMs);  // over 2 rank-steps
+  const CommTimeByOp rank1 = commTimeByOp(db, run, 1, 1, 1, 1);
+  ASSERT_EQ(rank1.ops.size(), 1u);
+  EXPECT_NEAR(rank1.ops[0].buckets[0].ms_per_step, 12, kClockMs);
+  const CommTimeByOp rank0 = commTimeByOp(db, run, 1, 1, 1, 0);
+  ASSERT_EQ(rank0.ops.size(), 2u);
+  EXPECT_EQ(rank0.ops[0].op, "recv");
+  EXPECT_NEAR(rank0.ops[0].buckets[0].ms_per_step, 8, kClockMs);
 }
 
 }  // namespace

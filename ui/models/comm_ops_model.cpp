@@ -43,7 +43,8 @@ QVariant CommOpsModel::headerData(int section, Qt::Orientation orientation, int 
   if (role == Qt::ToolTipRole && section == kWait)
     return QString(
         "All ranks' time in these ops waiting for the last rank to arrive (measured from the "
-        "ranks' starts; – where not measured)");
+        "ranks' starts; – where not measured), summed over the operations: ones that overlap "
+        "are counted each, so it may exceed the run's time; the rank table counts them once");
   if (role != Qt::DisplayRole) return {};
   static const char* names[] = {"Op",           "Size",       "Count",      "p50 transfer",
                                 "p99 transfer", "algbw GB/s", "busbw GB/s", "wait"};

@@ -243,10 +243,11 @@ export function mount(root, route) {
             { title: 'Op', value: (o) => o.op },
             { title: 'Bytes', class: 'num', value: (o) => bytes(o.bytes) },
             { title: 'Count', class: 'num', value: (o) => num(o.count) },
-            { title: 'Total ms', class: 'num', value: (o) => num(o.total_ms, 1) },
+            // Summed over every rank's operations, overlapping ones counted each.
+            { title: 'Sum transfer ms', class: 'num', value: (o) => num(o.total_ms, 1) },
             { title: 'p50 ms', class: 'num', value: (o) => num(o.p50_ms, 3) },
             { title: 'p99 ms', class: 'num', value: (o) => num(o.p99_ms, 3) },
-            { title: 'Wait ms', class: 'num', value: (o) => num(o.wait_ms, 1) },
+            { title: 'Sum wait ms', class: 'num', value: (o) => num(o.wait_ms, 1) },
             { title: 'algbw GB/s', class: 'num', value: (o) => num(o.algbw_gbps, 2) },
             { title: 'busbw GB/s', class: 'num', value: (o) => num(o.busbw_gbps, 2) },
           ], comm.by_op || []),
