@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -15,10 +16,6 @@
 
 namespace ringmaster::cli {
 
-namespace {
-
-// OpenSSH's SSH_ASKPASS: the program's first line of output, when SSH_ASKPASS_REQUIRE=force or
-// there is no terminal to ask on.
 std::optional<std::string> askPassProgram(const std::string& prompt) {
   const char* program = std::getenv("SSH_ASKPASS");
   if (program == nullptr || *program == '\0') return std::nullopt;
@@ -28,15 +25,24 @@ std::optional<std::string> askPassProgram(const std::string& prompt) {
   ChildProcess askpass(child);
   std::string answer;
   char buffer[256];
-  for (ssize_t n; (n = ::read(askpass.stdoutFd(), buffer, sizeof buffer)) != 0;) {
+  for (ssize_t n; answer.size() <= kMaxAskPassBytes &&
+                  (n = ::read(askpass.stdoutFd(), buffer, sizeof buffer)) != 0;) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) break;
     answer.append(buffer, static_cast<size_t>(n));
+  }
+  if (answer.size() > kMaxAskPassBytes) {
+    askpass.stop(std::chrono::seconds(1));
+    fmt::print(stderr, "SSH_ASKPASS {} wrote more than {} bytes: its answer is not used\n", program,
+               kMaxAskPassBytes);
+    return std::nullopt;
   }
   if (!askpass.wait().ok()) return std::nullopt;
   if (const size_t end = answer.find('\n'); end != std::string::npos) answer.resize(end);
   return answer;
 }
+
+namespace {
 
 // A secret typed on the controlling terminal without echo, else from SSH_ASKPASS; none when
 // neither is there.

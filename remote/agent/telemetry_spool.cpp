@@ -195,7 +195,10 @@ void TelemetrySpool::finish(int exit_code) {
 // ---------------------------------------------------------------------------------------------
 // Reading
 
-SpoolReader::SpoolReader(std::string directory) : directory_(std::move(directory)) {}
+SpoolReader::SpoolReader(std::string directory, std::size_t max_record_bytes)
+    : directory_(std::move(directory)), splitter_(max_record_bytes) {
+  RM_CHECK_ARG(max_record_bytes > 2, "spool reader: a record limit above its 2-byte tag");
+}
 
 SpoolReader::~SpoolReader() {
   if (fd_ >= 0) ::close(fd_);
@@ -204,7 +207,6 @@ SpoolReader::~SpoolReader() {
 bool SpoolReader::openSegment(int64_t index) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = ::open(spoolSegmentPath(directory_, index).c_str(), O_RDONLY | O_CLOEXEC);
-  buffer_.clear();
   if (fd_ < 0) return false;
   if (index_ >= 0 && index > index_ + 1) {
     pending_.push_back({false, fmt::format("warning: the telemetry spool's segments {}..{} were "
@@ -223,6 +225,28 @@ std::optional<int64_t> SpoolReader::oldestSegment() const {
   return std::nullopt;
 }
 
+SpoolLine SpoolReader::lineOf(LineSplitter::Line record) {
+  const std::size_t line_limit = splitter_.maxLineBytes() - 2;
+  const bool tagged = record.text.starts_with("T ") || record.text.starts_with("L ");
+  if (record.oversized) {
+    ++counts_.oversized;
+    if (record.text.starts_with("L ")) {
+      return {false, fmt::format("warning: the telemetry spool holds a log line of {} bytes, over "
+                                 "the limit of {}, dropped",
+                                 record.bytes - 2, line_limit)};
+    }
+    // A telemetry record, or bytes that are no record at all: a bad line either way.
+    if (tagged) {
+      record.text.erase(0, 2);
+      record.bytes -= 2;
+    }
+    return {false, oversizedLineReport(std::nullopt, record, line_limit)};
+  }
+  if (tagged) return {record.text[0] == 'T', record.text.substr(2)};
+  ++counts_.malformed;
+  return {true, std::move(record.text)};
+}
+
 std::optional<SpoolLine> SpoolReader::next() {
   for (;;) {
     if (!pending_.empty()) {
@@ -230,33 +254,30 @@ std::optional<SpoolLine> SpoolReader::next() {
       pending_.erase(pending_.begin());
       return line;
     }
+    if (std::optional<LineSplitter::Line> record = splitter_.next()) return lineOf(*record);
     if (fd_ < 0) {
       const std::optional<int64_t> first = oldestSegment();
       if (!first || !openSegment(*first)) return std::nullopt;
       continue;
     }
-    if (const size_t newline = buffer_.find('\n'); newline != std::string::npos) {
-      SpoolLine line{.telemetry = buffer_[0] == 'T',
-                     .text = buffer_.size() >= 2 ? buffer_.substr(2, newline - 2) : ""};
-      buffer_.erase(0, newline + 1);
-      return line;
-    }
     char chunk[1 << 16];
     const ssize_t n = ::read(fd_, chunk, sizeof chunk);
     if (n > 0) {
-      buffer_.append(chunk, static_cast<size_t>(n));
+      splitter_.feed({chunk, static_cast<size_t>(n)});
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     // At the end of this segment: the next one, once the writer has made it (this one is then
-    // complete; a last read takes what came between).
+    // complete; a last read takes what came between, and an unfinished last line is a line).
     const std::optional<int64_t> later = oldestSegment();
     if (!later) return std::nullopt;
     const ssize_t rest = ::read(fd_, chunk, sizeof chunk);
     if (rest > 0) {
-      buffer_.append(chunk, static_cast<size_t>(rest));
+      splitter_.feed({chunk, static_cast<size_t>(rest)});
       continue;
     }
+    splitter_.finish();
+    if (std::optional<LineSplitter::Line> tail = splitter_.next()) return lineOf(*tail);
     if (!openSegment(*later)) return std::nullopt;
   }
 }

@@ -2,8 +2,8 @@
 // log) also goes to segment files in the job directory, of a bounded size, rotated, a bounded
 // number kept; a dropped segment's telemetry lines are counted per rank (with their seq range) in
 // the spool's `dropped` file and said in a log line, never silently. SpoolReader follows a spool
-// from its oldest segment to the agent's end. No decoding of events here: the agent passes rank
-// and seq with each line.
+// from its oldest segment to the agent's end, in memory bounded by kMaxSpoolRecordBytes whatever
+// the files hold. No decoding of events here: the agent passes rank and seq with each line.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,13 @@
 #include <string_view>
 #include <vector>
 
+#include "telemetry/codec.h"
+
 namespace ringmaster {
+
+// The longest spool record a reader takes: its "T " or "L " tag, a line of at most kMaxLineBytes,
+// and room for the prefix the agent puts before a worker's log line ("[rank 3] ").
+inline constexpr std::size_t kMaxSpoolRecordBytes = kMaxLineBytes + 4096;
 
 struct SpoolOptions {
   std::string directory;                 // created owner-only when missing
@@ -72,10 +78,26 @@ class TelemetrySpool {
   std::map<int, SpoolDrop> dropped_;
 };
 
-// Reads a spool from its oldest kept segment, line by line, as the agent writes it.
+// What a SpoolReader dropped or could not take as a record (issue 32, point 6).
+struct SpoolReadCounts {
+  int64_t oversized = 0;  // records longer than the limit: dropped, each said as a report line
+  int64_t malformed = 0;  // lines without a "T " or "L " tag: passed on as telemetry to be refused
+};
+
+// Reads a spool from its oldest kept segment, line by line, as the agent writes it. Untrusted
+// bytes (a crash's zero-filled region, a segment edited by hand) cost time linear in their size and
+// memory bounded by `max_record_bytes`:
+// - a record longer than the limit is dropped and said once, from the next newline on reading goes
+//   on: an oversized telemetry record as oversizedLineReport words it (a launcher counts it as a
+//   bad line), an oversized log record as a spool warning;
+// - a line without the "T "/"L " tag (a zero-filled region shorter than the limit and the bytes
+//   up to its next newline) is passed on whole as a telemetry line, which the decoder downstream
+//   refuses and counts as malformed;
+// - a segment's unfinished last line (only a crash leaves one) is taken as a line once the next
+//   segment exists, so a region of zeros without any newline is one oversized or malformed line.
 class SpoolReader {
  public:
-  explicit SpoolReader(std::string directory);
+  explicit SpoolReader(std::string directory, std::size_t max_record_bytes = kMaxSpoolRecordBytes);
   ~SpoolReader();
   SpoolReader(const SpoolReader&) = delete;
   SpoolReader& operator=(const SpoolReader&) = delete;
@@ -84,15 +106,18 @@ class SpoolReader {
   std::optional<SpoolLine> next();
   // True once every line is read and the agent wrote its end: its exit code.
   std::optional<int> ended();
+  const SpoolReadCounts& counts() const { return counts_; }
 
  private:
   bool openSegment(int64_t index);
   std::optional<int64_t> oldestSegment() const;
+  SpoolLine lineOf(LineSplitter::Line record);
 
   std::string directory_;
   int fd_ = -1;
   int64_t index_ = -1;
-  std::string buffer_;
+  LineSplitter splitter_;  // the current segment's bytes, cut into records
+  SpoolReadCounts counts_;
   std::vector<SpoolLine> pending_;  // reports of the reader's own
 };
 

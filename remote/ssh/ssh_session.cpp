@@ -132,7 +132,7 @@ bool SshChannel::read(std::string& out, std::string& err, std::chrono::milliseco
   char buffer[1 << 15];
   for (int is_stderr : {0, 1}) {
     std::string& into = is_stderr ? err : out;
-    for (;;) {
+    for (std::size_t taken = 0; taken < kMaxReadBytes;) {
       const int n = ssh_channel_read_nonblocking(channel_, buffer, sizeof buffer, is_stderr);
       if (n == SSH_ERROR) {
         RM_THROW(kComm, fmt::format("{}: the SSH connection was lost ({})", host_,
@@ -140,6 +140,7 @@ bool SshChannel::read(std::string& out, std::string& err, std::chrono::milliseco
       }
       if (n <= 0) break;
       into.append(buffer, static_cast<size_t>(n));
+      taken += static_cast<size_t>(n);
     }
   }
   if (ssh_channel_is_eof(channel_) || !ssh_channel_is_open(channel_)) {
@@ -356,9 +357,18 @@ CommandResult SshSession::run(const std::string& command, std::chrono::milliseco
   if (!input.empty()) channel->write(input);
   channel->closeInput();
   CommandResult result;
+  // Cuts out and err to their bound after each read, counting what was cut.
+  auto keepWithinBound = [&result] {
+    for (std::string* text : {&result.out, &result.err}) {
+      if (text->size() <= kMaxCommandOutputBytes) continue;
+      result.dropped_bytes += text->size() - kMaxCommandOutputBytes;
+      text->resize(kMaxCommandOutputBytes);
+    }
+  };
   const auto deadline = Clock::now() + timeout;
-  while (channel->read(result.out, result.err, std::chrono::milliseconds(50))) {
-    if (Clock::now() > deadline) {
+  for (bool open = true; open; keepWithinBound()) {
+    open = channel->read(result.out, result.err, std::chrono::milliseconds(50));
+    if (open && Clock::now() > deadline) {
       RM_THROW(kTimeout, fmt::format("{}: `{}` did not finish within {} ms",
                                      describeTarget(target_), command, timeout.count()));
     }

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,9 +35,13 @@ struct SshConnectOptions {
   bool use_agent = true;  // SSH_AUTH_SOCK's agent, when set
 };
 
+// The most of a command's stdout, and of its stderr, that SshSession::run keeps (issue 32).
+inline constexpr std::size_t kMaxCommandOutputBytes = std::size_t{1} << 20;
+
 struct CommandResult {
-  int exit_status = -1;  // -1: none came (the channel closed without one)
-  std::string out, err;
+  int exit_status = -1;        // -1: none came (the channel closed without one)
+  std::string out, err;        // each at most kMaxCommandOutputBytes: the first bytes the host sent
+  uint64_t dropped_bytes = 0;  // what came past that bound, on both, read and dropped
 };
 
 // libssh's results are checked like every other foreign call (docs/errors.md): a `code` other than
@@ -51,9 +57,11 @@ class SshChannel {
   SshChannel(const SshChannel&) = delete;
   SshChannel& operator=(const SshChannel&) = delete;
 
-  // Appends what arrived on stdout and stderr, waiting at most `timeout` for the first byte;
-  // false once both have ended. Throws kComm when the connection failed.
+  // Appends what arrived on stdout and stderr (at most kMaxReadBytes of each a call), waiting at
+  // most `timeout` for the first byte; false once both have ended. Throws kComm when the
+  // connection failed.
   bool read(std::string& out, std::string& err, std::chrono::milliseconds timeout);
+  static constexpr std::size_t kMaxReadBytes = std::size_t{1} << 20;
   void write(std::string_view data);
   void closeInput();  // end of file on the command's stdin
   // How the command ended (its exit status, or the signal that killed it) once the host said so.
@@ -83,7 +91,8 @@ class SshSession {
 
   // Starts `command` (already quoted: the remote user's shell reads it).
   std::unique_ptr<SshChannel> start(const std::string& command);
-  // Runs `command` to its end, `input` on its stdin; throws kTimeout after `timeout`.
+  // Runs `command` to its end, `input` on its stdin; throws kTimeout after `timeout`. Memory is
+  // bounded whatever the host sends: output past kMaxCommandOutputBytes is read and dropped.
   CommandResult run(const std::string& command, std::chrono::milliseconds timeout,
                     std::string_view input = {});
   // Writes `content` to `remote_path` by SFTP with permissions `mode`.

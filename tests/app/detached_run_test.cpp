@@ -5,10 +5,13 @@
 // and records it completed, every event stored exactly once (counted per rank and kind against the
 // spool's telemetry lines). `ringmaster cancel` of another detached run stops it, records it
 // cancelled, and leaves neither the agent nor a worker, checked by their PIDs. An attach to a run
-// whose agent was killed ends it failed, saying so, instead of waiting forever.
+// whose agent was killed ends it failed, saying so, instead of waiting forever. Issue 32: a spool
+// holding a crash's zero-filled region and a line far over the limit is attached in bounded time,
+// each counted once as a bad line of the run.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -260,6 +263,49 @@ TEST_F(DetachedRun, AttachToARunWhoseAgentWasKilledEndsItFailedSayingWhy) {
     for (int i = 0; i < 200 && testing::processRuns(pid); ++i) std::this_thread::sleep_for(50ms);
     EXPECT_FALSE(testing::processRuns(pid)) << pid;
   }
+}
+
+// Issue 32, point 6: after a crash (the agent killed, its last segment ending in a region of
+// zeros), and with a telemetry record four times the limit in a later segment, attach reads on
+// past both, counts each as one bad line of the run and records it failed as any killed agent.
+TEST_F(DetachedRun, AttachCountsAZeroFilledRegionAndAnOversizedRecordAsBadLinesOnce) {
+  const int64_t run = startDetached(writeSpec("spool-damaged", 100000), 1);
+  const std::vector<pid_t> agent = testing::pidsInFile(jobDir(run) / "agent.pid");
+  ASSERT_EQ(agent.size(), 1u);
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!everyRankSpooledAStep(run) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  ASSERT_EQ(::kill(agent[0], SIGKILL), 0);
+  for (pid_t pid : testing::pidsInFile(jobDir(run) / "workers.pid"))
+    for (int i = 0; i < 200 && testing::processRuns(pid); ++i) std::this_thread::sleep_for(50ms);
+  const fs::path spool = jobDir(run) / "spool";
+  std::vector<fs::path> segments;
+  for (const auto& entry : fs::directory_iterator(spool))
+    if (entry.path().filename().string().starts_with("segment-")) segments.push_back(entry.path());
+  ASSERT_FALSE(segments.empty());
+  std::sort(segments.begin(), segments.end());
+  std::ofstream(segments.back(), std::ios::binary | std::ios::app)
+      << std::string(3 * kMaxLineBytes, '\0');
+  const int64_t next = std::stoll(segments.back().filename().string().substr(8)) + 1;
+  std::ofstream(spool / fmt::format("segment-{:08}", next), std::ios::binary)
+      << "T " << std::string(4 * kMaxLineBytes, '{') << "\nL read on after the damage\n";
+
+  CapturedProcess attach = ringmaster({"attach", "1"});
+  const ExitStatus status = attach.wait(120s);
+  EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << attach.err();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "failed");
+  EXPECT_EQ(queryInt(db, "SELECT sum(lines_malformed) FROM attempts WHERE run_id = 1"), 2)
+      << attach.err();
+  EXPECT_GT(storedSteps(run), 0);
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM logs WHERE run_id = 1 AND message = "
+                     "'read on after the damage'"),
+            1);
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM logs WHERE run_id = 1 AND message LIKE "
+                     "'%oversized telemetry line: 4194304 bytes%'"),
+            1);
 }
 
 }  // namespace

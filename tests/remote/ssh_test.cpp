@@ -100,6 +100,22 @@ TEST_F(SshTest, AKnownHostRunsCommandsAndTakesFilesBySftp) {
             fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
 }
 
+// Issue 32, point 6: a host's output is kept up to a bound, whatever it sends; the rest is read
+// (the command runs to its end) and counted.
+TEST_F(SshTest, ACommandsOutputIsKeptUpToItsBoundAndTheRestCounted) {
+  trustServer();
+  SshSession session(target(), connectOptions());
+  const size_t sent = 3 * kMaxCommandOutputBytes + 7;
+  CommandResult result =
+      session.run(fmt::format("head -c {} /dev/zero; head -c {} /dev/zero | tr '\\0' e >&2; exit 4",
+                              sent, kMaxCommandOutputBytes + 1),
+                  30s);
+  EXPECT_EQ(result.exit_status, 4);
+  EXPECT_EQ(result.out, std::string(kMaxCommandOutputBytes, '\0'));
+  EXPECT_EQ(result.err, std::string(kMaxCommandOutputBytes, 'e'));
+  EXPECT_EQ(result.dropped_bytes, sent - kMaxCommandOutputBytes + 1);
+}
+
 TEST_F(SshTest, AnUnknownHostIsRefusedBeforeAnyAuthentication) {
   const std::string message = expectRefused(target(), connectOptions());
   EXPECT_NE(message.find("REFUSED, the host is not in"), std::string::npos) << message;

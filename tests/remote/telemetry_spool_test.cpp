@@ -1,9 +1,13 @@
 // The detached run's telemetry spool (issue 21): segments rotated at their size, no more kept than
 // the bound, a deleted segment's telemetry lines counted per rank with their seq range (in the
 // `dropped` file and the report), and a reader that follows the segments in order to the end.
+// Issue 32, point 6: the reader is bounded whatever a segment holds (an oversized record, a
+// zero-filled region): it drops and counts, in time linear in the bytes and memory under its limit.
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/telemetry_spool.h"
+#include "telemetry/codec.h"
 
 namespace ringmaster {
 namespace {
@@ -125,6 +130,116 @@ TEST_F(SpoolTest, AReaderFollowsLiveAndSaysSoWhenItFellBehindTheRotation) {
                             read.text.find("deleted before they were read") != std::string::npos);
   EXPECT_TRUE(reported);
   EXPECT_EQ(lines.back().text, line(0, 11));
+}
+
+// Issue 32, point 6: a spool written by hand, as a crash or an editor might leave it.
+class SpoolBoundTest : public SpoolTest {
+ protected:
+  // Writes `bytes` as segment `index` of the spool.
+  void writeSegment(int64_t index, const std::string& bytes) {
+    fs::create_directories(dir_);
+    std::ofstream(spoolSegmentPath(dir_.string(), index), std::ios::binary) << bytes;
+  }
+  // Three good telemetry records, for after the bad bytes.
+  static std::string goodRecords() {
+    return "T " + line(0, 1) + "\nL a log line\nT " + line(0, 2) + "\n";
+  }
+  // Checks that `lines` are one report of `kind` followed by the good records.
+  static void expectReportThenGood(const std::vector<SpoolLine>& lines, const std::string& kind) {
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_FALSE(lines[0].telemetry);
+    EXPECT_TRUE(lines[0].text.starts_with(kind)) << lines[0].text.substr(0, 200);
+    EXPECT_LT(lines[0].text.size(), 1000u);
+    EXPECT_EQ(lines[1].text, line(0, 1));
+    EXPECT_TRUE(lines[1].telemetry);
+    EXPECT_EQ(lines[2].text, "a log line");
+    EXPECT_FALSE(lines[2].telemetry);
+    EXPECT_EQ(lines[3].text, line(0, 2));
+  }
+};
+
+TEST_F(SpoolBoundTest, ATelemetryRecordOfSeveralTimesTheLimitIsDroppedOnceAndCounted) {
+  const size_t limit = 4096;
+  writeSegment(0, "T " + std::string(5 * limit, 'x') + "\n" + goodRecords());
+  SpoolReader reader(dir_.string(), limit);
+  const std::vector<SpoolLine> lines = readAll(reader);
+  expectReportThenGood(lines, "oversized telemetry line: 20480 bytes, over the limit of 4094");
+  // In the wording the launchers count as a bad line.
+  EXPECT_TRUE(parseOversizedLineReport(lines[0].text).has_value());
+  EXPECT_EQ(reader.counts().oversized, 1);
+  EXPECT_EQ(reader.counts().malformed, 0);
+}
+
+TEST_F(SpoolBoundTest, AnOversizedLogRecordIsAWarningOfTheSpool) {
+  const size_t limit = 4096;
+  writeSegment(0, "L " + std::string(3 * limit, 'y') + "\n" + goodRecords());
+  SpoolReader reader(dir_.string(), limit);
+  expectReportThenGood(readAll(reader),
+                       "warning: the telemetry spool holds a log line of 12288 bytes");
+  EXPECT_EQ(reader.counts().oversized, 1);
+}
+
+TEST_F(SpoolBoundTest, AZeroFilledRegionOverTheLimitIsOneOversizedLine) {
+  const size_t limit = 4096;
+  std::string bytes = "T " + line(0, 0) + "\n";
+  bytes += std::string(10 * limit, '\0');
+  bytes += "T " + line(0, 9) + "\n" + goodRecords();
+  writeSegment(0, bytes);
+  SpoolReader reader(dir_.string(), limit);
+  std::vector<SpoolLine> lines = readAll(reader);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.front().text, line(0, 0));
+  lines.erase(lines.begin());
+  // The zeros and the record they ran into are one line, reported with its NULs escaped.
+  expectReportThenGood(
+      lines, fmt::format("oversized telemetry line: {} bytes", 10 * limit + 2 + line(0, 9).size()));
+  EXPECT_NE(lines[0].text.find("'\\x00\\x00"), std::string::npos) << lines[0].text;
+  EXPECT_EQ(reader.counts().oversized, 1);
+}
+
+TEST_F(SpoolBoundTest, AShortZeroFilledRegionIsPassedOnAsAMalformedTelemetryLine) {
+  writeSegment(0, std::string(100, '\0') + "T " + line(0, 0) + "\n" + goodRecords());
+  SpoolReader reader(dir_.string());
+  const std::vector<SpoolLine> lines = readAll(reader);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_TRUE(lines[0].telemetry);  // for the decoder to refuse and count
+  EXPECT_EQ(lines[0].text.size(), 100 + 2 + line(0, 0).size());
+  EXPECT_FALSE(decodeEvent(lines[0].text).ok());
+  EXPECT_EQ(lines[1].text, line(0, 1));
+  EXPECT_EQ(reader.counts().malformed, 1);
+  EXPECT_EQ(reader.counts().oversized, 0);
+}
+
+TEST_F(SpoolBoundTest, ASegmentEndingInZerosWithoutANewlineIsOneLineOnceTheNextSegmentExists) {
+  const size_t limit = 4096;
+  writeSegment(0, "T " + line(0, 0) + "\n" + std::string(3 * limit, '\0'));
+  SpoolReader reader(dir_.string(), limit);
+  std::vector<SpoolLine> lines = readAll(reader);
+  ASSERT_EQ(lines.size(), 1u);  // the zeros may still become a line: nothing said yet
+  EXPECT_EQ(reader.counts().oversized, 0);
+  writeSegment(1, goodRecords());
+  lines = readAll(reader);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_TRUE(lines[0].text.starts_with("oversized telemetry line: 12288 bytes")) << lines[0].text;
+  EXPECT_EQ(lines[3].text, line(0, 2));
+  EXPECT_EQ(reader.counts().oversized, 1);
+}
+
+TEST_F(SpoolBoundTest, TheDefaultLimitDropsARecordJustOverItInLinearTime) {
+  // Twice kMaxSpoolRecordBytes of zeros, then one byte over the limit of a telemetry record: read
+  // in well under a second (the old reader searched its whole buffer again after each 64 KB).
+  std::string bytes(2 * kMaxSpoolRecordBytes, '\0');
+  bytes += "\nT " + std::string(kMaxSpoolRecordBytes - 1, 'x') + "\n" + goodRecords();
+  writeSegment(0, bytes);
+  const auto start = std::chrono::steady_clock::now();
+  SpoolReader reader(dir_.string());
+  std::vector<SpoolLine> lines = readAll(reader);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_TRUE(parseOversizedLineReport(lines[0].text).has_value()) << lines[0].text.substr(0, 80);
+  lines.erase(lines.begin());
+  expectReportThenGood(lines, "oversized telemetry line: ");
+  EXPECT_EQ(reader.counts().oversized, 2);
 }
 
 }  // namespace

@@ -174,6 +174,26 @@ TEST(WebAccess, ListenAddressesParseOrAreRefusedByName) {
   }
 }
 
+// Issue 32, point 6: the token file is read up to a bound, whatever it is.
+TEST(WebAccess, ATokenFileIsReadUpToItsBoundAndNoFurther) {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("rm_token_{}", ::getpid());
+  fs::create_directories(dir);
+  std::ofstream(dir / "good") << "  abcdef0123456789abcdef  \nsecond line\n";
+  EXPECT_EQ(web::readTokenFile((dir / "good").string()), "abcdef0123456789abcdef");
+  std::ofstream(dir / "huge") << std::string(65 * 1024, 'a') << "\n";
+  for (const std::string path : {(dir / "huge").string(), std::string("/dev/zero")}) {
+    try {
+      web::readTokenFile(path);
+      ADD_FAILURE() << path << " was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
+      EXPECT_NE(e.message().find(path), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("64 KiB"), std::string::npos) << e.message();
+    }
+  }
+  fs::remove_all(dir);
+}
+
 TEST(WebAccess, TokensCompareWholeAndGeneratedOnesAreRandomHex) {
   EXPECT_TRUE(web::constantTimeEquals("abcdef0123456789", "abcdef0123456789"));
   EXPECT_FALSE(web::constantTimeEquals("abcdef0123456788", "abcdef0123456789"));

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/bounded_file.h"
 #include "core/error.h"
 
 namespace ringmaster::web {
@@ -101,10 +102,16 @@ std::string generateToken() {
 }
 
 std::string readTokenFile(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  if (!in || !std::getline(in, line))
-    RM_THROW(kInvalidArgument, fmt::format("--token-file {}: cannot read the token", path));
+  // A token is one short line: the file is read only up to a bound (a FIFO or /dev/zero too).
+  constexpr uint64_t kMaxTokenFileBytes = uint64_t{64} << 10;
+  std::string text;
+  try {
+    text = readBoundedFile(path, kMaxTokenFileBytes, "token file");
+  } catch (const Error& e) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("--token-file {}: cannot read the token: {}", path, e.message()));
+  }
+  const std::string line = text.substr(0, text.find('\n'));
   const std::string token(trim(line));
   if (token.size() < 16)
     RM_THROW(kInvalidArgument,

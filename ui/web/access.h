@@ -29,7 +29,8 @@ bool tokenRequired(const ListenAddress& address);
 std::string generateToken();
 
 // The token in `path`: its first line, surrounding white space removed. Throws kInvalidArgument
-// naming the path when it cannot be read or holds fewer than 16 characters.
+// naming the path when it cannot be read, holds more than 64 KiB (read no further: a FIFO or
+// /dev/zero is refused, not read on) or a token of fewer than 16 characters.
 std::string readTokenFile(const std::string& path);
 
 // Compares in time that depends only on the lengths, never on where they first differ.
