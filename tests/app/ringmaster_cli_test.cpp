@@ -333,7 +333,7 @@ TEST_F(RingmasterCli, ListsShowsComparesAndExportsRuns) {
 // more than the run's wall time (summed, the interleaved schedule's waits were 3.6 times it).
 TEST_F(RingmasterCli, APipelineRanksWaitAndCommTimeAreWithinTheRunsWallTime) {
   CapturedProcess run(
-      kRingmaster, args({"run", example("pipeline_mlp"), "--set", "train.steps=40", "--set",
+      kRingmaster, args({"run", examplePath("pipeline_mlp"), "--set", "train.steps=40", "--set",
                          "strategy.schedule=interleaved_1f1b", "--set", "strategy.virtual_stages=2",
                          "--set", "model.layers=[784,256,256,256,256,256,256,128,10]", "-q"}));
   ASSERT_TRUE(run.wait(180s).ok()) << run.err();
