@@ -3,6 +3,7 @@
 #include "cli/history_commands.h"
 
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -164,11 +165,14 @@ void printRankTable(const RunReport& report, bool colour, std::FILE* out) {
   table.print(out);
 }
 
-// Why each straggler is one: the others' wait for it, measured, or its compute time.
+// Why each straggler is one: the others' wait for it, measured, or its compute time. Apart from
+// the rank table by a blank line, as every section.
 void printStragglers(const RunReport& report, bool colour, std::FILE* out) {
+  bool first = true;
   for (const RankReport& rank : report.ranks) {
     const RankCommStats& comm = rank.comm;
     if (!comm.straggler) continue;
+    if (std::exchange(first, false)) fmt::print(out, "\n");
     const std::string why =
         comm.peers_mean_wait_ms && comm.mean_wait_ms
             ? fmt::format("the other ranks wait {} ms per collective for it, it waits {} ms",

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/captured_process.h"
+#include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/python_torch.h"
 #include "common/test_paths.h"
@@ -34,18 +35,12 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
-using storage::testing::queryInt;
 using testing::CapturedProcess;
+using testing::exampleSpec;
 using web::WebServer;
 using web::WebServerOptions;
 
-const std::string kRingmaster = std::string(testBinaryDir()) + "/app/ringmaster";
-const std::string kExamples = std::string(testSourceDir()) + "/resources/examples";
-
-json example(const std::string& file) {
-  std::ifstream in(kExamples + "/" + file);
-  return json::parse(in);
-}
+const std::string kRingmaster = testing::ringmasterBinary();
 
 class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
  protected:
@@ -53,12 +48,12 @@ class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
     dir_ = fs::temp_directory_path() / fmt::format("ringmaster_report_{}", getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    json ddp = example("ddp_mlp.json");
+    json ddp = exampleSpec("ddp_mlp");
     ddp["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", 3}}});
     ddp["train"]["steps"] = 12;
     ddp["telemetry"]["every_steps"] = 1;
     ASSERT_NO_FATAL_FAILURE(record("ddp", ddp));
-    json pipeline = example("pipeline_mlp.json");
+    json pipeline = exampleSpec("pipeline_mlp");
     pipeline["train"]["steps"] = 6;
     ASSERT_NO_FATAL_FAILURE(record("pipeline", pipeline));
     ASSERT_NO_FATAL_FAILURE(recordRestarted());
@@ -80,7 +75,7 @@ class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
   }
   static int64_t latestRun() {
     storage::Database db(dbPath());
-    return queryInt(db, "SELECT max(id) FROM runs");
+    return storage::testing::queryInt(db, "SELECT max(id) FROM runs");
   }
   static void record(const std::string& name, const json& spec) {
     CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", writeSpec(name, spec), "-q"});
@@ -93,7 +88,7 @@ class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
   static json programSpec() {
     return {{"program",
              {{"python", RINGMASTER_PYTHON_TORCH},
-              {"script", kExamples + "/torch_ddp.py"},
+              {"script", std::string(testSourceDir()) + "/resources/examples/torch_ddp.py"},
               {"args", {"--steps", "4", "--width", "64"}},
               {"steps", 4}}},
             {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}, {"timeout_s", 120}}}};
@@ -102,7 +97,7 @@ class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
   // DDP on 3 ranks with a checkpoint every 5 steps, slow enough (a wider model, larger batches)
   // that rank 2 is killed between the first checkpoint and the last step; attempt 1 resumes.
   static void recordRestarted() {
-    json spec = example("ddp_mlp.json");
+    json spec = exampleSpec("ddp_mlp");
     spec["launch"]["hosts"] = json::array({{{"host", "localhost"}, {"ranks", 3}}});
     spec["launch"]["max_restarts"] = 1;
     spec["model"]["layers"] = json::array({784, 1024, 1024, 10});
@@ -118,9 +113,10 @@ class RunReportEverywhere : public ::testing::TestWithParam<std::string> {
       run.readFor(50ms);
       if (!fs::exists(first) || !fs::exists(dbPath())) continue;
       storage::Database db(dbPath());
-      const int64_t pid = queryInt(db,
-                                   "SELECT pid FROM ranks WHERE run_id = (SELECT max(id) FROM "
-                                   "runs) AND attempt = 0 AND rank = 2");
+      const int64_t pid =
+          storage::testing::queryInt(db,
+                                     "SELECT pid FROM ranks WHERE run_id = (SELECT max(id) FROM "
+                                     "runs) AND attempt = 0 AND rank = 2");
       if (pid > 0) killed = ::kill(static_cast<pid_t>(pid), SIGKILL) == 0;
     }
     ASSERT_TRUE(killed) << "the run ended before a worker could be killed:\n" << run.err();
