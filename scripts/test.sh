@@ -54,8 +54,7 @@ configure() {  # configure PRESET [CMAKE ARGS...]: quiet unless it fails
 # reproducers included. Only the fuzzers and the libraries they link are built.
 stamp fuzz "configure and build"
 configure fuzz
-cmake --build --preset fuzz -j "$jobs" --target fuzz_telemetry_decoder fuzz_spec_parser \
-  fuzz_recorder_queries
+cmake --build --preset fuzz -j "$jobs" --target fuzzers
 stamp fuzz test
 ctest --preset fuzz -j "$jobs" || failed+=(fuzz)
 

@@ -70,26 +70,33 @@ class UiModelTest : public QObject {
   void rankTableFlagsTheStragglerAndShowsRanksNotHeardFromYet() {
     RankTableModel model;
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    // A running run of 3 ranks: rank 1 not heard from yet, rank 2 the straggler.
     RunSnapshot snapshot;
-    snapshot.run.world_size = 3;
-    snapshot.run.status = "running";
-    snapshot.ranks = {{.rank = 0, .host = "gpu1", .device = "cpu"},
-                      {.rank = 2, .host = "gpu2", .device = "cpu"}};
-    snapshot.summary.ranks = {{.rank = 0,
+    storage::RunReport& report = snapshot.report;
+    report.summary.run.world_size = 3;
+    report.summary.run.status = "running";
+    report.ranks.resize(3);
+    for (int r = 0; r < 3; ++r) {
+      report.ranks[static_cast<size_t>(r)].figures.rank = r;
+      report.ranks[static_cast<size_t>(r)].comm.rank = r;
+      report.ranks[static_cast<size_t>(r)].estimated_memory = 4 << 20;
+    }
+    report.ranks[0].record = storage::RankRecord{.rank = 0, .host = "gpu1", .device = "cpu"};
+    report.ranks[2].record = storage::RankRecord{.rank = 2, .host = "gpu2", .device = "cpu"};
+    report.ranks[0].figures = {.rank = 0,
                                .last_step = 40,
                                .samples_per_second = 1000,
                                .mean_step_ms = 10,
                                .peak_memory = 3 << 20,
                                .tokens_per_second = 64000,
-                               .mfu = 0.4}};
-    snapshot.comm_ranks = {{.rank = 1, .mean_exposed_comm_ms = 2.5},
-                           {.rank = 2,
+                               .mfu = 0.4};
+    report.ranks[1].comm = {.rank = 1, .mean_exposed_comm_ms = 2.5};
+    report.ranks[2].comm = {.rank = 2,
                             .mean_exposed_comm_ms = 1.5,
                             .collectives_measured = 10,
                             .mean_wait_ms = 0.25,
                             .peers_mean_wait_ms = 40,
-                            .straggler = true}};
-    snapshot.estimated_memory = {4 << 20, 4 << 20, 4 << 20};
+                            .straggler = true};
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 3);
     // The spec's estimate beside the measured peak, and how far off it was.
@@ -120,7 +127,7 @@ class UiModelTest : public QObject {
                 .data(Qt::ToolTipRole)
                 .toString()
                 .contains(QString("wait %1 per collective").arg(formatMs(40))));
-    snapshot.run.world_size = 2;
+    report.ranks.resize(2);
     model.setRows(rankRows(snapshot));
     QCOMPARE(model.rowCount(), 2);
   }

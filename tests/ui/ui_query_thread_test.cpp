@@ -109,7 +109,7 @@ class UiQueryThreadTest : public QObject {
     run.resize(1100, 800);
     run.show();
     QVERIFY(QTest::qWaitForWindowExposed(&run));
-    QTRY_VERIFY_WITH_TIMEOUT(run.snapshot() && run.snapshot()->run.status == "completed", 20000);
+    QTRY_VERIFY_WITH_TIMEOUT(run.snapshot() && run.snapshot()->run().status == "completed", 20000);
     run.tabs()->setCurrentWidget(run.pipelineView());
     QVERIFY(run.pipelineView()->jobs()->waitForIdle());
     QVERIFY(run.pipelineView()->shownStep().has_value());

@@ -665,7 +665,7 @@ class UiViewTest : public QObject {
           SnapshotRequest request;
           request.charts.push_back({.metrics = {"loss"}, .ranks = {0, 1, 2, 3}});
           const RunSnapshot snapshot = loadRunSnapshot(path.string(), run, request);
-          if (snapshot.run.status != "completed") return 3;
+          if (snapshot.run().status != "completed") return 3;
           if (snapshot.charts.at(0).per_rank.at(3).buckets.size() != 150) return 4;
           return 0;
         });
@@ -690,7 +690,8 @@ class UiViewTest : public QObject {
     // (Each wait also ends when the run does, so that a run failing for another reason fails
     // the test at once.)
     QTRY_VERIFY_WITH_TIMEOUT(
-        view->snapshot() && (view->snapshot()->summary.final_step >= 5 || finished.count() > 0),
+        view->snapshot() &&
+            (view->snapshot()->report.summary.final_step >= 5 || finished.count() > 0),
         kRunTimeoutMs);
     QCOMPARE(finished.count(), 0);
     auto* cancel = view->findChild<QPushButton*>("cancelRun");
@@ -700,9 +701,9 @@ class UiViewTest : public QObject {
     QVERIFY2(question && question->isVisible(), "cancelling did not ask");
     QCOMPARE(question->defaultButton(), question->button(QMessageBox::No));
     question->button(QMessageBox::No)->click();
-    const int64_t declined_at = view->snapshot()->summary.final_step;
+    const int64_t declined_at = view->snapshot()->report.summary.final_step;
     QTRY_VERIFY_WITH_TIMEOUT(
-        view->snapshot()->summary.final_step >= declined_at + 20 || finished.count() > 0,
+        view->snapshot()->report.summary.final_step >= declined_at + 20 || finished.count() > 0,
         kRunTimeoutMs);
     QCOMPARE(finished.count(), 0);
     QCOMPARE(view->statusText(), QString("running"));
@@ -728,7 +729,7 @@ class UiViewTest : public QObject {
     const int64_t run = launchAndWait(spec, 0);
     QVERIFY2(run > 0, "the pipeline run did not complete");
     RunView* view = window().openRun(run);
-    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->run.status == "completed",
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->run().status == "completed",
                              10000);
     PipelineView* pipeline = view->pipelineView();
     QVERIFY(view->tabs()->isTabVisible(view->tabs()->indexOf(pipeline)));
@@ -851,7 +852,7 @@ class UiViewTest : public QObject {
     QVERIFY(opened.wait(60000));
     const int64_t run = opened.first().at(0).toLongLong();
     RunView* view = w.runView(run);
-    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->summary.final_step >= 5,
+    QTRY_VERIFY_WITH_TIMEOUT(view->snapshot() && view->snapshot()->report.summary.final_step >= 5,
                              kRunTimeoutMs);
     // Rank 2's worker: its command line names this run's spec and RANK=2 is in its environment.
     const QString spec_path = QString("-runs/run-%1/spec.json").arg(run);

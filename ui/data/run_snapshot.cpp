@@ -9,25 +9,6 @@ namespace ringmaster::ui {
 
 namespace {
 
-// The report's parts under the names the views read them by.
-void fillFromReport(RunSnapshot& snapshot) {
-  const storage::RunReport& report = snapshot.report;
-  snapshot.run = report.summary.run;
-  snapshot.summary = report.summary;
-  for (const storage::RankReport& rank : report.ranks) {
-    if (rank.record) snapshot.ranks.push_back(*rank.record);
-    snapshot.comm_ranks.push_back(rank.comm);
-    if (rank.estimated_memory) snapshot.estimated_memory.push_back(*rank.estimated_memory);
-  }
-  for (const storage::AttemptReport& attempt : report.attempts)
-    snapshot.attempts.push_back(attempt.record);
-  snapshot.comm_ops = report.comm_ops;
-  snapshot.live = report.live;
-  snapshot.evals = report.evals;
-  snapshot.planned_steps = report.planned_steps;
-  snapshot.program = report.program;
-}
-
 WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecord& run,
                             int buckets) {
   WaitHeatMap map;
@@ -68,7 +49,6 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
                             const SnapshotRequest& request) {
   RunSnapshot snapshot;
   snapshot.report = storage::buildRunReport(db, run_id, telemetryNow());
-  fillFromReport(snapshot);
   for (const ChartRequest& chart : request.charts) {
     for (const std::string& metric : chart.metrics) {
       MetricSeries series{metric, {}, std::nullopt};
@@ -89,11 +69,11 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
         storage::loadSeries(db, run_id, storage::kWallTimeColumn, 0, *request.wall_clock);
     const storage::SeriesSummary all =
         storage::summarizeSeries(db, run_id, storage::kWallTimeColumn, 0);
-    snapshot.wall_clock_origin = all.empty() ? snapshot.run.started_at.value_or(0) : all.min;
-    if (snapshot.run.started_at && *snapshot.run.started_at <= snapshot.wall_clock_origin)
-      snapshot.wall_clock_origin = *snapshot.run.started_at;
+    snapshot.wall_clock_origin = all.empty() ? snapshot.run().started_at.value_or(0) : all.min;
+    if (snapshot.run().started_at && *snapshot.run().started_at <= snapshot.wall_clock_origin)
+      snapshot.wall_clock_origin = *snapshot.run().started_at;
   }
-  snapshot.wait_map = loadWaitHeatMap(db, snapshot.run, request.heat_map_buckets);
+  snapshot.wait_map = loadWaitHeatMap(db, snapshot.run(), request.heat_map_buckets);
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);

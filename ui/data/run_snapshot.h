@@ -56,19 +56,9 @@ struct CommByOpRequest {
 };
 
 struct RunSnapshot {
-  // The run's report (query/run_report.h): what `ringmaster show` and the web API show of it. The
-  // members below up to `charts` are its parts under the names the views read.
+  // The run's report (query/run_report.h): what `ringmaster show` and the web API show of it.
   storage::RunReport report;
-  storage::RunRecord run;
-  std::vector<storage::RankRecord> ranks;
-  // Every attempt (launch.max_restarts): where each restart began and what it rolled back.
-  std::vector<storage::AttemptRecord> attempts;
-  storage::RunSummary summary;
-  std::vector<storage::CommOpStats> comm_ops;
-  std::vector<storage::RankCommStats> comm_ranks;
-  // The live hang view (issue 21): each rank's latest progress and, while the run is running, the
-  // diagnosis of a stuck collective and what each rank is waiting on.
-  storage::LiveProgress live;
+  const storage::RunRecord& run() const { return report.summary.run; }
   std::vector<MetricSeries> charts;  // in ChartRequest order
   storage::CommTimeByOp comm_by_op;  // when SnapshotRequest::comm_by_op was set
   WaitHeatMap wait_map;
@@ -80,17 +70,6 @@ struct RunSnapshot {
   storage::Series wall_clock;
   double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
-  // The steps the stored spec says the run makes (train.steps, or a program job's program.steps);
-  // 0: unknown (a script that did not say, a spec that does not parse).
-  int64_t planned_steps = 0;
-  // A program job's section (issue 19): the user's script ran, not the engine, so the spec
-  // describes no model to estimate or plan from.
-  std::optional<ProgramSpec> program;
-  // The validation loss by step (train.eval_every), every evaluation: a run has few.
-  std::vector<storage::EvalPoint> evals;
-  // Each rank's estimated memory from the stored spec (spec/memory_estimate.h), shown beside its
-  // measured peak; empty when the spec does not parse or is a program job's.
-  std::vector<double> estimated_memory;
 };
 
 struct SnapshotRequest {

@@ -9,42 +9,35 @@
 namespace ringmaster::ui {
 
 std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
-  std::vector<RankRow> rows(static_cast<size_t>(std::max(snapshot.run.world_size, 0)));
-  for (size_t r = 0; r < rows.size(); ++r) {
-    rows[r].rank = static_cast<int>(r);
-    rows[r].status =
-        snapshot.run.status == "running" || snapshot.run.status == "pending" ? "starting" : "–";
+  const std::string& status = snapshot.run().status;
+  std::vector<RankRow> rows;
+  for (const storage::RankReport& rank : snapshot.report.ranks) {
+    const storage::RankSummary& figures = rank.figures;
+    const storage::RankCommStats& comm = rank.comm;
+    RankRow row{.rank = figures.rank,
+                .last_step = figures.last_step,
+                .samples_per_second = figures.samples_per_second,
+                .mean_step_ms = figures.mean_step_ms,
+                .mean_exposed_comm_ms = comm.mean_exposed_comm_ms,
+                .mean_wait_ms = comm.mean_wait_ms,
+                .peers_mean_wait_ms = comm.peers_mean_wait_ms,
+                .tokens_per_second = figures.tokens_per_second,
+                .mfu = figures.mfu,
+                .peak_memory = figures.peak_memory,
+                .estimated_memory = rank.estimated_memory.value_or(0),
+                .straggler = comm.straggler,
+                .waiting_on = rank.waiting_on};
+    if (const std::optional<storage::RankRecord>& record = rank.record) {
+      row.host = record->host;
+      row.device = record->device_name.empty() ? record->device
+                                               : record->device + " (" + record->device_name + ")";
+      row.status = record->status.value_or(status == "running" ? "running" : "–");
+    } else {
+      // Not heard from yet.
+      row.status = status == "running" || status == "pending" ? "starting" : "–";
+    }
+    rows.push_back(std::move(row));
   }
-  for (const auto& rank : snapshot.ranks) {
-    if (rank.rank < 0 || static_cast<size_t>(rank.rank) >= rows.size()) continue;
-    RankRow& row = rows[static_cast<size_t>(rank.rank)];
-    row.host = rank.host;
-    row.device =
-        rank.device_name.empty() ? rank.device : rank.device + " (" + rank.device_name + ")";
-    row.status = rank.status.value_or(snapshot.run.status == "running" ? "running" : "–");
-  }
-  for (const auto& summary : snapshot.summary.ranks) {
-    if (summary.rank < 0 || static_cast<size_t>(summary.rank) >= rows.size()) continue;
-    RankRow& row = rows[static_cast<size_t>(summary.rank)];
-    row.last_step = summary.last_step;
-    row.samples_per_second = summary.samples_per_second;
-    row.tokens_per_second = summary.tokens_per_second;
-    row.mfu = summary.mfu;
-    row.mean_step_ms = summary.mean_step_ms;
-    row.peak_memory = summary.peak_memory;
-  }
-  for (size_t r = 0; r < rows.size() && r < snapshot.estimated_memory.size(); ++r)
-    rows[r].estimated_memory = snapshot.estimated_memory[r];
-  for (const auto& comm : snapshot.comm_ranks) {
-    if (comm.rank < 0 || static_cast<size_t>(comm.rank) >= rows.size()) continue;
-    RankRow& row = rows[static_cast<size_t>(comm.rank)];
-    row.mean_exposed_comm_ms = comm.mean_exposed_comm_ms;
-    row.mean_wait_ms = comm.mean_wait_ms;
-    row.peers_mean_wait_ms = comm.peers_mean_wait_ms;
-    row.straggler = comm.straggler;
-  }
-  for (size_t r = 0; r < rows.size() && r < snapshot.live.rank_states.size(); ++r)
-    rows[r].waiting_on = snapshot.live.rank_states[r];
   return rows;
 }
 
@@ -68,8 +61,9 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
   }
   if (role == Qt::ToolTipRole && index.column() == kWait) {
     return row.mean_wait_ms
-               ? QString("mean wait per collective for the last rank to arrive (measured); the "
-                         "rest of each collective is transfer")
+               ? QString(
+                     "mean wait per collective for the last rank to arrive (measured); the "
+                     "rest of each collective is transfer")
                : QString("exposed communication per step (no wait measured in this run)");
   }
   if (role == Qt::ToolTipRole && index.column() == kMfu) {

@@ -32,8 +32,8 @@ struct RankRow {
   std::string waiting_on;
 };
 
-// One row per rank of the world, from what the snapshot has (a rank not heard from yet shows as
-// "starting").
+// One row per rank of the world, from the run report's rank rows (a rank not heard from yet shows
+// as "starting").
 std::vector<RankRow> rankRows(const RunSnapshot& snapshot);
 
 class RankTableModel : public RowTableModel<RankRow> {

@@ -81,7 +81,7 @@ void RunView::showRanks(RankMode mode, int rank) {
 
 SnapshotRequest RunView::request() const {
   SnapshotRequest request;
-  charts_->addRequests(request, snapshot_ ? snapshot_->run.world_size : 0);
+  charts_->addRequests(request, snapshot_ ? snapshot_->run().world_size : 0);
   request.heat_map_buckets = comm_->heatMapBuckets();
   return request;
 }
@@ -140,12 +140,12 @@ void RunView::startLoad() {
 }
 
 void RunView::apply(RunSnapshot snapshot) {
-  if (!snapshot_ || snapshot_->run.world_size != snapshot.run.world_size) {
-    charts_->setWorldSize(snapshot.run.world_size, !snapshot_);
+  if (!snapshot_ || snapshot_->run().world_size != snapshot.run().world_size) {
+    charts_->setWorldSize(snapshot.run().world_size, !snapshot_);
     dirty_ = true;  // this snapshot was read before the world size was known
   }
   // The charts that apply to the run (the loss scale only for fp16): new ones are read again.
-  if (charts_->setRunFacts(chartRunFacts(snapshot.run.spec_json))) dirty_ = true;
+  if (charts_->setRunFacts(chartRunFacts(snapshot.run().spec_json))) dirty_ = true;
   header_->apply(snapshot);
   // Charts on a hidden tab are brought up to date when it is shown.
   charts_stale_ = tabs_->currentIndex() != 0;
@@ -153,16 +153,16 @@ void RunView::apply(RunSnapshot snapshot) {
   ranks_->apply(snapshot);
   comm_->apply(snapshot);
   logs_->apply(snapshot);
-  const bool pipeline = snapshot.run.strategy == "pipeline";
+  const bool pipeline = snapshot.run().strategy == "pipeline";
   tabs_->setTabVisible(tabs_->indexOf(pipeline_), pipeline);
-  const nlohmann::json spec = nlohmann::json::parse(snapshot.run.spec_json, nullptr, false);
+  const nlohmann::json spec = nlohmann::json::parse(snapshot.run().spec_json, nullptr, false);
   charts_->setStepsPerEvent(spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1)
                                              : 1);
   if (pipeline)
-    pipeline_->setRun(db_path_, run_id_, snapshot.run.spec_json, snapshot.scheduled_steps);
+    pipeline_->setRun(db_path_, run_id_, snapshot.run().spec_json, snapshot.scheduled_steps);
   snapshot_ = std::move(snapshot);
   updateCancelButton();
-  const QString status = QString::fromStdString(snapshot_->run.status);
+  const QString status = QString::fromStdString(snapshot_->run().status);
   if (status != last_status_) {
     last_status_ = status;
     emit statusChanged(status);
@@ -227,7 +227,7 @@ void RunView::setCancellable(bool cancellable) {
 }
 
 void RunView::updateCancelButton() {
-  header_->setCancelVisible(cancellable_ && snapshot_ && stillGoing(snapshot_->run.status));
+  header_->setCancelVisible(cancellable_ && snapshot_ && stillGoing(snapshot_->run().status));
 }
 
 QStringList RunView::exportCharts(const QString& directory, const QStringList& formats) {

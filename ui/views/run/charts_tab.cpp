@@ -304,7 +304,7 @@ void ChartsTab::apply(const RunSnapshot& s) {
     c.chart->setAttemptMarks(marks);
   }
   // A run that ended without a series never will have one: its charts say so.
-  const bool ended = !stillGoing(s.run.status);
+  const bool ended = !stillGoing(s.run().status);
   size_t next = 0;  // snapshot.charts holds the metrics of every chart shown, in order
   for (const TableChart& shown : shown_) {
     std::vector<ChartLine> lines = shown.spec->source == ChartSource::kCommByOp
@@ -357,7 +357,7 @@ std::vector<ChartLine> ChartsTab::metricLines(const TableChart& shown, const Run
     }
   }
   if (spec.validation_loss) {
-    if (std::optional<ChartLine> line = validationLossLine(s.evals, *shown.chart))
+    if (std::optional<ChartLine> line = validationLossLine(s.report.evals, *shown.chart))
       lines.push_back(std::move(*line));
   }
   return lines;

@@ -49,7 +49,7 @@ CommTab::CommTab(QWidget* parent) : QWidget(parent) {
 }
 
 void CommTab::apply(const RunSnapshot& snapshot) {
-  comm_model_->setStats(snapshot.comm_ops);
+  comm_model_->setStats(snapshot.report.comm_ops);
   heat_map_->setMap(snapshot.wait_map);
   flight_recorder_->apply(snapshot);
 }

@@ -73,7 +73,7 @@ void FlightRecorderPanel::apply(const RunSnapshot& s) {
     state.in_flight = in_flight.join(", ");
   }
   QStringList missing;
-  for (int r = 0; r < s.run.world_size; ++r) {
+  for (int r = 0; r < s.run().world_size; ++r) {
     auto it = states.find(r);
     if (it == states.end() || it->second.furthest < furthest) missing << QString::number(r);
   }

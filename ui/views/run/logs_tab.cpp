@@ -44,7 +44,7 @@ void LogsTab::apply(const RunSnapshot& snapshot) {
   const bool changed = !applied_ || logs_seen_.size() != snapshot.logs.size() ||
                        (!snapshot.logs.empty() && logs_seen_.back().t != snapshot.logs.back().t);
   applied_ = true;
-  world_size_ = snapshot.run.world_size;
+  world_size_ = snapshot.run().world_size;
   if (!changed) return;
   logs_seen_ = snapshot.logs;
   showLines();

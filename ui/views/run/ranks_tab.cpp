@@ -23,7 +23,7 @@ RanksTab::RanksTab(QWidget* parent) : QTableView(parent) {
 void RanksTab::apply(const RunSnapshot& snapshot) {
   rank_model_->setRows(rankRows(snapshot));
   // A program job's spec describes no model: there is no estimate to put beside the peaks.
-  setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.program.has_value());
+  setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.report.program.has_value());
 }
 
 }  // namespace ringmaster::ui

@@ -90,107 +90,110 @@ void RunHeader::apply(const RunSnapshot& s) {
 void RunHeader::applyTitle(const RunSnapshot& s) {
   // The command line in full on hover.
   QString script;
-  if (s.program) {
-    QStringList command = {untrustedLine(s.program->python), untrustedLine(s.program->script)};
-    for (const std::string& arg : s.program->args) command << untrustedLine(arg);
-    script = QString(" · script %1")
-                 .arg(QFileInfo(untrustedLine(s.program->script)).fileName().toHtmlEscaped());
+  if (s.report.program) {
+    QStringList command = {untrustedLine(s.report.program->python),
+                           untrustedLine(s.report.program->script)};
+    for (const std::string& arg : s.report.program->args) command << untrustedLine(arg);
+    script =
+        QString(" · script %1")
+            .arg(QFileInfo(untrustedLine(s.report.program->script)).fileName().toHtmlEscaped());
     title_->setToolTip(command.join(' '));
   } else {
     title_->setToolTip({});
   }
   title_->setText(QString("Run %1 · %2 · %3 · %4 rank%5%6")
-                      .arg(s.run.id)
-                      .arg(untrustedLine(s.run.name).toHtmlEscaped())
-                      .arg(untrustedLine(s.run.strategy).toHtmlEscaped())
-                      .arg(s.run.world_size)
-                      .arg(s.run.world_size == 1 ? "" : "s")
+                      .arg(s.run().id)
+                      .arg(untrustedLine(s.run().name).toHtmlEscaped())
+                      .arg(untrustedLine(s.run().strategy).toHtmlEscaped())
+                      .arg(s.run().world_size)
+                      .arg(s.run().world_size == 1 ? "" : "s")
                       .arg(script));
-  status_->setText(untrustedLine(s.run.status));
+  status_->setText(untrustedLine(s.run().status));
   status_->setStyleSheet(QString("QLabel { color: white; background: %1; border-radius: 8px; "
                                  "padding: 2px 10px; font-weight: bold; }")
-                             .arg(statusColor(s.run.status).name()));
+                             .arg(statusColor(s.run().status).name()));
 }
 
 // Steps done of those planned, with an ETA while running.
 void RunHeader::applyProgress(const RunSnapshot& s) {
-  const int64_t planned = s.planned_steps;
+  const storage::RunSummary& summary = s.report.summary;
+  const int64_t planned = s.report.planned_steps;
   if (planned > 0) {
     progress_->setRange(0, static_cast<int>(std::min<int64_t>(planned, INT32_MAX)));
-    progress_->setValue(static_cast<int>(std::min(s.summary.final_step, planned)));
+    progress_->setValue(static_cast<int>(std::min(summary.final_step, planned)));
     QString eta;
-    if (s.run.status == "running" && s.summary.final_step > 0 && s.summary.final_step < planned) {
-      const double per_step = s.run.durationSeconds() / static_cast<double>(s.summary.final_step);
-      eta =
-          QString(" · ETA %1")
-              .arg(formatDuration(per_step * static_cast<double>(planned - s.summary.final_step)));
+    if (s.run().status == "running" && summary.final_step > 0 && summary.final_step < planned) {
+      const double per_step = s.run().durationSeconds() / static_cast<double>(summary.final_step);
+      eta = QString(" · ETA %1")
+                .arg(formatDuration(per_step * static_cast<double>(planned - summary.final_step)));
     }
     progress_text_->setText(
-        QString("step %1 / %2%3").arg(s.summary.final_step).arg(planned).arg(eta));
+        QString("step %1 / %2%3").arg(summary.final_step).arg(planned).arg(eta));
   } else {
     // No total known (a script that did not say how many steps it logs): no fraction and no ETA;
     // the bar is busy while the run is, full once it completed.
-    const bool running = s.run.status == "running";
+    const bool running = s.run().status == "running";
     progress_->setRange(0, running ? 0 : 1);
-    progress_->setValue(s.run.status == "completed" ? 1 : 0);
-    progress_text_->setText(QString("step %1").arg(s.summary.final_step));
+    progress_->setValue(s.run().status == "completed" ? 1 : 0);
+    progress_text_->setText(QString("step %1").arg(summary.final_step));
   }
 }
 
 // The summary figures under the title (loss, validation loss, throughput, ...).
 QStringList RunHeader::figures(const RunSnapshot& s) {
+  const storage::RunSummary& summary = s.report.summary;
   QStringList figures;
-  if (s.summary.final_loss) figures << QString("loss %1").arg(formatFigure(*s.summary.final_loss));
-  if (!s.evals.empty() && s.evals.back().val_loss) {
+  if (summary.final_loss) figures << QString("loss %1").arg(formatFigure(*summary.final_loss));
+  if (!s.report.evals.empty() && s.report.evals.back().val_loss) {
     figures << QString("val loss %1 (step %2)")
-                   .arg(formatFigure(*s.evals.back().val_loss))
-                   .arg(s.evals.back().step);
+                   .arg(formatFigure(*s.report.evals.back().val_loss))
+                   .arg(s.report.evals.back().step);
   }
-  if (s.summary.final_accuracy)
-    figures << QString("accuracy %1%").arg(*s.summary.final_accuracy * 100, 0, 'f', 1);
-  if (s.summary.final_step > 0)
-    figures << QString("%1 samples/s").arg(formatFigure(s.summary.samples_per_second))
-            << QString("step %1").arg(formatMs(s.summary.mean_step_ms))
-            << QString("communication %1% of step time").arg(s.summary.comm_share * 100, 0, 'f', 1);
+  if (summary.final_accuracy)
+    figures << QString("accuracy %1%").arg(*summary.final_accuracy * 100, 0, 'f', 1);
+  if (summary.final_step > 0)
+    figures << QString("%1 samples/s").arg(formatFigure(summary.samples_per_second))
+            << QString("step %1").arg(formatMs(summary.mean_step_ms))
+            << QString("communication %1% of step time").arg(summary.comm_share * 100, 0, 'f', 1);
   else
     figures << "no step recorded";
-  if (s.summary.bubble_fraction)
-    figures << QString("bubble %1%").arg(*s.summary.bubble_fraction * 100, 0, 'f', 1);
+  if (summary.bubble_fraction)
+    figures << QString("bubble %1%").arg(*summary.bubble_fraction * 100, 0, 'f', 1);
   // Throughput in tokens, and MFU where a peak FLOP/s was known (train.peak_tflops or the device).
-  if (s.summary.tokens_per_second)
-    figures << QString("%1 tokens/s").arg(formatFigure(*s.summary.tokens_per_second));
-  if (s.summary.mfu) figures << QString("MFU %1%").arg(*s.summary.mfu * 100, 0, 'f', 1);
-  if (s.summary.lr) figures << QString("lr %1").arg(formatFigure(*s.summary.lr));
+  if (summary.tokens_per_second)
+    figures << QString("%1 tokens/s").arg(formatFigure(*summary.tokens_per_second));
+  if (summary.mfu) figures << QString("MFU %1%").arg(*summary.mfu * 100, 0, 'f', 1);
+  if (summary.lr) figures << QString("lr %1").arg(formatFigure(*summary.lr));
   // fp16: the loss scale at the last step and the steps skipped on an inf or NaN gradient.
-  if (s.summary.loss_scale) {
-    const int64_t skipped = s.summary.skipped_steps.value_or(0);
+  if (summary.loss_scale) {
+    const int64_t skipped = summary.skipped_steps.value_or(0);
     figures << QString("loss scale %1 (%2 skipped step%3)")
-                   .arg(*s.summary.loss_scale, 0, 'g', 17)  // a power of two, in full
+                   .arg(*summary.loss_scale, 0, 'g', 17)  // a power of two, in full
                    .arg(skipped)
                    .arg(skipped == 1 ? "" : "s");
   }
-  figures << QString("duration %1").arg(formatDuration(s.run.durationSeconds()));
+  figures << QString("duration %1").arg(formatDuration(s.run().durationSeconds()));
   return figures;
 }
 
 // The root cause of a failure, and the live hang view's diagnosis.
 void RunHeader::applyBanners(const RunSnapshot& s) {
-  if (s.run.error) {
+  if (s.run().error) {
     QString where;
-    if (s.run.error_rank) where += QString("rank %1").arg(*s.run.error_rank);
-    if (s.run.error_host)
+    if (s.run().error_rank) where += QString("rank %1").arg(*s.run().error_rank);
+    if (s.run().error_host)
       where += (where.isEmpty() ? "" : " on ") +
-               QString("host %1").arg(untrustedLine(*s.run.error_host));
+               QString("host %1").arg(untrustedLine(*s.run().error_host));
     root_cause_->setText(QString("<b>Root cause</b>%1: %2")
                              .arg(where.isEmpty() ? "" : " (" + where.toHtmlEscaped() + ")")
-                             .arg(untrustedHtml(*s.run.error)));
+                             .arg(untrustedHtml(*s.run().error)));
     root_cause_->show();
   } else {
     root_cause_->hide();
   }
   // The live hang view: which rank holds up which collective, long before its timeout.
   QStringList hangs;
-  for (const storage::HangDiagnosis& hang : s.live.hangs)
+  for (const storage::HangDiagnosis& hang : s.report.live.hangs)
     hangs << QString("<b>Hang</b>: %1").arg(untrustedHtml(hang.message));
   hang_->setText(hangs.join("<br>"));
   hang_->setToolTip(
