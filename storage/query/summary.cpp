@@ -66,17 +66,22 @@ std::optional<FinalLoss> finalLoss(const Database& db, int64_t run_id, int world
   Statement at(db,
                "SELECT loss, coalesce(samples, 1) FROM steps WHERE run_id = ? AND rank = ? AND "
                "step = ? AND loss IS NOT NULL");
-  double weighted = 0, samples = 0;
+  double weighted = 0, samples = 0, sum = 0;
+  int losses = 0;
   for (int rank = 0; rank < world_size; ++rank) {
     at.bind(1, run_id).bind(2, int64_t{rank}).bind(3, final_step);
     if (at.run()) {
       const double weight = std::max(at.columnDouble(1), 0.0);
       weighted += at.columnDouble(0) * weight;
       samples += weight;
+      sum += at.columnDouble(0);
+      ++losses;
     }
     at.reset();
   }
-  if (samples <= 0) return std::nullopt;
+  if (losses == 0) return std::nullopt;
+  // A script that logs its loss without samples= (0 samples) weighs nothing: unweighted, then.
+  if (samples <= 0) return FinalLoss{.step = final_step, .loss = sum / losses};
   return FinalLoss{.step = final_step, .loss = weighted / samples};
 }
 

@@ -55,7 +55,9 @@ RunSummary summarizeRun(const Database& db, int64_t run_id);
 // rank reported, that is the ranks' losses at that step weighted by the samples each computed it
 // over (data-parallel ranks each hold a share of the batch; pipeline stages all report the last
 // stage's loss of the whole batch, so their mean is that loss). Ranks whose loss was not finite
-// or missing at that step are left out; nullopt when no rank has one. One index seek per rank.
+// or missing at that step are left out; where no rank says how many samples (a script that logs
+// its loss without samples=), the ranks' mean; nullopt when no rank has one. One index seek per
+// rank.
 struct FinalLoss {
   int64_t step = 0;
   double loss = 0;

@@ -20,6 +20,7 @@
 #include "common/python_torch.h"
 #include "common/test_paths.h"
 #include "db/database.h"
+#include "db/statement.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
@@ -29,6 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
+using storage::Statement;
 using storage::testing::queryInt;
 using storage::testing::queryText;
 using storage::testing::storedEvents;
@@ -160,6 +162,37 @@ TEST_F(ProgramRun, FourRanksStoreEveryEventTheirBucketAllReducesAndTheirPrintsAs
   EXPECT_NE(show.out().find("all_reduce  9.3 KiB     40"), std::string::npos) << show.out();
   EXPECT_NE(show.out().find("0 bad lines"), std::string::npos) << show.out();
   EXPECT_TRUE(noScriptLeft(10s));
+}
+
+// Issue 32, point 10: a script that logs its loss without samples= (steps of 0 samples) still
+// has a final loss and a final step, in `show` and `runs`: the ranks' unweighted mean.
+TEST_F(ProgramRun, ALossLoggedWithoutSamplesIsStillTheFinalLoss) {
+  CapturedProcess run(kRingmaster,
+                      {"--db", dbPath(), "run", writeSpec({"--steps", "3", "--no-samples"}), "-q"});
+  const ExitStatus status = run.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
+  double mean = 0;
+  {
+    storage::Database db(dbPath());
+    ASSERT_EQ(queryInt(db, "SELECT count(*) FROM steps WHERE step = 3 AND loss IS NOT NULL"),
+              kRanks);
+    EXPECT_EQ(queryInt(db, "SELECT count(*) FROM steps WHERE samples > 0"), 0);
+    Statement losses(db, "SELECT avg(loss) FROM steps WHERE step = 3");
+    ASSERT_TRUE(losses.run());
+    mean = losses.columnDouble(0);
+  }
+  CapturedProcess show(kRingmaster, {"--db", dbPath(), "show", "1", "--json"});
+  ASSERT_TRUE(show.wait(60s).ok()) << show.err();
+  const json shown = json::parse(show.out());
+  EXPECT_EQ(shown["final_step"], 3);
+  ASSERT_TRUE(shown["final_loss"].is_number()) << shown.dump(2);
+  EXPECT_NEAR(shown["final_loss"].get<double>(), mean, 1e-12);
+  CapturedProcess runs(kRingmaster, {"--db", dbPath(), "runs", "--json"});
+  ASSERT_TRUE(runs.wait(60s).ok()) << runs.err();
+  const json listed = json::parse(runs.out());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["final_step"], 3);
+  EXPECT_NEAR(listed[0]["final_loss"].get<double>(), mean, 1e-12);
 }
 
 TEST_F(ProgramRun, AnExceptionOnRankTwoIsTheRootCauseWithItsTracebackAndFlightRecorder) {

@@ -2,7 +2,8 @@
 node agent, reporting through the `ringmaster` package. Each step prints a line on stdout and one on
 stderr that look like telemetry (they must arrive as logs). --fail-rank R --fail-step S: rank R
 raises RuntimeError in step S, after its backward; --step-sleep: seconds each step sleeps (so a
-test can cancel or kill it mid-run). It starts by printing where it runs and what lies beside it.
+test can cancel or kill it mid-run); --no-samples: log() the loss without samples= (as many scripts
+do). It starts by printing where it runs and what lies beside it.
 """
 import argparse
 import os
@@ -19,6 +20,7 @@ parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-step", type=int, default=0)
 parser.add_argument("--step-sleep", type=float, default=0.0)
+parser.add_argument("--no-samples", action="store_true")
 args = parser.parse_args()
 
 torch.set_num_threads(1)
@@ -51,5 +53,8 @@ for step in range(1, args.steps + 1):
     dist.all_reduce(torch.tensor([loss.item()]))
     print('{"v":1,"type":"step","rank":%d,"seq":1,"t":1,"step":%d}' % (rank, step), flush=True)
     print("rank %d step %d on stderr" % (rank, step), file=sys.stderr, flush=True)
-    ringmaster.log(step, loss=loss, samples=16)
+    if args.no_samples:
+        ringmaster.log(step, loss=loss)
+    else:
+        ringmaster.log(step, loss=loss, samples=16)
     time.sleep(args.step_sleep)
