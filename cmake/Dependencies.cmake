@@ -14,6 +14,18 @@ find_path(CBLAS_INCLUDE_DIR openblas_config.h
   PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread aarch64-linux-gnu/openblas-pthread
   REQUIRED)
 
+# The SONAME of a shared library: the name the engine passes to dlopen (objdump -p), or the file's
+# name when it has none.
+function(ringmaster_soname out library)
+  execute_process(COMMAND ${CMAKE_OBJDUMP} -p ${library} OUTPUT_VARIABLE dump ERROR_QUIET)
+  if(dump MATCHES "SONAME +([^ \r\n]+)")
+    set(${out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  else()
+    get_filename_component(name ${library} NAME)
+    set(${out} ${name} PARENT_SCOPE)
+  endif()
+endfunction()
+
 function(ringmaster_report part found detail hint)
   if(found)
     message(STATUS "[ringmaster] ${part}: found (${detail})")
@@ -33,11 +45,18 @@ if(RINGMASTER_WITH_CUDA)
       set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
       set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
     endif()
-    set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+    # The runtime is linked statically: it opens the driver at its first call, so a process that
+    # never touches a CUDA device maps no CUDA library (cuBLAS and NCCL are opened at their first
+    # use, engine/core/shared_library.h).
+    set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
     set(CMAKE_CUDA_STANDARD 20)
     find_package(CUDAToolkit)
     if(CUDAToolkit_FOUND)
       set(RINGMASTER_HAVE_CUDA ON)
+      # For the install hints of a library that cannot be opened: "13.0", NVIDIA's package "13-0".
+      set(RINGMASTER_CUDA_VERSION_DEFINITIONS
+        "RINGMASTER_CUDA_VERSION=\"${CUDAToolkit_VERSION_MAJOR}.${CUDAToolkit_VERSION_MINOR}\""
+        "RINGMASTER_CUDA_PACKAGE_VERSION=\"${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR}\"")
     endif()
   endif()
   ringmaster_report("CUDA toolkit" ${RINGMASTER_HAVE_CUDA}

@@ -69,6 +69,8 @@ std::chrono::milliseconds testComputeDelay(int rank) {
 }  // namespace
 
 Device resolveDevice(DeviceKind kind, int local_rank) {
+  // A rank on the CPU does not ask the driver how many devices there are: it maps no CUDA library.
+  if (kind == DeviceKind::kCpu) return Device::cpu();
   const int devices = cudaDeviceCount();
   switch (kind) {
     case DeviceKind::kCpu:

@@ -1,4 +1,5 @@
 // NCCL backend: non-blocking communicators, one stream, CUDA events for completion and timing.
+// NCCL's functions come from nccl_library.h: the library is opened when the first one connects.
 #include "comm/nccl/nccl_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -11,14 +12,15 @@
 
 #include <fmt/format.h>
 
+#include "comm/nccl/nccl_library.h"
 #include "core/error.h"
 
-#define RM_NCCL_CHECK(call)                                                               \
-  do {                                                                                    \
-    ncclResult_t rm_nccl_ = (call);                                                       \
-    if (rm_nccl_ != ncclSuccess && rm_nccl_ != ncclInProgress) {                          \
-      RM_THROW(kComm, fmt::format("{} failed: {}", #call, ncclGetErrorString(rm_nccl_))); \
-    }                                                                                     \
+#define RM_NCCL_CHECK(call)                                                                  \
+  do {                                                                                       \
+    ncclResult_t rm_nccl_ = (call);                                                          \
+    if (rm_nccl_ != ncclSuccess && rm_nccl_ != ncclInProgress) {                             \
+      RM_THROW(kComm, fmt::format("{} failed: {}", #call, nccl().getErrorString(rm_nccl_))); \
+    }                                                                                        \
   } while (0)
 
 #define RM_NCCL_CUDA_CHECK(call)                                                          \
@@ -59,10 +61,10 @@ ncclDataType_t ncclType(DType dtype) {
 void settle(ncclComm_t comm, Clock::time_point deadline, const char* what) {
   for (;;) {
     ncclResult_t state = ncclSuccess;
-    RM_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    RM_NCCL_CHECK(nccl().commGetAsyncError(comm, &state));
     if (state == ncclSuccess) return;
     if (state != ncclInProgress)
-      RM_THROW(kComm, fmt::format("nccl {}: {}", what, ncclGetErrorString(state)));
+      RM_THROW(kComm, fmt::format("nccl {}: {}", what, nccl().getErrorString(state)));
     if (Clock::now() >= deadline) RM_THROW(kTimeout, fmt::format("nccl {}: timed out", what));
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -106,9 +108,9 @@ class NcclOp : public PendingOp {
       if (state != cudaErrorNotReady)
         RM_THROW(kCuda, fmt::format("nccl op: {}", cudaGetErrorString(state)));
       ncclResult_t async = ncclSuccess;
-      RM_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      RM_NCCL_CHECK(nccl().commGetAsyncError(comm_, &async));
       if (async != ncclSuccess && async != ncclInProgress) {
-        RM_THROW(kComm, fmt::format("nccl: {}", ncclGetErrorString(async)));
+        RM_THROW(kComm, fmt::format("nccl: {}", nccl().getErrorString(async)));
       }
       if (Clock::now() >= deadline) RM_THROW(kTimeout, "nccl: operation did not complete in time");
       std::this_thread::sleep_for(std::chrono::microseconds(20));
@@ -139,7 +141,7 @@ std::unique_ptr<NcclBackend::State> joinComm(const std::shared_ptr<Store>& store
   RM_NCCL_CUDA_CHECK(cudaSetDevice(device));
   ncclUniqueId id;
   if (rank == 0) {
-    RM_NCCL_CHECK(ncclGetUniqueId(&id));
+    RM_NCCL_CHECK(nccl().getUniqueId(&id));
     if (size > 1)
       store->set("nccl_unique_id", Bytes(reinterpret_cast<uint8_t*>(&id),
                                          reinterpret_cast<uint8_t*>(&id) + sizeof(id)));
@@ -150,11 +152,11 @@ std::unique_ptr<NcclBackend::State> joinComm(const std::shared_ptr<Store>& store
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  RM_NCCL_CHECK(ncclCommInitRankConfig(&state->comm, size, id, rank, &config));
+  RM_NCCL_CHECK(nccl().commInitRankConfig(&state->comm, size, id, rank, &config));
   try {
     settle(state->comm, Clock::now() + timeout, "init");
   } catch (...) {
-    ncclCommAbort(state->comm);
+    nccl().commAbort(state->comm);
     throw;
   }
   RM_NCCL_CUDA_CHECK(cudaStreamCreateWithFlags(&state->stream, cudaStreamNonBlocking));
@@ -171,15 +173,15 @@ NcclBackend::~NcclBackend() {
   if (state_->stream) cudaStreamSynchronize(state_->stream);
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (state_->comm && !state_->aborted) {
-    if (ncclCommFinalize(state_->comm) == ncclSuccess) {
+    if (nccl().commFinalize(state_->comm) == ncclSuccess) {
       ncclResult_t s = ncclInProgress;
       auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (ncclCommGetAsyncError(state_->comm, &s) == ncclSuccess && s == ncclInProgress &&
+      while (nccl().commGetAsyncError(state_->comm, &s) == ncclSuccess && s == ncclInProgress &&
              Clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
     }
-    ncclCommDestroy(state_->comm);
+    nccl().commDestroy(state_->comm);
   }
   if (state_->stream) cudaStreamDestroy(state_->stream);
 }
@@ -194,8 +196,13 @@ std::unique_ptr<NcclBackend> NcclBackend::connect(std::shared_ptr<Store> store, 
   RM_CHECK_ARG(
       cuda_device >= 0 && cuda_device < count,
       fmt::format("nccl: CUDA device {} does not exist (this machine has {})", cuda_device, count));
+  nccl();  // opened by every rank before the rendezvous, so a missing library fails each at once
   return std::unique_ptr<NcclBackend>(
       new NcclBackend(joinComm(store, rank, size, cuda_device, timeout)));
+}
+
+std::string NcclBackend::loadLibrary() {
+  return loadNcclLibrary();
 }
 
 std::unique_ptr<Backend> NcclBackend::split(std::shared_ptr<Store> store, int group_rank,
@@ -208,7 +215,7 @@ void NcclBackend::abort() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   if (state_->aborted) return;
   state_->aborted = true;
-  ncclCommAbort(state_->comm);
+  nccl().commAbort(state_->comm);
 }
 
 namespace {
@@ -248,7 +255,8 @@ ncclRedOp_t ncclReduction(const OpCall& call, ncclDataType_t type, ncclComm_t co
       const Tensor& in = call.input;
       if (in.dtype() == DType::kF64) {
         double factor = call.premul_factor;
-        RM_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, &factor, type, ncclScalarHostImmediate, comm));
+        RM_NCCL_CHECK(
+            nccl().redOpCreatePreMulSum(&op, &factor, type, ncclScalarHostImmediate, comm));
       } else {
         // The scalar's type must be the tensor's; bf16 / fp16 scalars are passed as float bits
         // rounded the same way the host path rounds them.
@@ -256,7 +264,8 @@ ncclRedOp_t ncclReduction(const OpCall& call, ncclDataType_t type, ncclComm_t co
         uint16_t half = in.dtype() == DType::kBF16 ? floatToBf16(factor) : floatToHalf(factor);
         void* scalar =
             in.dtype() == DType::kF32 ? static_cast<void*>(&factor) : static_cast<void*>(&half);
-        RM_NCCL_CHECK(ncclRedOpCreatePreMulSum(&op, scalar, type, ncclScalarHostImmediate, comm));
+        RM_NCCL_CHECK(
+            nccl().redOpCreatePreMulSum(&op, scalar, type, ncclScalarHostImmediate, comm));
       }
       return op;
     }
@@ -276,8 +285,9 @@ void bitwiseVia(Enqueue& q, const Tensor& contribution, Tensor target, int root,
   Tensor all =
       Tensor::empty({contribution.numel() * s.size}, contribution.dtype(), Device::cuda(s.device));
   q.keep.push_back(all);
-  RM_NCCL_CHECK(ncclAllGather(contribution.raw(), all.raw(),
-                              static_cast<size_t>(contribution.numel()), q.type, s.comm, s.stream));
+  RM_NCCL_CHECK(nccl().allGather(contribution.raw(), all.raw(),
+                                 static_cast<size_t>(contribution.numel()), q.type, s.comm,
+                                 s.stream));
   q.finish = [all, target, n = s.size, kind = q.call.reduce, root, only_root,
               rank = s.rank]() mutable {
     if (only_root && rank != root) return;
@@ -300,14 +310,14 @@ void allReduce(Enqueue& q) {
     bitwiseVia(q, in, in, -1, false);
     return;
   }
-  RM_NCCL_CHECK(ncclAllReduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
-                              q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(nccl().allReduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
+                                 q.s.comm, q.s.stream));
 }
 
 void broadcast(Enqueue& q) {
   const Tensor& in = q.call.input;
-  RM_NCCL_CHECK(ncclBroadcast(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.call.peer,
-                              q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(nccl().broadcast(in.raw(), const_cast<void*>(in.raw()), q.count, q.type,
+                                 q.call.peer, q.s.comm, q.s.stream));
 }
 
 void reduce(Enqueue& q) {
@@ -316,22 +326,22 @@ void reduce(Enqueue& q) {
     bitwiseVia(q, in, in, q.call.peer, true);
     return;
   }
-  RM_NCCL_CHECK(ncclReduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
-                           q.call.peer, q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(nccl().reduce(in.raw(), const_cast<void*>(in.raw()), q.count, q.type, q.op,
+                              q.call.peer, q.s.comm, q.s.stream));
 }
 
 void allGather(Enqueue& q) {
-  RM_NCCL_CHECK(ncclAllGather(q.call.input.raw(), const_cast<void*>(q.call.output.raw()), q.count,
-                              q.type, q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(nccl().allGather(q.call.input.raw(), const_cast<void*>(q.call.output.raw()),
+                                 q.count, q.type, q.s.comm, q.s.stream));
 }
 
 void reduceScatter(Enqueue& q) {
   const Tensor& in = q.call.input;
   Tensor out = q.call.output;
   if (!isBitwise(q.call.reduce)) {
-    RM_NCCL_CHECK(ncclReduceScatter(in.raw(), const_cast<void*>(out.raw()),
-                                    static_cast<size_t>(out.numel()), q.type, q.op, q.s.comm,
-                                    q.s.stream));
+    RM_NCCL_CHECK(nccl().reduceScatter(in.raw(), const_cast<void*>(out.raw()),
+                                       static_cast<size_t>(out.numel()), q.type, q.op, q.s.comm,
+                                       q.s.stream));
     return;
   }
   // Each rank keeps its block of the full reduction.
@@ -355,31 +365,31 @@ void allToAll(Enqueue& q) {
   NcclBackend::State& s = q.s;
   const size_t elem = elementBytes(q.call);
   const size_t block = q.count / static_cast<size_t>(s.size);
-  RM_NCCL_CHECK(ncclGroupStart());
+  RM_NCCL_CHECK(nccl().groupStart());
   for (int r = 0; r < s.size; ++r) {
-    RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
-                           block, q.type, r, s.comm, s.stream));
-    RM_NCCL_CHECK(
-        ncclRecv(static_cast<uint8_t*>(const_cast<void*>(q.call.output.raw())) + r * block * elem,
-                 block, q.type, r, s.comm, s.stream));
+    RM_NCCL_CHECK(nccl().send(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
+                              block, q.type, r, s.comm, s.stream));
+    RM_NCCL_CHECK(nccl().recv(
+        static_cast<uint8_t*>(const_cast<void*>(q.call.output.raw())) + r * block * elem, block,
+        q.type, r, s.comm, s.stream));
   }
-  RM_NCCL_CHECK(ncclGroupEnd());
+  RM_NCCL_CHECK(nccl().groupEnd());
 }
 
 void gather(Enqueue& q) {
   NcclBackend::State& s = q.s;
   const size_t elem = elementBytes(q.call);
   const int root = q.call.peer;
-  RM_NCCL_CHECK(ncclGroupStart());
-  RM_NCCL_CHECK(ncclSend(q.call.input.raw(), q.count, q.type, root, s.comm, s.stream));
+  RM_NCCL_CHECK(nccl().groupStart());
+  RM_NCCL_CHECK(nccl().send(q.call.input.raw(), q.count, q.type, root, s.comm, s.stream));
   if (s.rank == root) {
     for (int r = 0; r < s.size; ++r) {
-      RM_NCCL_CHECK(ncclRecv(
+      RM_NCCL_CHECK(nccl().recv(
           static_cast<uint8_t*>(const_cast<void*>(q.call.output.raw())) + r * q.count * elem,
           q.count, q.type, r, s.comm, s.stream));
     }
   }
-  RM_NCCL_CHECK(ncclGroupEnd());
+  RM_NCCL_CHECK(nccl().groupEnd());
 }
 
 void scatter(Enqueue& q) {
@@ -387,32 +397,34 @@ void scatter(Enqueue& q) {
   const size_t elem = elementBytes(q.call);
   const int root = q.call.peer;
   const size_t block = static_cast<size_t>(q.call.output.numel());
-  RM_NCCL_CHECK(ncclGroupStart());
+  RM_NCCL_CHECK(nccl().groupStart());
   if (s.rank == root) {
     for (int r = 0; r < s.size; ++r) {
-      RM_NCCL_CHECK(ncclSend(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
-                             block, q.type, r, s.comm, s.stream));
+      RM_NCCL_CHECK(nccl().send(static_cast<const uint8_t*>(q.call.input.raw()) + r * block * elem,
+                                block, q.type, r, s.comm, s.stream));
     }
   }
   RM_NCCL_CHECK(
-      ncclRecv(const_cast<void*>(q.call.output.raw()), block, q.type, root, s.comm, s.stream));
-  RM_NCCL_CHECK(ncclGroupEnd());
+      nccl().recv(const_cast<void*>(q.call.output.raw()), block, q.type, root, s.comm, s.stream));
+  RM_NCCL_CHECK(nccl().groupEnd());
 }
 
 // An all-reduce of one byte, as ProcessGroupNCCL's barrier.
 void barrier(Enqueue& q) {
   Tensor one = Tensor::zeros({1}, DType::kU8, Device::cuda(q.s.device));
   q.keep.push_back(one);
-  RM_NCCL_CHECK(ncclAllReduce(one.raw(), one.raw(), 1, ncclUint8, ncclSum, q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(
+      nccl().allReduce(one.raw(), one.raw(), 1, ncclUint8, ncclSum, q.s.comm, q.s.stream));
 }
 
 void send(Enqueue& q) {
-  RM_NCCL_CHECK(ncclSend(q.call.input.raw(), q.count, q.type, q.call.peer, q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(
+      nccl().send(q.call.input.raw(), q.count, q.type, q.call.peer, q.s.comm, q.s.stream));
 }
 
 void recv(Enqueue& q) {
-  RM_NCCL_CHECK(ncclRecv(const_cast<void*>(q.call.input.raw()), q.count, q.type, q.call.peer,
-                         q.s.comm, q.s.stream));
+  RM_NCCL_CHECK(nccl().recv(const_cast<void*>(q.call.input.raw()), q.count, q.type, q.call.peer,
+                            q.s.comm, q.s.stream));
 }
 
 // Creates the events that time an op on the communication stream and records `start`, once that
@@ -484,7 +496,7 @@ std::unique_ptr<PendingOp> NcclBackend::launch(const OpCall& call) {
       break;
   }
   settle(s.comm, deadline, toString(call.op).data());
-  if (call.reduce == ReduceKind::kPremulSum) ncclRedOpDestroy(q.op, s.comm);
+  if (call.reduce == ReduceKind::kPremulSum) nccl().redOpDestroy(q.op, s.comm);
   RM_NCCL_CUDA_CHECK(cudaEventRecord(end, s.stream));
   return std::make_unique<NcclOp>(s.comm, s.device, start, end, std::move(q.keep),
                                   std::move(q.finish));

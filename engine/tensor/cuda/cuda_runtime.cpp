@@ -1,15 +1,12 @@
-// The CUDA runtime entry points of cuda_runtime.h (device count and names, the backing memory of
-// the CUDA caching allocator, copies, synchronisation) and the per-device cuBLAS handles of
-// cublas_handle.h. Caching lives in allocator.cpp; the math lives in kernels.cu.
+// The CUDA runtime entry points of cuda_runtime.h: device count and names, the backing memory of
+// the CUDA caching allocator, copies, synchronisation. The runtime is linked statically (it opens
+// the driver at its first call); cuBLAS is opened in cublas_library.cpp, caching lives in
+// allocator.cpp, the math in kernels.cu.
 #include "tensor/cuda/cuda_runtime.h"
 
 #include <cuda_runtime_api.h>
 
-#include <mutex>
-#include <vector>
-
 #include "core/error.h"
-#include "tensor/cuda/cublas_handle.h"
 
 namespace ringmaster::cuda {
 
@@ -106,26 +103,6 @@ std::string deviceName(int device_index) {
 void synchronize(int device_index) {
   DeviceGuard guard(device_index);
   RM_CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-cublasHandle_t cublasHandle() {
-  int device = 0;
-  RM_CUDA_CHECK(cudaGetDevice(&device));
-  static std::mutex mutex;
-  // Never destroyed: at process exit the runtime may be gone before static destructors run, and
-  // the driver releases the handles' resources with the context.
-  static std::vector<cublasHandle_t> handles;
-  std::lock_guard lock(mutex);
-  if (static_cast<size_t>(device) >= handles.size()) handles.resize(device + 1, nullptr);
-  if (handles[device] == nullptr) {
-    cublasHandle_t handle = nullptr;
-    RM_CUBLAS_CHECK(cublasCreate(&handle));  // bound to the current device, default stream
-    // Full float32 arithmetic, no TF32 tensor cores: GEMMs then agree with the host's OpenBLAS
-    // within float rounding, which the tests check.
-    RM_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
-    handles[device] = handle;
-  }
-  return handles[device];
 }
 
 }  // namespace ringmaster::cuda

@@ -1,5 +1,6 @@
 // The CUDA runtime as the rest of the engine sees it: device count, the backing memory of the CUDA
-// caching allocator, copies, and the checking macros. Compiles to "no devices" without CUDA.
+// caching allocator, copies, opening cuBLAS, and RM_CUDA_CHECK. Compiles to "no devices" without
+// CUDA.
 #pragma once
 
 #include <cstddef>
@@ -24,28 +25,25 @@ std::string deviceName(int device_index);
 // Waits for all work on the device.
 void synchronize(int device_index);
 
+// Opens cuBLAS and resolves every function the kernels call, which the first matrix product on a
+// CUDA device does once; returns the file opened. Needs no device. kUnavailable when it cannot:
+// the message names the library, the loader's reason (dlerror) and what to install. The build
+// links neither cuBLAS nor the shared CUDA runtime, so a process on the CPU maps neither.
+std::string loadCublasLibrary();
+
 }  // namespace ringmaster::cuda
 
 #if RINGMASTER_HAVE_CUDA && defined(RINGMASTER_CUDA_CHECKS)
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
 
 #include "core/error.h"
 
-#define RM_CUDA_CHECK(call)                                                                     \
-  do {                                                                                          \
-    cudaError_t rm_status_ = (call);                                                            \
-    if (rm_status_ != cudaSuccess) {                                                            \
-      RM_THROW(kCuda, fmt::format("{} failed: {}", #call, cudaGetErrorString(rm_status_)));     \
-    }                                                                                           \
-  } while (0)
-
-#define RM_CUBLAS_CHECK(call)                                                                   \
-  do {                                                                                          \
-    cublasStatus_t rm_status_ = (call);                                                         \
-    if (rm_status_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      RM_THROW(kCuda, fmt::format("{} failed: {}", #call, cublasGetStatusString(rm_status_)));  \
-    }                                                                                           \
+#define RM_CUDA_CHECK(call)                                                                 \
+  do {                                                                                      \
+    cudaError_t rm_status_ = (call);                                                        \
+    if (rm_status_ != cudaSuccess) {                                                        \
+      RM_THROW(kCuda, fmt::format("{} failed: {}", #call, cudaGetErrorString(rm_status_))); \
+    }                                                                                       \
   } while (0)
 #endif

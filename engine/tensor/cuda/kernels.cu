@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "tensor/allocator.h"
-#include "tensor/cuda/cublas_handle.h"
+#include "tensor/cuda/cublas_library.h"
 #include "tensor/cuda/cuda_runtime.h"
 #include "tensor/kernels.h"
 
@@ -159,10 +159,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   const int ldb = static_cast<int>(trans_b ? k : n);
   // cuBLAS is column-major, and a row-major matrix read column-major is its transpose. So compute
   // C^T = op(B)^T op(A)^T: B's buffer goes first, and m and n trade places.
-  RM_CUBLAS_CHECK(cublasSgemm(cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                              trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                              static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
-                              &beta, c, static_cast<int>(n)));
+  RM_CUBLAS_CHECK(cublas().sgemm(cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                                 static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
+                                 &beta, c, static_cast<int>(n)));
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -625,7 +625,7 @@ void gemmBatched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n
   const int ldb = static_cast<int>(trans_b ? k : n);
   // As in gemm: C_i^T = op(B_i)^T op(A_i)^T in cuBLAS's column-major view, B first, m and n
   // swapped.
-  RM_CUBLAS_CHECK(cublasSgemmStridedBatched(
+  RM_CUBLAS_CHECK(cublas().sgemmStridedBatched(
       cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, stride_b, a,
       lda, stride_a, &beta, c, static_cast<int>(n), stride_c, static_cast<int>(batch)));
@@ -1012,7 +1012,7 @@ void gemmLowPrecision(DType format, bool trans_a, bool trans_b, int64_t m, int64
   const int ldb = static_cast<int>(trans_b ? k : n);
   const cudaDataType_t type = cudaTypeOf(format);
   // gemm's row-major trick: C^T = op(B)^T op(A)^T in cuBLAS's column-major view.
-  RM_CUBLAS_CHECK(cublasGemmEx(
+  RM_CUBLAS_CHECK(cublas().gemmEx(
       cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, type, ldb, a, type,
       lda, &beta, c, CUDA_R_32F, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
@@ -1034,7 +1034,7 @@ void gemmBatchedLowPrecision(DType format, bool trans_a, bool trans_b, int64_t b
   const int lda = static_cast<int>(trans_a ? m : k);
   const int ldb = static_cast<int>(trans_b ? k : n);
   const cudaDataType_t type = cudaTypeOf(format);
-  RM_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+  RM_CUBLAS_CHECK(cublas().gemmStridedBatchedEx(
       cublasHandle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b, type, ldb, stride_b,
       a, type, lda, stride_a, &beta, c, CUDA_R_32F, static_cast<int>(n), stride_c,

@@ -5,7 +5,9 @@
 
 namespace ringmaster::cuda {
 
-int deviceCount() { return 0; }
+int deviceCount() {
+  return 0;
+}
 
 BackingMemory backingMemory() {
   RM_THROW(kUnavailable, "this build of Ringmaster has no CUDA support");
@@ -20,5 +22,9 @@ std::string deviceName(int) {
 }
 
 void synchronize(int) {}
+
+std::string loadCublasLibrary() {
+  RM_THROW(kUnavailable, "this build of Ringmaster has no CUDA support");
+}
 
 }  // namespace ringmaster::cuda
