@@ -58,12 +58,12 @@ SharedLibrary SharedLibrary::open(const SharedLibrarySpec& spec) {
     const char* reason = dlerror();
     reasons.push_back(reason != nullptr ? reason : candidate + ": the loader gave no reason");
   }
-  const std::string searched =
-      forced_dir != nullptr ? fmt::format(" (searched only {}={})", spec.dir_variable, forced_dir)
-                            : std::string();
+  const std::string only_from = forced_dir != nullptr
+                                    ? fmt::format(" from {}={}", spec.dir_variable, forced_dir)
+                                    : std::string();
   RM_THROW(kUnavailable,
            fmt::format("cannot load {} ({}){}: {}. {}, or set {} to the folder that holds {}",
-                       spec.soname, spec.purpose, searched, fmt::join(reasons, "; "),
+                       spec.soname, spec.purpose, only_from, fmt::join(reasons, "; "),
                        spec.install_hint, spec.dir_variable, spec.soname));
 }
 

@@ -2,10 +2,18 @@
 // thread sharing device 0 is not allowed by NCCL, so these run with as many ranks as devices
 // (at least one) and skip with a message where the build or the machine has no GPU.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
 
 #include "comm_harness.h"
 #include "comm_values.h"
+#include "common/broken_libraries.h"
 #include "tensor/device.h"
+#if RINGMASTER_HAVE_NCCL
+#include "comm/nccl/nccl_backend.h"
+#endif
 
 namespace ringmaster {
 namespace {
@@ -93,6 +101,42 @@ TEST(Nccl, UnavailableWithoutADevice) {
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_NE(failures[0].message.find("needs a CUDA device"), std::string::npos)
       << failures[0].message;
+}
+
+// Issue 32, point 5: NCCL is opened when the first nccl communicator connects, not linked. Without
+// a device: the toolkit's library opens and every function the backend calls resolves.
+TEST(NcclLibrary, OpensAndResolvesEveryFunctionWithoutADevice) {
+#if RINGMASTER_HAVE_NCCL
+  const std::filesystem::path path = NcclBackend::loadLibrary();
+  EXPECT_NE(path.filename().string().find("libnccl.so."), std::string::npos) << path;
+#else
+  GTEST_SKIP() << "built without NCCL";
+#endif
+}
+
+// In a folder where NCCL is absent, no library, or too old: kUnavailable naming the library, the
+// loader's reason and what to install.
+TEST(NcclLibrary, AnUnusableLibraryIsUnavailableAndSaysWhatToInstall) {
+#if RINGMASTER_HAVE_NCCL
+  namespace fs = std::filesystem;
+  const std::string soname = fs::path(NcclBackend::loadLibrary()).filename().string();
+  const fs::path root =
+      fs::temp_directory_path() / ("ringmaster_nccl_library_" + std::to_string(::getpid()));
+  for (const auto& broken : brokenLibraryDirs(root, soname)) {
+    SCOPED_TRACE(broken.what);
+    CudaLibraryDirOverride only_there(broken.dir);
+    Error error = errorOf([] { NcclBackend::loadLibrary(); });
+    EXPECT_EQ(error.kind(), ErrorKind::kUnavailable);
+    std::cout << broken.what << ": " << error.message() << "\n";
+    const std::string& message = error.message();
+    EXPECT_NE(message.find((broken.dir / soname).string()), std::string::npos) << message;
+    EXPECT_NE(message.find(broken.loader_words), std::string::npos) << message;
+    EXPECT_NE(message.find("Install NCCL "), std::string::npos) << message;
+  }
+  fs::remove_all(root);
+#else
+  GTEST_SKIP() << "built without NCCL";
+#endif
 }
 
 }  // namespace
