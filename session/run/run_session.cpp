@@ -15,6 +15,7 @@
 #include "db/database.h"
 #include "db/files.h"
 #include "launcher/local_launcher.h"
+#include "process/detached_job.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "ssh/ssh_launcher.h"
 #endif
@@ -261,6 +262,13 @@ fs::path localJobDirectory(const std::string& db_path, int64_t run_id) {
   return runDirectory(db_path, run_id) / "job";
 }
 
+DetachedAgent detachedAgentFrom(int node_rank, const RecordedAgent& recorded) {
+  return {.node_rank = node_rank,
+          .process = {.pid = static_cast<pid_t>(recorded.pid),
+                      .start_time = static_cast<uint64_t>(recorded.start_time)},
+          .session = static_cast<pid_t>(recorded.session)};
+}
+
 void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
   for (const std::string& assignment : overrides) {
     const size_t equals = assignment.find('=');
@@ -389,6 +397,11 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
 #endif
   world_size_ = run->world_size;
   job_dirs_ = run->job_dirs;
+  for (size_t node = 0; node < run->agents.size(); ++node) {
+    const std::optional<RecordedAgent>& agent = run->agents[node];
+    recorded_agents_.push_back(
+        agent ? std::optional(detachedAgentFrom(static_cast<int>(node), *agent)) : std::nullopt);
+  }
   node_binary_ = defaultNodeBinary();
 }
 
@@ -403,6 +416,7 @@ struct LaunchEnd {
   std::string recording_failure;  // the database's or the telemetry copy's; empty when none
   std::string launch_failure;     // the launcher's own (an SSH connection lost...)
   std::string agent_words;        // the agent's last error on its stderr (AgentError)
+  std::vector<DetachedAgent> detached_agents;  // what a detached launch's agents said of them
 };
 
 // Recording one launch until every agent has ended: its telemetry copied (--save-telemetry),
@@ -440,6 +454,7 @@ class LaunchRecording {
     if (end.recording_failure.empty()) end.recording_failure = recordingFailure();
     end.launch_failure = launch.failure();
     end.agent_words = agent_words_.text();
+    end.detached_agents = std::move(detached_agents_);
     return end;
   }
 
@@ -462,6 +477,8 @@ class LaunchRecording {
             .on_log =
                 [this](std::string_view line) {
                   agent_words_.observe(line);
+                  if (std::optional<DetachedAgent> agent = parseDetachedAgentLine(line))
+                    detached_agents_.push_back(*agent);
                   // A spool's dropped lines (a detached run) are warnings of the run.
                   const bool warning = line.starts_with("warning: the telemetry spool");
                   recorder_.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
@@ -508,6 +525,7 @@ class LaunchRecording {
   const RunObserver& observer_;
   const std::atomic<int>& stop_requests_;
   AgentError agent_words_;
+  std::vector<DetachedAgent> detached_agents_;
 };
 
 // The status the run ended with, recorded with its error or root cause; a detached launch that
@@ -561,7 +579,17 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
   if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
   LaunchRecording recording(recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_);
-  return recordOutcome(db, run_id_, request_.detach, attach_, recording.follow(*launch));
+  LaunchEnd end = recording.follow(*launch);
+  // Each host's agent as it said it: cancel finds the job's processes by it (issue 32).
+  if (request_.detach) {
+    for (const DetachedAgent& agent : end.detached_agents) {
+      recordDetachedAgent(db, run_id_, agent.node_rank,
+                          {.pid = agent.process.pid,
+                           .start_time = static_cast<int64_t>(agent.process.start_time),
+                           .session = agent.session});
+    }
+  }
+  return recordOutcome(db, run_id_, request_.detach, attach_, end);
 }
 
 // The local launcher, or the SSH launcher for remote hosts (a launch failing there is recorded as
@@ -574,7 +602,10 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db) {
         .grace = std::chrono::milliseconds(static_cast<int64_t>(request_.grace_s * 1000))};
     if (request_.detach || attach_) local.job_dir = job_dirs_.at(0);
     local.detach = request_.detach;
-    if (attach_) local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
+    if (attach_) {
+      local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
+      local.detached_agent = recordedAgent(0);
+    }
     return std::make_unique<LocalLauncher>(local);
   }
 #if RINGMASTER_HAVE_LIBSSH
