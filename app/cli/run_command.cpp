@@ -187,7 +187,11 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       .on_log =
           [&](std::string_view line) {
             if (on_log) on_log(line);
-            if (!options.verbose) return;
+            // What a detached run's spool says of itself (lines dropped, the spool gone while
+            // its agent runs) is shown to an attach unless quiet.
+            const bool spool_word = run.attached() && !options.quiet &&
+                                    line.starts_with("warning: the telemetry spool");
+            if (!options.verbose && !spool_word) return;
             display.clear();
             fmt::print(stderr, "{}\n", displaySafeLine(line));
           },
