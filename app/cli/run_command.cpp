@@ -125,6 +125,12 @@ int exitCodeOf(const std::string& status) {
   return status == "cancelled" ? kExitCancelled : kExitFailed;
 }
 
+// What a detached run's spool says of itself (lines dropped, the spool gone while its agent runs),
+// which an attach shows unless quiet, verbose or not.
+bool isSpoolWord(std::string_view line) {
+  return line.starts_with("warning: the telemetry spool");
+}
+
 // Thrown out of an attach's loop by Ctrl-C: the follower stops, the detached job goes on.
 struct LeaveDetached {};
 
@@ -187,11 +193,8 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       .on_log =
           [&](std::string_view line) {
             if (on_log) on_log(line);
-            // What a detached run's spool says of itself (lines dropped, the spool gone while
-            // its agent runs) is shown to an attach unless quiet.
-            const bool spool_word = run.attached() && !options.quiet &&
-                                    line.starts_with("warning: the telemetry spool");
-            if (!options.verbose && !spool_word) return;
+            if (!options.verbose && !(run.attached() && !options.quiet && isSpoolWord(line)))
+              return;
             display.clear();
             fmt::print(stderr, "{}\n", displaySafeLine(line));
           },
