@@ -5,13 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -394,7 +392,7 @@ int checkNothingLeftHere(int64_t run_id, const CancelTarget& target,
   for (;;) {
     left.clear();
     for (pid_t pid : jobProcesses(target.run.job_dirs[0]))
-      if (readProcessStat(pid) && readProcessStat(pid)->state != 'Z') left.push_back(pid);
+      if (processIdentity(pid)) left.push_back(pid);
     if (left.empty() || Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }

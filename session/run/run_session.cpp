@@ -416,7 +416,6 @@ struct LaunchEnd {
   std::string recording_failure;  // the database's or the telemetry copy's; empty when none
   std::string launch_failure;     // the launcher's own (an SSH connection lost...)
   std::string agent_words;        // the agent's last error on its stderr (AgentError)
-  std::vector<DetachedAgent> detached_agents;  // what a detached launch's agents said of them
 };
 
 // Recording one launch until every agent has ended: its telemetry copied (--save-telemetry),
@@ -424,13 +423,16 @@ struct LaunchEnd {
 // cancel (first) and a kill (second), a failed recording into a cancel.
 class LaunchRecording {
  public:
+  // `on_detached_agent`: a detached launch's agent said its identity (issue 32).
   LaunchRecording(Recorder& recorder, OutputFile* telemetry_copy, RunProgress& progress,
-                  const RunObserver& observer, const std::atomic<int>& stop_requests)
+                  const RunObserver& observer, const std::atomic<int>& stop_requests,
+                  std::function<void(const DetachedAgent&)> on_detached_agent = {})
       : recorder_(recorder),
         copy_(telemetry_copy),
         progress_(progress),
         observer_(observer),
-        stop_requests_(stop_requests) {}
+        stop_requests_(stop_requests),
+        on_detached_agent_(std::move(on_detached_agent)) {}
 
   LaunchEnd follow(Launch& launch) {
     const LaunchSink sink = this->sink();
@@ -454,7 +456,6 @@ class LaunchRecording {
     if (end.recording_failure.empty()) end.recording_failure = recordingFailure();
     end.launch_failure = launch.failure();
     end.agent_words = agent_words_.text();
-    end.detached_agents = std::move(detached_agents_);
     return end;
   }
 
@@ -477,8 +478,10 @@ class LaunchRecording {
             .on_log =
                 [this](std::string_view line) {
                   agent_words_.observe(line);
-                  if (std::optional<DetachedAgent> agent = parseDetachedAgentLine(line))
-                    detached_agents_.push_back(*agent);
+                  if (on_detached_agent_) {
+                    if (std::optional<DetachedAgent> agent = parseDetachedAgentLine(line))
+                      on_detached_agent_(*agent);
+                  }
                   // A spool's dropped lines (a detached run) are warnings of the run.
                   const bool warning = line.starts_with("warning: the telemetry spool");
                   recorder_.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
@@ -525,7 +528,7 @@ class LaunchRecording {
   const RunObserver& observer_;
   const std::atomic<int>& stop_requests_;
   AgentError agent_words_;
-  std::vector<DetachedAgent> detached_agents_;
+  std::function<void(const DetachedAgent&)> on_detached_agent_;
 };
 
 // The status the run ended with, recorded with its error or root cause; a detached launch that
@@ -578,18 +581,25 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   const std::unique_ptr<Launch> launch = startLaunch(db);
   // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
   if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
-  LaunchRecording recording(recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_);
-  LaunchEnd end = recording.follow(*launch);
-  // Each host's agent as it said it: cancel finds the job's processes by it (issue 32).
-  if (request_.detach) {
-    for (const DetachedAgent& agent : end.detached_agents) {
+  // Each host's agent recorded as soon as it says who it is, before the launch ends (which a
+  // killed launching process never sees): cancel finds the job's processes by it (issue 32).
+  const auto record_agent = [&](const DetachedAgent& agent) {
+    try {
       recordDetachedAgent(db, run_id_, agent.node_rank,
                           {.pid = agent.process.pid,
                            .start_time = static_cast<int64_t>(agent.process.start_time),
                            .session = agent.session});
+    } catch (const Error& e) {
+      // Not fatal to the launch: cancel then finds the processes by the PID files only.
+      recorder.submitLog(std::nullopt, "warn",
+                         fmt::format("the detached agent of node {} could not be recorded: {}",
+                                     agent.node_rank, e.message()));
     }
-  }
-  return recordOutcome(db, run_id_, request_.detach, attach_, end);
+  };
+  LaunchRecording recording(
+      recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_,
+      request_.detach ? record_agent : std::function<void(const DetachedAgent&)>{});
+  return recordOutcome(db, run_id_, request_.detach, attach_, recording.follow(*launch));
 }
 
 // The local launcher, or the SSH launcher for remote hosts (a launch failing there is recorded as
