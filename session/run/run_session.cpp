@@ -482,8 +482,12 @@ class LaunchRecording {
                     if (std::optional<DetachedAgent> agent = parseDetachedAgentLine(line))
                       on_detached_agent_(*agent);
                   }
-                  // A spool's dropped lines (a detached run) are warnings of the run.
-                  const bool warning = line.starts_with("warning: the telemetry spool");
+                  // A spool's dropped lines (a detached run) and a job's processes left after
+                  // its agent ended are warnings of the run.
+                  const bool warning =
+                      line.starts_with("warning: the telemetry spool") ||
+                      (line.starts_with("[job ") &&
+                       line.find("] processes of the job still running on ") != line.npos);
                   recorder_.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
                   if (observer_.on_log) observer_.on_log(line);
                 },

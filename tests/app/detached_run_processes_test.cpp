@@ -4,7 +4,8 @@
 // `running` while its agent lives and `cancel` stops every process; with the whole job directory
 // deleted, `cancel` stops every process too (by the agent's PID, start time and session recorded
 // in the run database); a run recorded `failed` while its processes still run is cancelled by
-// stopping them, and then has nothing left to cancel, said as such. A recorded PID whose start
+// stopping them, and then has nothing left to cancel, said as such; a rank's children that outlive
+// the agent are stopped too. A recorded PID whose start
 // time is not the one recorded (a reused PID) is never signalled, nor its session's processes.
 // Point 7: `attach` and `cancel` refuse a --db with no file and create nothing, and every file of
 // a detached job's directory is owner-only whatever the umask. Each test checks that no process
@@ -15,6 +16,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +174,50 @@ TEST_F(DetachedRunProcesses, ARunRecordedEndedWhileItsProcessesRunIsCancelledByS
               std::string::npos)
         << again.err();
     EXPECT_EQ(again.err().find("attach"), std::string::npos) << again.err();
+  }
+}
+
+// A rank's child that outlives its rank and the agent (it is no child of the agent's, so it does
+// not die with it) is still the job's, in the agent's session: the agent SIGKILLed, its workers
+// gone with it and the run recorded failed, cancel finds the children and stops them.
+TEST_F(DetachedRunProcesses, ChildrenThatOutliveTheAgentAreStillStoppedByCancel) {
+  fs::create_directories(dir_);
+  const fs::path script = dir_ / "leaves_a_child.sh";
+  std::ofstream(script) << "sleep 600 </dev/null >/dev/null 2>&1 &\n"
+                           "echo $! >> \"$1/children\"\n"
+                           "exec sleep 600\n";
+  const json spec = {
+      {"name", "leaves-children"},
+      {"program",
+       {{"python", "sh"}, {"script", script.string()}, {"args", {dir_.string()}}, {"steps", 10}}},
+      {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", kRanks}}}}}}};
+  CapturedProcess launch =
+      ringmaster({"run", CliRunTest::writeSpec("leaves-children", spec), "--detach", "-q"});
+  ASSERT_TRUE(launch.wait(120s).ok()) << launch.err();
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (testing::pidsInFile(dir_ / "children").size() < kRanks &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  const std::vector<pid_t> children = testing::pidsInFile(dir_ / "children");
+  ASSERT_EQ(children.size(), static_cast<size_t>(kRanks));
+  const std::vector<pid_t> agent = testing::pidsInFile(jobDir(1) / "agent.pid");
+  ASSERT_EQ(agent.size(), 1u);
+  ASSERT_EQ(::kill(agent[0], SIGKILL), 0);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));  // the agent and its workers
+  for (pid_t child : children) EXPECT_TRUE(testing::processRuns(child)) << child;
+  {
+    storage::Database db(dbPath());
+    storage::finishRun(db, 1, "failed");
+  }
+  CapturedProcess cancel = ringmaster({"cancel", "1"});
+  const ExitStatus stopped = cancel.wait(120s);
+  EXPECT_EQ(stopped.exit_code, 0) << stopped.describe() << "\n" << cancel.err();
+  EXPECT_NE(cancel.err().find(fmt::format("but {} of its processes still run", kRanks)),
+            std::string::npos)
+      << cancel.err();
+  for (pid_t child : children) {
+    EXPECT_FALSE(testing::processRuns(child)) << child;
+    if (testing::processRuns(child)) ::kill(child, SIGKILL);
   }
 }
 
