@@ -263,10 +263,11 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
                options.node_rank, agent_pid, job_dir);
     return kExitOk;
   }
-  const DetachedAgent agent{
-      .node_rank = options.node_rank,
-      .process = {.pid = static_cast<pid_t>(agent_pid), .start_time = stat->start_time},
-      .session = stat->session};
+  const DetachedAgent agent{.node_rank = options.node_rank,
+                            .process = {.pid = static_cast<pid_t>(agent_pid),
+                                        .start_time = stat->start_time,
+                                        .boot_id = bootId()},
+                            .session = stat->session};
   fmt::print(stderr, "{}\n", detachedAgentLine(agent, job_dir));
   return kExitOk;
 }
@@ -286,20 +287,24 @@ struct FollowedAgent {
   bool runs() const { return known ? identityRuns(known->process) : processRuns(pid); }
 };
 
-// --agent PID:START_TIME:SESSION, else DIR/agent.pid.
+// --agent PID:START_TIME:SESSION:BOOT, else DIR/agent.pid.
 FollowedAgent followedAgent(const std::string& job_dir, const std::string& recorded) {
   FollowedAgent agent;
   if (!recorded.empty()) {
     long long pid = 0, session = 0;
     unsigned long long start = 0;
+    char boot[65] = {};
     char extra = 0;
-    RM_CHECK_ARG(
-        std::sscanf(recorded.c_str(), "%lld:%llu:%lld%c", &pid, &start, &session, &extra) == 3 &&
-            pid > 0 && session > 0,
-        fmt::format("--agent '{}': expected PID:START_TIME:SESSION", recorded));
+    RM_CHECK_ARG(std::sscanf(recorded.c_str(), "%lld:%llu:%lld:%64[0-9a-f-]%c", &pid, &start,
+                             &session, boot, &extra) == 4 &&
+                     pid > 0 && session > 0,
+                 fmt::format("--agent '{}': expected PID:START_TIME:SESSION:BOOT", recorded));
     agent.pid = static_cast<pid_t>(pid);
-    agent.known = DetachedAgent{.process = {.pid = agent.pid, .start_time = start},
-                                .session = static_cast<pid_t>(session)};
+    agent.known =
+        DetachedAgent{.process = {.pid = agent.pid,
+                                  .start_time = start,
+                                  .boot_id = std::string(boot) == "-" ? "" : std::string(boot)},
+                      .session = static_cast<pid_t>(session)};
     return agent;
   }
   std::ifstream pid(job_dir + "/agent.pid");
@@ -364,7 +369,7 @@ int followWithoutSpool(const std::string& job_dir, const FollowedAgent& agent) {
   return kExitFailed;
 }
 
-// `spool-follow DIR --from RANK:ATTEMPT:SEQ,... [--agent PID:START_TIME:SESSION]`: the spool's
+// `spool-follow DIR --from RANK:ATTEMPT:SEQ,... [--agent PID:START_TIME:SESSION:BOOT]`: the spool's
 // lines as the agent wrote them (telemetry on stdout, log lines on stderr), without each rank's
 // telemetry up to the given (attempt, seq), then live until the agent has ended; exits with the
 // agent's exit code. A spool that dropped lines says so first, on stderr (the recorder logs it as
@@ -543,9 +548,10 @@ int main(int argc, char** argv) {
   spool_follow->add_option("--from", follow_from,
                            "RANK:ATTEMPT:SEQ,...: each rank's telemetry up to this attempt and "
                            "seq is left out (already stored)");
-  spool_follow->add_option("--agent", follow_agent,
-                           "PID:START_TIME:SESSION: the detached agent as its launch recorded it "
-                           "(default: DIR/agent.pid, as it runs now)");
+  spool_follow->add_option(
+      "--agent", follow_agent,
+      "PID:START_TIME:SESSION:BOOT: the detached agent as its launch recorded it "
+      "(default: DIR/agent.pid, as it runs now)");
   std::string idx_dir;
   int64_t idx_samples = 10000;
   uint64_t idx_seed = 1;

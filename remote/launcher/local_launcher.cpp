@@ -64,9 +64,11 @@ ChildOptions agentOptions(const LocalLaunchOptions& options) {
     child.argv = {options.node_binary, "spool-follow", options.job_dir, "--from",
                   *options.follow_from};
     if (const std::optional<DetachedAgent>& agent = options.detached_agent) {
-      child.argv.insert(child.argv.end(),
-                        {"--agent", fmt::format("{}:{}:{}", agent->process.pid,
-                                                agent->process.start_time, agent->session)});
+      const std::string& boot = agent->process.boot_id;
+      child.argv.insert(
+          child.argv.end(),
+          {"--agent", fmt::format("{}:{}:{}:{}", agent->process.pid, agent->process.start_time,
+                                  agent->session, boot.empty() ? "-" : boot)});
     }
   } else {
     child.argv = {options.node_binary,

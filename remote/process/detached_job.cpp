@@ -20,7 +20,7 @@ using Clock = std::chrono::steady_clock;
 // session's id as its PID (the agent's parent made the session and exited at once; the id stays
 // taken while a process is in the session, so a process with that PID is someone else's).
 bool sessionIsTheJobs(const DetachedAgent& agent) {
-  if (agent.session <= 0) return false;
+  if (agent.session <= 0 || agent.process.boot_id != bootId()) return false;
   if (identityRuns(agent.process)) return true;
   return !readProcessStat(agent.session).has_value();
 }
@@ -35,8 +35,9 @@ void addOnce(std::vector<ProcessIdentity>& processes, const ProcessIdentity& pro
 
 std::string detachedAgentLine(const DetachedAgent& agent, const std::string& job_dir) {
   return fmt::format(
-      "[agent node {}] detached: pid {}, start time {}, session {}, job directory {}",
-      agent.node_rank, agent.process.pid, agent.process.start_time, agent.session, job_dir);
+      "[agent node {}] detached: pid {}, start time {}, session {}, boot {}, job directory {}",
+      agent.node_rank, agent.process.pid, agent.process.start_time, agent.session,
+      agent.process.boot_id.empty() ? "-" : agent.process.boot_id, job_dir);
 }
 
 std::optional<DetachedAgent> parseDetachedAgentLine(std::string_view line) {
@@ -44,14 +45,17 @@ std::optional<DetachedAgent> parseDetachedAgentLine(std::string_view line) {
   int node = 0, consumed = 0;
   long long pid = 0, session = 0;
   unsigned long long start = 0;
+  char boot[65] = {};
   if (std::sscanf(text.c_str(),
-                  "[agent node %d] detached: pid %lld, start time %llu, session %lld, job "
-                  "directory %n",
-                  &node, &pid, &start, &session, &consumed) != 4 ||
+                  "[agent node %d] detached: pid %lld, start time %llu, session %lld, boot "
+                  "%64[0-9a-f-], job directory %n",
+                  &node, &pid, &start, &session, boot, &consumed) != 5 ||
       consumed == 0 || pid <= 0 || session <= 0 || node < 0)
     return std::nullopt;
   return DetachedAgent{.node_rank = node,
-                       .process = {.pid = static_cast<pid_t>(pid), .start_time = start},
+                       .process = {.pid = static_cast<pid_t>(pid),
+                                   .start_time = start,
+                                   .boot_id = std::string(boot) == "-" ? "" : std::string(boot)},
                        .session = static_cast<pid_t>(session)};
 }
 
@@ -62,7 +66,9 @@ std::optional<DetachedAgent> detachedAgentOf(const std::string& job_dir, int nod
   const std::optional<ProcessStat> stat = readProcessStat(static_cast<pid_t>(pid));
   if (!stat || stat->state == 'Z') return std::nullopt;
   return DetachedAgent{.node_rank = node_rank,
-                       .process = {.pid = static_cast<pid_t>(pid), .start_time = stat->start_time},
+                       .process = {.pid = static_cast<pid_t>(pid),
+                                   .start_time = stat->start_time,
+                                   .boot_id = bootId()},
                        .session = stat->session};
 }
 
@@ -79,7 +85,9 @@ std::vector<ProcessIdentity> detachedJobProcesses(const DetachedAgent& agent,
     const std::optional<ProcessStat> stat = readProcessStat(static_cast<pid_t>(pid));
     if (stat && stat->state != 'Z' && stat->session == agent.session &&
         stat->start_time >= agent.process.start_time)
-      addOnce(processes, {.pid = static_cast<pid_t>(pid), .start_time = stat->start_time});
+      addOnce(
+          processes,
+          {.pid = static_cast<pid_t>(pid), .start_time = stat->start_time, .boot_id = bootId()});
   }
   return processes;
 }

@@ -26,7 +26,7 @@ struct DetachedAgent {
 };
 
 // What `ringmaster-node agent --detach` says once its agent runs:
-// "[agent node N] detached: pid P, start time T, session S, job directory DIR".
+// "[agent node N] detached: pid P, start time T, session S, boot B, job directory DIR".
 std::string detachedAgentLine(const DetachedAgent& agent, const std::string& job_dir);
 // The agent a detachedAgentLine names; nullopt for any other line.
 std::optional<DetachedAgent> parseDetachedAgentLine(std::string_view line);

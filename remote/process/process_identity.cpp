@@ -40,6 +40,16 @@ int sendThroughPidfd(int pidfd, int signo) {
 
 }  // namespace
 
+const std::string& bootId() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string text;
+    std::getline(in, text);
+    return text;
+  }();
+  return id;
+}
+
 std::optional<ProcessStat> readProcessStat(pid_t pid) {
   if (pid <= 0) return std::nullopt;
   std::string text;
@@ -68,10 +78,11 @@ std::optional<ProcessStat> readProcessStat(pid_t pid) {
 std::optional<ProcessIdentity> processIdentity(pid_t pid) {
   const std::optional<ProcessStat> stat = readProcessStat(pid);
   if (!stat || stat->state == 'Z') return std::nullopt;
-  return ProcessIdentity{.pid = pid, .start_time = stat->start_time};
+  return ProcessIdentity{.pid = pid, .start_time = stat->start_time, .boot_id = bootId()};
 }
 
 bool identityRuns(const ProcessIdentity& identity) {
+  if (identity.boot_id != bootId()) return false;
   const std::optional<ProcessIdentity> now = processIdentity(identity.pid);
   return now && now->start_time == identity.start_time;
 }
@@ -98,7 +109,7 @@ std::vector<ProcessIdentity> sessionMembers(pid_t session) {
     if (pid == ::getpid()) continue;
     const std::optional<ProcessStat> stat = readProcessStat(pid);
     if (stat && stat->session == session && stat->state != 'Z')
-      members.push_back({.pid = pid, .start_time = stat->start_time});
+      members.push_back({.pid = pid, .start_time = stat->start_time, .boot_id = bootId()});
   }
   return members;
 }

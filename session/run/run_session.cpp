@@ -265,7 +265,8 @@ fs::path localJobDirectory(const std::string& db_path, int64_t run_id) {
 DetachedAgent detachedAgentFrom(int node_rank, const RecordedAgent& recorded) {
   return {.node_rank = node_rank,
           .process = {.pid = static_cast<pid_t>(recorded.pid),
-                      .start_time = static_cast<uint64_t>(recorded.start_time)},
+                      .start_time = static_cast<uint64_t>(recorded.start_time),
+                      .boot_id = recorded.boot_id},
           .session = static_cast<pid_t>(recorded.session)};
 }
 
@@ -592,7 +593,8 @@ RunOutcome RunSession::run(const RunObserver& observer) {
       recordDetachedAgent(db, run_id_, agent.node_rank,
                           {.pid = agent.process.pid,
                            .start_time = static_cast<int64_t>(agent.process.start_time),
-                           .session = agent.session});
+                           .session = agent.session,
+                           .boot_id = agent.process.boot_id});
     } catch (const Error& e) {
       // Not fatal to the launch: cancel then finds the processes by the PID files only.
       recorder.submitLog(std::nullopt, "warn",

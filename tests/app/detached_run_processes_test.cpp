@@ -221,9 +221,10 @@ TEST_F(DetachedRunProcesses, ChildrenThatOutliveTheAgentAreStillStoppedByCancel)
 }
 
 // A process that is not the job's, in a session of its own (setsid: its PID is its session's id),
-// recorded as a run's agent. With another start time than its own (the PID reused), neither it nor
-// its session is signalled by cancel, whether the run is recorded running (its job directory
-// gone) or ended; with its own start time, the same cancel stops it: the check is what spares it.
+// recorded as a run's agent. With another start time than its own (the PID reused), or its own in
+// another boot, neither it nor its session is signalled by cancel, whether the run is recorded
+// running (its job directory gone) or ended; with its own start time in this boot, the same cancel
+// stops it: the check is what spares it.
 TEST_F(DetachedRunProcesses, ARecordedPidWithAnotherStartTimeIsNeverSignalled) {
   CapturedProcess stranger("/usr/bin/setsid", {"sleep", "600"});
   std::optional<ProcessIdentity> identity;
@@ -237,7 +238,8 @@ TEST_F(DetachedRunProcesses, ARecordedPidWithAnotherStartTimeIsNeverSignalled) {
 
   json spec = testing::localDdpSpec(kRanks);
   spec["name"] = "reused";
-  const auto recordRun = [&](uint64_t start_time, bool ended) {
+  const auto recordRun = [&](uint64_t start_time, bool ended,
+                             const std::string& boot_id = bootId()) {
     storage::Database db(dbPath());
     const int64_t run = storage::createRun(
         db, {.name = "reused", .spec_json = spec.dump(), .strategy = "ddp", .world_size = kRanks});
@@ -245,7 +247,8 @@ TEST_F(DetachedRunProcesses, ARecordedPidWithAnotherStartTimeIsNeverSignalled) {
     storage::recordDetachedAgent(db, run, 0,
                                  {.pid = stranger.pid(),
                                   .start_time = static_cast<int64_t>(start_time),
-                                  .session = stranger.pid()});
+                                  .session = stranger.pid(),
+                                  .boot_id = boot_id});
     if (ended) storage::finishRun(db, run, "failed");
     return run;
   };
@@ -265,6 +268,13 @@ TEST_F(DetachedRunProcesses, ARecordedPidWithAnotherStartTimeIsNeverSignalled) {
   EXPECT_EQ(cancel_ended.wait(60s).exit_code, 2) << cancel_ended.err();
   EXPECT_NE(cancel_ended.err().find("there is nothing to cancel"), std::string::npos)
       << cancel_ended.err();
+  EXPECT_TRUE(identityRuns(*identity));
+
+  // Its own start time in another boot (the database read after a restart, or on another machine).
+  const int64_t other_boot =
+      recordRun(identity->start_time, /*ended=*/true, "00000000-0000-0000-0000-000000000000");
+  CapturedProcess cancel_other_boot = ringmaster({"cancel", std::to_string(other_boot)});
+  EXPECT_EQ(cancel_other_boot.wait(60s).exit_code, 2) << cancel_other_boot.err();
   EXPECT_TRUE(identityRuns(*identity));
 
   const int64_t its_own = recordRun(identity->start_time, /*ended=*/true);

@@ -1,8 +1,9 @@
 // Issue 32, point 1: processes known by PID and start time. A process's stat is read as the
 // kernel says it (session, start time, a zombie); a PID recorded with another start time (a reused
-// PID) is not taken to run and is never signalled, while the right one is; a session's members are
-// found; the detached agent's launch line round-trips and no other line parses as one; a detached
-// job's processes are its agent's session, not a session whose leader is someone else's.
+// PID), or with its own start time in another boot, is not taken to run and is never signalled,
+// while the right one is; a session's members are found; the detached agent's launch line
+// round-trips and no other line parses as one; a detached job's processes are its agent's session,
+// not a session whose leader is someone else's.
 #include <signal.h>
 #include <unistd.h>
 
@@ -50,10 +51,15 @@ TEST(ProcessIdentity, AnotherStartTimeIsAnotherProcessAndIsNeverSignalled) {
   EXPECT_TRUE(identityRuns(*identity));
   for (const uint64_t other :
        {identity->start_time - 1, identity->start_time + 1, uint64_t{0}, UINT64_MAX}) {
-    const ProcessIdentity reused{.pid = child.pid(), .start_time = other};
+    const ProcessIdentity reused{.pid = child.pid(), .start_time = other, .boot_id = bootId()};
     EXPECT_FALSE(identityRuns(reused)) << other;
     EXPECT_FALSE(signalIdentity(reused, SIGKILL)) << other;
   }
+  // Its own PID and start time, but in another boot (a restart, another machine).
+  ProcessIdentity other_boot = *identity;
+  other_boot.boot_id = "00000000-0000-0000-0000-000000000000";
+  EXPECT_FALSE(identityRuns(other_boot));
+  EXPECT_FALSE(signalIdentity(other_boot, SIGKILL));
   std::this_thread::sleep_for(200ms);
   EXPECT_TRUE(identityRuns(*identity));  // still running
   EXPECT_TRUE(signalIdentity(*identity, SIGTERM));
@@ -73,8 +79,11 @@ TEST(ProcessIdentity, ASessionsMembersAreFound) {
 }
 
 TEST(DetachedJob, TheLaunchLineRoundTripsAndNoOtherLineParses) {
-  const DetachedAgent agent{
-      .node_rank = 3, .process = {.pid = 4242, .start_time = 987654321}, .session = 4241};
+  const DetachedAgent agent{.node_rank = 3,
+                            .process = {.pid = 4242,
+                                        .start_time = 987654321,
+                                        .boot_id = "45ca08b6-271d-4bd9-a604-a674c490f351"},
+                            .session = 4241};
   const std::optional<DetachedAgent> parsed =
       parseDetachedAgentLine(detachedAgentLine(agent, "/tmp/a dir/job"));
   ASSERT_TRUE(parsed.has_value());
@@ -82,13 +91,17 @@ TEST(DetachedJob, TheLaunchLineRoundTripsAndNoOtherLineParses) {
   EXPECT_EQ(parsed->process.pid, 4242);
   EXPECT_EQ(parsed->process.start_time, 987654321u);
   EXPECT_EQ(parsed->session, 4241);
+  EXPECT_EQ(parsed->process.boot_id, agent.process.boot_id);
   for (const char* other :
        {"", "[agent node 0] detached: pid 12, job directory /x",
         "[agent node 0] detached: pid 12 (ended already), job directory /x",
-        "[rank 0] [agent node 0] detached: pid 1, start time 2, session 3, job directory /x",
-        "[agent node 0] detached: pid 0, start time 2, session 3, job directory /x",
-        "[agent node 0] detached: pid 1, start time 2, session -3, job directory /x",
-        "[agent node -1] detached: pid 1, start time 2, session 3, job directory /x"})
+        "[agent node 0] detached: pid 1, start time 2, session 3, job directory /x",
+        "[rank 0] [agent node 0] detached: pid 1, start time 2, session 3, boot b, job directory "
+        "/x",
+        "[agent node 0] detached: pid 0, start time 2, session 3, boot b, job directory /x",
+        "[agent node 0] detached: pid 1, start time 2, session -3, boot b, job directory /x",
+        "[agent node -1] detached: pid 1, start time 2, session 3, boot b, job directory /x",
+        "[agent node 0] detached: pid 1, start time 2, session 3, boot $(x), job directory /x"})
     EXPECT_FALSE(parseDetachedAgentLine(other).has_value()) << other;
 }
 
