@@ -255,7 +255,7 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
                                 job_dir));
     if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Its identity (start time, session), which the launching side records: the job's processes
+  // Its identity (start time, session, boot), which the launching side records: the job's processes
   // are found and stopped by it even when the job directory is gone (issue 32).
   const std::optional<ProcessStat> stat = readProcessStat(static_cast<pid_t>(agent_pid));
   if (!stat || stat->state == 'Z') {
