@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -29,6 +31,7 @@
 #include "core/error.h"
 #include "data/digits_idx.h"
 #include "exit_codes.h"
+#include "process/detached_job.h"
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/codec.h"
@@ -160,6 +163,17 @@ struct AgentArgs {
   int spool_segments = 16;
 };
 
+// Writes `text` to `path`, created (or truncated) owner-only: 0600 whatever the umask.
+void writeOwnerOnlyFile(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) RM_THROW(kIo, fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+  ::fchmod(fd, 0600);  // a file left by an earlier agent keeps no wider mode
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int saved = errno;
+  ::close(fd);
+  if (!written) RM_THROW(kIo, fmt::format("cannot write {}: {}", path, std::strerror(saved)));
+}
+
 // Runs the agent detached (ringmaster run --detach): a grandchild in its own session (no SIGHUP
 // from a closing SSH channel or terminal reaches it), stdin and stdout on /dev/null, its stderr in
 // DIR/agent.log, every line in the spool DIR/spool, its PID in DIR/agent.pid and its workers' in
@@ -194,14 +208,9 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
       options.input_fd = -1;
       options.output_fd = -1;
       options.workers_pid_file = job_dir + "/workers.pid";
-      {
-        // The ringmaster-node that runs it: what spool-follow is run with on this host.
-        std::ofstream(job_dir + "/node-binary") << fs::read_symlink("/proc/self/exe").string();
-      }
-      {
-        std::ofstream pid(pid_file + ".tmp");
-        pid << ::getpid() << "\n";
-      }
+      // The ringmaster-node that runs it: what spool-follow is run with on this host.
+      writeOwnerOnlyFile(job_dir + "/node-binary", fs::read_symlink("/proc/self/exe").string());
+      writeOwnerOnlyFile(pid_file + ".tmp", fmt::format("{}\n", ::getpid()));
       fs::rename(pid_file + ".tmp", pid_file, error);
       try {
         code = static_cast<int>(runAgent(options));
@@ -246,33 +255,88 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
                                 job_dir));
     if (!started) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  fmt::print(stderr, "[agent node {}] detached: pid {}, job directory {}\n", options.node_rank,
-             agent_pid, job_dir);
+  // Its identity (start time, session, boot), which the launching side records: the job's processes
+  // are found and stopped by it even when the job directory is gone (issue 32).
+  const std::optional<ProcessStat> stat = readProcessStat(static_cast<pid_t>(agent_pid));
+  if (!stat || stat->state == 'Z') {
+    fmt::print(stderr, "[agent node {}] detached: pid {} (ended already), job directory {}\n",
+               options.node_rank, agent_pid, job_dir);
+    return kExitOk;
+  }
+  const DetachedAgent agent{.node_rank = options.node_rank,
+                            .process = {.pid = static_cast<pid_t>(agent_pid),
+                                        .start_time = stat->start_time,
+                                        .boot_id = bootId()},
+                            .session = stat->session};
+  fmt::print(stderr, "{}\n", detachedAgentLine(agent, job_dir));
   return kExitOk;
 }
 
 // Whether process `pid` runs (a zombie runs nothing).
 bool processRuns(pid_t pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t name_end = text.rfind(')');
-  return name_end != std::string::npos && name_end + 2 < text.size() && text[name_end + 2] != 'Z';
+  const std::optional<ProcessStat> stat = readProcessStat(pid);
+  return stat && stat->state != 'Z';
+}
+
+// The detached agent spool-follow follows: as its launch recorded it (--agent), else as
+// DIR/agent.pid names it (its start time and session read now, while it runs).
+struct FollowedAgent {
+  pid_t pid = 0;
+  std::optional<DetachedAgent> known;  // with start time and session
+
+  bool runs() const { return known ? identityRuns(known->process) : processRuns(pid); }
+};
+
+// --agent PID:START_TIME:SESSION:BOOT, else DIR/agent.pid.
+FollowedAgent followedAgent(const std::string& job_dir, const std::string& recorded) {
+  FollowedAgent agent;
+  if (!recorded.empty()) {
+    long long pid = 0, session = 0;
+    unsigned long long start = 0;
+    char boot[65] = {};
+    char extra = 0;
+    RM_CHECK_ARG(std::sscanf(recorded.c_str(), "%lld:%llu:%lld:%64[0-9a-f-]%c", &pid, &start,
+                             &session, boot, &extra) == 4 &&
+                     pid > 0 && session > 0,
+                 fmt::format("--agent '{}': expected PID:START_TIME:SESSION:BOOT", recorded));
+    agent.pid = static_cast<pid_t>(pid);
+    agent.known =
+        DetachedAgent{.process = {.pid = agent.pid,
+                                  .start_time = start,
+                                  .boot_id = std::string(boot) == "-" ? "" : std::string(boot)},
+                      .session = static_cast<pid_t>(session)};
+    return agent;
+  }
+  std::ifstream pid(job_dir + "/agent.pid");
+  long value = 0;
+  if (pid >> value) agent.pid = static_cast<pid_t>(value);
+  RM_CHECK_ARG(agent.pid > 0, fmt::format("{} holds no agent.pid", job_dir));
+  agent.known = detachedAgentOf(job_dir, 0);
+  return agent;
+}
+
+// The job's processes that run: by the agent's session when it is known, else by the PID files.
+std::string processesLeft(const std::string& job_dir, const FollowedAgent& agent) {
+  std::string left;
+  if (agent.known) {
+    for (const ProcessIdentity& process : detachedJobProcesses(*agent.known, job_dir))
+      left += fmt::format(" {}", process.pid);
+    return left;
+  }
+  for (const char* name : {"agent.pid", "workers.pid"}) {
+    std::ifstream file(job_dir + "/" + name);
+    for (long pid = 0; file >> pid;)
+      if (pid > 0 && processRuns(static_cast<pid_t>(pid))) left += fmt::format(" {}", pid);
+  }
+  return left;
 }
 
 // After the agent's end: waits (bounded) for the agent and every worker it started to be gone
 // and says which are left, if any, on stderr (`ringmaster cancel` checks it on every host).
-void reportProcessesLeft(const std::string& job_dir) {
-  std::vector<pid_t> pids;
-  for (const char* name : {"agent.pid", "workers.pid"}) {
-    std::ifstream file(job_dir + "/" + name);
-    for (long pid = 0; file >> pid;)
-      if (pid > 0) pids.push_back(static_cast<pid_t>(pid));
-  }
+void reportProcessesLeft(const std::string& job_dir, const FollowedAgent& agent) {
   std::string left;
   for (int i = 0; i < 500; ++i) {
-    left.clear();
-    for (pid_t pid : pids)
-      if (processRuns(pid)) left += fmt::format(" {}", pid);
+    left = processesLeft(job_dir, agent);
     if (left.empty()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -284,11 +348,34 @@ void reportProcessesLeft(const std::string& job_dir) {
   std::fflush(stderr);
 }
 
-// `spool-follow DIR --from RANK:ATTEMPT:SEQ,...`: the spool's lines as the agent wrote them
-// (telemetry on stdout, log lines on stderr), without each rank's telemetry up to the given
-// (attempt, seq), then live until the agent has ended; exits with the agent's exit code. A spool
-// that dropped lines says so first, on stderr (the recorder logs it as a warning).
-int spoolFollow(const std::string& job_dir, const std::string& from) {
+// A spool deleted (or its whole job directory) while the agent may still run (issue 32): nothing
+// more can be read, but the run has not ended while its agent runs. Says so, waits for the agent
+// to end (a cancel signals it meanwhile) and ends failed: how the job ended is not known.
+int followWithoutSpool(const std::string& job_dir, const FollowedAgent& agent) {
+  if (agent.runs()) {
+    fmt::print(stderr,
+               "warning: the telemetry spool {}/spool is gone while the detached agent (pid {}) "
+               "still runs: nothing more of the job can be recorded, and the run goes on until "
+               "the agent ends (`ringmaster cancel` stops it)\n",
+               job_dir, agent.pid);
+    std::fflush(stderr);
+    while (agent.runs()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  fmt::print(stderr,
+             "error: the detached agent (pid {}) of {} is gone, and its telemetry spool was "
+             "deleted: how the job ended is not known\n",
+             agent.pid, job_dir);
+  reportProcessesLeft(job_dir, agent);
+  return kExitFailed;
+}
+
+// `spool-follow DIR --from RANK:ATTEMPT:SEQ,... [--agent PID:START_TIME:SESSION:BOOT]`: the spool's
+// lines as the agent wrote them (telemetry on stdout, log lines on stderr), without each rank's
+// telemetry up to the given (attempt, seq), then live until the agent has ended; exits with the
+// agent's exit code. A spool that dropped lines says so first, on stderr (the recorder logs it as
+// a warning).
+int spoolFollow(const std::string& job_dir, const std::string& from,
+                const std::string& recorded_agent) {
   std::map<int, std::pair<int, uint64_t>> skip;  // rank -> (attempt, seq) already stored
   std::istringstream items(from);
   for (std::string item; std::getline(items, item, ',');) {
@@ -300,9 +387,8 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
     skip[rank] = {attempt, seq};
   }
   const std::string spool_dir = job_dir + "/spool";
-  RM_CHECK_ARG(
-      std::filesystem::is_directory(spool_dir),
-      fmt::format("{} holds no telemetry spool (not a detached run's job directory)", job_dir));
+  const FollowedAgent agent = followedAgent(job_dir, recorded_agent);
+  if (!std::filesystem::is_directory(spool_dir)) return followWithoutSpool(job_dir, agent);
   for (const auto& [rank, drop] : readSpoolDrops(spool_dir)) {
     fmt::print(stderr,
                "warning: the telemetry spool outgrew its bound: {} telemetry lines of rank {} "
@@ -310,13 +396,6 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
                drop.lines, rank, drop.first_seq, drop.last_seq);
   }
   std::map<int, int> attempt_of;  // each rank's attempt, from its latest hello
-  pid_t agent_pid = 0;
-  {
-    std::ifstream pid(job_dir + "/agent.pid");
-    long value = 0;
-    if (pid >> value) agent_pid = static_cast<pid_t>(value);
-  }
-  RM_CHECK_ARG(agent_pid > 0, fmt::format("{} holds no agent.pid", job_dir));
   SpoolReader reader(spool_dir);
   // Writes what the spool holds past the reader, less each rank's telemetry already stored.
   auto replay = [&] {
@@ -344,18 +423,18 @@ int spoolFollow(const std::string& job_dir, const std::string& from) {
   for (;;) {
     replay();
     if (const std::optional<int> code = reader.ended()) {
-      reportProcessesLeft(job_dir);
+      reportProcessesLeft(job_dir, agent);
       return *code;
     }
     // An agent that is gone without writing its end (killed, its host restarted) ends nothing by
     // itself: said, and the follow ends failed rather than waiting forever.
-    if (!processRuns(agent_pid) && !readSpoolEnd(spool_dir)) {
+    if (!agent.runs() && !readSpoolEnd(spool_dir)) {
       replay();
       fmt::print(stderr,
                  "error: the detached agent (pid {}) of {} is gone without saying how the job "
                  "ended (killed, or its host restarted)\n",
-                 agent_pid, job_dir);
-      reportProcessesLeft(job_dir);
+                 agent.pid, job_dir);
+      reportProcessesLeft(job_dir, agent);
       return kExitFailed;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -459,7 +538,7 @@ int main(int argc, char** argv) {
                    "held counted per rank)")
       ->default_val(16)
       ->check(CLI::Range(1, 100000));
-  std::string follow_dir, follow_from;
+  std::string follow_dir, follow_from, follow_agent;
   CLI::App* spool_follow = app.add_subcommand(
       "spool-follow",
       "print a detached agent's spooled lines (telemetry on stdout, logs on stderr) and follow "
@@ -469,6 +548,10 @@ int main(int argc, char** argv) {
   spool_follow->add_option("--from", follow_from,
                            "RANK:ATTEMPT:SEQ,...: each rank's telemetry up to this attempt and "
                            "seq is left out (already stored)");
+  spool_follow->add_option(
+      "--agent", follow_agent,
+      "PID:START_TIME:SESSION:BOOT: the detached agent as its launch recorded it "
+      "(default: DIR/agent.pid, as it runs now)");
   std::string idx_dir;
   int64_t idx_samples = 10000;
   uint64_t idx_seed = 1;
@@ -499,7 +582,7 @@ int main(int argc, char** argv) {
       return runWorker(spec_path);
     }
     if (agent->parsed()) return runAgentCommand(agent_args);
-    if (spool_follow->parsed()) return spoolFollow(follow_dir, follow_from);
+    if (spool_follow->parsed()) return spoolFollow(follow_dir, follow_from, follow_agent);
     if (make_idx->parsed()) {
       const IdxFilePair files = writeDigitsIdx(idx_dir, idx_samples, idx_seed);
       fmt::print("{}\n{}\n", files.images, files.labels);

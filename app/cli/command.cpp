@@ -29,7 +29,7 @@ bool Commands::runParsed(const CommonOptions& common, int& exit_code) const {
   return false;
 }
 
-std::unique_ptr<storage::Database> openDatabaseForReading(const std::string& path) {
+void requireExistingDatabase(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) {
     RM_THROW(kInvalidArgument,
@@ -37,6 +37,10 @@ std::unique_ptr<storage::Database> openDatabaseForReading(const std::string& pat
                          "creates it; --db names another)",
                          path));
   }
+}
+
+std::unique_ptr<storage::Database> openDatabaseForReading(const std::string& path) {
+  requireExistingDatabase(path);
   auto db = std::make_unique<storage::Database>(path, storage::readingOptions(path));
   if (!db->readOnly()) storage::reconcileInterruptedRuns(*db);
   return db;

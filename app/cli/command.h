@@ -45,5 +45,8 @@ class Commands {
 // mistyped --db is not taken for an empty history. A database that cannot be written here (a
 // read-only file system, no write permission) is opened read-only and read as it is.
 std::unique_ptr<storage::Database> openDatabaseForReading(const std::string& path);
+// The same refusal for a command about runs already recorded (attach, cancel: issue 32): throws
+// kInvalidArgument when there is no file at `path`, so that nothing is created there.
+void requireExistingDatabase(const std::string& path);
 
 }  // namespace ringmaster::cli

@@ -5,13 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <optional>
 #include <thread>
 
@@ -27,9 +25,14 @@
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "core/error.h"
+#include "db/database.h"
 #include "exit_codes.h"
+#include "launcher/local_launcher.h"
+#include "process/detached_job.h"
+#include "recorder/run_lifecycle.h"
 #include "run/run_events.h"
 #include "run/run_session.h"
+#include "spec/job_spec.h"
 #include "telemetry/progress.h"
 
 namespace ringmaster::cli {
@@ -120,6 +123,12 @@ int exitCodeOf(const std::string& status) {
   return status == "cancelled" ? kExitCancelled : kExitFailed;
 }
 
+// What a detached run's spool says of itself (lines dropped, the spool gone while its agent runs),
+// which an attach shows unless quiet, verbose or not.
+bool isSpoolWord(std::string_view line) {
+  return line.starts_with("warning: the telemetry spool");
+}
+
 // Thrown out of an attach's loop by Ctrl-C: the follower stops, the detached job goes on.
 struct LeaveDetached {};
 
@@ -182,7 +191,8 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       .on_log =
           [&](std::string_view line) {
             if (on_log) on_log(line);
-            if (!options.verbose) return;
+            if (!options.verbose && !(run.attached() && !options.quiet && isSpoolWord(line)))
+              return;
             display.clear();
             fmt::print(stderr, "{}\n", displaySafeLine(line));
           },
@@ -270,16 +280,93 @@ int runCommand(const RunCommandOptions& options) {
 
 namespace {
 
-// Whether process `pid` is gone (or a zombie no one has reaped yet: it runs nothing).
-bool processGone(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const size_t name_end = text.rfind(')');
-  return name_end == std::string::npos || name_end + 2 >= text.size() || text[name_end + 2] == 'Z';
+// A detached run as `cancel` finds it before anything is started (issue 32).
+struct CancelTarget {
+  storage::DetachedRun run;
+  bool local = false;
+  // The host's agent as its launch recorded it (local runs); nullopt for a run recorded before
+  // agents were.
+  std::optional<DetachedAgent> agent;
+};
+
+CancelTarget findCancelTarget(const std::string& db_path, int64_t run_id) {
+  storage::Database db(db_path);
+  std::optional<storage::DetachedRun> run = storage::findDetachedRun(db, run_id);
+  if (!run) RM_THROW(kInvalidArgument, fmt::format("there is no run {} in {}", run_id, db_path));
+  if (run->job_dirs.empty()) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("run {} was not started detached (ringmaster run --detach): cancel stops "
+                         "only detached runs (one in the foreground stops with Ctrl-C where it "
+                         "runs)",
+                         run_id));
+  }
+  CancelTarget target;
+  const SpecParseResult parsed = parseJobSpec(run->spec_json);
+  target.local = parsed.ok() && runsLocally(parsed.spec->launch) && run->job_dirs.size() == 1;
+  if (target.local && !run->agents.empty() && run->agents[0])
+    target.agent = session::detachedAgentFrom(0, *run->agents[0]);
+  target.run = std::move(*run);
+  return target;
 }
 
-// The PIDs a detached agent wrote in its job directory: its own, then its workers'.
+std::string pidList(const std::vector<ProcessIdentity>& processes) {
+  std::string pids;
+  for (const ProcessIdentity& process : processes) pids += fmt::format(" {}", process.pid);
+  return pids;
+}
+
+// Stops every process of a local detached run still running (by the agent its launch recorded,
+// verified by start time), then says whether any is left: kExitOk when none, else kExitFailed.
+int stopWhatIsLeft(int64_t run_id, const CancelTarget& target, const RunCommandOptions& options) {
+  const std::string& job_dir = target.run.job_dirs[0];
+  const std::vector<ProcessIdentity> left =
+      stopDetachedJob(*target.agent, job_dir,
+                      std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)));
+  if (!left.empty()) {
+    fmt::print(stderr, "error: run {}: processes still running after the cancel:{}\n", run_id,
+               pidList(left));
+    return kExitFailed;
+  }
+  if (!options.quiet)
+    fmt::print(stderr, "run {}: no process of the run is left on its host\n", run_id);
+  return kExitOk;
+}
+
+// `cancel` of a run that has ended: its processes, if any still run (an attach that recorded it
+// failed while its agent went on), are stopped; with none, there is nothing to cancel.
+int cancelEndedRun(int64_t run_id, const CancelTarget& target, const RunCommandOptions& options) {
+  const std::vector<ProcessIdentity> running =
+      target.agent ? detachedJobProcesses(*target.agent, target.run.job_dirs[0])
+                   : std::vector<ProcessIdentity>{};
+  if (running.empty()) {
+    RM_THROW(kInvalidArgument,
+             fmt::format("run {} has already ended ({}){}: there is nothing to cancel", run_id,
+                         target.run.status, target.agent ? " and no process of it runs" : ""));
+  }
+  if (!options.quiet)
+    fmt::print(stderr,
+               "run {} has ended ({}), but {} of its processes still run:{}; stopping them\n",
+               run_id, target.run.status, running.size(), pidList(running));
+  return stopWhatIsLeft(run_id, target, options);
+}
+
+// After the recorded cancel of a remote run: every host's follower must have said that no process
+// of the job is left there.
+int checkHostsClear(int64_t run_id, size_t hosts, int hosts_clear, const std::string& left_words,
+                    const RunCommandOptions& options, int code) {
+  if (!left_words.empty() || hosts_clear < static_cast<int>(hosts)) {
+    fmt::print(stderr, "error: run {}: not every host said that no process is left:{}\n", run_id,
+               left_words.empty() ? " (a host's follower ended without saying)" : left_words);
+    return kExitFailed;
+  }
+  if (!options.quiet)
+    fmt::print(stderr, "run {}: no process of the run is left on any of its {} hosts\n", run_id,
+               hosts);
+  return code;
+}
+
+// The PIDs a detached agent wrote in its job directory: its own, then its workers' (a run
+// recorded before its agent was: no start time to check them by).
 std::vector<pid_t> jobProcesses(const std::string& job_dir) {
   std::vector<pid_t> pids;
   for (const char* name : {"agent.pid", "workers.pid"}) {
@@ -290,85 +377,97 @@ std::vector<pid_t> jobProcesses(const std::string& job_dir) {
   return pids;
 }
 
+// After the recorded cancel of a local run: its processes are stopped if any is left (the agent
+// stops its workers within its grace; what outlives that is killed) and none may be left.
+int checkNothingLeftHere(int64_t run_id, const CancelTarget& target,
+                         const RunCommandOptions& options, int code) {
+  if (target.agent) {
+    const int left = stopWhatIsLeft(run_id, target, options);
+    return left == kExitOk ? code : left;
+  }
+  std::vector<pid_t> left;
+  const auto deadline = Clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)) +
+                        std::chrono::seconds(10);
+  for (;;) {
+    left.clear();
+    for (pid_t pid : jobProcesses(target.run.job_dirs[0]))
+      if (processIdentity(pid)) left.push_back(pid);
+    if (left.empty() || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!left.empty()) {
+    std::string pids;
+    for (pid_t pid : left) pids += fmt::format(" {}", pid);
+    fmt::print(stderr, "error: run {}: processes still running after the cancel:{}\n", run_id,
+               pids);
+    return kExitFailed;
+  }
+  if (!options.quiet)
+    fmt::print(stderr, "run {}: no process of the run is left on its host\n", run_id);
+  return code;
+}
+
+// Follows (attach) or cancels a detached run that is `running`, recording it to its end.
+int followDetachedRun(const RunCommandOptions& options, int64_t run_id, bool cancel,
+                      const std::optional<CancelTarget>& target, session::RunEventWriter* events) {
+  session::AttachRequest request{.db_path = options.db_path,
+                                 .run_id = run_id,
+                                 .grace_s = options.grace_s,
+                                 .ssh_config = options.ssh_config};
+#if RINGMASTER_HAVE_LIBSSH
+  request.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
+#endif
+  session::RunSession run(std::move(request));
+  if (cancel) {
+    run.requestStop();
+    if (!options.quiet)
+      fmt::print(stderr, "cancelling run {}: its ranks finish their step\n", run_id);
+  }
+  // Each host's follower says, once its agent ended, whether any process of the job is left.
+  int hosts_clear = 0;
+  std::string left_words;
+  const auto on_log = [&](std::string_view line) {
+    if (!line.starts_with("[job ")) return;
+    if (line.find("] no process of the job is left on ") != std::string_view::npos)
+      ++hosts_clear;
+    else if (line.find("] processes of the job still running on ") != std::string_view::npos)
+      left_words += fmt::format("\n{}", displaySafeLine(line));
+  };
+  int code = 0;
+  try {
+    code = runSession(run, options, events, on_log, /*stop_leaves=*/!cancel);
+  } catch (const LeaveDetached&) {
+    // What arrived is stored (the recorder's end); the run stays running, detached.
+    if (!options.quiet)
+      fmt::print(stderr,
+                 "left run {}: it goes on detached (ringmaster attach {} follows it again, "
+                 "ringmaster cancel {} stops it)\n",
+                 run_id, run_id, run_id);
+    if (events)
+      events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
+    return kExitOk;
+  }
+  if (!cancel) return code;
+  if (!target->local)
+    return checkHostsClear(run_id, run.jobDirs().size(), hosts_clear, left_words, options, code);
+  return checkNothingLeftHere(run_id, *target, options, code);
+}
+
 }  // namespace
 
 int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel) {
   std::optional<session::RunEventWriter> events;
   if (options.events_path) events.emplace(*options.events_path);
   try {
-    session::AttachRequest request{.db_path = options.db_path,
-                                   .run_id = run_id,
-                                   .grace_s = options.grace_s,
-                                   .ssh_config = options.ssh_config};
-#if RINGMASTER_HAVE_LIBSSH
-    request.connect = interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
-#endif
-    session::RunSession run(std::move(request));
+    // As `runs` and `show`: a --db with no file is refused, never created (issue 32).
+    requireExistingDatabase(options.db_path);
+    std::optional<CancelTarget> target;
     if (cancel) {
-      run.requestStop();
-      if (!options.quiet)
-        fmt::print(stderr, "cancelling run {}: its ranks finish their step\n", run_id);
+      target = findCancelTarget(options.db_path, run_id);
+      if (target->run.status != "running") return cancelEndedRun(run_id, *target, options);
     }
-    // Each host's follower says, once its agent ended, whether any process of the job is left.
-    int hosts_clear = 0;
-    std::string left_words;
-    const auto on_log = [&](std::string_view line) {
-      if (!line.starts_with("[job ")) return;
-      if (line.find("] no process of the job is left on ") != std::string_view::npos)
-        ++hosts_clear;
-      else if (line.find("] processes of the job still running on ") != std::string_view::npos)
-        left_words += fmt::format("\n{}", displaySafeLine(line));
-    };
-    int code = 0;
-    try {
-      code = runSession(run, options, events ? &*events : nullptr, on_log, /*stop_leaves=*/!cancel);
-    } catch (const LeaveDetached&) {
-      // What arrived is stored (the recorder's end); the run stays running, detached.
-      if (!options.quiet)
-        fmt::print(stderr,
-                   "left run {}: it goes on detached (ringmaster attach {} follows it again, "
-                   "ringmaster cancel {} stops it)\n",
-                   run_id, run_id, run_id);
-      if (events)
-        events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
-      return kExitOk;
-    }
-    if (!cancel) return code;
-    if (!left_words.empty() || hosts_clear < static_cast<int>(run.jobDirs().size())) {
-      fmt::print(stderr, "error: run {}: not every host said that no process is left:{}\n", run_id,
-                 left_words.empty() ? " (a host's follower ended without saying)" : left_words);
-      return kExitFailed;
-    }
-    if (!run.local()) {
-      if (!options.quiet)
-        fmt::print(stderr, "run {}: no process of the run is left on any of its {} hosts\n", run_id,
-                   run.jobDirs().size());
-      return code;
-    }
-    // Every process the agent started, and the agent, must be gone (bounded: the agent kills
-    // what does not stop within its grace).
-    std::vector<pid_t> left;
-    const auto deadline = Clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(options.grace_s * 1000)) +
-                          std::chrono::seconds(10);
-    for (;;) {
-      left.clear();
-      for (const std::string& dir : run.jobDirs())
-        for (pid_t pid : jobProcesses(dir))
-          if (!processGone(pid)) left.push_back(pid);
-      if (left.empty() || Clock::now() >= deadline) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    if (!left.empty()) {
-      std::string pids;
-      for (pid_t pid : left) pids += fmt::format(" {}", pid);
-      fmt::print(stderr, "error: run {}: processes still running after the cancel:{}\n", run_id,
-                 pids);
-      return kExitFailed;
-    }
-    if (!options.quiet)
-      fmt::print(stderr, "run {}: no process of the run is left on its host\n", run_id);
-    return code;
+    return followDetachedRun(options, run_id, cancel, target, events ? &*events : nullptr);
   } catch (const Error& e) {
     if (events) events->write({.event = "error", .message = e.message()});
     throw;

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -292,8 +293,17 @@ void Agent::startWorkers() {
   message(fmt::format("started {} workers, ranks {}..{}", workers_.size(), workers_.front().rank,
                       workers_.back().rank));
   if (!options_.workers_pid_file.empty()) {
-    std::ofstream pids(options_.workers_pid_file, std::ios::app);
-    for (const Worker& worker : workers_) pids << worker.process->pid() << "\n";
+    // Owner-only, as every file holding PIDs (a failed write loses only what `cancel` finds by
+    // the agent's session anyway).
+    std::string pids;
+    for (const Worker& worker : workers_) pids += fmt::format("{}\n", worker.process->pid());
+    const int fd =
+        ::open(options_.workers_pid_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      ::fchmod(fd, 0600);
+      [[maybe_unused]] const ssize_t written = ::write(fd, pids.data(), pids.size());
+      ::close(fd);
+    }
   }
 }
 

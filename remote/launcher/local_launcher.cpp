@@ -63,6 +63,13 @@ ChildOptions agentOptions(const LocalLaunchOptions& options) {
     RM_CHECK_ARG(!options.job_dir.empty(), "attach: no job directory to follow");
     child.argv = {options.node_binary, "spool-follow", options.job_dir, "--from",
                   *options.follow_from};
+    if (const std::optional<DetachedAgent>& agent = options.detached_agent) {
+      const std::string& boot = agent->process.boot_id;
+      child.argv.insert(
+          child.argv.end(),
+          {"--agent", fmt::format("{}:{}:{}:{}", agent->process.pid, agent->process.start_time,
+                                  agent->session, boot.empty() ? "-" : boot)});
+    }
   } else {
     child.argv = {options.node_binary,
                   "agent",
@@ -114,7 +121,8 @@ bool signalDetachedAgent(const std::string& job_dir, int signo) {
 LocalLauncher::LocalLauncher(const LocalLaunchOptions& options)
     : agent_(agentOptions(options)),
       streams_(std::make_unique<Streams>()),
-      follow_dir_(options.follow_from ? options.job_dir : std::string()) {
+      follow_dir_(options.follow_from ? options.job_dir : std::string()),
+      followed_agent_(options.follow_from ? options.detached_agent : std::nullopt) {
   for (int fd : {agent_.stdoutFd(), agent_.stderrFd()})
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
@@ -144,9 +152,16 @@ bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& si
   return agent_.stdoutFd() >= 0 || agent_.stderrFd() >= 0;
 }
 
+void LocalLauncher::signalFollowedAgent() {
+  if (followed_agent_)
+    signalIdentity(followed_agent_->process, SIGTERM);
+  else
+    signalDetachedAgent(follow_dir_, SIGTERM);  // a run recorded before agents were (issue 32)
+}
+
 void LocalLauncher::cancel() {
   if (!follow_dir_.empty()) {
-    signalDetachedAgent(follow_dir_, SIGTERM);  // spool-follow then ends with the agent
+    signalFollowedAgent();  // spool-follow then ends with the agent
     return;
   }
   agent_.signal(SIGTERM);
@@ -154,7 +169,7 @@ void LocalLauncher::cancel() {
 
 void LocalLauncher::kill() {
   if (!follow_dir_.empty()) {
-    signalDetachedAgent(follow_dir_, SIGTERM);  // its second stop signal: SIGKILL to the workers
+    signalFollowedAgent();  // its second stop signal: SIGKILL to the workers
     return;
   }
   agent_.signal(SIGKILL);

@@ -12,6 +12,7 @@
 
 #include "launcher/launch.h"
 #include "process/child_process.h"
+#include "process/detached_job.h"
 #include "spec/job_spec.h"
 
 namespace ringmaster {
@@ -26,6 +27,9 @@ struct LocalLaunchOptions {
   std::string job_dir;
   bool detach = false;
   std::optional<std::string> follow_from;  // spool-follow's --from: RANK:ATTEMPT:SEQ,...
+  // Following: the detached agent as its launch recorded it (issue 32). Cancel and kill signal it
+  // by this identity, never a reused PID, and spool-follow knows it with its job directory gone.
+  std::optional<DetachedAgent> detached_agent;
 };
 
 // Sends `signo` to the detached agent whose job directory is `job_dir` (by DIR/agent.pid, when that
@@ -57,10 +61,14 @@ class LocalLauncher final : public Launch {
   pid_t agentPid() const { return agent_.pid(); }
 
  private:
+  // SIGTERM to the followed detached agent: by its recorded identity, else by its PID file.
+  void signalFollowedAgent();
+
   struct Streams;
   ChildProcess agent_;
   std::unique_ptr<Streams> streams_;
   std::string follow_dir_;  // attached to a detached run: its job directory
+  std::optional<DetachedAgent> followed_agent_;
 };
 
 }  // namespace ringmaster

@@ -15,6 +15,7 @@
 #include "db/database.h"
 #include "db/files.h"
 #include "launcher/local_launcher.h"
+#include "process/detached_job.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "ssh/ssh_launcher.h"
 #endif
@@ -261,6 +262,14 @@ fs::path localJobDirectory(const std::string& db_path, int64_t run_id) {
   return runDirectory(db_path, run_id) / "job";
 }
 
+DetachedAgent detachedAgentFrom(int node_rank, const RecordedAgent& recorded) {
+  return {.node_rank = node_rank,
+          .process = {.pid = static_cast<pid_t>(recorded.pid),
+                      .start_time = static_cast<uint64_t>(recorded.start_time),
+                      .boot_id = recorded.boot_id},
+          .session = static_cast<pid_t>(recorded.session)};
+}
+
 void applyOverrides(nlohmann::json& document, const std::vector<std::string>& overrides) {
   for (const std::string& assignment : overrides) {
     const size_t equals = assignment.find('=');
@@ -389,6 +398,11 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
 #endif
   world_size_ = run->world_size;
   job_dirs_ = run->job_dirs;
+  for (size_t node = 0; node < run->agents.size(); ++node) {
+    const std::optional<RecordedAgent>& agent = run->agents[node];
+    recorded_agents_.push_back(
+        agent ? std::optional(detachedAgentFrom(static_cast<int>(node), *agent)) : std::nullopt);
+  }
   node_binary_ = defaultNodeBinary();
 }
 
@@ -410,13 +424,16 @@ struct LaunchEnd {
 // cancel (first) and a kill (second), a failed recording into a cancel.
 class LaunchRecording {
  public:
+  // `on_detached_agent`: a detached launch's agent said its identity (issue 32).
   LaunchRecording(Recorder& recorder, OutputFile* telemetry_copy, RunProgress& progress,
-                  const RunObserver& observer, const std::atomic<int>& stop_requests)
+                  const RunObserver& observer, const std::atomic<int>& stop_requests,
+                  std::function<void(const DetachedAgent&)> on_detached_agent = {})
       : recorder_(recorder),
         copy_(telemetry_copy),
         progress_(progress),
         observer_(observer),
-        stop_requests_(stop_requests) {}
+        stop_requests_(stop_requests),
+        on_detached_agent_(std::move(on_detached_agent)) {}
 
   LaunchEnd follow(Launch& launch) {
     const LaunchSink sink = this->sink();
@@ -462,8 +479,16 @@ class LaunchRecording {
             .on_log =
                 [this](std::string_view line) {
                   agent_words_.observe(line);
-                  // A spool's dropped lines (a detached run) are warnings of the run.
-                  const bool warning = line.starts_with("warning: the telemetry spool");
+                  if (on_detached_agent_) {
+                    if (std::optional<DetachedAgent> agent = parseDetachedAgentLine(line))
+                      on_detached_agent_(*agent);
+                  }
+                  // A spool's dropped lines (a detached run) and a job's processes left after
+                  // its agent ended are warnings of the run.
+                  const bool warning =
+                      line.starts_with("warning: the telemetry spool") ||
+                      (line.starts_with("[job ") &&
+                       line.find("] processes of the job still running on ") != line.npos);
                   recorder_.submitLog(rankOfLogLine(line), warning ? "warn" : "stderr", line);
                   if (observer_.on_log) observer_.on_log(line);
                 },
@@ -508,6 +533,7 @@ class LaunchRecording {
   const RunObserver& observer_;
   const std::atomic<int>& stop_requests_;
   AgentError agent_words_;
+  std::function<void(const DetachedAgent&)> on_detached_agent_;
 };
 
 // The status the run ended with, recorded with its error or root cause; a detached launch that
@@ -560,7 +586,25 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   const std::unique_ptr<Launch> launch = startLaunch(db);
   // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
   if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
-  LaunchRecording recording(recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_);
+  // Each host's agent recorded as soon as it says who it is, before the launch ends (which a
+  // killed launching process never sees): cancel finds the job's processes by it (issue 32).
+  const auto record_agent = [&](const DetachedAgent& agent) {
+    try {
+      recordDetachedAgent(db, run_id_, agent.node_rank,
+                          {.pid = agent.process.pid,
+                           .start_time = static_cast<int64_t>(agent.process.start_time),
+                           .session = agent.session,
+                           .boot_id = agent.process.boot_id});
+    } catch (const Error& e) {
+      // Not fatal to the launch: cancel then finds the processes by the PID files only.
+      recorder.submitLog(std::nullopt, "warn",
+                         fmt::format("the detached agent of node {} could not be recorded: {}",
+                                     agent.node_rank, e.message()));
+    }
+  };
+  LaunchRecording recording(
+      recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_,
+      request_.detach ? record_agent : std::function<void(const DetachedAgent&)>{});
   return recordOutcome(db, run_id_, request_.detach, attach_, recording.follow(*launch));
 }
 
@@ -574,7 +618,10 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db) {
         .grace = std::chrono::milliseconds(static_cast<int64_t>(request_.grace_s * 1000))};
     if (request_.detach || attach_) local.job_dir = job_dirs_.at(0);
     local.detach = request_.detach;
-    if (attach_) local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
+    if (attach_) {
+      local.follow_from = followFrom(lastStoredSeqs(db, run_id_));
+      local.detached_agent = recordedAgent(0);
+    }
     return std::make_unique<LocalLauncher>(local);
   }
 #if RINGMASTER_HAVE_LIBSSH

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "process/detached_job.h"
 #include "spec/job_spec.h"
 #include "telemetry/progress.h"
 #if RINGMASTER_HAVE_LIBSSH
@@ -31,6 +32,7 @@ class Launch;
 namespace ringmaster::storage {
 class Database;
 class OutputFile;
+struct RecordedAgent;
 }  // namespace ringmaster::storage
 
 namespace ringmaster::session {
@@ -114,6 +116,12 @@ class RunSession {
   bool attached() const { return attach_; }
   // A detached run's job directory on each host (spool, PID files), by node rank.
   const std::vector<std::string>& jobDirs() const { return job_dirs_; }
+  // Attached: node `node_rank`'s detached agent as its launch recorded it (PID, start time,
+  // session; issue 32); nullopt for a run recorded before agents were.
+  std::optional<DetachedAgent> recordedAgent(int node_rank) const {
+    const auto node = static_cast<size_t>(node_rank);
+    return node < recorded_agents_.size() ? recorded_agents_[node] : std::nullopt;
+  }
   int worldSize() const { return world_size_; }
   // With checkpoint.resume: the earlier run whose checkpoints this one continues.
   std::optional<int64_t> resumedFrom() const { return resumed_from_; }
@@ -151,6 +159,7 @@ class RunSession {
   bool ran_ = false;
   bool attach_ = false;
   std::vector<std::string> job_dirs_;
+  std::vector<std::optional<DetachedAgent>> recorded_agents_;  // attached: by node rank
 };
 
 // A run's own directory for the files it writes (its spec.json, a local run's relative
@@ -160,6 +169,9 @@ class RunSession {
 std::filesystem::path runDirectory(const std::string& db_path, int64_t run_id);
 // A local detached run's job directory (its agent's spool and PID files): RUN_DIRECTORY/job.
 std::filesystem::path localJobDirectory(const std::string& db_path, int64_t run_id);
+
+// A detached agent as the run database recorded it (issue 32), for finding and signalling it.
+DetachedAgent detachedAgentFrom(int node_rank, const storage::RecordedAgent& recorded);
 
 // Applies "a.b.c=VALUE" overrides to a spec document; VALUE is read as JSON when it parses,
 // else taken as a string. Throws kInvalidArgument naming a malformed override.

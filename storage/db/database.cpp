@@ -408,6 +408,16 @@ CREATE TABLE run_job_dirs (
       R"sql(
 DROP VIEW IF EXISTS main.scalar_points;
 )sql",
+      // 15 (issue 32): each host's detached agent as its launch said it (PID, start time, session,
+      // boot), kept where deleting the job directory does not lose it, so that cancel finds and
+      // stops the job's processes by them, and a PID the kernel reused (or any, after a restart)
+      // is never taken for the agent.
+      R"sql(
+ALTER TABLE run_job_dirs ADD COLUMN agent_pid INTEGER;
+ALTER TABLE run_job_dirs ADD COLUMN agent_start_time INTEGER;
+ALTER TABLE run_job_dirs ADD COLUMN agent_session INTEGER;
+ALTER TABLE run_job_dirs ADD COLUMN agent_boot_id TEXT;
+)sql",
   };
   return kMigrations;
 }

@@ -138,10 +138,35 @@ std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id) {
     run.world_size = static_cast<int>(select.columnInt(2));
     if (select.columnInt(3) == 0) return run;
   }
-  Statement dirs(db, "SELECT job_dir FROM run_job_dirs WHERE run_id = ? ORDER BY node_rank");
+  Statement dirs(db,
+                 "SELECT job_dir, agent_pid, agent_start_time, agent_session, agent_boot_id "
+                 "FROM run_job_dirs WHERE run_id = ? ORDER BY node_rank");
   dirs.bind(1, run_id);
-  while (dirs.run()) run.job_dirs.push_back(dirs.columnText(0));
+  while (dirs.run()) {
+    run.job_dirs.push_back(dirs.columnText(0));
+    std::optional<RecordedAgent> agent;
+    if (!dirs.isNull(1) && !dirs.isNull(2) && !dirs.isNull(3))
+      agent = RecordedAgent{.pid = dirs.columnInt(1),
+                            .start_time = dirs.columnInt(2),
+                            .session = dirs.columnInt(3),
+                            .boot_id = dirs.columnText(4)};
+    run.agents.push_back(agent);
+  }
   return run;
+}
+
+void recordDetachedAgent(Database& db, int64_t run_id, int node_rank, const RecordedAgent& agent) {
+  Statement update(
+      db,
+      "UPDATE run_job_dirs SET agent_pid = ?, agent_start_time = ?, agent_session = ?, "
+      "agent_boot_id = ? WHERE run_id = ? AND node_rank = ?");
+  update.bind(1, agent.pid)
+      .bind(2, agent.start_time)
+      .bind(3, agent.session)
+      .bind(4, agent.boot_id)
+      .bind(5, run_id)
+      .bind(6, static_cast<int64_t>(node_rank))
+      .run();
 }
 
 void claimRun(Database& db, int64_t run_id) {

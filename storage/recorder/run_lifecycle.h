@@ -49,12 +49,23 @@ int reconcileInterruptedRuns(Database& db);
 // Detached runs (ringmaster run --detach, issue 21): the run is marked detached, owned by no
 // process, with each host's job directory (`job_dirs[i]` of node i).
 void markRunDetached(Database& db, int64_t run_id, const std::vector<std::string>& job_dirs);
+// A host's detached agent as its launch said it: PID, start time (/proc/PID/stat field 22), the
+// session its workers are in and the host's boot id (issue 32).
+struct RecordedAgent {
+  int64_t pid = 0;
+  int64_t start_time = 0;
+  int64_t session = 0;
+  std::string boot_id;
+};
+void recordDetachedAgent(Database& db, int64_t run_id, int node_rank, const RecordedAgent& agent);
 // A run as attach and cancel find it: its spec, status, and job directories by node rank (empty
-// when it was never detached); nullopt when there is no such run.
+// when it was never detached), with each host's agent where its launch recorded it; nullopt when
+// there is no such run.
 struct DetachedRun {
   std::string spec_json, status;
   int world_size = 1;
   std::vector<std::string> job_dirs;
+  std::vector<std::optional<RecordedAgent>> agents;  // by node rank, as job_dirs
 };
 std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id);
 // A process attaching to a detached run records its pid and host as the run's recorder (a run

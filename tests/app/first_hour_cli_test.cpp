@@ -91,7 +91,10 @@ TEST_F(FirstHourCli, AMissingDatabaseIsAnErrorForEveryReadingCommandAndIsNotCrea
        std::vector<std::vector<std::string>>{{"runs"},
                                              {"show", "1"},
                                              {"compare", "1", "2"},
-                                             {"export", "1", "--csv", (dir_ / "csv").string()}}) {
+                                             {"export", "1", "--csv", (dir_ / "csv").string()},
+                                             // Issue 32, point 7: they created one.
+                                             {"attach", "1"},
+                                             {"cancel", "1"}}) {
     std::vector<std::string> args = {"--db", nowhere.string()};
     args.insert(args.end(), command.begin(), command.end());
     const Result plain = finish(CapturedProcess(kRingmaster, args), 30s);
