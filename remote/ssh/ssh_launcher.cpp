@@ -117,17 +117,6 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     host->spec = options_.hosts[i];
     hosts_.push_back(std::move(host));
   }
-  auto stopStarted = [&] {
-    for (auto& host : hosts_) {
-      if (!host->agent) continue;
-      try {
-        stopHost(*host, SIGKILL);
-      } catch (const std::exception&) {
-      }
-    }
-    cleanUp();
-  };
-
   // Every host connected and prepared, max_threads at a time: the slowest hosts set the time,
   // not the sum, and a launch to thousands of hosts holds a fixed number of threads.
   try {
@@ -176,18 +165,18 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     }
   } catch (...) {
     first.error = std::current_exception();
-    stopStarted();
+    stopAgents();
     std::rethrow_exception(first.error);
   }
   try {
     forEachHost(following() ? 0 : 1, "to start the agents",
                 [this, master_port](Host& host) { startAgent(host, master_port); });
   } catch (...) {
-    stopStarted();
+    stopAgents();
     throw;
   }
   if (auto error = hostsError()) {
-    stopStarted();
+    stopAgents();
     std::rethrow_exception(error);
   }
 
@@ -202,6 +191,38 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
                         .command = host->command,
                         .libssh_version = SshSession::libsshVersion()});
   }
+  startServing();
+}
+
+SshLauncher::~SshLauncher() {
+  if (!joined_) {
+    // A detached job goes on when an attach is given up: its followers are just left.
+    if (following())
+      abandoned_ = true;
+    else
+      kill();
+    wait();
+  }
+}
+
+std::vector<std::string> SshLauncher::jobDirs() const {
+  std::vector<std::string> dirs;
+  for (const auto& host : hosts_) dirs.push_back(host->job_dir);
+  return dirs;
+}
+
+void SshLauncher::stopAgents() {
+  for (auto& host : hosts_) {
+    if (!host->agent) continue;
+    try {
+      stopHost(*host, SIGKILL);
+    } catch (const std::exception&) {
+    }
+  }
+  cleanUp();
+}
+
+void SshLauncher::startServing() {
   serving_ = static_cast<int>(hosts_.size());
   const size_t servers = std::min(hosts_.size(), std::max<size_t>(options_.max_threads, 1));
   // Stops what the started serving threads serve, so that they end and can be joined.
@@ -225,42 +246,34 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     if (following())
       cleanUp();
     else
-      stopStarted();
+      stopAgents();
     throw;
   }
-}
-
-SshLauncher::~SshLauncher() {
-  if (!joined_) {
-    // A detached job goes on when an attach is given up: its followers are just left.
-    if (following())
-      abandoned_ = true;
-    else
-      kill();
-    wait();
-  }
-}
-
-std::vector<std::string> SshLauncher::jobDirs() const {
-  std::vector<std::string> dirs;
-  for (const auto& host : hosts_) dirs.push_back(host->job_dir);
-  return dirs;
 }
 
 void SshLauncher::forEachHost(size_t first, std::string_view purpose,
                               const std::function<void(Host&)>& step) {
   if (first >= hosts_.size()) return;
+  const auto stopped = [this] { return options_.stop_requested && options_.stop_requested(); };
+  std::atomic<size_t> done{0};
   runOnWorkers(
       hosts_.size() - first, options_.max_threads,
       [&](size_t i) {
+        if (stopped()) return;
         Host& host = *hosts_[first + i];
         try {
           step(host);
         } catch (...) {
           host.error = std::current_exception();
         }
+        ++done;
       },
       purpose, options_.start_thread);
+  if (done < hosts_.size() - first && stopped()) {
+    RM_THROW(kComm, fmt::format("the launch was stopped on request before every host was "
+                                "tried ({} of {})",
+                                done.load(), hosts_.size() - first));
+  }
 }
 
 std::exception_ptr SshLauncher::hostsError() const {

@@ -61,6 +61,10 @@ struct SshLaunchOptions {
   // thread serves every max_threads-th host in turn.
   std::size_t max_threads = kDefaultWorkerThreads;
   ThreadStarter start_thread;  // empty: std::thread (tests make it fail)
+  // Asked from the launch's threads before each host is connected or started (a launch to many
+  // silent hosts takes hosts / max_threads connect timeouts): true tries no further host, and
+  // the launch fails with kComm "the launch was stopped ...". Empty: never.
+  std::function<bool()> stop_requested;
   // Attach to a detached run: nothing is made or uploaded; host i runs `spool-follow
   // follow_dirs[i] --from follow_from` with the ringmaster-node its agent ran, and cancel / kill
   // signal that agent by its PID file. Empty: a launch.
@@ -113,6 +117,10 @@ class SshLauncher final : public Launch {
   void forEachHost(size_t first, std::string_view purpose, const std::function<void(Host&)>& step);
   // The launch's error, if any host has one: that host's, or for several hosts a summary.
   std::exception_ptr hostsError() const;
+  // A launch that failed: every agent started is killed and the job directories removed.
+  void stopAgents();
+  // The serving threads, max_threads at most; when one is refused, the hosts are stopped.
+  void startServing();
   // Serves hosts first, first + stride, ... in turn, until each one's agent has ended.
   void serveHosts(size_t first, size_t stride);
   // One turn of a host: signals out, keepalive, lines in (waiting at most `read_timeout`);

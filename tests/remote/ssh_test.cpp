@@ -577,6 +577,27 @@ TEST_F(SshLaunch, ThreeHundredFailingHostsAreEachTriedAndReportedOnABoundedNumbe
   EXPECT_LE(most_threads, before + 1 + 8) << "the sampler, and at most 8 for the launch";
 }
 
+// A stop asked for while hosts are connected (a launch to many silent hosts lasts hosts /
+// max_threads connect timeouts, and no tick reaches the front end meanwhile): no further host is
+// tried and the launch fails saying so.
+TEST_F(SshLaunch, AStopAskedForWhileConnectingTriesNoFurtherHost) {
+  MuteListener mute;
+  SshLaunchOptions options = launchOptions(kNode);
+  options.hosts.assign(40, {.host = "127.0.0.1", .ranks = 1, .port = mute.port()});
+  options.connect.connect_timeout = 300ms;
+  options.max_threads = 2;
+  std::atomic<int> asked{0};
+  options.stop_requested = [&] { return ++asked > 3; };  // after three hosts were taken
+  try {
+    SshLauncher launch(options);
+    ADD_FAILURE() << "the launch started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kComm);
+    EXPECT_EQ(e.message(),
+              "the launch was stopped on request before every host was tried (3 of 40)");
+  }
+}
+
 // A stand-in ringmaster-node for `hosts` launches: it writes its PID and job directory under
 // `dir` (by node rank), says where its store is and then reads its stdin to the end, printing
 // "line from node N" first.
