@@ -581,11 +581,19 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver&
   }
 #if RINGMASTER_HAVE_LIBSSH
   try {
+    // Only a stop asked for once a launch began gives it up (`cancel` asks before it attaches);
+    // an attach is never given up this way (its detached run must not be marked failed).
+    const int stops_before = stop_requests_.load();
+    std::function<bool()> stop_requested;
+    if (!attach_) {
+      stop_requested = [this, &observer, stops_before] {
+        return stop_requests_.load() > stops_before ||
+               (observer.stop_launch && observer.stop_launch());
+      };
+    }
     return launchOverSsh(spec_, canonical_, request_, db, run_id_, job_dirs_,
-                         attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "", [this, &observer] {
-                           return stop_requests_.load() > 0 ||
-                                  (observer.stop_launch && observer.stop_launch());
-                         });
+                         attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "",
+                         std::move(stop_requested));
   } catch (const Error& e) {
     recordRunError(db, run_id_, e.message());
     finishRun(db, run_id_, "failed");

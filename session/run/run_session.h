@@ -83,8 +83,9 @@ struct RunObserver {
   std::function<void()> on_cancelling;
   // Recording failed (the database, the telemetry copy): the run is being stopped, as failed.
   std::function<void(const std::string& failure)> on_recording_failure;
-  // Asked from the launch's threads while an SSH launch connects and starts its hosts (no tick
-  // comes then): true, like requestStop(), gives the launch up and the run is recorded failed.
+  // Asked from the launch's threads while an SSH launch (not an attach) connects and starts its
+  // hosts (no tick comes then): true, like a requestStop() made after run() began, gives the
+  // launch up and the run is recorded failed.
   std::function<bool()> stop_launch;
 };
 
