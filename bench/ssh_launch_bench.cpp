@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -374,6 +375,7 @@ int main(int argc, char** argv) {
   if (!only_many)
     if (const int rc = smallHostsTable(repeats); rc != 0) return rc;
   if (many_hosts == 0) return 0;
+  std::fflush(stdout);  // the table so far before the child's
   // The failing launches run in a user and network namespace of their own (no outside network,
   // nothing changed here): this binary again, under `unshare -rn`.
   ChildOptions child{.argv = {"/usr/bin/unshare", "-rn", fs::read_symlink("/proc/self/exe"),
