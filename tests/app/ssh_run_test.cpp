@@ -2,7 +2,8 @@
 // sent reaches the database and the hosts are recorded with their verified keys; Ctrl-C leaves no
 // process on the hosts; a connection cut mid-run ends that host's agent and workers and fails the
 // run naming the host; a passphrase never reaches the database or the logs; a program job's
-// script runs from its folder uploaded to each host.
+// script runs from its folder uploaded to each host; a 300-host launch that mostly fails fails
+// the run counting every host.
 #include <gtest/gtest.h>
 #include <pwd.h>
 

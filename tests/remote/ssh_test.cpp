@@ -1,7 +1,8 @@
 // SSH against a real OpenSSH sshd on 127.0.0.1: host-key verification before authentication
 // (known, unknown, accepted, changed, and a hostile ~/.ssh/config), wrong keys, unreachable and
 // silent ports, the ssh_config reader, name validation, shell quoting against an injection corpus
-// (run by a real shell, here and through sshd), and ringmaster-node uploaded to a host lacking it.
+// (run by a real shell, here and through sshd), ringmaster-node uploaded to a host lacking it,
+// and launches to many hosts on a bounded number of threads, a refused thread included.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
