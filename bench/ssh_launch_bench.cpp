@@ -2,23 +2,34 @@
 // "hosts" on 127.0.0.1 (one rank each), through SshLauncher (connect and verify every host,
 // check ringmaster-node, write the spec there, start node 0 then the rest), beside the anchor:
 // the same agents started by a plain `ssh` loop in parallel, reading a spec already on the disk,
-// measured in the same run. Needs openssh-server and openssh-client.
+// measured in the same run. Then (issue 32) a launch to 1,000 hosts that all fail, in a network
+// namespace the benchmark makes (`unshare -rn`): unreachable (a route that rejects), silent (a
+// device without carrier: packets vanish) and mute (a listener that never speaks), the time to
+// every host's failure and the launcher's peak resident memory per host, beside plain `ssh` to
+// the same hosts as many at a time. Needs openssh-server, openssh-client and iproute2.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "process/child_process.h"
 #include "common/sshd_server.h"
+#include "core/error.h"
+#include "process/child_process.h"
 #include "ssh/ssh_launcher.h"
 #include "telemetry/codec.h"
 
@@ -150,13 +161,162 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------------
+// Many hosts that all fail (issue 32), inside a network namespace of the benchmark's own.
 
-int main(int argc, char** argv) {
-  CLI::App app{"SSH launch benchmark: launch to every rank's hello, beside a plain ssh loop"};
-  int repeats = 3;
-  app.add_option("--repeats", repeats, "launches per size (the median is shown)")->default_val(3);
-  CLI11_PARSE(app, argc, argv);
+// Sets up the namespace this process runs in (made by `unshare -rn`): loopback up, 10.0.0.0/8
+// on a tun device without carrier (silent: packets go nowhere), 198.18.0.0/15 rejected
+// (unreachable). Returns why not, or "".
+std::string setUpNamespace() {
+  const std::vector<std::vector<std::string>> steps = {
+      {"link", "set", "lo", "up"},
+      {"tuntap", "add", "rmsilent", "mode", "tun"},
+      {"addr", "add", "10.0.0.1/8", "dev", "rmsilent"},
+      {"link", "set", "rmsilent", "up"},
+      {"route", "add", "unreachable", "198.18.0.0/15"}};
+  for (const auto& step : steps) {
+    ChildOptions ip{.argv = {"/usr/sbin/ip"}, .stdout_mode = StreamMode::kNull};
+    ip.argv.insert(ip.argv.end(), step.begin(), step.end());
+    if (!ChildProcess(ip).wait().ok()) return "ip " + fmt::format("{}", fmt::join(step, " "));
+  }
+  return "";
+}
+
+// A listener on 127.0.0.1 that never accepts nor speaks; its port.
+int muteListener() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::listen(fd, 4096);
+  socklen_t length = sizeof address;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  return ntohs(address.sin_port);
+}
+
+struct ManyHostsCase {
+  std::string name;
+  std::function<std::string(size_t)> address;
+  int port = 22;
+};
+
+// "VmRSS" or "VmHWM" of this process, KiB.
+long statusKib(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  return -1;
+}
+
+struct LaunchFigures {
+  double ms = 0;
+  double peak_kib_per_host = 0;
+  std::string error;
+};
+
+// The launch to every host of `c`: the time until it fails (every host tried), and the peak
+// resident memory it added (VmHWM reset first), per host.
+LaunchFigures failingLaunch(const ManyHostsCase& c, size_t n, std::chrono::milliseconds timeout) {
+  SshLaunchOptions options;
+  for (size_t i = 0; i < n; ++i) options.hosts.push_back({.host = c.address(i), .port = c.port});
+  options.spec_json = "{}";
+  options.node_binary = kNode;
+  options.ssh_config_path = "";
+  options.connect.known_hosts_path = "/dev/null";
+  options.connect.use_agent = false;
+  options.connect.connect_timeout = timeout;
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS
+  const long before = statusKib("VmRSS");
+  LaunchFigures figures;
+  const auto start = Clock::now();
+  try {
+    SshLauncher launch(options);
+    figures.error = "the launch started";
+  } catch (const Error& e) {
+    if (e.message().rfind(fmt::format("{} of {} hosts failed", n, n), 0) != 0)
+      figures.error = e.message().substr(0, 200);
+  }
+  figures.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  figures.peak_kib_per_host = static_cast<double>(statusKib("VmHWM") - before) / n;
+  return figures;
+}
+
+// Plain `ssh` to the same hosts, at most `at_once` at a time (pdsh's fanout, `xargs -P`): the
+// time until every one has ended; each must fail.
+double sshFanout(const ManyHostsCase& c, size_t n, std::chrono::milliseconds timeout,
+                 size_t at_once, std::string& error) {
+  const auto start = Clock::now();
+  std::vector<ChildProcess> running;
+  size_t next = 0, succeeded = 0;
+  while (next < n || !running.empty()) {
+    while (next < n && running.size() < at_once) {
+      ChildOptions ssh{
+          .argv = {"/usr/bin/ssh", "-F", "/dev/null", "-o", "BatchMode=yes", "-o",
+                   fmt::format("ConnectTimeout={}", (timeout.count() + 999) / 1000), "-o",
+                   "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/dev/null", "-p",
+                   std::to_string(c.port), c.address(next++), "true"},
+          .stdout_mode = StreamMode::kNull,
+          .stderr_mode = StreamMode::kNull};
+      running.emplace_back(ssh);
+    }
+    std::this_thread::sleep_for(2ms);
+    for (size_t i = 0; i < running.size();) {
+      if (auto status = running[i].poll()) {
+        succeeded += status->ok();
+        running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      } else {
+        ++i;
+      }
+    }
+  }
+  if (succeeded > 0) error = fmt::format("{} ssh connections succeeded", succeeded);
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Run inside the namespace: the table of the many-host cases.
+int manyHostsTable(size_t n, std::chrono::milliseconds timeout) {
+  if (auto why = setUpNamespace(); !why.empty()) {
+    fmt::print(stderr, "cannot set up the network namespace: {} failed\n", why);
+    return 2;
+  }
+  const int mute_port = muteListener();
+  const auto address = [](const std::string& prefix, size_t i) {
+    return fmt::format("{}.{}.{}", prefix, i / 250, i % 250 + 2);
+  };
+  const std::vector<ManyHostsCase> cases = {
+      {"unreachable", [&](size_t i) { return address("198.18", i); }},
+      {"silent", [&](size_t i) { return address("10.0", i); }},
+      {"mute", [](size_t) { return std::string("127.0.0.1"); }, mute_port}};
+  fmt::print(
+      "\n{} hosts that all fail, in a network namespace of the benchmark's own; connect "
+      "timeout {} ms, at most {} at once on both sides\n\n",
+      n, timeout.count(), kDefaultWorkerThreads);
+  fmt::print("{:>12}  {:>16}  {:>16}  {:>8}  {:>20}\n", "hosts", "ringmaster ms", "ssh fanout ms",
+             "ratio", "peak KiB per host");
+  int failures = 0;
+  for (const ManyHostsCase& c : cases) {
+    const LaunchFigures ours = failingLaunch(c, n, timeout);
+    std::string anchor_error;
+    const double anchor = sshFanout(c, n, timeout, kDefaultWorkerThreads, anchor_error);
+    fmt::print("{:>12}  {:>16.0f}  {:>16.0f}  {:>8.2f}  {:>20.1f}\n", c.name, ours.ms, anchor,
+               ours.ms / anchor, ours.peak_kib_per_host);
+    for (const std::string& error : {ours.error, anchor_error}) {
+      if (error.empty()) continue;
+      fmt::print(stderr, "{}: {}\n", c.name, error);
+      ++failures;
+    }
+  }
+  fmt::print(
+      "\nunreachable: 198.18.0.0/15 routed `unreachable` (refused at once); silent: 10.0.0.0/8 on "
+      "a tun device without carrier (the SYN vanishes; the connect timeout ends each); mute: a "
+      "listener on 127.0.0.1 that never accepts nor speaks (the banner never comes). ssh fanout: "
+      "plain `ssh -o ConnectTimeout=...`, as many at once as the launcher's threads.\n");
+  return failures == 0 ? 0 : 1;
+}
+
+// The table of 1, 2, 4 and 8 sshd "hosts" on 127.0.0.1.
+int smallHostsTable(int repeats) {
   if (auto why = testing::sshdUnavailable(); !why.empty()) {
     fmt::print(stderr, "cannot run: {}\n", why);
     return 2;
@@ -192,4 +352,38 @@ int main(int argc, char** argv) {
   hosts.servers.clear();
   fs::remove_all(hosts.dir);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"SSH launch benchmark: launch to every rank's hello, beside a plain ssh loop"};
+  int repeats = 3;
+  size_t many_hosts = 1000;
+  int timeout_ms = 1000;
+  bool only_many = false, in_namespace = false;
+  app.add_option("--repeats", repeats, "launches per size (the median is shown)")->default_val(3);
+  app.add_option("--many-hosts", many_hosts, "hosts of the failing launches (0: none)")
+      ->default_val(1000);
+  app.add_option("--connect-timeout-ms", timeout_ms, "their connect timeout")->default_val(1000);
+  app.add_flag("--only-many-hosts", only_many, "skip the sshd table");
+  app.add_flag("--in-namespace", in_namespace, "(internal) run the failing launches here")
+      ->group("");
+  CLI11_PARSE(app, argc, argv);
+  const std::chrono::milliseconds timeout(timeout_ms);
+  if (in_namespace) return manyHostsTable(many_hosts, timeout);
+  if (!only_many)
+    if (const int rc = smallHostsTable(repeats); rc != 0) return rc;
+  if (many_hosts == 0) return 0;
+  std::fflush(stdout);  // the table so far before the child's
+  // The failing launches run in a user and network namespace of their own (no outside network,
+  // nothing changed here): this binary again, under `unshare -rn`.
+  ChildOptions child{.argv = {"/usr/bin/unshare", "-rn", fs::read_symlink("/proc/self/exe"),
+                              "--in-namespace", "--many-hosts", std::to_string(many_hosts),
+                              "--connect-timeout-ms", std::to_string(timeout_ms)},
+                     .stdout_mode = StreamMode::kInherit,
+                     .stderr_mode = StreamMode::kInherit};
+  const ExitStatus status = ChildProcess(child).wait();
+  if (!status.ok()) fmt::print(stderr, "the namespace's launches: {}\n", status.describe());
+  return status.ok() ? 0 : 1;
 }

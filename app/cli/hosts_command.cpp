@@ -1,8 +1,8 @@
-// The hosts are checked in parallel; the table (or JSON) comes when all have answered.
+// The hosts are checked in parallel, a bounded number at once; the table (or JSON) comes when
+// all have answered.
 #include "cli/hosts_command.h"
 
 #include <cstdio>
-#include <thread>
 
 #include <fmt/format.h>
 
@@ -14,6 +14,7 @@
 #include "core/display_text.h"
 #include "exit_codes.h"
 #include "launcher/local_launcher.h"
+#include "launcher/worker_threads.h"
 #include "ssh/host_check.h"
 
 namespace ringmaster::cli {
@@ -24,20 +25,20 @@ int hostsCheckCommand(const HostsCheckOptions& options) {
   const std::string config = options.ssh_config.value_or(defaultSshConfigPath());
   const std::string node = options.node_binary.value_or(defaultNodeBinary());
 
+  // At most kDefaultWorkerThreads hosts at a time, however many are named (issue 32).
   std::vector<HostReport> reports(options.hosts.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < options.hosts.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        reports[i] =
-            checkHost(resolveSshTarget(parseHostArgument(options.hosts[i]), config), connect, node);
-      } catch (const Error& e) {
-        reports[i].target.alias = options.hosts[i];
-        reports[i].error = e.message();
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  runOnWorkers(
+      options.hosts.size(), kDefaultWorkerThreads,
+      [&](size_t i) {
+        try {
+          reports[i] = checkHost(resolveSshTarget(parseHostArgument(options.hosts[i]), config),
+                                 connect, node);
+        } catch (const Error& e) {
+          reports[i].target.alias = options.hosts[i];
+          reports[i].error = e.message();
+        }
+      },
+      "to check the hosts");
 
   bool all_answered = true;
   if (options.json) {

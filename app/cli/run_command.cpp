@@ -208,7 +208,8 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
           [&](const std::string& failure) {
             display.clear();
             fmt::print(stderr, "error: {}; stopping the run\n", displaySafe(failure));
-          }};
+          },
+      .stop_launch = [&signals] { return signals.count() > 0; }};
   const session::RunOutcome outcome = run.run(observer);
   if (const RunProgress* progress = run.progress()) display.update(*progress, /*force=*/true);
   display.clear();

@@ -1,7 +1,8 @@
-// The SSH launcher's phases: prepare every host in parallel (connect, verify, authenticate, find
-// or upload ringmaster-node, write the spec into a fresh job directory), start node 0's agent
-// and read the store's port from it, start the others in parallel, then serve each host on its
-// own thread (the only one touching that host's session): lines in, signals out, keepalives.
+// The SSH launcher's phases: prepare every host, max_threads at a time (connect, verify,
+// authenticate, find or upload ringmaster-node, write the spec into a fresh job directory), start
+// node 0's agent and read the store's port from it, start the others the same way, then serve the
+// hosts on at most max_threads threads, each host on one of them (the only one touching that
+// host's session) in turn with the others it has: lines in, signals out, keepalives.
 #include "ssh/ssh_launcher.h"
 
 #include <csignal>
@@ -32,6 +33,8 @@ constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
 constexpr std::string_view kStorePrefix = "rendezvous store on ";
 constexpr std::string_view kJobDirMarker = "ringmaster-job-dir";
+// When several hosts fail, the launch's error lists this many of them, then counts the rest.
+constexpr size_t kListedHostFailures = 20;
 
 std::string trimmed(std::string text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
@@ -114,37 +117,15 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     host->spec = options_.hosts[i];
     hosts_.push_back(std::move(host));
   }
-  auto firstError = [&]() -> std::exception_ptr {
-    for (auto& host : hosts_)
-      if (host->error) return host->error;
-    return nullptr;
-  };
-  auto stopStarted = [&] {
-    for (auto& host : hosts_) {
-      if (!host->agent) continue;
-      try {
-        stopHost(*host, SIGKILL);
-      } catch (const std::exception&) {
-      }
-    }
+  // Every host connected and prepared, max_threads at a time: the slowest hosts set the time,
+  // not the sum, and a launch to thousands of hosts holds a fixed number of threads.
+  try {
+    forEachHost(0, "to connect to the hosts", [this](Host& host) { prepare(host); });
+  } catch (...) {
     cleanUp();
-  };
-
-  // Every host connected and prepared at once: the slowest host sets the time, not the sum.
-  {
-    std::vector<std::thread> preparing;
-    for (auto& host : hosts_) {
-      preparing.emplace_back([this, &host] {
-        try {
-          prepare(*host);
-        } catch (...) {
-          host->error = std::current_exception();
-        }
-      });
-    }
-    for (auto& thread : preparing) thread.join();
+    throw;
   }
-  if (auto error = firstError()) {
+  if (auto error = hostsError()) {
     cleanUp();
     std::rethrow_exception(error);
   }
@@ -184,24 +165,18 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
     }
   } catch (...) {
     first.error = std::current_exception();
-    stopStarted();
+    stopAgents();
     std::rethrow_exception(first.error);
   }
-  {
-    std::vector<std::thread> starting;
-    for (size_t i = following() ? 0 : 1; i < hosts_.size(); ++i) {
-      starting.emplace_back([this, i, master_port] {
-        try {
-          startAgent(*hosts_[i], master_port);
-        } catch (...) {
-          hosts_[i]->error = std::current_exception();
-        }
-      });
-    }
-    for (auto& thread : starting) thread.join();
+  try {
+    forEachHost(following() ? 0 : 1, "to start the agents",
+                [this, master_port](Host& host) { startAgent(host, master_port); });
+  } catch (...) {
+    stopAgents();
+    throw;
   }
-  if (auto error = firstError()) {
-    stopStarted();
+  if (auto error = hostsError()) {
+    stopAgents();
     std::rethrow_exception(error);
   }
 
@@ -216,8 +191,7 @@ SshLauncher::SshLauncher(SshLaunchOptions options) : options_(std::move(options)
                         .command = host->command,
                         .libssh_version = SshSession::libsshVersion()});
   }
-  serving_ = static_cast<int>(hosts_.size());
-  for (auto& host : hosts_) threads_.emplace_back([this, &host] { serve(*host); });
+  startServing();
 }
 
 SshLauncher::~SshLauncher() {
@@ -235,6 +209,96 @@ std::vector<std::string> SshLauncher::jobDirs() const {
   std::vector<std::string> dirs;
   for (const auto& host : hosts_) dirs.push_back(host->job_dir);
   return dirs;
+}
+
+void SshLauncher::stopAgents() {
+  for (auto& host : hosts_) {
+    if (!host->agent) continue;
+    try {
+      stopHost(*host, SIGKILL);
+    } catch (const std::exception&) {
+    }
+  }
+  cleanUp();
+}
+
+void SshLauncher::startServing() {
+  serving_ = static_cast<int>(hosts_.size());
+  const size_t servers = std::min(hosts_.size(), std::max<size_t>(options_.max_threads, 1));
+  // Stops what the started serving threads serve, so that they end and can be joined.
+  auto stopServing = [this] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      waiting_ = true;  // nothing will pump: pushLine must not wait for room
+    }
+    room_.notify_all();
+    if (following())
+      abandoned_ = true;  // an attach given up leaves the detached job as it is
+    else
+      kill();
+  };
+  try {
+    startThreads(
+        servers, [this, servers](size_t first) { serveHosts(first, servers); }, threads_,
+        "to serve the hosts", stopServing, options_.start_thread);
+  } catch (...) {
+    // The hosts no thread served are stopped here.
+    if (following())
+      cleanUp();
+    else
+      stopAgents();
+    throw;
+  }
+}
+
+void SshLauncher::forEachHost(size_t first, std::string_view purpose,
+                              const std::function<void(Host&)>& step) {
+  if (first >= hosts_.size()) return;
+  const auto stopped = [this] { return options_.stop_requested && options_.stop_requested(); };
+  std::atomic<size_t> done{0};
+  runOnWorkers(
+      hosts_.size() - first, options_.max_threads,
+      [&](size_t i) {
+        if (stopped()) return;
+        Host& host = *hosts_[first + i];
+        try {
+          step(host);
+        } catch (...) {
+          host.error = std::current_exception();
+        }
+        ++done;
+      },
+      purpose, options_.start_thread);
+  if (done < hosts_.size() - first && stopped()) {
+    RM_THROW(kComm, fmt::format("the launch was stopped on request before every host was "
+                                "tried ({} of {})",
+                                done.load(), hosts_.size() - first));
+  }
+}
+
+std::exception_ptr SshLauncher::hostsError() const {
+  std::vector<const Host*> failed;
+  for (const auto& host : hosts_)
+    if (host->error) failed.push_back(host.get());
+  if (failed.size() <= 1) return failed.empty() ? nullptr : failed[0]->error;
+  // Several hosts: how many, and the first ones' reasons, with the first one's kind.
+  ErrorKind kind = ErrorKind::kComm;
+  std::string reasons;
+  for (size_t i = 0; i < failed.size() && i < kListedHostFailures; ++i) {
+    try {
+      std::rethrow_exception(failed[i]->error);
+    } catch (const Error& e) {
+      if (i == 0) kind = e.kind();
+      reasons += fmt::format("\n  {}", e.message());
+    } catch (const std::exception& e) {
+      reasons += fmt::format("\n  {}", e.what());
+    }
+  }
+  if (failed.size() > kListedHostFailures)
+    reasons += fmt::format("\n  ... and {} more", failed.size() - kListedHostFailures);
+  return std::make_exception_ptr(
+      Error(kind, fmt::format("{} of {} hosts failed:{}", failed.size(), hosts_.size(), reasons),
+            __FILE__, __LINE__));
 }
 
 void SshLauncher::prepare(Host& host) {
@@ -416,41 +480,59 @@ bool SshLauncher::relayOutput(Host& host, std::chrono::milliseconds timeout,
   return open;
 }
 
-void SshLauncher::serve(Host& host) {
-  int sent = 0;
+struct SshLauncher::Serving {
+  Host* host;
+  int sent = 0;  // the signal last sent
   Clock::time_point term_sent{}, last_keepalive = Clock::now();
+};
+
+void SshLauncher::serveHosts(size_t first, size_t stride) {
+  std::vector<Serving> serving;
+  for (size_t i = first; i < hosts_.size(); i += stride)
+    serving.push_back({.host = hosts_[i].get()});
+  while (!serving.empty()) {
+    // Each host read once a turn, the turn waiting about 50 ms in all when nothing comes.
+    const auto read_timeout =
+        std::max<std::chrono::milliseconds>(1ms, 50ms / static_cast<int>(serving.size()));
+    for (size_t i = 0; i < serving.size();) {
+      if (serveTurn(serving[i], read_timeout)) {
+        ++i;
+      } else {
+        serving.erase(serving.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+  }
+}
+
+bool SshLauncher::serveTurn(Serving& serving, std::chrono::milliseconds read_timeout) {
+  Host& host = *serving.host;
   try {
-    for (;;) {
-      const int wanted = host.stop_signal.load();
-      if (wanted > sent) {
-        stopHost(host, wanted);
-        sent = wanted;
-        term_sent = Clock::now();
-      }
-      if (abandoned_) {
-        host.exit = ExitStatus{.exit_code = 129};
-        break;
-      }
-      if (sent == SIGTERM && Clock::now() - term_sent > options_.grace + 2s) {
-        stopHost(host, SIGKILL);
-        sent = SIGKILL;
-      }
-      if (Clock::now() - last_keepalive > kKeepaliveEvery) {
-        host.session->keepalive();
-        last_keepalive = Clock::now();
-      }
-      const bool open = relayOutput(host, 50ms, [](const std::string&) {});
-      if (!open) break;
+    const int wanted = host.stop_signal.load();
+    if (wanted > serving.sent) {
+      stopHost(host, wanted);
+      serving.sent = wanted;
+      serving.term_sent = Clock::now();
     }
     if (abandoned_) {
-      // Left as it is.
-    } else if (std::optional<ExitStatus> ended = host.agent->exit()) {
-      host.exit = *ended;
-    } else if (sent != 0) {
-      host.exit = ExitStatus{.exit_code = 0, .signal = sent};  // it went as we asked it to
+      host.exit = ExitStatus{.exit_code = 129};  // left as it is
     } else {
-      RM_THROW(kComm, fmt::format("{}: the agent's channel closed without an exit status",
-                                  describeTarget(host.target)));
+      if (serving.sent == SIGTERM && Clock::now() - serving.term_sent > options_.grace + 2s) {
+        stopHost(host, SIGKILL);
+        serving.sent = SIGKILL;
+      }
+      if (Clock::now() - serving.last_keepalive > kKeepaliveEvery) {
+        host.session->keepalive();
+        serving.last_keepalive = Clock::now();
+      }
+      if (relayOutput(host, read_timeout, [](const std::string&) {})) return true;
+      if (std::optional<ExitStatus> ended = host.agent->exit()) {
+        host.exit = *ended;
+      } else if (serving.sent != 0) {
+        host.exit = ExitStatus{.exit_code = 0, .signal = serving.sent};  // it went as asked
+      } else {
+        RM_THROW(kComm, fmt::format("{}: the agent's channel closed without an exit status",
+                                    describeTarget(host.target)));
+      }
     }
   } catch (const std::exception& e) {
     host.error = std::current_exception();
@@ -471,6 +553,7 @@ void SshLauncher::serve(Host& host) {
     --serving_;
   }
   arrived_.notify_all();
+  return false;
 }
 
 bool SshLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {

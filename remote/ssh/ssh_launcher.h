@@ -1,13 +1,14 @@
 // SshLauncher: a job on hosts reached over SSH, one `ringmaster-node agent` per host. Every host
-// is connected (host key verified first), checked and prepared in parallel (the spec travels on
-// stdin into a private job directory, ringmaster-node is uploaded by SFTP where missing); node 0's
-// agent starts the rendezvous store on a free port and the others are started against it. Each
-// agent runs in its own process group (sshd makes the remote shell a session leader and the agent
-// `exec`s it), so cancel and kill reach all of a host's processes from a second channel; a dropped
-// connection ends the remote agent, which exits when its stdin closes. A detached run (issue 21) is
-// the exception: its agents are started with --detach in their job directories, which are kept,
-// and attaching follows each host's spool (`ringmaster-node spool-follow`) over a fresh
-// connection, its host key verified as at the launch.
+// is connected (host key verified first), checked and prepared in parallel on a bounded number
+// of threads, however many hosts there are (the spec travels on stdin into a private job
+// directory, ringmaster-node is uploaded by SFTP where missing); node 0's agent starts the
+// rendezvous store on a free port and the others are started against it. Each agent runs in its
+// own process group (sshd makes the remote shell a session leader and the agent `exec`s it), so
+// cancel and kill reach all of a host's processes from a second channel; a dropped connection
+// ends the remote agent, which exits when its stdin closes. A detached run (issue 21) is the
+// exception: its agents are started with --detach in their job directories, which are kept, and
+// attaching follows each host's spool (`ringmaster-node spool-follow`) over a fresh connection,
+// its host key verified as at the launch.
 #pragma once
 
 #include <atomic>
@@ -19,10 +20,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "launcher/launch.h"
+#include "launcher/worker_threads.h"
 #include "spec/job_spec.h"
 #include "ssh/ssh_session.h"
 #include "ssh/ssh_target.h"
@@ -53,6 +56,15 @@ struct SshLaunchOptions {
   // Detached (ringmaster run --detach): every agent is started with --detach JOB_DIR; the launch
   // ends once each has detached, and the job directories are kept (jobDirs()).
   bool detach = false;
+  // The most threads the launch uses at once, whatever the number of hosts (issue 32): hosts are
+  // connected and prepared, and their agents started, this many at a time, and each serving
+  // thread serves every max_threads-th host in turn.
+  std::size_t max_threads = kDefaultWorkerThreads;
+  ThreadStarter start_thread;  // empty: std::thread (tests make it fail)
+  // Asked from the launch's threads before each host is connected or started (a launch to many
+  // silent hosts takes hosts / max_threads connect timeouts): true tries no further host, and
+  // the launch fails with kComm "the launch was stopped ...". Empty: never.
+  std::function<bool()> stop_requested;
   // Attach to a detached run: nothing is made or uploaded; host i runs `spool-follow
   // follow_dirs[i] --from follow_from` with the ringmaster-node its agent ran, and cancel / kill
   // signal that agent by its PID file. Empty: a launch.
@@ -80,7 +92,8 @@ std::string expectedNodeVersion();
 class SshLauncher final : public Launch {
  public:
   // Connects to every host, prepares and starts every agent; when any host fails, everything
-  // already started is stopped and the error (naming the host and the reason) is thrown.
+  // already started is stopped and the error (naming the host and the reason; for several
+  // hosts, how many and the first ones') is thrown. A thread the system refuses is kUnavailable.
   explicit SshLauncher(SshLaunchOptions options);
   ~SshLauncher() override;  // kills what still runs and removes the job's files on the hosts
 
@@ -96,9 +109,23 @@ class SshLauncher final : public Launch {
 
  private:
   struct Host;
+  struct Serving;
   void prepare(Host& host);
   void startAgent(Host& host, int master_port);
-  void serve(Host& host);
+  // Runs `step` for every host from index `first` on, max_threads at a time; a host's failure
+  // is kept as its error.
+  void forEachHost(size_t first, std::string_view purpose, const std::function<void(Host&)>& step);
+  // The launch's error, if any host has one: that host's, or for several hosts a summary.
+  std::exception_ptr hostsError() const;
+  // A launch that failed: every agent started is killed and the job directories removed.
+  void stopAgents();
+  // The serving threads, max_threads at most; when one is refused, the hosts are stopped.
+  void startServing();
+  // Serves hosts first, first + stride, ... in turn, until each one's agent has ended.
+  void serveHosts(size_t first, size_t stride);
+  // One turn of a host: signals out, keepalive, lines in (waiting at most `read_timeout`);
+  // false once it has ended (its exit status or error recorded).
+  bool serveTurn(Serving& serving, std::chrono::milliseconds read_timeout);
   // Reads what the host's agent sent (waiting at most `timeout`) and queues it whole-line
   // (classifyAgentLine): the agent's process group is taken from its first stderr line, every
   // other stderr line also goes to `on_log`; false once the agent's output ended.

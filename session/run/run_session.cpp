@@ -160,8 +160,10 @@ std::string checkpointDirFor(const JobSpec& spec, const Database& db, const std:
 // with the hosts' job directories; else the detached agents there are followed from `from`.
 std::unique_ptr<Launch> launchOverSsh(const JobSpec& spec, const std::string& canonical,
                                       const RunRequest& request, Database& db, int64_t run_id,
-                                      std::vector<std::string>& job_dirs, const std::string& from) {
+                                      std::vector<std::string>& job_dirs, const std::string& from,
+                                      std::function<bool()> stop_requested) {
   SshLaunchOptions launch;
+  launch.stop_requested = std::move(stop_requested);
   launch.detach = request.detach;
   if (!job_dirs.empty()) {
     launch.follow_dirs = job_dirs;
@@ -583,7 +585,7 @@ RunOutcome RunSession::run(const RunObserver& observer) {
                                     static_cast<double>(dataParallelSize(spec_)) / world_size_);
   Recorder recorder(request_.db_path, run_id_, 0);
   if (attach_) claimRun(db, run_id_);
-  const std::unique_ptr<Launch> launch = startLaunch(db);
+  const std::unique_ptr<Launch> launch = startLaunch(db, observer);
   // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
   if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
   // Each host's agent recorded as soon as it says who it is, before the launch ends (which a
@@ -610,7 +612,7 @@ RunOutcome RunSession::run(const RunObserver& observer) {
 
 // The local launcher, or the SSH launcher for remote hosts (a launch failing there is recorded as
 // the run's failure); an attached run's follows each rank's spool from its last stored event.
-std::unique_ptr<Launch> RunSession::startLaunch(Database& db) {
+std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver& observer) {
   if (local_) {
     LocalLaunchOptions local{
         .node_binary = node_binary_,
@@ -626,8 +628,19 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db) {
   }
 #if RINGMASTER_HAVE_LIBSSH
   try {
+    // Only a stop asked for once a launch began gives it up (`cancel` asks before it attaches);
+    // an attach is never given up this way (its detached run must not be marked failed).
+    const int stops_before = stop_requests_.load();
+    std::function<bool()> stop_requested;
+    if (!attach_) {
+      stop_requested = [this, &observer, stops_before] {
+        return stop_requests_.load() > stops_before ||
+               (observer.stop_launch && observer.stop_launch());
+      };
+    }
     return launchOverSsh(spec_, canonical_, request_, db, run_id_, job_dirs_,
-                         attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "");
+                         attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "",
+                         std::move(stop_requested));
   } catch (const Error& e) {
     recordRunError(db, run_id_, e.message());
     finishRun(db, run_id_, "failed");

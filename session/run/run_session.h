@@ -85,6 +85,10 @@ struct RunObserver {
   std::function<void()> on_cancelling;
   // Recording failed (the database, the telemetry copy): the run is being stopped, as failed.
   std::function<void(const std::string& failure)> on_recording_failure;
+  // Asked from the launch's threads while an SSH launch (not an attach) connects and starts its
+  // hosts (no tick comes then): true, like a requestStop() made after run() began, gives the
+  // launch up and the run is recorded failed.
+  std::function<bool()> stop_launch;
 };
 
 struct RunOutcome {
@@ -141,7 +145,7 @@ class RunSession {
   void requestStop() { stop_requests_.fetch_add(1); }
 
  private:
-  std::unique_ptr<Launch> startLaunch(storage::Database& db);
+  std::unique_ptr<Launch> startLaunch(storage::Database& db, const RunObserver& observer);
 
   RunRequest request_;
   JobSpec spec_, worker_spec_;

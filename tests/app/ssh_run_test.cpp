@@ -2,7 +2,8 @@
 // sent reaches the database and the hosts are recorded with their verified keys; Ctrl-C leaves no
 // process on the hosts; a connection cut mid-run ends that host's agent and workers and fails the
 // run naming the host; a passphrase never reaches the database or the logs; a program job's
-// script runs from its folder uploaded to each host.
+// script runs from its folder uploaded to each host; a 300-host launch that mostly fails fails
+// the run counting every host.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
@@ -245,6 +246,31 @@ TEST_F(SshRun, AnUnknownHostStopsTheLaunchBeforeAnythingStartsUnlessAccepted) {
   EXPECT_TRUE(accepted_status.ok()) << accepted.err();
   EXPECT_NE(accepted.err().find(servers_[1]->hostKeyFingerprint()), std::string::npos)
       << "the accepted fingerprint is shown";
+}
+
+// Issue 32, point 4: a launch to 300 hosts, the two real ones and 298 closed ports on 127.0.x.y,
+// tries every host and fails the run (never left running) with every failure counted and the
+// first ones named.
+TEST_F(SshRun, ALaunchToThreeHundredHostsOfWhichMostFailFailsTheRunCountingEach) {
+  json spec = testing::exampleSpec("ddp_mlp");
+  spec["launch"]["hosts"] = testing::loopbackLaunchHosts(servers_, dir_, 1);
+  const int closed_port = testing::freeLoopbackPort();
+  for (int i = 0; i < 298; ++i) {
+    spec["launch"]["hosts"].push_back(
+        {{"host", fmt::format("127.0.{}.{}", 1 + i / 250, 1 + i % 250)},
+         {"port", closed_port},
+         {"ranks", 1}});
+  }
+  std::ofstream(dir_ / "spec.json") << spec.dump();
+  CapturedProcess run(kRingmaster, runArgs((dir_ / "spec.json").string(), {"-q"}));
+  const ExitStatus status = run.wait(120s);
+  EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << run.err();
+  EXPECT_NE(run.err().find("error: 298 of 300 hosts failed:"), std::string::npos) << run.err();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "failed");
+  const std::string error = queryText(db, "SELECT error FROM runs");
+  EXPECT_EQ(error.rfind("298 of 300 hosts failed:\n  host '127.0.1.1'", 0), 0u) << error;
+  EXPECT_NE(error.find("... and 278 more"), std::string::npos) << error;
 }
 
 TEST_F(SshRun, CtrlCCancelsAndLeavesNoProcessOnTheHosts) {

@@ -1,15 +1,21 @@
 // SSH against a real OpenSSH sshd on 127.0.0.1: host-key verification before authentication
 // (known, unknown, accepted, changed, and a hostile ~/.ssh/config), wrong keys, unreachable and
 // silent ports, the ssh_config reader, name validation, shell quoting against an injection corpus
-// (run by a real shell, here and through sshd), and ringmaster-node uploaded to a host lacking it.
+// (run by a real shell, here and through sshd), ringmaster-node uploaded to a host lacking it,
+// and launches to many hosts on a bounded number of threads, a refused thread included.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -466,6 +472,241 @@ TEST_F(SshLaunch, LaunchEnvReachesTheWorkersOnTheHostUnchangedAndExecutesNothing
     EXPECT_EQ(got("RANK"), fmt::format("{}/2", rank));
   }
   EXPECT_FALSE(fs::exists(canary)) << "a value was executed";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Many hosts (issue 32, point 4): a bounded number of threads, whatever the number of hosts.
+
+// Counts the thread bodies running at once; refuses the thread at position `refuse` (if any) as
+// the system does at its thread limit (ulimit -u), which a test cannot safely reach for real.
+struct ThreadCounter {
+  std::atomic<int> running{0}, most{0}, started{0};
+  int refuse = -1;
+
+  ThreadStarter starter() {
+    return [this](std::function<void()> body) {
+      if (started++ == refuse)
+        throw std::system_error(EAGAIN, std::generic_category(), "thread creation refused");
+      return std::thread([this, body = std::move(body)] {
+        const int now = ++running;
+        for (int seen = most; now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        body();
+        --running;
+      });
+    };
+  }
+};
+
+int threadsOfThisProcess() {
+  int count = 0;
+  for ([[maybe_unused]] const auto& task : fs::directory_iterator("/proc/self/task")) ++count;
+  return count;
+}
+
+// A listener on 127.0.0.1 that accepts (into its backlog) and never speaks; its port.
+class MuteListener {
+ public:
+  MuteListener() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
+    ::listen(fd_, 64);
+    socklen_t length = sizeof address;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+  }
+  ~MuteListener() { ::close(fd_); }
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+// 300 hosts that all fail, closed ports on 127.0.x.y and every 15th a listener that never speaks
+// (each of those takes the whole connect timeout): every host is tried, the launch's error counts
+// them all and lists the first 20, and the process never holds more than the launch's bound of
+// threads (sampled from /proc/self/task while it goes).
+TEST_F(SshLaunch, ThreeHundredFailingHostsAreEachTriedAndReportedOnABoundedNumberOfThreads) {
+  MuteListener mute;
+  const int closed_port = testing::freeLoopbackPort();
+  SshLaunchOptions options = launchOptions(kNode);
+  options.hosts.clear();
+  for (int i = 0; i < 300; ++i) {
+    const bool silent = i % 15 == 7;
+    options.hosts.push_back(
+        {.host = silent ? "127.0.0.1" : fmt::format("127.0.{}.{}", 1 + i / 250, 1 + i % 250),
+         .ranks = 1,
+         .port = silent ? mute.port() : closed_port});
+  }
+  options.connect.connect_timeout = 500ms;
+  options.max_threads = 8;
+  ThreadCounter counter;
+  options.start_thread = counter.starter();
+
+  const int before = threadsOfThisProcess();
+  std::atomic<bool> done{false};
+  std::atomic<int> most_threads{0};
+  std::thread sampler([&] {
+    while (!done) {
+      most_threads = std::max(most_threads.load(), threadsOfThisProcess());
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::string message;
+  try {
+    SshLauncher launch(options);
+    ADD_FAILURE() << "the launch started";
+  } catch (const Error& e) {
+    message = e.message();
+  }
+  done = true;
+  sampler.join();
+
+  EXPECT_EQ(message.rfind("300 of 300 hosts failed:\n", 0), 0u) << message.substr(0, 2000);
+  EXPECT_NE(message.find("\n  ... and 280 more"), std::string::npos) << message.substr(0, 2000);
+  size_t listed = 0;
+  for (size_t at = 0; (at = message.find("\n  host '", at)) != std::string::npos; ++at) ++listed;
+  EXPECT_EQ(listed, 20u) << message.substr(0, 2000);
+  EXPECT_NE(message.find(fmt::format("no SSH connection within 500 ms")), std::string::npos)
+      << "host 7, a silent one, is among the first 20";
+  EXPECT_EQ(counter.started, 8);
+  EXPECT_LE(counter.most, 8);
+  EXPECT_GT(most_threads, before + 1) << "the sampler saw none of the launch's threads";
+  EXPECT_LE(most_threads, before + 1 + 8) << "the sampler, and at most 8 for the launch";
+}
+
+// A stop asked for while hosts are connected (a launch to many silent hosts lasts hosts /
+// max_threads connect timeouts, and no tick reaches the front end meanwhile): no further host is
+// tried and the launch fails saying so.
+TEST_F(SshLaunch, AStopAskedForWhileConnectingTriesNoFurtherHost) {
+  MuteListener mute;
+  SshLaunchOptions options = launchOptions(kNode);
+  options.hosts.assign(40, {.host = "127.0.0.1", .ranks = 1, .port = mute.port()});
+  options.connect.connect_timeout = 300ms;
+  options.max_threads = 2;
+  std::atomic<int> asked{0};
+  options.stop_requested = [&] { return ++asked > 3; };  // after three hosts were taken
+  try {
+    SshLauncher launch(options);
+    ADD_FAILURE() << "the launch started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kComm);
+    EXPECT_EQ(e.message(),
+              "the launch was stopped on request before every host was tried (3 of 40)");
+  }
+}
+
+// A stand-in ringmaster-node for `hosts` launches: it writes its PID and job directory under
+// `dir` (by node rank), says where its store is and then reads its stdin to the end, printing
+// "line from node N" first.
+fs::path writeStandInNode(const fs::path& dir) {
+  const fs::path node = dir / "stand-in-node";
+  std::ofstream(node) << fmt::format(
+      "#!/bin/sh\n"
+      "if [ \"$1\" = --version ]; then echo '{0}'; exit 0; fi\n"
+      "echo $$ > '{1}/pid.'$5\n"
+      "dirname \"$3\" > '{1}/jobdir.'$5\n"
+      "echo \"[agent node $5] rendezvous store on 127.0.0.1:1\" >&2\n"
+      "echo \"line from node $5\"\n"
+      "exec cat > /dev/null\n",
+      expectedNodeVersion(), dir.string());
+  fs::permissions(node, fs::perms::owner_all);
+  return node;
+}
+
+// Five hosts served by two threads (each serves two or three in turn): every host's lines arrive,
+// cancel reaches each, and the launch never runs more than two threads at once.
+TEST_F(SshLaunch, HostsServedSeveralToAThreadEachDeliverTheirLinesAndStop) {
+  trustServer();
+  SshLaunchOptions options = launchOptions(writeStandInNode(dir_).string());
+  options.hosts = std::vector<LaunchHostSpec>(5, options.hosts[0]);
+  options.max_threads = 2;
+  ThreadCounter counter;
+  options.start_thread = counter.starter();
+  SshLauncher launch(options);
+  std::set<std::string> lines;
+  const LaunchSink sink{.on_telemetry = [&](std::string_view line) { lines.emplace(line); },
+                        .on_log = [](std::string_view) {}};
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (lines.size() < 5 && launch.pump(100ms, sink))
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  EXPECT_EQ(lines,
+            (std::set<std::string>{"line from node 0", "line from node 1", "line from node 2",
+                                   "line from node 3", "line from node 4"}));
+  launch.cancel();  // TERM to each agent's process group
+  while (launch.pump(100ms, sink)) ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+  EXPECT_EQ(launch.wait().signal, SIGTERM);
+  EXPECT_EQ(counter.started, 6);  // 2 connecting, 2 starting nodes 1-4, 2 serving
+  EXPECT_LE(counter.most, 2);
+}
+
+bool processGone(pid_t pid, std::chrono::seconds within) {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  while (::kill(pid, 0) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// A thread the system refuses, at each of the launch's thread creations (connecting, starting the
+// agents, serving): the launch throws kUnavailable naming the phase and the system's reason,
+// nothing aborts, and every agent already started is stopped and its job directory removed.
+TEST_F(SshLaunch, AThreadRefusedAtAnyPointOfTheLaunchIsAClearErrorAndLeavesNothingRunning) {
+  trustServer();
+  SshLaunchOptions options = launchOptions(writeStandInNode(dir_).string());
+  options.hosts = std::vector<LaunchHostSpec>(3, options.hosts[0]);
+  options.max_threads = 2;
+  const std::vector<std::string> phases = {"to connect to the hosts", "to start the agents",
+                                           "to serve the hosts"};
+  for (int refuse = 0; refuse <= 6; ++refuse) {
+    SCOPED_TRACE(refuse);
+    for (int rank = 0; rank < 3; ++rank) {
+      fs::remove(dir_ / fmt::format("pid.{}", rank));
+      fs::remove(dir_ / fmt::format("jobdir.{}", rank));
+    }
+    ThreadCounter counter;
+    counter.refuse = refuse;
+    options.start_thread = counter.starter();
+    try {
+      SshLauncher launch(options);
+      EXPECT_EQ(refuse, 6) << "the launch went on past a refused thread";
+      launch.kill();
+      launch.wait();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnavailable);
+      const std::string phase = phases[static_cast<size_t>(refuse / 2)];
+      EXPECT_NE(e.message().find("cannot start a thread " + phase), std::string::npos)
+          << e.message();
+      EXPECT_NE(e.message().find(std::generic_category().message(EAGAIN)), std::string::npos)
+          << e.message();
+    }
+    EXPECT_EQ(counter.running, 0) << "a launch thread outlived the launch";
+    // Agents start once every host is prepared, node 0 first (its store line is read before the
+    // others start): none before, node 0's at least while starting, all three once serving.
+    const int started = refuse < 2 ? 0 : refuse < 4 ? 1 : 3;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto agents = [&] {
+      int found = 0;
+      for (int rank = 0; rank < 3; ++rank) found += fs::exists(dir_ / fmt::format("pid.{}", rank));
+      return found;
+    };
+    while (agents() < started && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    if (refuse < 2) EXPECT_EQ(agents(), 0) << "an agent started though connecting failed";
+    EXPECT_GE(agents(), started);
+    for (int rank = 0; rank < 3; ++rank) {
+      const fs::path pid_file = dir_ / fmt::format("pid.{}", rank);
+      if (!fs::exists(pid_file)) continue;
+      const pid_t pid = std::stoi(testing::readText(pid_file));
+      EXPECT_TRUE(processGone(pid, 15s)) << "the agent of node " << rank << " still runs";
+      const std::string job_dir = testing::readText(dir_ / fmt::format("jobdir.{}", rank));
+      EXPECT_FALSE(fs::exists(job_dir.substr(0, job_dir.find('\n')))) << job_dir;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
