@@ -645,6 +645,12 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver&
     recordRunError(db, run_id_, e.message());
     finishRun(db, run_id_, "failed");
     throw;
+  } catch (const std::exception& e) {
+    // Not one of ours (out of memory, a refused resource): the run still ends failed, never
+    // `running` with nothing behind it.
+    recordRunError(db, run_id_, fmt::format("the launch failed: {}", e.what()));
+    finishRun(db, run_id_, "failed");
+    throw;
   }
 #else
   // Both constructors refuse a remote run in a build without the SSH launcher.
