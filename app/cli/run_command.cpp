@@ -184,7 +184,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
             if (on_log) on_log(line);
             if (!options.verbose) return;
             display.clear();
-            fmt::print(stderr, "{}\n", displaySafeLine(line));
+            fmt::print(stderr, "{}\n", displaySafeMessageLine(line));
           },
       .on_cancelling =
           [&] {
@@ -317,7 +317,7 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
       if (line.find("] no process of the job is left on ") != std::string_view::npos)
         ++hosts_clear;
       else if (line.find("] processes of the job still running on ") != std::string_view::npos)
-        left_words += fmt::format("\n{}", displaySafeLine(line));
+        left_words += fmt::format("\n{}", displaySafeMessageLine(line));
     };
     int code = 0;
     try {

@@ -68,12 +68,10 @@ size_t codePoints(std::string_view shown) {
   return count;
 }
 
-}  // namespace
-
-std::string displaySafe(std::string_view text, TextLines lines) {
-  const bool one_line = lines == TextLines::kOneLine;
-  const size_t max_chars = one_line ? kMaxDisplayLineChars : kMaxDisplayBlockChars;
-  const size_t marker_room = one_line ? 3 : 0;  // "..." fits in a line's bound
+// The text escaped (as one line or not) and bounded to `max_chars`: "..." within the bound when
+// `short_mark`, else " ... [cut: N more bytes]" beyond it.
+std::string escapeBounded(std::string_view text, bool one_line, size_t max_chars, bool short_mark) {
+  const size_t marker_room = short_mark ? 3 : 0;
   std::string out, escape;
   out.reserve(std::min(text.size(), max_chars));
   size_t chars = 0;
@@ -88,7 +86,7 @@ std::string displaySafe(std::string_view text, TextLines lines) {
     }
     if (chars + width > max_chars) {
       out.resize(cut_at);
-      out += one_line ? "..." : fmt::format(" ... [cut: {} more bytes]", rest_at_cut);
+      out += short_mark ? "..." : fmt::format(" ... [cut: {} more bytes]", rest_at_cut);
       return out;
     }
     out += shown;
@@ -96,6 +94,17 @@ std::string displaySafe(std::string_view text, TextLines lines) {
     text.remove_prefix(length);
   }
   return out;
+}
+
+}  // namespace
+
+std::string displaySafe(std::string_view text, TextLines lines) {
+  return lines == TextLines::kOneLine ? escapeBounded(text, true, kMaxDisplayLineChars, true)
+                                      : escapeBounded(text, false, kMaxDisplayBlockChars, false);
+}
+
+std::string displaySafeMessageLine(std::string_view text) {
+  return escapeBounded(text, true, kMaxDisplayBlockChars, false);
 }
 
 }  // namespace ringmaster

@@ -36,9 +36,13 @@ inline constexpr std::size_t kMaxDisplayLineChars = 160;
 // The longest block shown (a log message, an error's body): the writer's own cut of a message.
 inline constexpr std::size_t kMaxDisplayBlockChars = 64 * 1024;
 
-// displaySafe(text, TextLines::kOneLine).
+// displaySafe(text, TextLines::kOneLine): a table cell, a name, a status line.
 inline std::string displaySafeLine(std::string_view text) {
   return displaySafe(text, TextLines::kOneLine);
 }
+
+// A message shown on one line (a worker's log line, an error beside its rank): escaped as one
+// line, bounded as a block (a log line is not cut at a table cell's width).
+std::string displaySafeMessageLine(std::string_view text);
 
 }  // namespace ringmaster

@@ -140,6 +140,11 @@ TEST(DisplaySafe, EveryTextIsBoundedAndCutVisibly) {
             std::string(kMaxDisplayLineChars - 3, 'h') + "...");
   EXPECT_EQ(displaySafe(std::string(kMaxDisplayBlockChars + 10, 'm')),
             std::string(kMaxDisplayBlockChars, 'm') + " ... [cut: 10 more bytes]");
+  // A message on one line (a log line) keeps a line's escapes and a block's bound.
+  const std::string log_line(1000, 'l');
+  EXPECT_EQ(displaySafeMessageLine(log_line + "\n"), log_line + "\\n");
+  EXPECT_EQ(displaySafeMessageLine(std::string(kMaxDisplayBlockChars + 7, 'l')),
+            std::string(kMaxDisplayBlockChars, 'l') + " ... [cut: 7 more bytes]");
   // An escape is never split: "\x1b" (4 characters) that would pass the bound is left out whole.
   const std::string escapes = displaySafeLine(std::string(100, '\x1b'));
   EXPECT_EQ(escapes, [] {
