@@ -118,7 +118,7 @@ void printAttempts(const RunReport& report, bool colour, std::FILE* out) {
     fmt::print(out, "{}\n", line);
     if (a.error) {
       fmt::print(out, "    {}{}: {}\n", paint("root cause", Colour::kRed, colour),
-                 whereRaised(a.error_rank, a.error_host), displaySafeLine(*a.error));
+                 whereRaised(a.error_rank, a.error_host), displaySafeMessageLine(*a.error));
     }
   }
 }
@@ -127,7 +127,7 @@ void printAttempts(const RunReport& report, bool colour, std::FILE* out) {
 void printHang(const LiveProgress& live, bool colour, std::FILE* out) {
   for (const HangDiagnosis& hang : live.hangs) {
     fmt::print(out, "  {}: {}\n", paint("hang", Colour::kYellow, colour),
-               displaySafeLine(hang.message));
+               displaySafeMessageLine(hang.message));
   }
   for (size_t r = 0; r < live.rank_states.size(); ++r)
     if (!live.rank_states[r].empty())

@@ -194,7 +194,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
             if (!options.verbose && !(run.attached() && !options.quiet && isSpoolWord(line)))
               return;
             display.clear();
-            fmt::print(stderr, "{}\n", displaySafeLine(line));
+            fmt::print(stderr, "{}\n", displaySafeMessageLine(line));
           },
       .on_cancelling =
           [&] {
@@ -433,7 +433,7 @@ int followDetachedRun(const RunCommandOptions& options, int64_t run_id, bool can
     if (line.find("] no process of the job is left on ") != std::string_view::npos)
       ++hosts_clear;
     else if (line.find("] processes of the job still running on ") != std::string_view::npos)
-      left_words += fmt::format("\n{}", displaySafeLine(line));
+      left_words += fmt::format("\n{}", displaySafeMessageLine(line));
   };
   int code = 0;
   try {

@@ -1,6 +1,7 @@
 // A strict UTF-8 decoder (RFC 3629) that copies what is safe to show and escapes the rest.
 #include "core/display_text.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -43,38 +44,67 @@ bool isBidiOrSeparator(char32_t c) {
          (c >= 0x2066 && c <= 0x2069) || c == 0x2028 || c == 0x2029;
 }
 
-}  // namespace
+// What one character at the start of `text` shows as, and how many bytes it takes.
+std::string_view shownAs(std::string_view text, bool one_line, std::string& escape,
+                         size_t& length) {
+  char32_t c = 0;
+  length = decodeUtf8(text, c);
+  if (length == 0) {
+    length = 1;
+    return escape = fmt::format("\\x{:02x}", static_cast<uint8_t>(text[0]));
+  }
+  if (c == '\n' || c == '\t') return one_line ? (c == '\n' ? "\\n" : "\\t") : text.substr(0, 1);
+  if (c == '\r') return "\\r";
+  if (c < 0x20 || c == 0x7F) return escape = fmt::format("\\x{:02x}", static_cast<uint32_t>(c));
+  if ((c >= 0x80 && c <= 0x9F) || isBidiOrSeparator(c))
+    return escape = fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
+  return text.substr(0, length);
+}
 
-std::string displaySafe(std::string_view text, TextLines lines) {
-  std::string out;
-  out.reserve(text.size());
-  const bool one_line = lines == TextLines::kOneLine;
+// The number of code points in valid UTF-8 (an escape is ASCII: one per byte).
+size_t codePoints(std::string_view shown) {
+  size_t count = 0;
+  for (char byte : shown) count += (static_cast<uint8_t>(byte) & 0xC0) != 0x80;
+  return count;
+}
+
+// The text escaped (as one line or not) and bounded to `max_chars`: "..." within the bound when
+// `short_mark`, else " ... [cut: N more bytes]" beyond it.
+std::string escapeBounded(std::string_view text, bool one_line, size_t max_chars, bool short_mark) {
+  const size_t marker_room = short_mark ? 3 : 0;
+  std::string out, escape;
+  out.reserve(std::min(text.size(), max_chars));
+  size_t chars = 0;
+  size_t cut_at = std::string::npos, rest_at_cut = 0;  // where a cut text ends, what it leaves
   while (!text.empty()) {
-    char32_t c = 0;
-    const size_t length = decodeUtf8(text, c);
-    if (length == 0) {
-      out += fmt::format("\\x{:02x}", static_cast<uint8_t>(text[0]));
-      text.remove_prefix(1);
-      continue;
+    size_t length = 0;
+    const std::string_view shown = shownAs(text, one_line, escape, length);
+    const size_t width = codePoints(shown);
+    if (cut_at == std::string::npos && chars + width > max_chars - marker_room) {
+      cut_at = out.size();
+      rest_at_cut = text.size();
     }
-    if (c == '\n' || c == '\t') {
-      if (one_line) {
-        out += c == '\n' ? "\\n" : "\\t";
-      } else {
-        out += static_cast<char>(c);
-      }
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02x}", static_cast<uint32_t>(c));
-    } else if ((c >= 0x80 && c <= 0x9F) || isBidiOrSeparator(c)) {
-      out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
-    } else {
-      out.append(text.substr(0, length));
+    if (chars + width > max_chars) {
+      out.resize(cut_at);
+      out += short_mark ? "..." : fmt::format(" ... [cut: {} more bytes]", rest_at_cut);
+      return out;
     }
+    out += shown;
+    chars += width;
     text.remove_prefix(length);
   }
   return out;
+}
+
+}  // namespace
+
+std::string displaySafe(std::string_view text, TextLines lines) {
+  return lines == TextLines::kOneLine ? escapeBounded(text, true, kMaxDisplayLineChars, true)
+                                      : escapeBounded(text, false, kMaxDisplayBlockChars, false);
+}
+
+std::string displaySafeMessageLine(std::string_view text) {
+  return escapeBounded(text, true, kMaxDisplayBlockChars, false);
 }
 
 }  // namespace ringmaster

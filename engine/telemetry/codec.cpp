@@ -225,11 +225,11 @@ std::string describe(const Json& value) {
   }
 }
 
-// "a non-negative integer", "an integer in [0, 2147483647]", "an integer in [0, 2^53]", ...
+// "an integer in [0, 2^63-1]", "an integer in [0, 2147483647]", "an integer in [0, 2^53]", ...
 std::string integerRange(int64_t min, int64_t max) {
   if (max == kMaxStep) return min == 0 ? "an integer in [0, 2^53]" : "an integer in [-2^53, 2^53]";
   if (max == std::numeric_limits<int64_t>::max()) {
-    if (min == 0) return "a non-negative integer";
+    if (min == 0) return "an integer in [0, 2^63-1]";
     if (min == 1) return "a positive integer";
     if (min == std::numeric_limits<int64_t>::min()) return "an integer";
     return fmt::format("an integer >= {}", min);
@@ -272,17 +272,10 @@ class FieldReader {
     return value ? toInteger(key, *value, min, max) : std::nullopt;
   }
 
-  uint64_t unsignedInteger(const char* key) {
+  // An unsigned field, in [0, max] (at most 2^63 - 1: storage keeps it in a signed integer).
+  uint64_t unsignedInteger(const char* key, int64_t max) {
     const Json* value = required(key);
-    if (!value) return 0;
-    if (value->is_number_unsigned()) return value->get<uint64_t>();
-    if (value->is_number_integer()) {  // negative: nlohmann stores non-negative ones as unsigned
-      fail(key, fmt::format("expected a non-negative integer, got {}", describe(*value)));
-    } else {
-      fail(key, fmt::format("expected a non-negative integer, got {}{}", describe(*value),
-                            floatHint(*value)));
-    }
-    return 0;
+    return value ? static_cast<uint64_t>(toInteger(key, *value, 0, max).value_or(0)) : 0;
   }
 
   double number(const char* key, NumberDomain range) {
@@ -405,7 +398,7 @@ HelloEvent readHello(FieldReader& in, int rank) {
   e.pid = in.integer("pid", 0, kInt64Max);
   e.device = in.string("device");
   e.device_name = in.string("device_name");
-  e.device_memory_total = in.unsignedInteger("device_memory_total");
+  e.device_memory_total = in.unsignedInteger("device_memory_total", kUnsigned.max);
   e.version = in.string("version");
   e.run_id = in.optionalString("run_id");
   e.strategy = in.string("strategy");
@@ -432,7 +425,7 @@ void readField(FieldReader& in, const Field& field, Record& e) {
   const char* key = field.name.data();  // a string literal's: null-terminated
   Member& out = e.*field.member;
   if constexpr (std::is_same_v<Member, uint64_t>) {
-    out = in.unsignedInteger(key);
+    out = in.unsignedInteger(key, field.domain.max);
   } else if constexpr (std::is_same_v<Member, std::optional<int64_t>>) {
     out = in.optionalInteger(key, field.domain.min, field.domain.max);
   } else if constexpr (std::is_integral_v<Member>) {
@@ -618,7 +611,7 @@ DecodeResult decodeUnchecked(std::string_view line) {
 
   TelemetryEvent event;
   event.rank = static_cast<int>(envelope.integer("rank", 0, kIntMax));
-  event.seq = envelope.unsignedInteger("seq");
+  event.seq = envelope.unsignedInteger("seq", kUnsigned.max);
   if (const Json* t = envelope.optional("t"); t && t->is_number() && t->get<double>() < 0) {
     envelope.fail("t", fmt::format("expected seconds since 1970, got {}", describe(*t)));
   }

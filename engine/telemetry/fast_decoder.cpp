@@ -27,20 +27,6 @@ using simdjson::dom::element_type;
 // which names the depth.
 constexpr size_t kFastPathMaxDepth = 8;
 
-bool readUnsigned(element value, uint64_t& out) {
-  if (value.type() == element_type::UINT64) {
-    out = value.get_uint64().value_unsafe();
-    return true;
-  }
-  if (value.type() == element_type::INT64) {
-    const int64_t i = value.get_int64().value_unsafe();
-    if (i < 0) return false;
-    out = static_cast<uint64_t>(i);
-    return true;
-  }
-  return false;
-}
-
 bool readInteger(element value, int64_t min, int64_t max, int64_t& out) {
   if (value.type() == element_type::INT64) {
     const int64_t i = value.get_int64().value_unsafe();
@@ -55,6 +41,14 @@ bool readInteger(element value, int64_t min, int64_t max, int64_t& out) {
     return true;
   }
   return false;
+}
+
+// An unsigned field, in [0, max] (at most 2^63 - 1: storage keeps it in a signed integer).
+bool readUnsigned(element value, int64_t max, uint64_t& out) {
+  int64_t i = 0;
+  if (!readInteger(value, 0, max, i)) return false;
+  out = static_cast<uint64_t>(i);
+  return true;
 }
 
 template <typename Int>
@@ -112,7 +106,7 @@ bool readField(element value, const Field& field, Record& e) {
   using Member = typename Field::Value;
   Member& out = e.*field.member;
   if constexpr (std::is_same_v<Member, uint64_t>) {
-    return readUnsigned(value, out);
+    return readUnsigned(value, field.domain.max, out);
   } else if constexpr (std::is_same_v<Member, std::optional<int64_t>>) {
     if (value.is_null()) return true;  // null counts as absent
     int64_t i = 0;
@@ -219,7 +213,7 @@ std::optional<TelemetryEvent> readEvent(simdjson::dom::object object, TelemetryE
       if (!readInteger(field.value, event.rank)) return std::nullopt;
     } else if (key == "seq") {
       bit = 8;
-      if (!readUnsigned(field.value, event.seq)) return std::nullopt;
+      if (!readUnsigned(field.value, kUnsigned.max, event.seq)) return std::nullopt;
     } else if (key == "t") {
       bit = 16;
       if (!readNumber(field.value, {0, kMaxEpochSeconds}, event.time)) return std::nullopt;

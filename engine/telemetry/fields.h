@@ -34,7 +34,7 @@ struct NumberDomain {
 struct IntegerDomain {
   int64_t min, max;
 };
-struct AnyValue {};  // strings, enumerations, and unsigned integers (any non-negative integer)
+struct AnyValue {};  // strings and enumerations
 
 inline constexpr NumberDomain kAnySign{-kMaxMagnitude, kMaxMagnitude};
 inline constexpr NumberDomain kNonNegative{0, kMaxMagnitude};  // times, durations, rates, norms
@@ -43,6 +43,12 @@ inline constexpr IntegerDomain kCount{0, kMaxStep};  // steps and counts
 // Of magnitude at most 2^53, so that every difference of two fits an int64 and a double.
 inline constexpr IntegerDomain kMicroseconds{-kMaxStep, kMaxStep};
 inline constexpr IntegerDomain kIndex{0, std::numeric_limits<int>::max()};  // stages, batches
+// Unsigned counters, byte counts and sequence numbers (uint64_t members): storage keeps them in
+// SQLite's signed 64-bit integer, so a value above 2^63 - 1 is refused as malformed rather than
+// stored with its sign flipped.
+inline constexpr IntegerDomain kUnsigned{0, std::numeric_limits<int64_t>::max()};
+// Byte figures storage keeps as doubles (a step's memory): integers exact in a double, 8 PiB.
+inline constexpr IntegerDomain kBytesInDouble{0, kMaxStep};
 
 // One field of a record. `name` is a string literal's (null-terminated).
 template <typename Record, typename Member, typename Domain>
@@ -100,10 +106,10 @@ inline constexpr auto kStepFields = std::tuple{
     field(step_field::kComputeMs, &StepEvent::compute_ms, kNonNegative),
     field(step_field::kCommMs, &StepEvent::comm_ms, kNonNegative),
     field(step_field::kExposedCommMs, &StepEvent::exposed_comm_ms, kNonNegative),
-    field(step_field::kMemAllocated, &StepEvent::mem_allocated),
-    field(step_field::kMemPeak, &StepEvent::mem_peak),
-    field(step_field::kMemReserved, &StepEvent::mem_reserved),
-    field(step_field::kDeviceMemUsed, &StepEvent::device_mem_used),
+    field(step_field::kMemAllocated, &StepEvent::mem_allocated, kBytesInDouble),
+    field(step_field::kMemPeak, &StepEvent::mem_peak, kBytesInDouble),
+    field(step_field::kMemReserved, &StepEvent::mem_reserved, kBytesInDouble),
+    field(step_field::kDeviceMemUsed, &StepEvent::device_mem_used, kBytesInDouble),
     field(step_field::kGradNorm, &StepEvent::grad_norm, kNonNegative, Presence::kOptional),
     field(step_field::kAccuracy, &StepEvent::accuracy, kFraction, Presence::kOptional),
     field(step_field::kTokens, &StepEvent::tokens, kCount, Presence::kOptional),
@@ -114,10 +120,10 @@ inline constexpr auto kStepFields = std::tuple{
 };
 
 inline constexpr auto kCommFields = std::tuple{
-    field("seq_op", &CommEvent::seq_op),
+    field("seq_op", &CommEvent::seq_op, kUnsigned),
     field("op", &CommEvent::op),
     field("group", &CommEvent::group),
-    field("bytes", &CommEvent::bytes),
+    field("bytes", &CommEvent::bytes, kUnsigned),
     field("dtype", &CommEvent::dtype),
     field("duration_ms", &CommEvent::duration_ms, kNonNegative),
     field("algbw_gbps", &CommEvent::algbw_gbps, kNonNegative),
@@ -156,8 +162,8 @@ inline constexpr auto kProgressFields = std::tuple{
     field("group", &ProgressEvent::group),
     field("period_s", &ProgressEvent::period_s, kNonNegative),
     field("step", &ProgressEvent::step, kCount, Presence::kOptional),
-    field("started", &ProgressEvent::started),
-    field("completed", &ProgressEvent::completed),
+    field("started", &ProgressEvent::started, kUnsigned),
+    field("completed", &ProgressEvent::completed, kUnsigned),
     field("completed_op", &ProgressEvent::completed_op, AnyValue{}, Presence::kOptional),
     field("op", &ProgressEvent::op, AnyValue{}, Presence::kOptional),
     field("op_seq", &ProgressEvent::op_seq, kCount, Presence::kOptional),

@@ -26,6 +26,7 @@
 
 #include "agent/env_file.h"
 #include "agent/telemetry_spool.h"
+#include "agent/worker_lines.h"
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "process/child_process.h"
@@ -115,17 +116,14 @@ double unixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-struct Worker {
+// A worker process, its descriptors' lines, and what its telemetry said (WorkerTelemetryState).
+struct Worker : WorkerTelemetryState {
   int rank = 0;
   int local_rank = 0;
   std::unique_ptr<ChildProcess> process;
   LineSplitter out;
   LineSplitter err;
   LineSplitter telemetry;  // a program worker's own channel
-  // What the agent knows of the worker's telemetry, to continue its sequence after it died.
-  uint64_t next_seq = 0;
-  int64_t last_step = 0;
-  bool done_seen = false;
   bool stopped_by_agent = false;
   bool killed_after_grace = false;   // SIGTERM went unheeded for the grace period: hung or stopped
   bool stopped_when_killed = false;  // and it was stopped (SIGSTOP, a debugger), by /proc
@@ -147,10 +145,8 @@ class Agent {
   void writeTelemetry(const std::string& line, std::optional<int> rank, uint64_t seq);
   void writeLog(const std::string& line);
   void emit(Worker& worker, EventBody body);
-  void forwardTelemetry(Worker& worker, const std::string& line);
-  // What a worker's descriptor carries: telemetry lines, or log lines (with the rank's prefix
-  // when the worker does not write one: a program worker's stdout and stderr).
-  enum class Stream { kTelemetry, kLog, kPrefixedLog };
+  // What a worker's descriptor carries (agent/worker_lines.h).
+  using Stream = WorkerStream;
   void readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stream);
   void readAll(Worker& worker);
   void stopAll(int signo, const char* reason);
@@ -312,61 +308,28 @@ void Agent::emit(Worker& worker, EventBody body) {
   writeTelemetry(encodeEvent(event), event.rank, event.seq);
 }
 
-void Agent::forwardTelemetry(Worker& worker, const std::string& line) {
-  DecodeResult decoded = decodeEvent(line);
-  std::optional<int> rank;
-  uint64_t seq = 0;
-  if (decoded.ok()) {
-    rank = decoded.event().rank;
-    seq = decoded.event().seq;
-    const TelemetryEvent& event = decoded.event();
-    worker.next_seq = std::max(worker.next_seq, event.seq + 1);
-    if (const auto* step = std::get_if<StepEvent>(&event.body)) worker.last_step = step->step;
-    if (const auto* done = std::get_if<DoneEvent>(&event.body)) {
-      worker.done_seen = true;
-      worker.last_step = done->final_step;
-    }
-  }
-  // Each line goes out in one piece: the agent is the stream's only writer.
-  writeTelemetry(line, rank, seq);
-}
-
 void Agent::readFrom(Worker& worker, int fd, LineSplitter& splitter, Stream stream) {
-  const bool telemetry = stream == Stream::kTelemetry;
   char buffer[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return;
-    if (n > 0) {
-      splitter.feed({buffer, static_cast<size_t>(n)});
-    } else {
-      // End of the stream: the worker has exited (or closed it). A partial telemetry line is the
-      // remains of a write cut short by its death; it is dropped, and said so.
-      if (telemetry && splitter.pendingBytes() > 0) {
-        message(fmt::format("rank {}: dropped an unfinished telemetry line of {} bytes",
-                            worker.rank, splitter.pendingBytes()));
-      } else {
-        splitter.finish();
+    // At the end of the stream the worker has exited (or closed it).
+    if (n > 0) splitter.feed({buffer, static_cast<size_t>(n)});
+    takeWorkerLines(splitter, stream, worker.rank, n <= 0, worker, [&](WorkerLine line) {
+      switch (line.kind) {
+        case WorkerLine::Kind::kTelemetry:
+          // Each line goes out in one piece: the agent is the stream's only writer.
+          writeTelemetry(line.text, line.rank, line.seq);
+          break;
+        case WorkerLine::Kind::kLog:
+          writeLog(line.text);
+          break;
+        case WorkerLine::Kind::kAgentMessage:
+          message(line.text);
+          break;
       }
-    }
-    while (auto line = splitter.next()) {
-      if (line->oversized && telemetry) {
-        // In the one wording the launchers recognise: they count it as a bad line of this rank.
-        message(oversizedLineReport(worker.rank, *line, splitter.maxLineBytes()));
-      } else if (line->oversized) {
-        message(
-            fmt::format("rank {}: dropped a log line of {} bytes, over the limit of {}; it "
-                        "began '{}'",
-                        worker.rank, line->bytes, splitter.maxLineBytes(), line->text));
-      } else if (telemetry) {
-        forwardTelemetry(worker, line->text);
-      } else if (stream == Stream::kPrefixedLog) {
-        writeLog(fmt::format("[rank {}] {}", worker.rank, line->text));
-      } else {
-        writeLog(line->text);
-      }
-    }
+    });
     if (n <= 0) {
       worker.process->closeOutput(fd);
       return;

@@ -538,6 +538,10 @@ class LaunchRecording {
   std::function<void(const DetachedAgent&)> on_detached_agent_;
 };
 
+constexpr char kNoHelloFailure[] =
+    "no rank said hello: the workers ended without identifying themselves, so the run cannot "
+    "be taken as completed (a program job's script calls ringmaster.init(): docs/program.md)";
+
 // The status the run ended with, recorded with its error or root cause; a detached launch that
 // went well leaves the run `running` for attach.
 RunOutcome recordOutcome(Database& db, int64_t run_id, bool detach, bool attached,
@@ -556,7 +560,12 @@ RunOutcome recordOutcome(Database& db, int64_t run_id, bool detach, bool attache
   outcome.status = agent.ok() ? "completed" : cancelled ? "cancelled" : "failed";
   if (!end.recording_failure.empty() || !end.launch_failure.empty()) outcome.status = "failed";
   try {
-    if (!end.launch_failure.empty()) {
+    // Workers that all ended well without one hello reported nothing Ringmaster can vouch for.
+    const bool silent = outcome.status == "completed" && ranksThatSaidHello(db, run_id) == 0;
+    if (silent) outcome.status = "failed";
+    if (silent) {
+      recordRunRootCause(db, run_id, kNoHelloFailure);
+    } else if (!end.launch_failure.empty()) {
       recordRunRootCause(db, run_id, end.launch_failure);
     } else if (outcome.status == "failed") {
       recordRunError(

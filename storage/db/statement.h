@@ -80,9 +80,10 @@ class Statement {
   bool isNull(int column) const { return sqlite3_column_type(statement_, column) == SQLITE_NULL; }
   int64_t columnInt(int column) const { return sqlite3_column_int64(statement_, column); }
   double columnDouble(int column) const { return sqlite3_column_double(statement_, column); }
-  // An unsigned 64-bit count (bytes) as the recorder stores it: its bit pattern in SQLite's
-  // signed integer, so 2^64 - 1 is kept as -1 and read back as 2^64 - 1. A REAL (a hand-edited
-  // row) is clamped into [0, 2^64 - 1]; NaN never comes back from SQLite.
+  // An unsigned 64-bit count (bytes). The recorder stores only [0, 2^63 - 1] (larger values are
+  // refused at decode, docs/telemetry.md); an older version stored the bit pattern, so a negative
+  // integer is read back as it meant it (-1 as 2^64 - 1). A REAL (a hand-edited row) is clamped
+  // into [0, 2^64 - 1]; NaN never comes back from SQLite.
   uint64_t columnUnsigned(int column) const {
     if (columnType(column) != SQLITE_FLOAT) return static_cast<uint64_t>(columnInt(column));
     const double value = columnDouble(column);

@@ -206,7 +206,7 @@ void addCommSlices(const Database& db, int64_t run_id, std::vector<Slice>& slice
   while (comm.run()) {
     const double end_us = comm.columnDouble(1) * 1e6;
     const double duration_us = std::max(0.0, comm.columnDouble(2) * 1e3);
-    json args = {{"bytes", comm.columnInt(4)},
+    json args = {{"bytes", comm.columnUnsigned(4)},
                  {"algbw_gbps", comm.columnDouble(5)},
                  {"busbw_gbps", comm.columnDouble(6)}};
     if (!comm.isNull(7)) args["step"] = comm.columnInt(7);

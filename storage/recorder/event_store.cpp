@@ -44,10 +44,18 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
       seq_erase_(db,
                  "DELETE FROM seq_ranges WHERE run_id = ? AND attempt = ? AND rank = ? AND "
                  "first_seq = ?"),
+      // A rank's row holds its hello and its done's status, whichever came first (a done
+      // without a hello leaves a row with the status alone: host NULL).
       rank_(db,
-            "INSERT OR REPLACE INTO ranks (run_id, attempt, rank, local_rank, host, pid, device, "
-            "device_name, memory_total, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-      rank_done_(db, "UPDATE ranks SET status = ? WHERE run_id = ? AND attempt = ? AND rank = ?"),
+            "INSERT INTO ranks (run_id, attempt, rank, local_rank, host, pid, device, "
+            "device_name, memory_total, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET local_rank = "
+            "excluded.local_rank, host = excluded.host, pid = excluded.pid, device = "
+            "excluded.device, device_name = excluded.device_name, memory_total = "
+            "excluded.memory_total, version = excluded.version"),
+      rank_done_(db,
+                 "INSERT INTO ranks (status, run_id, attempt, rank) VALUES (?, ?, ?, ?) "
+                 "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET status = excluded.status"),
       step_insert_(db, stepInsertSql()),
       step_update_(db, stepUpdateSql()),
       comm_(db,

@@ -14,6 +14,7 @@
 
 #include "db/database.h"
 #include "recorder/event_store.h"
+#include "recorder/text_bounds.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -190,9 +191,18 @@ namespace {
 // first 100 rejections are logged to the run with their reasons.
 void storeEvents(EventStore& store, std::span<const TelemetryEvent> events,
                  RecorderCounts& counts) {
-  int64_t rejections_logged = 0;
-  std::string why;
-  for (const TelemetryEvent& event : events) {
+  int64_t rejections_logged = 0, cuts_logged = 0;
+  std::string why, cut;
+  for (const TelemetryEvent& original : events) {
+    const std::optional<TelemetryEvent> bounded = withTextsBounded(original, cut);
+    const TelemetryEvent& event = bounded ? *bounded : original;
+    if (bounded) {
+      ++counts.texts_cut;
+      if (cuts_logged++ < 100)
+        store.log(std::nullopt, nowSeconds(), "warn",
+                  fmt::format("rank {}'s {} event: text cut to its bound: {}", event.rank,
+                              eventTypeName(event.body), cut));
+    }
     switch (store.store(event, why)) {
       case EventStore::Outcome::kStored:
         ++counts.stored;
@@ -221,7 +231,8 @@ bool Recorder::writeBatch(Database& db, EventStore& store, const Batch& batch) {
         (end - first) + (first == 0 ? batch.logs.size() + batch.bad_line_count : 0);
     try {
       db.transaction([&] {
-        counts.stored = counts.duplicates = counts.rejected = 0;  // a retried body starts over
+        // A retried body starts over.
+        counts.stored = counts.duplicates = counts.rejected = counts.texts_cut = 0;
         storeEvents(store, std::span(events).subspan(first, end - first), counts);
         if (first == 0) {
           const auto logLine = [&](const PendingLog& line) {
@@ -249,6 +260,7 @@ bool Recorder::writeBatch(Database& db, EventStore& store, const Batch& batch) {
     counts_.stored += counts.stored;
     counts_.duplicates += counts.duplicates;
     counts_.rejected += counts.rejected;
+    counts_.texts_cut += counts.texts_cut;
     committed_ += processed;
     written_.notify_all();
   }

@@ -49,6 +49,9 @@ struct RecorderCounts {
   // run and marks it failed): the only events not stored. Not in the database, which failed.
   int64_t dropped = 0;
   int64_t peak_queued = 0;  // the most events and log lines the queue held at once
+  // Events stored with a text cut to its bound (recorder/text_bounds.h), each logged to the run
+  // with the fields and their sizes (a warning, so `show` counts it among the problems).
+  int64_t texts_cut = 0;
 };
 
 class Recorder {

@@ -174,6 +174,14 @@ void claimRun(Database& db, int64_t run_id) {
   update.bind(1, static_cast<int64_t>(getpid())).bind(2, thisHost()).bind(3, run_id).run();
 }
 
+int ranksThatSaidHello(Database& db, int64_t run_id) {
+  // A rank's row without a host holds only a done's status (event_store.cpp).
+  Statement select(db,
+                   "SELECT count(DISTINCT rank) FROM ranks WHERE run_id = ? AND host IS NOT NULL");
+  select.bind(1, run_id);
+  return select.run() ? static_cast<int>(select.columnInt(0)) : 0;
+}
+
 std::map<int, std::pair<int, uint64_t>> lastStoredSeqs(Database& db, int64_t run_id) {
   std::map<int, std::pair<int, uint64_t>> last;
   Statement select(db,

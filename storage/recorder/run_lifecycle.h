@@ -71,6 +71,9 @@ std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id);
 // A process attaching to a detached run records its pid and host as the run's recorder (a run
 // whose attach dies stays detached, never interrupted).
 void claimRun(Database& db, int64_t run_id);
+// How many ranks of the run said hello (in any attempt): a run none of whose ranks did cannot
+// have completed (issue 32).
+int ranksThatSaidHello(Database& db, int64_t run_id);
 // Each rank's last stored event: the highest attempt with stored events and its highest seq, from
 // which a replay goes on (RANK -> (ATTEMPT, SEQ)).
 std::map<int, std::pair<int, uint64_t>> lastStoredSeqs(Database& db, int64_t run_id);

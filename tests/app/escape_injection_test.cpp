@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@
 
 #include "common/captured_process.h"
 #include "common/test_paths.h"
+#include "core/display_text.h"
+#include "db/database.h"
+#include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -94,6 +98,20 @@ class EscapeInjection : public ::testing::Test {
     return node.string();
   }
 
+  // A stand-in for ringmaster-node printing `events` as telemetry and exiting with `exit_code`.
+  std::string writeNode(const std::vector<TelemetryEvent>& events, int exit_code) const {
+    const fs::path telemetry = dir_ / "events.jsonl";
+    {
+      std::ofstream out(telemetry, std::ios::binary);
+      for (const TelemetryEvent& event : events) out << encodeEvent(event) << "\n";
+    }
+    const fs::path node = dir_ / "node";
+    std::ofstream(node) << fmt::format("#!/bin/sh\ncat '{}'\nexit {}\n", telemetry.string(),
+                                       exit_code);
+    fs::permissions(node, fs::perms::owner_all);
+    return node.string();
+  }
+
   // Runs `ringmaster --db DB <args>` to the end; returns stdout + stderr.
   std::string ringmaster(std::vector<std::string> args, const std::string& node = "") {
     args.insert(args.begin(), {"--db", (dir_ / "runs.db").string()});
@@ -144,6 +162,91 @@ TEST_F(EscapeInjection, RunShowRunsAndComparePrintHostileTextOnlyEscaped) {
   EXPECT_EQ(json_text.find('\x1b'), std::string::npos);
   const nlohmann::json document = nlohmann::json::parse(json_text);
   EXPECT_NE(document.dump().find("\\u001b[2J"), std::string::npos);
+}
+
+// Issue 32, point 7: a 500 KB host name printed a 500 KB row. Long telemetry text (a host, a
+// device name, an op, a group, a log line, an error) is cut at ingest to its bound (a name to 256
+// bytes, a message to 64 KiB), the cut logged as a warning; and whatever a database holds (an
+// older one's 500 KB host), `run`, `show`, `runs` and `compare` print every name bounded and every
+// message bounded.
+TEST_F(EscapeInjection, LongTelemetryTextIsCutAtIngestAndBoundedOnDisplay) {
+  const std::string host(500'000, 'h');
+  HelloEvent hello{.host = host,
+                   .device = "cpu",
+                   .device_name = std::string(300'000, 'd'),
+                   .strategy = "single"};
+  const std::vector<TelemetryEvent> events = {
+      {.rank = 0, .seq = 0, .time = 1e9, .body = hello},
+      {.rank = 0,
+       .seq = 1,
+       .time = 1e9 + 1,
+       .body = StepEvent{.step = 1, .loss = 1, .samples = 8, .step_ms = 1}},
+      {.rank = 0,
+       .seq = 2,
+       .time = 1e9 + 2,
+       .body = CommEvent{.op = std::string(200'000, 'o'),
+                         .group = std::string(200'000, 'g'),
+                         .bytes = 8,
+                         .dtype = "float32",
+                         .duration_ms = 1,
+                         .step = 1}},
+      {.rank = 0,
+       .seq = 3,
+       .time = 1e9 + 3,
+       .body = LogEvent{LogLevel::kWarn, std::string(900'000, 'L')}},
+      {.rank = 0,
+       .seq = 4,
+       .time = 1e9 + 4,
+       .body = ErrorEvent{.message = std::string(900'000, 'E'), .kind = "io", .fatal = true}},
+      {.rank = 0, .seq = 5, .time = 1e9 + 5, .body = DoneEvent{.status = DoneStatus::kFailed}},
+  };
+  const std::string node = writeNode(events, 1);
+  const std::string spec =
+      std::string(ringmaster::testSourceDir()) + "/resources/examples/single_mlp.json";
+  // Every line of what a command printed is bounded: a row holding a name by a few names' bounds,
+  // any line by a message's.
+  auto expectBounded = [](const std::string& output, const std::string& what) {
+    std::istringstream lines(output);
+    for (std::string line; std::getline(lines, line);) {
+      const bool holds_a_name = line.find("hhhhhhhh") != std::string::npos ||
+                                line.find("dddddddd") != std::string::npos ||
+                                line.find("oooooooo") != std::string::npos;
+      EXPECT_LE(line.size(), holds_a_name ? 1000u : kMaxDisplayBlockChars + 100)
+          << what << ": " << line.substr(0, 120);
+    }
+    EXPECT_LT(output.size(), 400'000u) << what;
+  };
+  for (int run = 0; run < 2; ++run)
+    expectBounded(ringmaster({"run", "-v", spec}, node), "ringmaster run");
+  {
+    storage::Database db((dir_ / "runs.db").string());
+    EXPECT_EQ(storage::testing::queryInt(db, "SELECT max(length(host)) FROM ranks"), 256);
+    EXPECT_EQ(storage::testing::queryInt(db,
+                                         "SELECT max(length(op) + length(group_name)) FROM "
+                                         "comm_events"),
+              512);
+    EXPECT_EQ(storage::testing::queryInt(db, "SELECT max(length(message)) FROM logs"), 65536);
+    EXPECT_EQ(storage::testing::queryInt(db,
+                                         "SELECT count(*) FROM logs WHERE message LIKE "
+                                         "'%cut to its bound: hello.host (500000 bytes), "
+                                         "hello.device_name (300000 bytes)'"),
+              2);
+    // What an older version stored whole.
+    db.exec(fmt::format("UPDATE ranks SET host = '{}' WHERE run_id = 2", host));
+    db.exec(fmt::format("UPDATE runs SET error = '{}', name = '{}' WHERE id = 2",
+                        std::string(900'000, 'E'), host));
+  }
+  for (const std::vector<std::string>& command :
+       {std::vector<std::string>{"show", "1"}, {"show", "2"}, {"runs"}, {"compare", "1", "2"}}) {
+    const std::string output = ringmaster(command);
+    EXPECT_TRUE(last_status_.ok()) << output.substr(0, 2000);
+    expectBounded(output, "ringmaster " + command[0]);
+    if (command[0] == "show")  // the host, cut to a line's bound with its mark
+      EXPECT_NE(output.find(std::string(kMaxDisplayLineChars - 3, 'h') + "..."), std::string::npos)
+          << output.substr(0, 3000);
+  }
+  const nlohmann::json shown = nlohmann::json::parse(ringmaster({"show", "1", "--json"}));
+  EXPECT_EQ(shown["ranks"][0]["host"].get<std::string>(), host.substr(0, 253) + "...");
 }
 
 }  // namespace

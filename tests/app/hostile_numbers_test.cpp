@@ -32,6 +32,7 @@
 #include "export/run_export.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
+#include "query/hang.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -365,6 +366,113 @@ TEST_F(HostileNumbers, ExtremesOfEveryFieldThroughDecodeStoreQueryAndPrint) {
   }
   EXPECT_GT(accepted, 200);  // the in-domain extremes reach storage
   EXPECT_GT(refused, 200);   // the others are refused at decode
+}
+
+// The column `name` of every row of a CSV export.
+std::vector<std::string> csvColumn(const fs::path& path, const std::string& name) {
+  std::ifstream in(path);
+  std::string header, row;
+  std::getline(in, header);
+  std::vector<std::string> names;
+  std::istringstream header_fields(header);
+  for (std::string field; std::getline(header_fields, field, ',');) names.push_back(field);
+  const size_t column = std::find(names.begin(), names.end(), name) - names.begin();
+  std::vector<std::string> values;
+  while (std::getline(in, row)) {
+    std::istringstream fields(row);
+    std::string field;
+    for (size_t c = 0; std::getline(fields, field, ','); ++c)
+      if (c == column) values.push_back(field);
+  }
+  return values;
+}
+
+bool holds(const std::vector<std::string>& values, uint64_t value) {
+  return std::find(values.begin(), values.end(), std::to_string(value)) != values.end();
+}
+
+// Issue 32, point 7: an unsigned 64-bit quantity (a byte count, a memory figure, a sequence
+// number, a collective counter) either keeps its exact value through the real decoder, recorder,
+// SQLite file, CSV and trace export, `show` and `show --json`, or is refused at ingest as a bad
+// line and counted; never stored with its sign flipped (2^63 as -2^63) or rounded (2^64 - 1 as
+// 2^63 - 1). Storage's integers are signed 64-bit, so the unsigned fields stop at 2^63 - 1; a
+// step's memory figures are kept as doubles, so they stop at 2^53.
+TEST_F(HostileNumbers, UnsignedQuantitiesKeepTheirValueOrAreRefusedAsBadLines) {
+  const Kind hello = kinds()[3], step = kinds()[0], comm = kinds()[1];
+  const Kind progress{
+      "progress", {{"group", "world"}, {"period_s", 5}, {"started", 1}, {"completed", 1}}, {}};
+  const Kind log{"log", {{"level", "info"}, {"message", "m"}}, {}};
+  constexpr uint64_t kDoubleExact = uint64_t{1} << 53;
+  const std::vector<uint64_t> values = {0,
+                                        1,
+                                        kDoubleExact,
+                                        kDoubleExact + 1,
+                                        uint64_t{kInt64Max} - 1,
+                                        uint64_t{kInt64Max},
+                                        uint64_t{1} << 63,
+                                        (uint64_t{1} << 63) + 1,
+                                        kUint64Max - 1,
+                                        kUint64Max};
+  storage::Database db(dbPath());
+  for (const uint64_t value : values) {
+    SCOPED_TRACE(fmt::format("value {}", value));
+    const std::string raw = std::to_string(value);
+    const bool fits_int64 = value <= uint64_t{kInt64Max}, fits_double = value <= kDoubleExact;
+    const int64_t bad_lines = (fits_int64 ? 0 : 5) + (fits_double ? 0 : 1);
+    const int64_t run_id = newRun(db, raw);
+    {
+      storage::Recorder recorder(dbPath(), run_id, 0);
+      for (int rank : {0, 1}) recorder.submitLine(line(hello, rank, 10));
+      recorder.submitLine(line(hello, 0, 11, "device_memory_total", raw));
+      recorder.submitLine(line(step, 0, 12, "mem_peak", raw));
+      recorder.submitLine(line(comm, 0, 13, "bytes", raw));
+      recorder.submitLine(line(comm, 0, 14, "seq_op", raw));
+      recorder.submitLine(line(progress, 0, 15, "started", raw));
+      recorder.submitLine(line(log, 0, 16, "seq", raw));
+      recorder.flush();
+      ASSERT_EQ(recorder.failure(), "");
+      EXPECT_EQ(recorder.counts().malformed, bad_lines);
+    }
+    storage::finishRun(db, run_id, "completed");
+
+    // The database, as the queries read it.
+    EXPECT_EQ(storage::loadRanks(db, run_id).at(0).memory_total, fits_int64 ? value : 1024);
+    const storage::LiveProgress live = storage::loadLiveProgress(db, run_id, 1.8e9);
+    ASSERT_EQ(live.ranks.size(), fits_int64 ? 1u : 0u);
+    if (fits_int64) EXPECT_EQ(static_cast<uint64_t>(live.ranks[0].started), value);
+    const auto last_seqs = storage::lastStoredSeqs(db, run_id);
+    EXPECT_EQ(last_seqs.at(0).second, fits_int64 ? std::max<uint64_t>(value, 15) : 10);
+
+    // The CSV and trace exports.
+    const fs::path csv = dir_ / fmt::format("csv{}", run_id);
+    storage::exportRunCsv(db, run_id, csv.string());
+    EXPECT_EQ(holds(csvColumn(csv / "comm_events.csv", "bytes"), value), fits_int64);
+    EXPECT_EQ(holds(csvColumn(csv / "ranks.csv", "memory_total"), value), fits_int64);
+    const fs::path trace = dir_ / fmt::format("trace{}.json", run_id);
+    storage::exportRunTrace(db, run_id, trace.string());
+    std::ifstream trace_in(trace);
+    const json events = json::parse(trace_in)["traceEvents"];
+    bool traced = false;
+    for (const json& event : events) {
+      if (!event.contains("args") || !event["args"].contains("bytes")) continue;
+      EXPECT_TRUE(event["args"]["bytes"].is_number_unsigned()) << event.dump();
+      traced |= event["args"]["bytes"].get<uint64_t>() == value;
+    }
+    EXPECT_EQ(traced, fits_int64);
+
+    // `show --json` and `show`.
+    const json shown =
+        json::parse(captured([&](std::FILE* out) { cli::printRunReport(db, run_id, true, out); }));
+    bool op_shown = false;
+    for (const json& op : shown["comm_ops"]) op_shown |= op["bytes"].get<uint64_t>() == value;
+    EXPECT_EQ(op_shown, fits_int64) << shown["comm_ops"].dump();
+    EXPECT_EQ(shown["peak_memory"].get<uint64_t>(), fits_double ? value : 0);
+    const std::string text =
+        captured([&](std::FILE* out) { cli::printRunReport(db, run_id, false, out); });
+    if (fits_double && value > 0)
+      EXPECT_NE(text.find(cli::formatBytes(static_cast<double>(value))), std::string::npos) << text;
+    EXPECT_NE(text.find(fmt::format(", {} bad lines", bad_lines)), std::string::npos) << text;
+  }
 }
 
 // What a database written by an older version (whose decoder took any int64 step, any finite

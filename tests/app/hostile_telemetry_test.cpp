@@ -176,5 +176,57 @@ TEST_F(HostileTelemetry, EventsOfNoRankAndOversizedLinesAreCountedNotStored) {
       << shown_text.out();
 }
 
+// Issue 32, point 7: a run whose workers all ended well without one hello (nothing at all; an
+// error and a done; every rank's done) fails with a message saying so, and exits 1, where it
+// printed "completed" beside the error's root cause and exited 0; a done without a hello is kept
+// in its rank's row (it was counted as stored and kept nowhere). A run missing only some hellos
+// completes, each done in its row.
+TEST_F(HostileTelemetry, ARunWithoutAnyHelloFailsAndADoneWithoutHelloIsKept) {
+  auto event = [](int rank, uint64_t seq, EventBody body) {
+    return encodeEvent({.rank = rank, .seq = seq, .time = 1.8e9, .body = std::move(body)}) + "\n";
+  };
+  const std::string error =
+      event(0, 0, ErrorEvent{.message = "real failure", .kind = "io", .fatal = true});
+  std::string dones;
+  for (int rank = 0; rank < kWorld; ++rank)
+    dones += event(rank, 1, DoneEvent{.status = DoneStatus::kCompleted});
+  const std::vector<std::pair<std::string, int64_t>> silent_runs = {
+      {"", 0}, {error + event(0, 1, DoneEvent{}), 1}, {dones, kWorld}};  // stdout, its dones
+  int64_t run_id = 0;
+  for (const auto& [text, done_ranks] : silent_runs) {
+    SCOPED_TRACE(text);
+    const ExitStatus status = run(standInNode(text, ""));
+    ++run_id;
+    EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << err_;
+    storage::Database db(dbPath());
+    const std::string run = fmt::format(" run_id = {}", run_id);
+    EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = " + std::to_string(run_id)),
+              "failed");
+    EXPECT_TRUE(queryText(db, "SELECT error FROM runs WHERE id = " + std::to_string(run_id))
+                    .starts_with("no rank said hello"));
+    EXPECT_EQ(queryInt(db, "SELECT count(*) FROM ranks WHERE status = 'completed' AND" + run),
+              done_ranks);
+    EXPECT_EQ(queryInt(db, "SELECT events_stored FROM attempts WHERE" + run),
+              done_ranks + (text.starts_with(error) ? 1 : 0));
+    EXPECT_EQ(queryInt(db, "SELECT lines_malformed FROM attempts WHERE" + run), 0);
+  }
+
+  // Ranks 0 to 2 say hello and end; rank 3 sends only its done.
+  std::string text;
+  for (int rank = 0; rank < kWorld - 1; ++rank)
+    for (const std::string& line : rankLines(rank, 2)) text += line + "\n";
+  text += event(kWorld - 1, 0, DoneEvent{.status = DoneStatus::kCompleted});
+  const ExitStatus status = run(standInNode(text, ""));
+  ++run_id;
+  EXPECT_TRUE(status.ok()) << status.describe() << "\n" << err_;
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, fmt::format("SELECT status FROM runs WHERE id = {}", run_id)),
+            "completed");
+  EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM ranks WHERE run_id = {} AND status = "
+                                     "'completed'",
+                                     run_id)),
+            kWorld);
+}
+
 }  // namespace
 }  // namespace ringmaster

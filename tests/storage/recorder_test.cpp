@@ -235,6 +235,60 @@ TEST_F(RecorderTest, MalformedLinesAreCountedAndLoggedNeverFatal) {
   EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NULL AND level = 'warn'"), 3);
 }
 
+// Issue 32, point 7: a done is kept in its rank's row whether or not the rank has said hello (it
+// was counted as stored and kept nowhere): before the hello, in a row holding the status alone,
+// which a later hello fills in, keeping the status; and a rank's hello and done stored by
+// different recorders (a replay) meet in one row. Every status, every rank, both orders.
+TEST_F(RecorderTest, ADoneIsKeptInItsRanksRowWhetherOrNotItsHelloCameFirst) {
+  const HelloEvent hello = std::get<HelloEvent>(rankStream(0, 0).front().body);
+  const std::vector<DoneStatus> statuses = {DoneStatus::kCompleted, DoneStatus::kFailed,
+                                            DoneStatus::kCancelled, DoneStatus::kHung};
+  uint64_t seq = 0;
+  auto event = [&](int rank, EventBody body) {
+    return TelemetryEvent{.rank = rank, .seq = seq++, .time = 1e9, .body = std::move(body)};
+  };
+  auto status = [&](int attempt, int rank) {
+    return testing::queryText(
+        *db_, fmt::format("SELECT coalesce(status, '-') || '/' || coalesce(host, '-') FROM ranks "
+                          "WHERE attempt = {} AND rank = {}",
+                          attempt, rank));
+  };
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    SCOPED_TRACE(toString(statuses[i]));
+    const int attempt = static_cast<int>(i);
+    HelloEvent greeting = hello;
+    greeting.attempt = attempt;
+    {
+      Recorder recorder(path_, run_, 0);
+      // The hello first (rank 0), the done first (rank 1), the done alone (rank 2).
+      if (attempt > 0) recorder.submit(event(2, greeting));  // moves rank 2 to this attempt
+      recorder.submit(event(0, greeting));
+      recorder.submit(event(0, DoneEvent{.status = statuses[i]}));
+      if (attempt > 0) {
+        HelloEvent moving = greeting;
+        moving.host = "";
+        recorder.submit(event(1, moving));  // an empty host name is still a hello
+      }
+      recorder.submit(event(1, DoneEvent{.status = statuses[i]}));
+      recorder.submit(event(2, DoneEvent{.status = statuses[i]}));
+      recorder.flush();
+      EXPECT_EQ(recorder.counts().stored, attempt > 0 ? 6 : 4);
+      EXPECT_EQ(recorder.counts().rejected, 0);
+    }
+    const std::string name(toString(statuses[i]));
+    EXPECT_EQ(status(attempt, 0), name + "/h0");
+    EXPECT_EQ(status(attempt, 1), name + (attempt > 0 ? "/" : "/-"));
+    EXPECT_EQ(status(attempt, 2), name + (attempt > 0 ? "/h0" : "/-"));
+    if (attempt == 0) {
+      Recorder replay(path_, run_, 0);  // rank 1's hello, after its done was stored
+      replay.submit(event(1, greeting));
+      replay.flush();
+      EXPECT_EQ(status(0, 1), name + "/h0");
+    }
+  }
+  EXPECT_EQ(ranksThatSaidHello(*db_, run_), 3);
+}
+
 // Issue 16, finding 5: events from ranks a run does not have are counted and logged as bad lines,
 // never stored, whatever their kind and whichever way the rank is wrong; so is a hello whose
 // world size is not the run's. Logs from such a rank are kept without the rank.

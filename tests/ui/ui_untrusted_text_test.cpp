@@ -9,6 +9,7 @@
 #include <QTest>
 #include <QTextDocument>
 
+#include "core/display_text.h"
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/rank_table_model.h"
@@ -125,6 +126,38 @@ class UiUntrustedTextTest : public QObject {
     const QString logs = view.logView()->toPlainText();
     QVERIFY2(logs.contains(kEscaped + "\\r over"), qPrintable(logs));
     QVERIFY2(!holdsRawControls(logs), qPrintable(logs));
+  }
+
+  // Issue 32, point 7: a 500 KB host name (as an older version stored it whole) fills a rank
+  // table cell to a line's bound, with its mark; a log line of 2,000 characters is shown whole.
+  void longTextIsBoundedInTheRankTableNotInTheLogs() {
+    int64_t run = 0;
+    const std::string log_line(2000, 'l');
+    {
+      storage::AllowQueriesOnThisThread the_tests_own_queries;
+      storage::Database db(db_);
+      run = storage::createRun(db, {.name = "long",
+                                    .spec_json = R"({"strategy": {"kind": "single"}})",
+                                    .strategy = "single",
+                                    .world_size = 1});
+      {
+        storage::Recorder recorder(db_, run, 0);
+        QVERIFY(recorder.submit({.rank = 0,
+                                 .seq = 0,
+                                 .time = 1e9,
+                                 .body = HelloEvent{.host = "h", .strategy = "single"}}));
+        QVERIFY(recorder.submitLog(0, "stderr", log_line));
+        recorder.flush();
+      }
+      db.exec("UPDATE ranks SET host = '" + std::string(500'000, 'h') + "'");
+      storage::finishRun(db, run, "completed");
+    }
+    RunView view(db_, run);
+    QTRY_VERIFY_WITH_TIMEOUT(view.snapshot() != nullptr, 10000);
+    const QString host = view.rankModel()->index(0, RankTableModel::kHost).data().toString();
+    QCOMPARE(host, QString(kMaxDisplayLineChars - 3, 'h') + "...");
+    const QString logs = view.logView()->toPlainText();
+    QVERIFY2(logs.contains(QString::fromStdString(log_line)), qPrintable(logs.left(200)));
   }
 
   void helpersEscapeForEachPlace() {

@@ -9,6 +9,10 @@ QString untrustedLine(std::string_view text) {
   return QString::fromStdString(displaySafeLine(text));
 }
 
+QString untrustedMessageLine(std::string_view text) {
+  return QString::fromStdString(displaySafeMessageLine(text));
+}
+
 QString untrustedBlock(std::string_view text) {
   return QString::fromStdString(displaySafe(text));
 }

@@ -1,7 +1,8 @@
 // Untrusted text (a worker's error or log line, a host, device, op or run name, a spec value) as
 // the window shows it: through displaySafe (core/display_text.h), so controls, bidi overrides and
-// invalid UTF-8 appear as visible escapes; and, where Qt may take a string for rich text (a
-// tooltip, a label in rich text), escaped so that "<b>" shows as "<b>" and is never rendered.
+// invalid UTF-8 appear as visible escapes and every text is bounded in length; and, where Qt may
+// take a string for rich text (a tooltip, a label in rich text), escaped so that "<b>" shows as
+// "<b>" and is never rendered.
 #pragma once
 
 #include <QString>
@@ -11,6 +12,8 @@ namespace ringmaster::ui {
 
 // One line (a table cell, a name, a title): '\n' and '\t' are escaped too.
 QString untrustedLine(std::string_view text);
+// A message on one line (a log line in the log view): escaped as a line, bounded as a block.
+QString untrustedMessageLine(std::string_view text);
 // A block that may hold several lines (an error's body, a log message in a dialog).
 QString untrustedBlock(std::string_view text);
 // untrustedBlock's text as HTML, to put inside a rich-text label: "<" becomes "&lt;".

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/display_text.h"
 
@@ -97,6 +98,60 @@ TEST(DisplaySafe, EscapedTextIsSafeItself) {
   const std::string once = displaySafeLine(every_byte);
   for (unsigned char c : once) EXPECT_TRUE(c >= 0x20 && c < 0x7F) << int(c);
   EXPECT_EQ(displaySafeLine(once), once);
+}
+
+// Issue 32, point 7: a 500 KB host name printed a 500 KB row. Every text is bounded, whatever it
+// holds (plain ASCII, escapes, multi-byte characters, a mix), cut at a character's boundary with a
+// visible mark, in time linear in what is kept; a text within the bound passes whole.
+TEST(DisplaySafe, EveryTextIsBoundedAndCutVisibly) {
+  const auto code_points = [](const std::string& text) {
+    size_t count = 0;
+    for (unsigned char c : text) count += (c & 0xC0) != 0x80;
+    return count;
+  };
+  // Each unit and the width of its escaped form.
+  const std::vector<std::pair<std::string, size_t>> units = {
+      {"a", 1},    {"\x1b", 4}, {"\xC3\xA9", 1}, {"\xE2\x80\xAE", 6}, {"\xF0\x9F\x98\x80", 1},
+      {"\xFF", 4}, {"\n", 2}};
+  for (const auto& [unit, width] : units) {
+    for (size_t count : {size_t{1}, size_t{39}, size_t{40}, size_t{159}, size_t{160}, size_t{161},
+                         size_t{100'000}}) {
+      std::string text;
+      for (size_t i = 0; i < count; ++i) text += unit;
+      SCOPED_TRACE(::testing::PrintToString(unit) + " x " + std::to_string(count));
+      const std::string line = displaySafeLine(text);
+      EXPECT_LE(code_points(line), kMaxDisplayLineChars);
+      const bool over = count * width > kMaxDisplayLineChars;
+      EXPECT_EQ(line.ends_with("..."), over) << line;
+      // What is shown is whole units, as many as fit beside the mark: never a partial character
+      // or a partial escape.
+      const std::string one = displaySafeLine(unit);
+      const size_t kept = over ? (kMaxDisplayLineChars - 3) / width : count;
+      std::string expected;
+      for (size_t i = 0; i < kept; ++i) expected += one;
+      EXPECT_EQ(line, expected + (over ? "..." : ""));
+    }
+  }
+  const std::string host(500'000, 'h');
+  EXPECT_EQ(displaySafeLine(host), std::string(kMaxDisplayLineChars - 3, 'h') + "...");
+  EXPECT_EQ(displaySafeLine(std::string(kMaxDisplayLineChars, 'h')),
+            std::string(kMaxDisplayLineChars, 'h'));
+  EXPECT_EQ(displaySafeLine(std::string(kMaxDisplayLineChars + 1, 'h')),
+            std::string(kMaxDisplayLineChars - 3, 'h') + "...");
+  EXPECT_EQ(displaySafe(std::string(kMaxDisplayBlockChars + 10, 'm')),
+            std::string(kMaxDisplayBlockChars, 'm') + " ... [cut: 10 more bytes]");
+  // A message on one line (a log line) keeps a line's escapes and a block's bound.
+  const std::string log_line(1000, 'l');
+  EXPECT_EQ(displaySafeMessageLine(log_line + "\n"), log_line + "\\n");
+  EXPECT_EQ(displaySafeMessageLine(std::string(kMaxDisplayBlockChars + 7, 'l')),
+            std::string(kMaxDisplayBlockChars, 'l') + " ... [cut: 7 more bytes]");
+  // An escape is never split: "\x1b" (4 characters) that would pass the bound is left out whole.
+  const std::string escapes = displaySafeLine(std::string(100, '\x1b'));
+  EXPECT_EQ(escapes, [] {
+    std::string expected;
+    for (int i = 0; i < 39; ++i) expected += "\\x1b";
+    return expected + "...";
+  }());
 }
 
 }  // namespace

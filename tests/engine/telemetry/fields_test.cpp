@@ -26,15 +26,13 @@ using Json = nlohmann::json;
 // The domain of a field as docs/telemetry.md writes it; empty for fields without one.
 template <typename Field>
 std::string documentedDomain(const Field& field) {
-  using Member = typename Field::Value;
-  if constexpr (std::is_same_v<Member, uint64_t>) {
-    return "integer in [0, 2⁶⁴−1]";
-  } else if constexpr (std::is_same_v<decltype(field.domain), IntegerDomain>) {
+  if constexpr (std::is_same_v<decltype(field.domain), IntegerDomain>) {
     auto bound = [](int64_t value) -> std::string {
       if (value == 0) return "0";
       if (value == kMaxStep) return "2⁵³";
       if (value == -kMaxStep) return "−2⁵³";
       if (value == std::numeric_limits<int>::max()) return "2³¹−1";
+      if (value == std::numeric_limits<int64_t>::max()) return "2⁶³−1";
       return std::to_string(value);
     };
     return "integer in [" + bound(field.domain.min) + ", " + bound(field.domain.max) + "]";
@@ -132,7 +130,8 @@ void expectBoundsEnforced(std::string_view record, const Record& sample) {
     std::vector<Json> inside, outside;
     if constexpr (std::is_same_v<decltype(field.domain), IntegerDomain>) {
       inside = {field.domain.min, field.domain.max};
-      outside = {field.domain.min - 1, field.domain.max + 1, 0.5};
+      // Just above the largest (2^63 for the unsigned fields storage keeps in an int64).
+      outside = {field.domain.min - 1, static_cast<uint64_t>(field.domain.max) + 1, 0.5};
     } else if constexpr (std::is_same_v<decltype(field.domain), NumberDomain>) {
       inside = {field.domain.min, field.domain.max};
       outside = {field.domain.min - (field.domain.min == 0 ? 0.5 : field.domain.max),

@@ -64,7 +64,7 @@ void LogsTab::showLines() {
                                       .toString("hh:mm:ss.zzz"))
                              .arg(who, -8)
                              .arg(untrustedLine(line.level))
-                             .arg(untrustedLine(line.message));
+                             .arg(untrustedMessageLine(line.message));
     if (!filter.isEmpty() && !text.contains(filter, Qt::CaseInsensitive)) continue;
     if (first_error < 0 && line.level == "error") first_error = static_cast<int>(lines.size());
     lines << text;
