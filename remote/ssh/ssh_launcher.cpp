@@ -385,8 +385,14 @@ void SshLauncher::stopHost(Host& host, int signo) {
     host.agent->closeInput();
     return;
   }
-  host.session->run(fmt::format("kill -{} -- -{}", signo == SIGKILL ? "KILL" : "TERM", host.pgid),
-                    kCommandTimeout);
+  if (signo == SIGKILL) {
+    // The workers lead process groups of their own in the agent's session (sshd's setsid: its id
+    // is the group's): the session, whole, where pkill is installed.
+    host.session->run(fmt::format("kill -KILL -- -{0}; pkill -KILL -s {0} 2>/dev/null", host.pgid),
+                      kCommandTimeout);
+    return;
+  }
+  host.session->run(fmt::format("kill -TERM -- -{}", host.pgid), kCommandTimeout);
 }
 
 bool SshLauncher::relayOutput(Host& host, std::chrono::milliseconds timeout,
