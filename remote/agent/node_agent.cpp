@@ -49,6 +49,9 @@ bool processIsStopped(pid_t pid) {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
+// After a worker's grace period, how long its pipes are still read (what SIGKILL ended closes
+// them meanwhile); then a process that left its group holds them, and they are given up.
+constexpr auto kPipeMargin = std::chrono::milliseconds(200);
 
 // Signals reach the loop through this pipe (the handler only writes the signal number).
 int g_signal_pipe[2] = {-1, -1};
@@ -440,7 +443,8 @@ void Agent::stopWhatWorkersLeft() {
       else if (grace_over)
         stopGroupLeftovers(worker, SIGKILL);
     }
-    if (grace_over) abandonPipes(worker);
+    // A moment more for what SIGKILL just ended to close them.
+    if (now >= *worker.ended_at + options_.grace + kPipeMargin) abandonPipes(worker);
   }
 }
 
@@ -470,7 +474,7 @@ void Agent::abandonPipes(Worker& worker) {
     warn(worker, fmt::format("rank {}: its {} is still held open {} ms after its script ended "
                              "(by a process it started that left its process group); no longer "
                              "read",
-                             worker.rank, name, options_.grace.count()));
+                             worker.rank, name, (options_.grace + kPipeMargin).count()));
     process.closeOutput(fd);
   }
 }

@@ -427,8 +427,9 @@ void SshLauncher::serve(Host& host) {
   Clock::time_point term_sent{}, last_keepalive = Clock::now();
   try {
     for (;;) {
+      // Nothing, then SIGTERM, then SIGKILL (whose number is the smaller: compared by order).
       const int wanted = host.stop_signal.load();
-      if (wanted > sent) {
+      if (wanted != sent && sent != SIGKILL && wanted != 0) {
         stopHost(host, wanted);
         sent = wanted;
         term_sent = Clock::now();

@@ -136,6 +136,11 @@ TEST_F(ProgramChildren, AChildHoldingTheScriptsStdoutIsStoppedAndNamedWhenTheScr
       storage::Database db(dbPath());
       EXPECT_EQ(queryText(db, fmt::format("SELECT status FROM runs WHERE id = {}", run_id)),
                 "completed");
+      // Its stdout closed as it ended: nothing held it past the grace period.
+      EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM logs WHERE run_id = {} AND "
+                                         "message LIKE '%still held open%'",
+                                         run_id)),
+                0);
     }
     EXPECT_EQ(warningsNaming(run_id, left[0], "in its process group"), 1);
     if (std::string(mode) == "ignores-term") {

@@ -12,6 +12,7 @@ MODE:
   holds-stdout    a child in its process group keeps the rank's stdout open and sleeps
   ignores-term    the same, ignoring SIGTERM
   waits           a child holds stdout, and the rank itself sleeps (a run to cancel)
+  waits-ignores-term  the same, the child ignoring SIGTERM
   daemon          a daemon: double fork, setsid, every descriptor closed
   escaped-holder  a double fork and setsid that keeps the rank's stdout open
 Rank 1 exits with code 3 after its step while the attempt is below FAIL_ATTEMPTS.
@@ -25,7 +26,7 @@ import time
 
 LEFTOVER = """
 import os, signal, sys, time
-if sys.argv[1] == "ignores-term":
+if sys.argv[1].endswith("ignores-term"):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("leftover", os.getpid(), "up", flush=True)
 open(os.path.join(sys.argv[2], str(os.getpid())), "w").close()
@@ -52,7 +53,7 @@ def main():
     rank_dir = os.path.join(pids_dir, "rank%d" % rank)
     os.makedirs(rank_dir, exist_ok=True)
     leftover = [sys.executable, "-c", LEFTOVER, mode, rank_dir]
-    if mode in ("holds-stdout", "ignores-term", "waits"):
+    if mode in ("holds-stdout", "ignores-term", "waits", "waits-ignores-term"):
         subprocess.Popen(leftover)
     elif mode in ("daemon", "escaped-holder"):
         start_detached(leftover, close_descriptors=mode == "daemon")
@@ -63,7 +64,7 @@ def main():
          exposed_comm_ms=0, mem_allocated=0, mem_peak=0, mem_reserved=0, device_mem_used=0)
     if rank == 1 and attempt < fail_attempts:
         sys.exit(3)
-    if mode == "waits":
+    if mode.startswith("waits"):
         time.sleep(600)
     emit("done", status="completed", final_step=1, wall_s=0)
 
