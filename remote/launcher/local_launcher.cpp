@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "launcher/agent_lines.h"
+#include "process/process_tree.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -78,6 +79,9 @@ ChildOptions agentOptions(const LocalLaunchOptions& options) {
   child.stdin_mode = StreamMode::kPipe;  // its end of file tells the agent to stop everything
   child.stdout_mode = StreamMode::kPipe;
   child.stderr_mode = StreamMode::kPipe;
+  // A session of its own: a terminal's Ctrl-C reaches the launcher alone, which cancels, and a
+  // kill finds every process of the job there, the workers' own process groups included.
+  child.new_session = true;
   return child;
 }
 
@@ -156,6 +160,11 @@ void LocalLauncher::kill() {
   if (!follow_dir_.empty()) {
     signalDetachedAgent(follow_dir_, SIGTERM);  // its second stop signal: SIGKILL to the workers
     return;
+  }
+  // The agent, its workers and what they started (each worker leads a process group of its own,
+  // which the agent's death does not reach), not the agent alone.
+  if (!agent_.status()) {
+    for (const ProcessInfo& process : sessionMembers(agent_.pid())) ::kill(process.pid, SIGKILL);
   }
   agent_.signal(SIGKILL);
 }

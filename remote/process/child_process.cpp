@@ -129,7 +129,10 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
              fmt::format("cannot start {}: fork: {}", program_, std::strerror(error)));
   }
   if (pid_ == 0) {
-    if (options.own_process_group) ::setpgid(0, 0);
+    if (options.new_session)
+      ::setsid();
+    else if (options.own_process_group)
+      ::setpgid(0, 0);
     if (options.die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
@@ -158,8 +161,8 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
     ::_exit(127);
   }
   // Set on both sides of the fork, so that the group exists before either signals it.
-  own_group_ = options.own_process_group;
-  if (own_group_) ::setpgid(pid_, pid_);
+  own_group_ = options.own_process_group || options.new_session;
+  if (options.own_process_group && !options.new_session) ::setpgid(pid_, pid_);
   closeFd(in[0]);
   closeFd(out[1]);
   closeFd(err[1]);

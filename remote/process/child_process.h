@@ -46,6 +46,9 @@ struct ChildOptions {
   // The child leads a process group of its own (setpgid), so that it and what it starts can be
   // signalled together (signalGroup) and a terminal's Ctrl-C reaches it only through the parent.
   bool own_process_group = false;
+  // The child leads a session of its own (setsid; so a process group too): what it and its
+  // descendants run there, each group included, is found by sessionMembers (process_tree.h).
+  bool new_session = false;
 };
 
 // The program `name` names: itself when it contains a '/', else the first executable file of that

@@ -24,6 +24,7 @@ struct ProcStat {
   char state = '?';
   pid_t parent = 0;
   pid_t group = 0;
+  pid_t session = 0;
 };
 
 std::string fileText(const std::string& path, size_t limit) {
@@ -41,7 +42,8 @@ std::optional<ProcStat> readStat(pid_t pid) {
   ProcStat stat{.pid = pid, .state = text[name_end + 2]};
   char* end = nullptr;
   stat.parent = static_cast<pid_t>(std::strtol(text.c_str() + name_end + 3, &end, 10));
-  stat.group = static_cast<pid_t>(std::strtol(end, nullptr, 10));
+  stat.group = static_cast<pid_t>(std::strtol(end, &end, 10));
+  stat.session = static_cast<pid_t>(std::strtol(end, nullptr, 10));
   return stat;
 }
 
@@ -81,6 +83,11 @@ std::vector<ProcessInfo> processesWhere(const std::function<bool(const ProcStat&
 std::vector<ProcessInfo> processGroupMembers(pid_t pgid) {
   return processesWhere(
       [pgid](const ProcStat& stat) { return stat.group == pgid && stat.state != 'Z'; });
+}
+
+std::vector<ProcessInfo> sessionMembers(pid_t sid) {
+  return processesWhere(
+      [sid](const ProcStat& stat) { return stat.session == sid && stat.state != 'Z'; });
 }
 
 std::vector<ProcessInfo> adoptedChildren(const std::set<pid_t>& own) {

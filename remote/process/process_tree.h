@@ -1,7 +1,7 @@
 // The processes a worker may leave behind, found through /proc: the live members of a process
-// group, and the children a subreaper adopted (orphans re-parented to it, PR_SET_CHILD_SUBREAPER),
-// each named by PID and command line. Linux only; no cgroups, so a process that left its group
-// with setsid is found only once it is an orphan of a subreaper.
+// group or a session, and the children a subreaper adopted (orphans re-parented to it,
+// PR_SET_CHILD_SUBREAPER), each named by PID and command line. Linux only; no cgroups, so a process
+// that left its group with setsid is found only once it is an orphan of a subreaper.
 #pragma once
 
 #include <sys/types.h>
@@ -32,6 +32,10 @@ std::string describeProcesses(const std::vector<ProcessInfo>& processes);
 // The value of RANK in the environment of process `pid` (inherited from the worker that started
 // it, unless it was cleared), when it can be read.
 std::optional<int> rankInEnvironment(pid_t pid);
+
+// The processes of session `sid`, zombies left out: the session leader and every process group
+// started in it (a process that called setsid again has left it).
+std::vector<ProcessInfo> sessionMembers(pid_t sid);
 
 // Makes this process the subreaper of its descendants (orphans come to it, not to PID 1);
 // returns whether the system allowed it.
