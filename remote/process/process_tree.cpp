@@ -50,8 +50,9 @@ std::optional<ProcStat> readStat(pid_t pid) {
 std::string commandLine(pid_t pid) {
   std::string text = fileText(fmt::format("/proc/{}/cmdline", pid), kMaxCommandBytes);
   while (!text.empty() && text.back() == '\0') text.pop_back();
+  // One line: the arguments' separators and any line break or other control in them are spaces.
   for (char& c : text) {
-    if (c == '\0') c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
   }
   if (text.empty()) {  // a kernel thread or a zombie: its name
     text = fileText(fmt::format("/proc/{}/comm", pid), 64);

@@ -15,7 +15,7 @@ namespace ringmaster {
 
 struct ProcessInfo {
   pid_t pid = 0;
-  std::string command;  // its command line, arguments joined by spaces, at most 200 bytes
+  std::string command;  // its command line on one line (controls as spaces), at most 200 bytes
   bool zombie = false;  // ended, waiting to be reaped by its parent
 };
 

@@ -145,6 +145,11 @@ TEST_F(ProgramChildren, AChildHoldingTheScriptsStdoutIsStoppedAndNamedWhenTheScr
       storage::Database db(dbPath());
       EXPECT_EQ(queryText(db, fmt::format("SELECT status FROM runs WHERE id = {}", run_id)),
                 "completed");
+      // Each named on one line, though its command line (python3 -c CODE) holds line breaks.
+      EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM logs WHERE run_id = {} AND level "
+                                         "= 'warn' AND instr(message, char(10)) > 0",
+                                         run_id)),
+                0);
       // Its stdout closed as it ended: nothing held it past the grace period.
       EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM logs WHERE run_id = {} AND "
                                          "message LIKE '%still held open%'",
