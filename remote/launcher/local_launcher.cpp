@@ -123,7 +123,9 @@ LocalLauncher::LocalLauncher(const LocalLaunchOptions& options)
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-LocalLauncher::~LocalLauncher() = default;
+LocalLauncher::~LocalLauncher() {
+  if (follow_dir_.empty() && !agent_.poll()) killAgentSession();
+}
 
 bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {
   const int out = agent_.stdoutFd(), err = agent_.stderrFd();
@@ -161,6 +163,10 @@ void LocalLauncher::kill() {
     signalDetachedAgent(follow_dir_, SIGTERM);  // its second stop signal: SIGKILL to the workers
     return;
   }
+  killAgentSession();
+}
+
+void LocalLauncher::killAgentSession() {
   // The agent, its workers and what they started (each worker leads a process group of its own,
   // which the agent's death does not reach), not the agent alone.
   if (!agent_.status()) {

@@ -47,7 +47,9 @@ class LocalLauncher final : public Launch {
  public:
   // Starts the agent; throws kUnavailable when it cannot be executed.
   explicit LocalLauncher(const LocalLaunchOptions& options);
-  ~LocalLauncher() override;  // a still running agent is killed and reaped
+  // A still running agent is killed and reaped, with every process of its session (an error, a
+  // window closed mid-run); a followed detached agent is left running.
+  ~LocalLauncher() override;
 
   bool pump(std::chrono::milliseconds timeout, const LaunchSink& sink) override;
   void cancel() override;
@@ -57,6 +59,8 @@ class LocalLauncher final : public Launch {
   pid_t agentPid() const { return agent_.pid(); }
 
  private:
+  // SIGKILL to every process of the agent's session (it leads one), then to the agent.
+  void killAgentSession();
   struct Streams;
   ChildProcess agent_;
   std::unique_ptr<Streams> streams_;
