@@ -481,6 +481,7 @@ int runAgentCommand(const AgentArgs& args) {
     options.worker_command = {self, "worker", "--spec", spec_path.string()};
   }
   options.host = hostName();
+  options.adopt_orphans = true;  // this process's only children are the workers
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;
   if (!args.detach_dir.empty())

@@ -1124,11 +1124,11 @@ class SpecParser {
     } else {
       world_size_ = worldSize(spec);
     }
-    if (const json* launch = find(root, "launch");
-        launch && launch->is_object() && find(*launch, "max_restarts")) {
+    if (spec.launch.max_restarts > 0 && spec.launch.hosts.size() > 1) {
       report("launch.max_restarts",
-             "not read by a program job: its workers host their own torch.distributed store, "
-             "which the agents cannot coordinate a restart through; remove it");
+             "a program job restarts on one host only: its workers host their own "
+             "torch.distributed store, which agents on several hosts cannot coordinate a restart "
+             "through; use one host or remove it");
     }
     spec.strategy.kind = world_size_.value_or(1) > 1 ? StrategyKind::kDdp : StrategyKind::kSingle;
     if (const json* v = find(root, "strategy")) {

@@ -536,8 +536,8 @@ std::vector<SpecField> describe() {
       boundTo(
           saying(bounded(field("launch.max_restarts", "Where", "Max restarts", T::kInteger,
                                spec.launch.max_restarts,
-                               "a failed worker restarts every worker, from the newest checkpoint, "
-                               "up to this many times"),
+                               "a failed worker restarts every worker (an engine job's from its "
+                               "newest checkpoint) up to this many times"),
                          0, kMaxRestarts),
                  fmt::format("an integer in 0..{}", kMaxRestarts)),
           RM_SPEC(launch.max_restarts)),
@@ -586,8 +586,6 @@ std::vector<SpecField> describe() {
         (section == "strategy" && f.path != "strategy.kind"))
       f.job = JobKind::kEngine;
     if (section == "program") f.job = JobKind::kProgram;
-    // Restarts need the agents' store, which a program job's workers do not use (issue 21).
-    if (f.path == "launch.max_restarts") f.job = JobKind::kEngine;
     if (f.path == "model.layers")
       f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});
     if (f.path == "optimizer.weight_decay") {

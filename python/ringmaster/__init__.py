@@ -49,7 +49,7 @@ def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeou
     The hello carries RANK, WORLD_SIZE and LOCAL_RANK (torchrun's environment), the host, the
     process id, the device, its name (the GPU's, or the CPU model) and total memory (0 on CPU),
     RINGMASTER_VERSION, RINGMASTER_RUN_ID, RINGMASTER_STRATEGY (default: ddp for several ranks,
-    else single) and RINGMASTER_ATTEMPT (default 0).
+    else single) and RINGMASTER_ATTEMPT (default TORCHELASTIC_RESTART_COUNT, the agent's restart count, else 0).
 
     It also installs, chained to what was there:
     - sys.excepthook: an uncaught exception sends `error` (its traceback as the message, the last

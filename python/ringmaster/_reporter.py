@@ -53,7 +53,8 @@ class Environment:
         if self.local_rank >= self.world_size:
             raise ValueError("LOCAL_RANK=%d is outside WORLD_SIZE=%d"
                              % (self.local_rank, self.world_size))
-        self.attempt = integer("RINGMASTER_ATTEMPT", 0)
+        # The agent's restart count (launch.max_restarts), as torchrun names it.
+        self.attempt = integer("RINGMASTER_ATTEMPT", integer("TORCHELASTIC_RESTART_COUNT", 0))
         self.version = environ.get("RINGMASTER_VERSION", "")
         self.run_id = environ.get("RINGMASTER_RUN_ID") or None
         self.strategy = environ.get("RINGMASTER_STRATEGY") or (

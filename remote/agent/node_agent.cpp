@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -30,6 +32,7 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "process/child_process.h"
+#include "process/process_tree.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -48,6 +51,9 @@ bool processIsStopped(pid_t pid) {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kPollPeriod = std::chrono::milliseconds(20);
+// After a worker's grace period, how long its pipes are still read (what SIGKILL ended closes
+// them meanwhile); then a process that left its group holds them, and they are given up.
+constexpr auto kPipeMargin = std::chrono::milliseconds(200);
 
 // Signals reach the loop through this pipe (the handler only writes the signal number).
 int g_signal_pipe[2] = {-1, -1};
@@ -128,6 +134,10 @@ struct Worker : WorkerTelemetryState {
   bool killed_after_grace = false;   // SIGTERM went unheeded for the grace period: hung or stopped
   bool stopped_when_killed = false;  // and it was stopped (SIGSTOP, a debugger), by /proc
   bool reported = false;             // the agent's closing events for it were written
+  // Once its main process has ended, what it left in its process group is stopped (SIGTERM, then
+  // SIGKILL after the grace period), and its pipes are read until then at most.
+  std::optional<Clock::time_point> ended_at;
+  bool group_pending = false;  // SIGTERM went to processes it left in its group
 };
 
 class Agent {
@@ -151,15 +161,28 @@ class Agent {
   void readAll(Worker& worker);
   void stopAll(int signo, const char* reason);
   void reap();
+  // What a worker leaves when its main process ends: the rest of its process group is stopped,
+  // its pipes are given up after the grace period, and each process found is named in a warning
+  // of its rank. With the subreaper flag, the orphans that left the group (setsid, a daemon) come
+  // to the agent and are stopped once every worker has ended.
+  void warn(Worker& worker, const std::string& text);
+  void stopWhatWorkersLeft();
+  void stopGroupLeftovers(Worker& worker, int signo);
+  void abandonPipes(Worker& worker);
+  void stopAdoptedOrphans();
+  Worker& workerOfRank(std::optional<int> rank);
   void report(Worker& worker);
   // Restarts (launch.max_restarts), coordinated through node 0's store as torchrun's agents do:
   // the first agent to see a worker fail in attempt n sets that attempt's failure key, every
   // agent watching it stops its workers, and once all have stopped (a barrier per attempt) each
-  // starts its workers again as attempt n + 1.
+  // starts its workers again as attempt n + 1. A program job runs on one host (its workers host
+  // their own store): its agent restarts on its own failures, with nothing to coordinate.
   void connectRestartStore();
   std::string attemptKey(const char* what) const;
   void announceFailure();
   void watchForFailureElsewhere();
+  // Whether the attempt failed on some host and every host has stopped it (the barrier).
+  bool everyHostStoppedAFailedAttempt(int signal_fd, bool& input_open);
   // After every worker of the attempt has been reaped: true when they were started again.
   bool restartAfterAttempt(int signal_fd, bool& input_open);
 
@@ -174,10 +197,12 @@ class Agent {
   std::optional<size_t> first_failure_;
   std::optional<Clock::time_point> kill_deadline_;
   std::unique_ptr<TcpStore> restart_client_;  // nodes other than 0: a client of node 0's store
-  Store* restart_store_ = nullptr;            // null: no restarts (max_restarts 0)
+  bool restarts_ = false;                     // max_restarts > 0, and the store (if any) answers
+  Store* restart_store_ = nullptr;            // null: no restarts, or nothing to coordinate
   int attempt_ = 0;                           // TORCHELASTIC_RESTART_COUNT of the workers
   bool failed_elsewhere_ = false;             // another host's worker failed in this attempt
   int store_ticks_ = 0;                       // the failure key is looked at every few loop turns
+  bool subreaper_ = false;                    // orphans of the workers' descendants come here
 };
 
 void Agent::message(const std::string& text) {
@@ -277,6 +302,7 @@ void Agent::startWorkers() {
     child.stdin_mode = StreamMode::kNull;
     child.working_directory = options_.worker_directory;
     child.telemetry_fd = options_.worker_telemetry_fd;
+    child.own_process_group = true;
     Worker worker;
     worker.local_rank = local;
     worker.rank = firstRankOfNode(options_.spec, options_.node_rank) + local;
@@ -355,11 +381,119 @@ void Agent::readAll(Worker& worker) {
 void Agent::stopAll(int signo, const char* reason) {
   message(fmt::format("{}: sending {} to the workers", reason, signalName(signo)));
   for (Worker& worker : workers_) {
-    if (worker.process->status()) continue;
+    if (worker.process->status()) {
+      // Its script has ended; what it left is being stopped, at once on a second stop signal.
+      if (worker.group_pending && signo == SIGKILL) {
+        worker.process->signalGroup(SIGKILL);
+        worker.group_pending = false;
+      }
+      continue;
+    }
     worker.stopped_by_agent = true;
-    worker.process->signal(signo);
+    worker.process->signalGroup(signo);
   }
   if (!kill_deadline_) kill_deadline_ = Clock::now() + options_.grace;
+}
+
+void Agent::warn(Worker& worker, const std::string& text) {
+  message("warning: " + text);
+  emit(worker, LogEvent{.level = LogLevel::kWarn, .message = text});
+}
+
+void Agent::stopWhatWorkersLeft() {
+  const auto now = Clock::now();
+  for (Worker& worker : workers_) {
+    if (!worker.process->status()) continue;
+    if (!worker.ended_at) {
+      worker.ended_at = now;
+      stopGroupLeftovers(worker, SIGTERM);
+      continue;
+    }
+    const bool grace_over = now >= *worker.ended_at + options_.grace;
+    if (worker.group_pending) {
+      if (processGroupMembers(worker.process->pid()).empty())
+        worker.group_pending = false;
+      else if (grace_over)
+        stopGroupLeftovers(worker, SIGKILL);
+    }
+    // A moment more for what SIGKILL just ended to close them.
+    if (now >= *worker.ended_at + options_.grace + kPipeMargin) abandonPipes(worker);
+  }
+}
+
+void Agent::stopGroupLeftovers(Worker& worker, int signo) {
+  const std::vector<ProcessInfo> left = processGroupMembers(worker.process->pid());
+  worker.group_pending = !left.empty() && signo == SIGTERM;
+  if (left.empty()) return;
+  if (signo == SIGTERM) {
+    warn(worker, fmt::format("rank {}'s script (pid {}) on {} ended, leaving {} process{} in its "
+                             "process group: {}; sending SIGTERM",
+                             worker.rank, worker.process->pid(), options_.host, left.size(),
+                             left.size() == 1 ? "" : "es", describeProcesses(left)));
+  } else {
+    warn(worker, fmt::format("rank {}: still running {} ms after SIGTERM, killed with SIGKILL: {}",
+                             worker.rank, options_.grace.count(), describeProcesses(left)));
+  }
+  worker.process->signalGroup(signo);
+}
+
+void Agent::abandonPipes(Worker& worker) {
+  ChildProcess& process = *worker.process;
+  const std::pair<int, const char*> pipes[] = {{process.stdoutFd(), "stdout"},
+                                               {process.stderrFd(), "stderr"},
+                                               {process.telemetryFd(), "telemetry channel"}};
+  for (const auto& [fd, name] : pipes) {
+    if (fd < 0) continue;
+    warn(worker, fmt::format("rank {}: its {} is still held open {} ms after its script ended "
+                             "(by a process it started that left its process group); no longer "
+                             "read",
+                             worker.rank, name, (options_.grace + kPipeMargin).count()));
+    process.closeOutput(fd);
+  }
+}
+
+Worker& Agent::workerOfRank(std::optional<int> rank) {
+  for (Worker& worker : workers_) {
+    if (rank && worker.rank == *rank) return worker;
+  }
+  return workers_.front();
+}
+
+void Agent::stopAdoptedOrphans() {
+  if (!subreaper_) return;
+  // Every worker has been reaped: each child of the agent now is an orphan it adopted. They are
+  // its own children, so their PIDs cannot be reused until it reaps them.
+  const auto kill_at = Clock::now() + options_.grace;
+  std::set<pid_t> terminated, killed;
+  for (;;) {
+    std::vector<ProcessInfo> live;
+    for (const ProcessInfo& child : adoptedChildren({})) {
+      if (child.zombie)
+        ::waitpid(child.pid, nullptr, WNOHANG);
+      else
+        live.push_back(child);
+    }
+    if (live.empty()) return;
+    const bool grace_over = Clock::now() >= kill_at;
+    for (const ProcessInfo& child : live) {
+      if (terminated.insert(child.pid).second) {
+        const std::optional<int> rank = rankInEnvironment(child.pid);
+        warn(workerOfRank(rank),
+             fmt::format("{} left process {} ({}) on {} running outside its process group (a "
+                         "daemon, or setsid); sending SIGTERM",
+                         rank ? fmt::format("rank {}'s script", *rank) : "a worker", child.pid,
+                         child.command, options_.host));
+        ::kill(child.pid, SIGTERM);
+      } else if (grace_over && killed.insert(child.pid).second) {
+        message(fmt::format("process {} still running {} ms after SIGTERM: SIGKILL", child.pid,
+                            options_.grace.count()));
+        ::kill(child.pid, SIGKILL);
+      }
+    }
+    // Bounded: a process that even SIGKILL does not end (uninterruptible sleep) is left named.
+    if (Clock::now() >= kill_at + options_.grace) return;
+    std::this_thread::sleep_for(kPollPeriod);
+  }
 }
 
 void Agent::reap() {
@@ -428,6 +562,8 @@ void Agent::report(Worker& worker) {
 
 void Agent::connectRestartStore() {
   if (options_.spec.launch.max_restarts == 0) return;
+  restarts_ = true;
+  if (options_.workers_host_store) return;  // a program job's one host (runAgent checks)
   if (options_.node_rank == 0) {
     restart_store_ = store_.get();
     return;
@@ -454,6 +590,7 @@ void Agent::announceFailure() {
     message(
         fmt::format("cannot tell the other hosts of the failure (no restart): {}", e.message()));
     restart_store_ = nullptr;
+    restarts_ = false;
   }
 }
 
@@ -467,24 +604,19 @@ void Agent::watchForFailureElsewhere() {
   } catch (const Error& e) {
     message(fmt::format("node 0's store is unreachable (no restart): {}", e.message()));
     restart_store_ = nullptr;
+    restarts_ = false;
     return;
   }
   failed_elsewhere_ = true;
   stopAll(SIGTERM, fmt::format("a worker failed on another host in attempt {}", attempt_).c_str());
 }
 
-bool Agent::restartAfterAttempt(int signal_fd, bool& input_open) {
-  if (restart_store_ == nullptr || cancelled_ || launcher_gone_) return false;
-  const int max_restarts = options_.spec.launch.max_restarts;
+bool Agent::everyHostStoppedAFailedAttempt(int signal_fd, bool& input_open) {
   try {
     // Completed here, it may still have failed on another host (after the last collective).
     if (!first_failure_ && !failed_elsewhere_ && !restart_store_->check({attemptKey("failed")}))
       return false;
-    if (attempt_ >= max_restarts) {
-      message(fmt::format("attempt {} failed; no restart left (launch.max_restarts {})", attempt_,
-                          max_restarts));
-      return false;
-    }
+    if (attempt_ >= options_.spec.launch.max_restarts) return true;  // no barrier: no restart
     // Every host's workers have stopped before any starts again: no worker of attempt n + 1
     // meets one of attempt n in a collective.
     const std::string stopped = attemptKey("stopped");
@@ -521,6 +653,21 @@ bool Agent::restartAfterAttempt(int signal_fd, bool& input_open) {
     message(fmt::format("node 0's store is unreachable (no restart): {}", e.message()));
     return false;
   }
+  return true;
+}
+
+bool Agent::restartAfterAttempt(int signal_fd, bool& input_open) {
+  if (!restarts_ || cancelled_ || launcher_gone_) return false;
+  const bool failed = restart_store_ != nullptr
+                          ? everyHostStoppedAFailedAttempt(signal_fd, input_open)
+                          : first_failure_.has_value();
+  if (!failed) return false;
+  const int max_restarts = options_.spec.launch.max_restarts;
+  if (attempt_ >= max_restarts) {
+    message(fmt::format("attempt {} failed; no restart left (launch.max_restarts {})", attempt_,
+                        max_restarts));
+    return false;
+  }
   ++attempt_;
   message(fmt::format("restarting every worker as attempt {} (of at most {} restarts)", attempt_,
                       max_restarts));
@@ -534,6 +681,7 @@ bool Agent::restartAfterAttempt(int signal_fd, bool& input_open) {
 
 AgentOutcome Agent::run() {
   SignalForwarding signals;
+  subreaper_ = options_.adopt_orphans && becomeSubreaper();
   startStore();
   connectRestartStore();
   startWorkers();
@@ -583,12 +731,13 @@ AgentOutcome Agent::run() {
       stopAll(SIGTERM, "stdout closed (the launcher has gone)");
     }
     reap();
+    stopWhatWorkersLeft();
     watchForFailureElsewhere();
     if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
       for (Worker& worker : workers_) {
         if (worker.process->status()) continue;
         const bool stopped = processIsStopped(worker.process->pid());
-        if (worker.process->signal(SIGKILL)) {
+        if (worker.process->signalGroup(SIGKILL)) {
           worker.stopped_by_agent = true;
           worker.killed_after_grace = true;
           worker.stopped_when_killed = stopped;
@@ -602,13 +751,15 @@ AgentOutcome Agent::run() {
     for (Worker& worker : workers_) {
       const bool drained = worker.process->stdoutFd() < 0 && worker.process->stderrFd() < 0 &&
                            worker.process->telemetryFd() < 0;
-      if (worker.process->status() && drained) {
+      if (worker.process->status() && drained && !worker.group_pending) {
         if (!worker.reported) report(worker);
       } else {
         all_finished = false;
       }
     }
-    if (all_finished && !restartAfterAttempt(signals.fd(), input_open)) break;
+    if (!all_finished) continue;
+    stopAdoptedOrphans();
+    if (!restartAfterAttempt(signals.fd(), input_open)) break;
   }
   if (first_failure_ || failed_elsewhere_) return AgentOutcome::kFailed;
   if (launcher_gone_) return AgentOutcome::kLauncherGone;
@@ -691,9 +842,11 @@ AgentOutcome runAgent(const AgentOptions& options) {
                fmt::format("--master port {} is outside 0..65535", options.master_port));
   RM_CHECK_ARG(options.node_rank == 0 || options.master_port != 0,
                "--master: only node 0 may leave the port to be chosen (0)");
-  RM_CHECK_ARG(options.spec.launch.max_restarts == 0 || !options.workers_host_store,
-               "launch.max_restarts: a program job's workers host their own store, which the "
-               "agents cannot coordinate a restart through; restarts are for engine jobs");
+  RM_CHECK_ARG(
+      options.spec.launch.max_restarts == 0 || !options.workers_host_store || options.nnodes == 1,
+      "launch.max_restarts: a program job restarts on one host only: its workers host "
+      "their own store, which agents on several hosts cannot coordinate a restart "
+      "through");
   // Read before anything starts: a bad env_file fails the agent with no worker started.
   return Agent(options, jobEnvironment(options.spec.launch)).run();
 }

@@ -1,9 +1,10 @@
 // The node agent, like torchrun's elastic agent for one host: starts the host's workers with the
-// torchrun environment, copies their telemetry lines onto one stream whole and in order, forwards
-// SIGINT / SIGTERM, stops the siblings when a worker dies and reports that first failure as an
-// `error` event, and ends everything when its stdin closes (the launcher or its SSH link is gone)
-// unless it runs detached: then its lines also go to a spool (agent/telemetry_spool.h) and no
-// closed stream stops it.
+// torchrun environment, each in a process group of its own, copies their telemetry lines onto one
+// stream whole and in order, forwards SIGINT / SIGTERM to the groups, stops the siblings when a
+// worker dies and reports that first failure as an `error` event, stops (and names in a warning)
+// what a worker leaves running when its main process ends, and ends everything when its stdin
+// closes (the launcher or its SSH link is gone) unless it runs detached: then its lines also go to
+// a spool (agent/telemetry_spool.h) and no closed stream stops it.
 #pragma once
 
 #include <chrono>
@@ -51,6 +52,11 @@ struct AgentOptions {
   // When set, the PIDs of the workers are appended here, one per line, as they are started (each
   // attempt's), so that `ringmaster cancel` can check none is left.
   std::string workers_pid_file;
+  // Make the agent the subreaper of the workers' descendants (PR_SET_CHILD_SUBREAPER), so that a
+  // process that left its worker's process group (setsid, a daemon) comes back to it as an orphan
+  // and is named and stopped when the workers end. Only for an agent that is a process of its own
+  // (ringmaster-node agent): every child it did not start is then such an orphan.
+  bool adopt_orphans = false;
 };
 
 // How the agent's run ended, also its exit code.
@@ -80,7 +86,10 @@ struct ProgramWorker {
 ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directory,
                             const std::string& package_directory);
 
-// Runs the host's workers to the end. Returns only when every worker has been reaped. Throws
+// Runs the host's workers to the end. Returns only when every worker has been reaped, and what each
+// left in its process group (or, with `adopt_orphans`, anywhere) has been stopped: SIGTERM when
+// its main process ends, SIGKILL after the grace period, each process named (PID and command) in a
+// `log` event of level warn of its rank; its pipes are read for the grace period at most. Throws
 // kInvalidArgument for options that do not fit the spec, and kIo / kSpec for a launch.env_file
 // that cannot be read or is malformed (agent/env_file.h), before anything is started. Every
 // worker's environment: the agent's own, then `worker_environment`, then the job's (launch.env,

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "launcher/agent_lines.h"
+#include "process/process_tree.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -85,6 +86,9 @@ ChildOptions agentOptions(const LocalLaunchOptions& options) {
   child.stdin_mode = StreamMode::kPipe;  // its end of file tells the agent to stop everything
   child.stdout_mode = StreamMode::kPipe;
   child.stderr_mode = StreamMode::kPipe;
+  // A session of its own: a terminal's Ctrl-C reaches the launcher alone, which cancels, and a
+  // kill finds every process of the job there, the workers' own process groups included.
+  child.new_session = true;
   return child;
 }
 
@@ -127,7 +131,9 @@ LocalLauncher::LocalLauncher(const LocalLaunchOptions& options)
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-LocalLauncher::~LocalLauncher() = default;
+LocalLauncher::~LocalLauncher() {
+  if (follow_dir_.empty() && !agent_.poll()) killAgentSession();
+}
 
 bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& sink) {
   const int out = agent_.stdoutFd(), err = agent_.stderrFd();
@@ -171,6 +177,15 @@ void LocalLauncher::kill() {
   if (!follow_dir_.empty()) {
     signalFollowedAgent();  // its second stop signal: SIGKILL to the workers
     return;
+  }
+  killAgentSession();
+}
+
+void LocalLauncher::killAgentSession() {
+  // The agent, its workers and what they started (each worker leads a process group of its own,
+  // which the agent's death does not reach), not the agent alone.
+  if (!agent_.status()) {
+    for (const ProcessInfo& process : sessionMembers(agent_.pid())) ::kill(process.pid, SIGKILL);
   }
   agent_.signal(SIGKILL);
 }

@@ -51,7 +51,9 @@ class LocalLauncher final : public Launch {
  public:
   // Starts the agent; throws kUnavailable when it cannot be executed.
   explicit LocalLauncher(const LocalLaunchOptions& options);
-  ~LocalLauncher() override;  // a still running agent is killed and reaped
+  // A still running agent is killed and reaped, with every process of its session (an error, a
+  // window closed mid-run); a followed detached agent is left running.
+  ~LocalLauncher() override;
 
   bool pump(std::chrono::milliseconds timeout, const LaunchSink& sink) override;
   void cancel() override;
@@ -64,6 +66,8 @@ class LocalLauncher final : public Launch {
   // SIGTERM to the followed detached agent: by its recorded identity, else by its PID file.
   void signalFollowedAgent();
 
+  // SIGKILL to every process of the agent's session (it leads one), then to the agent.
+  void killAgentSession();
   struct Streams;
   ChildProcess agent_;
   std::unique_ptr<Streams> streams_;

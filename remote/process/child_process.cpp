@@ -129,6 +129,10 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
              fmt::format("cannot start {}: fork: {}", program_, std::strerror(error)));
   }
   if (pid_ == 0) {
+    if (options.new_session)
+      ::setsid();
+    else if (options.own_process_group)
+      ::setpgid(0, 0);
     if (options.die_with_parent) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);  // the parent died before prctl took effect
@@ -156,6 +160,9 @@ ChildProcess::ChildProcess(const ChildOptions& options) {
     [[maybe_unused]] auto written = ::write(exec_error[1], &error, sizeof error);
     ::_exit(127);
   }
+  // Set on both sides of the fork, so that the group exists before either signals it.
+  own_group_ = options.own_process_group || options.new_session;
+  if (options.own_process_group && !options.new_session) ::setpgid(pid_, pid_);
   closeFd(in[0]);
   closeFd(out[1]);
   closeFd(err[1]);
@@ -208,6 +215,7 @@ ChildProcess::~ChildProcess() {
 
 void ChildProcess::release() {
   if (pid_ > 0 && !status_) {
+    if (own_group_) ::kill(-pid_, SIGKILL);
     ::kill(pid_, SIGKILL);
     wait();
   }
@@ -226,6 +234,7 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
     release();
     pid_ = std::exchange(other.pid_, -1);
     program_ = std::move(other.program_);
+    own_group_ = std::exchange(other.own_group_, false);
     stdin_fd_ = std::exchange(other.stdin_fd_, -1);
     stdout_fd_ = std::exchange(other.stdout_fd_, -1);
     stderr_fd_ = std::exchange(other.stderr_fd_, -1);
@@ -248,6 +257,11 @@ void ChildProcess::closeOutput(int fd) {
 bool ChildProcess::signal(int signo) {
   if (pid_ <= 0 || status_) return false;
   return ::kill(pid_, signo) == 0;
+}
+
+bool ChildProcess::signalGroup(int signo) {
+  if (pid_ <= 0 || !own_group_) return false;
+  return ::kill(-pid_, signo) == 0;
 }
 
 std::optional<ExitStatus> ChildProcess::poll() {

@@ -1,7 +1,8 @@
 // ChildProcess: one program started with fork/exec (arguments, added environment, each standard
-// stream inherited, piped or /dev/null), signalled and reaped by its PID. A child still running
-// when its handle is destroyed is killed and reaped, and a child dies with its parent, so neither a
-// launcher nor a test can leave an orphan behind.
+// stream inherited, piped or /dev/null, optionally in a process group of its own), signalled and
+// reaped by its PID. A child still running when its handle is destroyed is killed (with its group)
+// and reaped, and a child dies with its parent, so neither a launcher nor a test can leave an
+// orphan behind.
 #pragma once
 
 #include <sys/types.h>
@@ -42,6 +43,12 @@ struct ChildOptions {
   // At least 3: the child also gets a pipe's write end at this descriptor number (a channel of its
   // own beside stdout and stderr, e.g. telemetry), whose read end is telemetryFd(); -1: none.
   int telemetry_fd = -1;
+  // The child leads a process group of its own (setpgid), so that it and what it starts can be
+  // signalled together (signalGroup) and a terminal's Ctrl-C reaches it only through the parent.
+  bool own_process_group = false;
+  // The child leads a session of its own (setsid; so a process group too): what it and its
+  // descendants run there, each group included, is found by sessionMembers (process_tree.h).
+  bool new_session = false;
 };
 
 // The program `name` names: itself when it contains a '/', else the first executable file of that
@@ -72,6 +79,10 @@ class ChildProcess {
 
   // Sends `signo` unless the child was already reaped; returns whether it was sent.
   bool signal(int signo);
+  // Sends `signo` to the child's process group (own_process_group), also after the child was
+  // reaped: the caller makes sure the group still has members (a group's ID is not given to a new
+  // process while it has any). Returns whether it reached one.
+  bool signalGroup(int signo);
   // Reaps the child if it has ended; never blocks.
   std::optional<ExitStatus> poll();
   // Blocks until the child ends.
@@ -88,6 +99,7 @@ class ChildProcess {
 
   pid_t pid_ = -1;
   std::string program_;
+  bool own_group_ = false;
   int stdin_fd_ = -1;
   int stdout_fd_ = -1;
   int stderr_fd_ = -1;

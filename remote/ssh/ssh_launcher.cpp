@@ -449,8 +449,14 @@ void SshLauncher::stopHost(Host& host, int signo) {
     host.agent->closeInput();
     return;
   }
-  host.session->run(fmt::format("kill -{} -- -{}", signo == SIGKILL ? "KILL" : "TERM", host.pgid),
-                    kCommandTimeout);
+  if (signo == SIGKILL) {
+    // The workers lead process groups of their own in the agent's session (sshd's setsid: its id
+    // is the group's): the session, whole, where pkill is installed.
+    host.session->run(fmt::format("kill -KILL -- -{0}; pkill -KILL -s {0} 2>/dev/null", host.pgid),
+                      kCommandTimeout);
+    return;
+  }
+  host.session->run(fmt::format("kill -TERM -- -{}", host.pgid), kCommandTimeout);
 }
 
 bool SshLauncher::relayOutput(Host& host, std::chrono::milliseconds timeout,
@@ -507,8 +513,9 @@ void SshLauncher::serveHosts(size_t first, size_t stride) {
 bool SshLauncher::serveTurn(Serving& serving, std::chrono::milliseconds read_timeout) {
   Host& host = *serving.host;
   try {
+    // Nothing, then SIGTERM, then SIGKILL (whose number is the smaller: compared by order).
     const int wanted = host.stop_signal.load();
-    if (wanted > serving.sent) {
+    if (wanted != serving.sent && serving.sent != SIGKILL && wanted != 0) {
       stopHost(host, wanted);
       serving.sent = wanted;
       serving.term_sent = Clock::now();

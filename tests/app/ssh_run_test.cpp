@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <pwd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,55 @@ TEST_F(SshRun, CtrlCCancelsAndLeavesNoProcessOnTheHosts) {
   EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << run.err() << run.out();
   storage::Database db(dbPath());
   EXPECT_EQ(queryText(db, "SELECT status FROM runs"), "cancelled");
+  EXPECT_TRUE(noJobProcessesLeft(15s));
+}
+
+// Issue 32, point 2: the second Ctrl-C kills the agent's whole session on the host, so the
+// processes a script started in its own process group die too. The child ignores SIGTERM and the
+// grace period is longer than the test waits: only that kill can end it.
+TEST_F(SshRun, ASecondCtrlCKillsWhatTheScriptsStartedOnTheHostToo) {
+  const fs::path pids = dir_ / "pids";
+  fs::create_directories(pids);
+  const json spec = {{"name", "ssh-children"},
+                     {"program",
+                      {{"python", "/usr/bin/python3"},
+                       {"script", std::string(ringmaster::testSourceDir()) +
+                                      "/tests/app/scripts/children_program.py"},
+                       {"args", {"waits-ignores-term", pids.string(), "0"}}}},
+                     {"launch",
+                      {{"hosts", json::array({{{"host", "127.0.0.1"},
+                                               {"port", servers_[0]->port()},
+                                               {"ranks", 1},
+                                               {"identity_file", (dir_ / "id_user").string()}}})},
+                       {"timeout_s", 60}}}};
+  std::ofstream(dir_ / "children.json") << spec.dump(2);
+  std::vector<std::string> args = runArgs((dir_ / "children.json").string(), {});
+  *(std::find(args.begin(), args.end(), "--grace") + 1) = "600";
+  CapturedProcess run(kRingmaster, args);
+  pid_t child = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (child == 0 && std::chrono::steady_clock::now() < deadline) {
+    run.readFor(50ms);
+    if (fs::exists(pids / "rank0"))
+      for (const auto& entry : fs::directory_iterator(pids / "rank0"))
+        child = std::stoi(entry.path().filename().string());
+  }
+  ASSERT_NE(child, 0) << run.err();
+  // The second once the first was taken (two pending SIGINTs would be one).
+  run.signal(SIGINT);
+  const auto cancel_deadline = std::chrono::steady_clock::now() + 30s;
+  while ((run.out() + run.err()).find("cancelling") == std::string::npos &&
+         std::chrono::steady_clock::now() < cancel_deadline)
+    run.readFor(50ms);
+  run.signal(SIGINT);
+  run.wait(60s);
+  EXPECT_FALSE(run.timedOut()) << run.err() << run.out();
+  const auto gone = [child] { return ::kill(child, 0) != 0 && errno == ESRCH; };
+  const auto kill_deadline = std::chrono::steady_clock::now() + 15s;
+  while (!gone() && std::chrono::steady_clock::now() < kill_deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(gone()) << "the script's child " << child << " was left running";
+  if (!gone()) ::kill(child, SIGKILL);
   EXPECT_TRUE(noJobProcessesLeft(15s));
 }
 

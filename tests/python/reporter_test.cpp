@@ -259,6 +259,23 @@ TEST(Reporter, HelloDefaultsToThePackagesVersionAndTheRanksStrategy) {
   EXPECT_EQ(hellos[0].attempt, 0);
 }
 
+// Issue 32, point 3: the agent restarts a program job's ranks with TORCHELASTIC_RESTART_COUNT
+// (launch.max_restarts), which the hello carries; RINGMASTER_ATTEMPT still wins where it is set.
+TEST(Reporter, HelloTakesTheAttemptFromTheAgentsRestartCount) {
+  SKIP_WITHOUT_TORCH();
+  const std::vector<std::pair<std::map<std::string, std::string>, int>> cases = {
+      {{{"TORCHELASTIC_RESTART_COUNT", "3"}}, 3},
+      {{{"TORCHELASTIC_RESTART_COUNT", "3"}, {"RINGMASTER_ATTEMPT", "1"}}, 1}};
+  for (const auto& [environment, attempt] : cases) {
+    ScriptRun run("steps.py", {}, 1, environment);
+    const RankOutput& output = run.finish(60s)[0];
+    ASSERT_TRUE(output.status.ok()) << describe(output);
+    const auto hellos = output.all<HelloEvent>();
+    ASSERT_EQ(hellos.size(), 1u);
+    EXPECT_EQ(hellos[0].attempt, attempt);
+  }
+}
+
 TEST(Reporter, StepsCarryTheLossLearningRateTimesAndMemory) {
   SKIP_WITHOUT_TORCH();
   ScriptRun run("steps.py", {}, 1);

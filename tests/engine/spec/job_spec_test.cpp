@@ -173,19 +173,36 @@ TEST(JobSpec, MaxRestartsCountsTheRestartsAllowed) {
     EXPECT_NE(refused.describe().find("launch.max_restarts"), std::string::npos)
         << refused.describe();
   }
-  // A program job's workers host their own store: no restarts, and none in its canonical form.
+  // A program job restarts too (issue 32, point 3), on one host: its workers host their own
+  // store, which agents on several hosts cannot coordinate a restart through.
   json program = {{"name", "p"},
                   {"program", {{"script", "train.py"}}},
                   {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}}}};
   const SpecParseResult plain = parseJobSpec(program);
   ASSERT_TRUE(plain.ok()) << plain.describe();
-  EXPECT_FALSE(toJson(*plain.spec)["launch"].contains("max_restarts"));
-  program["launch"]["max_restarts"] = 1;
+  EXPECT_EQ(plain.spec->launch.max_restarts, 0);
+  program["launch"]["max_restarts"] = 3;
   const SpecParseResult restarting = parseJobSpec(program);
-  EXPECT_FALSE(restarting.ok());
-  EXPECT_NE(restarting.describe().find("launch.max_restarts: not read by a program job"),
-            std::string::npos)
-      << restarting.describe();
+  ASSERT_TRUE(restarting.ok()) << restarting.describe();
+  EXPECT_EQ(restarting.spec->launch.max_restarts, 3);
+  EXPECT_EQ(toJson(*restarting.spec)["launch"]["max_restarts"], 3);
+  EXPECT_EQ(parseJobSpec(toJson(*restarting.spec)).spec->launch, restarting.spec->launch);
+  for (const json& bad : {json(-1), json(kMaxRestarts + 1), json("2")}) {
+    program["launch"]["max_restarts"] = bad;
+    EXPECT_FALSE(parseJobSpec(program).ok()) << bad;
+  }
+  for (int64_t restarts : {int64_t{1}, int64_t{2}, kMaxRestarts}) {
+    program["launch"]["max_restarts"] = restarts;
+    program["launch"]["hosts"] = {{{"host", "a"}, {"ranks", 1}}, {{"host", "b"}, {"ranks", 1}}};
+    const SpecParseResult several = parseJobSpec(program);
+    EXPECT_FALSE(several.ok()) << restarts;
+    EXPECT_NE(
+        several.describe().find("launch.max_restarts: a program job restarts on one host only"),
+        std::string::npos)
+        << several.describe();
+    program["launch"]["max_restarts"] = 0;
+    EXPECT_TRUE(parseJobSpec(program).ok()) << parseJobSpec(program).describe();
+  }
 }
 
 TEST(JobSpec, AdamAndAdamWDefaults) {

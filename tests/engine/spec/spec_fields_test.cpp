@@ -361,8 +361,7 @@ TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
       document[pointer] = value;
       const std::string section = field.path.substr(0, field.path.find('.'));
       // Whole sections are refused, and the engine's fields elsewhere one by one.
-      const std::string refused_at =
-          section == "strategy" || field.path == "launch.max_restarts" ? field.path : section;
+      const std::string refused_at = section == "strategy" ? field.path : section;
       bool refused = false;
       for (const SpecProblem& problem : parseJobSpec(document).problems)
         refused |= problem.path == refused_at;
