@@ -78,7 +78,7 @@ std::vector<ProcessIdentity> detachedJobProcesses(const DetachedAgent& agent,
   if (identityRuns(agent.process)) processes.push_back(agent.process);
   if (!sessionIsTheJobs(agent)) return processes;
   // Every process of the job started after its agent.
-  for (const ProcessIdentity& member : sessionMembers(agent.session))
+  for (const ProcessIdentity& member : sessionIdentities(agent.session))
     if (member.start_time >= agent.process.start_time) addOnce(processes, member);
   std::ifstream workers(job_dir + "/workers.pid");
   for (long long pid = 0; workers >> pid;) {

@@ -98,7 +98,7 @@ bool signalIdentity(const ProcessIdentity& identity, int signo) {
   return sent;
 }
 
-std::vector<ProcessIdentity> sessionMembers(pid_t session) {
+std::vector<ProcessIdentity> sessionIdentities(pid_t session) {
   std::vector<ProcessIdentity> members;
   if (session <= 0) return members;
   std::error_code error;

@@ -44,6 +44,6 @@ bool identityRuns(const ProcessIdentity& identity);
 // process no longer runs.
 bool signalIdentity(const ProcessIdentity& identity, int signo);
 // The processes of session `session` that run (zombies left out), this one excepted.
-std::vector<ProcessIdentity> sessionMembers(pid_t session);
+std::vector<ProcessIdentity> sessionIdentities(pid_t session);
 
 }  // namespace ringmaster

@@ -72,10 +72,10 @@ TEST(ProcessIdentity, AnotherStartTimeIsAnotherProcessAndIsNeverSignalled) {
 TEST(ProcessIdentity, ASessionsMembersAreFound) {
   CapturedProcess leader = sessionLeader();
   ASSERT_EQ(readProcessStat(leader.pid())->session, leader.pid());
-  const std::vector<ProcessIdentity> members = sessionMembers(leader.pid());
+  const std::vector<ProcessIdentity> members = sessionIdentities(leader.pid());
   ASSERT_EQ(members.size(), 1u);
   EXPECT_EQ(members[0].pid, leader.pid());
-  EXPECT_TRUE(sessionMembers(0).empty());
+  EXPECT_TRUE(sessionIdentities(0).empty());
 }
 
 TEST(DetachedJob, TheLaunchLineRoundTripsAndNoOtherLineParses) {
