@@ -16,7 +16,7 @@
 #include "charts/chart_table.h"
 #include "core/error.h"
 #include "db/statement.h"
-#include "parallel/pipeline_schedule.h"
+#include "spec/strategies/pipeline_schedule.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"

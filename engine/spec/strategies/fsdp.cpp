@@ -14,6 +14,12 @@ namespace {
 
 constexpr double kBytes = 4;  // float32
 
+// Whether the job's collectives run over Gloo: its backend, or `auto` on the CPU.
+bool usesGloo(const JobSpec& spec) {
+  return spec.backend == BackendKind::kGloo ||
+         (spec.backend == BackendKind::kAuto && spec.device == DeviceKind::kCpu);
+}
+
 // Bytes per element of a precision option (left out: float32).
 double bytesOf(const std::optional<Precision>& precision) {
   return precision && *precision != Precision::kFp32 ? 2 : 4;
@@ -89,20 +95,30 @@ class FsdpPlan final : public StrategyPlan {
     const double largest = fsdp.units == FsdpUnits::kModel ? p : (sorted.empty() ? 0 : sorted[0]);
     const double second = fsdp.units == FsdpUnits::kModel || sorted.size() < 2 ? 0 : sorted[1];
     if (fsdp.units == FsdpUnits::kModel) held = 0;
+    // The flat parameters the optimizer sees, one tensor per unit (padded to N shards): their
+    // values, gradients and moments, each rounded by the allocator.
+    std::vector<int64_t> flat_units = units;
+    if (fsdp.units == FsdpUnits::kModel) flat_units = {psi};
+    double flat_bytes = 0;
+    for (int64_t unit : flat_units) {
+      if (unit == 0) continue;
+      const int64_t shards = no_shard ? 1 : world;
+      const int64_t padded = (unit + world - 1) / world * world;
+      flat_bytes += allocatedBytes(static_cast<double>(padded / shards) * kBytes);
+    }
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
     const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
     std::vector<MemoryPart> parts = {
-        {"parameters", (no_shard ? p : shard) * kBytes,
+        {"parameters", flat_bytes,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
-        {"gradients", (no_shard ? p : shard) * kBytes,
-         no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
-        {"optimizer state", (no_shard ? p : shard) * kBytes * inputs.moments,
+        {"gradients", flat_bytes, no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
+        {"optimizer state", flat_bytes * inputs.moments,
          fmt::format("4 B × {} × Ψ{} ({})", inputs.moments, no_shard ? "" : " / N",
                      inputs.moment_text)},
         {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
          fmt::format("batch {} × {}", batch, inputs.activation_text)}};
-    appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
+    appendBackwardParts(inputs, 0, inputs.layers.size(), batch, /*computes_loss=*/true, parts);
     if (fsdp.sharding == FsdpSharding::kFullShard && !low_gather) {
       parts.push_back({"all-gathered units (transient)", (held + largest + second) * kBytes,
                        fsdp.units == FsdpUnits::kModel
@@ -169,6 +185,15 @@ class FsdpPlan final : public StrategyPlan {
                        "is reduce-scattered",
                        reduce_bytes, reduce_what, in_reduction,
                        reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
+      if (usesGloo(inputs.spec)) {
+        // comm/gloo: the ring reduce-scatter works on a copy of its input (the unit's whole
+        // gradient) and receives one shard at a time.
+        parts.push_back({"reduce-scatter buffers (transient)",
+                         unit_grad * reduce_bytes * (1 + 1.0 / world),
+                         fmt::format("{} B × (1 + 1 / {}) × the largest unit: Gloo's ring "
+                                     "reduce-scatter's copy of its input and its receive block",
+                                     reduce_bytes, world)});
+      }
     } else if (reduce_bytes < kBytes) {
       parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
                        fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
