@@ -129,7 +129,8 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
                                   .input_shape = {T, C},
                                   .output_shape = {T, C},
                                   .activation_bytes_per_sample = block_bytes,
-                                  .backward_bytes_per_sample = block_backward});
+                                  .backward_bytes_per_sample = block_backward,
+                                  .keeps_input = true});  // ln_1 keeps it
   }
 
   // Head: ln_f, then the logits through the embedding's wte, which it declares tied (FSDP keeps
@@ -149,6 +150,7 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
                  // the product's dx and ln_f's (the logits' gradient is the
                  // loss's), and under autocast the 16-bit logits' gradient
                  .backward_bytes_per_sample = 2 * T * C * f32 + (lowp < f32 ? T * V * lowp : 0),
+                 .keeps_input = true,  // ln_f keeps it
                  .tied_parameters = {"wte.weight"}});
 
   for (const ModelBlock& block : d.blocks)

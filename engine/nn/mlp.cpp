@@ -63,6 +63,7 @@ ModelDescription describeMlp(const MlpConfig& config, DType compute) {
         (out + std::max(out, in)) * static_cast<int64_t>(sizeof(float));
     // zb_h1: the Linear keeps its output's gradient (16-bit under autocast) for its weights.
     block.deferred_weight_bytes_per_sample = out * static_cast<int64_t>(dtypeSize(compute));
+    block.keeps_input = compute == DType::kF32;  // the Linear's input, uncast
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   }

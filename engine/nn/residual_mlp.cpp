@@ -80,15 +80,18 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
        .end_child = 1,
        .parameters = linear("0.", s.input, s.width),
        .input_shape = {s.input},
-       .output_shape = {s.width}},
-      0, s.input, s.width);  // the Linear's input
+       .output_shape = {s.width},
+       .keeps_input = compute == DType::kF32},  // a Linear keeps its input uncast in float32
+      0, s.input, s.width);                     // the Linear's input
   for (int64_t b = 0; b < s.residual_blocks; ++b) {
     const size_t child = static_cast<size_t>(1 + b);
     ModelBlock block{.name = fmt::format("block.{}", b),
                      .first_child = child,
                      .end_child = child + 1,
                      .input_shape = {s.width},
-                     .output_shape = {s.width}};
+                     .output_shape = {s.width},
+                     // the LayerNorm keeps its input; the Linear, uncast in float32
+                     .keeps_input = spec.layer_norm || compute == DType::kF32};
     int64_t kept_floats = 0;
     if (spec.layer_norm) {
       d.parameters.push_back({fmt::format("{}.0.weight", child), {s.width}});
@@ -108,7 +111,8 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
        .end_child = last + 1,
        .parameters = linear(fmt::format("{}.", last), s.width, s.output),
        .input_shape = {s.width},
-       .output_shape = {s.output}},
+       .output_shape = {s.output},
+       .keeps_input = compute == DType::kF32},
       0, s.width, s.output);
   return d;
 }

@@ -38,6 +38,8 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
     inputs.parameter_tensors.push_back({b, shapeNumel(p.shape)});
   }
   inputs.output_elements = shapeNumel(description.outputShape());
+  inputs.target_elements =
+      inputs.output_elements / std::max<int64_t>(description.outputShape().back(), 1);
   for (size_t b = 0; b < description.blocks.size(); ++b) {
     for (const std::string& name : description.blocks[b].tied_parameters) {
       for (size_t i = 0; i < description.parameters.size(); ++i) {
@@ -59,6 +61,7 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
     input.push_back(shapeNumel(block.input_shape) * 4);
     backward.push_back(block.backward_bytes_per_sample);
     deferred.push_back(block.deferred_weight_bytes_per_sample);
+    inputs.keeps_input.push_back(block.keeps_input || spec.train.activation_checkpointing);
   }
   auto sum = [](const std::vector<int64_t>& per_block) {
     return [per_block](size_t first, size_t end, int64_t batch) {

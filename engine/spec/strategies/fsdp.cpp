@@ -100,11 +100,13 @@ class FsdpPlan final : public StrategyPlan {
     std::vector<int64_t> flat_units = units;
     if (fsdp.units == FsdpUnits::kModel) flat_units = {psi};
     double flat_bytes = 0;
+    double gathered_bytes = 0;  // every unit's whole flat parameter, as all-gathered
     for (int64_t unit : flat_units) {
       if (unit == 0) continue;
       const int64_t shards = no_shard ? 1 : world;
       const int64_t padded = (unit + world - 1) / world * world;
       flat_bytes += allocatedBytes(static_cast<double>(padded / shards) * kBytes);
+      gathered_bytes += allocatedBytes(static_cast<double>(padded) * kBytes);
     }
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
@@ -155,8 +157,11 @@ class FsdpPlan final : public StrategyPlan {
                                       : "",
                              what, world, what)});
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
-      parts.push_back({"unsharded parameters (forward to backward)", (p - shard) * kBytes,
-                       "4 B × (Ψ − Ψ / N): ZeRO-2 keeps the gathered parameters"});
+      // parallel/fsdp.cpp: each unit is gathered into a whole flat parameter beside the shard,
+      // and kept from its forward to its backward.
+      parts.push_back({"unsharded parameters (forward to backward)", gathered_bytes,
+                       "4 B × Ψ: ZeRO-2 keeps every unit's gathered flat parameter (beside its "
+                       "shard)"});
       if (low_gather) {
         parts.push_back({"16-bit gather buffer (transient)",
                          largest * (gather_bytes + gather_bytes / world),

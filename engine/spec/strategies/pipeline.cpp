@@ -162,9 +162,16 @@ class PipelineStrategyPlan final : public StrategyPlan {
     }
     if (held.receives > 0) {
       parts.push_back({"receive buffers (transient)", held.receives,
-                       "4 B × the elements of each receive not yet taken (its input from the "
-                       "stage before, its output's gradient from the stage after): every "
-                       "receive is posted when the step starts"});
+                       fmt::format("4 B × {} micro-batch{} × the elements each stage receives "
+                                   "(its input, its output's gradient): every receive is posted "
+                                   "when the step starts and kept to its end (less the inputs "
+                                   "the held activations count)",
+                                   m, m == 1 ? "" : "es")});
+    }
+    if (held.sends > 0) {
+      parts.push_back({"send buffers (transient)", held.sends,
+                       "4 B × the latest send of each direction (an F's output, a B's input "
+                       "gradient), in transfer"});
     }
     if (chunks.back().last_stage) {
       // The loss's logits and probabilities for the micro-batch in its F (its gradient is held
@@ -174,6 +181,16 @@ class PipelineStrategyPlan final : public StrategyPlan {
                        fmt::format("2 × 4 B × micro-batch {} × {} outputs: the logits and their "
                                    "softmax",
                                    micro, inputs.output_elements)});
+    }
+    if (chunks.back().last_stage && !chunks.front().first_stage) {
+      // parallel/pipeline.cpp: the last stage reads the whole micro-batch for its labels during
+      // its F (the first stage's is its input, counted in its activations).
+      const double samples =
+          allocatedBytes(static_cast<double>(micro * inputs.input_elements.front()) * 4) +
+          allocatedBytes(static_cast<double>(micro * inputs.target_elements) * 4);
+      parts.push_back({"micro-batch read for its labels (transient)", samples,
+                       fmt::format("4 B × micro-batch {} × ({} inputs + {} labels) a sample", micro,
+                                   inputs.input_elements.front(), inputs.target_elements)});
     }
     parts.push_back({"backward working set (transient)", backward,
                      fmt::format("micro-batch {} × the most one block's backward holds beyond "
@@ -197,6 +214,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
     double deferred = 0;       // zb_h1: kept from its B to its W
     double loss_gradient = 0;  // the last stage: the loss's gradient, from its F to its B
     double input = 0, output_gradient = 0;  // its receive buffers (0 where nothing is received)
+    double kept_input = 0;  // of `input`, what its activations count already (the same tensor)
   };
 
   static std::vector<ChunkBytes> chunkBytes(const MemoryInputs& inputs,
@@ -222,6 +240,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
       if (world > 1 && s > 0)
         chunk.input = allocatedBytes(
             static_cast<double>(micro * inputs.input_elements[chunk.first]) * kBytes);
+      if (inputs.keeps_input[chunk.first]) chunk.kept_input = chunk.input;
       if (world > 1 && s + 1 < stages)
         chunk.output_gradient =
             allocatedBytes(static_cast<double>(micro * inputs.input_elements[chunk.end]) * kBytes);
@@ -232,11 +251,12 @@ class PipelineStrategyPlan final : public StrategyPlan {
 
   // What a rank holds at the most of its step, played through its schedule's actions
   // (pipeline_schedule.h): each micro-batch's activations from its F to its B (zb_h1: its W),
-  // and the receives posted when the step starts until their F or B takes them.
+  // every receive (posted when the step starts and kept to its end: parallel/pipeline.cpp
+  // runStep) and the sends in transfer.
   struct HeldAtPeak {
     int micro_batches = 0;  // whose activations are held then
-    double activations = 0, deferred = 0, loss_gradients = 0, receives = 0;
-    double total() const { return activations + deferred + loss_gradients + receives; }
+    double activations = 0, deferred = 0, loss_gradients = 0, receives = 0, sends = 0;
+    double total() const { return activations + deferred + loss_gradients + receives + sends; }
   };
 
   static HeldAtPeak heldAtPeak(const JobSpec& spec, int world, int v, int r,
@@ -256,7 +276,12 @@ class PipelineStrategyPlan final : public StrategyPlan {
         now.deferred += (backwards[c] - weights[c]) * chunks[c].deferred;
         now.loss_gradients += (forwards[c] - backwards[c]) * chunks[c].loss_gradient;
         now.receives +=
-            (m - forwards[c]) * chunks[c].input + (m - backwards[c]) * chunks[c].output_gradient;
+            m * (chunks[c].input + chunks[c].output_gradient) - held * chunks[c].kept_input;
+        // Every receive is posted, so a send completes as soon as it is transferred: the
+        // latest of each direction is in flight (an F's output, the size of the next stage's
+        // input; a B's input gradient).
+        now.sends += (forwards[c] > 0 ? chunks[c].output_gradient : 0) +
+                     (backwards[c] > 0 ? chunks[c].input : 0);
       }
       if (now.total() > peak.total()) peak = now;
     };
@@ -271,6 +296,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
         case PipelinePhase::kBackward:
           measure();  // its activations are still held while it runs
           ++backwards[c];
+          measure();  // and its input gradient is sent
           break;
         case PipelinePhase::kWeight:
           ++weights[c];

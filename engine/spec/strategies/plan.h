@@ -69,6 +69,10 @@ struct MemoryInputs {
   // samples (ModelBlock::deferred_weight_bytes_per_sample).
   std::function<double(size_t first, size_t end, int64_t batch)> deferred_weight_bytes;
   int64_t output_elements = 0;  // the model's output per sample: what the loss reads (logits)
+  int64_t target_elements = 0;  // the labels per sample: one per row of the output
+  // Per block: whether the activations it keeps include its input tensor itself
+  // (ModelBlock::keeps_input, or a checkpointed block's kept input).
+  std::vector<bool> keeps_input;
 };
 
 // The bytes the caching allocator hands out for a request of `bytes` (tensor/allocator.h
