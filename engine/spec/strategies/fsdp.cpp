@@ -3,6 +3,8 @@
 #include "spec/strategies/fsdp.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,6 +25,48 @@ bool usesGloo(const JobSpec& spec) {
 // Bytes per element of a precision option (left out: float32).
 double bytesOf(const std::optional<Precision>& precision) {
   return precision && *precision != Precision::kFp32 ? 2 : 4;
+}
+
+// The flat parameters, one tensor per unit padded to N shards, each rounded by the allocator:
+// what a rank holds of each (its shard, or under no_shard the whole), as the optimizer sees it
+// with its gradient and moments, and each unit's whole flat parameter as all-gathered.
+struct FlatBytes {
+  double held = 0, gathered = 0;
+};
+
+FlatBytes flatBytes(const std::vector<int64_t>& units, int world, bool no_shard) {
+  FlatBytes bytes;
+  for (int64_t unit : units) {
+    if (unit == 0) continue;  // merged into its tied unit
+    const int64_t padded = (unit + world - 1) / world * world;
+    bytes.held += allocatedBytes(static_cast<double>(padded / (no_shard ? 1 : world)) * kBytes);
+    bytes.gathered += allocatedBytes(static_cast<double>(padded) * kBytes);
+  }
+  return bytes;
+}
+
+// Units: one per block, blocks sharing a tied parameter merged (the GPT's root unit: the
+// embedding and the head; 0 left where a merged block was), and whether each spans other units
+// (stays gathered from its first block to its last).
+std::pair<std::vector<int64_t>, std::vector<bool>> layerUnits(const MemoryInputs& inputs) {
+  std::vector<int64_t> units = inputs.layers;
+  std::vector<bool> spans(units.size(), false);
+  for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
+    if (tied.reader == tied.owner) continue;
+    units[tied.owner] += units[tied.reader];
+    units[tied.reader] = 0;
+    spans[tied.owner] = spans[tied.owner] || tied.reader > tied.owner + 1;
+  }
+  return {units, spans};
+}
+
+// comm/gloo: the ring reduce-scatter works on a copy of its input (a unit's whole gradient,
+// `input_bytes`) and receives one shard at a time.
+MemoryPart reduceScatterCopies(double input_bytes, int world, double element_bytes) {
+  return {"reduce-scatter buffers (transient)", input_bytes * (1 + 1.0 / world),
+          fmt::format("{} B × (1 + 1 / {}) × the largest unit: Gloo's ring reduce-scatter's copy "
+                      "of its input and its receive block",
+                      element_bytes, world)};
 }
 
 class FsdpPlan final : public StrategyPlan {
@@ -73,16 +117,7 @@ class FsdpPlan final : public StrategyPlan {
     const double p = static_cast<double>(psi);
     const double shard = p / world;
     const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
-    // Units: one per block, blocks sharing a tied parameter merged (the GPT's root unit: the
-    // embedding and the head), which stays gathered from its first block to its last.
-    std::vector<int64_t> units = inputs.layers;
-    std::vector<bool> spans(units.size(), false);
-    for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
-      if (tied.reader == tied.owner) continue;
-      units[tied.owner] += units[tied.reader];
-      units[tied.reader] = 0;
-      spans[tied.owner] = spans[tied.owner] || tied.reader > tied.owner + 1;
-    }
+    const auto [units, spans] = layerUnits(inputs);
     double held = 0;  // the spanning units, gathered while the blocks between them run
     std::vector<int64_t> sorted;
     for (size_t u = 0; u < units.size(); ++u) {
@@ -95,27 +130,16 @@ class FsdpPlan final : public StrategyPlan {
     const double largest = fsdp.units == FsdpUnits::kModel ? p : (sorted.empty() ? 0 : sorted[0]);
     const double second = fsdp.units == FsdpUnits::kModel || sorted.size() < 2 ? 0 : sorted[1];
     if (fsdp.units == FsdpUnits::kModel) held = 0;
-    // The flat parameters the optimizer sees, one tensor per unit (padded to N shards): their
-    // values, gradients and moments, each rounded by the allocator.
-    std::vector<int64_t> flat_units = units;
-    if (fsdp.units == FsdpUnits::kModel) flat_units = {psi};
-    double flat_bytes = 0;
-    double gathered_bytes = 0;  // every unit's whole flat parameter, as all-gathered
-    for (int64_t unit : flat_units) {
-      if (unit == 0) continue;
-      const int64_t shards = no_shard ? 1 : world;
-      const int64_t padded = (unit + world - 1) / world * world;
-      flat_bytes += allocatedBytes(static_cast<double>(padded / shards) * kBytes);
-      gathered_bytes += allocatedBytes(static_cast<double>(padded) * kBytes);
-    }
+    const FlatBytes flat =
+        flatBytes(fsdp.units == FsdpUnits::kModel ? std::vector{psi} : units, world, no_shard);
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
     const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
     std::vector<MemoryPart> parts = {
-        {"parameters", flat_bytes,
+        {"parameters", flat.held,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
-        {"gradients", flat_bytes, no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
-        {"optimizer state", flat_bytes * inputs.moments,
+        {"gradients", flat.held, no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
+        {"optimizer state", flat.held * inputs.moments,
          fmt::format("4 B × {} × Ψ{} ({})", inputs.moments, no_shard ? "" : " / N",
                      inputs.moment_text)},
         {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
@@ -159,7 +183,7 @@ class FsdpPlan final : public StrategyPlan {
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
       // parallel/fsdp.cpp: each unit is gathered into a whole flat parameter beside the shard,
       // and kept from its forward to its backward.
-      parts.push_back({"unsharded parameters (forward to backward)", gathered_bytes,
+      parts.push_back({"unsharded parameters (forward to backward)", flat.gathered,
                        "4 B × Ψ: ZeRO-2 keeps every unit's gathered flat parameter (beside its "
                        "shard)"});
       if (low_gather) {
@@ -190,15 +214,8 @@ class FsdpPlan final : public StrategyPlan {
                        "is reduce-scattered",
                        reduce_bytes, reduce_what, in_reduction,
                        reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
-      if (usesGloo(inputs.spec)) {
-        // comm/gloo: the ring reduce-scatter works on a copy of its input (the unit's whole
-        // gradient) and receives one shard at a time.
-        parts.push_back({"reduce-scatter buffers (transient)",
-                         unit_grad * reduce_bytes * (1 + 1.0 / world),
-                         fmt::format("{} B × (1 + 1 / {}) × the largest unit: Gloo's ring "
-                                     "reduce-scatter's copy of its input and its receive block",
-                                     reduce_bytes, world)});
-      }
+      if (usesGloo(inputs.spec))
+        parts.push_back(reduceScatterCopies(unit_grad * reduce_bytes, world, reduce_bytes));
     } else if (reduce_bytes < kBytes) {
       parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
                        fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
