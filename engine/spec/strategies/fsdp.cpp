@@ -60,11 +60,41 @@ std::pair<std::vector<int64_t>, std::vector<bool>> layerUnits(const MemoryInputs
   return {units, spans};
 }
 
+// ZeRO-2's backward (parallel/fsdp.cpp): a unit stays gathered from its forward until its own
+// backward has reduce-scattered its gradient, so while unit u's gradient is reduced the units
+// before it (and a spanning unit) are still gathered. The unit whose backward holds the most
+// (`reduction_bytes` an element of its gradient while reduced), and what is gathered then.
+struct Zero2Peak {
+  double gathered = 0;  // bytes
+  double unit = 0;      // elements of the unit being reduced
+};
+
+Zero2Peak zero2Peak(const std::vector<int64_t>& units, const std::vector<bool>& spans, int world,
+                    double reduction_bytes) {
+  Zero2Peak peak;
+  double most = -1;
+  for (size_t u = units.size(); u-- > 0;) {
+    if (units[u] == 0) continue;
+    double gathered = 0;
+    for (size_t k = 0; k < units.size(); ++k) {
+      const int64_t padded = (units[k] + world - 1) / world * world;
+      if (units[k] > 0 && (k <= u || spans[k]))
+        gathered += allocatedBytes(static_cast<double>(padded) * kBytes);
+    }
+    const double unit = static_cast<double>(units[u]);
+    if (gathered + unit * reduction_bytes > most) {
+      most = gathered + unit * reduction_bytes;
+      peak = {gathered, unit};
+    }
+  }
+  return peak;
+}
+
 // comm/gloo: the ring reduce-scatter works on a copy of its input (a unit's whole gradient,
 // `input_bytes`) and receives one shard at a time.
 MemoryPart reduceScatterCopies(double input_bytes, int world, double element_bytes) {
   return {"reduce-scatter buffers (transient)", input_bytes * (1 + 1.0 / world),
-          fmt::format("{} B × (1 + 1 / {}) × the largest unit: Gloo's ring reduce-scatter's copy "
+          fmt::format("{} B × (1 + 1 / {}) × the unit reduced: Gloo's ring reduce-scatter's copy "
                       "of its input and its receive block",
                       element_bytes, world)};
 }
@@ -135,6 +165,9 @@ class FsdpPlan final : public StrategyPlan {
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
     const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
+    // A unit's gradient while reduced: float32, and its 16-bit copy under a 16-bit reduce_dtype.
+    const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
+    double reduced_unit = std::max(largest, held);  // the unit whose reduction is counted
     std::vector<MemoryPart> parts = {
         {"parameters", flat.held,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
@@ -183,9 +216,14 @@ class FsdpPlan final : public StrategyPlan {
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
       // parallel/fsdp.cpp: each unit is gathered into a whole flat parameter beside the shard,
       // and kept from its forward to its backward.
-      parts.push_back({"unsharded parameters (forward to backward)", flat.gathered,
-                       "4 B × Ψ: ZeRO-2 keeps every unit's gathered flat parameter (beside its "
-                       "shard)"});
+      const Zero2Peak peak =
+          zero2Peak(fsdp.units == FsdpUnits::kModel ? std::vector{psi} : units,
+                    fsdp.units == FsdpUnits::kModel ? std::vector{false} : spans, world,
+                    in_reduction + (usesGloo(inputs.spec) ? reduce_bytes * (1 + 1.0 / world) : 0));
+      reduced_unit = peak.unit;
+      parts.push_back({"unsharded parameters (forward to backward)", peak.gathered,
+                       "4 B × the units ZeRO-2 still keeps gathered (beside their shards) while "
+                       "the unit whose backward holds the most is reduced"});
       if (low_gather) {
         parts.push_back({"16-bit gather buffer (transient)",
                          largest * (gather_bytes + gather_bytes / world),
@@ -205,17 +243,15 @@ class FsdpPlan final : public StrategyPlan {
       // parallel/fsdp.h: a unit's full float32 gradient lives through its backward and is
       // reduce-scattered (16-bit: cast to a copy, the float32 one dropped); each unit's reduced
       // shard waits for the step's gradient sync.
-      const double unit_grad = std::max(largest, held);
-      const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
       parts.push_back(
-          {"gradients in reduction (transient)", shard * reduce_bytes + unit_grad * in_reduction,
+          {"gradients in reduction (transient)", shard * reduce_bytes + reduced_unit * in_reduction,
            fmt::format("{} B × Ψ / N: each unit's reduced {} shard until the step's gradient "
-                       "sync, and {} B × the largest unit: its flat float32 gradient{} while it "
+                       "sync, and {} B × the unit reduced: its flat float32 gradient{} while it "
                        "is reduce-scattered",
                        reduce_bytes, reduce_what, in_reduction,
                        reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
       if (usesGloo(inputs.spec))
-        parts.push_back(reduceScatterCopies(unit_grad * reduce_bytes, world, reduce_bytes));
+        parts.push_back(reduceScatterCopies(reduced_unit * reduce_bytes, world, reduce_bytes));
     } else if (reduce_bytes < kBytes) {
       parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
                        fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
