@@ -101,7 +101,9 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
                  .input_shape = {T},
                  .output_shape = {T, C},
                  .activation_bytes_per_sample =
-                     T * static_cast<int64_t>(sizeof(int32_t)) + (dropout ? T * C * f32 : 0)});
+                     T * static_cast<int64_t>(sizeof(int32_t)) + (dropout ? T * C * f32 : 0),
+                 // the gradient it receives (and its dropped-out copy)
+                 .backward_bytes_per_sample = (dropout ? 2 : 1) * T * C * f32});
 
   // Blocks: what each module keeps for its backward (see the modules' saveContext). In fp32: the
   // LayerNorms' inputs and statistics (2 T C + 4 T). In the product's type: the inputs of c_attn,
@@ -111,6 +113,12 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
   // With dropout: the fp32 masks of the attention and of the two residual branches, and the
   // dropped-out probabilities (attention keeps them besides probs).
   if (dropout) block_bytes += (H * T * T + 2 * T * C) * f32 + H * T * T * lowp;
+  // A block's backward at its most, as c_attn's backward returns (nn/attention.cpp): in fp32 the
+  // block's incoming gradient and dh, attn.c_proj's dx, dy, dv, dq, dk (T C each), dqkv (3 T C)
+  // and c_attn's dx (T C), with dattended and dscores (H T T, and dprobs beside them under
+  // dropout); under autocast also the 16-bit dy and dscores and c_attn's 16-bit dqkv (3 T C).
+  int64_t block_backward = (11 * T * C + (dropout ? 3 : 2) * H * T * T) * f32;
+  if (lowp < f32) block_backward += (4 * T * C + H * T * T) * lowp;
   for (int64_t i = 0; i < L; ++i) {
     const size_t first = d.parameters.size();
     blockParameters(c, i, d.parameters);
@@ -120,7 +128,9 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
                                   .parameters = elements(d.parameters, first),
                                   .input_shape = {T, C},
                                   .output_shape = {T, C},
-                                  .activation_bytes_per_sample = block_bytes});
+                                  .activation_bytes_per_sample = block_bytes,
+                                  .backward_bytes_per_sample = block_backward,
+                                  .keeps_input = true});  // ln_1 keeps it
   }
 
   // Head: ln_f, then the logits through the embedding's wte, which it declares tied (FSDP keeps
@@ -128,15 +138,20 @@ ModelDescription describeGpt(const GptConfig& c, DType compute) {
   const size_t first = d.parameters.size();
   d.parameters.push_back({"ln_f.weight", {C}});
   if (c.bias) d.parameters.push_back({"ln_f.bias", {C}});
-  d.blocks.push_back(ModelBlock{.name = "head",
-                                .first_child = static_cast<size_t>(L + 1),
-                                .end_child = static_cast<size_t>(L + 2),
-                                .parameters = elements(d.parameters, first),
-                                .input_shape = {T, C},
-                                .output_shape = {T, V},
-                                // ln_f's input and statistics; its output, the product's input
-                                .activation_bytes_per_sample = (T * C + 2 * T) * f32 + T * C * lowp,
-                                .tied_parameters = {"wte.weight"}});
+  d.blocks.push_back(
+      ModelBlock{.name = "head",
+                 .first_child = static_cast<size_t>(L + 1),
+                 .end_child = static_cast<size_t>(L + 2),
+                 .parameters = elements(d.parameters, first),
+                 .input_shape = {T, C},
+                 .output_shape = {T, V},
+                 // ln_f's input and statistics; its output, the product's input
+                 .activation_bytes_per_sample = (T * C + 2 * T) * f32 + T * C * lowp,
+                 // the product's dx and ln_f's (the logits' gradient is the
+                 // loss's), and under autocast the 16-bit logits' gradient
+                 .backward_bytes_per_sample = 2 * T * C * f32 + (lowp < f32 ? T * V * lowp : 0),
+                 .keeps_input = true,  // ln_f keeps it
+                 .tied_parameters = {"wte.weight"}});
 
   for (const ModelBlock& block : d.blocks)
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;

@@ -1,6 +1,8 @@
 // buildMlp: the nn.Sequential an MLP spec describes, its description, and its registration.
 #include "nn/mlp.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -55,6 +57,13 @@ ModelDescription describeMlp(const MlpConfig& config, DType compute) {
     block.end_child = child;
     block.activation_bytes_per_sample =
         linear_input_bytes + kept_floats * static_cast<int64_t>(sizeof(float));
+    // Its backward at its most: the float32 gradient arriving and the one each module returns
+    // from it (out floats each), the Linear's input gradient last (in floats).
+    block.backward_bytes_per_sample =
+        (out + std::max(out, in)) * static_cast<int64_t>(sizeof(float));
+    // zb_h1: the Linear keeps its output's gradient (16-bit under autocast) for its weights.
+    block.deferred_weight_bytes_per_sample = out * static_cast<int64_t>(dtypeSize(compute));
+    block.keeps_input = compute == DType::kF32;  // the Linear's input, uncast
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   }

@@ -61,6 +61,15 @@ struct ModelBlock {
   int64_t parameters = 0;                   // elements of the block's parameters
   Shape input_shape, output_shape;          // per sample: {features}
   int64_t activation_bytes_per_sample = 0;  // what its forward keeps for the backward, in training
+  // What its backward holds at once beyond what the forward kept, per sample, at its most: the
+  // gradient it receives, the working gradients of its modules and the gradient it returns.
+  int64_t backward_bytes_per_sample = 0;
+  // zb_h1: what its backwardInput keeps for the deferred backwardWeights, per sample (the Linear
+  // layers' output gradients; 0 where the modules do their weight gradients in the first half).
+  int64_t deferred_weight_bytes_per_sample = 0;
+  // Whether its first module keeps the input tensor itself (not a 16-bit copy) for the backward,
+  // counted in activation_bytes_per_sample: then a pipeline stage's received input is that memory.
+  bool keeps_input = false;
   // Parameters of an earlier block that this block's modules also read (the GPT's LM head reads
   // "wte.weight", the embedding block's): state_dict names, listed and counted once, by their
   // owner. FSDP puts the blocks sharing a parameter into one unit; a pipeline keeps a copy on each

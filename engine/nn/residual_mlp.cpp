@@ -2,6 +2,8 @@
 // one width, and an output Linear. model.layers is {input, width, width, ..., width, output}: one
 // residual block per repeated width after the first. Each layer and each residual block is a block.
 // It has no dropout (a Dropout inside a block would escape the checkpoint's dropout state).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.h"
@@ -60,9 +62,16 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
     return out * in + out;
   };
   // Per sample, what a block's forward keeps for the backward: floats and Linear inputs.
-  auto add = [&](ModelBlock block, int64_t kept_floats, int64_t linear_inputs) {
+  // Its backward at its most: the float32 gradient arriving and the one returned (the widest of
+  // its ends, twice); zb_h1: each Linear's output gradient (linear_outputs elements) kept for its
+  // weights.
+  auto add = [&](ModelBlock block, int64_t kept_floats, int64_t linear_inputs,
+                 int64_t linear_outputs) {
     block.activation_bytes_per_sample =
         kept_floats * static_cast<int64_t>(sizeof(float)) + linear_inputs * linear_input;
+    const int64_t widest = std::max(shapeNumel(block.input_shape), shapeNumel(block.output_shape));
+    block.backward_bytes_per_sample = 2 * widest * static_cast<int64_t>(sizeof(float));
+    block.deferred_weight_bytes_per_sample = linear_outputs * linear_input;
     d.activation_bytes_per_sample += block.activation_bytes_per_sample;
     d.blocks.push_back(std::move(block));
   };
@@ -71,15 +80,18 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
        .end_child = 1,
        .parameters = linear("0.", s.input, s.width),
        .input_shape = {s.input},
-       .output_shape = {s.width}},
-      0, s.input);  // the Linear's input
+       .output_shape = {s.width},
+       .keeps_input = compute == DType::kF32},  // a Linear keeps its input uncast in float32
+      0, s.input, s.width);                     // the Linear's input
   for (int64_t b = 0; b < s.residual_blocks; ++b) {
     const size_t child = static_cast<size_t>(1 + b);
     ModelBlock block{.name = fmt::format("block.{}", b),
                      .first_child = child,
                      .end_child = child + 1,
                      .input_shape = {s.width},
-                     .output_shape = {s.width}};
+                     .output_shape = {s.width},
+                     // the LayerNorm keeps its input; the Linear, uncast in float32
+                     .keeps_input = spec.layer_norm || compute == DType::kF32};
     int64_t kept_floats = 0;
     if (spec.layer_norm) {
       d.parameters.push_back({fmt::format("{}.0.weight", child), {s.width}});
@@ -90,8 +102,8 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
     const size_t l = firstLinearInBranch(spec);
     block.parameters += linear(fmt::format("{}.{}.", child, l), s.width, s.width);
     block.parameters += linear(fmt::format("{}.{}.", child, l + 2), s.width, s.width);
-    kept_floats += s.width;                           // the activation's input
-    add(std::move(block), kept_floats, 2 * s.width);  // and both Linears' inputs
+    kept_floats += s.width;                                        // the activation's input
+    add(std::move(block), kept_floats, 2 * s.width, 2 * s.width);  // and both Linears' inputs
   }
   const size_t last = static_cast<size_t>(1 + s.residual_blocks);
   add({.name = "output",
@@ -99,8 +111,9 @@ ModelDescription describe(const ModelSpec& spec, DType compute) {
        .end_child = last + 1,
        .parameters = linear(fmt::format("{}.", last), s.width, s.output),
        .input_shape = {s.width},
-       .output_shape = {s.output}},
-      0, s.width);
+       .output_shape = {s.output},
+       .keeps_input = compute == DType::kF32},
+      0, s.width, s.output);
   return d;
 }
 

@@ -11,13 +11,13 @@
 
 #include "comm/communicator.h"
 #include "nn/layers.h"
+#include "spec/strategies/ddp.h"
 
 namespace ringmaster {
 
 struct DdpOptions {
-  double bucket_cap_mb = 25.0;   // spec strategy.bucket_cap_mb
-  double first_bucket_mb = 1.0;  // PyTorch's _DEFAULT_FIRST_BUCKET_BYTES: the first bucket
-                                 // (the last layers) is small so that communication starts early
+  double bucket_cap_mb = 25.0;                 // spec strategy.bucket_cap_mb
+  double first_bucket_mb = kDdpFirstBucketMb;  // spec/strategies/ddp.h
   // The dtype buckets are reduced in (spec strategy.reduce_dtype): kF32 (each bucket's own buffer
   // all-reduced as it is), kBF16 or kF16 (a 16-bit copy: half the bytes on the wire).
   DType reduce_dtype = DType::kF32;

@@ -19,7 +19,7 @@
 #include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
-#include "parallel/pipeline_schedule.h"
+#include "spec/strategies/pipeline_schedule.h"
 
 namespace ringmaster {
 

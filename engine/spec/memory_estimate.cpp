@@ -8,6 +8,7 @@
 
 #include "spec/job_spec.h"
 #include "spec/strategies/plan.h"
+#include "tensor/allocator.h"
 
 namespace ringmaster {
 
@@ -34,7 +35,11 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
     }
     holder.push_back(b);
     filled += static_cast<size_t>(shapeNumel(p.shape));
+    inputs.parameter_tensors.push_back({b, shapeNumel(p.shape)});
   }
+  inputs.output_elements = shapeNumel(description.outputShape());
+  inputs.target_elements =
+      inputs.output_elements / std::max<int64_t>(description.outputShape().back(), 1);
   for (size_t b = 0; b < description.blocks.size(); ++b) {
     for (const std::string& name : description.blocks[b].tied_parameters) {
       for (size_t i = 0; i < description.parameters.size(); ++i) {
@@ -50,10 +55,13 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
                            : "2 Adam moments";
   // Bytes per sample, per block: what its forward keeps, and its input (4-byte elements: float32
   // activations or int32 tokens).
-  std::vector<int64_t> kept, input;
+  std::vector<int64_t> kept, input, backward, deferred;
   for (const ModelBlock& block : description.blocks) {
     kept.push_back(block.activation_bytes_per_sample);
     input.push_back(shapeNumel(block.input_shape) * 4);
+    backward.push_back(block.backward_bytes_per_sample);
+    deferred.push_back(block.deferred_weight_bytes_per_sample);
+    inputs.keeps_input.push_back(block.keeps_input || spec.train.activation_checkpointing);
   }
   auto sum = [](const std::vector<int64_t>& per_block) {
     return [per_block](size_t first, size_t end, int64_t batch) {
@@ -62,6 +70,13 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
       return bytes;
     };
   };
+  inputs.backward_bytes = [backward](size_t first, size_t end, int64_t batch) {
+    double most = 0;
+    for (size_t b = first; b < end; ++b)
+      most = std::max(most, static_cast<double>(batch * backward[b]));
+    return most;
+  };
+  inputs.deferred_weight_bytes = sum(deferred);
   if (!spec.train.activation_checkpointing) {
     inputs.activation_bytes = sum(kept);
     inputs.activation_text = "the activations every block keeps for backward";
@@ -84,8 +99,35 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
 
 }  // namespace
 
-void appendRecomputePart(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
-                         std::vector<MemoryPart>& parts) {
+double allocatedBytes(double bytes) {
+  return static_cast<double>(CachingAllocator::roundSize(static_cast<size_t>(bytes)));
+}
+
+double parameterTensorBytes(const MemoryInputs& inputs, size_t first, size_t end,
+                            double element_bytes) {
+  double bytes = 0;
+  for (const MemoryInputs::ParameterTensor& tensor : inputs.parameter_tensors) {
+    if (tensor.block >= first && tensor.block < end)
+      bytes += allocatedBytes(static_cast<double>(tensor.elements) * element_bytes);
+  }
+  return bytes;
+}
+
+void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
+                         bool computes_loss, std::vector<MemoryPart>& parts) {
+  if (computes_loss) {
+    // nn/loss.h: the logits, the softmax's probabilities and the logits' gradient, all float32,
+    // alive together from the loss's backward into the head's.
+    const double tensor = static_cast<double>(batch * inputs.output_elements) * 4;
+    parts.push_back({"loss buffers (transient)", 3 * allocatedBytes(tensor),
+                     fmt::format("3 × 4 B × batch {} × {} outputs: the logits, their softmax and "
+                                 "its gradient",
+                                 batch, inputs.output_elements)});
+  }
+  parts.push_back({"backward working set (transient)", inputs.backward_bytes(first, end, batch),
+                   fmt::format("batch {} × the most one block's backward holds beyond what it "
+                               "kept: the gradients it receives, works on and returns",
+                               batch)});
   if (!inputs.spec.train.activation_checkpointing) return;
   parts.push_back({"recomputed block (transient)", inputs.recompute_bytes(first, end, batch),
                    fmt::format("batch {} × the largest block's activations beyond its input, "

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "parallel/pipeline_schedule.h"
+#include "spec/strategies/pipeline_schedule.h"
 
 namespace ringmaster::ui {
 

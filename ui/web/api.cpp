@@ -16,7 +16,6 @@
 #include "charts/chart_table.h"
 #include "core/error.h"
 #include "db/statement.h"
-#include "parallel/pipeline_schedule.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -26,6 +25,7 @@
 #include "query/series.h"
 #include "query/summary.h"
 #include "spec/job_spec.h"
+#include "spec/strategies/pipeline_schedule.h"
 #include "telemetry/fields.h"
 
 namespace ringmaster::web {

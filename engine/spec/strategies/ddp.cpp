@@ -41,35 +41,60 @@ class DdpPlan final : public StrategyPlan {
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
-    std::vector<MemoryPart> parts = replicatedMemory(inputs);
+    const std::vector<double> buckets = bucketBytes(inputs);
+    double bucketed = 0;
+    for (double bytes : buckets) bucketed += allocatedBytes(bytes);
+    std::vector<MemoryPart> parts = replicatedMemory(
+        inputs, {"gradients", bucketed,
+                 fmt::format("4 B × Ψ in {} bucket{} (the first of {} MiB, then up to {} MiB; "
+                             "float32 under every train.precision)",
+                             buckets.size(), buckets.size() == 1 ? "" : "s", kDdpFirstBucketMb,
+                             inputs.spec.strategy.ddp.bucket_cap_mb)});
     const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
     if (reduce && *reduce != Precision::kFp32) {
       // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
       // the step's gradient sync, so every bucket's at once when backward ends.
-      parts.push_back({"16-bit reduce buffers (transient)",
-                       static_cast<double>(inputs.parameters) * 2,
+      double copies = 0;
+      for (double bytes : buckets) copies += allocatedBytes(bytes / 2);
+      parts.push_back({"16-bit reduce buffers (transient)", copies,
                        fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
                                    "the step's gradient sync",
                                    toString(*reduce))});
     }
     return parts;
   }
+
+ private:
+  // parallel/ddp.cpp: the gradient buckets' bytes, filled with the parameters in reverse order
+  // (backward's), each closed once it holds its cap (kDdpFirstBucketMb for the first).
+  static std::vector<double> bucketBytes(const MemoryInputs& inputs) {
+    std::vector<double> buckets;
+    double cap = kDdpFirstBucketMb * 1024 * 1024;
+    for (auto it = inputs.parameter_tensors.rbegin(); it != inputs.parameter_tensors.rend(); ++it) {
+      if (buckets.empty() || buckets.back() >= cap) {
+        if (!buckets.empty()) cap = inputs.spec.strategy.ddp.bucket_cap_mb * 1024 * 1024;
+        buckets.push_back(0);
+      }
+      buckets.back() += static_cast<double>(it->elements) * kBytes;
+    }
+    return buckets;
+  }
 };
 
 }  // namespace
 
-std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs) {
-  const double p = static_cast<double>(inputs.parameters);
+std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients) {
+  const size_t blocks = inputs.layers.size();
   const int64_t batch = inputs.spec.train.batch_size;
   std::vector<MemoryPart> parts = {
-      {"parameters", p * kBytes, fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
-      {"gradients", p * kBytes,
-       fmt::format("4 B × Ψ (DDP's buckets hold them; float32 under every train.precision)")},
-      {"optimizer state", p * kBytes * inputs.moments,
+      {"parameters", parameterTensorBytes(inputs, 0, blocks, kBytes),
+       fmt::format("4 B × Ψ = 4 × {} parameters", inputs.parameters)},
+      std::move(gradients),
+      {"optimizer state", inputs.moments * parameterTensorBytes(inputs, 0, blocks, kBytes),
        fmt::format("4 B × {} × Ψ ({})", inputs.moments, inputs.moment_text)},
-      {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
+      {"activations", inputs.activation_bytes(0, blocks, batch),
        fmt::format("batch {} × {}", batch, inputs.activation_text)}};
-  appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
+  appendBackwardParts(inputs, 0, blocks, batch, /*computes_loss=*/true, parts);
   return parts;
 }
 

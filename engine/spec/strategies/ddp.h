@@ -8,6 +8,10 @@
 
 namespace ringmaster {
 
+// The first gradient bucket's cap, MiB (PyTorch's _DEFAULT_FIRST_BUCKET_BYTES): the first bucket
+// (the last layers) is small so that communication starts early.
+inline constexpr double kDdpFirstBucketMb = 1.0;
+
 struct DdpSpec {
   double bucket_cap_mb = 25;  // gradient bucket size cap, MiB (PyTorch's bucket_cap_mb)
   // The dtype buckets are all-reduced in (the gradients cast to it and back, as FSDP's

@@ -3,6 +3,8 @@
 #include "spec/strategies/fsdp.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -14,9 +16,87 @@ namespace {
 
 constexpr double kBytes = 4;  // float32
 
+// Whether the job's collectives run over Gloo: its backend, or `auto` on the CPU.
+bool usesGloo(const JobSpec& spec) {
+  return spec.backend == BackendKind::kGloo ||
+         (spec.backend == BackendKind::kAuto && spec.device == DeviceKind::kCpu);
+}
+
 // Bytes per element of a precision option (left out: float32).
 double bytesOf(const std::optional<Precision>& precision) {
   return precision && *precision != Precision::kFp32 ? 2 : 4;
+}
+
+// The flat parameters, one tensor per unit padded to N shards, each rounded by the allocator:
+// what a rank holds of each (its shard, or under no_shard the whole), as the optimizer sees it
+// with its gradient and moments, and each unit's whole flat parameter as all-gathered.
+struct FlatBytes {
+  double held = 0, gathered = 0;
+};
+
+FlatBytes flatBytes(const std::vector<int64_t>& units, int world, bool no_shard) {
+  FlatBytes bytes;
+  for (int64_t unit : units) {
+    if (unit == 0) continue;  // merged into its tied unit
+    const int64_t padded = (unit + world - 1) / world * world;
+    bytes.held += allocatedBytes(static_cast<double>(padded / (no_shard ? 1 : world)) * kBytes);
+    bytes.gathered += allocatedBytes(static_cast<double>(padded) * kBytes);
+  }
+  return bytes;
+}
+
+// Units: one per block, blocks sharing a tied parameter merged (the GPT's root unit: the
+// embedding and the head; 0 left where a merged block was), and whether each spans other units
+// (stays gathered from its first block to its last).
+std::pair<std::vector<int64_t>, std::vector<bool>> layerUnits(const MemoryInputs& inputs) {
+  std::vector<int64_t> units = inputs.layers;
+  std::vector<bool> spans(units.size(), false);
+  for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
+    if (tied.reader == tied.owner) continue;
+    units[tied.owner] += units[tied.reader];
+    units[tied.reader] = 0;
+    spans[tied.owner] = spans[tied.owner] || tied.reader > tied.owner + 1;
+  }
+  return {units, spans};
+}
+
+// ZeRO-2's backward (parallel/fsdp.cpp): a unit stays gathered from its forward until its own
+// backward has reduce-scattered its gradient, so while unit u's gradient is reduced the units
+// before it (and a spanning unit) are still gathered. The unit whose backward holds the most
+// (`reduction_bytes` an element of its gradient while reduced), and what is gathered then.
+struct Zero2Peak {
+  double gathered = 0;  // bytes
+  double unit = 0;      // elements of the unit being reduced
+};
+
+Zero2Peak zero2Peak(const std::vector<int64_t>& units, const std::vector<bool>& spans, int world,
+                    double reduction_bytes) {
+  Zero2Peak peak;
+  double most = -1;
+  for (size_t u = units.size(); u-- > 0;) {
+    if (units[u] == 0) continue;
+    double gathered = 0;
+    for (size_t k = 0; k < units.size(); ++k) {
+      const int64_t padded = (units[k] + world - 1) / world * world;
+      if (units[k] > 0 && (k <= u || spans[k]))
+        gathered += allocatedBytes(static_cast<double>(padded) * kBytes);
+    }
+    const double unit = static_cast<double>(units[u]);
+    if (gathered + unit * reduction_bytes > most) {
+      most = gathered + unit * reduction_bytes;
+      peak = {gathered, unit};
+    }
+  }
+  return peak;
+}
+
+// comm/gloo: the ring reduce-scatter works on a copy of its input (a unit's whole gradient,
+// `input_bytes`) and receives one shard at a time.
+MemoryPart reduceScatterCopies(double input_bytes, int world, double element_bytes) {
+  return {"reduce-scatter buffers (transient)", input_bytes * (1 + 1.0 / world),
+          fmt::format("{} B × (1 + 1 / {}) × the unit reduced: Gloo's ring reduce-scatter's copy "
+                      "of its input and its receive block",
+                      element_bytes, world)};
 }
 
 class FsdpPlan final : public StrategyPlan {
@@ -67,16 +147,7 @@ class FsdpPlan final : public StrategyPlan {
     const double p = static_cast<double>(psi);
     const double shard = p / world;
     const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
-    // Units: one per block, blocks sharing a tied parameter merged (the GPT's root unit: the
-    // embedding and the head), which stays gathered from its first block to its last.
-    std::vector<int64_t> units = inputs.layers;
-    std::vector<bool> spans(units.size(), false);
-    for (const MemoryInputs::TiedCopy& tied : inputs.tied) {
-      if (tied.reader == tied.owner) continue;
-      units[tied.owner] += units[tied.reader];
-      units[tied.reader] = 0;
-      spans[tied.owner] = spans[tied.owner] || tied.reader > tied.owner + 1;
-    }
+    const auto [units, spans] = layerUnits(inputs);
     double held = 0;  // the spanning units, gathered while the blocks between them run
     std::vector<int64_t> sorted;
     for (size_t u = 0; u < units.size(); ++u) {
@@ -89,20 +160,24 @@ class FsdpPlan final : public StrategyPlan {
     const double largest = fsdp.units == FsdpUnits::kModel ? p : (sorted.empty() ? 0 : sorted[0]);
     const double second = fsdp.units == FsdpUnits::kModel || sorted.size() < 2 ? 0 : sorted[1];
     if (fsdp.units == FsdpUnits::kModel) held = 0;
+    const FlatBytes flat =
+        flatBytes(fsdp.units == FsdpUnits::kModel ? std::vector{psi} : units, world, no_shard);
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
     const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
+    // A unit's gradient while reduced: float32, and its 16-bit copy under a 16-bit reduce_dtype.
+    const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
+    double reduced_unit = std::max(largest, held);  // the unit whose reduction is counted
     std::vector<MemoryPart> parts = {
-        {"parameters", (no_shard ? p : shard) * kBytes,
+        {"parameters", flat.held,
          no_shard ? "4 B × Ψ (no_shard)" : fmt::format("4 B × Ψ / N = 4 × {} / {}", psi, world)},
-        {"gradients", (no_shard ? p : shard) * kBytes,
-         no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
-        {"optimizer state", (no_shard ? p : shard) * kBytes * inputs.moments,
+        {"gradients", flat.held, no_shard ? "4 B × Ψ" : "4 B × Ψ / N (reduce-scattered)"},
+        {"optimizer state", flat.held * inputs.moments,
          fmt::format("4 B × {} × Ψ{} ({})", inputs.moments, no_shard ? "" : " / N",
                      inputs.moment_text)},
         {"activations", inputs.activation_bytes(0, inputs.layers.size(), batch),
          fmt::format("batch {} × {}", batch, inputs.activation_text)}};
-    appendRecomputePart(inputs, 0, inputs.layers.size(), batch, parts);
+    appendBackwardParts(inputs, 0, inputs.layers.size(), batch, /*computes_loss=*/true, parts);
     if (fsdp.sharding == FsdpSharding::kFullShard && !low_gather) {
       parts.push_back({"all-gathered units (transient)", (held + largest + second) * kBytes,
                        fsdp.units == FsdpUnits::kModel
@@ -139,8 +214,16 @@ class FsdpPlan final : public StrategyPlan {
                                       : "",
                              what, world, what)});
     } else if (fsdp.sharding == FsdpSharding::kShardGradOp) {
-      parts.push_back({"unsharded parameters (forward to backward)", (p - shard) * kBytes,
-                       "4 B × (Ψ − Ψ / N): ZeRO-2 keeps the gathered parameters"});
+      // parallel/fsdp.cpp: each unit is gathered into a whole flat parameter beside the shard,
+      // and kept from its forward to its backward.
+      const Zero2Peak peak =
+          zero2Peak(fsdp.units == FsdpUnits::kModel ? std::vector{psi} : units,
+                    fsdp.units == FsdpUnits::kModel ? std::vector{false} : spans, world,
+                    in_reduction + (usesGloo(inputs.spec) ? reduce_bytes * (1 + 1.0 / world) : 0));
+      reduced_unit = peak.unit;
+      parts.push_back({"unsharded parameters (forward to backward)", peak.gathered,
+                       "4 B × the units ZeRO-2 still keeps gathered (beside their shards) while "
+                       "the unit whose backward holds the most is reduced"});
       if (low_gather) {
         parts.push_back({"16-bit gather buffer (transient)",
                          largest * (gather_bytes + gather_bytes / world),
@@ -160,15 +243,15 @@ class FsdpPlan final : public StrategyPlan {
       // parallel/fsdp.h: a unit's full float32 gradient lives through its backward and is
       // reduce-scattered (16-bit: cast to a copy, the float32 one dropped); each unit's reduced
       // shard waits for the step's gradient sync.
-      const double unit_grad = std::max(largest, held);
-      const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
       parts.push_back(
-          {"gradients in reduction (transient)", shard * reduce_bytes + unit_grad * in_reduction,
+          {"gradients in reduction (transient)", shard * reduce_bytes + reduced_unit * in_reduction,
            fmt::format("{} B × Ψ / N: each unit's reduced {} shard until the step's gradient "
-                       "sync, and {} B × the largest unit: its flat float32 gradient{} while it "
+                       "sync, and {} B × the unit reduced: its flat float32 gradient{} while it "
                        "is reduce-scattered",
                        reduce_bytes, reduce_what, in_reduction,
                        reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
+      if (usesGloo(inputs.spec))
+        parts.push_back(reduceScatterCopies(reduced_unit * reduce_bytes, world, reduce_bytes));
     } else if (reduce_bytes < kBytes) {
       parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
                        fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "

@@ -1,6 +1,6 @@
 // The pipeline's spec options (strategy.schedule, virtual_stages, stages) and its rules, written
 // once: the spec parser reports them as problems, the runtime (parallel/pipeline.cpp,
-// parallel/pipeline_schedule.cpp) refuses what breaks them. Its plan is in pipeline.cpp.
+// spec/strategies/pipeline_schedule.cpp) refuses what breaks them. Its plan is in pipeline.cpp.
 #pragma once
 
 #include <cstdint>

@@ -55,12 +55,40 @@ struct MemoryInputs {
   // Under activation checkpointing: the most that one block of [first, end) adds while its
   // forward is re-run in its backward (its kept activations beyond its input); 0 without it.
   std::function<double(size_t first, size_t end, int64_t batch)> recompute_bytes;
+  // Each parameter tensor's elements and the block holding it, in the model's order: the
+  // allocator gives each tensor its own block, and so each gradient and optimizer moment.
+  struct ParameterTensor {
+    size_t block = 0;
+    int64_t elements = 0;
+  };
+  std::vector<ParameterTensor> parameter_tensors;
+  // What the backward of one block of [first, end) holds at once beyond its kept activations, at
+  // the most of any (nn/model.h ModelBlock::backward_bytes_per_sample), for `batch` samples.
+  std::function<double(size_t first, size_t end, int64_t batch)> backward_bytes;
+  // zb_h1: what blocks [first, end) keep between a micro-batch's B and its W, for `batch`
+  // samples (ModelBlock::deferred_weight_bytes_per_sample).
+  std::function<double(size_t first, size_t end, int64_t batch)> deferred_weight_bytes;
+  int64_t output_elements = 0;  // the model's output per sample: what the loss reads (logits)
+  int64_t target_elements = 0;  // the labels per sample: one per row of the output
+  // Per block: whether the activations it keeps include its input tensor itself
+  // (ModelBlock::keeps_input, or a checkpointed block's kept input).
+  std::vector<bool> keeps_input;
 };
 
-// The "recomputed block (transient)" part for blocks [first, end) at `batch` samples, under
-// activation checkpointing only (memory_estimate.cpp); plans append it to their parts.
-void appendRecomputePart(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
-                         std::vector<MemoryPart>& parts);
+// The bytes the caching allocator hands out for a request of `bytes` (tensor/allocator.h
+// CachingAllocator::roundSize): every tensor of the estimate is rounded so.
+double allocatedBytes(double bytes);
+// The allocated bytes of the parameter tensors of blocks [first, end), at `element_bytes` each
+// (4: the float32 values, their gradients, each optimizer moment).
+double parameterTensorBytes(const MemoryInputs& inputs, size_t first, size_t end,
+                            double element_bytes);
+
+// The transient parts of a training step's backward for the blocks [first, end) at `batch`
+// samples, which every plan adds after its persistent ones (memory_estimate.cpp): the loss's
+// buffers where the rank computes the loss (`computes_loss`), the largest block's backward
+// working set, and under activation checkpointing the recomputed block.
+void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
+                         bool computes_loss, std::vector<MemoryPart>& parts);
 
 // How a plan reads its options from the document's strategy block. Each call does nothing when the
 // option is absent, and reports a bad value at "strategy.<key>" (leaving `out` as it was).
@@ -134,9 +162,9 @@ void writePrecisionOption(std::string_view key, const std::optional<Precision>& 
 // The form field of such an option: a choice of fp32 / bf16 / fp16, empty meaning fp32.
 SpecField precisionOptionField(std::string path, std::string label, std::string help);
 
-// Single and DDP: every rank holds the whole model, its gradients and its optimizer state
-// (defined in ddp.cpp).
-std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs);
+// Single and DDP: every rank holds the whole model, its `gradients` (one tensor per parameter, or
+// DDP's buckets) and its optimizer state, and trains on the whole batch (defined in ddp.cpp).
+std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients);
 
 // The plan of `kind`; every StrategyKind has one.
 const StrategyPlan& strategyPlan(StrategyKind kind);

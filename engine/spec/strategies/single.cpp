@@ -19,7 +19,9 @@ class SinglePlan final : public StrategyPlan {
     }
   }
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
-    return replicatedMemory(inputs);
+    return replicatedMemory(inputs,
+                            {"gradients", parameterTensorBytes(inputs, 0, inputs.layers.size(), 4),
+                             "4 B × Ψ, one gradient per parameter tensor"});
   }
 };
 

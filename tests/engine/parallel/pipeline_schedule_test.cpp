@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
-#include "parallel/pipeline_schedule.h"
+#include "spec/strategies/pipeline_schedule.h"
 
 namespace ringmaster {
 namespace {

@@ -10,6 +10,7 @@
 #include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
 #include "spec/strategies/plan.h"
+#include "tensor/allocator.h"
 
 namespace ringmaster {
 namespace {
@@ -28,6 +29,20 @@ JobSpec specOf(const std::string& strategy_json, int ranks, const std::string& e
   return parsed.ok() ? *parsed.spec : JobSpec{};
 }
 
+// What the caching allocator hands out for tensors of these sizes in bytes (each rounded up:
+// tensor/allocator.h), as the estimate counts them.
+double allocated(const std::vector<double>& tensor_bytes) {
+  double sum = 0;
+  for (double bytes : tensor_bytes)
+    sum += static_cast<double>(CachingAllocator::roundSize(static_cast<size_t>(bytes)));
+  return sum;
+}
+
+// The float32 parameter tensors of the MLP [100, 50, 40, 30, 10] below, in bytes: each Linear's
+// weight and bias.
+const std::vector<double> kMlpTensors = {4 * 5000, 4 * 50, 4 * 2000, 4 * 40,
+                                         4 * 1200, 4 * 30, 4 * 300,  4 * 10};
+
 double part(const RankMemoryEstimate& estimate, const std::string& name) {
   for (const auto& p : estimate.parts)
     if (p.name == name) return p.bytes;
@@ -37,34 +52,45 @@ double part(const RankMemoryEstimate& estimate, const std::string& name) {
 TEST(MemoryEstimate, FollowsTheZeroFormulas) {
   // Ψ = 100*50+50 + 50*40+40 + 40*30+30 + 30*10+10 = 8630 parameters.
   const double psi = 8630;
+  // Each tensor as the allocator rounds it; DDP's gradients are one bucket (under its first cap of
+  // 1 MiB), the optimizer's two Adam moments one tensor per parameter each.
   const auto ddp = estimateMemory(specOf(R"({"kind": "ddp"})", 4));
   ASSERT_EQ(ddp.size(), size_t{4});
-  EXPECT_EQ(part(ddp[0], "parameters"), 4 * psi);
-  EXPECT_EQ(part(ddp[0], "gradients"), 4 * psi);
-  EXPECT_EQ(part(ddp[0], "optimizer state"), 8 * psi);  // two Adam moments
+  EXPECT_EQ(part(ddp[0], "parameters"), allocated(kMlpTensors));
+  EXPECT_EQ(part(ddp[0], "gradients"), allocated({4 * psi}));
+  EXPECT_EQ(part(ddp[0], "optimizer state"), 2 * allocated(kMlpTensors));
   // Activations: batch 16 x (inputs 100+50+40+30, activation outputs 50+40+30) x 4 B.
   EXPECT_EQ(part(ddp[0], "activations"), 16.0 * (100 + 50 + 40 + 30 + 50 + 40 + 30) * 4);
 
+  // FSDP: one flat parameter per layer unit [5050, 2040, 1230, 310], padded to 4 shards.
   const auto fsdp = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "full_shard"})", 4));
-  EXPECT_EQ(part(fsdp[3], "parameters"), 4 * psi / 4);
-  EXPECT_EQ(part(fsdp[3], "optimizer state"), 8 * psi / 4);
+  const double shards = allocated({4 * 1263, 4 * 510, 4 * 308, 4 * 78});
+  EXPECT_EQ(part(fsdp[3], "parameters"), shards);
+  EXPECT_EQ(part(fsdp[3], "optimizer state"), 2 * shards);
   // One unit gathered and the next prefetched: the two largest layers, 5050 + 2040.
   EXPECT_EQ(part(fsdp[3], "all-gathered units (transient)"), 4.0 * (5050 + 2040));
 
   const auto zero2 = estimateMemory(specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op"})", 2));
-  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
+  // Each unit stays gathered until its backward's reduction: the most is held while the first
+  // (largest) unit's gradient is reduced, when only it is still gathered; at the last unit's
+  // every unit is, but its gradient is small: 4 x (5050 + 5050) > 4 x (8630 + 310), rounded.
+  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), allocated({4 * 5050}));
 
   // Pipeline over 2 ranks: the balanced split of [5050, 2040, 1230, 310] is {5050} | {rest}.
   const auto pipe = estimateMemory(
       specOf(R"({"kind": "pipeline", "schedule": "gpipe"})", 2, R"(, "micro_batches": 4)"));
-  EXPECT_EQ(part(pipe[0], "parameters"), 4.0 * 5050);
-  EXPECT_EQ(part(pipe[1], "parameters"), 4.0 * (2040 + 1230 + 310));
+  EXPECT_EQ(part(pipe[0], "parameters"), allocated({4 * 5000, 4 * 50}));
+  EXPECT_EQ(part(pipe[1], "parameters"),
+            allocated({4 * 2000, 4 * 40, 4 * 1200, 4 * 30, 4 * 300, 4 * 10}));
   // GPipe keeps all 4 micro-batches of 4 samples: rank 0's stage saves 100 + 50 per sample.
   EXPECT_EQ(part(pipe[0], "activations"), 4.0 * 4 * (100 + 50) * 4);
-  // Every receive of the step is posted at its start: rank 0 the gradient of its output (50
-  // features) for each micro-batch, rank 1 its input (50 features), float32.
-  EXPECT_EQ(part(pipe[0], "receive buffers (transient)"), 4.0 * 4 * 50 * 4);
-  EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), 4.0 * 4 * 50 * 4);
+  // Every receive of the step is posted at its start and kept to its end: rank 0 the gradient of
+  // its output (50 features) for each micro-batch, float32. Rank 1's are its inputs, which its
+  // first Linear keeps as they came (float32) for all 4 micro-batches: its activations count
+  // them, so it has no receive buffers beside them.
+  EXPECT_EQ(part(pipe[0], "receive buffers (transient)"), 4 * allocated({4 * 50 * 4}));
+  EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), -1);
+  EXPECT_EQ(part(pipe[1], "activations"), 4.0 * 4 * (50 + 40 + 40 + 30 + 30) * 4);
   for (const auto& p : pipe[0].parts) EXPECT_FALSE(p.formula.empty()) << p.name;
 }
 
@@ -90,12 +116,12 @@ TEST(MemoryEstimate, APipelinesLastStageKeepsACopyOfTheTiedEmbedding) {
   // {embedding} | {h.0, h.1, head}, and the last rank keeps a copy of wte.
   const auto pipe = estimateMemory(gptSpecOf(2));
   ASSERT_EQ(pipe.size(), 2u);
-  const double first = part(pipe[0], "parameters") / 4, last = part(pipe[1], "parameters") / 4;
-  EXPECT_EQ(first, 4224);
-  EXPECT_EQ(last, 2 * 3280 + 32 + 4096) << "the head's stage holds a copy of wte";
-  EXPECT_EQ(part(pipe[1], "optimizer state"), 8 * last);
+  const double first = part(pipe[0], "parameters"), last = part(pipe[1], "parameters");
+  EXPECT_EQ(first, allocated({4 * 4096, 4 * 128}));  // wte, wpe
   // One rank holds both ends: no copy.
-  EXPECT_EQ(part(estimateMemory(gptSpecOf(1))[0], "parameters") / 4, 4224 + 2 * 3280 + 32);
+  const double whole = part(estimateMemory(gptSpecOf(1))[0], "parameters");
+  EXPECT_EQ(last, whole - first + allocated({4 * 4096})) << "the head's stage holds a copy of wte";
+  EXPECT_EQ(part(pipe[1], "optimizer state"), 2 * last);
 }
 
 TEST(MemoryEstimate, FsdpKeepsTheTiedRootUnitGatheredAcrossTheBlocks) {
@@ -104,7 +130,8 @@ TEST(MemoryEstimate, FsdpKeepsTheTiedRootUnitGatheredAcrossTheBlocks) {
   const auto fsdp =
       estimateMemory(gptSpecOf(2, R"({"kind": "fsdp", "sharding": "full_shard"})", ""));
   EXPECT_EQ(part(fsdp[0], "all-gathered units (transient)"), 4.0 * (4256 + 2 * 3280));
-  EXPECT_EQ(part(fsdp[0], "parameters"), 4.0 * (4224 + 2 * 3280 + 32) / 2);
+  // Its flat parameters, halved: the root unit's 4256 and each block's 3280.
+  EXPECT_EQ(part(fsdp[0], "parameters"), allocated({4 * 2128, 4 * 1640, 4 * 1640}));
 }
 
 // Mixed precision: master weights, gradients and optimizer state stay float32 under
@@ -113,13 +140,13 @@ TEST(MemoryEstimate, FsdpKeepsTheTiedRootUnitGatheredAcrossTheBlocks) {
 TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
   const double psi = 8630, largest = 5050, second = 2040;
   const auto bf16 = estimateMemory(specOf(R"({"kind": "ddp"})", 4, R"(, "precision": "bf16")"));
-  EXPECT_EQ(part(bf16[0], "parameters"), 4 * psi);
-  EXPECT_EQ(part(bf16[0], "gradients"), 4 * psi);
-  EXPECT_EQ(part(bf16[0], "optimizer state"), 8 * psi);
+  EXPECT_EQ(part(bf16[0], "parameters"), allocated(kMlpTensors));
+  EXPECT_EQ(part(bf16[0], "gradients"), allocated({4 * psi}));
+  EXPECT_EQ(part(bf16[0], "optimizer state"), 2 * allocated(kMlpTensors));
   EXPECT_EQ(part(bf16[0], "16-bit reduce buffers (transient)"), -1) << "fp32 reduction";
   const auto ddp = estimateMemory(specOf(R"({"kind": "ddp", "reduce_dtype": "bf16"})", 4));
-  EXPECT_EQ(part(ddp[0], "16-bit reduce buffers (transient)"), 2 * psi);
-  EXPECT_EQ(part(ddp[0], "gradients"), 4 * psi);
+  EXPECT_EQ(part(ddp[0], "16-bit reduce buffers (transient)"), allocated({2 * psi}));
+  EXPECT_EQ(part(ddp[0], "gradients"), allocated({4 * psi}));
 
   // full_shard: the largest unit gathered in bf16 and widened (6 B), or held in float32 beside
   // the next unit's bf16 buffer and cast shard (4 B + (2 + 2/4) B), whichever is more.
@@ -132,7 +159,10 @@ TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
   EXPECT_EQ(part(whole[0], "all-gathered units (transient)"), 6 * psi);
   const auto zero2 = estimateMemory(
       specOf(R"({"kind": "fsdp", "sharding": "shard_grad_op", "param_dtype": "bf16"})", 2));
-  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), 4 * (psi - psi / 2));
+  // Each unit stays gathered until its backward's reduction: the most is held while the first
+  // (largest) unit's gradient is reduced, when only it is still gathered; at the last unit's
+  // every unit is, but its gradient is small: 4 x (5050 + 5050) > 4 x (8630 + 310), rounded.
+  EXPECT_EQ(part(zero2[0], "unsharded parameters (forward to backward)"), allocated({4 * 5050}));
   EXPECT_EQ(part(zero2[0], "16-bit gather buffer (transient)"), (2 + 1) * largest);
   const auto rounded = estimateMemory(
       specOf(R"({"kind": "fsdp", "sharding": "no_shard", "param_dtype": "bf16"})", 2));
@@ -159,12 +189,14 @@ TEST(MemoryEstimate, SixteenBitReductionsAndGathersCountTheirCopies) {
   EXPECT_EQ(part(gpt[0], "all-gathered units (transient)"), 4.0 * 4256 + 7.0 * 3280);
 
   // A pipeline's messages stay float32 under bf16 autocast: the GPT's stages exchange [2, 8, 16]
-  // per micro-batch, 2 micro-batches; the 2-rank split {embedding} | {h.0, h.1, head}.
+  // per micro-batch, 2 micro-batches; the 2-rank split {embedding} | {h.0, h.1, head}. The last
+  // rank's 1F1B holds one micro-batch at its peak, whose received input h.0's ln_1 keeps as it
+  // came (its activations count it).
   for (const char* precision : {"", R"(, "precision": "bf16")"}) {
     const auto pipe = estimateMemory(gptSpecOf(2, R"({"kind": "pipeline"})",
                                                std::string(R"(, "micro_batches": 2)") + precision));
     EXPECT_EQ(part(pipe[0], "receive buffers (transient)"), 2.0 * 2 * 8 * 16 * 4) << precision;
-    EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), 2.0 * 2 * 8 * 16 * 4) << precision;
+    EXPECT_EQ(part(pipe[1], "receive buffers (transient)"), 1.0 * 2 * 8 * 16 * 4) << precision;
   }
 }
 

@@ -1,6 +1,6 @@
 // GPipe, 1F1B and Megatron's interleaved 1F1B as closed-form orders; ZB-H1 by list scheduling with
 // unit costs; and the simulator that times any plan.
-#include "parallel/pipeline_schedule.h"
+#include "spec/strategies/pipeline_schedule.h"
 
 #include <algorithm>
 #include <map>
