@@ -146,7 +146,7 @@ void HostsView::showReport(int row) {
     set(kStatus, "failed");
     table_->item(row, kStatus)->setForeground(QColor(0xb3, 0x26, 0x1e));
     table_->item(row, kStatus)->setToolTip(richTextShowingPlain(untrustedBlock(r.error)));
-    set(kFingerprint, untrustedLine(r.error));
+    set(kFingerprint, untrustedMessageLine(r.error));
     return;
   }
   set(kStatus, "reachable");
