@@ -273,9 +273,18 @@ void Communicator::finishTask(Task& task) {
     task.pending->wait(task.started + options_.timeout);
     if (failed_) throw Error(ErrorKind::kComm, "aborted", __FILE__, __LINE__);
     const auto end = Clock::now();
-    const double ms = task.pending->deviceMs().value_or(
-        std::chrono::duration<double, std::milli>(end - task.started).count());
+    const std::optional<double> device_ms = task.pending->deviceMs();
+    const double ms =
+        device_ms.value_or(std::chrono::duration<double, std::milli>(end - task.started).count());
     const std::optional<double> wait_ms = task.pending->waitMs();
+    // The operation's buffers (its tensors, the backend's copies) are released before the observer
+    // and the caller hear it is done, so that the memory the caller frees after wait() is free
+    // then, not when this thread next gets a core: otherwise a rank's peak depends on thread
+    // scheduling.
+    task.pending.reset();
+    task.call.input = Tensor();
+    task.call.output = Tensor();
+    task.before = nullptr;
     // Bandwidth describes the transfer: the time spent waiting for a peer is not part of it.
     const double transfer_ms = std::max(0.0, ms - wait_ms.value_or(0.0));
     recorder_.transition(task.id, OpState::kCompleted, nowUs());
@@ -287,8 +296,7 @@ void Communicator::finishTask(Task& task) {
       if (!p2p) {
         end_us = alignedNowUs();
         start_us = task.call.launched_us;
-        if (task.pending->deviceMs())
-          start_us = std::max(*start_us, *end_us - static_cast<int64_t>(ms * 1000.0));
+        if (device_ms) start_us = std::max(*start_us, *end_us - static_cast<int64_t>(ms * 1000.0));
       }
       const double algbw =
           transfer_ms > 0 ? static_cast<double>(task.bytes) / (transfer_ms * 1e6) : 0;

@@ -115,7 +115,8 @@ class Communicator {
   Store& store() const { return *store_; }
 
   // --- Collectives. Every one returns at once; wait() on the Work for the result. Tensors must
-  // stay alive and untouched until then. Shapes: docs/comm.md.
+  // stay untouched until then; the communicator keeps them alive until the operation is done and
+  // no longer: it drops its references before wait() returns. Shapes: docs/comm.md.
   WorkPtr allReduce(Tensor tensor, ReduceOp op = ReduceOp::sum());
   WorkPtr broadcast(Tensor tensor, int root);
   WorkPtr reduce(Tensor tensor, int root, ReduceOp op = ReduceOp::sum());

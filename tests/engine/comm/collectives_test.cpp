@@ -14,6 +14,7 @@
 
 #include "comm_harness.h"
 #include "comm_values.h"
+#include "tensor/allocator.h"
 
 namespace ringmaster {
 namespace {
@@ -511,6 +512,73 @@ TEST_P(Collectives, MalformedCallsAreRefusedBeforeAnythingIsSent) {
     ASSERT_EQ(values(ok)[0], comm.size());
   });
   EXPECT_ALL_RANKS_OK(failures);
+}
+
+// The host allocator's live bytes each time an all-gather or all-reduce is finished, before its
+// caller hears of it.
+class LiveBytesWhenFinished : public CommObserver {
+ public:
+  void onOperation(const CommRecord& record) override {
+    if (record.op == CommOp::kBarrier) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_.push_back(allocatorFor(Device::cpu()).stats().allocated_bytes);
+  }
+  std::vector<uint64_t> live() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return live_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<uint64_t> live_;
+};
+
+// An operation's tensors are the communicator's until it is done and no longer: a caller that
+// dropped its own references before wait() has that memory back when it hears the operation is
+// done, not whenever the completion thread next gets a core (FSDP's measured peak depended on it:
+// a unit's 16-bit all-gather buffers could outlive their widening into its backward). Rank 0
+// drops its buffers; rank 1 keeps its own until both are done, so rank 0's observer sees the
+// allocator's bytes less rank 0's buffers exactly.
+TEST(OperationBuffers, AreReleasedBeforeTheCallerHearsTheOperationIsDone) {
+  auto observer = std::make_shared<LiveBytesWhenFinished>();
+  std::vector<uint64_t> expected;  // rank 0's
+  std::atomic<int> dropped{0};     // the operations whose buffers rank 0 has dropped
+  constexpr int64_t kElements = 300000;
+  auto failures = runRanksWith(
+      2,
+      [&](Communicator& comm) {
+        for (int operation = 0; operation < 2; ++operation) {
+          const bool gather = operation == 0;
+          Tensor in =
+              makeTensor(DType::kF32, kElements, [&](int64_t i) { return input(comm.rank(), i); });
+          Tensor out = gather ? Tensor::empty({2 * kElements}) : Tensor();
+          comm.barrier()->wait();  // both ranks' buffers exist before rank 0 counts
+          const uint64_t before = allocatorFor(Device::cpu()).stats().allocated_bytes;
+          // Rank 1 joins the operation only once rank 0 has dropped its buffers, so that it cannot
+          // be done before.
+          if (comm.rank() == 1)
+            while (dropped.load() == operation) std::this_thread::yield();
+          WorkPtr work = gather ? comm.allGather(out, in) : comm.allReduce(in);
+          if (comm.rank() == 0) {
+            const size_t own = CachingAllocator::roundSize(in.nbytes()) +
+                               (gather ? CachingAllocator::roundSize(out.nbytes()) : 0);
+            expected.push_back(before - own);
+            in = Tensor();
+            out = Tensor();
+            dropped.fetch_add(1);
+          }
+          work->wait();
+          comm.barrier()->wait();  // rank 1's buffers live until rank 0's operation is done
+        }
+      },
+      [&](int rank) {
+        CommOptions options;
+        options.verify_calls = false;  // its exchange allocates tensors of its own
+        if (rank == 0) options.observer = observer;
+        return options;
+      });
+  EXPECT_ALL_RANKS_OK(failures);
+  EXPECT_EQ(observer->live(), expected);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Collectives, ::testing::Values(1, 2, 3, 4),

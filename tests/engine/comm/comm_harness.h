@@ -22,13 +22,12 @@ struct RankFailure {
   std::string message;
 };
 
-// Calls body(comm) on `world` threads, one communicator each; returns the failures (empty when
-// every rank succeeded).
-inline std::vector<RankFailure> runRanks(int world, const std::function<void(Communicator&)>& body,
-                                         CommOptions comm_options = {},
-                                         const std::string& backend = "gloo") {
-  if (comm_options.timeout == std::chrono::seconds(300))
-    comm_options.timeout = std::chrono::seconds(60);
+// Calls body(comm) on `world` threads, one communicator each, rank r's made with
+// options_of(r); returns the failures (empty when every rank succeeded).
+inline std::vector<RankFailure> runRanksWith(int world,
+                                             const std::function<void(Communicator&)>& body,
+                                             const std::function<CommOptions(int)>& options_of,
+                                             const std::string& backend = "gloo") {
   TcpStoreOptions server_options;
   server_options.is_server = true;
   server_options.timeout = std::chrono::seconds(60);
@@ -54,7 +53,9 @@ inline std::vector<RankFailure> runRanks(int world, const std::function<void(Com
         ProcessGroupOptions options;
         options.backend = backend;
         options.cuda_device = rank;  // nccl: rank r drives device r
-        options.comm = comm_options;
+        options.comm = options_of(rank);
+        if (options.comm.timeout == std::chrono::seconds(300))
+          options.comm.timeout = std::chrono::seconds(60);
         auto comm = makeCommunicator(rdv, options);
         body(*comm);
       } catch (const std::exception& e) {
@@ -65,6 +66,14 @@ inline std::vector<RankFailure> runRanks(int world, const std::function<void(Com
   }
   for (auto& t : threads) t.join();
   return failures;
+}
+
+// The same, every rank's communicator made with `comm_options`.
+inline std::vector<RankFailure> runRanks(int world, const std::function<void(Communicator&)>& body,
+                                         CommOptions comm_options = {},
+                                         const std::string& backend = "gloo") {
+  return runRanksWith(
+      world, body, [&](int) { return comm_options; }, backend);
 }
 
 // An environment of exactly `vars`, for the init methods.
