@@ -118,6 +118,10 @@ SshChannel::SshChannel(ssh_channel_struct* channel, std::string host)
 }
 
 SshChannel::~SshChannel() {
+  // libssh keeps a channel the far side has not closed yet until its close arrives, and would
+  // call our callbacks on it after they are freed (an exit status read by a later command on the
+  // same session): they go first.
+  ssh_remove_channel_callbacks(channel_, &callbacks_->table);
   if (ssh_channel_is_open(channel_)) ssh_channel_close(channel_);
   ssh_channel_free(channel_);
 }
