@@ -2,15 +2,38 @@
 // last per bucket) for every rank, one rank or the min / median / max band. Dragging across a chart
 // asks its owner for that step range; the owner re-queries with buckets = the plot's width in
 // pixels, so a zoomed chart is always one bucket per pixel and spikes survive at any zoom.
+// Every chart follows the shared view settings (chart_settings.js: smoothing with the raw line faint
+// behind, a logarithmic y axis), and one hover line moves over every chart of the page at once.
 
 import uPlot from './uPlot.esm.js';
 import { getJson } from './api.js';
+import { chartSettings, onChartSettings } from './chart_settings.js';
+import { smoothEma } from './smoothing.js';
 
 const PALETTE = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2',
   '#7f7f7f', '#bcbd22', '#17becf'];
 
 export function rankColor(index) {
   return PALETTE[index % PALETTE.length];
+}
+
+// One colour per collective op, the same on every chart and every run: the known ops in a fixed
+// order over eleven distinct colours (the palette and black), any other op by its name's hash.
+const OP_COLORS = {
+  all_reduce: '#1f77b4', send: '#ff7f0e', recv: '#2ca02c', all_gather: '#d62728', reduce_scatter: '#9467bd',
+  broadcast: '#8c564b', barrier: '#7f7f7f', reduce: '#e377c2', all_to_all: '#bcbd22', gather: '#17becf', scatter: '#000000',
+};
+export function opColor(op) {
+  if (OP_COLORS[op]) return OP_COLORS[op];
+  let hash = 0;
+  for (const c of String(op)) hash = (hash * 31 + c.codePointAt(0)) >>> 0;
+  return PALETTE[hash % PALETTE.length];
+}
+
+// A line's legend name, as the desktop names it: "rank 2" on a one-metric chart, "compute, rank 2"
+// beside other metrics.
+function lineLabel(metric, rank, several) {
+  return several ? `${metric}, rank ${rank}` : `rank ${rank}`;
 }
 
 // The plot area's width in CSS pixels, clamped to the API's bucket range (1..4096).
@@ -29,12 +52,12 @@ export async function loadMetric(runId, metric, ranks, from, to, buckets, signal
   if (body.band) {
     const points = new Map();
     for (const [start, min, median, max] of body.band) points.set(start, { min, median, max, mean: median });
-    return { bucket_width: body.bucket_width, band: true, lines: [{ label, rank: null, points }] };
+    return { bucket_width: body.bucket_width, band: true, lines: [{ label, metric: label, rank: null, points }] };
   }
   const lines = (body.ranks || []).map((r) => {
     const points = new Map();
     for (const [start, min, max, mean, last] of r.buckets) points.set(start, { min, max, mean, last });
-    return { label: `${label} r${r.rank}`, rank: r.rank, points };
+    return { label: `${label}, rank ${r.rank}`, metric: label, rank: r.rank, points };
   });
   return { bucket_width: body.bucket_width, band: false, lines };
 }
@@ -57,27 +80,32 @@ export function buildPlotData(loaded, extra = []) {
   });
   let colorIndex = 0;
   // A chart's second metric (exposed communication beside compute, peak beside allocated) is dashed.
+  // The range lines (min and max) are not smoothed: they show the spread the smoothing hides.
+  const several = loaded.length > 1;
   for (const [metricIndex, metric] of loaded.entries()) {
     const dash = metricIndex > 0 ? [6, 4] : undefined;
     const withRange = metric.band || metric.lines.length === 1;
     for (const line of metric.lines) {
       const color = rankColor(line.rank ?? colorIndex);
       colorIndex += 1;
+      const metricName = line.metric ?? line.label;
+      const name = metric.band ? (several ? metricName : '') : lineLabel(metricName, line.rank, several);
+      const rangeLabel = (what) => (metric.band ? [name, `${what} of ranks`].filter(Boolean).join(': ') : `${name}, ${what} in the bucket`);
       if (withRange) {
         const lowIndex = data.length;
         data.push(column(line.points, (p) => p.min));
-        series.push({ label: `${line.label} min`, stroke: color, width: 0.5, spanGaps: true, alpha: 0.6 });
+        series.push({ label: rangeLabel('min'), stroke: color, width: 0.5, spanGaps: true, alpha: 0.6, smooth: false });
         data.push(column(line.points, (p) => p.max));
-        series.push({ label: `${line.label} max`, stroke: color, width: 0.5, spanGaps: true, alpha: 0.6 });
+        series.push({ label: rangeLabel('max'), stroke: color, width: 0.5, spanGaps: true, alpha: 0.6, smooth: false });
         bands.push({ series: [lowIndex + 1, lowIndex], fill: `${color}33` });
       }
       data.push(column(line.points, (p) => (metric.band ? p.median : p.mean)));
-      series.push({ label: metric.band ? `${line.label} median` : line.label, stroke: color, width: 1.5, spanGaps: true, dash });
+      series.push({ label: metric.band ? rangeLabel('median') : name, stroke: color, width: 1.5, spanGaps: true, dash });
     }
   }
   for (const e of extra) {
     data.push(column(e.points, (v) => v));
-    series.push({ label: e.label, stroke: e.color, width: 0, spanGaps: false, points: { show: true, size: 7, fill: e.color } });
+    series.push({ label: e.label, stroke: e.color, width: 0, spanGaps: false, smooth: false, points: { show: true, size: 7, fill: e.color } });
   }
   return { data, series, bands };
 }
@@ -140,14 +168,63 @@ export function attemptMarks(attempts) {
   return marks;
 }
 
+// The charts' view of their data under the settings: each smoothed series (every line not marked
+// `smooth: false`) replaced by its moving average, and on a log axis every value that is not
+// positive left out (a logarithm has no place for it).
+function viewData(data, series, { smoothing, log }) {
+  const positive = (v) => (v !== null && v > 0 ? v : null);
+  return data.map((column, index) => {
+    if (index === 0) return column;
+    const smoothed = smoothing > 0 && series[index].smooth !== false ? smoothEma(column, smoothing) : column;
+    return log ? Array.from(smoothed, positive) : smoothed;
+  });
+}
+
+// The raw line of each smoothed series, faint behind the smoothed one: drawn on the cleared canvas
+// before uPlot draws the series, so it never has a legend entry or a hover value of its own.
+function drawRawLines(u, raw, series, { smoothing, log }) {
+  if (!(smoothing > 0) || !raw) return;
+  const { ctx } = u;
+  const { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  ctx.globalAlpha = 0.25;
+  ctx.lineWidth = devicePixelRatio;
+  for (let i = 1; i < raw.length; i += 1) {
+    if (series[i].smooth === false || !u.series[i] || !u.series[i].show || typeof series[i].stroke !== 'string') continue;
+    ctx.strokeStyle = series[i].stroke;
+    ctx.beginPath();
+    let drawing = false;
+    for (let j = 0; j < raw[0].length; j += 1) {
+      const v = raw[i][j];
+      if (v === null || v === undefined || !Number.isFinite(v) || (log && v <= 0)) continue;
+      const x = u.valToPos(raw[0][j], 'x', true);
+      const y = u.valToPos(v, 'y', true);
+      if (drawing) ctx.lineTo(x, y);
+      else ctx.moveTo(x, y);
+      drawing = true;
+    }
+    ctx.stroke();
+  }
+  ctx.restore();
+}
+
+// Every chart's cursor in one sync group: moving over one chart moves the hover line of every
+// chart on the page to the same step, and each legend shows its values there.
+export const CURSOR_SYNC_KEY = 'ringmaster-steps';
+
 // A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
 // through onReset(). update() replaces the data (and the series when their labels changed).
 export class StepChart {
   // yFormat: the y axis's tick text for a value (bytes for memory); numbers as uPlot writes them
   // by default.
+  // yLabel: the y axis's name (the chart's unit in words), none by default.
   // marks: attemptMarks() of the run, drawn over the lines.
-  constructor(container, title, { onZoom, onReset, height = 220, yFormat = null, marks = [] }) {
+  constructor(container, title, { onZoom, onReset, height = 220, yFormat = null, yLabel = '', marks = [] }) {
     this.yFormat = yFormat;
+    this.yLabel = yLabel;
     this.marks = marks;
     this.container = container;
     this.title = title;
@@ -157,6 +234,9 @@ export class StepChart {
     this.plot = null;
     this.labels = '';
     this.drawnMarked = false;
+    this.input = null;
+    this.settings = chartSettings();
+    this.stopSettings = onChartSettings((settings) => this.applySettings(settings));
   }
 
   width() {
@@ -168,24 +248,43 @@ export class StepChart {
   }
 
   update({ data, series, bands }) {
-    const labels = series.map((s) => s.label).join('|');
+    this.input = { data, series, bands };
+    const labels = `${series.map((s) => s.label).join('|')}|log=${this.settings.log}`;
     if (this.plot && labels === this.labels) {
-      this.plot.setData(data);
+      this.plot.setData(viewData(data, series, this.settings));
       return;
     }
     if (this.plot) this.plot.destroy();
     this.labels = labels;
+    this.plot = new uPlot(this.options(series, bands), viewData(data, series, this.settings), this.container);
+    // What the plot draws, for a test to read: its y scale's kind (1 linear, 3 log) and smoothing.
+    this.container.dataset.yDistr = String(this.plot.scales.y.distr);
+    this.container.dataset.smoothing = String(this.settings.smoothing);
+  }
+
+  // New settings: the log axis makes a new plot (its scale's kind), smoothing only new data.
+  applySettings(settings) {
+    this.settings = settings;
+    if (!this.input) return;
+    this.update(this.input);
+    this.container.dataset.smoothing = String(settings.smoothing);
+  }
+
+  options(series, bands) {
     const self = this;
-    const options = {
+    const yAxis = this.yFormat ? { size: 70, values: (u, ticks) => ticks.map(this.yFormat) } : { size: 60 };
+    if (this.yLabel) yAxis.label = this.settings.log ? `${this.yLabel} (log)` : this.yLabel;
+    return {
       title: this.title,
       width: this.width(),
       height: this.height,
       series,
       bands,
-      scales: { x: { time: false } },
-      axes: [{ label: 'step' }, this.yFormat ? { size: 70, values: (u, ticks) => ticks.map(this.yFormat) } : { size: 60 }],
+      scales: { x: { time: false }, y: this.settings.log ? { distr: 3 } : {} },
+      axes: [{ label: 'step' }, yAxis],
       legend: { live: true },
       cursor: {
+        sync: { key: CURSOR_SYNC_KEY },
         drag: { x: true, y: false, setScale: false },
         bind: {
           dblclick: () => () => {
@@ -195,6 +294,7 @@ export class StepChart {
         },
       },
       hooks: {
+        drawClear: [(u) => drawRawLines(u, self.input && self.input.data, series, self.settings)],
         draw: [(u) => drawAttemptMarks(u, self.marks), (u) => markDrawn(self, u)],
         setSelect: [(u) => {
           if (u.select.width < 3) return;
@@ -205,7 +305,6 @@ export class StepChart {
         }],
       },
     };
-    this.plot = new uPlot(options, data, this.container);
   }
 
   resize() {
@@ -213,6 +312,7 @@ export class StepChart {
   }
 
   destroy() {
+    this.stopSettings();
     if (this.plot) this.plot.destroy();
     this.plot = null;
   }

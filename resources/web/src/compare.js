@@ -3,9 +3,10 @@
 // in which they differ. Runs are picked on the runs list or typed here.
 
 import { getJson } from './api.js';
-import { el, table, num, errorBox } from './dom.js';
+import { el, table, num, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
 import { StepChart, loadMetric, rankColor } from './chart.js';
+import { chartControls } from './chart_settings.js';
 
 export function mount(root, route) {
   let ids = (route.params.get('runs') || '').split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
@@ -16,7 +17,8 @@ export function mount(root, route) {
     load();
   } }, 'Compare');
   const content = el('div', {});
-  root.append(el('h1', {}, 'Compare runs'), el('div', { class: 'toolbar' }, input, go), content);
+  const controls = chartControls();
+  root.append(el('h1', {}, 'Compare runs'), el('div', { class: 'toolbar' }, input, go, controls.element), content);
   const charts = [];
   const controller = new AbortController();
 
@@ -63,6 +65,7 @@ export function mount(root, route) {
 
   load();
   return () => {
+    controls.uninstall();
     controller.abort();
     for (const c of charts) c.destroy();
   };
@@ -77,7 +80,7 @@ function figuresTable(body) {
   const runs = body.runs || [];
   const rows = [
     ['Name', (r) => r.run.name], ['Strategy', (r) => r.run.strategy], ['Status', (r) => r.run.status], ['Ranks', (r) => r.run.world_size],
-    ['Final step', (r) => num(r.final_step)], ['Final loss', (r) => num(r.final_loss, 4)],
+    ['Final step', (r) => num(r.final_step)], ['Final loss', (r) => finalLossCell(r.run.status, r.final_loss)],
     ['Samples/s', (r) => num(r.samples_per_second, 1)], ['Tokens/s', (r) => num(r.tokens_per_second, 1)],
     ['Mean step ms', (r) => num(r.mean_step_ms, 2)], ['Comm share', (r) => pct(r.comm_share)],
     ['Bubble', (r) => pct(r.bubble_fraction)], ['Duration s', (r) => num(r.run.duration_s, 1)],

@@ -1,5 +1,25 @@
 // Small DOM and formatting helpers shared by the views: element building without innerHTML (every
-// text from the database goes in as text), tables, and number / time / byte formatting.
+// text from the database goes in as text), tables, and number / time / byte formatting. Importing
+// it makes append / prepend / replaceChildren skip null, undefined and false children, as el() does.
+
+// The DOM writes a null child as the text "null" (a view's optional part, such as the run header's
+// hang banner, printed "nullnull" under every run). Every view imports this module, so no call of
+// these methods anywhere on the page can put such text in again.
+function skipMissingChildren(proto, names) {
+  for (const name of names) {
+    const original = proto[name];
+    if (typeof original !== 'function' || original.skipsMissing) continue;
+    const wrapped = function appendPresent(...children) {
+      return original.apply(this, children.filter((c) => c !== null && c !== undefined && c !== false));
+    };
+    wrapped.skipsMissing = true;
+    proto[name] = wrapped;
+  }
+}
+if (typeof Element !== 'undefined') {
+  skipMissingChildren(Element.prototype, ['append', 'prepend', 'replaceChildren', 'before', 'after', 'replaceWith']);
+  skipMissingChildren(DocumentFragment.prototype, ['append', 'prepend', 'replaceChildren']);
+}
 
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -66,4 +86,18 @@ export function statusBadge(status) {
 
 export function errorBox(error) {
   return el('div', { class: 'error' }, error instanceof Error ? error.message : String(error));
+}
+
+// The loss figure's name: final only once the run completed; while it runs, or after it failed or
+// was stopped, the loss shown is the last one logged.
+export function lossFigureName(status) {
+  return status === 'completed' ? 'Final loss' : 'Last loss';
+}
+
+// A "Final loss" cell of a table of runs: the value for a completed run; for any other, its last
+// logged loss marked as such, or '–'.
+export function finalLossCell(status, loss) {
+  if (loss === undefined || loss === null) return '–';
+  if (status === 'completed') return num(loss, 4);
+  return el('span', { class: 'muted last-loss', title: 'The last loss logged: the run has not completed' }, `${num(loss, 4)} (last)`);
 }

@@ -7,9 +7,10 @@
 // data from the stream redraws the open tab (at most every 500 ms).
 
 import { getJson, onStream } from './api.js';
-import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
+import { el, table, num, bytes, duration, time, statusBadge, errorBox, lossFigureName } from './dom.js';
 import { replaceParams } from './route.js';
-import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor, attemptMarks } from './chart.js';
+import { StepChart, loadMetric, buildPlotData, bucketsFor, opColor, attemptMarks } from './chart.js';
+import { chartControls } from './chart_settings.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -23,11 +24,24 @@ function chartTitle(spec) {
   return spec.unit === 'bytes' || spec.title.toLowerCase().includes(spec.unit) ? spec.title : `${spec.title} (${spec.unit})`;
 }
 
+// The y axis's name: the unit in words (the memory axis's ticks say their bytes themselves).
+const AXIS_NAMES = { bytes: 'memory', lr: 'learning rate', 'ms per step': 'ms per step' };
+function axisName(spec) {
+  return AXIS_NAMES[spec.unit] ?? spec.unit ?? '';
+}
+
+// Which ranks the charts show when the URL does not say: a line per rank up to 8 ranks, the
+// min / median / max band past that, as the desktop's charts tab.
+const BAND_ABOVE_RANKS = 8;
+function defaultRanks(worldSize) {
+  return worldSize > BAND_ABOVE_RANKS ? 'band' : 'all';
+}
+
 export function mount(root, route) {
   const runId = Number(route.path[1]);
   const state = {
     tab: route.params.get('tab') || 'charts',
-    ranks: route.params.get('ranks') || 'band',
+    ranks: route.params.get('ranks') || '',
     from: route.params.get('from') || '',
     to: route.params.get('to') || '',
     logRank: route.params.get('log_rank') || '',
@@ -64,8 +78,8 @@ export function mount(root, route) {
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
       el('div', { class: 'figures' },
         figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step)),
-        figure('Final loss', num(s.final_loss, 4)), figure('Samples/s', num(s.samples_per_second, 1)),
-        figure('Mean step', `${num(s.mean_step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
+        s.final_loss === undefined || s.final_loss === null ? null : figure(lossFigureName(r.status), num(s.final_loss, 4)), figure('Samples/s', num(s.samples_per_second, 1)),
+        figure('Mean step', s.mean_step_ms == null ? '–' : `${num(s.mean_step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
         figure('Started', time(r.started_at)), figure('Duration', duration(r.duration_s)),
         s.bubble_fraction !== undefined && s.bubble_fraction !== null
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
@@ -114,13 +128,15 @@ export function mount(root, route) {
 
   // ---- Charts -------------------------------------------------------------------------------
   function chartsTab(container) {
+    if (!state.ranks) state.ranks = defaultRanks(detail.run.world_size || 0);
+    const controls = chartControls();
     const rankSelect = el('select', { id: 'ranks-select', onchange: () => { state.ranks = rankSelect.value; saveUrl(); reload(); } },
       el('option', { value: 'all' }, 'every rank'), el('option', { value: 'band' }, 'min / median / max band'),
       Array.from({ length: detail.run.world_size || 0 }, (_, rank) => el('option', { value: String(rank) }, `rank ${rank}`)));
     rankSelect.value = state.ranks;
     const rangeLabel = el('span', { class: 'muted', id: 'range-label' });
     const reset = el('button', { onclick: () => resetZoom() }, 'Whole run');
-    container.append(el('div', { class: 'toolbar' }, el('label', {}, 'Ranks ', rankSelect), reset, rangeLabel,
+    container.append(el('div', { class: 'toolbar' }, el('label', {}, 'Ranks ', rankSelect), controls.element, reset, rangeLabel,
       el('span', { class: 'muted' }, 'Drag across a chart to zoom; double-click for the whole run.')));
     const available = new Set(detail.metrics || []);
     const charts = [];
@@ -131,7 +147,7 @@ export function mount(root, route) {
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
       container.append(box);
       const yFormat = spec.unit === 'bytes' ? bytes : null;
-      charts.push({ spec, metrics, box, chart: new StepChart(box, chartTitle(spec), { onZoom: zoom, onReset: resetZoom, yFormat, marks: attemptMarks(detail.attempts) }) });
+      charts.push({ spec, metrics, box, chart: new StepChart(box, chartTitle(spec), { onZoom: zoom, onReset: resetZoom, yFormat, yLabel: axisName(spec), marks: attemptMarks(detail.attempts) }) });
     }
     if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
     let controller = null;
@@ -192,6 +208,7 @@ export function mount(root, route) {
       refresh: reload,
       unmount: () => {
         window.removeEventListener('resize', onResize);
+        controls.uninstall();
         if (controller) controller.abort();
         for (const c of charts) c.chart.destroy();
       },
@@ -409,10 +426,10 @@ function opPlotData(byOp) {
   const data = [xs];
   const series = [{ label: 'step' }];
   const who = byOp.rank === null ? 'mean of ranks' : `rank ${byOp.rank}`;
-  byOp.ops.forEach((op, index) => {
+  byOp.ops.forEach((op) => {
     const values = new Map(op.buckets);
     data.push(Array.from(xs, (x) => (values.has(x) ? values.get(x) : 0)));
-    series.push({ label: `${op.op} (${who})`, stroke: rankColor(index), width: 1.5 });
+    series.push({ label: `${op.op} (${who})`, stroke: opColor(op.op), width: 1.5 });
   });
   return { data, series, bands: [] };
 }

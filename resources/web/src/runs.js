@@ -3,7 +3,7 @@
 // Runs can be ticked and compared.
 
 import { getJson, onStream } from './api.js';
-import { el, table, num, duration, time, statusBadge, errorBox } from './dom.js';
+import { el, table, num, duration, time, statusBadge, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
 
 const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
@@ -55,7 +55,7 @@ export function mount(root, route) {
         { title: 'Created', value: (r) => time(r.created_at) },
         { title: 'Duration', class: 'num', value: (r) => duration(r.duration_s) },
         { title: 'Steps', class: 'num', value: (r) => num(r.final_step) },
-        { title: 'Final loss', class: 'num', value: (r) => num(r.final_loss, 4) },
+        { title: 'Final loss', class: 'num', value: (r) => finalLossCell(r.status, r.final_loss) },
         { title: 'Error', class: 'error-text', value: (r) => r.error || '' },
       ], runs, (r) => ({ 'data-run': r.id, class: `run-row status-row-${r.status}` })));
     } catch (error) {

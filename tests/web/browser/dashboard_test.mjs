@@ -4,7 +4,11 @@
 // run page and must see the loss chart's point count grow while the run records and the
 // communication-by-op chart draw one line per collective op the API has, zoom by dragging,
 // and then render the runs list, the rank / comm / logs tabs, a pipeline run's page and the compare
-// page with no script error or CSP violation, and the page behind an access token. Exits 77 (CTest's skip) without chromium or
+// page with no script error or CSP violation, and the page behind an access token. Issue 33: no
+// "null", "undefined" or "NaN" text on any page, smoothing and the log scale change what the charts
+// draw (kept across a reload, not toggled while typing), one hover line shows every chart's value
+// at the same step, "Final loss" only for a completed run, the Gantt coloured by micro-batch with
+// rows named by stage, one colour per op. Exits 77 (CTest's skip) without chromium or
 // playwright-core. Optionally writes the screenshots docs/ shows.
 //
 // node dashboard_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
@@ -93,6 +97,110 @@ async function json(base, apiPath) {
   return response.json();
 }
 
+// Issue 33: a page must never print a missing value as text ("nullnull" stood under every run's
+// header: an optional part returned null into replaceChildren).
+async function noMissingText(on, where) {
+  const found = await on.evaluate(() => {
+    const match = /.{0,40}(null|undefined|NaN).{0,40}/.exec(document.body.innerText);
+    return match ? match[0] : null;
+  });
+  check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
+}
+
+// Every chart's legend on the page: its id, the step its cursor is at (uPlot's first legend row)
+// and its series' values there ('--' where a series has none).
+function legends(on) {
+  return on.evaluate(() => [...document.querySelectorAll('.chart')].filter((box) => box.querySelector('.u-legend')).map((box) => {
+    const values = [...box.querySelectorAll('.u-legend .u-series .u-value')].map((e) => e.textContent);
+    return { id: box.id, step: values[0], values: values.slice(1) };
+  }));
+}
+
+// Moves the mouse to a fraction of a chart's plot width, at its middle height.
+async function hover(on, chartId, fraction) {
+  const over = await on.locator(`#${chartId} .u-over`).boundingBox();
+  await on.mouse.move(over.x + over.width * fraction, over.y + over.height / 2, { steps: 2 });
+}
+
+// The loss legend's values at one hover position, after the charts redrew.
+async function lossValuesAt(on, fraction) {
+  await hover(on, 'chart-loss', fraction);
+  return (await legends(on)).find((l) => l.id === 'chart-loss').values;
+}
+
+async function setSmoothing(on, weight) {
+  await on.evaluate((w) => {
+    const slider = document.getElementById('smoothing');
+    slider.value = String(w);
+    slider.dispatchEvent(new Event('input', { bubbles: true }));
+  }, weight);
+}
+
+// Smoothing, the log scale and the shared hover line on the run page of a finished run (issue 33).
+async function checkChartViews(on, base, runId) {
+  // One hover line: over the loss chart, every chart's legend is at the same step with values.
+  await hover(on, 'chart-loss', 0.6);
+  const shown = await legends(on);
+  const lossStep = shown.find((l) => l.id === 'chart-loss')?.step;
+  const metricCharts = shown.filter((l) => l.id !== 'chart-comm-ops');
+  check(shown.length >= 5 && lossStep && lossStep !== '--'
+    && metricCharts.every((l) => l.step === lossStep && l.values.some((v) => v !== '--'))
+    && shown.every((l) => l.step !== '--' && l.values.some((v) => v !== '--')),
+  `hovering the loss chart shows every chart's values at step ${lossStep}: ${JSON.stringify(shown.map((l) => [l.id, l.step, l.values[0]]))}`);
+  await noMissingText(on, 'the run page with the hover line');
+
+  // Smoothing: the loss line's values at the same step change, its legend gains no row (the raw
+  // line is drawn faint behind, not a series), and 0 gives the raw values back.
+  const raw = await lossValuesAt(on, 0.3);
+  await setSmoothing(on, 0.95);
+  await until('the smoothed loss chart', 5000, async () =>
+    (await on.evaluate(() => document.getElementById('chart-loss').dataset.smoothing)) === '0.95');
+  const smoothed = await lossValuesAt(on, 0.3);
+  check(smoothed.length === raw.length && smoothed.some((v, i) => v !== raw[i]),
+    `smoothing 0.95 changes the loss lines' values at one step (${raw.slice(0, 2)} -> ${smoothed.slice(0, 2)}), no new legend row`);
+  // The setting holds across a reload (localStorage) and reaches every chart.
+  await on.reload();
+  await until('the charts after a reload', 15000, async () =>
+    Number(await on.evaluate(() => document.querySelector('#chart-loss')?.dataset.points || 0)) > 0);
+  check(await on.evaluate(() => document.getElementById('smoothing').value === '0.95'
+    && [...document.querySelectorAll('.chart')].every((b) => !b.querySelector('.u-legend') || b.dataset.smoothing === '0.95')),
+  'the smoothing survives a reload and applies to every chart');
+  await setSmoothing(on, 0);
+  const unsmoothed = await until('the raw loss values back', 5000, async () => {
+    const values = await lossValuesAt(on, 0.3);
+    return values.join('|') === raw.join('|') && values;
+  }).catch(() => lossValuesAt(on, 0.3));
+  check(unsmoothed.join('|') === raw.join('|'), `smoothing 0 draws the raw values again (${unsmoothed.slice(0, 2)})`);
+
+  // The log scale: 'l' (with nothing focused) makes every chart's y scale logarithmic and back.
+  const distributions = () => on.evaluate(() => [...document.querySelectorAll('.chart')]
+    .filter((b) => b.querySelector('.u-legend')).map((b) => b.dataset.yDistr));
+  check((await distributions()).every((d) => d === '1'), 'the y axes start linear');
+  await on.evaluate(() => document.activeElement && document.activeElement.blur());
+  await on.keyboard.press('l');
+  await until('log scales', 5000, async () => (await distributions()).every((d) => d === '3'));
+  check(await on.evaluate(() => document.getElementById('log-scale').checked), '\'l\' turns the log scale on, every chart\'s y scale logarithmic');
+  await noMissingText(on, 'the run page on a log scale');
+  await on.keyboard.press('?');
+  check(await on.evaluate(() => !document.getElementById('shortcut-help').hidden
+    && document.getElementById('shortcut-help').innerText.includes('Logarithmic')), '\'?\' shows the keyboard shortcuts');
+  await on.keyboard.press('Escape');
+  check(await on.evaluate(() => document.getElementById('shortcut-help').hidden), 'Escape closes them');
+  await on.keyboard.press('l');
+  await until('linear scales', 5000, async () => (await distributions()).every((d) => d === '1'));
+  check(true, 'a second \'l\' turns it off');
+  // A run page without ranks in its URL: a line per rank for 4 ranks (the band only past 8).
+  const fresh = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  await fresh.goto(`${base}/#/run/${runId}`);
+  await until('the default ranks', 15000, async () =>
+    Number(await fresh.evaluate(() => document.querySelector('#chart-loss')?.dataset.points || 0)) > 0);
+  const lossLabels = await fresh.evaluate(() => [...document.querySelectorAll('#chart-loss .u-legend .u-series .u-label')].slice(1).map((e) => e.textContent));
+  check(await fresh.evaluate(() => document.getElementById('ranks-select').value) === 'all'
+    && ['rank 0', 'rank 1', 'rank 2', 'rank 3'].every((l) => lossLabels.includes(l)),
+  `4 ranks open on a line per rank, named as the desktop names them: ${JSON.stringify(lossLabels)}`);
+  await fresh.close();
+}
+
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster-web-browser-'));
 const db = path.join(dir, 'runs.db');
 let browser = null;
@@ -134,6 +242,13 @@ async function main() {
   const points = () => page.evaluate(() => Number(document.querySelector('#chart-loss')?.dataset.points || 0));
   const first = await until('a first drawn loss point', 30000, async () => (await points()) > 0 && points());
   const runningThen = (await json(base, `/api/v1/runs/${runId}`)).run.status;
+  const headerWhileRunning = await page.evaluate(() => ({
+    status: document.querySelector('.run-header .status')?.textContent,
+    labels: [...document.querySelectorAll('.run-header .figure .label')].map((e) => e.textContent),
+  }));
+  check(headerWhileRunning.status !== 'running' || !headerWhileRunning.labels.includes('Final loss'),
+    `a running run's header has no "Final loss" (${headerWhileRunning.status}: ${headerWhileRunning.labels.join(', ')})`);
+  await noMissingText(page, 'the run page of a running run');
   // The communication-by-op chart's drawn lines: its legend's labels (uPlot's first row is the
   // step axis) and how many ops the response it drew had; null before it drew a point.
   const drawnOps = () => page.evaluate(() => {
@@ -195,6 +310,10 @@ async function main() {
   check(finalOps.includes('all_reduce (mean of ranks)') && drawnFinal && drawnFinal.labels.join('|') === finalOps.join('|'),
     `the communication-by-op chart has one line per op of /comm/series: ${JSON.stringify(drawnFinal && drawnFinal.labels)} for ${JSON.stringify(finalOps)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-run.png'), fullPage: true });
+  check(await page.evaluate(() => [...document.querySelectorAll('.run-header .figure .label')].some((e) => e.textContent === 'Final loss')),
+    'a completed run\'s header says "Final loss"');
+  await noMissingText(page, 'the run page of a completed run');
+  await checkChartViews(page, base, runId);
 
   // Zoom by dragging across the loss chart: the URL names the range and the chart re-queries it.
   const over = await page.locator('#chart-loss .u-over').boundingBox();
@@ -238,9 +357,11 @@ async function main() {
   await page.click('[data-tab=ranks]');
   const rankRows = await until('the rank table', 10000, async () => page.locator('.tab-body table.grid tbody tr').count());
   check(rankRows === 4, `the rank table has 4 rows (${rankRows})`);
+  await noMissingText(page, 'the ranks tab');
   await page.click('[data-tab=comm]');
   await until('the comm tables and heat map', 10000, async () => page.locator('#comm-heatmap').count());
   check(await page.locator('.tab-body table.grid').count() === 2, 'communication by op and by rank');
+  await noMissingText(page, 'the communication tab');
   await page.click('[data-tab=logs]');
   await until('the logs table', 10000, async () => page.locator('.logs table.grid').count());
   check(true, 'the logs tab drew');
@@ -252,6 +373,7 @@ async function main() {
   // The runs list, live: a second run (a pipeline job) appears in it without a reload.
   await page.goto(`${base}/#/runs`);
   await until('the runs table', 10000, async () => page.locator(`tr[data-run="${runId}"]`).count());
+  await noMissingText(page, 'the runs list');
   const pipeline = start(['--db', db, 'run', path.join(examples, 'pipeline_mlp.json'), '--set', 'train.steps=20'], 'pipeline run');
   const secondId = await until('the pipeline run in the list', 60000, async () => {
     const ids = await page.locator('tr.run-row').evaluateAll((rows) => rows.map((r) => Number(r.dataset.run)));
@@ -272,6 +394,17 @@ async function main() {
   await until('the Gantt charts', 15000, async () =>
     (await page.locator('#gantt-measured canvas').count()) === 1 && (await page.locator('#gantt-planned canvas').count()) === 1);
   check(true, 'the pipeline page drew the measured and the planned schedule');
+  await noMissingText(page, 'the pipeline page');
+  // Coloured by micro-batch (a swatch each, all different) and rows named by stage, as the desktop.
+  const microBatches = JSON.parse(fs.readFileSync(path.join(examples, 'pipeline_mlp.json'), 'utf8')).train.micro_batches;
+  const swatches = await page.evaluate(() => [...document.querySelectorAll('#gantt-legend .swatch-item')].map((s) => ({
+    text: s.textContent, color: getComputedStyle(s.querySelector('.swatch-box')).backgroundColor })));
+  check(swatches.length >= 2 && swatches.length === Math.min(microBatches, 10)
+    && new Set(swatches.map((s) => s.color)).size === swatches.length && swatches[0].text === 'micro-batch 0',
+  `the Gantt's colours are its micro-batches, one distinct colour each: ${JSON.stringify(swatches)}`);
+  const stageNames = await page.locator('.pipeline table.grid tbody tr td:first-child').allTextContents();
+  check(stageNames.length >= 2 && stageNames.every((name, i) => name === `stage ${i} (rank ${i})`),
+    `the pipeline's rows are named by stage: ${JSON.stringify(stageNames)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-pipeline.png'), fullPage: true });
   // Its run page: a pipeline run's communication by op has several ops (send, recv, ...), one line
   // each, as /comm/series lists them.
@@ -283,6 +416,11 @@ async function main() {
   }).catch(() => drawnOps());
   check(pipelineOps.length >= 2 && drawnPipeline && drawnPipeline.labels.join('|') === pipelineOps.join('|'),
     `a pipeline run's communication-by-op chart has one line per op: ${JSON.stringify(drawnPipeline && drawnPipeline.labels)} for ${JSON.stringify(pipelineOps)}`);
+  const opColors = await page.evaluate(() => [...document.querySelectorAll('#chart-comm-ops .u-legend .u-series .u-marker')].slice(1)
+    .map((m) => getComputedStyle(m).borderColor));
+  check(opColors.length === pipelineOps.length && new Set(opColors).size === opColors.length,
+    `each op has its own colour in "Communication by op": ${JSON.stringify(opColors)}`);
+  await noMissingText(page, 'a pipeline run\'s page');
 
   // Compare.
   await page.goto(`${base}/#/compare?runs=${runId},${secondId}`);
@@ -293,6 +431,14 @@ async function main() {
       Number(await page.evaluate((i) => document.getElementById(i)?.dataset.points || 0, id)) > 0);
   }
   check(true, 'compare overlaid loss, throughput and step time');
+  await noMissingText(page, 'the compare page');
+  // A key typed into a text field is text, not a shortcut.
+  const logBefore = await page.evaluate(() => document.getElementById('log-scale').checked);
+  await page.click('#compare-runs');
+  await page.keyboard.press('End');
+  await page.keyboard.type('l');
+  check(await page.evaluate(() => document.getElementById('log-scale').checked) === logBefore
+    && (await page.inputValue('#compare-runs')).endsWith('l'), '\'l\' typed into the run ids is text, the log scale stays');
   const differences = await page.locator('table.grid').nth(1).locator('tbody tr').count();
   check(differences > 0, `compare lists ${differences} spec differences`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
