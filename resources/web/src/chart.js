@@ -211,6 +211,49 @@ function drawRawLines(u, raw, series, { smoothing, log }) {
   ctx.restore();
 }
 
+// A y tick's text with as many decimals as the ticks' spacing needs: uPlot's default keeps three,
+// so ticks 0.0005 apart read "0.002, 0.002, 0.001". Very small or large values in exponent form.
+// On a log axis (no one spacing: increment null) each tick is written on its own.
+export function tickText(value, increment) {
+  if (value === null || value === undefined) return null;
+  if (value === 0) return '0';
+  const abs = Math.abs(value);
+  if (!(increment > 0)) return abs >= 1e6 || abs < 1e-3 ? value.toExponential(0) : String(Number(value.toPrecision(3)));
+  if (abs >= 1e6 || abs < 1e-4) return value.toExponential(Math.max(0, Math.min(6, Math.ceil(-Math.log10(increment / abs)))));
+  const decimals = Math.max(0, Math.min(10, -Math.floor(Math.log10(increment) + 1e-9)));
+  return value.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+}
+
+// A legend value: '--' where the series has no point, the axis's format where it has one (bytes),
+// else five significant digits (uPlot's default keeps three decimals: a learning rate of 3e-4
+// read "0").
+function legendText(value, yFormat) {
+  if (value === null || value === undefined || Number.isNaN(value)) return '--';
+  if (yFormat) return yFormat(value);
+  const abs = Math.abs(value);
+  if (abs !== 0 && (abs < 1e-3 || abs >= 1e7)) return value.toExponential(3);
+  return Number(value.toPrecision(5)).toLocaleString('en-US', { maximumFractionDigits: 6 });
+}
+
+// The y range over the lines drawn and the raw lines behind the smoothed ones, so smoothing
+// never pushes a raw spike off the chart. uPlot's own padding rules, linear or logarithmic.
+function yRange(u, min, max, raw, series, { smoothing, log }) {
+  let low = min;
+  let high = max;
+  if (smoothing > 0 && raw) {
+    for (let i = 1; i < raw.length; i += 1) {
+      if (series[i].smooth === false || !u.series[i] || !u.series[i].show) continue;
+      for (const v of raw[i]) {
+        if (v === null || !Number.isFinite(v) || (log && v <= 0)) continue;
+        if (low === null || v < low) low = v;
+        if (high === null || v > high) high = v;
+      }
+    }
+  }
+  if (low === null || high === null) return log ? [1, 10] : [0, 1];
+  return log ? uPlot.rangeLog(low, high, 10, true) : uPlot.rangeNum(low, high, 0.1, true);
+}
+
 // Every chart's cursor in one sync group: moving over one chart moves the hover line of every
 // chart on the page to the same step, and each legend shows its values there.
 export const CURSOR_SYNC_KEY = 'ringmaster-steps';
@@ -272,15 +315,20 @@ export class StepChart {
 
   options(series, bands) {
     const self = this;
-    const yAxis = this.yFormat ? { size: 70, values: (u, ticks) => ticks.map(this.yFormat) } : { size: 60 };
+    const yAxis = this.yFormat
+      ? { size: 70, values: (u, ticks) => ticks.map(this.yFormat) }
+      : { size: 60, values: (u, ticks, axis, space, increment) => ticks.map((v) => tickText(v, u.scales.y.distr === 3 ? null : increment)) };
     if (this.yLabel) yAxis.label = this.settings.log ? `${this.yLabel} (log)` : this.yLabel;
     return {
       title: this.title,
       width: this.width(),
       height: this.height,
-      series,
+      series: series.map((s, i) => (i === 0 || s.value ? s : { ...s, value: (u, v) => legendText(v, self.yFormat) })),
       bands,
-      scales: { x: { time: false }, y: this.settings.log ? { distr: 3 } : {} },
+      scales: {
+        x: { time: false },
+        y: { distr: this.settings.log ? 3 : 1, range: (u, min, max) => yRange(u, min, max, self.input && self.input.data, series, self.settings) },
+      },
       axes: [{ label: 'step' }, yAxis],
       legend: { live: true },
       cursor: {

@@ -19,15 +19,18 @@ const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'
 // `comm_by_op` draws the communication events instead (/comm/series), one line per collective op;
 // a chart whose `every_rank` is 'band' draws the band when every rank is chosen.
 
-// A chart's heading: its title with the unit, unless the title says it or the axis formats it.
-function chartTitle(spec) {
-  return spec.unit === 'bytes' || spec.title.toLowerCase().includes(spec.unit) ? spec.title : `${spec.title} (${spec.unit})`;
-}
-
 // The y axis's name: the unit in words (the memory axis's ticks say their bytes themselves).
-const AXIS_NAMES = { bytes: 'memory', lr: 'learning rate', 'ms per step': 'ms per step' };
+const AXIS_NAMES = { bytes: 'memory', lr: 'learning rate' };
 function axisName(spec) {
   return AXIS_NAMES[spec.unit] ?? spec.unit ?? '';
+}
+
+// A chart's heading: its title with the unit, unless the title says it ("Loss", "Learning rate")
+// or the axis formats it (bytes).
+function chartTitle(spec) {
+  const title = spec.title.toLowerCase();
+  if (spec.unit === 'bytes' || !spec.unit || title.includes(spec.unit) || title.includes(axisName(spec))) return spec.title;
+  return `${spec.title} (${spec.unit})`;
 }
 
 // Which ranks the charts show when the URL does not say: a line per rank up to 8 ranks, the
