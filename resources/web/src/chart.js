@@ -17,19 +17,6 @@ export function rankColor(index) {
   return PALETTE[index % PALETTE.length];
 }
 
-// One colour per collective op, the same on every chart and every run: the known ops in a fixed
-// order over eleven distinct colours (the palette and black), any other op by its name's hash.
-const OP_COLORS = {
-  all_reduce: '#1f77b4', send: '#ff7f0e', recv: '#2ca02c', all_gather: '#d62728', reduce_scatter: '#9467bd',
-  broadcast: '#8c564b', barrier: '#7f7f7f', reduce: '#e377c2', all_to_all: '#bcbd22', gather: '#17becf', scatter: '#000000',
-};
-export function opColor(op) {
-  if (OP_COLORS[op]) return OP_COLORS[op];
-  let hash = 0;
-  for (const c of String(op)) hash = (hash * 31 + c.codePointAt(0)) >>> 0;
-  return PALETTE[hash % PALETTE.length];
-}
-
 // A line's legend name, as the desktop names it: "rank 2" on a one-metric chart, "compute, rank 2"
 // beside other metrics.
 function lineLabel(metric, rank, several) {

@@ -9,7 +9,8 @@
 import { getJson, onStream } from './api.js';
 import { el, table, num, bytes, duration, time, statusBadge, errorBox, lossFigureName } from './dom.js';
 import { replaceParams } from './route.js';
-import { StepChart, loadMetric, buildPlotData, bucketsFor, opColor, attemptMarks } from './chart.js';
+import { StepChart, loadMetric, buildPlotData, bucketsFor, attemptMarks } from './chart.js';
+import { opColor } from './op_colors.js';
 import { chartControls } from './chart_settings.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];

@@ -201,6 +201,28 @@ async function checkChartViews(on, base, runId) {
   await fresh.close();
 }
 
+// The pipeline page as the desktop's Gantt (issue 33): coloured by micro-batch (a swatch each, all
+// different) and rows named by stage.
+async function checkGantt(on) {
+  const microBatches = JSON.parse(fs.readFileSync(path.join(examples, 'pipeline_mlp.json'), 'utf8')).train.micro_batches;
+  const swatches = await on.evaluate(() => [...document.querySelectorAll('#gantt-legend .swatch-item')].map((s) => ({
+    text: s.textContent, color: getComputedStyle(s.querySelector('.swatch-box')).backgroundColor })));
+  check(swatches.length >= 2 && swatches.length === Math.min(microBatches, 10)
+    && new Set(swatches.map((s) => s.color)).size === swatches.length && swatches[0].text === 'micro-batch 0',
+  `the Gantt's colours are its micro-batches, one distinct colour each: ${JSON.stringify(swatches)}`);
+  const stageNames = await on.locator('.pipeline table.grid tbody tr td:first-child').allTextContents();
+  check(stageNames.length >= 2 && stageNames.every((name, i) => name === `stage ${i} (rank ${i})`),
+    `the pipeline's rows are named by stage: ${JSON.stringify(stageNames)}`);
+}
+
+// "Communication by op" (issue 33: recv and all_reduce were both blue): one colour per op drawn.
+async function checkOpColors(on, ops) {
+  const colors = await on.evaluate(() => [...document.querySelectorAll('#chart-comm-ops .u-legend .u-series .u-marker')].slice(1)
+    .map((m) => getComputedStyle(m).borderColor));
+  check(colors.length === ops && new Set(colors).size === colors.length,
+    `each op has its own colour in "Communication by op": ${JSON.stringify(colors)}`);
+}
+
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster-web-browser-'));
 const db = path.join(dir, 'runs.db');
 let browser = null;
@@ -395,16 +417,7 @@ async function main() {
     (await page.locator('#gantt-measured canvas').count()) === 1 && (await page.locator('#gantt-planned canvas').count()) === 1);
   check(true, 'the pipeline page drew the measured and the planned schedule');
   await noMissingText(page, 'the pipeline page');
-  // Coloured by micro-batch (a swatch each, all different) and rows named by stage, as the desktop.
-  const microBatches = JSON.parse(fs.readFileSync(path.join(examples, 'pipeline_mlp.json'), 'utf8')).train.micro_batches;
-  const swatches = await page.evaluate(() => [...document.querySelectorAll('#gantt-legend .swatch-item')].map((s) => ({
-    text: s.textContent, color: getComputedStyle(s.querySelector('.swatch-box')).backgroundColor })));
-  check(swatches.length >= 2 && swatches.length === Math.min(microBatches, 10)
-    && new Set(swatches.map((s) => s.color)).size === swatches.length && swatches[0].text === 'micro-batch 0',
-  `the Gantt's colours are its micro-batches, one distinct colour each: ${JSON.stringify(swatches)}`);
-  const stageNames = await page.locator('.pipeline table.grid tbody tr td:first-child').allTextContents();
-  check(stageNames.length >= 2 && stageNames.every((name, i) => name === `stage ${i} (rank ${i})`),
-    `the pipeline's rows are named by stage: ${JSON.stringify(stageNames)}`);
+  await checkGantt(page);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-pipeline.png'), fullPage: true });
   // Its run page: a pipeline run's communication by op has several ops (send, recv, ...), one line
   // each, as /comm/series lists them.
@@ -416,10 +429,7 @@ async function main() {
   }).catch(() => drawnOps());
   check(pipelineOps.length >= 2 && drawnPipeline && drawnPipeline.labels.join('|') === pipelineOps.join('|'),
     `a pipeline run's communication-by-op chart has one line per op: ${JSON.stringify(drawnPipeline && drawnPipeline.labels)} for ${JSON.stringify(pipelineOps)}`);
-  const opColors = await page.evaluate(() => [...document.querySelectorAll('#chart-comm-ops .u-legend .u-series .u-marker')].slice(1)
-    .map((m) => getComputedStyle(m).borderColor));
-  check(opColors.length === pipelineOps.length && new Set(opColors).size === opColors.length,
-    `each op has its own colour in "Communication by op": ${JSON.stringify(opColors)}`);
+  await checkOpColors(page, pipelineOps.length);
   await noMissingText(page, 'a pipeline run\'s page');
 
   // Compare.
