@@ -1,7 +1,8 @@
 // The charts' view settings, shared by every chart of every page and kept in localStorage: the
 // smoothing weight (TensorBoard's, 0 = off, as the desktop's spin box) and the logarithmic y axis.
-// Also the toolbar that sets them and the keyboard shortcuts with their help overlay; the charts
-// themselves (chart.js) follow the settings through onChartSettings.
+// Also the toolbar that sets them and the keyboard shortcuts with their help overlay, and which
+// ranks a run's charts show by default; the charts (chart.js) follow the settings through
+// onChartSettings.
 
 import { el } from './dom.js';
 
@@ -49,6 +50,13 @@ export function changeChartSettings(change) {
 export function onChartSettings(listener) {
   listeners.add(listener);
   return () => listeners.delete(listener);
+}
+
+// Which ranks a run's charts show when the URL does not say: a line per rank up to 8 ranks, the
+// min / median / max band past that, as the desktop's charts tab (ChartsTab::setWorldSize).
+export const BAND_ABOVE_RANKS = 8;
+export function defaultRanks(worldSize) {
+  return worldSize > BAND_ABOVE_RANKS ? 'band' : 'all';
 }
 
 const SHORTCUTS = [

@@ -11,7 +11,7 @@ import { el, table, num, bytes, duration, time, statusBadge, errorBox, lossFigur
 import { replaceParams } from './route.js';
 import { StepChart, loadMetric, buildPlotData, bucketsFor, attemptMarks } from './chart.js';
 import { opColor } from './op_colors.js';
-import { chartControls } from './chart_settings.js';
+import { chartControls, defaultRanks } from './chart_settings.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -34,12 +34,6 @@ function chartTitle(spec) {
   return `${spec.title} (${spec.unit})`;
 }
 
-// Which ranks the charts show when the URL does not say: a line per rank up to 8 ranks, the
-// min / median / max band past that, as the desktop's charts tab.
-const BAND_ABOVE_RANKS = 8;
-function defaultRanks(worldSize) {
-  return worldSize > BAND_ABOVE_RANKS ? 'band' : 'all';
-}
 
 export function mount(root, route) {
   const runId = Number(route.path[1]);
