@@ -450,13 +450,13 @@ function drawHeatmap(container, map) {
   for (const row of rows) for (const v of row) if (v !== null) max = Math.max(max, v);
   const cell = Math.max(2, Math.floor(900 / starts.length));
   const rowHeight = 14;
-  const left = 34;
+  const left = 52;
   const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap' });
   const ctx = canvas.getContext('2d');
   ctx.font = '10px sans-serif';
   rows.forEach((row, rank) => {
     ctx.fillStyle = '#333';
-    ctx.fillText(`r${rank}`, 2, rank * rowHeight + 11);
+    ctx.fillText(`rank ${rank}`, 2, rank * rowHeight + 11);
     row.forEach((v, column) => {
       if (v === null) return;
       ctx.fillStyle = `rgba(214, 39, 40, ${0.08 + 0.92 * (max > 0 ? v / max : 0)})`;
