@@ -201,7 +201,7 @@ function drawRawLines(u, raw, series, { smoothing, log }) {
 // A y tick's text with as many decimals as the ticks' spacing needs: uPlot's default keeps three,
 // so ticks 0.0005 apart read "0.002, 0.002, 0.001". Very small or large values in exponent form.
 // On a log axis (no one spacing: increment null) each tick is written on its own.
-export function tickText(value, increment) {
+function tickText(value, increment) {
   if (value === null || value === undefined) return null;
   if (value === 0) return '0';
   const abs = Math.abs(value);
@@ -243,13 +243,13 @@ function yRange(u, min, max, raw, series, { smoothing, log }) {
 
 // Every chart's cursor in one sync group: moving over one chart moves the hover line of every
 // chart on the page to the same step, and each legend shows its values there.
-export const CURSOR_SYNC_KEY = 'ringmaster-steps';
+const CURSOR_SYNC_KEY = 'ringmaster-steps';
 
 // A chart card: a title, a uPlot, drag-to-zoom reported through onZoom(from, to), a double click
 // through onReset(). update() replaces the data (and the series when their labels changed).
 export class StepChart {
-  // yFormat: the y axis's tick text for a value (bytes for memory); numbers as uPlot writes them
-  // by default.
+  // yFormat: the y axis's tick and legend text for a value (bytes for memory); numbers with the
+  // decimals the ticks' spacing needs by default.
   // yLabel: the y axis's name (the chart's unit in words), none by default.
   // marks: attemptMarks() of the run, drawn over the lines.
   constructor(container, title, { onZoom, onReset, height = 220, yFormat = null, yLabel = '', marks = [] }) {

@@ -14,7 +14,7 @@ import { replaceParams } from './route.js';
 const MICRO_BATCH_PALETTE = [[0x4e, 0x79, 0xa7], [0xf2, 0x8e, 0x2b], [0x59, 0xa1, 0x4f], [0xe1, 0x57, 0x59],
   [0x76, 0xb7, 0xb2], [0xed, 0xc9, 0x48], [0xb0, 0x7a, 0xa1], [0x9c, 0x75, 0x5f], [0xff, 0x9d, 0xa7], [0xba, 0xb0, 0xac]];
 
-export function microBatchColor(microBatch, phase) {
+function microBatchColor(microBatch, phase) {
   const rgb = MICRO_BATCH_PALETTE[Math.max(Number(microBatch) || 0, 0) % MICRO_BATCH_PALETTE.length];
   if (phase === 'F') return cssColor(scaleValue(rgb, 1.25));
   if (phase === 'B') return cssColor(scaleValue(rgb, 1 / 1.35));

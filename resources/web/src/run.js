@@ -34,7 +34,6 @@ function chartTitle(spec) {
   return `${spec.title} (${spec.unit})`;
 }
 
-
 export function mount(root, route) {
   const runId = Number(route.path[1]);
   const state = {
