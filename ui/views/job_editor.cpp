@@ -302,8 +302,7 @@ bool JobEditor::startFromExample(const QString& name) {
 bool JobEditor::saveFile(const QString& path) {
   QFile file(path);
   if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      file.write(QByteArray::fromStdString(inKeyOrder(document_, key_order_).dump(2) + "\n")) <
-          0) {
+      file.write(QByteArray::fromStdString(inKeyOrder(document_, key_order_).dump(2) + "\n")) < 0) {
     file_error_ = QString("cannot write %1: %2").arg(path, file.errorString());
     return false;
   }

@@ -26,9 +26,9 @@ class WheelGuard : public QObject {
       if (auto* area = qobject_cast<QAbstractScrollArea*>(above)) {
         auto* wheel = static_cast<QWheelEvent*>(event);
         const QPointF at = area->viewport()->mapFromGlobal(wheel->globalPosition());
-        QWheelEvent forwarded(at, wheel->globalPosition(), wheel->pixelDelta(),
-                              wheel->angleDelta(), wheel->buttons(), wheel->modifiers(),
-                              wheel->phase(), wheel->inverted(), wheel->source());
+        QWheelEvent forwarded(at, wheel->globalPosition(), wheel->pixelDelta(), wheel->angleDelta(),
+                              wheel->buttons(), wheel->modifiers(), wheel->phase(),
+                              wheel->inverted(), wheel->source());
         QCoreApplication::sendEvent(area->viewport(), &forwarded);
         break;
       }

@@ -21,6 +21,7 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   memory_ = new QLabel();
   memory_->setObjectName("memoryEstimate");
   memory_->setTextFormat(Qt::RichText);
+  memory_->setWordWrap(true);  // the parts' names wrap in a narrow column
   memory_layout->addWidget(memory_);
   layout->addWidget(memory_box);
   planned_label_ = new QLabel();
@@ -62,7 +63,14 @@ void EstimatePanel::showEstimates(const nlohmann::json& document,
     planned_->hide();
     return;
   }
-  showMemory(estimateMemory(*spec));
+  // A pipeline the parser accepts can still be one the engine's plan refuses (interleaved_1f1b
+  // with micro-batches not a multiple of the ranks): its message, here, for both estimates.
+  try {
+    showMemory(estimateMemory(*spec));
+  } catch (const std::exception& e) {
+    memory_->setText("<i>no estimate</i>: " + QString::fromUtf8(e.what()).toHtmlEscaped());
+    memory_->setToolTip({});
+  }
   try {
     if (auto planned = ui::plannedSchedule(*spec)) {
       planned_->setData(planned->gantt);
@@ -76,7 +84,8 @@ void EstimatePanel::showEstimates(const nlohmann::json& document,
       return;
     }
   } catch (const std::exception& e) {
-    planned_label_->setText(QString("Planned schedule: %1").arg(e.what()));
+    planned_label_->setText(
+        QString("Planned schedule: %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
     planned_label_->show();
     planned_->hide();
     return;

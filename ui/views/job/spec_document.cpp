@@ -25,8 +25,8 @@ size_t describedPlace(const std::string& object_path, const std::string& key) {
   const std::vector<SpecField>& fields = specFields();
   for (size_t i = 0; i < fields.size(); ++i) {
     const std::string& field = fields[i].path;
-    if (field == path || (field.starts_with(path) &&
-                          (field[path.size()] == '.' || field[path.size()] == '[')))
+    if (field == path ||
+        (field.starts_with(path) && (field[path.size()] == '.' || field[path.size()] == '[')))
       return i;
   }
   return std::numeric_limits<size_t>::max();
@@ -37,8 +37,7 @@ nlohmann::ordered_json ordered(const nlohmann::json& value, const nlohmann::orde
   if (value.is_array()) {
     nlohmann::ordered_json list = nlohmann::ordered_json::array();
     for (size_t i = 0; i < value.size(); ++i)
-      list.push_back(ordered(value[i],
-                             order.is_array() && i < order.size() ? order[i] : nullptr,
+      list.push_back(ordered(value[i], order.is_array() && i < order.size() ? order[i] : nullptr,
                              path + "[]"));
     return list;
   }
