@@ -116,6 +116,9 @@ QLayout* JobEditor::buildExamplesRow() {
   examples_ = new QComboBox();
   examples_->setObjectName("exampleChoice");
   examples_->setToolTip("Replace the spec with one of the examples shipped with Ringmaster");
+  // As wide as the name it shows (a file's too), up to a bound: a long file name is elided.
+  examples_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  examples_->setMaximumWidth(examples_->fontMetrics().averageCharWidth() * 36);
   for (const ExampleSpec& example : exampleSpecs()) {
     examples_->addItem(example.name, example.path);
     examples_->setItemData(examples_->count() - 1, example.description, Qt::ToolTipRole);
@@ -192,8 +195,8 @@ QWidget* JobEditor::buildSpecSide() {
   estimates_ = new EstimatePanel();
   estimates_scroll->setWidget(estimates_);
   split->addWidget(estimates_scroll);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
   right_layout->addWidget(split, 1);
   right_layout->addLayout(buildLaunchRow());
   return right;
