@@ -30,7 +30,7 @@ run resources/examples/ddp_mlp.json --set telemetry.every_steps=1 --set train.st
   --set name=ddp_lr_too_high --set optimizer.lr=1e12
 
 display=:$((90 + RANDOM % 9))
-Xvfb "$display" -screen 0 1600x1000x24 -nolisten tcp >/dev/null 2>&1 &
+Xvfb "$display" -screen 0 1440x900x24 -nolisten tcp >/dev/null 2>&1 &
 xvfb_pid=$!
 sleep 1
 mkdir -p docs/screenshots

@@ -11,6 +11,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressDialog>
+#include <QScreen>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabBar>
@@ -83,7 +84,9 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   buildActions();
   statusBar()->showMessage(QString("Database %1").arg(QString::fromStdString(options_.db_path)));
   QSettings settings("ringmaster", options_.settings_scope);
-  if (!restoreGeometry(settings.value("window/geometry").toByteArray())) resize(1440, 900);
+  // First opened: 1440x900, or the screen's free area where that is smaller (a 1366x768 laptop).
+  if (!restoreGeometry(settings.value("window/geometry").toByteArray()))
+    resize(QSize(1440, 900).boundedTo(screen()->availableGeometry().size()));
   resizeDocks({history_dock_}, {470}, Qt::Horizontal);
   restoreState(settings.value("window/state").toByteArray());
 }

@@ -324,7 +324,12 @@ class UiViewTest : public QObject {
       } else if (spec.type == FieldType::kBoolean) {
         auto* check = qobject_cast<QCheckBox*>(widget);
         QVERIFY2(check, qPrintable(path));
-        QCOMPARE(check->text(), QString::fromStdString(spec.help));
+        // What it does, beside it, wrapped to the form's width (issue 33: not the box's own
+        // one-line text, which widened the window).
+        auto* help = editor.findChild<QLabel*>(path + ".help");
+        QVERIFY2(help && help->isVisibleTo(check->parentWidget()), qPrintable(path));
+        QCOMPARE(help->text(), QString::fromStdString(spec.help));
+        QVERIFY(help->wordWrap());
       } else if (spec.type == FieldType::kTextList || spec.type == FieldType::kTextMap) {
         // One item (program.args) or NAME=VALUE (launch.env) per line.
         QVERIFY2(qobject_cast<QPlainTextEdit*>(widget), qPrintable(path));

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   const QString dir = QString::fromStdString(out);
   MainWindow window(
       {db, QApplication::applicationDirPath() + "/ringmaster", "ringmaster-screenshots"});
-  window.resize(1600, 1000);
+  window.resize(1440, 900);  // a common laptop screen (issue 33: the window fits it)
   window.show();
   if (!QTest::qWaitForWindowExposed(&window)) qFatal("no window");
 

@@ -29,11 +29,12 @@ HostsView::HostsView(Paths paths, QWidget* parent)
     paths_.node_binary =
         (QCoreApplication::applicationDirPath() + "/ringmaster-node").toStdString();
   auto* layout = new QVBoxLayout(this);
-  layout->addWidget(
-      new QLabel(QString("Hosts of <tt>%1</tt> and hosts added here. Keys are "
-                         "checked against <tt>%2</tt>.")
-                     .arg(QString::fromStdString(paths_.ssh_config).toHtmlEscaped(),
-                          QString::fromStdString(paths_.known_hosts).toHtmlEscaped())));
+  auto* where = new QLabel(QString("Hosts of <tt>%1</tt> and hosts added here. Keys are "
+                                   "checked against <tt>%2</tt>.")
+                               .arg(QString::fromStdString(paths_.ssh_config).toHtmlEscaped(),
+                                    QString::fromStdString(paths_.known_hosts).toHtmlEscaped()));
+  where->setWordWrap(true);  // a long home directory does not widen the window
+  layout->addWidget(where);
   auto* bar = new QHBoxLayout();
   add_ = new QLineEdit();
   add_->setObjectName("addHost");

@@ -27,6 +27,8 @@
 #include "views/job/estimate_panel.h"
 #include "views/job/spec_document.h"
 #include "views/job/spec_form.h"
+#include "widgets/one_line_label.h"
+#include "widgets/wheel_guard.h"
 
 namespace ringmaster::ui {
 
@@ -98,6 +100,8 @@ JobEditor::JobEditor(QWidget* parent) : QWidget(parent) {
   });
   auto* shortcut = new QShortcut(QKeySequence("Ctrl+Return"), this);
   connect(shortcut, &QShortcut::activated, launch_, &QPushButton::click);
+  // The wheel scrolls the form; a menu changes only when chosen (focused) first.
+  guardWheel(this);
   // The first window is launchable at once: the smallest example.
   if (examples_->count() > 0)
     startFromExample(examples_->itemText(0));
@@ -112,6 +116,9 @@ QLayout* JobEditor::buildExamplesRow() {
   examples_ = new QComboBox();
   examples_->setObjectName("exampleChoice");
   examples_->setToolTip("Replace the spec with one of the examples shipped with Ringmaster");
+  // As wide as the name it shows (a file's too), up to a bound: a long file name is elided.
+  examples_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+  examples_->setMaximumWidth(examples_->fontMetrics().averageCharWidth() * 36);
   for (const ExampleSpec& example : exampleSpecs()) {
     examples_->addItem(example.name, example.path);
     examples_->setItemData(examples_->count() - 1, example.description, Qt::ToolTipRole);
@@ -121,12 +128,19 @@ QLayout* JobEditor::buildExamplesRow() {
   example_note_->setObjectName("exampleNote");
   example_note_->setWordWrap(true);
   start->addWidget(example_note_, 1);
-  connect(examples_, &QComboBox::activated, this,
-          [this](int index) { startFromExample(examples_->itemText(index)); });
+  connect(examples_, &QComboBox::activated, this, [this](int index) {
+    // The spec open now, when it is not an example: its file read again, if it has one.
+    const QString file = examples_->itemData(index, kOpenSpecRole).toString();
+    if (examples_->itemData(index, kOpenSpecRole).isValid()) {
+      if (!file.isEmpty()) loadFile(file);
+      return;
+    }
+    startFromExample(examples_->itemText(index));
+  });
   return start;
 }
 
-// The form, in a scroll area as wide as the form.
+// The form, in a scroll area as wide as the form's narrowest layout.
 QWidget* JobEditor::buildFormSide() {
   auto* scroll = new QScrollArea();
   scroll->setObjectName("formScroll");
@@ -153,19 +167,37 @@ QWidget* JobEditor::buildFormSide() {
 QWidget* JobEditor::buildSpecSide() {
   auto* right = new QWidget();
   auto* right_layout = new QVBoxLayout(right);
-  right_layout->addWidget(new QLabel("<b>Spec (JSON)</b>, kept in sync with the form"));
+  right_layout->setContentsMargins(0, 0, 0, 0);
+  auto* title = new QLabel("<b>Spec (JSON)</b>, kept in sync with the form");
+  title->setWordWrap(true);
+  right_layout->addWidget(title);
+  // The JSON text over the estimates, the line between them movable; the estimates scroll when
+  // the window is low.
+  auto* split = new QSplitter(Qt::Vertical);
+  split->setChildrenCollapsible(false);
+  auto* json_side = new QWidget();
+  auto* json_layout = new QVBoxLayout(json_side);
+  json_layout->setContentsMargins(0, 0, 0, 0);
   json_ = new QPlainTextEdit();
   json_->setObjectName("specJson");
   json_->setFont(QFont("monospace", font().pointSize() - 1));
-  right_layout->addWidget(json_, 3);
-  json_error_ = new QLabel();
-  json_error_->setTextFormat(Qt::PlainText);  // quotes the text typed or pasted
+  json_->setMinimumHeight(json_->fontMetrics().lineSpacing() * 4);
+  json_layout->addWidget(json_, 1);
+  json_error_ = new OneLineLabel();  // one line, there when empty: the pane never jumps
   json_error_->setObjectName("jsonError");
   json_error_->setStyleSheet("color: #b3261e;");
-  json_error_->setWordWrap(true);
-  right_layout->addWidget(json_error_);
+  json_layout->addWidget(json_error_);
+  split->addWidget(json_side);
+  auto* estimates_scroll = new QScrollArea();
+  estimates_scroll->setObjectName("estimateScroll");
+  estimates_scroll->setWidgetResizable(true);
+  estimates_scroll->setFrameShape(QFrame::NoFrame);
   estimates_ = new EstimatePanel();
-  right_layout->addWidget(estimates_, 2);
+  estimates_scroll->setWidget(estimates_);
+  split->addWidget(estimates_scroll);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  right_layout->addWidget(split, 1);
   right_layout->addLayout(buildLaunchRow());
   return right;
 }
@@ -177,8 +209,16 @@ QLayout* JobEditor::buildLaunchRow() {
   launch_status_->setObjectName("launchStatus");
   launch_status_->setWordWrap(true);
   launch_status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  launch_status_->setAlignment(Qt::AlignLeft | Qt::AlignVCenter);
-  launch_row->addWidget(launch_status_, 1);
+  launch_status_->setAlignment(Qt::AlignLeft | Qt::AlignTop);
+  // At most four lines high: a long list of reasons scrolls rather than pushing Launch away.
+  auto* status_scroll = new QScrollArea();
+  status_scroll->setObjectName("launchStatusScroll");
+  status_scroll->setWidgetResizable(true);
+  status_scroll->setFrameShape(QFrame::NoFrame);
+  status_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  status_scroll->setWidget(launch_status_);
+  status_scroll->setFixedHeight(launch_status_->fontMetrics().lineSpacing() * 4 + 4);
+  launch_row->addWidget(status_scroll, 1);
   launch_ = new QPushButton("Launch");
   launch_->setObjectName("launchButton");
   launch_->setDefault(true);
@@ -196,7 +236,17 @@ QLayout* JobEditor::buildLaunchRow() {
 JobEditor::~JobEditor() = default;
 
 void JobEditor::setDocument(const nlohmann::json& document) {
+  showDocument(document, nlohmann::ordered_json());
+  const nlohmann::json* name = getPath(document_, "name");
+  nameOpenSpec(QString("spec %1").arg(name && name->is_string() ? textOf(*name) : "(no name)"),
+               QString());
+}
+
+// Shows a document whose JSON text keeps the key order of `key_order` (the text it was read
+// from).
+void JobEditor::showDocument(const nlohmann::json& document, nlohmann::ordered_json key_order) {
   document_ = document.is_object() ? document : nlohmann::json::object();
+  key_order_ = std::move(key_order);
   // Another spec: nothing of the previous one's other kind of job is kept for it.
   kept_engine_ = nlohmann::json::object();
   kept_program_ = nullptr;
@@ -225,14 +275,16 @@ bool JobEditor::loadFile(const QString& path) {
     file_error_ = QString("%1: %2").arg(path, QString::fromStdString(problem->message));
     return false;
   }
-  auto parsed = nlohmann::json::parse(text, nullptr, false);
+  auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     file_error_ = QString("%1 is not a JSON object").arg(path);
     return false;
   }
-  setDocument(parsed);
-  if (!path.startsWith(":/"))
+  showDocument(nlohmann::json(parsed), parsed);
+  if (!path.startsWith(":/")) {
     example_note_->setText(QString("Opened <tt>%1</tt>.").arg(path.toHtmlEscaped()));
+    nameOpenSpec(QFileInfo(path).fileName(), path);
+  }
   return true;
 }
 
@@ -240,6 +292,7 @@ bool JobEditor::startFromExample(const QString& name) {
   for (const ExampleSpec& example : exampleSpecs()) {
     if (example.name != name) continue;
     if (!loadFile(example.path)) return false;
+    nameOpenSpec({}, {});
     examples_->setCurrentIndex(examples_->findText(name));
     example_note_->setText(
         QString("<i>%1</i>: %2 Edit any field, or open a spec of your own (Ctrl+O).")
@@ -252,7 +305,7 @@ bool JobEditor::startFromExample(const QString& name) {
 bool JobEditor::saveFile(const QString& path) {
   QFile file(path);
   if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate) ||
-      file.write(QByteArray::fromStdString(document_.dump(2) + "\n")) < 0) {
+      file.write(QByteArray::fromStdString(inKeyOrder(document_, key_order_).dump(2) + "\n")) < 0) {
     file_error_ = QString("cannot write %1: %2").arg(path, file.errorString());
     return false;
   }
@@ -319,39 +372,41 @@ void JobEditor::jobKindChosen(JobKind kind) {
 
 void JobEditor::jsonEdited() {
   if (updating_) return;
-  nlohmann::json parsed;
+  nlohmann::ordered_json parsed;
   const std::string text = json_->toPlainText().toStdString();
   if (const std::optional<SpecProblem> problem = checkSpecText(text);
       problem && !problem->message.starts_with("invalid JSON")) {
-    json_error_->setText(QString::fromStdString(problem->message));
+    json_error_->setMessage(QString::fromStdString(problem->message));
     launch_->setEnabled(false);
     showLaunchStatus({"the JSON text is beyond what a job spec may be (see under it)"});
     return;
   }
   try {
-    parsed = nlohmann::json::parse(text);
+    parsed = nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    json_error_->setText(QString("JSON: %1").arg(e.what()));
+    json_error_->setMessage(QString("JSON: %1").arg(e.what()));
     launch_->setEnabled(false);
     showLaunchStatus({"the JSON text does not parse (see under it)"});
     return;
   }
   if (!parsed.is_object()) {
-    json_error_->setText("the spec must be a JSON object");
+    json_error_->setMessage("the spec must be a JSON object");
     launch_->setEnabled(false);
     showLaunchStatus({"the JSON text is not an object (see under it)"});
     return;
   }
-  json_error_->clear();
-  document_ = std::move(parsed);
+  json_error_->setMessage({});
+  document_ = nlohmann::json(parsed);
+  key_order_ = std::move(parsed);  // as typed
   form_->refresh();
   check();
 }
 
 void JobEditor::refreshJson() {
   updating_ = true;
-  json_->setPlainText(QString::fromStdString(document_.dump(2)));
-  json_error_->clear();
+  key_order_ = inKeyOrder(document_, key_order_);
+  json_->setPlainText(QString::fromStdString(key_order_.dump(2)));
+  json_error_->setMessage({});
   updating_ = false;
 }
 
@@ -369,6 +424,28 @@ void JobEditor::check() {
   launch_->setEnabled(spec_.has_value());
   showLaunchStatus(reasons);
   estimates_->showEstimates(document_, spec_);
+}
+
+// The example picker names the spec open when it is not an example: an item of its own, last,
+// replaced by the next ("" takes it out).
+void JobEditor::nameOpenSpec(const QString& name, const QString& file) {
+  const int last = examples_->count() - 1;
+  if (last >= 0 && examples_->itemData(last, kOpenSpecRole).isValid()) examples_->removeItem(last);
+  if (name.isEmpty()) return;
+  examples_->addItem(name);
+  examples_->setItemData(examples_->count() - 1, file, kOpenSpecRole);
+  examples_->setItemData(examples_->count() - 1,
+                         file.isEmpty() ? QString("The spec open now (not from a file)") : file,
+                         Qt::ToolTipRole);
+  examples_->setCurrentIndex(examples_->count() - 1);
+}
+
+QString JobEditor::openSpecName() const {
+  return examples_->currentText();
+}
+
+QString JobEditor::bubbleHintText() const {
+  return estimates_->bubbleHintText();
 }
 
 void JobEditor::showLaunchStatus(const QStringList& reasons) {

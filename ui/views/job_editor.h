@@ -27,6 +27,7 @@ class QCheckBox;
 namespace ringmaster::ui {
 
 class EstimatePanel;
+class OneLineLabel;
 class GanttChart;
 class SpecForm;
 
@@ -56,6 +57,9 @@ class JobEditor : public QWidget {
   // Replaces the spec with a shipped example (by name); false when there is none of that name.
   bool startFromExample(const QString& name);
   QComboBox* exampleChoice() const { return examples_; }
+  // What the example picker shows: the example's name, the file's name (an item after the
+  // examples) or "spec NAME" for one set by setDocument.
+  QString openSpecName() const;
 
   // What the job runs: Ringmaster's engine or the user's script (spec_fields.h's JobKind, one
   // item each, in that order). Choosing the other takes the sections of this kind out of the spec
@@ -76,6 +80,8 @@ class JobEditor : public QWidget {
   QString memoryText() const;
   const GanttChart& plannedSchedule() const;
   QString plannedText() const;
+  // Beside the planned schedule when its bubble is above half the step ("" when none).
+  QString bubbleHintText() const;
   QPushButton* launchButton() const { return launch_; }
   // "Detached": the job is launched with `ringmaster run --detach` and goes on when the window,
   // the launching process or the SSH connection goes away (issue 21).
@@ -93,13 +99,21 @@ class JobEditor : public QWidget {
   QWidget* buildFormSide();
   QWidget* buildSpecSide();
   QLayout* buildLaunchRow();
+  void showDocument(const nlohmann::json& document, nlohmann::ordered_json key_order);
+  void nameOpenSpec(const QString& name, const QString& file);
   void jobKindChosen(JobKind kind);
   void jsonEdited();
   void refreshJson();
   void check();
   void showLaunchStatus(const QStringList& reasons);
 
+  // The picker's item of the spec open when it is not an example: this role holds its file ("" for
+  // none).
+  static constexpr int kOpenSpecRole = Qt::UserRole + 1;
+
   nlohmann::json document_;
+  // The JSON text's key order: the text read or last shown (nlohmann::json sorts its keys).
+  nlohmann::ordered_json key_order_;
   std::optional<JobSpec> spec_;
   std::vector<SpecProblem> problems_;
   // The sections of the kind of job not chosen now, kept for a switch back (JSON objects by key).
@@ -111,7 +125,7 @@ class JobEditor : public QWidget {
   SpecForm* form_ = nullptr;
   EstimatePanel* estimates_ = nullptr;
   QPlainTextEdit* json_ = nullptr;
-  QLabel* json_error_ = nullptr;
+  OneLineLabel* json_error_ = nullptr;
   QLabel* launch_status_ = nullptr;
   QComboBox* examples_ = nullptr;
   PathChooser choose_path_;

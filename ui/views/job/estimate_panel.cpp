@@ -21,11 +21,19 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
   memory_ = new QLabel();
   memory_->setObjectName("memoryEstimate");
   memory_->setTextFormat(Qt::RichText);
+  memory_->setWordWrap(true);  // the parts' names wrap in a narrow column
   memory_layout->addWidget(memory_);
   layout->addWidget(memory_box);
   planned_label_ = new QLabel();
   planned_label_->setObjectName("plannedBubble");
+  planned_label_->setWordWrap(true);
   layout->addWidget(planned_label_);
+  bubble_hint_ = new QLabel();
+  bubble_hint_->setObjectName("bubbleHint");
+  bubble_hint_->setWordWrap(true);
+  bubble_hint_->setStyleSheet("color: #8a5300;");
+  bubble_hint_->hide();
+  layout->addWidget(bubble_hint_);
   planned_ = new GanttChart();
   planned_->setObjectName("editorPlannedGantt");
   layout->addWidget(planned_, 1);
@@ -33,6 +41,7 @@ EstimatePanel::EstimatePanel(QWidget* parent) : QWidget(parent) {
 
 void EstimatePanel::showEstimates(const nlohmann::json& document,
                                   const std::optional<JobSpec>& spec) {
+  bubble_hint_->hide();
   if (jobKindOf(document) == JobKind::kProgram) {
     // The script builds its own model: nothing here describes it, and the engine's defaults are
     // no estimate of it. The run view shows what each rank measured.
@@ -54,7 +63,14 @@ void EstimatePanel::showEstimates(const nlohmann::json& document,
     planned_->hide();
     return;
   }
-  showMemory(estimateMemory(*spec));
+  // A pipeline the parser accepts can still be one the engine's plan refuses (interleaved_1f1b
+  // with micro-batches not a multiple of the ranks): its message, here, for both estimates.
+  try {
+    showMemory(estimateMemory(*spec));
+  } catch (const std::exception& e) {
+    memory_->setText("<i>no estimate</i>: " + QString::fromUtf8(e.what()).toHtmlEscaped());
+    memory_->setToolTip({});
+  }
   try {
     if (auto planned = ui::plannedSchedule(*spec)) {
       planned_->setData(planned->gantt);
@@ -64,10 +80,12 @@ void EstimatePanel::showEstimates(const nlohmann::json& document,
                                   .arg(planned->theoretical_bubble * 100, 0, 'f', 1));
       planned_label_->show();
       planned_->show();
+      showBubbleHint(planned->bubble_fraction, spec->train.micro_batches);
       return;
     }
   } catch (const std::exception& e) {
-    planned_label_->setText(QString("Planned schedule: %1").arg(e.what()));
+    planned_label_->setText(
+        QString("Planned schedule: %1").arg(QString::fromUtf8(e.what()).toHtmlEscaped()));
     planned_label_->show();
     planned_->hide();
     return;
@@ -117,6 +135,19 @@ void EstimatePanel::showMemory(const std::vector<RankMemoryEstimate>& estimates)
   memory_->setToolTip(formulas.join('\n'));
 }
 
+// Above half the step idle, a hint at what shrinks the bubble.
+void EstimatePanel::showBubbleHint(double bubble_fraction, int64_t micro_batches) {
+  if (bubble_fraction <= kBubbleHintAbove) return;
+  bubble_hint_->setText(
+      QString("The planned bubble is %1% of the step, above %2%: each stage idles more than it "
+              "computes. More micro-batches (now %3, beside the schedule in the form) or the "
+              "interleaved schedule shrink it.")
+          .arg(bubble_fraction * 100, 0, 'f', 1)
+          .arg(kBubbleHintAbove * 100, 0, 'f', 0)
+          .arg(micro_batches));
+  bubble_hint_->show();
+}
+
 QString EstimatePanel::memoryText() const {
   QTextDocument doc;
   doc.setHtml(memory_->text());
@@ -125,6 +156,10 @@ QString EstimatePanel::memoryText() const {
 
 QString EstimatePanel::plannedText() const {
   return planned_label_->isHidden() ? QString() : planned_label_->text();
+}
+
+QString EstimatePanel::bubbleHintText() const {
+  return bubble_hint_->isHidden() ? QString() : bubble_hint_->text();
 }
 
 }  // namespace ringmaster::ui

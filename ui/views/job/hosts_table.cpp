@@ -9,6 +9,7 @@
 #include <QVBoxLayout>
 
 #include "views/job/spec_document.h"
+#include "widgets/one_line_label.h"
 
 namespace ringmaster::ui {
 
@@ -68,10 +69,10 @@ HostsTable::HostsTable(const SpecField& hosts_field, QWidget* parent) : QWidget(
   host_buttons->addWidget(remove);
   host_buttons->addStretch(1);
   layout->addLayout(host_buttons);
-  hosts_error_ = new QLabel();
+  // One line, there when empty: the hosts' problems move no field below (all of them on hover).
+  hosts_error_ = new OneLineLabel();
   hosts_error_->setObjectName("hostsError");
   hosts_error_->setStyleSheet("color: #b3261e; font-size: small;");
-  hosts_error_->setWordWrap(true);
   layout->addWidget(hosts_error_);
   connect(hosts_, &QTableWidget::itemChanged, this, [this] {
     if (!updating_) emit edited();
@@ -131,7 +132,7 @@ nlohmann::json HostsTable::hosts() const {
 }
 
 void HostsTable::setError(const QString& text) {
-  hosts_error_->setText(text);
+  hosts_error_->setMessage(text);
 }
 
 QString HostsTable::errorText() const {

@@ -9,10 +9,11 @@
 
 #include "spec/spec_fields.h"
 
-class QLabel;
 class QTableWidget;
 
 namespace ringmaster::ui {
+
+class OneLineLabel;
 
 class HostsTable : public QWidget {
   Q_OBJECT
@@ -37,7 +38,7 @@ class HostsTable : public QWidget {
  private:
   bool updating_ = false;
   QTableWidget* hosts_ = nullptr;
-  QLabel* hosts_error_ = nullptr;
+  OneLineLabel* hosts_error_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

@@ -2,6 +2,8 @@
 #include "views/job/spec_document.h"
 
 #include <QStringList>
+#include <algorithm>
+#include <limits>
 
 namespace ringmaster::ui {
 
@@ -16,7 +18,56 @@ std::vector<std::string> splitPath(const std::string& path) {
   return keys;
 }
 
+// Where a key at this object path ("" for the top, "launch.hosts[]" inside a host) comes in the
+// spec's description: the index of the first field under it (past every field when none is).
+size_t describedPlace(const std::string& object_path, const std::string& key) {
+  const std::string path = object_path.empty() ? key : object_path + "." + key;
+  const std::vector<SpecField>& fields = specFields();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string& field = fields[i].path;
+    if (field == path ||
+        (field.starts_with(path) && (field[path.size()] == '.' || field[path.size()] == '[')))
+      return i;
+  }
+  return std::numeric_limits<size_t>::max();
+}
+
+nlohmann::ordered_json ordered(const nlohmann::json& value, const nlohmann::ordered_json& order,
+                               const std::string& path) {
+  if (value.is_array()) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < value.size(); ++i)
+      list.push_back(ordered(value[i], order.is_array() && i < order.size() ? order[i] : nullptr,
+                             path + "[]"));
+    return list;
+  }
+  if (!value.is_object()) return nlohmann::ordered_json(value);
+  std::vector<std::string> keys;
+  if (order.is_object())
+    for (const auto& [key, unused] : order.items())
+      if (value.contains(key)) keys.push_back(key);
+  std::vector<std::string> added;
+  for (const auto& [key, unused] : value.items())
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) added.push_back(key);
+  std::stable_sort(added.begin(), added.end(), [&](const std::string& a, const std::string& b) {
+    return describedPlace(path, a) < describedPlace(path, b);
+  });
+  keys.insert(keys.end(), added.begin(), added.end());
+  nlohmann::ordered_json object = nlohmann::ordered_json::object();
+  for (const std::string& key : keys) {
+    const bool placed = order.is_object() && order.contains(key);
+    object[key] = ordered(value.at(key), placed ? order.at(key) : nlohmann::ordered_json(),
+                          path.empty() ? key : path + "." + key);
+  }
+  return object;
+}
+
 }  // namespace
+
+nlohmann::ordered_json inKeyOrder(const nlohmann::json& document,
+                                  const nlohmann::ordered_json& order) {
+  return ordered(document, order, "");
+}
 
 const nlohmann::json* getPath(const nlohmann::json& doc, const std::string& path) {
   const nlohmann::json* node = &doc;

@@ -36,6 +36,13 @@ std::optional<QString> editorLinesOf(FieldType type, const nlohmann::json& value
 // null value, which the parser then calls not a string, next to the field).
 nlohmann::json mapOfLines(const QString& text);
 
+// The document with its objects' keys in the order of `order` (the text it was read from, or the
+// text last shown): keys `order` has keep their place, others follow in the spec description's
+// order (spec_fields.h), keys it does not describe last. The JSON text shows a spec this way, as
+// written, where nlohmann::json itself sorts keys.
+nlohmann::ordered_json inKeyOrder(const nlohmann::json& document,
+                                  const nlohmann::ordered_json& order);
+
 // The strategy kind a program job is recorded with when it names none: the parser's rule (ddp on
 // several ranks, single on one), from the document's hosts.
 std::string programStrategyKind(const nlohmann::json& document);

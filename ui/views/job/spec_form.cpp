@@ -19,6 +19,7 @@
 
 #include "views/job/hosts_table.h"
 #include "views/job/spec_document.h"
+#include "widgets/one_line_label.h"
 
 namespace ringmaster::ui {
 
@@ -32,8 +33,17 @@ bool inForm(const SpecField& field) {
   return field.type != FieldType::kChoice || field.choices.size() > 1;
 }
 
-// The editor a field's type asks for: a menu of its choices, a check box saying what it does, or
-// text (one item or NAME=VALUE per line for a list or map of text), with its help on hover.
+// Fields the form shows away from their section, each after another field: what is read
+// together (the pipeline's micro-batches with its schedule).
+const std::map<std::string, std::string>& placedAfter() {
+  static const std::map<std::string, std::string> kPlacedAfter = {
+      {"train.micro_batches", "strategy.schedule"}};
+  return kPlacedAfter;
+}
+
+// The editor a field's type asks for: a menu of its choices, a check box (what it does written
+// beside it), or text (one item or NAME=VALUE per line for a list or map of text), with its help
+// on hover.
 QWidget* makeEditor(const SpecField& spec) {
   const QString help = QString::fromStdString(spec.help);
   QWidget* editor = nullptr;
@@ -42,7 +52,8 @@ QWidget* makeEditor(const SpecField& spec) {
     for (const std::string& choice : spec.choices) combo->addItem(QString::fromStdString(choice));
     editor = combo;
   } else if (spec.type == FieldType::kBoolean) {
-    editor = new QCheckBox(help);
+    editor = new QCheckBox();
+    editor->setToolTip(help);
   } else if (spec.type == FieldType::kTextList || spec.type == FieldType::kTextMap) {
     // One item (or NAME=VALUE) per line: an argument or a value may hold spaces, commas and
     // quotes, taken as they are.
@@ -54,7 +65,7 @@ QWidget* makeEditor(const SpecField& spec) {
   } else {
     editor = new QLineEdit();
   }
-  if (!help.isEmpty() && spec.type != FieldType::kBoolean)
+  if (spec.type != FieldType::kBoolean)
     editor->setToolTip(spec.type == FieldType::kTextList  ? help + "; one per line"
                        : spec.type == FieldType::kTextMap ? help + "; one NAME=VALUE per line"
                                                           : help);
@@ -121,8 +132,10 @@ void SpecForm::buildForm() {
     }
     if (field.type == FieldType::kHostList)
       addHostsRow(form, field);
-    else if (inForm(field))
+    else if (inForm(field) && !placedAfter().contains(field.path))
       addField(form, field);
+    for (const auto& [placed, after] : placedAfter())
+      if (after == field.path) addField(form, *findSpecField(placed));
   }
   layout->addStretch(1);
 }
@@ -130,13 +143,13 @@ void SpecForm::buildForm() {
 void SpecForm::addField(QFormLayout* form, const SpecField& spec) {
   QWidget* editor = makeEditor(spec);
   const std::string path = spec.path;
-  auto owned = std::make_unique<Field>(
-      Field{&spec, editor, new QLabel(), form, new QLabel(QString::fromStdString(spec.label))});
+  // The error line is there, empty, when the field has no problem: showing one moves nothing.
+  auto owned = std::make_unique<Field>(Field{&spec, editor, new OneLineLabel(), form,
+                                             new QLabel(QString::fromStdString(spec.label))});
   Field* field = owned.get();
   editor->setObjectName(QString::fromStdString(path));
+  field->error->setObjectName(QString::fromStdString(path + ".error"));
   field->error->setStyleSheet("color: #b3261e; font-size: small;");
-  field->error->setWordWrap(true);
-  field->error->setTextFormat(Qt::PlainText);  // quotes names and values from the document
   field->error->hide();
   auto* cell = new QWidget();
   auto* cell_layout = new QVBoxLayout(cell);
@@ -154,6 +167,18 @@ void SpecForm::addField(QFormLayout* form, const SpecField& spec) {
     row->addWidget(choose);
     cell_layout->addLayout(row);
     connect(choose, &QPushButton::clicked, this, [this, path] { choosePath(path); });
+  } else if (auto* check = qobject_cast<QCheckBox*>(editor)) {
+    // What the box does, beside it and wrapped to the form's width; a click on it toggles it.
+    auto* row = new QHBoxLayout();
+    row->setContentsMargins(0, 0, 0, 0);
+    row->addWidget(check, 0, Qt::AlignTop);
+    auto* help = new QLabel(QString::fromStdString(spec.help));
+    help->setObjectName(QString::fromStdString(path + ".help"));
+    help->setWordWrap(true);
+    help->installEventFilter(this);
+    check_help_[help] = check;
+    row->addWidget(help, 1);
+    cell_layout->addLayout(row);
   } else {
     cell_layout->addWidget(editor);
   }
@@ -339,7 +364,7 @@ void SpecForm::showProblems(const std::vector<SpecProblem>& problems) {
     }
     if (it != fields_.end()) {
       Field& field = *it->second;
-      field.error->setText(shown_message);
+      static_cast<OneLineLabel*>(field.error)->setMessage(shown_message);
       field.error->show();
       // A field with a problem is never hidden.
       field.shown = true;
@@ -375,6 +400,14 @@ void SpecForm::layOutRows() {
     }
     current = wanted;
   }
+}
+
+bool SpecForm::eventFilter(QObject* watched, QEvent* event) {
+  auto it = check_help_.find(watched);
+  if (it != check_help_.end() && event->type() == QEvent::MouseButtonRelease &&
+      it->second->isEnabled())
+    it->second->click();
+  return QWidget::eventFilter(watched, event);
 }
 
 QString SpecForm::fieldError(const std::string& path) const {

@@ -18,6 +18,7 @@
 #include "spec/job_spec.h"
 #include "spec/spec_fields.h"
 
+class QCheckBox;
 class QComboBox;
 class QFormLayout;
 
@@ -48,6 +49,10 @@ class SpecForm : public QWidget {
   QString fieldError(const std::string& path) const;
   QWidget* field(const std::string& path) const;
 
+ protected:
+  // A click on a check box's help toggles the box.
+  bool eventFilter(QObject* watched, QEvent* event) override;
+
  signals:
   // The user edited a field: the document holds the new value.
   void edited();
@@ -72,6 +77,7 @@ class SpecForm : public QWidget {
   // group box of each form, hidden when none of its rows is shown.
   std::map<QFormLayout*, std::vector<Field*>> form_rows_, laid_out_;
   std::map<QFormLayout*, QWidget*> boxes_;
+  std::map<QObject*, QCheckBox*> check_help_;  // each check box's help label, and the box
   QComboBox* job_kind_ = nullptr;
   HostsTable* hosts_ = nullptr;
 };
