@@ -91,6 +91,8 @@ class PipelineStrategyPlan final : public StrategyPlan {
     // Stages are cut between the blocks the model declares (nn/model.h): the MLP's Linear layers.
     if (!validateModel(spec.model).empty()) return;  // reported at the model's fields
     const int world = *check.world_size;
+    if (check.ok_at("strategy.schedule") && check.ok_at("train.micro_batches"))
+      report(microBatchesProblem(pipeline.schedule, spec.train.micro_batches, world));
     const int64_t stages = int64_t{world} * pipeline.virtual_stages;
     const auto linear = static_cast<int64_t>(describeModel(spec.model).blocks.size());
     const std::string origin =
@@ -325,6 +327,16 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
                     virtual_stages)};
   }
   return std::nullopt;
+}
+
+std::optional<PipelineRuleProblem> microBatchesProblem(PipelineSchedule schedule, int micro_batches,
+                                                       int ranks) {
+  if (schedule != PipelineSchedule::kInterleaved1f1b || ranks < 1 || micro_batches % ranks == 0)
+    return std::nullopt;
+  return PipelineRuleProblem{
+      "train.micro_batches",
+      fmt::format("interleaved_1f1b needs a multiple of the {} pipeline ranks, got {}", ranks,
+                  micro_batches)};
 }
 
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,

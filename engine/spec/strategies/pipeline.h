@@ -37,6 +37,11 @@ struct PipelineRuleProblem {
 std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedule,
                                                         int virtual_stages);
 
+// micro_batches against the schedule and the pipeline's ranks: interleaved_1f1b runs its
+// micro-batches in rounds of one per rank, so it needs a multiple of the ranks.
+std::optional<PipelineRuleProblem> microBatchesProblem(PipelineSchedule schedule, int micro_batches,
+                                                       int ranks);
+
 // `stages` model stages (each needs a Linear layer) for a model of `linear_layers` of them.
 // `count_text` says where the count comes from ("world size 2 × virtual_stages 1 = 2").
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,

@@ -123,14 +123,11 @@ PipelinePlan makePipelinePlan(int ranks, int micro_batches, PipelineSchedule sch
   RM_CHECK_ARG(ranks >= 1, fmt::format("pipeline: {} ranks; at least 1 is needed", ranks));
   RM_CHECK_ARG(micro_batches >= 1,
                fmt::format("train.micro_batches: {} is below 1", micro_batches));
-  const bool interleaving = schedule == PipelineSchedule::kInterleaved1f1b;
   // The spec's rule (spec/strategies/pipeline.h), refused here.
   if (const auto problem = virtualStagesProblem(schedule, virtual_stages))
     RM_THROW(kInvalidArgument, fmt::format("{}: {}", problem->path, problem->message));
-  RM_CHECK_ARG(!interleaving || micro_batches % ranks == 0,
-               fmt::format("train.micro_batches: interleaved_1f1b needs a multiple of the {} "
-                           "pipeline ranks, got {}",
-                           ranks, micro_batches));
+  if (const auto problem = microBatchesProblem(schedule, micro_batches, ranks))
+    RM_THROW(kInvalidArgument, fmt::format("{}: {}", problem->path, problem->message));
   PipelinePlan plan{schedule, ranks, micro_batches, virtual_stages, {}};
   if (schedule == PipelineSchedule::kZbH1) {
     plan.actions = zeroBubbleH1(ranks, micro_batches);

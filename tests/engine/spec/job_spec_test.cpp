@@ -569,6 +569,12 @@ INSTANTIATE_TEST_SUITE_P(
                                    "virtual_stages": 3}})",
                   {"strategy: world size 1 × virtual_stages 3 = 3 pipeline stages, but "
                    "model.layers has only 2 Linear layers (each stage needs one)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b",
+                                   "virtual_stages": 2},
+                      "train": {"batch_size": 6, "micro_batches": 3},
+                      "model": {"layers": [4, 8, 8, 8, 3]}, "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"train.micro_batches: interleaved_1f1b needs a multiple of the 2 pipeline "
+                   "ranks, got 3"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline"}, "launch": {"hosts": [{"ranks": 3}]}})",
                   {"strategy: world size 3 × virtual_stages 1 = 3 pipeline stages, but "
                    "model.layers has only 2 Linear layers (each stage needs one)"}},

@@ -242,6 +242,14 @@ TEST(PipelineRules, WrittenOnceForTheParserAndTheRuntime) {
   ASSERT_TRUE(virtualStagesProblem(PipelineSchedule::kInterleaved1f1b, 1));
   EXPECT_EQ(virtualStagesProblem(PipelineSchedule::kGpipe, 2)->path, "strategy.virtual_stages");
 
+  EXPECT_FALSE(microBatchesProblem(PipelineSchedule::kInterleaved1f1b, 8, 4));
+  EXPECT_FALSE(microBatchesProblem(PipelineSchedule::k1f1b, 3, 4));
+  for (const int micro_batches : {1, 2, 3, 5, 6, 7}) {
+    const auto problem = microBatchesProblem(PipelineSchedule::kInterleaved1f1b, micro_batches, 4);
+    ASSERT_TRUE(problem) << micro_batches;
+    EXPECT_EQ(problem->path, "train.micro_batches");
+  }
+
   EXPECT_FALSE(stageCountProblem(4, "4", 4));
   ASSERT_TRUE(stageCountProblem(5, "5", 4));
   EXPECT_EQ(stageCountProblem(5, "5", 4)->path, "strategy");
