@@ -595,6 +595,15 @@ TEST_F(WebServerTest, EveryOwnMetricOfARunGetsAChartInItsPanel) {
     EXPECT_NE(std::find(detail["metrics"].begin(), detail["metrics"].end(), name),
               detail["metrics"].end())
         << name;
+  // Compare offers every metric of either run (the wall time aside), with its chart's title.
+  const json compared =
+      getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, pipeline_run_id_));
+  std::map<std::string, std::string> offered;
+  for (const json& metric : compared["metrics"]) offered[metric["key"]] = metric["title"];
+  EXPECT_EQ(offered["eval/acc"], "eval/acc");
+  EXPECT_EQ(offered["grad_norm"], "Gradient norm");
+  EXPECT_EQ(offered["loss"], "Loss");
+  EXPECT_FALSE(offered.contains("wall_time_s"));
 }
 
 // Issue 21, the live hang view: a running run whose ranks 0 and 2 report waiting in all_reduce #28

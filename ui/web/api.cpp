@@ -424,7 +424,13 @@ json compare(const Database& db, const QueryParams& params, const ApiLimits& lim
   json differences = json::array();
   for (const SpecDifference& difference : comparison.differences)
     differences.push_back({{"path", difference.path}, {"values", difference.values}});
-  return {{"runs", runs}, {"spec_differences", differences}};
+  // What may be overlaid: every metric of any of the runs (issue 33), with its chart's title.
+  std::vector<std::vector<std::string>> per_run;
+  for (const json& run : runs) per_run.push_back(run["metrics"].get<std::vector<std::string>>());
+  json metrics = json::array();
+  for (const std::string& metric : ui::comparableMetrics(per_run))
+    metrics.push_back({{"key", metric}, {"title", ui::metricTitle(metric)}});
+  return {{"runs", runs}, {"spec_differences", differences}, {"metrics", metrics}};
 }
 
 // GET /charts: the chart table (ui/charts/chart_table.h), every chart; with run=ID, the charts
