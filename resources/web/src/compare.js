@@ -25,6 +25,7 @@ export function mount(root, route) {
   root.append(el('h1', {}, 'Compare runs'), el('div', { class: 'toolbar' }, input, go), content);
   const charts = [];
   const controller = new AbortController();
+  let recorded = [];  // each run's metrics, in the order of ids
 
   function saveUrl() {
     replaceParams(new URLSearchParams({ runs: ids.join(','), metrics: shown.join(',') }));
@@ -45,6 +46,7 @@ export function mount(root, route) {
       if (shown.length === 0) shown = ['loss', 'tokens_per_s', 'step_ms'].filter(has);
       const boxes = el('div', {});
       content.replaceChildren(figuresTable(body), differencesTable(body), metricPicker(offered, boxes), boxes);
+      recorded = (body.runs || []).map((r) => new Set(r.metrics || []));
       for (const key of shown) await addOverlay(boxes, offered, key);
     } catch (error) {
       if (error.name !== 'AbortError') content.replaceChildren(errorBox(error));
@@ -79,8 +81,10 @@ export function mount(root, route) {
     const chart = new StepChart(box, title, {});
     charts.push(chart);
     const buckets = Math.max(1, Math.min(4096, Math.round(chart.width())));
-    const loaded = await Promise.all(ids.map((id) => loadMetric(id, metric, 'band', '', '', buckets, controller.signal)
-      .catch(() => ({ lines: [] }))));
+    // Only the runs that recorded the metric are asked for it.
+    const loaded = await Promise.all(ids.map((id, i) => (recorded[i] && !recorded[i].has(metric)
+      ? { lines: [] }
+      : loadMetric(id, metric, 'band', '', '', buckets, controller.signal).catch(() => ({ lines: [] })))));
     const steps = new Set();
     for (const l of loaded) for (const line of l.lines) for (const s of line.points.keys()) steps.add(s);
     const xs = Float64Array.from([...steps].sort((a, b) => a - b));

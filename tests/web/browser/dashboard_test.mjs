@@ -379,7 +379,9 @@ db.commit()
   writer.stderr.on('data', (d) => { output += d; });
   const code = await new Promise((resolve) => writer.on('exit', resolve));
   check(code === 0, `the own metrics were written${code ? `: ${output}` : ''}`);
+  // (The page may be on this run already: loaded again, it reads the run's metrics anew.)
   await page.goto(`${base}/#/run/${runId}?tab=charts&ranks=all`);
+  await page.reload();
   const ownChart = (name) => `[id="chart-metric:${name}"]`;
   await until('the own metrics\' charts', 15000, async () => page.evaluate((ids) => ids.every((id) => Number(document.querySelector(id)?.dataset.points || 0) > 0), names.map(ownChart)));
   const panels = await page.locator('details.panel').evaluateAll((d) => d.map((e) => ({
