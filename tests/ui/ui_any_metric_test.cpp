@@ -6,6 +6,7 @@
 // a run with tokens and the loss scale only with loss scaling; the compare view overlays any
 // metric of the runs, picked from the union of their names.
 #include <QComboBox>
+#include <QDir>
 #include <QGroupBox>
 #include <QProcess>
 #include <QTableView>
@@ -140,6 +141,12 @@ class UiAnyMetricTest : public QObject {
     QVERIFY(tab->panel("eval")->isAncestorOf(view->chart("eval/acc")));
     QVERIFY(tab->panel("train")->isAncestorOf(view->chart("train/grad_norm")));
     QVERIFY(tab->panel("train")->isVisible() && view->chart("train/grad_norm")->isVisible());
+    if (const QString grabs = qEnvironmentVariable("RINGMASTER_UI_GRABS"); !grabs.isEmpty()) {
+      view->resize(1440, 2200);  // every panel in one image
+      QTest::qWait(300);
+      QDir().mkpath(grabs);
+      view->grab().save(QDir(grabs).filePath("run-panels.png"));
+    }
     // Exported under names a file system takes: "train/grad_norm" is train_grad_norm.*.
     const QStringList files = tab->exportCharts(dir_.filePath("charts"), {"png"});
     QCOMPARE(files.size(), static_cast<qsizetype>(view->charts().size()));

@@ -230,6 +230,9 @@ ChartsTab::Panel& ChartsTab::panelFor(const std::string& name) {
   box->setObjectName("chartPanel_" + chartObjectName(QString::fromStdString(name)));
   auto* grid = new QGridLayout(box);
   grid->setContentsMargins(4, 4, 4, 4);
+  // Two columns of equal width, a panel of one chart included.
+  grid->setColumnStretch(0, 1);
+  grid->setColumnStretch(1, 1);
   return panels_.emplace(name, Panel{box, grid}).first->second;
 }
 
