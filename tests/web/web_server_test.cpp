@@ -35,6 +35,7 @@
 #include "access.h"
 #include "charts/chart_table.h"
 #include "common/captured_process.h"
+#include "common/own_metric_rows.h"
 #include "common/test_paths.h"
 #include "core/error.h"
 #include "db/statement.h"
@@ -512,8 +513,8 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
 }
 
 // Issue 31, one chart table: GET /api/v1/charts is the table the desktop reads
-// (ui/charts/chart_table.h), entry by entry; with run=ID, only the charts that apply to that run
-// (ddp_mlp is fp32: no loss scale).
+// (ui/charts/chart_table.h), entry by entry; with run=ID, the charts that apply to that run
+// (ddp_mlp is fp32: no loss scale; it reports the gradient norm, issue 33).
 TEST_F(WebServerTest, ChartsAreTheOneChartTableAndARunsAreThoseThatApply) {
   start();
   const json all = getJson("/api/v1/charts")["charts"];
@@ -534,19 +535,75 @@ TEST_F(WebServerTest, ChartsAreTheOneChartTableAndARunsAreThoseThatApply) {
     EXPECT_EQ(all[i]["every_rank"], ui::everyRankName(table[i].every_rank));
     EXPECT_EQ(all[i]["validation_loss"], table[i].validation_loss);
     EXPECT_EQ(all[i]["applies_when"], ui::conditionName(table[i].applies_when));
+    EXPECT_EQ(all[i]["panel"], "");
   }
   const json for_run = getJson(fmt::format("/api/v1/charts?run={}", run_id_))["charts"];
   std::vector<std::string> ids;
   for (const json& chart : for_run) ids.push_back(chart["id"]);
   std::vector<std::string> expected;
-  for (const ui::ChartSpec* chart : ui::chartsFor({.precision = "fp32"}))
-    expected.emplace_back(chart->id);
+  {
+    storage::Database db(dbPath());
+    for (const ui::ChartSpec& chart : ui::chartsFor({.metrics = storage::metricNames(db, run_id_)}))
+      expected.push_back(chart.id);
+  }
   EXPECT_EQ(ids, expected);
   EXPECT_EQ(std::find(ids.begin(), ids.end(), "loss-scale"), ids.end());
   EXPECT_NE(std::find(ids.begin(), ids.end(), "loss"), ids.end());
+  EXPECT_NE(std::find(ids.begin(), ids.end(), "grad-norm"), ids.end());
   expectError("/api/v1/charts?run=999", 404, "no run 999");
   expectError("/api/v1/charts?run=x", 400, "run");
   expectError("/api/v1/charts/loss", 404, "no such API path");
+}
+
+// Issue 33, any metric: a run's own metrics (names outside the step record) each get a chart,
+// titled by the name, in the panel of its prefix, and their series are read like any other.
+TEST_F(WebServerTest, EveryOwnMetricOfARunGetsAChartInItsPanel) {
+  {
+    storage::Database db(dbPath());
+    for (const char* name : {"train/grad_norm", "eval/acc", "my_custom_thing"})
+      for (int rank = 0; rank < kRanks; ++rank)
+        ringmaster::testing::writeOwnMetric(db, pipeline_run_id_, name, rank,
+                                            {{1, 0.5}, {2, 0.25 + rank}, {3, 0.125}});
+  }
+  start();
+  const json body = getJson(fmt::format("/api/v1/charts?run={}", pipeline_run_id_));
+  EXPECT_EQ(body["default_panel"], "Charts");
+  std::vector<std::pair<std::string, std::string>> own;  // panel, title
+  std::vector<std::string> panels;
+  for (const json& chart : body["charts"]) {
+    const std::string panel = chart["panel"];
+    if (panels.empty() || panels.back() != panel) panels.push_back(panel);
+    if (!chart["id"].get<std::string>().starts_with("metric:")) continue;
+    own.emplace_back(panel, chart["title"]);
+    EXPECT_EQ(chart["metrics"][0]["key"], chart["title"]);
+    EXPECT_EQ(chart["source"], "step_metrics");
+  }
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"", "my_custom_thing"}, {"eval", "eval/acc"}, {"train", "train/grad_norm"}};
+  EXPECT_EQ(own, expected);
+  // Each panel once, the default one first.
+  EXPECT_EQ(panels, (std::vector<std::string>{"", "eval", "train"}));
+  const json series =
+      getJson(fmt::format("/api/v1/runs/{}/series?metric=eval%2Facc&ranks=1", pipeline_run_id_));
+  ASSERT_EQ(series["ranks"].size(), 1u);
+  EXPECT_EQ(series["ranks"][0]["buckets"].size(), 3u);
+  const json band = getJson(
+      fmt::format("/api/v1/runs/{}/series?metric=my_custom_thing&ranks=band", pipeline_run_id_));
+  EXPECT_EQ(band["band"].size(), 3u);
+  const json detail = getJson(fmt::format("/api/v1/runs/{}", pipeline_run_id_));
+  for (const char* name : {"train/grad_norm", "eval/acc", "my_custom_thing"})
+    EXPECT_NE(std::find(detail["metrics"].begin(), detail["metrics"].end(), name),
+              detail["metrics"].end())
+        << name;
+  // Compare offers every metric of either run (the wall time aside), with its chart's title.
+  const json compared =
+      getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, pipeline_run_id_));
+  std::map<std::string, std::string> offered;
+  for (const json& metric : compared["metrics"]) offered[metric["key"]] = metric["title"];
+  EXPECT_EQ(offered["eval/acc"], "eval/acc");
+  EXPECT_EQ(offered["grad_norm"], "Gradient norm");
+  EXPECT_EQ(offered["loss"], "Loss");
+  EXPECT_FALSE(offered.contains("wall_time_s"));
 }
 
 // Issue 21, the live hang view: a running run whose ranks 0 and 2 report waiting in all_reduce #28

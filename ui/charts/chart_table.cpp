@@ -1,8 +1,12 @@
-// The chart table (chart_table.h) and when each chart applies.
+// The chart table (chart_table.h), when each chart applies, and the charts of a run's own metrics
+// grouped into panels.
 #include "charts/chart_table.h"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <map>
+#include <set>
 
+#include "db/step_columns.h"
 #include "telemetry/fields.h"
 
 namespace ringmaster::ui {
@@ -34,7 +38,9 @@ const std::vector<ChartSpec>& chartTable() {
       {.id = "memory",
        .title = "Allocator memory",
        .unit = "bytes",
-       .metrics = {{step_field::kMemAllocated, "allocated"}, {step_field::kMemPeak, "peak"}},
+       .metrics = {{step_field::kMemAllocated, "allocated"},
+                   {step_field::kMemPeak, "peak"},
+                   {step_field::kMemReserved, "reserved"}},
        .every_rank = EveryRank::kBand},
       {.id = "device-memory",
        .title = "Device memory",
@@ -45,46 +51,120 @@ const std::vector<ChartSpec>& chartTable() {
        .title = "Learning rate",
        .unit = "lr",
        .metrics = {{step_field::kLr, "learning rate"}}},
+      // The global gradient norm before clipping.
+      {.id = "grad-norm",
+       .title = "Gradient norm",
+       .unit = "norm",
+       .metrics = {{step_field::kGradNorm, "gradient norm"}},
+       .applies_when = ChartCondition::kRecorded},
+      {.id = "accuracy",
+       .title = "Accuracy",
+       .unit = "fraction",
+       .metrics = {{step_field::kAccuracy, "accuracy"}},
+       .applies_when = ChartCondition::kRecorded},
+      // Only for a model with tokens: a run without them has no tokens_per_s series.
+      {.id = "tokens-per-s",
+       .title = "Tokens/s",
+       .unit = "tokens/s",
+       .metrics = {{step_field::kTokensPerS, "tokens/s"}},
+       .applies_when = ChartCondition::kRecorded},
+      {.id = "mfu",
+       .title = "Model FLOPs utilisation",
+       .unit = "fraction of peak",
+       .metrics = {{step_field::kMfu, "MFU"}},
+       .applies_when = ChartCondition::kRecorded},
       // fp16's dynamic loss scale at each step: a drop is a step skipped on an inf or NaN
-      // gradient (fp32 and bf16 scale nothing).
+      // gradient (fp32 and bf16 scale nothing, and record no loss scale).
       {.id = "loss-scale",
        .title = "Loss scale",
        .unit = "scale",
        .metrics = {{step_field::kLossScale, "loss scale"}},
-       .applies_when = ChartCondition::kFp16},
+       .applies_when = ChartCondition::kRecorded},
+      {.id = "skipped",
+       .title = "Skipped steps",
+       .unit = "steps per event",
+       .metrics = {{step_field::kSkipped, "skipped"}},
+       .applies_when = ChartCondition::kRecorded},
   };
   return table;
 }
 
-ChartRunFacts chartRunFacts(std::string_view spec_json) {
-  ChartRunFacts facts;
-  const nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
-  if (!spec.is_object()) return facts;
-  const nlohmann::json::json_pointer precision("/train/precision");
-  if (spec.contains(precision) && spec.at(precision).is_string())
-    facts.precision = spec.at(precision).get<std::string>();
-  return facts;
+bool ChartRunFacts::recorded(std::string_view metric) const {
+  return std::find(metrics.begin(), metrics.end(), metric) != metrics.end();
 }
 
 bool chartApplies(const ChartSpec& chart, const ChartRunFacts& run) {
   switch (chart.applies_when) {
     case ChartCondition::kAlways:
       return true;
-    case ChartCondition::kFp16:
-      return run.precision == "fp16";
+    case ChartCondition::kRecorded:
+      return std::any_of(chart.metrics.begin(), chart.metrics.end(),
+                         [&](const ChartMetric& m) { return run.recorded(m.key); });
   }
   return false;
 }
 
-std::vector<const ChartSpec*> chartsFor(const ChartRunFacts& run) {
-  std::vector<const ChartSpec*> charts;
+std::string panelOf(std::string_view metric) {
+  const size_t slash = metric.find('/');
+  return slash == std::string_view::npos ? std::string() : std::string(metric.substr(0, slash));
+}
+
+bool notChartedAlone(std::string_view metric) {
+  return metric == storage::kWallTimeColumn || metric == step_field::kSamples ||
+         metric == step_field::kTokens;
+}
+
+namespace {
+
+bool drawnByTheTable(std::string_view metric) {
   for (const ChartSpec& chart : chartTable())
-    if (chartApplies(chart, run)) charts.push_back(&chart);
+    for (const ChartMetric& m : chart.metrics)
+      if (m.key == metric) return true;
+  return false;
+}
+
+// A metric's own chart: a line per rank, titled by its name, in its prefix's panel.
+ChartSpec ownChart(const std::string& metric) {
+  return {.id = "metric:" + metric,
+          .title = metric,
+          .unit = "",
+          .metrics = {{metric, metric}},
+          .applies_when = ChartCondition::kRecorded,
+          .panel = panelOf(metric)};
+}
+
+}  // namespace
+
+std::vector<ChartSpec> chartsFor(const ChartRunFacts& run) {
+  std::vector<ChartSpec> charts;
+  for (const ChartSpec& chart : chartTable())
+    if (chartApplies(chart, run)) charts.push_back(chart);
+  // The run's own metrics by panel ("" first), each panel's by name.
+  std::map<std::string, std::set<std::string>> panels;
+  for (const std::string& metric : run.metrics)
+    if (!drawnByTheTable(metric) && !notChartedAlone(metric))
+      panels[panelOf(metric)].insert(metric);
+  for (const auto& [panel, metrics] : panels)
+    for (const std::string& metric : metrics) charts.push_back(ownChart(metric));
   return charts;
 }
 
+std::vector<std::string> comparableMetrics(const std::vector<std::vector<std::string>>& per_run) {
+  std::set<std::string> names;
+  for (const std::vector<std::string>& metrics : per_run)
+    for (const std::string& metric : metrics)
+      if (metric != storage::kWallTimeColumn) names.insert(metric);
+  return {names.begin(), names.end()};
+}
+
+std::string metricTitle(std::string_view metric) {
+  for (const ChartSpec& chart : chartTable())
+    if (!chart.metrics.empty() && chart.metrics.front().key == metric) return chart.title;
+  return std::string(metric);
+}
+
 std::string_view conditionName(ChartCondition condition) {
-  return condition == ChartCondition::kFp16 ? "fp16" : "always";
+  return condition == ChartCondition::kRecorded ? "recorded" : "always";
 }
 
 std::string_view everyRankName(EveryRank every_rank) {

@@ -1,18 +1,23 @@
-// CompareView: compareRuns for the tables, rank bands and per-rank series for the charts, read by
-// one background job ("compare") and applied on the GUI thread.
+// CompareView: compareRuns for the tables, rank bands and per-rank series for the charts, the runs'
+// metrics for the picker, read by one background job ("compare") and applied on the GUI thread.
 #include "views/compare_view.h"
 
+#include <QComboBox>
+#include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <map>
 
+#include "charts/chart_table.h"
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/compare_models.h"
 #include "models/untrusted_text.h"
+#include "query/runs.h"
 #include "query/series.h"
 #include "views/table_copy.h"
 #include "widgets/metric_chart.h"
@@ -39,13 +44,64 @@ QTableView* makeTable(const QString& name, QAbstractItemModel* model) {
   return table;
 }
 
-// What one read brings back: the comparison and both charts' lines.
-struct CompareData {
-  storage::RunComparison comparison;
-  std::vector<ChartLine> loss_lines, throughput_lines;
-};
+// A run's band of `metric`: the median of ranks with its min / max envelope.
+ChartLine medianLine(const storage::Band& band, const QString& name, QColor color) {
+  ChartLine line{name, color, {}, {}, {}};
+  line.steps_per_point = band.bucket_width;
+  line.centre_label = "median of ranks";
+  for (const auto& b : band.buckets) {
+    const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
+    line.centre.append({x, b.median});
+    if (band.bucket_width > 1) {
+      line.low.append({x, b.min});
+      line.high.append({x, b.max});
+    }
+  }
+  return line;
+}
+
+// Throughput per bucket: every rank's samples over its step time, summed over ranks.
+ChartLine throughputLine(const storage::Database& db, const storage::RunRecord& run,
+                         const storage::SeriesRange& range, const QString& name, QColor color,
+                         const JobToken& token) {
+  std::map<int64_t, double> per_bucket;
+  int64_t width = 1;
+  for (int r = 0; r < run.world_size && !token.cancelled(); ++r) {
+    const storage::Series samples = storage::loadSeries(db, run.id, "samples", r, range);
+    const storage::Series step_ms = storage::loadSeries(db, run.id, "step_ms", r, range);
+    width = std::max(width, samples.bucket_width);
+    std::map<int64_t, double> ms;
+    for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
+    for (const auto& b : samples.buckets)
+      if (auto it = ms.find(b.start); it != ms.end() && it->second > 0)
+        per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
+  }
+  ChartLine throughput{name, color, {}, {}, {}};
+  throughput.steps_per_point = width;
+  for (const auto& [start, value] : per_bucket)
+    throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
+  return throughput;
+}
+
+storage::SeriesRange rangeOf(const MetricChart* chart) {
+  storage::SeriesRange r;
+  r.buckets = chart->bucketsWanted();
+  if (chart->zoomed()) {
+    r.from_step = chart->zoomRange().first;
+    r.to_step = chart->zoomRange().second;
+  }
+  return r;
+}
 
 }  // namespace
+
+// What one read brings back: the comparison, the charts' lines and what the picker offers.
+struct CompareView::Read {
+  storage::RunComparison comparison;
+  std::vector<ChartLine> loss_lines, throughput_lines, metric_lines;
+  std::vector<std::string> metrics;  // comparableMetrics of the runs
+  std::string metric;                // the one metric_lines draw
+};
 
 CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_ids, QWidget* parent)
     : QWidget(parent), db_path_(db_path), run_ids_(std::move(run_ids)) {
@@ -62,8 +118,25 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   loss_->setObjectName("compareLoss");
   throughput_ = new MetricChart("Throughput (all ranks)", "samples/s");
   throughput_->setObjectName("compareThroughput");
+  // Any metric of the runs, picked by name.
+  auto* metric_box = new QWidget();
+  auto* metric_layout = new QVBoxLayout(metric_box);
+  metric_layout->setContentsMargins(0, 0, 0, 0);
+  auto* picker = new QHBoxLayout();
+  picker->addWidget(new QLabel("Metric:"));
+  metric_choice_ = new QComboBox();
+  metric_choice_->setObjectName("compareMetric");
+  metric_choice_->setToolTip("Every metric the compared runs recorded");
+  picker->addWidget(metric_choice_, 1);
+  metric_layout->addLayout(picker);
+  metric_chart_ = new MetricChart("Metric", "");
+  metric_chart_->setObjectName("compareMetricChart");
+  metric_layout->addWidget(metric_chart_, 1);
+  connect(metric_choice_, &QComboBox::activated, this,
+          [this](int index) { showMetric(metric_choice_->itemData(index).toString()); });
   charts->addWidget(loss_);
   charts->addWidget(throughput_);
+  charts->addWidget(metric_box);
   splitter->addWidget(charts);
   auto* tables = new QSplitter(Qt::Horizontal);
   summary_model_ = new CompareSummaryModel(this);
@@ -84,16 +157,29 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   tables->addWidget(diff_box);
   splitter->addWidget(tables);
   layout->addWidget(splitter);
-  // Zoom is linked, as in a run view: the other chart follows and both re-read the range.
-  for (auto [chart, other] : {std::pair{loss_, throughput_}, std::pair{throughput_, loss_}}) {
-    connect(chart, &MetricChart::rangeChanged, this, [this, chart, other] {
-      if (chart->zoomed())
-        other->setZoomRange(chart->zoomRange().first, chart->zoomRange().second);
-      else
-        other->clearZoom();
+  linkZoom();
+  reload();
+}
+
+// Zoom is linked, as in a run view: the other charts follow and all re-read the range.
+void CompareView::linkZoom() {
+  const std::vector<MetricChart*> charts = {loss_, throughput_, metric_chart_};
+  for (MetricChart* chart : charts) {
+    connect(chart, &MetricChart::rangeChanged, this, [this, chart, charts] {
+      for (MetricChart* other : charts) {
+        if (other == chart) continue;
+        if (chart->zoomed())
+          other->setZoomRange(chart->zoomRange().first, chart->zoomRange().second);
+        else
+          other->clearZoom();
+      }
       reload();
     });
   }
+}
+
+void CompareView::showMetric(const QString& metric) {
+  metric_ = metric.toStdString();
   reload();
 }
 
@@ -102,65 +188,42 @@ QString CompareView::errorText() const {
 }
 
 void CompareView::reload() {
-  auto range = [](const MetricChart* chart) {
-    storage::SeriesRange r;
-    r.buckets = chart->bucketsWanted();
-    if (chart->zoomed()) {
-      r.from_step = chart->zoomRange().first;
-      r.to_step = chart->zoomRange().second;
-    }
-    return r;
-  };
-  const storage::SeriesRange loss_range = range(loss_), throughput_range = range(throughput_);
-  jobs_->run<CompareData>(
+  const storage::SeriesRange loss_range = rangeOf(loss_), throughput_range = rangeOf(throughput_),
+                             metric_range = rangeOf(metric_chart_);
+  jobs_->run<Read>(
       "compare",
-      [path = db_path_, run_ids = run_ids_, loss_range,
-       throughput_range](const JobToken& token) -> CompareData {
+      [path = db_path_, run_ids = run_ids_, loss_range, throughput_range, metric_range,
+       metric = metric_](const JobToken& token) -> Read {
         storage::Database db(path, storage::readingOptions(path));
-        CompareData data{storage::compareRuns(db, run_ids), {}, {}};
-        const storage::RunComparison& comparison = data.comparison;
-        for (size_t i = 0; i < comparison.runs.size() && !token.cancelled(); ++i) {
-          const storage::RunRecord& run = comparison.runs[i].run;
+        Read data{.comparison = storage::compareRuns(db, run_ids)};
+        const std::vector<storage::RunSummary>& runs = data.comparison.runs;
+        std::vector<std::vector<std::string>> per_run;
+        for (const storage::RunSummary& run : runs)
+          per_run.push_back(storage::metricNames(db, run.run.id));
+        data.metrics = comparableMetrics(per_run);
+        // The gradient norm until another is picked, or the runs' first metric.
+        data.metric = metric;
+        if (data.metric.empty() && !data.metrics.empty())
+          data.metric =
+              std::find(data.metrics.begin(), data.metrics.end(), "grad_norm") != data.metrics.end()
+                  ? "grad_norm"
+                  : data.metrics.front();
+        for (size_t i = 0; i < runs.size() && !token.cancelled(); ++i) {
+          const storage::RunRecord& run = runs[i].run;
           const QString name = QString("run %1 %2").arg(run.id).arg(untrustedLine(run.name));
-          const storage::Band band = storage::loadRankBand(db, run.id, "loss", loss_range);
-          ChartLine loss{name, runColor(i), {}, {}, {}};
-          loss.steps_per_point = band.bucket_width;
-          loss.centre_label = "median of ranks";
-          for (const auto& b : band.buckets) {
-            const double x = static_cast<double>(b.start) + band.bucket_width / 2.0;
-            loss.centre.append({x, b.median});
-            if (band.bucket_width > 1) {
-              loss.low.append({x, b.min});
-              loss.high.append({x, b.max});
-            }
-          }
-          data.loss_lines.push_back(std::move(loss));
-          // Throughput per bucket: every rank's samples over its step time, summed over ranks.
-          std::map<int64_t, double> per_bucket;
-          int64_t width = 1;
-          for (int r = 0; r < run.world_size && !token.cancelled(); ++r) {
-            const storage::Series samples =
-                storage::loadSeries(db, run.id, "samples", r, throughput_range);
-            const storage::Series step_ms =
-                storage::loadSeries(db, run.id, "step_ms", r, throughput_range);
-            width = std::max(width, samples.bucket_width);
-            std::map<int64_t, double> ms;
-            for (const auto& b : step_ms.buckets) ms[b.start] = b.summary.mean();
-            for (const auto& b : samples.buckets)
-              if (auto it = ms.find(b.start); it != ms.end() && it->second > 0)
-                per_bucket[b.start] += b.summary.mean() / (it->second / 1000.0);
-          }
-          ChartLine throughput{name, runColor(i), {}, {}, {}};
-          throughput.steps_per_point = width;
-          for (const auto& [start, value] : per_bucket)
-            throughput.centre.append({static_cast<double>(start) + width / 2.0, value});
-          data.throughput_lines.push_back(std::move(throughput));
+          data.loss_lines.push_back(
+              medianLine(storage::loadRankBand(db, run.id, "loss", loss_range), name, runColor(i)));
+          data.throughput_lines.push_back(
+              throughputLine(db, run, throughput_range, name, runColor(i), token));
+          if (!data.metric.empty())
+            data.metric_lines.push_back(medianLine(
+                storage::loadRankBand(db, run.id, data.metric, metric_range), name, runColor(i)));
         }
         return data;
       },
-      [this](CompareData data) {
+      [this](Read data) {
         error_->hide();
-        applyComparison(data.comparison, data.loss_lines, data.throughput_lines);
+        applyComparison(std::move(data));
       },
       [this](const QString& error) {
         error_->setText("Cannot compare: " + error);
@@ -168,16 +231,22 @@ void CompareView::reload() {
       });
 }
 
-void CompareView::applyComparison(const storage::RunComparison& comparison,
-                                  const std::vector<ChartLine>& loss_lines,
-                                  const std::vector<ChartLine>& throughput_lines) {
-  loss_->setLines(loss_lines);
-  throughput_->setLines(throughput_lines);
+void CompareView::applyComparison(Read read) {
+  loss_->setLines(read.loss_lines);
+  throughput_->setLines(read.throughput_lines);
+  metric_ = read.metric;
+  metric_choice_->clear();
+  for (const std::string& metric : read.metrics)
+    metric_choice_->addItem(untrustedLine(metric), QString::fromStdString(metric));
+  metric_choice_->setCurrentIndex(metric_choice_->findData(QString::fromStdString(metric_)));
+  metric_chart_->setTitleNote(
+      QString(": %1 (median of ranks)").arg(untrustedLine(metricTitle(metric_))));
+  metric_chart_->setLines(read.metric_lines);
 
-  summary_model_->setRuns(comparison.runs);
+  summary_model_->setRuns(read.comparison.runs);
   std::vector<int64_t> ids;
-  for (const storage::RunSummary& run : comparison.runs) ids.push_back(run.run.id);
-  differences_model_->setDifferences(std::move(ids), comparison.differences);
+  for (const storage::RunSummary& run : read.comparison.runs) ids.push_back(run.run.id);
+  differences_model_->setDifferences(std::move(ids), read.comparison.differences);
 }
 
 }  // namespace ringmaster::ui

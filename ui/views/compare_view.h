@@ -1,5 +1,6 @@
-// Comparing two or more runs: loss and throughput overlaid (the median over each run's ranks,
-// with its min / max envelope), the summary figures side by side (samples/s, final loss, step
+// Comparing two or more runs: loss, throughput and any metric the runs recorded (picked from the
+// union of their metrics, issue 33) overlaid (the median over each run's ranks, with its min / max
+// envelope), the summary figures side by side (samples/s, final loss, step
 // time, peak memory per rank, communication share, bubble) and the spec fields that differ. Read on
 // a worker thread (BackgroundJobs); a zoom re-reads, and only the newest read reaches the screen.
 #pragma once
@@ -10,6 +11,7 @@
 #include "query/summary.h"
 #include "widgets/metric_chart.h"
 
+class QComboBox;
 class QLabel;
 class QTableView;
 
@@ -29,6 +31,11 @@ class CompareView : public QWidget {
 
   MetricChart* lossChart() const { return loss_; }
   MetricChart* throughputChart() const { return throughput_; }
+  // The chart of the metric picked (metricChoice: every metric of the runs, by name).
+  MetricChart* metricChart() const { return metric_chart_; }
+  QComboBox* metricChoice() const { return metric_choice_; }
+  // Overlays this metric (one of metricChoice's) and reads it.
+  void showMetric(const QString& metric);
   QTableView* summaryTable() const { return summary_; }
   QTableView* differencesTable() const { return differences_; }
   CompareSummaryModel* summaryModel() const { return summary_model_; }
@@ -39,9 +46,9 @@ class CompareView : public QWidget {
   void reload();
 
  private:
-  void applyComparison(const storage::RunComparison& comparison,
-                       const std::vector<ChartLine>& loss_lines,
-                       const std::vector<ChartLine>& throughput_lines);
+  struct Read;
+  void applyComparison(Read read);
+  void linkZoom();
 
   BackgroundJobs* jobs_ = nullptr;
   QLabel* error_ = nullptr;
@@ -49,6 +56,9 @@ class CompareView : public QWidget {
   std::vector<int64_t> run_ids_;
   MetricChart* loss_ = nullptr;
   MetricChart* throughput_ = nullptr;
+  MetricChart* metric_chart_ = nullptr;
+  QComboBox* metric_choice_ = nullptr;
+  std::string metric_;  // the metric overlaid; "" until the first read picks one
   QTableView* summary_ = nullptr;
   QTableView* differences_ = nullptr;
   CompareSummaryModel* summary_model_ = nullptr;

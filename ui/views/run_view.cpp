@@ -144,8 +144,9 @@ void RunView::apply(RunSnapshot snapshot) {
     charts_->setWorldSize(snapshot.run().world_size, !snapshot_);
     dirty_ = true;  // this snapshot was read before the world size was known
   }
-  // The charts that apply to the run (the loss scale only for fp16): new ones are read again.
-  if (charts_->setRunFacts(chartRunFacts(snapshot.run().spec_json))) dirty_ = true;
+  // The charts of the metrics the run recorded (a metric's first points bring its chart): new
+  // ones are read again.
+  if (charts_->setRunFacts({.metrics = snapshot.report.metrics})) dirty_ = true;
   header_->apply(snapshot);
   // Charts on a hidden tab are brought up to date when it is shown.
   charts_stale_ = tabs_->currentIndex() != 0;

@@ -62,6 +62,7 @@ class RunView : public QWidget {
 
   MetricChart* chart(const QString& title) const;
   std::vector<MetricChart*> charts() const;
+  ChartsTab* chartsTab() const { return charts_; }
   RankTableModel* rankModel() const;
   QTableView* rankTable() const;
   CommOpsModel* commModel() const;

@@ -424,36 +424,43 @@ json compare(const Database& db, const QueryParams& params, const ApiLimits& lim
   json differences = json::array();
   for (const SpecDifference& difference : comparison.differences)
     differences.push_back({{"path", difference.path}, {"values", difference.values}});
-  return {{"runs", runs}, {"spec_differences", differences}};
+  // What may be overlaid: every metric of any of the runs (issue 33), with its chart's title.
+  std::vector<std::vector<std::string>> per_run;
+  for (const json& run : runs) per_run.push_back(run["metrics"].get<std::vector<std::string>>());
+  json metrics = json::array();
+  for (const std::string& metric : ui::comparableMetrics(per_run))
+    metrics.push_back({{"key", metric}, {"title", ui::metricTitle(metric)}});
+  return {{"runs", runs}, {"spec_differences", differences}, {"metrics", metrics}};
 }
 
 // GET /charts: the chart table (ui/charts/chart_table.h), every chart; with run=ID, the charts
-// that apply to that run (the loss scale only for fp16).
+// that run shows (those that apply, and one per metric of its own, each with its panel).
 json charts(const Database& db, const QueryParams& params) {
-  std::vector<const ui::ChartSpec*> shown;
+  std::vector<ui::ChartSpec> shown;
   if (parameter(params, "run")) {
     const int64_t run_id = integerParameter(params, "run", 1, kMaxStep, 0);
     if (!runExists(db, run_id)) throw ApiError(404, fmt::format("no run {}", run_id));
-    shown = ui::chartsFor(ui::chartRunFacts(loadRun(db, run_id).spec_json));
+    shown = ui::chartsFor({.metrics = metricNames(db, run_id)});
   } else {
-    for (const ui::ChartSpec& chart : ui::chartTable()) shown.push_back(&chart);
+    shown = ui::chartTable();
   }
   json list = json::array();
-  for (const ui::ChartSpec* chart : shown) {
+  for (const ui::ChartSpec& chart : shown) {
     json metrics = json::array();
-    for (const ui::ChartMetric& metric : chart->metrics)
+    for (const ui::ChartMetric& metric : chart.metrics)
       metrics.push_back({{"key", metric.key}, {"label", metric.label}});
     list.push_back(
-        {{"id", chart->id},
-         {"title", chart->title},
-         {"unit", chart->unit},
-         {"source", chart->source == ui::ChartSource::kCommByOp ? "comm_by_op" : "step_metrics"},
+        {{"id", chart.id},
+         {"title", chart.title},
+         {"unit", chart.unit},
+         {"source", chart.source == ui::ChartSource::kCommByOp ? "comm_by_op" : "step_metrics"},
          {"metrics", metrics},
-         {"every_rank", ui::everyRankName(chart->every_rank)},
-         {"validation_loss", chart->validation_loss},
-         {"applies_when", ui::conditionName(chart->applies_when)}});
+         {"every_rank", ui::everyRankName(chart.every_rank)},
+         {"validation_loss", chart.validation_loss},
+         {"applies_when", ui::conditionName(chart.applies_when)},
+         {"panel", chart.panel}});
   }
-  return {{"charts", list}};
+  return {{"charts", list}, {"default_panel", ui::kDefaultPanelTitle}};
 }
 
 std::vector<std::string_view> segments(std::string_view path) {

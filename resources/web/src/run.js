@@ -1,6 +1,7 @@
 // The run page: a run's figures and its tabs. Charts (the chart table the desktop reads too, from
-// /api/v1/charts: loss with validation loss, step time, communication, memory, learning rate, the
-// fp16 loss scale, ...), each for every rank, one rank or the min / median / max band
+// /api/v1/charts: loss with validation loss, step time, communication, memory, learning rate,
+// gradient norm, the fp16 loss scale, ..., and a chart per metric of the run's own, in collapsible
+// panels by the name's prefix), each for every rank, one rank or the min / median / max band
 // (communication by op: the mean over ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
 // the rank table with stragglers; communication statistics by op and by rank; logs with filters;
 // flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
@@ -15,8 +16,10 @@ import { chartControls, defaultRanks } from './chart_settings.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
-// The charts come from the server's chart table (GET /api/v1/charts?run=ID: the desktop's list, only
-// the charts that apply to this run); a chart is drawn when the run recorded one of its metrics.
+// The charts come from the server's chart table (GET /api/v1/charts?run=ID: the desktop's list, the
+// charts that apply to this run and one per metric of its own, each with its panel: the metric
+// name's prefix before '/', "" the default one); a chart is drawn when the run recorded one of its
+// metrics. A collapsed panel's charts are not read until it is opened again.
 // `comm_by_op` draws the communication events instead (/comm/series), one line per collective op;
 // a chart whose `every_rank` is 'band' draws the band when every rank is chosen.
 
@@ -57,6 +60,8 @@ export function mount(root, route) {
 
   let detail = null;
   let chartList = [];
+  let defaultPanel = 'Charts';
+  const collapsed = new Set();  // the panels closed on this page, kept across redraws
   let unmountTab = null;
   let refreshTab = null;
   let destroyed = false;
@@ -137,14 +142,17 @@ export function mount(root, route) {
       el('span', { class: 'muted' }, 'Drag across a chart to zoom; double-click for the whole run.')));
     const available = new Set(detail.metrics || []);
     const charts = [];
+    const panels = new Map();
     for (const spec of chartList) {
       const commByOp = spec.source === 'comm_by_op';
       const metrics = commByOp ? [] : spec.metrics.filter((m) => available.has(m.key));
       if (commByOp ? available.size === 0 : metrics.length === 0) continue;
+      const panel = spec.panel || '';
+      if (!panels.has(panel)) panels.set(panel, chartPanel(container, panel, () => reload()));
       const box = el('div', { class: 'chart', id: `chart-${spec.id}`, 'data-points': '0' });
-      container.append(box);
+      panels.get(panel).append(box);
       const yFormat = spec.unit === 'bytes' ? bytes : null;
-      charts.push({ spec, metrics, box, chart: new StepChart(box, chartTitle(spec), { onZoom: zoom, onReset: resetZoom, yFormat, yLabel: axisName(spec), marks: attemptMarks(detail.attempts) }) });
+      charts.push({ spec, metrics, box, panel, chart: new StepChart(box, chartTitle(spec), { onZoom: zoom, onReset: resetZoom, yFormat, yLabel: axisName(spec), marks: attemptMarks(detail.attempts) }) });
     }
     if (charts.length === 0) container.append(el('p', { class: 'muted' }, 'No step metrics recorded yet.'));
     let controller = null;
@@ -167,7 +175,7 @@ export function mount(root, route) {
       controller = new AbortController();
       const { signal } = controller;
       rangeLabel.textContent = state.from || state.to ? `steps ${state.from || 0} – ${state.to || 'end'}` : 'whole run';
-      await Promise.all(charts.map(async (c) => {
+      await Promise.all(charts.filter((c) => !collapsed.has(c.panel)).map(async (c) => {
         try {
           const buckets = bucketsFor(c.chart.plot, c.chart.width());
           if (c.spec.source === 'comm_by_op') {
@@ -212,6 +220,25 @@ export function mount(root, route) {
     };
   }
 
+  // A panel of charts: a collapsible section headed by its prefix (the default one's by
+  // default_panel), open unless closed on this page; opening it reads its charts.
+  function chartPanel(container, name, onOpen) {
+    const body = el('div', { class: 'panel-charts' });
+    const details = el('details', { class: 'panel', 'data-panel': name, open: !collapsed.has(name) },
+      el('summary', {}, name || defaultPanel), body);
+    // (Chromium fires toggle for the initial open too: only a change of state counts.)
+    details.addEventListener('toggle', () => {
+      if (details.open && collapsed.has(name)) {
+        collapsed.delete(name);
+        onOpen();
+      } else if (!details.open) {
+        collapsed.add(name);
+      }
+    });
+    container.append(details);
+    return body;
+  }
+
   // ---- Ranks --------------------------------------------------------------------------------
   function ranksTab(container) {
     const ranks = detail.ranks || [];
@@ -227,13 +254,14 @@ export function mount(root, route) {
         { title: 'Waiting on', value: (r) => r.waiting_on ?? '' },
         { title: 'Steps', class: 'num', value: (r) => num(r.last_step) },
         { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_second, 1) },
-        { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_second, 1) },
+        // Only for a model with tokens (issue 33): a run without them has no Tokens/s column.
+        ranks.some((r) => r.tokens_per_second != null) ? { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_second, 1) } : null,
         { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
         { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
         { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
         { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_memory) },
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
-      ], ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
+      ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
     );
     const ingest = detail.ingest;
     if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicates)} duplicate, ${num(ingest.malformed)} bad lines.`));
@@ -377,8 +405,12 @@ export function mount(root, route) {
       const hadMetrics = (detail.metrics || []).join(',');
       await loadDetail();
       if (destroyed) return;
-      if ((detail.metrics || []).join(',') !== hadMetrics && state.tab === 'charts') showTab();
-      else if (refreshTab) await refreshTab();
+      if ((detail.metrics || []).join(',') !== hadMetrics) {
+        await loadCharts();
+        if (destroyed) return;
+        if (state.tab === 'charts') showTab();
+        else if (refreshTab) await refreshTab();
+      } else if (refreshTab) await refreshTab();
     } catch (error) {
       header.append(errorBox(error));
     } finally {
@@ -396,7 +428,14 @@ export function mount(root, route) {
     if (list.some((r) => r.id === runId)) onNewData();
   });
 
-  Promise.all([loadDetail(), getJson('charts', { run: runId }).then((list) => { chartList = list.charts; })]).then(() => {
+  // The charts the run shows, from the metrics it recorded (a new metric brings its chart).
+  async function loadCharts() {
+    const list = await getJson('charts', { run: runId });
+    chartList = list.charts;
+    defaultPanel = list.default_panel || defaultPanel;
+  }
+
+  Promise.all([loadDetail(), loadCharts()]).then(() => {
     if (destroyed) return;
     saveUrl();
     renderTabs();

@@ -8,7 +8,9 @@
 // "null", "undefined" or "NaN" text on any page, smoothing and the log scale change what the charts
 // draw (kept across a reload, not toggled while typing), one hover line shows every chart's value
 // at the same step, "Final loss" only for a completed run, the Gantt coloured by micro-batch with
-// rows named by stage, one colour per op. Exits 77 (CTest's skip) without chromium or
+// rows named by stage, one colour per op; the gradient norm is charted; a run's own metrics get a
+// chart each, in collapsible panels by prefix, and compare overlays any of them. Exits 77 (CTest's
+// skip) without chromium or
 // playwright-core. Optionally writes the screenshots docs/ shows.
 //
 // node dashboard_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
@@ -321,7 +323,7 @@ async function main() {
     return n >= Math.floor(steps / 10) && n;
   }).catch(() => points());
   check(allPoints >= Math.floor(steps / 10), `the loss chart holds the whole run: ${allPoints} points for ${steps} steps`);
-  for (const id of ['chart-step', 'chart-comm', 'chart-comm-ops', 'chart-memory']) {
+  for (const id of ['chart-step', 'chart-comm', 'chart-comm-ops', 'chart-memory', 'chart-grad-norm']) {
     check(await page.evaluate((i) => Number(document.getElementById(i)?.dataset.points || 0), id) > 0, `${id} drew points`);
   }
   const finalOps = await opLabels('', 'mean of ranks');
@@ -432,6 +434,9 @@ async function main() {
   await checkOpColors(page, pipelineOps.length);
   await noMissingText(page, 'a pipeline run\'s page');
 
+  // Issue 33, any metric: the pipeline run's own metrics, one chart each in its prefix's panel.
+  await anyMetricCharts(page, base, db, secondId);
+
   // Compare.
   await page.goto(`${base}/#/compare?runs=${runId},${secondId}`);
   await until('the compare charts', 15000, async () =>
@@ -451,6 +456,18 @@ async function main() {
     && (await page.inputValue('#compare-runs')).endsWith('l'), '\'l\' typed into the run ids is text, the log scale stays');
   const differences = await page.locator('table.grid').nth(1).locator('tbody tr').count();
   check(differences > 0, `compare lists ${differences} spec differences`);
+  // The picker offers every metric of either run; an own metric of one of them is overlaid.
+  const offered = await page.locator('#compare-metric option').evaluateAll((o) => o.map((e) => e.value));
+  check(['grad_norm', 'eval/acc', 'train/grad_norm', 'my_custom_thing'].every((m) => offered.includes(m)) && !offered.includes('wall_time_s'),
+    `the compare picker offers the runs' metrics (${offered.join(', ')})`);
+  await page.selectOption('#compare-metric', 'eval/acc');
+  await page.click('#compare-add');
+  const overlaid = await until('the eval/acc overlay', 15000, async () => page.evaluate(() => {
+    const box = document.querySelector('[data-metric="eval/acc"]');
+    return box && Number(box.dataset.points || 0) > 0 && { points: Number(box.dataset.points), lines: Number(box.dataset.lines) };
+  }));
+  check(overlaid.lines === 1 && page.url().includes('metrics=') && decodeURIComponent(page.url()).includes('eval/acc'),
+    `compare overlaid eval/acc (${JSON.stringify(overlaid)}, the run that has it) and the URL names it`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
 
   // With an access token (forced on loopback by --token-file): the page opened with ?token= draws
@@ -490,6 +507,58 @@ async function main() {
   serve.child.kill('SIGINT');
   const served = await Promise.race([serve.exited, sleep(10000).then(() => null)]);
   check(served !== null, 'ringmaster serve stopped on Ctrl-C');
+}
+
+// A run's own metrics as the recorder stores them (the metrics, scalars and scalar_rollups rows,
+// written with python3's sqlite3 while the server reads): a chart each, titled by its name, in
+// the panel of its prefix (the default one first), each panel collapsible.
+async function anyMetricCharts(page, base, dbPath, runId) {
+  const names = ['train/grad_norm', 'eval/acc', 'my_custom_thing'];
+  const script = `
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=30)
+run = int(sys.argv[2])
+for name in sys.argv[3:]:
+    db.execute("INSERT OR IGNORE INTO metrics (name) VALUES (?)", (name,))
+    (metric,) = db.execute("SELECT id FROM metrics WHERE name = ?", (name,)).fetchone()
+    for rank in range(4):
+        points = [(step, 1.0 / step + rank) for step in range(1, 21)]
+        db.executemany("INSERT INTO scalars VALUES (?, ?, ?, ?, ?, 0)", [(run, metric, rank, s, v) for s, v in points])
+        for width in (64, 512, 4096):
+            values = [v for s, v in points]
+            db.execute("INSERT INTO scalar_rollups VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, 1, 20, ?)",
+                       (run, metric, rank, width, len(values), sum(values), min(values), max(values), values[-1]))
+db.commit()
+`;
+  const writer = spawn('python3', ['-c', script, dbPath, String(runId), ...names], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  writer.stderr.on('data', (d) => { output += d; });
+  const code = await new Promise((resolve) => writer.on('exit', resolve));
+  check(code === 0, `the own metrics were written${code ? `: ${output}` : ''}`);
+  // (The page may be on this run already: loaded again, it reads the run's metrics anew.)
+  await page.goto(`${base}/#/run/${runId}?tab=charts&ranks=all`);
+  await page.reload();
+  const ownChart = (name) => `[id="chart-metric:${name}"]`;
+  await until('the own metrics\' charts', 15000, async () => page.evaluate((ids) => ids.every((id) => Number(document.querySelector(id)?.dataset.points || 0) > 0), names.map(ownChart)));
+  const panels = await page.locator('details.panel').evaluateAll((d) => d.map((e) => ({
+    panel: e.dataset.panel, title: e.querySelector('summary').textContent, charts: [...e.querySelectorAll('.chart')].map((c) => c.id) })));
+  const byName = Object.fromEntries(panels.map((p) => [p.panel, p]));
+  check(panels.map((p) => p.panel).join('|') === '|eval|train' && byName[''].title === 'Charts'
+    && byName[''].charts.includes('chart-loss') && byName[''].charts.includes('chart-metric:my_custom_thing')
+    && byName.eval.charts.join() === 'chart-metric:eval/acc' && byName.train.charts.join() === 'chart-metric:train/grad_norm',
+  `a chart per own metric, in panels by prefix: ${JSON.stringify(panels)}`);
+  const title = await page.locator(`${ownChart('eval/acc')} .u-title`).textContent();
+  check(title === 'eval/acc', `an own metric's chart is titled by its name (${title})`);
+  // A panel collapses and opens again, its chart drawn.
+  await page.click('details.panel[data-panel="train"] > summary');
+  check(await page.evaluate(() => !document.querySelector('details.panel[data-panel="train"]').open), 'a panel collapses');
+  await page.click('details.panel[data-panel="train"] > summary');
+  await until('the reopened panel\'s chart', 10000, async () => page.evaluate((id) => {
+    const box = document.querySelector(id);
+    return box && box.offsetHeight > 100 && Number(box.dataset.points) > 0;
+  }, ownChart('train/grad_norm')));
+  check(true, 'a collapsed panel opens again with its chart');
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-run-panels.png'), fullPage: true });
 }
 
 main().catch(async (error) => {

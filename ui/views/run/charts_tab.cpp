@@ -1,5 +1,6 @@
-// ChartsTab: the charts of the chart table, their shared controls, what they ask to read and how a
-// snapshot becomes their lines (bands, a line per rank, the validation loss, one line per op).
+// ChartsTab: the charts a run shows in their panels, their shared controls, what they ask to read
+// and how a snapshot becomes their lines (bands, a line per rank, the validation loss, one line per
+// op).
 #include "views/run/charts_tab.h"
 
 #include <QCheckBox>
@@ -11,12 +12,15 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGridLayout>
+#include <QGroupBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QRegularExpression>
 #include <QScrollArea>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <set>
 
 #include "models/untrusted_text.h"
 #include "views/run/run_colors.h"
@@ -34,8 +38,15 @@ QString shownUnit(std::string_view unit) {
 
 QString metricLabel(const ChartSpec& spec, const std::string& metric) {
   for (const ChartMetric& m : spec.metrics)
-    if (m.key == metric) return QString::fromUtf8(m.label.data(), m.label.size());
-  return QString::fromStdString(metric);
+    if (m.key == metric) return untrustedLine(m.label);
+  return untrustedLine(metric);
+}
+
+// A chart's object name, which its exported files are named after: its title with anything but
+// letters, digits, '_' and '-' as '_' (a metric's own name may hold '/').
+QString chartObjectName(const QString& title) {
+  static const QRegularExpression kNotAFileNameCharacter("[^A-Za-z0-9_-]");
+  return QString(title).replace(kNotAFileNameCharacter, "_");
 }
 
 // Buckets to chart points: x at the bucket's middle step, the envelope only when a bucket holds
@@ -124,16 +135,15 @@ ChartsTab::ChartsTab(int64_t run_id, QWidget* parent) : QWidget(parent), run_id_
   // The charts scroll when the window is too short for them at their least readable size,
   // rather than setting the window's minimum height (issue 15: the window grew 60 px when a
   // failure banner appeared).
-  auto* grid_page = new QWidget();
-  grid_ = new QGridLayout(grid_page);
-  grid_->setContentsMargins(0, 0, 0, 0);
-  for (const ChartSpec& spec : chartTable()) addChart(spec, grid_page);
-  layOutCharts();
+  page_ = new QWidget();
+  page_layout_ = new QVBoxLayout(page_);
+  page_layout_->setContentsMargins(0, 0, 0, 0);
+  layOutCharts(chartsFor(facts_));  // before the first snapshot: the charts of every run
   auto* scroll = new QScrollArea();
   scroll->setObjectName("chartsScroll");
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
-  scroll->setWidget(grid_page);
+  scroll->setWidget(page_);
   layout->addWidget(scroll, 1);
 }
 
@@ -192,12 +202,38 @@ QLayout* ChartsTab::buildControls() {
   return bar;
 }
 
-void ChartsTab::addChart(const ChartSpec& spec, QWidget* page) {
-  const QString title = QString::fromUtf8(spec.title.data(), spec.title.size());
-  auto* chart = new MetricChart(title, shownUnit(spec.unit), page);
-  chart->setObjectName(QString(title).replace(' ', '_'));
-  table_.push_back({&spec, chart, spec.unit == "bytes" ? kMiB : 1.0});
+// The chart of this id, made the first time a run shows it, with the shared controls' settings and
+// the other charts' zoom.
+ChartsTab::TableChart& ChartsTab::chartFor(const ChartSpec& spec) {
+  for (TableChart& made : table_)
+    if (made.spec.id == spec.id) return made;
+  const QString title = untrustedLine(spec.title);
+  auto* chart = new MetricChart(title, shownUnit(spec.unit), page_);
+  chart->setObjectName(chartObjectName(title));
+  chart->setSmoothing(smoothing_->value());
+  chart->setTimeAxis(time_axis_->isChecked());
+  if (!shown_.empty() && shown_.front()->chart->zoomed())
+    chart->setZoomRange(shown_.front()->chart->zoomRange().first,
+                        shown_.front()->chart->zoomRange().second);
+  table_.push_back({spec, chart, spec.unit == "bytes" ? kMiB : 1.0});
   linkZoom(chart);
+  return table_.back();
+}
+
+// A panel's group box, titled by its prefix (the default one "Charts"), made when first needed.
+ChartsTab::Panel& ChartsTab::panelFor(const std::string& name) {
+  if (auto it = panels_.find(name); it != panels_.end()) return it->second;
+  auto* box = new QGroupBox(
+      name.empty() ? QString::fromUtf8(kDefaultPanelTitle.data(), kDefaultPanelTitle.size())
+                   : untrustedLine(name),
+      page_);
+  box->setObjectName("chartPanel_" + chartObjectName(QString::fromStdString(name)));
+  auto* grid = new QGridLayout(box);
+  grid->setContentsMargins(4, 4, 4, 4);
+  // Two columns of equal width, a panel of one chart included.
+  grid->setColumnStretch(0, 1);
+  grid->setColumnStretch(1, 1);
+  return panels_.emplace(name, Panel{box, grid}).first->second;
 }
 
 // Zoom is linked: every chart follows the one zoomed and each re-reads that range.
@@ -214,22 +250,42 @@ void ChartsTab::linkZoom(MetricChart* chart) {
   });
 }
 
-// The charts that apply, two to a row; the others out of the grid.
-void ChartsTab::layOutCharts() {
+// The run's charts, two to a row in their panels, the panels in order; the others hidden.
+void ChartsTab::layOutCharts(const std::vector<ChartSpec>& charts) {
   shown_.clear();
-  for (const TableChart& c : table_) {
-    grid_->removeWidget(c.chart);
-    c.chart->setVisible(chartApplies(*c.spec, facts_));
-    if (chartApplies(*c.spec, facts_)) shown_.push_back(c);
+  for (const ChartSpec& spec : charts) shown_.push_back(&chartFor(spec));
+  for (TableChart& c : table_) {
+    if (QLayout* grid = c.chart->parentWidget() ? c.chart->parentWidget()->layout() : nullptr)
+      grid->removeWidget(c.chart);
+    c.chart->setVisible(false);
   }
-  for (size_t i = 0; i < shown_.size(); ++i)
-    grid_->addWidget(shown_[i].chart, static_cast<int>(i / 2), static_cast<int>(i % 2));
+  for (auto& [name, panel] : panels_) {
+    page_layout_->removeWidget(panel.box);
+    panel.box->setVisible(false);
+  }
+  panels_shown_.clear();
+  std::map<std::string, int> placed;  // charts per panel so far
+  for (const TableChart* c : shown_) {
+    Panel& panel = panelFor(c->spec.panel);
+    int& index = placed[c->spec.panel];
+    if (index == 0) {
+      panels_shown_.push_back(c->spec.panel);
+      page_layout_->addWidget(panel.box);
+      panel.box->setVisible(true);
+    }
+    panel.grid->addWidget(c->chart, index / 2, index % 2);
+    c->chart->setVisible(true);
+    ++index;
+  }
 }
 
 bool ChartsTab::setRunFacts(const ChartRunFacts& facts) {
-  const bool changed = chartsFor(facts) != chartsFor(facts_);
+  const std::vector<ChartSpec> charts = chartsFor(facts);
   facts_ = facts;
-  if (changed) layOutCharts();
+  bool changed = charts.size() != shown_.size();
+  for (size_t i = 0; !changed && i < charts.size(); ++i)
+    changed = charts[i].id != shown_[i]->spec.id;
+  if (changed) layOutCharts(charts);
   return changed;
 }
 
@@ -248,7 +304,7 @@ void ChartsTab::setWorldSize(int world_size, bool first_snapshot) {
 void ChartsTab::setStepsPerEvent(int64_t every) {
   // A step event every N steps carries the means of the steps since the previous one: say so.
   for (const TableChart& c : table_)
-    if (c.spec->id == "step")
+    if (c.spec.id == "step")
       c.chart->setTitleNote(every > 1 ? QString(" (mean of every %1 steps)").arg(every)
                                       : QString(" (every step)"));
 }
@@ -263,15 +319,15 @@ void ChartsTab::showRanks(RankMode mode, int rank) {
 }
 
 void ChartsTab::addRequests(SnapshotRequest& request, int world_size) const {
-  for (const TableChart& shown : shown_) {
+  for (const TableChart* shown : shown_) {
     ChartRequest chart;
-    for (const ChartMetric& metric : shown.spec->metrics) chart.metrics.emplace_back(metric.key);
-    chart.range.buckets = shown.chart->bucketsWanted();
-    if (shown.chart->zoomed()) {
-      chart.range.from_step = shown.chart->zoomRange().first;
-      chart.range.to_step = shown.chart->zoomRange().second;
+    for (const ChartMetric& metric : shown->spec.metrics) chart.metrics.emplace_back(metric.key);
+    chart.range.buckets = shown->chart->bucketsWanted();
+    if (shown->chart->zoomed()) {
+      chart.range.from_step = shown->chart->zoomRange().first;
+      chart.range.to_step = shown->chart->zoomRange().second;
     }
-    if (shown.spec->source == ChartSource::kCommByOp) {
+    if (shown->spec.source == ChartSource::kCommByOp) {
       request.comm_by_op = CommByOpRequest{chart.range, std::nullopt};
       if (rank_mode_ == RankMode::kOne) request.comm_by_op->rank = one_rank_;
       continue;
@@ -279,18 +335,18 @@ void ChartsTab::addRequests(SnapshotRequest& request, int world_size) const {
     // Every rank: a line each, or the band where the table says so (several metrics).
     if (rank_mode_ == RankMode::kOne) {
       chart.ranks = {one_rank_};
-    } else if (rank_mode_ == RankMode::kEach && shown.spec->every_rank == EveryRank::kLinePerRank) {
+    } else if (rank_mode_ == RankMode::kEach && shown->spec.every_rank == EveryRank::kLinePerRank) {
       for (int r = 0; r < std::max(world_size, 1); ++r) chart.ranks.push_back(r);
     }
     request.charts.push_back(std::move(chart));
   }
   // Wall times over the charts' steps (linked, so one range), at the finest chart's resolution.
   storage::SeriesRange clock{.buckets = 1};
-  for (const TableChart& shown : shown_) {
-    clock.buckets = std::max(clock.buckets, shown.chart->bucketsWanted());
-    if (shown.chart->zoomed()) {
-      clock.from_step = shown.chart->zoomRange().first;
-      clock.to_step = shown.chart->zoomRange().second;
+  for (const TableChart* shown : shown_) {
+    clock.buckets = std::max(clock.buckets, shown->chart->bucketsWanted());
+    if (shown->chart->zoomed()) {
+      clock.from_step = shown->chart->zoomRange().first;
+      clock.to_step = shown->chart->zoomRange().second;
     }
   }
   request.wall_clock = clock;
@@ -306,11 +362,11 @@ void ChartsTab::apply(const RunSnapshot& s) {
   // A run that ended without a series never will have one: its charts say so.
   const bool ended = !stillGoing(s.run().status);
   size_t next = 0;  // snapshot.charts holds the metrics of every chart shown, in order
-  for (const TableChart& shown : shown_) {
-    std::vector<ChartLine> lines = shown.spec->source == ChartSource::kCommByOp
+  for (const TableChart* shown : shown_) {
+    std::vector<ChartLine> lines = shown->spec.source == ChartSource::kCommByOp
                                        ? commByOpLines(s)
-                                       : metricLines(shown, s, next);
-    updateChart(shown.chart, std::move(lines), ended);
+                                       : metricLines(*shown, s, next);
+    updateChart(shown->chart, std::move(lines), ended);
   }
 }
 
@@ -333,7 +389,7 @@ std::vector<ChartLine> ChartsTab::commByOpLines(const RunSnapshot& s) const {
 std::vector<ChartLine> ChartsTab::metricLines(const TableChart& shown, const RunSnapshot& s,
                                               size_t& next) const {
   std::vector<ChartLine> lines;
-  const ChartSpec& spec = *shown.spec;
+  const ChartSpec& spec = shown.spec;
   const bool several = spec.metrics.size() > 1;
   for (size_t m = 0; m < spec.metrics.size() && next < s.charts.size(); ++m, ++next) {
     const MetricSeries& series = s.charts[next];
@@ -376,26 +432,39 @@ void ChartsTab::updateChart(MetricChart* chart, std::vector<ChartLine> lines, bo
       Qt::QueuedConnection);
 }
 
+QGroupBox* ChartsTab::panel(const std::string& name) const {
+  const auto it = panels_.find(name);
+  return it == panels_.end() ? nullptr : it->second.box;
+}
+
+std::vector<std::string> ChartsTab::panelsShown() const {
+  return panels_shown_;
+}
+
 std::vector<MetricChart*> ChartsTab::charts() const {
   std::vector<MetricChart*> charts;
-  for (const TableChart& shown : shown_) charts.push_back(shown.chart);
+  for (const TableChart* shown : shown_) charts.push_back(shown->chart);
   return charts;
 }
 
 MetricChart* ChartsTab::chart(const QString& title) const {
   // By the title as given: the one shown may carry a note ("… — not recorded in this run").
-  for (const TableChart& shown : shown_)
-    if (shown.chart->title() == title) return shown.chart;
+  for (const TableChart* shown : shown_)
+    if (shown->chart->title() == title) return shown->chart;
   return nullptr;
 }
 
 QStringList ChartsTab::exportCharts(const QString& directory, const QStringList& formats) {
   QDir().mkpath(directory);
   QStringList written;
-  for (const TableChart& shown : shown_) {
-    const QString base = QDir(directory).filePath(shown.chart->objectName().toLower());
+  std::set<QString> bases;  // two names may read the same as file names ("a/b", "a_b")
+  for (const TableChart* shown : shown_) {
+    QString base = QDir(directory).filePath(shown->chart->objectName().toLower());
+    for (int n = 2; !bases.insert(base).second; ++n)
+      base = QDir(directory).filePath(
+          QString("%1-%2").arg(shown->chart->objectName().toLower()).arg(n));
     for (const QString& format : formats)
-      if (shown.chart->exportTo(base + "." + format)) written << base + "." + format;
+      if (shown->chart->exportTo(base + "." + format)) written << base + "." + format;
   }
   return written;
 }

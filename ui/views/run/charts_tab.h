@@ -1,10 +1,14 @@
-// The run view's Charts tab: one MetricChart per chart of the chart table (ui/charts/chart_table.h)
-// that applies to the run, with the controls they share (which ranks, smoothing, wall-time axis,
+// The run view's Charts tab: one MetricChart per chart the run shows (ui/charts/chart_table.h: the
+// table's that apply, and one per metric of the run's own), in a group box per panel (the metric
+// name's prefix before '/'), with the controls they share (which ranks, smoothing, wall-time axis,
 // export) and their zoom linked. It says what to read (addRequests) and draws what was read
 // (apply); it never reads storage.
 #pragma once
 
 #include <QWidget>
+#include <deque>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "charts/chart_table.h"
@@ -16,7 +20,9 @@ class QComboBox;
 class QDialog;
 class QDoubleSpinBox;
 class QGridLayout;
+class QGroupBox;
 class QLabel;
+class QVBoxLayout;
 
 namespace ringmaster::ui {
 
@@ -33,7 +39,7 @@ class ChartsTab : public QWidget {
   // The rank choice for a world of this size; on the first snapshot a large world is shown as a
   // band.
   void setWorldSize(int world_size, bool first_snapshot);
-  // Shows the charts that apply to a run of these facts; true when that changed which.
+  // Shows the charts of a run of these facts (chartsFor); true when that changed which.
   bool setRunFacts(const ChartRunFacts& facts);
   // The step events' interval (telemetry.every_steps), which the step time's title states.
   void setStepsPerEvent(int64_t every);
@@ -43,10 +49,13 @@ class ChartsTab : public QWidget {
   // Draws a snapshot read with addRequests' request.
   void apply(const RunSnapshot& snapshot);
 
-  // The charts shown, in the table's order; chart() by the title as given (nullptr when none
+  // The charts shown, in chartsFor's order; chart() by the title as given (nullptr when none
   // shown has it).
   std::vector<MetricChart*> charts() const;
   MetricChart* chart(const QString& title) const;
+  // The panel's group box ("" the default panel), and the panels shown, in order, by name.
+  QGroupBox* panel(const std::string& name) const;
+  std::vector<std::string> panelsShown() const;
 
   QStringList exportCharts(const QString& directory, const QStringList& formats);
   QDialog* openExportDialog();
@@ -58,13 +67,18 @@ class ChartsTab : public QWidget {
 
  private:
   struct TableChart {
-    const ChartSpec* spec;
+    ChartSpec spec;
     MetricChart* chart;
     double scale;  // recorded values to the chart's unit
   };
+  struct Panel {
+    QGroupBox* box;
+    QGridLayout* grid;
+  };
   QLayout* buildControls();
-  void addChart(const ChartSpec& spec, QWidget* page);
-  void layOutCharts();
+  TableChart& chartFor(const ChartSpec& spec);
+  Panel& panelFor(const std::string& name);
+  void layOutCharts(const std::vector<ChartSpec>& charts);
   void linkZoom(MetricChart* chart);
   std::vector<ChartLine> commByOpLines(const RunSnapshot& s) const;
   std::vector<ChartLine> metricLines(const TableChart& shown, const RunSnapshot& s,
@@ -76,10 +90,13 @@ class ChartsTab : public QWidget {
   ChartRunFacts facts_;
   RankMode rank_mode_ = RankMode::kEach;
   int one_rank_ = 0;
-  QString export_dir_;             // the folder of the last export
-  std::vector<TableChart> table_;  // every chart of the table
-  std::vector<TableChart> shown_;  // those that apply to the run
-  QGridLayout* grid_ = nullptr;
+  QString export_dir_;                    // the folder of the last export
+  std::deque<TableChart> table_;          // every chart made so far (a deque: stable addresses)
+  std::vector<const TableChart*> shown_;  // those the run shows, in chartsFor's order
+  std::map<std::string, Panel> panels_;   // by panel name, "" the default one
+  std::vector<std::string> panels_shown_;
+  QWidget* page_ = nullptr;  // the scrolled page of panels
+  QVBoxLayout* page_layout_ = nullptr;
   QComboBox* rank_choice_ = nullptr;
   QDoubleSpinBox* smoothing_ = nullptr;  // every chart's smoothing weight
   QCheckBox* time_axis_ = nullptr;       // every chart's x axis in wall time

@@ -2,8 +2,10 @@
 #include "views/run/ranks_tab.h"
 
 #include <QHeaderView>
+#include <algorithm>
 
 #include "models/rank_table_model.h"
+#include "telemetry/fields.h"
 #include "views/table_copy.h"
 
 namespace ringmaster::ui {
@@ -24,6 +26,11 @@ void RanksTab::apply(const RunSnapshot& snapshot) {
   rank_model_->setRows(rankRows(snapshot));
   // A program job's spec describes no model: there is no estimate to put beside the peaks.
   setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.report.program.has_value());
+  // Tokens/s only for a model with tokens (issue 33): a run that recorded none has no column.
+  const auto& metrics = snapshot.report.metrics;
+  setColumnHidden(
+      RankTableModel::kTokensPerSecond,
+      std::find(metrics.begin(), metrics.end(), step_field::kTokensPerS) == metrics.end());
 }
 
 }  // namespace ringmaster::ui
