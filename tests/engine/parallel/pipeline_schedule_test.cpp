@@ -143,6 +143,18 @@ TEST(EverySchedule, EqualStageCostsReplayTheUnitPlansBubble) {
   });
 }
 
+// Issue 33: with GPipe and 1F1B the ratio of backward to forward, the same on every stage, does not
+// move the bubble either: only unequal stages show as imbalance.
+TEST(EverySchedule, ABackwardDearerThanTheForwardOnEveryStageKeepsGpipeAnd1f1bBubbles) {
+  forEveryCase([](const Case& c) {
+    if (c.schedule != PipelineSchedule::kGpipe && c.schedule != PipelineSchedule::k1f1b) return;
+    PipelinePlan plan = makePipelinePlan(c.p, c.m, c.schedule, c.v);
+    const std::vector<PhaseCosts> costs(static_cast<size_t>(plan.modelStages()), {1, 2.5, 0});
+    EXPECT_NEAR(simulateSchedule(plan, costs).bubbleFraction(),
+                theoreticalBubbleFraction(c.schedule, c.p, c.m), 1e-9);
+  });
+}
+
 // Issue 33: 1F1B on 3 stages, 3 micro-batches, the middle stage 4 times the others (F = B = 1,
 // 4, 1). By hand: stage 0 runs F0 F1 F2 at 0..3; stage 1 F0 1..5, F1 5..9; stage 2 F0 5..6,
 // B0 6..7, F1 9..10, B1 10..11; stage 1 B0 9..13, F2 13..17; stage 2 F2 17..18, B2 18..19; stage
