@@ -80,6 +80,11 @@ TEST_F(BubbleSplitRun, AStageFiveTimesHeavierIsNamedAndItsImbalanceOutweighsTheO
         << text;
     least_heavy_imbalance = std::min(least_heavy_imbalance, imbalance);
   }
+  // `show` says the split in the same words.
+  CapturedProcess show = ringmaster({"show", "2"});
+  ASSERT_TRUE(show.wait(60s).ok()) << show.err();
+  EXPECT_NE(show.out().find("planned with measured costs"), std::string::npos) << show.out();
+  EXPECT_NE(show.out().find("slowest stage: 2 (rank 2)"), std::string::npos) << show.out();
   // The same layers shared evenly: the stages' measured costs differ by noise only, and so the
   // imbalance is a small part of a heavy stage's (here some 5 points against 45).
   const json even = splitOf("even", pipelineSpec(json::parse("[[0,1],[2,3],[4,5],[6,7,8]]")));
