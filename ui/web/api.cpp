@@ -397,9 +397,9 @@ json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
     const int64_t fallback = steps.empty() ? 0 : steps.size() > 1 ? steps[1] : steps.front();
     const int64_t step = integerParameter(params, "step", 0, kMaxStep, fallback);
     const std::optional<StepSchedule> loaded = loadStepSchedule(db, run_id, step);
-    shown = loaded;
     if (!loaded)
       badParameter("step", fmt::format("run {} has no schedule events at step {}", run_id, step));
+    shown = loaded;
     json actions = json::array();
     for (const ScheduledAction& action : loaded->actions)
       actions.push_back({{"rank", action.rank},
