@@ -91,6 +91,12 @@ void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
     fmt::print(out, "  eval at step {}: val loss {}  perplexity {}  ({} tokens)\n", latest.step,
                formatOptional(latest.val_loss), formatOptional(latest.perplexity), latest.tokens);
   }
+  if (const auto& split = report.bubble_split) {
+    // Issue 33: the gap between planned and measured bubble, explained (docs/parallel.md).
+    fmt::print(out, "  bubble planned {}, planned with measured costs {}, measured {}: {}\n",
+               percent(split->planned), percent(split->replayed), percent(split->measured),
+               describeBubbleSplit(*split));
+  }
   if (run.error) {
     fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour),
                whereRaised(run.error_rank, run.error_host), displaySafe(*run.error));

@@ -238,6 +238,7 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   report.attempts = attemptReports(loadAttempts(db, run_id));
   report.evals = loadEvals(db, run_id);
   report.comm_ops = commStatsByOp(db, run_id);
+  report.bubble_split = runBubbleSplit(db, run_id, run.spec_json);
   report.ingest = loadIngestCounts(db, run_id);
   report.problems = loadProblemLines(db, run_id, kReportedProblems);
   report.metrics = metricNames(db, run_id);
@@ -286,6 +287,26 @@ static json summaryJson(const RunSummary& summary) {
           {"ranks", arrayOf(summary.ranks, rankFiguresJson)}};
 }
 
+json toJson(const BubbleSplit& split) {
+  json stages = arrayOf(split.stages, [](const StageCost& stage) {
+    return json{{"stage", stage.stage},
+                {"rank", stage.rank},
+                {"forward_ms", number(stage.forward_us / 1000)},
+                {"backward_ms", number(stage.backward_us / 1000)},
+                {"weight_ms", number(stage.weight_us / 1000)}};
+  });
+  return {{"planned", number(split.planned)},
+          {"replayed", number(split.replayed)},
+          {"measured", number(split.measured)},
+          {"imbalance_pts", number(split.imbalancePoints())},
+          {"overhead_pts", number(split.overheadPoints())},
+          {"slowest_stage", split.slowest_stage},
+          {"slowest_rank", split.stages.at(static_cast<size_t>(split.slowest_stage)).rank},
+          {"steps", split.steps},
+          {"stages", stages},
+          {"text", describeBubbleSplit(split)}};
+}
+
 json toJson(const RunReport& report) {
   json document = summaryJson(report.summary);
   document["version"] = kRunReportVersion;
@@ -297,6 +318,7 @@ json toJson(const RunReport& report) {
   document["attempts"] = arrayOf(report.attempts, attemptJson);
   document["evals"] = arrayOf(report.evals, evalJson);
   document["comm_ops"] = arrayOf(report.comm_ops, [](const CommOpStats& op) { return toJson(op); });
+  document["bubble_split"] = report.bubble_split ? toJson(*report.bubble_split) : json(nullptr);
   document["hang"] = hangJson(report.live);
   document["ingest"] = {{"stored", report.ingest.stored},
                         {"duplicates", report.ingest.duplicates},

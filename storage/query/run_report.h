@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "db/database.h"
+#include "query/bubble_split.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -60,6 +61,9 @@ struct RunReport {
   std::vector<AttemptReport> attempts;
   std::vector<EvalPoint> evals;
   std::vector<CommOpStats> comm_ops;
+  // An engine pipeline run's bubble explained: planned, replayed with the measured stage costs and
+  // measured, over the steps summary.bubble_fraction averages; none for other runs.
+  std::optional<BubbleSplit> bubble_split;
   // While the run runs: its progress at the time of the report. Once it ended: the ranks' last
   // reports, their ages counted to the run's end (so the same database gives the same report).
   LiveProgress live;
@@ -83,6 +87,11 @@ nlohmann::json toJson(const RunRecord& run);
 // part of its rank rows, and GET /api/v1/runs/ID/comm.
 nlohmann::json toJson(const CommOpStats& op);
 nlohmann::json toJson(const RankCommStats& rank);
+
+// A pipeline's bubble split (the report's "bubble_split", and the split of one step in GET
+// /api/v1/runs/ID/schedule): the three bubbles, the gap's two shares in percentage points, the
+// slowest stage, each stage's measured costs in ms, and the split in words.
+nlohmann::json toJson(const BubbleSplit& split);
 
 // An entry of a run list (`ringmaster runs --json`, GET /api/v1/runs): the run's record with
 // its final step and final loss (finalLoss).

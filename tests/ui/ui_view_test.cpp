@@ -780,6 +780,18 @@ class UiViewTest : public QObject {
                  pipeline->bubbleText().contains("theoretical 27.3%"),
              qPrintable(pipeline->bubbleText()));
     for (double b : measured.row_bubble) QVERIFY(b >= 0 && b < 1);
+    // Issue 33: the third Gantt, the plan replayed with the step's measured stage costs (times in
+    // ms, every action of the plan), and the gap split in words beside the three bubbles.
+    const GanttData& replayed = pipeline->replayed().data();
+    QVERIFY(pipeline->findChild<GanttChart*>("replayedGantt")->isVisible());
+    QCOMPARE(replayed.bars.size(), size_t{4 * 8 * 2});
+    QCOMPARE(replayed.time_unit, QString("ms"));
+    QCOMPARE(replayed.row_bubble.size(), size_t{4});
+    const QString split = pipeline->splitText();
+    QCOMPARE(pipeline->findChild<QLabel*>("pipelineBubbleSplit")->text(), split);
+    for (const char* words : {"planned with measured costs", "planned (unit costs) 27.3%",
+                              "stage imbalance: +", "runtime overhead: ", "slowest stage: "})
+      QVERIFY2(split.contains(words), qPrintable(split));
   }
 
   void comparingTwoRunsShowsFiguresAndSpecDifferences() {

@@ -908,6 +908,26 @@ TEST_F(WebServerTest, APipelineRunHasItsMeasuredAndPlannedSchedules) {
   EXPECT_TRUE(schedule["mean_bubble_fraction"].is_number());
   EXPECT_EQ(getJson(base + "/schedule?step=" + std::to_string(steps[0]))["measured"]["step"],
             steps[0]);
+  // Issue 33: the plan replayed with the step's measured stage costs, and the gap between the
+  // planned and the measured bubble split into stage imbalance and runtime overhead.
+  const json& replayed = schedule["replayed"];
+  ASSERT_TRUE(replayed.is_object()) << schedule.dump();
+  EXPECT_EQ(replayed["actions"].size(), 4u * 8u * 2u);
+  for (const json& action : replayed["actions"])
+    EXPECT_LE(action["start_us"].get<double>(), action["end_us"].get<double>());
+  const json& split = schedule["split"];
+  EXPECT_NEAR(split["planned"].get<double>(), planned["bubble_fraction"].get<double>(), 1e-12);
+  EXPECT_NEAR(split["measured"].get<double>(), bubble, 1e-12);
+  EXPECT_EQ(split["replayed"], replayed["bubble_fraction"]);
+  EXPECT_NEAR(split["imbalance_pts"].get<double>() + split["overhead_pts"].get<double>(),
+              100 * (bubble - split["planned"].get<double>()), 1e-9);
+  EXPECT_EQ(split["stages"].size(), 4u);
+  EXPECT_NE(split["text"].get<std::string>().find("stage imbalance: "), std::string::npos);
+  // The run's report carries the split over its steps after the first.
+  const json report = getJson(base);
+  EXPECT_EQ(report["bubble_split"]["measured"], report["bubble_fraction"]);
+  // A data-parallel run has none.
+  EXPECT_TRUE(getJson(runPath(""))["bubble_split"].is_null());
 }
 
 TEST_F(WebServerTest, UnknownRunsAndBadParametersAreRefusedByName) {

@@ -1,4 +1,5 @@
-// Builds Gantt data from the engine's schedule simulation and from the schedule query.
+// Builds Gantt data from the engine's schedule simulation, the schedule query and the bubble
+// split's replay.
 #include "data/schedule_gantt.h"
 
 #include <algorithm>
@@ -7,20 +8,31 @@
 
 namespace ringmaster::ui {
 
+namespace {
+
+// A played plan's actions as bars, one row per rank, with each rank's bubble.
+GanttData timelineGantt(const ScheduleTimeline& timeline, const PipelinePlan& plan) {
+  GanttData gantt;
+  gantt.rows = plan.ranks;
+  if (plan.virtual_stages > 1) gantt.row_label = "rank";
+  for (const auto& actions : timeline.per_rank)
+    for (const TimedAction& timed : actions)
+      gantt.bars.push_back(GanttBar{timed.rank, timed.action.micro_batch,
+                                    phaseLetter(timed.action.phase), timed.start, timed.end});
+  gantt.row_bubble = timeline.bubble_fraction;
+  return gantt;
+}
+
+}  // namespace
+
 PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_batches,
                                 int virtual_stages) {
   const PipelinePlan plan = makePipelinePlan(ranks, micro_batches, schedule, virtual_stages);
   const ScheduleTimeline timeline = simulateSchedule(plan);
   PlannedSchedule planned;
+  planned.plan = plan;
+  planned.gantt = timelineGantt(timeline, plan);
   planned.gantt.time_unit = "units";
-  planned.gantt.rows = ranks;
-  if (virtual_stages > 1) planned.gantt.row_label = "rank";
-  for (const auto& actions : timeline.per_rank)
-    for (const TimedAction& timed : actions)
-      planned.gantt.bars.push_back(GanttBar{timed.rank, timed.action.micro_batch,
-                                            phaseLetter(timed.action.phase), timed.start,
-                                            timed.end});
-  planned.gantt.row_bubble = timeline.bubble_fraction;
   planned.bubble_fraction = timeline.bubbleFraction();
   planned.theoretical_bubble =
       theoreticalBubbleFraction(schedule, ranks, micro_batches, virtual_stages);
@@ -68,6 +80,13 @@ GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {
   for (const auto& rank : step.ranks)
     if (rank.rank >= 0 && rank.rank < ranks)
       gantt.row_bubble[static_cast<size_t>(rank.rank)] = rank.bubble_fraction;
+  return gantt;
+}
+
+GanttData replayedGantt(const storage::BubbleSplit& split, const PipelinePlan& plan) {
+  GanttData gantt = timelineGantt(split.replay, plan);
+  gantt.time_unit = "ms";
+  gantt.time_scale = 1000;  // µs on the bars
   return gantt;
 }
 

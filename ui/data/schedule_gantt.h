@@ -1,12 +1,14 @@
 // Pipeline schedules as Gantt data, the plain data a GanttChart only draws (bars, waits, each row's
 // bubble, the bars' time range): the planned one (the engine's schedule played with unit costs, as
-// the job editor shows it before launch) and a measured step from the run database.
+// the job editor shows it before launch), a measured step from the run database, and the planned
+// one replayed with a step's measured stage costs (query/bubble_split.h).
 #pragma once
 
 #include <QString>
 #include <utility>
 #include <vector>
 
+#include "query/bubble_split.h"
 #include "query/schedule.h"
 #include "spec/job_spec.h"
 
@@ -45,6 +47,7 @@ std::pair<double, double> barTimeRange(const GanttData& data);
 const char* phaseName(char phase);
 
 struct PlannedSchedule {
+  PipelinePlan plan;
   GanttData gantt;
   double bubble_fraction = 0;     // of the unit-cost play
   double theoretical_bubble = 0;  // the textbook formula
@@ -58,5 +61,8 @@ std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec);
 
 // A measured step: compute bars and waits, times from the step's first compute.
 GanttData measuredGantt(const storage::StepSchedule& step, int ranks);
+
+// "Planned with measured costs": the split's replay of the plan, in ms.
+GanttData replayedGantt(const storage::BubbleSplit& split, const PipelinePlan& plan);
 
 }  // namespace ringmaster::ui

@@ -1,5 +1,6 @@
-// PipelineView: a step picker, the measured and planned Gantt charts and the bubble figures; a
-// step's schedule is read by one background job ("step"), the newest choice winning.
+// PipelineView: a step picker, the measured, planned and replayed Gantt charts, the bubble figures
+// and their split; a step's schedule is read and replayed by one background job ("step"), the
+// newest choice winning.
 #include "views/pipeline_view.h"
 
 #include <QComboBox>
@@ -29,6 +30,10 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
   bubble_->setWordWrap(true);  // the figures are long: they wrap rather than widen the window
   bar->addWidget(bubble_, 1);
   layout->addLayout(bar);
+  split_label_ = new QLabel();
+  split_label_->setObjectName("pipelineBubbleSplit");
+  split_label_->setWordWrap(true);
+  layout->addWidget(split_label_);
   auto* measured_title = new QLabel(
       "<b>Measured</b> (times on rank 0's clock): bars are compute; a grey hatched strip "
       "before one is its wait for another stage, a dark one its input's transfer");
@@ -42,6 +47,14 @@ PipelineView::PipelineView(QWidget* parent) : QWidget(parent) {
   planned_ = new GanttChart();
   planned_->setObjectName("plannedGantt");
   layout->addWidget(planned_, 2);
+  auto* replayed_title = new QLabel(
+      "<b>Planned with measured costs</b> (the planned schedule replayed with each stage's median "
+      "compute time in this step: no waits, no transfers)");
+  replayed_title->setWordWrap(true);
+  layout->addWidget(replayed_title);
+  replayed_ = new GanttChart();
+  replayed_->setObjectName("replayedGantt");
+  layout->addWidget(replayed_, 2);
   connect(steps_, &QComboBox::activated, this,
           [this](int index) { showStep(steps_->itemData(index).toLongLong()); });
 }
@@ -54,6 +67,9 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
   if (new_run) {
     plan_.reset();
     shown_step_.reset();
+    split_.reset();
+    replayed_->setData({});
+    split_label_->clear();
     SpecParseResult parsed = parseJobSpec(spec_json);
     if (parsed.ok()) {
       ranks_ = worldSize(*parsed.spec);
@@ -86,21 +102,29 @@ void PipelineView::showStep(int64_t step) {
   shown_step_ = step;
   const int index = steps_->findData(QVariant::fromValue<qlonglong>(step));
   if (index >= 0) steps_->setCurrentIndex(index);
-  jobs_->run<std::optional<storage::StepSchedule>>(
+  std::optional<PipelinePlan> plan;
+  if (plan_) plan = plan_->plan;
+  jobs_->run<LoadedStep>(
       "step",
-      [path = db_path_, run_id = run_id_, step](const JobToken&) {
+      [path = db_path_, run_id = run_id_, step, plan](const JobToken&) {
         storage::Database db(path, storage::readingOptions(path));
-        return storage::loadStepSchedule(db, run_id, step);
+        LoadedStep loaded{storage::loadStepSchedule(db, run_id, step), std::nullopt};
+        if (loaded.schedule && plan) loaded.split = storage::splitBubble(*plan, {*loaded.schedule});
+        return loaded;
       },
-      [this](std::optional<storage::StepSchedule> schedule) { applyStep(schedule); },
+      [this](const LoadedStep& loaded) { applyStep(loaded); },
       [this](const QString& error) {
-        applyStep(std::nullopt);
+        applyStep({});
         bubble_->setText("Cannot read the step: " + untrustedLine(error.toStdString()));
       });
 }
 
-void PipelineView::applyStep(const std::optional<storage::StepSchedule>& schedule) {
+void PipelineView::applyStep(const LoadedStep& step) {
+  const std::optional<storage::StepSchedule>& schedule = step.schedule;
   measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
+  split_ = step.split;
+  replayed_->setData(split_ && plan_ ? replayedGantt(*split_, plan_->plan) : GanttData{});
+  split_label_->setText(splitText());
   shown_wait_ms_ = shown_transfer_ms_ = 0;
   if (schedule) {
     for (const storage::RankBubble& rank : schedule->ranks) {
@@ -130,6 +154,19 @@ QString PipelineView::bubbleText() const {
     parts << QString("planned %1%").arg(plan_->bubble_fraction * 100, 0, 'f', 1)
           << QString("theoretical %1%").arg(plan_->theoretical_bubble * 100, 0, 'f', 1);
   return parts.join(" · ");
+}
+
+QString PipelineView::splitText() const {
+  if (!split_) return {};
+  const QString sentence = QString::fromStdString(storage::describeBubbleSplit(*split_));
+  return QString(
+             "Bubble: measured %1% · planned with measured costs %2% · planned (unit costs) "
+             "%3%. The gap of %4 pts is %5.")
+      .arg(split_->measured * 100, 0, 'f', 1)
+      .arg(split_->replayed * 100, 0, 'f', 1)
+      .arg(split_->planned * 100, 0, 'f', 1)
+      .arg((split_->measured - split_->planned) * 100, 0, 'f', 1)
+      .arg(sentence);
 }
 
 }  // namespace ringmaster::ui

@@ -1,7 +1,9 @@
 // The pipeline schedule view: the measured stage x time Gantt of a chosen step (F and B per
-// micro-batch, idle time visible), its bubble per stage beside the theoretical one, and the
-// planned schedule (the engine's, with unit costs) below for comparison. The step is read off the
-// GUI thread (BackgroundJobs).
+// micro-batch, idle time visible), its bubble per stage beside the theoretical one, the planned
+// schedule (the engine's, with unit costs) below for comparison, and the planned schedule
+// replayed with the step's measured stage costs, which splits the gap between the planned and the
+// measured bubble into stage imbalance and runtime overhead. The step is read off the GUI thread
+// (BackgroundJobs).
 #pragma once
 
 #include <QWidget>
@@ -32,11 +34,20 @@ class PipelineView : public QWidget {
   std::optional<int64_t> shownStep() const { return shown_step_; }
   const GanttChart& measured() const { return *measured_; }
   const GanttChart& planned() const { return *planned_; }
+  // "Planned with measured costs": empty when the step's split cannot be made.
+  const GanttChart& replayed() const { return *replayed_; }
   QString bubbleText() const;
+  // The three bubbles and the gap's split in words; empty without a split.
+  QString splitText() const;
   BackgroundJobs* jobs() const { return jobs_; }
 
  private:
-  void applyStep(const std::optional<storage::StepSchedule>& schedule);
+  // A step as read: its schedule, and the split of its bubble when the plan is known.
+  struct LoadedStep {
+    std::optional<storage::StepSchedule> schedule;
+    std::optional<storage::BubbleSplit> split;
+  };
+  void applyStep(const LoadedStep& step);
 
   BackgroundJobs* jobs_ = nullptr;
   std::string db_path_;
@@ -51,6 +62,9 @@ class PipelineView : public QWidget {
   GanttChart* measured_ = nullptr;
   GanttChart* planned_ = nullptr;
   QLabel* planned_title_ = nullptr;
+  std::optional<storage::BubbleSplit> split_;
+  QLabel* split_label_ = nullptr;
+  GanttChart* replayed_ = nullptr;
 };
 
 }  // namespace ringmaster::ui

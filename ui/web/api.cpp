@@ -16,6 +16,7 @@
 #include "charts/chart_table.h"
 #include "core/error.h"
 #include "db/statement.h"
+#include "query/bubble_split.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -358,10 +359,39 @@ json plannedSchedule(const RunRecord& run) {
            number(theoreticalBubbleFraction(kind, ranks, micro_batches, virtual_stages))}};
 }
 
+// Issue 33: the shown step's bubble split ("split", null without one) and the planned schedule
+// replayed with that step's measured stage costs ("replayed": its actions in µs from the first and
+// each rank's bubble, null without a split).
+void addReplayedSchedule(json& document, const RunRecord& run,
+                         const std::optional<StepSchedule>& step) {
+  document["split"] = nullptr;
+  document["replayed"] = nullptr;
+  const SpecParseResult parsed = parseJobSpec(run.spec_json);
+  if (!step || !parsed.ok()) return;
+  const std::optional<PipelinePlan> plan = pipelinePlanOf(*parsed.spec);
+  if (!plan) return;
+  const std::optional<BubbleSplit> split = splitBubble(*plan, {*step});
+  if (!split) return;
+  json actions = json::array();
+  for (const auto& per_rank : split->replay.per_rank)
+    for (const TimedAction& timed : per_rank)
+      actions.push_back({{"rank", timed.rank},
+                         {"micro_batch", timed.action.micro_batch},
+                         {"chunk", timed.action.chunk},
+                         {"phase", std::string(1, phaseLetter(timed.action.phase))},
+                         {"start_us", number(timed.start)},
+                         {"end_us", number(timed.end)}});
+  document["split"] = toJson(*split);
+  document["replayed"] = {{"actions", actions},
+                          {"rank_bubble", split->replay.bubble_fraction},
+                          {"bubble_fraction", number(split->replayed)}};
+}
+
 json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
   const RunRecord run = loadRun(db, run_id);
   const std::vector<int64_t> steps = scheduledSteps(db, run_id);
   json measured = nullptr;
+  std::optional<StepSchedule> shown;
   if (!steps.empty() || parameter(params, "step")) {
     // Default: the second scheduled step (the first includes the warm-up), else the only one.
     const int64_t fallback = steps.empty() ? 0 : steps.size() > 1 ? steps[1] : steps.front();
@@ -369,6 +399,7 @@ json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
     const std::optional<StepSchedule> loaded = loadStepSchedule(db, run_id, step);
     if (!loaded)
       badParameter("step", fmt::format("run {} has no schedule events at step {}", run_id, step));
+    shown = loaded;
     json actions = json::array();
     for (const ScheduledAction& action : loaded->actions)
       actions.push_back({{"rank", action.rank},
@@ -391,9 +422,11 @@ json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
                 {"end_us", loaded->end_us}, {"actions", actions},
                 {"ranks", ranks},           {"bubble_fraction", number(loaded->bubble_fraction)}};
   }
-  return {{"measured", measured},
-          {"planned", plannedSchedule(run)},
-          {"mean_bubble_fraction", optionalJson(meanBubbleFraction(db, run_id))}};
+  json document = {{"measured", measured},
+                   {"planned", plannedSchedule(run)},
+                   {"mean_bubble_fraction", optionalJson(meanBubbleFraction(db, run_id))}};
+  addReplayedSchedule(document, run, shown);
+  return document;
 }
 
 // --- /compare ------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include "spec/strategies/pipeline_schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <tuple>
@@ -158,7 +159,23 @@ double ScheduleTimeline::bubbleFraction() const {
 }
 
 ScheduleTimeline simulateSchedule(const PipelinePlan& plan, const PhaseCosts& costs) {
+  // Each virtual stage holds 1/v of the rank's layers: its actions cost 1/v of the phase's.
+  const double v = plan.virtual_stages;
+  const PhaseCosts per_stage{costs.forward / v, costs.backward / v, costs.weight / v};
+  return simulateSchedule(
+      plan, std::vector<PhaseCosts>(static_cast<size_t>(plan.modelStages()), per_stage));
+}
+
+ScheduleTimeline simulateSchedule(const PipelinePlan& plan,
+                                  const std::vector<PhaseCosts>& stage_costs) {
   const int p = plan.ranks, stages = plan.modelStages();
+  RM_CHECK_ARG(stage_costs.size() == static_cast<size_t>(stages),
+               fmt::format("pipeline replay: {} stage costs for {} model stages",
+                           stage_costs.size(), stages));
+  for (const PhaseCosts& c : stage_costs)
+    RM_CHECK_ARG(std::isfinite(c.forward) && std::isfinite(c.backward) && std::isfinite(c.weight) &&
+                     c.forward >= 0 && c.backward >= 0 && c.weight >= 0,
+                 "pipeline replay: a stage's cost is negative or not finite");
   const bool split_backward = plan.schedule == PipelineSchedule::kZbH1;
   // End times by (model stage, micro-batch, phase).
   std::map<std::tuple<int, int, Phase>, double> ends;
@@ -180,23 +197,24 @@ ScheduleTimeline simulateSchedule(const PipelinePlan& plan, const PhaseCosts& co
       while (next[r] < list.size()) {
         const PipelineAction& a = list[next[r]];
         const int stage = plan.modelStage(r, a.chunk);
+        const PhaseCosts& costs = stage_costs[static_cast<size_t>(stage)];
         std::vector<std::optional<double>> inputs;
         double cost = 0;
         switch (a.phase) {
           case Phase::kForward:
             if (stage > 0) inputs.push_back(end_of(stage - 1, a.micro_batch, Phase::kForward));
-            cost = costs.forward / plan.virtual_stages;
+            cost = costs.forward;
             break;
           case Phase::kBackward:
             inputs.push_back(end_of(stage, a.micro_batch, Phase::kForward));
             if (stage < stages - 1)
               inputs.push_back(end_of(stage + 1, a.micro_batch, Phase::kBackward));
-            cost = costs.backward / plan.virtual_stages;
+            cost = costs.backward;
             break;
           case Phase::kWeight:
             RM_CHECK_ARG(split_backward, "pipeline plan: W actions belong to zb_h1 only");
             inputs.push_back(end_of(stage, a.micro_batch, Phase::kBackward));
-            cost = costs.weight / plan.virtual_stages;
+            cost = costs.weight;
             break;
         }
         double start = free_at[r];

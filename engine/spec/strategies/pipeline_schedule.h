@@ -1,7 +1,8 @@
 // Pipeline schedules as a pure function: (ranks, micro-batches, schedule, virtual stages) -> the
 // ordered F / B / W actions of each rank. The runtime executes these lists; the desktop draws them.
-// simulateSchedule() plays a plan with given costs and reports each action's start and end and the
-// bubble, which with unit costs is the textbook figure.
+// simulateSchedule() plays a plan with given costs (the same for every stage, or each model
+// stage's own, as measured) and reports each action's start and end and the bubble, which with
+// unit costs is the textbook figure.
 #pragma once
 
 #include <string>
@@ -69,6 +70,13 @@ struct ScheduleTimeline {
 // previous model stage's F of the micro-batch; B after the next stage's B and its own F; W after
 // its B); transfers take no time. Throws kInvalidArgument if the plan would deadlock.
 ScheduleTimeline simulateSchedule(const PipelinePlan& plan, const PhaseCosts& costs = {});
+
+// The same play with each model stage's own costs: stage_costs[s] is what one action of model
+// stage s costs (not divided among virtual stages), as measured on a run; the replay of a plan
+// with its stages' measured times. Throws kInvalidArgument unless there is one entry per model
+// stage, each finite and not negative.
+ScheduleTimeline simulateSchedule(const PipelinePlan& plan,
+                                  const std::vector<PhaseCosts>& stage_costs);
 
 // The textbook bubble fraction with equal forward and backward costs: (p-1)/(m+p-1) for GPipe and
 // 1F1B, (p-1)/(v*m+p-1) for interleaved 1F1B, (p-1)/(3m+p-1) for ZB-H1 with F = B = W (which

@@ -1,9 +1,10 @@
 // The pipeline page: one step's measured schedule as a Gantt (each rank's F / B / W actions on
 // rank 0's clock, the wait for input and its transfer drawn inside each action) beside the
-// planned schedule (the engine's plan played with unit costs), with each rank's bubble and the
-// step's. Bars are coloured by micro-batch and rows named by stage, as the desktop's Gantt
-// (ui/widgets/gantt_chart.cpp). The URL names the run and the step; the newest step follows live
-// data until one is picked.
+// planned schedule (the engine's plan played with unit costs) and the planned schedule replayed
+// with the step's measured stage costs, with each rank's bubble, the step's, and the gap between
+// planned and measured split into stage imbalance and runtime overhead. Bars are coloured by
+// micro-batch and rows named by stage, as the desktop's Gantt (ui/widgets/gantt_chart.cpp). The
+// URL names the run and the step; the newest step follows live data until one is picked.
 
 import { getJson, onStream } from './api.js';
 import { el, table, num, errorBox } from './dom.js';
@@ -108,8 +109,10 @@ export function mount(root, route) {
       ganttLegend(bars.concat(planBars)),
       el('div', { class: 'gantt-pair' },
         el('div', { class: 'gantt-box', id: 'gantt-measured' }, el('h2', {}, `Measured, step ${measured.step ?? step} (ms)`), gantt(bars, 1000, 'ms', rowName)),
-        planned ? el('div', { class: 'gantt-box', id: 'gantt-planned' }, el('h2', {}, 'Planned (unit costs)'), gantt(planBars, 1, 'unit', rowName)) : null),
+        planned ? el('div', { class: 'gantt-box', id: 'gantt-planned' }, el('h2', {}, 'Planned (unit costs)'), gantt(planBars, 1, 'unit', rowName)) : null,
+        replayedBox(body.replayed, rowName)),
     ];
+    if (body.split) parts.splice(1, 0, splitLine(body.split));
     if (measured.ranks && measured.ranks.length) {
       parts.push(el('h2', {}, 'Bubbles by stage'), table([
         { title: 'Stage', value: (r) => rowName(r.rank) },
@@ -140,6 +143,24 @@ export function mount(root, route) {
     unsubscribe();
     clearTimeout(timer);
   };
+}
+
+// The three bubbles and the gap's split in words (the server's sentence, as the desktop shows it).
+function splitLine(split) {
+  const gap = 100 * (split.measured - split.planned);
+  return el('p', { id: 'bubble-split', class: 'bubble-split' },
+    `Bubble: measured ${pct(split.measured)} · planned with measured costs ${pct(split.replayed)} · `
+    + `planned (unit costs) ${pct(split.planned)}. The gap of ${gap.toFixed(1)} pts is ${split.text}.`);
+}
+
+// "Planned with measured costs": the planned schedule replayed with the step's stage costs (µs).
+function replayedBox(replayed, rowName) {
+  if (!replayed) return null;
+  const bars = (replayed.actions || []).map((a) => ({
+    row: a.rank, phase: a.phase, micro_batch: a.micro_batch, start: a.start_us, ready: a.start_us, transfer: 0, end: a.end_us,
+  }));
+  return el('div', { class: 'gantt-box', id: 'gantt-replayed' },
+    el('h2', {}, 'Planned with measured costs (ms)'), gantt(bars, 1000, 'ms', rowName));
 }
 
 function pct(value) {

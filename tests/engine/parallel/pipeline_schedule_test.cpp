@@ -1,8 +1,11 @@
 // The schedule function: every plan contains each action once, respects its dependencies under any
 // costs, keeps 1F1B's activations within p micro-batches, and with unit costs has the textbook
 // bubble: (p-1)/(m+p-1) for GPipe and 1F1B, (p-1)/(v m+p-1) interleaved, (p-1)/(3m+p-1) for ZB-H1.
+// Replayed with each stage's own costs (issue 33, explain the bubble): equal costs give the unit
+// plan's bubble, a heavy stage the bubble worked out by hand.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -124,6 +127,69 @@ TEST(EverySchedule, UnitCostBubbleIsTheTextbookFigure) {
     for (int r = 0; r < c.p; ++r)
       EXPECT_NEAR(timeline.bubble_fraction[r], expected, 1e-9) << "rank " << r;
   });
+}
+
+// Issue 33: the replay with every model stage costing the same (any amount, F = B = W) is the unit
+// plan scaled: the same bubble on every rank, for every schedule.
+TEST(EverySchedule, EqualStageCostsReplayTheUnitPlansBubble) {
+  forEveryCase([](const Case& c) {
+    PipelinePlan plan = makePipelinePlan(c.p, c.m, c.schedule, c.v);
+    const ScheduleTimeline unit = simulateSchedule(plan);
+    const std::vector<PhaseCosts> equal(static_cast<size_t>(plan.modelStages()), {2.5, 2.5, 2.5});
+    const ScheduleTimeline replay = simulateSchedule(plan, equal);
+    EXPECT_NEAR(replay.makespan, unit.makespan * 2.5 * c.v, 1e-9);
+    for (int r = 0; r < c.p; ++r)
+      EXPECT_NEAR(replay.bubble_fraction[r], unit.bubble_fraction[r], 1e-9) << "rank " << r;
+  });
+}
+
+// Issue 33: with GPipe and 1F1B the ratio of backward to forward, the same on every stage, does not
+// move the bubble either: only unequal stages show as imbalance.
+TEST(EverySchedule, ABackwardDearerThanTheForwardOnEveryStageKeepsGpipeAnd1f1bBubbles) {
+  forEveryCase([](const Case& c) {
+    if (c.schedule != PipelineSchedule::kGpipe && c.schedule != PipelineSchedule::k1f1b) return;
+    PipelinePlan plan = makePipelinePlan(c.p, c.m, c.schedule, c.v);
+    const std::vector<PhaseCosts> costs(static_cast<size_t>(plan.modelStages()), {1, 2.5, 0});
+    EXPECT_NEAR(simulateSchedule(plan, costs).bubbleFraction(),
+                theoreticalBubbleFraction(c.schedule, c.p, c.m), 1e-9);
+  });
+}
+
+// Issue 33: 1F1B on 3 stages, 3 micro-batches, the middle stage 4 times the others (F = B = 1,
+// 4, 1). By hand: stage 0 runs F0 F1 F2 at 0..3; stage 1 F0 1..5, F1 5..9; stage 2 F0 5..6,
+// B0 6..7, F1 9..10, B1 10..11; stage 1 B0 9..13, F2 13..17; stage 2 F2 17..18, B2 18..19; stage
+// 1 B1 17..21, B2 21..25; stage 0 B0 13..14, B1 21..22, B2 25..26. Makespan 26; busy 6, 24, 6:
+// bubbles 20/26, 2/26, 20/26, mean 7/13, against the unit plan's 2/5.
+TEST(PipelineReplay, AHeavyStageGivesTheBubbleWorkedOutByHand) {
+  const PipelinePlan plan = makePipelinePlan(3, 3, PipelineSchedule::k1f1b);
+  const ScheduleTimeline replay = simulateSchedule(plan, {{1, 1, 0}, {4, 4, 0}, {1, 1, 0}});
+  EXPECT_DOUBLE_EQ(replay.makespan, 26);
+  ASSERT_EQ(replay.bubble_fraction.size(), 3u);
+  EXPECT_NEAR(replay.bubble_fraction[0], 20.0 / 26, 1e-12);
+  EXPECT_NEAR(replay.bubble_fraction[1], 2.0 / 26, 1e-12);
+  EXPECT_NEAR(replay.bubble_fraction[2], 20.0 / 26, 1e-12);
+  EXPECT_NEAR(replay.bubbleFraction(), 7.0 / 13, 1e-12);
+  EXPECT_NEAR(simulateSchedule(plan).bubbleFraction(), 2.0 / 5, 1e-12);
+  // Stage 0's last backward waits for stage 1's: it starts at 25.
+  EXPECT_DOUBLE_EQ(replay.per_rank[0].back().start, 25);
+  // The heavier the middle stage, the larger the bubble: never below the balanced plan's.
+  double previous = simulateSchedule(plan).bubbleFraction();
+  for (double heavy : {1.5, 2.0, 4.0, 8.0}) {
+    const double bubble =
+        simulateSchedule(plan, {{1, 1, 0}, {heavy, heavy, 0}, {1, 1, 0}}).bubbleFraction();
+    EXPECT_GT(bubble, previous) << "middle stage " << heavy << " times the others";
+    previous = bubble;
+  }
+}
+
+TEST(PipelineReplay, RefusesStageCostsThatDoNotFitThePlan) {
+  const PipelinePlan plan = makePipelinePlan(2, 4, PipelineSchedule::kInterleaved1f1b, 2);
+  EXPECT_THROW(simulateSchedule(plan, std::vector<PhaseCosts>(2)), Error);  // 4 model stages
+  std::vector<PhaseCosts> costs(4);
+  costs[3].backward = -1;
+  EXPECT_THROW(simulateSchedule(plan, costs), Error);
+  costs[3].backward = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THROW(simulateSchedule(plan, costs), Error);
 }
 
 TEST(EverySchedule, HoldsAtMostPMicroBatchesOfActivations) {

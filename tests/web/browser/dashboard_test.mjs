@@ -420,6 +420,11 @@ async function main() {
   check(true, 'the pipeline page drew the measured and the planned schedule');
   await noMissingText(page, 'the pipeline page');
   await checkGantt(page);
+  // Issue 33: the third Gantt (the plan with the step's measured costs) and the bubble's split.
+  const splitText = await page.locator('#bubble-split').textContent();
+  check((await page.locator('#gantt-replayed canvas').count()) === 1
+    && /stage imbalance: [+-]\d+\.\d pts; runtime overhead: [+-]\d+\.\d pts; slowest stage: \d/.test(splitText),
+  `the pipeline page draws the plan with measured costs and splits the bubble: ${splitText}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-pipeline.png'), fullPage: true });
   // Its run page: a pipeline run's communication by op has several ops (send, recv, ...), one line
   // each, as /comm/series lists them.
