@@ -155,16 +155,17 @@ json specOnlyReport(std::string_view spec_json) {
 }
 
 json toJson(const ComparisonAxis& axis) {
-  json values = json::array();
+  json values = json::array(), groups = json::array();
   for (const AxisPoint& point : axis.points) {
     if (point.category < 0)
       values.push_back(nullptr);
     else
       values.push_back(point.number ? json(*point.number) : json(point.text));
+    groups.push_back(point.category < 0 ? json(nullptr) : json(point.category));
   }
   return {{"key", axis.key},          {"name", axis.name},       {"unit", axis.unit},
           {"figure", axis.is_figure}, {"numeric", axis.numeric}, {"categories", axis.categories},
-          {"values", values}};
+          {"values", values},        {"groups", groups}};
 }
 
 }  // namespace ringmaster::storage

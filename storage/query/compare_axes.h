@@ -54,7 +54,8 @@ AxisChoices axisChoices(const std::vector<nlohmann::json>& reports);
 // by their records alone (the history list colours them by a spec field).
 nlohmann::json specOnlyReport(std::string_view spec_json);
 
-// {"key", "name", "unit", "figure", "numeric", "categories", "values": [number | text | null]}.
+// {"key", "name", "unit", "figure", "numeric", "categories", "values": [number | text | null],
+//  "groups": [each run's index in categories | null]}.
 nlohmann::json toJson(const ComparisonAxis& axis);
 
 }  // namespace ringmaster::storage

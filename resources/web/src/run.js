@@ -10,6 +10,7 @@ import { getJson, onStream } from './api.js';
 import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
 import { replaceParams } from './route.js';
 import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor, attemptMarks } from './chart.js';
+import { figureLabel, formatFigure, figureColumn } from './figures.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -63,10 +64,11 @@ export function mount(root, route) {
     header.replaceChildren(
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
       el('div', { class: 'figures' },
-        figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step)),
-        figure('Final loss', num(s.final_loss, 4)), figure('Samples/s', num(s.samples_per_second, 1)),
-        figure('Mean step', `${num(s.mean_step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
-        figure('Started', time(r.started_at)), figure('Duration', duration(r.duration_s)),
+        figure('Strategy', r.strategy), figure('Ranks', r.world_size),
+        // The summary's figures by their names in the table of figures (figures.js).
+        ['final_step', 'final_loss', 'samples_per_second', 'mean_step_ms', 'comm_share']
+          .map((id) => figure(figureLabel(id), formatFigure(id, s[id]))),
+        figure('Started', time(r.started_at)), figure(figureLabel('duration_s'), duration(r.duration_s)),
         s.bubble_fraction !== undefined && s.bubble_fraction !== null
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
@@ -211,13 +213,8 @@ export function mount(root, route) {
         { title: 'Device', value: (r) => r.device_name || r.device || '–' },
         { title: 'Status', value: (r) => statusBadge(r.status) },
         { title: 'Waiting on', value: (r) => r.waiting_on ?? '' },
-        { title: 'Steps', class: 'num', value: (r) => num(r.last_step) },
-        { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_second, 1) },
-        { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_second, 1) },
-        { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
-        { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
-        { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
-        { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_memory) },
+        ...['last_step', 'samples_per_second', 'tokens_per_second', 'mean_step_ms', 'mean_compute_ms',
+          'mean_exposed_comm_ms', 'peak_memory'].map((id) => figureColumn(id)),
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
       ], ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
     );
@@ -254,15 +251,8 @@ export function mount(root, route) {
           el('h2', {}, 'By rank'),
           table([
             { title: 'Rank', class: 'num', value: (r) => r.rank },
-            { title: 'Operations', class: 'num', value: (r) => num(r.operations) },
-            { title: 'Comm ms', class: 'num', value: (r) => num(r.comm_ms, 1) },
-            { title: 'Wait ms', class: 'num', value: (r) => num(r.wait_ms, 1) },
-            { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_ms, 1) },
-            { title: 'Wait per collective ms', class: 'num', value: (r) => num(r.mean_wait_ms, 3) },
-            { title: 'Peers\' wait per collective ms', class: 'num', value: (r) => num(r.peers_mean_wait_ms, 3) },
-            { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
-            { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
-            { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
+            ...['operations', 'comm_ms', 'wait_ms', 'transfer_ms', 'mean_wait_ms', 'peers_mean_wait_ms',
+              'mean_step_ms', 'mean_compute_ms', 'mean_exposed_comm_ms'].map((id) => figureColumn(id)),
             { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
           ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
         );
