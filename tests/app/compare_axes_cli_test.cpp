@@ -41,11 +41,14 @@ class CompareAxesCli : public storage::testing::StorageTest {
     const ExitStatus status = process.wait(120s);
     return {status, process.out(), process.err()};
   }
-  // Runs 1, 2 and 3 of the single-rank example: lr 0.01 (adamw), 0.001 (adamw), 0.05 (sgd).
-  void recordThreeRuns() {
+  // Runs 1, 2 and 3 of the single-rank example: lr 0.01 (adamw), 0.001 (adamw), 0.05 (sgd); the
+  // first `count` of them.
+  void recordThreeRuns(size_t count = 3) {
     fs::create_directories(dir_);
-    for (const auto& [lr, optimizer] : std::vector<std::pair<std::string, std::string>>{
-             {"0.01", "adamw"}, {"0.001", "adamw"}, {"0.05", "sgd"}}) {
+    const std::vector<std::pair<std::string, std::string>> runs = {
+        {"0.01", "adamw"}, {"0.001", "adamw"}, {"0.05", "sgd"}};
+    for (size_t i = 0; i < count; ++i) {
+      const auto& [lr, optimizer] = runs[i];
       const Result run =
           ringmaster({"run", testing::examplePath("single_mlp"), "-q", "--set", "train.steps=3",
                       "--set", "optimizer.lr=" + lr, "--set", "optimizer.kind=" + optimizer});
@@ -112,7 +115,7 @@ TEST_F(CompareAxesCli, EveryRunFigureIsAnAxisAndATextFieldIsACategory) {
 }
 
 TEST_F(CompareAxesCli, AnUnknownAxisOrALoneXIsRefusedNamingTheChoices) {
-  ASSERT_NO_FATAL_FAILURE(recordThreeRuns());
+  ASSERT_NO_FATAL_FAILURE(recordThreeRuns(2));
   const Result unknown =
       ringmaster({"compare", "1", "2", "--x", "optimizer.lrr", "--y", "final_loss"});
   EXPECT_TRUE(exitedWith(unknown.status, 2)) << unknown.status.describe();
