@@ -2,6 +2,7 @@
 // (query/run_report.h, which `--json` writes as it is) and the comparison of runs.
 #include "cli/history_commands.h"
 
+#include <cctype>
 #include <cmath>
 #include <utility>
 
@@ -13,7 +14,10 @@
 
 #include "cli/terminal.h"
 #include "core/display_text.h"
+#include "core/error.h"
 #include "exit_codes.h"
+#include "query/compare_axes.h"
+#include "query/figures.h"
 #include "query/run_report.h"
 #include "query/series.h"
 #include "spec/job_spec.h"
@@ -38,6 +42,19 @@ int64_t peakMemory(const RunSummary& summary) {
   int64_t peak = 0;
   for (const RankSummary& rank : summary.ranks) peak = std::max(peak, rank.peak_memory);
   return peak;
+}
+
+// A figure's one name (query/figures.h), with its unit where a value in ms is shown bare.
+std::string named(std::string_view id) {
+  const Figure& f = figure(id);
+  return f.kind == FigureKind::kMilliseconds ? fmt::format("{} ms", f.name) : std::string(f.name);
+}
+
+// A figure's name as a column title: upper case, as every column of the tables.
+std::string column(std::string_view id) {
+  std::string title = named(id);
+  for (char& c : title) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return title;
 }
 
 // " rank 2 on node-b", naming where a root cause was raised (empty when nothing says).
@@ -65,25 +82,29 @@ void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
     for (const std::string& arg : report.program->args) command += " " + displaySafeLine(arg);
     fmt::print(out, "  program: {}\n", command);
   }
-  std::string figures = fmt::format("  step {}  final loss {}", summary.final_step,
-                                    formatOptional(summary.final_loss));
+  // Each figure by its name in the table of figures (query/figures.h).
+  const auto name = [](std::string_view id) { return figure(id).name; };
+  std::string figures = fmt::format("  {} {}  {} {}", name("final_step"), summary.final_step,
+                                    name("final_loss"), formatOptional(summary.final_loss));
   if (summary.final_accuracy)
-    figures += fmt::format("  accuracy {}", percent(*summary.final_accuracy));
-  figures += fmt::format("  {} samples/s  step {} ms  exposed comm {}",
-                         formatNumber(summary.samples_per_second, 1),
-                         formatNumber(summary.mean_step_ms, 3), percent(summary.comm_share));
+    figures += fmt::format("  {} {}", name("final_accuracy"), percent(*summary.final_accuracy));
+  figures += fmt::format("  {} {}  {} {} ms  {} {}", name("samples_per_second"),
+                         formatNumber(summary.samples_per_second, 1), name("mean_step_ms"),
+                         formatNumber(summary.mean_step_ms, 3), name("comm_share"),
+                         percent(summary.comm_share));
   if (summary.bubble_fraction)
-    figures += fmt::format("  bubble {}", percent(*summary.bubble_fraction));
+    figures += fmt::format("  {} {}", name("bubble_fraction"), percent(*summary.bubble_fraction));
   // Throughput in tokens, MFU where a peak was known, and the learning rate at the last step.
   if (summary.tokens_per_second)
-    figures += fmt::format("\n  {} tokens/s", formatNumber(*summary.tokens_per_second, 1));
-  if (summary.mfu) figures += fmt::format("  MFU {}", percent(*summary.mfu));
-  if (summary.lr) figures += fmt::format("  lr {}", formatOptional(summary.lr));
+    figures += fmt::format("\n  {} {}", name("tokens_per_second"),
+                           formatNumber(*summary.tokens_per_second, 1));
+  if (summary.mfu) figures += fmt::format("  {} {}", name("mfu"), percent(*summary.mfu));
+  if (summary.lr) figures += fmt::format("  {} {}", name("lr"), formatOptional(summary.lr));
   // fp16: the loss scale at the last step and the steps skipped on an inf or NaN gradient.
   if (summary.loss_scale) {
     const int64_t skipped = summary.skipped_steps.value_or(0);
-    figures += fmt::format("\n  loss scale {:g}  {} skipped step{}", *summary.loss_scale, skipped,
-                           skipped == 1 ? "" : "s");
+    figures += fmt::format("\n  {} {:g}  {} skipped step{}", name("loss_scale"),
+                           *summary.loss_scale, skipped, skipped == 1 ? "" : "s");
   }
   fmt::print(out, "{}\n", figures);
   if (!report.evals.empty()) {
@@ -143,9 +164,11 @@ void printHang(const LiveProgress& live, bool colour, std::FILE* out) {
 // One row per rank, the estimate from the stored spec beside the measured peak: how far the
 // prediction was off (n/a for a program job: the spec does not describe its script's model).
 void printRankTable(const RunReport& report, bool colour, std::FILE* out) {
-  Table table({"RANK", "HOST", "PID", "DEVICE", "STATUS", "STEP", "SAMPLES/S", "TOKENS/S", "MFU",
-               "STEP MS", "COMPUTE MS", "EXPOSED COMM MS", "PEAK MEM", "ESTIMATED", "WAIT MS",
-               "TRANSFER MS", ""});
+  Table table({"RANK", "HOST", "PID", "DEVICE", "STATUS", column("last_step"),
+               column("samples_per_second"), column("tokens_per_second"), column("mfu"),
+               column("mean_step_ms"), column("mean_compute_ms"), column("mean_exposed_comm_ms"),
+               column("peak_memory"), column("estimated_memory"), column("wait_ms"),
+               column("transfer_ms"), ""});
   table.alignRight({0, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   for (const RankReport& rank : report.ranks) {
     const RankSummary& figures = rank.figures;
@@ -351,16 +374,18 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   row("status", [](const RunSummary& s) { return s.run.status; });
   row("strategy",
       [](const RunSummary& s) { return fmt::format("{} x{}", s.run.strategy, s.run.world_size); });
-  row("steps", [](const RunSummary& s) { return std::to_string(s.final_step); });
-  row("final loss", [](const RunSummary& s) { return formatOptional(s.final_loss); });
-  row("samples/s", [](const RunSummary& s) { return formatNumber(s.samples_per_second, 1); });
-  row("step ms", [](const RunSummary& s) { return formatNumber(s.mean_step_ms, 3); });
-  row("exposed comm", [](const RunSummary& s) { return percent(s.comm_share); });
-  row("bubble",
+  row(named("final_step"), [](const RunSummary& s) { return std::to_string(s.final_step); });
+  row(named("final_loss"), [](const RunSummary& s) { return formatOptional(s.final_loss); });
+  row(named("samples_per_second"),
+      [](const RunSummary& s) { return formatNumber(s.samples_per_second, 1); });
+  row(named("mean_step_ms"), [](const RunSummary& s) { return formatNumber(s.mean_step_ms, 3); });
+  row(named("comm_share"), [](const RunSummary& s) { return percent(s.comm_share); });
+  row(named("bubble_fraction"),
       [](const RunSummary& s) { return s.bubble_fraction ? percent(*s.bubble_fraction) : "-"; });
-  row("peak memory",
+  row(named("peak_memory"),
       [](const RunSummary& s) { return formatBytes(static_cast<double>(peakMemory(s))); });
-  row("duration", [](const RunSummary& s) { return formatDuration(s.run.durationSeconds()); });
+  row(named("duration_s"),
+      [](const RunSummary& s) { return formatDuration(s.run.durationSeconds()); });
   figures.print(stdout);
 
   fmt::print("\nLoss (rank 0, mean per bucket)\n");
@@ -407,11 +432,70 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   return 0;
 }
 
+// One value of a comparison axis as a cell: a figure formatted by its kind, a spec field as
+// written, "-" where the run has none.
+static std::string axisCell(const ComparisonAxis& axis, size_t run) {
+  const AxisPoint& point = axis.points[run];
+  if (point.category < 0) return "-";
+  if (!axis.is_figure || !point.number) return displaySafeLine(point.text);
+  const double value = *point.number;
+  switch (figure(axis.key).kind) {
+    case FigureKind::kFraction:
+      return percent(value);
+    case FigureKind::kBytes:
+      return formatBytes(value);
+    case FigureKind::kSeconds:
+      return formatDuration(value);
+    case FigureKind::kCount:
+      return fmt::format("{:.0f}", value);
+    case FigureKind::kRate:
+      return formatNumber(value, 1);
+    default:
+      return formatNumber(value);
+  }
+}
+
+// An axis's title: the figure's name with its unit, or the spec field's path.
+static std::string axisTitle(const ComparisonAxis& axis) {
+  if (axis.unit.empty() || axis.unit == axis.name) return axis.name;
+  return fmt::format("{} ({})", axis.name, axis.unit);
+}
+
+int compareAxesCommand(const Database& db, const std::vector<int64_t>& run_ids,
+                       const std::string& x, const std::string& y, bool as_json) {
+  std::vector<json> reports;
+  for (int64_t id : run_ids) reports.push_back(toJson(buildRunReport(db, id, telemetryNow())));
+  const ComparisonAxis x_axis = comparisonAxis(reports, x);
+  const ComparisonAxis y_axis = comparisonAxis(reports, y);
+  if (as_json) {
+    json x_json = toJson(x_axis), y_json = toJson(y_axis);
+    json points = json::array();
+    for (size_t i = 0; i < reports.size(); ++i)
+      points.push_back({{"run", run_ids[i]},
+                        {"name", reports[i]["run"]["name"]},
+                        {"x", x_json["values"][i]},
+                        {"y", y_json["values"][i]}});
+    x_json.erase("values");
+    y_json.erase("values");
+    fmt::print("{}\n", json{{"x", x_json}, {"y", y_json}, {"points", points}}.dump(2));
+    return 0;
+  }
+  Table table({"RUN", "NAME", axisTitle(x_axis), axisTitle(y_axis)});
+  table.alignRight({0, 2, 3});
+  for (size_t i = 0; i < reports.size(); ++i)
+    table.addRow({std::to_string(run_ids[i]),
+                  displaySafeLine(reports[i]["run"]["name"].get<std::string>()),
+                  axisCell(x_axis, i), axisCell(y_axis, i)});
+  table.print(stdout);
+  return 0;
+}
+
 void addHistoryCommands(CLI::App& app, Commands& commands) {
   struct Options {
     RunFilter filter;
     int64_t run_id = 0;
     std::vector<int64_t> run_ids;
+    std::string x, y;  // compare's axes
     bool json = false;
   };
   auto options = std::make_shared<Options>();
@@ -457,9 +541,17 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
       ->expected(-2)  // at least two, no upper bound
       ->type_name("RUN");
   compare->add_flag("--json", options->json, "JSON instead of tables");
+  compare->add_option("--x", options->x,
+                      "with --y: one point per run, X a figure (final_loss, mean_step_ms, ...) "
+                      "or a spec field (optimizer.lr, ...)");
+  compare->add_option("--y", options->y, "with --x: Y, a figure or a spec field");
   commands.add(compare, [options](const CommonOptions& common) {
-    return compareCommand(*openDatabaseForReading(common.databasePath()), options->run_ids,
-                          options->json);
+    if (options->x.empty() != options->y.empty())
+      RM_THROW(kInvalidArgument, "compare: --x and --y go together (a point needs both)");
+    const auto db = openDatabaseForReading(common.databasePath());
+    if (!options->x.empty())
+      return compareAxesCommand(*db, options->run_ids, options->x, options->y, options->json);
+    return compareCommand(*db, options->run_ids, options->json);
   });
 }
 

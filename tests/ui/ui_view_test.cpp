@@ -565,7 +565,7 @@ class UiViewTest : public QObject {
       QCOMPARE(view->rankModel()->index(r, RankTableModel::kMfu).data().toString(), QString("–"));
     }
     QVERIFY2(view->figuresText().contains(" tokens/s") && !view->figuresText().contains("MFU") &&
-                 view->figuresText().contains("lr 0.001") &&
+                 view->figuresText().contains("learning rate 0.001") &&  // issue 33: its name
                  !view->figuresText().contains("loss scale"),  // fp16 only
              qPrintable(view->figuresText()));
     // The learning rate each step used (ddp_mlp's constant 1e-3), a point per step and rank.

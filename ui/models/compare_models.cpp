@@ -65,13 +65,13 @@ QVariant CompareSummaryModel::headerData(int section, Qt::Orientation orientatio
     return static_cast<size_t>(section) < runs_.size()
                ? QVariant(QString("run %1").arg(runs_[static_cast<size_t>(section)].run.id))
                : QVariant();
-  static const char* const names[] = {"name",      "strategy",
-                                      "ranks",     "status",
-                                      "samples/s", "final loss",
-                                      "mean step", "communication share",
-                                      "bubble",    "peak memory (max rank)",
-                                      "duration"};
-  return section < kRowCount ? QVariant(QString(names[section])) : QVariant();
+  // The figures by their names in the table of figures (storage/query/figures.h).
+  static const char* const names[] = {"name",         "strategy",           "ranks",
+                                      "status",       "samples_per_second", "final_loss",
+                                      "mean_step_ms", "comm_share",         "bubble_fraction",
+                                      "peak_memory",  "duration_s"};
+  if (section >= kRowCount) return {};
+  return section >= kSamplesPerSecond ? figureName(names[section]) : QString(names[section]);
 }
 
 void SpecDifferencesModel::setDifferences(std::vector<int64_t> run_ids,

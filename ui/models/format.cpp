@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/number_format.h"
+#include "query/figures.h"
 
 namespace ringmaster::ui {
 
@@ -36,6 +37,17 @@ QString formatMs(double ms) {
   if (!(ms >= 0) || !std::isfinite(ms)) return "–";  // no duration is negative
   if (ms >= 1000) return QString("%1 s").arg(formatFigure(ms / 1000));
   return QString("%1 ms").arg(formatFigure(ms));
+}
+
+QString figureName(std::string_view id) {
+  const std::string_view name = storage::figure(id).name;
+  return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));
+}
+
+QString figureHeading(std::string_view id) {
+  QString name = figureName(id);
+  if (!name.isEmpty()) name[0] = name[0].toUpper();
+  return name;
 }
 
 }  // namespace ringmaster::ui

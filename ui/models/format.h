@@ -3,6 +3,7 @@
 
 #include <QString>
 #include <cstdint>
+#include <string_view>
 
 namespace ringmaster::ui {
 
@@ -10,5 +11,10 @@ QString formatDuration(double seconds);  // "42 s", "3 min 05 s", "2 h 10 min"
 QString formatBytes(double bytes);       // "812 KiB", "1.50 GiB": core/number_format, kWindowBytes
 QString formatFigure(double value);      // 3 significant digits, no exponent below 1e6
 QString formatMs(double ms);             // "0.412 ms", "12.3 ms", "1.20 s"
+
+// A figure's one name (storage/query/figures.h: "exposed comm share"), and as a heading, its first
+// letter capitalised ("Exposed comm share").
+QString figureName(std::string_view id);
+QString figureHeading(std::string_view id);
 
 }  // namespace ringmaster::ui

@@ -118,9 +118,28 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
 
 QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"Rank",        "Host",      "Device",   "Status", "Last step",
-                                "Samples/s",   "Tokens/s",  "MFU",      "Step",   "Wait",
-                                "Peak memory", "Estimated", "Straggler"};
+  // The figures' columns by their names in the table of figures (storage/query/figures.h); the
+  // wait column shows one of two figures (data()'s tooltip says which).
+  switch (section) {
+    case kLastStep:
+      return figureHeading("last_step");
+    case kSamplesPerSecond:
+      return figureHeading("samples_per_second");
+    case kTokensPerSecond:
+      return figureHeading("tokens_per_second");
+    case kMfu:
+      return figureHeading("mfu");
+    case kStepTime:
+      return figureHeading("mean_step_ms");
+    case kPeakMemory:
+      return figureHeading("peak_memory");
+    case kEstimatedMemory:
+      return figureHeading("estimated_memory");
+    default:
+      break;
+  }
+  static const char* names[] = {"Rank", "Host", "Device", "Status", "", "",         "",
+                                "",     "",     "Wait",   "",       "", "Straggler"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

@@ -29,6 +29,17 @@ int RunListModel::rowOfRun(int64_t run_id) const {
   return -1;
 }
 
+void RunListModel::setRunColours(std::map<int64_t, QColor> colours) {
+  colours_ = std::move(colours);
+  if (rowCount() > 0)
+    emit dataChanged(index(0, kName), index(rowCount() - 1, kName), {Qt::DecorationRole});
+}
+
+std::optional<QColor> RunListModel::runColour(int64_t run_id) const {
+  const auto colour = colours_.find(run_id);
+  return colour == colours_.end() ? std::nullopt : std::optional<QColor>(colour->second);
+}
+
 QVariant RunListModel::data(const QModelIndex& index, int role) const {
   const storage::RunRecord* found = rowAt(index);
   if (!found) return {};
@@ -40,6 +51,10 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
                ? QVariant(Qt::AlignRight | Qt::AlignVCenter)
                : QVariant();
   if (role == Qt::ToolTipRole && run.error) return richTextShowingPlain(untrustedBlock(*run.error));
+  if (role == Qt::DecorationRole && index.column() == kName) {
+    const auto colour = colours_.find(run.id);
+    return colour == colours_.end() ? QVariant() : QVariant(colour->second);
+  }
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case kId:

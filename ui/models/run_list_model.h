@@ -3,6 +3,8 @@
 #pragma once
 
 #include <QColor>
+#include <map>
+#include <optional>
 #include <vector>
 
 #include "models/row_table_model.h"
@@ -24,9 +26,16 @@ class RunListModel : public RowTableModel<storage::RunRecord> {
   void setRuns(std::vector<storage::RunRecord> runs);
   const storage::RunRecord& runAt(int row) const { return rows().at(static_cast<size_t>(row)); }
   int rowOfRun(int64_t run_id) const;
+  // Issue 33, colour by a spec field: each run's group colour, drawn as a swatch before its name
+  // (Qt::DecorationRole of the name column); runs not in the map have none.
+  void setRunColours(std::map<int64_t, QColor> colours);
+  std::optional<QColor> runColour(int64_t run_id) const;
 
   QVariant data(const QModelIndex& index, int role) const override;
   QVariant headerData(int section, Qt::Orientation orientation, int role) const override;
+
+ private:
+  std::map<int64_t, QColor> colours_;
 };
 
 // The colour Ringmaster shows a run status in (also used by the run view's header).

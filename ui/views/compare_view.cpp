@@ -3,11 +3,14 @@
 #include "views/compare_view.h"
 
 #include <QComboBox>
+#include <QDateTime>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
+#include <QSignalBlocker>
 #include <QSplitter>
 #include <QTableView>
+#include <QTextDocument>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <map>
@@ -16,11 +19,15 @@
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/compare_models.h"
+#include "models/format.h"
 #include "models/untrusted_text.h"
+#include "query/compare_axes.h"
+#include "query/run_report.h"
 #include "query/runs.h"
 #include "query/series.h"
 #include "views/table_copy.h"
 #include "widgets/metric_chart.h"
+#include "widgets/scatter_chart.h"
 
 namespace ringmaster::ui {
 
@@ -93,11 +100,16 @@ storage::SeriesRange rangeOf(const MetricChart* chart) {
   return r;
 }
 
+// The runs whose spec lacks the colour field.
+const QColor kNoGroup(0x99, 0x99, 0x99);
+
 }  // namespace
 
-// What one read brings back: the comparison, the charts' lines and what the picker offers.
+// What one read brings back: the comparison, the charts' lines, what the picker offers and the
+// runs' reports (the scatter's axes).
 struct CompareView::Read {
   storage::RunComparison comparison;
+  std::vector<nlohmann::json> reports;
   std::vector<ChartLine> loss_lines, throughput_lines, metric_lines;
   std::vector<std::string> metrics;  // comparableMetrics of the runs
   std::string metric;                // the one metric_lines draw
@@ -137,6 +149,7 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   charts->addWidget(loss_);
   charts->addWidget(throughput_);
   charts->addWidget(metric_box);
+  charts->addWidget(makeScatterBox());
   splitter->addWidget(charts);
   auto* tables = new QSplitter(Qt::Horizontal);
   summary_model_ = new CompareSummaryModel(this);
@@ -197,6 +210,9 @@ void CompareView::reload() {
         storage::Database db(path, storage::readingOptions(path));
         Read data{.comparison = storage::compareRuns(db, run_ids)};
         const std::vector<storage::RunSummary>& runs = data.comparison.runs;
+        const double now = static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000;
+        for (int64_t id : run_ids)
+          data.reports.push_back(storage::toJson(storage::buildRunReport(db, id, now)));
         std::vector<std::vector<std::string>> per_run;
         for (const storage::RunSummary& run : runs)
           per_run.push_back(storage::metricNames(db, run.run.id));
@@ -232,8 +248,12 @@ void CompareView::reload() {
 }
 
 void CompareView::applyComparison(Read read) {
-  loss_->setLines(read.loss_lines);
-  throughput_->setLines(read.throughput_lines);
+  reports_ = std::move(read.reports);
+  loss_lines_ = std::move(read.loss_lines);
+  throughput_lines_ = std::move(read.throughput_lines);
+  metric_lines_ = std::move(read.metric_lines);
+  fillPickers();
+  redrawScatter();
   metric_ = read.metric;
   metric_choice_->clear();
   for (const std::string& metric : read.metrics)
@@ -241,12 +261,131 @@ void CompareView::applyComparison(Read read) {
   metric_choice_->setCurrentIndex(metric_choice_->findData(QString::fromStdString(metric_)));
   metric_chart_->setTitleNote(
       QString(": %1 (median of ranks)").arg(untrustedLine(metricTitle(metric_))));
-  metric_chart_->setLines(read.metric_lines);
 
   summary_model_->setRuns(read.comparison.runs);
   std::vector<int64_t> ids;
   for (const storage::RunSummary& run : read.comparison.runs) ids.push_back(run.run.id);
   differences_model_->setDifferences(std::move(ids), read.comparison.differences);
+}
+
+QWidget* CompareView::makeScatterBox() {
+  auto* box = new QWidget();
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  auto* pickers = new QHBoxLayout();
+  const auto picker = [&](const QString& name, const QString& label) {
+    auto* combo = new QComboBox();
+    combo->setObjectName(name);
+    combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    combo->setMinimumContentsLength(10);
+    pickers->addWidget(new QLabel(label));
+    pickers->addWidget(combo, 1);
+    connect(combo, &QComboBox::currentIndexChanged, this, [this] { redrawScatter(); });
+    return combo;
+  };
+  x_picker_ = picker("compareX", "X");
+  y_picker_ = picker("compareY", "Y");
+  colour_picker_ = picker("compareColourBy", "Colour by");
+  layout->addLayout(pickers);
+  scatter_ = new ScatterChart();
+  scatter_->setObjectName("compareScatter");
+  layout->addWidget(scatter_, 1);
+  legend_ = new QLabel();
+  legend_->setObjectName("compareLegend");
+  legend_->setTextFormat(Qt::RichText);  // its untrusted parts are escaped
+  legend_->setWordWrap(true);
+  layout->addWidget(legend_);
+  return box;
+}
+
+void CompareView::fillPickers() {
+  const storage::AxisChoices choices = storage::axisChoices(reports_);
+  const auto fill = [&](QComboBox* combo, bool figures, const QString& first_text,
+                        const QString& fallback) {
+    const QString picked = combo->count() > 0 ? combo->currentData().toString() : fallback;
+    const QSignalBlocker quiet(combo);
+    combo->clear();
+    if (!first_text.isEmpty()) combo->addItem(first_text, QString());
+    if (figures)
+      for (const std::string& id : choices.figures)
+        combo->addItem(figureHeading(id), QString::fromStdString(id));
+    for (size_t i = 0; i < choices.spec_fields.size(); ++i) {
+      const QString path = untrustedLine(choices.spec_fields[i]);
+      combo->addItem(i < choices.differing_fields ? path + " (differs)" : path, path);
+    }
+    const int at = combo->findData(picked);
+    combo->setCurrentIndex(std::max(at, 0));
+  };
+  const QString first_field = choices.differing_fields > 0
+                                  ? QString::fromStdString(choices.spec_fields.front())
+                                  : QString("final_step");
+  fill(x_picker_, true, {}, first_field);
+  fill(y_picker_, true, {}, "final_loss");
+  fill(colour_picker_, false, "each run its own colour", QString());
+}
+
+std::vector<QColor> CompareView::runColours() const {
+  std::vector<QColor> colours;
+  const QString field = colour_picker_->currentData().toString();
+  if (field.isEmpty() || reports_.empty()) {
+    for (size_t i = 0; i < std::max(reports_.size(), loss_lines_.size()); ++i)
+      colours.push_back(runColor(i));
+    return colours;
+  }
+  const storage::ComparisonAxis groups = storage::comparisonAxis(reports_, field.toStdString());
+  for (const storage::AxisPoint& point : groups.points)
+    colours.push_back(point.category < 0 ? kNoGroup
+                                         : runColor(static_cast<size_t>(point.category)));
+  return colours;
+}
+
+void CompareView::redrawScatter() {
+  if (reports_.empty() || x_picker_->count() == 0) return;
+  const std::vector<QColor> colours = runColours();
+  // The charts' lines in the same colours: runs of one group share one.
+  for (std::vector<ChartLine>* lines : {&loss_lines_, &throughput_lines_, &metric_lines_})
+    for (size_t i = 0; i < lines->size() && i < colours.size(); ++i) (*lines)[i].color = colours[i];
+  loss_->setLines(loss_lines_);
+  throughput_->setLines(throughput_lines_);
+  metric_chart_->setLines(metric_lines_);
+  std::vector<int64_t> ids;
+  for (const nlohmann::json& report : reports_) ids.push_back(report["run"]["id"].get<int64_t>());
+  scatter_->setPoints(
+      storage::comparisonAxis(reports_, x_picker_->currentData().toString().toStdString()),
+      storage::comparisonAxis(reports_, y_picker_->currentData().toString().toStdString()), ids,
+      colours);
+  // The legend: a swatch per group (per run when nothing colours them), with its runs' count.
+  QStringList items;
+  const QString field = colour_picker_->currentData().toString();
+  const auto swatch = [](const QColor& colour, const QString& text) {
+    return QString("<span style=\"color:%1\">&#9632;</span>&nbsp;%2").arg(colour.name(), text);
+  };
+  if (field.isEmpty()) {
+    for (size_t i = 0; i < ids.size(); ++i)
+      items << swatch(colours[i], QString("run %1").arg(ids[i]));
+  } else {
+    const storage::ComparisonAxis groups = storage::comparisonAxis(reports_, field.toStdString());
+    for (size_t k = 0; k < groups.categories.size(); ++k) {
+      const auto count = std::count_if(groups.points.begin(), groups.points.end(),
+                                       [&](const auto& p) { return p.category == int(k); });
+      items << swatch(runColor(k), QString("%1 = %2 (%3)")
+                                       .arg(untrustedLine(groups.key).toHtmlEscaped(),
+                                            untrustedLine(groups.categories[k]).toHtmlEscaped())
+                                       .arg(count));
+    }
+    const auto none = std::count_if(groups.points.begin(), groups.points.end(),
+                                    [](const auto& p) { return p.category < 0; });
+    if (none > 0)
+      items << swatch(
+          kNoGroup, QString("no %1 (%2)").arg(untrustedLine(groups.key).toHtmlEscaped()).arg(none));
+  }
+  legend_->setText(items.join("&nbsp;&nbsp; "));
+}
+
+QString CompareView::legendText() const {
+  QTextDocument document;
+  document.setHtml(legend_->text());
+  return document.toPlainText();
 }
 
 }  // namespace ringmaster::ui

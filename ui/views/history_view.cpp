@@ -10,7 +10,9 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QTableView>
+#include <QTextDocument>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <set>
@@ -19,10 +21,41 @@
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "models/run_list_model.h"
+#include "models/untrusted_text.h"
+#include "query/compare_axes.h"
 #include "recorder/recorder.h"
+#include "views/run/run_colors.h"
 #include "views/table_copy.h"
 
 namespace ringmaster::ui {
+
+// What a list read says of the runs' specs: the fields they have (those that differ first) and,
+// when a field colours them, each run's group (query/compare_axes.h). Computed off the GUI thread
+// with the list: it parses every listed run's spec.
+struct HistoryView::SpecGroups {
+  std::vector<std::string> fields;
+  std::vector<int64_t> run_ids;
+  std::optional<storage::ComparisonAxis> axis;
+};
+
+namespace {
+
+HistoryView::SpecGroups specGroups(const std::vector<storage::RunRecord>& runs,
+                                   const std::string& field) {
+  std::vector<nlohmann::json> specs;
+  HistoryView::SpecGroups groups;
+  for (const storage::RunRecord& run : runs) {
+    specs.push_back(storage::specOnlyReport(run.spec_json));
+    groups.run_ids.push_back(run.id);
+  }
+  groups.fields = storage::axisChoices(specs).spec_fields;
+  if (!field.empty() &&
+      std::find(groups.fields.begin(), groups.fields.end(), field) != groups.fields.end())
+    groups.axis = storage::comparisonAxis(specs, field);
+  return groups;
+}
+
+}  // namespace
 
 HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   jobs_ = new BackgroundJobs(this);
@@ -54,6 +87,19 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   filters->addWidget(status_);
   filters->addWidget(since_);
   layout->addLayout(filters);
+  colour_by_ = new QComboBox();
+  colour_by_->setObjectName("historyColourBy");
+  colour_by_->addItem("colour by: nothing", QString());
+  colour_by_->setToolTip("runs with the same value of this spec field share a colour");
+  colour_by_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  colour_by_->setMinimumContentsLength(12);
+  layout->addWidget(colour_by_);
+  legend_ = new QLabel();
+  legend_->setObjectName("historyLegend");
+  legend_->setTextFormat(Qt::RichText);  // its untrusted parts are escaped
+  legend_->setWordWrap(true);
+  legend_->hide();
+  layout->addWidget(legend_);
   table_ = new QTableView();
   table_->setObjectName("historyTable");
   model_ = new RunListModel(this);
@@ -98,6 +144,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   connect(strategy_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(status_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(since_, &QDateEdit::dateChanged, this, &HistoryView::refresh);
+  connect(colour_by_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(table_, &QTableView::doubleClicked, this,
           [this](const QModelIndex& index) { emit openRun(model_->runAt(index.row()).id); });
   connect(open, &QPushButton::clicked, this, [this] {
@@ -180,23 +227,71 @@ void HistoryView::refresh() {
   if (status_->currentIndex() > 0) filter.status = status_->currentText().toStdString();
   if (since_->date() > QDate(2000, 1, 1))
     filter.created_after = static_cast<double>(since_->date().startOfDay().toSecsSinceEpoch());
-  jobs_->run<std::vector<storage::RunRecord>>(
+  struct Listed {
+    std::vector<storage::RunRecord> runs;
+    SpecGroups groups;
+  };
+  jobs_->run<Listed>(
       "list",
-      [path = db_path_, filter](const JobToken&) {
+      [path = db_path_, filter,
+       field = colour_by_->currentData().toString().toStdString()](const JobToken&) {
         storage::Database db(path, storage::readingOptions(path));
-        return storage::listRuns(db, filter);
+        Listed listed{storage::listRuns(db, filter), {}};
+        listed.groups = specGroups(listed.runs, field);
+        return listed;
       },
-      [this](std::vector<storage::RunRecord> runs) {
+      [this](Listed listed) {
         error_->hide();
+        applySpecGroups(listed.groups);
         // Keep the selection across the refresh by run id.
         const std::vector<int64_t> selected = selectedRuns();
-        model_->setRuns(std::move(runs));
+        model_->setRuns(std::move(listed.runs));
         for (int64_t id : selected)
           if (const int row = model_->rowOfRun(id); row >= 0)
             table_->selectionModel()->select(
                 model_->index(row, 0), QItemSelectionModel::Select | QItemSelectionModel::Rows);
       },
       [this](const QString& error) { showError(error); });
+}
+
+void HistoryView::applySpecGroups(const SpecGroups& groups) {
+  {
+    const QSignalBlocker quiet(colour_by_);
+    const QString picked = colour_by_->currentData().toString();
+    colour_by_->clear();
+    colour_by_->addItem("colour by: nothing", QString());
+    for (const std::string& path : groups.fields)
+      colour_by_->addItem("colour by " + untrustedLine(path), untrustedLine(path));
+    colour_by_->setCurrentIndex(std::max(colour_by_->findData(picked), 0));
+  }
+  std::map<int64_t, QColor> colours;
+  QStringList items;
+  if (groups.axis) {
+    const storage::ComparisonAxis& axis = *groups.axis;
+    for (size_t i = 0; i < groups.run_ids.size(); ++i) {
+      const int category = axis.points[i].category;
+      colours[groups.run_ids[i]] = category < 0 ? QColor(0x99, 0x99, 0x99) : rankColor(category);
+    }
+    for (size_t k = 0; k < axis.categories.size(); ++k) {
+      const auto count = std::count_if(axis.points.begin(), axis.points.end(),
+                                       [&](const auto& p) { return p.category == int(k); });
+      items << QString("<span style=\"color:%1\">&#9632;</span>&nbsp;%2 = %3 (%4)")
+                   .arg(rankColor(static_cast<int>(k)).name(),
+                        untrustedLine(axis.key).toHtmlEscaped(),
+                        untrustedLine(axis.categories[k]).toHtmlEscaped())
+                   .arg(count);
+    }
+  }
+  model_->setRunColours(std::move(colours));
+  legend_->setText(items.join("&nbsp;&nbsp; "));
+  legend_->setVisible(!items.isEmpty());
+}
+
+QString HistoryView::legendText() const {
+  if (legend_->isHidden()) return {};
+  QTextDocument document;
+  document.setHtml(legend_->text());
+  return document.toPlainText();
 }
 
 void HistoryView::showError(const QString& error) {

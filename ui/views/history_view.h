@@ -2,7 +2,8 @@
 // date; double-click opens a run, selecting several and "Compare" compares them; a running detached
 // run (ringmaster run --detach) can be attached to or cancelled. Refreshes itself
 // when the database changes. Every read and write (listing, the data_version poll, reconciling
-// interrupted runs) runs off the GUI thread through BackgroundJobs.
+// interrupted runs) runs off the GUI thread through BackgroundJobs. Issue 33: "colour by" a spec
+// field gives runs with the same value one colour (a swatch before the name), with a legend.
 #pragma once
 
 #include <QWidget>
@@ -46,6 +47,11 @@ class HistoryView : public QWidget {
   void setStatusFilter(const QString& status);  // "" for any
   QString errorText() const;
   BackgroundJobs* jobs() const { return jobs_; }
+  // The spec fields of the listed runs (item data: the path; the first item, data "", colours
+  // nothing), and the legend of the groups' colours as plain text.
+  QComboBox* colourPicker() const { return colour_by_; }
+  QString legendText() const;
+  struct SpecGroups;  // what a list read says of the runs' specs (history_view.cpp)
 
  signals:
   void openRun(qint64 run_id);
@@ -57,6 +63,8 @@ class HistoryView : public QWidget {
  private:
   void poll();
   void showError(const QString& error);
+  // The colour-by picker's fields and the runs' colours from a list's spec groups.
+  void applySpecGroups(const SpecGroups& groups);
 
   std::string db_path_;
   // Polled for data_version by one job at a time, never on the GUI thread.
@@ -70,6 +78,8 @@ class HistoryView : public QWidget {
   QComboBox* strategy_ = nullptr;
   QComboBox* status_ = nullptr;
   QDateEdit* since_ = nullptr;
+  QComboBox* colour_by_ = nullptr;
+  QLabel* legend_ = nullptr;
   QPushButton* compare_ = nullptr;
   QPushButton* attach_ = nullptr;
   QPushButton* cancel_detached_ = nullptr;

@@ -18,7 +18,9 @@
 #include "db/statement.h"
 #include "query/bubble_split.h"
 #include "query/comm_stats.h"
+#include "query/compare_axes.h"
 #include "query/evals.h"
+#include "query/figures.h"
 #include "query/hang.h"
 #include "query/run_report.h"
 #include "query/runs.h"
@@ -130,6 +132,27 @@ double now() {
 
 // --- /runs ---------------------------------------------------------------------------------------
 
+// Issue 33, colour by a spec field: the fields the listed runs' specs have (those that differ
+// first), and with colour_by=PATH each run's group, its index in "groups" (the field's distinct
+// values) or null where the run's spec lacks it.
+void addSpecGroups(json& document, const std::vector<RunRecord>& records,
+                   const std::optional<std::string>& colour_by) {
+  std::vector<json> specs;
+  for (const RunRecord& run : records) specs.push_back(specOnlyReport(run.spec_json));
+  const AxisChoices choices = axisChoices(specs);
+  document["spec_fields"] = choices.spec_fields;
+  if (!colour_by || colour_by->empty()) return;
+  if (std::find(choices.spec_fields.begin(), choices.spec_fields.end(), *colour_by) ==
+      choices.spec_fields.end())
+    badParameter("colour_by", fmt::format("no listed run's spec has '{}'", shown(*colour_by)));
+  const ComparisonAxis groups = comparisonAxis(specs, *colour_by);
+  document["groups"] = groups.categories;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const int category = groups.points[i].category;
+    document["runs"][i]["group"] = category < 0 ? json(nullptr) : json(category);
+  }
+}
+
 json runsList(const Database& db, const QueryParams& params, const ApiLimits& limits) {
   RunFilter filter;
   filter.status = choiceParameter(
@@ -139,9 +162,13 @@ json runsList(const Database& db, const QueryParams& params, const ApiLimits& li
   filter.strategy = choiceParameter(params, "strategy", strategies);
   filter.name_contains = textParameter(params, "name", limits);
   filter.limit = static_cast<int>(integerParameter(params, "limit", 1, 10000, 1000));
+  const std::optional<std::string> colour_by = textParameter(params, "colour_by", limits);
+  const std::vector<RunRecord> records = listRuns(db, filter);
   json runs = json::array();
-  for (const RunRecord& run : listRuns(db, filter)) runs.push_back(runListEntry(db, run));
-  return {{"runs", runs}};
+  for (const RunRecord& run : records) runs.push_back(runListEntry(db, run));
+  json document = {{"runs", runs}};
+  addSpecGroups(document, records, colour_by);
+  return document;
 }
 
 // --- /runs/ID ------------------------------------------------------------------------------------
@@ -431,6 +458,8 @@ json schedule(const Database& db, int64_t run_id, const QueryParams& params) {
 
 // --- /compare ------------------------------------------------------------------------------------
 
+json compareAxes(const json& reports);
+
 json compare(const Database& db, const QueryParams& params, const ApiLimits& limits) {
   const std::optional<std::string> text = parameter(params, "runs");
   const std::string expected =
@@ -463,7 +492,24 @@ json compare(const Database& db, const QueryParams& params, const ApiLimits& lim
   json metrics = json::array();
   for (const std::string& metric : ui::comparableMetrics(per_run))
     metrics.push_back({{"key", metric}, {"title", ui::metricTitle(metric)}});
-  return {{"runs", runs}, {"spec_differences", differences}, {"metrics", metrics}};
+  return {{"runs", runs},
+          {"spec_differences", differences},
+          {"metrics", metrics},
+          {"axes", compareAxes(runs)}};
+}
+
+// Issue 33: every axis a scatter of the compared runs can take, with each run's value (any run
+// figure, then the spec fields, those whose values differ first): {"choices", "axes": {KEY: axis}}.
+json compareAxes(const json& reports) {
+  const std::vector<json> list(reports.begin(), reports.end());
+  const AxisChoices choices = axisChoices(list);
+  json axes = json::object();
+  for (const auto* keys : {&choices.figures, &choices.spec_fields})
+    for (const std::string& key : *keys) axes[key] = toJson(comparisonAxis(list, key));
+  return {{"figures", choices.figures},
+          {"spec_fields", choices.spec_fields},
+          {"differing_fields", choices.differing_fields},
+          {"values", axes}};
 }
 
 // GET /charts: the chart table (ui/charts/chart_table.h), every chart; with run=ID, the charts
@@ -496,6 +542,20 @@ json charts(const Database& db, const QueryParams& params) {
   return {{"charts", list}, {"default_panel", ui::kDefaultPanelTitle}};
 }
 
+// GET /figures: the table of figures (storage/query/figures.h), the one name of every number of
+// the run report, for the pages to name them as the desktop and the CLI do.
+json figures() {
+  json list = json::array();
+  for (const Figure& figure : figureTable())
+    list.push_back({{"id", figure.id},
+                    {"name", figure.name},
+                    {"unit", figure.unit},
+                    {"kind", figureKindName(figure.kind)},
+                    {"scope", figureScopeName(figure.scope)},
+                    {"description", figure.description}});
+  return {{"figures", list}};
+}
+
 std::vector<std::string_view> segments(std::string_view path) {
   std::vector<std::string_view> out;
   while (!path.empty()) {
@@ -526,6 +586,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   if (parts.empty()) return unknown();
   if (parts[0] == "compare" && parts.size() == 1) return compare(db, params, limits);
   if (parts[0] == "charts" && parts.size() == 1) return charts(db, params);
+  if (parts[0] == "figures" && parts.size() == 1) return figures();
   if (parts[0] != "runs") return unknown();
   if (parts.size() == 1) return runsList(db, params, limits);
   const int64_t run_id = runIdOf(db, parts[1]);

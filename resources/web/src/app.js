@@ -5,6 +5,7 @@
 import { openStream } from './api.js';
 import { el, errorBox } from './dom.js';
 import { parseHash } from './route.js';
+import { loadFigures } from './figures.js';
 import * as runs from './runs.js';
 import * as run from './run.js';
 import * as pipeline from './pipeline.js';
@@ -42,4 +43,5 @@ function setLive(state) {
 
 window.addEventListener('hashchange', route);
 openStream(setLive);
-route();
+// The table of figures names the numbers on every page; a page drawn without it shows their ids.
+loadFigures().catch(() => {}).finally(route);

@@ -13,6 +13,7 @@ import { replaceParams } from './route.js';
 import { StepChart, loadMetric, buildPlotData, bucketsFor, attemptMarks } from './chart.js';
 import { opColor } from './op_colors.js';
 import { chartControls, defaultRanks } from './chart_settings.js';
+import { figureLabel, formatFigure, figureColumn } from './figures.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -79,10 +80,14 @@ export function mount(root, route) {
     header.replaceChildren(
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
       el('div', { class: 'figures' },
-        figure('Strategy', r.strategy), figure('Ranks', r.world_size), figure('Step', num(s.final_step)),
-        s.final_loss === undefined || s.final_loss === null ? null : figure(lossFigureName(r.status), num(s.final_loss, 4)), figure('Samples/s', num(s.samples_per_second, 1)),
-        figure('Mean step', s.mean_step_ms == null ? '–' : `${num(s.mean_step_ms, 2)} ms`), figure('Comm share', s.comm_share !== undefined ? `${(100 * s.comm_share).toFixed(1)} %` : '–'),
-        figure('Started', time(r.started_at)), figure('Duration', duration(r.duration_s)),
+        figure('Strategy', r.strategy), figure('Ranks', r.world_size),
+        // The summary's figures by their names in the table of figures (figures.js); the loss is
+        // "final" only for a completed run.
+        figure(figureLabel('final_step'), formatFigure('final_step', s.final_step)),
+        s.final_loss === undefined || s.final_loss === null ? null : figure(lossFigureName(r.status), num(s.final_loss, 4)),
+        ['samples_per_second', 'mean_step_ms', 'comm_share']
+          .map((id) => figure(figureLabel(id), formatFigure(id, s[id]))),
+        figure('Started', time(r.started_at)), figure(figureLabel('duration_s'), duration(r.duration_s)),
         s.bubble_fraction !== undefined && s.bubble_fraction !== null
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
@@ -252,14 +257,11 @@ export function mount(root, route) {
         { title: 'Device', value: (r) => r.device_name || r.device || '–' },
         { title: 'Status', value: (r) => statusBadge(r.status) },
         { title: 'Waiting on', value: (r) => r.waiting_on ?? '' },
-        { title: 'Steps', class: 'num', value: (r) => num(r.last_step) },
-        { title: 'Samples/s', class: 'num', value: (r) => num(r.samples_per_second, 1) },
-        // Only for a model with tokens (issue 33): a run without them has no Tokens/s column.
-        ranks.some((r) => r.tokens_per_second != null) ? { title: 'Tokens/s', class: 'num', value: (r) => num(r.tokens_per_second, 1) } : null,
-        { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
-        { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
-        { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
-        { title: 'Peak memory', class: 'num', value: (r) => bytes(r.peak_memory) },
+        ...['last_step', 'samples_per_second', 'tokens_per_second', 'mean_step_ms', 'mean_compute_ms',
+          'mean_exposed_comm_ms', 'peak_memory']
+          // Only for a model with tokens (issue 33): a run without them has no Tokens/s column.
+          .filter((id) => id !== 'tokens_per_second' || ranks.some((r) => r.tokens_per_second != null))
+          .map((id) => figureColumn(id)),
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
       ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
     );
@@ -296,15 +298,8 @@ export function mount(root, route) {
           el('h2', {}, 'By rank'),
           table([
             { title: 'Rank', class: 'num', value: (r) => r.rank },
-            { title: 'Operations', class: 'num', value: (r) => num(r.operations) },
-            { title: 'Comm ms', class: 'num', value: (r) => num(r.comm_ms, 1) },
-            { title: 'Wait ms', class: 'num', value: (r) => num(r.wait_ms, 1) },
-            { title: 'Transfer ms', class: 'num', value: (r) => num(r.transfer_ms, 1) },
-            { title: 'Wait per collective ms', class: 'num', value: (r) => num(r.mean_wait_ms, 3) },
-            { title: 'Peers\' wait per collective ms', class: 'num', value: (r) => num(r.peers_mean_wait_ms, 3) },
-            { title: 'Step ms', class: 'num', value: (r) => num(r.mean_step_ms, 2) },
-            { title: 'Compute ms', class: 'num', value: (r) => num(r.mean_compute_ms, 2) },
-            { title: 'Exposed comm ms', class: 'num', value: (r) => num(r.mean_exposed_comm_ms, 2) },
+            ...['operations', 'comm_ms', 'wait_ms', 'transfer_ms', 'mean_wait_ms', 'peers_mean_wait_ms',
+              'mean_step_ms', 'mean_compute_ms', 'mean_exposed_comm_ms'].map((id) => figureColumn(id)),
             { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
           ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
         );

@@ -1,10 +1,12 @@
 // The runs list: every recorded run with its status and figures, filtered by status, strategy and
 // name (the history filters, kept in the URL), refreshed whenever the stream says the list changed.
-// Runs can be ticked and compared.
+// Runs can be ticked and compared, and coloured by a spec field ("colour by": runs with the same
+// value share a colour, with a legend counting each group's runs).
 
 import { getJson, onStream } from './api.js';
 import { el, table, num, duration, time, statusBadge, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
+import { colourSwatch, groupColours, legendBox } from './scatter.js';
 
 const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
 const STATUSES = ['', 'pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted'];
@@ -14,6 +16,7 @@ export function mount(root, route) {
     status: route.params.get('status') || '',
     strategy: route.params.get('strategy') || '',
     name: route.params.get('name') || '',
+    colour_by: route.params.get('colour_by') || '',
   };
   const selected = new Set();
   const status = el('select', { id: 'filter-status', onchange: () => { filters.status = status.value; changed(); } },
@@ -24,10 +27,20 @@ export function mount(root, route) {
   strategy.value = filters.strategy;
   const name = el('input', { id: 'filter-name', placeholder: 'name contains', value: filters.name,
     oninput: () => { filters.name = name.value.trim(); changedSoon(); } });
+  const colourBy = el('select', { id: 'colour-by', onchange: () => { filters.colour_by = colourBy.value; changed(); } },
+    el('option', { value: '' }, 'colour by: nothing'));
   const compareLink = el('a', { class: 'button disabled', href: '#/compare' }, 'Compare selected');
   const count = el('span', { class: 'muted' });
+  const legend = el('div', {});
   const body = el('div', { id: 'runs-table' });
-  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, status, strategy, name, compareLink, count), body);
+  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, status, strategy, name, colourBy, compareLink, count), legend, body);
+
+  // The colour-by choices: every spec field of the listed runs (those that differ first).
+  function updateColourBy(fields) {
+    const wanted = filters.colour_by;
+    colourBy.replaceChildren(el('option', { value: '' }, 'colour by: nothing'), ...fields.map((f) => el('option', { value: f }, `colour by ${f}`)));
+    colourBy.value = fields.includes(wanted) ? wanted : '';
+  }
 
   let controller = null;
   let timer = null;
@@ -42,9 +55,23 @@ export function mount(root, route) {
     if (controller) controller.abort();
     controller = new AbortController();
     try {
-      const { runs } = await getJson('runs', filters, controller.signal);
+      const listed = await getJson('runs', filters, controller.signal).catch((error) => {
+        // A field no listed run has any more (the filters changed): list them uncoloured.
+        if (error.status !== 400 || !filters.colour_by) throw error;
+        filters.colour_by = '';
+        return getJson('runs', filters, controller.signal);
+      });
+      const { runs } = listed;
+      updateColourBy(listed.spec_fields || []);
+      const by = filters.colour_by && listed.groups
+        ? { key: filters.colour_by, categories: listed.groups, groups: runs.map((r) => (r.group ?? null)) } : null;
+      const colours = groupColours(runs.map((r) => r.id), by);
+      const colourOfRun = new Map(runs.map((r, i) => [r.id, colours.colourOf(i)]));
+      legend.replaceChildren(by ? legendBox('runs-legend', colours.legend) : '');
       count.textContent = `${runs.length} run${runs.length === 1 ? '' : 's'}`;
       body.replaceChildren(table([
+        ...(by ? [{ title: by.key, value: (r) => el('span', { class: 'group', 'data-group': r.group ?? 'none' },
+          colourSwatch(colourOfRun.get(r.id)), r.group === null || r.group === undefined ? '–' : by.categories[r.group]) }] : []),
         { title: '', value: (r) => el('input', { type: 'checkbox', checked: selected.has(r.id),
           onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); updateCompareLink(); } }) },
         { title: 'ID', class: 'num', value: (r) => el('a', { href: `#/run/${r.id}` }, r.id) },

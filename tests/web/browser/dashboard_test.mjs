@@ -409,6 +409,16 @@ async function main() {
   await until('both runs completed in the list', 15000, async () =>
     (await page.locator('tr.run-row .status-completed').count()) === 2);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-runs.png') });
+  // Issue 33, colour by a spec field: the two runs' strategies, two groups with a legend.
+  await page.selectOption('#colour-by', 'strategy.kind');
+  const grouped = await until('the runs coloured by strategy.kind', 10000, async () => page.evaluate(() => {
+    const legend = [...document.querySelectorAll('#runs-legend .legend-item')].map((e) => e.textContent);
+    const fills = [...document.querySelectorAll('tr.run-row .group rect')].map((r) => r.getAttribute('fill'));
+    return legend.length === 2 && fills.length === 2 ? { legend, fills } : null;
+  }));
+  check(grouped.legend.join('|') === 'strategy.kind = ddp (1)|strategy.kind = pipeline (1)' && grouped.fills[0] !== grouped.fills[1]
+    && page.url().includes('colour_by=strategy.kind'), `the runs list coloured by strategy.kind: ${JSON.stringify(grouped)}`);
+  await page.selectOption('#colour-by', '');
   await page.selectOption('#filter-strategy', 'pipeline');
   await until('the strategy filter', 10000, async () => (await page.locator('tr.run-row').count()) === 1);
   check(page.url().includes('strategy=pipeline'), 'the strategy filter narrows the list and is in the URL');
@@ -473,6 +483,37 @@ async function main() {
   }));
   check(overlaid.lines === 1 && page.url().includes('metrics=') && decodeURIComponent(page.url()).includes('eval/acc'),
     `compare overlaid eval/acc (${JSON.stringify(overlaid)}, the run that has it) and the URL names it`);
+  check((await page.locator('table.grid').first().innerText()).includes('Exposed comm share'),
+    'the compare figures are named by the table of figures');
+  // Issue 33, any figure on either axis: a category (strategy.kind) and a figure (final loss), then
+  // two figures placed by value; the points are the API's values, coloured by strategy.kind.
+  const axes = (await json(base, `/api/v1/compare?runs=${runId},${secondId}`)).axes.values;
+  const scatterPoints = async (xKey, yKey) => {
+    await page.selectOption('#compare-x', xKey);
+    await page.selectOption('#compare-y', yKey);
+    return until(`the scatter of ${yKey} against ${xKey}`, 10000, async () => page.evaluate(([x, y]) => {
+      const box = document.getElementById('compare-scatter');
+      if (!box || box.dataset.points !== '2' || !window.location.hash.includes(`x=${x}`) || !window.location.hash.includes(`y=${y}`)) return null;
+      return { x: box.querySelector('.axis-x').textContent, y: box.querySelector('.axis-y').textContent,
+        points: [...box.querySelectorAll('circle.point')].map((c) => ({ run: Number(c.dataset.run), x: c.dataset.x, y: c.dataset.y,
+          cx: Number(c.getAttribute('cx')), cy: Number(c.getAttribute('cy')), fill: c.getAttribute('fill') })) };
+    }, [xKey, yKey]));
+  };
+  const byKind = await scatterPoints('strategy.kind', 'final_loss');
+  check(byKind.x === 'strategy.kind' && byKind.y === 'Final loss'
+    && byKind.points.map((p) => `${p.x}:${Number(p.y)}`).join('|') === [0, 1].map((i) => `${axes['strategy.kind'].values[i]}:${axes.final_loss.values[i]}`).join('|'),
+  `the scatter puts final loss against strategy.kind: ${JSON.stringify(byKind)}`);
+  const byValue = await scatterPoints('mean_step_ms', 'samples_per_second');
+  const [a, b] = byValue.points;
+  check(byValue.x === 'Mean step (ms)' && Math.sign(a.cx - b.cx) === Math.sign(Number(a.x) - Number(b.x))
+    && Math.sign(b.cy - a.cy) === Math.sign(Number(a.y) - Number(b.y)), `two figures are placed by value: ${JSON.stringify(byValue)}`);
+  await page.selectOption('#compare-colour', 'strategy.kind');
+  const legend = await until('the compare legend by strategy.kind', 10000, async () => page.evaluate(() => {
+    const items = [...document.querySelectorAll('#compare-legend .legend-item')].map((e) => e.textContent);
+    return items.length === 2 && items[0].startsWith('strategy.kind') ? items : null;
+  }));
+  const fills = await page.evaluate(() => [...document.querySelectorAll('#compare-scatter circle.point')].map((c) => c.getAttribute('fill')));
+  check(legend.length === 2 && new Set(fills).size === 2, `colour by strategy.kind: ${JSON.stringify(legend)}, ${JSON.stringify(fills)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
 
   // With an access token (forced on loopback by --token-file): the page opened with ?token= draws

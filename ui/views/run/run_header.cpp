@@ -139,40 +139,47 @@ void RunHeader::applyProgress(const RunSnapshot& s) {
   }
 }
 
-// The summary figures under the title (loss, validation loss, throughput, ...).
+// The summary figures under the title (loss, validation loss, throughput, ...), each by its name
+// in the table of figures (storage/query/figures.h).
 QStringList RunHeader::figures(const RunSnapshot& s) {
   const storage::RunSummary& summary = s.report.summary;
   QStringList figures;
-  if (summary.final_loss) figures << QString("loss %1").arg(formatFigure(*summary.final_loss));
+  if (summary.final_loss)
+    figures << QString("%1 %2").arg(figureName("final_loss"), formatFigure(*summary.final_loss));
   if (!s.report.evals.empty() && s.report.evals.back().val_loss) {
     figures << QString("val loss %1 (step %2)")
                    .arg(formatFigure(*s.report.evals.back().val_loss))
                    .arg(s.report.evals.back().step);
   }
-  if (summary.final_accuracy)
-    figures << QString("accuracy %1%").arg(*summary.final_accuracy * 100, 0, 'f', 1);
+  const auto percent = [](std::string_view id, double fraction) {
+    return QString("%1 %2%").arg(figureName(id)).arg(fraction * 100, 0, 'f', 1);
+  };
+  if (summary.final_accuracy) figures << percent("final_accuracy", *summary.final_accuracy);
   if (summary.final_step > 0)
-    figures << QString("%1 samples/s").arg(formatFigure(summary.samples_per_second))
-            << QString("step %1").arg(formatMs(summary.mean_step_ms))
-            << QString("communication %1% of step time").arg(summary.comm_share * 100, 0, 'f', 1);
+    figures << QString("%1 %2").arg(figureName("samples_per_second"),
+                                    formatFigure(summary.samples_per_second))
+            << QString("%1 %2").arg(figureName("mean_step_ms"), formatMs(summary.mean_step_ms))
+            << percent("comm_share", summary.comm_share);
   else
     figures << "no step recorded";
-  if (summary.bubble_fraction)
-    figures << QString("bubble %1%").arg(*summary.bubble_fraction * 100, 0, 'f', 1);
+  if (summary.bubble_fraction) figures << percent("bubble_fraction", *summary.bubble_fraction);
   // Throughput in tokens, and MFU where a peak FLOP/s was known (train.peak_tflops or the device).
   if (summary.tokens_per_second)
-    figures << QString("%1 tokens/s").arg(formatFigure(*summary.tokens_per_second));
-  if (summary.mfu) figures << QString("MFU %1%").arg(*summary.mfu * 100, 0, 'f', 1);
-  if (summary.lr) figures << QString("lr %1").arg(formatFigure(*summary.lr));
+    figures << QString("%1 %2").arg(figureName("tokens_per_second"),
+                                    formatFigure(*summary.tokens_per_second));
+  if (summary.mfu) figures << percent("mfu", *summary.mfu);
+  if (summary.lr) figures << QString("%1 %2").arg(figureName("lr"), formatFigure(*summary.lr));
   // fp16: the loss scale at the last step and the steps skipped on an inf or NaN gradient.
   if (summary.loss_scale) {
     const int64_t skipped = summary.skipped_steps.value_or(0);
-    figures << QString("loss scale %1 (%2 skipped step%3)")
+    figures << QString("%1 %2 (%3 skipped step%4)")
+                   .arg(figureName("loss_scale"))
                    .arg(*summary.loss_scale, 0, 'g', 17)  // a power of two, in full
                    .arg(skipped)
                    .arg(skipped == 1 ? "" : "s");
   }
-  figures << QString("duration %1").arg(formatDuration(s.run().durationSeconds()));
+  figures << QString("%1 %2").arg(figureName("duration_s"),
+                                  formatDuration(s.run().durationSeconds()));
   return figures;
 }
 
