@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/metric_overlay.h"
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "exit_codes.h"
@@ -289,6 +290,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   printStragglers(report, colour, out);
   printCommOps(report.comm_ops, out);
   printEvals(report.evals, out);
+  printMetricNames(report.metrics, out);
   printIngestAndProblems(report, colour, out);
 }
 
@@ -297,8 +299,12 @@ int showCommand(const Database& db, int64_t run_id, bool as_json) {
   return 0;
 }
 
-int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool as_json) {
+int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool as_json,
+                   const std::vector<std::string>& metrics) {
   const RunComparison comparison = compareRuns(db, run_ids);
+  std::vector<MetricOverlay> overlays;  // --metric: each overlaid on ten buckets, as the loss
+  for (const std::string& metric : metrics)
+    overlays.push_back(loadMetricOverlay(db, run_ids, metric, 10));
   // Overlaid loss: every run's series on the same ten buckets of the longest run's steps.
   int64_t last_step = 1;
   for (const RunSummary& summary : comparison.runs)
@@ -326,7 +332,13 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
     json differences = json::array();
     for (const SpecDifference& difference : comparison.differences)
       differences.push_back({{"path", difference.path}, {"values", difference.values}});
-    fmt::print("{}\n", json{{"runs", runs}, {"spec_differences", differences}}.dump(2));
+    json document{{"runs", runs}, {"spec_differences", differences}};
+    if (!overlays.empty()) {
+      document["metric_overlays"] = json::array();
+      for (const MetricOverlay& overlay : overlays)
+        document["metric_overlays"].push_back(overlayJson(overlay));
+    }
+    fmt::print("{}\n", document.dump(2));
     return 0;
   }
 
@@ -377,6 +389,8 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
     loss_table.addRow(std::move(full));
   }
   loss_table.print(stdout);
+  for (const MetricOverlay& overlay : overlays)
+    printOverlay(overlay, {headers.begin() + 1, headers.end()}, stdout);
 
   fmt::print("\nSpec differences\n");
   if (comparison.differences.empty()) {
@@ -406,6 +420,7 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
     RunFilter filter;
     int64_t run_id = 0;
     std::vector<int64_t> run_ids;
+    std::vector<std::string> metrics;  // compare --metric
     bool json = false;
   };
   auto options = std::make_shared<Options>();
@@ -451,9 +466,14 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
       ->expected(-2)  // at least two, no upper bound
       ->type_name("RUN");
   compare->add_flag("--json", options->json, "JSON instead of tables");
+  compare
+      ->add_option("--metric", options->metrics,
+                   "overlay this metric too (rank 0 of each run; any `show` lists; repeatable)")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
   commands.add(compare, [options](const CommonOptions& common) {
     return compareCommand(*openDatabaseForReading(common.databasePath()), options->run_ids,
-                          options->json);
+                          options->json, options->metrics);
   });
 }
 
