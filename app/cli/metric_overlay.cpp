@@ -2,6 +2,7 @@
 #include "cli/metric_overlay.h"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -29,16 +30,22 @@ json bucketJson(const SeriesBucket& bucket) {
           {"last", bucket.summary.last_value}};
 }
 
+// Names the first metrics the runs did record: a run may hold hundreds.
 [[noreturn]] void throwUnrecorded(const Database& db, const std::vector<int64_t>& run_ids,
                                   const std::string& metric) {
+  constexpr size_t kNamed = 12;
   std::set<std::string> recorded;
   for (const int64_t run_id : run_ids)
     for (std::string& name : metricNames(db, run_id)) recorded.insert(std::move(name));
-  RM_THROW(kInvalidArgument, fmt::format("--metric {}: no run of {} recorded it; they recorded: {}",
-                                         displaySafeLine(metric), fmt::join(run_ids, ", "),
-                                         recorded.empty() ? "nothing"
-                                                          : displaySafeLine(fmt::format(
-                                                                "{}", fmt::join(recorded, ", ")))));
+  std::vector<std::string> named(recorded.begin(),
+                                 std::next(recorded.begin(), std::min(kNamed, recorded.size())));
+  if (recorded.size() > kNamed) named.push_back(fmt::format("... ({} in all)", recorded.size()));
+  RM_THROW(kInvalidArgument,
+           fmt::format("--metric {}: no run of {} recorded it; they recorded: {} (`ringmaster show "
+                       "RUN` lists a run's metrics)",
+                       displaySafeLine(metric), fmt::join(run_ids, ", "),
+                       named.empty() ? "nothing"
+                                     : displaySafeLine(fmt::format("{}", fmt::join(named, ", ")))));
 }
 
 }  // namespace

@@ -334,10 +334,11 @@ TEST(Reporter, AnyNumericMetricTravelsAsACustomMetric) {
     ASSERT_EQ(s.metrics.size(), 3u) << "unknown_metric, train/grad_norm, eval/acc";
     EXPECT_EQ(s.metrics.at("unknown_metric"), 1.5);
     EXPECT_EQ(s.metrics.at("train/grad_norm"), 0.5 * static_cast<double>(s.step)) << "a tensor";
-    if (s.step == 2)
+    if (s.step == 2) {
       EXPECT_TRUE(std::isnan(s.metrics.at("eval/acc"))) << "an infinite value arrives as null";
-    else
+    } else {
       EXPECT_EQ(s.metrics.at("eval/acc"), 0.75);
+    }
   }
   const auto logs = output.all<LogEvent>();
   ASSERT_EQ(logs.size(), 1u) << "three steps passed not_a_number";

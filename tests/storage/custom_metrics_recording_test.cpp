@@ -7,12 +7,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "db/database.h"
+#include "db/statement.h"
 #include "query/runs.h"
 #include "query/series.h"
 #include "recorder/recorder.h"

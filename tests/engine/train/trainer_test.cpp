@@ -693,7 +693,9 @@ TEST(Trainer, APipelineStageReportsItsWaitAsACustomMetric) {
     EXPECT_EQ(steps, 3);
   }
   for (const auto& e : train(smallSpec(2)).events) {
-    if (const auto* step = std::get_if<StepEvent>(&e.body)) EXPECT_TRUE(step->metrics.empty());
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) {
+      EXPECT_TRUE(step->metrics.empty());
+    }
   }
 }
 
