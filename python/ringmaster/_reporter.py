@@ -79,11 +79,15 @@ def _count(value):
 
 
 def _custom(value):
-    """A custom metric's value: a finite float within 1e300, else None (null on the wire)."""
-    value = _number(value)
-    if isinstance(value, (str, bytes)):
-        raise TypeError("a %s is not a number" % type(value).__name__)
-    value = float(value)
+    """A custom metric's value: a finite float within 1e300, else None (null on the wire).
+    Raises ValueError for anything that is no number (a string, a tensor of several elements)."""
+    try:
+        value = _number(value)
+        if isinstance(value, (str, bytes)):
+            raise TypeError("a %s is not a number" % type(value).__name__)
+        value = float(value)
+    except Exception as e:  # torch raises RuntimeError for .item() of several elements
+        raise ValueError("%s: %s" % (type(e).__name__, e))
     return value if math.isfinite(value) and abs(value) <= _MAX_MAGNITUDE else None
 
 

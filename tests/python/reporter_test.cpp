@@ -341,9 +341,10 @@ TEST(Reporter, AnyNumericMetricTravelsAsACustomMetric) {
     }
   }
   const auto logs = output.all<LogEvent>();
-  ASSERT_EQ(logs.size(), 1u) << "three steps passed not_a_number";
+  ASSERT_EQ(logs.size(), 2u) << "three steps passed not_a_number and many_elements";
   EXPECT_EQ(logs[0].level, LogLevel::kWarn);
   EXPECT_NE(logs[0].message.find("not_a_number"), std::string::npos) << logs[0].message;
+  EXPECT_NE(logs[1].message.find("many_elements"), std::string::npos) << logs[1].message;
 }
 
 TEST(Reporter, PrintsStayOnStdoutAndStderr) {
