@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/metric_overlay.h"
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "core/error.h"
@@ -318,6 +319,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   printStragglers(report, colour, out);
   printCommOps(report.comm_ops, out);
   printEvals(report.evals, out);
+  printMetricNames(report.metrics, out);
   printIngestAndProblems(report, colour, out);
 }
 
@@ -326,8 +328,12 @@ int showCommand(const Database& db, int64_t run_id, bool as_json) {
   return 0;
 }
 
-int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool as_json) {
+int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool as_json,
+                   const std::vector<std::string>& metrics) {
   const RunComparison comparison = compareRuns(db, run_ids);
+  std::vector<MetricOverlay> overlays;  // --metric: each overlaid on ten buckets, as the loss
+  for (const std::string& metric : metrics)
+    overlays.push_back(loadMetricOverlay(db, run_ids, metric, 10));
   // Overlaid loss: every run's series on the same ten buckets of the longest run's steps.
   int64_t last_step = 1;
   for (const RunSummary& summary : comparison.runs)
@@ -355,7 +361,13 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
     json differences = json::array();
     for (const SpecDifference& difference : comparison.differences)
       differences.push_back({{"path", difference.path}, {"values", difference.values}});
-    fmt::print("{}\n", json{{"runs", runs}, {"spec_differences", differences}}.dump(2));
+    json document{{"runs", runs}, {"spec_differences", differences}};
+    if (!overlays.empty()) {
+      document["metric_overlays"] = json::array();
+      for (const MetricOverlay& overlay : overlays)
+        document["metric_overlays"].push_back(overlayJson(overlay));
+    }
+    fmt::print("{}\n", document.dump(2));
     return 0;
   }
 
@@ -408,6 +420,8 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
     loss_table.addRow(std::move(full));
   }
   loss_table.print(stdout);
+  for (const MetricOverlay& overlay : overlays)
+    printOverlay(overlay, {headers.begin() + 1, headers.end()}, stdout);
 
   fmt::print("\nSpec differences\n");
   if (comparison.differences.empty()) {
@@ -496,6 +510,7 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
     int64_t run_id = 0;
     std::vector<int64_t> run_ids;
     std::string x, y;  // compare's axes
+    std::vector<std::string> metrics;  // compare --metric
     bool json = false;
   };
   auto options = std::make_shared<Options>();
@@ -545,13 +560,18 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
                       "with --y: one point per run, X a figure (final_loss, mean_step_ms, ...) "
                       "or a spec field (optimizer.lr, ...)");
   compare->add_option("--y", options->y, "with --x: Y, a figure or a spec field");
+  compare
+      ->add_option("--metric", options->metrics,
+                   "overlay this metric too (rank 0 of each run; any `show` lists; repeatable)")
+      ->type_name("NAME")
+      ->allow_extra_args(false);
   commands.add(compare, [options](const CommonOptions& common) {
     if (options->x.empty() != options->y.empty())
       RM_THROW(kInvalidArgument, "compare: --x and --y go together (a point needs both)");
     const auto db = openDatabaseForReading(common.databasePath());
     if (!options->x.empty())
       return compareAxesCommand(*db, options->run_ids, options->x, options->y, options->json);
-    return compareCommand(*db, options->run_ids, options->json);
+    return compareCommand(*db, options->run_ids, options->json, options->metrics);
   });
 }
 

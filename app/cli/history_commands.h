@@ -17,7 +17,9 @@ namespace ringmaster::cli {
 
 int runsCommand(const storage::Database& db, const storage::RunFilter& filter, bool json);
 int showCommand(const storage::Database& db, int64_t run_id, bool json);
-int compareCommand(const storage::Database& db, const std::vector<int64_t>& run_ids, bool json);
+// `metrics` (--metric): each overlaid across the runs as well (cli/metric_overlay.h).
+int compareCommand(const storage::Database& db, const std::vector<int64_t>& run_ids, bool json,
+                   const std::vector<std::string>& metrics = {});
 // `compare RUNS --x KEY --y KEY`: a point per run, X and Y each a run figure (query/figures.h) or a
 // spec field (query/compare_axes.h), as a table or JSON; an unknown key is kInvalidArgument.
 int compareAxesCommand(const storage::Database& db, const std::vector<int64_t>& run_ids,

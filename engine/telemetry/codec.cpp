@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -143,6 +144,14 @@ OrderedJson fieldJson(const T& value) {
   }
 }
 
+// The step's custom metrics, after its fields; absent when there are none. A non-finite value is
+// written as null.
+void putMetrics(OrderedJson& out, const std::map<std::string, double>& metrics) {
+  if (metrics.empty()) return;
+  OrderedJson& object = out["metrics"] = OrderedJson::object();
+  for (const auto& [name, value] : metrics) object[name] = value;
+}
+
 // The step, comm, sched and eval records: their field tables, absent optionals omitted.
 template <typename Record>
 requires kHasFieldTable<Record>
@@ -155,6 +164,7 @@ void putBody(OrderedJson& out, const Record& e) {
       out[std::string(field.name)] = fieldJson(value);
     }
   });
+  if constexpr (std::is_same_v<Record, StepEvent>) putMetrics(out, e.metrics);
 }
 
 void putBody(OrderedJson& out, const LogEvent& e) {
@@ -456,6 +466,34 @@ Record readFields(FieldReader& in) {
   return e;
 }
 
+// The step's fields and its custom metrics: an object of names to numbers (in the domain of any
+// signed field) or null (read as NaN). Names are not checked here: the recorder refuses the ones
+// outside the bounds (custom_metrics.h) one by one, and keeps the rest of the step.
+StepEvent readStep(FieldReader& in) {
+  StepEvent e = readFields<StepEvent>(in);
+  const Json* metrics = in.optional("metrics");
+  if (metrics == nullptr || in.failed()) return e;
+  if (!metrics->is_object()) {
+    in.fail("metrics",
+            fmt::format("expected an object of names to numbers, got {}", describe(*metrics)));
+    return e;
+  }
+  for (const auto& [name, value] : metrics->items()) {
+    if (value.is_null()) {
+      e.metrics[name] = std::numeric_limits<double>::quiet_NaN();
+    } else if (value.is_number() && value.get<double>() >= kAnySign.min &&
+               value.get<double>() <= kAnySign.max) {
+      e.metrics[name] = value.get<double>();
+    } else {
+      in.fail(fmt::format("metrics[{}]", quoteShort(name)),
+              fmt::format("expected a number in [{:g}, {:g}] or null, got {}", kAnySign.min,
+                          kAnySign.max, describe(value)));
+      return e;
+    }
+  }
+  return e;
+}
+
 SchedEvent readSched(FieldReader& in) {
   SchedEvent e = readFields<SchedEvent>(in);
   if (!in.failed() && e.end_us < e.start_us) {
@@ -622,7 +660,7 @@ DecodeResult decodeUnchecked(std::string_view line) {
   if (type == "hello") {
     event.body = readHello(body, event.rank);
   } else if (type == "step") {
-    event.body = readFields<StepEvent>(body);
+    event.body = readStep(body);
   } else if (type == "comm") {
     event.body = readFields<CommEvent>(body);
   } else if (type == "sched") {

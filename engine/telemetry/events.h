@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -104,6 +105,11 @@ struct StepEvent {
   // optimizer's update.
   std::optional<double> loss_scale;
   std::optional<int64_t> skipped;
+  // Custom metrics ("metrics" on the wire): any other scalar a script or the trainer reports with
+  // the step, by name ("train/grad_norm", "eval/acc"). A non-finite value is sent as null and read
+  // back as NaN; the recorder refuses it, and names outside the bounds of custom_metrics.h, with a
+  // counted warning. Absent from streams of builds before it.
+  std::map<std::string, double> metrics;
   bool operator==(const StepEvent&) const = default;
 };
 

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -142,6 +143,20 @@ bool readField(element value, const Field& field, Record& e) {
   }
 }
 
+// The step's custom metrics: an object of names to numbers or null (NaN). A repeated name (which
+// the full decoder reads as its last value) leaves the line to the full decoder.
+bool readMetrics(element value, std::map<std::string, double>& out) {
+  if (value.is_null()) return true;  // null counts as absent
+  simdjson::dom::object object;
+  if (value.get_object().get(object) != simdjson::SUCCESS) return false;
+  for (const auto field : object) {
+    double d = std::numeric_limits<double>::quiet_NaN();
+    if (!field.value.is_null() && !readNumber(field.value, kAnySign, d)) return false;
+    if (!out.emplace(std::string(field.key), d).second) return false;
+  }
+  return true;
+}
+
 // Cross-field rules the full decoder checks after the fields.
 bool crossFieldsValid(const StepEvent&) {
   return true;
@@ -167,7 +182,7 @@ template <typename Record>
 struct TableReader {
   static constexpr const auto& kFields = fieldsOf<Record>();
   static constexpr std::size_t kCount = std::tuple_size_v<std::decay_t<decltype(kFields)>>;
-  static_assert(kCount <= 32, "a record's fields are bits of a uint32_t");
+  static_assert(kCount < 32, "a record's fields, and the step's metrics, are bits of a uint32_t");
 
   static constexpr uint32_t requiredBits() {
     uint32_t bits = 0, bit = 1;
@@ -182,6 +197,12 @@ struct TableReader {
   Record event;
 
   bool field(std::string_view key, element value, uint32_t& bit) {
+    if constexpr (std::is_same_v<Record, StepEvent>) {
+      if (key == "metrics") {
+        bit = 1u << kCount;
+        return readMetrics(value, event.metrics);
+      }
+    }
     bit = 0;
     bool ok = true;
     // Compares the key with each name in turn, as a chain of ifs would, and reads the first match.

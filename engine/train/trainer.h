@@ -39,6 +39,11 @@ struct TrainingResult {
   double wall_seconds = 0;
 };
 
+// The custom metric (the step event's "metrics") a pipeline stage reports each step: the mean
+// milliseconds it waited for another stage (the bubble: neither compute nor communication), so
+// that compute_ms + exposed_comm_ms + pipeline/wait_ms is the step's time.
+inline constexpr char kPipelineWaitMetric[] = "pipeline/wait_ms";
+
 // The device a spec's `device` asks for on this machine: auto picks CUDA when a device is visible.
 // Throws kUnavailable when cuda is asked for and there is none.
 Device resolveDevice(DeviceKind kind, int local_rank);

@@ -26,7 +26,8 @@ import sys
 
 __version__ = "0.1.0"  # Ringmaster's version (the top-level CMakeLists.txt), hello's fallback
 
-# ACCEPTED_METRICS: the step metrics log() takes by name besides the loss.
+# ACCEPTED_METRICS: the step event's own fields log() takes by name besides the loss (any other
+# numeric name is a custom metric).
 from ._reporter import ACCEPTED_METRICS, Environment, Reporter  # noqa: E402
 
 __all__ = ["init", "log", "watch_distributed", "watch_ddp", "enabled", "ACCEPTED_METRICS"]
@@ -119,8 +120,13 @@ def log(step, loss=None, **metrics):
         samples (this rank's samples in the step; 0, with a warning, when not given), tokens
         (tokens_per_s then
         follows from the step time unless given), skipped, accuracy (in [0, 1]), grad_norm,
-        tokens_per_s, mfu, loss_scale. A name the step event has no field for, or a value outside
-        its field's domain, is left out with one `log` warning per name.
+        tokens_per_s, mfu, loss_scale; a value outside its field's domain is left out with one
+        `log` warning per name. Any other name is a custom metric, as wandb.log takes it
+        ("train/grad_norm", "eval/acc", "my_custom_thing"): a number or one-element tensor,
+        stored as a series of its own when the name is within the bounds of docs/telemetry.md
+        ("Custom metrics": 128 bytes of [A-Za-z0-9_./-], not starting with '/', 256 names a run;
+        the recorder refuses the others, and non-finite values, with a counted warning). A value
+        that is no number is left out with one `log` warning per name.
 
     Measured here: step_ms, the wall time since the previous log() (the first: since init());
     comm_ms, the time of the watched operations that completed in that interval;

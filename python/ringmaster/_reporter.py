@@ -16,8 +16,9 @@ import traceback
 
 from . import _comm, _device, _writer
 
-# The step event's optional metrics that log() takes by name (docs/telemetry.md, `step`), with
-# their domains; lr is required on the wire, read from the optimizer unless given.
+# The step event's own fields that log() takes by name (docs/telemetry.md, `step`), with their
+# domains; lr is required on the wire, read from the optimizer unless given. Any other name is a
+# custom metric (the step's "metrics"), whose name the recorder checks against its bounds.
 _COUNT_METRICS = ("samples", "tokens", "skipped")
 _RATE_METRICS = ("grad_norm", "tokens_per_s", "mfu", "loss_scale")
 ACCEPTED_METRICS = ("lr",) + _COUNT_METRICS + ("accuracy",) + _RATE_METRICS
@@ -75,6 +76,19 @@ def _count(value):
     if not 0 <= value <= _MAX_COUNT:
         raise ValueError("%d is outside [0, 2^53]" % value)
     return value
+
+
+def _custom(value):
+    """A custom metric's value: a finite float within 1e300, else None (null on the wire).
+    Raises ValueError for anything that is no number (a string, a tensor of several elements)."""
+    try:
+        value = _number(value)
+        if isinstance(value, (str, bytes)):
+            raise TypeError("a %s is not a number" % type(value).__name__)
+        value = float(value)
+    except Exception as e:  # torch raises RuntimeError for .item() of several elements
+        raise ValueError("%s: %s" % (type(e).__name__, e))
+    return value if math.isfinite(value) and abs(value) <= _MAX_MAGNITUDE else None
 
 
 def _real(value, low, high):
@@ -152,6 +166,7 @@ class Reporter:
             comm_ms, exposed_ms = self._ledger.take_step_times()
             self._ledger.step = step + 1
         values = self._metric_values(metrics)
+        custom = values.pop("custom")
         body = {"step": step, "loss": self._loss_value(loss),
                 "lr": values.pop("lr", None)}
         if body["lr"] is None:
@@ -170,6 +185,8 @@ class Reporter:
                      "skipped"):
             if name in values:
                 body[name] = values[name]
+        if custom:
+            body["metrics"] = custom
         self._last_step = step
         self._writer.emit("step", body)
 
@@ -196,9 +213,11 @@ class Reporter:
             return 0.0
 
     def _metric_values(self, metrics):
-        """The metrics the step event has fields for, converted and checked; the others, and
-        values outside their field's domain, are left out with one warning each."""
-        values = {}
+        """The metrics the step event has fields for, converted and checked (a value outside its
+        field's domain is left out with one warning per name), and under "custom" every other
+        numeric metric: a non-finite value (or one beyond 1e300) as None, sent as null for the
+        recorder to count; a value that is no number is left out with one warning per name."""
+        values = {"custom": {}}
         for name, value in metrics.items():
             if value is None:
                 continue
@@ -214,8 +233,7 @@ class Reporter:
                 elif name in _RATE_METRICS:
                     values[name] = _real(value, 0.0, _MAX_MAGNITUDE)
                 else:
-                    self.warn("metric:" + name, "log(): no step field is named '%s', ignored; "
-                              "the step event takes %s" % (name, ", ".join(ACCEPTED_METRICS)))
+                    values["custom"][name] = _custom(value)
             except (TypeError, ValueError) as e:
                 self.warn("value:" + name, "log(%s=%r): %s; left out" % (name, value, e))
         return values

@@ -47,7 +47,8 @@ def _cut_message(message):
 
 def encode_line(rank, seq, stamp, event_type, body):
     """The event as one compact JSON line without its newline, the envelope first; None when it
-    cannot fit MAX_LINE_BYTES even with its message cut and its flight recorder halved."""
+    cannot fit MAX_LINE_BYTES even with its message cut, its flight recorder halved and a step's
+    custom metrics left out."""
     event = {"v": PROTOCOL_VERSION, "type": event_type, "rank": rank, "seq": seq,
              "t": round(stamp, 6)}
     event.update(body)
@@ -61,6 +62,9 @@ def encode_line(rank, seq, stamp, event_type, body):
     while len(line) > MAX_LINE_BYTES and records:
         records = records[len(records) // 2:] if len(records) > 1 else []
         event["flight_recorder"] = records
+        line = _dumps(event)
+    if len(line) > MAX_LINE_BYTES and "metrics" in event:
+        del event["metrics"]  # a step's custom metrics too many to fit: the step itself still goes
         line = _dumps(event)
     return line if len(line) <= MAX_LINE_BYTES else None
 

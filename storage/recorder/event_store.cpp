@@ -119,7 +119,8 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
       attempt_steps_(db,
                      "UPDATE attempts SET first_step = min(coalesce(first_step, ?1), ?1), "
                      "last_step = max(coalesce(last_step, ?2), ?2) "
-                     "WHERE run_id = ?3 AND attempt = ?4") {
+                     "WHERE run_id = ?3 AND attempt = ?4"),
+      custom_metrics_(db, run_id) {
   loadWorldSize(db);
   loadStoredSeqs(db);
   loadRankAttempts(db);
@@ -208,6 +209,7 @@ void EventStore::writeBatchState() {
   writeRollups();
   recomputeRestoredBuckets();
   writeAttemptSteps();
+  custom_metrics_.writeWarnings(latest_attempt_);
 }
 
 // The ranges of stored sequence numbers that changed: a range grown is rewritten, one merged into
@@ -300,6 +302,7 @@ void EventStore::recomputeRestoredBuckets() {
       insert.bind(1, run_id_).bind(2, step_metric_ids_[i]).bind(3, rank).bind(4, width);
       insert.bind(5, bucket).bind(6, bucket * width).bind(7, bucket * width + width - 1).run();
     }
+    custom_metrics_.recomputeBucket(rank, width, bucket);
   }
   restored_buckets_.clear();
 }
@@ -325,7 +328,8 @@ void EventStore::storeBody(const TelemetryEvent& e, const StepEvent& s) {
     }
   };
   bind(step_insert_);
-  if (!step_insert_.insertUnlessPresent()) {
+  const bool restored = !step_insert_.insertUnlessPresent();
+  if (restored) {
     bind(step_update_);
     step_update_.run();
     for (const int64_t width : kRollupWidths)
@@ -338,6 +342,7 @@ void EventStore::storeBody(const TelemetryEvent& e, const StepEvent& s) {
   }
   for (size_t i = 0; i < values.size(); ++i)
     if (!std::isnan(values[i])) rollups_.add(step_metric_ids_[i], e.rank, s.step, values[i]);
+  custom_metrics_.store(e.rank, s.step, event_attempt_, e.time, restored, s.metrics, rollups_);
 }
 void EventStore::storeBody(const TelemetryEvent& e, const CommEvent& c) {
   const CommRow row{event_attempt_, e.rank, e.time, c};

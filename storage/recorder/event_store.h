@@ -1,9 +1,10 @@
 // EventStore: what the recorder's writer does with each telemetry event, on its own connection:
 // every statement prepared once; a replayed event recognised by (attempt, rank, seq) and skipped;
 // the attempt each rank's events belong to (restarts); a step as a `steps` row and its rollup
-// buckets; a comm event as a `comm_events` row, its wait filled once its collective is matched
-// (collective_matching.h); evals, logs, errors, dumps, progress. Storing opens no transaction:
-// the writer (recorder.cpp) wraps each batch in one and calls writeBatchState at its end.
+// buckets, its custom metrics as `scalars` rows (custom_metrics.h); a comm event as a `comm_events`
+// row, its wait filled once its collective is matched (collective_matching.h); evals, logs, errors,
+// dumps, progress. Storing opens no transaction: the writer (recorder.cpp) wraps each batch in one
+// and calls writeBatchState at its end.
 #pragma once
 
 #include <array>
@@ -21,6 +22,7 @@
 #include "db/statement.h"
 #include "db/step_columns.h"
 #include "recorder/collective_matching.h"
+#include "recorder/custom_metrics.h"
 #include "recorder/recorder.h"
 #include "recorder/rollup_accumulator.h"
 #include "recorder/seq_ranges.h"
@@ -97,6 +99,7 @@ class EventStore : private CommRowWriter {
   std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
   std::map<int64_t, int> rank_attempt_;                // by rank; absent: attempt_
   RollupAccumulator rollups_;
+  CustomMetricStore custom_metrics_;  // the steps' custom metrics, as rows of `scalars`
   // Since the last batch: (rank, width, bucket) of the rollups holding a step stored again, and
   // each attempt's first and last step stored.
   std::set<std::tuple<int64_t, int64_t, int64_t>> restored_buckets_;

@@ -319,16 +319,32 @@ TEST(Reporter, StepsCarryTheLossLearningRateTimesAndMemory) {
   EXPECT_GT(dones[0].wall_s, 0);
 }
 
-TEST(Reporter, AnUnknownMetricIsOneWarning) {
+// Issue 33: any numeric name is a custom metric (the step's "metrics"), as wandb.log takes it; a
+// non-finite value travels as null (NaN), for the recorder to count; a value that is no number is
+// left out with one warning.
+TEST(Reporter, AnyNumericMetricTravelsAsACustomMetric) {
   SKIP_WITHOUT_TORCH();
   ScriptRun run("steps.py", {}, 1);
   const RankOutput& output = run.finish(60s)[0];
   ASSERT_TRUE(output.status.ok()) << describe(output);
+  const auto steps = output.all<StepEvent>();
+  ASSERT_EQ(steps.size(), 3u);
+  for (const StepEvent& s : steps) {
+    SCOPED_TRACE("step " + std::to_string(s.step));
+    ASSERT_EQ(s.metrics.size(), 3u) << "unknown_metric, train/grad_norm, eval/acc";
+    EXPECT_EQ(s.metrics.at("unknown_metric"), 1.5);
+    EXPECT_EQ(s.metrics.at("train/grad_norm"), 0.5 * static_cast<double>(s.step)) << "a tensor";
+    if (s.step == 2) {
+      EXPECT_TRUE(std::isnan(s.metrics.at("eval/acc"))) << "an infinite value arrives as null";
+    } else {
+      EXPECT_EQ(s.metrics.at("eval/acc"), 0.75);
+    }
+  }
   const auto logs = output.all<LogEvent>();
-  ASSERT_EQ(logs.size(), 1u) << "three steps passed unknown_metric";
+  ASSERT_EQ(logs.size(), 2u) << "three steps passed not_a_number and many_elements";
   EXPECT_EQ(logs[0].level, LogLevel::kWarn);
-  EXPECT_NE(logs[0].message.find("'unknown_metric'"), std::string::npos) << logs[0].message;
-  EXPECT_NE(logs[0].message.find("samples, tokens"), std::string::npos) << logs[0].message;
+  EXPECT_NE(logs[0].message.find("not_a_number"), std::string::npos) << logs[0].message;
+  EXPECT_NE(logs[1].message.find("many_elements"), std::string::npos) << logs[1].message;
 }
 
 TEST(Reporter, PrintsStayOnStdoutAndStderr) {

@@ -4,8 +4,8 @@
 // attempt and none is taken for a duplicate, the steps attempt 1 ran again hold its values, and the
 // rollups equal rollups recomputed from the stored points, and the communication time per step
 // counts attempt 1's operations alone: no step counted twice; collectives are matched within an
-// attempt. A replay of both
-// attempts stores nothing and changes nothing.
+// attempt; custom metrics are replaced with their step. A replay of both attempts stores nothing
+// and changes nothing.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -49,8 +49,11 @@ std::vector<TelemetryEvent> attemptStream(int rank, int attempt, int first, int 
                     .start_us = int64_t{1'000'000} * attempt + 1000 * step + 100 * rank,
                     .group_size = 2});
     }
-    add(StepEvent{
-        .step = step, .loss = 10.0 * (attempt + 1) + 1.0 / step, .step_ms = 5.0 + attempt});
+    // Custom metrics (issue 33): train/grad_norm in both attempts, eval/acc in attempt 0 only.
+    StepEvent s{.step = step, .loss = 10.0 * (attempt + 1) + 1.0 / step, .step_ms = 5.0 + attempt};
+    s.metrics["train/grad_norm"] = attempt + 1.0 / step;
+    if (attempt == 0) s.metrics["eval/acc"] = step / 100.0;
+    add(s);
   }
   if (killed) {
     add(ErrorEvent{.message = fmt::format("rank {} (pid {}) on h killed by SIGKILL", rank, 101),
@@ -144,6 +147,18 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
   EXPECT_EQ(count("SELECT attempt FROM steps WHERE step = 20 AND rank = 0 AND " + run), 0);
   EXPECT_EQ(count("SELECT round(loss) FROM steps WHERE step = 21 AND rank = 1 AND " + run), 20);
   EXPECT_EQ(count("SELECT count(*) FROM logs WHERE level = 'error' AND attempt = 0 AND " + run), 1);
+  // Custom metrics as the step columns (issue 33): the steps attempt 1 ran again hold its values
+  // alone, so eval/acc, which attempt 1 does not report, is gone from steps 21..30.
+  const auto custom = [&](const std::string& name, const std::string& where) {
+    return count(
+        fmt::format("SELECT count(*) FROM scalars s JOIN metrics m ON m.id = s.metric_id "
+                    "WHERE m.name = '{}' AND s.run_id = {} AND {}",
+                    name, run_, where));
+  };
+  EXPECT_EQ(custom("train/grad_norm", "1"), 80);
+  EXPECT_EQ(custom("train/grad_norm", "step BETWEEN 21 AND 30 AND attempt = 1 AND value > 1"), 20);
+  EXPECT_EQ(custom("eval/acc", "1"), 40);
+  EXPECT_EQ(custom("eval/acc", "step > 20"), 0);
   // Every step once in the rollups.
   EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id "
                   "WHERE m.name = 'loss' AND width = 64 AND " +

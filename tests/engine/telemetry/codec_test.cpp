@@ -502,6 +502,28 @@ INSTANTIATE_TEST_SUITE_P(EventFields, MalformedLine, testing::ValuesIn(badEventF
 INSTANTIATE_TEST_SUITE_P(OutOfDomain, MalformedLine, testing::ValuesIn(outOfDomain()), rowName);
 INSTANTIATE_TEST_SUITE_P(FieldTables, MalformedLine, testing::ValuesIn(fieldTableRows()), rowName);
 
+// Issue 33: the step's "metrics" is an object of numbers (in the domain of any signed field) or
+// null; anything else rejects the line, naming the metric.
+std::vector<BadLine> badMetrics() {
+  const StepEvent step = samples::fullStep();
+  return {
+      {"metrics an array", edit(step, "metrics", "[1]"), "step.metrics: expected an object"},
+      {"metrics a number", edit(step, "metrics", "7"), "step.metrics: expected an object"},
+      {"metrics a string", edit(step, "metrics", R"("eval/acc")"),
+       "step.metrics: expected an object"},
+      {"metric a string", edit(step, "metrics", R"({"eval/acc":"0.5"})"),
+       R"(step.metrics["eval/acc"]: expected a number in [-1e+300, 1e+300] or null, got string)"},
+      {"metric a boolean", edit(step, "metrics", R"({"ok":true})"), R"(step.metrics["ok"])"},
+      {"metric an object", edit(step, "metrics", R"({"eval":{"acc":1}})"),
+       R"(step.metrics["eval"]: expected a number)"},
+      {"metric too large", edit(step, "metrics", R"({"big":1e301})"),
+       R"(step.metrics["big"]: expected a number in [-1e+300, 1e+300] or null, got 1e+301)"},
+      {"metric too small", edit(step, "metrics", R"({"a":1,"small":-2e300})"),
+       R"(step.metrics["small"])"},
+  };
+}
+INSTANTIATE_TEST_SUITE_P(Metrics, MalformedLine, testing::ValuesIn(badMetrics()), rowName);
+
 TEST(TelemetryCodec, ParseErrorMessagesAreAsciiOnly) {
   DecodeResult result = decodeEvent("{\"v\":1,\xff\xfe}");
   ASSERT_FALSE(result.ok());
@@ -565,6 +587,56 @@ TEST(TelemetryFastPath, DecodesTheCommonEventsAsTheFullDecoderDoes) {
     expectFastPathAgrees(line);
     expectFastPathAgrees(line + "\n");
   }
+}
+
+// Issue 33: the step's custom metrics ("metrics": name -> number or null) round-trip through both
+// decoders, after the step's own fields; a non-finite value travels as null and comes back as NaN;
+// none is no "metrics" at all, and null or {} read as none. Names are the recorder's to check.
+TEST(TelemetryCodec, CustomMetricsRoundTripThroughBothDecoders) {
+  const StepEvent step = samples::stepWithMetrics();
+  const std::string line = encodeEvent(samples::wrap(step));
+  EXPECT_THAT(line, HasSubstr(R"("skipped":1,"metrics":{"a name the recorder refuses: )"));
+  EXPECT_THAT(line, HasSubstr(R"("eval/acc":0.8125,"my_custom_thing":7.0,)"
+                              R"("negative-at.the_edge":-1e+300,"train/grad_norm":0.5}})"));
+  for (const auto& decoded :
+       {decodeCommonEvent(line), std::optional(decodeEventFully(line).event())}) {
+    ASSERT_TRUE(decoded.has_value()) << line;
+    EXPECT_EQ(std::get<StepEvent>(decoded->body), step);
+    EXPECT_EQ(encodeEvent(*decoded), line);
+  }
+
+  for (const double odd :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+        -std::numeric_limits<double>::infinity()}) {
+    StepEvent with_odd = samples::fullStep();
+    with_odd.metrics = {{"eval/acc", odd}, {"x", 1}};
+    const std::string odd_line = encodeEvent(samples::wrap(with_odd));
+    EXPECT_THAT(odd_line, HasSubstr(R"("metrics":{"eval/acc":null,"x":1.0})"));
+    ASSERT_TRUE(decodeCommonEvent(odd_line).has_value());
+    const auto& metrics = std::get<StepEvent>(decodeEvent(odd_line).event().body).metrics;
+    ASSERT_EQ(metrics.size(), 2u);
+    EXPECT_TRUE(std::isnan(metrics.at("eval/acc")));
+    expectFastPathAgrees(odd_line);
+  }
+
+  EXPECT_EQ(encodeEvent(samples::wrap(samples::fullStep())).find("metrics"), std::string::npos);
+  for (const char* none : {"null", "{}"}) {
+    const std::string none_line = edit(samples::fullStep(), "metrics", none);
+    for (const auto& decoded :
+         {decodeCommonEvent(none_line), std::optional(decodeEventFully(none_line).event())}) {
+      ASSERT_TRUE(decoded.has_value()) << none_line;
+      EXPECT_TRUE(std::get<StepEvent>(decoded->body).metrics.empty()) << none;
+    }
+  }
+}
+
+// A name given twice: the fast path leaves the line to the full decoder, which keeps one value.
+TEST(TelemetryFastPath, LeavesARepeatedMetricNameToTheFullDecoder) {
+  const std::string line = edit(samples::fullStep(), "metrics", R"({"a":1,"b":2,"a":3})");
+  EXPECT_FALSE(decodeCommonEvent(line).has_value());
+  const DecodeResult full = decodeEventFully(line);
+  ASSERT_TRUE(full.ok()) << full.error().message;
+  EXPECT_EQ(std::get<StepEvent>(full.event().body).metrics.size(), 2u);
 }
 
 TEST(TelemetryFastPath, LeavesEveryOtherEventToTheFullDecoder) {

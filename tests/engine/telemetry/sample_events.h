@@ -68,6 +68,17 @@ inline StepEvent minimalStep() {
   return e;
 }
 
+// A step with custom metrics (issue 33): names of several shapes, a negative and an extreme value.
+inline StepEvent stepWithMetrics() {
+  StepEvent e = fullStep();
+  e.metrics = {{"train/grad_norm", 0.5},
+               {"eval/acc", 0.8125},
+               {"my_custom_thing", 7},
+               {"negative-at.the_edge", -1e300},
+               {"a name the recorder refuses: \u00e9", 1.25}};
+  return e;
+}
+
 inline CommEvent fullComm() {
   CommEvent e;
   e.seq_op = 99;

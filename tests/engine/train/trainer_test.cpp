@@ -666,6 +666,39 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
   }
 }
 
+// Issue 33: the trainer's own custom metric. Each step event of a pipeline stage carries its wait
+// for the other stage (kPipelineWaitMetric), the part of the step that is neither compute nor
+// communication, so the three add up to the step's time; a single process reports none.
+TEST(Trainer, APipelineStageReportsItsWaitAsACustomMetric) {
+  JobSpec spec = smallSpec(3);
+  spec.optimizer.clip_grad_norm.reset();
+  spec.strategy.kind = StrategyKind::kPipeline;
+  spec.launch.hosts[0].ranks = 2;
+  spec.train.batch_size = 16;
+  spec.train.micro_batches = 4;
+  for (const TrainingRun& run : trainOnRanks(spec, 2)) {
+    int steps = 0;
+    for (const auto& e : run.events) {
+      const auto* step = std::get_if<StepEvent>(&e.body);
+      if (step == nullptr) continue;
+      ++steps;
+      ASSERT_EQ(step->metrics.size(), 1u);
+      const double wait_ms = step->metrics.at(kPipelineWaitMetric);
+      EXPECT_GE(wait_ms, 0);
+      if (step->compute_ms > 0) {
+        EXPECT_NEAR(step->compute_ms + step->exposed_comm_ms + wait_ms, step->step_ms,
+                    1e-9 * step->step_ms);
+      }
+    }
+    EXPECT_EQ(steps, 3);
+  }
+  for (const auto& e : train(smallSpec(2)).events) {
+    if (const auto* step = std::get_if<StepEvent>(&e.body)) {
+      EXPECT_TRUE(step->metrics.empty());
+    }
+  }
+}
+
 // Each distributed strategy with one rank on a CUDA device over NCCL: it trains and the loss falls.
 class TrainerOnCuda : public ::testing::TestWithParam<StrategyKind> {};
 

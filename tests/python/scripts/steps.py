@@ -1,6 +1,8 @@
 """Reporter test script: a few optimizer steps of a small model on one rank, reported with
-ringmaster.log. Step 2's loss is NaN, step 3 runs at half the learning rate, every step passes a
-metric the protocol has no field for, and the script prints on stdout and stderr (a line that
+ringmaster.log. Step 2's loss is NaN, step 3 runs at half the learning rate, every step passes
+custom metrics (a float, a tensor, an infinite value on step 2, and two values that are no number:
+a string and a tensor of three elements),
+and the script prints on stdout and stderr (a line that
 looks like telemetry included). A forked child calls log(), which must send nothing. Ends by
 printing "steps.py finished" on stdout.
 """
@@ -25,8 +27,11 @@ for step in range(1, 4):
     loss.backward()
     optimizer.step()
     print("step %d loss %.4f" % (step, loss.item()), flush=True)
+    custom = {"train/grad_norm": torch.tensor(0.5 * step),
+              "eval/acc": float("inf") if step == 2 else 0.75,
+              "not_a_number": "high", "many_elements": torch.ones(3)}
     ringmaster.log(step, loss=float("nan") if step == 2 else loss, samples=16, tokens=16,
-                   accuracy=0.25, unknown_metric=1.5)
+                   accuracy=0.25, unknown_metric=1.5, **custom)
 
 child = os.fork()
 if child == 0:  # as a DataLoader worker would: the channel is its parent's
