@@ -101,7 +101,8 @@ class UiFailedRunTest : public QObject {
                                   "ringmaster.log(1, loss=1.0, samples=8)\n"
                                   "print('gave up after a step', file=sys.stderr)\nsys.exit(1)\n",
                                   {});
-    const int64_t completed = record("fine", "print('fine')\n", {});
+    const int64_t completed =
+        record("fine", "import ringmaster\nringmaster.init()\nprint('fine')\n", {});
     QVERIFY(failed > 0 && completed > 0);
     for (const auto& [run, status] :
          {std::pair{failed, QString("failed")}, std::pair{completed, QString("completed")}}) {
