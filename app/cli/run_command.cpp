@@ -106,11 +106,13 @@ class ProgressDisplay {
     if (drawn_) fmt::print(stderr, "\n");
     drawn_ = false;
   }
-  // Clears the in-place line before other output.
+  // Clears the in-place line before other output (and draws it again at the next update).
   void clear() {
-    if (drawn_) fmt::print(stderr, "\r\x1b[K");
+    if (drawn_) {
+      fmt::print(stderr, "\r\x1b[K");
+      last_line_.clear();
+    }
     drawn_ = false;
-    last_line_.clear();
   }
 
  private:
