@@ -18,10 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/command_line.h"
 #include "cli/desktop_launch.h"
 #include "cli/export_command.h"
 #include "cli/flight_command.h"
 #include "cli/history_commands.h"
+#include "cli/logs_command.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/hosts_command.h"
 #endif
@@ -159,11 +161,13 @@ int main(int argc, char** argv) {
   cli::CommonOptions common;
   app.add_option("--db", common.db_path,
                  "the run database (default: $XDG_DATA_HOME/ringmaster/runs.db, else "
-                 "~/.local/share/ringmaster/runs.db)");
+                 "~/.local/share/ringmaster/runs.db); before or after the subcommand");
+  cli::takeGlobalOptionsAnywhere(app);
 
   cli::Commands commands;
   cli::addRunCommands(app, commands);
   cli::addHistoryCommands(app, commands);
+  cli::addLogsCommand(app, commands);
   cli::addFlightCommand(app, commands);
   cli::addExportCommand(app, commands);
 #if RINGMASTER_HAVE_LIBSSH
@@ -179,9 +183,19 @@ int main(int argc, char** argv) {
   const bool json_errors = std::any_of(argv + 1, argv + argc, [](const char* argument) {
     return std::string_view(argument) == "--json";
   });
+  // `ringmaster --json show 3` as `ringmaster show --json 3` (issue 33).
+  std::vector<std::string> args =
+      cli::withGlobalFlagsAfterSubcommand(app, std::vector<std::string>(argv + 1, argv + argc));
+  std::vector<char*> parsed_argv = {argv[0]};
+  for (std::string& arg : args) parsed_argv.push_back(arg.data());
   try {
-    app.parse(argc, argv);
+    app.parse(static_cast<int>(parsed_argv.size()), parsed_argv.data());
   } catch (const CLI::ParseError& e) {
+    if (const std::optional<std::string> unknown = cli::unknownSubcommandMessage(app, args)) {
+      fmt::print(stderr, "error: {}\n", *unknown);
+      if (json_errors) printJsonError("usage", *unknown, kExitUsage);
+      return kExitUsage;
+    }
     const int code = app.exit(e);
     if (code == 0) return kExitOk;
     if (json_errors) printJsonError("usage", e.what(), kExitUsage);

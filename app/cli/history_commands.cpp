@@ -66,6 +66,13 @@ std::string whereRaised(const std::optional<int>& rank, const std::optional<std:
   return where;
 }
 
+// The last lines the failed rank wrote on its stderr, under its root cause (issue 33).
+void printErrorOutput(const std::vector<std::string>& lines, std::FILE* out) {
+  if (lines.empty()) return;
+  fmt::print(out, "    its stderr ended:\n");
+  for (const std::string& line : lines) fmt::print(out, "      {}\n", displaySafeMessageLine(line));
+}
+
 // The run's line, its program, its figures, the latest evaluation and its root cause.
 void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
   const RunSummary& summary = report.summary;
@@ -122,6 +129,7 @@ void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
   if (run.error) {
     fmt::print(out, "  {}{}: {}\n", paint("root cause", Colour::kRed, colour),
                whereRaised(run.error_rank, run.error_host), displaySafe(*run.error));
+    printErrorOutput(report.error_output, out);
   }
 }
 

@@ -70,52 +70,92 @@ class StopSignals {
   }, old_term_{};
 };
 
-// The live progress line: redrawn in place on a terminal, a plain line every few seconds otherwise.
+// The live progress line: redrawn in place on a terminal, a plain line when the step moved (at
+// most one a second) otherwise; never the same line twice, so the final one prints once and, on a
+// terminal, stays. With a total of steps the bar fills; without one (a script whose spec does not
+// say how many steps it logs) a marker moves one cell with every logged step (issue 33).
 class ProgressDisplay {
  public:
+  static constexpr int kWidth = 24;  // cells of the bar
+
   ProgressDisplay(bool enabled, bool terminal) : enabled_(enabled), terminal_(terminal) {}
 
   void update(const RunProgress& progress, bool force = false) {
     if (!enabled_) return;
     const auto now = Clock::now();
-    const auto interval = terminal_ ? std::chrono::milliseconds(100) : std::chrono::seconds(5);
+    const auto interval = terminal_ ? std::chrono::milliseconds(100) : std::chrono::seconds(1);
     if (!force && now - last_ < interval) return;
     if (!terminal_ && progress.step() == last_step_ && !force) return;
+    const std::string line =
+        terminal_ ? bar(progress) + "  " + text(progress) : plainLine(progress);
+    if (line == last_line_) return;
     last_ = now;
     last_step_ = progress.step();
-    const double fraction =
-        progress.totalSteps() > 0
-            ? std::min(1.0, static_cast<double>(progress.step()) / progress.totalSteps())
-            : 0.0;
-    std::string text = fmt::format("step {}/{}", progress.step(), progress.totalSteps());
-    if (auto loss = progress.loss()) text += fmt::format("  loss {}", formatNumber(*loss));
-    if (progress.samplesPerSecond() > 0)
-      text += fmt::format("  {:.0f} samples/s", progress.samplesPerSecond());
-    if (auto eta = progress.etaSeconds()) text += fmt::format("  ETA {}", formatDuration(*eta));
-    if (progress.step() == 0)
-      text = fmt::format("starting: {}/{} ranks up", progress.ranksStarted(), progress.worldSize());
+    last_line_ = line;
     if (terminal_) {
-      constexpr int kWidth = 24;
-      const int filled = static_cast<int>(fraction * kWidth);
-      fmt::print(stderr, "\r\x1b[K[{}{}] {:3.0f}%  {}", std::string(filled, '#'),
-                 std::string(kWidth - filled, '-'), fraction * 100, text);
+      fmt::print(stderr, "\r\x1b[K{}", line);
       drawn_ = true;
     } else {
-      fmt::print(stderr, "{:3.0f}%  {}\n", fraction * 100, text);
+      fmt::print(stderr, "{}\n", line);
     }
     std::fflush(stderr);
   }
-  // Clears the in-place line before other output.
+  // The run ended: its last state once more where it changed, the terminal's line kept.
+  void finish(const RunProgress* progress) {
+    if (progress) update(*progress, /*force=*/true);
+    if (drawn_) fmt::print(stderr, "\n");
+    drawn_ = false;
+  }
+  // Clears the in-place line before other output (and draws it again at the next update).
   void clear() {
-    if (drawn_) fmt::print(stderr, "\r\x1b[K");
+    if (drawn_) {
+      fmt::print(stderr, "\r\x1b[K");
+      last_line_.clear();
+    }
     drawn_ = false;
   }
 
  private:
+  // "[#####-------]  40%", or without a total "[----===-----]" with the marker at the step.
+  static std::string bar(const RunProgress& progress) {
+    if (progress.totalSteps() <= 0) {
+      constexpr int kMarker = 3;
+      const int at = static_cast<int>(progress.step() % (kWidth - kMarker + 1));
+      return fmt::format("[{}{}{}]", std::string(at, '-'), std::string(kMarker, '='),
+                         std::string(kWidth - kMarker - at, '-'));
+    }
+    const double fraction = fractionDone(progress);
+    const int filled = static_cast<int>(fraction * kWidth);
+    return fmt::format("[{}{}] {:3.0f}%", std::string(filled, '#'),
+                       std::string(kWidth - filled, '-'), fraction * 100);
+  }
+  static std::string plainLine(const RunProgress& progress) {
+    if (progress.totalSteps() <= 0) return text(progress);
+    return fmt::format("{:3.0f}%  {}", fractionDone(progress) * 100, text(progress));
+  }
+  static double fractionDone(const RunProgress& progress) {
+    return std::min(1.0, static_cast<double>(progress.step()) / progress.totalSteps());
+  }
+  // "step 3/10  loss 0.5  20 samples/s  ETA 4 s" ("step 3" and no ETA without a total).
+  static std::string text(const RunProgress& progress) {
+    if (progress.step() == 0)
+      return fmt::format("starting: {}/{} ranks up", progress.ranksStarted(), progress.worldSize());
+    const bool total = progress.totalSteps() > 0;
+    std::string text = total ? fmt::format("step {}/{}", progress.step(), progress.totalSteps())
+                             : fmt::format("step {}", progress.step());
+    if (auto loss = progress.loss()) text += fmt::format("  loss {}", formatNumber(*loss));
+    if (progress.samplesPerSecond() > 0)
+      text += fmt::format("  {:.0f} samples/s", progress.samplesPerSecond());
+    if (auto eta = progress.etaSeconds(); eta && total)
+      text += fmt::format("  ETA {}", formatDuration(*eta));
+    return text;
+  }
+
   bool enabled_, terminal_;
   bool drawn_ = false;
   Clock::time_point last_{};
   int64_t last_step_ = -1;
+  std::string last_line_;
 };
 
 int exitCodeOf(const std::string& status) {
@@ -211,9 +251,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
           },
       .stop_launch = [&signals] { return signals.count() > 0; }};
   const session::RunOutcome outcome = run.run(observer);
-  if (const RunProgress* progress = run.progress()) display.update(*progress, /*force=*/true);
-  display.clear();
-  if (terminal && !options.quiet) fmt::print(stderr, "\n");
+  display.finish(run.progress());
   if (outcome.finish_failure) {
     fmt::print(stderr,
                "error: could not mark run {} {}: {}; it will show as interrupted from the next "

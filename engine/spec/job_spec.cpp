@@ -23,6 +23,7 @@
 
 #include "core/bounded_file.h"
 #include "core/error.h"
+#include "core/nearest_name.h"
 #include "spec/spec_fields.h"
 #include "spec/strategies/plan.h"
 
@@ -308,42 +309,6 @@ std::string shown(const json& value) {
   return text;
 }
 
-// Optimal string alignment distance, ignoring case.
-size_t editDistance(std::string_view a, std::string_view b) {
-  auto lower = [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  };
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && lower(a[i - 1]) == lower(b[j - 2]) &&
-          lower(a[i - 2]) == lower(b[j - 1])) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// The closest candidate within a distance that still reads as a typo of `key`, or "".
-std::string_view closest(std::string_view key, const Keys& candidates) {
-  size_t allowed = key.size() <= 3 ? 1 : key.size() <= 8 ? 2 : 3;
-  std::string_view best;
-  size_t best_distance = allowed + 1;
-  for (std::string_view candidate : candidates) {
-    size_t distance = editDistance(key, candidate);
-    if (distance < best_distance && distance < std::max(key.size(), candidate.size())) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best;
-}
-
 // "1 stage", "2 stages".
 std::string counted(int64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
@@ -466,7 +431,7 @@ class SpecParser {
         continue;
       }
       std::string message = "unknown key";
-      if (std::string_view near = closest(key, allowed); !near.empty()) {
+      if (std::string_view near = closestName(key, allowed); !near.empty()) {
         message += fmt::format(" (did you mean \"{}\"?)", near);
       } else if (path.empty()) {
         for (std::string_view block : kBlocks) {

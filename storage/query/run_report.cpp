@@ -241,6 +241,10 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   report.bubble_split = runBubbleSplit(db, run_id, run.spec_json);
   report.ingest = loadIngestCounts(db, run_id);
   report.problems = loadProblemLines(db, run_id, kReportedProblems);
+  if (run.error && run.error_rank) {
+    const int attempt = report.attempts.empty() ? 0 : report.attempts.back().record.attempt;
+    report.error_output = loadErrorOutput(db, run_id, attempt, *run.error_rank);
+  }
   report.metrics = metricNames(db, run_id);
   return report;
 }
@@ -326,6 +330,7 @@ json toJson(const RunReport& report) {
                         {"dropped", report.ingest.dropped}};
   document["problems"] = {{"total", report.problems.total},
                           {"last", arrayOf(report.problems.last, logLineJson)}};
+  document["error_output"] = report.error_output;
   document["metrics"] = report.metrics;
   return document;
 }

@@ -68,7 +68,10 @@ struct RunReport {
   // reports, their ages counted to the run's end (so the same database gives the same report).
   LiveProgress live;
   IngestCounts ingest;
-  ProblemLines problems;             // the last kReportedProblems warnings and errors
+  ProblemLines problems;  // the last kReportedProblems warnings and errors
+  // The last lines the rank named by the root cause wrote on its stderr in the latest attempt
+  // (loadErrorOutput: argparse's message, a traceback's end); empty without such a rank.
+  std::vector<std::string> error_output;
   std::vector<std::string> metrics;  // the metrics the run recorded, sorted
 };
 

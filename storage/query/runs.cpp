@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/display_text.h"
 #include "core/error.h"
 #include "db/statement.h"
 
@@ -122,6 +123,63 @@ std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<
     lines.push_back(std::move(line));
   }
   return lines;
+}
+
+LogPage loadLogsAfter(const Database& db, int64_t run_id, int64_t after_row,
+                      const LogQuery& query) {
+  Statement select(db,
+                   "SELECT rowid, rank, t, level, message FROM logs WHERE run_id = ?1 AND rowid > "
+                   "?2 AND (?3 IS NULL OR rank = ?3) AND (?4 IS NULL OR instr(message, ?4) > 0) "
+                   "ORDER BY rowid LIMIT ?5");
+  select.bind(1, run_id).bind(2, after_row).bind(3, query.rank).bind(4, query.containing);
+  select.bind(5, query.limit);
+  LogPage page{.last_row = after_row};
+  while (select.run()) {
+    page.last_row = select.columnInt(0);
+    LogLine line{.t = select.columnDouble(2),
+                 .level = select.columnText(3),
+                 .message = select.columnText(4)};
+    if (auto r = select.optionalInt(1)) line.rank = static_cast<int>(*r);
+    page.lines.push_back(std::move(line));
+  }
+  return page;
+}
+
+namespace {
+
+// `line` without a leading "[rank N] " naming `rank`.
+std::string_view withoutRankPrefix(std::string_view line, int rank) {
+  const std::string prefix = fmt::format("[rank {}] ", rank);
+  return line.starts_with(prefix) ? line.substr(prefix.size()) : line;
+}
+
+// At most `bytes` bytes of `text`, cut at a UTF-8 character's boundary, "..." saying it was cut.
+std::string cutAt(std::string_view text, size_t bytes) {
+  if (text.size() <= bytes) return std::string(text);
+  size_t end = bytes - 3;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end)) + "...";
+}
+
+}  // namespace
+
+std::vector<std::string> loadErrorOutput(const Database& db, int64_t run_id, int attempt,
+                                         int rank) {
+  Statement select(db,
+                   "SELECT message FROM logs WHERE run_id = ?1 AND rank = ?2 AND attempt = ?3 "
+                   "AND level = 'stderr' ORDER BY rowid DESC LIMIT ?4");
+  select.bind(1, run_id).bind(2, rank).bind(3, attempt).bind(4, kErrorOutputLines);
+  std::vector<std::string> newest_first;
+  size_t total = 0;
+  while (select.run()) {
+    const std::string message = select.columnText(0);
+    std::string line =
+        cutAt(displaySafeMessageLine(withoutRankPrefix(message, rank)), kErrorOutputLineBytes);
+    total += line.size() + 1;
+    if (total > kErrorOutputBytes) break;
+    newest_first.push_back(std::move(line));
+  }
+  return {newest_first.rbegin(), newest_first.rend()};
 }
 
 ProblemLines loadProblemLines(const Database& db, int64_t run_id, int limit) {

@@ -78,6 +78,32 @@ struct LogLine {
 std::vector<LogLine> loadLogs(const Database& db, int64_t run_id, std::optional<int> rank = {},
                               int limit = 1000);
 
+// A run's log lines read in order from a cursor, as `ringmaster logs` (and its --follow) reads
+// them: the lines after row `after_row` (0: from the first), oldest first, at most `limit`; with
+// `rank`, that rank's only; with `containing`, the lines holding that text only. `last_row` is the
+// cursor of the next read (after_row when no line came).
+struct LogQuery {
+  std::optional<int> rank;
+  std::optional<std::string> containing;
+  int limit = 1000;
+};
+struct LogPage {
+  std::vector<LogLine> lines;
+  int64_t last_row = 0;
+};
+LogPage loadLogsAfter(const Database& db, int64_t run_id, int64_t after_row, const LogQuery& query);
+
+// What the rank named by a root cause last wrote on its stderr (issue 33: a script failing on a
+// bad argument shows argparse's message, not only its exit code): the last kErrorOutputLines lines
+// of `rank` in `attempt`, oldest first, without the "[rank N] " the agent or the worker put before
+// them; each line made safe to show (displaySafeMessageLine: controls and invalid UTF-8 as
+// visible escapes, so that its JSON is valid), cut at kErrorOutputLineBytes, and all of them
+// within kErrorOutputBytes (the oldest go first).
+inline constexpr int kErrorOutputLines = 20;
+inline constexpr size_t kErrorOutputLineBytes = 400;
+inline constexpr size_t kErrorOutputBytes = 4096;
+std::vector<std::string> loadErrorOutput(const Database& db, int64_t run_id, int attempt, int rank);
+
 // The run's warnings and errors: the last `limit` of them, oldest first, and how many it has.
 struct ProblemLines {
   std::vector<LogLine> last;

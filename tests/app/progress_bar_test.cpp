@@ -2,7 +2,9 @@
 // terminal (a pseudo-terminal opened by the test as the program's stderr) a bar redrawn in place
 // that advances to 100%, its filled cells matching its step; through a pipe plain lines without a
 // single escape code or carriage return; and the report on a piped stdout free of escapes either
-// way. Every process is started by PID, killed by PID after its time limit, and reaped.
+// way; a program job without a total of steps moves a marker with each step (issue 33), and the
+// last line prints once. Every process is started by PID, killed by PID after its time limit, and
+// reaped.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -14,7 +16,11 @@
 
 #include <cerrno>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -201,6 +207,82 @@ TEST_F(ProgressBar, ThroughAPipeProgressIsPlainLinesWithoutEscapes) {
   EXPECT_NE(run.err().find(fmt::format("100%  step {}/{}", kSteps, kSteps)), std::string::npos)
       << run.err();
   EXPECT_NE(run.out().find("completed"), std::string::npos) << run.out();
+  // The final line prints once (issue 33: it came twice, the last periodic line and the end's).
+  const std::string last = fmt::format("100%  step {}/{}", kSteps, kSteps);
+  EXPECT_EQ(run.err().find(last), run.err().rfind(last)) << run.err();
+}
+
+// Issue 33: a program job whose spec does not say how many steps its script logs. Without a
+// total the bar cannot fill; a marker moves one cell with every logged step instead (it stood at
+// 0% with "step 3/0" and "ETA 0.0 s"), and the last line prints once.
+class ProgramProgress : public ProgressBar {
+ protected:
+  static constexpr int kLoggedSteps = 6;
+  std::vector<std::string> programArgs() {
+    std::filesystem::create_directories(dir_);
+    const std::filesystem::path script = dir_ / "steps.py";
+    std::ofstream(script) << fmt::format(
+        "import time, ringmaster\nringmaster.init()\nfor step in range(1, {}):\n"
+        "    time.sleep(0.3)\n    ringmaster.log(step, loss=1.0 / step, samples=8)\n",
+        kLoggedSteps + 1);
+    const std::filesystem::path spec = dir_ / "steps.json";
+    std::ofstream(spec) << fmt::format(
+        R"({{"name": "steps", "program": {{"python": "/usr/bin/python3", "script": "{}"}},
+            "launch": {{"hosts": [{{"host": "localhost", "ranks": 1}}]}}}})",
+        script.string());
+    return {kRingmaster, "--db", (dir_ / "runs.db").string(), "run", spec.string()};
+  }
+};
+
+TEST_F(ProgramProgress, WithoutATotalAMarkerMovesWithEveryStepAndTheLastLinePrintsOnce) {
+  const TerminalRun run = runOnTerminal(programArgs(), 120s);
+  ASSERT_FALSE(run.timed_out) << run.terminal;
+  ASSERT_EQ(run.exit_code, 0) << run.terminal;
+  static const std::regex kMarkerFrame(R"(\r\x1b\[K\[(-*)===(-*)\]  step (\d+)  )");
+  std::vector<int64_t> steps;
+  for (auto it = std::sregex_iterator(run.terminal.begin(), run.terminal.end(), kMarkerFrame);
+       it != std::sregex_iterator(); ++it) {
+    const int64_t step = std::stoll((*it)[3]);
+    SCOPED_TRACE("step " + std::to_string(step));
+    // The marker stands at the step's cell, the bar as wide as ever.
+    EXPECT_EQ(static_cast<int64_t>((*it)[1].length()), step % (kBarWidth - 3 + 1));
+    EXPECT_EQ((*it)[1].length() + 3 + (*it)[2].length(), size_t{kBarWidth});
+    if (!steps.empty()) EXPECT_GE(step, steps.back()) << "the marker went backwards";
+    steps.push_back(step);
+  }
+  ASSERT_FALSE(steps.empty()) << run.terminal;
+  EXPECT_EQ(steps.back(), kLoggedSteps);
+  // It moved: several steps were drawn, each once (a line is never drawn twice).
+  EXPECT_GE(std::set<int64_t>(steps.begin(), steps.end()).size(), 3u) << run.terminal;
+  EXPECT_EQ(std::set<int64_t>(steps.begin(), steps.end()).size(), steps.size()) << run.terminal;
+  // No fraction and no ETA for a total that is not known; the last drawing stays, ended by a
+  // newline.
+  EXPECT_EQ(run.terminal.find("%  step"), std::string::npos) << run.terminal;
+  EXPECT_EQ(run.terminal.find("ETA"), std::string::npos) << run.terminal;
+  const std::string last = fmt::format("  step {}  ", kLoggedSteps);
+  const size_t last_frame = run.terminal.rfind("\r\x1b[K[");
+  ASSERT_NE(last_frame, std::string::npos);
+  EXPECT_NE(run.terminal.find(last, last_frame), std::string::npos) << run.terminal;
+  EXPECT_NE(run.terminal.find('\n', last_frame), std::string::npos) << run.terminal;
+}
+
+TEST_F(ProgramProgress, ThroughAPipeEachLineIsNewAndTheLastPrintsOnce) {
+  std::vector<std::string> argv = programArgs();
+  const std::string program = argv.front();
+  argv.erase(argv.begin());
+  CapturedProcess run(program, argv);
+  const ExitStatus status = run.wait(120s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  std::istringstream in(run.err());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!lines.empty()) EXPECT_NE(line, lines.back()) << "a line printed twice:\n" << run.err();
+    lines.push_back(line);
+  }
+  const std::string last = fmt::format("step {}  loss", kLoggedSteps);
+  EXPECT_NE(run.err().find(last), std::string::npos) << run.err();
+  EXPECT_EQ(run.err().find(last), run.err().rfind(last)) << run.err();
+  EXPECT_EQ(run.err().find("%  step"), std::string::npos) << run.err();
 }
 
 }  // namespace

@@ -659,6 +659,41 @@ TEST_F(WebServerTest, ARunningRunsDetailHasTheHangDiagnosis) {
   for (const json& rank : ended["ranks"]) EXPECT_TRUE(rank["waiting_on"].is_null());
 }
 
+// Issue 33: a real program job failing on a misspelled argument; the run's detail, which the web
+// header draws, has argparse's message under the root cause (error_output), as text for the page
+// to put in text nodes.
+TEST_F(WebServerTest, AFailedRunsDetailHasItsRanksLastStderrLines) {
+  const fs::path script = dir_ / "bad_args.py";
+  std::ofstream(script) << "import argparse\nparser = argparse.ArgumentParser()\n"
+                           "parser.add_argument('--lr', type=float)\nparser.parse_args()\n";
+  const json spec = {
+      {"name", "bad-args"},
+      {"program",
+       {{"python", "/usr/bin/python3"}, {"script", script.string()}, {"args", {"--lrr", "0.1"}}}},
+      {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", 1}}}}, {"timeout_s", 60}}}};
+  std::ofstream(dir_ / "bad_args.json") << spec.dump();
+  const std::string path = (dir_ / "failed.db").string();
+  CapturedProcess run(kRingmaster, {"--db", path, "run", (dir_ / "bad_args.json").string(), "-q"});
+  ASSERT_EQ(run.wait(60s).exit_code, 1) << run.err();
+  WebServerOptions o = options();
+  o.db_path = path;
+  start(o);
+  const json detail = getJson("/api/v1/runs/1");
+  EXPECT_EQ(detail["run"]["status"], "failed");
+  EXPECT_NE(detail["run"]["error"].get<std::string>().find("exit code 2"), std::string::npos);
+  EXPECT_EQ(detail["error_output"],
+            json::array({"usage: bad_args.py [-h] [--lr LR]",
+                         "bad_args.py: error: unrecognized arguments: --lrr 0.1"}))
+      << detail["error_output"].dump(2);
+  // The run page asks for the logs first: they hold the same lines.
+  const json logs = getJson("/api/v1/runs/1/logs?rank=0");
+  bool found = false;
+  for (const json& line : logs["logs"])
+    found = found || line["message"].get<std::string>().find("unrecognized arguments: --lrr") !=
+                         std::string::npos;
+  EXPECT_TRUE(found) << logs.dump(2);
+}
+
 TEST_F(WebServerTest, SeriesComeAsBucketsPerRankOrAsTheBand) {
   start();
   const int64_t steps = getJson(runPath())["final_step"];

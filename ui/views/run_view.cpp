@@ -166,9 +166,18 @@ void RunView::apply(RunSnapshot snapshot) {
   const QString status = QString::fromStdString(snapshot_->run().status);
   if (status != last_status_) {
     last_status_ = status;
+    openOnFailure();
     emit statusChanged(status);
   }
   emit refreshed();
+}
+
+// A run that failed before any step (a bad argument, an import error) opens on its logs, the
+// root cause above them, not on empty charts (issue 33); once, when it is seen failed, and only
+// from the Charts tab, so a tab the user chose stays.
+void RunView::openOnFailure() {
+  if (snapshot_->run().status != "failed" || snapshot_->report.summary.final_step > 0) return;
+  if (tabs_->currentWidget() == charts_) tabs_->setCurrentWidget(logs_);
 }
 
 MetricChart* RunView::chart(const QString& title) const {

@@ -110,6 +110,7 @@ class RunView : public QWidget {
   void startLoad();
   void apply(RunSnapshot snapshot);
   void updateCancelButton();
+  void openOnFailure();
   SnapshotRequest request() const;
 
   // The data_version watch: opened by the first poll job, used by one poll job at a time.

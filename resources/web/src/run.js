@@ -91,10 +91,21 @@ export function mount(root, route) {
         s.bubble_fraction !== undefined && s.bubble_fraction !== null
           ? el('a', { class: 'figure link', href: `#/pipeline/${r.id}` }, el('span', { class: 'label' }, 'Pipeline'), el('span', { class: 'value' }, `bubbles ${(100 * s.bubble_fraction).toFixed(1)} %`))
           : null,
-        r.error ? el('div', { class: 'error' }, r.error) : null),
+        rootCause(detail)),
       hangBanner(detail.hang && detail.hang.diagnoses),
       attemptList(detail.attempts),
     );
+  }
+
+  // The root cause of a failure, and the last lines its rank wrote on stderr (argparse's message,
+  // a traceback's end: issue 33), as text nodes.
+  function rootCause(report) {
+    const r = report.run;
+    if (!r.error) return null;
+    const where = r.error_rank != null ? ` (rank ${r.error_rank})` : '';
+    const output = report.error_output || [];
+    return el('div', { class: 'error', id: 'root-cause' }, `root cause${where}: ${r.error}`,
+      output.length ? el('pre', { class: 'error-output', id: 'error-output' }, output.join('\n')) : null);
   }
 
   // The live hang view: while the run runs, the collective some ranks wait in and who holds it up.
@@ -432,6 +443,9 @@ export function mount(root, route) {
 
   Promise.all([loadDetail(), loadCharts()]).then(() => {
     if (destroyed) return;
+    // A run that failed before any step opens on its logs, under its root cause (issue 33),
+    // unless the URL names a tab.
+    if (!route.params.get('tab') && detail.run.status === 'failed' && !detail.final_step) state.tab = 'logs';
     saveUrl();
     renderTabs();
     showTab();

@@ -516,6 +516,24 @@ async function main() {
   check(legend.length === 2 && new Set(fills).size === 2, `colour by strategy.kind: ${JSON.stringify(legend)}, ${JSON.stringify(fills)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
 
+  // Issue 33: a script failing on a misspelled argument. Its page opens on the logs, the root
+  // cause above them with argparse's message under it (text, never markup).
+  const badScript = path.join(dir, 'bad_args.py');
+  fs.writeFileSync(badScript, "import argparse\np = argparse.ArgumentParser()\np.add_argument('--lr')\np.parse_args()\n");
+  const badSpec = path.join(dir, 'bad_args.json');
+  fs.writeFileSync(badSpec, JSON.stringify({ name: 'bad-args',
+    program: { python: '/usr/bin/python3', script: badScript, args: ['--lrr', '<b>0.1</b>'] },
+    launch: { hosts: [{ host: 'localhost', ranks: 1 }] } }));
+  const bad = start(['--db', db, 'run', badSpec, '-q'], 'failing run');
+  check((await bad.exited).code === 1, 'the failing script\'s run exited 1');
+  const badId = Math.max(...(await json(base, '/api/v1/runs')).runs.map((r) => r.id));
+  await page.goto(`${base}/#/run/${badId}`);
+  await until('the root cause with its stderr lines', 15000, async () =>
+    (await page.evaluate(() => document.getElementById('error-output')?.textContent || '')).includes('unrecognized arguments: --lrr <b>0.1</b>'));
+  check((await page.evaluate(() => document.getElementById('root-cause').textContent)).includes('exit code 2'), 'the root cause names the exit code');
+  check(await page.evaluate(() => document.querySelector('#error-output b') === null), 'the script\'s text is text, not markup');
+  check(await page.evaluate(() => document.querySelector('.tab.active')?.dataset.tab) === 'logs', 'a run that failed before any step opens on its logs');
+
   // With an access token (forced on loopback by --token-file): the page opened with ?token= draws
   // the run (its assets through the server's cookie, the API with the token), the token leaves the
   // address bar, and a browser without it gets 401.

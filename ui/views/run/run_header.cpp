@@ -183,6 +183,15 @@ QStringList RunHeader::figures(const RunSnapshot& s) {
   return figures;
 }
 
+// The last lines the failed rank wrote on its stderr (issue 33), as a block under the root cause:
+// argparse's message or a traceback's end, each line escaped as the log view escapes it.
+QString RunHeader::errorOutputHtml(const std::vector<std::string>& lines) {
+  if (lines.empty()) return {};
+  QStringList escaped;
+  for (const std::string& line : lines) escaped << untrustedMessageLine(line).toHtmlEscaped();
+  return "<br>Its stderr ended:<pre style='margin: 4px 0 0 0'>" + escaped.join("\n") + "</pre>";
+}
+
 // The root cause of a failure, and the live hang view's diagnosis.
 void RunHeader::applyBanners(const RunSnapshot& s) {
   if (s.run().error) {
@@ -193,7 +202,8 @@ void RunHeader::applyBanners(const RunSnapshot& s) {
                QString("host %1").arg(untrustedLine(*s.run().error_host));
     root_cause_->setText(QString("<b>Root cause</b>%1: %2")
                              .arg(where.isEmpty() ? "" : " (" + where.toHtmlEscaped() + ")")
-                             .arg(untrustedHtml(*s.run().error)));
+                             .arg(untrustedHtml(*s.run().error)) +
+                         errorOutputHtml(s.report.error_output));
     root_cause_->show();
   } else {
     root_cause_->hide();

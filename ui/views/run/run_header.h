@@ -39,6 +39,7 @@ class RunHeader : public QWidget {
   void applyProgress(const RunSnapshot& s);
   static QStringList figures(const RunSnapshot& s);
   void applyBanners(const RunSnapshot& s);
+  static QString errorOutputHtml(const std::vector<std::string>& lines);
 
   QLabel* title_ = nullptr;
   QLabel* status_ = nullptr;
