@@ -22,6 +22,7 @@
 #include "cli/export_command.h"
 #include "cli/flight_command.h"
 #include "cli/history_commands.h"
+#include "cli/organise_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/hosts_command.h"
 #endif
@@ -164,6 +165,7 @@ int main(int argc, char** argv) {
   cli::Commands commands;
   cli::addRunCommands(app, commands);
   cli::addHistoryCommands(app, commands);
+  cli::addOrganiseCommands(app, commands);
   cli::addFlightCommand(app, commands);
   cli::addExportCommand(app, commands);
 #if RINGMASTER_HAVE_LIBSSH

@@ -182,6 +182,14 @@ DeletedRows deleteRun(Database& db, int64_t run_id) {
     Statement erase(db, "DELETE FROM runs WHERE id = ?");
     erase.bind(1, run_id).run();
     deleted.per_table.emplace_back("runs", sqlite3_changes(db.handle()));
+    // Its id is not given again (createRun): the highest retired one is kept, one row.
+    Statement retire(db,
+                     "INSERT INTO run_ids_retired (last_id) SELECT max(?1, coalesce((SELECT "
+                     "max(last_id) FROM run_ids_retired), 0))");
+    retire.bind(1, run_id).run();
+    db.exec(
+        "DELETE FROM run_ids_retired WHERE last_id < (SELECT max(last_id) FROM "
+        "run_ids_retired)");
   });
   return deleted;
 }

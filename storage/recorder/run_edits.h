@@ -43,6 +43,7 @@ struct DeletedRows {
 // `pending` run whose recorder on this host still exists (one whose recorder died is marked
 // interrupted first, as every reading command does), one recorded by another host, or a detached
 // run (its processes may run: `ringmaster cancel` ends it). kInvalidArgument for no such run.
+// The id is retired: no later run takes it. Files are not touched (the run's directory stays).
 DeletedRows deleteRun(Database& db, int64_t run_id);
 
 }  // namespace ringmaster::storage

@@ -145,6 +145,12 @@ TEST_F(RunEditsTest, DeleteRemovesEveryRowOfTheRunCountedPerTableAndNothingOfOth
   EXPECT_EQ(count("PRAGMA foreign_key_check"), -1) << "no row is left dangling";
   // Again: no such run.
   EXPECT_THROW(deleteRun(*db_, doomed), Error);
+  // The newest run deleted: its id (and the run directory named by it) is not given again, nor is
+  // an older deleted one's after a newer.
+  deleteRun(*db_, after);
+  EXPECT_EQ(createRun(*db_, {.name = "next", .spec_json = "{}", .strategy = "ddp"}), after + 1);
+  EXPECT_EQ(count("SELECT count(*) FROM run_ids_retired"), 1);
+  EXPECT_EQ(count("SELECT last_id FROM run_ids_retired"), after);
 }
 
 // A run that may still be live is refused, saying why; one whose recorder has died is not live.
