@@ -9,6 +9,7 @@
 import { getJson, onStream } from './api.js';
 import { el, table, num, bytes, duration, time, statusBadge, errorBox } from './dom.js';
 import { replaceParams } from './route.js';
+import { organisePanel, deletedNotice } from './organise.js';
 import { StepChart, loadMetric, buildPlotData, bucketsFor, rankColor, attemptMarks } from './chart.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
@@ -40,9 +41,10 @@ export function mount(root, route) {
   }
 
   const header = el('div', { class: 'run-header' });
+  const organise = el('div', { class: 'run-organise' });
   const tabs = el('div', { class: 'tabs' });
   const body = el('div', { class: 'tab-body' });
-  root.append(header, tabs, body);
+  root.append(header, organise, tabs, body);
 
   let detail = null;
   let chartList = [];
@@ -340,6 +342,18 @@ export function mount(root, route) {
   async function loadDetail() {
     detail = await getJson(`runs/${runId}`);
     renderHeader();
+    // Drawn once: the stream's redraws must not drop what is being typed.
+    if (!organise.firstChild) {
+      organise.append(organisePanel(detail.run, {
+        onChanged: () => loadDetail().catch(() => {}),
+        onDeleted: (result) => {
+          destroyed = true;
+          if (unmountTab) unmountTab();
+          unmountTab = null;
+          root.replaceChildren(deletedNotice(result));
+        },
+      }));
+    }
   }
 
   let refreshing = false;

@@ -5,6 +5,7 @@
 import { getJson, onStream } from './api.js';
 import { el, table, num, duration, time, statusBadge, errorBox } from './dom.js';
 import { replaceParams } from './route.js';
+import { tagCells } from './organise.js';
 
 const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
 const STATUSES = ['', 'pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted'];
@@ -14,6 +15,7 @@ export function mount(root, route) {
     status: route.params.get('status') || '',
     strategy: route.params.get('strategy') || '',
     name: route.params.get('name') || '',
+    q: route.params.get('q') || '',
   };
   const selected = new Set();
   const status = el('select', { id: 'filter-status', onchange: () => { filters.status = status.value; changed(); } },
@@ -24,10 +26,16 @@ export function mount(root, route) {
   strategy.value = filters.strategy;
   const name = el('input', { id: 'filter-name', placeholder: 'name contains', value: filters.name,
     oninput: () => { filters.name = name.value.trim(); changedSoon(); } });
+  // The search line (issue 33): words in the name, a tag or the note, and terms such as tag:T,
+  // since:7d or optimizer.lr=3e-4, read by the server as `ringmaster runs --search` reads them.
+  const search = el('input', { id: 'filter-q', class: 'search', value: filters.q,
+    placeholder: 'search: words, tag:T, note:T, since:7d, optimizer.lr=3e-4',
+    title: 'words in the name, a tag or the note; tag:T note:TEXT status:S strategy:S since:DATE until:DATE field=value',
+    oninput: () => { filters.q = search.value.trim(); changedSoon(); } });
   const compareLink = el('a', { class: 'button disabled', href: '#/compare' }, 'Compare selected');
   const count = el('span', { class: 'muted' });
   const body = el('div', { id: 'runs-table' });
-  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, status, strategy, name, compareLink, count), body);
+  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, search, status, strategy, name, compareLink, count), body);
 
   let controller = null;
   let timer = null;
@@ -49,6 +57,7 @@ export function mount(root, route) {
           onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); updateCompareLink(); } }) },
         { title: 'ID', class: 'num', value: (r) => el('a', { href: `#/run/${r.id}` }, r.id) },
         { title: 'Name', value: (r) => el('a', { href: `#/run/${r.id}` }, r.name) },
+        { title: 'Tags', class: 'tags', value: (r) => tagCells(r.tags) },
         { title: 'Strategy', value: (r) => r.strategy },
         { title: 'Status', value: (r) => statusBadge(r.status) },
         { title: 'Ranks', class: 'num', value: (r) => num(r.world_size) },
