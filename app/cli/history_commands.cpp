@@ -51,6 +51,17 @@ std::string whereRaised(const std::optional<int>& rank, const std::optional<std:
   return where;
 }
 
+// A run's tags, comma-separated, cut to `widest` bytes (--json has them all).
+std::string tagCell(const std::vector<std::string>& tags, size_t widest = 32) {
+  if (tags.empty()) return "-";
+  std::string cell;
+  for (const std::string& tag : tags) cell += (cell.empty() ? "" : ",") + displaySafeLine(tag);
+  if (cell.size() <= widest) return cell;
+  size_t cut = widest - 3;  // at a UTF-8 character's start
+  while (cut > 0 && (static_cast<unsigned char>(cell[cut]) & 0xC0) == 0x80) --cut;
+  return cell.substr(0, cut) + "...";
+}
+
 // The run's line, its program, its figures, the latest evaluation and its root cause.
 void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
   const RunSummary& summary = report.summary;
@@ -61,6 +72,9 @@ void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
              run.world_size == 1 ? "" : "s",
              formatTimestamp(run.started_at.value_or(run.created_at)),
              formatDuration(run.durationSeconds()));
+  // What a person wrote about the run (issue 33): its tags and note.
+  if (!run.tags.empty()) fmt::print(out, "  tags: {}\n", tagCell(run.tags, 1024));
+  if (run.note) fmt::print(out, "  note: {}\n", displaySafeMessageLine(*run.note));
   if (report.program) {
     // A program job: the command every rank ran (each argument as it was passed).
     std::string command =
@@ -243,15 +257,6 @@ void printIngestAndProblems(const RunReport& report, bool colour, std::FILE* out
                paint(line.level, line.level == "error" ? Colour::kRed : Colour::kYellow, colour),
                line.rank ? fmt::format("[rank {}] ", *line.rank) : "", displaySafe(line.message));
   }
-}
-
-// A run's tags in the list, cut to a width a table can hold (--json has them all).
-std::string tagCell(const std::vector<std::string>& tags) {
-  if (tags.empty()) return "-";
-  constexpr size_t kWidest = 32;
-  std::string cell;
-  for (const std::string& tag : tags) cell += (cell.empty() ? "" : ",") + displaySafeLine(tag);
-  return cell.size() <= kWidest ? cell : cell.substr(0, kWidest - 3) + "...";
 }
 
 // The search options of `runs` (issue 33): --search takes the search line (query/run_search.h),

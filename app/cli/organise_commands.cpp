@@ -156,7 +156,9 @@ void addOrganiseCommands(CLI::App& app, Commands& commands) {
   note->add_option("text", options->text, "the note");
   note->add_option("--file", options->file, "read the note from this file (- for stdin)");
   note->add_flag("--clear", options->clear, "remove the note");
-  commands.add(note, [options](const CommonOptions& common) {
+  commands.add(note, [options, note](const CommonOptions& common) {
+    if (note->count("text") == 0 && options->file.empty() && !options->clear)
+      RM_THROW(kInvalidArgument, "note: give the TEXT, --file FILE or --clear");
     const std::string text = options->clear           ? std::string()
                              : !options->file.empty() ? readNoteFile(options->file)
                                                       : options->text;

@@ -8,6 +8,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -86,6 +88,17 @@ TEST_F(OrganiseCli, TagsNotesNamesAndSearchOnRecordedRuns) {
   EXPECT_TRUE(
       exitedWith(run({"note", std::to_string(second), "Diverged after warm-up"}).status, 0));
   EXPECT_TRUE(exitedWith(run({"rename", std::to_string(second), "lr 3e-3 try"}).status, 0));
+  // A note from a file, and one asked for without any text.
+  std::filesystem::create_directories(dir_);
+  std::ofstream(dir_ / "note.txt") << "line one\nline two\n";
+  EXPECT_TRUE(exitedWith(
+      run({"note", std::to_string(first), "--file", (dir_ / "note.txt").string()}).status, 0));
+  EXPECT_TRUE(exitedWith(run({"note", std::to_string(first)}).status, 2));
+  EXPECT_EQ(json::parse(run({"show", std::to_string(first), "--json"}).out)["run"]["note"],
+            "line one\nline two");
+  const Result shown = run({"show", std::to_string(first)});
+  EXPECT_NE(shown.out.find("  tags: baseline,keep\n"), std::string::npos) << shown.out;
+  EXPECT_TRUE(exitedWith(run({"note", std::to_string(first), "--clear"}).status, 0));
   // Bad values are usage errors and change nothing.
   EXPECT_TRUE(exitedWith(run({"tag", std::to_string(first), "+two words"}).status, 2));
   EXPECT_TRUE(exitedWith(run({"rename", std::to_string(first), ""}).status, 2));
