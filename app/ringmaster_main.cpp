@@ -24,6 +24,7 @@
 #include "cli/flight_command.h"
 #include "cli/history_commands.h"
 #include "cli/logs_command.h"
+#include "cli/organise_commands.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/hosts_command.h"
 #endif
@@ -168,6 +169,7 @@ int main(int argc, char** argv) {
   cli::addRunCommands(app, commands);
   cli::addHistoryCommands(app, commands);
   cli::addLogsCommand(app, commands);
+  cli::addOrganiseCommands(app, commands);
   cli::addFlightCommand(app, commands);
   cli::addExportCommand(app, commands);
 #if RINGMASTER_HAVE_LIBSSH

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "query/compare_axes.h"
 #include "query/figures.h"
 #include "query/run_report.h"
+#include "query/run_search.h"
 #include "query/series.h"
 #include "spec/job_spec.h"
 #include "telemetry/fields.h"
@@ -73,6 +75,17 @@ void printErrorOutput(const std::vector<std::string>& lines, std::FILE* out) {
   for (const std::string& line : lines) fmt::print(out, "      {}\n", displaySafeMessageLine(line));
 }
 
+// A run's tags, comma-separated, cut to `widest` bytes (--json has them all).
+std::string tagCell(const std::vector<std::string>& tags, size_t widest = 32) {
+  if (tags.empty()) return "-";
+  std::string cell;
+  for (const std::string& tag : tags) cell += (cell.empty() ? "" : ",") + displaySafeLine(tag);
+  if (cell.size() <= widest) return cell;
+  size_t cut = widest - 3;  // at a UTF-8 character's start
+  while (cut > 0 && (static_cast<unsigned char>(cell[cut]) & 0xC0) == 0x80) --cut;
+  return cell.substr(0, cut) + "...";
+}
+
 // The run's line, its program, its figures, the latest evaluation and its root cause.
 void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
   const RunSummary& summary = report.summary;
@@ -83,6 +96,9 @@ void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
              run.world_size == 1 ? "" : "s",
              formatTimestamp(run.started_at.value_or(run.created_at)),
              formatDuration(run.durationSeconds()));
+  // What a person wrote about the run (issue 33): its tags and note.
+  if (!run.tags.empty()) fmt::print(out, "  tags: {}\n", tagCell(run.tags, 1024));
+  if (run.note) fmt::print(out, "  note: {}\n", displaySafeMessageLine(*run.note));
   if (report.program) {
     // A program job: the command every rank ran (each argument as it was passed).
     std::string command =
@@ -280,6 +296,41 @@ void printIngestAndProblems(const RunReport& report, bool colour, std::FILE* out
   }
 }
 
+// The search options of `runs` (issue 33): --search takes the search line (query/run_search.h),
+// and each option adds the term it names; a term that is none is a usage error naming it.
+struct RunSearchOptions {
+  std::string search;
+  std::vector<std::string> tags, where;
+  std::string note, since, until;
+};
+
+RunFilter runsFilter(RunFilter given, const RunSearchOptions& options) {
+  const double now = telemetryNow();
+  RunSearch search = parseRunSearch(options.search, now);
+  RunFilter& filter = search.filter;
+  if (given.name_contains) filter.name_contains = given.name_contains;
+  if (given.strategy) filter.strategy = given.strategy;
+  if (given.status) filter.status = given.status;
+  filter.limit = given.limit;
+  std::vector<std::string> terms;
+  for (const std::string& tag : options.tags) terms.push_back("tag:" + tag);
+  for (const std::string& field : options.where) {
+    if (field.find('=') == std::string::npos)
+      search.problems.push_back(fmt::format("--where {}: expected FIELD=VALUE", field));
+    else
+      terms.push_back(field);
+  }
+  if (!options.since.empty()) terms.push_back("since:" + options.since);
+  if (!options.until.empty()) terms.push_back("until:" + options.until);
+  for (const std::string& term : terms)
+    if (std::string problem = applySearchTerm(filter, term, now); !problem.empty())
+      search.problems.push_back(std::move(problem));
+  if (!options.note.empty()) filter.note_contains = options.note;
+  if (!search.problems.empty())
+    RM_THROW(kInvalidArgument, fmt::format("{}", fmt::join(search.problems, "; ")));
+  return filter;
+}
+
 }  // namespace
 
 int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
@@ -295,12 +346,12 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
     return 0;
   }
   const bool colour = colourFor(stdout);
-  Table table(
-      {"ID", "NAME", "STATUS", "STRATEGY", "RANKS", "STARTED", "DURATION", "STEPS", "FINAL LOSS"});
-  table.alignRight({0, 4, 6, 7, 8});
+  Table table({"ID", "NAME", "TAGS", "STATUS", "STRATEGY", "RANKS", "STARTED", "DURATION", "STEPS",
+               "FINAL LOSS"});
+  table.alignRight({0, 5, 7, 8, 9});
   for (const RunRecord& run : runs) {
     const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
-    table.addRow({std::to_string(run.id), displaySafeLine(run.name),
+    table.addRow({std::to_string(run.id), displaySafeLine(run.name), tagCell(run.tags),
                   paint(run.detached && run.status == "running" ? "running (detached)" : run.status,
                         statusColour(run.status), colour),
                   run.strategy, std::to_string(run.world_size),
@@ -536,7 +587,19 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
       ->default_val(50)
       ->check(CLI::PositiveNumber);
   runs->add_flag("--json", options->json, "JSON instead of a table");
-  commands.add(runs, [options](const CommonOptions& common) {
+  auto search = std::make_shared<RunSearchOptions>();
+  runs->add_option("--search,-s", search->search,
+                   "words in the name, a tag or the note, and terms: tag:T note:TEXT status:S "
+                   "strategy:S since:DATE until:DATE optimizer.lr=3e-4");
+  runs->add_option("--tag", search->tags, "only runs with this tag (repeatable)");
+  runs->add_option("--note", search->note, "only runs whose note holds this text");
+  runs->add_option("--where", search->where,
+                   "only runs whose spec field has this value: optimizer.lr=3e-4 (repeatable)");
+  runs->add_option("--since", search->since,
+                   "only runs created from this date: 2026-11-28, 2026-11-28T14:05, 7d, 12h");
+  runs->add_option("--until", search->until, "only runs created up to this date (a day: its end)");
+  commands.add(runs, [options, search](const CommonOptions& common) {
+    const RunFilter filter = runsFilter(options->filter, *search);
     const std::string path = common.databasePath();
     std::error_code ec;
     if (common.db_path.empty() && !std::filesystem::exists(path, ec)) {
@@ -546,7 +609,7 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
                  path);
       return static_cast<int>(kExitOk);
     }
-    return runsCommand(*openDatabaseForReading(path), options->filter, options->json);
+    return runsCommand(*openDatabaseForReading(path), filter, options->json);
   });
 
   CLI::App* show = app.add_subcommand("show", "a run's summary, ranks, communication and errors");

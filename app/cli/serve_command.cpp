@@ -75,6 +75,7 @@ int serveCommand(const ServeCommandOptions& options) {
     generated = true;
   }
   server_options.assets_dir = options.assets_dir;
+  server_options.allow_writes = !options.read_only;
   if (server_options.assets_dir.empty()) {
     server_options.assets_dir = defaultAssetsDir();
     std::error_code ec;
@@ -136,6 +137,8 @@ void addServeCommand(CLI::App& app, Commands& commands) {
                     "and printed once)");
   serve->add_option("--assets", options->assets_dir,
                     "the pages' directory (default: web/ beside the ringmaster binary)");
+  serve->add_flag("--read-only", options->read_only,
+                  "refuse the pages' writes (a run's tags, note, name and deletion)");
   serve
       ->add_option("--nice", options->nice,
                    "the server's CPU priority (nice 0..19; default 10: below a run recording on "

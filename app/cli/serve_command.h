@@ -14,6 +14,7 @@ struct ServeCommandOptions {
   std::string listen = "127.0.0.1:8765";
   std::string token_file;  // "": generate one where the address needs it
   std::string assets_dir;  // "": <directory of the ringmaster binary>/web
+  bool read_only = false;  // refuse the API's writes (tags, note, name, delete)
   // The server's nice value, 0..19: by default below a `ringmaster run` recording on the same
   // machine, so that pages being served never slow the recorder (it is only ever raised: a
   // server started at a higher nice value keeps it).

@@ -418,6 +418,19 @@ ALTER TABLE run_job_dirs ADD COLUMN agent_start_time INTEGER;
 ALTER TABLE run_job_dirs ADD COLUMN agent_session INTEGER;
 ALTER TABLE run_job_dirs ADD COLUMN agent_boot_id TEXT;
 )sql",
+      // 16 (issue 33): runs a person organises: a free-text note per run and its tags (a row per
+      // run and tag, indexed by tag for the search), and the highest id of a deleted run, past
+      // which createRun numbers (a new run never takes a deleted one's id, nor its directory).
+      R"sql(
+ALTER TABLE runs ADD COLUMN note TEXT;
+CREATE TABLE run_ids_retired (last_id INTEGER NOT NULL);
+CREATE TABLE run_tags (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  tag TEXT NOT NULL,
+  PRIMARY KEY (run_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX run_tags_by_tag ON run_tags (tag, run_id);
+)sql",
   };
   return kMigrations;
 }

@@ -262,7 +262,9 @@ json toJson(const RunRecord& run) {
           {"duration_s", number(run.durationSeconds())},
           {"error", optionalJson(run.error)},
           {"error_rank", optionalJson(run.error_rank)},
-          {"error_host", optionalJson(run.error_host)}};
+          {"error_host", optionalJson(run.error_host)},
+          {"tags", run.tags},
+          {"note", optionalJson(run.note)}};
 }
 
 json runListEntry(const Database& db, const RunRecord& run) {

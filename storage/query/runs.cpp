@@ -2,8 +2,13 @@
 #include "query/runs.h"
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <regex>
 
 #include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
 
 #include "core/display_text.h"
 #include "core/error.h"
@@ -15,7 +20,17 @@ namespace {
 
 constexpr const char* kRunColumns =
     "id, name, spec, strategy, world_size, status, created_at, started_at, ended_at, error, "
-    "error_rank, error_host, detached";
+    "error_rank, error_host, detached, note, (SELECT json_group_array(tag) FROM (SELECT tag FROM "
+    "run_tags WHERE run_id = runs.id ORDER BY tag))";
+
+std::vector<std::string> tagsFromJson(const std::string& text) {
+  std::vector<std::string> tags;
+  const nlohmann::json array = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!array.is_array()) return tags;
+  for (const nlohmann::json& tag : array)
+    if (tag.is_string()) tags.push_back(tag.get<std::string>());
+  return tags;
+}
 
 RunRecord readRun(const Statement& row) {
   RunRecord run;
@@ -32,7 +47,41 @@ RunRecord readRun(const Statement& row) {
   if (auto rank = row.optionalInt(10)) run.error_rank = static_cast<int>(*rank);
   run.error_host = row.optionalText(11);
   run.detached = row.columnInt(12) != 0;
+  run.note = row.optionalText(13);
+  run.tags = tagsFromJson(row.columnText(14));
   return run;
+}
+
+// A spec field path ("optimizer.lr", "strategy.mesh[0]") as an SQLite JSON path, each key quoted.
+std::string specJsonPath(const std::string& path) {
+  static const std::regex kPath(
+      R"(([A-Za-z_][A-Za-z0-9_-]*(\[[0-9]{1,9}\])*)(\.[A-Za-z_][A-Za-z0-9_-]*(\[[0-9]{1,9}\])*)*)");
+  if (path.size() > 256 || !std::regex_match(path, kPath))
+    RM_THROW(kInvalidArgument,
+             fmt::format("spec field '{}': expected a path of keys such as optimizer.lr or "
+                         "strategy.mesh[0]",
+                         path.substr(0, 256)));
+  std::string json_path = "$";
+  static const std::regex kSegment(R"(([A-Za-z_][A-Za-z0-9_-]*)((\[[0-9]+\])*))");
+  for (auto it = std::sregex_iterator(path.begin(), path.end(), kSegment);
+       it != std::sregex_iterator(); ++it)
+    json_path += fmt::format(".\"{}\"{}", (*it)[1].str(), (*it)[2].str());
+  return json_path;
+}
+
+// Binds a spec field's value as what it reads as: a finite number, a boolean, else text.
+void bindSpecValue(Statement& select, int index, const std::string& value) {
+  if (value == "true" || value == "false") {
+    select.bind(index, int64_t{value == "true"});
+    return;
+  }
+  char* end = nullptr;
+  const double number = std::strtod(value.c_str(), &end);
+  if (!value.empty() && end == value.c_str() + value.size() && std::isfinite(number) &&
+      !std::isspace(static_cast<unsigned char>(value.front())))
+    select.bind(index, number);
+  else
+    select.bind(index, value);
 }
 
 }  // namespace
@@ -45,13 +94,47 @@ double RunRecord::durationSeconds() const {
 }
 
 std::vector<RunRecord> listRuns(const Database& db, const RunFilter& filter) {
+  // Each condition binds its own numbered parameters, so the SQL holds no text of the filter.
+  std::string where = "1";
+  int next = 6;
+  const auto parameter = [&next] { return next++; };
+  for (size_t i = 0; i < filter.words.size(); ++i) {
+    const int p = parameter();
+    where += fmt::format(
+        " AND (instr(lower(name), lower(?{0})) > 0 OR instr(lower(coalesce(note, '')), "
+        "lower(?{0})) > 0 OR EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = runs.id AND "
+        "instr(lower(t.tag), lower(?{0})) > 0))",
+        p);
+  }
+  for (size_t i = 0; i < filter.tags.size(); ++i)
+    where += fmt::format(
+        " AND EXISTS (SELECT 1 FROM run_tags t WHERE t.run_id = runs.id AND t.tag = ?{})",
+        parameter());
+  if (filter.note_contains)
+    where += fmt::format(" AND instr(lower(coalesce(note, '')), lower(?{})) > 0", parameter());
+  std::vector<std::string> json_paths;
+  for (const SpecFieldMatch& field : filter.spec_fields) {
+    json_paths.push_back(specJsonPath(field.path));
+    const int p = parameter();
+    where += fmt::format(" AND (CASE WHEN json_valid(spec) THEN json_extract(spec, ?{}) END) = ?{}",
+                         p, parameter());
+  }
   Statement select(db, fmt::format("SELECT {} FROM runs WHERE (?1 IS NULL OR instr(name, ?1) > 0) "
                                    "AND (?2 IS NULL OR strategy = ?2) AND (?3 IS NULL OR status = "
                                    "?3) AND (?4 IS NULL OR created_at >= ?4) AND (?5 IS NULL OR "
-                                   "created_at < ?5) ORDER BY created_at DESC, id DESC LIMIT ?6",
-                                   kRunColumns));
+                                   "created_at < ?5) AND {} ORDER BY created_at DESC, id DESC "
+                                   "LIMIT ?{}",
+                                   kRunColumns, where, next));
   select.bind(1, filter.name_contains).bind(2, filter.strategy).bind(3, filter.status);
-  select.bind(4, filter.created_after).bind(5, filter.created_before).bind(6, filter.limit);
+  select.bind(4, filter.created_after).bind(5, filter.created_before).bind(next, filter.limit);
+  int index = 6;
+  for (const std::string& word : filter.words) select.bind(index++, word);
+  for (const std::string& tag : filter.tags) select.bind(index++, tag);
+  if (filter.note_contains) select.bind(index++, *filter.note_contains);
+  for (size_t i = 0; i < filter.spec_fields.size(); ++i) {
+    select.bind(index++, json_paths[i]);
+    bindSpecValue(select, index++, filter.spec_fields[i].value);
+  }
   std::vector<RunRecord> runs;
   while (select.run()) runs.push_back(readRun(select));
   return runs;

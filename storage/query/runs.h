@@ -26,19 +26,36 @@ struct RunRecord {
   // Started with `ringmaster run --detach` (issue 21): while `running`, it goes on with or without
   // a recorder attached (`ringmaster attach` / `cancel`).
   bool detached = false;
+  // What a person wrote about the run (issue 33): its tags, sorted, and a free-text note.
+  std::vector<std::string> tags;
+  std::optional<std::string> note;
   // Seconds from start to end (to now while running); 0 when it never started.
   double durationSeconds() const;
 };
 
+// A spec field's value (issue 33): `path` as "optimizer.lr" or "strategy.mesh[0]" (the stored
+// spec JSON's keys), `value` as written: a number matches any equal number (3e-4 matches 0.0003),
+// true / false a boolean, anything else the text.
+struct SpecFieldMatch {
+  std::string path;
+  std::string value;
+};
+
+// Every condition given must hold. Text matches ignore ASCII case.
 struct RunFilter {
   std::optional<std::string> name_contains;
   std::optional<std::string> strategy;
   std::optional<std::string> status;
   std::optional<double> created_after, created_before;  // seconds since the epoch
+  std::vector<std::string> words;                       // each in the name, a tag or the note
+  std::vector<std::string> tags;                        // has every one of these tags
+  std::optional<std::string> note_contains;
+  std::vector<SpecFieldMatch> spec_fields;
   int limit = 1000;
 };
 
-// Newest first.
+// Newest first. Throws kInvalidArgument for a spec field path that is not one (query/run_search.h
+// says what is).
 std::vector<RunRecord> listRuns(const Database& db, const RunFilter& filter = {});
 // Throws kInvalidArgument naming the id when there is no such run.
 RunRecord loadRun(const Database& db, int64_t run_id);

@@ -35,9 +35,10 @@ int64_t createRun(Database& db, const NewRun& run) {
   int64_t id = 0;
   db.transaction([&] {
     Statement insert(db,
-                     "INSERT INTO runs (name, spec, strategy, world_size, status, created_at, "
-                     "started_at, recorder_pid, recorder_host) "
-                     "VALUES (?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+                     "INSERT INTO runs (id, name, spec, strategy, world_size, status, "
+                     "created_at, started_at, recorder_pid, recorder_host) VALUES (max(coalesce("
+                     "(SELECT max(id) FROM runs), 0), coalesce((SELECT max(last_id) FROM "
+                     "run_ids_retired), 0)) + 1, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
     insert.bind(1, run.name).bind(2, run.spec_json).bind(3, run.strategy);
     insert.bind(4, int64_t{run.world_size}).bind(5, now).bind(6, now);
     insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost()).run();

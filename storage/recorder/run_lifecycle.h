@@ -22,7 +22,8 @@ struct NewRun {
 };
 
 // Inserts a `running` run with attempt 0, owned by this process (pid and host, so that a later
-// start can tell it was interrupted); returns its id.
+// start can tell it was interrupted); returns its id, past every run's, deleted ones' too (an id,
+// and the run directory named by it, never names two runs).
 int64_t createRun(Database& db, const NewRun& run);
 // Sets the final status (completed, failed, cancelled) and the end time.
 void finishRun(Database& db, int64_t run_id, const std::string& status);

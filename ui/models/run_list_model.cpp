@@ -3,6 +3,7 @@
 
 #include <QColor>
 #include <QDateTime>
+#include <QStringList>
 
 #include "models/format.h"
 #include "models/untrusted_text.h"
@@ -55,6 +56,7 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
     const auto colour = colours_.find(run.id);
     return colour == colours_.end() ? QVariant() : QVariant(colour->second);
   }
+  if (role == Qt::ToolTipRole && run.note) return richTextShowingPlain(untrustedBlock(*run.note));
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case kId:
@@ -73,13 +75,19 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
           .toString("yyyy-MM-dd hh:mm");
     case kDuration:
       return formatDuration(run.durationSeconds());
+    case kTags: {  // issue 33: the tags a person gave the run
+      QStringList tags;
+      for (const std::string& tag : run.tags) tags << untrustedLine(tag);
+      return tags.join(' ');
+    }
   }
   return {};
 }
 
 QVariant RunListModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"ID", "Name", "Strategy", "Ranks", "Status", "Created", "Duration"};
+  static const char* names[] = {"ID",     "Name",    "Strategy", "Ranks",
+                                "Status", "Created", "Duration", "Tags"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

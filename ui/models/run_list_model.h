@@ -16,7 +16,7 @@ class RunListModel : public RowTableModel<storage::RunRecord> {
   Q_OBJECT
 
  public:
-  enum Column { kId, kName, kStrategy, kRanks, kStatus, kCreated, kDuration, kColumnCount };
+  enum Column { kId, kName, kStrategy, kRanks, kStatus, kCreated, kDuration, kTags, kColumnCount };
   static constexpr int kRunIdRole = Qt::UserRole;
 
   explicit RunListModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}

@@ -4,6 +4,7 @@
 
 #include <QComboBox>
 #include <QDateEdit>
+#include <QDateTime>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -23,8 +24,10 @@
 #include "models/run_list_model.h"
 #include "models/untrusted_text.h"
 #include "query/compare_axes.h"
+#include "query/run_search.h"
 #include "recorder/recorder.h"
 #include "views/run/run_colors.h"
+#include "views/run_organise.h"
 #include "views/table_copy.h"
 
 namespace ringmaster::ui {
@@ -138,6 +141,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   buttons->addWidget(compare_);
   buttons->addWidget(attach_);
   buttons->addWidget(cancel_detached_);
+  addOrganising(layout, buttons);
   layout->addLayout(buttons);
 
   connect(name_, &QLineEdit::textChanged, this, &HistoryView::refresh);
@@ -164,6 +168,8 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
     const bool detached = selectedDetachedRun().has_value();
     attach_->setEnabled(detached);
     cancel_detached_->setEnabled(detached);
+    edit_->setEnabled(selectedRuns().size() == 1);
+    delete_->setEnabled(!selectedRuns().empty());
   };
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, updateButtons);
   // A selected run's status changes under the selection as the list refreshes.
@@ -220,7 +226,13 @@ void HistoryView::poll() {
 
 void HistoryView::refresh() {
   if (db_path_.empty()) return;
-  storage::RunFilter filter;
+  storage::RunSearch search = storage::parseRunSearch(
+      search_->text().toStdString(), static_cast<double>(QDateTime::currentSecsSinceEpoch()));
+  QStringList problems;
+  for (const std::string& problem : search.problems) problems << QString::fromStdString(problem);
+  search_problems_->setText(problems.join('\n'));
+  search_problems_->setVisible(!problems.isEmpty());
+  storage::RunFilter filter = std::move(search.filter);
   if (!name_->text().trimmed().isEmpty())
     filter.name_contains = name_->text().trimmed().toStdString();
   if (strategy_->currentIndex() > 0) filter.strategy = strategy_->currentText().toStdString();
@@ -292,6 +304,75 @@ QString HistoryView::legendText() const {
   QTextDocument document;
   document.setHtml(legend_->text());
   return document.toPlainText();
+}
+
+void HistoryView::addOrganising(QVBoxLayout* layout, QHBoxLayout* buttons) {
+  search_ = new QLineEdit();
+  search_->setObjectName("historySearch");
+  search_->setPlaceholderText("search: words, tag:T, note:T, since:7d, optimizer.lr=3e-4");
+  search_->setToolTip(
+      "Words are looked for in the name, the tags and the note. Terms: tag:T, note:TEXT, "
+      "status:S, strategy:S, name:TEXT, since:DATE, until:DATE (2026-11-28, 7d, 12h), and a spec "
+      "field's value: optimizer.lr=3e-4");
+  search_->setClearButtonEnabled(true);
+  search_problems_ = new QLabel();
+  search_problems_->setObjectName("historySearchProblems");
+  search_problems_->setWordWrap(true);
+  search_problems_->setStyleSheet("color: #b91c1c");
+  search_problems_->hide();
+  notice_ = new QLabel();
+  notice_->setObjectName("historyNotice");
+  notice_->setWordWrap(true);
+  notice_->setTextFormat(Qt::PlainText);
+  notice_->hide();
+  layout->insertWidget(layout->indexOf(name_), search_);
+  layout->insertWidget(layout->indexOf(name_), search_problems_);
+  layout->addWidget(notice_);
+  edit_ = new QPushButton("Edit…");
+  edit_->setObjectName("historyEditButton");
+  edit_->setToolTip("Rename the selected run, change its tags and its note");
+  edit_->setEnabled(false);
+  delete_ = new QPushButton("Delete…");
+  delete_->setObjectName("historyDeleteButton");
+  delete_->setToolTip("Delete the selected runs and every row of them (asks first)");
+  delete_->setEnabled(false);
+  buttons->addWidget(edit_);
+  buttons->addWidget(delete_);
+  connect(search_, &QLineEdit::textChanged, this, &HistoryView::refresh);
+  connect(edit_, &QPushButton::clicked, this, [this] {
+    const std::vector<int64_t> ids = selectedRuns();
+    if (ids.size() != 1) return;
+    editRun(this, jobs_, db_path_, model_->runAt(model_->rowOfRun(ids.front())),
+            [this](const QString& error) {
+              showNotice(error.isEmpty() ? QString("Saved.") : error);
+              refresh();
+            });
+  });
+  connect(delete_, &QPushButton::clicked, this, [this] {
+    std::vector<storage::RunRecord> runs;
+    for (int64_t id : selectedRuns()) runs.push_back(model_->runAt(model_->rowOfRun(id)));
+    deleteRuns(this, jobs_, db_path_, runs, [this](const QString& said) {
+      showNotice(said);
+      refresh();
+    });
+  });
+}
+
+void HistoryView::showNotice(const QString& text) {
+  notice_->setText(text);
+  notice_->setVisible(!text.isEmpty());
+}
+
+void HistoryView::setSearch(const QString& text) {
+  search_->setText(text);
+}
+
+QString HistoryView::searchProblems() const {
+  return search_problems_->isHidden() ? QString() : search_problems_->text();
+}
+
+QString HistoryView::noticeText() const {
+  return notice_->isHidden() ? QString() : notice_->text();
 }
 
 void HistoryView::showError(const QString& error) {

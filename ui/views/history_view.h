@@ -1,8 +1,10 @@
 // The run history: every run in the database, newest first, filtered by name, strategy, status and
-// date; double-click opens a run, selecting several and "Compare" compares them; a running detached
-// run (ringmaster run --detach) can be attached to or cancelled. Refreshes itself
-// when the database changes. Every read and write (listing, the data_version poll, reconciling
-// interrupted runs) runs off the GUI thread through BackgroundJobs. Issue 33: "colour by" a spec
+// date, and by the search line (words, tag:, note:, spec fields: query/run_search.h); a run's
+// name, tags and note are edited and runs deleted (asked first) here; double-click opens a run,
+// selecting several and "Compare" compares them; a running detached run (ringmaster run --detach)
+// can be attached to or cancelled. Refreshes itself when the database changes. Every read and write
+// (listing, the data_version poll, reconciling interrupted runs) runs off the GUI thread through
+// BackgroundJobs. Issue 33: "colour by" a spec
 // field gives runs with the same value one colour (a swatch before the name), with a legend.
 #pragma once
 
@@ -14,9 +16,11 @@ class QComboBox;
 class QDateEdit;
 class QLabel;
 class QLineEdit;
+class QHBoxLayout;
 class QPushButton;
 class QTableView;
 class QTimer;
+class QVBoxLayout;
 
 namespace ringmaster::storage {
 class Database;
@@ -46,6 +50,11 @@ class HistoryView : public QWidget {
   void setNameFilter(const QString& text);
   void setStatusFilter(const QString& status);  // "" for any
   QString errorText() const;
+  // Issue 33: the search line (query/run_search.h), what it could not read, and what the last edit
+  // or deletion said.
+  void setSearch(const QString& text);
+  QString searchProblems() const;
+  QString noticeText() const;
   BackgroundJobs* jobs() const { return jobs_; }
   // The spec fields of the listed runs (item data: the path; the first item, data "", colours
   // nothing), and the legend of the groups' colours as plain text.
@@ -65,6 +74,9 @@ class HistoryView : public QWidget {
   void showError(const QString& error);
   // The colour-by picker's fields and the runs' colours from a list's spec groups.
   void applySpecGroups(const SpecGroups& groups);
+  // The Edit and Delete buttons and the search line (issue 33).
+  void addOrganising(QVBoxLayout* layout, QHBoxLayout* buttons);
+  void showNotice(const QString& text);
 
   std::string db_path_;
   // Polled for data_version by one job at a time, never on the GUI thread.
@@ -83,6 +95,11 @@ class HistoryView : public QWidget {
   QPushButton* compare_ = nullptr;
   QPushButton* attach_ = nullptr;
   QPushButton* cancel_detached_ = nullptr;
+  QLineEdit* search_ = nullptr;
+  QLabel* search_problems_ = nullptr;
+  QLabel* notice_ = nullptr;
+  QPushButton* edit_ = nullptr;
+  QPushButton* delete_ = nullptr;
   QTimer* timer_ = nullptr;
 };
 

@@ -23,6 +23,7 @@
 #include "query/figures.h"
 #include "query/hang.h"
 #include "query/run_report.h"
+#include "query/run_search.h"
 #include "query/runs.h"
 #include "query/schedule.h"
 #include "query/series.h"
@@ -163,6 +164,17 @@ json runsList(const Database& db, const QueryParams& params, const ApiLimits& li
   filter.name_contains = textParameter(params, "name", limits);
   filter.limit = static_cast<int>(integerParameter(params, "limit", 1, 10000, 1000));
   const std::optional<std::string> colour_by = textParameter(params, "colour_by", limits);
+  if (const std::optional<std::string> q = textParameter(params, "q", limits)) {
+    // The search line (query/run_search.h); the parameters above narrow it further.
+    RunSearch search = parseRunSearch(*q, now());
+    if (!search.problems.empty())
+      badParameter("q", fmt::format("{}", fmt::join(search.problems, "; ")));
+    search.filter.limit = filter.limit;
+    if (filter.status) search.filter.status = filter.status;
+    if (filter.strategy) search.filter.strategy = filter.strategy;
+    if (filter.name_contains) search.filter.name_contains = filter.name_contains;
+    filter = std::move(search.filter);
+  }
   const std::vector<RunRecord> records = listRuns(db, filter);
   json runs = json::array();
   for (const RunRecord& run : records) runs.push_back(runListEntry(db, run));

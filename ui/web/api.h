@@ -40,6 +40,14 @@ struct ApiLimits {
 nlohmann::json handleApi(const storage::Database& db, std::string_view path,
                          const QueryParams& params, const ApiLimits& limits = {});
 
+// Answers a write (issue 33): POST /api/v1/runs/ID/tags {"add": [...], "remove": [...]},
+// POST .../note {"note": TEXT}, POST .../name {"name": TEXT} and DELETE /api/v1/runs/ID, which
+// answers the rows deleted per table. Throws ApiError: 400 for a bad body or a value out of its
+// bounds, 404 for no such run, 405 for the wrong method, 409 for a run that may still be live.
+// The caller has checked who asks (web_server.cpp).
+nlohmann::json handleApiWrite(storage::Database& db, std::string_view method, std::string_view path,
+                              const std::string& body);
+
 // The runs-list entry of one run (also what the event stream's `runs` event carries).
 nlohmann::json runListEntry(const storage::Database& db, int64_t run_id);
 

@@ -119,6 +119,49 @@ void setError(httplib::Response& res, int status, const std::string& message) {
           "application/json");
 }
 
+// A write is a POST or DELETE below /api/v1/runs/ (api.h, handleApiWrite).
+bool isWrite(const httplib::Request& req) {
+  return (req.method == "POST" || req.method == "DELETE") &&
+         req.path.rfind("/api/v1/runs/", 0) == 0;
+}
+
+// The name in a Host header: "127.0.0.1:8765" is 127.0.0.1, "[::1]:8765" is ::1.
+std::string hostName(const std::string& host) {
+  if (!host.empty() && host.front() == '[') {
+    const size_t close = host.find(']');
+    return close == std::string::npos ? host : host.substr(1, close - 1);
+  }
+  return host.substr(0, host.find(':'));
+}
+
+// Why a write is refused as not coming from the server's own page; empty when it may go on. A
+// browser sends Origin with every POST and DELETE: it must be this server as the Host header
+// names it, and Sec-Fetch-Site, where sent, "same-origin". A POST's body must be JSON, which a
+// page of another origin cannot send without a preflight (OPTIONS), which this server never
+// grants. Without a token (a loopback address) the Host must be a loopback name, so that a name
+// of another site that resolves to this machine (DNS rebinding) writes nothing. A client that is
+// no browser (curl) sends no Origin and passes on the token rule alone.
+std::string sameOriginWriteRefusal(const httplib::Request& req, bool loopback_without_token) {
+  const std::string host = req.get_header_value("Host");
+  const std::string origin = req.get_header_value("Origin");
+  if (!origin.empty() && origin != "http://" + host)
+    return "a write must come from the dashboard's own page (its Origin is another site)";
+  const std::string fetch_site = req.get_header_value("Sec-Fetch-Site");
+  if (!fetch_site.empty() && fetch_site != "same-origin")
+    return "a write must come from the dashboard's own page (Sec-Fetch-Site: " +
+           fetch_site.substr(0, 32) + ")";
+  if (req.method == "POST" &&
+      req.get_header_value("Content-Type").rfind("application/json", 0) != 0)
+    return "a write's body must be JSON (Content-Type: application/json)";
+  if (loopback_without_token) {
+    const std::string name = hostName(host);
+    if (name != "localhost" && !isLoopbackAddress(name))
+      return "a write without a token must name this machine (Host: localhost or a loopback "
+             "address)";
+  }
+  return {};
+}
+
 std::optional<std::string> queryParameter(const httplib::Request& req, const std::string& name) {
   if (!req.has_param(name.c_str())) return std::nullopt;
   return req.get_param_value(name.c_str());
@@ -175,6 +218,13 @@ class DocumentCache {
       }
     }
     return document.get();  // rethrows make()'s exception
+  }
+
+  // After a write: nothing made before it is served again (a document being made now is not
+  // kept either: only its waiters get it).
+  void clear() {
+    std::lock_guard lock(mutex_);
+    entries_.clear();
   }
 
  private:
@@ -459,6 +509,7 @@ struct WebServer::Impl {
   void checkTokenFirst();
   void routePages();
   void routeApi();
+  void routeWrites();
   void answerErrorsAsJson();
   void serveStream(const httplib::Request& req, httplib::Response& res);
 };
@@ -499,6 +550,7 @@ void WebServer::Impl::route() {
   checkTokenFirst();
   routePages();
   routeApi();
+  routeWrites();
   answerErrorsAsJson();
 }
 
@@ -549,11 +601,24 @@ void WebServer::Impl::configureConnections() {
 // The token, on every request: API, stream and pages alike (and only GET or HEAD).
 void WebServer::Impl::checkTokenFirst() {
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.method != "GET" && req.method != "HEAD") {
+    const bool write = isWrite(req);
+    if (req.method != "GET" && req.method != "HEAD" && !(write && options.allow_writes)) {
       setError(res, 405,
-               fmt::format("method {} not allowed: the dashboard is read-only",
-                           req.method.substr(0, 16)));
+               fmt::format("method {} not allowed: the dashboard is read-only{}",
+                           req.method.substr(0, 16),
+                           options.allow_writes
+                               ? " but for POST and DELETE below /api/v1/runs/ (docs/web.md)"
+                               : ""));
+      res.set_header("Connection", "close");  // a body it sent is not read
       return httplib::Server::HandlerResponse::Handled;
+    }
+    if (write) {
+      if (const std::string why = sameOriginWriteRefusal(req, !options.token); !why.empty()) {
+        setError(res, 403, why);
+        // Its body is not read: the connection cannot carry another request after it.
+        res.set_header("Connection", "close");
+        return httplib::Server::HandlerResponse::Handled;
+      }
     }
     if (!options.token) return httplib::Server::HandlerResponse::Unhandled;
     const std::optional<std::string> from_query = queryParameter(req, "token");
@@ -614,6 +679,23 @@ void WebServer::Impl::routeApi() {
       setError(res, error.status(), error.what());
     }
   });
+}
+
+// The writes (issue 33), each on its own read-write connection; what was cached before is dropped.
+void WebServer::Impl::routeWrites() {
+  const auto write = [this](const httplib::Request& req, httplib::Response& res) {
+    try {
+      storage::Database db(options.db_path);
+      const json answer = handleApiWrite(db, req.method, req.matches[1].str(), req.body);
+      documents.clear();
+      res.set_header("Cache-Control", "no-store");
+      setBody(res, std::make_shared<const std::string>(answer.dump()), "application/json");
+    } catch (const ApiError& error) {
+      setError(res, error.status(), error.what());
+    }
+  };
+  server.Post(R"(/api/v1(/runs/.*))", write);
+  server.Delete(R"(/api/v1(/runs/.*))", write);
 }
 
 // An exception or an error status becomes the JSON error document.

@@ -25,6 +25,10 @@ struct WebServerOptions {
   // loopback address too.
   std::optional<std::string> token;
   std::string assets_dir;  // the packaged pages; "" serves the API only
+  // Issue 33: the API's writes (a run's tags, note, name; DELETE of a run: api.h) are served, to
+  // requests that pass the token rule and come from the server's own page (same origin, JSON;
+  // web_server.cpp, sameOriginWriteRefusal). Off: every method but GET and HEAD is refused (405).
+  bool allow_writes = false;
 
   ApiLimits api;  // buckets, log lines, compared runs
   // Threads serving connections, streams included. A live page holds one stream and at most a few

@@ -47,6 +47,25 @@ export async function getJson(path, params = {}, signal = undefined) {
   return body;
 }
 
+// A write (issue 33: tags, note, name, delete): POST or DELETE with a JSON body, the token as for
+// reads. The server refuses a write from another origin, so only this page's scripts can make one.
+export async function sendJson(method, path, body = undefined) {
+  const headers = { Accept: 'application/json', 'Content-Type': 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const response = await fetch(apiUrl(path), { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  let answer = null;
+  try {
+    answer = await response.json();
+  } catch {
+    answer = null;
+  }
+  if (!response.ok) {
+    const message = answer && answer.error ? answer.error.message : `${response.status} ${response.statusText}`;
+    throw new ApiError(response.status, message);
+  }
+  return answer;
+}
+
 // One EventSource for the whole page; views subscribe to its `runs` and `run` events and get
 // unsubscribed when they are left; `reconnected` fires when the stream came back after a drop. EventSource reconnects by itself (the server sends retry: 2000);
 // `onState` hears "live" / "reconnecting" for the header's badge.

@@ -14,6 +14,7 @@ import { StepChart, loadMetric, buildPlotData, bucketsFor, attemptMarks } from '
 import { opColor } from './op_colors.js';
 import { chartControls, defaultRanks } from './chart_settings.js';
 import { figureLabel, formatFigure, figureColumn } from './figures.js';
+import { organisePanel, deletedNotice } from './organise.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -55,9 +56,10 @@ export function mount(root, route) {
   }
 
   const header = el('div', { class: 'run-header' });
+  const organise = el('div', { class: 'run-organise' });
   const tabs = el('div', { class: 'tabs' });
   const body = el('div', { class: 'tab-body' });
-  root.append(header, tabs, body);
+  root.append(header, organise, tabs, body);
 
   let detail = null;
   let chartList = [];
@@ -388,6 +390,18 @@ export function mount(root, route) {
   async function loadDetail() {
     detail = await getJson(`runs/${runId}`);
     renderHeader();
+    // Drawn once: the stream's redraws must not drop what is being typed.
+    if (!organise.firstChild) {
+      organise.append(organisePanel(detail.run, {
+        onChanged: () => loadDetail().catch(() => {}),
+        onDeleted: (result) => {
+          destroyed = true;
+          if (unmountTab) unmountTab();
+          unmountTab = null;
+          root.replaceChildren(deletedNotice(result));
+        },
+      }));
+    }
   }
 
   let refreshing = false;

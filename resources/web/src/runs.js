@@ -7,6 +7,7 @@ import { getJson, onStream } from './api.js';
 import { el, table, num, duration, time, statusBadge, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
 import { colourSwatch, groupColours, legendBox } from './scatter.js';
+import { tagCells } from './organise.js';
 
 const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
 const STATUSES = ['', 'pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted'];
@@ -17,6 +18,7 @@ export function mount(root, route) {
     strategy: route.params.get('strategy') || '',
     name: route.params.get('name') || '',
     colour_by: route.params.get('colour_by') || '',
+    q: route.params.get('q') || '',
   };
   const selected = new Set();
   const status = el('select', { id: 'filter-status', onchange: () => { filters.status = status.value; changed(); } },
@@ -29,11 +31,17 @@ export function mount(root, route) {
     oninput: () => { filters.name = name.value.trim(); changedSoon(); } });
   const colourBy = el('select', { id: 'colour-by', onchange: () => { filters.colour_by = colourBy.value; changed(); } },
     el('option', { value: '' }, 'colour by: nothing'));
+  // The search line (issue 33): words in the name, a tag or the note, and terms such as tag:T,
+  // since:7d or optimizer.lr=3e-4, read by the server as `ringmaster runs --search` reads them.
+  const search = el('input', { id: 'filter-q', class: 'search', value: filters.q,
+    placeholder: 'search: words, tag:T, note:T, since:7d, optimizer.lr=3e-4',
+    title: 'words in the name, a tag or the note; tag:T note:TEXT status:S strategy:S since:DATE until:DATE field=value',
+    oninput: () => { filters.q = search.value.trim(); changedSoon(); } });
   const compareLink = el('a', { class: 'button disabled', href: '#/compare' }, 'Compare selected');
   const count = el('span', { class: 'muted' });
   const legend = el('div', {});
   const body = el('div', { id: 'runs-table' });
-  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, status, strategy, name, colourBy, compareLink, count), legend, body);
+  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, search, status, strategy, name, colourBy, compareLink, count), legend, body);
 
   // The colour-by choices: every spec field of the listed runs (those that differ first).
   function updateColourBy(fields) {
@@ -76,6 +84,7 @@ export function mount(root, route) {
           onchange: (e) => { if (e.target.checked) selected.add(r.id); else selected.delete(r.id); updateCompareLink(); } }) },
         { title: 'ID', class: 'num', value: (r) => el('a', { href: `#/run/${r.id}` }, r.id) },
         { title: 'Name', value: (r) => el('a', { href: `#/run/${r.id}` }, r.name) },
+        { title: 'Tags', class: 'tags', value: (r) => tagCells(r.tags) },
         { title: 'Strategy', value: (r) => r.strategy },
         { title: 'Status', value: (r) => statusBadge(r.status) },
         { title: 'Ranks', class: 'num', value: (r) => num(r.world_size) },
