@@ -14,6 +14,7 @@
 
 #include "charts/chart_table.h"
 #include "common/own_metric_rows.h"
+#include "common/own_metrics_script.h"
 #include "data/background_jobs.h"
 #include "db/database.h"
 #include "db/statement.h"
@@ -56,11 +57,15 @@ class UiAnyMetricTest : public QObject {
     if (!file.open(QIODevice::WriteOnly)) return 0;
     file.write(QByteArray::fromStdString(spec.dump()));
     file.close();
+    return recordFile(file.fileName());
+  }
+
+  int64_t recordFile(const QString& spec_path) {
     QProcess run;
     run.setProcessChannelMode(QProcess::MergedChannels);
     run.setWorkingDirectory(dir_.path());
     run.start(ringmasterExecutable(),
-              {"--db", QString::fromStdString(db_), "run", file.fileName(), "-q"});
+              {"--db", QString::fromStdString(db_), "run", spec_path, "-q"});
     if (!run.waitForFinished(kRunTimeoutMs) || run.exitCode() != 0) {
       qWarning("%s", run.readAll().constData());
       return 0;
@@ -225,6 +230,43 @@ class UiAnyMetricTest : public QObject {
     QVERIFY(view.jobs()->waitForIdle());
     QCOMPARE(view.metricChart()->linePoints(ddp_line).size(), 10);
     QCOMPARE(view.metricChart()->linePoints(single_line).size(), 10);
+  }
+
+  // The whole path, no row written by the test: a real program job on 2 ranks whose script calls
+  // ringmaster.log(step, **metrics) with names of its own gets a chart for each, in the panel of
+  // its prefix, and the compare view overlays them.
+  void aScriptsOwnMetricsAreChartedFromARealRun() {
+    constexpr int kSteps = 6;
+    const int64_t own_run =
+        recordFile(QString::fromStdString(ringmaster::testing::writeOwnMetricsJob(
+            dir_.path().toStdString(), "own_metrics", 2, kSteps)));
+    QVERIFY2(own_run > 0, "the program job failed");
+    std::unique_ptr<RunView> view = openRun(own_run);
+    QVERIFY(view);
+    for (const std::string& name : ringmaster::testing::kOwnMetricNames) {
+      const QString title = QString::fromStdString(name);
+      QTRY_VERIFY2_WITH_TIMEOUT(
+          view->chart(title) && view->chart(title)->pointCount() == 2 * kSteps, qPrintable(title),
+          20000);
+      QCOMPARE(view->chart(title)->lineCount(), 2);
+    }
+    QCOMPARE(view->chartsTab()->panelsShown(), (std::vector<std::string>{"", "eval", "train"}));
+    QVERIFY(view->chartsTab()->panel("train")->isAncestorOf(view->chart("train/grad_norm")));
+
+    CompareView compare(db_, {ddp_run_, own_run});
+    compare.resize(1400, 900);
+    compare.show();
+    QVERIFY(compare.jobs()->waitForIdle());
+    const int index = compare.metricChoice()->findData("my_custom_thing");
+    QVERIFY(index >= 0);
+    compare.metricChoice()->setCurrentIndex(index);
+    emit compare.metricChoice()->activated(index);
+    QVERIFY(compare.jobs()->waitForIdle());
+    const QString own_line = QString("run %1 own_metrics").arg(own_run);
+    QCOMPARE(compare.metricChart()->linePoints(own_line).size(), kSteps);
+    QCOMPARE(
+        compare.metricChart()->linePoints(QString("run %1 ddp_any_metric").arg(ddp_run_)).size(),
+        10);
   }
 };
 

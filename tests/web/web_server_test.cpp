@@ -35,7 +35,7 @@
 #include "access.h"
 #include "charts/chart_table.h"
 #include "common/captured_process.h"
-#include "common/own_metric_rows.h"
+#include "common/own_metrics_script.h"
 #include "common/test_paths.h"
 #include "core/error.h"
 #include "db/statement.h"
@@ -555,18 +555,23 @@ TEST_F(WebServerTest, ChartsAreTheOneChartTableAndARunsAreThoseThatApply) {
   expectError("/api/v1/charts/loss", 404, "no such API path");
 }
 
-// Issue 33, any metric: a run's own metrics (names outside the step record) each get a chart,
-// titled by the name, in the panel of its prefix, and their series are read like any other.
+// Issue 33, any metric: a script's own metrics (names outside the step record, logged by a real
+// program job on 2 ranks) each get a chart, titled by the name, in the panel of its prefix, and
+// their series are read like any other.
 TEST_F(WebServerTest, EveryOwnMetricOfARunGetsAChartInItsPanel) {
-  {
-    storage::Database db(dbPath());
-    for (const char* name : {"train/grad_norm", "eval/acc", "my_custom_thing"})
-      for (int rank = 0; rank < kRanks; ++rank)
-        ringmaster::testing::writeOwnMetric(db, pipeline_run_id_, name, rank,
-                                            {{1, 0.5}, {2, 0.25 + rank}, {3, 0.125}});
+  // Its own database, so that the suite's runs stay the two the other cases count: the job twice
+  // (compare needs two runs).
+  WebServerOptions own_db = options();
+  own_db.db_path = (dir_ / "own_metrics.db").string();
+  const std::string spec = ringmaster::testing::writeOwnMetricsJob(dir_, "own_metrics", 2, 3);
+  for (int i = 0; i < 2; ++i) {
+    CapturedProcess run(kRingmaster, {"--db", own_db.db_path, "run", spec, "-q"});
+    const ExitStatus status = run.wait(120s);
+    ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
   }
-  start();
-  const json body = getJson(fmt::format("/api/v1/charts?run={}", pipeline_run_id_));
+  const int64_t own_run_id = 2, other_run_id = 1;
+  start(own_db);
+  const json body = getJson(fmt::format("/api/v1/charts?run={}", own_run_id));
   EXPECT_EQ(body["default_panel"], "Charts");
   std::vector<std::pair<std::string, std::string>> own;  // panel, title
   std::vector<std::string> panels;
@@ -584,24 +589,24 @@ TEST_F(WebServerTest, EveryOwnMetricOfARunGetsAChartInItsPanel) {
   // Each panel once, the default one first.
   EXPECT_EQ(panels, (std::vector<std::string>{"", "eval", "train"}));
   const json series =
-      getJson(fmt::format("/api/v1/runs/{}/series?metric=eval%2Facc&ranks=1", pipeline_run_id_));
+      getJson(fmt::format("/api/v1/runs/{}/series?metric=eval%2Facc&ranks=1", own_run_id));
   ASSERT_EQ(series["ranks"].size(), 1u);
   EXPECT_EQ(series["ranks"][0]["buckets"].size(), 3u);
-  const json band = getJson(
-      fmt::format("/api/v1/runs/{}/series?metric=my_custom_thing&ranks=band", pipeline_run_id_));
+  const json band =
+      getJson(fmt::format("/api/v1/runs/{}/series?metric=my_custom_thing&ranks=band", own_run_id));
   EXPECT_EQ(band["band"].size(), 3u);
-  const json detail = getJson(fmt::format("/api/v1/runs/{}", pipeline_run_id_));
+  const json detail = getJson(fmt::format("/api/v1/runs/{}", own_run_id));
   for (const char* name : {"train/grad_norm", "eval/acc", "my_custom_thing"})
     EXPECT_NE(std::find(detail["metrics"].begin(), detail["metrics"].end(), name),
               detail["metrics"].end())
         << name;
-  // Compare offers every metric of either run (the wall time aside), with its chart's title.
+  // Compare offers every metric of the runs (the wall time aside), with its chart's title.
   const json compared =
-      getJson(fmt::format("/api/v1/compare?runs={},{}", run_id_, pipeline_run_id_));
+      getJson(fmt::format("/api/v1/compare?runs={},{}", other_run_id, own_run_id));
   std::map<std::string, std::string> offered;
   for (const json& metric : compared["metrics"]) offered[metric["key"]] = metric["title"];
   EXPECT_EQ(offered["eval/acc"], "eval/acc");
-  EXPECT_EQ(offered["grad_norm"], "Gradient norm");
+  EXPECT_EQ(offered["train/grad_norm"], "train/grad_norm");
   EXPECT_EQ(offered["loss"], "Loss");
   EXPECT_FALSE(offered.contains("wall_time_s"));
 }
