@@ -145,6 +145,9 @@ void addOrganiseCommands(CLI::App& app, Commands& commands) {
   tag->add_flag("--clear", options->clear, "remove every tag first");
   tag->add_flag("--json", options->json, "the run's tags after, as JSON");
   tag->allow_extras();  // -TAG is no option of ours: it comes back in remaining()
+  // ... and stays here: falling through, CLI11 would hand every such word to the top level, which
+  // refuses them. So `tag` takes the line's --db before its name only.
+  tag->fallthrough(false);
   tag->footer("Example: ringmaster tag 12 +baseline -lr-sweep");
   commands.add(tag, [options, tag](const CommonOptions& common) {
     return tagCommand(common.databasePath(), options->run_id, tag->remaining(), options->clear,

@@ -35,12 +35,15 @@ inline std::string writeOwnMetricsJob(const std::filesystem::path& dir, const st
          "for step in range(1, "
       << steps + 1
       << "):\n"
-         "    ringmaster.log(step, loss=1.0 / step, samples=8, **{\n"
+         "    ringmaster.log(step, loss=1.0 / step, lr=0.01, samples=8, **{\n"
          "        'train/grad_norm': 0.5 / step + rank, 'eval/acc': 0.25 * step,\n"
          "        'my_custom_thing': float(step * 10 + rank)})\n";
   const nlohmann::json spec = {
       {"name", name},
-      {"program", {{"python", "/usr/bin/python3"}, {"script", script.string()}, {"args", {}}}},
+      {"program",
+       {{"python", "/usr/bin/python3"},
+        {"script", script.string()},
+        {"args", nlohmann::json::array()}}},
       {"launch", {{"hosts", {{{"host", "localhost"}, {"ranks", ranks}}}}, {"timeout_s", 120}}}};
   const std::filesystem::path spec_path = dir / (name + ".json");
   std::ofstream(spec_path) << spec.dump();

@@ -202,6 +202,7 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
       if (name == "interleaved_1f1b") {
         document["strategy"]["virtual_stages"] = 2;
         document["model"]["layers"] = {4, 8, 8, 8, 3};
+        document["train"]["micro_batches"] = 2;  // a multiple of the 2 pipeline ranks
       }
       if (field.path == "backend" && name == "nccl") document["device"] = "cuda";
       if (name == "gpt") useTokenData(document, "tokens");

@@ -253,7 +253,7 @@ async function main() {
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync'],
   });
-  page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   const pageErrors = [];
   page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
   page.on('console', (message) => {
@@ -324,7 +324,10 @@ async function main() {
   }).catch(() => points());
   check(allPoints >= Math.floor(steps / 10), `the loss chart holds the whole run: ${allPoints} points for ${steps} steps`);
   for (const id of ['chart-step', 'chart-comm', 'chart-comm-ops', 'chart-memory', 'chart-grad-norm']) {
-    check(await page.evaluate((i) => Number(document.getElementById(i)?.dataset.points || 0), id) > 0, `${id} drew points`);
+    // A chart the run's metric list brought in during the run may still be loading: waited for.
+    const drawn = await until(`${id}'s points`, 10000, async () => page.evaluate((i) => Number(document.getElementById(i)?.dataset.points || 0), id))
+      .catch(() => 0);
+    check(drawn > 0, `${id} drew points`);
   }
   const finalOps = await opLabels('', 'mean of ranks');
   const drawnFinal = await until('the communication-by-op chart of the whole run', 10000, async () => {
@@ -483,8 +486,8 @@ async function main() {
   }));
   check(overlaid.lines === 1 && page.url().includes('metrics=') && decodeURIComponent(page.url()).includes('eval/acc'),
     `compare overlaid eval/acc (${JSON.stringify(overlaid)}, the run that has it) and the URL names it`);
-  check((await page.locator('table.grid').first().innerText()).includes('Exposed comm share'),
-    'the compare figures are named by the table of figures');
+  const compareFigures = await page.locator('table.grid').filter({ hasText: 'Strategy' }).first().innerText();
+  check(compareFigures.includes('Exposed comm share'), `the compare figures are named by the table of figures: ${compareFigures}`);
   // Issue 33, any figure on either axis: a category (strategy.kind) and a figure (final loss), then
   // two figures placed by value; the points are the API's values, coloured by strategy.kind.
   const axes = (await json(base, `/api/v1/compare?runs=${runId},${secondId}`)).axes.values;
@@ -582,8 +585,12 @@ async function main() {
     launch: { hosts: [{ host: 'localhost', ranks: 1 }] } }));
   const bad = start(['--db', db, 'run', badSpec, '-q'], 'failing run');
   check((await bad.exited).code === 1, 'the failing script\'s run exited 1');
-  const badId = Math.max(...(await json(base, '/api/v1/runs')).runs.map((r) => r.id));
+  // The server answers from its cache until it sees the file change: the list is read until it
+  // holds the failed run.
+  const badId = await until('the failed run in the list', 15000, async () =>
+    (await json(base, '/api/v1/runs')).runs.find((r) => r.name === 'bad-args')?.id);
   await page.goto(`${base}/#/run/${badId}`);
+  await page.reload();  // the page was on the run just deleted: opened afresh
   await until('the root cause with its stderr lines', 15000, async () =>
     (await page.evaluate(() => document.getElementById('error-output')?.textContent || '')).includes('unrecognized arguments: --lrr <b>0.1</b>'));
   check((await page.evaluate(() => document.getElementById('root-cause').textContent)).includes('exit code 2'), 'the root cause names the exit code');
@@ -655,7 +662,10 @@ db.commit()
   writer.stderr.on('data', (d) => { output += d; });
   const code = await new Promise((resolve) => writer.on('exit', resolve));
   check(code === 0, `the own metrics were written${code ? `: ${output}` : ''}`);
-  // (The page may be on this run already: loaded again, it reads the run's metrics anew.)
+  // The server answers from its cache until it sees the file change: its chart list is read until
+  // it holds them. (The page may be on this run already: loaded again, it reads them anew.)
+  await until('the API\'s chart list with the own metrics', 15000, async () =>
+    (await json(base, `/api/v1/charts?run=${runId}`)).charts.some((c) => c.id === 'metric:eval/acc'));
   await page.goto(`${base}/#/run/${runId}?tab=charts&ranks=all`);
   await page.reload();
   const ownChart = (name) => `[id="chart-metric:${name}"]`;
@@ -663,7 +673,10 @@ db.commit()
   const panels = await page.locator('details.panel').evaluateAll((d) => d.map((e) => ({
     panel: e.dataset.panel, title: e.querySelector('summary').textContent, charts: [...e.querySelectorAll('.chart')].map((c) => c.id) })));
   const byName = Object.fromEntries(panels.map((p) => [p.panel, p]));
-  check(panels.map((p) => p.panel).join('|') === '|eval|train' && byName[''].title === 'Charts'
+  // A pipeline run also has the trainer's own pipeline/wait_ms, in its panel.
+  const expectedPanels = ['', 'eval', ...(byName.pipeline ? ['pipeline'] : []), 'train'];
+  check(panels.map((p) => p.panel).join('|') === expectedPanels.join('|') && byName[''].title === 'Charts'
+    && (!byName.pipeline || byName.pipeline.charts.join() === 'chart-metric:pipeline/wait_ms')
     && byName[''].charts.includes('chart-loss') && byName[''].charts.includes('chart-metric:my_custom_thing')
     && byName.eval.charts.join() === 'chart-metric:eval/acc' && byName.train.charts.join() === 'chart-metric:train/grad_norm',
   `a chart per own metric, in panels by prefix: ${JSON.stringify(panels)}`);
