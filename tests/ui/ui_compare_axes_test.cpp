@@ -56,6 +56,12 @@ class UiCompareAxesTest : public QObject {
     view.show();
     QVERIFY(QTest::qWaitForWindowExposed(&view));
     QTRY_VERIFY_WITH_TIMEOUT(view.xPicker()->count() > 0, 20000);
+    // With its pickers filled, the view still fits a laptop's screen (1366x768, issue 33), a tab
+    // of the main window.
+    QVERIFY2(view.minimumSizeHint().width() <= 1300 && view.minimumSizeHint().height() <= 650,
+             qPrintable(QString("minimum %1x%2")
+                            .arg(view.minimumSizeHint().width())
+                            .arg(view.minimumSizeHint().height())));
     // The pickers hold every run figure by its name and every spec field; the differing field
     // is the first X.
     for (const storage::Figure& figure : storage::figureTable()) {

@@ -146,11 +146,14 @@ CompareView::CompareView(const std::string& db_path, std::vector<int64_t> run_id
   metric_layout->addWidget(metric_chart_, 1);
   connect(metric_choice_, &QComboBox::activated, this,
           [this](int index) { showMetric(metric_choice_->itemData(index).toString()); });
+  // Two rows of two, so that the view fits a laptop's screen (issue 33: 1366 px wide).
+  auto* lower_charts = new QSplitter(Qt::Horizontal);
   charts->addWidget(loss_);
   charts->addWidget(throughput_);
-  charts->addWidget(metric_box);
-  charts->addWidget(makeScatterBox());
+  lower_charts->addWidget(metric_box);
+  lower_charts->addWidget(makeScatterBox());
   splitter->addWidget(charts);
+  splitter->addWidget(lower_charts);
   auto* tables = new QSplitter(Qt::Horizontal);
   summary_model_ = new CompareSummaryModel(this);
   differences_model_ = new SpecDifferencesModel(this);

@@ -144,8 +144,11 @@ void RunHeader::applyProgress(const RunSnapshot& s) {
 QStringList RunHeader::figures(const RunSnapshot& s) {
   const storage::RunSummary& summary = s.report.summary;
   QStringList figures;
+  // "Final" only for a run that completed, as on the web; a running or failed run's is its last.
   if (summary.final_loss)
-    figures << QString("%1 %2").arg(figureName("final_loss"), formatFigure(*summary.final_loss));
+    figures << QString("%1 %2").arg(
+        s.run().status == "completed" ? figureName("final_loss") : QString("last loss"),
+        formatFigure(*summary.final_loss));
   if (!s.report.evals.empty() && s.report.evals.back().val_loss) {
     figures << QString("val loss %1 (step %2)")
                    .arg(formatFigure(*s.report.evals.back().val_loss))
