@@ -613,7 +613,8 @@ TEST(TelemetryCodec, CustomMetricsRoundTripThroughBothDecoders) {
     const std::string odd_line = encodeEvent(samples::wrap(with_odd));
     EXPECT_THAT(odd_line, HasSubstr(R"("metrics":{"eval/acc":null,"x":1.0})"));
     ASSERT_TRUE(decodeCommonEvent(odd_line).has_value());
-    const auto& metrics = std::get<StepEvent>(decodeEvent(odd_line).event().body).metrics;
+    const DecodeResult decoded = decodeEvent(odd_line);  // held: event() refers into it
+    const auto& metrics = std::get<StepEvent>(decoded.event().body).metrics;
     ASSERT_EQ(metrics.size(), 2u);
     EXPECT_TRUE(std::isnan(metrics.at("eval/acc")));
     expectFastPathAgrees(odd_line);
