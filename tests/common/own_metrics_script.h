@@ -16,13 +16,6 @@ namespace ringmaster::testing {
 inline const std::vector<std::string> kOwnMetricNames = {"train/grad_norm", "eval/acc",
                                                          "my_custom_thing"};
 
-// The value of each own metric at `step` on `rank`, as the script logs it.
-inline double ownMetricValue(const std::string& name, int rank, int step) {
-  if (name == "train/grad_norm") return 0.5 / step + rank;
-  if (name == "eval/acc") return 0.25 * step;
-  return static_cast<double>(step * 10 + rank);
-}
-
 // Writes the script and its spec (NAME.py, NAME.json in `dir`): `ranks` local ranks, `steps`
 // steps each logging the loss and the three own metrics. Returns the spec's path.
 inline std::string writeOwnMetricsJob(const std::filesystem::path& dir, const std::string& name,

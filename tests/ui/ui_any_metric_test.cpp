@@ -33,7 +33,6 @@ using namespace ringmaster::ui::testing;
 namespace {
 
 constexpr int kRunTimeoutMs = 240000;
-const std::vector<std::string> kOwnMetrics = {"train/grad_norm", "eval/acc", "my_custom_thing"};
 
 // Ten points per rank, steps 1..10.
 std::vector<std::pair<int64_t, double>> tenPoints(int rank) {
@@ -109,7 +108,7 @@ class UiAnyMetricTest : public QObject {
     QVERIFY2(single_run_ > 0, "the single-rank run failed");
     storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_);
-    for (const std::string& name : kOwnMetrics)
+    for (const std::string& name : ringmaster::testing::kOwnMetricNames)
       for (int rank = 0; rank < 2; ++rank)
         ringmaster::testing::writeOwnMetric(db, ddp_run_, name, rank, tenPoints(rank));
   }
@@ -117,7 +116,7 @@ class UiAnyMetricTest : public QObject {
   void everyMetricGetsAChartInThePanelOfItsPrefix() {
     std::unique_ptr<RunView> view = openRun(ddp_run_);
     QVERIFY(view);
-    for (const std::string& name : kOwnMetrics) {
+    for (const std::string& name : ringmaster::testing::kOwnMetricNames) {
       const QString title = QString::fromStdString(name);
       // A line per rank, each of its ten points.
       QTRY_VERIFY2_WITH_TIMEOUT(view->chart(title) && view->chart(title)->pointCount() == 2 * 10,
