@@ -98,10 +98,33 @@ inline constexpr int64_t kMaxEnvValueBytes = 32 * 1024;  // a variable's value
 // here are placeholders. Only the options block of the chosen strategy kind is read and written;
 // the others keep their defaults.
 
+// The device mesh (strategy.mesh): dp x tp x pp ranks, the world size. Rank order is tp fastest,
+// then dp, then pp, as Megatron-LM (spec/mesh_layout.h maps ranks to coordinates).
+struct MeshSpec {
+  int dp = 1;  // data-parallel replicas
+  int tp = 1;  // tensor-parallel ranks inside each replica's stage
+  int pp = 1;  // pipeline stages' ranks
+  int size() const { return dp * tp * pp; }
+  bool operator==(const MeshSpec&) const = default;
+};
+
+// Tensor parallelism's options (strategy.tp).
+struct TensorParallelSpec {
+  // Megatron-LM's sequence parallelism (Korthikanti et al. 2022): reduce-scatter and all-gather
+  // instead of all-reduce; LayerNorm and dropout on sequence shards.
+  bool sequence_parallel = false;
+  bool operator==(const TensorParallelSpec&) const = default;
+};
+
 struct StrategySpec {
   StrategyKind kind = StrategyKind::kSingle;
+  MeshSpec mesh;
+  // strategy.dp.kind: the registered data-parallel plan over the mesh's dp dimension ("ddp",
+  // "fsdp"); its options are `ddp` or `fsdp` below.
+  std::string data_parallel = "ddp";
   DdpSpec ddp;
   FsdpSpec fsdp;
+  TensorParallelSpec tp;
   PipelineSpec pipeline;
   bool operator==(const StrategySpec&) const = default;
 };
