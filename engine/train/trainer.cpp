@@ -21,6 +21,7 @@
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
+#include "spec/mesh_layout.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
@@ -523,8 +524,10 @@ int64_t Trainer::resume(Session& session) {
 // the throughput's constants.
 void Trainer::setUpData(Session& session, int64_t steps_done) {
   const Dataset& dataset = *session.dataset;
+  // The ranks of one data-parallel replica (its tp ranks and pp stages) all see its batches.
   session.data_ranks = dataParallelSize(spec_);
-  const int data_rank = session.data_ranks == 1 ? 0 : context_.rank;
+  const int data_rank =
+      session.data_ranks == 1 ? 0 : meshCoordinates(spec_.strategy.mesh, context_.rank).dp;
   DistributedSampler sampler(dataset.size(), session.data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   session.batches.emplace(sampler, spec_.train.batch_size);
@@ -548,7 +551,7 @@ void Trainer::setUpData(Session& session, int64_t steps_done) {
   const int accum = spec_.train.grad_accum_steps;
   session.batches->seek(steps_done * accum);
   const int forwards_per_batch = session.runner->forwardsPerBatch();
-  forEachModule(*session.model, [&](Module& module) {  // also the Dropouts inside blocks
+  forEachModule(session.runner->model(), [&](Module& module) {  // also the Dropouts inside blocks
     if (auto* dropout = dynamic_cast<Dropout*>(&module))
       dropout->setCalls(static_cast<uint64_t>(steps_done * accum * forwards_per_batch));
   });
@@ -706,8 +709,8 @@ void Trainer::reportStep(const StepReport& report) {
 void Trainer::evaluate(Session& session, int64_t step) {
   // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
   const EvalEvent eval =
-      session.evaluator->evaluate(step, *session.model, *session.runner,
-                                  session.data_ranks > 1 ? world_ : nullptr, session.device);
+      session.evaluator->evaluate(step, session.runner->model(), *session.runner,
+                                  session.runner->dataParallelGroup(), session.device);
   telemetry_.emit(eval);
   fmt::print(log_,
              "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "
