@@ -25,6 +25,7 @@
 #include "spec/strategies/plan.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
+#include "train/checkpoint_layout.h"
 #include "train/evaluation.h"
 #include "train/throughput.h"
 
@@ -252,6 +253,8 @@ struct Trainer::Session {
   // reachable from every host). Sharded and staged ones: each rank its own.
   std::string checkpoint_dir;
   bool writes_checkpoints = false;
+  // Resuming a checkpoint directory of another layout: the consolidated step loaded.
+  std::optional<int64_t> other_layout_step;
   // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
   // same batches; the data-parallel strategies' ranks each their share.
   int data_ranks = 1;
@@ -450,6 +453,17 @@ void Trainer::setUpModel(Session& session) {
   session.parameter_count = session.model->parameterCount();
   if (spec_.model.init_checkpoint)
     loadModelWeights(*spec_.model.init_checkpoint, session.model->namedParameters());
+  // A checkpoint directory of another layout: its consolidated weights, before the strategy
+  // splits the model (train/checkpoint_layout.h).
+  if (spec_.checkpoint && spec_.checkpoint->resume) {
+    std::string note;
+    session.other_layout_step =
+        resumeFromOtherLayout(spec_.checkpoint->dir, spec_, session.model->namedParameters(), note);
+    if (session.other_layout_step && context_.rank == 0) {
+      fmt::print(log_, "[rank {}] warning: {}\n", context_.rank, note);
+      telemetry_.emit(LogEvent{.level = LogLevel::kWarn, .message = note});
+    }
+  }
 }
 
 // The strategy that wraps the model, the optimizer over what it updates, and the loss scaler.
@@ -477,6 +491,7 @@ void Trainer::setUpCheckpoints(Session& session) {
     session.writes_checkpoints = session.runner->perRankCheckpoints() || context_.rank == 0;
   }
   if (session.writes_checkpoints) checkCheckpointDirWritable(session.checkpoint_dir);
+  if (spec_.checkpoint && context_.rank == 0) recordCheckpointLayout(spec_.checkpoint->dir, spec_);
   if (session.runner->consolidates() && spec_.checkpoint && spec_.checkpoint->consolidate &&
       context_.rank == 0)
     checkCheckpointDirWritable(spec_.checkpoint->dir);
@@ -488,6 +503,7 @@ void Trainer::setUpCheckpoints(Session& session) {
 // to run.
 int64_t Trainer::resume(Session& session) {
   if (!spec_.checkpoint || !spec_.checkpoint->resume) return 1;
+  if (session.other_layout_step) return *session.other_layout_step + 1;
   std::vector<std::string> passed_over;
   const auto report = [&](LogLevel level, const std::string& message) {
     if (!session.writes_checkpoints) return;
@@ -719,6 +735,9 @@ void Trainer::evaluate(Session& session, int64_t step) {
 }
 
 std::optional<std::string> Trainer::saveCheckpointAt(Session& session, int64_t step) {
+  // The layout that wrote the directory's newest checkpoints (a run that never saved leaves the
+  // previous one's).
+  if (context_.rank == 0) recordCheckpointLayout(spec_.checkpoint->dir, spec_);
   return saveCheckpoint(*session.runner, *spec_.checkpoint, session.checkpoint_dir,
                         session.writes_checkpoints, context_, step, session.parameters,
                         *session.optimizer, session.scalerOrNull());
