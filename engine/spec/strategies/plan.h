@@ -97,6 +97,8 @@ void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, i
 class OptionReader {
  public:
   virtual ~OptionReader() = default;
+  // true or false.
+  virtual void boolean(std::string_view key, bool& out) = 0;
   // A finite number in (0, max].
   virtual void positive(std::string_view key, double& out, double max) = 0;
   // An integer in [min, max]; `expected` names the lower bound ("a positive integer").
