@@ -6,30 +6,6 @@
 
 namespace ringmaster {
 
-void TelemetryCommObserver::addCommunicator(const Communicator& communicator,
-                                            std::string_view dim) {
-  const std::string& group = communicator.groupName();
-  RM_CHECK_ARG(isCommDim(dim), fmt::format("the communicator of group {} added under dimension "
-                                           "\"{}\": expected one of \"dp\", \"tp\", \"pp\", "
-                                           "\"world\"",
-                                           group, dim));
-  RM_CHECK_ARG(communicator.options().observer.get() == this,
-               fmt::format("the communicator of group {} reports to another observer: its "
-                           "operations would never be labelled \"{}\"",
-                           group, dim));
-  std::lock_guard<std::mutex> lock(dims_mutex_);
-  const auto [at, added] = dims_.emplace(group, std::string(dim));
-  RM_CHECK_ARG(added || at->second == dim,
-               fmt::format("group {} was added under dimension \"{}\", now under \"{}\"", group,
-                           at->second, dim));
-}
-
-std::string TelemetryCommObserver::dimensionOf(const std::string& group) const {
-  std::lock_guard<std::mutex> lock(dims_mutex_);
-  const auto at = dims_.find(group);
-  return at == dims_.end() ? std::string(kWorldCommDim) : at->second;
-}
-
 CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step,
                                          std::string_view dim) {
   CommEvent event;
@@ -83,8 +59,10 @@ void TelemetryCommObserver::onOperation(const CommRecord& record) {
   int64_t step = step_.load();
   // Stamped with the op's end, not the moment this observer heard of it (the completion thread may
   // reach an op late): the trace places it at [t - duration_ms, t].
+  // The group's mesh dimension (parallel/device_mesh.h labels the mesh's groups); a group off the
+  // mesh is the world's.
   writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt,
-                       dimensionOf(record.group)),
+                       record.dim.empty() ? kWorldCommDim : std::string_view(record.dim)),
                record.end_time_s);
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../comm/comm_harness.h"
+#include "parallel/device_mesh.h"
 #include "spec/mesh_layout.h"
 #include "telemetry/codec.h"
 
@@ -36,17 +37,6 @@ std::vector<TelemetryEvent> readEvents(std::FILE* file) {
   return events;
 }
 
-// The groups of `dim` made on every rank (newGroup needs the same calls everywhere), named by the
-// dimension and their lowest rank; this rank's is returned.
-std::unique_ptr<Communicator> makeGroups(Communicator& world, const MeshSpec& mesh, MeshDim dim) {
-  std::unique_ptr<Communicator> mine;
-  for (const std::vector<int>& ranks : meshGroups(mesh, dim)) {
-    auto group = world.newGroup(ranks, std::string(toString(dim)) + std::to_string(ranks.front()));
-    if (group) mine = std::move(group);
-  }
-  return mine;
-}
-
 TEST(CommTelemetry, EachEventNamesTheMeshDimensionOfItsGroup) {
   const MeshSpec mesh{.dp = 2, .tp = 2, .pp = 1};
   constexpr int kWorld = 4;
@@ -62,18 +52,12 @@ TEST(CommTelemetry, EachEventNamesTheMeshDimensionOfItsGroup) {
   const auto failures = runRanksWith(
       kWorld,
       [&](Communicator& world) {
-        TelemetryCommObserver& observer = *observers[world.rank()];
-        auto dp = makeGroups(world, mesh, MeshDim::kDp);
-        auto tp = makeGroups(world, mesh, MeshDim::kTp);
-        observer.addCommunicator(*dp, "dp");
-        observer.addCommunicator(*tp, "tp");
-        observer.addCommunicator(*tp, "tp");  // again, under the same name: no change
-        // The wrong ones are refused, naming what is wrong.
-        EXPECT_THROW(observer.addCommunicator(*tp, "dp"), Error);
-        EXPECT_THROW(observer.addCommunicator(*dp, "ep"), Error);
-        EXPECT_THROW(observer.addCommunicator(*dp, "DP"), Error);
-        EXPECT_THROW(observers[(world.rank() + 1) % kWorld]->addCommunicator(*dp, "dp"), Error);
-        for (Communicator* comm : {&world, dp.get(), tp.get()}) {
+        DeviceMesh device_mesh(world, mesh);
+        Communicator& dp = device_mesh.group(MeshDim::kDp);
+        Communicator& tp = device_mesh.group(MeshDim::kTp);
+        // A group made from a dimension's group (a pipeline's tied-weight group) spans part of it.
+        auto part_of_dp = dp.newGroup({0, 1}, "dp.part");
+        for (Communicator* comm : {&world, &dp, &tp, part_of_dp.get()}) {
           Tensor t = Tensor::empty({16}, DType::kF32);
           comm->allReduce(t)->wait();
         }
@@ -93,11 +77,12 @@ TEST(CommTelemetry, EachEventNamesTheMeshDimensionOfItsGroup) {
       if (comm == nullptr) continue;
       const std::string expected = comm->group.starts_with("dp")   ? "dp"
                                    : comm->group.starts_with("tp") ? "tp"
+                                   : comm->group.starts_with("pp") ? "pp"
                                                                    : "world";
       EXPECT_EQ(comm->dim, expected) << "rank " << rank << ", group " << comm->group;
       if (comm->op == "all_reduce") ++all_reduces[comm->dim];
     }
-    EXPECT_EQ(all_reduces, (std::map<std::string, int>{{"dp", 1}, {"tp", 1}, {"world", 1}}))
+    EXPECT_EQ(all_reduces, (std::map<std::string, int>{{"dp", 2}, {"tp", 1}, {"world", 1}}))
         << "rank " << rank;
     std::fclose(files[rank]);
   }
