@@ -422,6 +422,11 @@ void Trainer::setUpDevice(Session& session) {
   session.device = resolveDevice(spec_.device, context_.local_rank);
   session.allocator = &allocatorFor(session.device);
   const DeviceMemoryInfo device_memory = session.allocator->deviceMemory();
+  const MeshSpec& mesh = spec_.strategy.mesh;
+  RM_CHECK_ARG(mesh.size() == context_.world_size,
+               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {}",
+                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
+  const MeshCoordinates at = meshCoordinates(mesh, context_.rank);
   telemetry_.emit(HelloEvent{.world_size = context_.world_size,
                              .local_rank = context_.local_rank,
                              .host = context_.host,
@@ -431,7 +436,9 @@ void Trainer::setUpDevice(Session& session) {
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
                              .strategy = strategyLabel(spec_),
-                             .attempt = context_.attempt});
+                             .attempt = context_.attempt,
+                             .mesh = MeshAxes{.dp = mesh.dp, .tp = mesh.tp, .pp = mesh.pp},
+                             .coords = MeshAxes{.dp = at.dp, .tp = at.tp, .pp = at.pp}});
 }
 
 // The training set and the model, checked against each other, with the model's initial weights.
@@ -468,10 +475,9 @@ void Trainer::setUpModel(Session& session) {
 
 // The strategy that wraps the model, the optimizer over what it updates, and the loss scaler.
 void Trainer::setUpOptimizer(Session& session) {
-  session.runner = makeParallelStrategy(
-      {.model = *session.model,
-       .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
-       .spec = spec_});
+  session.runner = makeParallelStrategy({.model = *session.model,
+                                         .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
+                                         .spec = spec_});
   session.parameters = session.runner->optimizerParameters();
   session.optimizer = makeOptimizer(spec_.optimizer, session.parameters);
   if (spec_.train.precision == Precision::kFp16) {
