@@ -1877,17 +1877,19 @@ std::vector<std::string_view> legacyStrategyKinds() {
 }
 
 bool applyLegacyStrategyKind(std::string_view kind, int world, StrategySpec& out) {
+  const std::vector<std::string_view> kinds = legacyStrategyKinds();
+  if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) return false;
+  out.tp = TensorParallelSpec{};                          // the legacy form has no tp
+  if (kind != "pipeline") out.pipeline = PipelineSpec{};  // nor pipeline stages beside its kind
   if (kind == "single") {
     out.mesh = MeshSpec{};
     out.data_parallel = "ddp";
   } else if (kind == "pipeline") {
     out.mesh = {.dp = 1, .tp = 1, .pp = world};
     out.data_parallel = "ddp";
-  } else if (findDataParallelPlan(kind)) {
+  } else {
     out.mesh = {.dp = world, .tp = 1, .pp = 1};
     out.data_parallel = std::string(kind);
-  } else {
-    return false;
   }
   return true;
 }

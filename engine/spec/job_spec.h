@@ -382,8 +382,9 @@ bool needsWorldCommunicator(const JobSpec& spec);
 // plan's name, "pipeline".
 std::vector<std::string_view> legacyStrategyKinds();
 // Sets `out`'s mesh (and data-parallel plan) to what the legacy {"kind": kind} means over `world`
-// ranks, its options kept: "single" 1 x 1 x 1 with ddp, a data-parallel plan over dp, "pipeline"
-// over pp. False (nothing set) for a name that is none of legacyStrategyKinds().
+// ranks: "single" 1 x 1 x 1 with ddp, a data-parallel plan over dp, "pipeline" over pp. The data-
+// parallel plans' options are kept; tp's, and pp's for a kind other than pipeline, reset (the
+// legacy form has none). False (nothing set) for a name that is none of legacyStrategyKinds().
 bool applyLegacyStrategyKind(std::string_view kind, int world, StrategySpec& out);
 
 }  // namespace ringmaster

@@ -413,14 +413,14 @@ async function main() {
     (await page.locator('tr.run-row .status-completed').count()) === 2);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-runs.png') });
   // Issue 33, colour by a spec field: the two runs' strategies, two groups with a legend.
-  await page.selectOption('#colour-by', 'strategy.kind');
-  const grouped = await until('the runs coloured by strategy.kind', 10000, async () => page.evaluate(() => {
+  await page.selectOption('#colour-by', 'strategy.mesh.pp');
+  const grouped = await until('the runs coloured by strategy.mesh.pp', 10000, async () => page.evaluate(() => {
     const legend = [...document.querySelectorAll('#runs-legend .legend-item')].map((e) => e.textContent);
     const fills = [...document.querySelectorAll('tr.run-row .group rect')].map((r) => r.getAttribute('fill'));
     return legend.length === 2 && fills.length === 2 ? { legend, fills } : null;
   }));
-  check(grouped.legend.join('|') === 'strategy.kind = ddp (1)|strategy.kind = pipeline (1)' && grouped.fills[0] !== grouped.fills[1]
-    && page.url().includes('colour_by=strategy.kind'), `the runs list coloured by strategy.kind: ${JSON.stringify(grouped)}`);
+  check(grouped.legend.join('|') === 'strategy.mesh.pp = 1 (1)|strategy.mesh.pp = 4 (1)' && grouped.fills[0] !== grouped.fills[1]
+    && page.url().includes('colour_by=strategy.mesh.pp'), `the runs list coloured by strategy.mesh.pp: ${JSON.stringify(grouped)}`);
   await page.selectOption('#colour-by', '');
   await page.selectOption('#filter-strategy', 'pipeline');
   await until('the strategy filter', 10000, async () => (await page.locator('tr.run-row').count()) === 1);
@@ -488,8 +488,8 @@ async function main() {
     `compare overlaid eval/acc (${JSON.stringify(overlaid)}, the run that has it) and the URL names it`);
   const compareFigures = await page.locator('table.grid').filter({ hasText: 'Strategy' }).first().innerText();
   check(compareFigures.includes('Exposed comm share'), `the compare figures are named by the table of figures: ${compareFigures}`);
-  // Issue 33, any figure on either axis: a category (strategy.kind) and a figure (final loss), then
-  // two figures placed by value; the points are the API's values, coloured by strategy.kind.
+  // Issue 33, any figure on either axis: a spec field (strategy.mesh.pp: the DDP run's 1, the pipeline's 4) and a figure (final loss), then
+  // two figures placed by value; the points are the API's values, coloured by strategy.mesh.pp.
   const axes = (await json(base, `/api/v1/compare?runs=${runId},${secondId}`)).axes.values;
   const scatterPoints = async (xKey, yKey) => {
     await page.selectOption('#compare-x', xKey);
@@ -502,21 +502,21 @@ async function main() {
           cx: Number(c.getAttribute('cx')), cy: Number(c.getAttribute('cy')), fill: c.getAttribute('fill') })) };
     }, [xKey, yKey]));
   };
-  const byKind = await scatterPoints('strategy.kind', 'final_loss');
-  check(byKind.x === 'strategy.kind' && byKind.y === 'Final loss'
-    && byKind.points.map((p) => `${p.x}:${Number(p.y)}`).join('|') === [0, 1].map((i) => `${axes['strategy.kind'].values[i]}:${axes.final_loss.values[i]}`).join('|'),
-  `the scatter puts final loss against strategy.kind: ${JSON.stringify(byKind)}`);
+  const byKind = await scatterPoints('strategy.mesh.pp', 'final_loss');
+  check(byKind.x === 'strategy.mesh.pp' && byKind.y === 'Final loss'
+    && byKind.points.map((p) => `${p.x}:${Number(p.y)}`).join('|') === [0, 1].map((i) => `${axes['strategy.mesh.pp'].values[i]}:${axes.final_loss.values[i]}`).join('|'),
+  `the scatter puts final loss against strategy.mesh.pp: ${JSON.stringify(byKind)}`);
   const byValue = await scatterPoints('mean_step_ms', 'samples_per_second');
   const [a, b] = byValue.points;
   check(byValue.x === 'Mean step (ms)' && Math.sign(a.cx - b.cx) === Math.sign(Number(a.x) - Number(b.x))
     && Math.sign(b.cy - a.cy) === Math.sign(Number(a.y) - Number(b.y)), `two figures are placed by value: ${JSON.stringify(byValue)}`);
-  await page.selectOption('#compare-colour', 'strategy.kind');
-  const legend = await until('the compare legend by strategy.kind', 10000, async () => page.evaluate(() => {
+  await page.selectOption('#compare-colour', 'strategy.mesh.pp');
+  const legend = await until('the compare legend by strategy.mesh.pp', 10000, async () => page.evaluate(() => {
     const items = [...document.querySelectorAll('#compare-legend .legend-item')].map((e) => e.textContent);
-    return items.length === 2 && items[0].startsWith('strategy.kind') ? items : null;
+    return items.length === 2 && items[0].startsWith('strategy.mesh.pp') ? items : null;
   }));
   const fills = await page.evaluate(() => [...document.querySelectorAll('#compare-scatter circle.point')].map((c) => c.getAttribute('fill')));
-  check(legend.length === 2 && new Set(fills).size === 2, `colour by strategy.kind: ${JSON.stringify(legend)}, ${JSON.stringify(fills)}`);
+  check(legend.length === 2 && new Set(fills).size === 2, `colour by strategy.mesh.pp: ${JSON.stringify(legend)}, ${JSON.stringify(fills)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-compare.png'), fullPage: true });
 
   // Issue 33: a run's tags, note and name edited on its page, the runs page's search, writes from

@@ -26,7 +26,7 @@ namespace ringmaster::ui {
 namespace {
 
 // Whether the form has an editor for the field: the host entries are the hosts table's columns,
-// nested lists (strategy.stages) are edited in the JSON text, and a choice of one is no choice.
+// nested lists (strategy.pp.stages) are edited in the JSON text, and a choice of one is no choice.
 bool inForm(const SpecField& field) {
   if (field.path.find("[]") != std::string::npos) return false;
   if (field.type == FieldType::kIntegerListList) return false;
@@ -37,7 +37,7 @@ bool inForm(const SpecField& field) {
 // together (the pipeline's micro-batches with its schedule).
 const std::map<std::string, std::string>& placedAfter() {
   static const std::map<std::string, std::string> kPlacedAfter = {
-      {"train.micro_batches", "strategy.schedule"}};
+      {"train.micro_batches", "strategy.pp.schedule"}};
   return kPlacedAfter;
 }
 
