@@ -1,5 +1,6 @@
-// DDP's plan: the bucket cap and reduce dtype options, and the memory of a replicated model (shared
-// with `single`), with the 16-bit copies a 16-bit reduce dtype adds.
+// DDP's plan (strategy.dp.kind "ddp"): the bucket cap and reduce dtype options, and the memory of a
+// replicated model (shared with one rank's, "single"), with the 16-bit copies a 16-bit reduce
+// dtype adds.
 #include "spec/strategies/ddp.h"
 
 #include <fmt/format.h>
@@ -12,9 +13,10 @@ namespace {
 
 constexpr double kBytes = 4;  // float32
 
-class DdpPlan final : public StrategyPlan {
+class DdpPlan final : public DimensionPlan {
  public:
-  StrategyKind kind() const override { return StrategyKind::kDdp; }
+  MeshDim dim() const override { return MeshDim::kDp; }
+  std::string_view name() const override { return "ddp"; }
   std::vector<std::string_view> optionKeys() const override {
     return {"bucket_cap_mb", "reduce_dtype"};
   }
@@ -27,7 +29,7 @@ class DdpPlan final : public StrategyPlan {
     writePrecisionOption("reduce_dtype", spec.ddp.reduce_dtype, block);
   }
   std::vector<SpecField> fields() const override {
-    return {{.path = "strategy.bucket_cap_mb",
+    return {{.path = "strategy.dp.bucket_cap_mb",
              .section = "Strategy",
              .label = "Bucket cap (MiB)",
              .type = FieldType::kNumber,
@@ -36,10 +38,9 @@ class DdpPlan final : public StrategyPlan {
              .maximum = kMaxBucketCapMb,
              .exclusive_minimum = true,
              .help = "gradients are all-reduced in buckets of at most this size"},
-            precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+            precisionOptionField("strategy.dp.reduce_dtype", "Reduce dtype",
                                  "the dtype gradient buckets are all-reduced in")};
   }
-  void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
     const std::vector<double> buckets = bucketBytes(inputs);
     double bucketed = 0;
@@ -83,6 +84,12 @@ class DdpPlan final : public StrategyPlan {
 
 }  // namespace
 
+std::vector<MemoryPart> singleMemory(const MemoryInputs& inputs) {
+  return replicatedMemory(
+      inputs, {"gradients", parameterTensorBytes(inputs, 0, inputs.layers.size(), kBytes),
+               "4 B × Ψ, one gradient per parameter tensor"});
+}
+
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients) {
   const size_t blocks = inputs.layers.size();
   const int64_t batch = inputs.spec.train.batch_size;
@@ -119,7 +126,7 @@ SpecField precisionOptionField(std::string path, std::string label, std::string 
           .help = std::move(help) + "; empty: fp32, the parameters' own"};
 }
 
-const StrategyPlan& ddpPlan() {
+const DimensionPlan& ddpPlan() {
   static const DdpPlan plan;
   return plan;
 }
