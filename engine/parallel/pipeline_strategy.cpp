@@ -1,6 +1,6 @@
 // `pipeline`: PipelineParallel (parallel/pipeline.h) behind the strategy interface. Each batch is
 // sliced here into train.micro_batches micro-batches that the schedule runs; every rank sees the
-// same batches (StrategyPlan::ranksShareSamples), and checkpoints are per rank (per stage). The
+// same batches (its ranks share one dp coordinate), and checkpoints are per rank (per stage). The
 // tied parameters' gradients are summed across their copies once per step, in finishGradientSync.
 #include "core/error.h"
 #include "parallel/pipeline.h"

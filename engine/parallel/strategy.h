@@ -98,7 +98,7 @@ struct StrategySetup {
   const JobSpec& spec;
 };
 
-// The strategy of spec.strategy.kind around `setup.model` (parallel/strategies.cpp).
+// The strategy of spec.strategy's mesh around `setup.model` (parallel/strategies.cpp).
 std::unique_ptr<ParallelStrategy> makeParallelStrategy(const StrategySetup& setup);
 
 // For the strategies that run the model whole on every rank: forward, softmax cross-entropy and

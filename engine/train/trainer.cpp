@@ -21,7 +21,7 @@
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
-#include "spec/strategies/plan.h"
+#include "spec/mesh_layout.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
 #include "train/evaluation.h"
@@ -240,7 +240,7 @@ struct Trainer::Session {
   ModelDescription description;
   std::unique_ptr<Sequential> model;
   int64_t parameter_count = 0;
-  // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop calls only its
+  // The strategy of spec.strategy's mesh (parallel/strategies.cpp); the loop calls only its
   // interface.
   std::unique_ptr<ParallelStrategy> runner;
   std::vector<NamedParameter> parameters;  // what the optimizer updates (shards, stages)
@@ -251,8 +251,8 @@ struct Trainer::Session {
   // reachable from every host). Sharded and staged ones: each rank its own.
   std::string checkpoint_dir;
   bool writes_checkpoints = false;
-  // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
-  // same batches; the data-parallel strategies' ranks each their share.
+  // The mesh's data-parallel ranks (dataParallelSize): each sees its share of every batch, and
+  // the ranks that share its dp coordinate (a pipeline's stages, a tp group) the same share.
   int data_ranks = 1;
   std::optional<BatchIterator> batches;
   // The validation pass every train.eval_every steps and after the last (train/evaluation.h).
@@ -401,15 +401,15 @@ TrainingResult Trainer::run() {
 // Set-up, in the order run() calls it.
 
 void Trainer::checkWorld() const {
-  const StrategyKind strategy = spec_.strategy.kind;
-  if (!strategyPlan(strategy).needsWorld()) {
-    RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy.kind: '{}' runs one rank, not {}",
-                                                       toString(strategy), context_.world_size));
+  const std::string strategy = strategyLabel(spec_);
+  if (!needsWorldCommunicator(spec_)) {
+    RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy: '{}' runs one rank, not {}",
+                                                       strategy, context_.world_size));
   } else {
     RM_CHECK_ARG(world_ != nullptr && world_->size() == context_.world_size &&
                      world_->rank() == context_.rank,
-                 fmt::format("strategy.kind: '{}' needs the world communicator of rank {} of {}",
-                             toString(strategy), context_.rank, context_.world_size));
+                 fmt::format("strategy: '{}' needs the world communicator of rank {} of {}",
+                             strategy, context_.rank, context_.world_size));
   }
 }
 
@@ -426,7 +426,7 @@ void Trainer::setUpDevice(Session& session) {
                              .device_name = deviceName(session.device),
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
-                             .strategy = std::string(toString(spec_.strategy.kind)),
+                             .strategy = strategyLabel(spec_),
                              .attempt = context_.attempt});
 }
 
@@ -455,7 +455,7 @@ void Trainer::setUpModel(Session& session) {
 void Trainer::setUpOptimizer(Session& session) {
   session.runner = makeParallelStrategy(
       {.model = *session.model,
-       .world = strategyPlan(spec_.strategy.kind).needsWorld() ? world_ : nullptr,
+       .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
        .spec = spec_});
   session.parameters = session.runner->optimizerParameters();
   session.optimizer = makeOptimizer(spec_.optimizer, session.parameters);
@@ -524,7 +524,7 @@ int64_t Trainer::resume(Session& session) {
 void Trainer::setUpData(Session& session, int64_t steps_done) {
   const Dataset& dataset = *session.dataset;
   session.data_ranks = dataParallelSize(spec_);
-  const int data_rank = session.data_ranks == 1 ? 0 : context_.rank;
+  const int data_rank = meshCoordinates(spec_.strategy.mesh, context_.rank).dp;
   DistributedSampler sampler(dataset.size(), session.data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   session.batches.emplace(sampler, spec_.train.batch_size);
@@ -676,7 +676,7 @@ Trainer::StepReport Trainer::buildStepReport(Session& session, int64_t step, Ste
       .update_skipped = outcome.update_skipped};
   // A pipeline stage's wait for another stage (the bubble, neither compute nor communication),
   // as the interval's mean: a custom metric, so that the step's time adds up on a chart.
-  if (spec_.strategy.kind == StrategyKind::kPipeline) {
+  if (stageCount(spec_) > 1) {
     addCustomMetric(report.event, kPipelineWaitMetric,
                     interval.pipeline_wait_ms / steps_in_interval);
   }

@@ -329,7 +329,7 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   canonical_ = toJson(spec_).dump(2);
   run_id_ = createRun(db, {.name = spec_.name,
                            .spec_json = canonical_,
-                           .strategy = std::string(toString(spec_.strategy.kind)),
+                           .strategy = std::string(strategyLabel(spec_)),
                            .world_size = world_size_});
   // The spec the workers read, kept in the run's directory: the run's exact input. It differs from
   // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
