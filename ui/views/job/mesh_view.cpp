@@ -133,7 +133,7 @@ MeshGridData gridOf(const MeshPicture& picture) {
 }  // namespace
 
 MeshView::MeshView(nlohmann::json& document, QWidget* parent)
-    : QGroupBox("Device mesh (dp × tp × pp)", parent), document_(document) {
+    : QGroupBox("Device mesh: dp × tp × pp", parent), document_(document) {
   setObjectName("meshGroup");
   auto* layout = new QVBoxLayout(this);
   auto* sizes = new QHBoxLayout();
@@ -148,9 +148,6 @@ MeshView::MeshView(nlohmann::json& document, QWidget* parent)
     sizes->addWidget(box);
     connect(box, &QSpinBox::valueChanged, this, [this, dim](int value) { sizeEdited(dim, value); });
   }
-  ranks_ = new QLabel();
-  ranks_->setObjectName("meshRanks");
-  sizes->addWidget(ranks_);
   sizes->addStretch(1);
   layout->addLayout(sizes);
   // One line, there when empty: a problem moves nothing below it (the whole text on hover).
@@ -248,9 +245,10 @@ void MeshView::showSizes(const std::optional<JobSpec>& spec) {
       sizes_[i]->setValue(
           static_cast<int>(std::clamp<int64_t>(value->get<int64_t>(), 1, kMaxWorldSize)));
   }
+  // The product in the title: the row of sizes stays as narrow as the form.
   int64_t ranks = 1;
   for (QSpinBox* box : sizes_) ranks *= box->value();
-  ranks_->setText(QString("= %1 rank%2").arg(ranks).arg(ranks == 1 ? "" : "s"));
+  setTitle(QString("Device mesh: dp × tp × pp = %1 rank%2").arg(ranks).arg(ranks == 1 ? "" : "s"));
   updating_ = false;
 }
 

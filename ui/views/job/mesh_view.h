@@ -16,7 +16,6 @@
 #include "spec/job_spec.h"
 #include "spec/mesh_layout.h"
 
-class QLabel;
 class QSpinBox;
 
 namespace ringmaster::ui {
@@ -61,7 +60,6 @@ class MeshView : public QGroupBox {
   nlohmann::json canonical_strategy_;
   bool updating_ = false;
   std::array<QSpinBox*, 3> sizes_{};  // in kMeshDims order
-  QLabel* ranks_ = nullptr;           // "= 8 ranks", beside the sizes
   OneLineLabel* error_ = nullptr;
   MeshGrid* grid_ = nullptr;
   OneLineLabel* note_ = nullptr;
