@@ -397,7 +397,7 @@ class SpecParser {
     if (!legacy_strategy_) return path;
     for (std::string_view block : {"strategy.dp.", "strategy.tp.", "strategy.pp."})
       if (path.starts_with(block)) return "strategy." + path.substr(block.size());
-    if (path == "strategy.mesh" || path.starts_with("strategy.mesh.")) return "strategy";
+    if (path.starts_with("strategy.mesh.")) return "strategy";
     return path;
   }
 
@@ -1767,6 +1767,7 @@ void writeDimensionOptions(const JobSpec& spec, json& strategy) {
   RM_ENFORCE(data_parallel != nullptr,
              fmt::format("strategy.dp.kind \"{}\" is no registered data-parallel plan",
                          spec.strategy.data_parallel));
+  strategy["dp"]["kind"] = spec.strategy.data_parallel;
   data_parallel->writeOptions(spec.strategy, strategy["dp"]);
   if (spec.strategy.mesh.tp > 1) tensorParallelPlan().writeOptions(spec.strategy, strategy["tp"]);
   if (stageCount(spec) > 1) pipelineParallelPlan().writeOptions(spec.strategy, strategy["pp"]);
@@ -1866,6 +1867,29 @@ std::vector<std::string> strategyLabels() {
 
 bool needsWorldCommunicator(const JobSpec& spec) {
   return strategyLabel(spec) != "single";
+}
+
+std::vector<std::string_view> legacyStrategyKinds() {
+  std::vector<std::string_view> kinds = {"single"};
+  for (std::string_view name : dataParallelPlanNames()) kinds.push_back(name);
+  kinds.push_back("pipeline");
+  return kinds;
+}
+
+bool applyLegacyStrategyKind(std::string_view kind, int world, StrategySpec& out) {
+  if (kind == "single") {
+    out.mesh = MeshSpec{};
+    out.data_parallel = "ddp";
+  } else if (kind == "pipeline") {
+    out.mesh = {.dp = 1, .tp = 1, .pp = world};
+    out.data_parallel = "ddp";
+  } else if (findDataParallelPlan(kind)) {
+    out.mesh = {.dp = world, .tp = 1, .pp = 1};
+    out.data_parallel = std::string(kind);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ringmaster

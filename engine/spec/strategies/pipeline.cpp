@@ -104,8 +104,9 @@ class PipelineParallelPlan final : public DimensionPlan {
     if (!validateModel(spec.model).empty()) return;  // reported at the model's fields
     const int64_t stages = int64_t{ranks} * pipeline.virtual_stages;
     const auto linear = static_cast<int64_t>(describeModel(spec.model).blocks.size());
-    const std::string origin = fmt::format("{} (strategy.mesh.pp) × virtual_stages {}",
-                                           counted(ranks, "pipeline rank"), pipeline.virtual_stages);
+    const std::string origin =
+        fmt::format("{} (strategy.mesh.pp) × virtual_stages {}", counted(ranks, "pipeline rank"),
+                    pipeline.virtual_stages);
     if (report(stageCountProblem(stages, fmt::format("{} = {}", origin, stages), linear))) return;
     if (pipeline.stages.empty() || !check.ok_at("strategy.pp.stages")) return;
     report(partitionProblem(pipeline.stages, stages, origin, linear));
@@ -332,8 +333,7 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
   if (!interleaved && virtual_stages != 1) {
     return PipelineRuleProblem{
         "strategy.pp.virtual_stages",
-        fmt::format("must be 1 unless strategy.pp.schedule is interleaved_1f1b, got {}",
-                    virtual_stages)};
+        fmt::format("must be 1 unless the schedule is interleaved_1f1b, got {}", virtual_stages)};
   }
   return std::nullopt;
 }

@@ -138,7 +138,7 @@ TEST(JobSpec, CanonicalFormFillsEveryDefault) {
   json expected = json::parse(R"({
     "name": "t",
     "description": "",
-    "strategy": {"kind": "single"},
+    "strategy": {"mesh": {"dp": 1, "tp": 1, "pp": 1}, "dp": {"kind": "ddp", "bucket_cap_mb": 25.0}},
     "model": {"kind": "mlp", "layers": [4, 8, 3], "activation": "relu", "dropout": 0.0,
               "layer_norm": false, "seed": 0},
     "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3, "seed": 0,
@@ -309,7 +309,8 @@ TEST(JobSpec, StrategyOptionsOfEachKind) {
   auto ddp = parseJobSpec(patched({{"strategy", {{"kind", "ddp"}, {"bucket_cap_mb", 12.5}}}}));
   ASSERT_TRUE(ddp.ok()) << ddp.describe();
   EXPECT_EQ(ddp.spec->strategy.ddp.bucket_cap_mb, 12.5);
-  EXPECT_EQ(toJson(*ddp.spec)["strategy"], json::parse(R"({"kind":"ddp","bucket_cap_mb":12.5})"));
+  EXPECT_EQ(toJson(*ddp.spec)["strategy"], json::parse(R"({"mesh": {"dp": 1, "tp": 1, "pp": 1},
+                            "dp": {"kind": "ddp", "bucket_cap_mb": 12.5}})"));
 
   for (std::string_view sharding : enumNames<FsdpSharding>()) {
     for (std::string_view units : enumNames<FsdpUnits>()) {
@@ -689,7 +690,7 @@ INSTANTIATE_TEST_SUITE_P(
                   {"strategy.virtual_stages: expected a positive integer no larger than 1024, got "
                    "5000"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "virtual_stages": 2}})",
-                  {"strategy.virtual_stages: must be 1 unless strategy.schedule is "
+                  {"strategy.virtual_stages: must be 1 unless the schedule is "
                    "interleaved_1f1b, got 2"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b"}})",
                   {"strategy.virtual_stages: interleaved_1f1b needs at least 2 virtual stages per "
@@ -1506,6 +1507,8 @@ json documentReading(const SpecField& field) {
   if (field.job == JobKind::kProgram)
     return json{{"name", "p"}, {"program", {{"script", "train.py"}}}};
   json document = minimal();
+  // The strategy's fields are the mesh form's: no legacy kind beside them.
+  if (field.path.starts_with("strategy.")) document["strategy"] = json::object();
   if (field.path.starts_with("checkpoint.")) document["checkpoint"] = {{"dir", "ckpt"}};
   if (field.path.starts_with("launch.hosts[].")) document["launch"] = {{"hosts", {{{"ranks", 1}}}}};
   if (!field.shown_when || field.form_condition_only) return document;
@@ -1527,9 +1530,8 @@ json documentReading(const SpecField& field) {
   if (controller == "data.kind" && kind == "text")
     return patched(json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")")));
   // Every other controller is a plain choice of its block ("optimizer.kind": "adam").
-  json patch;
-  patch[json::json_pointer("/" + std::regex_replace(controller, std::regex("\\."), "/"))] = kind;
-  return patched(patch);
+  document[json::json_pointer("/" + std::regex_replace(controller, std::regex("\\."), "/"))] = kind;
+  return document;
 }
 
 // Where `field` is in a document: a host's field in the first host.
@@ -1809,11 +1811,9 @@ TEST(JobSpecMesh, OptionsOfADimensionOfOne) {
   EXPECT_EQ(pp.strategy.pipeline, PipelineSpec{});
   EXPECT_FALSE(toJson(pp)["strategy"].contains("pp"));
   // Still checked: a bad value is reported at its path.
-  EXPECT_EQ(
-      problemsOf(withStrategy(json::parse(R"({"pp": {"schedule": "looped"}})"), 1)).at(0),
-      (SpecProblem{"strategy.pp.schedule",
-                   "expected one of \"gpipe\", \"1f1b\", \"interleaved_1f1b\", \"zb_h1\", got "
-                   "\"looped\""}));
+  EXPECT_EQ(problemsOf(withStrategy(json::parse(R"({"pp": {"schedule": "looped"}})"), 1)).at(0),
+            "strategy.pp.schedule: expected one of \"gpipe\", \"1f1b\", \"interleaved_1f1b\", "
+            "\"zb_h1\", got \"looped\"");
 }
 
 // Runs recorded before issue 34 keep their specs in the database as the canonical JSON of the
