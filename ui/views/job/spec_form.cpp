@@ -39,7 +39,7 @@ bool inForm(const SpecField& field) {
 // together (the pipeline's micro-batches with its schedule).
 const std::map<std::string, std::string>& placedAfter() {
   static const std::map<std::string, std::string> kPlacedAfter = {
-      {"train.micro_batches", "strategy.schedule"}};
+      {"train.micro_batches", "strategy.pp.schedule"}};
   return kPlacedAfter;
 }
 
