@@ -204,6 +204,8 @@ class UiMeshViewTest : public QObject {
           // under the replica before it.
           const QRect box = grid().rankRect(rank);
           QVERIFY2(band.contains(box), qPrintable(at));
+          QVERIFY2(grid().rankLinesFit(rank),
+                   qPrintable(at + ": a line is cut: " + lines.join('|')));
           // The tp ranks of a row side by side: beside the one before, or, where the row is
           // wider than the form, at the start of the row's next line just under it.
           if (t > 0) {

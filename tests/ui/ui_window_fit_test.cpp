@@ -593,8 +593,9 @@ class UiWindowFitTest : public QObject {
       QVERIFY(grid.isVisible());
       QCOMPARE(grid.rankCount(), mesh.size());
       for (int rank = 0; rank < mesh.size(); ++rank)
-        QVERIFY2(grid.rect().contains(grid.rankRect(rank)),
-                 qPrintable(QString("%1: rank %2 is outside the drawing").arg(at).arg(rank)));
+        QVERIFY2(
+            grid.rect().contains(grid.rankRect(rank)) && grid.rankLinesFit(rank),
+            qPrintable(QString("%1: rank %2 is outside the drawing or cut").arg(at).arg(rank)));
       const QRect drawn(grid.mapTo(form()->widget(), QPoint(0, 0)), grid.size());
       QVERIFY2(drawn.right() < form()->viewport()->width(),
                qPrintable(QString("%1: the drawing ends at %2 in a %3 px column")

@@ -6,6 +6,7 @@
 #include <QPainter>
 #include <QToolTip>
 #include <algorithm>
+#include <cmath>
 
 namespace ringmaster::ui {
 
@@ -65,21 +66,35 @@ QRect MeshGrid::stageRect(int pp) const {
   return placement.bands[static_cast<size_t>(pp)];
 }
 
+bool MeshGrid::rankLinesFit(int rank) const {
+  const QRect box = rankRect(rank);
+  QFont bold = font();
+  bold.setBold(true);
+  const QStringList lines = rankLines(rank);
+  for (qsizetype i = 0; i < lines.size(); ++i) {
+    const QFontMetrics metrics(i == 0 ? bold : font());
+    if (metrics.elidedText(lines[i], Qt::ElideRight, box.width() - 2 * kCellPad) != lines[i])
+      return false;
+  }
+  return !lines.isEmpty();
+}
+
 QString MeshGrid::explanation() const {
   if (title_.isEmpty()) return {};
   return (QStringList{title_} + reasons_).join('\n');
 }
 
 // The widest line of any rank (the first in bold): every box is as wide, so the rows line up.
+// Measured in fractions of a pixel and rounded up: a width rounded down elides the line drawn.
 int MeshGrid::cellWidth(const MeshGridData& grid) const {
   QFont bold = font();
   bold.setBold(true);
-  int widest = 0;
+  qreal widest = 0;
   for (const MeshGridCell& cell : grid.cells)
     for (qsizetype i = 0; i < cell.lines.size(); ++i)
       widest =
-          std::max(widest, QFontMetrics(i == 0 ? bold : font()).horizontalAdvance(cell.lines[i]));
-  return widest + 2 * kCellPad;
+          std::max(widest, QFontMetricsF(i == 0 ? bold : font()).horizontalAdvance(cell.lines[i]));
+  return static_cast<int>(std::ceil(widest)) + 1 + 2 * kCellPad;
 }
 
 int MeshGrid::cellHeight(const MeshGridData& grid) const {

@@ -44,6 +44,8 @@ class MeshGrid : public QWidget {
   QStringList rankLines(int rank) const;
   QRect rankRect(int rank) const;
   QRect stageRect(int pp) const;
+  // Whether each of the rank's lines is drawn whole in its box at the widget's width (not elided).
+  bool rankLinesFit(int rank) const;
   QString explanation() const;
 
   bool hasHeightForWidth() const override { return true; }
