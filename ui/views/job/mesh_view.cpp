@@ -180,9 +180,14 @@ QString MeshView::noteText() const {
 void MeshView::sizeEdited(MeshDim dim, int value) {
   if (updating_) return;
   // A strategy in the flat form of before the mesh (strategy.kind) is written in the mesh's form
-  // first, as the spec's toJson writes it, so that the size joins a strategy the parser reads.
-  if (!getPath(document_, std::string(kMeshPath)) && !canonical_strategy_.is_null())
+  // first, as the spec's toJson writes it, so that the size joins a strategy the parser reads;
+  // its dp is left to the parser (the world / (tp × pp)) until set here, so that a change of tp
+  // or pp keeps the mesh the world's size.
+  const nlohmann::json* strategy = getPath(document_, "strategy");
+  if (!(strategy && isMeshForm(*strategy)) && !canonical_strategy_.is_null()) {
     document_["strategy"] = canonical_strategy_;
+    setPath(document_, sizePath(MeshDim::kDp), std::nullopt);
+  }
   setPath(document_, sizePath(dim), value);
   emit edited();
 }
