@@ -32,6 +32,7 @@
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
+#include <QSpinBox>
 #include <QTest>
 #include <QTextBlock>
 #include <csignal>
@@ -341,6 +342,10 @@ class UiViewTest : public QObject {
         // One item (program.args) or NAME=VALUE (launch.env) per line.
         QVERIFY2(qobject_cast<QPlainTextEdit*>(widget), qPrintable(path));
         QVERIFY2(widget->toolTip().startsWith(QString::fromStdString(spec.help)), qPrintable(path));
+      } else if (path.startsWith("strategy.mesh.")) {
+        // The mesh's sizes: number boxes of the mesh view, beside its drawing (issue 34).
+        QVERIFY2(qobject_cast<QSpinBox*>(widget), qPrintable(path));
+        QCOMPARE(widget->toolTip(), QString::fromStdString(spec.help));
       } else {
         QVERIFY2(qobject_cast<QLineEdit*>(widget), qPrintable(path));
         QCOMPARE(widget->toolTip(), QString::fromStdString(spec.help));
@@ -443,10 +448,9 @@ class UiViewTest : public QObject {
     QVERIFY(editor.plannedText().isEmpty());  // DDP has no schedule
     // Switch the mesh to a pipeline in the form: its 4 ranks are pipeline stages (dp, left out,
     // is what the world leaves: 1).
-    auto* pp = qobject_cast<QLineEdit*>(editor.field("strategy.mesh.pp"));
+    auto* pp = qobject_cast<QSpinBox*>(editor.field("strategy.mesh.pp"));  // the mesh view's
     QVERIFY(pp);
-    pp->selectAll();
-    QTest::keyClicks(pp, "4");
+    pp->setValue(4);
     QVERIFY(editor.document()["strategy"]["mesh"]["pp"] == 4);
     // Four stages need four Linear layers.
     auto* layers = qobject_cast<QLineEdit*>(editor.field("model.layers"));

@@ -35,7 +35,9 @@
 #include "data/schedule_gantt.h"
 #include "main_window.h"
 #include "spec/job_spec.h"
+#include "views/job/mesh_view.h"
 #include "views/job_editor.h"
+#include "widgets/mesh_grid.h"
 #include "widgets/wheel_guard.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "views/hosts_view.h"
@@ -562,6 +564,46 @@ class UiWindowFitTest : public QObject {
     // Not for the other strategies.
     QVERIFY(e.startFromExample("ddp_mlp"));
     QVERIFY(e.bubbleHintText().isEmpty());
+  }
+
+  // Issue 34: the device mesh drawn under the strategy fits the form's column at 1366x768 for the
+  // layouts of 8 ranks (tp as wide as 8), every rank's box inside the drawing, and the window's
+  // controls all in sight.
+  void theMeshDrawingFitsTheForm() {
+    showAt({1366, 768});
+    JobEditor& e = editor();
+    const QList<MeshSpec> layouts = {{.dp = 2, .tp = 2, .pp = 2},
+                                     {.dp = 1, .tp = 4, .pp = 2},
+                                     {.dp = 1, .tp = 8, .pp = 1},
+                                     {.dp = 8, .tp = 1, .pp = 1}};
+    for (const MeshSpec& mesh : layouts) {
+      const QString at = QString("%1x%2x%3").arg(mesh.dp).arg(mesh.tp).arg(mesh.pp);
+      nlohmann::json spec = nlohmann::json::parse(exampleText("gpt_text"));
+      spec["model"]["heads"] = 8;  // tp up to 8
+      spec["strategy"] = {{"mesh", {{"dp", mesh.dp}, {"tp", mesh.tp}, {"pp", mesh.pp}}}};
+      if (mesh.pp > 1) spec["train"]["micro_batches"] = 4;
+      spec["launch"]["hosts"][0]["ranks"] = mesh.size();
+      e.setDocument(spec);
+      QVERIFY2(e.spec().has_value(),
+               qPrintable(at + ": " + QString::fromStdString(parseJobSpec(spec).describe())));
+      settle();
+      checkEveryControlIsVisible(at);
+      if (QTest::currentTestFailed()) return;
+      const MeshGrid& grid = e.meshView()->grid();
+      QVERIFY(grid.isVisible());
+      QCOMPARE(grid.rankCount(), mesh.size());
+      for (int rank = 0; rank < mesh.size(); ++rank)
+        QVERIFY2(
+            grid.rect().contains(grid.rankRect(rank)) && grid.rankLinesFit(rank),
+            qPrintable(QString("%1: rank %2 is outside the drawing or cut").arg(at).arg(rank)));
+      const QRect drawn(grid.mapTo(form()->widget(), QPoint(0, 0)), grid.size());
+      QVERIFY2(drawn.right() < form()->viewport()->width(),
+               qPrintable(QString("%1: the drawing ends at %2 in a %3 px column")
+                              .arg(at)
+                              .arg(drawn.right())
+                              .arg(form()->viewport()->width())));
+      saveGrab(window(), "window-mesh-" + at);
+    }
   }
 };
 

@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
+#include <QScrollArea>
 #include <QTabWidget>
 #include <QTest>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "data/background_jobs.h"
 #include "main_window.h"
 #include "views/compare_view.h"
+#include "views/job/mesh_view.h"
 #include "views/job_editor.h"
 #include "views/pipeline_view.h"
 #include "views/run_view.h"
@@ -62,6 +64,10 @@ int main(int argc, char** argv) {
 
   window.jobEditor()->loadFile(QString::fromStdString(editor_spec));
   window.tabs()->setCurrentWidget(window.jobEditor());
+  // The form scrolled to the device mesh drawn under the strategy (issue 34).
+  QTest::qWait(100);
+  if (auto* form = window.jobEditor()->findChild<QScrollArea*>("formScroll"))
+    form->ensureWidgetVisible(window.jobEditor()->meshView(), 0, 0);
   save(window, dir, "job-editor");
 
   RunView* run = window.openRun(live);

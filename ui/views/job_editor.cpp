@@ -17,6 +17,7 @@
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QShortcut>
+#include <QSpinBox>
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include "spec/spec_fields.h"
 #include "spec/strategies/plan.h"
 #include "views/job/estimate_panel.h"
+#include "views/job/mesh_view.h"
 #include "views/job/spec_document.h"
 #include "views/job/spec_form.h"
 #include "widgets/one_line_label.h"
@@ -155,6 +157,13 @@ QWidget* JobEditor::buildFormSide() {
     check();
   });
   connect(form_, &SpecForm::jobKindChosen, this, &JobEditor::jobKindChosen);
+  mesh_ = new MeshView(document_);
+  form_->addAfterSection("Strategy", mesh_);
+  connect(mesh_, &MeshView::edited, this, [this] {
+    form_->refresh();  // a flat strategy was written in the mesh's form
+    refreshJson();
+    check();
+  });
   scroll->setWidget(form_);
   // The form never needs a horizontal scroll bar: the scroll area is as wide as the form's
   // narrowest layout plus the vertical bar.
@@ -436,6 +445,7 @@ void JobEditor::check() {
     reasons << (path.isEmpty() ? message : QString("%1: %2").arg(path, message));
   }
   form_->showProblems(problems_);
+  mesh_->showMesh(spec_, problems_);
   launch_->setEnabled(spec_.has_value());
   showLaunchStatus(reasons);
   estimates_->showEstimates(document_, spec_);
@@ -484,10 +494,13 @@ bool JobEditor::detachChosen() const {
 }
 
 QString JobEditor::fieldError(const std::string& path) const {
+  if (path == "strategy.mesh" || path.starts_with("strategy.mesh.")) return mesh_->errorText();
   return form_->fieldError(path);
 }
 
 QWidget* JobEditor::field(const std::string& path) const {
+  for (MeshDim dim : kMeshDims)
+    if (path == "strategy.mesh." + std::string(toString(dim))) return mesh_->sizeBox(dim);
   return form_->field(path);
 }
 

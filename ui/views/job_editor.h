@@ -1,10 +1,11 @@
 // The job editor: the spec's form (SpecForm, built from the spec's field description, with the
 // hosts table), checked on every edit by the engine's own spec parser with its message shown next
-// to the field; the spec's JSON beside the form, kept in sync both ways; load and save; and, before
-// launch, the estimate panel (memory per rank and, for pipelines, the planned schedule). A job
-// runs Ringmaster's engine or the user's PyTorch script (a program job, issue 19: its own section,
-// no estimate or planned schedule). It opens on the smallest shipped example and offers the
-// others; beside Launch it lists every reason the spec cannot be launched yet.
+// to the field, and the device mesh drawn under the strategy (MeshView); the spec's JSON beside the
+// form, kept in sync both ways; load and save; and, before launch, the estimate panel (memory per
+// rank and, for pipelines, the planned schedule). A job runs Ringmaster's engine or the user's
+// PyTorch script (a program job, issue 19: its own section, no estimate or planned schedule). It
+// opens on the smallest shipped example and offers the others; beside Launch it lists every reason
+// the spec cannot be launched yet.
 #pragma once
 
 #include <QWidget>
@@ -27,6 +28,7 @@ class QCheckBox;
 namespace ringmaster::ui {
 
 class EstimatePanel;
+class MeshView;
 class OneLineLabel;
 class GanttChart;
 class SpecForm;
@@ -73,11 +75,14 @@ class JobEditor : public QWidget {
   // The parsed spec when it has no problems.
   const std::optional<JobSpec>& spec() const { return spec_; }
   const std::vector<SpecProblem>& problems() const { return problems_; }
-  // The message shown next to the field with this spec path ("" when none).
+  // The message shown next to the field with this spec path ("" when none; for strategy.mesh and
+  // its sizes, every problem of the mesh, shown beside its sizes).
   QString fieldError(const std::string& path) const;
   // The widget editing a spec path (for tests and focus on error).
   QWidget* field(const std::string& path) const;
   QString memoryText() const;
+  // The device mesh: its sizes, its problems and its drawing (issue 34).
+  MeshView* meshView() const { return mesh_; }
   const GanttChart& plannedSchedule() const;
   QString plannedText() const;
   // Beside the planned schedule when its bubble is above half the step ("" when none).
@@ -123,6 +128,7 @@ class JobEditor : public QWidget {
   QString file_error_;
 
   SpecForm* form_ = nullptr;
+  MeshView* mesh_ = nullptr;
   EstimatePanel* estimates_ = nullptr;
   QPlainTextEdit* json_ = nullptr;
   OneLineLabel* json_error_ = nullptr;

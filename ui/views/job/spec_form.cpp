@@ -26,9 +26,11 @@ namespace ringmaster::ui {
 namespace {
 
 // Whether the form has an editor for the field: the host entries are the hosts table's columns,
-// nested lists (strategy.pp.stages) are edited in the JSON text, and a choice of one is no choice.
+// the mesh's sizes the mesh view's (views/job/mesh_view.h), nested lists (strategy.pp.stages) are
+// edited in the JSON text, and a choice of one is no choice.
 bool inForm(const SpecField& field) {
   if (field.path.find("[]") != std::string::npos) return false;
+  if (field.path.starts_with("strategy.mesh.")) return false;
   if (field.type == FieldType::kIntegerListList) return false;
   return field.type != FieldType::kChoice || field.choices.size() > 1;
 }
@@ -138,6 +140,12 @@ void SpecForm::buildForm() {
       if (after == field.path) addField(form, *findSpecField(placed));
   }
   layout->addStretch(1);
+}
+
+void SpecForm::addAfterSection(const std::string& section, QWidget* widget) {
+  auto* group = findChild<QGroupBox*>(QString::fromStdString(section + "Group"));
+  auto* column = static_cast<QVBoxLayout*>(layout());
+  column->insertWidget(group ? column->indexOf(group) + 1 : column->count() - 1, widget);
 }
 
 void SpecForm::addField(QFormLayout* form, const SpecField& spec) {

@@ -45,6 +45,10 @@ class SpecForm : public QWidget {
   // is never hidden.
   void showProblems(const std::vector<SpecProblem>& problems);
 
+  // Puts `widget` (a part that edits fields of its own, as the mesh view does strategy.mesh) right
+  // under the group of `section` ("Strategy").
+  void addAfterSection(const std::string& section, QWidget* widget);
+
   QComboBox* jobKindChoice() const { return job_kind_; }
   QString fieldError(const std::string& path) const;
   QWidget* field(const std::string& path) const;
