@@ -69,8 +69,8 @@ def read_mesh(torch, mesh, caller):
     product = sizes["dp"] * sizes["tp"] * sizes["pp"]
     world = dist.get_world_size()
     if product != world:
-        raise ValueError("%s: dp %d x tp %d x pp %d = %d ranks, but the world has %d: every "
-                         "dimension of more than one rank needs its group"
+        raise ValueError("%s: dp %d x tp %d x pp %d makes %d, but the world has %d ranks: "
+                         "every dimension of more than one rank needs its group"
                          % (where, sizes["dp"], sizes["tp"], sizes["pp"], product, world))
     return Mesh(groups, sizes, coords)
 

@@ -2,7 +2,9 @@
 the rank order of engine/spec/mesh_layout.h: tp fastest, then dp, then pp), its groups made with
 new_group and given to ringmaster.init(mesh=...) by dimension; the dimensions of one rank are left
 out. With --device-mesh, a DeviceMesh of ("dp", "tp") from init_device_mesh instead (torch 2.2
-and later). Each rank then all-reduces a size of its own on each group, so that the test knows
+and later). --order says how the mesh reaches the reporter: init (init(mesh=...), then
+watch_distributed()), watch-first (watch_distributed(mesh=...), then init()) or late (init(), so
+the hello goes without the mesh, then watch_distributed(mesh=...)). Each rank then all-reduces a size of its own on each group, so that the test knows
 each comm event's group by its bytes:
 
     tp: 3 float32 (12 bytes)   dp: 5 float32 (20)   pp: 6 float32 (24)
@@ -23,6 +25,7 @@ import ringmaster
 parser = argparse.ArgumentParser()
 parser.add_argument("--layout", default="2,2,1")
 parser.add_argument("--device-mesh", action="store_true")
+parser.add_argument("--order", choices=("init", "watch-first", "late"), default="init")
 args = parser.parse_args()
 D, T, P = (int(size) for size in args.layout.split(","))
 
@@ -66,8 +69,15 @@ else:
             if {"dp": D, "tp": T, "pp": P}[name] > 1}
 everyone = dist.new_group(list(range(dist.get_world_size())))
 
-ringmaster.init(mesh=mesh)
-ringmaster.watch_distributed()
+if args.order == "init":
+    ringmaster.init(mesh=mesh)
+    ringmaster.watch_distributed()
+elif args.order == "watch-first":
+    ringmaster.watch_distributed(mesh=mesh)
+    ringmaster.init()
+else:
+    ringmaster.init()
+    ringmaster.watch_distributed(mesh=mesh)
 
 for name, count in (("tp", 3), ("dp", 5), ("pp", 6)):
     if {"dp": D, "tp": T, "pp": P}[name] > 1:
