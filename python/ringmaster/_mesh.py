@@ -102,7 +102,9 @@ def _check_names(names, where):
 
 
 def _check_group(dist, c10d, name, group, where):
-    if group is c10d.GroupMember.NON_GROUP_MEMBER:
+    # What new_group gives a rank outside the group: an object() in torch 1.13, -100 in 2.x.
+    outside = c10d.GroupMember.NON_GROUP_MEMBER
+    if type(group) is type(outside) and group == outside:
         raise ValueError("%s: mesh[%r]: this rank (%d) is not a member of that group: give each "
                          "rank the groups it belongs to" % (where, name, dist.get_rank()))
     if not isinstance(group, dist.ProcessGroup):
