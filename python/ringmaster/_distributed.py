@@ -122,8 +122,15 @@ class Groups:
 
     def __init__(self, c10d):
         self._c10d = c10d
-        self._known = {}  # id(group) -> (group, name, size); the group is kept so its id stays
-        self.mesh = None  # the script's _mesh.Mesh, once given
+        # id(group) -> (group, (name, size, dim)); the group is kept so that its id stays its own.
+        self._known = {}
+        self._mesh = None  # the script's _mesh.Mesh, once given
+
+    def set_mesh(self, mesh):
+        """Names the groups' dimensions by `mesh` from now on."""
+        self._mesh = mesh
+        for key, (group, (name, size, _)) in list(self._known.items()):
+            self._known[key] = (group, (name, size, self._dim(group)))
 
     def describe(self, group):
         """(name, size, dim) of `group` (None: the default group), or None when this rank is not
@@ -131,19 +138,9 @@ class Groups:
         c10d = self._c10d
         if group is None or group is c10d.GroupMember.WORLD:
             group = c10d._get_default_group()
-        name_size = self._name_and_size(group)
-        if name_size is None:
-            return None
-        dim = self.mesh.dim_of(group) if self.mesh is not None else None
-        if dim is None and group is c10d._get_default_group():
-            dim = _mesh.WORLD_DIM
-        return name_size[0], name_size[1], dim
-
-    def _name_and_size(self, group):
-        c10d = self._c10d
         known = self._known.get(id(group))
         if known is not None and known[0] is group:
-            return known[1], known[2]
+            return known[1]
         if c10d._rank_not_in_group(group):
             return None
         if group is c10d._get_default_group():
@@ -154,9 +151,15 @@ class Groups:
                 names = getattr(c10d, "_pg_names", {})
             torch_name = str(names.get(group, len(self._known)))
             name = "group" + torch_name if torch_name.isdigit() else torch_name
-        size = c10d.get_world_size(group)
-        self._known[id(group)] = (group, name, size)
-        return name, size
+        described = (name, c10d.get_world_size(group), self._dim(group))
+        self._known[id(group)] = (group, described)
+        return described
+
+    def _dim(self, group):
+        dim = self._mesh.dim_of(group) if self._mesh is not None else None
+        if dim is None and group is self._c10d._get_default_group():
+            dim = _mesh.WORLD_DIM
+        return dim
 
 
 class DistributedWatch:

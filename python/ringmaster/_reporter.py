@@ -163,7 +163,7 @@ class Reporter:
                       "coordinates; pass init(mesh=...), or call watch_distributed(mesh=...) "
                       "before init()")
         if self._distributed is not None:
-            self._distributed.groups.mesh = self._mesh
+            self._distributed.groups.set_mesh(self._mesh)
 
     def log(self, step, loss, metrics):
         if os.getpid() != self._pid:
@@ -306,7 +306,7 @@ class Reporter:
             from . import _distributed
             self._distributed = _distributed.DistributedWatch(torch, self._comm_ledger(),
                                                               self.warn, self._pid)
-            self._distributed.groups.mesh = self._mesh
+            self._distributed.groups.set_mesh(self._mesh)
         return self._distributed
 
     def watch_distributed(self, mesh=None):

@@ -1,7 +1,8 @@
 // The Python reporter (python/ringmaster) as the node agent runs it: the scripts of
 // tests/python/scripts started as real processes with torchrun's environment and a telemetry pipe
 // at descriptor 3 (RINGMASTER_TELEMETRY_FD), every line they write there decoded by the engine's
-// decoder. Needs a python3 that imports torch (Debian's python3-torch); skips, saying so, without.
+// decoder (and, for the device mesh's runs, stored by the recorder in SQLite). Needs a python3
+// that imports torch (Debian's python3-torch); skips, saying so, without.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -21,7 +23,12 @@
 #include <vector>
 
 #include "common/test_paths.h"
+#include "db/database.h"
 #include "process/child_process.h"
+#include "query/comm_by_dimension.h"
+#include "query/runs.h"
+#include "recorder/recorder.h"
+#include "recorder/run_lifecycle.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -621,13 +628,18 @@ std::vector<nlohmann::json> rawEvents(const RankOutput& output, const std::strin
 }
 
 // The dimension of each comm event of a rank of tests/python/scripts/mesh.py, by its bytes (each
-// group's all-reduce has a size of its own), "" where the event has no dim.
+// group's all-reduce has a size of its own), "" where the line has no dim, which the engine's
+// decoder reads as "world".
 std::map<uint64_t, std::string> commDims(const RankOutput& output) {
   std::map<uint64_t, std::string> dims;
-  for (const nlohmann::json& comm : rawEvents(output, "comm")) {
-    const uint64_t bytes = comm.at("bytes");
+  const std::vector<nlohmann::json> lines = rawEvents(output, "comm");
+  const std::vector<CommEvent> decoded = output.all<CommEvent>();
+  EXPECT_EQ(lines.size(), decoded.size());
+  for (size_t i = 0; i < std::min(lines.size(), decoded.size()); ++i) {
+    const uint64_t bytes = lines[i].at("bytes");
     EXPECT_EQ(dims.count(bytes), 0u) << "two comm events of " << bytes << " bytes";
-    dims[bytes] = comm.value("dim", "");
+    dims[bytes] = lines[i].value("dim", "");
+    EXPECT_EQ(decoded[i].dim, dims[bytes].empty() ? "world" : dims[bytes]) << bytes << " bytes";
   }
   return dims;
 }
@@ -654,6 +666,55 @@ struct MeshCase {
   std::vector<std::string> args;  // mesh.py's, besides --layout
 };
 
+// `rank`'s coordinates in mesh.py's rank order (engine/spec/mesh_layout.h's: tp fastest, then dp,
+// then pp), written out here rather than taken from the code under test.
+MeshAxes meshOrderCoords(const MeshCase& c, int rank) {
+  return {.dp = rank / c.tp % c.dp, .tp = rank % c.tp, .pp = rank / (c.tp * c.dp)};
+}
+
+// Every rank's lines through the real recorder into a real SQLite file: the run keeps the mesh
+// the hellos name (over the one its ddp label implies), each rank its coordinates, and each comm
+// row its dimension (a line without one: the world's), counted per rank by commByDimension.
+void expectStoredMesh(const std::vector<RankOutput>& outputs, const MeshCase& c) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("ringmaster_reporter_mesh_" + std::to_string(::getpid()) + "_" + c.name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "runs.db").string();
+  const int ranks = c.dp * c.tp * c.pp;
+  {
+    storage::Database db(path);
+    const int64_t run = storage::createRun(
+        db, {.name = "mesh", .spec_json = "{}", .strategy = "ddp", .world_size = ranks});
+    {
+      storage::Recorder recorder(path, run, 0);
+      for (const RankOutput& output : outputs) {
+        size_t begin = 0, end = 0;
+        while ((end = output.telemetry.find('\n', begin)) != std::string::npos) {
+          EXPECT_TRUE(recorder.submitLine(output.telemetry.substr(begin, end - begin)));
+          begin = end + 1;
+        }
+      }
+      recorder.flush();
+      EXPECT_EQ(recorder.counts().malformed + recorder.counts().rejected, 0);
+    }
+    EXPECT_EQ(storage::loadRun(db, run).mesh, (MeshAxes{.dp = c.dp, .tp = c.tp, .pp = c.pp}));
+    const std::vector<storage::RankRecord> stored_ranks = storage::loadRanks(db, run);
+    EXPECT_EQ(stored_ranks.size(), static_cast<size_t>(ranks));
+    for (const storage::RankRecord& rank : stored_ranks)
+      EXPECT_EQ(rank.coords, meshOrderCoords(c, rank.rank)) << "rank " << rank.rank;
+    std::map<std::pair<int, std::string>, int64_t> stored, expected;
+    for (const storage::RankDimensionComm& row : storage::commByDimension(db, run).ranks)
+      stored[{row.rank, row.dim}] = row.operations;
+    for (int rank = 0; rank < ranks; ++rank)
+      for (const auto& [bytes, dim] : expectedDims(c.dp, c.tp, c.pp))
+        ++expected[{rank, dim.empty() ? "world" : dim}];
+    EXPECT_EQ(stored, expected);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 class ReporterMesh : public ::testing::TestWithParam<MeshCase> {};
 
 TEST_P(ReporterMesh, CommEventsNameTheirDimensionAndTheHelloTheRanksCoordinates) {
@@ -673,16 +734,14 @@ TEST_P(ReporterMesh, CommEventsNameTheirDimensionAndTheHelloTheRanksCoordinates)
     const RankOutput& output = outputs[static_cast<size_t>(rank)];
     ASSERT_TRUE(output.status.ok()) << describe(output);
     expectWellFormedStream(output, rank);
-    const auto hellos = rawEvents(output, "hello");
+    const auto hellos = output.all<HelloEvent>();
     ASSERT_EQ(hellos.size(), 1u);
-    // engine/spec/mesh_layout.h's rank order: tp fastest, then dp, then pp.
-    const nlohmann::json coords = {
-        {"dp", rank / c.tp % c.dp}, {"tp", rank % c.tp}, {"pp", rank / (c.tp * c.dp)}};
-    EXPECT_EQ(hellos[0].at("mesh"), (nlohmann::json{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}}));
-    EXPECT_EQ(hellos[0].at("coords"), coords);
+    EXPECT_EQ(hellos[0].mesh, (MeshAxes{.dp = c.dp, .tp = c.tp, .pp = c.pp}));
+    EXPECT_EQ(hellos[0].coords, meshOrderCoords(c, rank));
     EXPECT_EQ(commDims(output), expectedDims(c.dp, c.tp, c.pp));
     EXPECT_TRUE(output.all<LogEvent>().empty()) << output.all<LogEvent>()[0].message;
   }
+  expectStoredMesh(outputs, c);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -692,8 +751,8 @@ INSTANTIATE_TEST_SUITE_P(
                       MeshCase{"DeviceMeshDpTp2x2", 2, 2, 1, {"--device-mesh"}}),
     [](const auto& info) { return info.param.name; });
 
-// A mesh given after the hello still labels the operations; the hello went without it, which
-// the run hears once.
+// A mesh given after the hello labels the operations from then on (those of a group already seen
+// too); the hello went without it, which the run hears once.
 TEST(Reporter, AMeshAfterTheHelloLabelsTheCommunicationAndSaysTheHelloLacksIt) {
   SKIP_WITHOUT_TORCH();
   ScriptRun run("mesh.py", {"--layout", "2,1,1", "--order", "late"}, 2);
@@ -703,11 +762,13 @@ TEST(Reporter, AMeshAfterTheHelloLabelsTheCommunicationAndSaysTheHelloLacksIt) {
     const RankOutput& output = outputs[static_cast<size_t>(rank)];
     ASSERT_TRUE(output.status.ok()) << describe(output);
     expectWellFormedStream(output, rank);
-    const auto hellos = rawEvents(output, "hello");
+    const auto hellos = output.all<HelloEvent>();
     ASSERT_EQ(hellos.size(), 1u);
-    EXPECT_FALSE(hellos[0].contains("mesh"));
-    EXPECT_FALSE(hellos[0].contains("coords"));
-    EXPECT_EQ(commDims(output), expectedDims(2, 1, 1));
+    EXPECT_FALSE(hellos[0].mesh.has_value());
+    EXPECT_FALSE(hellos[0].coords.has_value());
+    auto dims = expectedDims(2, 1, 1);
+    dims[44] = "";  // on the dp group before the mesh named it
+    EXPECT_EQ(commDims(output), dims);
     const auto logs = output.all<LogEvent>();
     ASSERT_EQ(logs.size(), 1u);
     EXPECT_EQ(logs[0].level, LogLevel::kWarn);
@@ -766,10 +827,10 @@ TEST(Reporter, ABadMeshIsRefusedWithOrWithoutAChannel) {
         continue;
       }
       expectWellFormedStream(output, rank);
-      const auto hellos = rawEvents(output, "hello");
+      const auto hellos = output.all<HelloEvent>();
       ASSERT_EQ(hellos.size(), 1u);
-      EXPECT_EQ(hellos[0].at("mesh"), (nlohmann::json{{"dp", 2}, {"tp", 1}, {"pp", 1}}));
-      EXPECT_EQ(hellos[0].at("coords"), (nlohmann::json{{"dp", rank}, {"tp", 0}, {"pp", 0}}));
+      EXPECT_EQ(hellos[0].mesh, (MeshAxes{.dp = 2, .tp = 1, .pp = 1}));
+      EXPECT_EQ(hellos[0].coords, (MeshAxes{.dp = rank, .tp = 0, .pp = 0}));
       // The default group named dp is dp's; a group of every rank that is no dimension has none.
       EXPECT_EQ(commDims(output), (std::map<uint64_t, std::string>{{28, "dp"}, {36, ""}}));
     }

@@ -4,7 +4,8 @@ new_group and given to ringmaster.init(mesh=...) by dimension; the dimensions of
 out. With --device-mesh, a DeviceMesh of ("dp", "tp") from init_device_mesh instead (torch 2.2
 and later). --order says how the mesh reaches the reporter: init (init(mesh=...), then
 watch_distributed()), watch-first (watch_distributed(mesh=...), then init()) or late (init(), so
-the hello goes without the mesh, then watch_distributed(mesh=...)). Each rank then all-reduces a size of its own on each group, so that the test knows
+the hello goes without the mesh, then watch_distributed() and an all-reduce of 11 float32 on the
+dp group, which is no dimension yet, then watch_distributed(mesh=...)). Each rank then all-reduces a size of its own on each group, so that the test knows
 each comm event's group by its bytes:
 
     tp: 3 float32 (12 bytes)   dp: 5 float32 (20)   pp: 6 float32 (24)
@@ -75,8 +76,10 @@ if args.order == "init":
 elif args.order == "watch-first":
     ringmaster.watch_distributed(mesh=mesh)
     ringmaster.init()
-else:
+else:  # an operation on the dp group before the mesh names it: no dim
     ringmaster.init()
+    ringmaster.watch_distributed()
+    dist.all_reduce(torch.ones(11), group=groups["dp"])
     ringmaster.watch_distributed(mesh=mesh)
 
 for name, count in (("tp", 3), ("dp", 5), ("pp", 6)):
