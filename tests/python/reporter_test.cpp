@@ -665,6 +665,9 @@ struct MeshCase {
   int dp, tp, pp;
   std::vector<std::string> args;  // mesh.py's, besides --layout
 };
+void PrintTo(const MeshCase& c, std::ostream* out) {
+  *out << c.name;
+}
 
 // `rank`'s coordinates in mesh.py's rank order (engine/spec/mesh_layout.h's: tp fastest, then dp,
 // then pp), written out here rather than taken from the code under test.
