@@ -614,8 +614,8 @@ bool pythonHasDeviceMesh() {
   return has;
 }
 
-// A rank's events of one type as the JSON it wrote (the fields the decoder does not read yet,
-// "dim", "mesh" and "coords", included).
+// A rank's events of one type as the JSON it wrote: a comm line without a dim and one with
+// "world", which the decoder reads alike, differ here.
 std::vector<nlohmann::json> rawEvents(const RankOutput& output, const std::string& type) {
   std::vector<nlohmann::json> found;
   size_t begin = 0, end = 0;
