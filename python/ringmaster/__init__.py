@@ -9,6 +9,10 @@
         ...
         ringmaster.log(step, loss=loss, samples=batch_size)
 
+A script with its own 3-D layout names its groups' dimensions, which label its communication:
+init(optimizer, mesh={"dp": dp_group, "tp": tp_group, "pp": pp_group}) or a DeviceMesh with
+mesh_dim_names ("dp", "tp", "pp"); see watch_distributed.
+
 The events follow Ringmaster's telemetry protocol (docs/telemetry.md): one JSON line each on the
 file descriptor the node agent names in RINGMASTER_TELEMETRY_FD, a channel of its own, so that the
 script's prints (which the agent turns into log lines) never corrupt it. A background thread
@@ -34,13 +38,34 @@ __all__ = ["init", "log", "watch_distributed", "watch_ddp", "enabled", "ACCEPTED
 
 _active_reporter = None  # the Reporter of this process, once init() found a telemetry channel
 _initialized = False  # init() ran (with or without a channel)
+_rank_mesh = None  # the mesh the script gave (_mesh.Mesh), checked, with or without a channel
 
 
-def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeout=10.0):
+def _take_mesh(mesh, caller):
+    """Checks the script's mesh (raising TypeError or ValueError, channel or not, so that a
+    mistake shows under plain torchrun too) and keeps it; a rank has one mesh."""
+    global _rank_mesh
+    if mesh is None:
+        return
+    import torch
+
+    from . import _mesh
+    given = _mesh.read_mesh(torch, mesh, caller)
+    if _rank_mesh is not None and not _rank_mesh.same_groups(given):
+        raise ValueError("ringmaster.%s(mesh=...): a mesh of other groups was given before: a "
+                         "rank has one mesh" % caller)
+    if _rank_mesh is None:
+        _rank_mesh = given
+
+
+def init(optimizer=None, *, mesh=None, flight_recorder_size=1024, device=None,
+         drain_timeout=10.0):
     """Starts reporting and sends this rank's `hello`; returns whether telemetry is on.
 
     optimizer: a torch.optim optimizer whose param_groups[0]["lr"] each step reports (or pass
         lr= to log()). A later init(optimizer) replaces it; nothing else happens twice.
+    mesh: the rank's device mesh, as watch_distributed takes it, so that the hello carries it
+        (the layout's sizes and this rank's coordinates). Checked even without a channel.
     flight_recorder_size: how many of the last communication operations the flight recorder
         keeps for an `error` event (the engine's default, 1024).
     device: what the rank reports and measures memory on ("cuda:1", a torch.device, "cpu");
@@ -50,7 +75,9 @@ def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeou
     The hello carries RANK, WORLD_SIZE and LOCAL_RANK (torchrun's environment), the host, the
     process id, the device, its name (the GPU's, or the CPU model) and total memory (0 on CPU),
     RINGMASTER_VERSION, RINGMASTER_RUN_ID, RINGMASTER_STRATEGY (default: ddp for several ranks,
-    else single) and RINGMASTER_ATTEMPT (default TORCHELASTIC_RESTART_COUNT, the agent's restart count, else 0).
+    else single) and RINGMASTER_ATTEMPT (default TORCHELASTIC_RESTART_COUNT, the agent's restart count, else 0),
+    and, when the mesh is known (given here or to a watch_distributed before), "mesh" (the sizes
+    of dp, tp and pp) and "coords" (this rank's place in each: its rank in the group).
 
     It also installs, chained to what was there:
     - sys.excepthook: an uncaught exception sends `error` (its traceback as the message, the last
@@ -66,9 +93,12 @@ def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeou
     tell an exit handler the status; the agent sees the exit code.
     """
     global _active_reporter, _initialized
+    _take_mesh(mesh, "init")
     if _active_reporter is not None:
         if optimizer is not None:
             _active_reporter.set_optimizer(optimizer)
+        if _rank_mesh is not None:
+            _active_reporter.set_mesh(_rank_mesh)
         return True
     _initialized = True
     fd_text = os.environ.get("RINGMASTER_TELEMETRY_FD")
@@ -88,7 +118,7 @@ def init(optimizer=None, *, flight_recorder_size=1024, device=None, drain_timeou
     del os.environ["RINGMASTER_TELEMETRY_FD"]
     try:
         _active_reporter = Reporter(fd, environment, optimizer, flight_recorder_size, device,
-                                    drain_timeout)
+                                    drain_timeout, _rank_mesh)
     except Exception as e:  # the script runs on without telemetry, never stopped by it
         print("ringmaster: telemetry off: the reporter could not start: %s: %s"
               % (type(e).__name__, e), file=sys.stderr, flush=True)
@@ -147,7 +177,7 @@ def log(step, loss=None, **metrics):
                       % (type(e).__name__, e))
 
 
-def watch_distributed():
+def watch_distributed(mesh=None):
     """Sends a `comm` event for every torch.distributed collective and point-to-point call from
     now on: all_reduce, broadcast, reduce, all_gather, all_gather_into_tensor / _all_gather_base,
     reduce_scatter, reduce_scatter_tensor / _reduce_scatter_base, all_to_all, all_to_all_single,
@@ -164,10 +194,26 @@ def watch_distributed():
     from torch.distributed after this. Calls of ranks outside the group are not recorded (torch
     does nothing for them); seq_op counts the operations the reporter saw, not those torch's C++
     makes by itself (DDP's, FSDP's in 2.x).
+
+    mesh: the rank's device mesh, whose dimension each comm event names in "dim" (issue 34):
+        a dict of this rank's process groups by dimension, {"dp": dp_group, "tp": tp_group,
+        "pp": pp_group} (any of the three; one left out has one rank), or a torch DeviceMesh
+        (torch.distributed.device_mesh, torch 2.2 and later) built with mesh_dim_names among
+        "dp", "tp", "pp". An operation on a mesh group carries that dimension (the default
+        group too, when the mesh names it: pure data parallelism's {"dp": dist.group.WORLD});
+        one on the default group otherwise "world"; one on any other group no dim. The hello
+        carries the mesh's sizes and this rank's coordinates (its rank in each group) when the
+        mesh came before it: pass it to init(mesh=...), or call this before init(); a mesh
+        given after the hello labels the operations from then on, and says once that the run
+        has no coordinates. Raises, with or without a channel, TypeError for a mesh that is no
+        dict or DeviceMesh, or a value that is no process group, and ValueError for a dimension
+        other than dp, tp, pp, a group this rank is not a member of, one group named twice,
+        sizes whose product is not the world size, or a second mesh of other groups.
     """
+    _take_mesh(mesh, "watch_distributed")
     reporter = _active()
     if reporter is not None:
-        reporter.watch_distributed()
+        reporter.watch_distributed(_rank_mesh)
 
 
 def watch_ddp(ddp_model):

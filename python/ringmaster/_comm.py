@@ -72,13 +72,14 @@ class OpRecord:
     """One operation from its launch to its completion. `start` and `end` are marks: host times
     (time.perf_counter seconds) or CUDA events, which durations are measured between."""
 
-    __slots__ = ("op", "group", "ranks", "seq", "nbytes", "dtype", "step", "blocking",
+    __slots__ = ("op", "group", "dim", "ranks", "seq", "nbytes", "dtype", "step", "blocking",
                  "cuda_device", "start", "end", "end_wall", "entry", "duration_ms")
 
-    def __init__(self, op, group, ranks, seq, nbytes, dtype, step, blocking, cuda_device, start,
-                 entry):
+    def __init__(self, op, group, dim, ranks, seq, nbytes, dtype, step, blocking, cuda_device,
+                 start, entry):
         self.op = op
         self.group = group
+        self.dim = dim  # the group's mesh dimension ("dp", "tp", "pp", "world"), or None
         self.ranks = ranks
         self.seq = seq
         self.nbytes = nbytes
@@ -136,10 +137,11 @@ class CommLedger:
         self._ddp_passes = []  # passes launched in full, whose exposed time is still to be summed
 
     def launch(self, op, group, ranks, nbytes, dtype, peer=-1, blocking=True, cuda_device=None,
-               ddp_bucket=None):
+               ddp_bucket=None, dim=None):
         """Records an operation about to start and returns its record. `cuda_device`: time it by
         CUDA events on that device's current stream; `ddp_bucket`: None, or whether it is the
-        DDP backward pass's last bucket (GradBucket.is_last)."""
+        DDP backward pass's last bucket (GradBucket.is_last); `dim`: the group's mesh dimension,
+        which its comm event carries (None: the event has no dim)."""
         key = (group, op in P2P_OPS)
         with self._lock:
             seq = self._next_seq.get(key, 0)
@@ -148,7 +150,7 @@ class CommLedger:
         entry = self.recorder.record(seq, op, group, nbytes, dtype, peer)
         start = (time.perf_counter() if cuda_device is None
                  else self._cuda_marks.record(cuda_device))
-        record = OpRecord(op, group, ranks, seq, nbytes, dtype, step, blocking, cuda_device,
+        record = OpRecord(op, group, dim, ranks, seq, nbytes, dtype, step, blocking, cuda_device,
                           start, entry)
         if ddp_bucket is not None:
             with self._lock:
@@ -186,10 +188,12 @@ class CommLedger:
             self._comm_ms += record.duration_ms
             if record.blocking:
                 self._exposed_ms += record.duration_ms
-        self._emit_comm({"seq_op": record.seq, "op": record.op, "group": record.group,
-                         "bytes": record.nbytes, "dtype": record.dtype,
-                         "duration_ms": record.duration_ms, "algbw_gbps": algbw,
-                         "busbw_gbps": busbw, "step": record.step}, record.end_wall)
+        body = {"seq_op": record.seq, "op": record.op, "group": record.group,
+                "bytes": record.nbytes, "dtype": record.dtype, "duration_ms": record.duration_ms,
+                "algbw_gbps": algbw, "busbw_gbps": busbw, "step": record.step}
+        if record.dim is not None:
+            body["dim"] = record.dim
+        self._emit_comm(body, record.end_wall)
 
     def _resolve_cuda(self):
         """Reports the completed CUDA-timed operations, waiting for the device to reach them; each

@@ -12,6 +12,8 @@ import inspect
 import os
 import threading
 
+from . import _mesh
+
 # Whether the calling thread is inside a watched operation: the torch.distributed calls it makes
 # itself (all_gather_object's all_gather, 2.x's _all_gather_base calling all_gather_into_tensor,
 # the default DDP hook's all_reduce) are part of it, not operations of their own.
@@ -114,21 +116,31 @@ _ALWAYS_ASYNC = frozenset(("isend", "irecv"))
 
 class Groups:
     """Process groups by the names the events carry: "world" for the default group, "group<N>"
-    for torch's N-th group (its name in torch, the same on every rank), and their sizes."""
+    for torch's N-th group (its name in torch, the same on every rank), their sizes, and their
+    mesh dimensions: the one the script's mesh names the group by (_mesh.Mesh, even for the
+    default group), else "world" for the default group, else none."""
 
     def __init__(self, c10d):
         self._c10d = c10d
-        self._known = {}  # id(group) -> (group, name, size); the group is kept so its id stays
+        # id(group) -> (group, (name, size, dim)); the group is kept so that its id stays its own.
+        self._known = {}
+        self._mesh = None  # the script's _mesh.Mesh, once given
+
+    def set_mesh(self, mesh):
+        """Names the groups' dimensions by `mesh` from now on."""
+        self._mesh = mesh
+        for key, (group, (name, size, _)) in list(self._known.items()):
+            self._known[key] = (group, (name, size, self._dim(group)))
 
     def describe(self, group):
-        """(name, size) of `group` (None: the default group), or None when this rank is not a
-        member, where torch does nothing."""
+        """(name, size, dim) of `group` (None: the default group), or None when this rank is not
+        a member, where torch does nothing; dim None: the group is no dimension."""
         c10d = self._c10d
         if group is None or group is c10d.GroupMember.WORLD:
             group = c10d._get_default_group()
         known = self._known.get(id(group))
         if known is not None and known[0] is group:
-            return known[1], known[2]
+            return known[1]
         if c10d._rank_not_in_group(group):
             return None
         if group is c10d._get_default_group():
@@ -139,9 +151,15 @@ class Groups:
                 names = getattr(c10d, "_pg_names", {})
             torch_name = str(names.get(group, len(self._known)))
             name = "group" + torch_name if torch_name.isdigit() else torch_name
-        size = c10d.get_world_size(group)
-        self._known[id(group)] = (group, name, size)
-        return name, size
+        described = (name, c10d.get_world_size(group), self._dim(group))
+        self._known[id(group)] = (group, described)
+        return described
+
+    def _dim(self, group):
+        dim = self._mesh.dim_of(group) if self._mesh is not None else None
+        if dim is None and group is self._c10d._get_default_group():
+            dim = _mesh.WORLD_DIM
+        return dim
 
 
 class DistributedWatch:
@@ -213,14 +231,14 @@ class DistributedWatch:
             group = self.groups.describe(bound.get("group"))
             if group is None:
                 return None
-            group_name, ranks = group
+            group_name, ranks, dim = group
             nbytes, tensor, peer = describe(bound, ranks)
             is_async = always_async or bool(bound.get("async_op", False))
             cuda_device = tensor.device if tensor is not None and tensor.is_cuda else None
             record = self._ledger.launch(
                 op, group_name, ranks, int(nbytes),
                 dtype_name(tensor.dtype) if tensor is not None else "uint8", peer,
-                blocking=not is_async, cuda_device=cuda_device)
+                blocking=not is_async, cuda_device=cuda_device, dim=dim)
             return record, is_async
         except Exception as e:  # the call itself goes on, unrecorded; torch reports bad arguments
             self._warn("unreadable-" + name, "torch.distributed.%s: a call the reporter cannot "
@@ -326,10 +344,11 @@ class DdpCommHook:
             if is_last is None:
                 self._warn("no-is-last", "torch's GradBucket has no is_last(): DDP's exposed "
                            "communication is not measured")
+            group_name, ranks, dim = group
             return self._ledger.launch(
-                "all_reduce", group[0], group[1], _nbytes(buffer), dtype_name(buffer.dtype),
+                "all_reduce", group_name, ranks, _nbytes(buffer), dtype_name(buffer.dtype),
                 blocking=False, cuda_device=buffer.device if buffer.is_cuda else None,
-                ddp_bucket=is_last)
+                ddp_bucket=is_last, dim=dim)
         except Exception as e:
             self._warn("ddp-bucket", "a DDP bucket the reporter cannot read (%s: %s) is not "
                        "recorded" % (type(e).__name__, e))

@@ -101,7 +101,8 @@ def _real(value, low, high):
 class Reporter:
     """Telemetry of one rank on one file descriptor (see ringmaster.init)."""
 
-    def __init__(self, fd, environment, optimizer, flight_recorder_size, device, drain_timeout):
+    def __init__(self, fd, environment, optimizer, flight_recorder_size, device, drain_timeout,
+                 mesh=None):
         self._pid = os.getpid()
         self._env = environment
         self._optimizer = optimizer
@@ -115,6 +116,7 @@ class Reporter:
         self._ledger = None  # made by the first watch
         self._ddp_hooked = False  # a DDP communication hook of ours is registered
         self._distributed = None
+        self._mesh = mesh  # the script's _mesh.Mesh: the hello's mesh, the comm events' dims
         self._torch = _import_torch()
         self._writer = _writer.TelemetryWriter(fd, environment.rank)
         device_text, cuda_index = _device.resolve_device(self._torch, device,
@@ -130,6 +132,8 @@ class Reporter:
             hello["run_id"] = environment.run_id
         hello["strategy"] = environment.strategy
         hello["attempt"] = environment.attempt
+        if mesh is not None:
+            hello.update(mesh.hello_fields())
         self._writer.emit("hello", hello)
         self._started = time.perf_counter()
         self._previous_log = self._started
@@ -148,6 +152,18 @@ class Reporter:
 
     def set_optimizer(self, optimizer):
         self._optimizer = optimizer
+
+    def set_mesh(self, mesh):
+        """Labels the comm events by `mesh` from now on (the script's, checked by __init__.py to
+        be the only one). Given after the hello, which then went without it: said once."""
+        if self._mesh is None:
+            self._mesh = mesh
+            self.warn("late-mesh", "the mesh came after the hello, which went without it: its "
+                      "dimensions label the communication, but the run has no mesh or rank "
+                      "coordinates; pass init(mesh=...), or call watch_distributed(mesh=...) "
+                      "before init()")
+        if self._distributed is not None:
+            self._distributed.groups.set_mesh(self._mesh)
 
     def log(self, step, loss, metrics):
         if os.getpid() != self._pid:
@@ -290,9 +306,12 @@ class Reporter:
             from . import _distributed
             self._distributed = _distributed.DistributedWatch(torch, self._comm_ledger(),
                                                               self.warn, self._pid)
+            self._distributed.groups.set_mesh(self._mesh)
         return self._distributed
 
-    def watch_distributed(self):
+    def watch_distributed(self, mesh=None):
+        if mesh is not None:
+            self.set_mesh(mesh)
         watch = self._distributed_watch()
         if watch is not None:
             watch.install()

@@ -1,7 +1,8 @@
 // The Python reporter (python/ringmaster) as the node agent runs it: the scripts of
 // tests/python/scripts started as real processes with torchrun's environment and a telemetry pipe
 // at descriptor 3 (RINGMASTER_TELEMETRY_FD), every line they write there decoded by the engine's
-// decoder. Needs a python3 that imports torch (Debian's python3-torch); skips, saying so, without.
+// decoder (and, for the device mesh's runs, stored by the recorder in SQLite). Needs a python3
+// that imports torch (Debian's python3-torch); skips, saying so, without.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -21,7 +23,12 @@
 #include <vector>
 
 #include "common/test_paths.h"
+#include "db/database.h"
 #include "process/child_process.h"
+#include "query/comm_by_dimension.h"
+#include "query/runs.h"
+#include "recorder/recorder.h"
+#include "recorder/run_lifecycle.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -593,6 +600,243 @@ TEST(Reporter, SigtermDuringDdpStepsEndsEveryStreamWithDoneCancelled) {
     ASSERT_EQ(dones.size(), 1u);
     EXPECT_EQ(dones[0].status, DoneStatus::kCancelled);
     EXPECT_TRUE(output.all<ErrorEvent>().empty());
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 34, users' own scripts: a mesh of the script's process groups labels each comm event with
+// its dimension ("dim"), and the hello carries the layout and the rank's coordinates.
+
+bool pythonHasDeviceMesh() {
+  static const bool has = std::system((std::string(kPython) +
+                                       " -c 'import torch.distributed.device_mesh' >/dev/null 2>&1")
+                                          .c_str()) == 0;
+  return has;
+}
+
+// A rank's events of one type as the JSON it wrote: a comm line without a dim and one with
+// "world", which the decoder reads alike, differ here.
+std::vector<nlohmann::json> rawEvents(const RankOutput& output, const std::string& type) {
+  std::vector<nlohmann::json> found;
+  size_t begin = 0, end = 0;
+  while ((end = output.telemetry.find('\n', begin)) != std::string::npos) {
+    nlohmann::json event = nlohmann::json::parse(output.telemetry.substr(begin, end - begin));
+    if (event.at("type") == type) found.push_back(std::move(event));
+    begin = end + 1;
+  }
+  return found;
+}
+
+// The dimension of each comm event of a rank of tests/python/scripts/mesh.py, by its bytes (each
+// group's all-reduce has a size of its own), "" where the line has no dim, which the engine's
+// decoder reads as "world".
+std::map<uint64_t, std::string> commDims(const RankOutput& output) {
+  std::map<uint64_t, std::string> dims;
+  const std::vector<nlohmann::json> lines = rawEvents(output, "comm");
+  const std::vector<CommEvent> decoded = output.all<CommEvent>();
+  EXPECT_EQ(lines.size(), decoded.size());
+  for (size_t i = 0; i < std::min(lines.size(), decoded.size()); ++i) {
+    const uint64_t bytes = lines[i].at("bytes");
+    EXPECT_EQ(dims.count(bytes), 0u) << "two comm events of " << bytes << " bytes";
+    dims[bytes] = lines[i].value("dim", "");
+    EXPECT_EQ(decoded[i].dim, dims[bytes].empty() ? "world" : dims[bytes]) << bytes << " bytes";
+  }
+  return dims;
+}
+
+// What mesh.py's rank sends on each group of a D x T x P layout: its bytes -> its dim.
+std::map<uint64_t, std::string> expectedDims(int dp, int tp, int pp) {
+  std::map<uint64_t, std::string> dims = {
+      {28, "world"}, {32, "world"}, {0, "world"} /* the barrier */, {36, ""} /* no dimension */};
+  if (tp > 1) dims[12] = "tp";
+  if (dp > 1) {
+    dims[20] = "dp";
+    dims[160] = "dp";  // DDP's bucket over the dp group
+  }
+  if (pp > 1) {
+    dims[24] = "pp";
+    dims[16] = "pp";  // the send or recv between the stages
+  }
+  return dims;
+}
+
+struct MeshCase {
+  std::string name;
+  int dp, tp, pp;
+  std::vector<std::string> args;  // mesh.py's, besides --layout
+};
+void PrintTo(const MeshCase& c, std::ostream* out) {
+  *out << c.name;
+}
+
+// `rank`'s coordinates in mesh.py's rank order (engine/spec/mesh_layout.h's: tp fastest, then dp,
+// then pp), written out here rather than taken from the code under test.
+MeshAxes meshOrderCoords(const MeshCase& c, int rank) {
+  return {.dp = rank / c.tp % c.dp, .tp = rank % c.tp, .pp = rank / (c.tp * c.dp)};
+}
+
+// Every rank's lines through the real recorder into a real SQLite file: the run keeps the mesh
+// the hellos name (over the one its ddp label implies), each rank its coordinates, and each comm
+// row its dimension (a line without one: the world's), counted per rank by commByDimension.
+void expectStoredMesh(const std::vector<RankOutput>& outputs, const MeshCase& c) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("ringmaster_reporter_mesh_" + std::to_string(::getpid()) + "_" + c.name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "runs.db").string();
+  const int ranks = c.dp * c.tp * c.pp;
+  {
+    storage::Database db(path);
+    const int64_t run = storage::createRun(
+        db, {.name = "mesh", .spec_json = "{}", .strategy = "ddp", .world_size = ranks});
+    {
+      storage::Recorder recorder(path, run, 0);
+      for (const RankOutput& output : outputs) {
+        size_t begin = 0, end = 0;
+        while ((end = output.telemetry.find('\n', begin)) != std::string::npos) {
+          EXPECT_TRUE(recorder.submitLine(output.telemetry.substr(begin, end - begin)));
+          begin = end + 1;
+        }
+      }
+      recorder.flush();
+      EXPECT_EQ(recorder.counts().malformed + recorder.counts().rejected, 0);
+    }
+    EXPECT_EQ(storage::loadRun(db, run).mesh, (MeshAxes{.dp = c.dp, .tp = c.tp, .pp = c.pp}));
+    const std::vector<storage::RankRecord> stored_ranks = storage::loadRanks(db, run);
+    EXPECT_EQ(stored_ranks.size(), static_cast<size_t>(ranks));
+    for (const storage::RankRecord& rank : stored_ranks)
+      EXPECT_EQ(rank.coords, meshOrderCoords(c, rank.rank)) << "rank " << rank.rank;
+    std::map<std::pair<int, std::string>, int64_t> stored, expected;
+    for (const storage::RankDimensionComm& row : storage::commByDimension(db, run).ranks)
+      stored[{row.rank, row.dim}] = row.operations;
+    for (int rank = 0; rank < ranks; ++rank)
+      for (const auto& [bytes, dim] : expectedDims(c.dp, c.tp, c.pp))
+        ++expected[{rank, dim.empty() ? "world" : dim}];
+    EXPECT_EQ(stored, expected);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+class ReporterMesh : public ::testing::TestWithParam<MeshCase> {};
+
+TEST_P(ReporterMesh, CommEventsNameTheirDimensionAndTheHelloTheRanksCoordinates) {
+  SKIP_WITHOUT_TORCH();
+  const MeshCase& c = GetParam();
+  const bool device_mesh = std::find(c.args.begin(), c.args.end(), "--device-mesh") != c.args.end();
+  if (device_mesh && !pythonHasDeviceMesh())
+    GTEST_SKIP() << kPython << "'s torch has no torch.distributed.device_mesh (torch 2.2+)";
+  std::vector<std::string> args = {
+      "--layout", std::to_string(c.dp) + "," + std::to_string(c.tp) + "," + std::to_string(c.pp)};
+  args.insert(args.end(), c.args.begin(), c.args.end());
+  const int ranks = c.dp * c.tp * c.pp;
+  ScriptRun run("mesh.py", args, ranks);
+  const std::vector<RankOutput>& outputs = run.finish(120s);
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankOutput& output = outputs[static_cast<size_t>(rank)];
+    ASSERT_TRUE(output.status.ok()) << describe(output);
+    expectWellFormedStream(output, rank);
+    const auto hellos = output.all<HelloEvent>();
+    ASSERT_EQ(hellos.size(), 1u);
+    EXPECT_EQ(hellos[0].mesh, (MeshAxes{.dp = c.dp, .tp = c.tp, .pp = c.pp}));
+    EXPECT_EQ(hellos[0].coords, meshOrderCoords(c, rank));
+    EXPECT_EQ(commDims(output), expectedDims(c.dp, c.tp, c.pp));
+    EXPECT_TRUE(output.all<LogEvent>().empty()) << output.all<LogEvent>()[0].message;
+  }
+  expectStoredMesh(outputs, c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, ReporterMesh,
+    ::testing::Values(MeshCase{"DpTp2x2ToInit", 2, 2, 1, {"--order", "init"}},
+                      MeshCase{"TpPp2x2ToWatchBeforeInit", 1, 2, 2, {"--order", "watch-first"}},
+                      MeshCase{"DeviceMeshDpTp2x2", 2, 2, 1, {"--device-mesh"}}),
+    [](const auto& info) { return info.param.name; });
+
+// A mesh given after the hello labels the operations from then on (those of a group already seen
+// too); the hello went without it, which the run hears once.
+TEST(Reporter, AMeshAfterTheHelloLabelsTheCommunicationAndSaysTheHelloLacksIt) {
+  SKIP_WITHOUT_TORCH();
+  ScriptRun run("mesh.py", {"--layout", "2,1,1", "--order", "late"}, 2);
+  const std::vector<RankOutput>& outputs = run.finish(120s);
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const RankOutput& output = outputs[static_cast<size_t>(rank)];
+    ASSERT_TRUE(output.status.ok()) << describe(output);
+    expectWellFormedStream(output, rank);
+    const auto hellos = output.all<HelloEvent>();
+    ASSERT_EQ(hellos.size(), 1u);
+    EXPECT_FALSE(hellos[0].mesh.has_value());
+    EXPECT_FALSE(hellos[0].coords.has_value());
+    auto dims = expectedDims(2, 1, 1);
+    dims[44] = "";  // on the dp group before the mesh named it
+    EXPECT_EQ(commDims(output), dims);
+    const auto logs = output.all<LogEvent>();
+    ASSERT_EQ(logs.size(), 1u);
+    EXPECT_EQ(logs[0].level, LogLevel::kWarn);
+    EXPECT_NE(logs[0].message.find("the mesh came after the hello"), std::string::npos)
+        << logs[0].message;
+  }
+}
+
+// Every kind of bad mesh is refused, naming the call and what is wrong, whether the script runs
+// under Ringmaster or not; a valid one naming the default group makes its operations that
+// dimension's.
+TEST(Reporter, ABadMeshIsRefusedWithOrWithoutAChannel) {
+  SKIP_WITHOUT_TORCH();
+  const std::string watch = "ringmaster.watch_distributed(mesh=...): ";
+  const std::string init = "ringmaster.init(mesh=...): ";
+  const std::string short_of_world = "dp 1 x tp 1 x pp 1 makes 1, but the world has 2 ranks";
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"before init_process_group", "ValueError: " + watch + "torch.distributed is not initial"},
+      {"a list", "TypeError: " + watch + "a list; the mesh is a dict of dimension name"},
+      {"unknown dimension", "ValueError: " + init + "unknown dimension 'ep'"},
+      {"an int dimension", "ValueError: " + watch + "unknown dimension 0"},
+      {"a string group", "TypeError: " + watch + "mesh['dp'] is a str, not a process group"},
+      {"a None group", "TypeError: " + init + "mesh['tp'] is a NoneType, not a process group"},
+      {"one group twice",
+       "ValueError: " + watch + "mesh['dp'] and mesh['tp'] are the same process group"},
+      {"product short of the world", "ValueError: " + watch + short_of_world},
+      {"product past the world",
+       "ValueError: " + watch + "dp 2 x tp 2 x pp 1 makes 4, but the world has 2 ranks"},
+      {"a device mesh without names",
+       "ValueError: " + watch + "a DeviceMesh without dimension names"},
+      {"a device mesh of other names", "ValueError: " + watch + "unknown dimension 'dp_shard'"},
+      {"dp as the world", "taken"},
+      {"a second mesh", "ValueError: " + watch + "a mesh of other groups was given before"},
+      {"the same mesh again", "taken"}};
+  for (const bool channel : {true, false}) {
+    SCOPED_TRACE(channel ? "with a channel" : "without a channel");
+    ScriptRun run("mesh_errors.py", {}, 2, {}, channel);
+    const std::vector<RankOutput>& outputs = run.finish(120s);
+    for (int rank = 0; rank < 2; ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      const RankOutput& output = outputs[static_cast<size_t>(rank)];
+      ASSERT_TRUE(output.status.ok()) << describe(output);
+      auto expected = refusals;
+      // Rank 1 is outside the group of rank 0 alone; rank 0 is in it, a mesh of one rank.
+      expected.insert(
+          expected.begin() + 6,
+          {"not a member", rank == 1 ? "ValueError: " + watch +
+                                           "mesh['dp']: this rank (1) is not a member of that group"
+                                     : "ValueError: " + watch + short_of_world});
+      for (const auto& [label, refusal] : expected)
+        EXPECT_NE(("\n" + output.out).find("\n" + label + ": " + refusal), std::string::npos)
+            << label << ": " << refusal << "\nstdout:\n"
+            << output.out;
+      if (!channel) {
+        EXPECT_EQ(output.telemetry, "");
+        continue;
+      }
+      expectWellFormedStream(output, rank);
+      const auto hellos = output.all<HelloEvent>();
+      ASSERT_EQ(hellos.size(), 1u);
+      EXPECT_EQ(hellos[0].mesh, (MeshAxes{.dp = 2, .tp = 1, .pp = 1}));
+      EXPECT_EQ(hellos[0].coords, (MeshAxes{.dp = rank, .tp = 0, .pp = 0}));
+      // The default group named dp is dp's; a group of every rank that is no dimension has none.
+      EXPECT_EQ(commDims(output), (std::map<uint64_t, std::string>{{28, "dp"}, {36, ""}}));
+    }
   }
 }
 
