@@ -1,6 +1,8 @@
 // Loads a RunSnapshot: the run's report (query/run_report.h) and what only the views show.
 #include "data/run_snapshot.h"
 
+#include "data/rank_groups.h"
+
 #include "db/database.h"
 #include "db/step_columns.h"
 #include "telemetry/writer.h"
@@ -37,6 +39,15 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
   return map;
 }
 
+// The ranks' coordinates on the run's mesh.
+std::vector<MeshCoordinates> loadCoordinates(const storage::RunRecord& run) {
+  const MeshSpec mesh = runMesh(run.spec_json, run.strategy, run.world_size);
+  std::vector<MeshCoordinates> coordinates;
+  for (int rank = 0; rank < run.world_size; ++rank)
+    coordinates.push_back(meshCoordinates(mesh, rank));
+  return coordinates;
+}
+
 }  // namespace
 
 RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
@@ -52,7 +63,11 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   for (const ChartRequest& chart : request.charts) {
     for (const std::string& metric : chart.metrics) {
       MetricSeries series{metric, {}, std::nullopt};
-      if (chart.ranks.empty())
+      if (!chart.band_groups.empty())
+        for (const auto& [label, ranks] : chart.band_groups)
+          series.group_bands.emplace_back(
+              label, storage::loadRankBand(db, run_id, metric, chart.range, ranks));
+      else if (chart.ranks.empty())
         series.band = storage::loadRankBand(db, run_id, metric, chart.range);
       else
         for (int rank : chart.ranks)
@@ -77,6 +92,7 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
+  snapshot.coordinates = loadCoordinates(snapshot.run());
   return snapshot;
 }
 

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "data/background_jobs.h"
+#include "data/rank_groups.h"
 #include "db/database.h"
 #include "models/untrusted_text.h"
 #include "widgets/gantt_chart.h"
@@ -73,6 +74,7 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
     SpecParseResult parsed = parseJobSpec(spec_json);
     if (parsed.ok()) {
       ranks_ = worldSize(*parsed.spec);
+      mesh_ = runMesh(spec_json, "pipeline", ranks_);
       try {
         plan_ = plannedSchedule(*parsed.spec);
       } catch (const Error& e) {
@@ -121,7 +123,7 @@ void PipelineView::showStep(int64_t step) {
 
 void PipelineView::applyStep(const LoadedStep& step) {
   const std::optional<storage::StepSchedule>& schedule = step.schedule;
-  measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
+  measured_->setData(schedule ? byReplica(measuredGantt(*schedule, ranks_), mesh_) : GanttData{});
   split_ = step.split;
   replayed_->setData(split_ && plan_ ? replayedGantt(*split_, plan_->plan) : GanttData{});
   split_label_->setText(splitText());

@@ -53,6 +53,7 @@ class PipelineView : public QWidget {
   std::string db_path_;
   int64_t run_id_ = 0;
   int ranks_ = 0;
+  MeshSpec mesh_;  // the measured rows by replica where dp or tp > 1 (byReplica)
   std::optional<PlannedSchedule> plan_;
   std::optional<int64_t> shown_step_;
   // The shown step's time across ranks spent waiting for other stages and receiving inputs, ms.

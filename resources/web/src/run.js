@@ -15,6 +15,7 @@ import { opColor } from './op_colors.js';
 import { chartControls, defaultRanks } from './chart_settings.js';
 import { figureLabel, formatFigure, figureColumn } from './figures.js';
 import { organisePanel, deletedNotice } from './organise.js';
+import { GROUPINGS, groupRanks, coordsText } from './mesh.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -49,6 +50,7 @@ export function mount(root, route) {
     logRank: route.params.get('log_rank') || '',
     logLevel: route.params.get('log_level') || '',
     logContains: route.params.get('log_contains') || '',
+    grouping: route.params.get('grouping') || 'rank',
   };
   if (!Number.isInteger(runId) || runId <= 0) {
     root.append(errorBox(`'${route.path[1] ?? ''}' is not a run id.`));
@@ -73,6 +75,7 @@ export function mount(root, route) {
     replaceParams(new URLSearchParams({
       tab: state.tab, ranks: state.ranks, from: state.from, to: state.to,
       log_rank: state.logRank, log_level: state.logLevel, log_contains: state.logContains,
+      grouping: state.grouping,
     }));
   }
 
@@ -257,9 +260,39 @@ export function mount(root, route) {
     return body;
   }
 
+  // ---- Ranks grouped by their mesh coordinates (mesh.js) ------------------------------------
+  // Each rank's {dp, tp, pp}: as the server sends them, else as the strategy lays the world out
+  // (a pipeline's ranks are its stages, any other run's its replicas).
+  function rankCoords() {
+    const world = detail.run.world_size || 0;
+    const byRank = new Map((detail.ranks || []).map((r) => [r.rank, r.coords]));
+    const pipeline = detail.run.strategy === 'pipeline';
+    return Array.from({ length: world }, (_, rank) => byRank.get(rank)
+      || (pipeline ? { dp: 0, tp: 0, pp: rank } : { dp: rank, tp: 0, pp: 0 }));
+  }
+
+  // The grouping control; `changed` redraws what it groups.
+  function groupingSelect(changed) {
+    const select = el('select', { id: 'rank-grouping', title: 'Group and order the ranks by their mesh coordinates (dp, tp, pp)',
+      onchange: () => { state.grouping = select.value; saveUrl(); changed(); } },
+    GROUPINGS.map(([value, label]) => el('option', { value }, `Ranks: ${label}`)));
+    select.value = state.grouping;
+    return select;
+  }
+
   // ---- Ranks --------------------------------------------------------------------------------
   function ranksTab(container) {
-    const ranks = detail.ranks || [];
+    const list = el('div', {});
+    container.append(el('div', { class: 'controls' }, groupingSelect(() => { list.replaceChildren(); rankList(list); })), list);
+    rankList(list);
+    return {};
+  }
+
+  function rankList(container) {
+    const coords = rankCoords();
+    const order = groupRanks(coords, state.grouping).flatMap((g) => g.ranks);
+    const byRank = new Map((detail.ranks || []).map((r) => [r.rank, r]));
+    const ranks = order.map((rank) => byRank.get(rank)).filter(Boolean);
     const stragglers = ranks.filter((r) => r.straggler).map((r) => r.rank);
     container.append(
       el('p', {}, stragglers.length ? `Stragglers: rank ${stragglers.join(', rank ')} (the others wait for them, or their compute stands out where no wait was measured).` : 'No straggler.'),
@@ -276,18 +309,20 @@ export function mount(root, route) {
           .filter((id) => id !== 'tokens_per_second' || ranks.some((r) => r.tokens_per_second != null))
           .map((id) => figureColumn(id)),
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
-      ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
+        { title: 'Mesh', value: (r) => coordsText(coords[r.rank]) },
+      ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '', 'data-rank': r.rank })),
     );
     const ingest = detail.ingest;
     if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicates)} duplicate, ${num(ingest.malformed)} bad lines.`));
-    return {};
   }
 
   // ---- Communication ------------------------------------------------------------------------
   function commTab(container) {
     const box = el('div', {});
     const heat = el('div', { class: 'heatmap' });
-    container.append(box, el('h2', {}, 'Exposed communication, rank × step'), heat);
+    let map = null;
+    const drawMap = () => drawHeatmap(heat, map, state.grouping === 'rank' ? null : groupRanks(rankCoords(), state.grouping));
+    container.append(box, el('h2', {}, 'Exposed communication, rank × step'), el('div', { class: 'controls' }, groupingSelect(drawMap)), heat);
     let controller = new AbortController();
     async function reload() {
       controller.abort();
@@ -316,8 +351,8 @@ export function mount(root, route) {
             { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
           ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
         );
-        const map = await getJson(`runs/${runId}/comm/heatmap`, { buckets: 150 }, controller.signal);
-        drawHeatmap(heat, map);
+        map = await getJson(`runs/${runId}/comm/heatmap`, { buckets: 150 }, controller.signal);
+        drawMap();
       } catch (error) {
         if (error.name !== 'AbortError') box.replaceChildren(errorBox(error));
       }
@@ -499,8 +534,9 @@ function figure(label, value) {
 
 // The rank × step heat map of exposed communication on a canvas: one row per rank, one column
 // per bucket, redder = more. {bucket_width, bucket_starts: [...], values: [rank][column] (ms or
-// null)} as /comm/heatmap sends it.
-function drawHeatmap(container, map) {
+// null)} as /comm/heatmap sends it. With groups ([{label, ranks}], mesh.js), the rows are the
+// groups' ranks in order, a line between groups and each group's label at its first row.
+function drawHeatmap(container, map, groups) {
   const starts = (map && map.bucket_starts) || [];
   const rows = (map && map.values) || [];
   if (starts.length === 0 || rows.length === 0) {
@@ -511,17 +547,31 @@ function drawHeatmap(container, map) {
   for (const row of rows) for (const v of row) if (v !== null) max = Math.max(max, v);
   const cell = Math.max(2, Math.floor(900 / starts.length));
   const rowHeight = 14;
-  const left = 52;
-  const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap' });
+  const grouped = groups && groups.length > 1 && groups.flatMap((g) => g.ranks).length === rows.length;
+  const order = grouped ? groups.flatMap((g) => g.ranks) : rows.map((_, rank) => rank);
+  const labels = order.map((rank) => `rank ${rank}`);
+  const firstRows = [];
+  if (grouped) {
+    let at = 0;
+    for (const g of groups) {
+      labels[at] = `${g.label} · ${labels[at]}`;
+      firstRows.push(at);
+      at += g.ranks.length;
+    }
+  }
+  const left = grouped ? 170 : 52;
+  const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap',
+    'data-rows': labels.join('|') });
   const ctx = canvas.getContext('2d');
   ctx.font = '10px sans-serif';
-  rows.forEach((row, rank) => {
+  order.forEach((rank, at) => {
     ctx.fillStyle = '#333';
-    ctx.fillText(`rank ${rank}`, 2, rank * rowHeight + 11);
-    row.forEach((v, column) => {
+    ctx.fillText(labels[at], 2, at * rowHeight + 11);
+    if (at > 0 && firstRows.includes(at)) ctx.fillRect(left, at * rowHeight - 1, cell * starts.length, 1);
+    rows[rank].forEach((v, column) => {
       if (v === null) return;
       ctx.fillStyle = `rgba(214, 39, 40, ${0.08 + 0.92 * (max > 0 ? v / max : 0)})`;
-      ctx.fillRect(left + column * cell, rank * rowHeight, cell, rowHeight - 1);
+      ctx.fillRect(left + column * cell, at * rowHeight, cell, rowHeight - 1);
     });
   });
   ctx.fillStyle = '#333';

@@ -50,6 +50,9 @@ CommTab::CommTab(QWidget* parent) : QWidget(parent) {
 
 void CommTab::apply(const RunSnapshot& snapshot) {
   comm_model_->setStats(snapshot.report.comm_ops);
+  heat_map_->setGroups(grouping_ == RankGrouping::kRankOrder
+                           ? std::vector<RankGroup>{}
+                           : groupRanks(snapshot.coordinates, grouping_));
   heat_map_->setMap(snapshot.wait_map);
   flight_recorder_->apply(snapshot);
 }

@@ -4,6 +4,7 @@
 
 #include <QWidget>
 
+#include "data/rank_groups.h"
 #include "data/run_snapshot.h"
 
 namespace ringmaster::ui {
@@ -19,6 +20,8 @@ class CommTab : public QWidget {
   explicit CommTab(QWidget* parent = nullptr);
 
   void apply(const RunSnapshot& snapshot);
+  // The heat map's rows from the next apply on: in rank order or grouped (data/rank_groups.h).
+  void setGrouping(RankGrouping grouping) { grouping_ = grouping; }
   // The heat map's columns for its width.
   int heatMapBuckets() const;
 
@@ -30,6 +33,7 @@ class CommTab : public QWidget {
   CommOpsModel* comm_model_ = nullptr;
   HeatMap* heat_map_ = nullptr;
   FlightRecorderPanel* flight_recorder_ = nullptr;
+  RankGrouping grouping_ = RankGrouping::kRankOrder;
 };
 
 }  // namespace ringmaster::ui
