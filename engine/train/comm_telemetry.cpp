@@ -6,7 +6,32 @@
 
 namespace ringmaster {
 
-CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step) {
+void TelemetryCommObserver::addCommunicator(const Communicator& communicator,
+                                            std::string_view dim) {
+  const std::string& group = communicator.groupName();
+  RM_CHECK_ARG(isCommDim(dim), fmt::format("the communicator of group {} added under dimension "
+                                           "\"{}\": expected one of \"dp\", \"tp\", \"pp\", "
+                                           "\"world\"",
+                                           group, dim));
+  RM_CHECK_ARG(communicator.options().observer.get() == this,
+               fmt::format("the communicator of group {} reports to another observer: its "
+                           "operations would never be labelled \"{}\"",
+                           group, dim));
+  std::lock_guard<std::mutex> lock(dims_mutex_);
+  const auto [at, added] = dims_.emplace(group, std::string(dim));
+  RM_CHECK_ARG(added || at->second == dim,
+               fmt::format("group {} was added under dimension \"{}\", now under \"{}\"", group,
+                           at->second, dim));
+}
+
+std::string TelemetryCommObserver::dimensionOf(const std::string& group) const {
+  std::lock_guard<std::mutex> lock(dims_mutex_);
+  const auto at = dims_.find(group);
+  return at == dims_.end() ? std::string(kWorldCommDim) : at->second;
+}
+
+CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step,
+                                         std::string_view dim) {
   CommEvent event;
   event.seq_op = record.seq;
   event.op = std::string(toString(record.op));
@@ -21,6 +46,7 @@ CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional
   event.start_us = record.start_us;
   event.end_us = record.end_us;
   if (record.start_us) event.group_size = record.group_size;
+  event.dim = std::string(dim);
   return event;
 }
 
@@ -57,7 +83,8 @@ void TelemetryCommObserver::onOperation(const CommRecord& record) {
   int64_t step = step_.load();
   // Stamped with the op's end, not the moment this observer heard of it (the completion thread may
   // reach an op late): the trace places it at [t - duration_ms, t].
-  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt),
+  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt,
+                       dimensionOf(record.group)),
                record.end_time_s);
 }
 
