@@ -2,7 +2,8 @@
 // and order the ranks by their mesh coordinates (the "rankGrouping" control), on real runs that
 // `ringmaster run` recorded: a 4-rank DDP run (a mesh of 4 dp replicas) and a 4-stage pipeline
 // (a mesh of 4 pp stages). The grouped bands are checked value by value against each group's
-// ranks as stored.
+// ranks as stored, and the Communication tab's tables per mesh dimension against the stored
+// communication by dimension (storage/query/comm_by_dimension.h).
 #include <QComboBox>
 #include <QFile>
 #include <QProcess>
@@ -11,7 +12,10 @@
 
 #include "data/background_jobs.h"
 #include "db/database.h"
+#include "models/comm_dims_model.h"
+#include "models/format.h"
 #include "models/rank_table_model.h"
+#include "query/comm_by_dimension.h"
 #include "query/runs.h"
 #include "query/series.h"
 #include "ui_test_support.h"
@@ -133,6 +137,34 @@ class UiMeshViewTest : public QObject {
                               storedSteps(db_path, run_id, "loss", {0, 1, 2, 3}), 20000);
     QCOMPARE(view.heatMap()->rowLabels().at(0), QString("rank 0"));  // one group: no label
 
+    // Communication per mesh dimension: a row per dimension the run's operations ran over, as
+    // stored, and each rank's time per step in each.
+    storage::CommByDimension stored;
+    {
+      storage::AllowQueriesOnThisThread the_tests_own_queries;
+      stored = storage::commByDimension(storage::Database(db_path), run_id);
+    }
+    QVERIFY(!stored.dims.empty());
+    const QTableView* dims = view.findChild<QTableView*>("commDimsTable");
+    QVERIFY(dims);
+    QStringList stored_dims;
+    for (const storage::DimensionComm& dim : stored.dims) {
+      stored_dims << QString::fromStdString(dim.dim);
+      QVERIFY2(dim.ms_per_step > 0 && dim.operations > 0, dim.dim.c_str());
+    }
+    QCOMPARE(column(dims, CommDimsModel::kDim), stored_dims);
+    QCOMPARE(column(dims, CommDimsModel::kMsPerStep).at(0), formatMs(stored.dims[0].ms_per_step));
+    const QTableView* rank_dims = view.findChild<QTableView*>("rankDimsTable");
+    QCOMPARE(column(rank_dims, RankDimsModel::kRank), QStringList({"0", "1", "2", "3"}));
+    for (const storage::RankDimensionComm& figure : stored.ranks) {
+      const int column_of_dim = figure.dim == "dp"   ? RankDimsModel::kDp
+                                : figure.dim == "tp" ? RankDimsModel::kTp
+                                : figure.dim == "pp" ? RankDimsModel::kPp
+                                                     : RankDimsModel::kWorld;
+      QCOMPARE(rank_dims->model()->index(figure.rank, column_of_dim).data().toString(),
+               formatMs(figure.ms_per_step));
+    }
+
     // Back to rank order: the one band of every rank.
     view.setRankGrouping(RankGrouping::kRankOrder);
     QTRY_COMPARE_WITH_TIMEOUT(loss->lineNames(), std::vector<QString>{"median, min–max of ranks"},
@@ -164,6 +196,9 @@ class UiMeshViewTest : public QObject {
     QCOMPARE(view.heatMap()->rowLabels(),
              QStringList({"pp stage 0 · rank 0", "pp stage 1 · rank 1", "pp stage 2 · rank 2",
                           "pp stage 3 · rank 3"}));
+    // The per-rank communication by dimension in the same order as the rank table.
+    QCOMPARE(column(view.findChild<QTableView*>("rankDimsTable"), RankDimsModel::kMesh),
+             column(view.rankTable(), RankTableModel::kMesh));
     // By dp replica: the one replica holds every stage.
     view.setRankGrouping(RankGrouping::kByDpReplica);
     QCOMPARE(view.heatMap()->rowLabels().at(0), QString("rank 0"));

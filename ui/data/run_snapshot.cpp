@@ -39,12 +39,22 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
   return map;
 }
 
-// The ranks' coordinates on the run's mesh.
-std::vector<MeshCoordinates> loadCoordinates(const storage::RunRecord& run) {
-  const MeshSpec mesh = runMesh(run.spec_json, run.strategy, run.world_size);
+// The ranks' coordinates on the run's mesh: each as its hello said, else by the mesh's rank order.
+std::vector<MeshCoordinates> rankCoordinates(const storage::RunReport& report) {
+  const storage::RunRecord& run = report.summary.run;
+  const MeshSpec recorded{.dp = run.mesh.dp, .tp = run.mesh.tp, .pp = run.mesh.pp};
+  const MeshSpec mesh = recorded.size() == run.world_size && recorded.dp > 0 && recorded.tp > 0
+                            ? recorded
+                            : runMesh(run.spec_json, run.strategy, run.world_size);
   std::vector<MeshCoordinates> coordinates;
   for (int rank = 0; rank < run.world_size; ++rank)
     coordinates.push_back(meshCoordinates(mesh, rank));
+  for (const storage::RankReport& rank : report.ranks)
+    if (rank.record && rank.record->coords && rank.figures.rank >= 0 &&
+        rank.figures.rank < run.world_size)
+      coordinates[static_cast<size_t>(rank.figures.rank)] = {.dp = rank.record->coords->dp,
+                                                             .tp = rank.record->coords->tp,
+                                                             .pp = rank.record->coords->pp};
   return coordinates;
 }
 
@@ -88,11 +98,12 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
     if (snapshot.run().started_at && *snapshot.run().started_at <= snapshot.wall_clock_origin)
       snapshot.wall_clock_origin = *snapshot.run().started_at;
   }
+  snapshot.comm_dims = storage::commByDimension(db, run_id);
   snapshot.wait_map = loadWaitHeatMap(db, snapshot.run(), request.heat_map_buckets);
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
-  snapshot.coordinates = loadCoordinates(snapshot.run());
+  snapshot.coordinates = rankCoordinates(snapshot.report);
   return snapshot;
 }
 

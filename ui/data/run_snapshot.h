@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "query/comm_by_dimension.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -65,6 +66,8 @@ struct RunSnapshot {
   const storage::RunRecord& run() const { return report.summary.run; }
   std::vector<MetricSeries> charts;  // in ChartRequest order
   storage::CommTimeByOp comm_by_op;  // when SnapshotRequest::comm_by_op was set
+  // Communication per mesh dimension (dp, tp, pp, world), over the run and per rank.
+  storage::CommByDimension comm_dims;
   WaitHeatMap wait_map;
   std::vector<storage::LogLine> logs;
   std::vector<storage::FlightRecorderDump> dumps;

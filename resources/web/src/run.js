@@ -3,7 +3,9 @@
 // gradient norm, the fp16 loss scale, ..., and a chart per metric of the run's own, in collapsible
 // panels by the name's prefix), each for every rank, one rank or the min / median / max band
 // (communication by op: the mean over ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
-// the rank table with stragglers; communication statistics by op and by rank; logs with filters;
+// the rank table with stragglers; communication statistics by mesh dimension (a table, and a chart
+// per rank: comm_dims.js), by op and by rank, the rank table, heat map and per-dimension chart
+// grouped by the ranks' mesh coordinates (mesh.js); logs with filters;
 // flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
 // data from the stream redraws the open tab (at most every 500 ms).
 
@@ -16,6 +18,7 @@ import { chartControls, defaultRanks } from './chart_settings.js';
 import { figureLabel, formatFigure, figureColumn } from './figures.js';
 import { organisePanel, deletedNotice } from './organise.js';
 import { GROUPINGS, groupRanks, coordsText } from './mesh.js';
+import { dimsTable, drawDimsChart } from './comm_dims.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -320,14 +323,27 @@ export function mount(root, route) {
   function commTab(container) {
     const box = el('div', {});
     const heat = el('div', { class: 'heatmap' });
+    const dimsBox = el('div', {});
+    const dimsPlot = el('div', {});
     let map = null;
-    const drawMap = () => drawHeatmap(heat, map, state.grouping === 'rank' ? null : groupRanks(rankCoords(), state.grouping));
-    container.append(box, el('h2', {}, 'Exposed communication, rank × step'), el('div', { class: 'controls' }, groupingSelect(drawMap)), heat);
+    let dims = null;
+    const groups = () => (state.grouping === 'rank' ? null : groupRanks(rankCoords(), state.grouping));
+    const drawMap = () => drawHeatmap(heat, map, groups());
+    const drawDims = () => {
+      if (!dims) return;
+      const coords = rankCoords();
+      drawDimsChart(dimsPlot, dims, groupRanks(coords, state.grouping).flatMap((g) => g.ranks), coords);
+    };
+    container.append(el('div', { class: 'controls' }, groupingSelect(() => { drawMap(); drawDims(); })), dimsBox, dimsPlot, box,
+      el('h2', {}, 'Exposed communication, rank × step'), heat);
     let controller = new AbortController();
     async function reload() {
       controller.abort();
       controller = new AbortController();
       try {
+        dims = await getJson(`runs/${runId}/comm_dims`, {}, controller.signal);
+        dimsBox.replaceChildren(el('h2', {}, 'By mesh dimension'), dimsTable(dims));
+        drawDims();
         const comm = await getJson(`runs/${runId}/comm`, {}, controller.signal);
         box.replaceChildren(
           el('h2', {}, 'By operation'),
