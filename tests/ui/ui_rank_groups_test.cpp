@@ -106,20 +106,5 @@ TEST(RankGroups, ADpByPpMeshGroupedByReplicaTakesEachReplicasStagesTogether) {
   EXPECT_EQ(coordinatesText(meshCoordinates({.dp = 2, .tp = 2, .pp = 1}, 3)), "dp 1 · tp 1 · pp 0");
 }
 
-TEST(RankGroups, TheRunsMeshComesFromItsSpecOrItsStrategy) {
-  const auto same = [](const MeshSpec& a, const MeshSpec& b) {
-    return a.dp == b.dp && a.tp == b.tp && a.pp == b.pp;
-  };
-  EXPECT_TRUE(same(runMesh(R"({"strategy":{"mesh":{"dp":2,"tp":2}}})", "ddp+tp", 4), {2, 2, 1}));
-  // dp inferred as world / (tp * pp).
-  EXPECT_TRUE(same(runMesh(R"({"strategy":{"mesh":{"pp":2}}})", "ddp+pipeline", 4), {2, 1, 2}));
-  // The legacy kinds: a pipeline's ranks are its stages, the others' their replicas.
-  EXPECT_TRUE(same(runMesh(R"({"strategy":{"kind":"pipeline"}})", "pipeline", 4), {1, 1, 4}));
-  EXPECT_TRUE(same(runMesh(R"({"strategy":{"kind":"ddp"}})", "ddp", 4), {4, 1, 1}));
-  // A mesh that is not the world's, and a spec that is not JSON.
-  EXPECT_TRUE(same(runMesh(R"({"strategy":{"mesh":{"dp":3}}})", "ddp", 4), {4, 1, 1}));
-  EXPECT_TRUE(same(runMesh("not json", "fsdp", 2), {2, 1, 1}));
-}
-
 }  // namespace
 }  // namespace ringmaster::ui

@@ -3,7 +3,6 @@
 #include "data/rank_groups.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <tuple>
 
 namespace ringmaster::ui {
@@ -38,12 +37,6 @@ std::string groupLabel(const MeshCoordinates& c, RankGrouping grouping) {
       break;
   }
   return "all ranks";
-}
-
-int positiveOr(const nlohmann::json& block, const char* key, int fallback) {
-  const auto it = block.find(key);
-  return it != block.end() && it->is_number_integer() && it->get<int>() > 0 ? it->get<int>()
-                                                                            : fallback;
 }
 
 }  // namespace
@@ -88,22 +81,6 @@ std::vector<int> rankOrder(const std::vector<RankGroup>& groups) {
 std::string coordinatesText(const MeshCoordinates& c) {
   return "dp " + std::to_string(c.dp) + " · tp " + std::to_string(c.tp) + " · pp " +
          std::to_string(c.pp);
-}
-
-MeshSpec runMesh(const std::string& spec_json, const std::string& strategy, int world_size) {
-  const int world = std::max(world_size, 1);
-  const nlohmann::json spec = nlohmann::json::parse(spec_json, nullptr, false);
-  const nlohmann::json* mesh = nullptr;
-  if (spec.is_object() && spec.contains("strategy") && spec["strategy"].is_object() &&
-      spec["strategy"].contains("mesh") && spec["strategy"]["mesh"].is_object())
-    mesh = &spec["strategy"]["mesh"];
-  if (mesh) {
-    MeshSpec parsed{.tp = positiveOr(*mesh, "tp", 1), .pp = positiveOr(*mesh, "pp", 1)};
-    parsed.dp = positiveOr(*mesh, "dp", std::max(world / (parsed.tp * parsed.pp), 1));
-    if (parsed.size() == world) return parsed;
-  }
-  if (strategy == "pipeline") return MeshSpec{.dp = 1, .tp = 1, .pp = world};
-  return MeshSpec{.dp = world, .tp = 1, .pp = 1};
 }
 
 }  // namespace ringmaster::ui

@@ -1,7 +1,6 @@
 // Ranks grouped and ordered by their device-mesh coordinates (dp, tp, pp; spec/mesh_layout.h), for
-// the rank table, the band charts and the heat map: each rank's coordinates as the run recorded
-// them (or, for a run that recorded none, as its spec lays them out), and the groups a grouping
-// choice makes. Plain data and no Qt; it reads nothing.
+// the rank table, the band charts and the heat map: the groups a grouping choice makes of the
+// coordinates the run recorded (RunSnapshot::coordinates). Plain data and no Qt; it reads nothing.
 #pragma once
 
 #include <string>
@@ -37,10 +36,5 @@ std::vector<int> rankOrder(const std::vector<RankGroup>& groups);
 
 // "dp 0 · tp 1 · pp 0".
 std::string coordinatesText(const MeshCoordinates& coordinates);
-
-// The mesh of a run of `world_size` ranks from its spec: the spec's strategy.mesh where its size
-// is the world's, else what the strategy label implies (a pipeline's ranks are its stages, any
-// other run's its data-parallel replicas).
-MeshSpec runMesh(const std::string& spec_json, const std::string& strategy, int world_size);
 
 }  // namespace ringmaster::ui

@@ -1,8 +1,6 @@
 // Loads a RunSnapshot: the run's report (query/run_report.h) and what only the views show.
 #include "data/run_snapshot.h"
 
-#include "data/rank_groups.h"
-
 #include "db/database.h"
 #include "db/step_columns.h"
 #include "telemetry/writer.h"
@@ -39,26 +37,30 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
   return map;
 }
 
-// The ranks' coordinates on the run's mesh: each as its hello said, else by the mesh's rank order.
+// The ranks' coordinates on the run's mesh: each as storage recorded it, else by the mesh's order.
 std::vector<MeshCoordinates> rankCoordinates(const storage::RunReport& report) {
   const storage::RunRecord& run = report.summary.run;
-  const MeshSpec recorded{.dp = run.mesh.dp, .tp = run.mesh.tp, .pp = run.mesh.pp};
-  const MeshSpec mesh = recorded.size() == run.world_size && recorded.dp > 0 && recorded.tp > 0
-                            ? recorded
-                            : runMesh(run.spec_json, run.strategy, run.world_size);
+  const MeshSpec mesh = meshOf(run);
   std::vector<MeshCoordinates> coordinates;
   for (int rank = 0; rank < run.world_size; ++rank)
     coordinates.push_back(meshCoordinates(mesh, rank));
-  for (const storage::RankReport& rank : report.ranks)
-    if (rank.record && rank.record->coords && rank.figures.rank >= 0 &&
-        rank.figures.rank < run.world_size)
-      coordinates[static_cast<size_t>(rank.figures.rank)] = {.dp = rank.record->coords->dp,
-                                                             .tp = rank.record->coords->tp,
-                                                             .pp = rank.record->coords->pp};
+  for (const storage::RankReport& rank : report.ranks) {
+    const int r = rank.figures.rank;
+    if (rank.record && rank.record->coords && r >= 0 && r < run.world_size)
+      coordinates[static_cast<size_t>(r)] = {.dp = rank.record->coords->dp,
+                                             .tp = rank.record->coords->tp,
+                                             .pp = rank.record->coords->pp};
+  }
   return coordinates;
 }
 
 }  // namespace
+
+MeshSpec meshOf(const storage::RunRecord& run) {
+  const MeshSpec mesh{.dp = run.mesh.dp, .tp = run.mesh.tp, .pp = run.mesh.pp};
+  if (mesh.dp >= 1 && mesh.tp >= 1 && mesh.pp >= 1 && mesh.size() == run.world_size) return mesh;
+  return MeshSpec{.dp = std::max(run.world_size, 1), .tp = 1, .pp = 1};
+}
 
 RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
                             const SnapshotRequest& request) {
@@ -98,7 +100,6 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
     if (snapshot.run().started_at && *snapshot.run().started_at <= snapshot.wall_clock_origin)
       snapshot.wall_clock_origin = *snapshot.run().started_at;
   }
-  snapshot.comm_dims = storage::commByDimension(db, run_id);
   snapshot.wait_map = loadWaitHeatMap(db, snapshot.run(), request.heat_map_buckets);
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);

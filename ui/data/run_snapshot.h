@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "query/comm_by_dimension.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -66,8 +65,6 @@ struct RunSnapshot {
   const storage::RunRecord& run() const { return report.summary.run; }
   std::vector<MetricSeries> charts;  // in ChartRequest order
   storage::CommTimeByOp comm_by_op;  // when SnapshotRequest::comm_by_op was set
-  // Communication per mesh dimension (dp, tp, pp, world), over the run and per rank.
-  storage::CommByDimension comm_dims;
   WaitHeatMap wait_map;
   std::vector<storage::LogLine> logs;
   std::vector<storage::FlightRecorderDump> dumps;
@@ -77,10 +74,14 @@ struct RunSnapshot {
   storage::Series wall_clock;
   double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
-  // Each rank's mesh coordinates (dp, tp, pp), by rank: as its hello event gave them, else as the
-  // run's spec lays the world out (data/rank_groups.h runMesh).
+  // Each rank's mesh coordinates (dp, tp, pp), by rank, as storage recorded them (its hello's,
+  // else the mesh's rank order).
   std::vector<MeshCoordinates> coordinates;
 };
+
+// The run's mesh as stored (every dimension at least 1, their product the world size); a stored
+// mesh that is not one (a run record read before its ranks said): the world as dp replicas.
+MeshSpec meshOf(const storage::RunRecord& run);
 
 struct SnapshotRequest {
   std::vector<ChartRequest> charts;

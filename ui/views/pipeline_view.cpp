@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "data/background_jobs.h"
-#include "data/rank_groups.h"
 #include "db/database.h"
 #include "models/untrusted_text.h"
 #include "widgets/gantt_chart.h"
@@ -74,7 +73,6 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
     SpecParseResult parsed = parseJobSpec(spec_json);
     if (parsed.ok()) {
       ranks_ = worldSize(*parsed.spec);
-      mesh_ = runMesh(spec_json, "pipeline", ranks_);
       try {
         plan_ = plannedSchedule(*parsed.spec);
       } catch (const Error& e) {

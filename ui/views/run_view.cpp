@@ -197,6 +197,7 @@ void RunView::apply(RunSnapshot snapshot) {
   const nlohmann::json spec = nlohmann::json::parse(snapshot.run().spec_json, nullptr, false);
   charts_->setStepsPerEvent(spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1)
                                              : 1);
+  pipeline_->setMesh(meshOf(snapshot.run()));
   if (pipeline)
     pipeline_->setRun(db_path_, run_id_, snapshot.run().spec_json, snapshot.scheduled_steps);
   const bool groups_unknown = grouping_ != RankGrouping::kRankOrder &&

@@ -42,6 +42,12 @@ export function groupRanks(coords, grouping) {
   return groups;
 }
 
+// `rank`'s coordinates on `mesh` ({dp, tp, pp}) by the engine's rank order: tp fastest, then dp,
+// then pp (spec/mesh_layout.h).
+export function meshCoordinates(mesh, rank) {
+  return { dp: Math.floor(rank / mesh.tp) % mesh.dp, tp: rank % mesh.tp, pp: Math.floor(rank / (mesh.tp * mesh.dp)) };
+}
+
 export function coordsText(c) {
   return c ? `dp ${c.dp} · tp ${c.tp} · pp ${c.pp}` : '–';
 }

@@ -17,7 +17,7 @@ import { opColor } from './op_colors.js';
 import { chartControls, defaultRanks } from './chart_settings.js';
 import { figureLabel, formatFigure, figureColumn } from './figures.js';
 import { organisePanel, deletedNotice } from './organise.js';
-import { GROUPINGS, groupRanks, coordsText } from './mesh.js';
+import { GROUPINGS, groupRanks, coordsText, meshCoordinates } from './mesh.js';
 import { dimsTable, drawDimsChart } from './comm_dims.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
@@ -264,14 +264,14 @@ export function mount(root, route) {
   }
 
   // ---- Ranks grouped by their mesh coordinates (mesh.js) ------------------------------------
-  // Each rank's {dp, tp, pp}: as the server sends them, else as the strategy lays the world out
-  // (a pipeline's ranks are its stages, any other run's its replicas).
+  // Each rank's {dp, tp, pp}: as the report's rank rows have them, else (a rank not heard from
+  // yet) by the run's mesh's rank order.
   function rankCoords() {
     const world = detail.run.world_size || 0;
     const byRank = new Map((detail.ranks || []).map((r) => [r.rank, r.coords]));
-    const pipeline = detail.run.strategy === 'pipeline';
-    return Array.from({ length: world }, (_, rank) => byRank.get(rank)
-      || (pipeline ? { dp: 0, tp: 0, pp: rank } : { dp: rank, tp: 0, pp: 0 }));
+    const m = detail.run.mesh;
+    const mesh = m && m.dp * m.tp * m.pp === world ? m : { dp: Math.max(world, 1), tp: 1, pp: 1 };
+    return Array.from({ length: world }, (_, rank) => byRank.get(rank) || meshCoordinates(mesh, rank));
   }
 
   // The grouping control; `changed` redraws what it groups.

@@ -12,7 +12,7 @@ if (!source) {
   console.log('usage: node mesh_test.mjs SRC_DIR');
   process.exit(2);
 }
-const { GROUPINGS, groupRanks, coordsText } = await import(pathToFileURL(path.resolve(source, 'mesh.js')).href);
+const { GROUPINGS, groupRanks, coordsText, meshCoordinates } = await import(pathToFileURL(path.resolve(source, 'mesh.js')).href);
 
 let failures = 0;
 function check(condition, message) {
@@ -23,10 +23,7 @@ function check(condition, message) {
 }
 
 function coordinates(dp, tp, pp) {
-  const out = [];
-  for (let rank = 0; rank < dp * tp * pp; rank += 1)
-    out.push({ tp: rank % tp, dp: Math.floor(rank / tp) % dp, pp: Math.floor(rank / (tp * dp)) });
-  return out;
+  return Array.from({ length: dp * tp * pp }, (_, rank) => meshCoordinates({ dp, tp, pp }, rank));
 }
 
 // The coordinate a group shares, in the order groups come.
@@ -64,6 +61,9 @@ for (let dp = 1; dp <= 8; dp += 1) {
     }
   }
 }
+// The engine's rank order (rank = tp + T * (dp + D * pp)), every coordinate once.
+const seen = new Set(coordinates(2, 2, 2).map((c) => `${c.dp}${c.tp}${c.pp}`));
+check(seen.size === 8 && JSON.stringify(meshCoordinates({ dp: 2, tp: 2, pp: 2 }, 5)) === '{"dp":0,"tp":1,"pp":1}', 'the rank order: tp fastest, then dp, then pp');
 // The desktop's labels, word for word.
 const dpPp = groupRanks(coordinates(2, 1, 2), 'dp');
 check(dpPp[0].label === 'dp replica 0' && dpPp[0].ranks.join() === '0,2' && dpPp[1].ranks.join() === '1,3', `dp 2 x pp 2 by replica: ${JSON.stringify(dpPp)}`);

@@ -71,11 +71,11 @@ CommTab::CommTab(QWidget* parent) : QWidget(parent) {
 
 void CommTab::apply(const RunSnapshot& snapshot) {
   comm_model_->setStats(snapshot.report.comm_ops);
-  dims_model_->setDims(snapshot.comm_dims.dims);
+  dims_model_->setDims(snapshot.report.comm_dims.dims);
   const std::vector<RankGroup> groups = grouping_ == RankGrouping::kRankOrder
                                             ? std::vector<RankGroup>{}
                                             : groupRanks(snapshot.coordinates, grouping_);
-  rank_dims_model_->setRows(rankDimsRows(snapshot.comm_dims, snapshot.coordinates,
+  rank_dims_model_->setRows(rankDimsRows(snapshot.report.comm_dims, snapshot.coordinates,
                                          rankOrder(groupRanks(snapshot.coordinates, grouping_))));
   heat_map_->setGroups(groups);
   heat_map_->setMap(snapshot.wait_map);
