@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <chrono>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "db/database.h"
 #include "db/statement.h"
 

@@ -190,14 +190,13 @@ void RunView::apply(RunSnapshot snapshot) {
   comm_->apply(snapshot);
   logs_->apply(snapshot);
   // A pipeline run, or a mesh with pipeline stages (issue 34: "ddp+pipeline", ...).
-  const bool pipeline = snapshot.run().strategy == "pipeline" ||
-                        std::any_of(snapshot.coordinates.begin(), snapshot.coordinates.end(),
-                                    [](const MeshCoordinates& c) { return c.pp > 0; });
+  const MeshSpec mesh = meshOf(snapshot.run());
+  const bool pipeline = snapshot.run().strategy == "pipeline" || mesh.pp > 1;
   tabs_->setTabVisible(tabs_->indexOf(pipeline_), pipeline);
   const nlohmann::json spec = nlohmann::json::parse(snapshot.run().spec_json, nullptr, false);
   charts_->setStepsPerEvent(spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1)
                                              : 1);
-  pipeline_->setMesh(meshOf(snapshot.run()));
+  pipeline_->setMesh(mesh);
   if (pipeline)
     pipeline_->setRun(db_path_, run_id_, snapshot.run().spec_json, snapshot.scheduled_steps);
   const bool groups_unknown = grouping_ != RankGrouping::kRankOrder &&
