@@ -84,8 +84,12 @@ void printCommByDimension(const CommByDimension& comm, std::FILE* out) {
   }
 }
 
-void printCommByDimensionComparison(const std::vector<CommByDimension>& runs,
+void printCommByDimensionComparison(const storage::Database& db,
+                                    const std::vector<storage::RunSummary>& summaries,
                                     const std::vector<std::string>& run_headers, std::FILE* out) {
+  std::vector<CommByDimension> runs;
+  for (const storage::RunSummary& summary : summaries)
+    runs.push_back(storage::commByDimension(db, summary.run.id));
   const std::vector<std::string> dims = dimensionsOf(runs);
   if (dims.empty()) return;
   fmt::print(out, "\nCommunication per mesh dimension (ms per step, total ms)\n");
@@ -107,6 +111,10 @@ void printCommByDimensionComparison(const std::vector<CommByDimension>& runs,
     table.addRow(std::move(cells));
   }
   table.print(out);
+}
+
+std::string formatMesh(const MeshAxes& mesh) {
+  return fmt::format("{} x {} x {}", mesh.dp, mesh.tp, mesh.pp);
 }
 
 }  // namespace ringmaster

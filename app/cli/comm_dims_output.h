@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "query/comm_by_dimension.h"
+#include "query/summary.h"
 
 namespace ringmaster {
 
@@ -16,7 +17,11 @@ void printCommByDimension(const storage::CommByDimension& comm, std::FILE* out);
 
 // Several runs side by side: per dimension any of them has, each run's time per step and total
 // time ("-" where the run has none); `run_headers` name the runs' columns.
-void printCommByDimensionComparison(const std::vector<storage::CommByDimension>& runs,
+void printCommByDimensionComparison(const storage::Database& db,
+                                    const std::vector<storage::RunSummary>& runs,
                                     const std::vector<std::string>& run_headers, std::FILE* out);
+
+// A run's mesh as the tables show it: "2 x 2 x 1" (dp x tp x pp).
+std::string formatMesh(const MeshAxes& mesh);
 
 }  // namespace ringmaster

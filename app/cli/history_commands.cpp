@@ -447,9 +447,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   row("status", [](const RunSummary& s) { return s.run.status; });
   row("strategy",
       [](const RunSummary& s) { return fmt::format("{} x{}", s.run.strategy, s.run.world_size); });
-  row("mesh (dp x tp x pp)", [](const RunSummary& s) {
-    return fmt::format("{} x {} x {}", s.run.mesh.dp, s.run.mesh.tp, s.run.mesh.pp);
-  });
+  row("mesh (dp x tp x pp)", [](const RunSummary& s) { return formatMesh(s.run.mesh); });
   row(named("final_step"), [](const RunSummary& s) { return std::to_string(s.final_step); });
   row(named("final_loss"), [](const RunSummary& s) { return formatOptional(s.final_loss); });
   row(named("samples_per_second"),
@@ -463,10 +461,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   row(named("duration_s"),
       [](const RunSummary& s) { return formatDuration(s.run.durationSeconds()); });
   figures.print(stdout);
-  std::vector<CommByDimension> comm_dims;
-  for (const RunSummary& summary : comparison.runs)
-    comm_dims.push_back(commByDimension(db, summary.run.id));
-  printCommByDimensionComparison(comm_dims, {headers.begin() + 1, headers.end()}, stdout);
+  printCommByDimensionComparison(db, comparison.runs, {headers.begin() + 1, headers.end()}, stdout);
 
   fmt::print("\nLoss (rank 0, mean per bucket)\n");
   std::vector<std::string> loss_headers = {"STEPS"};
