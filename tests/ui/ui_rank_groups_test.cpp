@@ -79,7 +79,9 @@ TEST(RankGroups, EveryLayoutOfUpToEightRanksIsPartitionedByTheSharedCoordinate) 
         for (size_t i = 0; i < group.ranks.size(); ++i) {
           EXPECT_EQ(sharedKey(coordinates[group.ranks[i]], grouping), key);
           // Inside a group, by the other coordinates, outermost (pp) first: in rank order.
-          if (i > 0) EXPECT_LT(group.ranks[i - 1], group.ranks[i]);
+          if (i > 0) {
+            EXPECT_LT(group.ranks[i - 1], group.ranks[i]);
+          }
         }
       }
       // The groups by their shared coordinate, each once.
