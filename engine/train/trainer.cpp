@@ -21,6 +21,7 @@
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
+#include "spec/mesh_layout.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
@@ -413,21 +414,35 @@ void Trainer::checkWorld() const {
   }
 }
 
+namespace {
+
+// The hello's mesh and this rank's coordinates (issue 34), where the spec's mesh spans the world.
+void addMesh(HelloEvent& hello, const MeshSpec& mesh, int rank) {
+  if (mesh.size() != hello.world_size) return;
+  const MeshCoordinates at = meshCoordinates(mesh, rank);
+  hello.mesh = MeshAxes{.dp = mesh.dp, .tp = mesh.tp, .pp = mesh.pp};
+  hello.coords = MeshAxes{.dp = at.dp, .tp = at.tp, .pp = at.pp};
+}
+
+}  // namespace
+
 // The device and its allocator, announced by the hello event.
 void Trainer::setUpDevice(Session& session) {
   session.device = resolveDevice(spec_.device, context_.local_rank);
   session.allocator = &allocatorFor(session.device);
   const DeviceMemoryInfo device_memory = session.allocator->deviceMemory();
-  telemetry_.emit(HelloEvent{.world_size = context_.world_size,
-                             .local_rank = context_.local_rank,
-                             .host = context_.host,
-                             .pid = static_cast<int64_t>(getpid()),
-                             .device = session.device.str(),
-                             .device_name = deviceName(session.device),
-                             .device_memory_total = device_memory.total_bytes,
-                             .version = RINGMASTER_VERSION,
-                             .strategy = std::string(toString(spec_.strategy.kind)),
-                             .attempt = context_.attempt});
+  HelloEvent hello{.world_size = context_.world_size,
+                   .local_rank = context_.local_rank,
+                   .host = context_.host,
+                   .pid = static_cast<int64_t>(getpid()),
+                   .device = session.device.str(),
+                   .device_name = deviceName(session.device),
+                   .device_memory_total = device_memory.total_bytes,
+                   .version = RINGMASTER_VERSION,
+                   .strategy = std::string(toString(spec_.strategy.kind)),
+                   .attempt = context_.attempt};
+  addMesh(hello, spec_.strategy.mesh, context_.rank);
+  telemetry_.emit(hello);
 }
 
 // The training set and the model, checked against each other, with the model's initial weights.
