@@ -71,6 +71,9 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
     replayed_->setData({});
     split_label_->clear();
     SpecParseResult parsed = parseJobSpec(spec_json);
+    // The measured schedule needs only the ranks: the recorded mesh's where the spec does not
+    // parse (written by a later version); the plan needs the spec.
+    ranks_ = mesh_.size();
     if (parsed.ok()) {
       ranks_ = worldSize(*parsed.spec);
       try {

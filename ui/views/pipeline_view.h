@@ -30,8 +30,8 @@ class PipelineView : public QWidget {
   void setRun(const std::string& db_path, int64_t run_id, const std::string& spec_json,
               const std::vector<int64_t>& scheduled_steps);
   void showStep(int64_t step);
-  // The run's mesh (RunSnapshot's meshOf): with several replicas or tp ranks, the measured rows by
-  // replica (byReplica).
+  // The run's mesh (RunSnapshot's meshOf), before setRun: with several replicas or tp ranks, the
+  // measured rows by replica (byReplica).
   void setMesh(const MeshSpec& mesh) { mesh_ = mesh; }
 
   std::optional<int64_t> shownStep() const { return shown_step_; }
