@@ -196,17 +196,23 @@ Series loadSeries(const Database& db, int64_t run_id, const std::string& metric,
 
 Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
                   const SeriesRange& range) {
-  Band band;
-  const std::optional<MetricSource> source = metricSource(db, metric);
-  if (!source) return band;
   Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
   world.bind(1, run_id);
   const int world_size = world.run() ? static_cast<int>(world.columnInt(0)) : 0;
   world.reset();
+  std::vector<int> every_rank(static_cast<size_t>(std::max(world_size, 0)));
+  for (int rank = 0; rank < world_size; ++rank) every_rank[static_cast<size_t>(rank)] = rank;
+  return loadRankBand(db, run_id, metric, range, every_rank);
+}
 
+Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
+                  const SeriesRange& range, const std::vector<int>& among) {
+  Band band;
+  const std::optional<MetricSource> source = metricSource(db, metric);
+  if (!source) return band;
   Extent all;
   std::vector<int> ranks;
-  for (int rank = 0; rank < world_size; ++rank) {
+  for (int rank : among) {
     const Extent extent = stepExtent(db, run_id, source->id, rank);
     if (extent.empty()) continue;
     ranks.push_back(rank);

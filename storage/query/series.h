@@ -63,6 +63,9 @@ struct Band {
 // Every rank of the run (0 .. world_size - 1) on one grid.
 Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
                   const SeriesRange& range = {});
+// The same over some ranks only (a mesh group's: ui/data/rank_groups.h), on their own grid.
+Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
+                  const SeriesRange& range, const std::vector<int>& among);
 
 // The whole series of one rank as one summary (count, mean, min, max, last).
 SeriesSummary summarizeSeries(const Database& db, int64_t run_id, const std::string& metric,

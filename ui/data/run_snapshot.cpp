@@ -37,7 +37,30 @@ WaitHeatMap loadWaitHeatMap(const storage::Database& db, const storage::RunRecor
   return map;
 }
 
+// The ranks' coordinates on the run's mesh: each as storage recorded it, else by the mesh's order.
+std::vector<MeshCoordinates> rankCoordinates(const storage::RunReport& report) {
+  const storage::RunRecord& run = report.summary.run;
+  const MeshSpec mesh = meshOf(run);
+  std::vector<MeshCoordinates> coordinates;
+  for (int rank = 0; rank < run.world_size; ++rank)
+    coordinates.push_back(meshCoordinates(mesh, rank));
+  for (const storage::RankReport& rank : report.ranks) {
+    const int r = rank.figures.rank;
+    if (rank.record && rank.record->coords && r >= 0 && r < run.world_size)
+      coordinates[static_cast<size_t>(r)] = {.dp = rank.record->coords->dp,
+                                             .tp = rank.record->coords->tp,
+                                             .pp = rank.record->coords->pp};
+  }
+  return coordinates;
+}
+
 }  // namespace
+
+MeshSpec meshOf(const storage::RunRecord& run) {
+  const MeshSpec mesh{.dp = run.mesh.dp, .tp = run.mesh.tp, .pp = run.mesh.pp};
+  if (mesh.dp >= 1 && mesh.tp >= 1 && mesh.pp >= 1 && mesh.size() == run.world_size) return mesh;
+  return MeshSpec{.dp = std::max(run.world_size, 1), .tp = 1, .pp = 1};
+}
 
 RunSnapshot loadRunSnapshot(const std::string& db_path, int64_t run_id,
                             const SnapshotRequest& request) {
@@ -52,7 +75,11 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   for (const ChartRequest& chart : request.charts) {
     for (const std::string& metric : chart.metrics) {
       MetricSeries series{metric, {}, std::nullopt};
-      if (chart.ranks.empty())
+      if (!chart.band_groups.empty())
+        for (const auto& [label, ranks] : chart.band_groups)
+          series.group_bands.emplace_back(
+              label, storage::loadRankBand(db, run_id, metric, chart.range, ranks));
+      else if (chart.ranks.empty())
         series.band = storage::loadRankBand(db, run_id, metric, chart.range);
       else
         for (int rank : chart.ranks)
@@ -77,6 +104,7 @@ RunSnapshot loadRunSnapshot(const storage::Database& db, int64_t run_id,
   snapshot.logs = storage::loadLogs(db, run_id, std::nullopt, request.log_lines);
   snapshot.dumps = storage::loadFlightRecorderDumps(db, run_id);
   snapshot.scheduled_steps = storage::scheduledSteps(db, run_id);
+  snapshot.coordinates = rankCoordinates(snapshot.report);
   return snapshot;
 }
 

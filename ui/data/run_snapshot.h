@@ -18,23 +18,27 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "spec/mesh_layout.h"
 #include "spec/program.h"
 
 namespace ringmaster::ui {
 
 // What the charts ask for: which metrics, over which steps, at how many buckets (their width in
 // pixels, so every pixel column gets its min / max), for which ranks; an empty rank list means
-// the all-ranks band (min / median / max).
+// the all-ranks band (min / median / max), or a band per group where groups are given (the
+// ranks grouped by a mesh coordinate: data/rank_groups.h).
 struct ChartRequest {
   std::vector<std::string> metrics;
   storage::SeriesRange range;
   std::vector<int> ranks;
+  std::vector<std::pair<std::string, std::vector<int>>> band_groups;  // label, ranks
 };
 
 struct MetricSeries {
   std::string metric;
   std::map<int, storage::Series> per_rank;  // rank -> series, when ranks were asked for
-  std::optional<storage::Band> band;        // when no rank was
+  std::optional<storage::Band> band;        // when no rank and no group was
+  std::vector<std::pair<std::string, storage::Band>> group_bands;  // label, band; in request order
 };
 
 // Rank x bucket of mean exposed communication per step (ms): a straggler shows as a bright row of
@@ -70,7 +74,14 @@ struct RunSnapshot {
   storage::Series wall_clock;
   double wall_clock_origin = 0;
   std::vector<int64_t> scheduled_steps;  // pipeline runs
+  // Each rank's mesh coordinates (dp, tp, pp), by rank, as storage recorded them (its hello's,
+  // else the mesh's rank order).
+  std::vector<MeshCoordinates> coordinates;
 };
+
+// The run's mesh as stored (every dimension at least 1, their product the world size); a stored
+// mesh that is not one (a run record read before its ranks said): the world as dp replicas.
+MeshSpec meshOf(const storage::RunRecord& run);
 
 struct SnapshotRequest {
   std::vector<ChartRequest> charts;

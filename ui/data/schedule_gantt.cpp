@@ -84,6 +84,34 @@ GanttData measuredGantt(const storage::StepSchedule& step, int ranks) {
   return gantt;
 }
 
+QString GanttData::rowName(int row) const {
+  if (row >= 0 && static_cast<size_t>(row) < row_names.size())
+    return row_names[static_cast<size_t>(row)];
+  return QString("%1 %2").arg(row_label).arg(row);
+}
+
+GanttData byReplica(GanttData gantt, const MeshSpec& mesh) {
+  if ((mesh.dp <= 1 && mesh.tp <= 1) || mesh.size() != gantt.rows) return gantt;
+  // The row of each rank: replicas outermost, then stages, then tp ranks.
+  std::vector<int> row_of(static_cast<size_t>(gantt.rows));
+  std::vector<QString> names(row_of.size());
+  std::vector<double> bubble(row_of.size(), 0.0);
+  for (int rank = 0; rank < gantt.rows; ++rank) {
+    const MeshCoordinates c = meshCoordinates(mesh, rank);
+    const int row = (c.dp * mesh.pp + c.pp) * mesh.tp + c.tp;
+    row_of[static_cast<size_t>(rank)] = row;
+    names[static_cast<size_t>(row)] = QString("replica %1 · stage %2").arg(c.dp).arg(c.pp) +
+                                      (mesh.tp > 1 ? QString(" · tp %1").arg(c.tp) : QString());
+    if (static_cast<size_t>(rank) < gantt.row_bubble.size())
+      bubble[static_cast<size_t>(row)] = gantt.row_bubble[static_cast<size_t>(rank)];
+  }
+  for (GanttBar& bar : gantt.bars) bar.row = row_of[static_cast<size_t>(bar.row)];
+  for (GanttWait& wait : gantt.waits) wait.row = row_of[static_cast<size_t>(wait.row)];
+  gantt.row_names = std::move(names);
+  gantt.row_bubble = std::move(bubble);
+  return gantt;
+}
+
 GanttData replayedGantt(const storage::BubbleSplit& split, const PipelinePlan& plan) {
   GanttData gantt = timelineGantt(split.replay, plan);
   gantt.time_unit = "ms";

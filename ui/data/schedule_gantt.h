@@ -11,6 +11,7 @@
 #include "query/bubble_split.h"
 #include "query/schedule.h"
 #include "spec/job_spec.h"
+#include "spec/mesh_layout.h"
 
 namespace ringmaster::ui {
 
@@ -38,6 +39,9 @@ struct GanttData {
   std::vector<GanttBar> bars;      // compute
   std::vector<GanttWait> waits;    // measured schedules only; drawn within the bars' time range
   std::vector<double> row_bubble;  // per row, 0..1: idle and waiting
+  // Each row's name where rows are not numbered by row_label (byReplica's); empty: "stage 2".
+  std::vector<QString> row_names;
+  QString rowName(int row) const;
 };
 
 // The time range of a schedule's bars (compute); waits are drawn clipped to it. {0, 0} for none.
@@ -61,6 +65,12 @@ std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec);
 
 // A measured step: compute bars and waits, times from the step's first compute.
 GanttData measuredGantt(const storage::StepSchedule& step, int ranks);
+
+// A measured schedule (rows by rank) of a mesh with several replicas or tp ranks (dp or tp > 1,
+// spec/mesh_layout.h): each replica's stages together, rows ordered by replica, stage, then tp
+// rank, named "replica 1 · stage 0" (and " · tp 1"). Unchanged for a mesh of one replica without
+// tp.
+GanttData byReplica(GanttData gantt, const MeshSpec& mesh);
 
 // "Planned with measured costs": the split's replay of the plan, in ms.
 GanttData replayedGantt(const storage::BubbleSplit& split, const PipelinePlan& plan);

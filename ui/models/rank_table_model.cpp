@@ -3,6 +3,7 @@
 
 #include <QColor>
 
+#include "data/rank_groups.h"
 #include "models/format.h"
 #include "models/untrusted_text.h"
 
@@ -27,6 +28,8 @@ std::vector<RankRow> rankRows(const RunSnapshot& snapshot) {
                 .estimated_memory = rank.estimated_memory.value_or(0),
                 .straggler = comm.straggler,
                 .waiting_on = rank.waiting_on};
+    if (static_cast<size_t>(figures.rank) < snapshot.coordinates.size())
+      row.coordinates = snapshot.coordinates[static_cast<size_t>(figures.rank)];
     if (const std::optional<storage::RankRecord>& record = rank.record) {
       row.host = record->host;
       row.device = record->device_name.empty() ? record->device
@@ -112,6 +115,8 @@ QVariant RankTableModel::data(const QModelIndex& index, int role) const {
       return row.estimated_memory > 0 ? formatBytes(row.estimated_memory) : QString("–");
     case kStraggler:
       return row.straggler ? QString("straggler") : QString();
+    case kMesh:
+      return QString::fromStdString(coordinatesText(row.coordinates));
   }
   return {};
 }
@@ -138,8 +143,8 @@ QVariant RankTableModel::headerData(int section, Qt::Orientation orientation, in
     default:
       break;
   }
-  static const char* names[] = {"Rank", "Host", "Device", "Status", "", "",         "",
-                                "",     "",     "Wait",   "",       "", "Straggler"};
+  static const char* names[] = {"Rank", "Host", "Device", "Status", "", "",          "",
+                                "",     "",     "Wait",   "",       "", "Straggler", "Mesh"};
   return section >= 0 && section < kColumnCount ? QString(names[section]) : QVariant();
 }
 

@@ -3,7 +3,8 @@
 // exposed-communication time, peak memory beside the spec's estimate for the rank (how far the
 // prediction was off), the wait: its mean wait per collective for the last rank to arrive where
 // measured (storage splits it from the ranks' starts), else its exposed communication per step,
-// and a straggler flag (the rank the others wait for: storage/query/comm_stats.h's rule). While a
+// a straggler flag (the rank the others wait for: storage/query/comm_stats.h's rule) and the rank's
+// device-mesh coordinates (dp, tp, pp). While a
 // collective hangs, the status says what the rank waits on or holds up (storage/query/hang.h).
 #pragma once
 
@@ -30,6 +31,7 @@ struct RankRow {
   // The live hang view: what the rank waits on or holds up ("waiting 45 s in all_reduce #28",
   // "has not reached all_reduce #28, silent for 12 s"); empty while nothing is stuck.
   std::string waiting_on;
+  MeshCoordinates coordinates;  // on the device mesh (dp, tp, pp)
 };
 
 // One row per rank of the world, from the run report's rank rows (a rank not heard from yet shows
@@ -54,6 +56,7 @@ class RankTableModel : public RowTableModel<RankRow> {
     kPeakMemory,
     kEstimatedMemory,
     kStraggler,
+    kMesh,  // the rank's mesh coordinates
     kColumnCount
   };
   explicit RankTableModel(QObject* parent = nullptr) : RowTableModel(kColumnCount, parent) {}

@@ -71,6 +71,9 @@ void PipelineView::setRun(const std::string& db_path, int64_t run_id, const std:
     replayed_->setData({});
     split_label_->clear();
     SpecParseResult parsed = parseJobSpec(spec_json);
+    // The measured schedule needs only the ranks: the recorded mesh's where the spec does not
+    // parse (written by a later version); the plan needs the spec.
+    ranks_ = mesh_.size();
     if (parsed.ok()) {
       ranks_ = worldSize(*parsed.spec);
       try {
@@ -121,7 +124,7 @@ void PipelineView::showStep(int64_t step) {
 
 void PipelineView::applyStep(const LoadedStep& step) {
   const std::optional<storage::StepSchedule>& schedule = step.schedule;
-  measured_->setData(schedule ? measuredGantt(*schedule, ranks_) : GanttData{});
+  measured_->setData(schedule ? byReplica(measuredGantt(*schedule, ranks_), mesh_) : GanttData{});
   split_ = step.split;
   replayed_->setData(split_ && plan_ ? replayedGantt(*split_, plan_->plan) : GanttData{});
   split_label_->setText(splitText());

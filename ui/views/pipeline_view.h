@@ -30,6 +30,9 @@ class PipelineView : public QWidget {
   void setRun(const std::string& db_path, int64_t run_id, const std::string& spec_json,
               const std::vector<int64_t>& scheduled_steps);
   void showStep(int64_t step);
+  // The run's mesh (RunSnapshot's meshOf), before setRun: with several replicas or tp ranks, the
+  // measured rows by replica (byReplica).
+  void setMesh(const MeshSpec& mesh) { mesh_ = mesh; }
 
   std::optional<int64_t> shownStep() const { return shown_step_; }
   const GanttChart& measured() const { return *measured_; }
@@ -53,6 +56,7 @@ class PipelineView : public QWidget {
   std::string db_path_;
   int64_t run_id_ = 0;
   int ranks_ = 0;
+  MeshSpec mesh_;  // the measured rows by replica where dp or tp > 1 (byReplica)
   std::optional<PlannedSchedule> plan_;
   std::optional<int64_t> shown_step_;
   // The shown step's time across ranks spent waiting for other stages and receiving inputs, ms.

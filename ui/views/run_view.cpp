@@ -4,9 +4,11 @@
 
 #include <sys/resource.h>
 #include <unistd.h>
+#include <QComboBox>
 #include <QTabWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "data/background_jobs.h"
@@ -56,6 +58,18 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
   tabs_->addTab(pipeline_, "Pipeline");
   logs_ = new LogsTab();
   tabs_->addTab(logs_, "Logs");
+  grouping_choice_ = new QComboBox();
+  grouping_choice_->setObjectName("rankGrouping");
+  grouping_choice_->setToolTip(
+      "Group and order the ranks by their mesh coordinates (dp, tp, pp) in the rank table, the "
+      "band charts and the heat map");
+  for (RankGrouping grouping : kRankGroupings)
+    grouping_choice_->addItem(QString("Ranks: %1").arg(groupingName(grouping)),
+                              static_cast<int>(grouping));
+  connect(grouping_choice_, &QComboBox::activated, this, [this](int index) {
+    setRankGrouping(static_cast<RankGrouping>(grouping_choice_->itemData(index).toInt()));
+  });
+  tabs_->setCornerWidget(grouping_choice_);
   layout->addWidget(tabs_, 1);
   connect(tabs_, &QTabWidget::currentChanged, this, [this](int index) {
     if (index == 0 && charts_stale_ && snapshot_) {
@@ -73,6 +87,27 @@ RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
 
 RunView::~RunView() {
   delete jobs_;  // cancels and waits for the reads in flight, before the widgets go
+}
+
+void RunView::setRankGrouping(RankGrouping grouping) {
+  grouping_ = grouping;
+  grouping_choice_->setCurrentIndex(
+      std::max(grouping_choice_->findData(static_cast<int>(grouping)), 0));
+  applyGrouping();
+  if (snapshot_) {
+    ranks_->apply(*snapshot_);
+    comm_->apply(*snapshot_);
+  }
+  reload();  // the band charts read a band per group
+}
+
+// The grouping handed to the tabs that show ranks, with the groups of the snapshot on screen.
+void RunView::applyGrouping() {
+  ranks_->setGrouping(grouping_);
+  comm_->setGrouping(grouping_);
+  charts_->setRankGroups(grouping_ == RankGrouping::kRankOrder || !snapshot_
+                             ? std::vector<RankGroup>{}
+                             : groupRanks(snapshot_->coordinates, grouping_));
 }
 
 void RunView::showRanks(RankMode mode, int rank) {
@@ -154,14 +189,23 @@ void RunView::apply(RunSnapshot snapshot) {
   ranks_->apply(snapshot);
   comm_->apply(snapshot);
   logs_->apply(snapshot);
-  const bool pipeline = snapshot.run().strategy == "pipeline";
+  // A pipeline run, or a mesh with pipeline stages (issue 34: "ddp+pipeline", ...).
+  const MeshSpec mesh = meshOf(snapshot.run());
+  const bool pipeline = snapshot.run().strategy == "pipeline" || mesh.pp > 1;
   tabs_->setTabVisible(tabs_->indexOf(pipeline_), pipeline);
   const nlohmann::json spec = nlohmann::json::parse(snapshot.run().spec_json, nullptr, false);
   charts_->setStepsPerEvent(spec.is_object() ? spec.value("/telemetry/every_steps"_json_pointer, 1)
                                              : 1);
+  pipeline_->setMesh(mesh);
   if (pipeline)
     pipeline_->setRun(db_path_, run_id_, snapshot.run().spec_json, snapshot.scheduled_steps);
+  const bool groups_unknown = grouping_ != RankGrouping::kRankOrder &&
+                              (!snapshot_ || snapshot_->coordinates != snapshot.coordinates);
   snapshot_ = std::move(snapshot);
+  if (groups_unknown) {
+    applyGrouping();
+    dirty_ = true;  // the bands were read without these groups
+  }
   updateCancelButton();
   const QString status = QString::fromStdString(snapshot_->run().status);
   if (status != last_status_) {

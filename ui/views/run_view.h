@@ -2,7 +2,8 @@
 // failure, a hang's diagnosis) over its tabs, one class each under views/run/: Charts (the chart
 // table's charts for chosen ranks or as an all-ranks band), Ranks (stragglers flagged),
 // Communication (per-op table, rank x step wait heat map, flight-recorder dumps), Pipeline (the
-// schedule, for a pipeline run) and Logs.
+// schedule, for a pipeline run) and Logs. A control beside the tabs groups and orders the ranks by
+// their mesh coordinates (data/rank_groups.h) in the rank table, the band charts and the heat map.
 //
 // It polls the database's data_version at 25 Hz and, when something was committed, reloads a
 // RunSnapshot; both on worker threads (BackgroundJobs): telemetry reaches the charts coalesced,
@@ -17,9 +18,11 @@
 #include <memory>
 #include <optional>
 
+#include "data/rank_groups.h"
 #include "data/run_snapshot.h"
 #include "views/run/charts_tab.h"
 
+class QComboBox;
 class QDialog;
 class QPlainTextEdit;
 class QTabWidget;
@@ -59,6 +62,11 @@ class RunView : public QWidget {
   // Which ranks the charts show: every rank, one rank, or the min / median / max band.
   using RankMode = ChartsTab::RankMode;
   void showRanks(RankMode mode, int rank = 0);
+
+  // Groups and orders the ranks by a mesh coordinate in the rank table, the band charts and the
+  // heat map (the control beside the tabs, "rankGrouping"); rank order by default.
+  void setRankGrouping(RankGrouping grouping);
+  RankGrouping rankGrouping() const { return grouping_; }
 
   MetricChart* chart(const QString& title) const;
   std::vector<MetricChart*> charts() const;
@@ -111,6 +119,7 @@ class RunView : public QWidget {
   void apply(RunSnapshot snapshot);
   void updateCancelButton();
   void openOnFailure();
+  void applyGrouping();
   SnapshotRequest request() const;
 
   // The data_version watch: opened by the first poll job, used by one poll job at a time.
@@ -130,6 +139,8 @@ class RunView : public QWidget {
   QTimer* poll_timer_ = nullptr;
   QString last_status_;
   bool cancellable_ = false;
+  RankGrouping grouping_ = RankGrouping::kRankOrder;
+  QComboBox* grouping_choice_ = nullptr;
 
   RunHeader* header_ = nullptr;
   QTabWidget* tabs_ = nullptr;

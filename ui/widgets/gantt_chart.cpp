@@ -55,7 +55,7 @@ void GanttChart::paintEvent(QPaintEvent*) {
     return;
   }
   const auto [t0, t1] = barTimeRange(data_);
-  const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
+  const QRectF plot = QRectF(rect()).adjusted(data_.row_names.empty() ? 64 : 150, 8, -92, -26);
   const double row_h = plot.height() / data_.rows;
   QFont small = font();
   small.setPointSizeF(font().pointSizeF() * 0.85);
@@ -65,8 +65,7 @@ void GanttChart::paintEvent(QPaintEvent*) {
     painter.fillRect(row, (r % 2) ? palette().alternateBase() : palette().base());
     painter.setPen(palette().text().color());
     painter.drawText(QRectF(0, row.top(), plot.left() - 8, row_h),
-                     Qt::AlignRight | Qt::AlignVCenter,
-                     QString("%1 %2").arg(data_.row_label).arg(r));
+                     Qt::AlignRight | Qt::AlignVCenter, data_.rowName(r));
     if (static_cast<size_t>(r) < data_.row_bubble.size())
       painter.drawText(
           QRectF(plot.right() + 8, row.top(), 84, row_h), Qt::AlignLeft | Qt::AlignVCenter,
@@ -118,17 +117,16 @@ bool GanttChart::event(QEvent* event) {
   if (event->type() != QEvent::ToolTip || data_.bars.empty()) return QWidget::event(event);
   auto* help = static_cast<QHelpEvent*>(event);
   const auto [t0, t1] = barTimeRange(data_);
-  const QRectF plot = QRectF(rect()).adjusted(64, 8, -92, -26);
+  const QRectF plot = QRectF(rect()).adjusted(data_.row_names.empty() ? 64 : 150, 8, -92, -26);
   for (const GanttWait& wait : data_.waits) {
     if (wait.end <= t0 || wait.start >= t1 || !waitRect(wait, plot, t0, t1).contains(help->pos()))
       continue;
     const double waited = std::max(0.0, wait.transfer_start - std::max(wait.start, t0));
     const double transferred = wait.end - std::max(wait.transfer_start, t0);
     QToolTip::showText(help->globalPos(),
-                       QString("%1 %2: the input of %3 of micro-batch %4: waited %5 %7 for the "
-                               "other stage, %6 %7 for its transfer")
-                           .arg(data_.row_label)
-                           .arg(wait.row)
+                       QString("%1: the input of %2 of micro-batch %3: waited %4 %6 for the "
+                               "other stage, %5 %6 for its transfer")
+                           .arg(data_.rowName(wait.row))
                            .arg(phaseName(wait.phase))
                            .arg(wait.micro_batch)
                            .arg(waited / data_.time_scale, 0, 'g', 4)
@@ -138,9 +136,8 @@ bool GanttChart::event(QEvent* event) {
   }
   for (const GanttBar& bar : data_.bars) {
     if (!barRect(bar.row, bar.start, bar.end, plot, t0, t1).contains(help->pos())) continue;
-    QToolTip::showText(help->globalPos(), QString("%1 %2: %3 of micro-batch %4, %5–%6 %7")
-                                              .arg(data_.row_label)
-                                              .arg(bar.row)
+    QToolTip::showText(help->globalPos(), QString("%1: %2 of micro-batch %3, %4–%5 %6")
+                                              .arg(data_.rowName(bar.row))
                                               .arg(phaseName(bar.phase))
                                               .arg(bar.micro_batch)
                                               .arg((bar.start - t0) / data_.time_scale, 0, 'g', 4)

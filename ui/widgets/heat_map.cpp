@@ -23,8 +23,39 @@ void HeatMap::setMap(WaitHeatMap map) {
   update();
 }
 
+void HeatMap::setGroups(std::vector<RankGroup> groups) {
+  groups_ = std::move(groups);
+  update();
+}
+
+std::vector<int> HeatMap::rowRanks() const {
+  const int ranks = static_cast<int>(map_.values.size());
+  std::vector<int> rows;
+  for (int rank : rankOrder(groups_))
+    if (rank < ranks) rows.push_back(rank);
+  if (rows.size() != static_cast<size_t>(ranks)) {  // no groups, or groups of another world
+    rows.resize(static_cast<size_t>(ranks));
+    for (int r = 0; r < ranks; ++r) rows[static_cast<size_t>(r)] = r;
+  }
+  return rows;
+}
+
+QStringList HeatMap::rowLabels() const {
+  QStringList labels;
+  for (int rank : rowRanks()) labels << QString("rank %1").arg(rank);
+  // Each group's label at its first row.
+  if (groups_.size() > 1 && rankOrder(groups_).size() == static_cast<size_t>(labels.size())) {
+    int row = 0;
+    for (const RankGroup& group : groups_) {
+      labels[row] = QString::fromStdString(group.label) + " · " + labels[row];
+      row += static_cast<int>(group.ranks.size());
+    }
+  }
+  return labels;
+}
+
 QRect HeatMap::plotRect() const {
-  return rect().adjusted(54, 6, -8, -20);
+  return rect().adjusted(groups_.size() > 1 ? 170 : 54, 6, -8, -20);
 }
 
 void HeatMap::paintEvent(QPaintEvent*) {
@@ -40,9 +71,11 @@ void HeatMap::paintEvent(QPaintEvent*) {
   }
   const double cell_w = static_cast<double>(plot.width()) / columns;
   const double cell_h = static_cast<double>(plot.height()) / ranks;
+  const std::vector<int> rows = rowRanks();
   for (int r = 0; r < ranks; ++r) {
     for (int c = 0; c < columns; ++c) {
-      const auto& v = map_.values[static_cast<size_t>(r)][static_cast<size_t>(c)];
+      const auto& v =
+          map_.values[static_cast<size_t>(rows[static_cast<size_t>(r)])][static_cast<size_t>(c)];
       QRectF cell(plot.left() + c * cell_w, plot.top() + r * cell_h, cell_w + 0.5, cell_h + 0.5);
       if (!v) {
         painter.fillRect(cell, palette().alternateBase());
@@ -56,9 +89,17 @@ void HeatMap::paintEvent(QPaintEvent*) {
   small.setPointSizeF(font().pointSizeF() * 0.85);
   painter.setFont(small);
   const int label_every = std::max(1, static_cast<int>(14 / std::max(cell_h, 1.0)));
+  const QStringList labels = rowLabels();
   for (int r = 0; r < ranks; r += label_every)
     painter.drawText(QRectF(0, plot.top() + r * cell_h, plot.left() - 6, cell_h),
-                     Qt::AlignRight | Qt::AlignVCenter, QString("rank %1").arg(r));
+                     Qt::AlignRight | Qt::AlignVCenter, labels[r]);
+  // A line between groups.
+  int group_end = 0;
+  for (size_t g = 0; g + 1 < groups_.size() && labels.size() == ranks; ++g) {
+    group_end += static_cast<int>(groups_[g].ranks.size());
+    const double y = plot.top() + group_end * cell_h;
+    painter.drawLine(QPointF(plot.left(), y), QPointF(plot.right(), y));
+  }
   painter.drawText(QRect(plot.left(), plot.bottom() + 2, plot.width(), 18),
                    Qt::AlignLeft | Qt::AlignVCenter,
                    QString("step %1").arg(map_.bucket_starts.front()));
@@ -81,11 +122,13 @@ bool HeatMap::event(QEvent* event) {
   }
   const int c = std::min(columns - 1, (help->pos().x() - plot.left()) * columns / plot.width());
   const int r = std::min(ranks - 1, (help->pos().y() - plot.top()) * ranks / plot.height());
-  const auto& v = map_.values[static_cast<size_t>(r)][static_cast<size_t>(c)];
+  const QStringList labels = rowLabels();
+  const int rank = rowRanks()[static_cast<size_t>(r)];
+  const auto& v = map_.values[static_cast<size_t>(rank)][static_cast<size_t>(c)];
   const int64_t start = map_.bucket_starts[static_cast<size_t>(c)];
   QToolTip::showText(help->globalPos(),
-                     QString("rank %1, steps %2–%3: %4")
-                         .arg(r)
+                     QString("%1, steps %2–%3: %4")
+                         .arg(labels[r])
                          .arg(start)
                          .arg(map_.lastStepOf(start))
                          .arg(v ? formatMs(*v) + " exposed comm per step" : QString("no data")));

@@ -3,7 +3,9 @@
 // gradient norm, the fp16 loss scale, ..., and a chart per metric of the run's own, in collapsible
 // panels by the name's prefix), each for every rank, one rank or the min / median / max band
 // (communication by op: the mean over ranks, or one rank's, as the desktop), zoomed by dragging (a re-query at one bucket per pixel);
-// the rank table with stragglers; communication statistics by op and by rank; logs with filters;
+// the rank table with stragglers; communication statistics by mesh dimension (a table, and a chart
+// per rank: comm_dims.js), by op and by rank, the rank table, heat map and per-dimension chart
+// grouped by the ranks' mesh coordinates (mesh.js); logs with filters;
 // flight-recorder dumps. The URL names the run, the tab, the ranks and the step range, and new
 // data from the stream redraws the open tab (at most every 500 ms).
 
@@ -15,6 +17,8 @@ import { opColor } from './op_colors.js';
 import { chartControls, defaultRanks } from './chart_settings.js';
 import { figureLabel, formatFigure, figureColumn } from './figures.js';
 import { organisePanel, deletedNotice } from './organise.js';
+import { GROUPINGS, groupRanks, coordsText, meshCoordinates } from './mesh.js';
+import { dimsTable, drawDimsChart } from './comm_dims.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -49,6 +53,7 @@ export function mount(root, route) {
     logRank: route.params.get('log_rank') || '',
     logLevel: route.params.get('log_level') || '',
     logContains: route.params.get('log_contains') || '',
+    grouping: route.params.get('grouping') || 'rank',
   };
   if (!Number.isInteger(runId) || runId <= 0) {
     root.append(errorBox(`'${route.path[1] ?? ''}' is not a run id.`));
@@ -73,6 +78,7 @@ export function mount(root, route) {
     replaceParams(new URLSearchParams({
       tab: state.tab, ranks: state.ranks, from: state.from, to: state.to,
       log_rank: state.logRank, log_level: state.logLevel, log_contains: state.logContains,
+      grouping: state.grouping,
     }));
   }
 
@@ -257,9 +263,39 @@ export function mount(root, route) {
     return body;
   }
 
+  // ---- Ranks grouped by their mesh coordinates (mesh.js) ------------------------------------
+  // Each rank's {dp, tp, pp}: as the report's rank rows have them, else (a rank not heard from
+  // yet) by the run's mesh's rank order.
+  function rankCoords() {
+    const world = detail.run.world_size || 0;
+    const byRank = new Map((detail.ranks || []).map((r) => [r.rank, r.coords]));
+    const m = detail.run.mesh;
+    const mesh = m && m.dp * m.tp * m.pp === world ? m : { dp: Math.max(world, 1), tp: 1, pp: 1 };
+    return Array.from({ length: world }, (_, rank) => byRank.get(rank) || meshCoordinates(mesh, rank));
+  }
+
+  // The grouping control; `changed` redraws what it groups.
+  function groupingSelect(changed) {
+    const select = el('select', { id: 'rank-grouping', title: 'Group and order the ranks by their mesh coordinates (dp, tp, pp)',
+      onchange: () => { state.grouping = select.value; saveUrl(); changed(); } },
+    GROUPINGS.map(([value, label]) => el('option', { value }, `Ranks: ${label}`)));
+    select.value = state.grouping;
+    return select;
+  }
+
   // ---- Ranks --------------------------------------------------------------------------------
   function ranksTab(container) {
-    const ranks = detail.ranks || [];
+    const list = el('div', {});
+    container.append(el('div', { class: 'controls' }, groupingSelect(() => { list.replaceChildren(); rankList(list); })), list);
+    rankList(list);
+    return {};
+  }
+
+  function rankList(container) {
+    const coords = rankCoords();
+    const order = groupRanks(coords, state.grouping).flatMap((g) => g.ranks);
+    const byRank = new Map((detail.ranks || []).map((r) => [r.rank, r]));
+    const ranks = order.map((rank) => byRank.get(rank)).filter(Boolean);
     const stragglers = ranks.filter((r) => r.straggler).map((r) => r.rank);
     container.append(
       el('p', {}, stragglers.length ? `Stragglers: rank ${stragglers.join(', rank ')} (the others wait for them, or their compute stands out where no wait was measured).` : 'No straggler.'),
@@ -276,23 +312,38 @@ export function mount(root, route) {
           .filter((id) => id !== 'tokens_per_second' || ranks.some((r) => r.tokens_per_second != null))
           .map((id) => figureColumn(id)),
         { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
-      ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '' })),
+        { title: 'Mesh', value: (r) => coordsText(coords[r.rank]) },
+      ].filter(Boolean), ranks, (r) => ({ class: r.straggler ? 'straggler' : '', 'data-rank': r.rank })),
     );
     const ingest = detail.ingest;
     if (ingest) container.append(el('p', { class: 'muted' }, `Events: ${num(ingest.stored)} stored, ${num(ingest.duplicates)} duplicate, ${num(ingest.malformed)} bad lines.`));
-    return {};
   }
 
   // ---- Communication ------------------------------------------------------------------------
   function commTab(container) {
     const box = el('div', {});
     const heat = el('div', { class: 'heatmap' });
-    container.append(box, el('h2', {}, 'Exposed communication, rank × step'), heat);
+    const dimsBox = el('div', {});
+    const dimsPlot = el('div', {});
+    let map = null;
+    let dims = null;
+    const groups = () => (state.grouping === 'rank' ? null : groupRanks(rankCoords(), state.grouping));
+    const drawMap = () => drawHeatmap(heat, map, groups());
+    const drawDims = () => {
+      if (!dims) return;
+      const coords = rankCoords();
+      drawDimsChart(dimsPlot, dims, groupRanks(coords, state.grouping).flatMap((g) => g.ranks), coords);
+    };
+    container.append(el('div', { class: 'controls' }, groupingSelect(() => { drawMap(); drawDims(); })), dimsBox, dimsPlot, box,
+      el('h2', {}, 'Exposed communication, rank × step'), heat);
     let controller = new AbortController();
     async function reload() {
       controller.abort();
       controller = new AbortController();
       try {
+        dims = await getJson(`runs/${runId}/comm_dims`, {}, controller.signal);
+        dimsBox.replaceChildren(el('h2', {}, 'By mesh dimension'), dimsTable(dims));
+        drawDims();
         const comm = await getJson(`runs/${runId}/comm`, {}, controller.signal);
         box.replaceChildren(
           el('h2', {}, 'By operation'),
@@ -316,8 +367,8 @@ export function mount(root, route) {
             { title: 'Straggler', value: (r) => (r.straggler ? 'yes' : '') },
           ], comm.by_rank || [], (r) => ({ class: r.straggler ? 'straggler' : '' })),
         );
-        const map = await getJson(`runs/${runId}/comm/heatmap`, { buckets: 150 }, controller.signal);
-        drawHeatmap(heat, map);
+        map = await getJson(`runs/${runId}/comm/heatmap`, { buckets: 150 }, controller.signal);
+        drawMap();
       } catch (error) {
         if (error.name !== 'AbortError') box.replaceChildren(errorBox(error));
       }
@@ -499,8 +550,9 @@ function figure(label, value) {
 
 // The rank × step heat map of exposed communication on a canvas: one row per rank, one column
 // per bucket, redder = more. {bucket_width, bucket_starts: [...], values: [rank][column] (ms or
-// null)} as /comm/heatmap sends it.
-function drawHeatmap(container, map) {
+// null)} as /comm/heatmap sends it. With groups ([{label, ranks}], mesh.js), the rows are the
+// groups' ranks in order, a line between groups and each group's label at its first row.
+function drawHeatmap(container, map, groups) {
   const starts = (map && map.bucket_starts) || [];
   const rows = (map && map.values) || [];
   if (starts.length === 0 || rows.length === 0) {
@@ -511,17 +563,31 @@ function drawHeatmap(container, map) {
   for (const row of rows) for (const v of row) if (v !== null) max = Math.max(max, v);
   const cell = Math.max(2, Math.floor(900 / starts.length));
   const rowHeight = 14;
-  const left = 52;
-  const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap' });
+  const grouped = groups && groups.length > 1 && groups.flatMap((g) => g.ranks).length === rows.length;
+  const order = grouped ? groups.flatMap((g) => g.ranks) : rows.map((_, rank) => rank);
+  const labels = order.map((rank) => `rank ${rank}`);
+  const firstRows = [];
+  if (grouped) {
+    let at = 0;
+    for (const g of groups) {
+      labels[at] = `${g.label} · ${labels[at]}`;
+      firstRows.push(at);
+      at += g.ranks.length;
+    }
+  }
+  const left = grouped ? 170 : 52;
+  const canvas = el('canvas', { width: left + cell * starts.length + 4, height: rowHeight * rows.length + 20, class: 'heat', id: 'comm-heatmap',
+    'data-rows': labels.join('|') });
   const ctx = canvas.getContext('2d');
   ctx.font = '10px sans-serif';
-  rows.forEach((row, rank) => {
+  order.forEach((rank, at) => {
     ctx.fillStyle = '#333';
-    ctx.fillText(`rank ${rank}`, 2, rank * rowHeight + 11);
-    row.forEach((v, column) => {
+    ctx.fillText(labels[at], 2, at * rowHeight + 11);
+    if (at > 0 && firstRows.includes(at)) ctx.fillRect(left, at * rowHeight - 1, cell * starts.length, 1);
+    rows[rank].forEach((v, column) => {
       if (v === null) return;
       ctx.fillStyle = `rgba(214, 39, 40, ${0.08 + 0.92 * (max > 0 ? v / max : 0)})`;
-      ctx.fillRect(left + column * cell, rank * rowHeight, cell, rowHeight - 1);
+      ctx.fillRect(left + column * cell, at * rowHeight, cell, rowHeight - 1);
     });
   });
   ctx.fillStyle = '#333';

@@ -9,7 +9,9 @@
 // draw (kept across a reload, not toggled while typing), one hover line shows every chart's value
 // at the same step, "Final loss" only for a completed run, the Gantt coloured by micro-batch with
 // rows named by stage, one colour per op; the gradient norm is charted; a run's own metrics get a
-// chart each, in collapsible panels by prefix, and compare overlays any of them. Exits 77 (CTest's
+// chart each, in collapsible panels by prefix, and compare overlays any of them. Issue 34: the
+// Communication tab's per-mesh-dimension table and chart with the API's values, and the rank
+// table and heat map grouped by the ranks' mesh coordinates. Exits 77 (CTest's
 // skip) without chromium or
 // playwright-core. Optionally writes the screenshots docs/ shows.
 //
@@ -217,6 +219,51 @@ async function checkGantt(on) {
     `the pipeline's rows are named by stage: ${JSON.stringify(stageNames)}`);
 }
 
+// Issue 34: the rank table's mesh coordinates, and its rows grouped by them (a DDP run's ranks are
+// its dp replicas, every one in pp stage 0).
+async function checkRankGrouping(on) {
+  const meshColumn = () => on.evaluate(() => {
+    const heads = [...document.querySelectorAll('.tab-body table.grid thead th')].map((h) => h.textContent);
+    const at = heads.indexOf('Mesh');
+    return [...document.querySelectorAll('.tab-body table.grid tbody tr')].map((r) => `${r.dataset.rank}:${r.children[at]?.textContent}`);
+  });
+  const expected = [0, 1, 2, 3].map((r) => `${r}:dp ${r} · tp 0 · pp 0`);
+  check((await meshColumn()).join('|') === expected.join('|'), `the rank table's mesh column: ${JSON.stringify(await meshColumn())}`);
+  await on.selectOption('#rank-grouping', 'pp');
+  const grouped = await until('the ranks grouped by pp stage', 10000, async () =>
+    on.evaluate(() => window.location.hash.includes('grouping=pp')) && meshColumn());
+  check(grouped.join('|') === expected.join('|'), `by pp stage, one stage of every replica in rank order: ${JSON.stringify(grouped)}`);
+  await on.selectOption('#rank-grouping', 'rank');
+}
+
+// Issue 34: the communication per mesh dimension, as /comm_dims has it: a table row per dimension,
+// and the chart's series (one per dimension, a point per rank) drawn with the API's real values.
+async function checkCommDims(on, base, runId) {
+  const api = await json(base, `/api/v1/runs/${runId}/comm_dims`);
+  const dims = api.dims.map((d) => d.dim);
+  const rows = await on.evaluate(() => [...document.querySelectorAll('tr[data-dim]')].map((r) => r.dataset.dim));
+  check(dims.length > 0 && rows.join('|') === dims.join('|'), `a row per mesh dimension the run communicated in: ${JSON.stringify(rows)} for ${JSON.stringify(dims)}`);
+  const drawn = await until('the per-dimension chart', 10000, () => on.evaluate(() => {
+    const box = document.getElementById('chart-comm-dims');
+    return box && box.querySelector('canvas') && { dims: box.dataset.dims, ranks: box.dataset.ranks, values: JSON.parse(box.dataset.values),
+      legend: [...box.querySelectorAll('.u-legend .u-series .u-label')].slice(1).map((e) => e.textContent) };
+  }));
+  const expected = dims.map((dim) => [0, 1, 2, 3].map((rank) => api.ranks.find((r) => r.rank === rank && r.dim === dim)?.ms_per_step ?? 0));
+  check(drawn.dims === dims.join(',') && drawn.legend.join(',') === dims.join(',') && drawn.ranks === '0,1,2,3'
+    && JSON.stringify(drawn.values) === JSON.stringify(expected) && expected.flat().some((v) => v > 0),
+  `the per-dimension chart draws each rank's ms per step in each dimension: ${JSON.stringify(drawn)} for ${JSON.stringify(expected)}`);
+}
+
+// Issue 34: the heat map's rows grouped by a mesh coordinate, each group's label at its first row.
+async function checkHeatmapGrouping(on, grouping, rows) {
+  await on.selectOption('#rank-grouping', grouping);
+  const drawn = await until(`the heat map grouped ${grouping}`, 10000, async () => {
+    const labels = await on.evaluate(() => document.getElementById('comm-heatmap')?.dataset.rows);
+    return labels === rows.join('|') && labels;
+  }).catch(() => on.evaluate(() => document.getElementById('comm-heatmap')?.dataset.rows));
+  check(drawn === rows.join('|'), `the heat map's rows ${grouping === 'rank' ? 'in rank order' : `by ${grouping}`}: ${drawn}`);
+}
+
 // "Communication by op" (issue 33: recv and all_reduce were both blue): one colour per op drawn.
 async function checkOpColors(on, ops) {
   const colors = await on.evaluate(() => [...document.querySelectorAll('#chart-comm-ops .u-legend .u-series .u-marker')].slice(1)
@@ -385,10 +432,14 @@ async function main() {
   const rankRows = await until('the rank table', 10000, async () => page.locator('.tab-body table.grid tbody tr').count());
   check(rankRows === 4, `the rank table has 4 rows (${rankRows})`);
   await noMissingText(page, 'the ranks tab');
+  await checkRankGrouping(page);
   await page.click('[data-tab=comm]');
   await until('the comm tables and heat map', 10000, async () => page.locator('#comm-heatmap').count());
-  check(await page.locator('.tab-body table.grid').count() === 2, 'communication by op and by rank');
+  check(await page.locator('.tab-body table.grid').count() === 3, 'communication by mesh dimension, by op and by rank');
   await noMissingText(page, 'the communication tab');
+  await checkCommDims(page, base, runId);
+  await checkHeatmapGrouping(page, 'dp', ['dp replica 0 · rank 0', 'dp replica 1 · rank 1', 'dp replica 2 · rank 2', 'dp replica 3 · rank 3']);
+  await checkHeatmapGrouping(page, 'rank', ['rank 0', 'rank 1', 'rank 2', 'rank 3']);
   await page.click('[data-tab=logs]');
   await until('the logs table', 10000, async () => page.locator('.logs table.grid').count());
   check(true, 'the logs tab drew');

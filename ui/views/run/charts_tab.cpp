@@ -337,6 +337,9 @@ void ChartsTab::addRequests(SnapshotRequest& request, int world_size) const {
       chart.ranks = {one_rank_};
     } else if (rank_mode_ == RankMode::kEach && shown->spec.every_rank == EveryRank::kLinePerRank) {
       for (int r = 0; r < std::max(world_size, 1); ++r) chart.ranks.push_back(r);
+    } else {
+      for (const RankGroup& group : rank_groups_)
+        chart.band_groups.emplace_back(group.label, group.ranks);
     }
     request.charts.push_back(std::move(chart));
   }
@@ -400,6 +403,12 @@ std::vector<ChartLine> ChartsTab::metricLines(const TableChart& shown, const Run
           bandLine(*series.band,
                    several ? metric + " (median, min–max of ranks)" : "median, min–max of ranks",
                    rankColor(static_cast<int>(m) * 3), shown.scale));
+    int group_colour = static_cast<int>(m) * 3;
+    for (const auto& [label, band] : series.group_bands)
+      lines.push_back(bandLine(band,
+                               QString::fromStdString(label) +
+                                   (several ? ", " + metric : QString()) + " (median, min–max)",
+                               rankColor(group_colour++), shown.scale));
     for (const auto& [rank, ranked] : series.per_rank) {
       ChartLine line;
       line.name =

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "charts/chart_table.h"
+#include "data/rank_groups.h"
 #include "data/run_snapshot.h"
 #include "widgets/metric_chart.h"
 
@@ -39,6 +40,9 @@ class ChartsTab : public QWidget {
   // The rank choice for a world of this size; on the first snapshot a large world is shown as a
   // band.
   void setWorldSize(int world_size, bool first_snapshot);
+  // The ranks' groups by a mesh coordinate (data/rank_groups.h): where the charts show a band,
+  // they show one per group; empty: one band of every rank.
+  void setRankGroups(std::vector<RankGroup> groups) { rank_groups_ = std::move(groups); }
   // Shows the charts of a run of these facts (chartsFor); true when that changed which.
   bool setRunFacts(const ChartRunFacts& facts);
   // The step events' interval (telemetry.every_steps), which the step time's title states.
@@ -89,6 +93,7 @@ class ChartsTab : public QWidget {
   int64_t run_id_;
   ChartRunFacts facts_;
   RankMode rank_mode_ = RankMode::kEach;
+  std::vector<RankGroup> rank_groups_;
   int one_rank_ = 0;
   QString export_dir_;                    // the folder of the last export
   std::deque<TableChart> table_;          // every chart made so far (a deque: stable addresses)

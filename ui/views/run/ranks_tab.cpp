@@ -23,7 +23,14 @@ RanksTab::RanksTab(QWidget* parent) : QTableView(parent) {
 }
 
 void RanksTab::apply(const RunSnapshot& snapshot) {
-  rank_model_->setRows(rankRows(snapshot));
+  std::vector<RankRow> rows = rankRows(snapshot);
+  if (grouping_ != RankGrouping::kRankOrder && rows.size() == snapshot.coordinates.size()) {
+    std::vector<RankRow> grouped;
+    for (int rank : rankOrder(groupRanks(snapshot.coordinates, grouping_)))
+      grouped.push_back(rows[static_cast<size_t>(rank)]);
+    rows = std::move(grouped);
+  }
+  rank_model_->setRows(std::move(rows));
   // A program job's spec describes no model: there is no estimate to put beside the peaks.
   setColumnHidden(RankTableModel::kEstimatedMemory, snapshot.report.program.has_value());
   // Tokens/s only for a model with tokens (issue 33): a run that recorded none has no column.
