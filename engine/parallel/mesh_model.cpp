@@ -19,8 +19,7 @@ std::unique_ptr<Sequential> splitGpt(Sequential& built, const JobSpec& spec, Com
   std::map<std::string, Parameter*> whole;
   for (const NamedParameter& p : built.namedParameters()) whole[p.name] = p.parameter;
   const Device device = whole.begin()->second->value.device();
-  std::unique_ptr<Sequential> split =
-      buildTensorParallelGpt(config, tp, spec.strategy.tp, device);
+  std::unique_ptr<Sequential> split = buildTensorParallelGpt(config, tp, spec.strategy.tp, device);
   for (const NamedParameter& p : split->namedParameters()) {
     p.parameter->value.copyFrom(
         shardOfParameter(p.name, whole.at(p.name)->value, tp.rank(), tp.size(), config));

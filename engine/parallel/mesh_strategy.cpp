@@ -1,10 +1,11 @@
 // `mesh`: any dp x tp x pp layout behind the strategy interface, composed from the dimensions'
 // runtimes over the device mesh (parallel/device_mesh.h). tp splits the model's layers
 // (parallel/mesh_model.h); pp runs the pipeline (parallel/pipeline.h) over the pp group; dp is the
-// registered data-parallel plan over the dp group: with pp = 1, DDP or FSDP around the (tp-split)
-// model, with pp > 1 the stage's gradients averaged after the schedule (parallel/
-// replica_gradients.h). The gradient norm counts every element once across the mesh, and the full
-// state dict gathers tp's slices and pp's stages into the plain model's names.
+// registered data-parallel plan's runtime over the dp group (parallel/data_parallel.h): with
+// pp = 1 around the (tp-split) model, with pp > 1 the stage's gradients averaged after the
+// schedule, sharded where the plan shards (parallel/replica_gradients.h). The gradient norm counts
+// every element once across the mesh, and the full state dict gathers tp's slices and pp's stages
+// into the plain model's names.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -12,8 +13,7 @@
 
 #include "core/error.h"
 #include "optim/optimizer.h"
-#include "parallel/ddp.h"
-#include "parallel/fsdp.h"
+#include "parallel/data_parallel.h"
 #include "parallel/mesh_model.h"
 #include "parallel/pipeline.h"
 #include "parallel/replica_gradients.h"
@@ -35,23 +35,6 @@ double clipByMeshNorm(const std::vector<Tensor>& counted, const std::vector<Name
   const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
   clipGradientsGivenNorm(scaled, norm, max_norm);
   return norm;
-}
-
-// The parts of a flat gradient shard [start, start + shard.numel()) that lie in the parameters
-// `counts` accepts, the flat buffer holding `layout`'s parameters (name, elements) one after
-// another.
-std::vector<Tensor> countedSlices(const std::vector<std::pair<std::string, int64_t>>& layout,
-                                  const Tensor& shard, int64_t start,
-                                  const std::function<bool(const std::string&)>& counts) {
-  std::vector<Tensor> out;
-  const int64_t end = start + shard.numel();
-  int64_t offset = 0;
-  for (const auto& [name, numel] : layout) {
-    const int64_t first = std::max(offset, start), last = std::min(offset + numel, end);
-    if (first < last && counts(name)) out.push_back(shard.narrowRows(first - start, last - first));
-    offset += numel;
-  }
-  return out;
 }
 
 // The pipeline's partition of the model's blocks: the spec's, or balanced by the whole model's
@@ -99,7 +82,9 @@ class MeshParts {
   Sequential& model() { return *model_.model; }
   const MeshModel& meshModel() const { return model_; }
   Communicator& group(MeshDim dim) { return mesh_.group(dim); }
-  bool fsdp() const { return spec_.strategy.data_parallel == "fsdp"; }
+  const DataParallelRuntime& dataParallel() const {
+    return dataParallelRuntime(spec_.strategy.data_parallel);
+  }
   // tp's share of the rule: a parameter every tp rank holds whole counts on tp rank 0 only.
   bool tpCounts(const std::string& name) const {
     return mesh_.coordinates().tp == 0 || !model_.tp_whole(name);
@@ -127,72 +112,39 @@ class MeshParts {
   MeshModel model_;
 };
 
-// pp = 1: the whole model on every rank of a replica (split by tp), dp as DDP or FSDP over it.
+// pp = 1: the whole model on every rank of a replica (split by tp), the data-parallel plan's
+// runtime around it.
 class MeshModelStrategy final : public WholeModelStrategy {
  public:
-  explicit MeshModelStrategy(const StrategySetup& setup) : parts_(setup) {
-    const JobSpec& spec = setup.spec;
-    Communicator& dp = parts_.group(MeshDim::kDp);
-    if (parts_.fsdp()) {
-      const FsdpSpec& o = spec.strategy.fsdp;
-      fsdp_.emplace(
-          parts_.model(), dp,
-          FsdpOptions{.sharding = o.sharding,
-                      .units = o.units,
-                      .reduce_dtype = precisionDType(o.reduce_dtype.value_or(Precision::kFp32)),
-                      .param_dtype = precisionDType(o.param_dtype.value_or(Precision::kFp32))});
-    } else if (dp.size() > 1) {
-      const DdpSpec& o = spec.strategy.ddp;
-      ddp_.emplace(
-          parts_.model(), dp,
-          DdpOptions{.bucket_cap_mb = o.bucket_cap_mb,
-                     .reduce_dtype = precisionDType(o.reduce_dtype.value_or(Precision::kFp32))});
-    }
-  }
+  explicit MeshModelStrategy(const StrategySetup& setup)
+      : parts_(setup),
+        dp_(parts_.dataParallel().wrap(parts_.model(), parts_.group(MeshDim::kDp), setup.spec)) {}
 
   Sequential& model() override { return parts_.model(); }
   Communicator* dataParallelGroup() override { return &parts_.group(MeshDim::kDp); }
   GradientSyncTiming finishGradientSync() override {
-    GradientSyncTiming timing;
-    if (fsdp_) timing = fsdp_->finishGradientSync();
-    if (ddp_) timing = ddp_->finishGradientSync();
+    const GradientSyncTiming timing = dp_->finishGradientSync();
     if (parts_.sequenceParallel())
       parts_.sumSequenceParallelGradients(
-          gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
+          dp_->gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
     return timing;
   }
-  std::vector<NamedParameter> optimizerParameters() override {
-    return fsdp_ ? fsdp_->shardParameters() : parts_.model().namedParameters();
-  }
+  std::vector<NamedParameter> optimizerParameters() override { return dp_->optimizerParameters(); }
+  // Each gradient element on exactly one rank: dp's shards are disjoint (unsharded replicas all
+  // hold it, and dp rank 0 counts it), and of what every tp rank holds whole tp rank 0 counts it.
   double clipGradNorm(double max_norm) override {
-    return clipByMeshNorm(countedGradients(), optimizerParameters(), parts_.mesh().world(),
-                          max_norm);
+    std::vector<Tensor> counted;
+    if (dp_->shardsGradients() || parts_.mesh().coordinates().dp == 0)
+      counted = dp_->gradientsOf([&](const std::string& name) { return parts_.tpCounts(name); });
+    return clipByMeshNorm(counted, optimizerParameters(), parts_.mesh().world(), max_norm);
   }
   bool perRankCheckpoints() const override { return split(); }
   bool consolidates() const override { return split(); }
-  StateDict fullStateDict() override {
-    StateDict local;
-    if (fsdp_) {
-      local = fsdp_->fullParameters();
-    } else {
-      for (const NamedParameter& p : parts_.model().namedParameters())
-        local.emplace_back(p.name, p.parameter->value);
-    }
-    return parts_.gatherTensorParallel(std::move(local));
-  }
+  StateDict fullStateDict() override { return parts_.gatherTensorParallel(dp_->parameters()); }
 
  protected:
-  Tensor forward(const Tensor& input) override {
-    return fsdp_ ? fsdp_->forward(input) : parts_.model().forward(input);
-  }
-  void backward(const Tensor& grad_output, bool sync) override {
-    if (fsdp_)
-      fsdp_->backward(grad_output, sync);
-    else if (ddp_)
-      ddp_->backward(grad_output, sync);
-    else
-      parts_.model().backward(grad_output);
-  }
+  Tensor forward(const Tensor& input) override { return dp_->forward(input); }
+  void backward(const Tensor& grad_output, bool sync) override { dp_->backward(grad_output, sync); }
   std::unique_ptr<LossFunction> makeLoss() const override {
     const LossFactory& make = parts_.meshModel().make_loss;
     return make ? make() : WholeModelStrategy::makeLoss();
@@ -200,42 +152,10 @@ class MeshModelStrategy final : public WholeModelStrategy {
 
  private:
   // Whether the model is anything but whole on every rank.
-  bool split() const { return fsdp_.has_value() || parts_.mesh().size(MeshDim::kTp) > 1; }
-
-  // The gradients the optimizer sees of the parameters `wanted` accepts: the parameters' own, or
-  // the slices of FSDP's flat shards that hold them.
-  std::vector<Tensor> gradientsOf(const std::function<bool(const std::string&)>& wanted) {
-    std::vector<Tensor> out;
-    if (!fsdp_) {
-      for (const NamedParameter& p : parts_.model().namedParameters())
-        if (wanted(p.name)) out.push_back(p.parameter->grad);
-      return out;
-    }
-    const int64_t dp_rank = shardedGradients() ? parts_.mesh().coordinates().dp : 0;
-    for (const FsdpUnit& unit : fsdp_->units()) {
-      std::vector<std::pair<std::string, int64_t>> layout;
-      for (size_t i = 0; i < unit.parameters.size(); ++i)
-        layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
-      const Tensor& shard = unit.shard.grad;
-      for (Tensor& t : countedSlices(layout, shard, dp_rank * shard.numel(), wanted))
-        out.push_back(std::move(t));
-    }
-    return out;
-  }
-  bool shardedGradients() const {
-    return fsdp_ && fsdp_->options().sharding != FsdpSharding::kNoShard;
-  }
-  // Each gradient element on exactly one rank: FSDP's shards are disjoint across dp; DDP's
-  // replicas (and no_shard's) all hold it, and dp rank 0 counts it; of what every tp rank holds
-  // whole, tp rank 0 counts it.
-  std::vector<Tensor> countedGradients() {
-    if (!shardedGradients() && parts_.mesh().coordinates().dp != 0) return {};
-    return gradientsOf([&](const std::string& name) { return parts_.tpCounts(name); });
-  }
+  bool split() const { return dp_->splitsModel() || parts_.mesh().size(MeshDim::kTp) > 1; }
 
   MeshParts parts_;
-  std::optional<FullyShardedDataParallel> fsdp_;
-  std::optional<DistributedDataParallel> ddp_;
+  std::unique_ptr<DataParallelModel> dp_;
 };
 
 // pp > 1: the pipeline over the pp group, each stage's model split by tp; dp averages the
@@ -252,8 +172,9 @@ class MeshPipelineStrategy final : public ParallelStrategy {
                                   .micro_batches = setup.spec.train.micro_batches,
                                   .stages = stagePartition(setup.spec),
                                   .make_loss = parts_.meshModel().make_loss}) {
-    if (parts_.group(MeshDim::kDp).size() > 1 || parts_.fsdp())
-      replicas_.emplace(pipeline_.parameters(), parts_.group(MeshDim::kDp), parts_.fsdp());
+    const bool shards = parts_.dataParallel().shards_stage;
+    if (parts_.group(MeshDim::kDp).size() > 1 || shards)
+      replicas_.emplace(pipeline_.parameters(), parts_.group(MeshDim::kDp), shards);
   }
 
   Sequential& model() override { return parts_.model(); }
@@ -343,7 +264,7 @@ class MeshPipelineStrategy final : public ParallelStrategy {
       std::vector<std::pair<std::string, int64_t>> layout;
       for (const NamedParameter& p : replicas_->parameters())
         layout.emplace_back(p.name, p.parameter->value.numel());
-      return countedSlices(layout, replicas_->shardGrad(), replicas_->shardStart(), wanted);
+      return flatShardSlices(layout, replicas_->shardGrad(), replicas_->shardStart(), wanted);
     }
     std::vector<Tensor> out;
     for (const NamedParameter& p : pipeline_.parameters())
