@@ -18,9 +18,11 @@ namespace {
 // activation bytes per block.
 MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   MemoryInputs inputs{.spec = spec, .world = std::max(worldSize(spec), 1)};
-  // Activations as the modules keep them under train.precision's autocast.
-  const ModelDescription description =
-      describeModel(spec.model, precisionDType(spec.train.precision));
+  // Activations as the modules keep them under train.precision's autocast, of the model as one
+  // tensor-parallel rank holds it.
+  const ModelDescription description = describeModelShare(
+      spec.model, precisionDType(spec.train.precision),
+      {.ranks = spec.strategy.mesh.tp, .sequence_parallel = spec.strategy.tp.sequence_parallel});
   for (const ModelBlock& block : description.blocks) {
     inputs.layers.push_back(block.parameters);
     inputs.input_elements.push_back(shapeNumel(block.input_shape));
@@ -160,10 +162,14 @@ std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
   if (spec.program) return {};
   const MemoryInputs inputs = modelMemoryInputs(spec);
   const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
+  // A layout with tensor parallelism or more than one dimension is the mesh's.
+  const MeshSpec& mesh = spec.strategy.mesh;
+  const bool mesh_layout = mesh.tp > 1 || (mesh.dp > 1) + (mesh.pp > 1) > 1;
   std::vector<RankMemoryEstimate> ranks(static_cast<size_t>(inputs.world));
   for (int r = 0; r < inputs.world; ++r) {
     ranks[static_cast<size_t>(r)].rank = r;
-    ranks[static_cast<size_t>(r)].parts = plan.estimateMemory(inputs, r);
+    ranks[static_cast<size_t>(r)].parts =
+        mesh_layout ? meshMemory(inputs, r) : plan.estimateMemory(inputs, r);
   }
   return ranks;
 }

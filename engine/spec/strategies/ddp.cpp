@@ -41,47 +41,53 @@ class DdpPlan final : public StrategyPlan {
   }
   void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
-    const std::vector<double> buckets = bucketBytes(inputs);
-    double bucketed = 0;
-    for (double bytes : buckets) bucketed += allocatedBytes(bytes);
-    std::vector<MemoryPart> parts = replicatedMemory(
-        inputs, {"gradients", bucketed,
-                 fmt::format("4 B × Ψ in {} bucket{} (the first of {} MiB, then up to {} MiB; "
-                             "float32 under every train.precision)",
-                             buckets.size(), buckets.size() == 1 ? "" : "s", kDdpFirstBucketMb,
-                             inputs.spec.strategy.ddp.bucket_cap_mb)});
-    const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
-    if (reduce && *reduce != Precision::kFp32) {
-      // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
-      // the step's gradient sync, so every bucket's at once when backward ends.
-      double copies = 0;
-      for (double bytes : buckets) copies += allocatedBytes(bytes / 2);
-      parts.push_back({"16-bit reduce buffers (transient)", copies,
-                       fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
-                                   "the step's gradient sync",
-                                   toString(*reduce))});
-    }
+    std::vector<MemoryPart> gradients = ddpGradientMemory(inputs);
+    std::vector<MemoryPart> parts = replicatedMemory(inputs, std::move(gradients.front()));
+    for (size_t i = 1; i < gradients.size(); ++i) parts.push_back(std::move(gradients[i]));
     return parts;
-  }
-
- private:
-  // parallel/ddp.cpp: the gradient buckets' bytes, filled with the parameters in reverse order
-  // (backward's), each closed once it holds its cap (kDdpFirstBucketMb for the first).
-  static std::vector<double> bucketBytes(const MemoryInputs& inputs) {
-    std::vector<double> buckets;
-    double cap = kDdpFirstBucketMb * 1024 * 1024;
-    for (auto it = inputs.parameter_tensors.rbegin(); it != inputs.parameter_tensors.rend(); ++it) {
-      if (buckets.empty() || buckets.back() >= cap) {
-        if (!buckets.empty()) cap = inputs.spec.strategy.ddp.bucket_cap_mb * 1024 * 1024;
-        buckets.push_back(0);
-      }
-      buckets.back() += static_cast<double>(it->elements) * kBytes;
-    }
-    return buckets;
   }
 };
 
+// parallel/ddp.cpp: the gradient buckets' bytes, filled with the parameters in reverse order
+// (backward's), each closed once it holds its cap (kDdpFirstBucketMb for the first).
+std::vector<double> bucketBytes(const MemoryInputs& inputs) {
+  std::vector<double> buckets;
+  double cap = kDdpFirstBucketMb * 1024 * 1024;
+  for (auto it = inputs.parameter_tensors.rbegin(); it != inputs.parameter_tensors.rend(); ++it) {
+    if (buckets.empty() || buckets.back() >= cap) {
+      if (!buckets.empty()) cap = inputs.spec.strategy.ddp.bucket_cap_mb * 1024 * 1024;
+      buckets.push_back(0);
+    }
+    buckets.back() += static_cast<double>(it->elements) * kBytes;
+  }
+  return buckets;
+}
+
 }  // namespace
+
+std::vector<MemoryPart> ddpGradientMemory(const MemoryInputs& inputs) {
+  const std::vector<double> buckets = bucketBytes(inputs);
+  double bucketed = 0;
+  for (double bytes : buckets) bucketed += allocatedBytes(bytes);
+  std::vector<MemoryPart> parts = {
+      {"gradients", bucketed,
+       fmt::format("4 B × Ψ in {} bucket{} (the first of {} MiB, then up to {} MiB; float32 under "
+                   "every train.precision)",
+                   buckets.size(), buckets.size() == 1 ? "" : "s", kDdpFirstBucketMb,
+                   inputs.spec.strategy.ddp.bucket_cap_mb)}};
+  const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
+  if (reduce && *reduce != Precision::kFp32) {
+    // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
+    // the step's gradient sync, so every bucket's at once when backward ends.
+    double copies = 0;
+    for (double bytes : buckets) copies += allocatedBytes(bytes / 2);
+    parts.push_back({"16-bit reduce buffers (transient)", copies,
+                     fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
+                                 "the step's gradient sync",
+                                 toString(*reduce))});
+  }
+  return parts;
+}
 
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients) {
   const size_t blocks = inputs.layers.size();

@@ -264,6 +264,40 @@ class FsdpPlan final : public StrategyPlan {
 
 }  // namespace
 
+std::vector<MemoryPart> fsdpStageStateMemory(const MemoryInputs& inputs) {
+  const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
+  const int world = inputs.world;
+  const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
+  std::vector<int64_t> units = layerUnits(inputs).first;
+  if (fsdp.units == FsdpUnits::kModel) units = {inputs.parameters};
+  const FlatBytes flat = flatBytes(units, world, no_shard);
+  const double largest = static_cast<double>(*std::max_element(units.begin(), units.end()));
+  const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
+  const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
+  const std::string shard_text = no_shard ? "" : fmt::format(" / {}", world);
+  std::vector<MemoryPart> parts = {
+      {"parameters", flat.held,
+       fmt::format("4 B × the stage's {} parameters{} (its flat units{})", inputs.parameters,
+                   shard_text, no_shard ? ", no_shard" : "' shards")},
+      {"gradients", flat.held, fmt::format("4 B × the stage's parameters{}", shard_text)},
+      {"optimizer state", flat.held * inputs.moments,
+       fmt::format("4 B × {} × the stage's parameters{} ({})", inputs.moments, shard_text,
+                   inputs.moment_text)}};
+  if (no_shard) return parts;
+  parts.push_back({"gathered parameters (through the step)", flat.gathered,
+                   "4 B × the stage's units, all-gathered whole beside their shards and kept "
+                   "through the step's micro-batches (FSDP under a pipeline, as torchtitan)"});
+  parts.push_back(
+      {"gradients in reduction (transient)",
+       static_cast<double>(inputs.parameters) / world * reduce_bytes + largest * in_reduction,
+       fmt::format("{} B × the stage's parameters / {}: each unit's reduced shard, and {} B × "
+                   "the largest unit: its flat gradient while it is reduce-scattered",
+                   reduce_bytes, world, in_reduction)});
+  if (usesGloo(inputs.spec))
+    parts.push_back(reduceScatterCopies(largest * reduce_bytes, world, reduce_bytes));
+  return parts;
+}
+
 const StrategyPlan& fsdpPlan() {
   static const FsdpPlan plan;
   return plan;
