@@ -12,10 +12,6 @@
 
 namespace ringmaster {
 
-namespace {
-
-// The model's side of the estimate, from what the model declares (nn/model.h): parameters and
-// activation bytes per block.
 MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   MemoryInputs inputs{.spec = spec, .world = std::max(worldSize(spec), 1)};
   // Activations as the modules keep them under train.precision's autocast, of the model as one
@@ -98,8 +94,6 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   };
   return inputs;
 }
-
-}  // namespace
 
 double allocatedBytes(double bytes) {
   return static_cast<double>(CachingAllocator::roundSize(static_cast<size_t>(bytes)));

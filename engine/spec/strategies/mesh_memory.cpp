@@ -35,16 +35,12 @@ MemoryInputs stageInputs(const MemoryInputs& inputs, const PipelinePosition& at,
   stage.parameter_tensors = pipelineRankTensors(inputs, at);
   stage.layers.assign(inputs.layers.size(), 0);
   stage.parameters = 0;
-  std::vector<bool> owns(inputs.layers.size(), false);  // holds the block itself, not a copy
+  // A tied copy counts with the block that reads it; FSDP's units merge the tied blocks (one of
+  // them empty where the stage holds a copy).
   for (const MemoryInputs::ParameterTensor& tensor : stage.parameter_tensors) {
     stage.layers[tensor.block] += tensor.elements;
     stage.parameters += tensor.elements;
-    if (!tensor.tied_copy) owns[tensor.block] = true;
   }
-  // A tie stays where the stage holds both blocks; a copy is its reader's own parameter.
-  std::erase_if(stage.tied, [&](const MemoryInputs::TiedCopy& tied) {
-    return !owns[tied.reader] || !owns[tied.owner];
-  });
   return stage;
 }
 

@@ -76,6 +76,11 @@ struct MemoryInputs {
   std::vector<bool> keeps_input;
 };
 
+// The model's side of the estimate, from what the model declares (nn/model.h) as one
+// tensor-parallel rank of strategy.mesh holds it: parameters and activation bytes per block, and
+// the optimizer's state per parameter (defined in memory_estimate.cpp).
+MemoryInputs modelMemoryInputs(const JobSpec& spec);
+
 // The bytes the caching allocator hands out for a request of `bytes` (tensor/allocator.h
 // CachingAllocator::roundSize): every tensor of the estimate is rounded so.
 double allocatedBytes(double bytes);
