@@ -313,7 +313,8 @@ void Communicator::finishTask(Task& task) {
                         task.call.peer,
                         telemetryNow(),
                         start_us,
-                        end_us};
+                        end_us,
+                        mesh_dimension_};
       options_.observer->onOperation(record);
     }
     finished(nullptr, ms, wait_ms);

@@ -47,6 +47,8 @@ struct CommRecord {
   // Collectives of a group of several ranks: when this rank took the op up (before verify_calls)
   // and when it completed, in microseconds on the clock aligned to rank 0's (docs/comm.md).
   std::optional<int64_t> start_us, end_us;
+  // The device-mesh dimension the group spans ("dp", "tp", "pp"; empty: not on a mesh, the world).
+  std::string dim;
 };
 
 // Where a communicator stands, reported every CommOptions::progress_period (the live hang view):
@@ -108,6 +110,10 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& groupName() const { return group_name_; }
+  // The device-mesh dimension this group spans (parallel/device_mesh.h), named in every record;
+  // groups made from it by newGroup inherit it. Set before the group's first operation on a mesh.
+  void setMeshDimension(std::string dim) { mesh_dimension_ = std::move(dim); }
+  const std::string& meshDimension() const { return mesh_dimension_; }
   std::string backendName() const { return backend_->name(); }
   Device device() const { return backend_->device(); }
   const CommOptions& options() const { return options_; }
@@ -224,6 +230,7 @@ class Communicator {
   int rank_;
   int size_;
   std::string group_name_;
+  std::string mesh_dimension_;
   CommOptions options_;
   std::vector<int> world_ranks_;  // world rank of each group rank, for messages
   FlightRecorder recorder_;

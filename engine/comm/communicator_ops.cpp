@@ -75,7 +75,8 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
   if (options_.observer) {
     CommRecord record{seq,   op,           group_name_, 1,
                       bytes, dtype,        ms,          ms > 0 ? bytes / (ms * 1e6) : 0,
-                      0,     std::nullopt, -1,          telemetryNow()};
+                      0,     std::nullopt, -1,          telemetryNow(),
+                      {},    {},           mesh_dimension_};
     options_.observer->onOperation(record);
   }
   work->complete(ms);
@@ -344,6 +345,7 @@ std::unique_ptr<Communicator> Communicator::newGroup(const std::vector<int>& ran
     backend = backend_->split(nullptr, 0, 1);
   auto group = std::make_unique<Communicator>(std::move(backend), store, job_store_, group_rank,
                                               group_size, std::move(name), options_);
+  group->mesh_dimension_ = mesh_dimension_;
   group->clock_offset_us_ = clock_offset_us_.load();
   group->clock_uncertainty_us_ = clock_uncertainty_us_.load();
   for (int r = 0; r < group_size; ++r) {

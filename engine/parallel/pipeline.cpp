@@ -143,6 +143,7 @@ class PipelineParallel::StepRun {
   StepRun(PipelineParallel& pipeline, int64_t rows, const std::function<Batch(int)>& micro_batch,
           float grad_scale)
       : p_(pipeline),
+        loss_fn_(pipeline.makeLoss()),
         rank_(pipeline.comm_.rank()),
         device_(pipeline.comm_.device()),
         rows_(rows),
@@ -254,10 +255,10 @@ class PipelineParallel::StepRun {
     const int64_t classes = x.shape().back();
     const Tensor logits = x.view({x.numel() / classes, classes});
     const Tensor targets = batch.targets.view({batch.targets.numel()});
-    result_.loss_sum += loss_fn_.forward(logits, targets);
-    result_.correct += ops::countCorrect(logits, targets);
+    result_.loss_sum += loss_fn_->forward(logits, targets);
+    if (loss_fn_->wholeLogits()) result_.correct += ops::countCorrect(logits, targets);
     result_.samples += batch.targets.dim(0);
-    loss_grads_[key] = loss_fn_.backward(grad_scale_).view(x.shape());
+    loss_grads_[key] = loss_fn_->backward(grad_scale_).view(x.shape());
   }
 
   // B: the input gradient through the stage (and, unless ZB-H1 splits it off into W, the weight
@@ -338,6 +339,7 @@ class PipelineParallel::StepRun {
   }
 
   PipelineParallel& p_;
+  std::unique_ptr<LossFunction> loss_fn_;  // the last stage's
   const int rank_;
   const Device device_;
   const int64_t rows_;
@@ -353,7 +355,6 @@ class PipelineParallel::StepRun {
   // and, on the last stage, the loss gradient.
   std::map<Key, ChildrenContext> contexts_;
   std::map<Key, Tensor> loss_grads_;
-  SoftmaxCrossEntropy loss_fn_;
   double last_exposed_ms_ = 0;  // of the latest receive: its transfer the caller waited for
   PipelineStepResult result_;
 };
@@ -395,9 +396,9 @@ PipelineParallel::EvalResult PipelineParallel::evaluate(int64_t rows,
       // count.
       const int64_t classes = x.shape().back();
       const Tensor targets = input().targets.view({input().targets.numel()});
-      SoftmaxCrossEntropy loss_fn;
+      const std::unique_ptr<LossFunction> loss_fn = makeLoss();
       result.tokens = targets.numel();
-      result.loss_sum = loss_fn.forward(x.view({x.numel() / classes, classes}), targets) *
+      result.loss_sum = loss_fn->forward(x.view({x.numel() / classes, classes}), targets) *
                         static_cast<double>(result.tokens);
     } else if (rankOf(stage + 1) != rank) {
       if (device.isCuda()) synchronize(device);

@@ -19,6 +19,7 @@
 #include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "spec/strategies/pipeline_schedule.h"
 
 namespace ringmaster {
@@ -37,6 +38,9 @@ struct PipelineOptions {
   int virtual_stages = 1;
   int micro_batches = 1;
   std::vector<std::vector<int>> stages;  // explicit partition; empty: balanced
+  // The last stage's loss (empty: softmax cross-entropy); tensor parallelism's is
+  // vocabulary-parallel.
+  LossFactory make_loss;
 };
 
 // One executed action: phase, micro-batch, model stage, chunk, and its times in microseconds on
@@ -103,6 +107,8 @@ class PipelineParallel {
   // clip_grad_norm_ over the whole model: the stages' squared norms are summed across ranks, each
   // tied parameter counted once.
   double clipGradNorm(double max_norm);
+  // The tied parameters' copies this rank holds (their owners' ranks count them in the norm).
+  const std::vector<NamedParameter>& copies() const { return copies_; }
   const PipelinePlan& plan() const { return plan_; }
   const std::vector<std::pair<size_t, size_t>>& stages() const { return stages_; }
   int64_t clockOffsetUs() const { return comm_.clockOffsetUs(); }
@@ -111,6 +117,9 @@ class PipelineParallel {
 
  private:
   class StepRun;  // one runStep's execution on this rank (pipeline.cpp)
+  std::unique_ptr<LossFunction> makeLoss() const {
+    return options_.make_loss ? options_.make_loss() : std::make_unique<SoftmaxCrossEntropy>();
+  }
 
   int modelStage(int chunk) const { return plan_.modelStage(comm_.rank(), chunk); }
   int rankOf(int model_stage) const { return model_stage % comm_.size(); }

@@ -1,41 +1,22 @@
-// The strategies' runtimes, registered once: each entry's class is in its own
-// <name>_strategy.cpp; its plan (options, checks, memory) is registered in
-// spec/strategies/table.cpp.
+// The strategy runtime a spec's mesh gets: `single` for one rank without a world communicator,
+// else the mesh runtime (mesh_strategy.cpp), which composes every dimension's.
 #include "core/error.h"
 #include "parallel/strategy.h"
-#include "spec/strategies/plan.h"
 
 namespace ringmaster {
 
 std::unique_ptr<ParallelStrategy> makeSingleStrategy(const StrategySetup& setup);
-std::unique_ptr<ParallelStrategy> makeDdpStrategy(const StrategySetup& setup);
-std::unique_ptr<ParallelStrategy> makeFsdpStrategy(const StrategySetup& setup);
-std::unique_ptr<ParallelStrategy> makePipelineStrategy(const StrategySetup& setup);
-
-namespace {
-
-struct StrategyRuntime {
-  StrategyKind kind;
-  std::unique_ptr<ParallelStrategy> (*make)(const StrategySetup&);
-};
-
-constexpr StrategyRuntime kStrategies[] = {{StrategyKind::kSingle, makeSingleStrategy},
-                                           {StrategyKind::kDdp, makeDdpStrategy},
-                                           {StrategyKind::kFsdp, makeFsdpStrategy},
-                                           {StrategyKind::kPipeline, makePipelineStrategy}};
-
-}  // namespace
+std::unique_ptr<ParallelStrategy> makeMeshStrategy(const StrategySetup& setup);
 
 std::unique_ptr<ParallelStrategy> makeParallelStrategy(const StrategySetup& setup) {
-  for (const StrategyRuntime& strategy : kStrategies) {
-    if (strategy.kind != setup.spec.strategy.kind) continue;
-    RM_CHECK_ARG(setup.world != nullptr || !strategyPlan(strategy.kind).needsWorld(),
+  const MeshSpec& mesh = setup.spec.strategy.mesh;
+  if (setup.world == nullptr) {
+    RM_CHECK_ARG(mesh.size() == 1 && setup.spec.strategy.data_parallel == "ddp",
                  "a strategy over ranks needs the world communicator");
     setup.model.setActivationCheckpointing(setup.spec.train.activation_checkpointing);
-    return strategy.make(setup);
+    return makeSingleStrategy(setup);
   }
-  RM_ENFORCE(false, "a strategy kind without a runtime in parallel/strategies.cpp");
-  return nullptr;
+  return makeMeshStrategy(setup);
 }
 
 }  // namespace ringmaster

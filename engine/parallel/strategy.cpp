@@ -13,17 +13,18 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
                                          const BatchMaker& make_batch, int accumulation,
                                          bool sync) {
   Batch batch = make_batch(indices);
-  SoftmaxCrossEntropy loss_fn;
+  const std::unique_ptr<LossFunction> loss_fn = makeLoss();
   Tensor logits = forward(batch.inputs);
   BatchPass pass;
-  pass.loss = loss_fn.forward(logits, batch.targets);
+  pass.loss = loss_fn->forward(logits, batch.targets);
   // Logits [samples, classes], or [samples, tokens, vocabulary] for a language model: the loss
   // is the mean over every target, correct counts targets, samples counts samples.
   const int64_t classes = logits.dim(static_cast<int>(logits.rank() - 1));
-  pass.correct = ops::countCorrect(logits.view({logits.numel() / classes, classes}),
-                                   batch.targets.view({batch.targets.numel()}));
+  if (loss_fn->wholeLogits())
+    pass.correct = ops::countCorrect(logits.view({logits.numel() / classes, classes}),
+                                     batch.targets.view({batch.targets.numel()}));
   pass.samples = batch.targets.dim(0);
-  backward(loss_fn.backward(lossScale() / static_cast<float>(accumulation)), sync);
+  backward(loss_fn->backward(lossScale() / static_cast<float>(accumulation)), sync);
   return pass;
 }
 
@@ -36,11 +37,15 @@ EvalBatchPass ParallelStrategy::evaluateBatch(const std::vector<int64_t>&, const
 EvalBatchPass WholeModelStrategy::evaluateBatch(const std::vector<int64_t>& indices,
                                                 const BatchMaker& make_batch) {
   Batch batch = make_batch(indices);
-  SoftmaxCrossEntropy loss_fn;
+  const std::unique_ptr<LossFunction> loss_fn = makeLoss();
   const Tensor logits = forward(batch.inputs);
   const int64_t tokens = batch.targets.numel();
-  return {.loss_sum = loss_fn.forward(logits, batch.targets) * static_cast<double>(tokens),
+  return {.loss_sum = loss_fn->forward(logits, batch.targets) * static_cast<double>(tokens),
           .tokens = tokens};
+}
+
+std::unique_ptr<LossFunction> WholeModelStrategy::makeLoss() const {
+  return std::make_unique<SoftmaxCrossEntropy>();
 }
 
 std::vector<NamedParameter> ReplicatedModelStrategy::optimizerParameters() {

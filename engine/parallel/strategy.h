@@ -15,6 +15,7 @@
 #include "comm/communicator.h"
 #include "data/dataset.h"
 #include "nn/layers.h"
+#include "nn/loss.h"
 #include "parallel/ddp.h"  // GradientSyncTiming
 #include "parallel/pipeline.h"
 #include "spec/job_spec.h"
@@ -80,6 +81,12 @@ class ParallelStrategy {
   virtual bool consolidates() const { return false; }
   // The whole model's parameters with their full values (collective where the model is split).
   virtual StateDict fullStateDict() = 0;
+  // The model this rank runs (a tensor-parallel split of the built one, or the built one): the
+  // trainer sets its mode and rewinds its dropout streams.
+  virtual Sequential& model() = 0;
+  // The ranks that split each batch's data between them, for sums over the data (the evaluation
+  // loss); nullptr where there is one.
+  virtual Communicator* dataParallelGroup() { return nullptr; }
 
   // The factor every loss gradient is multiplied by from the next batch on: fp16's loss scale
   // (optim/grad_scaler.h; the trainer unscales the gradients after the sync), 1 otherwise.
@@ -98,7 +105,7 @@ struct StrategySetup {
   const JobSpec& spec;
 };
 
-// The strategy of spec.strategy.kind around `setup.model` (parallel/strategies.cpp).
+// The strategy of spec.strategy's mesh around `setup.model` (parallel/strategies.cpp).
 std::unique_ptr<ParallelStrategy> makeParallelStrategy(const StrategySetup& setup);
 
 // For the strategies that run the model whole on every rank: forward, softmax cross-entropy and
@@ -113,6 +120,8 @@ class WholeModelStrategy : public ParallelStrategy {
  protected:
   virtual Tensor forward(const Tensor& input) = 0;
   virtual void backward(const Tensor& grad_output, bool sync) = 0;
+  // The loss over forward()'s output: softmax cross-entropy unless the output is split.
+  virtual std::unique_ptr<LossFunction> makeLoss() const;
 };
 
 // For the strategies that keep every parameter whole and identical on every rank (`single`,
@@ -124,6 +133,7 @@ class ReplicatedModelStrategy : public WholeModelStrategy {
   std::vector<NamedParameter> optimizerParameters() override;
   double clipGradNorm(double max_norm) override;
   StateDict fullStateDict() override;
+  Sequential& model() override { return model_; }
 
  protected:
   Sequential& model_;

@@ -42,10 +42,6 @@ struct NamedValue {
   std::string_view name;
 };
 
-constexpr NamedValue<StrategyKind> kStrategyKinds[] = {{StrategyKind::kSingle, "single"},
-                                                       {StrategyKind::kDdp, "ddp"},
-                                                       {StrategyKind::kFsdp, "fsdp"},
-                                                       {StrategyKind::kPipeline, "pipeline"}};
 constexpr NamedValue<FsdpSharding> kFsdpShardings[] = {
     {FsdpSharding::kFullShard, "full_shard"},
     {FsdpSharding::kShardGradOp, "shard_grad_op"},
@@ -82,7 +78,6 @@ std::span<const NamedValue<E>> table();
   std::span<const NamedValue<E>> table<E>() { \
     return array;                             \
   }
-RM_SPEC_TABLE(StrategyKind, kStrategyKinds)
 RM_SPEC_TABLE(FsdpSharding, kFsdpShardings)
 RM_SPEC_TABLE(FsdpUnits, kFsdpUnits)
 RM_SPEC_TABLE(PipelineSchedule, kPipelineSchedules)
@@ -133,7 +128,6 @@ std::vector<std::string_view> namesOf() {
   std::vector<std::string_view> enumNames<E>() {          \
     return namesOf<E>();                                  \
   }
-RM_SPEC_ENUM(StrategyKind)
 RM_SPEC_ENUM(FsdpSharding)
 RM_SPEC_ENUM(FsdpUnits)
 RM_SPEC_ENUM(PipelineSchedule)
@@ -281,9 +275,39 @@ const Keys& keysOf(std::string_view block) {
 
 // The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps"), in the
 // order they are tried.
-constexpr std::string_view kBlocks[] = {"strategy",   "model",     "data",
-                                        "train",      "optimizer", "launch",
-                                        "checkpoint", "telemetry", "program"};
+constexpr std::string_view kBlocks[] = {
+    "strategy", "strategy.mesh", "strategy.dp", "strategy.tp", "strategy.pp", "model",  "data",
+    "train",    "optimizer",     "launch",      "checkpoint",  "telemetry",   "program"};
+
+// The legacy flat form's strategy.kind: "single", a data-parallel plan's name over the whole
+// world, or "pipeline" over the whole world.
+std::vector<std::string_view> legacyStrategyKinds() {
+  std::vector<std::string_view> kinds = {"single"};
+  for (std::string_view name : dataParallelPlanNames()) kinds.push_back(name);
+  kinds.push_back("pipeline");
+  return kinds;
+}
+
+// The plans whose options the legacy form's strategy block holds beside its kind.
+std::vector<const DimensionPlan*> legacyPlans() {
+  std::vector<const DimensionPlan*> plans(dataParallelPlans().begin(), dataParallelPlans().end());
+  plans.push_back(&pipelineParallelPlan());
+  return plans;
+}
+
+// The mesh a legacy kind means over `world` ranks, into `out` (a program job's strategy.kind
+// too): single is 1 x 1 x 1, a data-parallel plan spans dp, the pipeline pp.
+void applyLegacyKind(std::string_view kind, int world, StrategySpec& out) {
+  if (kind == "pipeline") {
+    out.mesh = {.dp = 1, .tp = 1, .pp = world};
+  } else if (findDataParallelPlan(kind)) {
+    out.data_parallel = std::string(kind);
+    out.mesh = {.dp = world, .tp = 1, .pp = 1};
+  }
+}
+
+// The strategy block's own keys besides the legacy form's: the mesh and the dimensions' blocks.
+const Keys kMeshFormKeys = {"mesh", "dp", "tp", "pp"};
 
 // The model keys of gpt alone, and those of every other kind alone (their fields' shown_when).
 const Keys kGptModelKeys = {"vocab_size", "context", "heads", "dim", "bias"};
@@ -369,7 +393,10 @@ class SpecParser {
       parseValueBlock(*v, "checkpoint", spec);
     }
     if (const json* v = find(root, "telemetry")) parseValueBlock(*v, "telemetry", spec);
+    resolveMesh(spec);
     crossCheck(spec);
+    // A pipeline of one stage is none: its options are read and checked, then dropped.
+    if (stageCount(spec) == 1) spec.strategy.pipeline = PipelineSpec{};
     return spec;
   }
 
@@ -377,12 +404,25 @@ class SpecParser {
   // --- reporting -------------------------------------------------------------------------------
 
   void report(std::string path, std::string message) {
-    problems_->push_back({std::move(path), std::move(message)});
+    problems_->push_back({writtenPath(std::move(path)), std::move(message)});
+  }
+
+  // Where the document has the value at canonical path `path`: in the legacy strategy form a
+  // dimension's option is the strategy block's own ("strategy.pp.schedule" -> "strategy.schedule")
+  // and the mesh is the strategy's kind with the world size ("strategy").
+  std::string writtenPath(std::string path) const {
+    if (!legacy_strategy_) return path;
+    for (std::string_view block : {"strategy.dp.", "strategy.tp.", "strategy.pp."})
+      if (path.starts_with(block)) return "strategy." + path.substr(block.size());
+    if (path == "strategy.mesh" || path.starts_with("strategy.mesh.")) return "strategy";
+    return path;
   }
 
   // True when nothing was reported at `path`, inside it or at a block containing it: the value
   // read there can be trusted by a cross-field check.
-  bool okAt(std::string_view path) const {
+  bool okAt(std::string_view canonical) const {
+    const std::string written = writtenPath(std::string(canonical));
+    const std::string_view path = written;
     auto within = [](std::string_view inner, std::string_view outer) {
       if (outer.empty()) return true;
       if (inner.size() < outer.size() || inner.substr(0, outer.size()) != outer) return false;
@@ -779,14 +819,127 @@ class SpecParser {
     return true;
   }
 
+  // --- the strategy ----------------------------------------------------------------------------
+
+  // The mesh form ({"mesh": ..., "dp": ..., "tp": ..., "pp": ...}) or the legacy flat form
+  // ({"kind": "ddp", ...}), which is read into the same members. A mesh size left out is resolved
+  // once the world size is known (resolveMesh).
   void parseStrategy(const json& value, JobSpec& spec) {
     const std::string path = "strategy";
-    const std::optional<std::string> kind = parseKindBlock(value, path, spec);
-    if (!value.is_object()) return;
-    // Each strategy reads its own options (spec/strategies/); every one while the kind is unknown.
+    if (!expectObject(value, path)) return;
+    if (value.contains("kind")) {
+      legacy_strategy_ = true;
+      parseLegacyStrategy(value, spec);
+      return;
+    }
+    checkKeys(value, path, kMeshFormKeys, nullptr);
+    if (const json* mesh = find(value, "mesh");
+        mesh && parseValueBlock(*mesh, "strategy.mesh", spec))
+      mesh_dp_given_ = mesh->contains("dp");
+    if (const json* dp = find(value, "dp")) parseDataParallel(*dp, spec);
+    if (const json* tp = find(value, "tp")) parseDimension(*tp, tensorParallelPlan(), spec);
+    if (const json* pp = find(value, "pp")) parseDimension(*pp, pipelineParallelPlan(), spec);
+  }
+
+  // strategy.dp: a registered data-parallel plan's name and its options.
+  void parseDataParallel(const json& value, JobSpec& spec) {
+    const std::string path = "strategy.dp";
+    if (!expectObject(value, path)) return;
+    const DimensionPlan* plan = findDataParallelPlan(spec.strategy.data_parallel);
+    if (const json* kind = find(value, "kind")) plan = readDataParallelKind(*kind, spec);
+    checkKeys(value, path, keysOf(path), optionGate("strategy.dp.kind", plan, plan != nullptr));
     BlockReader reader(*this, value, path);
-    for (const StrategyPlan* plan : strategyPlans())
-      if (!kind || *kind == toString(plan->kind())) plan->readOptions(reader, spec.strategy);
+    // Every plan reads its options while the kind is unknown, so that each value is still checked.
+    for (const DimensionPlan* candidate : dataParallelPlans())
+      if (!plan || plan == candidate) candidate->readOptions(reader, spec.strategy);
+  }
+
+  // strategy.dp.kind: the plan, or nullptr (reported, with the nearest name).
+  const DimensionPlan* readDataParallelKind(const json& value, JobSpec& spec) {
+    const std::string path = "strategy.dp.kind";
+    const std::vector<std::string_view> names = dataParallelPlanNames();
+    if (value.is_string()) {
+      const std::string& name = value.get_ref<const std::string&>();
+      if (const DimensionPlan* plan = findDataParallelPlan(name)) {
+        spec.strategy.data_parallel = name;
+        return plan;
+      }
+      if (std::string_view near = closestName(name, names); !near.empty()) {
+        report(path, fmt::format("unknown data-parallel plan {} (did you mean \"{}\"?)",
+                                 shown(value), near));
+        return nullptr;
+      }
+    }
+    reportChoice(value, path, names);
+    return nullptr;
+  }
+
+  // strategy.tp or strategy.pp: its plan's options.
+  void parseDimension(const json& value, const DimensionPlan& plan, JobSpec& spec) {
+    const std::string path = join("strategy", toString(plan.dim()));
+    if (!expectObject(value, path)) return;
+    checkKeys(value, path, keysOf(path), nullptr);
+    BlockReader reader(*this, value, path);
+    plan.readOptions(reader, spec.strategy);
+  }
+
+  // How an option of another plan than `plan` (chosen at `controller`; nullptr: none, the legacy
+  // single) is refused: "only valid when strategy.dp.kind is fsdp". No gate while the choice is
+  // unknown.
+  static KindGate optionGate(std::string controller, const DimensionPlan* plan, bool known) {
+    if (!known) return nullptr;
+    const std::vector<const DimensionPlan*> plans =
+        controller == "strategy.kind" ? legacyPlans()
+                                      : std::vector<const DimensionPlan*>(
+                                            dataParallelPlans().begin(), dataParallelPlans().end());
+    return [controller, plan, plans](std::string_view key) -> std::optional<std::string> {
+      const auto reads = [&](const DimensionPlan* p) {
+        const std::vector<std::string_view> keys = p->optionKeys();
+        return std::find(keys.begin(), keys.end(), key) != keys.end();
+      };
+      if (key == "kind" || (plan && reads(plan))) return std::nullopt;
+      std::vector<std::string_view> owners;
+      for (const DimensionPlan* other : plans)
+        if (reads(other)) owners.push_back(other->name());
+      if (owners.empty()) return std::nullopt;
+      return fmt::format("only valid when {} is {}", controller, fmt::join(owners, " or "));
+    };
+  }
+
+  // {"kind": "ddp", "bucket_cap_mb": 25}: the kind's options beside it, the mesh it means made
+  // once the world size is known (resolveMesh). Mesh-form keys beside it are refused.
+  void parseLegacyStrategy(const json& value, JobSpec& spec) {
+    const std::string path = "strategy";
+    const std::vector<std::string_view> kinds = legacyStrategyKinds();
+    const json& kind = value["kind"];
+    const DimensionPlan* plan = nullptr;
+    if (kind.is_null()) {
+      report("strategy.kind", "required");
+    } else if (!kind.is_string() || std::find(kinds.begin(), kinds.end(),
+                                              kind.get_ref<const std::string&>()) == kinds.end()) {
+      reportChoice(kind, "strategy.kind", kinds);
+    } else {
+      legacy_kind_ = kind.get<std::string>();
+      plan = *legacy_kind_ == "pipeline" ? &pipelineParallelPlan()
+                                         : findDataParallelPlan(*legacy_kind_);
+      if (plan && plan->dim() == MeshDim::kDp) spec.strategy.data_parallel = *legacy_kind_;
+    }
+    Keys allowed = {"kind"};
+    for (const DimensionPlan* each : legacyPlans())
+      for (std::string_view key : each->optionKeys())
+        if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) allowed.push_back(key);
+    allowed.insert(allowed.end(), kMeshFormKeys.begin(), kMeshFormKeys.end());
+    const KindGate options = optionGate("strategy.kind", plan, legacy_kind_.has_value());
+    checkKeys(value, path, allowed, [&](std::string_view key) -> std::optional<std::string> {
+      if (std::find(kMeshFormKeys.begin(), kMeshFormKeys.end(), key) != kMeshFormKeys.end()) {
+        return "not valid beside strategy.kind (the legacy form); write the strategy as "
+               "strategy.mesh and strategy.dp.kind without strategy.kind";
+      }
+      return options ? options(key) : std::nullopt;
+    });
+    BlockReader reader(*this, value, path);
+    for (const DimensionPlan* each : legacyPlans())
+      if (!legacy_kind_ || each == plan) each->readOptions(reader, spec.strategy);
   }
 
   // A strategy block as its plan reads it: present options through the parser's readers.
@@ -794,6 +947,9 @@ class SpecParser {
    public:
     BlockReader(SpecParser& parser, const json& block, std::string path)
         : parser_(parser), block_(block), path_(std::move(path)) {}
+    void boolean(std::string_view key, bool& out) override {
+      if (const json* v = find(block_, key)) parser_.readBool(*v, join(path_, key), out);
+    }
     void positive(std::string_view key, double& out, double max) override {
       if (const json* v = find(block_, key)) parser_.readPositive(*v, join(path_, key), out, max);
     }
@@ -1095,7 +1251,8 @@ class SpecParser {
              "torch.distributed store, which agents on several hosts cannot coordinate a restart "
              "through; use one host or remove it");
     }
-    spec.strategy.kind = world_size_.value_or(1) > 1 ? StrategyKind::kDdp : StrategyKind::kSingle;
+    const int world = world_size_.value_or(1);
+    std::string kind = world > 1 ? "ddp" : "single";
     if (const json* v = find(root, "strategy")) {
       if (!expectObject(*v, "strategy")) return;
       for (const auto& [key, option] : v->items()) {
@@ -1104,10 +1261,16 @@ class SpecParser {
                  "a program job's strategy is only its kind (what the script does, shown in "
                  "the history); the script sets its own options");
       }
-      const SpecField& kind = *findSpecField("strategy.kind");
-      if (const json* k = find(*v, "kind"))
-        readValue(kind, *k, kind.path, kind.binding->in_spec(spec));
+      const std::vector<std::string_view> kinds = legacyStrategyKinds();
+      if (const json* k = find(*v, "kind")) {
+        if (k->is_string() &&
+            std::find(kinds.begin(), kinds.end(), k->get_ref<const std::string&>()) != kinds.end())
+          kind = k->get<std::string>();
+        else
+          reportChoice(*k, "strategy.kind", kinds);
+      }
     }
+    applyLegacyKind(kind, world, spec.strategy);
   }
 
   void parseProgram(const json& value, JobSpec& spec) {
@@ -1144,11 +1307,48 @@ class SpecParser {
     checkSchedule(spec);
     checkTokensAgainstModel(spec);
     checkBackendAgainstDevice(spec);
-    if (!okAt("strategy.kind")) return;
-    const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
-    checkStrategy(spec, plan);
+    checkStrategy(spec);
     checkEvaluation(spec);
-    checkDropLast(spec, plan);
+    checkDropLast(spec);
+  }
+
+  // The mesh against the world size: a legacy kind's one dimension spans the world, a mesh.dp
+  // left out is what tp and pp leave of it, and dp × tp × pp must be it.
+  void resolveMesh(JobSpec& spec) {
+    if (!world_size_) return;
+    const int world = *world_size_;
+    MeshSpec& mesh = spec.strategy.mesh;
+    if (legacy_strategy_) {
+      if (legacy_kind_) applyLegacyKind(*legacy_kind_, world, spec.strategy);
+      if (legacy_kind_ == "single" && world != 1) {
+        report("strategy.kind", fmt::format("single runs exactly 1 rank, but launch.hosts give a "
+                                            "world size of {}",
+                                            world));
+      }
+      return;
+    }
+    if (!okAt("strategy.mesh")) return;
+    const int64_t per_replica = int64_t{mesh.tp} * mesh.pp;
+    if (!mesh_dp_given_) {
+      if (world % per_replica == 0) {
+        mesh.dp = static_cast<int>(world / per_replica);
+        return;
+      }
+      report("strategy.mesh",
+             fmt::format("tp {} × pp {} = {} ranks per replica do not divide the world size {} "
+                         "(launch.hosts), so strategy.mesh.dp cannot be inferred; change tp or pp, "
+                         "or launch.hosts[].ranks",
+                         mesh.tp, mesh.pp, per_replica, world));
+      return;
+    }
+    const int64_t product = mesh.dp * per_replica;
+    if (product != world) {
+      report("strategy.mesh",
+             fmt::format("dp {} × tp {} × pp {} = {} ranks, but launch.hosts give a world size of "
+                         "{}; change the mesh or launch.hosts[].ranks so that they agree (left "
+                         "out, strategy.mesh.dp is the world size / (tp × pp))",
+                         mesh.dp, mesh.tp, mesh.pp, product, world));
+    }
   }
 
   // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
@@ -1233,24 +1433,21 @@ class SpecParser {
     }
   }
 
-  // The strategy's own checks (spec/strategies/), then micro-batches, which only some take.
-  void checkStrategy(const JobSpec& spec, const StrategyPlan& plan) {
+  // The dimension plans' own checks (spec/strategies/): the chosen data-parallel plan's, and tp's
+  // and pp's, which also say what their options need of a dimension of 1. They need the mesh,
+  // which needs the world size.
+  void checkStrategy(const JobSpec& spec) {
+    if (!world_size_ || (legacy_strategy_ && !legacy_kind_)) return;
     StrategyCheck check{
         .ok_at = [this](std::string_view path) { return okAt(path); },
         .world_size = world_size_,
         .report = [this](std::string path,
                          std::string message) { report(std::move(path), std::move(message)); }};
-    plan.check(spec, check);
-    const bool micro_ok = okAt("train.micro_batches");
-    if (!plan.takesMicroBatches() && micro_ok && spec.train.micro_batches != 1) {
-      std::string takers;
-      for (const StrategyPlan* other : strategyPlans()) {
-        if (!other->takesMicroBatches()) continue;
-        takers += fmt::format("{}{}", takers.empty() ? "" : " or ", toString(other->kind()));
-      }
-      report("train.micro_batches", fmt::format("must be 1 unless strategy.kind is {}, got {}",
-                                                takers, spec.train.micro_batches));
-    }
+    if (okAt("strategy.dp.kind"))
+      if (const DimensionPlan* plan = findDataParallelPlan(spec.strategy.data_parallel))
+        plan->check(spec, check);
+    tensorParallelPlan().check(spec, check);
+    pipelineParallelPlan().check(spec, check);
   }
 
   // Evaluation needs a validation set.
@@ -1270,10 +1467,11 @@ class SpecParser {
   }
 
   // Every data-parallel rank needs a full batch when incomplete ones are dropped.
-  void checkDropLast(const JobSpec& spec, const StrategyPlan& plan) {
+  void checkDropLast(const JobSpec& spec) {
     if (okAt("data.kind") && spec.data.kind == DataKind::kSynthetic && spec.data.drop_last &&
-        allOk("data.samples", "data.drop_last", "train.batch_size") && world_size_) {
-      int64_t ranks = plan.ranksShareSamples() ? 1 : *world_size_;
+        allOk("data.samples", "data.drop_last", "train.batch_size", "strategy.mesh") &&
+        world_size_) {
+      const int64_t ranks = dataParallelSize(spec);
       int64_t needed = ranks * spec.train.batch_size;
       if (spec.data.samples < needed) {
         report("data.samples",
@@ -1286,7 +1484,10 @@ class SpecParser {
 
   std::vector<SpecProblem>* problems_;
   JobKind job_kind_ = JobKind::kEngine;
-  std::optional<int> world_size_;  // set when every launch.hosts[].ranks is valid
+  std::optional<int> world_size_;           // set when every launch.hosts[].ranks is valid
+  bool legacy_strategy_ = false;            // the strategy block has the legacy flat form (a kind)
+  std::optional<std::string> legacy_kind_;  // its kind, when valid
+  bool mesh_dp_given_ = false;              // strategy.mesh.dp is in the document
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1576,6 +1777,18 @@ json hostsJson(std::vector<LaunchHostSpec> hosts) {
   return list;
 }
 
+// The options of the chosen data-parallel plan (always), and of tp and pp where their dimension is
+// used (docs/spec.md: a pipeline of one stage is none).
+void writeDimensionOptions(const JobSpec& spec, json& strategy) {
+  const DimensionPlan* data_parallel = findDataParallelPlan(spec.strategy.data_parallel);
+  RM_ENFORCE(data_parallel != nullptr,
+             fmt::format("strategy.dp.kind \"{}\" is no registered data-parallel plan",
+                         spec.strategy.data_parallel));
+  data_parallel->writeOptions(spec.strategy, strategy["dp"]);
+  if (spec.strategy.mesh.tp > 1) tensorParallelPlan().writeOptions(spec.strategy, strategy["tp"]);
+  if (stageCount(spec) > 1) pipelineParallelPlan().writeOptions(spec.strategy, strategy["pp"]);
+}
+
 }  // namespace
 
 json toJson(const ProgramSpec& program) {
@@ -1592,11 +1805,12 @@ json toJson(const JobSpec& spec) {
   if (!spec.launch.env.empty()) document["launch"]["env"] = spec.launch.env;
   if (spec.program) {
     document["program"]["args"] = spec.program->args;
+    document["strategy"] = {{"kind", strategyLabel(spec)}};
     return document;
   }
-  // What the plain values are not: the strategy's options (its plan's), the model's layers (gpt:
-  // a count, the other kinds: widths) and Adam's betas.
-  strategyPlan(spec.strategy.kind).writeOptions(spec.strategy, document["strategy"]);
+  // What the plain values are not: the dimensions' options (their plans'), the model's layers
+  // (gpt: a count, the other kinds: widths) and Adam's betas.
+  writeDimensionOptions(spec, document["strategy"]);
   if (spec.model.kind == "gpt") {
     document["model"]["layers"] = spec.model.block_count;
   } else {
@@ -1622,12 +1836,53 @@ int worldSize(const JobSpec& spec) {
 }
 
 int stageCount(const JobSpec& spec) {
-  if (spec.strategy.kind != StrategyKind::kPipeline) return 1;
-  return worldSize(spec) * spec.strategy.pipeline.virtual_stages;
+  return spec.strategy.mesh.pp * spec.strategy.pipeline.virtual_stages;
 }
 
 int dataParallelSize(const JobSpec& spec) {
-  return strategyPlan(spec.strategy.kind).ranksShareSamples() ? 1 : worldSize(spec);
+  return spec.strategy.mesh.dp;
+}
+
+namespace {
+
+// strategyLabel's parts: the data-parallel plan's name or "", "tp" or "", "pipeline" or "".
+std::string joinLabel(std::string_view dp, bool tp, bool pp) {
+  std::vector<std::string_view> parts;
+  if (!dp.empty()) parts.push_back(dp);
+  if (tp) parts.push_back("tp");
+  if (pp) parts.push_back("pipeline");
+  return parts.empty() ? std::string("single") : fmt::format("{}", fmt::join(parts, "+"));
+}
+
+}  // namespace
+
+std::string strategyLabel(const JobSpec& spec) {
+  const StrategySpec& strategy = spec.strategy;
+  const bool data_parallel = strategy.mesh.dp > 1 || strategy.data_parallel != "ddp";
+  return joinLabel(data_parallel ? std::string_view(strategy.data_parallel) : "",
+                   strategy.mesh.tp > 1, stageCount(spec) > 1);
+}
+
+std::vector<std::string> strategyLabels() {
+  std::vector<std::string> labels = {"single"};
+  for (std::string_view name : dataParallelPlanNames()) labels.emplace_back(name);
+  labels.push_back("pipeline");
+  labels.push_back("tp");
+  std::vector<std::string_view> dps = {""};
+  for (std::string_view name : dataParallelPlanNames()) dps.push_back(name);
+  for (std::string_view dp : dps) {
+    for (bool tp : {false, true}) {
+      for (bool pp : {false, true}) {
+        if ((dp.empty() ? 0 : 1) + (tp ? 1 : 0) + (pp ? 1 : 0) >= 2)
+          labels.push_back(joinLabel(dp, tp, pp));
+      }
+    }
+  }
+  return labels;
+}
+
+bool needsWorldCommunicator(const JobSpec& spec) {
+  return strategyLabel(spec) != "single";
 }
 
 }  // namespace ringmaster

@@ -30,15 +30,13 @@ namespace ringmaster {
 // Kinds. Each has toString() (the JSON spelling) and fromString<E>() (nullopt for an unknown
 // name); enumNames<E>() lists every spelling in declaration order, for menus.
 
-// A strategy's own options and kinds (FsdpSharding, FsdpUnits, PipelineSchedule) are in its
+// A mesh dimension's own options and kinds (FsdpSharding, FsdpUnits, PipelineSchedule) are in its
 // header under spec/strategies/; what it knows beyond them is its plan (spec/strategies/plan.h).
-enum class StrategyKind { kSingle, kDdp, kFsdp, kPipeline };
 enum class DataKind { kSynthetic, kIdx, kTokens, kText };
 enum class OptimizerKind { kSgd, kAdam, kAdamW };
 enum class BackendKind { kAuto, kGloo, kNccl };
 enum class DeviceKind { kAuto, kCpu, kCuda };
 
-std::string_view toString(StrategyKind value);
 std::string_view toString(ActivationKind value);
 std::string_view toString(DataKind value);
 std::string_view toString(OptimizerKind value);
@@ -56,7 +54,6 @@ std::vector<std::string_view> enumNames();
   std::optional<E> fromString<E>(std::string_view name); \
   template <>                                            \
   std::vector<std::string_view> enumNames<E>()
-RINGMASTER_SPEC_ENUM_NAMES(StrategyKind);
 RINGMASTER_SPEC_ENUM_NAMES(FsdpSharding);
 RINGMASTER_SPEC_ENUM_NAMES(FsdpUnits);
 RINGMASTER_SPEC_ENUM_NAMES(PipelineSchedule);
@@ -95,8 +92,9 @@ inline constexpr int64_t kMaxEnvValueBytes = 32 * 1024;  // a variable's value
 
 // ---------------------------------------------------------------------------------------------
 // The spec. Fields marked "required" have no default: the parser insists on them, and the values
-// here are placeholders. Only the options block of the chosen strategy kind is read and written;
-// the others keep their defaults.
+// here are placeholders. Only the options of the chosen data-parallel plan and of the mesh's
+// tensor and pipeline dimensions where they are used are read and written; the others keep their
+// defaults.
 
 // The device mesh (strategy.mesh): dp x tp x pp ranks, the world size. Rank order is tp fastest,
 // then dp, then pp, as Megatron-LM (spec/mesh_layout.h maps ranks to coordinates).
@@ -116,8 +114,10 @@ struct TensorParallelSpec {
   bool operator==(const TensorParallelSpec&) const = default;
 };
 
+// strategy: the mesh and each dimension's plan (spec/strategies/plan.h). The default is one rank
+// (1 x 1 x 1, ddp), which strategyLabel calls "single". The legacy flat form ({"kind": "ddp",
+// ...}) is read into the same members (docs/spec.md).
 struct StrategySpec {
-  StrategyKind kind = StrategyKind::kSingle;
   MeshSpec mesh;
   // strategy.dp.kind: the registered data-parallel plan over the mesh's dp dimension ("ddp",
   // "fsdp"); its options are `ddp` or `fsdp` below.
@@ -270,7 +270,8 @@ struct JobSpec {
   TelemetrySpec telemetry;
   // Set: a program job. Every rank runs the user's script instead of the engine's worker; only
   // name, description, strategy.kind (what the script does, for the history: default ddp, single
-  // for one rank) and launch are read with it, and the engine's sections are refused.
+  // for one rank; read into the one-dimension mesh it names, as the legacy form is) and launch
+  // are read with it, and the engine's sections are refused.
   std::optional<ProgramSpec> program;
   bool operator==(const JobSpec&) const = default;
 };
@@ -359,12 +360,22 @@ int64_t expectedSteps(const JobSpec& spec);
 // Sum of launch.hosts[].ranks.
 int worldSize(const JobSpec& spec);
 
-// Pipeline stages (world size * virtual_stages) for kPipeline, 1 for the other strategies.
+// Pipeline stages: strategy.mesh.pp * strategy.pp.virtual_stages (1: no pipeline).
 int stageCount(const JobSpec& spec);
 
-// Ranks that split each batch's data between them: 1 when the strategy's ranks share samples
-// (StrategyPlan::ranksShareSamples: a pipeline's stages all see the same micro-batches), the
-// world size otherwise. The one place that rule is applied.
+// Ranks that split each batch's data between them: strategy.mesh.dp (a pipeline's stages and a
+// tensor-parallel group all see the same samples). The one place that rule is applied.
 int dataParallelSize(const JobSpec& spec);
+
+// What the run's strategy is called in the hello event, the run history and the runs table:
+// "single" (one rank, ddp), else the mesh's non-trivial parts joined by "+" in dp, tp, pp order:
+// the data-parallel plan's name where mesh.dp > 1 or the plan is not ddp ("fsdp" on one rank),
+// "tp" where mesh.tp > 1, "pipeline" where stageCount > 1 ("ddp", "fsdp+tp+pipeline").
+std::string strategyLabel(const JobSpec& spec);
+// Every label strategyLabel can give, for menus and filters: "single", the one-part labels, then
+// the combinations.
+std::vector<std::string> strategyLabels();
+// Whether the job trains over the world communicator: every layout but "single".
+bool needsWorldCommunicator(const JobSpec& spec);
 
 }  // namespace ringmaster

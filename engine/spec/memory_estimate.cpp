@@ -155,15 +155,15 @@ std::vector<int64_t> layerParameters(const ModelSpec& model) {
 std::vector<RankMemoryEstimate> estimateMemory(const JobSpec& spec) {
   if (spec.program) return {};
   const MemoryInputs inputs = modelMemoryInputs(spec);
-  const StrategyPlan& plan = strategyPlan(spec.strategy.kind);
-  // A layout with tensor parallelism or more than one dimension is the mesh's.
-  const MeshSpec& mesh = spec.strategy.mesh;
-  const bool mesh_layout = mesh.tp > 1 || (mesh.dp > 1) + (mesh.pp > 1) > 1;
+  // One rank ("single"), a one-dimension layout (its plan's formulas), or a mixed mesh.
+  const bool single = strategyLabel(spec) == "single";
+  const DimensionPlan* plan = soleDimensionPlan(spec);
   std::vector<RankMemoryEstimate> ranks(static_cast<size_t>(inputs.world));
   for (int r = 0; r < inputs.world; ++r) {
     ranks[static_cast<size_t>(r)].rank = r;
-    ranks[static_cast<size_t>(r)].parts =
-        mesh_layout ? meshMemory(inputs, r) : plan.estimateMemory(inputs, r);
+    ranks[static_cast<size_t>(r)].parts = single ? singleMemory(inputs)
+                                          : plan ? plan->estimateMemory(inputs, r)
+                                                 : meshMemory(inputs, r);
   }
   return ranks;
 }

@@ -184,8 +184,8 @@ std::vector<SpecField> describe() {
   const LaunchHostSpec host;
   const CheckpointSpec checkpoint;
   const ProgramSpec program;
-  const std::string strategy = "strategy.kind", data = "data.kind", optimizer = "optimizer.kind",
-                    model = "model.kind";
+  const std::string data_parallel = "strategy.dp.kind", data = "data.kind",
+                    optimizer = "optimizer.kind", model = "model.kind";
   const std::string schedule = "optimizer.schedule.kind";
   std::vector<SpecField> fields = {
       // Job
@@ -222,14 +222,54 @@ std::vector<SpecField> describe() {
                             "the steps the script will log, for the progress bar; 0: unknown"),
                       0, kMaxSteps),
               RM_SPEC_IN(program, steps)),
-      // Strategy
+      // Strategy: a program job's kind (what the script does, for the history), an engine job's
+      // mesh and data-parallel plan; the dimensions' options follow (their plans').
+      [] {
+        SpecField f{.path = "strategy.kind",
+                    .section = "Strategy",
+                    .label = "Kind",
+                    .type = T::kChoice,
+                    .default_value = nullptr,
+                    .help =
+                        "what the script does, for the history: single (one rank), ddp, fsdp "
+                        "or pipeline; left out: ddp on several ranks, single on one"};
+        f.choices = {"single"};
+        for (std::string_view name : dataParallelPlanNames()) f.choices.emplace_back(name);
+        f.choices.emplace_back("pipeline");
+        return f;
+      }(),
       boundTo(
-          requiredChoice("strategy.kind", "Strategy", "Kind", spec.strategy.kind,
-                         "single: one rank; ddp: replicate and all-reduce gradients; fsdp: shard "
-                         "parameters, gradients and optimizer state; pipeline: split the layers "
-                         "into stages (a program job: what the script does, for the history; left "
-                         "out: ddp on several ranks, single on one)"),
-          RM_SPEC(strategy.kind)),
+          bounded(field("strategy.mesh.dp", "Strategy", "Data parallel (dp)", T::kInteger, nullptr,
+                        "replicas of the model, each training on its own samples; left out: "
+                        "the world size / (tp × pp)"),
+                  1, kMaxWorldSize),
+          RM_SPEC(strategy.mesh.dp)),
+      boundTo(bounded(field("strategy.mesh.tp", "Strategy", "Tensor parallel (tp)", T::kInteger,
+                            spec.strategy.mesh.tp,
+                            "ranks splitting each layer (attention heads, MLP, vocabulary); gpt "
+                            "only; the fastest-varying rank coordinate"),
+                      1, kMaxWorldSize),
+              RM_SPEC(strategy.mesh.tp)),
+      boundTo(bounded(field("strategy.mesh.pp", "Strategy", "Pipeline parallel (pp)", T::kInteger,
+                            spec.strategy.mesh.pp,
+                            "ranks each holding a pipeline stage of the layers; dp × tp × pp must "
+                            "be the world size"),
+                      1, kMaxWorldSize),
+              RM_SPEC(strategy.mesh.pp)),
+      boundTo(
+          [&] {
+            SpecField f{.path = "strategy.dp.kind",
+                        .section = "Strategy",
+                        .label = "Data parallelism",
+                        .type = T::kChoice,
+                        .default_value = spec.strategy.data_parallel,
+                        .help =
+                            "ddp: replicate and all-reduce gradients; fsdp: shard parameters, "
+                            "gradients and optimizer state"};
+            for (std::string_view name : dataParallelPlanNames()) f.choices.emplace_back(name);
+            return f;
+          }(),
+          RM_SPEC(strategy.data_parallel)),
       // Model
       // The kinds are the registered models' (nn/models.cpp).
       boundTo(SpecField{.path = "model.kind",
@@ -351,17 +391,13 @@ std::vector<SpecField> describe() {
                                "samples per rank per step"),
                       1, kMaxBatchSize),
               RM_SPEC(train.batch_size)),
-      // Accepted for every strategy, but only as 1 unless pipeline: the form shows it there only.
-      [&] {
-        SpecField f = only(boundTo(bounded(field("train.micro_batches", "Training", "Micro-batches",
-                                                 T::kInteger, spec.train.micro_batches,
-                                                 "pipeline only: must divide the batch size"),
-                                           1, kMaxBatchSize),
-                                   RM_SPEC(train.micro_batches)),
-                           strategy, {"pipeline"});
-        f.form_condition_only = true;
-        return f;
-      }(),
+      // Accepted for every layout, but only as 1 without pipeline stages (the cross checks).
+      boundTo(bounded(field("train.micro_batches", "Training", "Micro-batches", T::kInteger,
+                            spec.train.micro_batches,
+                            "pipeline stages only (strategy.mesh.pp > 1): must divide the batch "
+                            "size"),
+                      1, kMaxBatchSize),
+              RM_SPEC(train.micro_batches)),
       boundTo(
           bounded(field("train.grad_accum_steps", "Training", "Accumulation", T::kInteger,
                         spec.train.grad_accum_steps,
@@ -560,21 +596,28 @@ std::vector<SpecField> describe() {
                     checkpoint.consolidate, "FSDP: also write one full checkpoint"),
               RM_SPEC_IN(checkpoint, consolidate)),
   };
-  // Each strategy's options, described by its plan (spec/strategies/), after strategy.kind.
+  // Each dimension's options, described by its plan (spec/strategies/), after strategy.dp.kind:
+  // a data-parallel plan's when strategy.dp.kind names it, tp's and pp's always (the cross checks
+  // say what they need of a dimension of 1).
   std::vector<SpecField> options;
-  for (const StrategyPlan* plan : strategyPlans()) {
+  for (const DimensionPlan* plan : dimensionPlans()) {
     for (SpecField f : plan->fields()) {
-      const std::string kind(toString(plan->kind()));
+      if (plan->dim() != MeshDim::kDp) {
+        options.push_back(std::move(f));
+        continue;
+      }
+      const std::string name(plan->name());
       auto same = std::find_if(options.begin(), options.end(),
                                [&](const SpecField& o) { return o.path == f.path; });
       if (same != options.end())
-        same->shown_when->kinds.push_back(kind);  // an option several strategies share
+        same->shown_when->kinds.push_back(name);  // an option several plans share
       else
-        options.push_back(only(std::move(f), strategy, {kind}));
+        options.push_back(only(std::move(f), data_parallel, {name}));
     }
   }
-  const auto kind_field = std::find_if(
-      fields.begin(), fields.end(), [](const SpecField& f) { return f.path == "strategy.kind"; });
+  const auto kind_field = std::find_if(fields.begin(), fields.end(), [](const SpecField& f) {
+    return f.path == "strategy.dp.kind";
+  });
   fields.insert(kind_field + 1, options.begin(), options.end());
   // optimizer.weight_decay follows PyTorch: 0.01 for AdamW; a gpt's model.layers is a count.
   // Each field's kind of job, by the parser's rule: the engine's sections and a strategy's options
@@ -585,6 +628,7 @@ std::vector<SpecField> describe() {
             kEngineOnlySections.end() ||
         (section == "strategy" && f.path != "strategy.kind"))
       f.job = JobKind::kEngine;
+    if (f.path == "strategy.kind") f.job = JobKind::kProgram;
     if (section == "program") f.job = JobKind::kProgram;
     if (f.path == "model.layers")
       f.types_when.push_back({FieldCondition{model, {"gpt"}}, T::kInteger});

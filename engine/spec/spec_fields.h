@@ -50,7 +50,7 @@ JobKind jobKindOf(const nlohmann::json& document);
 // The field belongs to some kinds only: it applies when the choice field `controller` holds one
 // of `kinds` (its default when left out). For other kinds the parser calls it unknown.
 struct FieldCondition {
-  std::string controller;  // "strategy.kind"
+  std::string controller;  // "strategy.dp.kind"
   std::vector<std::string> kinds;
   bool operator==(const FieldCondition&) const = default;
 };
@@ -99,7 +99,7 @@ struct SpecValueBinding {
 };
 
 struct SpecField {
-  std::string path;     // JSON path: "strategy.bucket_cap_mb"; "launch.hosts[].ranks" per entry
+  std::string path;     // JSON path: "strategy.dp.bucket_cap_mb"; "launch.hosts[].ranks" per entry
   std::string section;  // the form's group: "Strategy"
   std::string label;    // the form's label: "Bucket cap (MiB)"
   FieldType type = FieldType::kText;
@@ -111,9 +111,9 @@ struct SpecField {
   // A required field's value in a new spec (JobSpec{}), which the form assumes until the document
   // holds one (optimizer.kind: adamw); null otherwise.
   nlohmann::json initial_value;
-  // The one kind of job the field belongs to; nullopt: both (name, description, strategy.kind,
-  // launch). The parser refuses an engine field in a program job and reads a program field only
-  // in one (it makes the job one).
+  // The one kind of job the field belongs to; nullopt: both (name, description, launch). The parser
+  // refuses an engine field in a program job and reads a program field only in one (it makes the
+  // job one).
   std::optional<JobKind> job;
   std::optional<FieldCondition> shown_when;  // nullopt: applies to every spec of its job kind
   std::optional<double> minimum;  // the bounds the parser accepts (integers, numbers, list items)

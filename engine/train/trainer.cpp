@@ -21,9 +21,11 @@
 #include "data/distributed_sampler.h"
 #include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
+#include "spec/mesh_layout.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
+#include "train/checkpoint_layout.h"
 #include "train/evaluation.h"
 #include "train/throughput.h"
 
@@ -251,6 +253,8 @@ struct Trainer::Session {
   // reachable from every host). Sharded and staged ones: each rank its own.
   std::string checkpoint_dir;
   bool writes_checkpoints = false;
+  // Resuming a checkpoint directory of another layout: the consolidated step loaded.
+  std::optional<int64_t> other_layout_step;
   // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
   // same batches; the data-parallel strategies' ranks each their share.
   int data_ranks = 1;
@@ -449,6 +453,17 @@ void Trainer::setUpModel(Session& session) {
   session.parameter_count = session.model->parameterCount();
   if (spec_.model.init_checkpoint)
     loadModelWeights(*spec_.model.init_checkpoint, session.model->namedParameters());
+  // A checkpoint directory of another layout: its consolidated weights, before the strategy
+  // splits the model (train/checkpoint_layout.h).
+  if (spec_.checkpoint && spec_.checkpoint->resume) {
+    std::string note;
+    session.other_layout_step =
+        resumeFromOtherLayout(spec_.checkpoint->dir, spec_, session.model->namedParameters(), note);
+    if (session.other_layout_step && context_.rank == 0) {
+      fmt::print(log_, "[rank {}] warning: {}\n", context_.rank, note);
+      telemetry_.emit(LogEvent{.level = LogLevel::kWarn, .message = note});
+    }
+  }
 }
 
 // The strategy that wraps the model, the optimizer over what it updates, and the loss scaler.
@@ -476,6 +491,7 @@ void Trainer::setUpCheckpoints(Session& session) {
     session.writes_checkpoints = session.runner->perRankCheckpoints() || context_.rank == 0;
   }
   if (session.writes_checkpoints) checkCheckpointDirWritable(session.checkpoint_dir);
+  if (spec_.checkpoint && context_.rank == 0) recordCheckpointLayout(spec_.checkpoint->dir, spec_);
   if (session.runner->consolidates() && spec_.checkpoint && spec_.checkpoint->consolidate &&
       context_.rank == 0)
     checkCheckpointDirWritable(spec_.checkpoint->dir);
@@ -487,6 +503,7 @@ void Trainer::setUpCheckpoints(Session& session) {
 // to run.
 int64_t Trainer::resume(Session& session) {
   if (!spec_.checkpoint || !spec_.checkpoint->resume) return 1;
+  if (session.other_layout_step) return *session.other_layout_step + 1;
   std::vector<std::string> passed_over;
   const auto report = [&](LogLevel level, const std::string& message) {
     if (!session.writes_checkpoints) return;
@@ -523,8 +540,10 @@ int64_t Trainer::resume(Session& session) {
 // the throughput's constants.
 void Trainer::setUpData(Session& session, int64_t steps_done) {
   const Dataset& dataset = *session.dataset;
+  // The ranks of one data-parallel replica (its tp ranks and pp stages) all see its batches.
   session.data_ranks = dataParallelSize(spec_);
-  const int data_rank = session.data_ranks == 1 ? 0 : context_.rank;
+  const int data_rank =
+      session.data_ranks == 1 ? 0 : meshCoordinates(spec_.strategy.mesh, context_.rank).dp;
   DistributedSampler sampler(dataset.size(), session.data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   session.batches.emplace(sampler, spec_.train.batch_size);
@@ -548,7 +567,7 @@ void Trainer::setUpData(Session& session, int64_t steps_done) {
   const int accum = spec_.train.grad_accum_steps;
   session.batches->seek(steps_done * accum);
   const int forwards_per_batch = session.runner->forwardsPerBatch();
-  forEachModule(*session.model, [&](Module& module) {  // also the Dropouts inside blocks
+  forEachModule(session.runner->model(), [&](Module& module) {  // also the Dropouts inside blocks
     if (auto* dropout = dynamic_cast<Dropout*>(&module))
       dropout->setCalls(static_cast<uint64_t>(steps_done * accum * forwards_per_batch));
   });
@@ -706,8 +725,8 @@ void Trainer::reportStep(const StepReport& report) {
 void Trainer::evaluate(Session& session, int64_t step) {
   // Ranks that share samples (a pipeline's) already agree on the loss: nothing to sum.
   const EvalEvent eval =
-      session.evaluator->evaluate(step, *session.model, *session.runner,
-                                  session.data_ranks > 1 ? world_ : nullptr, session.device);
+      session.evaluator->evaluate(step, session.runner->model(), *session.runner,
+                                  session.runner->dataParallelGroup(), session.device);
   telemetry_.emit(eval);
   fmt::print(log_,
              "[rank {}] eval after step {}: val loss {:.4f} perplexity {:.3f} ({} tokens, "
@@ -716,6 +735,9 @@ void Trainer::evaluate(Session& session, int64_t step) {
 }
 
 std::optional<std::string> Trainer::saveCheckpointAt(Session& session, int64_t step) {
+  // The layout that wrote the directory's newest checkpoints (a run that never saved leaves the
+  // previous one's).
+  if (context_.rank == 0) recordCheckpointLayout(spec_.checkpoint->dir, spec_);
   return saveCheckpoint(*session.runner, *spec_.checkpoint, session.checkpoint_dir,
                         session.writes_checkpoints, context_, step, session.parameters,
                         *session.optimizer, session.scalerOrNull());

@@ -1,5 +1,6 @@
-// DDP's plan: the bucket cap and reduce dtype options, and the memory of a replicated model (shared
-// with `single`), with the 16-bit copies a 16-bit reduce dtype adds.
+// DDP's plan (strategy.dp.kind "ddp"): the bucket cap and reduce dtype options, and the memory of a
+// replicated model (shared with one rank's, "single"), with the 16-bit copies a 16-bit reduce
+// dtype adds.
 #include "spec/strategies/ddp.h"
 
 #include <fmt/format.h>
@@ -12,9 +13,10 @@ namespace {
 
 constexpr double kBytes = 4;  // float32
 
-class DdpPlan final : public StrategyPlan {
+class DdpPlan final : public DimensionPlan {
  public:
-  StrategyKind kind() const override { return StrategyKind::kDdp; }
+  MeshDim dim() const override { return MeshDim::kDp; }
+  std::string_view name() const override { return "ddp"; }
   std::vector<std::string_view> optionKeys() const override {
     return {"bucket_cap_mb", "reduce_dtype"};
   }
@@ -27,7 +29,7 @@ class DdpPlan final : public StrategyPlan {
     writePrecisionOption("reduce_dtype", spec.ddp.reduce_dtype, block);
   }
   std::vector<SpecField> fields() const override {
-    return {{.path = "strategy.bucket_cap_mb",
+    return {{.path = "strategy.dp.bucket_cap_mb",
              .section = "Strategy",
              .label = "Bucket cap (MiB)",
              .type = FieldType::kNumber,
@@ -36,57 +38,56 @@ class DdpPlan final : public StrategyPlan {
              .maximum = kMaxBucketCapMb,
              .exclusive_minimum = true,
              .help = "gradients are all-reduced in buckets of at most this size"},
-            precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+            precisionOptionField("strategy.dp.reduce_dtype", "Reduce dtype",
                                  "the dtype gradient buckets are all-reduced in")};
   }
-  void check(const JobSpec&, StrategyCheck&) const override {}
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
-    std::vector<MemoryPart> gradients = ddpGradientMemory(inputs);
-    std::vector<MemoryPart> parts = replicatedMemory(inputs, std::move(gradients.front()));
-    for (size_t i = 1; i < gradients.size(); ++i) parts.push_back(std::move(gradients[i]));
+    const std::vector<double> buckets = bucketBytes(inputs);
+    double bucketed = 0;
+    for (double bytes : buckets) bucketed += allocatedBytes(bytes);
+    std::vector<MemoryPart> parts = replicatedMemory(
+        inputs, {"gradients", bucketed,
+                 fmt::format("4 B × Ψ in {} bucket{} (the first of {} MiB, then up to {} MiB; "
+                             "float32 under every train.precision)",
+                             buckets.size(), buckets.size() == 1 ? "" : "s", kDdpFirstBucketMb,
+                             inputs.spec.strategy.ddp.bucket_cap_mb)});
+    const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
+    if (reduce && *reduce != Precision::kFp32) {
+      // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
+      // the step's gradient sync, so every bucket's at once when backward ends.
+      double copies = 0;
+      for (double bytes : buckets) copies += allocatedBytes(bytes / 2);
+      parts.push_back({"16-bit reduce buffers (transient)", copies,
+                       fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
+                                   "the step's gradient sync",
+                                   toString(*reduce))});
+    }
     return parts;
+  }
+
+ private:
+  // parallel/ddp.cpp: the gradient buckets' bytes, filled with the parameters in reverse order
+  // (backward's), each closed once it holds its cap (kDdpFirstBucketMb for the first).
+  static std::vector<double> bucketBytes(const MemoryInputs& inputs) {
+    std::vector<double> buckets;
+    double cap = kDdpFirstBucketMb * 1024 * 1024;
+    for (auto it = inputs.parameter_tensors.rbegin(); it != inputs.parameter_tensors.rend(); ++it) {
+      if (buckets.empty() || buckets.back() >= cap) {
+        if (!buckets.empty()) cap = inputs.spec.strategy.ddp.bucket_cap_mb * 1024 * 1024;
+        buckets.push_back(0);
+      }
+      buckets.back() += static_cast<double>(it->elements) * kBytes;
+    }
+    return buckets;
   }
 };
 
-// parallel/ddp.cpp: the gradient buckets' bytes, filled with the parameters in reverse order
-// (backward's), each closed once it holds its cap (kDdpFirstBucketMb for the first).
-std::vector<double> bucketBytes(const MemoryInputs& inputs) {
-  std::vector<double> buckets;
-  double cap = kDdpFirstBucketMb * 1024 * 1024;
-  for (auto it = inputs.parameter_tensors.rbegin(); it != inputs.parameter_tensors.rend(); ++it) {
-    if (buckets.empty() || buckets.back() >= cap) {
-      if (!buckets.empty()) cap = inputs.spec.strategy.ddp.bucket_cap_mb * 1024 * 1024;
-      buckets.push_back(0);
-    }
-    buckets.back() += static_cast<double>(it->elements) * kBytes;
-  }
-  return buckets;
-}
-
 }  // namespace
 
-std::vector<MemoryPart> ddpGradientMemory(const MemoryInputs& inputs) {
-  const std::vector<double> buckets = bucketBytes(inputs);
-  double bucketed = 0;
-  for (double bytes : buckets) bucketed += allocatedBytes(bytes);
-  std::vector<MemoryPart> parts = {
-      {"gradients", bucketed,
-       fmt::format("4 B × Ψ in {} bucket{} (the first of {} MiB, then up to {} MiB; float32 under "
-                   "every train.precision)",
-                   buckets.size(), buckets.size() == 1 ? "" : "s", kDdpFirstBucketMb,
-                   inputs.spec.strategy.ddp.bucket_cap_mb)}};
-  const std::optional<Precision> reduce = inputs.spec.strategy.ddp.reduce_dtype;
-  if (reduce && *reduce != Precision::kFp32) {
-    // parallel/ddp.h: each bucket's pre-divided 16-bit copy lives from its all-reduce's start to
-    // the step's gradient sync, so every bucket's at once when backward ends.
-    double copies = 0;
-    for (double bytes : buckets) copies += allocatedBytes(bytes / 2);
-    parts.push_back({"16-bit reduce buffers (transient)", copies,
-                     fmt::format("2 B × Ψ: each bucket's {} copy, from its all-reduce's start to "
-                                 "the step's gradient sync",
-                                 toString(*reduce))});
-  }
-  return parts;
+std::vector<MemoryPart> singleMemory(const MemoryInputs& inputs) {
+  return replicatedMemory(
+      inputs, {"gradients", parameterTensorBytes(inputs, 0, inputs.layers.size(), kBytes),
+               "4 B × Ψ, one gradient per parameter tensor"});
 }
 
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients) {
@@ -125,7 +126,7 @@ SpecField precisionOptionField(std::string path, std::string label, std::string 
           .help = std::move(help) + "; empty: fp32, the parameters' own"};
 }
 
-const StrategyPlan& ddpPlan() {
+const DimensionPlan& ddpPlan() {
   static const DdpPlan plan;
   return plan;
 }

@@ -1,5 +1,5 @@
-// DDP's spec options (strategy.bucket_cap_mb, strategy.reduce_dtype). Its plan is in ddp.cpp, its
-// runtime in parallel/ddp.h.
+// DDP's spec options (strategy.dp.bucket_cap_mb, strategy.dp.reduce_dtype). Its plan is in ddp.cpp,
+// its runtime in parallel/ddp.h.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,6 @@
-// FSDP's plan: the sharding, units and mixed-precision options, and ZeRO's memory formulas per
-// sharding, with what a 16-bit param_dtype or reduce_dtype adds or changes.
+// FSDP's plan (strategy.dp.kind "fsdp"): the sharding, units and mixed-precision options, and
+// ZeRO's memory formulas per sharding, with what a 16-bit param_dtype or reduce_dtype adds or
+// changes.
 #include "spec/strategies/fsdp.h"
 
 #include <algorithm>
@@ -99,9 +100,10 @@ MemoryPart reduceScatterCopies(double input_bytes, int world, double element_byt
                       element_bytes, world)};
 }
 
-class FsdpPlan final : public StrategyPlan {
+class FsdpPlan final : public DimensionPlan {
  public:
-  StrategyKind kind() const override { return StrategyKind::kFsdp; }
+  MeshDim dim() const override { return MeshDim::kDp; }
+  std::string_view name() const override { return "fsdp"; }
   std::vector<std::string_view> optionKeys() const override {
     return {"sharding", "units", "reduce_dtype", "param_dtype"};
   }
@@ -120,26 +122,24 @@ class FsdpPlan final : public StrategyPlan {
   std::vector<SpecField> fields() const override {
     const FsdpSpec defaults;
     return {
-        {.path = "strategy.sharding",
+        {.path = "strategy.dp.sharding",
          .section = "Strategy",
          .label = "Sharding",
          .type = FieldType::kChoice,
          .choices = optionChoices<FsdpSharding>(),
          .default_value = std::string(toString(defaults.sharding))},
-        {.path = "strategy.units",
+        {.path = "strategy.dp.units",
          .section = "Strategy",
          .label = "Units",
          .type = FieldType::kChoice,
          .choices = optionChoices<FsdpUnits>(),
          .default_value = std::string(toString(defaults.units)),
          .help = "layer: one FSDP unit per Linear layer; model: the whole model is one unit"},
-        precisionOptionField("strategy.reduce_dtype", "Reduce dtype",
+        precisionOptionField("strategy.dp.reduce_dtype", "Reduce dtype",
                              "the dtype gradients are reduce-scattered in"),
-        precisionOptionField("strategy.param_dtype", "All-gather dtype",
+        precisionOptionField("strategy.dp.param_dtype", "All-gather dtype",
                              "the dtype shards are all-gathered in (MixedPrecision.param_dtype)")};
   }
-  void check(const JobSpec&, StrategyCheck&) const override {}
-
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
     const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
     const int world = inputs.world;
@@ -264,41 +264,7 @@ class FsdpPlan final : public StrategyPlan {
 
 }  // namespace
 
-std::vector<MemoryPart> fsdpStageStateMemory(const MemoryInputs& inputs) {
-  const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
-  const int world = inputs.world;
-  const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
-  std::vector<int64_t> units = layerUnits(inputs).first;
-  if (fsdp.units == FsdpUnits::kModel) units = {inputs.parameters};
-  const FlatBytes flat = flatBytes(units, world, no_shard);
-  const double largest = static_cast<double>(*std::max_element(units.begin(), units.end()));
-  const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
-  const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
-  const std::string shard_text = no_shard ? "" : fmt::format(" / {}", world);
-  std::vector<MemoryPart> parts = {
-      {"parameters", flat.held,
-       fmt::format("4 B × the stage's {} parameters{} (its flat units{})", inputs.parameters,
-                   shard_text, no_shard ? ", no_shard" : "' shards")},
-      {"gradients", flat.held, fmt::format("4 B × the stage's parameters{}", shard_text)},
-      {"optimizer state", flat.held * inputs.moments,
-       fmt::format("4 B × {} × the stage's parameters{} ({})", inputs.moments, shard_text,
-                   inputs.moment_text)}};
-  if (no_shard) return parts;
-  parts.push_back({"gathered parameters (through the step)", flat.gathered,
-                   "4 B × the stage's units, all-gathered whole beside their shards and kept "
-                   "through the step's micro-batches (FSDP under a pipeline, as torchtitan)"});
-  parts.push_back(
-      {"gradients in reduction (transient)",
-       static_cast<double>(inputs.parameters) / world * reduce_bytes + largest * in_reduction,
-       fmt::format("{} B × the stage's parameters / {}: each unit's reduced shard, and {} B × "
-                   "the largest unit: its flat gradient while it is reduce-scattered",
-                   reduce_bytes, world, in_reduction)});
-  if (usesGloo(inputs.spec))
-    parts.push_back(reduceScatterCopies(largest * reduce_bytes, world, reduce_bytes));
-  return parts;
-}
-
-const StrategyPlan& fsdpPlan() {
+const DimensionPlan& fsdpPlan() {
   static const FsdpPlan plan;
   return plan;
 }

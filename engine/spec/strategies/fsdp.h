@@ -1,5 +1,5 @@
-// FSDP's spec options (strategy.sharding, strategy.units, strategy.reduce_dtype,
-// strategy.param_dtype). Its plan is in fsdp.cpp, its runtime in parallel/fsdp.h.
+// FSDP's spec options (strategy.dp.sharding, strategy.dp.units, strategy.dp.reduce_dtype,
+// strategy.dp.param_dtype). Its plan is in fsdp.cpp, its runtime in parallel/fsdp.h.
 #pragma once
 
 #include <optional>

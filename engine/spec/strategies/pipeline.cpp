@@ -22,9 +22,10 @@ std::string counted(int64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-class PipelineStrategyPlan final : public StrategyPlan {
+class PipelineStrategyPlan final : public DimensionPlan {
  public:
-  StrategyKind kind() const override { return StrategyKind::kPipeline; }
+  MeshDim dim() const override { return MeshDim::kPp; }
+  std::string_view name() const override { return "pipeline"; }
   std::vector<std::string_view> optionKeys() const override {
     return {"schedule", "virtual_stages", "stages"};
   }
@@ -42,13 +43,13 @@ class PipelineStrategyPlan final : public StrategyPlan {
   std::vector<SpecField> fields() const override {
     const PipelineSpec defaults;
     return {
-        {.path = "strategy.schedule",
+        {.path = "strategy.pp.schedule",
          .section = "Strategy",
          .label = "Schedule",
          .type = FieldType::kChoice,
          .choices = optionChoices<PipelineSchedule>(),
          .default_value = std::string(toString(defaults.schedule))},
-        {.path = "strategy.virtual_stages",
+        {.path = "strategy.pp.virtual_stages",
          .section = "Strategy",
          .label = "Virtual stages",
          .type = FieldType::kInteger,
@@ -56,7 +57,7 @@ class PipelineStrategyPlan final : public StrategyPlan {
          .minimum = 1,
          .maximum = kMaxVirtualStages,
          .help = "model chunks per rank (interleaved_1f1b needs 2 or more)"},
-        {.path = "strategy.stages",
+        {.path = "strategy.pp.stages",
          .section = "Strategy",
          .label = "Stages",
          .type = FieldType::kIntegerListList,
@@ -67,38 +68,46 @@ class PipelineStrategyPlan final : public StrategyPlan {
              "the model's block indices of each stage (the MLP's blocks are its Linear layers), "
              "in model order; left out: balanced by parameter count"}};
   }
-  bool ranksShareSamples() const override { return true; }
-  bool takesMicroBatches() const override { return true; }
 
+  // Runs for every spec: micro-batches are the pipeline's alone, and a pipeline of one stage
+  // (strategy.mesh.pp 1, virtual_stages 1) is none, whose other options the parser drops.
   void check(const JobSpec& spec, StrategyCheck& check) const override {
     const PipelineSpec& pipeline = spec.strategy.pipeline;
     const auto report = [&](const std::optional<PipelineRuleProblem>& problem) {
       if (problem) check.report(problem->path, problem->message);
       return problem.has_value();
     };
-    const bool virtual_ok = check.ok_at("strategy.virtual_stages");
-    if (check.ok_at("strategy.schedule") && virtual_ok)
+    const bool virtual_ok = check.ok_at("strategy.pp.virtual_stages");
+    if (check.ok_at("strategy.pp.schedule") && virtual_ok)
       report(virtualStagesProblem(pipeline.schedule, pipeline.virtual_stages));
-    if (check.ok_at("train.micro_batches") && check.ok_at("train.batch_size") &&
-        spec.train.batch_size % spec.train.micro_batches != 0) {
+    const bool mesh_ok = check.ok_at("strategy.mesh.pp");
+    if (!(virtual_ok && mesh_ok && check.ok_at("train.micro_batches"))) return;
+    const int ranks = spec.strategy.mesh.pp;
+    const bool pipelined = stageCount(spec) > 1;
+    if (!pipelined && spec.train.micro_batches != 1) {
+      check.report("train.micro_batches",
+                   fmt::format("must be 1 unless the model is split into pipeline stages "
+                               "(strategy.mesh.pp > 1), got {}",
+                               spec.train.micro_batches));
+      return;
+    }
+    if (!pipelined) return;
+    if (check.ok_at("train.batch_size") && spec.train.batch_size % spec.train.micro_batches != 0) {
       check.report("train.micro_batches",
                    fmt::format("must divide train.batch_size ({}), got {}", spec.train.batch_size,
                                spec.train.micro_batches));
     }
-    if (!(virtual_ok && check.ok_at("model.kind") && check.ok_at("model.layers") &&
-          check.world_size))
-      return;
+    if (check.ok_at("strategy.pp.schedule"))
+      report(microBatchesProblem(pipeline.schedule, spec.train.micro_batches, ranks));
+    if (!(check.ok_at("model.kind") && check.ok_at("model.layers"))) return;
     // Stages are cut between the blocks the model declares (nn/model.h): the MLP's Linear layers.
     if (!validateModel(spec.model).empty()) return;  // reported at the model's fields
-    const int world = *check.world_size;
-    if (check.ok_at("strategy.schedule") && check.ok_at("train.micro_batches"))
-      report(microBatchesProblem(pipeline.schedule, spec.train.micro_batches, world));
-    const int64_t stages = int64_t{world} * pipeline.virtual_stages;
+    const int64_t stages = int64_t{ranks} * pipeline.virtual_stages;
     const auto linear = static_cast<int64_t>(describeModel(spec.model).blocks.size());
     const std::string origin =
-        fmt::format("world size {} × virtual_stages {}", world, pipeline.virtual_stages);
+        fmt::format("strategy.mesh.pp {} × virtual_stages {}", ranks, pipeline.virtual_stages);
     if (report(stageCountProblem(stages, fmt::format("{} = {}", origin, stages), linear))) return;
-    if (pipeline.stages.empty() || !check.ok_at("strategy.stages")) return;
+    if (pipeline.stages.empty() || !check.ok_at("strategy.pp.stages")) return;
     report(partitionProblem(pipeline.stages, stages, origin, linear));
   }
 
@@ -370,14 +379,14 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
   const bool interleaved = schedule == PipelineSchedule::kInterleaved1f1b;
   if (interleaved && virtual_stages < 2) {
     return PipelineRuleProblem{
-        "strategy.virtual_stages",
+        "strategy.pp.virtual_stages",
         fmt::format("interleaved_1f1b needs at least 2 virtual stages per rank, got {}",
                     virtual_stages)};
   }
   if (!interleaved && virtual_stages != 1) {
     return PipelineRuleProblem{
-        "strategy.virtual_stages",
-        fmt::format("must be 1 unless strategy.schedule is interleaved_1f1b, got {}",
+        "strategy.pp.virtual_stages",
+        fmt::format("must be 1 unless strategy.pp.schedule is interleaved_1f1b, got {}",
                     virtual_stages)};
   }
   return std::nullopt;
@@ -396,17 +405,17 @@ std::optional<PipelineRuleProblem> microBatchesProblem(PipelineSchedule schedule
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
                                                      int64_t linear_layers) {
   if (stages <= linear_layers) return std::nullopt;
-  return PipelineRuleProblem{
-      "strategy", fmt::format("{} pipeline stages, but model.layers has only {} Linear layers "
-                              "(each stage needs one)",
-                              count_text, linear_layers)};
+  return PipelineRuleProblem{"strategy.mesh.pp",
+                             fmt::format("{} pipeline stages, but model.layers has only {} Linear "
+                                         "layers (each stage needs one)",
+                                         count_text, linear_layers)};
 }
 
 std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
                                                     int64_t stages, std::string_view stages_origin,
                                                     int64_t linear_layers) {
   if (static_cast<int64_t>(partition.size()) != stages) {
-    return PipelineRuleProblem{"strategy.stages",
+    return PipelineRuleProblem{"strategy.pp.stages",
                                fmt::format("expected {} ({}), got {}", counted(stages, "stage"),
                                            stages_origin, partition.size())};
   }
@@ -417,7 +426,7 @@ std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vecto
     for (size_t i = 0; i < partition[s].size(); ++i) {
       if (partition[s][i] != next) {
         return PipelineRuleProblem{
-            fmt::format("strategy.stages[{}][{}]", s, i),
+            fmt::format("strategy.pp.stages[{}][{}]", s, i),
             fmt::format("expected layer {} ({}), got {}", next, rule, partition[s][i])};
       }
       ++next;
@@ -427,7 +436,7 @@ std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vecto
     const std::string missing = next + 1 == linear_layers
                                     ? fmt::format("layer {} is", next)
                                     : fmt::format("layers {}..{} are", next, linear_layers - 1);
-    return PipelineRuleProblem{"strategy.stages",
+    return PipelineRuleProblem{"strategy.pp.stages",
                                fmt::format("{} in no stage ({})", missing, rule)};
   }
   return std::nullopt;
@@ -463,7 +472,7 @@ std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts
   return starts;
 }
 
-const StrategyPlan& pipelinePlan() {
+const DimensionPlan& pipelineParallelPlan() {
   static const PipelineStrategyPlan plan;
   return plan;
 }

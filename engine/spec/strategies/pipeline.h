@@ -1,4 +1,4 @@
-// The pipeline's spec options (strategy.schedule, virtual_stages, stages) and its rules, written
+// The pipeline's spec options (strategy.pp.schedule, virtual_stages, stages) and its rules, written
 // once: the spec parser reports them as problems, the runtime (parallel/pipeline.cpp,
 // spec/strategies/pipeline_schedule.cpp) refuses what breaks them. Its plan is in pipeline.cpp.
 #pragma once
@@ -20,14 +20,15 @@ struct PipelineSpec {
   PipelineSchedule schedule = PipelineSchedule::k1f1b;
   int virtual_stages =
       1;  // model chunks per rank; > 1 only with kInterleaved1f1b, which needs >= 2
-  // Explicit partition: stage s (world_size * virtual_stages of them, in model order; stage s runs
-  // on rank s % world_size) holds these block indices (model.h; the MLP's blocks are its Linear
-  // layers). Empty: balanced by parameter count.
+  // Explicit partition: stage s (mesh.pp * virtual_stages of them, in model order; stage s runs
+  // on pipeline rank s % mesh.pp) holds these block indices (model.h; the MLP's blocks are its
+  // Linear layers). Empty: balanced by parameter count.
   std::vector<std::vector<int>> stages;
   bool operator==(const PipelineSpec&) const = default;
 };
 
-// A broken pipeline rule: the spec path it concerns and what is wrong.
+// A broken pipeline rule: the spec path it concerns (canonical: "strategy.pp.virtual_stages") and
+// what is wrong.
 struct PipelineRuleProblem {
   std::string path;
   std::string message;
@@ -42,14 +43,16 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
 std::optional<PipelineRuleProblem> microBatchesProblem(PipelineSchedule schedule, int micro_batches,
                                                        int ranks);
 
-// `stages` model stages (each needs a Linear layer) for a model of `linear_layers` of them.
-// `count_text` says where the count comes from ("world size 2 × virtual_stages 1 = 2").
+// `stages` model stages (each needs a Linear layer) for a model of `linear_layers` of them
+// (reported at strategy.mesh.pp). `count_text` says where the count comes from
+// ("strategy.mesh.pp 2 × virtual_stages 1 = 2").
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
                                                      int64_t linear_layers);
 
 // An explicit partition (`partition[s]`: the model block indices of stage s) for `stages`
 // stages of a model of `linear_layers`: one entry per stage, layers 0..linear_layers-1 in order,
-// each once. `stages_origin` says where the count comes from ("world size 2 × virtual_stages 1").
+// each once. `stages_origin` says where the count comes from ("strategy.mesh.pp 2 ×
+// virtual_stages 1").
 std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
                                                     int64_t stages, std::string_view stages_origin,
                                                     int64_t linear_layers);

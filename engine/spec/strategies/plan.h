@@ -1,8 +1,8 @@
-// A parallel strategy as the job spec, the CLI and the window know it before anything runs: its
-// name, the spec options it owns, what it needs of the world, whether its ranks share samples, the
-// spec checks that involve its options, and the memory a rank needs under it. Light: no
-// communicator, no tensors, so every front end links it. The running half of each strategy is in
-// engine/parallel/ (parallel/strategy.h). Every strategy is listed once, in strategies/table.cpp.
+// Each dimension of the device mesh as the job spec, the CLI and the window know it before anything
+// runs: its name, the spec options it owns, the spec checks that involve them, and the memory a
+// rank needs under it. Light: no communicator, no tensors, so every front end links it. The
+// running half is in engine/parallel/ (parallel/strategy.h). Every plan is listed once, in
+// strategies/table.cpp.
 #pragma once
 
 #include <functional>
@@ -14,11 +14,12 @@
 
 #include "spec/job_spec.h"
 #include "spec/memory_estimate.h"
+#include "spec/mesh_layout.h"
 #include "spec/spec_fields.h"
 
 namespace ringmaster {
 
-// What a strategy's spec check may ask of the parser: whether a path was read without problems
+// What a plan's spec check may ask of the parser: whether a path was read without problems
 // (so a cross-field check can trust it), the world size when launch.hosts is valid, and where to
 // report.
 struct StrategyCheck {
@@ -96,11 +97,14 @@ double parameterTensorBytes(const MemoryInputs& inputs, size_t first, size_t end
 void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
                          bool computes_loss, std::vector<MemoryPart>& parts);
 
-// How a plan reads its options from the document's strategy block. Each call does nothing when the
-// option is absent, and reports a bad value at "strategy.<key>" (leaving `out` as it was).
+// How a plan reads its options from its block of the document (strategy.dp, or the legacy form's
+// strategy block). Each call does nothing when the option is absent, and reports a bad value at
+// "<block>.<key>" (leaving `out` as it was).
 class OptionReader {
  public:
   virtual ~OptionReader() = default;
+  // true or false.
+  virtual void boolean(std::string_view key, bool& out) = 0;
   // A finite number in (0, max].
   virtual void positive(std::string_view key, double& out, double max) = 0;
   // An integer in [min, max]; `expected` names the lower bound ("a positive integer").
@@ -121,36 +125,58 @@ void readChoice(OptionReader& reader, std::string_view key, E& out) {
     out = *fromString<E>(*name);
 }
 
-class StrategyPlan {
+// One dimension of the device mesh as a plan: the data-parallel plans ("ddp", "fsdp", registered
+// by name as model.kind is: strategy.dp.kind), the tensor-parallel plan and the pipeline plan.
+// Each owns its options (the keys of its block, strategy.dp / strategy.tp / strategy.pp), its
+// form fields and its checks; they compose over the mesh (spec/mesh_layout.h).
+class DimensionPlan {
  public:
-  virtual ~StrategyPlan() = default;
+  virtual ~DimensionPlan() = default;
 
-  virtual StrategyKind kind() const = 0;
-  // The options of strategy.<key> that this strategy reads; the others are refused when it is
-  // the kind.
+  virtual MeshDim dim() const = 0;
+  // A data-parallel plan's strategy.dp.kind ("ddp"); "tp" and "pipeline" for the others: its part
+  // of strategyLabel.
+  virtual std::string_view name() const = 0;
+  // The keys of its block that it reads (strategy.dp's beside "kind"); for a data-parallel plan,
+  // also the legacy flat form's options beside strategy.kind.
   virtual std::vector<std::string_view> optionKeys() const { return {}; }
-  // Reads its options from the strategy block into `out`'s own member (called for the kind, and
-  // for every plan while the kind is unknown, so that every value is still checked).
+  // Reads its options from its block into `out`'s own member (called for the chosen data-parallel
+  // plan, and for every one while strategy.dp.kind is unknown, so that every value is checked).
   virtual void readOptions(OptionReader& reader, StrategySpec& out) const {}
-  // Writes the options it reads into `block` (the canonical strategy block: every option with
-  // its default filled in).
+  // Writes the options it reads into `block` (its canonical block: every option with its default
+  // filled in).
   virtual void writeOptions(const StrategySpec& spec, nlohmann::json& block) const {}
-  // The description of its options (spec/spec_fields.h), in form order; specFields() lists them
-  // after strategy.kind, shown when the kind is this strategy's.
+  // The description of its options (spec/spec_fields.h), in form order, at their canonical paths
+  // ("strategy.dp.bucket_cap_mb"); specFields() lists them after the mesh.
   virtual std::vector<SpecField> fields() const { return {}; }
-  // Whether it trains over the world communicator (every strategy but `single`).
-  virtual bool needsWorld() const { return true; }
-  // Whether every rank sees the same samples (a pipeline's stages): then one rank's worth of data
-  // is split per batch, and progress counts each sample once for the whole world.
-  virtual bool ranksShareSamples() const { return false; }
-  // Whether train.micro_batches may be more than 1 (each batch split into that many).
-  virtual bool takesMicroBatches() const { return false; }
-  // The spec checks involving this strategy's options and the rest of the spec, run once every
-  // block has been read.
-  virtual void check(const JobSpec& spec, StrategyCheck& check) const = 0;
-  // Rank `rank`'s memory under this strategy.
+  // The spec checks involving its options and the rest of the spec, run once every block has been
+  // read, where the plan is used (the chosen data-parallel plan; tp's and pp's always, which say
+  // what their options need of a dimension of 1). Paths are canonical ("strategy.pp.stages");
+  // the parser reports them at the legacy form's own where the document has that form.
+  virtual void check(const JobSpec& spec, StrategyCheck& check) const {}
+  // Rank `rank`'s memory when this plan's dimension is the mesh's only non-trivial one (a
+  // data-parallel plan: dp = world; the pipeline: pp = world). Mixed meshes: meshMemory.
   virtual std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int rank) const = 0;
 };
+
+// The data-parallel plans, in table order (strategies/table.cpp): "ddp", "fsdp".
+std::span<const DimensionPlan* const> dataParallelPlans();
+// Their names, for strategy.dp.kind's choices.
+std::vector<std::string_view> dataParallelPlanNames();
+// The data-parallel plan called `name`, or nullptr.
+const DimensionPlan* findDataParallelPlan(std::string_view name);
+const DimensionPlan& tensorParallelPlan();
+const DimensionPlan& pipelineParallelPlan();
+// Every plan: the data-parallel ones, then tp's, then pp's.
+std::vector<const DimensionPlan*> dimensionPlans();
+
+// The plan of the one non-trivial dimension of the spec's mesh (strategyLabel's one part: the
+// data-parallel plan, or the pipeline), or nullptr for "single" and for a mixed layout.
+const DimensionPlan* soleDimensionPlan(const JobSpec& spec);
+
+// One rank and the whole model (strategyLabel "single"): one gradient per parameter tensor
+// (defined in ddp.cpp).
+std::vector<MemoryPart> singleMemory(const MemoryInputs& inputs);
 
 // The spellings of an option's kinds, for SpecField::choices.
 template <typename E>
@@ -160,7 +186,7 @@ std::vector<std::string> optionChoices() {
   return names;
 }
 
-// strategy.reduce_dtype / param_dtype: a precision option, left out = nullopt (the parameters'
+// strategy.dp.reduce_dtype / param_dtype: a precision option, left out = nullopt (the parameters'
 // fp32). Shared by the data-parallel plans (ddp.cpp, fsdp.cpp), which list the same key.
 void readPrecisionOption(OptionReader& reader, std::string_view key, std::optional<Precision>& out);
 void writePrecisionOption(std::string_view key, const std::optional<Precision>& value,
@@ -171,15 +197,6 @@ SpecField precisionOptionField(std::string path, std::string label, std::string 
 // Single and DDP: every rank holds the whole model, its `gradients` (one tensor per parameter, or
 // DDP's buckets) and its optimizer state, and trains on the whole batch (defined in ddp.cpp).
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients);
-// DDP's gradients of inputs.parameter_tensors: its buckets, and under a 16-bit
-// strategy.ddp.reduce_dtype each bucket's copy in it (defined in ddp.cpp).
-std::vector<MemoryPart> ddpGradientMemory(const MemoryInputs& inputs);
-// FSDP over a pipeline stage's parameters (inputs.layers: the stage's blocks' parameters, 0 for
-// the others; inputs.world: the data-parallel ranks): its flat shards with their gradients and
-// optimizer state, the stage's units kept gathered through the step beside them (as torchtitan
-// keeps them under pipeline parallelism: ZeRO-2's memory), and the gradients in reduction
-// (defined in fsdp.cpp).
-std::vector<MemoryPart> fsdpStageStateMemory(const MemoryInputs& inputs);
 
 // A rank's place in a pipeline: its position among the pipeline's `ranks` and the first block of
 // each of the ranks × virtual_stages model stages (stage s runs on position s % ranks).
@@ -212,10 +229,5 @@ std::vector<MemoryPart> pipelineActivationMemory(const MemoryInputs& inputs,
 // the data-parallel plan (strategy.dp.kind) over its dp group. A one-dimension layout gets that
 // dimension's plan (defined in mesh_memory.cpp).
 std::vector<MemoryPart> meshMemory(const MemoryInputs& inputs, int rank);
-
-// The plan of `kind`; every StrategyKind has one.
-const StrategyPlan& strategyPlan(StrategyKind kind);
-// Every strategy, in the order of StrategyKind.
-std::span<const StrategyPlan* const> strategyPlans();
 
 }  // namespace ringmaster

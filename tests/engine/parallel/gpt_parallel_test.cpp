@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "common/parallel_cases.h"
+#include "engine/parallel/gpt_windows.h"
 #include "engine/parallel/model_equivalence.h"
 #include "nn/gpt.h"
 #include "parallel/strategy.h"
@@ -38,29 +39,8 @@ GptConfig gptOf(int64_t layers) {
                    .seed = 7};
 }
 
-// Token k of an endless pseudo-random text with some structure (each token depends on the one
-// before), so that the model's loss has something to fall on.
-int32_t tokenAt(int64_t k) {
-  uint64_t x = static_cast<uint64_t>(k) * 0x9E3779B97F4A7C15ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 32;
-  return static_cast<int32_t>((x % 4 + static_cast<uint64_t>(k % 7) * 3) % kVocab);
-}
-
-// Sample i: the window of context + 1 tokens starting at token i * context (inputs, and targets
-// shifted by one), as the token datasets cut them.
 Batch tokenWindows(const std::vector<int64_t>& indices) {
-  std::vector<int32_t> inputs, targets;
-  for (int64_t i : indices) {
-    for (int64_t t = 0; t < kContext; ++t) {
-      inputs.push_back(tokenAt(i * kContext + t));
-      targets.push_back(tokenAt(i * kContext + t + 1));
-    }
-  }
-  const auto rows = static_cast<int64_t>(indices.size());
-  return Batch{.inputs = Tensor::fromInts(inputs, {rows, kContext}),
-               .targets = Tensor::fromInts(targets, {rows, kContext})};
+  return testing::gptTokenWindows(indices, kVocab, kContext);
 }
 
 testing::ModelFactory gptFactory(int64_t layers) {

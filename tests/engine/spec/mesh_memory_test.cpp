@@ -2,8 +2,8 @@
 // rank"): for every factorisation of 4 ranks of a small GPT (and 2x2x2 on 8), with dp as DDP and
 // as FSDP, each rank's parts are consistent: a one-dimension layout is that dimension's plan,
 // tensor parallelism divides exactly the split matrices, heads, hidden units and vocabulary, FSDP
-// divides the parameters, gradients and optimizer state by the replicas, and the pipeline's stages
-// sum to the whole model.
+// shards the states as the runtime does (a replica's units, or a stage's flat buffers), DDP keeps
+// them whole, and the pipeline's stages sum to the whole model.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "nn/model.h"
@@ -37,31 +38,25 @@ std::string nameOf(const Layout& layout) {
   return fmt::format("{}x{}x{} {}", layout.dp, layout.tp, layout.pp, layout.dp_kind);
 }
 
-// The GPT job on dp x tp x pp local ranks. The strategy block is the legacy one-dimension form
-// of the data-parallel kind; the mesh, the schedule and the micro-batches are set on the parsed
-// spec.
+// The GPT job on dp x tp x pp local ranks, its strategy block in the mesh form; 2 micro-batches
+// under a pipeline.
 JobSpec gptSpec(const Layout& layout, const std::string& schedule = "1f1b",
                 bool sequence_parallel = false) {
-  const int world = layout.dp * layout.tp * layout.pp;
-  const std::string strategy =
-      layout.dp_kind == "fsdp" ? R"({"kind": "fsdp"})" : R"({"kind": "ddp"})";
+  nlohmann::json strategy = {{"mesh", {{"dp", layout.dp}, {"tp", layout.tp}, {"pp", layout.pp}}},
+                             {"dp", {{"kind", layout.dp_kind}}}};
+  if (layout.tp > 1) strategy["tp"] = {{"sequence_parallel", sequence_parallel}};
+  if (layout.pp > 1) strategy["pp"] = {{"schedule", schedule}};
   SpecParseResult parsed = parseJobSpec(fmt::format(R"({{"name": "t", "strategy": {},
       "model": {{"kind": "gpt", "vocab_size": 256, "context": 8, "layers": 4, "heads": 4,
                 "dim": 16}},
       "data": {{"kind": "text", "path": "corpus.txt", "val_fraction": 0.1}},
-      "train": {{"steps": 10, "batch_size": 4}},
+      "train": {{"steps": 10, "batch_size": 4, "micro_batches": {}}},
       "optimizer": {{"kind": "adam", "lr": 0.001}},
       "launch": {{"hosts": [{{"host": "localhost", "ranks": {}}}]}}}})",
-                                                    strategy, world));
-  EXPECT_TRUE(parsed.ok()) << parsed.describe();
-  if (!parsed.ok()) return JobSpec{};
-  JobSpec spec = *parsed.spec;
-  spec.strategy.mesh = {.dp = layout.dp, .tp = layout.tp, .pp = layout.pp};
-  spec.strategy.data_parallel = layout.dp_kind;
-  spec.strategy.tp.sequence_parallel = sequence_parallel;
-  spec.strategy.pipeline.schedule = *fromString<PipelineSchedule>(schedule);
-  spec.train.micro_batches = 2;
-  return spec;
+                                                    strategy.dump(), layout.pp > 1 ? 2 : 1,
+                                                    layout.dp * layout.tp * layout.pp));
+  EXPECT_TRUE(parsed.ok()) << nameOf(layout) << ": " << parsed.describe();
+  return parsed.ok() ? *parsed.spec : JobSpec{};
 }
 
 // Every rank's parts as meshMemory gives them.
@@ -120,17 +115,15 @@ std::vector<Layout> everyLayout() {
 
 TEST(MeshMemory, AOneDimensionLayoutIsThatDimensionsPlan) {
   // 4x1x1 is DDP's or FSDP's plan over 4 ranks, 1x1x4 the pipeline's: part by part, formulas too.
-  for (const Layout& layout : {Layout{4, 1, 1, "ddp"}, Layout{4, 1, 1, "fsdp"},
-                               Layout{1, 1, 4, "ddp"}, Layout{1, 1, 4, "fsdp"}}) {
-    JobSpec plain = gptSpec(layout);
-    plain.strategy.kind = layout.pp > 1              ? StrategyKind::kPipeline
-                          : layout.dp_kind == "fsdp" ? StrategyKind::kFsdp
-                                                     : StrategyKind::kDdp;
-    const MemoryInputs inputs = modelMemoryInputs(plain);
-    const std::vector<std::vector<MemoryPart>> mesh = meshParts(gptSpec(layout));
+  for (const Layout& layout :
+       {Layout{4, 1, 1, "ddp"}, Layout{4, 1, 1, "fsdp"}, Layout{1, 1, 4, "ddp"}}) {
+    const JobSpec spec = gptSpec(layout);
+    const DimensionPlan* plan = soleDimensionPlan(spec);
+    ASSERT_NE(plan, nullptr) << nameOf(layout);
+    const MemoryInputs inputs = modelMemoryInputs(spec);
+    const std::vector<std::vector<MemoryPart>> mesh = meshParts(spec);
     for (int r = 0; r < 4; ++r) {
-      const std::vector<MemoryPart> expected =
-          strategyPlan(plain.strategy.kind).estimateMemory(inputs, r);
+      const std::vector<MemoryPart> expected = plan->estimateMemory(inputs, r);
       ASSERT_EQ(mesh[r].size(), expected.size()) << nameOf(layout) << " rank " << r;
       for (size_t i = 0; i < expected.size(); ++i) {
         EXPECT_EQ(mesh[r][i].name, expected[i].name) << nameOf(layout);
@@ -184,7 +177,7 @@ TEST(MeshMemory, TensorParallelismSplitsTheMatricesHeadsHiddenUnitsAndVocabulary
         // The vocabulary-parallel loss: the logits, softmax and gradient of V / tp columns.
         EXPECT_EQ(part(rank, "loss buffers (transient)"), 3 * allocated(4 * kBatch * kT * kV / tp))
             << nameOf(layout);
-        if (kind == "fsdp" && dp > 1) continue;  // its shards: below
+        if (kind == "fsdp") continue;  // its shards: below
         EXPECT_EQ(part(rank, "parameters"), tensorBytes(tp, 0, 6)) << nameOf(layout);
         EXPECT_EQ(part(rank, "optimizer state"), 2 * tensorBytes(tp, 0, 6)) << nameOf(layout);
       }
@@ -214,7 +207,7 @@ TEST(MeshMemory, ModelShareKeepsWhatIsWholeAndDividesTheRest) {
   EXPECT_THROW(describeModelShare(mlp, DType::kF32, {.ranks = 2}), Error);
 }
 
-TEST(MeshMemory, FsdpDividesTheStatesByTheReplicasAndDdpKeepsThemWhole) {
+TEST(MeshMemory, FsdpShardsAndDdpReplicatesTheStatesOfAReplicaOrAStage) {
   // The GPT's FSDP units under tp = 2: the root (the embedding's wte 2048 and wpe 128, with the
   // head's ln_f 32: tied) and one per block (1688).
   const std::vector<double> units = {2048 + 128 + 32, 1688, 1688, 1688, 1688};
@@ -230,33 +223,36 @@ TEST(MeshMemory, FsdpDividesTheStatesByTheReplicasAndDdpKeepsThemWhole) {
   }
   EXPECT_EQ(part(ddp, "parameters"), part(alone, "parameters"));
   EXPECT_EQ(part(ddp, "optimizer state"), part(alone, "optimizer state"));
-  // DDP over pipeline stages (2x1x2): each stage's gradients in one bucket (under its first cap,
-  // 1 MiB), the head's with the gradient of its wte copy.
+  // Over pipeline stages (2x1x2, parallel/replica_gradients.h): the stage's parameters (with the
+  // head stage's copy of wte, 4096) and gradients each in one flat buffer, padded to 2 shards;
+  // FSDP adds this rank's shard of both and keeps the optimizer's state for the shard only, DDP
+  // for each parameter tensor. Balanced by parameters: {embedding, h.0} | {h.1, h.2, h.3, head}.
+  const std::vector<double> stage_elements = {4096 + 128 + 3280, 3 * 3280 + 32 + 4096};
+  const std::vector<std::vector<MemoryPart>> fsdp_stages = meshParts(gptSpec({2, 1, 2, "fsdp"}));
   const std::vector<std::vector<MemoryPart>> ddp_stages = meshParts(gptSpec({2, 1, 2, "ddp"}));
-  EXPECT_EQ(part(ddp_stages[0], "gradients"), allocated(4 * (4096 + 128 + 3280)));
-  EXPECT_EQ(part(ddp_stages[2], "gradients"), allocated(4 * (3 * 3280 + 32 + 4096)));
-  // Over pipeline stages (2x1x2): the stage's units' shards, and the units gathered whole beside
-  // them through the step. Balanced by parameters, {embedding, h.0} | {h.1, h.2, h.3, head}; the
-  // head's stage keeps a copy of wte (4096) in the head's unit.
-  const std::vector<std::vector<MemoryPart>> stages = meshParts(gptSpec({2, 1, 2, "fsdp"}));
-  const std::vector<std::vector<double>> stage_units = {{4096 + 128, 3280},
-                                                        {3280, 3280, 3280, 32 + 4096}};
+  const std::vector<double> stage_tensors = {tensorBytes(1, 0, 2),
+                                             tensorBytes(1, 2, 6) + allocated(4 * 4096)};
   for (int pp = 0; pp < 2; ++pp) {
-    const std::vector<MemoryPart>& rank = stages[static_cast<size_t>(2 * pp)];
-    EXPECT_EQ(part(rank, "parameters"), flatShards(stage_units[pp], 2)) << "stage " << pp;
-    EXPECT_EQ(part(rank, "optimizer state"), 2 * flatShards(stage_units[pp], 2)) << "stage " << pp;
-    double gathered = 0;
-    for (double unit : stage_units[pp]) gathered += allocated(4 * 2 * std::ceil(unit / 2));
-    EXPECT_EQ(part(rank, "gathered parameters (through the step)"), gathered) << "stage " << pp;
+    const double padded = 2 * std::ceil(stage_elements[pp] / 2);
+    const double flat = allocated(4 * padded), shard = allocated(4 * padded / 2);
+    const std::vector<MemoryPart>& sharded = fsdp_stages[static_cast<size_t>(2 * pp)];
+    EXPECT_EQ(part(sharded, "parameters"), flat + shard) << "stage " << pp;
+    EXPECT_EQ(part(sharded, "gradients"), flat + shard) << "stage " << pp;
+    EXPECT_EQ(part(sharded, "optimizer state"), 2 * shard) << "stage " << pp;
+    const std::vector<MemoryPart>& replicated = ddp_stages[static_cast<size_t>(2 * pp)];
+    EXPECT_EQ(part(replicated, "parameters"), flat) << "stage " << pp;
+    EXPECT_EQ(part(replicated, "gradients"), flat) << "stage " << pp;
+    EXPECT_EQ(part(replicated, "optimizer state"), 2 * stage_tensors[pp]) << "stage " << pp;
   }
 }
 
 TEST(MeshMemory, PipelineStagesSumToTheWholeModel) {
   // Under GPipe every micro-batch is held: a stage keeps its blocks' activations for the whole
-  // batch, so the stages' sum is the unsplit model's. Parameters and optimizer state sum to the
-  // model's, with the head stage's copy of wte (4096 / tp).
+  // batch, so the stages' sum is the unsplit model's. Without FSDP the optimizer's state sums to
+  // the model's with the head stage's copy of wte (4096 / tp), and so do the parameters with one
+  // replica (with more they are in one flat buffer per stage: above).
   for (const Layout& layout : everyLayout()) {
-    if (layout.pp == 1 || layout.dp_kind == "fsdp") continue;  // FSDP's shards: above
+    if (layout.pp == 1) continue;
     const std::vector<std::vector<MemoryPart>> ranks = meshParts(gptSpec(layout, "gpipe"));
     const std::vector<MemoryPart> whole =
         meshParts(gptSpec({layout.dp, layout.tp, 1, layout.dp_kind}, "gpipe"))[0];
@@ -269,9 +265,12 @@ TEST(MeshMemory, PipelineStagesSumToTheWholeModel) {
       activations += part(stage, "activations");
     }
     const double copy = allocated(4 * kV / layout.tp * kC);
-    EXPECT_EQ(parameters, part(whole, "parameters") + copy) << nameOf(layout);
-    EXPECT_EQ(optimizer, part(whole, "optimizer state") + 2 * copy) << nameOf(layout);
     EXPECT_EQ(activations, part(whole, "activations")) << nameOf(layout);
+    if (layout.dp_kind == "fsdp") continue;
+    EXPECT_EQ(optimizer, part(whole, "optimizer state") + 2 * copy) << nameOf(layout);
+    if (layout.dp == 1) {
+      EXPECT_EQ(parameters, part(whole, "parameters") + copy) << nameOf(layout);
+    }
     // 1F1B holds fewer micro-batches than GPipe on the first stage.
     const std::vector<MemoryPart> one_f_one_b = meshParts(gptSpec(layout, "1f1b"))[0];
     EXPECT_LE(part(one_f_one_b, "activations"), part(ranks[0], "activations")) << nameOf(layout);

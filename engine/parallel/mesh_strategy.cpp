@@ -1,0 +1,354 @@
+// `mesh`: any dp x tp x pp layout behind the strategy interface, composed from the dimensions'
+// runtimes over the device mesh (parallel/device_mesh.h). tp splits the model's layers
+// (parallel/mesh_model.h); pp runs the pipeline (parallel/pipeline.h) over the pp group; dp is the
+// registered data-parallel plan over the dp group: with pp = 1, DDP or FSDP around the (tp-split)
+// model, with pp > 1 the stage's gradients averaged after the schedule (parallel/
+// replica_gradients.h). The gradient norm counts every element once across the mesh, and the full
+// state dict gathers tp's slices and pp's stages into the plain model's names.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <optional>
+
+#include "core/error.h"
+#include "optim/optimizer.h"
+#include "parallel/ddp.h"
+#include "parallel/fsdp.h"
+#include "parallel/mesh_model.h"
+#include "parallel/pipeline.h"
+#include "parallel/replica_gradients.h"
+#include "parallel/strategy.h"
+#include "tensor/ops.h"
+
+namespace ringmaster {
+
+namespace {
+
+// clip_grad_norm_ over the whole model: `counted` holds each gradient element of the model on
+// exactly one rank of the world; every gradient of `scaled` is clipped by the total.
+double clipByMeshNorm(const std::vector<Tensor>& counted, const std::vector<NamedParameter>& scaled,
+                      Communicator& world, double max_norm) {
+  double local = 0;
+  for (const Tensor& grad : counted) local += ops::sumSquares(grad);
+  Tensor total = Tensor::fromVector({static_cast<float>(local)}, {1}, world.device());
+  world.allReduce(total, ReduceOp::sum())->wait();
+  const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
+  clipGradientsGivenNorm(scaled, norm, max_norm);
+  return norm;
+}
+
+// The parts of a flat gradient shard [start, start + shard.numel()) that lie in the parameters
+// `counts` accepts, the flat buffer holding `layout`'s parameters (name, elements) one after
+// another.
+std::vector<Tensor> countedSlices(const std::vector<std::pair<std::string, int64_t>>& layout,
+                                  const Tensor& shard, int64_t start,
+                                  const std::function<bool(const std::string&)>& counts) {
+  std::vector<Tensor> out;
+  const int64_t end = start + shard.numel();
+  int64_t offset = 0;
+  for (const auto& [name, numel] : layout) {
+    const int64_t first = std::max(offset, start), last = std::min(offset + numel, end);
+    if (first < last && counts(name)) out.push_back(shard.narrowRows(first - start, last - first));
+    offset += numel;
+  }
+  return out;
+}
+
+// What every mesh runtime shares: the mesh, this rank's model and the rule of which tp rank
+// counts a parameter.
+class MeshParts {
+ public:
+  MeshParts(const StrategySetup& setup)
+      : spec_(setup.spec),
+        mesh_(*setup.world, setup.spec.strategy.mesh),
+        model_(makeMeshModel(setup.model, setup.spec, mesh_)) {
+    model_.model->setActivationCheckpointing(spec_.train.activation_checkpointing);
+  }
+
+  DeviceMesh& mesh() { return mesh_; }
+  const DeviceMesh& mesh() const { return mesh_; }
+  Sequential& model() { return *model_.model; }
+  const MeshModel& meshModel() const { return model_; }
+  Communicator& group(MeshDim dim) { return mesh_.group(dim); }
+  bool fsdp() const { return spec_.strategy.data_parallel == "fsdp"; }
+  // tp's share of the rule: a parameter every tp rank holds whole counts on tp rank 0 only.
+  bool tpCounts(const std::string& name) const {
+    return mesh_.coordinates().tp == 0 || !model_.tp_whole(name);
+  }
+  // `local` (this rank's parameters, by name) with tp's slices gathered to full values.
+  StateDict gatherTensorParallel(StateDict local) {
+    for (auto& [name, value] : local) value = model_.gather_full(name, value);
+    return local;
+  }
+
+ private:
+  const JobSpec& spec_;
+  DeviceMesh mesh_;
+  MeshModel model_;
+};
+
+// pp = 1: the whole model on every rank of a replica (split by tp), dp as DDP or FSDP over it.
+class MeshModelStrategy final : public WholeModelStrategy {
+ public:
+  explicit MeshModelStrategy(const StrategySetup& setup) : parts_(setup) {
+    const JobSpec& spec = setup.spec;
+    Communicator& dp = parts_.group(MeshDim::kDp);
+    if (parts_.fsdp()) {
+      const FsdpSpec& o = spec.strategy.fsdp;
+      fsdp_.emplace(
+          parts_.model(), dp,
+          FsdpOptions{.sharding = o.sharding,
+                      .units = o.units,
+                      .reduce_dtype = precisionDType(o.reduce_dtype.value_or(Precision::kFp32)),
+                      .param_dtype = precisionDType(o.param_dtype.value_or(Precision::kFp32))});
+    } else if (dp.size() > 1) {
+      const DdpSpec& o = spec.strategy.ddp;
+      ddp_.emplace(
+          parts_.model(), dp,
+          DdpOptions{.bucket_cap_mb = o.bucket_cap_mb,
+                     .reduce_dtype = precisionDType(o.reduce_dtype.value_or(Precision::kFp32))});
+    }
+  }
+
+  Sequential& model() override { return parts_.model(); }
+  Communicator* dataParallelGroup() override { return &parts_.group(MeshDim::kDp); }
+  GradientSyncTiming finishGradientSync() override {
+    if (fsdp_) return fsdp_->finishGradientSync();
+    if (ddp_) return ddp_->finishGradientSync();
+    return {};
+  }
+  std::vector<NamedParameter> optimizerParameters() override {
+    return fsdp_ ? fsdp_->shardParameters() : parts_.model().namedParameters();
+  }
+  double clipGradNorm(double max_norm) override {
+    return clipByMeshNorm(countedGradients(), optimizerParameters(), parts_.mesh().world(),
+                          max_norm);
+  }
+  bool perRankCheckpoints() const override { return split(); }
+  bool consolidates() const override { return split(); }
+  StateDict fullStateDict() override {
+    StateDict local;
+    if (fsdp_) {
+      local = fsdp_->fullParameters();
+    } else {
+      for (const NamedParameter& p : parts_.model().namedParameters())
+        local.emplace_back(p.name, p.parameter->value);
+    }
+    return parts_.gatherTensorParallel(std::move(local));
+  }
+
+ protected:
+  Tensor forward(const Tensor& input) override {
+    return fsdp_ ? fsdp_->forward(input) : parts_.model().forward(input);
+  }
+  void backward(const Tensor& grad_output, bool sync) override {
+    if (fsdp_)
+      fsdp_->backward(grad_output, sync);
+    else if (ddp_)
+      ddp_->backward(grad_output, sync);
+    else
+      parts_.model().backward(grad_output);
+  }
+  std::unique_ptr<LossFunction> makeLoss() const override {
+    const LossFactory& make = parts_.meshModel().make_loss;
+    return make ? make() : WholeModelStrategy::makeLoss();
+  }
+
+ private:
+  // Whether the model is anything but whole on every rank.
+  bool split() const { return fsdp_.has_value() || parts_.mesh().size(MeshDim::kTp) > 1; }
+
+  // Each gradient element on exactly one rank: FSDP's shards are disjoint across dp (no_shard's
+  // are not: dp rank 0 counts them), DDP's replicas all hold it (dp rank 0 counts), and of what
+  // every tp rank holds whole, tp rank 0 counts.
+  std::vector<Tensor> countedGradients() {
+    const bool first_replica = parts_.mesh().coordinates().dp == 0;
+    auto counts = [&](const std::string& name) { return parts_.tpCounts(name); };
+    std::vector<Tensor> out;
+    if (fsdp_ && fsdp_->options().sharding != FsdpSharding::kNoShard) {
+      const int dp_rank = parts_.mesh().coordinates().dp;
+      for (const FsdpUnit& unit : fsdp_->units()) {
+        std::vector<std::pair<std::string, int64_t>> layout;
+        for (size_t i = 0; i < unit.parameters.size(); ++i)
+          layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
+        const Tensor& shard = unit.shard.grad;
+        for (Tensor& t : countedSlices(layout, shard, dp_rank * shard.numel(), counts))
+          out.push_back(std::move(t));
+      }
+      return out;
+    }
+    if (!first_replica) return out;
+    if (fsdp_) {  // no_shard: every rank holds each unit's whole flat gradient
+      for (const FsdpUnit& unit : fsdp_->units()) {
+        std::vector<std::pair<std::string, int64_t>> layout;
+        for (size_t i = 0; i < unit.parameters.size(); ++i)
+          layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
+        for (Tensor& t : countedSlices(layout, unit.shard.grad, 0, counts))
+          out.push_back(std::move(t));
+      }
+      return out;
+    }
+    for (const NamedParameter& p : parts_.model().namedParameters())
+      if (counts(p.name)) out.push_back(p.parameter->grad);
+    return out;
+  }
+
+  MeshParts parts_;
+  std::optional<FullyShardedDataParallel> fsdp_;
+  std::optional<DistributedDataParallel> ddp_;
+};
+
+// pp > 1: the pipeline over the pp group, each stage's model split by tp; dp averages the
+// stage's gradients across replicas after the schedule (sharding them under FSDP).
+class MeshPipelineStrategy final : public ParallelStrategy {
+ public:
+  explicit MeshPipelineStrategy(const StrategySetup& setup)
+      : parts_(setup),
+        micro_batches_(setup.spec.train.micro_batches),
+        full_names_(describeModel(setup.spec.model).parameters),
+        pipeline_(parts_.model(), parts_.group(MeshDim::kPp),
+                  PipelineOptions{.schedule = setup.spec.strategy.pipeline.schedule,
+                                  .virtual_stages = setup.spec.strategy.pipeline.virtual_stages,
+                                  .micro_batches = setup.spec.train.micro_batches,
+                                  .stages = setup.spec.strategy.pipeline.stages,
+                                  .make_loss = parts_.meshModel().make_loss}) {
+    if (parts_.group(MeshDim::kDp).size() > 1 || parts_.fsdp())
+      replicas_.emplace(pipeline_.parameters(), parts_.group(MeshDim::kDp), parts_.fsdp());
+  }
+
+  Sequential& model() override { return parts_.model(); }
+  Communicator* dataParallelGroup() override { return &parts_.group(MeshDim::kDp); }
+
+  BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
+                       int accumulation, bool sync) override {
+    if (replicas_) replicas_->gatherIfStale();
+    sync_pending_ = sync_pending_ || sync;
+    const auto rows = static_cast<int64_t>(indices.size()) / micro_batches_;
+    PipelineStepResult step = pipeline_.runStep(
+        rows,
+        [&](int i) {
+          return make_batch(
+              std::vector<int64_t>(indices.begin() + i * rows, indices.begin() + (i + 1) * rows));
+        },
+        lossScale() / static_cast<float>(accumulation * micro_batches_));
+    return BatchPass{.loss = step.loss_sum / micro_batches_,
+                     .correct = step.correct,
+                     .samples = step.samples,
+                     .comm_ms = step.transfer_ms,
+                     .exposed_comm_ms = step.exposed_transfer_ms,
+                     .wait_ms = step.pipeline_wait_ms,
+                     .actions = std::move(step.actions)};
+  }
+  // Forward only, the whole batch at once (no micro-batches: nothing to overlap without a
+  // backward).
+  EvalBatchPass evaluateBatch(const std::vector<int64_t>& indices,
+                              const BatchMaker& make_batch) override {
+    if (replicas_) replicas_->gatherIfStale();
+    const PipelineParallel::EvalResult result = pipeline_.evaluate(
+        static_cast<int64_t>(indices.size()), [&] { return make_batch(indices); });
+    return {.loss_sum = result.loss_sum, .tokens = result.tokens};
+  }
+  // The tied parameters' copies summed across stages, then the replicas' average.
+  GradientSyncTiming finishGradientSync() override {
+    if (!sync_pending_) return {};
+    sync_pending_ = false;
+    const double tied_ms = pipeline_.reduceTiedGradients();
+    GradientSyncTiming timing{.comm_ms = tied_ms, .exposed_comm_ms = tied_ms};
+    if (replicas_) {
+      const GradientSyncTiming replica = replicas_->reduce();
+      timing.comm_ms += replica.comm_ms;
+      timing.exposed_comm_ms += replica.exposed_comm_ms;
+    }
+    return timing;
+  }
+  std::vector<NamedParameter> optimizerParameters() override {
+    return replicas_ ? replicas_->optimizerParameters() : pipeline_.parameters();
+  }
+  double clipGradNorm(double max_norm) override {
+    return clipByMeshNorm(countedGradients(), optimizerParameters(), parts_.mesh().world(),
+                          max_norm);
+  }
+  int forwardsPerBatch() const override { return micro_batches_; }
+  bool perRankCheckpoints() const override { return true; }
+  bool consolidates() const override { return true; }
+  // Each stage's parameters with tp's slices gathered, then every stage's broadcast over the pp
+  // group from the rank that holds it, in the plain model's order.
+  StateDict fullStateDict() override {
+    if (replicas_) replicas_->gatherIfStale();
+    StateDict held;
+    for (const NamedParameter& p : heldParameters()) held.emplace_back(p.name, p.parameter->value);
+    held = parts_.gatherTensorParallel(std::move(held));
+    return assembleStages(held);
+  }
+
+ private:
+  // The parameters this rank's stages own (not the tied copies, which their owner counts).
+  std::vector<NamedParameter> heldParameters() {
+    std::vector<NamedParameter> held;
+    for (const NamedParameter& p : pipeline_.parameters()) {
+      bool copy = false;
+      for (const NamedParameter& c : pipeline_.copies()) copy = copy || c.parameter == p.parameter;
+      if (!copy) held.push_back(p);
+    }
+    return held;
+  }
+
+  std::vector<Tensor> countedGradients() {
+    auto counts = [&](const std::string& name) {
+      if (!parts_.tpCounts(name)) return false;
+      for (const NamedParameter& c : pipeline_.copies())
+        if (c.name == name) return false;
+      return true;
+    };
+    std::vector<Tensor> out;
+    if (replicas_ && replicas_->sharded()) {
+      std::vector<std::pair<std::string, int64_t>> layout;
+      for (const NamedParameter& p : replicas_->parameters())
+        layout.emplace_back(p.name, p.parameter->value.numel());
+      return countedSlices(layout, replicas_->shardGrad(), replicas_->shardStart(), counts);
+    }
+    if (parts_.mesh().coordinates().dp != 0) return out;
+    for (const NamedParameter& p : pipeline_.parameters())
+      if (counts(p.name)) out.push_back(p.parameter->grad);
+    return out;
+  }
+
+  StateDict assembleStages(const StateDict& held) {
+    Communicator& pp = parts_.group(MeshDim::kPp);
+    const Device device = pp.device();
+    std::vector<float> owner(full_names_.size(), -1.0f);
+    for (size_t i = 0; i < full_names_.size(); ++i)
+      for (const auto& [name, value] : held)
+        if (name == full_names_[i].name) owner[i] = static_cast<float>(pp.rank());
+    Tensor owners = Tensor::fromVector(owner, {static_cast<int64_t>(owner.size())}, device);
+    pp.allReduce(owners, ReduceOp::max())->wait();
+    const std::vector<float> root = owners.toFloatVector();
+    StateDict full;
+    for (size_t i = 0; i < full_names_.size(); ++i) {
+      const ParameterInfo& info = full_names_[i];
+      RM_ENFORCE(root[i] >= 0, fmt::format("no pipeline stage holds {}", info.name));
+      Tensor value = Tensor::empty(info.shape, DType::kF32, device);
+      for (const auto& [name, local] : held)
+        if (name == info.name) value.copyFrom(local);
+      pp.broadcast(value, static_cast<int>(root[i]))->wait();
+      full.emplace_back(info.name, value);
+    }
+    return full;
+  }
+
+  MeshParts parts_;
+  int micro_batches_;
+  std::vector<ParameterInfo> full_names_;  // the plain model's parameters, in its order
+  PipelineParallel pipeline_;
+  std::optional<ReplicaGradients> replicas_;  // dp > 1, or FSDP
+  bool sync_pending_ = false;  // a synchronised batch ran since the last finishGradientSync
+};
+
+}  // namespace
+
+std::unique_ptr<ParallelStrategy> makeMeshStrategy(const StrategySetup& setup) {
+  if (setup.spec.strategy.mesh.pp > 1) return std::make_unique<MeshPipelineStrategy>(setup);
+  return std::make_unique<MeshModelStrategy>(setup);
+}
+
+}  // namespace ringmaster
