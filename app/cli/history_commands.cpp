@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cli/comm_dims_output.h"
 #include "cli/metric_overlay.h"
 #include "cli/terminal.h"
 #include "core/display_text.h"
@@ -377,6 +378,7 @@ void printRunReport(const Database& db, int64_t run_id, bool as_json, std::FILE*
   printRankTable(report, colour, out);
   printStragglers(report, colour, out);
   printCommOps(report.comm_ops, out);
+  printCommByDimension(report.comm_dims, out);
   printEvals(report.evals, out);
   printMetricNames(report.metrics, out);
   printIngestAndProblems(report, colour, out);
@@ -445,6 +447,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   row("status", [](const RunSummary& s) { return s.run.status; });
   row("strategy",
       [](const RunSummary& s) { return fmt::format("{} x{}", s.run.strategy, s.run.world_size); });
+  row("mesh (dp x tp x pp)", [](const RunSummary& s) { return formatMesh(s.run.mesh); });
   row(named("final_step"), [](const RunSummary& s) { return std::to_string(s.final_step); });
   row(named("final_loss"), [](const RunSummary& s) { return formatOptional(s.final_loss); });
   row(named("samples_per_second"),
@@ -458,6 +461,7 @@ int compareCommand(const Database& db, const std::vector<int64_t>& run_ids, bool
   row(named("duration_s"),
       [](const RunSummary& s) { return formatDuration(s.run.durationSeconds()); });
   figures.print(stdout);
+  printCommByDimensionComparison(db, comparison.runs, {headers.begin() + 1, headers.end()}, stdout);
 
   fmt::print("\nLoss (rank 0, mean per bucket)\n");
   std::vector<std::string> loss_headers = {"STEPS"};
@@ -568,7 +572,7 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
     RunFilter filter;
     int64_t run_id = 0;
     std::vector<int64_t> run_ids;
-    std::string x, y;  // compare's axes
+    std::string x, y;                  // compare's axes
     std::vector<std::string> metrics;  // compare --metric
     bool json = false;
   };

@@ -82,7 +82,7 @@ Tensor Conv1D::forward(const Tensor& input) {
   Tensor y = Tensor::empty({x.dim(0), out}, DType::kF32, input.device());
   ops::matmul(x, false, autocastOperand(weight_.value, compute), false, y);  // y = x W
   if (bias_.value.defined()) ops::addBiasRows(y, autocastBias(bias_.value, compute));
-  roundOutput(y, compute);
+  if (rounds_output_) roundOutput(y, compute);
   return y.view(withLast(input.shape(), out));
 }
 
@@ -149,35 +149,24 @@ void TokenLayerNorm::collectParameters(const std::string& prefix,
 }
 
 // ---------------------------------------------------------------------------------------------
-// CausalSelfAttention
+// AttentionCore
 
-CausalSelfAttention::CausalSelfAttention(const Options& o, Device device)
-    : heads_(o.heads),
-      head_dim_(o.head_dim),
-      c_attn_(o.dim, 3 * o.heads * o.head_dim, o.bias, o.init, device),
-      c_proj_(o.heads * o.head_dim, o.dim, o.bias, o.proj_init, device),
-      attn_dropout_(o.dropout, o.dropout_seed),
-      resid_dropout_(o.dropout, mix64(o.dropout_seed + 1)) {
-  RM_CHECK_ARG(o.heads > 0 && o.head_dim > 0,
-               fmt::format("attention needs positive heads and head width, got {} and {}", o.heads,
-                           o.head_dim));
-}
-
-std::vector<Module*> CausalSelfAttention::children() const {
-  auto* self = const_cast<CausalSelfAttention*>(this);
-  return {&self->c_attn_, &self->attn_dropout_, &self->c_proj_, &self->resid_dropout_};
+AttentionCore::AttentionCore(int64_t heads, int64_t head_dim, float dropout, uint64_t dropout_seed)
+    : heads_(heads), head_dim_(head_dim), attn_dropout_(dropout, dropout_seed) {
+  RM_CHECK_ARG(
+      heads > 0 && head_dim > 0,
+      fmt::format("attention needs positive heads and head width, got {} and {}", heads, head_dim));
 }
 
 // Under autocast q, k, v and the probabilities are kept 16-bit; the scores are rounded through the
 // format before the fp32 softmax, and every product of the backward takes 16-bit operands.
-Tensor CausalSelfAttention::forward(const Tensor& input) {
-  RM_CHECK_ARG(input.rank() == 3,
-               fmt::format("attention expects input [batch, tokens, width], got {}",
-                           shapeStr(input.shape())));
-  const int64_t B = input.dim(0), T = input.dim(1), H = heads_, D = head_dim_;
-  const Device device = input.device();
+Tensor AttentionCore::forward(const Tensor& qkv) {
+  RM_CHECK_ARG(qkv.rank() == 3 && qkv.dim(2) == 3 * heads_ * head_dim_,
+               fmt::format("attention expects input [batch, tokens, {}], got {}",
+                           3 * heads_ * head_dim_, shapeStr(qkv.shape())));
+  const int64_t B = qkv.dim(0), T = qkv.dim(1), H = heads_, D = head_dim_;
+  const Device device = qkv.device();
   const DType compute = compute_dtype_;
-  const Tensor qkv = c_attn_.forward(input);  // [B, T, 3 H D]
   Tensor q = Tensor::empty({B, H, T, D}, DType::kF32, device);
   Tensor k = Tensor::empty({B, H, T, D}, DType::kF32, device);
   Tensor v = Tensor::empty({B, H, T, D}, DType::kF32, device);
@@ -196,17 +185,16 @@ Tensor CausalSelfAttention::forward(const Tensor& input) {
   autocastMatmulBatched(attended_, false, v_, false, y, compute);  // probs v
   Tensor merged = Tensor::empty({B, T, H, D}, DType::kF32, device);
   ops::permute0213(y, merged);
-  return resid_dropout_.forward(c_proj_.forward(merged.view({B, T, H * D})));
+  return merged.view({B, T, H * D});
 }
 
-Tensor CausalSelfAttention::backward(const Tensor& grad_output) {
+Tensor AttentionCore::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(probs_.defined(), "attention backward before forward");
   const int64_t B = q_.dim(0), H = heads_, T = q_.dim(2), D = head_dim_;
   const Device device = q_.device();
   const DType compute = compute_dtype_;
-  const Tensor dmerged = c_proj_.backward(resid_dropout_.backward(grad_output));  // [B, T, H D]
   Tensor dy_full = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  ops::permute0213(dmerged.view({B, T, H, D}), dy_full);
+  ops::permute0213(grad_output.view({B, T, H, D}), dy_full);
   const Tensor dy = autocastOperand(dy_full, compute);
   Tensor dattended = Tensor::empty({B, H, T, T}, DType::kF32, device);
   autocastMatmulBatched(dy, false, v_, true, dattended, compute);  // dy v^T
@@ -223,23 +211,58 @@ Tensor CausalSelfAttention::backward(const Tensor& grad_output) {
   autocastMatmulBatched(dscores, true, q_, false, dk, compute);  // dscores^T q
   Tensor dqkv = Tensor::empty({B, T, 3 * H * D}, DType::kF32, device);
   ops::mergeQkv(dq, dk, dv, dqkv);
-  return c_attn_.backward(dqkv);
+  return dqkv;
 }
 
-std::vector<Tensor> CausalSelfAttention::saveContext() const {
-  std::vector<Tensor> context = childContexts(children());
+std::vector<Tensor> AttentionCore::saveContext() const {
+  std::vector<Tensor> context = attn_dropout_.saveContext();
   context.insert(context.end(), {q_, k_, v_, probs_, attended_});
   return context;
 }
 
+void AttentionCore::restoreContext(const std::vector<Tensor>& context) {
+  RM_CHECK_ARG(context.size() == 6, "attention: a context of the wrong size");
+  attn_dropout_.restoreContext({context[0]});
+  q_ = context[1];
+  k_ = context[2];
+  v_ = context[3];
+  probs_ = context[4];
+  attended_ = context[5];
+}
+
+void AttentionCore::setTraining(bool training) {
+  Module::setTraining(training);
+  attn_dropout_.setTraining(training);
+}
+
+// ---------------------------------------------------------------------------------------------
+// CausalSelfAttention
+
+CausalSelfAttention::CausalSelfAttention(const Options& o, Device device)
+    : c_attn_(o.dim, 3 * o.heads * o.head_dim, o.bias, o.init, device),
+      core_(o.heads, o.head_dim, o.dropout, o.dropout_seed),
+      c_proj_(o.heads * o.head_dim, o.dim, o.bias, o.proj_init, device),
+      resid_dropout_(o.dropout, mix64(o.dropout_seed + 1)) {}
+
+std::vector<Module*> CausalSelfAttention::children() const {
+  auto* self = const_cast<CausalSelfAttention*>(this);
+  return {&self->c_attn_, &self->core_, &self->c_proj_, &self->resid_dropout_};
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& input) {
+  RM_CHECK_ARG(input.rank() == 3,
+               fmt::format("attention expects input [batch, tokens, width], got {}",
+                           shapeStr(input.shape())));
+  return resid_dropout_.forward(c_proj_.forward(core_.forward(c_attn_.forward(input))));
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& grad_output) {
+  return c_attn_.backward(core_.backward(c_proj_.backward(resid_dropout_.backward(grad_output))));
+}
+
 void CausalSelfAttention::restoreContext(const std::vector<Tensor>& context) {
-  size_t at = restoreChildContexts(children(), context);
-  RM_CHECK_ARG(context.size() == at + 5, "attention: a context of the wrong size");
-  q_ = context[at];
-  k_ = context[at + 1];
-  v_ = context[at + 2];
-  probs_ = context[at + 3];
-  attended_ = context[at + 4];
+  RM_CHECK_ARG(restoreChildContexts(children(), context) == context.size(),
+               "attention: a context of the wrong size");
 }
 
 void CausalSelfAttention::collectParameters(const std::string& prefix,

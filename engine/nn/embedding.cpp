@@ -77,32 +77,39 @@ LmHead::LmHead(int64_t dim, bool bias, Parameter* tied, Device device)
                fmt::format("the LM head needs the token embedding [vocab, {}] to tie to", dim));
 }
 
-// Under autocast the logits' product takes the 16-bit ln_f output (kept) and the 16-bit wte, and
-// the logits are rounded through the format (nn/autocast.h); ln_f stays fp32.
-Tensor LmHead::forward(const Tensor& input) {
-  const DType compute = compute_dtype_;
-  normed_ = autocastOperand(ln_f_.forward(input), compute);
-  const int64_t V = tied_->value.dim(0), C = tied_->value.dim(1);
-  const Tensor x = normed_.view({normed_.numel() / C, C});
-  Tensor logits = Tensor::empty({x.dim(0), V}, DType::kF32, input.device());
-  autocastMatmul(x, false, autocastOperand(tied_->value, compute), true, logits,
-                 compute);  // x wte^T
-  Shape shape = input.shape();
+// Under autocast the product takes the 16-bit ln_f output and the 16-bit wte, and the logits are
+// rounded through the format (nn/autocast.h).
+Tensor tiedLogitsForward(const Tensor& normed, const Tensor& wte, DType compute) {
+  const int64_t V = wte.dim(0), C = wte.dim(1);
+  const Tensor x = normed.view({normed.numel() / C, C});
+  Tensor logits = Tensor::empty({x.dim(0), V}, DType::kF32, normed.device());
+  autocastMatmul(x, false, autocastOperand(wte, compute), true, logits, compute);  // x wte^T
+  Shape shape = normed.shape();
   shape.back() = V;
   return logits.view(shape);
 }
 
+Tensor tiedLogitsBackward(const Tensor& normed, const Tensor& grad_logits, Parameter& wte,
+                          DType compute) {
+  const int64_t V = wte.value.dim(0), C = wte.value.dim(1);
+  const Tensor x = normed.view({normed.numel() / C, C});
+  const Tensor dlogits = autocastOperand(grad_logits.view({x.dim(0), V}), compute);
+  accumulateWeightGrad(dlogits, true, x, false, wte.grad, compute);  // dwte += dlogits^T x
+  Tensor dx = Tensor::empty(x.shape(), DType::kF32, x.device());
+  autocastMatmul(dlogits, false, autocastOperand(wte.value, compute), false, dx,
+                 compute);  // dx = dlogits wte
+  return dx.view(normed.shape());
+}
+
+// ln_f stays fp32; its output is kept 16-bit under autocast as the product's operand.
+Tensor LmHead::forward(const Tensor& input) {
+  normed_ = autocastOperand(ln_f_.forward(input), compute_dtype_);
+  return tiedLogitsForward(normed_, tied_->value, compute_dtype_);
+}
+
 Tensor LmHead::backward(const Tensor& grad_output) {
   RM_CHECK_ARG(normed_.defined(), "LmHead::backward before forward");
-  const int64_t V = tied_->value.dim(0), C = tied_->value.dim(1);
-  const DType compute = compute_dtype_;
-  const Tensor x = normed_.view({normed_.numel() / C, C});
-  const Tensor dlogits = autocastOperand(grad_output.view({x.dim(0), V}), compute);
-  accumulateWeightGrad(dlogits, true, x, false, tied_->grad, compute);  // dwte += dlogits^T x
-  Tensor dx = Tensor::empty(x.shape(), DType::kF32, x.device());
-  autocastMatmul(dlogits, false, autocastOperand(tied_->value, compute), false, dx,
-                 compute);  // dx = dlogits wte
-  return ln_f_.backward(dx.view(normed_.shape()));
+  return ln_f_.backward(tiedLogitsBackward(normed_, grad_output, *tied_, compute_dtype_));
 }
 
 std::vector<Tensor> LmHead::saveContext() const {

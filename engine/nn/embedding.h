@@ -44,6 +44,14 @@ class GptEmbedding : public Module {
   Tensor ids_;  // [B, T]
 };
 
+// The LM head's product, logits [..., V] = x wte^T, for `normed` [..., C] (16-bit under autocast:
+// an autocastOperand) and wte [V, C]; the logits rounded as autocast leaves them. Shared with the
+// vocabulary-parallel head, whose wte is a rank's rows.
+Tensor tiedLogitsForward(const Tensor& normed, const Tensor& wte, DType compute);
+// Its backward: wte.grad += dlogits^T x; returns dx = dlogits wte, in `normed`'s shape.
+Tensor tiedLogitsBackward(const Tensor& normed, const Tensor& grad_logits, Parameter& wte,
+                          DType compute);
+
 // [B, T, C] -> logits [B, T, V]: ln_f, then x wte^T with `tied` (the embedding's wte, declared
 // there: namedParameters() lists it once, as "wte.weight"). Its own parameters are ln_f's.
 class LmHead : public Module {

@@ -77,6 +77,8 @@ class Dropout : public Module {
   // The number of masks drawn so far; part of a checkpoint's state for exact resumption.
   uint64_t calls() const { return calls_; }
   void setCalls(uint64_t calls) { calls_ = calls; }
+  // The stream its masks come from (a tensor-parallel model derives its ranks' streams from it).
+  uint64_t seed() const { return seed_; }
 
  private:
   float p_;

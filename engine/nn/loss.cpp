@@ -30,4 +30,9 @@ Tensor SoftmaxCrossEntropy::backward(float loss_scale) {
   return grad.view(logits_shape_);
 }
 
+int64_t SoftmaxCrossEntropy::correct() const {
+  RM_CHECK_ARG(probs_.defined(), "SoftmaxCrossEntropy::correct before forward");
+  return ops::countCorrect(probs_, labels_);  // the softmax keeps the logits' order
+}
+
 }  // namespace ringmaster

@@ -79,39 +79,51 @@ void GptMlp::setTraining(bool training) {
 // TransformerBlock
 
 TransformerBlock::TransformerBlock(const TransformerBlockOptions& o, Device device)
-    : ln_1_(o.dim, o.bias, device),
-      attn_({.dim = o.dim,
-             .heads = o.heads,
-             .head_dim = o.head_dim,
-             .dropout = o.dropout,
-             .bias = o.bias,
-             .init = o.init,
-             .proj_init = o.proj_init,
-             .dropout_seed = o.dropout_seed},
-            device),
-      ln_2_(o.dim, o.bias, device),
-      mlp_({.dim = o.dim,
-            .hidden = o.hidden,
-            .dropout = o.dropout,
-            .bias = o.bias,
-            .init = {mix64(o.init.seed + 1), o.init.std},
-            .proj_init = {mix64(o.proj_init.seed + 1), o.proj_init.std},
-            .dropout_seed = mix64(o.dropout_seed + 2)},
-           device) {}
+    : TransformerBlock(
+          o.dim, o.bias,
+          std::make_unique<CausalSelfAttention>(
+              CausalSelfAttention::Options{.dim = o.dim,
+                                           .heads = o.heads,
+                                           .head_dim = o.head_dim,
+                                           .dropout = o.dropout,
+                                           .bias = o.bias,
+                                           .init = o.init,
+                                           .proj_init = o.proj_init,
+                                           .dropout_seed = o.dropout_seed},
+              device),
+          std::make_unique<GptMlp>(
+              GptMlp::Options{.dim = o.dim,
+                              .hidden = o.hidden,
+                              .dropout = o.dropout,
+                              .bias = o.bias,
+                              .init = {mix64(o.init.seed + 1), o.init.std},
+                              .proj_init = {mix64(o.proj_init.seed + 1), o.proj_init.std},
+                              .dropout_seed = mix64(o.dropout_seed + 2)},
+              device),
+          device) {}
+
+TransformerBlock::TransformerBlock(int64_t dim, bool bias, std::unique_ptr<Module> attention,
+                                   std::unique_ptr<Module> mlp, Device device)
+    : ln_1_(dim, bias, device),
+      attn_(std::move(attention)),
+      ln_2_(dim, bias, device),
+      mlp_(std::move(mlp)) {
+  RM_CHECK_ARG(attn_ && mlp_, "a transformer block needs an attention and an MLP");
+}
 
 std::vector<Module*> TransformerBlock::children() const {
   auto* self = const_cast<TransformerBlock*>(this);
-  return {&self->ln_1_, &self->attn_, &self->ln_2_, &self->mlp_};
+  return {&self->ln_1_, attn_.get(), &self->ln_2_, mlp_.get()};
 }
 
 Tensor TransformerBlock::forward(const Tensor& input) {
-  const Tensor h = added(input, attn_.forward(ln_1_.forward(input)));
-  return added(h, mlp_.forward(ln_2_.forward(h)));
+  const Tensor h = added(input, attn_->forward(ln_1_.forward(input)));
+  return added(h, mlp_->forward(ln_2_.forward(h)));
 }
 
 Tensor TransformerBlock::backward(const Tensor& grad_output) {
-  const Tensor dh = added(grad_output, ln_2_.backward(mlp_.backward(grad_output)));
-  return added(dh, ln_1_.backward(attn_.backward(dh)));
+  const Tensor dh = added(grad_output, ln_2_.backward(mlp_->backward(grad_output)));
+  return added(dh, ln_1_.backward(attn_->backward(dh)));
 }
 
 void TransformerBlock::restoreContext(const std::vector<Tensor>& context) {
@@ -122,9 +134,9 @@ void TransformerBlock::restoreContext(const std::vector<Tensor>& context) {
 void TransformerBlock::collectParameters(const std::string& prefix,
                                          std::vector<NamedParameter>& out) {
   ln_1_.collectParameters(prefix + "ln_1.", out);
-  attn_.collectParameters(prefix + "attn.", out);
+  attn_->collectParameters(prefix + "attn.", out);
   ln_2_.collectParameters(prefix + "ln_2.", out);
-  mlp_.collectParameters(prefix + "mlp.", out);
+  mlp_->collectParameters(prefix + "mlp.", out);
 }
 
 void TransformerBlock::forEachChild(const std::function<void(Module&)>& visit) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "nn/attention.h"
@@ -53,9 +54,14 @@ struct TransformerBlockOptions {
   uint64_t dropout_seed = 0;
 };
 
+// x + attn(ln_1(x)), then h + mlp(ln_2(h)). Its attention and MLP are CausalSelfAttention and
+// GptMlp, or any modules with their names' parameters ("attn.", "mlp."), e.g. a tensor-parallel
+// rank's (parallel/tensor_parallel/).
 class TransformerBlock : public Module {
  public:
   TransformerBlock(const TransformerBlockOptions& options, Device device = Device::cpu());
+  TransformerBlock(int64_t dim, bool bias, std::unique_ptr<Module> attention,
+                   std::unique_ptr<Module> mlp, Device device = Device::cpu());
   std::string typeName() const override { return "Block"; }
   Tensor forward(const Tensor& input) override;  // [B, T, C] -> [B, T, C]
   Tensor backward(const Tensor& grad_output) override;
@@ -69,9 +75,9 @@ class TransformerBlock : public Module {
   std::vector<Module*> children() const;
 
   TokenLayerNorm ln_1_;
-  CausalSelfAttention attn_;
+  std::unique_ptr<Module> attn_;
   TokenLayerNorm ln_2_;
-  GptMlp mlp_;
+  std::unique_ptr<Module> mlp_;
 };
 
 }  // namespace ringmaster

@@ -54,6 +54,25 @@ std::vector<Tensor> countedSlices(const std::vector<std::pair<std::string, int64
   return out;
 }
 
+// The pipeline's partition of the model's blocks: the spec's, or balanced by the whole model's
+// parameter counts, so that every tp rank, and the memory estimate, cut where one process would
+// (a tp rank's own counts, its vocabulary slice, would cut elsewhere).
+std::vector<std::vector<int>> stagePartition(const JobSpec& spec) {
+  const PipelineSpec& pipeline = spec.strategy.pipeline;
+  if (!pipeline.stages.empty() || spec.strategy.mesh.tp == 1) return pipeline.stages;
+  std::vector<int64_t> weights;
+  for (const ModelBlock& block : describeModel(spec.model).blocks)
+    weights.push_back(block.parameters);
+  const int stages = spec.strategy.mesh.pp * pipeline.virtual_stages;
+  std::vector<size_t> firsts = balancedSplit(weights, stages);
+  firsts.push_back(weights.size());
+  std::vector<std::vector<int>> partition(static_cast<size_t>(stages));
+  for (size_t s = 0; s < partition.size(); ++s)
+    for (size_t block = firsts[s]; block < firsts[s + 1]; ++block)
+      partition[s].push_back(static_cast<int>(block));
+  return partition;
+}
+
 // What every mesh runtime shares: the mesh, this rank's model and the rule of which tp rank
 // counts a parameter.
 class MeshParts {
@@ -75,6 +94,17 @@ class MeshParts {
   bool tpCounts(const std::string& name) const {
     return mesh_.coordinates().tp == 0 || !model_.tp_whole(name);
   }
+  bool sequenceParallel() const {
+    return spec_.strategy.tp.sequence_parallel && mesh_.size(MeshDim::kTp) > 1;
+  }
+  // Sequence parallelism: each tp rank's gradients of the parameters every tp rank holds whole
+  // (`whole_gradients`, in any holder: the parameters' own, a flat shard's slices) are its
+  // tokens' share; summed over tp they are the gradient.
+  void sumSequenceParallelGradients(const std::vector<Tensor>& whole_gradients) {
+    for (const Tensor& grad : whole_gradients)
+      mesh_.group(MeshDim::kTp).allReduce(grad, ReduceOp::sum())->wait();
+  }
+  bool tpWhole(const std::string& name) const { return model_.tp_whole(name); }
   // `local` (this rank's parameters, by name) with tp's slices gathered to full values.
   StateDict gatherTensorParallel(StateDict local) {
     for (auto& [name, value] : local) value = model_.gather_full(name, value);
@@ -113,9 +143,13 @@ class MeshModelStrategy final : public WholeModelStrategy {
   Sequential& model() override { return parts_.model(); }
   Communicator* dataParallelGroup() override { return &parts_.group(MeshDim::kDp); }
   GradientSyncTiming finishGradientSync() override {
-    if (fsdp_) return fsdp_->finishGradientSync();
-    if (ddp_) return ddp_->finishGradientSync();
-    return {};
+    GradientSyncTiming timing;
+    if (fsdp_) timing = fsdp_->finishGradientSync();
+    if (ddp_) timing = ddp_->finishGradientSync();
+    if (parts_.sequenceParallel())
+      parts_.sumSequenceParallelGradients(
+          gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
+    return timing;
   }
   std::vector<NamedParameter> optimizerParameters() override {
     return fsdp_ ? fsdp_->shardParameters() : parts_.model().namedParameters();
@@ -158,39 +192,35 @@ class MeshModelStrategy final : public WholeModelStrategy {
   // Whether the model is anything but whole on every rank.
   bool split() const { return fsdp_.has_value() || parts_.mesh().size(MeshDim::kTp) > 1; }
 
-  // Each gradient element on exactly one rank: FSDP's shards are disjoint across dp (no_shard's
-  // are not: dp rank 0 counts them), DDP's replicas all hold it (dp rank 0 counts), and of what
-  // every tp rank holds whole, tp rank 0 counts.
-  std::vector<Tensor> countedGradients() {
-    const bool first_replica = parts_.mesh().coordinates().dp == 0;
-    auto counts = [&](const std::string& name) { return parts_.tpCounts(name); };
+  // The gradients the optimizer sees of the parameters `wanted` accepts: the parameters' own, or
+  // the slices of FSDP's flat shards that hold them.
+  std::vector<Tensor> gradientsOf(const std::function<bool(const std::string&)>& wanted) {
     std::vector<Tensor> out;
-    if (fsdp_ && fsdp_->options().sharding != FsdpSharding::kNoShard) {
-      const int dp_rank = parts_.mesh().coordinates().dp;
-      for (const FsdpUnit& unit : fsdp_->units()) {
-        std::vector<std::pair<std::string, int64_t>> layout;
-        for (size_t i = 0; i < unit.parameters.size(); ++i)
-          layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
-        const Tensor& shard = unit.shard.grad;
-        for (Tensor& t : countedSlices(layout, shard, dp_rank * shard.numel(), counts))
-          out.push_back(std::move(t));
-      }
+    if (!fsdp_) {
+      for (const NamedParameter& p : parts_.model().namedParameters())
+        if (wanted(p.name)) out.push_back(p.parameter->grad);
       return out;
     }
-    if (!first_replica) return out;
-    if (fsdp_) {  // no_shard: every rank holds each unit's whole flat gradient
-      for (const FsdpUnit& unit : fsdp_->units()) {
-        std::vector<std::pair<std::string, int64_t>> layout;
-        for (size_t i = 0; i < unit.parameters.size(); ++i)
-          layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
-        for (Tensor& t : countedSlices(layout, unit.shard.grad, 0, counts))
-          out.push_back(std::move(t));
-      }
-      return out;
+    const int64_t dp_rank = shardedGradients() ? parts_.mesh().coordinates().dp : 0;
+    for (const FsdpUnit& unit : fsdp_->units()) {
+      std::vector<std::pair<std::string, int64_t>> layout;
+      for (size_t i = 0; i < unit.parameters.size(); ++i)
+        layout.emplace_back(unit.parameters[i].name, shapeNumel(unit.shapes[i]));
+      const Tensor& shard = unit.shard.grad;
+      for (Tensor& t : countedSlices(layout, shard, dp_rank * shard.numel(), wanted))
+        out.push_back(std::move(t));
     }
-    for (const NamedParameter& p : parts_.model().namedParameters())
-      if (counts(p.name)) out.push_back(p.parameter->grad);
     return out;
+  }
+  bool shardedGradients() const {
+    return fsdp_ && fsdp_->options().sharding != FsdpSharding::kNoShard;
+  }
+  // Each gradient element on exactly one rank: FSDP's shards are disjoint across dp; DDP's
+  // replicas (and no_shard's) all hold it, and dp rank 0 counts it; of what every tp rank holds
+  // whole, tp rank 0 counts it.
+  std::vector<Tensor> countedGradients() {
+    if (!shardedGradients() && parts_.mesh().coordinates().dp != 0) return {};
+    return gradientsOf([&](const std::string& name) { return parts_.tpCounts(name); });
   }
 
   MeshParts parts_;
@@ -210,7 +240,7 @@ class MeshPipelineStrategy final : public ParallelStrategy {
                   PipelineOptions{.schedule = setup.spec.strategy.pipeline.schedule,
                                   .virtual_stages = setup.spec.strategy.pipeline.virtual_stages,
                                   .micro_batches = setup.spec.train.micro_batches,
-                                  .stages = setup.spec.strategy.pipeline.stages,
+                                  .stages = stagePartition(setup.spec),
                                   .make_loss = parts_.meshModel().make_loss}) {
     if (parts_.group(MeshDim::kDp).size() > 1 || parts_.fsdp())
       replicas_.emplace(pipeline_.parameters(), parts_.group(MeshDim::kDp), parts_.fsdp());
@@ -259,6 +289,9 @@ class MeshPipelineStrategy final : public ParallelStrategy {
       timing.comm_ms += replica.comm_ms;
       timing.exposed_comm_ms += replica.exposed_comm_ms;
     }
+    if (parts_.sequenceParallel())
+      parts_.sumSequenceParallelGradients(
+          gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
     return timing;
   }
   std::vector<NamedParameter> optimizerParameters() override {
@@ -293,24 +326,30 @@ class MeshPipelineStrategy final : public ParallelStrategy {
     return held;
   }
 
-  std::vector<Tensor> countedGradients() {
-    auto counts = [&](const std::string& name) {
-      if (!parts_.tpCounts(name)) return false;
-      for (const NamedParameter& c : pipeline_.copies())
-        if (c.name == name) return false;
-      return true;
-    };
-    std::vector<Tensor> out;
+  // The gradients the optimizer sees of the parameters `wanted` accepts: the parameters' own, or
+  // the slices of the replicas' flat shard that hold them.
+  std::vector<Tensor> gradientsOf(const std::function<bool(const std::string&)>& wanted) {
     if (replicas_ && replicas_->sharded()) {
       std::vector<std::pair<std::string, int64_t>> layout;
       for (const NamedParameter& p : replicas_->parameters())
         layout.emplace_back(p.name, p.parameter->value.numel());
-      return countedSlices(layout, replicas_->shardGrad(), replicas_->shardStart(), counts);
+      return countedSlices(layout, replicas_->shardGrad(), replicas_->shardStart(), wanted);
     }
-    if (parts_.mesh().coordinates().dp != 0) return out;
+    std::vector<Tensor> out;
     for (const NamedParameter& p : pipeline_.parameters())
-      if (counts(p.name)) out.push_back(p.parameter->grad);
+      if (wanted(p.name)) out.push_back(p.parameter->grad);
     return out;
+  }
+  // Each gradient element on exactly one rank: as MeshModelStrategy's, and a tied parameter's
+  // copy is counted by the stage that owns it.
+  std::vector<Tensor> countedGradients() {
+    if (!(replicas_ && replicas_->sharded()) && parts_.mesh().coordinates().dp != 0) return {};
+    return gradientsOf([&](const std::string& name) {
+      if (!parts_.tpCounts(name)) return false;
+      for (const NamedParameter& c : pipeline_.copies())
+        if (c.name == name) return false;
+      return true;
+    });
   }
 
   StateDict assembleStages(const StateDict& held) {

@@ -256,7 +256,7 @@ class PipelineParallel::StepRun {
     const Tensor logits = x.view({x.numel() / classes, classes});
     const Tensor targets = batch.targets.view({batch.targets.numel()});
     result_.loss_sum += loss_fn_->forward(logits, targets);
-    if (loss_fn_->wholeLogits()) result_.correct += ops::countCorrect(logits, targets);
+    result_.correct += loss_fn_->correct();
     result_.samples += batch.targets.dim(0);
     loss_grads_[key] = loss_fn_->backward(grad_scale_).view(x.shape());
   }

@@ -19,10 +19,7 @@ BatchPass WholeModelStrategy::trainBatch(const std::vector<int64_t>& indices,
   pass.loss = loss_fn->forward(logits, batch.targets);
   // Logits [samples, classes], or [samples, tokens, vocabulary] for a language model: the loss
   // is the mean over every target, correct counts targets, samples counts samples.
-  const int64_t classes = logits.dim(static_cast<int>(logits.rank() - 1));
-  if (loss_fn->wholeLogits())
-    pass.correct = ops::countCorrect(logits.view({logits.numel() / classes, classes}),
-                                     batch.targets.view({batch.targets.numel()}));
+  pass.correct = loss_fn->correct();
   pass.samples = batch.targets.dim(0);
   backward(loss_fn->backward(lossScale() / static_cast<float>(accumulation)), sync);
   return pass;

@@ -85,6 +85,12 @@ std::optional<DoneStatus> parseDoneStatus(std::string_view name) {
   return std::nullopt;
 }
 
+bool isCommDim(std::string_view name) {
+  for (const std::string_view dim : kCommDims)
+    if (dim == name) return true;
+  return false;
+}
+
 std::string_view eventTypeName(const EventBody& body) {
   struct Names {
     std::string_view operator()(const HelloEvent&) const { return "hello"; }
@@ -131,6 +137,11 @@ void putBody(OrderedJson& out, const HelloEvent& e) {
   putOptional(out, "run_id", e.run_id);
   out["strategy"] = e.strategy;
   out["attempt"] = e.attempt;
+  const auto axes = [](const MeshAxes& a) {
+    return OrderedJson{{"dp", a.dp}, {"tp", a.tp}, {"pp", a.pp}};
+  };
+  if (e.mesh) out["mesh"] = axes(*e.mesh);
+  if (e.coords) out["coords"] = axes(*e.coords);
 }
 
 // The value of one field of a table (fields.h) as JSON; nlohmann writes a non-finite double as
@@ -267,6 +278,11 @@ class FieldReader {
 
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
+  const std::string& prefix() const { return prefix_; }
+  // Takes the first problem of a reader of one of this object's values (its own prefix).
+  void failAs(const FieldReader& inner) {
+    if (error_.empty()) error_ = inner.error_;
+  }
 
   void fail(std::string_view key, std::string_view problem) {
     if (error_.empty()) error_ = fmt::format("{}{}: {}", prefix_, key, problem);
@@ -400,6 +416,45 @@ class FieldReader {
   std::string error_;
 };
 
+// hello.mesh or hello.coords: an object of the three dimensions' integers, each at least `min`.
+std::optional<MeshAxes> readMeshAxes(FieldReader& in, const char* key, int min) {
+  const Json* value = in.optional(key);
+  if (value == nullptr || in.failed()) return std::nullopt;
+  if (!value->is_object()) {
+    in.fail(key, fmt::format("expected an object of \"dp\", \"tp\" and \"pp\", got {}",
+                             describe(*value)));
+    return std::nullopt;
+  }
+  FieldReader axes(*value, in.prefix() + key + ".");
+  MeshAxes out{.dp = static_cast<int>(axes.integer("dp", min, kIntMax)),
+               .tp = static_cast<int>(axes.integer("tp", min, kIntMax)),
+               .pp = static_cast<int>(axes.integer("pp", min, kIntMax))};
+  in.failAs(axes);
+  return in.failed() ? std::nullopt : std::optional(out);
+}
+
+// The mesh's product is the world size; the coordinates lie inside the mesh, which they need.
+void checkMesh(FieldReader& in, const HelloEvent& e) {
+  if (in.failed()) return;
+  if (e.mesh) {
+    const int64_t product = int64_t{e.mesh->dp} * e.mesh->tp * e.mesh->pp;
+    if (product != e.world_size) {
+      in.fail("mesh", fmt::format("dp {} x tp {} x pp {} = {} is not world_size {}", e.mesh->dp,
+                                  e.mesh->tp, e.mesh->pp, product, e.world_size));
+      return;
+    }
+  }
+  if (!e.coords) return;
+  if (!e.mesh) {
+    in.fail("coords", "given without mesh");
+  } else if (e.coords->dp >= e.mesh->dp || e.coords->tp >= e.mesh->tp ||
+             e.coords->pp >= e.mesh->pp) {
+    in.fail("coords",
+            fmt::format("(dp {}, tp {}, pp {}) is outside the mesh {} x {} x {}", e.coords->dp,
+                        e.coords->tp, e.coords->pp, e.mesh->dp, e.mesh->tp, e.mesh->pp));
+  }
+}
+
 HelloEvent readHello(FieldReader& in, int rank) {
   HelloEvent e;
   e.world_size = static_cast<int>(in.integer("world_size", 1, kIntMax));
@@ -420,12 +475,40 @@ HelloEvent readHello(FieldReader& in, int rank) {
     in.fail("local_rank",
             fmt::format("{} is not less than world_size {}", e.local_rank, e.world_size));
   }
+  e.mesh = readMeshAxes(in, "mesh", 1);
+  e.coords = readMeshAxes(in, "coords", 0);
+  checkMesh(in, e);
   return e;
 }
 
 // The wire spellings of an enumeration's values, for a decoder's message.
 std::string_view choices(SchedPhase) {
   return "\"F\", \"B\", \"W\"";
+}
+
+std::string choices(const OneOf& domain) {
+  std::string out;
+  for (std::size_t i = 0; i < domain.count; ++i)
+    out += fmt::format("{}\"{}\"", i == 0 ? "" : ", ", domain.names[i]);
+  return out;
+}
+
+// A string field: an optional one keeps its member's default when absent; one whose domain lists
+// its spellings must be one of them.
+template <typename Field>
+void readStringField(FieldReader& in, const Field& field, std::string& out) {
+  const char* key = field.name.data();
+  if (field.presence == Presence::kOptional) {
+    if (std::optional<std::string> text = in.optionalString(key)) out = std::move(*text);
+  } else {
+    out = in.string(key);
+  }
+  if constexpr (std::is_same_v<std::decay_t<decltype(field.domain)>, OneOf>) {
+    if (!in.failed() && !field.domain.contains(out)) {
+      in.fail(key, fmt::format("expected one of {}, got {}", choices(field.domain),
+                               describe(Json(out))));
+    }
+  }
 }
 
 // One field of a table (fields.h) into its member.
@@ -451,7 +534,7 @@ void readField(FieldReader& in, const Field& field, Record& e) {
   } else if constexpr (std::is_same_v<Member, std::optional<double>>) {
     out = in.optionalNumber(key, field.domain);
   } else if constexpr (std::is_same_v<Member, std::string>) {
-    out = in.string(key);
+    readStringField(in, field, out);
   } else if constexpr (std::is_same_v<Member, std::optional<std::string>>) {
     out = in.optionalString(key);
   } else {

@@ -56,6 +56,19 @@ std::optional<SchedPhase> parseSchedPhase(std::string_view name);
 std::optional<LogLevel> parseLogLevel(std::string_view name);
 std::optional<DoneStatus> parseDoneStatus(std::string_view name);
 
+// The device mesh (dp x tp x pp, spec/mesh_layout.h): a mesh's sizes (hello.mesh) or one rank's
+// coordinates on it (hello.coords).
+struct MeshAxes {
+  int dp = 0, tp = 0, pp = 0;
+  bool operator==(const MeshAxes&) const = default;
+};
+
+// The mesh dimension a comm event's operation ran over (`comm.dim`): "dp", "tp", "pp", or "world"
+// (a group of every rank, and every event of streams written before the field).
+inline constexpr std::string_view kWorldCommDim = "world";
+inline constexpr std::string_view kCommDims[] = {"dp", "tp", "pp", kWorldCommDim};
+bool isCommDim(std::string_view name);
+
 // ---------------------------------------------------------------------------------------------
 // Event bodies. Times are milliseconds (double) unless the name says otherwise; memory is bytes.
 // Steps count optimizer steps from 1 (Optimizer::stepCount() after the step).
@@ -73,6 +86,10 @@ struct HelloEvent {
   std::optional<std::string> run_id;  // the desktop's run id, when it assigned one
   std::string strategy;               // "single", "ddp", "fsdp", "pipeline"
   int attempt = 0;                    // restart attempt, 0 for the first
+  // The run's device mesh (its product is world_size) and this rank's coordinates on it (each
+  // below the mesh's size), where the worker knows them; absent in streams of builds before them.
+  std::optional<MeshAxes> mesh;
+  std::optional<MeshAxes> coords;
   bool operator==(const HelloEvent&) const = default;
 };
 
@@ -133,6 +150,8 @@ struct CommEvent {
   std::optional<int64_t> start_us;
   std::optional<int64_t> end_us;
   std::optional<int64_t> group_size;
+  // The mesh dimension of `group` (kCommDims); "world" when the line has none.
+  std::string dim = std::string(kWorldCommDim);
   bool operator==(const CommEvent&) const = default;
 };
 

@@ -126,7 +126,11 @@ bool readField(element value, const Field& field, Record& e) {
   } else if constexpr (std::is_same_v<Member, std::optional<double>>) {
     return readOptionalNumber(value, field.domain, out);
   } else if constexpr (std::is_same_v<Member, std::string>) {
-    return readString(value, out);
+    if (field.presence == Presence::kOptional && value.is_null()) return true;  // the default
+    if (!readString(value, out)) return false;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field.domain)>, OneOf>)
+      return field.domain.contains(out);
+    return true;
   } else if constexpr (std::is_same_v<Member, std::optional<std::string>>) {
     if (value.is_null()) return true;  // null counts as absent
     std::string text;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -35,6 +36,16 @@ struct IntegerDomain {
   int64_t min, max;
 };
 struct AnyValue {};  // strings and enumerations
+// A string that must be one of a few spellings (`names`, `count` of them).
+struct OneOf {
+  const std::string_view* names;
+  std::size_t count;
+  constexpr bool contains(std::string_view value) const {
+    for (std::size_t i = 0; i < count; ++i)
+      if (names[i] == value) return true;
+    return false;
+  }
+};
 
 inline constexpr NumberDomain kAnySign{-kMaxMagnitude, kMaxMagnitude};
 inline constexpr NumberDomain kNonNegative{0, kMaxMagnitude};  // times, durations, rates, norms
@@ -49,6 +60,7 @@ inline constexpr IntegerDomain kIndex{0, std::numeric_limits<int>::max()};  // s
 inline constexpr IntegerDomain kUnsigned{0, std::numeric_limits<int64_t>::max()};
 // Byte figures storage keeps as doubles (a step's memory): integers exact in a double, 8 PiB.
 inline constexpr IntegerDomain kBytesInDouble{0, kMaxStep};
+inline constexpr OneOf kCommDimNames{kCommDims, std::size(kCommDims)};
 
 // One field of a record. `name` is a string literal's (null-terminated).
 template <typename Record, typename Member, typename Domain>
@@ -133,6 +145,7 @@ inline constexpr auto kCommFields = std::tuple{
     field("start_us", &CommEvent::start_us, kMicroseconds, Presence::kOptional),
     field("end_us", &CommEvent::end_us, kMicroseconds, Presence::kOptional),
     field("group_size", &CommEvent::group_size, kCount, Presence::kOptional),
+    field("dim", &CommEvent::dim, kCommDimNames, Presence::kOptional),
 };
 
 // Cross-field rules (end_us >= start_us, ready_us within them, ...) are the decoders' own.

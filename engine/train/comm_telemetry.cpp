@@ -6,7 +6,8 @@
 
 namespace ringmaster {
 
-CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step) {
+CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional<int64_t> step,
+                                         std::string_view dim) {
   CommEvent event;
   event.seq_op = record.seq;
   event.op = std::string(toString(record.op));
@@ -21,6 +22,7 @@ CommEvent TelemetryCommObserver::toEvent(const CommRecord& record, std::optional
   event.start_us = record.start_us;
   event.end_us = record.end_us;
   if (record.start_us) event.group_size = record.group_size;
+  event.dim = std::string(dim);
   return event;
 }
 
@@ -57,7 +59,10 @@ void TelemetryCommObserver::onOperation(const CommRecord& record) {
   int64_t step = step_.load();
   // Stamped with the op's end, not the moment this observer heard of it (the completion thread may
   // reach an op late): the trace places it at [t - duration_ms, t].
-  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt),
+  // The group's mesh dimension (parallel/device_mesh.h labels the mesh's groups); a group off the
+  // mesh is the world's.
+  writer_.emit(toEvent(record, step > 0 ? std::optional<int64_t>(step) : std::nullopt,
+                       record.dim.empty() ? kWorldCommDim : std::string_view(record.dim)),
                record.end_time_s);
 }
 

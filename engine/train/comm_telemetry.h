@@ -1,10 +1,14 @@
 // TelemetryCommObserver: turns the communicator's records into telemetry `comm` events and its
 // failure into an `error` event carrying the flight recorder, and its progress reports into
-// `progress` events (the live hang view), on a worker's TelemetryWriter.
+// `progress` events (the live hang view), on a worker's TelemetryWriter. Each comm event names the
+// mesh dimension its group spans (Communicator::meshDimension, set by parallel/device_mesh.h), or
+// "world" for a group off the mesh.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "comm/communicator.h"
 #include "telemetry/writer.h"
@@ -24,7 +28,8 @@ class TelemetryCommObserver : public CommObserver {
   // is that failure again, not a second error of the rank.
   bool failureReported() const { return failure_reported_; }
 
-  static CommEvent toEvent(const CommRecord& record, std::optional<int64_t> step);
+  static CommEvent toEvent(const CommRecord& record, std::optional<int64_t> step,
+                           std::string_view dim = kWorldCommDim);
   static ProgressEvent toEvent(const CommProgress& progress, std::optional<int64_t> step);
 
  private:

@@ -405,15 +405,15 @@ TrainingResult Trainer::run() {
 // Set-up, in the order run() calls it.
 
 void Trainer::checkWorld() const {
-  const StrategyKind strategy = spec_.strategy.kind;
-  if (!strategyPlan(strategy).needsWorld()) {
-    RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy.kind: '{}' runs one rank, not {}",
-                                                       toString(strategy), context_.world_size));
+  const std::string strategy = strategyLabel(spec_);
+  if (!needsWorldCommunicator(spec_)) {
+    RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy: '{}' runs one rank, not {}",
+                                                       strategy, context_.world_size));
   } else {
     RM_CHECK_ARG(world_ != nullptr && world_->size() == context_.world_size &&
                      world_->rank() == context_.rank,
-                 fmt::format("strategy.kind: '{}' needs the world communicator of rank {} of {}",
-                             toString(strategy), context_.rank, context_.world_size));
+                 fmt::format("strategy: '{}' needs the world communicator of rank {} of {}",
+                             strategy, context_.rank, context_.world_size));
   }
 }
 
@@ -430,7 +430,7 @@ void Trainer::setUpDevice(Session& session) {
                              .device_name = deviceName(session.device),
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
-                             .strategy = std::string(toString(spec_.strategy.kind)),
+                             .strategy = strategyLabel(spec_),
                              .attempt = context_.attempt});
 }
 
@@ -470,7 +470,7 @@ void Trainer::setUpModel(Session& session) {
 void Trainer::setUpOptimizer(Session& session) {
   session.runner = makeParallelStrategy(
       {.model = *session.model,
-       .world = strategyPlan(spec_.strategy.kind).needsWorld() ? world_ : nullptr,
+       .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
        .spec = spec_});
   session.parameters = session.runner->optimizerParameters();
   session.optimizer = makeOptimizer(spec_.optimizer, session.parameters);
@@ -695,7 +695,7 @@ Trainer::StepReport Trainer::buildStepReport(Session& session, int64_t step, Ste
       .update_skipped = outcome.update_skipped};
   // A pipeline stage's wait for another stage (the bubble, neither compute nor communication),
   // as the interval's mean: a custom metric, so that the step's time adds up on a chart.
-  if (spec_.strategy.kind == StrategyKind::kPipeline) {
+  if (spec_.strategy.mesh.pp > 1) {
     addCustomMetric(report.event, kPipelineWaitMetric,
                     interval.pipeline_wait_ms / steps_in_interval);
   }

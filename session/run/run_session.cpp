@@ -327,10 +327,15 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   Database& db = *db_;
   reconcileInterruptedRuns(db);
   canonical_ = toJson(spec_).dump(2);
+  // The spec's mesh (issue 34), where it spans the world; the ranks' hello may name it again.
+  const MeshSpec& mesh = spec_.strategy.mesh;
+  std::optional<MeshAxes> run_mesh;
+  if (mesh.size() == world_size_) run_mesh = MeshAxes{.dp = mesh.dp, .tp = mesh.tp, .pp = mesh.pp};
   run_id_ = createRun(db, {.name = spec_.name,
                            .spec_json = canonical_,
                            .strategy = std::string(toString(spec_.strategy.kind)),
-                           .world_size = world_size_});
+                           .world_size = world_size_,
+                           .mesh = run_mesh});
   // The spec the workers read, kept in the run's directory: the run's exact input. It differs from
   // the recorded one only in a relative checkpoint.dir made absolute (runDirectory), so that
   // runs compare by what was asked for.

@@ -431,6 +431,28 @@ CREATE TABLE run_tags (
 ) WITHOUT ROWID;
 CREATE INDEX run_tags_by_tag ON run_tags (tag, run_id);
 )sql",
+      // 17 (issue 34): the device mesh. Each comm row keeps the mesh dimension of its group
+      // ('world' for rows recorded before); each run its mesh, dp x tp x pp = world_size, and so
+      // its data-parallel size; each rank its coordinates on it. Runs recorded before were one
+      // dimension: a pipeline's stages (pp = world size, dp = 1: they share the samples), any
+      // other strategy's replicas (dp = world size); their ranks' coordinates follow the mesh's
+      // rank order (tp fastest, then dp, then pp: spec/mesh_layout.h).
+      R"sql(
+ALTER TABLE comm_events ADD COLUMN dim TEXT NOT NULL DEFAULT 'world';
+ALTER TABLE runs ADD COLUMN mesh_dp INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN mesh_tp INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN mesh_pp INTEGER NOT NULL DEFAULT 1;
+UPDATE runs SET mesh_dp = CASE strategy WHEN 'pipeline' THEN 1 ELSE world_size END,
+                mesh_pp = CASE strategy WHEN 'pipeline' THEN world_size ELSE 1 END;
+ALTER TABLE ranks ADD COLUMN coord_dp INTEGER;
+ALTER TABLE ranks ADD COLUMN coord_tp INTEGER;
+ALTER TABLE ranks ADD COLUMN coord_pp INTEGER;
+UPDATE ranks SET (coord_dp, coord_tp, coord_pp) =
+  (SELECT (ranks.rank / r.mesh_tp) % r.mesh_dp, ranks.rank % r.mesh_tp,
+          ranks.rank / (r.mesh_tp * r.mesh_dp)
+   FROM runs r WHERE r.id = ranks.run_id)
+  WHERE host IS NOT NULL;
+)sql",
   };
   return kMigrations;
 }

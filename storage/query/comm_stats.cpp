@@ -10,7 +10,10 @@
 #include <map>
 #include <tuple>
 
+#include "db/run_mesh.h"
 #include "db/statement.h"
+#include "query/comm_intervals.h"
+#include "query/runs.h"
 #include "query/series.h"
 #include "telemetry/fields.h"
 
@@ -32,31 +35,21 @@ double median(std::vector<double> values) {
   return quantile(values, 0.5);
 }
 
-// One rank's operations overlap in time (a pipeline stage's posted receives, DDP's bucket
-// all-reduces, FSDP's prefetch), so the time they cover is the length of the union of their
-// intervals, not the sum. SQL sweeps each partition's intervals in order of start: `reach` is the
-// latest end among the earlier ones (a window `max(end) OVER earlier`, null for the first), and
-// each interval adds only what lies past it. One clear of every earlier interval adds its length
-// as stored, so disjoint operations sum exactly as before.
+}  // namespace
+
 std::string newlyCoveredMs(const std::string& start, const std::string& length,
                            const std::string& reach) {
   return fmt::format(
       "CASE WHEN {2} IS NULL OR {2} <= {0} THEN {1} ELSE max({0} + {1} - {2}, 0) END", start,
       length, reach);
 }
-// The window of the rows before this one in a partition's order of start.
+
 std::string earlierWindow(const std::string& partition, const std::string& start) {
   return fmt::format(
       "WINDOW earlier AS (PARTITION BY {} ORDER BY {} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 "
       "PRECEDING)",
       partition, start);
 }
-// An event's interval, in milliseconds of its rank's clock: it ended at `t` (seconds) after
-// `duration_ms` (docs/telemetry.md), and its wait for peers, where measured, was at its start.
-constexpr char kStartMs[] = "t * 1000.0 - duration_ms";
-constexpr char kWaitedMs[] = "min(max(coalesce(wait_ms, 0), 0), duration_ms)";
-
-}  // namespace
 
 std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
   Statement select(db,
@@ -99,22 +92,36 @@ std::vector<CommOpStats> commStatsByOp(const Database& db, int64_t run_id) {
   return stats;
 }
 
-int workGroup(const std::string& strategy, int rank) {
-  // Data-parallel ranks (single, ddp, fsdp) all run the whole model on their share of the batch;
-  // each pipeline rank runs stages of its own, so its compute compares with no other rank's.
-  return strategy == "pipeline" ? rank : 0;
+int workGroup(const MeshAxes& mesh, const MeshAxes& coords) {
+  // The replicas of one (tp, pp) position run the same part of the model on their share of the
+  // batch; the ranks of another tp shard or pipeline stage run another part.
+  return coords.pp * mesh.tp + coords.tp;
 }
 
-std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
-  Statement world(db, "SELECT world_size, strategy FROM runs WHERE id = ?");
-  world.bind(1, run_id);
-  int world_size = 0;
-  std::string strategy;
-  if (world.run()) {
-    world_size = static_cast<int>(world.columnInt(0));
-    strategy = world.columnText(1);
+namespace {
+
+// Each rank's work group: by its stored coordinates, else by the mesh's rank order.
+std::vector<int> workGroupsOf(const Database& db, const RunRecord& run) {
+  std::vector<int> groups(static_cast<size_t>(std::max(run.world_size, 0)));
+  for (int r = 0; r < run.world_size; ++r)
+    groups[static_cast<size_t>(r)] = workGroup(run.mesh, rankCoordinates(run.mesh, r));
+  for (const RankRecord& rank : loadRanks(db, run.id)) {
+    if (rank.coords && rank.rank >= 0 && rank.rank < run.world_size)
+      groups[static_cast<size_t>(rank.rank)] = workGroup(run.mesh, *rank.coords);
   }
-  world.reset();
+  return groups;
+}
+
+}  // namespace
+
+std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
+  Statement exists(db, "SELECT 1 FROM runs WHERE id = ?");
+  if (!exists.bind(1, run_id).run()) return {};  // no run: no ranks
+  exists.reset();
+  const RunRecord run = loadRun(db, run_id);
+  const int world_size = run.world_size;
+  const std::vector<int> work_group = workGroupsOf(db, run);
+  const auto workGroupOf = [&](int rank) { return work_group[static_cast<size_t>(rank)]; };
 
   std::vector<RankCommStats> ranks(static_cast<size_t>(world_size));
   std::vector<double> collective_ms(static_cast<size_t>(world_size));  // mean, where measured
@@ -157,7 +164,7 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
     s.mean_step_ms = summarizeSeries(db, run_id, step_field::kStepMs, s.rank).mean();
     s.mean_compute_ms = summarizeSeries(db, run_id, step_field::kComputeMs, s.rank).mean();
     s.mean_exposed_comm_ms = summarizeSeries(db, run_id, step_field::kExposedCommMs, s.rank).mean();
-    if (s.mean_step_ms > 0) computes[workGroup(strategy, s.rank)].push_back(s.mean_compute_ms);
+    if (s.mean_step_ms > 0) computes[workGroupOf(s.rank)].push_back(s.mean_compute_ms);
   }
   // The compute rule: each rank against its work group's median.
   std::vector<bool> slow_compute(ranks.size(), false);
@@ -167,7 +174,7 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
     compute_decides[group] = true;
     const double typical = median(group_computes);
     for (RankCommStats& s : ranks) {
-      if (workGroup(strategy, s.rank) == group) {
+      if (workGroupOf(s.rank) == group) {
         slow_compute[static_cast<size_t>(s.rank)] =
             s.mean_step_ms > 0 && s.mean_compute_ms > kStragglerRatio * typical;
       }
@@ -178,12 +185,11 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
   std::vector<bool> waited_for(ranks.size(), false);
   for (RankCommStats& s : ranks) {
     if (!s.mean_wait_ms) continue;
-    const int group = workGroup(strategy, s.rank);
+    const int group = workGroupOf(s.rank);
     double wait_sum = 0, duration_sum = 0;
     int peers = 0;
     for (const RankCommStats& peer : ranks) {
-      if (peer.rank == s.rank || !peer.mean_wait_ms || workGroup(strategy, peer.rank) != group)
-        continue;
+      if (peer.rank == s.rank || !peer.mean_wait_ms || workGroupOf(peer.rank) != group) continue;
       wait_sum += *peer.mean_wait_ms;
       duration_sum += collective_ms[static_cast<size_t>(peer.rank)];
       ++peers;
@@ -198,7 +204,7 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
         *s.peers_mean_wait_ms >= kWaitStragglerShare * peers_duration;
   }
   for (RankCommStats& s : ranks) {
-    const int group = workGroup(strategy, s.rank);
+    const int group = workGroupOf(s.rank);
     const auto r = static_cast<size_t>(s.rank);
     const bool by_wait = waits_decide.count(group) > 0,
                by_compute = compute_decides.count(group) > 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "telemetry/events.h"
 
 namespace ringmaster::storage {
 
@@ -74,9 +75,11 @@ inline constexpr double kStragglerRatio = 1.25;
 inline constexpr double kWaitStragglerRatio = 4.0;
 inline constexpr double kWaitStragglerShare = 0.25;
 
-// Ranks of one work group run the same computation, so their compute times compare: every rank of
-// a data-parallel run; a pipeline rank only with itself (its stages are its own).
-int workGroup(const std::string& strategy, int rank);
+// Ranks of one work group run the same computation, so their compute times compare: the ranks of
+// the mesh that differ only in their dp coordinate (issue 34: the run's stored mesh, not its
+// strategy's name). Every rank of a data-parallel run is in one; a pipeline rank (a 1 x 1 x world
+// mesh) only with itself, as is a tp rank of a 1 x tp x 1 one.
+int workGroup(const MeshAxes& mesh, const MeshAxes& coords);
 
 // Every rank of the run, by rank.
 std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id);

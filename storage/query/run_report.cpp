@@ -113,6 +113,10 @@ json rankJson(const RankReport& rank) {
   row["device"] = record ? json(record->device) : json(nullptr);
   row["device_name"] = record ? json(record->device_name) : json(nullptr);
   row["status"] = record ? optionalJson(record->status) : json(nullptr);
+  row["coords"] =
+      record && record->coords
+          ? json{{"dp", record->coords->dp}, {"tp", record->coords->tp}, {"pp", record->coords->pp}}
+          : json(nullptr);
   row["estimated_memory"] = optionalJson(rank.estimated_memory);
   // Its communication, but the step time is its step events' (figures), as everywhere else.
   json comm = toJson(rank.comm);
@@ -238,6 +242,7 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   report.attempts = attemptReports(loadAttempts(db, run_id));
   report.evals = loadEvals(db, run_id);
   report.comm_ops = commStatsByOp(db, run_id);
+  report.comm_dims = commByDimension(db, run_id);
   report.bubble_split = runBubbleSplit(db, run_id, run.spec_json);
   report.ingest = loadIngestCounts(db, run_id);
   report.problems = loadProblemLines(db, run_id, kReportedProblems);
@@ -254,6 +259,7 @@ json toJson(const RunRecord& run) {
           {"name", run.name},
           {"strategy", run.strategy},
           {"world_size", run.world_size},
+          {"mesh", {{"dp", run.mesh.dp}, {"tp", run.mesh.tp}, {"pp", run.mesh.pp}}},
           {"status", run.status},
           {"detached", run.detached},
           {"created_at", number(run.created_at)},
@@ -324,6 +330,7 @@ json toJson(const RunReport& report) {
   document["attempts"] = arrayOf(report.attempts, attemptJson);
   document["evals"] = arrayOf(report.evals, evalJson);
   document["comm_ops"] = arrayOf(report.comm_ops, [](const CommOpStats& op) { return toJson(op); });
+  document["comm_dims"] = toJson(report.comm_dims);
   document["bubble_split"] = report.bubble_split ? toJson(*report.bubble_split) : json(nullptr);
   document["hang"] = hangJson(report.live);
   document["ingest"] = {{"stored", report.ingest.stored},

@@ -1,8 +1,8 @@
 // The report of one run, built once for every front end: its record and summary, each rank's
 // figures merged into one row, the attempts with the steps each restart rolled back, evaluations,
-// communication per op, the live hang view and the ingest counts. `ringmaster show`, the web API
-// (GET /api/v1/runs/ID) and the desktop's run view only format it; toJson is its one JSON form
-// (docs/run-report.md), versioned by kRunReportVersion.
+// communication per op and per mesh dimension, the live hang view and the ingest counts.
+// `ringmaster show`, the web API (GET /api/v1/runs/ID) and the desktop's run view only format it;
+// toJson is its one JSON form (docs/run-report.md), versioned by kRunReportVersion.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include "db/database.h"
 #include "query/bubble_split.h"
+#include "query/comm_by_dimension.h"
 #include "query/comm_stats.h"
 #include "query/evals.h"
 #include "query/hang.h"
@@ -61,6 +62,7 @@ struct RunReport {
   std::vector<AttemptReport> attempts;
   std::vector<EvalPoint> evals;
   std::vector<CommOpStats> comm_ops;
+  CommByDimension comm_dims;  // communication per mesh dimension (issue 34)
   // An engine pipeline run's bubble explained: planned, replayed with the measured stage costs and
   // measured, over the steps summary.bubble_fraction averages; none for other runs.
   std::optional<BubbleSplit> bubble_split;

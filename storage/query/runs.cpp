@@ -21,7 +21,7 @@ namespace {
 constexpr const char* kRunColumns =
     "id, name, spec, strategy, world_size, status, created_at, started_at, ended_at, error, "
     "error_rank, error_host, detached, note, (SELECT json_group_array(tag) FROM (SELECT tag FROM "
-    "run_tags WHERE run_id = runs.id ORDER BY tag))";
+    "run_tags WHERE run_id = runs.id ORDER BY tag)), mesh_dp, mesh_tp, mesh_pp";
 
 std::vector<std::string> tagsFromJson(const std::string& text) {
   std::vector<std::string> tags;
@@ -49,6 +49,9 @@ RunRecord readRun(const Statement& row) {
   run.detached = row.columnInt(12) != 0;
   run.note = row.optionalText(13);
   run.tags = tagsFromJson(row.columnText(14));
+  run.mesh = {.dp = static_cast<int>(row.columnInt(15)),
+              .tp = static_cast<int>(row.columnInt(16)),
+              .pp = static_cast<int>(row.columnInt(17))};
   return run;
 }
 
@@ -152,8 +155,8 @@ RunRecord loadRun(const Database& db, int64_t run_id) {
 std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id) {
   Statement select(db,
                    "SELECT rank, attempt, host, device, device_name, version, pid, memory_total, "
-                   "status FROM ranks WHERE run_id = ?1 AND attempt = (SELECT max(attempt) FROM "
-                   "ranks WHERE run_id = ?1) ORDER BY rank");
+                   "status, coord_dp, coord_tp, coord_pp FROM ranks WHERE run_id = ?1 AND attempt "
+                   "= (SELECT max(attempt) FROM ranks WHERE run_id = ?1) ORDER BY rank");
   select.bind(1, run_id);
   std::vector<RankRecord> ranks;
   while (select.run()) {
@@ -166,6 +169,11 @@ std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id) {
                                .pid = select.columnInt(6),
                                .memory_total = select.columnUnsigned(7),
                                .status = select.optionalText(8)});
+    if (!select.isNull(9) && !select.isNull(10) && !select.isNull(11)) {
+      ranks.back().coords = MeshAxes{.dp = static_cast<int>(select.columnInt(9)),
+                                     .tp = static_cast<int>(select.columnInt(10)),
+                                     .pp = static_cast<int>(select.columnInt(11))};
+    }
   }
   return ranks;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "telemetry/events.h"
 
 namespace ringmaster::storage {
 
@@ -17,6 +18,11 @@ struct RunRecord {
   std::string spec_json;
   std::string strategy;
   int world_size = 1;
+  // The device mesh (issue 34): dp x tp x pp = world_size, from its ranks' hello, else its spec;
+  // runs recorded before it: dp = world_size, or pp = world_size for a pipeline.
+  MeshAxes mesh{.dp = 1, .tp = 1, .pp = 1};
+  // Ranks that split each batch between them (the others of a replica see the same samples).
+  int dataParallelSize() const { return mesh.dp; }
   std::string status;  // pending, running, completed, failed, cancelled, interrupted
   double created_at = 0;
   std::optional<double> started_at, ended_at;
@@ -67,6 +73,9 @@ struct RankRecord {
   int64_t pid = 0;
   uint64_t memory_total = 0;          // bytes
   std::optional<std::string> status;  // from its done event
+  // Its coordinates on the run's mesh (issue 34): as its hello said, else by the mesh's rank
+  // order (spec/mesh_layout.h); none for a row without a hello.
+  std::optional<MeshAxes> coords;
 };
 // The ranks of the run's latest attempt, by rank.
 std::vector<RankRecord> loadRanks(const Database& db, int64_t run_id);

@@ -88,8 +88,10 @@ std::optional<FinalLoss> finalLoss(const Database& db, int64_t run_id, int world
 RunSummary summarizeRun(const Database& db, int64_t run_id) {
   RunSummary summary{.run = loadRun(db, run_id)};
   const int world = summary.run.world_size;
-  // Pipeline stages all report the same samples; the other strategies split them.
-  const double sample_share = summary.run.strategy == "pipeline" ? 1.0 / world : 1.0;
+  // Only the data-parallel replicas split the samples: the tp and pp ranks of a replica all report
+  // its samples (issue 34: the run's stored mesh, not its strategy's name).
+  const double sample_share =
+      world > 0 ? static_cast<double>(summary.run.dataParallelSize()) / world : 1.0;
   double accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0, mfu_sum = 0;
   int accuracies = 0, mfus = 0;
   int64_t steps = 0;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "db/database.h"
+#include "db/run_mesh.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -48,11 +49,13 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
       // without a hello leaves a row with the status alone: host NULL).
       rank_(db,
             "INSERT INTO ranks (run_id, attempt, rank, local_rank, host, pid, device, "
-            "device_name, memory_total, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET local_rank = "
-            "excluded.local_rank, host = excluded.host, pid = excluded.pid, device = "
+            "device_name, memory_total, version, coord_dp, coord_tp, coord_pp) VALUES (?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, attempt, rank) DO UPDATE SET "
+            "local_rank = excluded.local_rank, host = excluded.host, pid = excluded.pid, device = "
             "excluded.device, device_name = excluded.device_name, memory_total = "
-            "excluded.memory_total, version = excluded.version"),
+            "excluded.memory_total, version = excluded.version, coord_dp = excluded.coord_dp, "
+            "coord_tp = excluded.coord_tp, coord_pp = excluded.coord_pp"),
+      run_mesh_(db, "UPDATE runs SET mesh_dp = ?, mesh_tp = ?, mesh_pp = ? WHERE id = ?"),
       rank_done_(db,
                  "INSERT INTO ranks (status, run_id, attempt, rank) VALUES (?, ?, ?, ?) "
                  "ON CONFLICT (run_id, attempt, rank) DO UPDATE SET status = excluded.status"),
@@ -61,7 +64,8 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
       comm_(db,
             "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
             "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps, seq_op, "
-            "start_us, end_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            "start_us, end_us, dim) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?)"),
       comm_wait_(db, "UPDATE comm_events SET wait_ms = ? WHERE rowid = ?"),
       sched_(db,
              "INSERT INTO sched_events (run_id, attempt, rank, step, stage, virtual_stage, "
@@ -130,10 +134,17 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
 
 // Finished before registerStepMetrics's transaction: an open read would keep its snapshot.
 void EventStore::loadWorldSize(Database& db) {
-  Statement world(db, "SELECT world_size FROM runs WHERE id = ?");
+  Statement world(db, "SELECT world_size, mesh_dp, mesh_tp, mesh_pp FROM runs WHERE id = ?");
   world.bind(1, run_id_);
   if (!world.run()) RM_THROW(kInvalidArgument, fmt::format("run {} does not exist", run_id_));
   world_size_ = world.columnInt(0);
+  mesh_ = {.dp = static_cast<int>(world.columnInt(1)),
+           .tp = static_cast<int>(world.columnInt(2)),
+           .pp = static_cast<int>(world.columnInt(3))};
+  // A hand-edited row: the rank order's arithmetic needs a mesh of the world's ranks.
+  if (mesh_.dp < 1 || mesh_.tp < 1 || mesh_.pp < 1 ||
+      int64_t{mesh_.dp} * mesh_.tp * mesh_.pp != world_size_)
+    mesh_ = {.dp = static_cast<int>(world_size_), .tp = 1, .pp = 1};
 }
 
 // Every attempt's sequence numbers: a replay may hold events of several.
@@ -307,11 +318,23 @@ void EventStore::recomputeRestoredBuckets() {
   restored_buckets_.clear();
 }
 
+// A hello that names the mesh makes it the run's (its product is the world size: the decoder
+// checked it against world_size, store() that against the run's); the rank's coordinates are its
+// own, else those of the mesh's rank order (tp fastest, then dp, then pp).
 void EventStore::storeBody(const TelemetryEvent& e, const HelloEvent& hello) {
+  if (hello.mesh && *hello.mesh != mesh_) {
+    mesh_ = *hello.mesh;
+    run_mesh_.bind(1, int64_t{mesh_.dp}).bind(2, int64_t{mesh_.tp}).bind(3, int64_t{mesh_.pp});
+    run_mesh_.bind(4, run_id_).run();
+  }
+  const int rank = static_cast<int>(e.rank);
+  const MeshAxes coords = hello.coords.value_or(rankCoordinates(mesh_, rank));
   rank_.bind(1, run_id_).bind(2, int64_t{event_attempt_}).bind(3, int64_t{e.rank});
   rank_.bind(4, int64_t{hello.local_rank}).bind(5, hello.host).bind(6, hello.pid);
   rank_.bind(7, hello.device).bind(8, hello.device_name);
-  rank_.bind(9, static_cast<int64_t>(hello.device_memory_total)).bind(10, hello.version).run();
+  rank_.bind(9, static_cast<int64_t>(hello.device_memory_total)).bind(10, hello.version);
+  rank_.bind(11, int64_t{coords.dp}).bind(12, int64_t{coords.tp}).bind(13, int64_t{coords.pp});
+  rank_.run();
 }
 // A step stored again (a later attempt resumed before it) keeps the latest values.
 void EventStore::storeBody(const TelemetryEvent& e, const StepEvent& s) {
@@ -358,7 +381,8 @@ int64_t EventStore::insertComm(const CommRow& row, std::optional<double> wait_ms
   comm_.bind(5, c.step).bind(6, c.op).bind(7, c.group).bind(8, c.group_size.value_or(0));
   comm_.bind(9, static_cast<int64_t>(c.bytes)).bind(10, c.dtype).bind(11, c.duration_ms);
   comm_.bind(12, wait_ms).bind(13, c.algbw_gbps).bind(14, c.busbw_gbps);
-  comm_.bind(15, static_cast<int64_t>(c.seq_op)).bind(16, c.start_us).bind(17, c.end_us).run();
+  comm_.bind(15, static_cast<int64_t>(c.seq_op)).bind(16, c.start_us).bind(17, c.end_us);
+  comm_.bind(18, c.dim).run();
   return sqlite3_last_insert_rowid(database_.handle());
 }
 

@@ -56,7 +56,8 @@ class EventStore : private CommRowWriter {
   void addCounts(const RecorderCounts& delta);
 
  private:
-  // What the run stored before this recorder started (attach, a restarted launcher).
+  // What the run stored before this recorder started (attach, a restarted launcher): its world
+  // size and mesh.
   void loadWorldSize(Database& db);
   void loadStoredSeqs(Database& db);
   void loadRankAttempts(Database& db);
@@ -90,8 +91,9 @@ class EventStore : private CommRowWriter {
   int latest_attempt_;      // the latest any rank's hello named (launch.max_restarts)
   int event_attempt_ = 0;   // the attempt of the event being stored
   int64_t world_size_ = 0;  // ranks are 0 .. world_size_ - 1
+  MeshAxes mesh_;           // the run's, as stored (issue 34)
   Database& database_;
-  Statement seq_write_, seq_erase_, rank_, rank_done_, step_insert_, step_update_, comm_,
+  Statement seq_write_, seq_erase_, rank_, run_mesh_, rank_done_, step_insert_, step_update_, comm_,
       comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, counts_;
   Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
   CollectiveMatcher collectives_{*this};

@@ -9,6 +9,9 @@
 #include <cerrno>
 #include <chrono>
 
+#include <fmt/format.h>
+
+#include "core/error.h"
 #include "db/database.h"
 #include "db/statement.h"
 
@@ -30,18 +33,30 @@ std::string thisHost() {
 
 }  // namespace
 
+MeshAxes legacyRunMesh(const std::string& strategy, int world_size) {
+  if (strategy == "pipeline") return {.dp = 1, .tp = 1, .pp = world_size};
+  return {.dp = world_size, .tp = 1, .pp = 1};
+}
+
 int64_t createRun(Database& db, const NewRun& run) {
+  const MeshAxes mesh = run.mesh.value_or(legacyRunMesh(run.strategy, run.world_size));
+  RM_CHECK_ARG(mesh.dp >= 1 && mesh.tp >= 1 && mesh.pp >= 1 &&
+                   int64_t{mesh.dp} * mesh.tp * mesh.pp == run.world_size,
+               fmt::format("run {}: its mesh dp {} x tp {} x pp {} is not its world size {}",
+                           run.name, mesh.dp, mesh.tp, mesh.pp, run.world_size));
   const double now = nowSeconds();
   int64_t id = 0;
   db.transaction([&] {
     Statement insert(db,
                      "INSERT INTO runs (id, name, spec, strategy, world_size, status, "
-                     "created_at, started_at, recorder_pid, recorder_host) VALUES (max(coalesce("
-                     "(SELECT max(id) FROM runs), 0), coalesce((SELECT max(last_id) FROM "
-                     "run_ids_retired), 0)) + 1, ?, ?, ?, ?, 'running', ?, ?, ?, ?)");
+                     "created_at, started_at, recorder_pid, recorder_host, mesh_dp, mesh_tp, "
+                     "mesh_pp) VALUES (max(coalesce((SELECT max(id) FROM runs), 0), coalesce(("
+                     "SELECT max(last_id) FROM run_ids_retired), 0)) + 1, ?, ?, ?, ?, 'running', "
+                     "?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, run.name).bind(2, run.spec_json).bind(3, run.strategy);
     insert.bind(4, int64_t{run.world_size}).bind(5, now).bind(6, now);
-    insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost()).run();
+    insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost());
+    insert.bind(9, int64_t{mesh.dp}).bind(10, int64_t{mesh.tp}).bind(11, int64_t{mesh.pp}).run();
     id = sqlite3_last_insert_rowid(db.handle());
     Statement attempt(db, "INSERT INTO attempts (run_id, attempt, started_at) VALUES (?, 0, ?)");
     attempt.bind(1, id).bind(2, now).run();

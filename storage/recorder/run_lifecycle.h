@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "telemetry/events.h"
+
 namespace ringmaster::storage {
 
 class Database;
@@ -19,7 +21,14 @@ struct NewRun {
   std::string spec_json;  // canonical
   std::string strategy;
   int world_size = 1;
+  // The device mesh (issue 34), dp x tp x pp = world_size, where the spec gives it; else
+  // legacyRunMesh. A rank's hello that names one replaces it.
+  std::optional<MeshAxes> mesh;
 };
+
+// The mesh of a run whose strategy was one dimension, as migration 17 fills it for runs recorded
+// before: a pipeline's stages (pp = world size), any other strategy's replicas (dp = world size).
+MeshAxes legacyRunMesh(const std::string& strategy, int world_size);
 
 // Inserts a `running` run with attempt 0, owned by this process (pid and host, so that a later
 // start can tell it was interrupted); returns its id, past every run's, deleted ones' too (an id,

@@ -764,6 +764,39 @@ TEST_F(WebServerTest, CommunicationByOpByRankAndAsAHeatMap) {
   for (const json& row : map["values"]) EXPECT_EQ(row.size(), map["bucket_starts"].size());
 }
 
+// Issue 34: communication per mesh dimension, the run report's comm_dims, for real runs: the DDP
+// and pipeline workers' world communicator labels every event "world", whose operations are all
+// the run's; the runs' meshes are one-dimensional and each rank's coordinates its place in it.
+TEST_F(WebServerTest, CommunicationPerMeshDimensionAndTheRanksCoordinates) {
+  start();
+  for (const int64_t run : {run_id_, pipeline_run_id_}) {
+    SCOPED_TRACE(run);
+    const std::string path = fmt::format("/api/v1/runs/{}", run);
+    const json dims = getJson(path + "/comm_dims");
+    ASSERT_EQ(dims["dims"].size(), 1u) << dims.dump();
+    EXPECT_EQ(dims["dims"][0]["dim"], "world");
+    EXPECT_EQ(dims["dims"][0]["ranks"], kRanks);
+    int64_t operations = 0;
+    for (const json& rank : getJson(path + "/comm")["by_rank"])
+      operations += rank["operations"].get<int64_t>();
+    EXPECT_EQ(dims["dims"][0]["operations"], operations);
+    EXPECT_GT(dims["dims"][0]["ms_per_step"].get<double>(), 0);
+    EXPECT_EQ(dims["ranks"].size(), static_cast<size_t>(kRanks));
+
+    const json detail = getJson(path);
+    EXPECT_EQ(detail["comm_dims"], dims);
+    const bool pipeline = run == pipeline_run_id_;
+    EXPECT_EQ(detail["run"]["mesh"],
+              (json{{"dp", pipeline ? 1 : kRanks}, {"tp", 1}, {"pp", pipeline ? kRanks : 1}}));
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_EQ(detail["ranks"][r]["coords"],
+                (json{{"dp", pipeline ? 0 : r}, {"tp", 0}, {"pp", pipeline ? r : 0}}))
+          << r;
+    }
+  }
+  expectError("/api/v1/runs/999/comm_dims", 404, "no run 999");
+}
+
 // Issue 20: the run page's "communication by op" chart is the desktop's query over HTTP. The
 // document is storage::commTimeByOp's value for value (every rank's mean, one rank, a reduced and a
 // zoomed range), its whole-run figures agree with a reference summed here from the stored events,

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "db/statement.h"
 #include "query/bubble_split.h"
+#include "query/comm_by_dimension.h"
 #include "query/comm_stats.h"
 #include "query/compare_axes.h"
 #include "query/evals.h"
@@ -607,6 +608,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   if (parts.size() == 3) {
     if (what == "series") return series(db, run_id, params, limits);
     if (what == "comm") return comm(db, run_id);
+    if (what == "comm_dims") return toJson(commByDimension(db, run_id));
     if (what == "logs") return logs(db, run_id, params, limits);
     if (what == "flight-recorder") return flightRecorder(db, run_id);
     if (what == "schedule") return schedule(db, run_id, params);

@@ -88,6 +88,53 @@ TEST(TelemetryCodec, ACollectivesStartEndAndGroupSizeRoundTripAndMayBeAbsent) {
                    .ok());
 }
 
+// Issue 34: a comm event names its mesh dimension and a hello the mesh and the rank's coordinates;
+// each dimension round trips through both decoders, and lines of builds before them decode with
+// the dimension "world" and no mesh.
+TEST(TelemetryCodec, MeshDimensionsRoundTripAndOldLinesReadAsWorld) {
+  for (const std::string_view dim : kCommDims) {
+    CommEvent comm = samples::fullComm();
+    comm.dim = std::string(dim);
+    const std::string line = encodeEvent(samples::wrap(comm));
+    EXPECT_THAT(line, HasSubstr("\"dim\":\"" + std::string(dim) + "\""));
+    for (const std::optional<TelemetryEvent>& decoded :
+         {std::optional(decodeEvent(line).event()), decodeCommonEvent(line)}) {
+      ASSERT_TRUE(decoded.has_value()) << line;
+      EXPECT_EQ(std::get<CommEvent>(decoded->body), comm);
+    }
+  }
+  const std::string old_comm =
+      R"({"v":1,"type":"comm","rank":1,"seq":2,"t":1732320000.537035,"seq_op":1,)"
+      R"("op":"all_reduce","group":"world","bytes":26214400,"dtype":"float32",)"
+      R"("duration_ms":2.5,"algbw_gbps":10.486,"busbw_gbps":10.486,"step":1})";
+  for (const std::string& line :
+       {old_comm, old_comm.substr(0, old_comm.size() - 1) + R"(,"dim":null})"}) {
+    for (const std::optional<TelemetryEvent>& decoded :
+         {std::optional(decodeEvent(line).event()), decodeCommonEvent(line)}) {
+      ASSERT_TRUE(decoded.has_value()) << line;
+      EXPECT_EQ(std::get<CommEvent>(decoded->body).dim, "world");
+    }
+  }
+
+  const HelloEvent hello = samples::fullHello();
+  const std::string line = encodeEvent(samples::wrap(hello));
+  EXPECT_THAT(line, HasSubstr(R"("mesh":{"dp":2,"tp":2,"pp":2},"coords":{"dp":1,"tp":1,"pp":0})"));
+  EXPECT_EQ(std::get<HelloEvent>(decodeEvent(line).event().body), hello);
+  const std::string old_hello = encodeEvent(samples::wrap(samples::minimalHello()));
+  EXPECT_EQ(old_hello.find("mesh"), std::string::npos);
+  const HelloEvent decoded = std::get<HelloEvent>(decodeEvent(old_hello).event().body);
+  EXPECT_FALSE(decoded.mesh || decoded.coords);
+  // Every coordinate of a 1 x 2 x 4 mesh of 8 ranks is accepted, the ones past it refused.
+  for (int tp = 0; tp <= 2; ++tp) {
+    for (int pp = 0; pp <= 4; ++pp) {
+      HelloEvent h = hello;
+      h.mesh = MeshAxes{.dp = 1, .tp = 2, .pp = 4};
+      h.coords = MeshAxes{.dp = 0, .tp = tp, .pp = pp};
+      EXPECT_EQ(decodeEvent(encodeEvent(samples::wrap(h))).ok(), tp < 2 && pp < 4) << tp << pp;
+    }
+  }
+}
+
 TEST(TelemetryCodec, WireFormIsCompactAndOrdered) {
   DoneEvent done;
   done.status = DoneStatus::kCompleted;
@@ -317,6 +364,26 @@ std::vector<BadLine> badEventFields() {
   const auto error = samples::fullError();
   const auto done = samples::sampleDone();
   return {
+      // Issue 34: the mesh's sizes multiply to the world size, the coordinates lie inside it.
+      {"hello mesh product", edit(hello, "mesh", R"({"dp":2,"tp":2,"pp":1})"),
+       "hello.mesh: dp 2 x tp 2 x pp 1 = 4 is not world_size 8"},
+      {"hello mesh tp 0", edit(hello, "mesh", R"({"dp":8,"tp":0,"pp":1})"),
+       "hello.mesh.tp: expected an integer in [1, 2147483647], got 0"},
+      {"hello mesh without pp", edit(hello, "mesh", R"({"dp":4,"tp":2})"),
+       "hello.mesh.pp: missing"},
+      {"hello mesh a list", edit(hello, "mesh", "[2,2,2]"),
+       "hello.mesh: expected an object of \"dp\", \"tp\" and \"pp\", got an array"},
+      {"hello coords outside", edit(hello, "coords", R"({"dp":0,"tp":2,"pp":0})"),
+       "hello.coords: (dp 0, tp 2, pp 0) is outside the mesh 2 x 2 x 2"},
+      {"hello coords negative", edit(hello, "coords", R"({"dp":-1,"tp":0,"pp":0})"),
+       "hello.coords.dp: expected an integer in [0, 2147483647], got -1"},
+      {"hello coords without mesh", edit(hello, "mesh", ""), "hello.coords: given without mesh"},
+      // A comm event's dimension is one of the mesh's, or the world.
+      {"comm dim unknown", edit(comm, "dim", "\"ep\""),
+       "comm.dim: expected one of \"dp\", \"tp\", \"pp\", \"world\", got string \"ep\""},
+      {"comm dim upper case", edit(comm, "dim", "\"DP\""), "comm.dim: expected one of"},
+      {"comm dim empty", edit(comm, "dim", "\"\""), "comm.dim: expected one of"},
+      {"comm dim number", edit(comm, "dim", "1"), "comm.dim: expected a string, got 1"},
       {"hello world_size 0", edit(hello, "world_size", "0"),
        "hello.world_size: expected an integer in [1, 2147483647], got 0"},
       {"hello rank beyond world", edit(hello, "rank", "8"),

@@ -136,6 +136,14 @@ void expectBoundsEnforced(std::string_view record, const Record& sample) {
       inside = {field.domain.min, field.domain.max};
       outside = {field.domain.min - (field.domain.min == 0 ? 0.5 : field.domain.max),
                  field.domain.max * 10, "1"};
+    } else if constexpr (std::is_same_v<decltype(field.domain), OneOf>) {
+      // Every spelling, and near misses of them (issue 34: comm.dim).
+      for (std::size_t i = 0; i < field.domain.count; ++i) {
+        const std::string name(field.domain.names[i]);
+        inside.push_back(name);
+        outside.insert(outside.end(), {name + " ", "x" + name, name.substr(1)});
+      }
+      outside.insert(outside.end(), {"", 1, Json::array()});
     } else {
       return;
     }

@@ -22,6 +22,8 @@ inline HelloEvent fullHello() {
   e.run_id = "run-2024-11-23-0001";
   e.strategy = "fsdp";
   e.attempt = 2;
+  e.mesh = MeshAxes{.dp = 2, .tp = 2, .pp = 2};
+  e.coords = MeshAxes{.dp = 1, .tp = 1, .pp = 0};  // rank 3 (wrap's)
   return e;
 }
 
@@ -29,6 +31,8 @@ inline HelloEvent minimalHello() {
   HelloEvent e = fullHello();
   e.run_id.reset();
   e.attempt = 0;
+  e.mesh.reset();
+  e.coords.reset();
   return e;
 }
 
@@ -94,6 +98,7 @@ inline CommEvent fullComm() {
   e.start_us = -2500;  // before rank 0's origin: legal on the aligned clock
   e.end_us = 1'700'000'000'004'200;
   e.group_size = 3;
+  e.dim = "tp";
   return e;
 }
 
@@ -104,6 +109,7 @@ inline CommEvent minimalComm() {
   e.start_us.reset();
   e.end_us.reset();
   e.group_size.reset();
+  e.dim = "world";
   return e;
 }
 
