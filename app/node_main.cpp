@@ -105,10 +105,10 @@ int runWorker(const std::string& spec_path) {
     // A restarted attempt (launch.max_restarts) goes on from the newest checkpoint complete on
     // every rank; without checkpoints it starts again from step 1.
     if (context.attempt > 0 && spec.checkpoint) spec.checkpoint->resume = true;
-    // Every strategy that needs the world (all but `single`: StrategyPlan::needsWorld) trains over
+    // Every layout that needs the world (all but `single`: needsWorldCommunicator) trains over
     // the world process group, made from the torchrun environment (env://) that the agent sets.
     std::unique_ptr<Communicator> world;
-    if (strategyPlan(spec.strategy.kind).needsWorld()) {
+    if (needsWorldCommunicator(spec)) {
       ProcessGroupOptions options;
       const Device device = resolveDevice(spec.device, context.local_rank);
       options.backend = backendFor(spec.backend, device);

@@ -580,8 +580,7 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
 
   CLI::App* runs = app.add_subcommand("runs", "list past runs, newest first");
   runs->add_option("--name", options->filter.name_contains, "only names containing this text");
-  std::vector<std::string> strategies;
-  for (std::string_view name : enumNames<StrategyKind>()) strategies.emplace_back(name);
+  const std::vector<std::string> strategies = strategyLabels();
   runs->add_option("--strategy", options->filter.strategy, "only this strategy")
       ->check(CLI::IsMember(strategies));
   runs->add_option("--status", options->filter.status, "only this status")

@@ -191,7 +191,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
                run.attached()   ? "attached to "
                : options.detach ? "detached "
                                 : "",
-               run_id, displaySafeLine(spec.name), toString(spec.strategy.kind), world, where,
+               run_id, displaySafeLine(spec.name), strategyLabel(spec), world, where,
                world == 1 ? "" : "s", options.db_path);
     if (run.workerSpec().checkpoint) {
       fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(run.workerSpec().checkpoint->dir),

@@ -279,15 +279,6 @@ constexpr std::string_view kBlocks[] = {
     "strategy", "strategy.mesh", "strategy.dp", "strategy.tp", "strategy.pp", "model",  "data",
     "train",    "optimizer",     "launch",      "checkpoint",  "telemetry",   "program"};
 
-// The legacy flat form's strategy.kind: "single", a data-parallel plan's name over the whole
-// world, or "pipeline" over the whole world.
-std::vector<std::string_view> legacyStrategyKinds() {
-  std::vector<std::string_view> kinds = {"single"};
-  for (std::string_view name : dataParallelPlanNames()) kinds.push_back(name);
-  kinds.push_back("pipeline");
-  return kinds;
-}
-
 // The plans whose options the legacy form's strategy block holds beside its kind.
 std::vector<const DimensionPlan*> legacyPlans() {
   std::vector<const DimensionPlan*> plans(dataParallelPlans().begin(), dataParallelPlans().end());
@@ -295,19 +286,11 @@ std::vector<const DimensionPlan*> legacyPlans() {
   return plans;
 }
 
-// The mesh a legacy kind means over `world` ranks, into `out` (a program job's strategy.kind
-// too): single is 1 x 1 x 1, a data-parallel plan spans dp, the pipeline pp.
-void applyLegacyKind(std::string_view kind, int world, StrategySpec& out) {
-  if (kind == "pipeline") {
-    out.mesh = {.dp = 1, .tp = 1, .pp = world};
-  } else if (findDataParallelPlan(kind)) {
-    out.data_parallel = std::string(kind);
-    out.mesh = {.dp = world, .tp = 1, .pp = 1};
-  }
-}
-
 // The strategy block's own keys besides the legacy form's: the mesh and the dimensions' blocks.
 const Keys kMeshFormKeys = {"mesh", "dp", "tp", "pp"};
+// What a mesh-form strategy block's unknown key is compared with: its keys and the legacy kind
+// ("knd" -> "kind").
+const Keys kStrategyKeys = {"mesh", "dp", "tp", "pp", "kind"};
 
 // The model keys of gpt alone, and those of every other kind alone (their fields' shown_when).
 const Keys kGptModelKeys = {"vocab_size", "context", "heads", "dim", "bias"};
@@ -414,7 +397,7 @@ class SpecParser {
     if (!legacy_strategy_) return path;
     for (std::string_view block : {"strategy.dp.", "strategy.tp.", "strategy.pp."})
       if (path.starts_with(block)) return "strategy." + path.substr(block.size());
-    if (path == "strategy.mesh" || path.starts_with("strategy.mesh.")) return "strategy";
+    if (path.starts_with("strategy.mesh.")) return "strategy";
     return path;
   }
 
@@ -832,7 +815,7 @@ class SpecParser {
       parseLegacyStrategy(value, spec);
       return;
     }
-    checkKeys(value, path, kMeshFormKeys, nullptr);
+    checkKeys(value, path, kStrategyKeys, nullptr);
     if (const json* mesh = find(value, "mesh");
         mesh && parseValueBlock(*mesh, "strategy.mesh", spec))
       mesh_dp_given_ = mesh->contains("dp");
@@ -1270,7 +1253,7 @@ class SpecParser {
           reportChoice(*k, "strategy.kind", kinds);
       }
     }
-    applyLegacyKind(kind, world, spec.strategy);
+    applyLegacyStrategyKind(kind, world, spec.strategy);
   }
 
   void parseProgram(const json& value, JobSpec& spec) {
@@ -1319,7 +1302,7 @@ class SpecParser {
     const int world = *world_size_;
     MeshSpec& mesh = spec.strategy.mesh;
     if (legacy_strategy_) {
-      if (legacy_kind_) applyLegacyKind(*legacy_kind_, world, spec.strategy);
+      if (legacy_kind_) applyLegacyStrategyKind(*legacy_kind_, world, spec.strategy);
       if (legacy_kind_ == "single" && world != 1) {
         report("strategy.kind", fmt::format("single runs exactly 1 rank, but launch.hosts give a "
                                             "world size of {}",
@@ -1784,6 +1767,7 @@ void writeDimensionOptions(const JobSpec& spec, json& strategy) {
   RM_ENFORCE(data_parallel != nullptr,
              fmt::format("strategy.dp.kind \"{}\" is no registered data-parallel plan",
                          spec.strategy.data_parallel));
+  strategy["dp"]["kind"] = spec.strategy.data_parallel;
   data_parallel->writeOptions(spec.strategy, strategy["dp"]);
   if (spec.strategy.mesh.tp > 1) tensorParallelPlan().writeOptions(spec.strategy, strategy["tp"]);
   if (stageCount(spec) > 1) pipelineParallelPlan().writeOptions(spec.strategy, strategy["pp"]);
@@ -1883,6 +1867,29 @@ std::vector<std::string> strategyLabels() {
 
 bool needsWorldCommunicator(const JobSpec& spec) {
   return strategyLabel(spec) != "single";
+}
+
+std::vector<std::string_view> legacyStrategyKinds() {
+  std::vector<std::string_view> kinds = {"single"};
+  for (std::string_view name : dataParallelPlanNames()) kinds.push_back(name);
+  kinds.push_back("pipeline");
+  return kinds;
+}
+
+bool applyLegacyStrategyKind(std::string_view kind, int world, StrategySpec& out) {
+  if (kind == "single") {
+    out.mesh = MeshSpec{};
+    out.data_parallel = "ddp";
+  } else if (kind == "pipeline") {
+    out.mesh = {.dp = 1, .tp = 1, .pp = world};
+    out.data_parallel = "ddp";
+  } else if (findDataParallelPlan(kind)) {
+    out.mesh = {.dp = world, .tp = 1, .pp = 1};
+    out.data_parallel = std::string(kind);
+  } else {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace ringmaster

@@ -378,4 +378,12 @@ std::vector<std::string> strategyLabels();
 // Whether the job trains over the world communicator: every layout but "single".
 bool needsWorldCommunicator(const JobSpec& spec);
 
+// The legacy flat form's kinds (and a program job's strategy.kind): "single", each data-parallel
+// plan's name, "pipeline".
+std::vector<std::string_view> legacyStrategyKinds();
+// Sets `out`'s mesh (and data-parallel plan) to what the legacy {"kind": kind} means over `world`
+// ranks, its options kept: "single" 1 x 1 x 1 with ddp, a data-parallel plan over dp, "pipeline"
+// over pp. False (nothing set) for a name that is none of legacyStrategyKinds().
+bool applyLegacyStrategyKind(std::string_view kind, int world, StrategySpec& out);
+
 }  // namespace ringmaster

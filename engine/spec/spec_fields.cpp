@@ -256,20 +256,19 @@ std::vector<SpecField> describe() {
                             "be the world size"),
                       1, kMaxWorldSize),
               RM_SPEC(strategy.mesh.pp)),
-      boundTo(
-          [&] {
-            SpecField f{.path = "strategy.dp.kind",
-                        .section = "Strategy",
-                        .label = "Data parallelism",
-                        .type = T::kChoice,
-                        .default_value = spec.strategy.data_parallel,
-                        .help =
-                            "ddp: replicate and all-reduce gradients; fsdp: shard parameters, "
-                            "gradients and optimizer state"};
-            for (std::string_view name : dataParallelPlanNames()) f.choices.emplace_back(name);
-            return f;
-          }(),
-          RM_SPEC(strategy.data_parallel)),
+      // Read and written with the plan's options (job_spec.cpp: parseDataParallel).
+      [&] {
+        SpecField f{.path = "strategy.dp.kind",
+                    .section = "Strategy",
+                    .label = "Data parallelism",
+                    .type = T::kChoice,
+                    .default_value = spec.strategy.data_parallel,
+                    .help =
+                        "ddp: replicate and all-reduce gradients; fsdp: shard parameters, "
+                        "gradients and optimizer state"};
+        for (std::string_view name : dataParallelPlanNames()) f.choices.emplace_back(name);
+        return f;
+      }(),
       // Model
       // The kinds are the registered models' (nn/models.cpp).
       boundTo(SpecField{.path = "model.kind",

@@ -22,7 +22,6 @@
 #include "optim/grad_scaler.h"
 #include "parallel/strategy.h"
 #include "spec/mesh_layout.h"
-#include "spec/strategies/plan.h"
 #include "telemetry/custom_metrics.h"
 #include "tensor/allocator.h"
 #include "train/checkpoint_layout.h"
@@ -242,7 +241,7 @@ struct Trainer::Session {
   ModelDescription description;
   std::unique_ptr<Sequential> model;
   int64_t parameter_count = 0;
-  // The strategy of spec.strategy.kind (parallel/strategies.cpp); the loop calls only its
+  // The strategy of spec.strategy's mesh (parallel/strategies.cpp); the loop calls only its
   // interface.
   std::unique_ptr<ParallelStrategy> runner;
   std::vector<NamedParameter> parameters;  // what the optimizer updates (shards, stages)
@@ -255,8 +254,8 @@ struct Trainer::Session {
   bool writes_checkpoints = false;
   // Resuming a checkpoint directory of another layout: the consolidated step loaded.
   std::optional<int64_t> other_layout_step;
-  // Ranks that share samples (a pipeline's stages: StrategyPlan::ranksShareSamples) all see the
-  // same batches; the data-parallel strategies' ranks each their share.
+  // The mesh's data-parallel ranks (dataParallelSize): each sees its share of every batch, and
+  // the ranks that share its dp coordinate (a pipeline's stages, a tp group) the same share.
   int data_ranks = 1;
   std::optional<BatchIterator> batches;
   // The validation pass every train.eval_every steps and after the last (train/evaluation.h).
@@ -422,6 +421,11 @@ void Trainer::setUpDevice(Session& session) {
   session.device = resolveDevice(spec_.device, context_.local_rank);
   session.allocator = &allocatorFor(session.device);
   const DeviceMemoryInfo device_memory = session.allocator->deviceMemory();
+  const MeshSpec& mesh = spec_.strategy.mesh;
+  RM_CHECK_ARG(mesh.size() == context_.world_size,
+               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {}",
+                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
+  const MeshCoordinates at = meshCoordinates(mesh, context_.rank);
   telemetry_.emit(HelloEvent{.world_size = context_.world_size,
                              .local_rank = context_.local_rank,
                              .host = context_.host,
@@ -431,7 +435,9 @@ void Trainer::setUpDevice(Session& session) {
                              .device_memory_total = device_memory.total_bytes,
                              .version = RINGMASTER_VERSION,
                              .strategy = strategyLabel(spec_),
-                             .attempt = context_.attempt});
+                             .attempt = context_.attempt,
+                             .mesh = MeshAxes{.dp = mesh.dp, .tp = mesh.tp, .pp = mesh.pp},
+                             .coords = MeshAxes{.dp = at.dp, .tp = at.tp, .pp = at.pp}});
 }
 
 // The training set and the model, checked against each other, with the model's initial weights.
@@ -468,10 +474,9 @@ void Trainer::setUpModel(Session& session) {
 
 // The strategy that wraps the model, the optimizer over what it updates, and the loss scaler.
 void Trainer::setUpOptimizer(Session& session) {
-  session.runner = makeParallelStrategy(
-      {.model = *session.model,
-       .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
-       .spec = spec_});
+  session.runner = makeParallelStrategy({.model = *session.model,
+                                         .world = needsWorldCommunicator(spec_) ? world_ : nullptr,
+                                         .spec = spec_});
   session.parameters = session.runner->optimizerParameters();
   session.optimizer = makeOptimizer(spec_.optimizer, session.parameters);
   if (spec_.train.precision == Precision::kFp16) {
@@ -542,8 +547,7 @@ void Trainer::setUpData(Session& session, int64_t steps_done) {
   const Dataset& dataset = *session.dataset;
   // The ranks of one data-parallel replica (its tp ranks and pp stages) all see its batches.
   session.data_ranks = dataParallelSize(spec_);
-  const int data_rank =
-      session.data_ranks == 1 ? 0 : meshCoordinates(spec_.strategy.mesh, context_.rank).dp;
+  const int data_rank = meshCoordinates(spec_.strategy.mesh, context_.rank).dp;
   DistributedSampler sampler(dataset.size(), session.data_ranks, data_rank, spec_.data.shuffle,
                              spec_.train.seed, spec_.data.drop_last);
   session.batches.emplace(sampler, spec_.train.batch_size);

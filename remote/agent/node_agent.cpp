@@ -820,7 +820,7 @@ ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directo
   worker.environment = {
       {"RINGMASTER_TELEMETRY_FD", std::to_string(worker.telemetry_fd)},
       {"RINGMASTER_VERSION", std::string(kRingmasterVersion)},
-      {"RINGMASTER_STRATEGY", std::string(toString(spec.strategy.kind))},
+      {"RINGMASTER_STRATEGY", strategyLabel(spec)},
       {"PYTHONPATH", python_path != nullptr && *python_path != '\0'
                          ? package_directory + ":" + python_path
                          : package_directory},

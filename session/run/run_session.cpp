@@ -333,7 +333,7 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   if (mesh.size() == world_size_) run_mesh = MeshAxes{.dp = mesh.dp, .tp = mesh.tp, .pp = mesh.pp};
   run_id_ = createRun(db, {.name = spec_.name,
                            .spec_json = canonical_,
-                           .strategy = std::string(toString(spec_.strategy.kind)),
+                           .strategy = strategyLabel(spec_),
                            .world_size = world_size_,
                            .mesh = run_mesh});
   // The spec the workers read, kept in the run's directory: the run's exact input. It differs from

@@ -94,8 +94,8 @@ std::optional<BubbleSplit> splitOf(const PipelinePlan& plan, StageSamples& sampl
 
 std::optional<PipelinePlan> pipelinePlanOf(const JobSpec& spec) {
   // A program job's script schedules its own micro-batches: its spec has none to plan from.
-  if (spec.program || spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
-  return makePipelinePlan(worldSize(spec), spec.train.micro_batches,
+  if (spec.program || stageCount(spec) == 1) return std::nullopt;
+  return makePipelinePlan(spec.strategy.mesh.pp, spec.train.micro_batches,
                           spec.strategy.pipeline.schedule, spec.strategy.pipeline.virtual_stages);
 }
 

@@ -38,13 +38,17 @@ TEST(SpecFieldsCli, JsonListsEveryDescribedFieldWithItsDefaultAndChoices) {
   }
   EXPECT_EQ(fields[0]["path"], "name");  // form order
   for (const json& field : fields) {
-    if (field["path"] == "strategy.kind") {
+    if (field["path"] == "strategy.kind") {  // a program job's: what its script does
       EXPECT_EQ(field["choices"], json({"single", "ddp", "fsdp", "pipeline"}));
-      EXPECT_EQ(field["initial"], "single");
+      EXPECT_EQ(field["job"], "program");
     }
-    if (field["path"] == "strategy.bucket_cap_mb") {
+    if (field["path"] == "strategy.dp.kind") {  // the registered data-parallel plans
+      EXPECT_EQ(field["choices"], json({"ddp", "fsdp"}));
+      EXPECT_EQ(field["default"], "ddp");
+    }
+    if (field["path"] == "strategy.dp.bucket_cap_mb") {
       EXPECT_EQ(field["default"], 25);
-      EXPECT_EQ(field["when"], json({{"controller", "strategy.kind"}, {"kinds", {"ddp"}}}));
+      EXPECT_EQ(field["when"], json({{"controller", "strategy.dp.kind"}, {"kinds", {"ddp"}}}));
     }
     if (field["path"] == "program.script") {
       EXPECT_EQ(field["job"], "program");
@@ -70,8 +74,8 @@ TEST(SpecFieldsCli, TextNamesEveryFieldWithTypeDefaultAndHelp) {
         << field.path;
     if (!field.help.empty()) EXPECT_NE(out.find(field.help), std::string::npos) << field.path;
   }
-  EXPECT_NE(out.find("  strategy.bucket_cap_mb  Bucket cap (MiB): number in (0, 65536]; "
-                     "default 25; only when strategy.kind is ddp; engine jobs only\n"),
+  EXPECT_NE(out.find("  strategy.dp.bucket_cap_mb  Bucket cap (MiB): number in (0, 65536]; "
+                     "default 25; only when strategy.dp.kind is ddp; engine jobs only\n"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("  optimizer.weight_decay  Weight decay: number >= 0; default 0 (0.01 when "

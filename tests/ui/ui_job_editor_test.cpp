@@ -126,7 +126,7 @@ class UiJobEditorTest : public QObject {
                              "program.upload", "program.steps", "strategy.kind", "name"})
       QVERIFY2(shown(e, path), path);
     for (const char* path : {"model.layers", "train.steps", "optimizer.lr", "backend",
-                             "telemetry.every_steps", "strategy.bucket_cap_mb", "checkpoint.dir"})
+                             "telemetry.every_steps", "strategy.dp.bucket_cap_mb", "checkpoint.dir"})
       QVERIFY2(!shown(e, path), path);
     for (const char* section : {"Model", "Data", "Training", "Optimizer", "Checkpoints"})
       QVERIFY2(!groupShown(e, section), section);
@@ -150,7 +150,7 @@ class UiJobEditorTest : public QObject {
     QVERIFY2(e.spec().has_value(), qPrintable(problemsOf(e)));
     QVERIFY(!groupShown(e, "Program"));
     QVERIFY(shown(e, "model.layers"));
-    QVERIFY(shown(e, "strategy.bucket_cap_mb"));
+    QVERIFY(shown(e, "strategy.dp.bucket_cap_mb"));
     QVERIFY2(e.memoryText().contains("optimizer state"), qPrintable(e.memoryText()));
     QVERIFY(e.plannedText().isEmpty());  // DDP plans no schedule
     saveGrab(e, "editor-engine-job");
@@ -195,7 +195,7 @@ class UiJobEditorTest : public QObject {
     QCOMPARE(qobject_cast<QComboBox*>(e.field("strategy.kind"))->currentText(), QString("ddp"));
     chooseJobKind(e, JobKind::kEngine);
     QVERIFY2(e.spec().has_value(), qPrintable(problemsOf(e)));
-    QVERIFY(e.spec()->strategy.kind == StrategyKind::kDdp);
+    QCOMPARE(strategyLabel(*e.spec()), std::string("ddp"));
     const nlohmann::json smallest = exampleFile("single_mlp");
     QVERIFY(e.document()["model"] == smallest["model"]);
     QVERIFY(e.document()["train"] == smallest["train"]);

@@ -441,11 +441,13 @@ class UiViewTest : public QObject {
     editor.setDocument(exampleSpec("ddp_mlp", 40));
     QVERIFY2(editor.memoryText().contains("optimizer state"), qPrintable(editor.memoryText()));
     QVERIFY(editor.plannedText().isEmpty());  // DDP has no schedule
-    // Switch the strategy to a pipeline in the form: its options appear, DDP's go.
-    auto* kind = qobject_cast<QComboBox*>(editor.field("strategy.kind"));
-    kind->setCurrentText("pipeline");
-    emit kind->activated(kind->currentIndex());
-    QVERIFY(!editor.document()["strategy"].contains("bucket_cap_mb"));
+    // Switch the mesh to a pipeline in the form: its 4 ranks are pipeline stages (dp, left out,
+    // is what the world leaves: 1).
+    auto* pp = qobject_cast<QLineEdit*>(editor.field("strategy.mesh.pp"));
+    QVERIFY(pp);
+    pp->selectAll();
+    QTest::keyClicks(pp, "4");
+    QVERIFY(editor.document()["strategy"]["mesh"]["pp"] == 4);
     // Four stages need four Linear layers.
     auto* layers = qobject_cast<QLineEdit*>(editor.field("model.layers"));
     layers->selectAll();

@@ -503,7 +503,7 @@ class UiWindowFitTest : public QObject {
     JobEditor& e = editor();
     QVERIFY(e.startFromExample("pipeline_mlp"));
     QWidget* micro = e.field("train.micro_batches");
-    QWidget* schedule = e.field("strategy.schedule");
+    QWidget* schedule = e.field("strategy.pp.schedule");
     QVERIFY(micro && schedule && micro->isVisible() && schedule->isVisible());
     auto* strategy = e.findChild<QGroupBox*>("StrategyGroup");
     QVERIFY(strategy->isAncestorOf(micro));

@@ -41,8 +41,9 @@ PlannedSchedule plannedSchedule(PipelineSchedule schedule, int ranks, int micro_
 
 std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec) {
   // A program job's script schedules its own micro-batches: its spec has none to plan from.
-  if (spec.program || spec.strategy.kind != StrategyKind::kPipeline) return std::nullopt;
-  return plannedSchedule(spec.strategy.pipeline.schedule, worldSize(spec), spec.train.micro_batches,
+  if (spec.program || stageCount(spec) == 1) return std::nullopt;
+  return plannedSchedule(spec.strategy.pipeline.schedule, spec.strategy.mesh.pp,
+                         spec.train.micro_batches,
                          spec.strategy.pipeline.virtual_stages);
 }
 

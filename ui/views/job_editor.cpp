@@ -24,6 +24,7 @@
 #include "core/bounded_file.h"
 #include "models/format.h"
 #include "spec/spec_fields.h"
+#include "spec/strategies/plan.h"
 #include "views/job/estimate_panel.h"
 #include "views/job/spec_document.h"
 #include "views/job/spec_form.h"
@@ -315,8 +316,10 @@ bool JobEditor::saveFile(const QString& path) {
 void JobEditor::jobKindChosen(JobKind kind) {
   if (kind == jobKindOf(document_)) return;
   if (kind == JobKind::kProgram) {
-    // The engine's sections and the strategy's options go, kept for a switch back; the strategy
-    // kind stays (what the script does, for the history).
+    // The engine's sections and the strategy's mesh and options go, kept for a switch back; the
+    // strategy kind stays (what the script does, for the history), named from the mesh where the
+    // document has the mesh form.
+    const std::string program_kind = programStrategyKindOf(document_);
     kept_engine_ = nlohmann::json::object();
     for (std::string_view name : kEngineOnlySections) {
       const std::string section(name);
@@ -335,6 +338,7 @@ void JobEditor::jobKindChosen(JobKind kind) {
         it = strategy.erase(it);
       }
     }
+    if (!getPath(document_, "strategy.kind")) setPath(document_, "strategy.kind", program_kind);
     nlohmann::json program = kept_program_.is_object() ? kept_program_ : nlohmann::json::object();
     if (!program.contains("script")) {
       // The one field a program job cannot do without: asked for at once (left out when the
@@ -346,23 +350,34 @@ void JobEditor::jobKindChosen(JobKind kind) {
   } else {
     kept_program_ = document_["program"];
     document_.erase("program");
-    // The strategy kind the program job was recorded with, written: the engine requires it.
-    if (!getPath(document_, "strategy.kind"))
-      setPath(document_, "strategy.kind", programStrategyKind(document_));
-    const nlohmann::json engine =
-        kept_engine_.empty() ? exampleEngineSections() : std::move(kept_engine_);
+    // The strategy: the kept one as it was when it has the mesh form; else the kind the program
+    // job was recorded with (the legacy form, valid for the engine) with the kept options of that
+    // kind. An example's strategy (no kept sections) is not this job's.
+    const bool kept = !kept_engine_.empty();
+    const nlohmann::json engine = kept ? std::move(kept_engine_) : exampleEngineSections();
     kept_engine_ = nlohmann::json::object();
+    const nlohmann::json* kept_strategy = kept ? getPath(engine, "strategy") : nullptr;
+    if (kept_strategy && isMeshForm(*kept_strategy)) {
+      document_["strategy"] = *kept_strategy;
+    } else if (!getPath(document_, "strategy.kind")) {
+      setPath(document_, "strategy.kind", programStrategyKind(document_));
+    }
     for (const auto& [section, value] : engine.items()) {
       if (section != "strategy") {
         document_[section] = value;
         continue;
       }
-      // The kept options of the strategy kind now chosen (another kind's would be unknown).
-      for (const auto& [option, option_value] : value.items()) {
-        const SpecField* field = findSpecField("strategy." + option);
-        document_["strategy"][option] = option_value;
-        if (field && !appliesTo(*field, document_)) document_["strategy"].erase(option);
-      }
+      if (!kept_strategy || isMeshForm(value)) continue;
+      // The kept options of the legacy kind now chosen (another kind's would be refused).
+      const nlohmann::json* kind = getPath(document_, "strategy.kind");
+      const std::string name = kind && kind->is_string() ? kind->get<std::string>() : "";
+      const DimensionPlan* plan =
+          name == "pipeline" ? &pipelineParallelPlan() : findDataParallelPlan(name);
+      const std::vector<std::string_view> keys =
+          plan ? plan->optionKeys() : std::vector<std::string_view>{};
+      for (const auto& [option, option_value] : value.items())
+        if (std::find(keys.begin(), keys.end(), option) != keys.end())
+          document_["strategy"][option] = option_value;
     }
   }
   form_->refresh();

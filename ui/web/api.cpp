@@ -159,8 +159,7 @@ json runsList(const Database& db, const QueryParams& params, const ApiLimits& li
   RunFilter filter;
   filter.status = choiceParameter(
       params, "status", {"pending", "running", "completed", "failed", "cancelled", "interrupted"});
-  std::vector<std::string> strategies;
-  for (std::string_view name : enumNames<StrategyKind>()) strategies.emplace_back(name);
+  const std::vector<std::string> strategies = strategyLabels();
   filter.strategy = choiceParameter(params, "strategy", strategies);
   filter.name_contains = textParameter(params, "name", limits);
   filter.limit = static_cast<int>(integerParameter(params, "limit", 1, 10000, 1000));
@@ -372,10 +371,9 @@ json flightRecorder(const Database& db, int64_t run_id) {
 // show it; null for a run that is no engine pipeline run.
 json plannedSchedule(const RunRecord& run) {
   const SpecParseResult parsed = parseJobSpec(run.spec_json);
-  if (!parsed.ok() || parsed.spec->program || parsed.spec->strategy.kind != StrategyKind::kPipeline)
-    return nullptr;
+  if (!parsed.ok() || parsed.spec->program || stageCount(*parsed.spec) == 1) return nullptr;
   const JobSpec& spec = *parsed.spec;
-  const int ranks = worldSize(spec);
+  const int ranks = spec.strategy.mesh.pp;
   const PipelineSchedule kind = spec.strategy.pipeline.schedule;
   const int virtual_stages = spec.strategy.pipeline.virtual_stages;
   const int micro_batches = spec.train.micro_batches;

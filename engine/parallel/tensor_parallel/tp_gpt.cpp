@@ -248,18 +248,30 @@ bool isTensorParallelReplicated(const std::string& name) {
          endsWith(name, "attn.c_proj.bias") || endsWith(name, "mlp.c_proj.bias");
 }
 
+// One all-reduce over the replicated gradients packed into one buffer (they are small: LayerNorms,
+// biases, wpe).
 void reduceSequenceParallelGradients(const std::vector<NamedParameter>& parameters,
                                      Communicator& tp, const TensorParallelSpec& spec) {
   if (!spec.sequence_parallel || tp.size() == 1) return;
+  std::vector<Tensor> grads;
+  int64_t total = 0;
   for (const NamedParameter& p : parameters) {
     if (!isTensorParallelReplicated(p.name)) continue;
-    if (p.parameter->grad.device() == tp.device()) {
-      tp.allReduce(p.parameter->grad)->wait();
-      continue;
-    }
-    Tensor staged = p.parameter->grad.to(tp.device());
-    tp.allReduce(staged)->wait();
-    p.parameter->grad.copyFrom(staged);
+    grads.push_back(p.parameter->grad);
+    total += grads.back().numel();
+  }
+  if (total == 0) return;
+  Tensor packed = Tensor::empty({total}, DType::kF32, tp.device());
+  int64_t offset = 0;
+  for (const Tensor& grad : grads) {
+    packed.narrowRows(offset, grad.numel()).copyFrom(grad);
+    offset += grad.numel();
+  }
+  tp.allReduce(packed)->wait();
+  offset = 0;
+  for (Tensor& grad : grads) {
+    grad.copyFrom(packed.narrowRows(offset, grad.numel()));
+    offset += grad.numel();
   }
 }
 

@@ -22,7 +22,7 @@ std::string counted(int64_t n, std::string_view noun) {
   return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s");
 }
 
-class PipelineStrategyPlan final : public DimensionPlan {
+class PipelineParallelPlan final : public DimensionPlan {
  public:
   MeshDim dim() const override { return MeshDim::kPp; }
   std::string_view name() const override { return "pipeline"; }
@@ -105,7 +105,8 @@ class PipelineStrategyPlan final : public DimensionPlan {
     const int64_t stages = int64_t{ranks} * pipeline.virtual_stages;
     const auto linear = static_cast<int64_t>(describeModel(spec.model).blocks.size());
     const std::string origin =
-        fmt::format("strategy.mesh.pp {} × virtual_stages {}", ranks, pipeline.virtual_stages);
+        fmt::format("{} (strategy.mesh.pp) × virtual_stages {}", counted(ranks, "pipeline rank"),
+                    pipeline.virtual_stages);
     if (report(stageCountProblem(stages, fmt::format("{} = {}", origin, stages), linear))) return;
     if (pipeline.stages.empty() || !check.ok_at("strategy.pp.stages")) return;
     report(partitionProblem(pipeline.stages, stages, origin, linear));
@@ -386,8 +387,7 @@ std::optional<PipelineRuleProblem> virtualStagesProblem(PipelineSchedule schedul
   if (!interleaved && virtual_stages != 1) {
     return PipelineRuleProblem{
         "strategy.pp.virtual_stages",
-        fmt::format("must be 1 unless strategy.pp.schedule is interleaved_1f1b, got {}",
-                    virtual_stages)};
+        fmt::format("must be 1 unless the schedule is interleaved_1f1b, got {}", virtual_stages)};
   }
   return std::nullopt;
 }
@@ -473,7 +473,7 @@ std::vector<size_t> balancedSplit(const std::vector<int64_t>& weights, int parts
 }
 
 const DimensionPlan& pipelineParallelPlan() {
-  static const PipelineStrategyPlan plan;
+  static const PipelineParallelPlan plan;
   return plan;
 }
 

@@ -45,14 +45,14 @@ std::optional<PipelineRuleProblem> microBatchesProblem(PipelineSchedule schedule
 
 // `stages` model stages (each needs a Linear layer) for a model of `linear_layers` of them
 // (reported at strategy.mesh.pp). `count_text` says where the count comes from
-// ("strategy.mesh.pp 2 × virtual_stages 1 = 2").
+// ("2 pipeline ranks (strategy.mesh.pp) × virtual_stages 1 = 2").
 std::optional<PipelineRuleProblem> stageCountProblem(int64_t stages, std::string_view count_text,
                                                      int64_t linear_layers);
 
 // An explicit partition (`partition[s]`: the model block indices of stage s) for `stages`
 // stages of a model of `linear_layers`: one entry per stage, layers 0..linear_layers-1 in order,
-// each once. `stages_origin` says where the count comes from ("strategy.mesh.pp 2 ×
-// virtual_stages 1").
+// each once. `stages_origin` says where the count comes from ("2 pipeline ranks (strategy.mesh.pp)
+// × virtual_stages 1").
 std::optional<PipelineRuleProblem> partitionProblem(const std::vector<std::vector<int>>& partition,
                                                     int64_t stages, std::string_view stages_origin,
                                                     int64_t linear_layers);

@@ -76,7 +76,7 @@ std::vector<RankResult> train(JobSpec spec, int world, bool checkpointing) {
     for (const NamedParameter& p : strategy->optimizerParameters())
       result.grads.push_back(p.parameter->grad.toFloatVector());
   };
-  if (spec.strategy.kind == StrategyKind::kSingle) {
+  if (!needsWorldCommunicator(spec)) {
     body(nullptr);
   } else {
     auto failures = runRanks(world, [&](Communicator& comm) { body(&comm); });
@@ -98,22 +98,22 @@ void expectSame(const JobSpec& spec, int world, const std::string& what) {
   }
 }
 
-JobSpec baseSpec(const std::string& kind, StrategyKind strategy) {
+// `strategy`: a legacy kind, over `world` ranks.
+JobSpec baseSpec(const std::string& kind, const std::string& strategy, int world = 1) {
   JobSpec spec;
   spec.model = modelSpec(kind);
-  spec.strategy.kind = strategy;
+  applyLegacyStrategyKind(strategy, world, spec.strategy);
   spec.train.batch_size = 4;
   return spec;
 }
 
 TEST(ActivationCheckpointing, SingleEqualsTheRunWithout) {
   for (const std::string kind : {"mlp", "residual_mlp"})
-    expectSame(baseSpec(kind, StrategyKind::kSingle), 1, kind);
+    expectSame(baseSpec(kind, "single"), 1, kind);
 }
 
 TEST(ActivationCheckpointing, DdpEqualsTheRunWithout) {
-  for (int world = 1; world <= 3; ++world)
-    expectSame(baseSpec("mlp", StrategyKind::kDdp), world, "ddp");
+  for (int world = 1; world <= 3; ++world) expectSame(baseSpec("mlp", "ddp", world), world, "ddp");
 }
 
 TEST(ActivationCheckpointing, FsdpEqualsTheRunWithoutInEveryMode) {
@@ -123,9 +123,9 @@ TEST(ActivationCheckpointing, FsdpEqualsTheRunWithoutInEveryMode) {
     // and released around each pass (full_shard).
     for (FsdpUnits units : {FsdpUnits::kLayer, FsdpUnits::kModel}) {
       if (units == FsdpUnits::kModel && sharding != FsdpSharding::kFullShard) continue;
-      JobSpec spec = baseSpec("mlp", StrategyKind::kFsdp);
-      spec.strategy.fsdp = {.sharding = sharding, .units = units};
       const int world = sharding == FsdpSharding::kFullShard ? 3 : 2;
+      JobSpec spec = baseSpec("mlp", "fsdp", world);
+      spec.strategy.fsdp = {.sharding = sharding, .units = units};
       expectSame(spec, world, fmt::format("fsdp {} {}", toString(sharding), toString(units)));
     }
   }
@@ -138,7 +138,7 @@ TEST(ActivationCheckpointing, PipelineEqualsTheRunWithoutUnderEverySchedule) {
     for (int world : interleaved ? std::vector<int>{2} : std::vector<int>{1, 3}) {
       // residual_mlp gives 5 blocks (input layer, 3 residual blocks, output): room for 3 stages
       // and for 2 ranks x 2 virtual stages.
-      JobSpec spec = baseSpec("residual_mlp", StrategyKind::kPipeline);
+      JobSpec spec = baseSpec("residual_mlp", "pipeline", world);
       spec.model.layers = {kFeatures, 8, 8, 8, 8, kClasses};
       spec.train.batch_size = 4;
       spec.train.micro_batches = 2;
@@ -153,7 +153,7 @@ TEST(ActivationCheckpointing, PipelineEqualsTheRunWithoutUnderEverySchedule) {
 // between a micro-batch's forward and its backward, which the recompute must rewind.
 TEST(ActivationCheckpointing, PipelineRewindsTheDropoutMasksOfEachMicroBatch) {
   for (PipelineSchedule schedule : {PipelineSchedule::kGpipe, PipelineSchedule::kZbH1}) {
-    JobSpec spec = baseSpec("mlp", StrategyKind::kPipeline);
+    JobSpec spec = baseSpec("mlp", "pipeline", 2);
     spec.train.micro_batches = 2;
     spec.strategy.pipeline.schedule = schedule;
     expectSame(spec, 2, fmt::format("pipeline {} with dropout", toString(schedule)));
@@ -161,7 +161,7 @@ TEST(ActivationCheckpointing, PipelineRewindsTheDropoutMasksOfEachMicroBatch) {
 }
 
 TEST(ActivationCheckpointing, ABlocksChildrenKeepNothingBetweenForwardAndBackward) {
-  JobSpec spec = baseSpec("mlp", StrategyKind::kSingle);
+  JobSpec spec = baseSpec("mlp", "single");
   auto model = buildModel(spec.model);
   model->setActivationCheckpointing(true);
   SyntheticTeacherDataset dataset(kSamples, kFeatures, kClasses, 2);
@@ -223,7 +223,7 @@ double estimatedActivations(const JobSpec& spec) {
 // An MLP whose hidden blocks (Linear, LayerNorm, GELU, Dropout) keep ~4 hidden widths per sample,
 // so that the saved activations dominate the step's transient memory.
 TEST(ActivationCheckpointing, ThePeakDropsAsEstimated) {
-  JobSpec spec = baseSpec("mlp", StrategyKind::kSingle);
+  JobSpec spec = baseSpec("mlp", "single");
   spec.model.layers = {32, 512, 512, 512, 512, 512, 8};
   spec.train.batch_size = 64;
   const double measured_off = measuredStepPeak(spec);
@@ -253,7 +253,8 @@ TEST(ActivationCheckpointing, ThePeakDropsAsEstimated) {
 
 constexpr int64_t kVocab = 32, kContext = 8;
 
-JobSpec gptSpec(StrategyKind strategy) {
+// `strategy`: a legacy kind, over `world` ranks.
+JobSpec gptSpec(const std::string& strategy, int world = 1) {
   JobSpec spec;
   spec.model.kind = "gpt";
   spec.model.vocab_size = kVocab;
@@ -263,7 +264,7 @@ JobSpec gptSpec(StrategyKind strategy) {
   spec.model.dim = 16;
   spec.model.dropout = 0.1;
   spec.model.seed = 3;
-  spec.strategy.kind = strategy;
+  applyLegacyStrategyKind(strategy, world, spec.strategy);
   spec.train.batch_size = 4;
   return spec;
 }
@@ -302,7 +303,7 @@ std::vector<RankResult> trainGpt(JobSpec spec, int world, bool checkpointing) {
     for (const NamedParameter& p : strategy->optimizerParameters())
       result.grads.push_back(p.parameter->grad.toFloatVector());
   };
-  if (world == 1 && spec.strategy.kind == StrategyKind::kSingle) {
+  if (!needsWorldCommunicator(spec)) {
     body(nullptr);
   } else {
     auto failures = runRanks(world, [&](Communicator& comm) { body(&comm); });
@@ -325,20 +326,20 @@ void expectSameGpt(const JobSpec& spec, int world, const std::string& what) {
 }
 
 TEST(ActivationCheckpointing, GptEqualsTheRunWithoutUnderSingleAndDdp) {
-  expectSameGpt(gptSpec(StrategyKind::kSingle), 1, "single");
-  for (int world : {2, 3}) expectSameGpt(gptSpec(StrategyKind::kDdp), world, "ddp");
+  expectSameGpt(gptSpec("single"), 1, "single");
+  for (int world : {2, 3}) expectSameGpt(gptSpec("ddp", world), world, "ddp");
 }
 
 // FSDP gathers a unit for its backward, where the recompute needs the full parameters; the
 // pipeline keeps each micro-batch's block inputs and counters between its forward and backward.
 TEST(ActivationCheckpointing, GptEqualsTheRunWithoutUnderFsdpAndThePipeline) {
   for (FsdpSharding sharding : {FsdpSharding::kFullShard, FsdpSharding::kShardGradOp}) {
-    JobSpec spec = gptSpec(StrategyKind::kFsdp);
+    JobSpec spec = gptSpec("fsdp", 2);
     spec.strategy.fsdp.sharding = sharding;
     expectSameGpt(spec, 2, fmt::format("fsdp {}", toString(sharding)));
   }
   for (PipelineSchedule schedule : {PipelineSchedule::k1f1b, PipelineSchedule::kZbH1}) {
-    JobSpec spec = gptSpec(StrategyKind::kPipeline);
+    JobSpec spec = gptSpec("pipeline", 3);
     spec.train.micro_batches = 2;
     spec.strategy.pipeline.schedule = schedule;
     expectSameGpt(spec, 3, fmt::format("pipeline {}", toString(schedule)));
@@ -349,7 +350,7 @@ TEST(ActivationCheckpointing, GptEqualsTheRunWithoutUnderFsdpAndThePipeline) {
 // GPT's declared activation bytes (nn/gpt.cpp). The blocks' activations dominate: 8 samples of 64
 // tokens keep ~3.4 MB per transformer block.
 TEST(ActivationCheckpointing, AGptStepsPeakDropsAsEstimated) {
-  JobSpec spec = gptSpec(StrategyKind::kSingle);
+  JobSpec spec = gptSpec("single");
   spec.model.vocab_size = kVocab;
   spec.model.context = 64;
   spec.model.block_count = 4;
@@ -432,17 +433,16 @@ TEST(ActivationCheckpointing, TheGptBlocksDeclaredActivationsAreKorthikantisInFl
 // Every strategy's plan counts, under checkpointing, the blocks' inputs (times the micro-batches
 // a pipeline stage holds) and one block's activations beyond its input, as a part of its own.
 TEST(ActivationCheckpointing, EveryPlansEstimateCountsBlockInputsAndOneRecomputedBlock) {
-  JobSpec spec = baseSpec("mlp", StrategyKind::kSingle);
+  JobSpec spec = baseSpec("mlp", "single");
   spec.model.layers = {32, 512, 512, 8};  // blocks: 32 -> 512, 512 -> 512, 512 -> 8
   spec.train.batch_size = 16;
   spec.train.micro_batches = 1;
   spec.launch.hosts = {{.host = "localhost", .ranks = 2}};
   const ModelDescription description = describeModel(spec.model);
-  for (StrategyKind kind :
-       {StrategyKind::kSingle, StrategyKind::kDdp, StrategyKind::kFsdp, StrategyKind::kPipeline}) {
-    SCOPED_TRACE(toString(kind));
-    spec.strategy.kind = kind;
-    if (kind == StrategyKind::kPipeline) {
+  for (std::string kind : {"single", "ddp", "fsdp", "pipeline"}) {
+    SCOPED_TRACE(kind);
+    applyLegacyStrategyKind(kind, 2, spec.strategy);
+    if (kind == "pipeline") {
       spec.train.micro_batches = 2;
       spec.strategy.pipeline.schedule = PipelineSchedule::kGpipe;
     }
@@ -452,7 +452,7 @@ TEST(ActivationCheckpointing, EveryPlansEstimateCountsBlockInputsAndOneRecompute
       const RankMemoryEstimate& rank = ranks.at(0);
       // Rank 0 holds every block, or a pipeline's first stage (the balanced split by
       // parameters), with both micro-batches of 8 in flight under GPipe.
-      const bool pipeline = kind == StrategyKind::kPipeline;
+      const bool pipeline = kind == "pipeline";
       std::vector<int64_t> parameters;
       for (const ModelBlock& block : description.blocks) parameters.push_back(block.parameters);
       const size_t end = pipeline ? balancedSplit(parameters, 2).at(1) : 3;

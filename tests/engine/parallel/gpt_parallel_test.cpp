@@ -142,7 +142,7 @@ TEST(GptPipeline, TheStrategySumsTheTiedGradientOncePerStepAfterAccumulation) {
   // calls: equal to one process over the four batches' samples, with the tied weight's copies on
   // ranks 0 and 2 equal. Summing after each batch would add the first batch's share twice.
   JobSpec spec;
-  spec.strategy.kind = StrategyKind::kPipeline;
+  spec.strategy.mesh.pp = 3;  // kWorld
   spec.strategy.pipeline.schedule = PipelineSchedule::k1f1b;
   spec.train.micro_batches = 2;
   constexpr int kWorld = 3, kAccumulation = 2;

@@ -15,8 +15,7 @@ namespace ringmaster {
 namespace {
 
 JobSpec singleSpec() {
-  JobSpec spec;
-  spec.strategy.kind = StrategyKind::kSingle;
+  JobSpec spec;  // one rank: "single"
   spec.model.layers = {6, 8, 3};
   spec.model.seed = 7;
   spec.train.batch_size = 5;
@@ -66,7 +65,7 @@ TEST(ParallelStrategy, SingleTrainsABatchAsTheBareModelDoes) {
 
 TEST(ParallelStrategy, OverRanksItNeedsTheWorld) {
   JobSpec spec = singleSpec();
-  spec.strategy.kind = StrategyKind::kDdp;
+  spec.strategy.mesh.dp = 2;
   auto model = buildModel(spec.model);
   EXPECT_THROW(makeParallelStrategy({.model = *model, .world = nullptr, .spec = spec}), Error);
 }

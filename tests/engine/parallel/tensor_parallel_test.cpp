@@ -292,6 +292,50 @@ TEST(TensorParallelGptParameters, AttentionRanksHoldTheirHeadsQueriesKeysAndValu
   EXPECT_FALSE(isTensorParallelReplicated("h.1.mlp.c_proj.weight"));
 }
 
+TEST(TensorParallelGptParameters, BlocksArePlainOnesWithTheRanksCountsAndShardShapes) {
+  const GptConfig config = tinyGpt();
+  const std::vector<ModelBlock> plain = describeGpt(config).blocks;
+  auto failures = runRanks(2, [&](Communicator& tp) {
+    auto model = buildTensorParallelGpt(config, tp, {.sequence_parallel = true});
+    const std::vector<ModelBlock>& blocks = model->blocks();
+    ASSERT_EQ(blocks.size(), plain.size());
+    int64_t parameters = 0;
+    for (const ModelBlock& block : blocks) parameters += block.parameters;
+    EXPECT_EQ(parameters, model->parameterCount());
+    const Shape shard = {kContext / 2, config.dim};
+    for (size_t b = 0; b < blocks.size(); ++b) {
+      EXPECT_EQ(blocks[b].name, plain[b].name);
+      EXPECT_EQ(blocks[b].input_shape, b == 0 ? plain[b].input_shape : shard) << b;
+    }
+    EXPECT_EQ(blocks.back().output_shape, (Shape{kContext, kVocab / 2}));
+    EXPECT_EQ(blocks.back().tied_parameters, (std::vector<std::string>{"wte.weight"}));
+    // Token ids beyond the vocabulary are refused, as the plain embedding refuses them.
+    EXPECT_THROW(
+        model->forward(Tensor::fromInts(std::vector<int32_t>(kContext, kVocab), {1, kContext})),
+        Error);
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+TEST(TensorParallelGptParameters, SizesTheRanksCannotSplitAreProblemsOfTheMesh) {
+  const GptConfig config = tinyGpt();  // 4 heads, vocabulary 32, context 8
+  EXPECT_TRUE(validateTensorParallelGpt(config, 4, {.sequence_parallel = true}).empty());
+  const std::vector<ModelProblem> three = validateTensorParallelGpt(config, 3, {});
+  ASSERT_EQ(three.size(), 2u);  // heads and vocab_size
+  EXPECT_EQ(three[0].path, "strategy.mesh.tp");
+  EXPECT_EQ(three[1].path, "strategy.mesh.tp");
+  GptConfig odd_context = config;
+  odd_context.context = 6;
+  EXPECT_TRUE(validateTensorParallelGpt(odd_context, 4, {}).empty());
+  const std::vector<ModelProblem> sharded =
+      validateTensorParallelGpt(odd_context, 4, {.sequence_parallel = true});
+  ASSERT_EQ(sharded.size(), 1u);
+  EXPECT_EQ(sharded[0].path, "strategy.tp.sequence_parallel");
+  EXPECT_THROW(shardOfParameter("h.0.attn.c_attn.weight", Tensor::zeros({16, 48}), 0, 3, config),
+               Error);
+  EXPECT_THROW(shardOfParameter("h.0.attn.nope", Tensor::zeros({16}), 0, 2, config), Error);
+}
+
 TEST(VocabParallelCrossEntropy, EqualsSoftmaxCrossEntropyOnTheGatheredLogits) {
   // Vocabulary 12 over 1 to 4 ranks; the labels include both ends of every rank's shard.
   constexpr int64_t kRows = 2, kTokens = 6, V = 12;

@@ -4,6 +4,8 @@
 // problems expected back.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <sys/resource.h>
 #include <unistd.h>
 #include <deque>
@@ -81,7 +83,7 @@ TEST(JobSpec, MinimalSpecGetsEveryDefault) {
   const JobSpec& spec = *result.spec;
   EXPECT_EQ(spec.name, "t");
   EXPECT_EQ(spec.description, "");
-  EXPECT_EQ(spec.strategy.kind, StrategyKind::kSingle);
+  EXPECT_EQ(strategyLabel(spec), "single");
   EXPECT_EQ(spec.strategy.ddp.bucket_cap_mb, 25);
   EXPECT_EQ(spec.strategy.fsdp.sharding, FsdpSharding::kFullShard);
   EXPECT_EQ(spec.strategy.fsdp.units, FsdpUnits::kLayer);
@@ -136,7 +138,7 @@ TEST(JobSpec, CanonicalFormFillsEveryDefault) {
   json expected = json::parse(R"({
     "name": "t",
     "description": "",
-    "strategy": {"kind": "single"},
+    "strategy": {"mesh": {"dp": 1, "tp": 1, "pp": 1}, "dp": {"kind": "ddp", "bucket_cap_mb": 25.0}},
     "model": {"kind": "mlp", "layers": [4, 8, 3], "activation": "relu", "dropout": 0.0,
               "layer_norm": false, "seed": 0},
     "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3, "seed": 0,
@@ -253,7 +255,7 @@ TEST(JobSpec, EveryFieldIsRead) {
   const JobSpec& spec = *result.spec;
   EXPECT_EQ(spec.name, "full-spec_1.0");
   EXPECT_EQ(spec.description, "everything set");
-  EXPECT_EQ(spec.strategy.kind, StrategyKind::kPipeline);
+  EXPECT_EQ(strategyLabel(spec), "pipeline");
   EXPECT_EQ(spec.strategy.pipeline.schedule, PipelineSchedule::kInterleaved1f1b);
   EXPECT_EQ(spec.strategy.pipeline.virtual_stages, 2);
   EXPECT_EQ(spec.strategy.pipeline.stages, (std::vector<std::vector<int>>{{0}, {1, 2}, {3}, {4}}));
@@ -307,7 +309,8 @@ TEST(JobSpec, StrategyOptionsOfEachKind) {
   auto ddp = parseJobSpec(patched({{"strategy", {{"kind", "ddp"}, {"bucket_cap_mb", 12.5}}}}));
   ASSERT_TRUE(ddp.ok()) << ddp.describe();
   EXPECT_EQ(ddp.spec->strategy.ddp.bucket_cap_mb, 12.5);
-  EXPECT_EQ(toJson(*ddp.spec)["strategy"], json::parse(R"({"kind":"ddp","bucket_cap_mb":12.5})"));
+  EXPECT_EQ(toJson(*ddp.spec)["strategy"], json::parse(R"({"mesh": {"dp": 1, "tp": 1, "pp": 1},
+                            "dp": {"kind": "ddp", "bucket_cap_mb": 12.5}})"));
 
   for (std::string_view sharding : enumNames<FsdpSharding>()) {
     for (std::string_view units : enumNames<FsdpUnits>()) {
@@ -402,7 +405,7 @@ TEST(JobSpecExamples, EveryExampleParsesAndRoundTrips) {
 TEST(JobSpecExamples, SingleMlp) {
   JobSpec spec = loadJobSpecFile(examplesDir() + "/single_mlp.json");
   EXPECT_EQ(spec.name, "single_mlp");
-  EXPECT_EQ(spec.strategy.kind, StrategyKind::kSingle);
+  EXPECT_EQ(strategyLabel(spec), "single");
   EXPECT_EQ(spec.model.layers, (std::vector<int64_t>{784, 256, 256, 10}));
   EXPECT_EQ(spec.model.activation, ActivationKind::kRelu);
   EXPECT_EQ(spec.data.kind, DataKind::kSynthetic);
@@ -423,17 +426,17 @@ TEST(JobSpecExamples, SingleMlp) {
 
 TEST(JobSpecExamples, StrategiesAndWorldSizes) {
   JobSpec ddp = loadJobSpecFile(examplesDir() + "/ddp_mlp.json");
-  EXPECT_EQ(ddp.strategy.kind, StrategyKind::kDdp);
+  EXPECT_EQ(strategyLabel(ddp), "ddp");
   EXPECT_EQ(worldSize(ddp), 4);
   EXPECT_EQ(dataParallelSize(ddp), 4);
 
   JobSpec fsdp = loadJobSpecFile(examplesDir() + "/fsdp_mlp.json");
-  EXPECT_EQ(fsdp.strategy.kind, StrategyKind::kFsdp);
+  EXPECT_EQ(strategyLabel(fsdp), "fsdp");
   EXPECT_EQ(fsdp.strategy.fsdp.sharding, FsdpSharding::kFullShard);
   EXPECT_EQ(worldSize(fsdp), 4);
 
   JobSpec pipeline = loadJobSpecFile(examplesDir() + "/pipeline_mlp.json");
-  EXPECT_EQ(pipeline.strategy.kind, StrategyKind::kPipeline);
+  EXPECT_EQ(strategyLabel(pipeline), "pipeline");
   EXPECT_EQ(pipeline.strategy.pipeline.schedule, PipelineSchedule::k1f1b);
   EXPECT_EQ(pipeline.train.micro_batches, 8);
   EXPECT_EQ(worldSize(pipeline), 4);
@@ -502,13 +505,12 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         ErrorCase{R"({"strategy": null})", {"strategy: required"}},
         ErrorCase{R"({"strategy": "ddp"})", {"strategy: expected an object, got \"ddp\""}},
-        ErrorCase{R"({"strategy": {"kind": null}})", {"strategy.kind: required"}},
         ErrorCase{R"({"strategy": {"kind": "tp"}})",
                   {"strategy.kind: expected one of \"single\", \"ddp\", \"fsdp\", \"pipeline\", "
                    "got \"tp\""}},
-        ErrorCase{
-            R"({"strategy": {"kind": null, "knd": "single"}})",
-            {"strategy.kind: required", "strategy.knd: unknown key (did you mean \"kind\"?)"}},
+        // Without a kind the block has the mesh form, whose keys a legacy kind's typo is held to.
+        ErrorCase{R"({"strategy": {"kind": null, "knd": "single"}})",
+                  {"strategy.knd: unknown key (did you mean \"kind\"?)"}},
         ErrorCase{R"({"strategy": {"bucket_cap_mb": 25}})",
                   {"strategy.bucket_cap_mb: only valid when strategy.kind is ddp"}},
         ErrorCase{R"({"strategy": {"sharding": "full_shard"}})",
@@ -548,6 +550,134 @@ INSTANTIATE_TEST_SUITE_P(
                   {"strategy.kind: single runs exactly 1 rank, but launch.hosts give a world size "
                    "of 2"}}));
 
+// Issue 34: the mesh form's problems, each at its path. The patches drop the minimal spec's legacy
+// kind (a merge patch's null) to write the mesh form.
+INSTANTIATE_TEST_SUITE_P(
+    Mesh, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": 2}})",
+                  {"strategy.mesh: expected an object, got 2"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 2}}})",
+                  {"strategy.mesh: dp 2 × tp 1 × pp 1 = 2 ranks, but launch.hosts give a world "
+                   "size of 1; change the mesh or launch.hosts[].ranks so that they agree (left "
+                   "out, strategy.mesh.dp is the world size / (tp × pp))"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 1, "tp": 2, "pp": 2}},
+                      "launch": {"hosts": [{"ranks": 8}]}})",
+                  {"strategy.mesh: dp 1 × tp 2 × pp 2 = 4 ranks, but launch.hosts give a world "
+                   "size of 8; change the mesh or launch.hosts[].ranks so that they agree (left "
+                   "out, strategy.mesh.dp is the world size / (tp × pp))"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"pp": 2}},
+                      "launch": {"hosts": [{"ranks": 3}]}})",
+                  {"strategy.mesh: tp 1 × pp 2 = 2 ranks per replica do not divide the world size "
+                   "3 (launch.hosts), so strategy.mesh.dp cannot be inferred; change tp or pp, or "
+                   "launch.hosts[].ranks"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"tp": 0}}})",
+                  {"strategy.mesh.tp: expected a positive integer, got 0"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": -2}}})",
+                  {"strategy.mesh.dp: expected a positive integer, got -2"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"pp": 1.5}}})",
+                  {"strategy.mesh.pp: expected a positive integer, got 1.5"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"pp": "2"}}})",
+                  {"strategy.mesh.pp: expected a positive integer, got \"2\""}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dq": 1}}})",
+                  {"strategy.mesh.dq: unknown key (did you mean \"dp\"?)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "bucket_cap_mb": 25}})",
+                  {"strategy.bucket_cap_mb: unknown key"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "fdsp"}}})",
+                  {"strategy.dp.kind: unknown data-parallel plan \"fdsp\" (did you mean "
+                   "\"fsdp\"?)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "zero3"}}})",
+                  {"strategy.dp.kind: expected one of \"ddp\", \"fsdp\", got \"zero3\""}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": 2}}})",
+                  {"strategy.dp.kind: expected one of \"ddp\", \"fsdp\", got 2"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "ddp", "sharding": "no_shard"}}})",
+                  {"strategy.dp.sharding: only valid when strategy.dp.kind is fsdp"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"units": "layer"}}})",
+                  {"strategy.dp.units: only valid when strategy.dp.kind is fsdp"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "fsdp", "bucket_cap_mb": 5}}})",
+                  {"strategy.dp.bucket_cap_mb: only valid when strategy.dp.kind is ddp"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"bucket_cap": 5}}})",
+                  {"strategy.dp.bucket_cap: unknown key (did you mean \"bucket_cap_mb\"?)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "ddp", "bucket_cap_mb": 0}}})",
+                  {"strategy.dp.bucket_cap_mb: expected a positive number, got 0"}},
+        // An unknown plan still has its options' values checked, but none is misplaced.
+        ErrorCase{R"({"strategy": {"kind": null, "dp": {"kind": "zero", "sharding": "x"}}})",
+                  {"strategy.dp.kind: expected one of \"ddp\", \"fsdp\", got \"zero\"",
+                   "strategy.dp.sharding: expected one of \"full_shard\", \"shard_grad_op\", "
+                   "\"no_shard\", got \"x\""}},
+        ErrorCase{R"({"strategy": {"kind": null, "tp": {"sequence_paralel": true}}})",
+                  {"strategy.tp.sequence_paralel: unknown key (did you mean "
+                   "\"sequence_parallel\"?)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "tp": {"sequence_parallel": 1}}})",
+                  {"strategy.tp.sequence_parallel: expected true or false, got 1"}},
+        ErrorCase{R"({"strategy": {"kind": null, "pp": {"schedul": "gpipe"}}})",
+                  {"strategy.pp.schedul: unknown key (did you mean \"schedule\"?)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "pp": []}})",
+                  {"strategy.pp: expected an object, got []"}},
+        // The legacy form's kind with the mesh form's keys.
+        ErrorCase{R"({"strategy": {"kind": "ddp", "mesh": {"dp": 1}}})",
+                  {"strategy.mesh: not valid beside strategy.kind (the legacy form); write the "
+                   "strategy as strategy.mesh and strategy.dp.kind without strategy.kind"}},
+        // tp on a model without tensor parallelism; sequence parallelism without tp.
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"tp": 2}},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.mesh.tp: model.kind \"mlp\" has no tensor parallelism (only gpt "
+                   "splits its layers over tp ranks), got tp 2; set strategy.mesh.tp to 1"}},
+        ErrorCase{R"({"strategy": {"kind": null, "tp": {"sequence_parallel": true}}})",
+                  {"strategy.tp.sequence_parallel: splits the sequence over the tensor-parallel "
+                   "ranks, so it needs strategy.mesh.tp > 1 (this mesh's tp is 1); set it to "
+                   "false or raise tp"}},
+        // Fewer blocks than pipeline stages, at the mesh's pp.
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"pp": 3}},
+                      "launch": {"hosts": [{"ranks": 3}]}})",
+                  {"strategy.mesh.pp: 3 pipeline ranks (strategy.mesh.pp) × virtual_stages 1 = 3 "
+                   "pipeline stages, but model.layers has only 2 Linear layers (each stage needs "
+                   "one)"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 2, "pp": 2},
+                                   "pp": {"stages": [[0, 1]]}},
+                      "launch": {"hosts": [{"ranks": 4}]}})",
+                  {"strategy.pp.stages: expected 2 stages (2 pipeline ranks (strategy.mesh.pp) × "
+                   "virtual_stages 1), got 1"}},
+        // Micro-batches are the pipeline's, with any dp.
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 2}}, "train": {"micro_batches": 2},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"train.micro_batches: must be 1 unless the model is split into pipeline stages "
+                   "(strategy.mesh.pp > 1), got 2"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 2, "pp": 2}},
+                      "train": {"micro_batches": 3}, "launch": {"hosts": [{"ranks": 4}]}})",
+                  {"train.micro_batches: must divide train.batch_size (8), got 3"}},
+        // drop_last needs a full batch per data-parallel rank: mesh.dp of them, not the world.
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"dp": 2, "pp": 2}},
+                      "data": {"samples": 15, "drop_last": true},
+                      "launch": {"hosts": [{"ranks": 4}]}})",
+                  {"data.samples: with drop_last, 2 data-parallel ranks × batch_size 8 need at "
+                   "least 16 samples, got 15"}}));
+
+// Issue 34: tensor parallelism's needs of the GPT (heads, vocabulary and, with sequence
+// parallelism, the context divisible by tp), each at the field to change.
+INSTANTIATE_TEST_SUITE_P(
+    TensorParallel, JobSpecErrors,
+    testing::Values(
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"tp": 2}},
+                      "model": {"kind": "gpt", "layers": 2, "vocab_size": 257, "context": 8,
+                                "heads": 3, "dim": 12},
+                      "data": {"kind": "text", "path": "c.txt", "samples": null, "features": null,
+                               "classes": null},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.mesh.tp: must divide model.heads (3): each tp rank holds 1 / tp of "
+                   "its attention heads, got tp 2",
+                   "strategy.mesh.tp: must divide model.vocab_size (257): each tp rank holds 1 / "
+                   "tp of its rows of the vocabulary-parallel embedding and head, got tp 2"}},
+        ErrorCase{R"({"strategy": {"kind": null, "mesh": {"tp": 2},
+                                   "tp": {"sequence_parallel": true}},
+                      "model": {"kind": "gpt", "layers": 2, "vocab_size": 256, "context": 9,
+                                "heads": 2, "dim": 16},
+                      "data": {"kind": "text", "path": "c.txt", "samples": null, "features": null,
+                               "classes": null},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.tp.sequence_parallel: needs model.context (9) divisible by "
+                   "strategy.mesh.tp (2): each tp rank holds context / tp positions"}}));
+
 INSTANTIATE_TEST_SUITE_P(
     Pipeline, JobSpecErrors,
     testing::Values(
@@ -560,15 +690,15 @@ INSTANTIATE_TEST_SUITE_P(
                   {"strategy.virtual_stages: expected a positive integer no larger than 1024, got "
                    "5000"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "virtual_stages": 2}})",
-                  {"strategy.virtual_stages: must be 1 unless strategy.schedule is "
+                  {"strategy.virtual_stages: must be 1 unless the schedule is "
                    "interleaved_1f1b, got 2"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b"}})",
                   {"strategy.virtual_stages: interleaved_1f1b needs at least 2 virtual stages per "
                    "rank, got 1"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b",
                                    "virtual_stages": 3}})",
-                  {"strategy: world size 1 × virtual_stages 3 = 3 pipeline stages, but "
-                   "model.layers has only 2 Linear layers (each stage needs one)"}},
+                  {"strategy: 1 pipeline rank (strategy.mesh.pp) × virtual_stages 3 = 3 pipeline "
+                   "stages, but model.layers has only 2 Linear layers (each stage needs one)"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "schedule": "interleaved_1f1b",
                                    "virtual_stages": 2},
                       "train": {"batch_size": 6, "micro_batches": 3},
@@ -576,10 +706,12 @@ INSTANTIATE_TEST_SUITE_P(
                   {"train.micro_batches: interleaved_1f1b needs a multiple of the 2 pipeline "
                    "ranks, got 3"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline"}, "launch": {"hosts": [{"ranks": 3}]}})",
-                  {"strategy: world size 3 × virtual_stages 1 = 3 pipeline stages, but "
-                   "model.layers has only 2 Linear layers (each stage needs one)"}},
-        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [1]]}})",
-                  {"strategy.stages: expected 1 stage (world size 1 × virtual_stages 1), got 2"}},
+                  {"strategy: 3 pipeline ranks (strategy.mesh.pp) × virtual_stages 1 = 3 pipeline "
+                   "stages, but model.layers has only 2 Linear layers (each stage needs one)"}},
+        ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0], [1], [2]]},
+                      "model": {"layers": [4, 8, 8, 8, 3]}, "launch": {"hosts": [{"ranks": 2}]}})",
+                  {"strategy.stages: expected 2 stages (2 pipeline ranks (strategy.mesh.pp) × "
+                   "virtual_stages 1), got 3"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[1], [0]]},
                       "launch": {"hosts": [{"ranks": 2}]}})",
                   {"strategy.stages[0][0]: expected layer 0 (stages must list layers 0..1 in "
@@ -606,10 +738,16 @@ INSTANTIATE_TEST_SUITE_P(
                   {"strategy.stages[0]: expected a non-empty array of layer indices, got []"}},
         ErrorCase{R"({"strategy": {"kind": "pipeline", "stages": [[0, -1]]}})",
                   {"strategy.stages[0][1]: expected a non-negative integer, got -1"}},
-        ErrorCase{R"({"strategy": {"kind": "pipeline"}, "train": {"micro_batches": 3}})",
+        ErrorCase{R"({"strategy": {"kind": "pipeline"}, "train": {"micro_batches": 3},
+                      "launch": {"hosts": [{"ranks": 2}]}})",
                   {"train.micro_batches: must divide train.batch_size (8), got 3"}},
         ErrorCase{R"({"train": {"micro_batches": 2}})",
-                  {"train.micro_batches: must be 1 unless strategy.kind is pipeline, got 2"}}));
+                  {"train.micro_batches: must be 1 unless the model is split into pipeline stages "
+                   "(strategy.mesh.pp > 1), got 2"}},
+        // A legacy pipeline of one rank is one stage, no pipeline (issue 34): no micro-batches.
+        ErrorCase{R"({"strategy": {"kind": "pipeline"}, "train": {"micro_batches": 2}})",
+                  {"train.micro_batches: must be 1 unless the model is split into pipeline stages "
+                   "(strategy.mesh.pp > 1), got 2"}}));
 
 INSTANTIATE_TEST_SUITE_P(
     Model, JobSpecErrors,
@@ -1369,6 +1507,8 @@ json documentReading(const SpecField& field) {
   if (field.job == JobKind::kProgram)
     return json{{"name", "p"}, {"program", {{"script", "train.py"}}}};
   json document = minimal();
+  // The strategy's fields are the mesh form's: no legacy kind beside them.
+  if (field.path.starts_with("strategy.")) document["strategy"] = json::object();
   if (field.path.starts_with("checkpoint.")) document["checkpoint"] = {{"dir", "ckpt"}};
   if (field.path.starts_with("launch.hosts[].")) document["launch"] = {{"hosts", {{{"ranks", 1}}}}};
   if (!field.shown_when || field.form_condition_only) return document;
@@ -1390,9 +1530,8 @@ json documentReading(const SpecField& field) {
   if (controller == "data.kind" && kind == "text")
     return patched(json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")")));
   // Every other controller is a plain choice of its block ("optimizer.kind": "adam").
-  json patch;
-  patch[json::json_pointer("/" + std::regex_replace(controller, std::regex("\\."), "/"))] = kind;
-  return patched(patch);
+  document[json::json_pointer("/" + std::regex_replace(controller, std::regex("\\."), "/"))] = kind;
+  return document;
 }
 
 // Where `field` is in a document: a host's field in the first host.
@@ -1505,10 +1644,211 @@ INSTANTIATE_TEST_SUITE_P(EverySpecField, BoundedValueField, testing::ValuesIn(bo
                          fieldCaseName);
 
 // ---------------------------------------------------------------------------------------------
+// The device mesh (issue 34): the mesh form, the legacy flat form read as the same strategy, the
+// canonical form, the labels.
+
+// The minimal spec with `strategy` as its whole strategy block, `ranks` ranks and `patch` merged.
+json withStrategy(const json& strategy, int ranks, const json& patch = json::object()) {
+  json document = patched(patch);
+  document["strategy"] = strategy;
+  document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", ranks}}}}};
+  return document;
+}
+
+JobSpec parsedOk(const json& document) {
+  SpecParseResult parsed = parseJobSpec(document);
+  EXPECT_TRUE(parsed.ok()) << document.dump() << "\n" << parsed.describe();
+  return parsed.ok() ? *parsed.spec : JobSpec{};
+}
+
+struct LegacyTwin {
+  const char* legacy;
+  std::vector<const char*> twins;  // mesh forms of the same strategy
+  int ranks;
+  const char* patch;
+};
+
+TEST(JobSpecMesh, ALegacyStrategyParsesAsItsMeshFormTwin) {
+  const char* const four_blocks = R"({"model": {"layers": [4, 8, 8, 8, 3]},
+                                      "train": {"micro_batches": 2}})";
+  const std::vector<LegacyTwin> twins = {
+      {R"({"kind": "single"})", {"{}", R"({"mesh": {"dp": 1, "tp": 1, "pp": 1}})"}, 1, "{}"},
+      // One rank of ddp is one rank: single.
+      {R"({"kind": "ddp"})", {R"({"kind": "single"})", "{}"}, 1, "{}"},
+      {R"({"kind": "ddp", "bucket_cap_mb": 10, "reduce_dtype": "bf16"})",
+       {R"({"mesh": {"dp": 4}, "dp": {"kind": "ddp", "bucket_cap_mb": 10, "reduce_dtype": "bf16"}})",
+        R"({"dp": {"bucket_cap_mb": 10, "reduce_dtype": "bf16"}})",
+        R"({"mesh": {"tp": 1, "pp": 1}, "dp": {"kind": "ddp", "bucket_cap_mb": 10,
+                                               "reduce_dtype": "bf16"}})"},
+       4,
+       "{}"},
+      {R"({"kind": "fsdp", "sharding": "shard_grad_op", "units": "model", "param_dtype": "bf16"})",
+       {R"({"mesh": {"dp": 3}, "dp": {"kind": "fsdp", "sharding": "shard_grad_op", "units": "model",
+                                      "param_dtype": "bf16"}})"},
+       3,
+       "{}"},
+      {R"({"kind": "fsdp"})", {R"({"dp": {"kind": "fsdp"}})"}, 1, "{}"},
+      {R"({"kind": "pipeline", "schedule": "gpipe", "stages": [[0], [1, 2], [3]]})",
+       {R"({"mesh": {"pp": 3}, "pp": {"schedule": "gpipe", "stages": [[0], [1, 2], [3]]}})",
+        R"({"mesh": {"dp": 1, "tp": 1, "pp": 3}, "dp": {"kind": "ddp"},
+            "pp": {"schedule": "gpipe", "virtual_stages": 1, "stages": [[0], [1, 2], [3]]}})"},
+       3,
+       four_blocks},
+      // A pipeline of one rank and two interleaved virtual stages is still a pipeline.
+      {R"({"kind": "pipeline", "schedule": "interleaved_1f1b", "virtual_stages": 2})",
+       {R"({"mesh": {"pp": 1}, "pp": {"schedule": "interleaved_1f1b", "virtual_stages": 2}})"},
+       1,
+       four_blocks},
+      // One stage is no pipeline: its options are read, checked and dropped.
+      {R"({"kind": "pipeline", "schedule": "gpipe", "stages": [[0, 1]]})",
+       {"{}", R"({"pp": {"schedule": "zb_h1"}})"},
+       1,
+       "{}"},
+  };
+  for (const LegacyTwin& twin : twins) {
+    SCOPED_TRACE(twin.legacy);
+    const json patch = json::parse(twin.patch);
+    const JobSpec legacy = parsedOk(withStrategy(json::parse(twin.legacy), twin.ranks, patch));
+    for (const char* mesh : twin.twins)
+      EXPECT_EQ(parsedOk(withStrategy(json::parse(mesh), twin.ranks, patch)), legacy) << mesh;
+    // The canonical form is the mesh form, and reads back as the same spec.
+    const json canonical = toJson(legacy);
+    EXPECT_FALSE(canonical["strategy"].contains("kind")) << canonical["strategy"];
+    EXPECT_EQ(canonical["strategy"]["mesh"]["dp"].get<int>() *
+                  canonical["strategy"]["mesh"]["tp"].get<int>() *
+                  canonical["strategy"]["mesh"]["pp"].get<int>(),
+              twin.ranks);
+    EXPECT_EQ(parsedOk(canonical), legacy);
+  }
+}
+
+TEST(JobSpecMesh, TheCanonicalFormWritesTheMeshTheDataParallelPlanAndTheUsedDimensions) {
+  EXPECT_EQ(toJson(parsedOk(withStrategy(json::parse(R"({"kind": "ddp"})"), 2)))["strategy"],
+            json::parse(R"({"mesh": {"dp": 2, "tp": 1, "pp": 1},
+                            "dp": {"kind": "ddp", "bucket_cap_mb": 25.0}})"));
+  EXPECT_EQ(toJson(parsedOk(withStrategy(json::parse(R"({"kind": "pipeline"})"), 2)))["strategy"],
+            json::parse(R"({"mesh": {"dp": 1, "tp": 1, "pp": 2},
+                            "dp": {"kind": "ddp", "bucket_cap_mb": 25.0},
+                            "pp": {"schedule": "1f1b", "virtual_stages": 1}})"));
+  const json gpt = json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")"));
+  const JobSpec tp = parsedOk(
+      withStrategy(json::parse(R"({"mesh": {"dp": 2, "tp": 2}, "dp": {"kind": "fsdp"}})"), 4, gpt));
+  EXPECT_EQ(toJson(tp)["strategy"], json::parse(R"({"mesh": {"dp": 2, "tp": 2, "pp": 1},
+                            "dp": {"kind": "fsdp", "sharding": "full_shard", "units": "layer"},
+                            "tp": {"sequence_parallel": false}})"));
+}
+
+// Every layout of 4 and of 8 ranks with dp as DDP and as FSDP, with and without sequence
+// parallelism: the spec reads back from its canonical form, and says its sizes and its label.
+TEST(JobSpecMesh, EveryLayoutOfAGptRoundTripsWithItsSizesAndLabel) {
+  const json gpt = json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")"));
+  for (int world : {1, 2, 4, 8}) {
+    for (int tp = 1; tp <= world; tp *= 2) {
+      for (int pp = 1; tp * pp <= world; pp *= 2) {
+        for (const char* plan : {"ddp", "fsdp"}) {
+          for (bool sequence_parallel : {false, true}) {
+            if (sequence_parallel && tp == 1) continue;
+            const int dp = world / (tp * pp);
+            SCOPED_TRACE(
+                fmt::format("{} x {} x {} {}{}", dp, tp, pp, plan, sequence_parallel ? " sp" : ""));
+            json strategy = {{"mesh", {{"dp", dp}, {"tp", tp}, {"pp", pp}}},
+                             {"dp", {{"kind", plan}}},
+                             {"tp", {{"sequence_parallel", sequence_parallel}}}};
+            json patch = gpt;
+            if (pp > 1) patch["train"] = {{"micro_batches", 2}};
+            // Enough blocks for the stages (embedding, the transformer blocks, head); heads,
+            // vocabulary and context divisible by every tp.
+            patch["model"]["layers"] = pp;
+            patch["model"]["heads"] = 8;
+            patch["model"]["dim"] = 64;
+            patch["model"]["vocab_size"] = 512;
+            const JobSpec spec = parsedOk(withStrategy(strategy, world, patch));
+            EXPECT_EQ(spec.strategy.mesh, (MeshSpec{.dp = dp, .tp = tp, .pp = pp}));
+            EXPECT_EQ(spec.strategy.tp.sequence_parallel, sequence_parallel);
+            EXPECT_EQ(dataParallelSize(spec), dp);
+            EXPECT_EQ(stageCount(spec), pp);
+            EXPECT_EQ(parsedOk(toJson(spec)), spec);
+            std::vector<std::string> parts;
+            if (dp > 1 || std::string(plan) != "ddp") parts.emplace_back(plan);
+            if (tp > 1) parts.emplace_back("tp");
+            if (pp > 1) parts.emplace_back("pipeline");
+            const std::string label =
+                parts.empty() ? "single" : fmt::format("{}", fmt::join(parts, "+"));
+            EXPECT_EQ(strategyLabel(spec), label);
+            const std::vector<std::string> labels = strategyLabels();
+            EXPECT_NE(std::find(labels.begin(), labels.end(), label), labels.end()) << label;
+            EXPECT_EQ(needsWorldCommunicator(spec), label != "single");
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(JobSpecMesh, StrategyLabelsListEveryLayoutOnce) {
+  const std::vector<std::string> labels = strategyLabels();
+  EXPECT_EQ(std::vector<std::string>(labels.begin(), labels.begin() + 5),
+            (std::vector<std::string>{"single", "ddp", "fsdp", "pipeline", "tp"}));
+  EXPECT_EQ(std::set<std::string>(labels.begin(), labels.end()).size(), labels.size());
+  // single; ddp, fsdp, tp, pipeline; 2 x tp+pipeline... : 1 + 4 + (2 + 2 + 1) + 2 = 12
+  EXPECT_EQ(labels.size(), 12u);
+  EXPECT_NE(std::find(labels.begin(), labels.end(), "fsdp+tp+pipeline"), labels.end());
+}
+
+// What the options of a dimension of size 1 do (docs/spec.md): the data-parallel plan's are kept
+// (fsdp on one rank is fsdp), tp's sequence_parallel false is accepted (true is refused: it needs
+// tp ranks), and a one-stage pipeline's options are read, checked and dropped.
+TEST(JobSpecMesh, OptionsOfADimensionOfOne) {
+  const JobSpec fsdp =
+      parsedOk(withStrategy(json::parse(R"({"dp": {"kind": "fsdp", "sharding": "no_shard"}})"), 1));
+  EXPECT_EQ(strategyLabel(fsdp), "fsdp");
+  EXPECT_EQ(fsdp.strategy.fsdp.sharding, FsdpSharding::kNoShard);
+  const JobSpec tp =
+      parsedOk(withStrategy(json::parse(R"({"tp": {"sequence_parallel": false}})"), 1));
+  EXPECT_EQ(strategyLabel(tp), "single");
+  const JobSpec pp = parsedOk(
+      withStrategy(json::parse(R"({"pp": {"schedule": "gpipe", "stages": [[0, 1]]}})"), 1));
+  EXPECT_EQ(pp.strategy.pipeline, PipelineSpec{});
+  EXPECT_FALSE(toJson(pp)["strategy"].contains("pp"));
+  // Still checked: a bad value is reported at its path.
+  EXPECT_EQ(problemsOf(withStrategy(json::parse(R"({"pp": {"schedule": "looped"}})"), 1)).at(0),
+            "strategy.pp.schedule: expected one of \"gpipe\", \"1f1b\", \"interleaved_1f1b\", "
+            "\"zb_h1\", got \"looped\"");
+}
+
+// Runs recorded before issue 34 keep their specs in the database as the canonical JSON of the
+// time: the legacy flat form with every default written. They still parse, as the strategy they
+// ran, and their canonical form is now the mesh form.
+TEST(JobSpecMesh, StoredLegacyCanonicalSpecsStillParse) {
+  struct Stored {
+    const char* strategy;
+    int ranks;
+    const char* label;
+  };
+  for (const Stored& stored :
+       {Stored{R"({"kind": "single"})", 1, "single"},
+        Stored{R"({"kind": "ddp", "bucket_cap_mb": 25.0})", 4, "ddp"},
+        Stored{R"({"kind": "ddp", "bucket_cap_mb": 25.0, "reduce_dtype": "bf16"})", 2, "ddp"},
+        Stored{R"({"kind": "fsdp", "sharding": "full_shard", "units": "layer"})", 4, "fsdp"},
+        Stored{R"({"kind": "pipeline", "schedule": "1f1b", "virtual_stages": 1})", 2,
+               "pipeline"}}) {
+    SCOPED_TRACE(stored.strategy);
+    // The old canonical form's other sections, as toJson wrote them.
+    json document = toJson(*parseJobSpec(kMinimal).spec);
+    document["strategy"] = json::parse(stored.strategy);
+    document["launch"]["hosts"][0]["ranks"] = stored.ranks;
+    const JobSpec spec = parsedOk(json::parse(document.dump(2)));
+    EXPECT_EQ(strategyLabel(spec), stored.label);
+    EXPECT_EQ(spec.strategy.mesh.size(), stored.ranks);
+    EXPECT_TRUE(toJson(spec)["strategy"].contains("mesh"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Round trip, files, helpers
 
 TEST(JobSpecRoundTrip, EveryKindCombination) {
-  for (std::string_view strategy : enumNames<StrategyKind>()) {
+  for (std::string_view strategy : legacyStrategyKinds()) {
     for (std::string_view optimizer : enumNames<OptimizerKind>()) {
       for (std::string_view data : enumNames<DataKind>()) {
         SCOPED_TRACE(fmt::format("{} {} {}", strategy, optimizer, data));
@@ -1579,7 +1919,9 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
     EXPECT_FALSE(fromString<E>("nonsense"));
     EXPECT_FALSE(fromString<E>(""));
   };
-  check(StrategyKind{}, {"single", "ddp", "fsdp", "pipeline"});
+  // The legacy strategy kinds: single, every data-parallel plan, pipeline.
+  EXPECT_EQ(legacyStrategyKinds(),
+            (std::vector<std::string_view>{"single", "ddp", "fsdp", "pipeline"}));
   check(FsdpSharding{}, {"full_shard", "shard_grad_op", "no_shard"});
   check(FsdpUnits{}, {"layer", "model"});
   check(PipelineSchedule{}, {"gpipe", "1f1b", "interleaved_1f1b", "zb_h1"});
@@ -1594,18 +1936,18 @@ TEST(JobSpecHelpers, EnumNamesRoundTrip) {
   check(LrScheduleKind{}, {"constant", "cosine"});
   check(BackendKind{}, {"auto", "gloo", "nccl"});
   check(DeviceKind{}, {"auto", "cpu", "cuda"});
-  EXPECT_EQ(fromString<StrategyKind>("DDP"), std::nullopt) << "names are case-sensitive";
+  EXPECT_EQ(fromString<OptimizerKind>("SGD"), std::nullopt) << "names are case-sensitive";
 }
 
 TEST(JobSpecHelpers, ValidateEditedSpec) {
   JobSpec spec = *parseJobSpec(kMinimal).spec;
   EXPECT_TRUE(validateJobSpec(spec).empty());
-  spec.strategy.kind = StrategyKind::kDdp;
   spec.launch.hosts.assign(2, LaunchHostSpec{});
   spec.launch.hosts[0].host = "a";
   spec.launch.hosts[0].ranks = 2;
   spec.launch.hosts[1].host = "b";
   spec.launch.hosts[1].ranks = 3;
+  applyLegacyStrategyKind("ddp", worldSize(spec), spec.strategy);
   EXPECT_TRUE(validateJobSpec(spec).empty());
   EXPECT_EQ(worldSize(spec), 5);
   EXPECT_EQ(dataParallelSize(spec), 5);

@@ -68,7 +68,7 @@ TEST(PrecisionSpec, Fp16WithALossScaleRoundTrips) {
   EXPECT_EQ(parsed.spec->strategy.ddp.reduce_dtype, Precision::kBf16);
   const json canonical = toJson(*parsed.spec);
   EXPECT_EQ(canonical["train"]["loss_scale"]["growth_interval"], 3);
-  EXPECT_EQ(canonical["strategy"]["reduce_dtype"], "bf16");
+  EXPECT_EQ(canonical["strategy"]["dp"]["reduce_dtype"], "bf16");
   const SpecParseResult again = parseJobSpec(canonical.dump());
   ASSERT_TRUE(again.ok()) << again.describe();
   EXPECT_EQ(*again.spec, *parsed.spec);
@@ -81,7 +81,7 @@ TEST(PrecisionSpec, FsdpTakesBothDtypes) {
   ASSERT_TRUE(parsed.ok()) << parsed.describe();
   EXPECT_EQ(parsed.spec->strategy.fsdp.reduce_dtype, Precision::kFp16);
   EXPECT_EQ(parsed.spec->strategy.fsdp.param_dtype, Precision::kBf16);
-  EXPECT_EQ(toJson(*parsed.spec)["strategy"]["param_dtype"], "bf16");
+  EXPECT_EQ(toJson(*parsed.spec)["strategy"]["dp"]["param_dtype"], "bf16");
 }
 
 TEST(PrecisionSpec, RefusalsNameTheField) {
@@ -128,12 +128,12 @@ TEST(PrecisionSpec, FormFieldsFollowTheKinds) {
     return it == fields.end() ? SpecField{} : *it;
   };
   EXPECT_EQ(std::count_if(fields.begin(), fields.end(),
-                          [](const SpecField& f) { return f.path == "strategy.reduce_dtype"; }),
+                          [](const SpecField& f) { return f.path == "strategy.dp.reduce_dtype"; }),
             1);
-  const SpecField reduce = find("strategy.reduce_dtype");
+  const SpecField reduce = find("strategy.dp.reduce_dtype");
   ASSERT_TRUE(reduce.shown_when.has_value());
   EXPECT_EQ(reduce.shown_when->kinds, (std::vector<std::string>{"ddp", "fsdp"}));
-  EXPECT_EQ(find("strategy.param_dtype").shown_when->kinds, (std::vector<std::string>{"fsdp"}));
+  EXPECT_EQ(find("strategy.dp.param_dtype").shown_when->kinds, (std::vector<std::string>{"fsdp"}));
   EXPECT_EQ(find("train.precision").choices, (std::vector<std::string>{"fp32", "bf16", "fp16"}));
   const SpecField growth = find("train.loss_scale.growth_interval");
   ASSERT_TRUE(growth.shown_when.has_value());

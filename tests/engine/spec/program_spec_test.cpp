@@ -38,13 +38,20 @@ TEST(ProgramSpec, AMinimalProgramJobTakesItsDefaults) {
   EXPECT_EQ(spec.program->steps, 0);
   EXPECT_EQ(worldSize(spec), 4);
   // Several ranks of a script are taken for DDP, one for a single process, unless it says.
-  EXPECT_EQ(spec.strategy.kind, StrategyKind::kDdp);
+  EXPECT_EQ(strategyLabel(spec), "ddp");
   json one = programJob();
   one["launch"]["hosts"][0]["ranks"] = 1;
-  EXPECT_EQ(parseJobSpec(one).spec->strategy.kind, StrategyKind::kSingle);
+  EXPECT_EQ(strategyLabel(*parseJobSpec(one).spec), "single");
   json fsdp = programJob();
   fsdp["strategy"] = {{"kind", "fsdp"}};
-  EXPECT_EQ(parseJobSpec(fsdp).spec->strategy.kind, StrategyKind::kFsdp);
+  EXPECT_EQ(strategyLabel(*parseJobSpec(fsdp).spec), "fsdp");
+  // The kind is the one-dimension mesh it names, as the legacy strategy form is.
+  EXPECT_EQ(parseJobSpec(fsdp).spec->strategy.mesh, (MeshSpec{.dp = 4, .tp = 1, .pp = 1}));
+  json pipeline = programJob();
+  pipeline["strategy"] = {{"kind", "pipeline"}};
+  EXPECT_EQ(strategyLabel(*parseJobSpec(pipeline).spec), "pipeline");
+  EXPECT_EQ(dataParallelSize(*parseJobSpec(pipeline).spec), 1);
+  EXPECT_EQ(toJson(*parseJobSpec(pipeline).spec)["strategy"], json({{"kind", "pipeline"}}));
 }
 
 TEST(ProgramSpec, EveryFieldIsReadAndTheCanonicalFormRoundTrips) {

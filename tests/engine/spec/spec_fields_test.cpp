@@ -49,7 +49,7 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
   if (field.job == JobKind::kProgram) return programJob();
   json document = json::parse(R"({
     "name": "t",
-    "strategy": {"kind": "single"},
+    "strategy": {},
     "model": {"kind": "mlp", "layers": [4, 8, 3]},
     "data": {"kind": "synthetic", "samples": 32, "features": 4, "classes": 3},
     "train": {"steps": 10, "batch_size": 8},
@@ -71,6 +71,16 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
       document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
       document["train"]["batch_size"] = 8;
     }
+  }
+  // A dimension's options apply where it is used: tp ranks (of a gpt), pipeline stages.
+  if (field.path.starts_with("strategy.tp.")) {
+    useTokenData(document, "tokens");
+    document["strategy"]["mesh"] = {{"tp", 2}};
+    document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
+  }
+  if (field.path.starts_with("strategy.pp.")) {
+    document["strategy"]["mesh"] = {{"pp", 2}};
+    document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
   }
   EXPECT_TRUE(parseJobSpec(document).ok()) << document.dump() << "\n"
                                            << parseJobSpec(document).describe();
@@ -126,6 +136,17 @@ TEST(SpecFields, DefaultsAreTheParsers) {
       ASSERT_TRUE(parsed.ok()) << field.path << ": " << parsed.describe();
       const json canonical = toJson(*parsed.spec);
       const json expected = defaultFor(field, document);
+      // Two defaults are computed from the ranks: the mesh's dp is what tp and pp leave of the
+      // world (here 1, or the 2 ranks a data-parallel plan's document has); a program job's
+      // strategy kind is ddp on several ranks (the program job has 2).
+      if (field.path == "strategy.mesh.dp") {
+        EXPECT_EQ(canonical[pointer], document.contains("launch") ? 2 : 1);
+        continue;
+      }
+      if (field.path == "strategy.kind") {
+        EXPECT_EQ(canonical[pointer], "ddp");
+        continue;
+      }
       if (expected.is_null()) {
         EXPECT_FALSE(canonical.contains(pointer)) << field.path;
       } else {
@@ -200,7 +221,7 @@ TEST(SpecFields, ChoicesAreExactlyWhatTheParserAccepts) {
       }
       if (field.path == "optimizer.kind") document["optimizer"] = {{"lr", 0.1}};
       if (name == "interleaved_1f1b") {
-        document["strategy"]["virtual_stages"] = 2;
+        document["strategy"]["pp"]["virtual_stages"] = 2;
         document["model"]["layers"] = {4, 8, 8, 8, 3};
         document["train"]["micro_batches"] = 2;  // a multiple of the 2 pipeline ranks
       }
@@ -271,9 +292,14 @@ TEST(SpecFields, BoundsAreTheParsers) {
 // unknown to it.
 TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
   std::set<std::string> canonical;
-  for (const std::string& kind : findSpecField("strategy.kind")->choices) {
+  // Every data-parallel plan, and the mesh's tp and pp dimensions used (toJson writes what a
+  // spec holds; whether a model has tp is the checks').
+  for (const std::string& kind : {"ddp", "fsdp", "tp", "pipeline"}) {
     JobSpec spec;
-    spec.strategy.kind = *fromString<StrategyKind>(kind);
+    if (kind == "tp")
+      spec.strategy.mesh.tp = 2;
+    else
+      applyLegacyStrategyKind(kind, 2, spec.strategy);
     spec.model.layers = {4, 8, 3};
     spec.strategy.pipeline.stages = {{0}, {1}};
     spec.checkpoint = CheckpointSpec{};
@@ -302,9 +328,10 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
             if (path.starts_with("launch.hosts.")) {
               canonical.insert("launch.hosts");
               path = "launch.hosts[]." + path.substr(path.find('.', 13) + 1);
-            } else if (path.starts_with("strategy.stages") || path.starts_with("model.layers") ||
-                       path.starts_with("optimizer.betas") || path.starts_with("program.args") ||
-                       path.starts_with("launch.env.")) {
+            } else if (path.starts_with("strategy.pp.stages")) {
+              path = "strategy.pp.stages";
+            } else if (path.starts_with("model.layers") || path.starts_with("optimizer.betas") ||
+                       path.starts_with("program.args") || path.starts_with("launch.env.")) {
               path = path.substr(0, path.find('.', path.find('.') + 1));
             }
             canonical.insert(path);
@@ -362,7 +389,9 @@ TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
       document[pointer] = value;
       const std::string section = field.path.substr(0, field.path.find('.'));
       // Whole sections are refused, and the engine's fields elsewhere one by one.
-      const std::string refused_at = section == "strategy" ? field.path : section;
+      // A strategy's mesh and dimension blocks are refused as a whole.
+      const std::string refused_at =
+          section == "strategy" ? field.path.substr(0, field.path.find('.', 9)) : section;
       bool refused = false;
       for (const SpecProblem& problem : parseJobSpec(document).problems)
         refused |= problem.path == refused_at;
@@ -370,7 +399,9 @@ TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
       EXPECT_FALSE(appliesTo(field, programJob())) << field.path;
     } else if (field.job == JobKind::kProgram) {
       ++program;
-      EXPECT_TRUE(field.path.starts_with("program.")) << field.path;
+      // The program section's, and the strategy's kind (what the script does).
+      EXPECT_TRUE(field.path.starts_with("program.") || field.path == "strategy.kind")
+          << field.path;
       EXPECT_TRUE(appliesTo(field, programJob())) << field.path;
       EXPECT_FALSE(appliesTo(field, validFor(*findSpecField("name")))) << field.path;
     } else {
@@ -385,10 +416,9 @@ TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
       EXPECT_TRUE(appliesTo(field, programJob())) << field.path;
     }
   }
-  EXPECT_EQ(program, 6u);  // python, script, args, workdir, upload, steps
+  EXPECT_EQ(program, 7u);  // python, script, args, workdir, upload, steps; strategy.kind
   EXPECT_GT(engine, 40u);
-  EXPECT_GE(both,
-            7u);  // name, description, strategy.kind, launch (hosts, node binary, port, timeout)
+  EXPECT_GE(both, 6u);  // name, description, launch (hosts, node binary, port, timeout)
 }
 
 TEST(SpecFields, ConditionsNameChoiceFieldsAndTheirKinds) {
@@ -405,7 +435,7 @@ TEST(SpecFields, ConditionsNameChoiceFieldsAndTheirKinds) {
   // A controller's value: the document's, else its default, else a new spec's.
   const json document = {{"data", {{"kind", "idx"}}}};
   EXPECT_EQ(choiceIn(document, "data.kind"), "idx");
-  EXPECT_EQ(choiceIn(document, "strategy.kind"), "single");
+  EXPECT_EQ(choiceIn(document, "strategy.dp.kind"), "ddp");
   EXPECT_EQ(choiceIn(document, "optimizer.kind"), "adamw");
   EXPECT_EQ(choiceIn(document, "backend"), "auto");
   EXPECT_TRUE(appliesTo(*findSpecField("data.images"), document));

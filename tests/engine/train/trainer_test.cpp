@@ -221,15 +221,14 @@ TEST(Trainer, GradientAccumulationProcessesEveryMicroBatch) {
 
 TEST(Trainer, DistributedStrategiesNeedTheWorldCommunicator) {
   JobSpec spec = smallSpec(1);
-  spec.strategy.kind = StrategyKind::kDdp;
   spec.launch.hosts[0].ranks = 2;
+  applyLegacyStrategyKind("ddp", worldSize(spec), spec.strategy);
   try {
     train(spec);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInvalidArgument);
-    EXPECT_NE(e.message().find("strategy.kind: 'ddp' needs the world communicator"),
-              std::string::npos)
+    EXPECT_NE(e.message().find("strategy: 'ddp' needs the world communicator"), std::string::npos)
         << e.message();
   }
 }
@@ -247,8 +246,8 @@ TEST(Trainer, DdpOnThreeRanksEqualsOneProcessWithTheTripleBatch) {
   ddp.optimizer.momentum = 0.9;
   ddp.optimizer.weight_decay = 0;
   ddp.optimizer.clip_grad_norm.reset();
-  ddp.strategy.kind = StrategyKind::kDdp;
   ddp.launch.hosts[0].ranks = 3;
+  applyLegacyStrategyKind("ddp", worldSize(ddp), ddp.strategy);
   ddp.train.batch_size = 8;
   ddp.checkpoint = CheckpointSpec{.dir = (dir / "ddp").string()};
   std::vector<StepEvent> steps;
@@ -265,8 +264,8 @@ TEST(Trainer, DdpOnThreeRanksEqualsOneProcessWithTheTripleBatch) {
   }
 
   JobSpec single = ddp;
-  single.strategy.kind = StrategyKind::kSingle;
   single.launch.hosts[0].ranks = 1;
+  applyLegacyStrategyKind("single", worldSize(single), single.strategy);
   single.train.batch_size = 24;
   single.checkpoint = CheckpointSpec{.dir = (dir / "single").string()};
   train(single);
@@ -407,8 +406,8 @@ TEST_F(TrainerCheckpoint, ResumingContinuesTheLearningRateSchedule) {
 
 TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
   JobSpec straight = smallSpec(6);
-  straight.strategy.kind = StrategyKind::kDdp;
   straight.launch.hosts[0].ranks = 2;
+  applyLegacyStrategyKind("ddp", worldSize(straight), straight.strategy);
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
   trainOnRanks(straight, 2);
   trainInterruptedThenResumed(straight, dir_ / "resumed", 4, 2);
@@ -418,8 +417,8 @@ TEST_F(TrainerCheckpoint, DdpResumesFromRankZerosCheckpoint) {
 
 TEST_F(TrainerCheckpoint, FsdpResumesFromItsShardsAndConsolidatesTheModel) {
   JobSpec straight = smallSpec(6);
-  straight.strategy.kind = StrategyKind::kFsdp;
   straight.launch.hosts[0].ranks = 3;  // 32x64+64 and 64x10+10 values: both padded for 3 ranks
+  applyLegacyStrategyKind("fsdp", worldSize(straight), straight.strategy);
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string(), .consolidate = true};
   trainOnRanks(straight, 3);
   for (int rank = 0; rank < 3; ++rank) {
@@ -463,7 +462,7 @@ TEST_F(TrainerCheckpoint, UnwritableDirectoryIsRefusedBeforeTheFirstStep) {
       EXPECT_NE(e.message().find("checkpoint.dir"), std::string::npos) << e.message();
     }
     // FSDP: every rank writes its own shard, so every rank checks.
-    spec.strategy.kind = StrategyKind::kFsdp;
+    applyLegacyStrategyKind("fsdp", 2, spec.strategy);
     auto failures = testing::runRanks(2, [&](Communicator& comm) { train(spec, stop, &comm); });
     ASSERT_EQ(failures.size(), 2u) << dir;
     for (const auto& failure : failures) {
@@ -588,8 +587,8 @@ TEST_F(TrainerCheckpoint, ResumeWithNoGoodCheckpointFailsListingEachTried) {
 // FSDP keeps a checkpoint per rank: the ranks agree on the newest step every rank holds intact.
 TEST_F(TrainerCheckpoint, FsdpRanksResumeFromTheNewestStepGoodOnEveryRank) {
   JobSpec straight = smallSpec(6);
-  straight.strategy.kind = StrategyKind::kFsdp;
   straight.launch.hosts[0].ranks = 2;
+  applyLegacyStrategyKind("fsdp", worldSize(straight), straight.strategy);
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string(), .consolidate = true};
   trainOnRanks(straight, 2);
 
@@ -620,8 +619,8 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
   JobSpec straight = smallSpec(5);
   straight.model.dropout = 0.1;
   straight.optimizer.clip_grad_norm.reset();  // a float32 norm across stages vs a double one
-  straight.strategy.kind = StrategyKind::kPipeline;
   straight.launch.hosts[0].ranks = 2;
+  applyLegacyStrategyKind("pipeline", worldSize(straight), straight.strategy);
   straight.train.batch_size = 16;
   straight.train.micro_batches = 4;
   straight.checkpoint = CheckpointSpec{.dir = (dir_ / "straight").string()};
@@ -634,8 +633,8 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
   }
 
   JobSpec single = straight;
-  single.strategy.kind = StrategyKind::kSingle;
   single.launch.hosts[0].ranks = 1;
+  applyLegacyStrategyKind("single", worldSize(single), single.strategy);
   single.train.batch_size = 4;
   single.train.micro_batches = 1;
   single.train.grad_accum_steps = 4;
@@ -672,8 +671,8 @@ TEST_F(TrainerCheckpoint, PipelineStagesEqualAccumulationAndResumePerStage) {
 TEST(Trainer, APipelineStageReportsItsWaitAsACustomMetric) {
   JobSpec spec = smallSpec(3);
   spec.optimizer.clip_grad_norm.reset();
-  spec.strategy.kind = StrategyKind::kPipeline;
   spec.launch.hosts[0].ranks = 2;
+  applyLegacyStrategyKind("pipeline", worldSize(spec), spec.strategy);
   spec.train.batch_size = 16;
   spec.train.micro_batches = 4;
   for (const TrainingRun& run : trainOnRanks(spec, 2)) {
@@ -700,14 +699,14 @@ TEST(Trainer, APipelineStageReportsItsWaitAsACustomMetric) {
 }
 
 // Each distributed strategy with one rank on a CUDA device over NCCL: it trains and the loss falls.
-class TrainerOnCuda : public ::testing::TestWithParam<StrategyKind> {};
+class TrainerOnCuda : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TrainerOnCuda, StrategyRunsWithWorldSizeOne) {
   if (cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device visible: the strategies run on CPU";
   JobSpec spec = smallSpec(100);
   spec.device = DeviceKind::kCuda;
-  spec.strategy.kind = GetParam();
-  spec.train.micro_batches = GetParam() == StrategyKind::kPipeline ? 4 : 1;
+  applyLegacyStrategyKind(GetParam(), 1, spec.strategy);
+  spec.train.micro_batches = GetParam() == "pipeline" ? 4 : 1;
   std::vector<TrainingRun> runs = trainOnRanks(spec, 1, "nccl");
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].result.final_step, 100);
@@ -716,10 +715,8 @@ TEST_P(TrainerOnCuda, StrategyRunsWithWorldSizeOne) {
     if (const auto* hello = std::get_if<HelloEvent>(&e.body)) EXPECT_EQ(hello->device, "cuda:0");
 }
 
-INSTANTIATE_TEST_SUITE_P(Strategies, TrainerOnCuda,
-                         ::testing::Values(StrategyKind::kDdp, StrategyKind::kFsdp,
-                                           StrategyKind::kPipeline),
-                         [](const auto& info) { return std::string(toString(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Strategies, TrainerOnCuda, ::testing::Values("ddp", "fsdp", "pipeline"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ringmaster

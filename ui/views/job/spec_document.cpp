@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "spec/job_spec.h"
+
 namespace ringmaster::ui {
 
 namespace {
@@ -198,6 +200,25 @@ std::string programStrategyKind(const nlohmann::json& document) {
       if (host.is_object() && host.contains("ranks") && host["ranks"].is_number_integer())
         ranks += host["ranks"].get<int64_t>();
   return ranks > 1 ? "ddp" : "single";
+}
+
+std::string programStrategyKindOf(const nlohmann::json& document) {
+  if (const nlohmann::json* kind = getPath(document, "strategy.kind"); kind && kind->is_string())
+    return kind->get<std::string>();
+  const SpecParseResult parsed = parseJobSpec(document);
+  if (parsed.ok()) {
+    const std::string label = strategyLabel(*parsed.spec);
+    const std::vector<std::string>& kinds = findSpecField("strategy.kind")->choices;
+    if (std::find(kinds.begin(), kinds.end(), label) != kinds.end()) return label;
+  }
+  return programStrategyKind(document);
+}
+
+bool isMeshForm(const nlohmann::json& strategy) {
+  if (!strategy.is_object()) return false;
+  for (const char* key : {"mesh", "dp", "tp", "pp"})
+    if (strategy.contains(key)) return true;
+  return false;
 }
 
 }  // namespace ringmaster::ui

@@ -46,5 +46,12 @@ nlohmann::ordered_json inKeyOrder(const nlohmann::json& document,
 // The strategy kind a program job is recorded with when it names none: the parser's rule (ddp on
 // several ranks, single on one), from the document's hosts.
 std::string programStrategyKind(const nlohmann::json& document);
+// The strategy kind a program job made from `document` is recorded with: its strategy.kind, or
+// the layout its mesh names where that is one of a program job's kinds (strategyLabel), else
+// programStrategyKind.
+std::string programStrategyKindOf(const nlohmann::json& document);
+// Whether a strategy block has the mesh form (strategy.mesh, .dp, .tp or .pp) rather than the
+// legacy flat form's kind.
+bool isMeshForm(const nlohmann::json& strategy);
 
 }  // namespace ringmaster::ui
