@@ -10,7 +10,7 @@
 #include "cli/terminal.h"
 #include "core/display_text.h"
 
-namespace ringmaster {
+namespace ringmaster::cli {
 
 using storage::CommByDimension;
 using storage::DimensionComm;
@@ -117,4 +117,4 @@ std::string formatMesh(const MeshAxes& mesh) {
   return fmt::format("{} x {} x {}", mesh.dp, mesh.tp, mesh.pp);
 }
 
-}  // namespace ringmaster
+}  // namespace ringmaster::cli

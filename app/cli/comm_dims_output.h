@@ -9,7 +9,7 @@
 #include "query/comm_by_dimension.h"
 #include "query/summary.h"
 
-namespace ringmaster {
+namespace ringmaster::cli {
 
 // A run's dimensions (operations, bytes, time, wait, exposed time, time per step), and, where it
 // has more than one, each rank's time per step in each. Prints nothing without comm events.
@@ -24,4 +24,4 @@ void printCommByDimensionComparison(const storage::Database& db,
 // A run's mesh as the tables show it: "2 x 2 x 1" (dp x tp x pp).
 std::string formatMesh(const MeshAxes& mesh);
 
-}  // namespace ringmaster
+}  // namespace ringmaster::cli

@@ -73,6 +73,16 @@ std::vector<std::vector<int>> stagePartition(const JobSpec& spec) {
   return partition;
 }
 
+// The whole model's parameters, names and full shapes in its order: the model's own, or with
+// tp > 1 (the GPT's split, whose shapes are slices) the description's.
+std::vector<ParameterInfo> wholeModelParameters(const JobSpec& spec, Sequential& model) {
+  if (spec.strategy.mesh.tp > 1) return describeModel(spec.model).parameters;
+  std::vector<ParameterInfo> out;
+  for (const NamedParameter& p : model.namedParameters())
+    out.push_back({p.name, p.parameter->value.shape()});
+  return out;
+}
+
 // What every mesh runtime shares: the mesh, this rank's model and the rule of which tp rank
 // counts a parameter.
 class MeshParts {
@@ -235,7 +245,7 @@ class MeshPipelineStrategy final : public ParallelStrategy {
   explicit MeshPipelineStrategy(const StrategySetup& setup)
       : parts_(setup),
         micro_batches_(setup.spec.train.micro_batches),
-        full_names_(describeModel(setup.spec.model).parameters),
+        full_names_(wholeModelParameters(setup.spec, parts_.model())),
         pipeline_(parts_.model(), parts_.group(MeshDim::kPp),
                   PipelineOptions{.schedule = setup.spec.strategy.pipeline.schedule,
                                   .virtual_stages = setup.spec.strategy.pipeline.virtual_stages,

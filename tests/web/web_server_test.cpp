@@ -777,8 +777,8 @@ TEST_F(WebServerTest, CommunicationPerMeshDimensionAndTheRanksCoordinates) {
     EXPECT_EQ(dims["dims"][0]["dim"], "world");
     EXPECT_EQ(dims["dims"][0]["ranks"], kRanks);
     int64_t operations = 0;
-    for (const json& rank : getJson(path + "/comm")["by_rank"])
-      operations += rank["operations"].get<int64_t>();
+    const json comm = getJson(path + "/comm");
+    for (const json& rank : comm["by_rank"]) operations += rank["operations"].get<int64_t>();
     EXPECT_EQ(dims["dims"][0]["operations"], operations);
     EXPECT_GT(dims["dims"][0]["ms_per_step"].get<double>(), 0);
     EXPECT_EQ(dims["ranks"].size(), static_cast<size_t>(kRanks));

@@ -28,7 +28,6 @@
 namespace ringmaster {
 
 // DDP's runtime (parallel/strategies.cpp), made directly where one rank's DDP step is measured.
-std::unique_ptr<ParallelStrategy> makeDdpStrategy(const StrategySetup& setup);
 
 namespace {
 
@@ -490,20 +489,28 @@ double measuredDdpStepPeak(const JobSpec& spec) {
     auto model = buildModel(spec.model);
     // DDP's runtime itself: a spec of one rank trains as `single` (issue 34), so it is made
     // directly; its buckets and copies do not depend on the world size.
-    auto strategy = makeDdpStrategy({.model = *model, .world = &comm, .spec = spec});
+    const DdpSpec& options = spec.strategy.ddp;
+    DistributedDataParallel ddp(
+        *model, comm,
+        {.bucket_cap_mb = options.bucket_cap_mb,
+         .reduce_dtype = precisionDType(options.reduce_dtype.value_or(Precision::kFp32))});
     std::vector<int64_t> rows;
     for (int64_t i = 0; i < spec.train.batch_size; ++i) rows.push_back(i);
-    const BatchMaker make_batch = [&](const std::vector<int64_t>& r) { return makeBatch(data, r); };
+    const auto step = [&] {
+      const Batch batch = makeBatch(data, rows);  // made inside the step, as the trainer's
+      SoftmaxCrossEntropy loss;
+      loss.forward(ddp.forward(batch.inputs), batch.targets);
+      ddp.backward(loss.backward(), true);
+      ddp.finishGradientSync();
+    };
     CachingAllocator& host = allocatorFor(Device::cpu());
-    strategy->trainBatch(rows, make_batch, 1, true);  // a first step: every context is allocated
-    strategy->finishGradientSync();
+    step();  // a first step: every context is allocated
     model->zeroGrad();
     for (size_t m = 0; m < model->size(); ++m)
       model->child(m).restoreContext(std::vector<Tensor>(model->child(m).saveContext().size()));
     const double before = static_cast<double>(host.stats().allocated_bytes);
     host.resetPeakStats();
-    strategy->trainBatch(rows, make_batch, 1, true);
-    strategy->finishGradientSync();
+    step();
     peak = static_cast<double>(host.stats().peak_allocated_bytes) - before;
   });
   EXPECT_ALL_RANKS_OK(failures);

@@ -94,7 +94,11 @@ TEST(Trainer, EmitsHelloThenStepsWithMemoryFigures) {
   spec.telemetry.every_steps = 2;
   TrainingRun run = train(spec);
   ASSERT_FALSE(run.events.empty());
-  EXPECT_TRUE(std::holds_alternative<HelloEvent>(run.events[0].body));
+  ASSERT_TRUE(std::holds_alternative<HelloEvent>(run.events[0].body));
+  // Issue 34: the hello names the spec's mesh (one rank: 1 x 1 x 1) and the rank's place in it.
+  const auto& hello = std::get<HelloEvent>(run.events[0].body);
+  EXPECT_EQ(hello.mesh, (MeshAxes{.dp = 1, .tp = 1, .pp = 1}));
+  EXPECT_EQ(hello.coords, (MeshAxes{.dp = 0, .tp = 0, .pp = 0}));
   std::vector<int64_t> steps;
   for (size_t i = 0; i < run.events.size(); ++i) {
     EXPECT_EQ(run.events[i].seq, i);
