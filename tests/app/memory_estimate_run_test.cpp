@@ -85,16 +85,16 @@ std::vector<EstimateCase> everyCase() {
                        [=](json& spec, const fs::path&) {
                          onRanks(spec, 2);
                          spec.erase("checkpoint");
-                         spec["strategy"]["sharding"] = sharding;
-                         spec["strategy"]["units"] = units;
+                         spec["strategy"]["dp"]["sharding"] = sharding;
+                         spec["strategy"]["dp"]["units"] = units;
                        }});
     }
   }
   cases.push_back({"fsdp_mlp_bf16", "fsdp_mlp", [](json& spec, const fs::path&) {
                      onRanks(spec, 2);
                      spec.erase("checkpoint");
-                     spec["strategy"]["param_dtype"] = "bf16";
-                     spec["strategy"]["reduce_dtype"] = "bf16";
+                     spec["strategy"]["dp"]["param_dtype"] = "bf16";
+                     spec["strategy"]["dp"]["reduce_dtype"] = "bf16";
                      spec["train"]["precision"] = "bf16";
                    }});
   // The example's 4 ranks, but GPipe's on 2: on 4 its last rank (a 2,570-parameter Linear, 0.17
