@@ -3,9 +3,10 @@
 // has run (Megatron-LM's gradient reduction after the pipeline flush), the replicas' gradients
 // are averaged over the dp group in one flat buffer: as DDP, or, as FSDP, reduce-scattered into
 // this rank's shard of a flat parameter that the optimizer updates and that is all-gathered back
-// before the next forward. Under pp the stage's parameters stay gathered through the step
-// (ZeRO-2, as torchtitan runs FSDP with pipeline parallelism: reshard_after_forward off), so
-// gradients and optimizer state are sharded, parameters not.
+// before the next forward. Under pp the stage's parameters stay gathered through the step (as
+// torchtitan runs FSDP with pipeline parallelism: reshard_after_forward off) and so does the flat
+// gradient the stage's micro-batches accumulate into; the reduced gradient and the optimizer
+// state are sharded.
 #pragma once
 
 #include <cstdint>
