@@ -36,8 +36,12 @@ std::vector<ModelProblem> validateGpt(const GptConfig& config);
 // output {context, vocab_size} logits; forward FLOPs per sample context * (2N + 4 * layers *
 // context * dim), N the parameters without the position embedding (PaLM's count: training is
 // 3x that, 6N + 12 * layers * context * dim per token). The activation bytes are those the modules
-// keep under `compute` (autocast: 16-bit operands of the products at 2 bytes an element).
-ModelDescription describeGpt(const GptConfig& config, DType compute = DType::kF32);
+// keep under `compute` (autocast: 16-bit operands of the products at 2 bytes an element). Under a
+// tensor-parallel `share`, what one of its ranks holds (Megatron-LM's split): the heads, the MLP's
+// hidden units and the vocabulary (wte's rows, the logits) divided among the ranks, the
+// LayerNorms, wpe and the projections' biases whole; the parameters keep their names.
+ModelDescription describeGpt(const GptConfig& config, DType compute = DType::kF32,
+                             const TensorParallelShare& share = {});
 
 // Initialised as GPT-2 / nanoGPT from config.seed: weights N(0, 0.02), the residual projections
 // (attn.c_proj, mlp.c_proj) N(0, 0.02 / sqrt(2 * layers)), biases 0, LayerNorms 1 and 0.

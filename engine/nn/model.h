@@ -93,6 +93,14 @@ struct ModelDescription {
   const Shape& outputShape() const;  // blocks.back().output_shape
 };
 
+// One tensor-parallel rank's share of a model (Megatron-LM's split over `ranks`; every rank's is
+// the same): its parameter shapes and the activations it keeps. Under sequence parallelism
+// (Korthikanti et al. 2022) the LayerNorms' inputs and the residual stream are split too.
+struct TensorParallelShare {
+  int ranks = 1;
+  bool sequence_parallel = false;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The registration table.
 
@@ -110,6 +118,10 @@ struct ModelDefinition {
   // `compute`: the autocast type the model trains under (train.precision's DType): what the
   // modules keep in 16-bit under BF16 / F16 is counted at 2 bytes an element.
   std::function<ModelDescription(const ModelSpec&, DType compute)> describe;
+  // What one tensor-parallel rank holds (describe at share.ranks == 1); null for a kind without
+  // tensor parallelism.
+  std::function<ModelDescription(const ModelSpec&, DType compute, const TensorParallelShare&)>
+      describe_share;
   // The model with its blocks set (Sequential::blocks() == describe(spec).blocks).
   std::function<std::unique_ptr<Sequential>(const ModelSpec&, Device)> build;
 };
@@ -124,6 +136,10 @@ const ModelDefinition* findModel(std::string_view kind);
 std::vector<ModelProblem> validateModel(const ModelSpec& spec);
 // `compute`: as ModelDefinition::describe's (F32, BF16 or F16).
 ModelDescription describeModel(const ModelSpec& spec, DType compute = DType::kF32);
+// One tensor-parallel rank's share (describeModel when share.ranks is 1); a kInvalidArgument
+// error for a kind without tensor parallelism.
+ModelDescription describeModelShare(const ModelSpec& spec, DType compute,
+                                    const TensorParallelShare& share);
 std::unique_ptr<Sequential> buildModel(const ModelSpec& spec, Device device = Device::cpu());
 
 }  // namespace ringmaster

@@ -85,6 +85,16 @@ ModelDescription describeModel(const ModelSpec& spec, DType compute) {
   return definition.describe(spec, compute);
 }
 
+ModelDescription describeModelShare(const ModelSpec& spec, DType compute,
+                                    const TensorParallelShare& share) {
+  if (share.ranks == 1) return describeModel(spec, compute);
+  const ModelDefinition& definition = definitionOf(spec);
+  RM_CHECK_ARG(definition.describe_share != nullptr,
+               fmt::format("model {} has no tensor parallelism", spec.kind));
+  describeModel(spec, compute);  // validates
+  return definition.describe_share(spec, compute, share);
+}
+
 std::unique_ptr<Sequential> buildModel(const ModelSpec& spec, Device device) {
   const ModelDescription description = describeModel(spec);
   std::unique_ptr<Sequential> model = definitionOf(spec).build(spec, device);

@@ -12,15 +12,13 @@
 
 namespace ringmaster {
 
-namespace {
-
-// The model's side of the estimate, from what the model declares (nn/model.h): parameters and
-// activation bytes per block.
 MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   MemoryInputs inputs{.spec = spec, .world = std::max(worldSize(spec), 1)};
-  // Activations as the modules keep them under train.precision's autocast.
-  const ModelDescription description =
-      describeModel(spec.model, precisionDType(spec.train.precision));
+  // Activations as the modules keep them under train.precision's autocast, of the model as one
+  // tensor-parallel rank holds it.
+  const ModelDescription description = describeModelShare(
+      spec.model, precisionDType(spec.train.precision),
+      {.ranks = spec.strategy.mesh.tp, .sequence_parallel = spec.strategy.tp.sequence_parallel});
   for (const ModelBlock& block : description.blocks) {
     inputs.layers.push_back(block.parameters);
     inputs.input_elements.push_back(shapeNumel(block.input_shape));
@@ -96,8 +94,6 @@ MemoryInputs modelMemoryInputs(const JobSpec& spec) {
   };
   return inputs;
 }
-
-}  // namespace
 
 double allocatedBytes(double bytes) {
   return static_cast<double>(CachingAllocator::roundSize(static_cast<size_t>(bytes)));

@@ -1,12 +1,14 @@
 // The memory estimate against the measured peak (issue 32, point 9): every example spec, every
 // strategy (FSDP in each sharding and unit, with 16-bit all-gathers and reductions), every
 // pipeline schedule and the GPT under DDP, FSDP with bf16 and activation checkpointing and the
-// 1F1B and ZB-H1 pipelines, each run for a few steps by `ringmaster run` on real local ranks
-// (Gloo on the CPU). Each rank's estimate must be within 10 % of the peak its caching allocator
-// measured (`show --json`: estimated_memory beside peak_memory); a miss prints the estimate's
-// parts. The program example (torch_ddp) has no estimate: its script's model is not in the spec.
+// 1F1B and ZB-H1 pipelines, and every dp x tp x pp layout of its 4 ranks (issue 34), each run for a
+// few steps by `ringmaster run` on real local ranks (Gloo on the CPU). Each rank's estimate must be
+// within 10 % of the peak its caching allocator measured (`show --json`: estimated_memory beside
+// peak_memory); a miss prints the estimate's parts. The program example (torch_ddp) has no
+// estimate: its script's model is not in the spec.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -124,6 +126,25 @@ std::vector<EstimateCase> everyCase() {
            spec["strategy"] = {{"kind", "pipeline"}, {"schedule", schedule}};
            spec["train"]["micro_batches"] = 4;
          }});
+  }
+  // Issue 34: every factorisation of the GPT's 4 ranks into dp x tp x pp, dp as DDP and as FSDP
+  // (the mesh runtime: tensor parallelism splitting the blocks and the vocabulary, the pipeline's
+  // stages with their replicas' flat gradients).
+  for (const std::string kind : {"ddp", "fsdp"}) {
+    for (const auto& [dp, tp, pp] : std::vector<std::array<int, 3>>{
+             {4, 1, 1}, {1, 4, 1}, {1, 1, 4}, {2, 2, 1}, {2, 1, 2}, {1, 2, 2}}) {
+      cases.push_back({fmt::format("gpt_text_mesh_{}x{}x{}_{}", dp, tp, pp, kind), "gpt_text",
+                       [=](json& spec, const fs::path& dir) {
+                         gptOnText(spec, dir);
+                         onRanks(spec, 4);
+                         spec["strategy"] = {{"mesh", {{"dp", dp}, {"tp", tp}, {"pp", pp}}},
+                                             {"dp", {{"kind", kind}}}};
+                         if (pp > 1) {
+                           spec["strategy"]["pp"] = {{"schedule", "1f1b"}};
+                           spec["train"]["micro_batches"] = 4;
+                         }
+                       }});
+    }
   }
   return cases;
 }

@@ -61,6 +61,7 @@ struct MemoryInputs {
   struct ParameterTensor {
     size_t block = 0;
     int64_t elements = 0;
+    bool tied_copy = false;  // a pipeline rank's copy of a tied parameter another rank holds
   };
   std::vector<ParameterTensor> parameter_tensors;
   // What the backward of one block of [first, end) holds at once beyond its kept activations, at
@@ -75,6 +76,11 @@ struct MemoryInputs {
   // (ModelBlock::keeps_input, or a checkpointed block's kept input).
   std::vector<bool> keeps_input;
 };
+
+// The model's side of the estimate, from what the model declares (nn/model.h) as one
+// tensor-parallel rank of strategy.mesh holds it: parameters and activation bytes per block, and
+// the optimizer's state per parameter (defined in memory_estimate.cpp).
+MemoryInputs modelMemoryInputs(const JobSpec& spec);
 
 // The bytes the caching allocator hands out for a request of `bytes` (tensor/allocator.h
 // CachingAllocator::roundSize): every tensor of the estimate is rounded so.
@@ -172,11 +178,6 @@ const DimensionPlan* soleDimensionPlan(const JobSpec& spec);
 // (defined in ddp.cpp).
 std::vector<MemoryPart> singleMemory(const MemoryInputs& inputs);
 
-// Rank `rank`'s memory under a layout of more than one non-trivial dimension (dp with tp, pp with
-// dp, ...). Declared here, defined in mesh_memory.cpp: a placeholder that throws kUnavailable
-// until the per-layout formulas are written.
-std::vector<MemoryPart> meshMemory(const MemoryInputs& inputs, int rank);
-
 // The spellings of an option's kinds, for SpecField::choices.
 template <typename E>
 std::vector<std::string> optionChoices() {
@@ -196,5 +197,37 @@ SpecField precisionOptionField(std::string path, std::string label, std::string 
 // Single and DDP: every rank holds the whole model, its `gradients` (one tensor per parameter, or
 // DDP's buckets) and its optimizer state, and trains on the whole batch (defined in ddp.cpp).
 std::vector<MemoryPart> replicatedMemory(const MemoryInputs& inputs, MemoryPart gradients);
+
+// A rank's place in a pipeline: its position among the pipeline's `ranks` and the first block of
+// each of the ranks × virtual_stages model stages (stage s runs on position s % ranks).
+struct PipelinePosition {
+  int rank = 0;
+  int ranks = 1;
+  std::vector<size_t> starts;
+};
+// The model stages' first blocks: strategy.pipeline.stages where it lists `stages` of them, else
+// the balanced split of the blocks' parameter counts `weights` (pipeline.h balancedSplit), as
+// parallel/pipeline.cpp partitions the model.
+std::vector<size_t> pipelineStageStarts(const JobSpec& spec, const std::vector<int64_t>& weights,
+                                        int stages);
+// The parameter tensors a pipeline rank holds: its stages' and a copy of each tied parameter its
+// stages read but another rank's stage holds (counted with the block that reads it).
+std::vector<MemoryInputs::ParameterTensor> pipelineRankTensors(const MemoryInputs& inputs,
+                                                               const PipelinePosition& at);
+// A pipeline rank's parameters, gradients (one per tensor) and optimizer state.
+std::vector<MemoryPart> pipelineStateMemory(const MemoryInputs& inputs, const PipelinePosition& at);
+// The rest of a pipeline rank's memory, played through its schedule: the activations of the
+// micro-batches it holds at its peak, the buffers between stages, the loss's buffers on the last
+// stage and the backward's transients (the pipeline plan's estimate is both; the mesh's stages
+// take this one with their data-parallel plan's state).
+std::vector<MemoryPart> pipelineActivationMemory(const MemoryInputs& inputs,
+                                                 const PipelinePosition& at);
+
+// Rank `rank`'s memory on the device mesh (strategy.mesh: dp x tp x pp), composed from its
+// dimensions' plans: the model as one tensor-parallel rank holds it (`inputs` describe that share),
+// the pipeline stage at the rank's pp coordinate with the micro-batches its schedule holds, and
+// the data-parallel plan (strategy.dp.kind) over its dp group. A one-dimension layout gets that
+// dimension's plan (defined in mesh_memory.cpp).
+std::vector<MemoryPart> meshMemory(const MemoryInputs& inputs, int rank);
 
 }  // namespace ringmaster
