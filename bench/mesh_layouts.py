@@ -92,14 +92,14 @@ def worst_miss(peak, estimate):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--node", default="build/release/app/ringmaster-node")
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--global-batch", type=int, default=32, help="sequences per step")
     parser.add_argument("--micro-batches", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--dim", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--context", type=int, default=64)
     args = parser.parse_args()
 
