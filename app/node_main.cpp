@@ -1,7 +1,8 @@
 // ringmaster-node: the binary that runs on training nodes. `agent` supervises one host's workers
 // (torchrun's role); `worker` runs one rank of a job and streams its telemetry on stdout;
 // `bench-comm` benchmarks the collectives; `make-idx` writes a small IDX data set for the `idx`
-// data kind; `--version` says which build and protocol this is.
+// data kind; `estimate` prints the engine's per-rank memory estimate for a spec as JSON;
+// `--version` says which build and protocol this is.
 // Errors become exit codes here and nowhere else (docs/errors.md).
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -33,6 +34,7 @@
 #include "exit_codes.h"
 #include "process/detached_job.h"
 #include "spec/job_spec.h"
+#include "spec/memory_estimate.h"
 #include "spec/strategies/plan.h"
 #include "telemetry/codec.h"
 #include "telemetry/writer.h"
@@ -76,6 +78,21 @@ std::string hostName() {
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
+}
+
+// `estimate`: the engine's memory estimate (estimateMemory) for each rank of the spec's world, as
+// a JSON array of {rank, total, parts: [{name, bytes, formula}]}; a layout without formulas fails
+// with kUnavailable like any other error.
+int printMemoryEstimate(const std::string& spec_path) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const RankMemoryEstimate& rank : estimateMemory(loadJobSpecFile(spec_path))) {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const MemoryPart& part : rank.parts)
+      parts.push_back({{"name", part.name}, {"bytes", part.bytes}, {"formula", part.formula}});
+    ranks.push_back({{"rank", rank.rank}, {"total", rank.total()}, {"parts", std::move(parts)}});
+  }
+  fmt::print("{}\n", ranks.dump());
+  return static_cast<int>(kExitOk);
 }
 
 int runWorker(const std::string& spec_path) {
@@ -565,6 +582,10 @@ int main(int argc, char** argv) {
       ->default_val(10000)
       ->check(CLI::Range(int64_t{1}, int64_t{10'000'000}));
   make_idx->add_option("--seed", idx_seed, "seed of the drawing")->default_val(1);
+  std::string estimate_spec;
+  CLI::App* estimate = app.add_subcommand(
+      "estimate", "print the engine's memory estimate for each rank of a job spec (JSON)");
+  estimate->add_option("--spec", estimate_spec, "job spec (JSON)")->required();
   BenchCommArgs bench_comm_args;
   CLI::App* bench_comm = addBenchCommCommand(app, bench_comm_args);
 
@@ -589,6 +610,7 @@ int main(int argc, char** argv) {
       fmt::print("{}\n{}\n", files.images, files.labels);
       return static_cast<int>(kExitOk);
     }
+    if (estimate->parsed()) return printMemoryEstimate(estimate_spec);
     if (bench_comm->parsed())
       return runBenchComm(bench_comm_args, std::vector<std::string>(argv, argv + argc));
     return static_cast<int>(kExitUsage);

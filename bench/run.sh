@@ -24,3 +24,4 @@ node bench/web_first_chart.mjs --ringmaster build/release/app/ringmaster \
 /usr/bin/python3 bench/comm_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/ddp_vs_torch.py --node build/release/app/ringmaster-node
 /usr/bin/python3 bench/strategies.py --node build/release/app/ringmaster-node
+/usr/bin/python3 bench/mesh_layouts.py --node build/release/app/ringmaster-node
