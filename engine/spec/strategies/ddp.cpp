@@ -41,6 +41,9 @@ class DdpPlan final : public DimensionPlan {
             precisionOptionField("strategy.dp.reduce_dtype", "Reduce dtype",
                                  "the dtype gradient buckets are all-reduced in")};
   }
+  void check(const JobSpec& spec, StrategyCheck& check) const override {
+    checkPrecisionOptionWithoutStages(spec, "reduce_dtype", spec.strategy.ddp.reduce_dtype, check);
+  }
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
     const std::vector<double> buckets = bucketBytes(inputs);
     double bucketed = 0;
@@ -114,6 +117,17 @@ void readPrecisionOption(OptionReader& reader, std::string_view key,
 void writePrecisionOption(std::string_view key, const std::optional<Precision>& value,
                           nlohmann::json& block) {
   if (value) block[std::string(key)] = toString(*value);
+}
+
+void checkPrecisionOptionWithoutStages(const JobSpec& spec, std::string_view option,
+                                       const std::optional<Precision>& value,
+                                       StrategyCheck& check) {
+  if (!value || *value == Precision::kFp32 || stageCount(spec) == 1) return;
+  check.report(fmt::format("strategy.dp.{}", option),
+               fmt::format("{} is not taken with pipeline stages (strategy.mesh.pp {}): the "
+                           "stages' gradients are averaged over dp in fp32 after the schedule; "
+                           "leave it out or set pp to 1",
+                           toString(*value), spec.strategy.mesh.pp));
 }
 
 SpecField precisionOptionField(std::string path, std::string label, std::string help) {

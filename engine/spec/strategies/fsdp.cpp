@@ -140,6 +140,10 @@ class FsdpPlan final : public DimensionPlan {
         precisionOptionField("strategy.dp.param_dtype", "All-gather dtype",
                              "the dtype shards are all-gathered in (MixedPrecision.param_dtype)")};
   }
+  void check(const JobSpec& spec, StrategyCheck& check) const override {
+    checkPrecisionOptionWithoutStages(spec, "reduce_dtype", spec.strategy.fsdp.reduce_dtype, check);
+    checkPrecisionOptionWithoutStages(spec, "param_dtype", spec.strategy.fsdp.param_dtype, check);
+  }
   std::vector<MemoryPart> estimateMemory(const MemoryInputs& inputs, int) const override {
     const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
     const int world = inputs.world;

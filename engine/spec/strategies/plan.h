@@ -191,6 +191,11 @@ std::vector<std::string> optionChoices() {
 void readPrecisionOption(OptionReader& reader, std::string_view key, std::optional<Precision>& out);
 void writePrecisionOption(std::string_view key, const std::optional<Precision>& value,
                           nlohmann::json& block);
+// Under pipeline stages (pp x virtual_stages > 1) the stage's gradients are averaged over dp in
+// float32 after the schedule (parallel/replica_gradients.h): a 16-bit `option`
+// (strategy.dp.reduce_dtype, param_dtype) there is refused rather than ignored.
+void checkPrecisionOptionWithoutStages(const JobSpec& spec, std::string_view option,
+                                       const std::optional<Precision>& value, StrategyCheck& check);
 // The form field of such an option: a choice of fp32 / bf16 / fp16, empty meaning fp32.
 SpecField precisionOptionField(std::string path, std::string label, std::string help);
 

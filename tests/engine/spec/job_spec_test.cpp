@@ -1785,6 +1785,32 @@ TEST(JobSpecMesh, EveryLayoutOfAGptRoundTripsWithItsSizesAndLabel) {
   }
 }
 
+// Under pipeline stages the stage's gradients are averaged in fp32 after the schedule: a 16-bit
+// reduce_dtype or param_dtype is refused naming the option, for either data-parallel plan, and
+// taken without stages.
+TEST(JobSpecMesh, SixteenBitDataParallelOptionsAreRefusedUnderPipelineStages) {
+  const json gpt = json::parse(tokenDataPatch(R"("kind": "text", "path": "t.txt")"));
+  for (const char* plan : {"ddp", "fsdp"}) {
+    for (const char* option : {"reduce_dtype", "param_dtype"}) {
+      if (std::string(plan) == "ddp" && std::string(option) == "param_dtype") continue;
+      SCOPED_TRACE(fmt::format("{} {}", plan, option));
+      json patch = gpt;
+      patch["model"]["layers"] = 2;
+      const json with_stages = {{"mesh", {{"dp", 2}, {"pp", 2}}},
+                                {"dp", {{"kind", plan}, {option, "bf16"}}}};
+      patch["train"] = {{"micro_batches", 2}};
+      const std::vector<std::string> problems = problemsOf(withStrategy(with_stages, 4, patch));
+      ASSERT_EQ(problems.size(), 1u);
+      EXPECT_TRUE(problems[0].starts_with(fmt::format("strategy.dp.{}: bf16 is not taken", option)))
+          << problems[0];
+      patch.erase("train");
+      const json without_stages = {{"mesh", {{"dp", 2}, {"tp", 2}}},
+                                   {"dp", {{"kind", plan}, {option, "bf16"}}}};
+      parsedOk(withStrategy(without_stages, 4, patch));
+    }
+  }
+}
+
 TEST(JobSpecMesh, StrategyLabelsListEveryLayoutOnce) {
   const std::vector<std::string> labels = strategyLabels();
   EXPECT_EQ(std::vector<std::string>(labels.begin(), labels.begin() + 5),
