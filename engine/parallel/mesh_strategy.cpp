@@ -317,7 +317,8 @@ class MeshPipelineStrategy final : public ParallelStrategy {
 }  // namespace
 
 std::unique_ptr<ParallelStrategy> makeMeshStrategy(const StrategySetup& setup) {
-  if (setup.spec.strategy.mesh.pp > 1) return std::make_unique<MeshPipelineStrategy>(setup);
+  // Pipeline stages: pp > 1, or one rank running interleaved virtual stages.
+  if (stageCount(setup.spec) > 1) return std::make_unique<MeshPipelineStrategy>(setup);
   return std::make_unique<MeshModelStrategy>(setup);
 }
 

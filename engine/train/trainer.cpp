@@ -404,6 +404,12 @@ TrainingResult Trainer::run() {
 // Set-up, in the order run() calls it.
 
 void Trainer::checkWorld() const {
+  const MeshSpec& mesh = spec_.strategy.mesh;
+  RM_CHECK_ARG(mesh.size() == context_.world_size,
+               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {} "
+                           "(the mesh of a spec read without launch.hosts spans one rank unless it "
+                           "gives the sizes)",
+                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
   const std::string strategy = strategyLabel(spec_);
   if (!needsWorldCommunicator(spec_)) {
     RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy: '{}' runs one rank, not {}",
@@ -422,9 +428,6 @@ void Trainer::setUpDevice(Session& session) {
   session.allocator = &allocatorFor(session.device);
   const DeviceMemoryInfo device_memory = session.allocator->deviceMemory();
   const MeshSpec& mesh = spec_.strategy.mesh;
-  RM_CHECK_ARG(mesh.size() == context_.world_size,
-               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {}",
-                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
   const MeshCoordinates at = meshCoordinates(mesh, context_.rank);
   telemetry_.emit(HelloEvent{.world_size = context_.world_size,
                              .local_rank = context_.local_rank,
@@ -699,7 +702,7 @@ Trainer::StepReport Trainer::buildStepReport(Session& session, int64_t step, Ste
       .update_skipped = outcome.update_skipped};
   // A pipeline stage's wait for another stage (the bubble, neither compute nor communication),
   // as the interval's mean: a custom metric, so that the step's time adds up on a chart.
-  if (spec_.strategy.mesh.pp > 1) {
+  if (stageCount(spec_) > 1) {
     addCustomMetric(report.event, kPipelineWaitMetric,
                     interval.pipeline_wait_ms / steps_in_interval);
   }

@@ -546,12 +546,12 @@ TEST_F(RingmasterCli, TwoDatabasesInOneDirectoryRunTogetherEachRecordingItsOwnTr
   ASSERT_FALSE(single_spec.empty());
   ASSERT_FALSE(ddp_spec.empty());
   EXPECT_NE(single_spec, ddp_spec) << "both runs read one spec file";
-  const auto strategyIn = [](const std::string& path) {
+  const auto meshIn = [](const std::string& path) {
     std::ifstream in(path);
-    return json::parse(in)["strategy"]["kind"].get<std::string>();
+    return json::parse(in)["strategy"]["mesh"];
   };
-  EXPECT_EQ(strategyIn(single_spec), "single");
-  EXPECT_EQ(strategyIn(ddp_spec), "ddp");
+  EXPECT_EQ(meshIn(single_spec), (json{{"dp", 1}, {"tp", 1}, {"pp", 1}}));
+  EXPECT_EQ(meshIn(ddp_spec), (json{{"dp", 4}, {"tp", 1}, {"pp", 1}}));
 
   single.signal(SIGINT);
   ddp.signal(SIGINT);

@@ -43,6 +43,7 @@ JobSpec ddpSpec(int ranks, int64_t steps) {
   EXPECT_TRUE(parsed.ok()) << parsed.describe();
   JobSpec spec = *parsed.spec;
   spec.launch.hosts[0].ranks = ranks;
+  applyLegacyStrategyKind("ddp", ranks, spec.strategy);  // the mesh spans the new world
   spec.train.steps = steps;
   return spec;
 }
@@ -372,6 +373,7 @@ TEST(AgentRestarts, AFailureOnOneNodeRestartsEveryNodesWorkers) {
   fs::remove_all(checkpoints);
   JobSpec spec = ddpSpec(1, 1000000);
   spec.launch.hosts.push_back({.host = "localhost", .ranks = 2});
+  applyLegacyStrategyKind("ddp", worldSize(spec), spec.strategy);
   spec.launch.max_restarts = 1;
   spec.checkpoint = CheckpointSpec{.dir = checkpoints.string(), .every_steps = 20};
   spec.telemetry.every_steps = 1;

@@ -468,7 +468,7 @@ TEST_F(WebServerTest, ARunHasItsSpecSummaryRanksEvalsIngestAndMetrics) {
   const json detail = getJson(runPath());
   EXPECT_EQ(detail["run"]["id"], run_id_);
   EXPECT_EQ(detail["version"], storage::kRunReportVersion);
-  EXPECT_EQ(detail["spec"]["strategy"]["kind"], "ddp");
+  EXPECT_EQ(detail["spec"]["strategy"]["dp"]["kind"], "ddp");
   EXPECT_EQ(detail["spec"]["train"]["steps"], 20);
   EXPECT_EQ(detail["planned_steps"], 20);
   EXPECT_TRUE(detail["program"].is_null());

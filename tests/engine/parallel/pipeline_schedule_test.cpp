@@ -257,7 +257,7 @@ TEST(PipelineSchedule, BadArgumentsNameTheField) {
             std::string::npos);
   EXPECT_NE(message([] {
               makePipelinePlan(4, 8, PipelineSchedule::k1f1b, 2);
-            }).find("strategy.virtual_stages"),
+            }).find("strategy.pp.virtual_stages"),
             std::string::npos);
   EXPECT_NE(
       message([] { makePipelinePlan(4, 0, PipelineSchedule::kGpipe); }).find("train.micro_batches"),

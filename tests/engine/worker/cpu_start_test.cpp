@@ -32,8 +32,10 @@ const std::string kNode = std::string(testBinaryDir()) + "/app/ringmaster-node";
 const std::vector<std::string> kCudaLibraries = {"libcublas", "libcudart", "libnccl", "libcuda."};
 
 // A small job on the CPU: two steps of an MLP.
-std::string cpuJob(const std::string& strategy) {
+// `ranks` local ranks: the mesh of a legacy kind spans launch.hosts' world.
+std::string cpuJob(const std::string& strategy, int ranks = 1) {
   return R"({"name": "cpu_start", "strategy": {"kind": ")" + strategy + R"("},
+    "launch": {"hosts": [{"host": "localhost", "ranks": )" + std::to_string(ranks) + R"(}]},
     "model": {"kind": "mlp", "layers": [16, 8, 4]},
     "data": {"kind": "synthetic", "samples": 64, "features": 16, "classes": 4},
     "train": {"steps": 2, "batch_size": 8}, "optimizer": {"kind": "sgd", "lr": 0.1},
@@ -117,7 +119,7 @@ TEST_F(CpuStart, DdpRanksOverGlooOpenNoCudaLibrary) {
   TcpStoreOptions options;
   options.is_server = true;
   TcpStore store(options);
-  const std::string spec = writeSpec(cpuJob("ddp"));
+  const std::string spec = writeSpec(cpuJob("ddp", 2));
   std::vector<std::unique_ptr<CapturedProcess>> ranks;
   for (int rank = 0; rank < 2; ++rank) {
     ranks.push_back(
