@@ -764,9 +764,10 @@ TEST_F(WebServerTest, CommunicationByOpByRankAndAsAHeatMap) {
   for (const json& row : map["values"]) EXPECT_EQ(row.size(), map["bucket_starts"].size());
 }
 
-// Issue 34: communication per mesh dimension, the run report's comm_dims, for real runs: the DDP
-// and pipeline workers' world communicator labels every event "world", whose operations are all
-// the run's; the runs' meshes are one-dimensional and each rank's coordinates its place in it.
+// Issue 34: communication per mesh dimension, the run report's comm_dims, for real runs: a DDP
+// run's one dimension is dp and a pipeline's pp, each spanning the world, so the device mesh labels
+// every event with it and its operations are all the run's; the runs' meshes are one-dimensional
+// and each rank's coordinates its place in it.
 TEST_F(WebServerTest, CommunicationPerMeshDimensionAndTheRanksCoordinates) {
   start();
   for (const int64_t run : {run_id_, pipeline_run_id_}) {
@@ -774,7 +775,7 @@ TEST_F(WebServerTest, CommunicationPerMeshDimensionAndTheRanksCoordinates) {
     const std::string path = fmt::format("/api/v1/runs/{}", run);
     const json dims = getJson(path + "/comm_dims");
     ASSERT_EQ(dims["dims"].size(), 1u) << dims.dump();
-    EXPECT_EQ(dims["dims"][0]["dim"], "world");
+    EXPECT_EQ(dims["dims"][0]["dim"], run == pipeline_run_id_ ? "pp" : "dp");
     EXPECT_EQ(dims["dims"][0]["ranks"], kRanks);
     int64_t operations = 0;
     const json comm = getJson(path + "/comm");
