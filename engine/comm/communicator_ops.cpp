@@ -73,10 +73,21 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
   last_started_seq_ = seq;
   last_completed_seq_ = seq;
   if (options_.observer) {
-    CommRecord record{seq,   op,           group_name_, 1,
-                      bytes, dtype,        ms,          ms > 0 ? bytes / (ms * 1e6) : 0,
-                      0,     std::nullopt, -1,          telemetryNow(),
-                      {},    {},           mesh_dimension_};
+    CommRecord record{seq,
+                      op,
+                      group_name_,
+                      1,
+                      bytes,
+                      dtype,
+                      ms,
+                      ms > 0 ? bytes / (ms * 1e6) : 0,
+                      0,
+                      std::nullopt,
+                      -1,
+                      telemetryNow(),
+                      {},
+                      {},
+                      mesh_dimension_};
     options_.observer->onOperation(record);
   }
   work->complete(ms);

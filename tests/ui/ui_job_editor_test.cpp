@@ -125,8 +125,9 @@ class UiJobEditorTest : public QObject {
     for (const char* path : {"program.python", "program.script", "program.args", "program.workdir",
                              "program.upload", "program.steps", "strategy.kind", "name"})
       QVERIFY2(shown(e, path), path);
-    for (const char* path : {"model.layers", "train.steps", "optimizer.lr", "backend",
-                             "telemetry.every_steps", "strategy.dp.bucket_cap_mb", "checkpoint.dir"})
+    for (const char* path :
+         {"model.layers", "train.steps", "optimizer.lr", "backend", "telemetry.every_steps",
+          "strategy.dp.bucket_cap_mb", "checkpoint.dir"})
       QVERIFY2(!shown(e, path), path);
     for (const char* section : {"Model", "Data", "Training", "Optimizer", "Checkpoints"})
       QVERIFY2(!groupShown(e, section), section);

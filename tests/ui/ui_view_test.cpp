@@ -28,11 +28,11 @@
 #include <QScrollBar>
 #include <QSettings>
 #include <QSignalSpy>
+#include <QSpinBox>
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTableWidget>
-#include <QSpinBox>
 #include <QTest>
 #include <QTextBlock>
 #include <csignal>
@@ -572,7 +572,7 @@ class UiViewTest : public QObject {
     }
     QVERIFY2(view->figuresText().contains(" tokens/s") && !view->figuresText().contains("MFU") &&
                  view->figuresText().contains("learning rate 0.001") &&  // issue 33: its name
-                 !view->figuresText().contains("loss scale"),  // fp16 only
+                 !view->figuresText().contains("loss scale"),            // fp16 only
              qPrintable(view->figuresText()));
     // The learning rate each step used (ddp_mlp's constant 1e-3), a point per step and rank.
     MetricChart* lr = view->chart("Learning rate");

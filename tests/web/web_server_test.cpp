@@ -952,7 +952,8 @@ TEST_F(WebServerTest, LogsFlightRecorderScheduleAndCompare) {
   bool strategy_differs = false;
   for (const json& difference : compared["spec_differences"])
     if (difference["path"] == "strategy.mesh.pp")  // 4 ranks of ddp, then of a pipeline
-      strategy_differs = difference["values"] == json{"1", "4"} || difference["values"] == json{1, 4};
+      strategy_differs =
+          difference["values"] == json{"1", "4"} || difference["values"] == json{1, 4};
   EXPECT_TRUE(strategy_differs) << compared["spec_differences"].dump();
 }
 

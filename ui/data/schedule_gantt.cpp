@@ -43,8 +43,7 @@ std::optional<PlannedSchedule> plannedSchedule(const JobSpec& spec) {
   // A program job's script schedules its own micro-batches: its spec has none to plan from.
   if (spec.program || stageCount(spec) == 1) return std::nullopt;
   return plannedSchedule(spec.strategy.pipeline.schedule, spec.strategy.mesh.pp,
-                         spec.train.micro_batches,
-                         spec.strategy.pipeline.virtual_stages);
+                         spec.train.micro_batches, spec.strategy.pipeline.virtual_stages);
 }
 
 std::pair<double, double> barTimeRange(const GanttData& data) {

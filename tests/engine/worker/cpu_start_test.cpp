@@ -35,7 +35,8 @@ const std::vector<std::string> kCudaLibraries = {"libcublas", "libcudart", "libn
 // `ranks` local ranks: the mesh of a legacy kind spans launch.hosts' world.
 std::string cpuJob(const std::string& strategy, int ranks = 1) {
   return R"({"name": "cpu_start", "strategy": {"kind": ")" + strategy + R"("},
-    "launch": {"hosts": [{"host": "localhost", "ranks": )" + std::to_string(ranks) + R"(}]},
+    "launch": {"hosts": [{"host": "localhost", "ranks": )" +
+         std::to_string(ranks) + R"(}]},
     "model": {"kind": "mlp", "layers": [16, 8, 4]},
     "data": {"kind": "synthetic", "samples": 64, "features": 16, "classes": 4},
     "train": {"steps": 2, "batch_size": 8}, "optimizer": {"kind": "sgd", "lr": 0.1},
