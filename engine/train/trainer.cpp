@@ -404,12 +404,6 @@ TrainingResult Trainer::run() {
 // Set-up, in the order run() calls it.
 
 void Trainer::checkWorld() const {
-  const MeshSpec& mesh = spec_.strategy.mesh;
-  RM_CHECK_ARG(mesh.size() == context_.world_size,
-               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {} "
-                           "(the mesh of a spec read without launch.hosts spans one rank unless it "
-                           "gives the sizes)",
-                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
   const std::string strategy = strategyLabel(spec_);
   if (!needsWorldCommunicator(spec_)) {
     RM_CHECK_ARG(context_.world_size == 1, fmt::format("strategy: '{}' runs one rank, not {}",
@@ -420,6 +414,12 @@ void Trainer::checkWorld() const {
                  fmt::format("strategy: '{}' needs the world communicator of rank {} of {}",
                              strategy, context_.rank, context_.world_size));
   }
+  const MeshSpec& mesh = spec_.strategy.mesh;
+  RM_CHECK_ARG(mesh.size() == context_.world_size,
+               fmt::format("strategy.mesh: dp {} x tp {} x pp {} = {} ranks, but the world has {} "
+                           "(the mesh of a spec read without launch.hosts spans one rank unless it "
+                           "gives the sizes)",
+                           mesh.dp, mesh.tp, mesh.pp, mesh.size(), context_.world_size));
 }
 
 // The device and its allocator, announced by the hello event.
