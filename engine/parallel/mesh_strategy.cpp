@@ -18,6 +18,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/replica_gradients.h"
 #include "parallel/strategy.h"
+#include "parallel/tensor_parallel/mappings.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -96,8 +97,7 @@ class MeshParts {
   // (`whole_gradients`, in any holder: the parameters' own, a flat shard's slices) are its
   // tokens' share; summed over tp they are the gradient.
   void sumSequenceParallelGradients(const std::vector<Tensor>& whole_gradients) {
-    for (const Tensor& grad : whole_gradients)
-      mesh_.group(MeshDim::kTp).allReduce(grad, ReduceOp::sum())->wait();
+    allReduceSumPacked(whole_gradients, mesh_.group(MeshDim::kTp));
   }
   bool tpWhole(const std::string& name) const { return model_.tp_whole(name); }
   // `local` (this rank's parameters, by name) with tp's slices gathered to full values.

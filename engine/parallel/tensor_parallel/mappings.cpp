@@ -82,4 +82,22 @@ Tensor ReduceScatterToSequenceParallelRegion::backward(const Tensor& shard_grad,
   return allGatherSequence(shard_grad, tp);
 }
 
+void allReduceSumPacked(const std::vector<Tensor>& tensors, Communicator& comm) {
+  int64_t total = 0;
+  for (const Tensor& t : tensors) total += t.numel();
+  if (total == 0) return;
+  Tensor packed = Tensor::empty({total}, DType::kF32, comm.device());
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    packed.narrowRows(offset, t.numel()).copyFrom(t.view({t.numel()}));
+    offset += t.numel();
+  }
+  comm.allReduce(packed)->wait();
+  offset = 0;
+  for (const Tensor& t : tensors) {
+    Tensor(t).view({t.numel()}).copyFrom(packed.narrowRows(offset, t.numel()));
+    offset += t.numel();
+  }
+}
+
 }  // namespace ringmaster

@@ -5,6 +5,8 @@
 // Each call waits for its collective; a one-rank group returns its input.
 #pragma once
 
+#include <vector>
+
 #include "comm/communicator.h"
 #include "tensor/tensor.h"
 
@@ -44,6 +46,9 @@ struct ReduceScatterToSequenceParallelRegion {
 // The collectives behind them, along the sequence axis of [B, T, C] activations.
 // All-reduce (sum) into a new tensor.
 Tensor allReduceSum(const Tensor& x, Communicator& tp);
+// Sums each of `tensors` over `comm` in place with one all-reduce of them packed into one buffer
+// (small ones: the gradients every tp rank holds whole, under sequence parallelism).
+void allReduceSumPacked(const std::vector<Tensor>& tensors, Communicator& comm);
 // [B, T/tp, C] on each rank -> [B, T, C], rank r's tokens at [r T / tp, (r + 1) T / tp).
 Tensor allGatherSequence(const Tensor& shard, Communicator& tp);
 // [B, T, C] partial sums on each rank -> rank r's tokens of their sum, [B, T/tp, C]. T must be a

@@ -2,6 +2,8 @@
 // ranks' slices, and the sequence-parallel gradient sum.
 #include "parallel/tensor_parallel/tp_gpt.h"
 
+#include "parallel/tensor_parallel/mappings.h"
+
 #include <fmt/format.h>
 
 #include <map>
@@ -254,25 +256,9 @@ void reduceSequenceParallelGradients(const std::vector<NamedParameter>& paramete
                                      Communicator& tp, const TensorParallelSpec& spec) {
   if (!spec.sequence_parallel || tp.size() == 1) return;
   std::vector<Tensor> grads;
-  int64_t total = 0;
-  for (const NamedParameter& p : parameters) {
-    if (!isTensorParallelReplicated(p.name)) continue;
-    grads.push_back(p.parameter->grad);
-    total += grads.back().numel();
-  }
-  if (total == 0) return;
-  Tensor packed = Tensor::empty({total}, DType::kF32, tp.device());
-  int64_t offset = 0;
-  for (const Tensor& grad : grads) {
-    packed.narrowRows(offset, grad.numel()).copyFrom(grad);
-    offset += grad.numel();
-  }
-  tp.allReduce(packed)->wait();
-  offset = 0;
-  for (Tensor& grad : grads) {
-    grad.copyFrom(packed.narrowRows(offset, grad.numel()));
-    offset += grad.numel();
-  }
+  for (const NamedParameter& p : parameters)
+    if (isTensorParallelReplicated(p.name)) grads.push_back(p.parameter->grad);
+  allReduceSumPacked(grads, tp);
 }
 
 }  // namespace ringmaster
