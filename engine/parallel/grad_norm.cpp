@@ -4,19 +4,29 @@
 #include <cmath>
 
 #include "optim/optimizer.h"
+#include "tensor/ops.h"
 
 namespace ringmaster {
 
-double clipDistributedGradNorm(const std::vector<NamedParameter>& local, Communicator& comm,
-                               double max_norm, const std::vector<NamedParameter>& copies) {
-  const double local_norm = gradNorm(local);
-  Tensor total =
-      Tensor::fromVector({static_cast<float>(local_norm * local_norm)}, {1}, comm.device());
+double clipGradNormCountedOnce(const std::vector<Tensor>& counted,
+                               const std::vector<NamedParameter>& scaled, Communicator& comm,
+                               double max_norm) {
+  double local = 0;
+  for (const Tensor& grad : counted) local += ops::sumSquares(grad);
+  Tensor total = Tensor::fromVector({static_cast<float>(local)}, {1}, comm.device());
   comm.allReduce(total, ReduceOp::sum())->wait();
   const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
-  clipGradientsGivenNorm(local, norm, max_norm);
-  clipGradientsGivenNorm(copies, norm, max_norm);
+  clipGradientsGivenNorm(scaled, norm, max_norm);
   return norm;
+}
+
+double clipDistributedGradNorm(const std::vector<NamedParameter>& local, Communicator& comm,
+                               double max_norm, const std::vector<NamedParameter>& copies) {
+  std::vector<Tensor> counted;
+  for (const NamedParameter& p : local) counted.push_back(p.parameter->grad);
+  std::vector<NamedParameter> scaled = local;
+  scaled.insert(scaled.end(), copies.begin(), copies.end());
+  return clipGradNormCountedOnce(counted, scaled, comm, max_norm);
 }
 
 }  // namespace ringmaster

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/grad_norm.h"
 #include "parallel/mesh_model.h"
 #include "parallel/pipeline.h"
 #include "parallel/replica_gradients.h"
@@ -24,19 +25,6 @@
 namespace ringmaster {
 
 namespace {
-
-// clip_grad_norm_ over the whole model: `counted` holds each gradient element of the model on
-// exactly one rank of the world; every gradient of `scaled` is clipped by the total.
-double clipByMeshNorm(const std::vector<Tensor>& counted, const std::vector<NamedParameter>& scaled,
-                      Communicator& world, double max_norm) {
-  double local = 0;
-  for (const Tensor& grad : counted) local += ops::sumSquares(grad);
-  Tensor total = Tensor::fromVector({static_cast<float>(local)}, {1}, world.device());
-  world.allReduce(total, ReduceOp::sum())->wait();
-  const double norm = std::sqrt(static_cast<double>(total.toFloatVector()[0]));
-  clipGradientsGivenNorm(scaled, norm, max_norm);
-  return norm;
-}
 
 // The pipeline's partition of the model's blocks: the spec's, or balanced by the whole model's
 // parameter counts, so that every tp rank, and the memory estimate, cut where one process would
@@ -136,7 +124,7 @@ class MeshModelStrategy final : public WholeModelStrategy {
     std::vector<Tensor> counted;
     if (dp_->shardsGradients() || parts_.mesh().coordinates().dp == 0)
       counted = dp_->gradientsOf([&](const std::string& name) { return parts_.tpCounts(name); });
-    return clipByMeshNorm(counted, optimizerParameters(), parts_.mesh().world(), max_norm);
+    return clipGradNormCountedOnce(counted, optimizerParameters(), parts_.mesh().world(), max_norm);
   }
   bool perRankCheckpoints() const override { return split(); }
   bool consolidates() const override { return split(); }
@@ -229,8 +217,8 @@ class MeshPipelineStrategy final : public ParallelStrategy {
     return replicas_ ? replicas_->optimizerParameters() : pipeline_.parameters();
   }
   double clipGradNorm(double max_norm) override {
-    return clipByMeshNorm(countedGradients(), optimizerParameters(), parts_.mesh().world(),
-                          max_norm);
+    return clipGradNormCountedOnce(countedGradients(), optimizerParameters(), parts_.mesh().world(),
+                                   max_norm);
   }
   int forwardsPerBatch() const override { return micro_batches_; }
   bool perRankCheckpoints() const override { return true; }
