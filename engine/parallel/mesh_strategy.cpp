@@ -20,6 +20,7 @@
 #include "parallel/replica_gradients.h"
 #include "parallel/strategy.h"
 #include "parallel/tensor_parallel/mappings.h"
+#include "spec/strategies/plan.h"
 #include "tensor/ops.h"
 
 namespace ringmaster {
@@ -36,7 +37,7 @@ std::vector<std::vector<int>> stagePartition(const JobSpec& spec) {
   for (const ModelBlock& block : describeModel(spec.model).blocks)
     weights.push_back(block.parameters);
   const int stages = spec.strategy.mesh.pp * pipeline.virtual_stages;
-  std::vector<size_t> firsts = balancedSplit(weights, stages);
+  std::vector<size_t> firsts = pipelineStageStarts(spec, weights, stages);
   firsts.push_back(weights.size());
   std::vector<std::vector<int>> partition(static_cast<size_t>(stages));
   for (size_t s = 0; s < partition.size(); ++s)

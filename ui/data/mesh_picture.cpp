@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "nn/model.h"
 #include "spec/strategies/pipeline.h"
+#include "spec/strategies/plan.h"
 
 namespace ringmaster::ui {
 
@@ -31,15 +32,11 @@ std::vector<BlockRange> pipelineStageBlocks(const JobSpec& spec,
                                             const std::vector<int64_t>& block_parameters) {
   const int stages = spec.strategy.mesh.pp * std::max(spec.strategy.pipeline.virtual_stages, 1);
   std::vector<BlockRange> blocks;
-  const std::vector<std::vector<int>>& explicit_stages = spec.strategy.pipeline.stages;
-  if (!explicit_stages.empty() && static_cast<int>(explicit_stages.size()) == stages) {
-    for (const std::vector<int>& stage : explicit_stages)
-      blocks.emplace_back(static_cast<size_t>(stage.front()),
-                          static_cast<size_t>(stage.back()) + 1);
+  const bool listed = static_cast<int>(spec.strategy.pipeline.stages.size()) == stages;
+  if (!listed && (stages < 1 || static_cast<size_t>(stages) > block_parameters.size()))
     return blocks;
-  }
-  if (stages < 1 || static_cast<size_t>(stages) > block_parameters.size()) return blocks;
-  const std::vector<size_t> starts = balancedSplit(block_parameters, stages);
+  // The spec's stages, else the balanced split: where the runtime cuts.
+  const std::vector<size_t> starts = pipelineStageStarts(spec, block_parameters, stages);
   for (size_t s = 0; s < starts.size(); ++s)
     blocks.emplace_back(starts[s], s + 1 < starts.size() ? starts[s + 1] : block_parameters.size());
   return blocks;
