@@ -109,25 +109,76 @@ double parameterTensorBytes(const MemoryInputs& inputs, size_t first, size_t end
   return bytes;
 }
 
+namespace {
+
+// The one block of [first, end) whose backward holds the most at once: its working set with,
+// under activation checkpointing, its own forward re-run beside it (another block's are not).
+size_t costliestBackwardBlock(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch) {
+  size_t costliest = first;
+  double most = -1;
+  for (size_t b = first; b < end; ++b) {
+    const double held =
+        inputs.backward_bytes(b, b + 1, batch) + inputs.recompute_bytes(b, b + 1, batch);
+    if (held > most) {
+      most = held;
+      costliest = b;
+    }
+  }
+  return costliest;
+}
+
+}  // namespace
+
 void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
                          bool computes_loss, std::vector<MemoryPart>& parts) {
-  if (computes_loss) {
-    // nn/loss.h: the logits, the softmax's probabilities and the logits' gradient, all float32,
-    // alive together from the loss's backward into the head's.
-    const double tensor = static_cast<double>(batch * inputs.output_elements) * 4;
-    parts.push_back({"loss buffers (transient)", 3 * allocatedBytes(tensor),
-                     fmt::format("3 × 4 B × batch {} × {} outputs: the logits, their softmax and "
-                                 "its gradient",
-                                 batch, inputs.output_elements)});
+  // nn/loss.h: the logits, the softmax's probabilities and the logits' gradient, all float32,
+  // alive together from the loss's backward into the last block's.
+  const double loss_buffers =
+      computes_loss ? 3 * allocatedBytes(static_cast<double>(batch * inputs.output_elements) * 4)
+                    : 0;
+  const std::string loss_formula =
+      fmt::format("3 × 4 B × batch {} × {} outputs: the logits, their softmax and its gradient",
+                  batch, inputs.output_elements);
+  const std::string working_set_formula = fmt::format(
+      "batch {} × the most one block's backward holds beyond what it kept: the "
+      "gradients it receives, works on and returns",
+      batch);
+  if (!inputs.spec.train.activation_checkpointing) {
+    if (computes_loss) parts.push_back({"loss buffers (transient)", loss_buffers, loss_formula});
+    parts.push_back({"backward working set (transient)", inputs.backward_bytes(first, end, batch),
+                     working_set_formula});
+    return;
   }
-  parts.push_back({"backward working set (transient)", inputs.backward_bytes(first, end, batch),
-                   fmt::format("batch {} × the most one block's backward holds beyond what it "
-                               "kept: the gradients it receives, works on and returns",
-                               batch)});
-  if (!inputs.spec.train.activation_checkpointing) return;
-  parts.push_back({"recomputed block (transient)", inputs.recompute_bytes(first, end, batch),
-                   fmt::format("batch {} × the largest block's activations beyond its input, "
-                               "re-run in its backward",
+  // Checkpointed: only the blocks' inputs stay, so the backward's transients are one phase at a
+  // time. The loss's buffers are freed once the last block's backward has the logits' gradient;
+  // each other block's working set and re-run forward once its backward returns.
+  auto phase = [&](size_t b) {
+    return inputs.backward_bytes(b, b + 1, batch) + inputs.recompute_bytes(b, b + 1, batch);
+  };
+  const size_t last = end - 1;
+  const size_t others_end = computes_loss ? last : end;
+  const size_t costliest = costliestBackwardBlock(inputs, first, others_end, batch);
+  const double others_phase = others_end > first ? phase(costliest) : 0;
+  const bool loss_phase_wins = computes_loss && loss_buffers + phase(last) > others_phase;
+  const size_t block = loss_phase_wins ? last : costliest;
+  if (loss_phase_wins) parts.push_back({"loss buffers (transient)", loss_buffers, loss_formula});
+  const std::string phase_text =
+      loss_phase_wins ? fmt::format(
+                            "the last block's, beside the loss's buffers (more than any "
+                            "other block's phase, {:.3f} MiB)",
+                            others_phase / (1 << 20))
+      : computes_loss ? fmt::format(
+                            "block {}'s, whose phase is more than the loss's buffers with "
+                            "the last block's ({:.3f} MiB)",
+                            block, (loss_buffers + phase(last)) / (1 << 20))
+                      : fmt::format("block {}'s, the most of any block", block);
+  parts.push_back({"backward working set (transient)",
+                   inputs.backward_bytes(block, block + 1, batch),
+                   fmt::format("batch {} × {}: the gradients it receives, works on and returns",
+                               batch, phase_text)});
+  parts.push_back({"recomputed block (transient)", inputs.recompute_bytes(block, block + 1, batch),
+                   fmt::format("batch {} × that block's activations beyond its input, re-run in "
+                               "its backward",
                                batch)});
 }
 

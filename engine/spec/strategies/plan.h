@@ -93,7 +93,10 @@ double parameterTensorBytes(const MemoryInputs& inputs, size_t first, size_t end
 // The transient parts of a training step's backward for the blocks [first, end) at `batch`
 // samples, which every plan adds after its persistent ones (memory_estimate.cpp): the loss's
 // buffers where the rank computes the loss (`computes_loss`), the largest block's backward
-// working set, and under activation checkpointing the recomputed block.
+// working set, and under activation checkpointing the recomputed block. Under checkpointing,
+// where only the blocks' inputs stay, these are one phase of the backward at a time: the loss's
+// buffers with the last block's backward and re-run, or one other block's backward and re-run,
+// whichever holds more; the parts are that phase's.
 void appendBackwardParts(const MemoryInputs& inputs, size_t first, size_t end, int64_t batch,
                          bool computes_loss, std::vector<MemoryPart>& parts);
 
