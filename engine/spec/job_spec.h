@@ -217,11 +217,38 @@ struct LaunchHostSpec {
   std::optional<std::string> user;           // nullopt: ~/.ssh/config or the local user
   std::optional<std::string> identity_file;  // nullopt: ~/.ssh/config or the agent
   bool password_auth = false;  // SSH password authentication allowed (asked, never stored)
+  // A bastion in front of this host ([user@]host[:port], OpenSSH's ProxyJump; issue 35), its key
+  // verified as this host's is; nullopt: ~/.ssh/config's ProxyJump, or none.
+  std::optional<std::string> proxy_jump;
   bool operator==(const LaunchHostSpec&) const = default;
+};
+
+// launch.scheduler {"kind": "slurm", ...} (issue 35, docs/slurm.md): the job is handed to Slurm
+// with sbatch; one `ringmaster-node agent` per allocated node (srun), the world nodes x
+// ranks_per_node. Every text value is validated as one word of its kind (no blank, quote, control
+// character or leading '-'), so that it reaches sbatch as data, never as shell.
+struct SlurmSpec {
+  int nodes = 1;           // --nodes
+  int ranks_per_node = 1;  // workers per node (srun starts one agent per node; it starts these)
+  std::optional<int> gpus_per_node;  // --gpus-per-node
+  std::optional<int> cpus_per_task;  // --cpus-per-task (the agent's task holds every rank's CPUs)
+  std::optional<std::string> mem;    // --mem: "16G", "2000M", "0" (all of the node's)
+  std::optional<std::string> partition, account, qos, constraint, reservation, job_name;
+  std::optional<std::string> time;  // --time: Slurm's forms, "30", "1:30:00", "2-00:00:00"
+  // Further sbatch options, each one "--name=value" word (or "--name"), never pasted into a
+  // shell; the options Ringmaster sets itself (nodes, ntasks, output, ...) are refused.
+  std::vector<std::string> extra_sbatch;
+  // Where sbatch, squeue, sacct and scancel run: this machine (nullopt), or a login node reached
+  // over SSH as a launch.hosts entry is (host keys verified; `proxy_jump` for a bastion).
+  std::optional<LaunchHostSpec> submit_from;
+  bool operator==(const SlurmSpec&) const = default;
 };
 
 struct LaunchSpec {
   std::vector<LaunchHostSpec> hosts = {LaunchHostSpec{}};
+  // A scheduler instead of hosts (issue 35): the job is submitted to it; launch.hosts is refused
+  // beside it, and the world size is slurm->nodes x slurm->ranks_per_node.
+  std::optional<SlurmSpec> slurm;
   std::optional<std::string> node_binary;  // ringmaster-node on the hosts; nullopt: on the PATH
   int master_port = 0;                     // rank 0's store; 0 picks a free port
   double timeout_s = 300;                  // rendezvous and collective timeout

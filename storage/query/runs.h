@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "db/database.h"
+#include "db/scheduler_job.h"
 #include "telemetry/events.h"
 
 namespace ringmaster::storage {
@@ -32,6 +33,8 @@ struct RunRecord {
   // Started with `ringmaster run --detach` (issue 21): while `running`, it goes on with or without
   // a recorder attached (`ringmaster attach` / `cancel`).
   bool detached = false;
+  // A run handed to a scheduler (issue 35): the Slurm job id, state and reason; nullopt otherwise.
+  std::optional<SchedulerJob> scheduler;
   // What a person wrote about the run (issue 33): its tags, sorted, and a free-text note.
   std::vector<std::string> tags;
   std::optional<std::string> note;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "db/scheduler_job.h"
 #include "telemetry/events.h"
 
 namespace ringmaster::storage {
@@ -68,6 +69,14 @@ struct RecordedAgent {
   std::string boot_id;
 };
 void recordDetachedAgent(Database& db, int64_t run_id, int node_rank, const RecordedAgent& agent);
+// A run handed to a scheduler (issue 35): its kind and job id, recorded once sbatch answers, the
+// state empty until the first recordSchedulerState.
+void recordSchedulerJob(Database& db, int64_t run_id, const std::string& kind,
+                        const std::string& job_id);
+// The scheduler's word for the job now, kept beside the run's status: a job waiting in the queue
+// (Slurm's PENDING) makes a `running` run `pending`, and a running one (RUNNING) a `pending` run
+// `running` again; an ended run's status is finishRun's alone.
+void recordSchedulerState(Database& db, int64_t run_id, const SchedulerJob& job);
 // A run as attach and cancel find it: its spec, status, and job directories by node rank (empty
 // when it was never detached), with each host's agent where its launch recorded it; nullopt when
 // there is no such run.
@@ -76,6 +85,7 @@ struct DetachedRun {
   int world_size = 1;
   std::vector<std::string> job_dirs;
   std::vector<std::optional<RecordedAgent>> agents;  // by node rank, as job_dirs
+  std::optional<SchedulerJob> scheduler;  // a run handed to Slurm (issue 35)
 };
 std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id);
 // A process attaching to a detached run records its pid and host as the run's recorder (a run

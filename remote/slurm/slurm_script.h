@@ -1,0 +1,38 @@
+// The batch script a Slurm job runs (issue 35, docs/slurm.md): the #SBATCH options from
+// launch.scheduler, then one `ringmaster-node agent` per node through srun, with the master's
+// address and port taken from the allocation. Pure text: written beside the run, shown in the job
+// editor before submission, and submitted with `sbatch --parsable SCRIPT`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "spec/job_spec.h"
+
+namespace ringmaster::slurm {
+
+// Where the job's files are, as the compute nodes see them (a file system they share with the
+// submitting host, as $HOME is on Slurm clusters).
+struct SlurmScriptPaths {
+  std::string job_dir;      // the run's job directory: node-N/ spools, slurm-JOBID.out
+  std::string spec_path;    // the worker spec the agents read
+  std::string node_binary;  // ringmaster-node on the nodes
+  double grace_s = 5;       // the agents' --grace
+};
+
+// The options sbatch is given, one "--name=value" word each, in the script's order: job name
+// (spec.name when job_name is unset), nodes, --ntasks-per-node=1, cpus, gpus, mem, partition,
+// account, qos, time, constraint, reservation, --output=<job_dir>/slurm-%j.out, --no-requeue,
+// then extra_sbatch as written. Requires spec.launch.slurm.
+std::vector<std::string> sbatchOptions(const JobSpec& spec, const SlurmScriptPaths& paths);
+
+// The whole script: "#!/bin/bash", an "#SBATCH <option>" line per sbatchOptions word, then the
+// body: MASTER_ADDR from the first node of `scontrol show hostnames "$SLURM_JOB_NODELIST"` (its
+// NodeAddr), MASTER_PORT launch.master_port or derived from SLURM_JOB_ID, and
+//   srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 --input=none \
+//     <node_binary> agent --spec <spec> --nnodes N --node-rank "$SLURM_NODEID" \
+//     --master "$MASTER_ADDR:$MASTER_PORT" --grace G --spool-dir <job_dir>/node-"$SLURM_NODEID"
+// with every path shell-quoted (shellQuote). Requires spec.launch.slurm.
+std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths);
+
+}  // namespace ringmaster::slurm
