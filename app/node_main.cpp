@@ -176,6 +176,7 @@ struct AgentArgs {
   double grace_s = 5;
   bool ignore_stdin = false;
   std::string detach_dir;  // --detach: the job directory (spool, pid files)
+  std::string spool_dir;   // --spool-dir: the same, in the foreground (a Slurm task)
   uint64_t spool_segment_bytes = 64ull << 20;
   int spool_segments = 16;
 };
@@ -189,6 +190,44 @@ void writeOwnerOnlyFile(const std::string& path, const std::string& text) {
   const int saved = errno;
   ::close(fd);
   if (!written) RM_THROW(kIo, fmt::format("cannot write {}: {}", path, std::strerror(saved)));
+}
+
+// Runs the agent with every line it would write into the spool JOB_DIR/spool (and none on stdout
+// or from stdin), its workers' PIDs in JOB_DIR/workers.pid and this binary's path in
+// JOB_DIR/node-binary; the spool's end holds the exit code returned. The body of a detached agent
+// and of one under Slurm (--spool-dir).
+int runSpoolingAgent(AgentOptions options, const std::string& job_dir, const SpoolOptions& bound,
+                     const std::string& pid_file) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  int code = kExitFailed;
+  try {
+    TelemetrySpool spool({.directory = job_dir + "/spool",
+                          .segment_bytes = bound.segment_bytes,
+                          .max_segments = bound.max_segments});
+    options.spool = &spool;
+    options.input_fd = -1;
+    options.output_fd = -1;
+    options.workers_pid_file = job_dir + "/workers.pid";
+    // The ringmaster-node that runs it: what spool-follow is run with on this host.
+    writeOwnerOnlyFile(job_dir + "/node-binary", fs::read_symlink("/proc/self/exe").string());
+    writeOwnerOnlyFile(pid_file + ".tmp", fmt::format("{}\n", ::getpid()));
+    fs::rename(pid_file + ".tmp", pid_file, error);
+    try {
+      code = static_cast<int>(runAgent(options));
+    } catch (const Error& e) {
+      // As runReportingErrors words it, so that the launcher's reading of the agent's last
+      // error finds it in the spool too.
+      std::istringstream lines("error: " + e.message());
+      for (std::string line; std::getline(lines, line);) spool.appendLog(line);
+      fmt::print(stderr, "error: {}\n", e.message());
+      code = exitCodeFor(e.kind());
+    }
+    spool.finish(code);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+  }
+  return code;
 }
 
 // Runs the agent detached (ringmaster run --detach): a grandchild in its own session (no SIGHUP
@@ -216,33 +255,7 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
     ::dup2(null, STDOUT_FILENO);
     const int log = ::open((job_dir + "/agent.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
     ::dup2(log >= 0 ? log : null, STDERR_FILENO);
-    int code = kExitFailed;
-    try {
-      TelemetrySpool spool({.directory = job_dir + "/spool",
-                            .segment_bytes = bound.segment_bytes,
-                            .max_segments = bound.max_segments});
-      options.spool = &spool;
-      options.input_fd = -1;
-      options.output_fd = -1;
-      options.workers_pid_file = job_dir + "/workers.pid";
-      // The ringmaster-node that runs it: what spool-follow is run with on this host.
-      writeOwnerOnlyFile(job_dir + "/node-binary", fs::read_symlink("/proc/self/exe").string());
-      writeOwnerOnlyFile(pid_file + ".tmp", fmt::format("{}\n", ::getpid()));
-      fs::rename(pid_file + ".tmp", pid_file, error);
-      try {
-        code = static_cast<int>(runAgent(options));
-      } catch (const Error& e) {
-        // As runReportingErrors words it, so that the launcher's reading of the agent's last
-        // error finds it in the spool too.
-        std::istringstream lines("error: " + e.message());
-        for (std::string line; std::getline(lines, line);) spool.appendLog(line);
-        fmt::print(stderr, "error: {}\n", e.message());
-        code = exitCodeFor(e.kind());
-      }
-      spool.finish(code);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "error: {}\n", e.what());
-    }
+    const int code = runSpoolingAgent(std::move(options), job_dir, bound, pid_file);
     std::fflush(nullptr);
     ::_exit(code);
   }
@@ -287,6 +300,20 @@ int runDetachedAgent(AgentOptions options, const std::string& job_dir, const Spo
                             .session = stat->session};
   fmt::print(stderr, "{}\n", detachedAgentLine(agent, job_dir));
   return kExitOk;
+}
+
+// Runs the agent in the foreground with its lines spooled in JOB_DIR/spool, as a Slurm task does
+// (issue 35): Slurm tracks and stops the task's processes, so it neither detaches nor reads
+// stdin; the submitting host follows the spool (spool-follow --until-file) through the file system
+// the nodes share with it. A spool left by an earlier attempt of the job is kept.
+int runSpoolingAgentInForeground(AgentOptions options, const std::string& job_dir,
+                                 const SpoolOptions& bound) {
+  std::error_code error;
+  std::filesystem::create_directories(job_dir, error);
+  if (error)
+    RM_THROW(kIo, fmt::format("--spool-dir: cannot make {}: {}", job_dir, error.message()));
+  ::chmod(job_dir.c_str(), 0700);
+  return runSpoolingAgent(std::move(options), job_dir, bound, job_dir + "/agent.pid");
 }
 
 // Whether process `pid` runs (a zombie runs nothing).
@@ -391,8 +418,13 @@ int followWithoutSpool(const std::string& job_dir, const FollowedAgent& agent) {
 // telemetry up to the given (attempt, seq), then live until the agent has ended; exits with the
 // agent's exit code. A spool that dropped lines says so first, on stderr (the recorder logs it as
 // a warning).
+// With `until_file` (a Slurm job's node, issue 35): no agent is known here (it runs on a compute
+// node); the follow waits for the spool to appear, and ends when the agent wrote its end or, once
+// `until_file` exists (the submitting side writes it when Slurm says the job ended), with what the
+// spool holds then, failed when the agent never wrote its end (its node failed, or the job was
+// killed before).
 int spoolFollow(const std::string& job_dir, const std::string& from,
-                const std::string& recorded_agent) {
+                const std::string& recorded_agent, const std::string& until_file) {
   std::map<int, std::pair<int, uint64_t>> skip;  // rank -> (attempt, seq) already stored
   std::istringstream items(from);
   for (std::string item; std::getline(items, item, ',');) {
@@ -404,7 +436,19 @@ int spoolFollow(const std::string& job_dir, const std::string& from,
     skip[rank] = {attempt, seq};
   }
   const std::string spool_dir = job_dir + "/spool";
-  const FollowedAgent agent = followedAgent(job_dir, recorded_agent);
+  const bool under_scheduler = !until_file.empty();
+  auto scheduler_ended = [&] { return std::filesystem::exists(until_file); };
+  if (under_scheduler) {
+    while (!std::filesystem::is_directory(spool_dir)) {
+      if (scheduler_ended()) {
+        fmt::print(stderr, "error: the job ended before its agent started in {}\n", job_dir);
+        return kExitFailed;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  const FollowedAgent agent =
+      under_scheduler ? FollowedAgent{} : followedAgent(job_dir, recorded_agent);
   if (!std::filesystem::is_directory(spool_dir)) return followWithoutSpool(job_dir, agent);
   for (const auto& [rank, drop] : readSpoolDrops(spool_dir)) {
     fmt::print(stderr,
@@ -440,8 +484,21 @@ int spoolFollow(const std::string& job_dir, const std::string& from,
   for (;;) {
     replay();
     if (const std::optional<int> code = reader.ended()) {
-      reportProcessesLeft(job_dir, agent);
+      if (!under_scheduler) reportProcessesLeft(job_dir, agent);
       return *code;
+    }
+    if (under_scheduler) {
+      if (scheduler_ended()) {
+        replay();
+        if (const std::optional<int> code = reader.ended()) return *code;
+        fmt::print(stderr,
+                   "error: the job ended without the agent of {} saying how (its node failed, "
+                   "or the job was killed)\n",
+                   job_dir);
+        return kExitFailed;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
     }
     // An agent that is gone without writing its end (killed, its host restarted) ends nothing by
     // itself: said, and the follow ends failed rather than waiting forever.
@@ -497,14 +554,23 @@ int runAgentCommand(const AgentArgs& args) {
   } else {
     options.worker_command = {self, "worker", "--spec", spec_path.string()};
   }
-  options.host = hostName();
+  // Under Slurm the node's name (SLURMD_NODENAME) is how a person knows it, and nodes of one
+  // host (a test cluster) share the host name.
+  const char* slurm_node = std::getenv("SLURMD_NODENAME");
+  options.host = slurm_node != nullptr && *slurm_node != '\0' ? slurm_node : hostName();
   options.adopt_orphans = true;  // this process's only children are the workers
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;
+  const SpoolOptions bound{.segment_bytes = args.spool_segment_bytes,
+                           .max_segments = args.spool_segments};
+  if (!args.spool_dir.empty())
+    return runSpoolingAgentInForeground(
+        std::move(options), std::filesystem::absolute(args.spool_dir).lexically_normal().string(),
+        bound);
   if (!args.detach_dir.empty())
-    return runDetachedAgent(
-        std::move(options), std::filesystem::absolute(args.detach_dir).lexically_normal().string(),
-        {.segment_bytes = args.spool_segment_bytes, .max_segments = args.spool_segments});
+    return runDetachedAgent(std::move(options),
+                            std::filesystem::absolute(args.detach_dir).lexically_normal().string(),
+                            bound);
   return static_cast<int>(runAgent(options));
 }
 
@@ -546,17 +612,24 @@ int main(int argc, char** argv) {
                     "run detached in its own session, its lines spooled in DIR/spool (read them "
                     "with spool-follow DIR), its PID in DIR/agent.pid; returns once it runs");
   agent
+      ->add_option("--spool-dir", agent_args.spool_dir,
+                   "run in the foreground with stdin ignored, every line spooled in DIR/spool (a "
+                   "Slurm task: spool-follow DIR --until-file FILE reads them), its PID in "
+                   "DIR/agent.pid")
+      ->excludes("--detach");
+  agent
       ->add_option("--spool-segment-bytes", agent_args.spool_segment_bytes,
-                   "with --detach: a spool segment is closed at this size")
+                   "with --detach or --spool-dir: a spool segment is closed at this size")
       ->default_val(64ull << 20)
       ->check(CLI::Range(uint64_t{1024}, uint64_t{1} << 40));
   agent
       ->add_option("--spool-segments", agent_args.spool_segments,
-                   "with --detach: the most spool segments kept (the oldest is deleted, what it "
+                   "with --detach or --spool-dir: the most spool segments kept (the oldest is "
+                   "deleted, what it "
                    "held counted per rank)")
       ->default_val(16)
       ->check(CLI::Range(1, 100000));
-  std::string follow_dir, follow_from, follow_agent;
+  std::string follow_dir, follow_from, follow_agent, follow_until;
   CLI::App* spool_follow = app.add_subcommand(
       "spool-follow",
       "print a detached agent's spooled lines (telemetry on stdout, logs on stderr) and follow "
@@ -570,6 +643,12 @@ int main(int argc, char** argv) {
       "--agent", follow_agent,
       "PID:START_TIME:SESSION:BOOT: the detached agent as its launch recorded it "
       "(default: DIR/agent.pid, as it runs now)");
+  spool_follow
+      ->add_option("--until-file", follow_until,
+                   "an agent on another node (a Slurm task, agent --spool-dir): wait for DIR's "
+                   "spool to appear, and follow it until the agent's end or, once FILE exists, "
+                   "what the spool holds then")
+      ->excludes("--agent");
   std::string idx_dir;
   int64_t idx_samples = 10000;
   uint64_t idx_seed = 1;
@@ -604,7 +683,8 @@ int main(int argc, char** argv) {
       return runWorker(spec_path);
     }
     if (agent->parsed()) return runAgentCommand(agent_args);
-    if (spool_follow->parsed()) return spoolFollow(follow_dir, follow_from, follow_agent);
+    if (spool_follow->parsed())
+      return spoolFollow(follow_dir, follow_from, follow_agent, follow_until);
     if (make_idx->parsed()) {
       const IdxFilePair files = writeDigitsIdx(idx_dir, idx_samples, idx_seed);
       fmt::print("{}\n{}\n", files.images, files.labels);

@@ -20,13 +20,13 @@
 namespace ringmaster::slurm {
 
 struct SlurmLaunchOptions {
-  JobSpec spec;                      // spec.launch.slurm set
-  std::string job_dir;               // on the submitting host (shared with the nodes)
-  std::string script_path;           // where the batch script is written (in job_dir)
-  std::string script;                // slurmBatchScript's text
-  std::string node_binary;           // ringmaster-node on the submitting host (spool-follow)
+  JobSpec spec;                       // spec.launch.slurm set
+  std::string job_dir;                // on the submitting host (shared with the nodes)
+  std::string script_path;            // where the batch script is written (in job_dir)
+  std::string script;                 // slurmBatchScript's text
+  std::string node_binary;            // ringmaster-node on the submitting host (spool-follow)
   std::optional<std::string> job_id;  // attach: the job recorded; nothing is submitted
-  std::string follow_from;           // spool-follow --from, per rank (attach)
+  std::string follow_from;            // spool-follow --from, per rank (attach)
   std::chrono::milliseconds poll_every{1000};  // squeue / sacct
   // Called on the pumping thread with every state Slurm reports that differs from the last (the
   // first right after submission: PENDING with its reason, or RUNNING).

@@ -30,7 +30,7 @@ bool isFinalSlurmState(std::string_view state);
 std::string describeSlurmState(const SlurmJobState& state);
 
 // `squeue --json --jobs ID` (Slurm 21.08+): the job's entry; nullopt when it is not listed.
-// Throws kParse naming the problem when the text is not squeue's JSON.
+// Throws kFormat naming the problem when the text is not squeue's JSON.
 std::optional<SlurmJobState> parseSqueueJson(std::string_view text, std::string_view job_id);
 // `squeue --noheader --jobs ID --format=%i|%T|%r|%N`: the job's line; nullopt when not listed.
 std::optional<SlurmJobState> parseSqueueText(std::string_view text, std::string_view job_id);
@@ -38,7 +38,7 @@ std::optional<SlurmJobState> parseSqueueText(std::string_view text, std::string_
 // (or `sacct -c`, the jobcomp file, where accounting storage is off): the job's allocation line;
 // nullopt when sacct does not know it (yet: slurmdbd lags a few seconds).
 std::optional<SlurmJobState> parseSacct(std::string_view text, std::string_view job_id);
-// `sbatch --parsable`'s answer: "ID" or "ID;CLUSTER"; throws kParse quoting it otherwise.
+// `sbatch --parsable`'s answer: "ID" or "ID;CLUSTER"; throws kFormat quoting it otherwise.
 std::string parseSbatchJobId(std::string_view text);
 
 }  // namespace ringmaster::slurm

@@ -1,0 +1,274 @@
+// SlurmLaunch: submission with sbatch, the job's state from squeue then sacct, every node's spool
+// read through spool-follow, cancel and kill through scancel.
+#include "slurm/slurm_launch.h"
+
+#include <algorithm>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace ringmaster::slurm {
+namespace {
+
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+constexpr milliseconds kCommandTimeout{60'000};
+// How long a job may be known neither to squeue nor to sacct before it is taken as gone (sacct
+// through slurmdbd lags a few seconds behind squeue forgetting a job).
+constexpr std::chrono::seconds kUnknownFor{60};
+
+// The file the spool followers end on (spool-follow --until-file): written once Slurm says the
+// job ended, so that a node whose agent never wrote its end (its node failed) ends the follow.
+std::string endedMarker(const std::string& job_dir) {
+  return job_dir + "/slurm-ended";
+}
+
+std::string words(const CommandOutput& output) {
+  std::string text = output.err.empty() ? output.out : output.err;
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text.empty() ? output.status.describe() : text;
+}
+
+}  // namespace
+
+struct SlurmLaunch::State {
+  std::unique_ptr<SlurmHost> host;
+  SlurmLaunchOptions options;
+  std::string job_id;
+  SlurmJobState last;
+  bool known = false;  // some state was read
+  Clock::time_point last_poll{};
+  Clock::time_point unknown_since{};
+  bool ended_marked = false;
+  std::vector<std::unique_ptr<Launch>> followers;  // one per node
+  std::vector<bool> following;                     // pump has not yet returned false
+  std::vector<ExitStatus> follower_status;
+  bool cancel_asked = false;
+  std::string failure;
+  std::string down_nodes;  // a NODE_FAIL's nodes that Slurm marks down
+
+  void submit() {
+    host->writeFile(options.script_path, options.script, /*executable=*/true);
+    const CommandOutput out =
+        host->run({"sbatch", "--parsable", options.script_path}, kCommandTimeout);
+    if (!out.status.ok())
+      RM_THROW(kComm,
+               fmt::format("sbatch on {} refused the job: {}", host->describe(), words(out)));
+    job_id = parseSbatchJobId(out.out);
+  }
+
+  void startFollowers() {
+    const int nodes = options.spec.launch.slurm->nodes;
+    for (int node = 0; node < nodes; ++node) {
+      std::vector<std::string> argv = {options.node_binary, "spool-follow",
+                                       fmt::format("{}/node-{}", options.job_dir, node),
+                                       "--until-file", endedMarker(options.job_dir)};
+      if (!options.follow_from.empty()) {
+        argv.push_back("--from");
+        argv.push_back(options.follow_from);
+      }
+      followers.push_back(host->start(argv));
+      following.push_back(true);
+      follower_status.emplace_back();
+    }
+  }
+
+  // squeue while the job is listed there (JSON, else its text form), then sacct (accounting
+  // storage, else the jobcomp file that `sacct -c` reads).
+  std::optional<SlurmJobState> query() {
+    const CommandOutput json = host->run({"squeue", "--json"}, kCommandTimeout);
+    if (json.status.ok()) {
+      try {
+        if (std::optional<SlurmJobState> state = parseSqueueJson(json.out, job_id)) return state;
+        return fromSacct();
+      } catch (const Error&) {
+        // No JSON serializer in this Slurm build: its text form below.
+      }
+    }
+    const CommandOutput text = host->run(
+        {"squeue", "--noheader", "--jobs", job_id, "--format=%i|%T|%r|%N"}, kCommandTimeout);
+    if (text.status.ok()) {
+      if (std::optional<SlurmJobState> state = parseSqueueText(text.out, job_id)) return state;
+    }
+    return fromSacct();
+  }
+
+  std::optional<SlurmJobState> fromSacct() {
+    const std::vector<std::string> fields = {"--jobs",
+                                             job_id,
+                                             "--allocations",
+                                             "--noheader",
+                                             "--parsable2",
+                                             "--format",
+                                             "JobID,State,ExitCode,NodeList"};
+    std::vector<std::string> argv = {"sacct"};
+    argv.insert(argv.end(), fields.begin(), fields.end());
+    CommandOutput out = host->run(argv, kCommandTimeout);
+    if (out.status.ok()) {
+      if (std::optional<SlurmJobState> state = parseSacct(out.out, job_id)) return state;
+    }
+    argv.insert(argv.begin() + 1, "--completion");  // the jobcomp file: final states only
+    out = host->run(argv, kCommandTimeout);
+    if (out.status.ok()) return parseSacct(out.out, job_id);
+    return std::nullopt;
+  }
+
+  void poll() {
+    if (ended_marked || Clock::now() - last_poll < options.poll_every) return;
+    last_poll = Clock::now();
+    std::optional<SlurmJobState> state = query();
+    if (!state) {
+      if (unknown_since == Clock::time_point{}) unknown_since = Clock::now();
+      if (Clock::now() - unknown_since < kUnknownFor) return;
+      state = SlurmJobState{
+          .job_id = job_id, .state = "UNKNOWN", .reason = "neither squeue nor sacct knows the job"};
+    }
+    unknown_since = {};
+    if (!known || !(*state == last)) {
+      known = true;
+      last = *state;
+      if (state->state == "NODE_FAIL") down_nodes = downNodesOf(state->nodes);
+      if (options.on_state) options.on_state(last);
+    }
+    if (isFinalSlurmState(last.state)) markEnded();
+  }
+
+  // The nodes of `nodes` that Slurm holds down or not responding (a NODE_FAIL's culprits).
+  std::string downNodesOf(const std::string& nodes) {
+    if (nodes.empty()) return {};
+    const CommandOutput out = host->run({"sinfo", "--noheader", "--nodes", nodes,
+                                         "--states=down,no_respond,fail", "--format=%N|%E"},
+                                        kCommandTimeout);
+    if (!out.status.ok()) return {};
+    std::string down;
+    for (size_t start = 0; start < out.out.size();) {
+      size_t end = out.out.find('\n', start);
+      if (end == std::string::npos) end = out.out.size();
+      const std::string line = out.out.substr(start, end - start);
+      start = end + 1;
+      if (line.empty()) continue;
+      const size_t bar = line.find('|');
+      down += fmt::format("{}{}", down.empty() ? "" : "; ",
+                          bar == std::string::npos
+                              ? line
+                              : fmt::format("{} ({})", line.substr(0, bar), line.substr(bar + 1)));
+    }
+    return down;
+  }
+
+  void markEnded() {
+    if (ended_marked) return;
+    host->writeFile(endedMarker(options.job_dir), last.state + "\n");
+    ended_marked = true;
+  }
+};
+
+SlurmLaunch::SlurmLaunch(std::unique_ptr<SlurmHost> host, SlurmLaunchOptions options)
+    : state_(std::make_unique<State>()) {
+  RM_CHECK_ARG(options.spec.launch.slurm.has_value(), "a Slurm launch of a spec without Slurm");
+  state_->host = std::move(host);
+  state_->options = std::move(options);
+  if (state_->options.job_id) {
+    state_->job_id = *state_->options.job_id;
+  } else {
+    state_->submit();
+  }
+  state_->last = {.job_id = state_->job_id};
+  state_->startFollowers();
+}
+
+SlurmLaunch::~SlurmLaunch() {
+  if (!state_) return;
+  for (const std::unique_ptr<Launch>& follower : state_->followers) follower->kill();
+}
+
+bool SlurmLaunch::pump(milliseconds timeout, const LaunchSink& sink) {
+  State& s = *state_;
+  s.poll();
+  const auto deadline = Clock::now() + timeout;
+  bool any = false;
+  for (size_t node = 0; node < s.followers.size(); ++node) {
+    if (!s.following[node]) continue;
+    any = true;
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    const milliseconds slice =
+        std::max(milliseconds(1), left / static_cast<int>(s.followers.size()));
+    if (!s.followers[node]->pump(slice, sink)) {
+      s.following[node] = false;
+      s.follower_status[node] = s.followers[node]->wait();
+    }
+  }
+  if (any) return true;
+  // Every node's spool has ended: the job's end as Slurm says it, once it says it.
+  if (!s.ended_marked) {
+    s.last_poll = {};
+    s.poll();
+  }
+  if (!s.ended_marked) std::this_thread::sleep_for(std::min(timeout, milliseconds(200)));
+  return !s.ended_marked;
+}
+
+void SlurmLaunch::cancel() {
+  State& s = *state_;
+  s.cancel_asked = true;
+  // A job still queued has nothing to stop gracefully: it leaves the queue. A running one's
+  // agents get SIGTERM, which they forward to their workers, which end their step cancelled.
+  const bool queued = !s.known || runStatusOfSlurmState(s.last.state) == "pending";
+  std::vector<std::string> argv = {"scancel"};
+  if (!queued) argv.push_back("--signal=TERM");
+  argv.push_back(s.job_id);
+  const CommandOutput out = s.host->run(argv, kCommandTimeout);
+  if (!out.status.ok() && s.failure.empty())
+    s.failure = fmt::format("scancel of Slurm job {} failed: {}", s.job_id, words(out));
+  s.last_poll = {};
+}
+
+void SlurmLaunch::kill() {
+  State& s = *state_;
+  s.cancel_asked = true;
+  const CommandOutput out = s.host->run({"scancel", s.job_id}, kCommandTimeout);
+  if (!out.status.ok() && s.failure.empty())
+    s.failure = fmt::format("scancel of Slurm job {} failed: {}", s.job_id, words(out));
+  s.last_poll = {};
+}
+
+ExitStatus SlurmLaunch::wait() {
+  State& s = *state_;
+  for (size_t node = 0; node < s.followers.size(); ++node) {
+    if (s.following[node]) {
+      s.followers[node]->kill();
+      s.follower_status[node] = s.followers[node]->wait();
+      s.following[node] = false;
+    }
+  }
+  if (s.known && runStatusOfSlurmState(s.last.state) == "cancelled") return {.exit_code = 130};
+  for (const ExitStatus& status : s.follower_status)
+    if (!status.ok()) return status;
+  return {};
+}
+
+std::string SlurmLaunch::failure() const {
+  const State& s = *state_;
+  if (!s.failure.empty()) return s.failure;
+  if (!s.known) return {};
+  const std::string_view status = runStatusOfSlurmState(s.last.state);
+  if (status != "failed") return {};
+  // A job whose script failed because a worker did: the agents' own root cause says more.
+  if (s.last.state == "FAILED") return {};
+  std::string text = describeSlurmState(s.last);
+  if (!s.down_nodes.empty()) text += fmt::format("; down: {}", s.down_nodes);
+  return text;
+}
+
+const std::string& SlurmLaunch::jobId() const {
+  return state_->job_id;
+}
+
+const SlurmJobState& SlurmLaunch::lastState() const {
+  return state_->last;
+}
+
+}  // namespace ringmaster::slurm
