@@ -116,24 +116,36 @@ struct SlurmLaunch::State {
     return std::nullopt;
   }
 
-  void poll() {
-    if (ended_marked || Clock::now() - last_poll < options.poll_every) return;
+  // Reads the job's state when it is time to; true when it changed.
+  bool poll() {
+    if (ended_marked || Clock::now() - last_poll < options.poll_every) return false;
     last_poll = Clock::now();
     std::optional<SlurmJobState> state = query();
     if (!state) {
       if (unknown_since == Clock::time_point{}) unknown_since = Clock::now();
-      if (Clock::now() - unknown_since < kUnknownFor) return;
+      if (Clock::now() - unknown_since < kUnknownFor) return false;
       state = SlurmJobState{
           .job_id = job_id, .state = "UNKNOWN", .reason = "neither squeue nor sacct knows the job"};
     }
     unknown_since = {};
-    if (!known || !(*state == last)) {
+    const bool changed = !known || !(*state == last);
+    if (changed) {
       known = true;
       last = *state;
       if (state->state == "NODE_FAIL") down_nodes = downNodesOf(state->nodes);
       if (options.on_state) options.on_state(last);
     }
     if (isFinalSlurmState(last.state)) markEnded();
+    return changed;
+  }
+
+  // "[slurm] job 4242: PENDING (Resources)", "[slurm] job 4242: RUNNING on n[1-2]".
+  std::string stateLine() const {
+    std::string line = fmt::format("[slurm] job {}: {}", job_id, last.state);
+    if (!last.reason.empty()) line += fmt::format(" ({})", last.reason);
+    if (!last.nodes.empty()) line += fmt::format(" on {}", last.nodes);
+    if (!down_nodes.empty()) line += fmt::format("; down: {}", down_nodes);
+    return line;
   }
 
   // The nodes of `nodes` that Slurm holds down or not responding (a NODE_FAIL's culprits).
@@ -187,7 +199,7 @@ SlurmLaunch::~SlurmLaunch() {
 
 bool SlurmLaunch::pump(milliseconds timeout, const LaunchSink& sink) {
   State& s = *state_;
-  s.poll();
+  if (s.poll() && sink.on_log) sink.on_log(s.stateLine());
   const auto deadline = Clock::now() + timeout;
   bool any = false;
   for (size_t node = 0; node < s.followers.size(); ++node) {
@@ -205,7 +217,7 @@ bool SlurmLaunch::pump(milliseconds timeout, const LaunchSink& sink) {
   // Every node's spool has ended: the job's end as Slurm says it, once it says it.
   if (!s.ended_marked) {
     s.last_poll = {};
-    s.poll();
+    if (s.poll() && sink.on_log) sink.on_log(s.stateLine());
   }
   if (!s.ended_marked) std::this_thread::sleep_for(std::min(timeout, milliseconds(200)));
   return !s.ended_marked;

@@ -167,7 +167,9 @@ std::optional<SlurmJobState> parseSacct(std::string_view text, std::string_view 
     if (fields.size() < 4 || fields[0] != job_id) continue;
     SlurmJobState state{.job_id = std::string(fields[0]),
                         .state = std::string(stateWord(fields[1])),
-                        .nodes = fields[3] == "None assigned" ? "" : std::string(fields[3])};
+                        .nodes = fields[3] == "None assigned" || fields[3] == "(null)"
+                                     ? ""
+                                     : std::string(fields[3])};
     const std::vector<std::string_view> code = splitFields(fields[2], ':');
     if (code.size() == 2) {
       state.exit_code = parseInt(code[0]);

@@ -21,6 +21,7 @@
 #endif
 #include "query/runs.h"
 #include "recorder/recorder.h"
+#include "run/slurm_run.h"
 #include "telemetry/codec.h"
 #include "train/data_check.h"
 
@@ -308,6 +309,8 @@ void applyOverrides(nlohmann::json& document, const std::vector<std::string>& ov
 RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   spec_ = loadSpec(request_);
   local_ = runsLocally(spec_.launch);
+  // A Slurm job submitted from here reads this machine's files: its nodes share them.
+  const bool files_here = local_ || underSlurm();
 #if !RINGMASTER_HAVE_LIBSSH
   if (!local_) {
     RM_THROW(kUnavailable,
@@ -315,10 +318,11 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
              "launcher (libssh was not found when it was configured)");
   }
 #endif
-  if (local_ && !spec_.program) checkDataBeforeLaunch(spec_, request_.spec_path);
-  if (spec_.program && (local_ || spec_.program->upload)) checkProgramBeforeLaunch(*spec_.program);
+  if (files_here && !spec_.program) checkDataBeforeLaunch(spec_, request_.spec_path);
+  if (spec_.program && (files_here || spec_.program->upload))
+    checkProgramBeforeLaunch(*spec_.program);
   // A relative checkpoint.dir lies under the run's own directory, made later; the workers check it.
-  if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_absolute())
+  if (files_here && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_absolute())
     checkCheckpointDirWritable(spec_.checkpoint->dir);
   node_binary_ = defaultNodeBinary();
   world_size_ = ringmaster::worldSize(spec_);
@@ -341,8 +345,8 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   // runs compare by what was asked for.
   worker_spec_ = spec_;
   // A local program starts in its workdir made absolute here, where `ringmaster run` started.
-  if (local_ && spec_.program) worker_spec_.program->workdir = localWorkdir(*spec_.program);
-  if (local_ && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_relative()) {
+  if (files_here && spec_.program) worker_spec_.program->workdir = localWorkdir(*spec_.program);
+  if (files_here && spec_.checkpoint && fs::path(spec_.checkpoint->dir).is_relative()) {
     worker_spec_.checkpoint->dir =
         checkpointDirFor(spec_, db, request_.db_path, run_id_, resumed_from_);
   }
@@ -359,7 +363,8 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
                                 run_directory.string(), request_.db_path));
     }
     writeFileAtomically(spec_file_, toJson(worker_spec_).dump(2) + "\n");
-    if (request_.detach && local_) job_dirs_ = {localJobDirectory(request_.db_path, run_id_)};
+    if ((request_.detach && local_) || underSlurm())
+      job_dirs_ = {localJobDirectory(request_.db_path, run_id_)};
     if (request_.save_telemetry)
       telemetry_copy_ = std::make_unique<OutputFile>(*request_.save_telemetry);
   } catch (const Error& e) {
@@ -387,9 +392,10 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
              fmt::format("run {} was not started detached (ringmaster run --detach): there is "
                          "nothing to attach to",
                          request.run_id));
-  if (run->status != "running")
+  if (run->status != "running" && run->status != "pending")
     RM_THROW(kInvalidArgument, fmt::format("run {} has ended ({}): there is nothing to attach to",
                                            request.run_id, run->status));
+  if (run->scheduler) slurm_job_id_ = run->scheduler->job_id;
   SpecParseResult parsed = parseJobSpec(run->spec_json);
   if (!parsed.ok())
     RM_THROW(kSpec, fmt::format("run {}'s recorded spec does not parse:\n{}", request.run_id,
@@ -399,7 +405,7 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
   run_id_ = request.run_id;
   local_ = runsLocally(spec_.launch);
 #if !RINGMASTER_HAVE_LIBSSH
-  if (!local_)
+  if (!local_ && !underSlurm())
     RM_THROW(kUnavailable, fmt::format("run {} runs over SSH, and this build has no SSH launcher",
                                        request.run_id));
 #endif
@@ -552,7 +558,8 @@ constexpr char kNoHelloFailure[] =
 RunOutcome recordOutcome(Database& db, int64_t run_id, bool detach, bool attached,
                          const LaunchEnd& end) {
   const ExitStatus& agent = end.agent;
-  // An attached run's agent ends with 130 when anyone cancelled it (ringmaster cancel).
+  // An attached run's agent ends with 130 when anyone cancelled it (ringmaster cancel), and a
+  // Slurm launch when Slurm says its job was (scancel, preemption).
   const bool cancelled = (end.handled_stops > 0 || (attached && agent.exit_code == 130)) &&
                          end.recording_failure.empty();
   RunOutcome outcome;
@@ -601,7 +608,7 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   if (attach_) claimRun(db, run_id_);
   const std::unique_ptr<Launch> launch = startLaunch(db, observer);
   // Detached from here on: a launching process killed from now on leaves a run `attach` finds.
-  if (request_.detach) markRunDetached(db, run_id_, job_dirs_);
+  if (request_.detach && !underSlurm()) markRunDetached(db, run_id_, job_dirs_);
   // Each host's agent recorded as soon as it says who it is, before the launch ends (which a
   // killed launching process never sees): cancel finds the job's processes by it (issue 32).
   const auto record_agent = [&](const DetachedAgent& agent) {
@@ -621,12 +628,34 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   LaunchRecording recording(
       recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_,
       request_.detach ? record_agent : std::function<void(const DetachedAgent&)>{});
-  return recordOutcome(db, run_id_, request_.detach, attach_, recording.follow(*launch));
+  if (underSlurm() && request_.detach) return {.status = "detached"};  // queued or running on
+  return recordOutcome(db, run_id_, request_.detach && !underSlurm(), attach_ || underSlurm(),
+                       recording.follow(*launch));
 }
 
 // The local launcher, or the SSH launcher for remote hosts (a launch failing there is recorded as
 // the run's failure); an attached run's follows each rank's spool from its last stored event.
 std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver& observer) {
+  if (underSlurm()) {
+    try {
+      return launchUnderSlurm(
+          {.worker_spec = worker_spec_,
+           .job_dir = job_dirs_.at(0),
+           .spec_path = (runDirectory(request_.db_path, run_id_) / "spec.json").string(),
+           .node_binary = spec_.launch.node_binary.value_or(node_binary_),
+           .grace_s = request_.grace_s,
+           .db = db,
+           .run_id = run_id_,
+           .job_id = slurm_job_id_,
+           .follow_from = attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : ""});
+    } catch (const Error& e) {
+      if (!attach_) {
+        recordRunError(db, run_id_, e.message());
+        finishRun(db, run_id_, "failed");
+      }
+      throw;
+    }
+  }
   if (local_) {
     LocalLaunchOptions local{
         .node_binary = node_binary_,

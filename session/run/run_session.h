@@ -117,6 +117,9 @@ class RunSession {
   // As the workers read it: a local run's relative checkpoint.dir made absolute.
   const JobSpec& workerSpec() const { return worker_spec_; }
   bool local() const { return local_; }
+  // Handed to Slurm (launch.scheduler, issue 35): submitted from here, followed through the
+  // job directory the nodes share.
+  bool underSlurm() const { return spec_.launch.slurm.has_value(); }
   bool attached() const { return attach_; }
   // A detached run's job directory on each host (spool, PID files), by node rank.
   const std::vector<std::string>& jobDirs() const { return job_dirs_; }
@@ -164,6 +167,7 @@ class RunSession {
   bool attach_ = false;
   std::vector<std::string> job_dirs_;
   std::vector<std::optional<DetachedAgent>> recorded_agents_;  // attached: by node rank
+  std::optional<std::string> slurm_job_id_;                    // attached to a Slurm run
 };
 
 // A run's own directory for the files it writes (its spec.json, a local run's relative

@@ -1,0 +1,41 @@
+// A run handed to Slurm (issue 35), as the run session starts or attaches to it: the batch script
+// written beside the run and submitted, the job id and every state Slurm reports recorded with the
+// run, and the run marked detached at once, so that a launching process that goes away leaves a
+// run `attach` and `cancel` find.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "slurm/slurm_launch.h"
+#include "spec/job_spec.h"
+
+namespace ringmaster::storage {
+class Database;
+}  // namespace ringmaster::storage
+
+namespace ringmaster::session {
+
+struct SlurmRun {
+  const JobSpec& worker_spec;  // as the agents read it (spec_path)
+  std::string job_dir;         // the run's job directory (shared with the nodes)
+  std::string spec_path;
+  std::string node_binary;  // ringmaster-node here and on the nodes
+  double grace_s = 5;
+  storage::Database& db;
+  int64_t run_id = 0;
+  std::optional<std::string> job_id;  // attach: the job recorded
+  std::string follow_from;            // attach: spool-follow --from
+};
+
+// The batch script of the run, as it is submitted (the job editor shows the same text).
+std::string slurmScriptOf(const JobSpec& spec, const std::string& job_dir,
+                          const std::string& spec_path, const std::string& node_binary,
+                          double grace_s);
+
+// Submits the run's job (or takes the recorded one) and records it; throws as SlurmLaunch does.
+std::unique_ptr<slurm::SlurmLaunch> launchUnderSlurm(const SlurmRun& run);
+
+}  // namespace ringmaster::session
