@@ -32,6 +32,7 @@
 #include "recorder/run_lifecycle.h"
 #include "run/run_events.h"
 #include "run/run_session.h"
+#include "slurm/slurm_state.h"
 #include "spec/job_spec.h"
 #include "telemetry/progress.h"
 
@@ -341,7 +342,8 @@ CancelTarget findCancelTarget(const std::string& db_path, int64_t run_id) {
   }
   CancelTarget target;
   const SpecParseResult parsed = parseJobSpec(run->spec_json);
-  target.local = parsed.ok() && runsLocally(parsed.spec->launch) && run->job_dirs.size() == 1;
+  target.local = parsed.ok() && runsLocally(parsed.spec->launch) && run->job_dirs.size() == 1 &&
+                 !run->scheduler;
   if (target.local && !run->agents.empty() && run->agents[0])
     target.agent = session::detachedAgentFrom(0, *run->agents[0]);
   target.run = std::move(*run);
@@ -447,6 +449,25 @@ int checkNothingLeftHere(int64_t run_id, const CancelTarget& target,
   return code;
 }
 
+// After the recorded cancel of a Slurm run (issue 35): Slurm ends a job only once every process
+// of it is gone (its proctrack plugin), so the job's final state, recorded with the run, is the
+// check that nothing is left on any node.
+int checkSchedulerJobEnded(const RunCommandOptions& options, int64_t run_id, int code) {
+  storage::Database db(options.db_path);
+  const std::optional<storage::DetachedRun> run = storage::findDetachedRun(db, run_id);
+  const std::string state = run && run->scheduler ? run->scheduler->state : "";
+  const std::string job = run && run->scheduler ? run->scheduler->job_id : "?";
+  if (!slurm::isFinalSlurmState(state) || state.empty()) {
+    fmt::print(stderr, "error: run {}: Slurm job {} has not ended ({})\n", run_id, job,
+               state.empty() ? "its state is not known" : state);
+    return kExitFailed;
+  }
+  if (!options.quiet)
+    fmt::print(stderr, "run {}: Slurm job {} ended ({}): no process of it is left on its nodes\n",
+               run_id, job, state);
+  return code;
+}
+
 // Follows (attach) or cancels a detached run that is `running`, recording it to its end.
 int followDetachedRun(const RunCommandOptions& options, int64_t run_id, bool cancel,
                       const std::optional<CancelTarget>& target, session::RunEventWriter* events) {
@@ -488,6 +509,7 @@ int followDetachedRun(const RunCommandOptions& options, int64_t run_id, bool can
     return kExitOk;
   }
   if (!cancel) return code;
+  if (target->run.scheduler) return checkSchedulerJobEnded(options, run_id, code);
   if (!target->local)
     return checkHostsClear(run_id, run.jobDirs().size(), hosts_clear, left_words, options, code);
   return checkNothingLeftHere(run_id, *target, options, code);
@@ -504,7 +526,8 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
     std::optional<CancelTarget> target;
     if (cancel) {
       target = findCancelTarget(options.db_path, run_id);
-      if (target->run.status != "running") return cancelEndedRun(run_id, *target, options);
+      if (target->run.status != "running" && target->run.status != "pending")
+        return cancelEndedRun(run_id, *target, options);
     }
     return followDetachedRun(options, run_id, cancel, target, events ? &*events : nullptr);
   } catch (const Error& e) {

@@ -1,0 +1,302 @@
+// Issue 35: jobs handed to a real Slurm (slurmctld and two slurmd started by the test,
+// tests/common/slurm_cluster.h) through `ringmaster run`: a DDP engine job of 2 nodes x 2 ranks
+// and a PyTorch program job complete with every event stored once (counted per rank and kind
+// against the nodes' spools); a job pending on resources shows `pending` with Slurm's reason and
+// `cancel` takes it out of the queue; a worker killed with SIGKILL fails the run with its rank,
+// node and signal, or, with launch.max_restarts 1, restarts inside the allocation and completes;
+// `ringmaster run` killed while the job runs leaves it to `attach`, which stores each event once.
+// After every job no process of it is left.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/captured_process.h"
+#include "common/cli_run.h"
+#include "common/proc_files.h"
+#include "common/slurm_cluster.h"
+#include "common/test_paths.h"
+#include "db/database.h"
+#include "storage/storage_test_support.h"
+#include "telemetry/codec.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryInt;
+using storage::testing::queryText;
+using testing::CapturedProcess;
+
+constexpr int kNodes = 2;
+constexpr int kRanksPerNode = 2;
+constexpr int kWorld = kNodes * kRanksPerNode;
+
+// Telemetry lines the nodes' agents spooled, per (rank, kind), and per rank.
+struct Spooled {
+  std::map<std::pair<int, std::string>, int64_t> by_kind;
+  std::map<int, int64_t> by_rank;
+  int64_t lines = 0;
+  int64_t of(int rank, const std::string& kind) const {
+    const auto found = by_kind.find({rank, kind});
+    return found == by_kind.end() ? 0 : found->second;
+  }
+};
+
+Spooled spooledTelemetry(const fs::path& job_dir) {
+  Spooled spooled;
+  for (int node = 0; node < kNodes; ++node) {
+    const fs::path spool = job_dir / fmt::format("node-{}", node) / "spool";
+    if (!fs::is_directory(spool)) continue;
+    for (const auto& entry : fs::directory_iterator(spool)) {
+      if (!entry.path().filename().string().starts_with("segment-")) continue;
+      std::ifstream in(entry.path());
+      for (std::string line; std::getline(in, line);) {
+        if (!line.starts_with("T ")) continue;
+        DecodeResult decoded = decodeEvent(line.substr(2));
+        if (!decoded.ok()) continue;
+        const TelemetryEvent& event = decoded.event();
+        ++spooled.by_kind[{event.rank, std::string(eventTypeName(event.body))}];
+        ++spooled.by_rank[event.rank];
+        ++spooled.lines;
+      }
+    }
+  }
+  return spooled;
+}
+
+class SlurmRun : public testing::CliRunTest {
+ protected:
+  void SetUp() override {
+    CliRunTest::SetUp();
+    cluster_ = std::make_unique<testing::SlurmCluster>();
+    if (!cluster_->available()) GTEST_SKIP() << cluster_->whyUnavailable();
+    cluster_->start();
+  }
+
+  void TearDown() override {
+    // Only after a failure: what a run left, by PID, before the cluster goes.
+    for (pid_t pid : testing::processesOfRunsUnder(dir_)) ::kill(pid, SIGKILL);
+    cluster_.reset();
+    CliRunTest::TearDown();
+  }
+
+  fs::path jobDir(int64_t run) const {
+    return dir_ / "runs.db-runs" / fmt::format("run-{}", run) / "job";
+  }
+
+  // The DDP example on the cluster's two nodes, two ranks each.
+  json ddpSpec(const std::string& name, int steps) const {
+    json spec = testing::exampleSpec("ddp_mlp");
+    spec["name"] = name;
+    spec["launch"].erase("hosts");
+    spec["launch"]["scheduler"] = {
+        {"kind", "slurm"}, {"nodes", kNodes}, {"ranks_per_node", kRanksPerNode}};
+    spec["train"]["steps"] = steps;
+    spec["telemetry"]["every_steps"] = 1;
+    return spec;
+  }
+
+  // `ringmaster --db DB ARGS...` with the cluster's SLURM_CONF, started.
+  CapturedProcess slurmRingmaster(std::vector<std::string> args) const {
+    return ringmaster(std::move(args), cluster_->env());
+  }
+
+  json shown(int64_t run) const {
+    CapturedProcess show = slurmRingmaster({"show", std::to_string(run), "--json"});
+    const ExitStatus status = show.wait(60s);
+    EXPECT_TRUE(status.ok()) << show.err();
+    return json::parse(show.out());
+  }
+
+  // Waits (bounded) until `file` lists `count` PIDs; the PIDs.
+  std::vector<pid_t> waitForPids(const fs::path& file, size_t count) const {
+    const auto deadline = std::chrono::steady_clock::now() + 90s;
+    while (testing::pidsInFile(file).size() < count && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(50ms);
+    return testing::pidsInFile(file);
+  }
+
+  // Every event the nodes spooled is stored once: counted per rank and kind.
+  void expectEveryEventStoredOnce(int64_t run, int steps) const {
+    const Spooled spooled = spooledTelemetry(jobDir(run));
+    storage::Database db(dbPath());
+    EXPECT_EQ(
+        queryInt(db, fmt::format("SELECT sum(events_stored) FROM attempts WHERE run_id = {}", run)),
+        spooled.lines);
+    for (int rank = 0; rank < kWorld; ++rank) {
+      SCOPED_TRACE(fmt::format("rank {}", rank));
+      EXPECT_EQ(spooled.of(rank, "hello"), 1);
+      EXPECT_EQ(spooled.of(rank, "done"), 1);
+      EXPECT_EQ(spooled.of(rank, "step"), steps);
+      EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE run_id = {} AND "
+                                         "rank = {}",
+                                         run, rank)),
+                spooled.of(rank, "step"));
+      EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM comm_events WHERE run_id = {} AND "
+                                         "rank = {}",
+                                         run, rank)),
+                spooled.of(rank, "comm"));
+      EXPECT_EQ(queryInt(db, fmt::format("SELECT total(last_seq - first_seq + 1) FROM seq_ranges "
+                                         "WHERE run_id = {} AND rank = {}",
+                                         run, rank)),
+                spooled.by_rank.at(rank));
+    }
+  }
+
+  std::unique_ptr<testing::SlurmCluster> cluster_;
+};
+
+TEST_F(SlurmRun, DdpOnTwoNodesOfTwoRanksCompletesAndEveryEventIsStoredOnce) {
+  constexpr int kSteps = 30;
+  CapturedProcess run = slurmRingmaster({"run", writeSpec("ddp", ddpSpec("ddp", kSteps)), "-q"});
+  const ExitStatus status = run.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "completed") << record.dump(2);
+  ASSERT_TRUE(record.contains("scheduler")) << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["kind"], "slurm");
+  EXPECT_EQ(record["scheduler"]["state"], "COMPLETED");
+  const std::string job_id = record["scheduler"]["job_id"];
+  EXPECT_FALSE(job_id.empty());
+  // The script is kept with the run, and Slurm's output file beside it.
+  const std::string script = testing::fileBytes(jobDir(1) / "slurm.sbatch");
+  EXPECT_NE(script.find("#SBATCH --nodes=2"), std::string::npos) << script;
+  EXPECT_TRUE(fs::exists(jobDir(1) / fmt::format("slurm-{}.out", job_id)));
+  expectEveryEventStoredOnce(1, kSteps);
+  // Each rank ran on its node, as Slurm names them: ranks 0-1 on the first, 2-3 on the second.
+  storage::Database db(dbPath());
+  const std::vector<std::string> nodes = cluster_->nodeNames();
+  for (int rank = 0; rank < kWorld; ++rank)
+    EXPECT_EQ(
+        queryText(db, fmt::format("SELECT host FROM ranks WHERE run_id = 1 AND rank = {}", rank)),
+        nodes.at(static_cast<size_t>(rank / kRanksPerNode)));
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
+}
+
+TEST_F(SlurmRun, APyTorchProgramJobOnTwoNodesCompletes) {
+  json spec = testing::exampleSpec("torch_ddp");
+  spec["program"]["workdir"] = testing::testSourceDir();
+  spec["program"]["args"] = {"--steps", "20", "--batch-size", "32"};
+  spec["program"]["steps"] = 20;
+  spec["launch"].erase("hosts");
+  spec["launch"]["scheduler"] = {
+      {"kind", "slurm"}, {"nodes", kNodes}, {"ranks_per_node", kRanksPerNode}};
+  CapturedProcess run = slurmRingmaster({"run", writeSpec("torch", spec), "-q"});
+  const ExitStatus status = run.wait(300s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "completed") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "COMPLETED");
+  expectEveryEventStoredOnce(1, 20);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
+}
+
+TEST_F(SlurmRun, APendingJobShowsItsReasonAndCancelTakesItOutOfTheQueue) {
+  // Both nodes held by another job: ours waits for resources.
+  const std::string blocker = cluster_->submitBlocker();
+  CapturedProcess run =
+      slurmRingmaster({"run", writeSpec("queued", ddpSpec("queued", 10)), "--detach", "-q"});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  json record;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  do {
+    record = shown(1);
+  } while (record["scheduler"].value("reason", "") != "Resources" &&
+           std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(record["status"], "pending") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "PENDING") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["reason"], "Resources") << record.dump(2);
+  const std::string job_id = record["scheduler"]["job_id"];
+  EXPECT_TRUE(cluster_->jobQueued(job_id));
+
+  CapturedProcess cancel = slurmRingmaster({"cancel", "1"});
+  const ExitStatus cancelled = cancel.wait(90s);
+  EXPECT_TRUE(cancelled.ok()) << cancelled.describe() << "\n" << cancel.err();
+  EXPECT_FALSE(cluster_->jobQueued(job_id));
+  record = shown(1);
+  EXPECT_EQ(record["status"], "cancelled") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "CANCELLED") << record.dump(2);
+  cluster_->cancel(blocker);
+}
+
+TEST_F(SlurmRun, AWorkerKilledFailsTheRunNamingItsRankNodeAndSignal) {
+  CapturedProcess run =
+      slurmRingmaster({"run", writeSpec("killed", ddpSpec("killed", 100000)), "--detach", "-q"});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  const std::vector<pid_t> workers =
+      waitForPids(jobDir(1) / "node-1" / "workers.pid", kRanksPerNode);
+  ASSERT_EQ(workers.size(), static_cast<size_t>(kRanksPerNode));
+  std::this_thread::sleep_for(2s);  // a few steps stored
+  ::kill(workers[1], SIGKILL);      // rank 3, on the second node
+  CapturedProcess attach = slurmRingmaster({"attach", "1", "-q"});
+  const ExitStatus attached = attach.wait(180s);
+  EXPECT_FALSE(attached.ok()) << attach.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "failed") << record.dump(2);
+  const std::string error = record.value("error", "");
+  EXPECT_NE(error.find("SIGKILL"), std::string::npos) << record.dump(2);
+  EXPECT_EQ(record.value("error_rank", -1), 3) << record.dump(2);
+  EXPECT_EQ(record.value("error_host", ""), cluster_->nodeNames().at(1)) << record.dump(2);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+}
+
+TEST_F(SlurmRun, WithMaxRestartsAKilledWorkerRestartsInsideTheAllocationAndCompletes) {
+  json spec = ddpSpec("restarts", 300);
+  spec["launch"]["max_restarts"] = 1;
+  CapturedProcess run = slurmRingmaster({"run", writeSpec("restarts", spec), "--detach", "-q"});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  const std::vector<pid_t> workers =
+      waitForPids(jobDir(1) / "node-1" / "workers.pid", kRanksPerNode);
+  ASSERT_EQ(workers.size(), static_cast<size_t>(kRanksPerNode));
+  std::this_thread::sleep_for(1s);
+  ::kill(workers[0], SIGKILL);
+  CapturedProcess attach = slurmRingmaster({"attach", "1", "-q"});
+  const ExitStatus attached = attach.wait(240s);
+  EXPECT_TRUE(attached.ok()) << attached.describe() << "\n" << attach.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "completed") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "COMPLETED") << record.dump(2);
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT attempt) FROM attempts WHERE run_id = 1"), 2);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+}
+
+TEST_F(SlurmRun, RunKilledWhileTheJobRunsLeavesItToAttachWhichStoresEachEventOnce) {
+  constexpr int kSteps = 400;
+  CapturedProcess run =
+      slurmRingmaster({"run", writeSpec("closed", ddpSpec("closed", kSteps)), "-q"});
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  const auto stepsStored = [&] {
+    if (!fs::exists(dbPath())) return int64_t{0};
+    storage::Database db(dbPath());
+    return queryInt(db, "SELECT count(*) FROM steps WHERE run_id = 1");
+  };
+  while (std::chrono::steady_clock::now() < deadline && stepsStored() < kWorld * 20)
+    run.readFor(200ms);
+  run.signal(SIGKILL);  // the launching process goes away mid-run
+  run.wait(30s);
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "running");
+  CapturedProcess attach = slurmRingmaster({"attach", "1", "-q"});
+  const ExitStatus attached = attach.wait(240s);
+  ASSERT_TRUE(attached.ok()) << attached.describe() << "\n" << attach.err();
+  EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "completed");
+  expectEveryEventStoredOnce(1, kSteps);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
+}
+
+}  // namespace
+}  // namespace ringmaster
