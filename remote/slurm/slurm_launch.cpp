@@ -257,6 +257,13 @@ ExitStatus SlurmLaunch::wait() {
     }
   }
   if (s.known && runStatusOfSlurmState(s.last.state) == "cancelled") return {.exit_code = 130};
+  // The root of a failure, not its echo: one node's agent failing makes srun stop the others'
+  // (SIGTERM: they end 130, as cancelled), so a node that failed by itself speaks first.
+  const auto failed = std::find_if(s.follower_status.begin(), s.follower_status.end(),
+                                   [](const ExitStatus& status) {
+                                     return !status.ok() && status.exit_code != 130;
+                                   });
+  if (failed != s.follower_status.end()) return *failed;
   for (const ExitStatus& status : s.follower_status)
     if (!status.ok()) return status;
   return {};
