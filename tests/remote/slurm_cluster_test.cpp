@@ -109,22 +109,25 @@ TEST_F(SlurmClusterFixtureTest, AJobWaitingForResourcesIsPendingUntilScancelRemo
 }
 
 // A job holding both nodes, one slurmd killed (its slurmstepd lives on), then the cluster torn
-// down: none of the processes it had is left.
+// down: none of the processes it had is left, and none of those the job's tasks name themselves
+// (each task prints its own PID and its parent's, its slurmstepd's).
 TEST(SlurmCluster, TeardownStopsEveryProcessByPidTheStepsOfAKilledSlurmdIncluded) {
   if (const std::string why = slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
-  std::vector<pid_t> had;
+  std::vector<pid_t> had, named_by_tasks;
   std::filesystem::path dir;
   {
     SlurmCluster cluster;
     dir = cluster.dir();
     const std::filesystem::path out = dir / "sleepers.out";
-    const std::string id = cluster.sbatch(
-        {"-N2", "--output=" + out.string(), "--wrap", "srun sh -c 'echo started; exec sleep 300'"});
+    cluster.sbatch({"-N2", "--output=" + out.string(), "--wrap",
+                    "srun sh -c 'echo $$ $PPID; exec sleep 300'"});
     const auto deadline = std::chrono::steady_clock::now() + seconds(60);
-    while (readAll(out) != "started\nstarted\n") {
+    while (linesOf(readAll(out)).size() < 2) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << cluster.logTails();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    std::istringstream pids(readAll(out));
+    for (pid_t pid = 0; pids >> pid;) named_by_tasks.push_back(pid);
     cluster.killSlurmd("n2");
     had = cluster.processes();
     // munged, slurmctld, n1's slurmd; the batch step and both nodes' job steps; both sleeps.
@@ -133,8 +136,11 @@ TEST(SlurmCluster, TeardownStopsEveryProcessByPidTheStepsOfAKilledSlurmdIncluded
     EXPECT_EQ(countWithName(had, "munged"), 1);
     EXPECT_EQ(countWithName(had, "slurmstepd"), 3);
     EXPECT_EQ(countWithName(had, "sleep"), 2);
+    EXPECT_EQ(countWithName(named_by_tasks, "slurmstepd"), 2);
+    EXPECT_EQ(countWithName(named_by_tasks, "sleep"), 2);
   }
   EXPECT_EQ(stillRunning(had), std::vector<pid_t>{});
+  EXPECT_EQ(stillRunning(named_by_tasks), std::vector<pid_t>{});
   EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
