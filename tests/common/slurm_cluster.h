@@ -143,13 +143,15 @@ class SlurmCluster {
   int slurmctldPort() const { return ctld_port_; }
   const std::string& firstJobId() const { return first_job_id_; }
 
-  // Runs a client program (sbatch, squeue, sinfo, sacct, scancel, scontrol) against this cluster.
+  // Runs a client program (sbatch, squeue, sinfo, sacct, scancel, scontrol) against this cluster,
+  // in dir(): a job submitted without --output or --chdir writes its slurm-ID.out there.
   SlurmCommandResult command(const std::string& program, const std::vector<std::string>& args,
                              std::chrono::milliseconds limit = std::chrono::seconds(30)) const {
     ChildOptions o;
     o.argv = {std::string(kSlurmClientDir) + "/" + program};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.environment = env();
+    o.working_directory = dir_.string();
     ChildProcess child(o);
     std::string out, err;
     const ExitStatus status = readUntilExit(child, out, err, limit);
