@@ -6,8 +6,10 @@
 // Facts this relies on (Slurm 22.05.8, munge 0.5.15, Debian 12, measured here):
 // - Several `slurmd -N NAME` run on one host, each with its own Port= on its NodeName line
 //   (NodeAddr=127.0.0.1, NodeHostname=`hostname -s`), and make a real multi-node cluster;
-//   SlurmctldHost must be `hostname -s`. Per-node files use %n (SlurmdSpoolDir, SlurmdPidFile).
-//   All nodes share the hostname: jobs tell them apart by SLURMD_NODENAME.
+//   SlurmctldHost must be `hostname -s`; written `NAME(127.0.0.1)` it works where NAME does not
+//   resolve (checked with `unshare -u` and an unknown hostname). Per-node files use %n
+//   (SlurmdSpoolDir, SlurmdPidFile). All nodes share the hostname: jobs tell them apart by
+//   SLURMD_NODENAME.
 // - munged with a generated key and its own socket (AuthInfo=socket=...), SlurmUser=root,
 //   ProctrackType=proctrack/linuxproc, TaskPlugin=task/none and MpiDefault=none work without
 //   cgroups or systemd. SlurmdParameters=config_overrides lets a node have more CPUs than the
@@ -387,7 +389,7 @@ class SlurmCluster {
     const std::string d = dir_.string();
     std::ostringstream c;
     c << "# A Slurm test cluster on one machine (tests/common/slurm_cluster.h, docs/slurm.md)\n"
-      << "ClusterName=ringmaster\nSlurmctldHost=" << shortHostname()
+      << "ClusterName=ringmaster\nSlurmctldHost=" << shortHostname() << "(127.0.0.1)"
       << "\nSlurmctldPort=" << ctld_port_ << "\nSlurmUser=root\nSlurmdUser=root\n"
       << "AuthType=auth/munge\nCryptoType=crypto/munge\nAuthInfo=socket=" << d << "/munge/sock\n"
       << "StateSaveLocation=" << d << "/state\nSlurmdSpoolDir=" << d << "/spool/%n\n"
