@@ -16,6 +16,7 @@ packages=(
   zlib1g-dev                                                   # checkpoint checksums (CRC-32)
   libssh-dev                                                   # SSH launcher
   openssh-server openssh-client iproute2                       # the SSH tests' sshd, ssh, netns
+  munge slurmctld slurmd slurm-client                          # the Slurm tests' own cluster
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev    # desktop application (SVG: chart export)
   xvfb xauth                                                   # headless screenshots of the GUI
   libgl-dev libegl-dev libxkbcommon-dev libvulkan-dev          # what Qt 6 Gui and Charts need to configure
@@ -64,8 +65,10 @@ fi
 echo "[install-deps] installing: ${missing[*]}"
 $SUDO apt-get update -qq
 updated=1
-# openssh-server's package scripts would start sshd on port 22: the tests start their own on
-# 127.0.0.1, so service starts are refused for the install (policy-rc.d) unless a policy exists.
+# openssh-server's package scripts would start sshd on port 22, and munge's, slurmctld's and
+# slurmd's their daemons with /etc's configuration: the tests start their own (sshd on 127.0.0.1,
+# a Slurm cluster in a temporary directory: tests/common/slurm_cluster.h), so service starts are
+# refused for the install (policy-rc.d) unless a policy exists.
 policy=/usr/sbin/policy-rc.d
 added_policy=0
 if [ ! -e "$policy" ]; then
