@@ -1,6 +1,9 @@
-// Classifying and delivering an agent's output lines (agent_lines.h).
+// Reading, classifying and delivering an agent's output lines (agent_lines.h).
 #include "launcher/agent_lines.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <utility>
 
 #include <fmt/format.h>
@@ -41,6 +44,22 @@ void deliverAgentLine(const AgentLine& line, const LaunchSink& sink) {
     case AgentLine::Kind::kLog:
       if (sink.on_log) sink.on_log(line.text);
       break;
+  }
+}
+
+bool readAvailableLines(int fd, LineSplitter& splitter) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      splitter.feed({buffer, static_cast<size_t>(n)});
+      if (static_cast<size_t>(n) < sizeof buffer) return true;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return true;
+    splitter.finish();
+    return false;
   }
 }
 

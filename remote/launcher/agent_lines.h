@@ -16,4 +16,8 @@ namespace ringmaster {
 AgentLine classifyAgentLine(bool from_stdout, LineSplitter::Line line, std::size_t limit,
                             std::string_view agent);
 
+// Reads what the non-blocking descriptor `fd` has into `splitter`; false at end of file (or a read
+// error), after finishing the splitter's last line.
+bool readAvailableLines(int fd, LineSplitter& splitter);
+
 }  // namespace ringmaster

@@ -92,23 +92,6 @@ ChildOptions agentOptions(const LocalLaunchOptions& options) {
   return child;
 }
 
-// Reads what `fd` has into `splitter`; false at end of file (or a read error).
-bool readAvailable(int fd, LineSplitter& splitter) {
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n > 0) {
-      splitter.feed({buffer, static_cast<size_t>(n)});
-      if (static_cast<size_t>(n) < sizeof buffer) return true;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) return true;
-    splitter.finish();
-    return false;
-  }
-}
-
 }  // namespace
 
 bool signalDetachedAgent(const std::string& job_dir, int signo) {
@@ -142,10 +125,10 @@ bool LocalLauncher::pump(std::chrono::milliseconds timeout, const LaunchSink& si
   const int ready = ::poll(fds, 2, static_cast<int>(timeout.count()));
   if (ready < 0 && errno != EINTR) RM_THROW(kIo, fmt::format("poll: {}", std::strerror(errno)));
   if (out >= 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-      !readAvailable(out, streams_->telemetry))
+      !readAvailableLines(out, streams_->telemetry))
     agent_.closeOutput(out);
   if (err >= 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-      !readAvailable(err, streams_->log))
+      !readAvailableLines(err, streams_->log))
     agent_.closeOutput(err);
   for (bool from_stdout : {true, false}) {
     LineSplitter& splitter = from_stdout ? streams_->telemetry : streams_->log;
