@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <regex>
 #include <set>
 #include <span>
 #include <utility>
@@ -335,6 +336,159 @@ std::string valueName(const SpecField& field, JobSpec& spec) {
   if (const auto* text = std::get_if<std::string*>(&ref)) return **text;
   RM_ENFORCE(false, fmt::format("{} is not a choice", field.path));
   return {};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host, user and Slurm words: each one word of its kind, so that it reaches ssh or sbatch as data
+
+bool isHostName(std::string_view host) {
+  return !host.empty() && host.size() <= 255 && host.front() != '-' &&
+         std::all_of(host.begin(), host.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-:%[]", c);
+         });
+}
+
+bool isUserName(std::string_view user) {
+  return !user.empty() && user.front() != '-' && std::none_of(user.begin(), user.end(), [](char c) {
+    return std::isspace(static_cast<unsigned char>(c)) ||
+           std::iscntrl(static_cast<unsigned char>(c)) || c == '@' || c == '\0';
+  });
+}
+
+// Why `text` cannot be a ProxyJump, [user@]host[:port] (an IPv6 address with a port in
+// brackets), or nullopt when it can.
+std::optional<std::string> checkProxyJump(std::string_view text) {
+  const std::string_view expected = "expected [user@]host[:port] (one bastion)";
+  std::string_view rest = text;
+  if (const size_t at = rest.find('@'); at != std::string_view::npos) {
+    if (!isUserName(rest.substr(0, at)))
+      return fmt::format("{}: the user before '@' is not a user name", expected);
+    rest = rest.substr(at + 1);
+  }
+  std::string_view host = rest, port;
+  bool has_port = false;
+  if (rest.starts_with('[')) {
+    const size_t close = rest.find(']');
+    if (close == std::string_view::npos) return fmt::format("{}: '[' without ']'", expected);
+    host = rest.substr(1, close - 1);
+    const std::string_view after = rest.substr(close + 1);
+    if (!after.empty() && after.front() != ':') return fmt::format("{}: text after ']'", expected);
+    has_port = !after.empty();
+    if (has_port) port = after.substr(1);
+  } else if (std::count(rest.begin(), rest.end(), ':') == 1) {
+    has_port = true;
+    host = rest.substr(0, rest.find(':'));
+    port = rest.substr(rest.find(':') + 1);
+  }
+  if (!isHostName(host) || host.find_first_of("[]") != std::string_view::npos)
+    return fmt::format("{}: the host is not a host name or address", expected);
+  if (has_port) {
+    const bool digits =
+        !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), [](char c) {
+          return std::isdigit(static_cast<unsigned char>(c));
+        });
+    if (!digits || std::stoi(std::string(port)) < 1 || std::stoi(std::string(port)) > 65535)
+      return fmt::format("{}: the port is not in 1..65535", expected);
+  }
+  return std::nullopt;
+}
+
+// Whether every character of `text` is an ASCII letter or digit or one of `others`.
+bool onlyOf(std::string_view text, const char* others) {
+  return std::all_of(text.begin(), text.end(), [&](char c) {
+    return (std::isalnum(static_cast<unsigned char>(c)) && static_cast<unsigned char>(c) < 0x80) ||
+           (c != '\0' && std::strchr(others, c));
+  });
+}
+
+// Slurm's time limit forms: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S, or none (UNLIMITED,
+// INFINITE, in any case).
+bool isSlurmTime(std::string_view text) {
+  std::string upper(text);
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper == "UNLIMITED" || upper == "INFINITE") return true;
+  static const std::regex kForms(R"(([0-9]{1,9}-)?[0-9]{1,9}(:[0-9]{1,9}){0,2})");
+  return std::regex_match(std::string(text), kForms);
+}
+
+// Why `text` cannot be launch.scheduler's text value `key`, or nullopt when it can. Each is one
+// word that sbatch reads from its own #SBATCH line: nothing a shell or sbatch's own parser would
+// split, quote or expand.
+std::optional<std::string> checkSlurmWord(std::string_view key, std::string_view text) {
+  if (text.size() > static_cast<size_t>(key == "job_name" ? kMaxSlurmJobName : kMaxSlurmWordBytes))
+    return fmt::format("expected at most {} characters, got {}",
+                       key == "job_name" ? kMaxSlurmJobName : kMaxSlurmWordBytes, text.size());
+  if (key == "mem") {
+    const size_t digits = text.find_first_not_of("0123456789");
+    if (digits == 0 || (digits != std::string_view::npos &&
+                        (digits + 1 != text.size() || !std::strchr("KMGT", text[digits]))))
+      return "expected a size in Slurm's form: digits with an optional unit K, M, G or T (16G, "
+             "2000M; 0: all of the node's memory)";
+    return std::nullopt;
+  }
+  if (key == "time") {
+    if (!isSlurmTime(text))
+      return "expected a time limit in Slurm's form: minutes, M:S, H:M:S, D-H, D-H:M, D-H:M:S, "
+             "or UNLIMITED";
+    return std::nullopt;
+  }
+  const bool constraint = key == "constraint";
+  if (text.starts_with('-') || !onlyOf(text, constraint ? "._&|*[]()!,:-" : "._@+-")) {
+    return constraint ? "expected a node feature expression: letters, digits and . _ & | * [ ] ( ) "
+                        "! , : - (no blank or quote), not starting with '-'"
+                      : "expected one Slurm name: letters, digits and . _ @ + - (no blank or "
+                        "quote), not starting with '-'";
+  }
+  return std::nullopt;
+}
+
+// The sbatch options the batch script sets itself (slurm_script.h), refused in extra_sbatch, with
+// every abbreviation sbatch would take for them.
+constexpr std::string_view kSbatchOptionsSet[] = {
+    "nodes",    "ntasks", "ntasks-per-node", "output", "error",
+    "parsable", "wrap",   "chdir",           "export", "array"};
+
+// Why `item` cannot be an extra sbatch option, or nullopt when it can: one --name=value or
+// --name word, the value without blank, quote, backslash or shell character.
+std::optional<std::string> checkExtraSbatch(std::string_view item) {
+  if (item.size() > static_cast<size_t>(kMaxSlurmWordBytes))
+    return fmt::format("expected at most {} characters, got {}", kMaxSlurmWordBytes, item.size());
+  if (!item.starts_with("--")) {
+    return "expected one option --name=value or --name (a single-dash option is refused: write "
+           "its long name)";
+  }
+  const size_t equals = item.find('=');
+  const std::string_view name =
+      item.substr(2, equals == std::string_view::npos ? item.npos : equals - 2);
+  if (name.empty() || !std::islower(static_cast<unsigned char>(name.front())) ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::islower(static_cast<unsigned char>(c)) ||
+               std::isdigit(static_cast<unsigned char>(c)) || c == '-';
+      }))
+    return "expected an option name of lower-case letters, digits and '-' after --";
+  for (std::string_view set : kSbatchOptionsSet) {
+    if (!set.starts_with(name)) continue;
+    if (set == name)
+      return fmt::format(
+          "--{} is set by Ringmaster (launch.scheduler and the batch script); it "
+          "cannot be given here",
+          name);
+    return fmt::format(
+        "--{} abbreviates --{}, which Ringmaster sets (launch.scheduler and the "
+        "batch script); it cannot be given here",
+        name, set);
+  }
+  if (equals == std::string_view::npos) return std::nullopt;
+  const std::string_view value = item.substr(equals + 1);
+  if (value.empty()) return "expected a value after '=' (or --name alone)";
+  for (char c : value) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte <= 0x20 || byte >= 0x7f || std::strchr("'\"\\$`;&|<>", c)) {
+      return "the value may hold printable ASCII but no blank, quote, backslash, $, `, ;, &, |, < "
+             "or >";
+    }
+  }
+  return std::nullopt;
 }
 
 // How a key outside the kind's set is reported: "only valid when strategy.kind is fsdp".
@@ -1099,16 +1253,7 @@ class SpecParser {
   }
 
   bool readHostName(const json& value, const std::string& path, std::string& out) {
-    bool ok = value.is_string() && !value.get_ref<const std::string&>().empty() &&
-              value.get_ref<const std::string&>().size() <= 255 &&
-              value.get_ref<const std::string&>()[0] != '-';
-    if (ok) {
-      const std::string& host = value.get_ref<const std::string&>();
-      ok = std::all_of(host.begin(), host.end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-:%[]", c);
-      });
-    }
-    if (!ok) {
+    if (!value.is_string() || !isHostName(value.get_ref<const std::string&>())) {
       report(path, "expected a host name or address, got " + shown(value));
       return false;
     }
@@ -1116,17 +1261,122 @@ class SpecParser {
     return true;
   }
 
+  // A host's (or the login node's) user and proxy_jump, each in `object` at `path` when there.
+  void readUserAndProxyJump(const json& object, const std::string& path, LaunchHostSpec& host) {
+    if (const json* v = find(object, "user")) {
+      if (readOptionalText(*v, join(path, "user"), host.user) && host.user &&
+          !isUserName(*host.user))
+        report(join(path, "user"), "expected a user name, got " + shown(*v));
+    }
+    if (const json* v = find(object, "proxy_jump")) {
+      if (readOptionalText(*v, join(path, "proxy_jump"), host.proxy_jump) && host.proxy_jump) {
+        if (std::optional<std::string> why = checkProxyJump(*host.proxy_jump))
+          report(join(path, "proxy_jump"), *why + ", got " + shown(*v));
+      }
+    }
+  }
+
   void parseLaunch(const json& value, JobSpec& spec) {
     const std::string path = "launch";
     if (!expectObject(value, path)) return;
     checkKeys(value, path, keysOf(path), nullptr);
+    const json* scheduler = find(value, "scheduler");
+    if (scheduler && scheduler->is_null()) scheduler = nullptr;
     if (const json* v = find(value, "hosts")) {
-      parseHosts(*v, join(path, "hosts"), spec);
-    } else {
+      if (scheduler) {
+        report(join(path, "hosts"),
+               "not valid beside launch.scheduler, which allocates the nodes: use one or the "
+               "other");
+      } else {
+        parseHosts(*v, join(path, "hosts"), spec);
+      }
+    } else if (!scheduler) {
       world_size_ = 1;
     }
+    if (scheduler) parseScheduler(*scheduler, spec);
     readValues(value, path, path, spec);
     if (const json* v = find(value, "env")) parseEnv(*v, join(path, "env"), spec.launch.env);
+  }
+
+  // launch.scheduler {"kind": "slurm", ...} (issue 35): the allocation, the words sbatch is given
+  // (each one word of its kind, so that it reaches sbatch as data, never as shell), and where
+  // sbatch runs. The world is nodes × ranks_per_node; the spec has no launch.hosts.
+  void parseScheduler(const json& value, JobSpec& spec) {
+    const std::string path = "launch.scheduler";
+    spec.launch.hosts.clear();
+    spec.launch.slurm.emplace();
+    scheduled_ = true;
+    if (!expectObject(value, path)) return;
+    if (const json* kind = need(value, path, "kind")) {
+      const std::vector<std::string>& kinds = findSpecField(join(path, "kind"))->choices;
+      if (!kind->is_string() ||
+          std::find(kinds.begin(), kinds.end(), kind->get_ref<const std::string&>()) == kinds.end())
+        reportChoice(*kind, join(path, "kind"), kinds);
+    }
+    checkKeys(value, path, keysOf(path), nullptr);
+    readValues(value, path, path, spec);
+    SlurmSpec& slurm = *spec.launch.slurm;
+    for (auto [key, text] : {std::pair{"mem", &slurm.mem},
+                             {"partition", &slurm.partition},
+                             {"account", &slurm.account},
+                             {"qos", &slurm.qos},
+                             {"time", &slurm.time},
+                             {"constraint", &slurm.constraint},
+                             {"reservation", &slurm.reservation},
+                             {"job_name", &slurm.job_name}}) {
+      if (!*text || !okAt(join(path, key))) continue;
+      if (std::optional<std::string> why = checkSlurmWord(key, **text))
+        report(join(path, key), *why + ", got " + shown(**text));
+    }
+    if (const json* v = find(value, "extra_sbatch"))
+      parseExtraSbatch(*v, join(path, "extra_sbatch"), slurm.extra_sbatch);
+    if (const json* v = find(value, "submit_from"); v && !v->is_null()) parseSubmitFrom(*v, spec);
+    if (!allOk(join(path, "nodes"), join(path, "ranks_per_node"))) return;
+    const int64_t world = int64_t{slurm.nodes} * slurm.ranks_per_node;
+    if (world > kMaxWorldSize) {
+      report(path,
+             fmt::format("nodes {} × ranks_per_node {} = a world size of {}, more than the {} "
+                         "supported",
+                         slurm.nodes, slurm.ranks_per_node, world, kMaxWorldSize));
+      return;
+    }
+    world_size_ = static_cast<int>(world);
+  }
+
+  // launch.scheduler.extra_sbatch: each item one --name=value or --name word (checkExtraSbatch).
+  void parseExtraSbatch(const json& value, const std::string& path, std::vector<std::string>& out) {
+    if (!value.is_array()) {
+      report(path, "expected an array of \"--name=value\" strings, got " + shown(value));
+      return;
+    }
+    if (value.size() > static_cast<size_t>(kMaxExtraSbatch)) {
+      report(path,
+             fmt::format("expected at most {} options, got {}", kMaxExtraSbatch, value.size()));
+      return;
+    }
+    for (size_t i = 0; i < value.size(); ++i) {
+      const json& item = value[i];
+      if (!item.is_string()) {
+        report(indexed(path, i), "expected a \"--name=value\" string, got " + shown(item));
+        continue;
+      }
+      if (std::optional<std::string> why = checkExtraSbatch(item.get_ref<const std::string&>())) {
+        report(indexed(path, i), *why + ", got " + shown(item));
+        continue;
+      }
+      out.push_back(item.get<std::string>());
+    }
+  }
+
+  // launch.scheduler.submit_from: a login node, as a launch.hosts entry without ranks.
+  void parseSubmitFrom(const json& value, JobSpec& spec) {
+    const std::string path = "launch.scheduler.submit_from";
+    if (!expectObject(value, path)) return;
+    LaunchHostSpec& host = spec.launch.slurm->submit_from.emplace();
+    checkKeys(value, path, keysOf(path), nullptr);
+    if (const json* v = need(value, path, "host")) readHostName(*v, join(path, "host"), host.host);
+    readValues(value, path, path, spec);
+    readUserAndProxyJump(value, path, host);
   }
 
   // launch.env: {"NAME": "value"}, each name one the workers may be given (checkEnvName).
@@ -1186,16 +1436,7 @@ class SpecParser {
         readHostName(*v, join(host_path, "host"), host.host);
       readValues(object, "launch.hosts[]", host_path, spec, &host);
       ranks_ok &= find(object, "ranks") && okAt(join(host_path, "ranks"));
-      if (const json* v = find(object, "user")) {
-        if (readOptionalText(*v, join(host_path, "user"), host.user) && host.user &&
-            (host.user->front() == '-' ||
-             std::any_of(host.user->begin(), host.user->end(), [](char c) {
-               return std::isspace(static_cast<unsigned char>(c)) ||
-                      std::iscntrl(static_cast<unsigned char>(c)) || c == '@';
-             }))) {
-          report(join(host_path, "user"), "expected a user name, got " + shown(*v));
-        }
-      }
+      readUserAndProxyJump(object, host_path, host);
     }
     spec.launch.hosts = std::move(hosts);
     if (!ranks_ok) return;
@@ -1228,11 +1469,11 @@ class SpecParser {
     } else {
       world_size_ = worldSize(spec);
     }
-    if (spec.launch.max_restarts > 0 && spec.launch.hosts.size() > 1) {
+    if (spec.launch.max_restarts > 0 && nodeCount(spec) > 1) {
       report("launch.max_restarts",
              "a program job restarts on one host only: its workers host their own "
              "torch.distributed store, which agents on several hosts cannot coordinate a restart "
-             "through; use one host or remove it");
+             "through; use one host (one node) or remove it");
     }
     const int world = world_size_.value_or(1);
     std::string kind = world > 1 ? "ddp" : "single";
@@ -1304,9 +1545,8 @@ class SpecParser {
     if (legacy_strategy_) {
       if (legacy_kind_) applyLegacyStrategyKind(*legacy_kind_, world, spec.strategy);
       if (legacy_kind_ == "single" && world != 1) {
-        report("strategy.kind", fmt::format("single runs exactly 1 rank, but launch.hosts give a "
-                                            "world size of {}",
-                                            world));
+        report("strategy.kind", fmt::format("single runs exactly 1 rank, but {} a world size of {}",
+                                            worldGivenBy(), world));
       }
       return;
     }
@@ -1319,19 +1559,27 @@ class SpecParser {
       }
       report("strategy.mesh",
              fmt::format("tp {} × pp {} = {} ranks per replica do not divide the world size {} "
-                         "(launch.hosts), so strategy.mesh.dp cannot be inferred; change tp or pp, "
-                         "or launch.hosts[].ranks",
-                         mesh.tp, mesh.pp, per_replica, world));
+                         "({}), so strategy.mesh.dp cannot be inferred; change tp or pp, or {}",
+                         mesh.tp, mesh.pp, per_replica, world,
+                         scheduled_ ? "launch.scheduler" : "launch.hosts", worldFields()));
       return;
     }
     const int64_t product = mesh.dp * per_replica;
     if (product != world) {
       report("strategy.mesh",
-             fmt::format("dp {} × tp {} × pp {} = {} ranks, but launch.hosts give a world size of "
-                         "{}; change the mesh or launch.hosts[].ranks so that they agree (left "
-                         "out, strategy.mesh.dp is the world size / (tp × pp))",
-                         mesh.dp, mesh.tp, mesh.pp, product, world));
+             fmt::format("dp {} × tp {} × pp {} = {} ranks, but {} a world size of {}; change the "
+                         "mesh or {} so that they agree (left out, strategy.mesh.dp is the world "
+                         "size / (tp × pp))",
+                         mesh.dp, mesh.tp, mesh.pp, product, worldGivenBy(), world, worldFields()));
     }
+  }
+
+  // What the messages say gives the world size, and the fields that change it.
+  std::string_view worldGivenBy() const {
+    return scheduled_ ? "launch.scheduler gives" : "launch.hosts give";
+  }
+  std::string_view worldFields() const {
+    return scheduled_ ? "launch.scheduler.nodes or ranks_per_node" : "launch.hosts[].ranks";
   }
 
   // The model kind's own rules (nn/models.cpp), once its generic fields are sound.
@@ -1467,8 +1715,9 @@ class SpecParser {
 
   std::vector<SpecProblem>* problems_;
   JobKind job_kind_ = JobKind::kEngine;
-  std::optional<int> world_size_;           // set when every launch.hosts[].ranks is valid
-  bool legacy_strategy_ = false;            // the strategy block has the legacy flat form (a kind)
+  std::optional<int> world_size_;  // set when every launch.hosts[].ranks (or nodes × ...) is valid
+  bool scheduled_ = false;         // the document has a launch.scheduler
+  bool legacy_strategy_ = false;   // the strategy block has the legacy flat form (a kind)
   std::optional<std::string> legacy_kind_;  // its kind, when valid
   bool mesh_dp_given_ = false;              // strategy.mesh.dp is in the document
 };
@@ -1749,6 +1998,7 @@ json hostsJson(std::vector<LaunchHostSpec> hosts) {
   for (LaunchHostSpec& host : hosts) {
     json entry = {{"host", host.host}};
     if (host.user) entry["user"] = *host.user;
+    if (host.proxy_jump) entry["proxy_jump"] = *host.proxy_jump;
     for (const SpecField& field : specFields()) {
       if (!field.binding || !field.binding->in_host) continue;
       json value = valueJson(field, field.binding->in_host(host));
@@ -1758,6 +2008,19 @@ json hostsJson(std::vector<LaunchHostSpec> hosts) {
     list.push_back(std::move(entry));
   }
   return list;
+}
+
+// launch.scheduler's values that are not plain (writeValues has written those): its kind, the
+// extra options, and the login node's name, user and bastion.
+void writeScheduler(const SlurmSpec& slurm, json& scheduler) {
+  scheduler["kind"] = "slurm";
+  if (!slurm.extra_sbatch.empty()) scheduler["extra_sbatch"] = slurm.extra_sbatch;
+  if (!slurm.submit_from) return;
+  const LaunchHostSpec& login = *slurm.submit_from;
+  json& entry = scheduler["submit_from"];
+  entry["host"] = login.host;
+  if (login.user) entry["user"] = *login.user;
+  if (login.proxy_jump) entry["proxy_jump"] = *login.proxy_jump;
 }
 
 // The options of the chosen data-parallel plan (always), and of tp and pp where their dimension is
@@ -1785,7 +2048,10 @@ json toJson(const JobSpec& spec) {
   JobSpec values = spec;  // the fields' bindings reach the values through a JobSpec&
   json document = {{"name", spec.name}};
   writeValues(values, document);
-  document["launch"]["hosts"] = hostsJson(spec.launch.hosts);
+  if (spec.launch.slurm)
+    writeScheduler(*spec.launch.slurm, document["launch"]["scheduler"]);
+  else
+    document["launch"]["hosts"] = hostsJson(spec.launch.hosts);
   if (!spec.launch.env.empty()) document["launch"]["env"] = spec.launch.env;
   if (spec.program) {
     document["program"]["args"] = spec.program->args;
@@ -1815,8 +2081,25 @@ int64_t expectedSteps(const JobSpec& spec) {
 
 int worldSize(const JobSpec& spec) {
   int64_t world = 0;
-  for (const LaunchHostSpec& host : spec.launch.hosts) world += host.ranks;
+  for (int node = 0; node < nodeCount(spec); ++node) world += ranksOnNode(spec, node);
   return static_cast<int>(world);
+}
+
+int nodeCount(const JobSpec& spec) {
+  return spec.launch.slurm ? spec.launch.slurm->nodes : static_cast<int>(spec.launch.hosts.size());
+}
+
+int ranksOnNode(const JobSpec& spec, int node) {
+  RM_ENFORCE(node >= 0 && node < nodeCount(spec),
+             fmt::format("node {} is outside the job's {} nodes", node, nodeCount(spec)));
+  return spec.launch.slurm ? spec.launch.slurm->ranks_per_node
+                           : spec.launch.hosts[static_cast<size_t>(node)].ranks;
+}
+
+int firstRankOnNode(const JobSpec& spec, int node) {
+  int rank = 0;
+  for (int n = 0; n < node; ++n) rank += ranksOnNode(spec, n);
+  return rank;
 }
 
 int stageCount(const JobSpec& spec) {

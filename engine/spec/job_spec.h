@@ -89,6 +89,12 @@ inline constexpr double kMaxPeakTflops = 1e6;            // train.peak_tflops: a
 inline constexpr int64_t kMaxEnvVariables = 256;         // launch.env, launch.env_file's lines
 inline constexpr int64_t kMaxEnvNameLength = 256;        // a variable's name
 inline constexpr int64_t kMaxEnvValueBytes = 32 * 1024;  // a variable's value
+inline constexpr int64_t kMaxSlurmNodes = 1024;          // launch.scheduler.nodes
+inline constexpr int64_t kMaxSlurmGpusPerNode = 64;      // launch.scheduler.gpus_per_node
+inline constexpr int64_t kMaxSlurmCpusPerTask = 1024;    // launch.scheduler.cpus_per_task
+inline constexpr int64_t kMaxSlurmWordBytes = 256;       // a Slurm text value, an extra option
+inline constexpr int64_t kMaxSlurmJobName = 64;          // launch.scheduler.job_name
+inline constexpr int64_t kMaxExtraSbatch = 64;           // launch.scheduler.extra_sbatch's items
 
 // ---------------------------------------------------------------------------------------------
 // The spec. Fields marked "required" have no default: the parser insists on them, and the values
@@ -245,6 +251,8 @@ struct SlurmSpec {
 };
 
 struct LaunchSpec {
+  // Empty under a scheduler (the parser leaves no hosts: the allocation's nodes are known only
+  // when the job starts).
   std::vector<LaunchHostSpec> hosts = {LaunchHostSpec{}};
   // A scheduler instead of hosts (issue 35): the job is submitted to it; launch.hosts is refused
   // beside it, and the world size is slurm->nodes x slurm->ranks_per_node.
@@ -384,8 +392,18 @@ std::vector<SpecProblem> validateJobSpec(const JobSpec& spec);
 // unknown).
 int64_t expectedSteps(const JobSpec& spec);
 
-// Sum of launch.hosts[].ranks.
+// The ranks of the job: launch.scheduler's nodes × ranks_per_node under a scheduler, else the sum
+// of launch.hosts[].ranks.
 int worldSize(const JobSpec& spec);
+
+// The nodes the job runs on, one agent each: launch.scheduler.nodes under a scheduler, else the
+// entries of launch.hosts.
+int nodeCount(const JobSpec& spec);
+// The ranks node `node` (0 .. nodeCount - 1) runs: launch.scheduler.ranks_per_node, else
+// launch.hosts[node].ranks.
+int ranksOnNode(const JobSpec& spec, int node);
+// The global rank of node `node`'s local rank 0: the ranks of the nodes before it.
+int firstRankOnNode(const JobSpec& spec, int node);
 
 // Pipeline stages: strategy.mesh.pp * strategy.pp.virtual_stages (1: no pipeline).
 int stageCount(const JobSpec& spec);

@@ -165,6 +165,26 @@ SpecValueRef valueRef(T& value) {
     .member = "launch.hosts[]." #name                              \
   }
 
+// A launch.scheduler value (none while the spec has no scheduler), and one of its submit_from's.
+#define RM_SLURM(name)                                                             \
+  SpecValueBinding {                                                               \
+    .in_spec =                                                                     \
+        [](JobSpec& s) {                                                           \
+          return s.launch.slurm ? valueRef(s.launch.slurm->name) : SpecValueRef{}; \
+        },                                                                         \
+    .member = "launch.scheduler." #name                                            \
+  }
+#define RM_SUBMIT(name)                                            \
+  SpecValueBinding {                                               \
+    .in_spec =                                                     \
+        [](JobSpec& s) {                                           \
+          return s.launch.slurm && s.launch.slurm->submit_from     \
+                     ? valueRef(s.launch.slurm->submit_from->name) \
+                     : SpecValueRef{};                             \
+        },                                                         \
+    .member = "launch.scheduler.submit_from." #name                \
+  }
+
 SpecField boundTo(SpecField f, SpecValueBinding where) {
   f.binding = where;
   return f;
@@ -177,6 +197,98 @@ SpecField saying(SpecField f, std::string expected) {
 }
 
 constexpr double kSeedMax = static_cast<double>(std::numeric_limits<uint64_t>::max());
+
+// A field of launch.scheduler: shown in the form when the spec has a Slurm scheduler (the parser
+// reads it wherever the block is, and refuses the block beside launch.hosts).
+SpecField slurmOnly(SpecField f) {
+  f = only(std::move(f), "launch.scheduler.kind", {"slurm"});
+  f.form_condition_only = true;
+  return f;
+}
+
+// launch.scheduler (issue 35, docs/spec.md "Slurm"): its kind, the allocation, the words sbatch is
+// given, and where sbatch runs.
+std::vector<SpecField> slurmFields() {
+  using T = FieldType;
+  const SlurmSpec slurm;
+  const LaunchHostSpec host;
+  SpecField kind{.path = "launch.scheduler.kind",
+                 .section = "Slurm",
+                 .label = "Scheduler",
+                 .type = T::kChoice,
+                 .choices = {"slurm"},
+                 .default_value = nullptr,
+                 .required = true,
+                 .help =
+                     "submit the job to Slurm with sbatch instead of starting it on "
+                     "launch.hosts (which it replaces)"};
+  const auto word = [](std::string key, std::string label, std::string help) {
+    return slurmOnly(field("launch.scheduler." + key, "Slurm", std::move(label), T::kText, nullptr,
+                           std::move(help)));
+  };
+  return {
+      kind,
+      slurmOnly(boundTo(bounded(field("launch.scheduler.nodes", "Slurm", "Nodes", T::kInteger,
+                                      slurm.nodes, "--nodes: one ringmaster-node agent on each"),
+                                1, kMaxSlurmNodes),
+                        RM_SLURM(nodes))),
+      slurmOnly(boundTo(
+          bounded(field("launch.scheduler.ranks_per_node", "Slurm", "Ranks per node", T::kInteger,
+                        slurm.ranks_per_node, "workers on each node; the world is nodes × this"),
+                  1, kMaxWorldSize),
+          RM_SLURM(ranks_per_node))),
+      slurmOnly(boundTo(
+          bounded(field("launch.scheduler.gpus_per_node", "Slurm", "GPUs per node", T::kInteger,
+                        nullptr, "--gpus-per-node; empty: the partition's default"),
+                  0, kMaxSlurmGpusPerNode),
+          RM_SLURM(gpus_per_node))),
+      slurmOnly(boundTo(
+          bounded(field("launch.scheduler.cpus_per_task", "Slurm", "CPUs per node", T::kInteger,
+                        nullptr, "--cpus-per-task: the agent's task holds all its ranks' CPUs"),
+                  1, kMaxSlurmCpusPerTask),
+          RM_SLURM(cpus_per_task))),
+      boundTo(word("mem", "Memory", "--mem per node: 16G, 2000M, 0 (all of it)"), RM_SLURM(mem)),
+      boundTo(word("partition", "Partition", "--partition; empty: the cluster's default"),
+              RM_SLURM(partition)),
+      boundTo(word("account", "Account", "--account to charge"), RM_SLURM(account)),
+      boundTo(word("qos", "QOS", "--qos"), RM_SLURM(qos)),
+      boundTo(word("time", "Time limit", "--time: 30 (minutes), 1:30:00, 2-00:00:00, UNLIMITED"),
+              RM_SLURM(time)),
+      boundTo(word("constraint", "Constraint", "--constraint: node features, a100&ib, [a|b]"),
+              RM_SLURM(constraint)),
+      boundTo(word("reservation", "Reservation", "--reservation"), RM_SLURM(reservation)),
+      boundTo(word("job_name", "Job name", "--job-name (up to 64); empty: the spec's name"),
+              RM_SLURM(job_name)),
+      slurmOnly(field("launch.scheduler.extra_sbatch", "Slurm", "Extra sbatch options",
+                      T::kTextList, nullptr,
+                      "each one --name=value or --name (no blank, quote or shell character); "
+                      "not the options Ringmaster sets (nodes, ntasks, output, ...)")),
+      slurmOnly(required("launch.scheduler.submit_from.host", "Slurm", "Submit from", T::kText,
+                         "a login node reached over SSH, where sbatch, squeue, sacct and scancel "
+                         "run; left out: this machine")),
+      slurmOnly(field("launch.scheduler.submit_from.user", "Slurm", "Login user", T::kText, nullptr,
+                      "left out: ~/.ssh/config or the local user")),
+      slurmOnly(boundTo(
+          saying(bounded(field("launch.scheduler.submit_from.port", "Slurm", "Login port",
+                               T::kInteger, nullptr, "SSH port; left out: ~/.ssh/config or 22"),
+                         1, 65535),
+                 "a port number in 1..65535"),
+          RM_SUBMIT(port))),
+      slurmOnly(boundTo(
+          field("launch.scheduler.submit_from.identity_file", "Slurm", "Login identity file",
+                T::kPath, nullptr, "left out: ~/.ssh/config or the agent"),
+          RM_SUBMIT(identity_file))),
+      slurmOnly(boundTo(field("launch.scheduler.submit_from.password_auth", "Slurm",
+                              "Login password", T::kBoolean, host.password_auth,
+                              "allow SSH password authentication for the login node (asked, "
+                              "never stored)"),
+                        RM_SUBMIT(password_auth))),
+      slurmOnly(field("launch.scheduler.submit_from.proxy_jump", "Slurm", "Login proxy jump",
+                      T::kText, nullptr,
+                      "[user@]host[:port]: a bastion in front of the login node, its key "
+                      "verified as the login node's")),
+  };
+}
 
 std::vector<SpecField> describe() {
   using T = FieldType;
@@ -546,6 +658,8 @@ std::vector<SpecField> describe() {
                 host.password_auth,
                 "allow SSH password authentication for this host (asked at launch, never stored)"),
           RM_HOST(password_auth)),
+      field("launch.hosts[].proxy_jump", "Where", "Proxy jump", T::kText, nullptr,
+            "[user@]host[:port]: a bastion in front of this host; left out: ~/.ssh/config's"),
       boundTo(field("launch.node_binary", "Where", "ringmaster-node", T::kPath, nullptr,
                     "its path on the hosts; empty: this build's"),
               RM_SPEC(launch.node_binary)),
@@ -595,6 +709,10 @@ std::vector<SpecField> describe() {
                     checkpoint.consolidate, "FSDP: also write one full checkpoint"),
               RM_SPEC_IN(checkpoint, consolidate)),
   };
+  const std::vector<SpecField> slurm = slurmFields();
+  fields.insert(std::find_if(fields.begin(), fields.end(),
+                             [](const SpecField& f) { return f.section == "Checkpoints"; }),
+                slurm.begin(), slurm.end());
   // Each dimension's options, described by its plan (spec/strategies/), after strategy.dp.kind:
   // a data-parallel plan's when strategy.dp.kind names it, tp's and pp's always (the cross checks
   // say what they need of a dimension of 1).
@@ -642,6 +760,8 @@ std::vector<SpecField> describe() {
 #undef RM_SPEC
 #undef RM_SPEC_IN
 #undef RM_HOST
+#undef RM_SLURM
+#undef RM_SUBMIT
 
 const json* at(const json& document, std::string_view path) {
   const json* node = &document;

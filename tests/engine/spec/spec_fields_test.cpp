@@ -35,6 +35,16 @@ void useTokenData(json& document, const std::string& kind) {
   }
 }
 
+// Issue 35: a field of launch.scheduler applies to a spec with a Slurm scheduler (in place of
+// launch.hosts), one of its submit_from to one with a login node.
+void useSchedulerFor(const SpecField& field, json& document) {
+  if (!field.path.starts_with("launch.scheduler.")) return;
+  if (document.contains("launch")) document["launch"].erase("hosts");
+  document["launch"]["scheduler"]["kind"] = "slurm";
+  if (field.path.starts_with("launch.scheduler.submit_from."))
+    document["launch"]["scheduler"]["submit_from"] = {{"host", "login1"}};
+}
+
 // A valid program job (issue 19): the user's script on two ranks.
 json programJob() {
   return json::parse(R"({
@@ -82,6 +92,7 @@ json validFor(const SpecField& field, const std::string& kind = {}) {
     document["strategy"]["mesh"] = {{"pp", 2}};
     document["launch"] = {{"hosts", {{{"host", "localhost"}, {"ranks", 2}}}}};
   }
+  useSchedulerFor(field, document);
   EXPECT_TRUE(parseJobSpec(document).ok()) << document.dump() << "\n"
                                            << parseJobSpec(document).describe();
   return document;
@@ -308,7 +319,7 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
     spec.launch.node_binary = "n";
     spec.launch.env = {{"A", "1"}};  // written only when not empty
     spec.launch.env_file = "e";
-    spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true}};
+    spec.launch.hosts = {LaunchHostSpec{"h", 1, 22, "u", "id", true, "jump"}};
     spec.optimizer.clip_grad_norm = 1;
     spec.optimizer.schedule = {.kind = LrScheduleKind::kCosine, .decay_steps = 5};
     spec.train.peak_tflops = 100;
@@ -338,6 +349,30 @@ TEST(SpecFields, EveryKeyTheParserKnowsIsDescribed) {
           }
         }
       }
+  }
+  // Issue 35: a Slurm job, every optional value of launch.scheduler set.
+  JobSpec slurm;
+  slurm.launch.hosts.clear();
+  slurm.launch.slurm =
+      SlurmSpec{.gpus_per_node = 8,
+                .cpus_per_task = 4,
+                .mem = "16G",
+                .partition = "p",
+                .account = "a",
+                .qos = "q",
+                .constraint = "c",
+                .reservation = "r",
+                .job_name = "j",
+                .time = "10",
+                .extra_sbatch = {"--exclusive"},
+                .submit_from = LaunchHostSpec{"login", 1, 22, "u", "id", true, "bastion"}};
+  const json slurm_flat = toJson(slurm).flatten();
+  for (const auto& [pointer, value] : slurm_flat.items()) {
+    std::string path = pointer.substr(1);
+    for (char& c : path) c = c == '/' ? '.' : c;
+    if (!path.starts_with("launch.scheduler.")) continue;
+    if (path.starts_with("launch.scheduler.extra_sbatch")) path = "launch.scheduler.extra_sbatch";
+    canonical.insert(path);
   }
   // A program job, with every optional value set; its canonical form writes only what it reads.
   JobSpec program;
@@ -410,10 +445,11 @@ TEST(SpecFields, EachFieldsJobKindIsTheParsers) {
       const json value = !field.default_value.is_null() ? field.default_value : field.initial_value;
       if (value.is_null() || field.type == FieldType::kHostList) continue;
       json document = programJob();
+      useSchedulerFor(field, document);
+      EXPECT_TRUE(appliesTo(field, document)) << field.path;
       document[pointer] = value;
       EXPECT_TRUE(parseJobSpec(document).ok())
           << field.path << ": " << parseJobSpec(document).describe();
-      EXPECT_TRUE(appliesTo(field, programJob())) << field.path;
     }
   }
   EXPECT_EQ(program, 7u);  // python, script, args, workdir, upload, steps; strategy.kind
@@ -450,6 +486,7 @@ TEST(SpecFields, BindingsNameTheirPathsMemberOfTheirType) {
   JobSpec spec;
   spec.checkpoint.emplace();
   spec.program.emplace();
+  spec.launch.slurm.emplace().submit_from.emplace();
   LaunchHostSpec host;
   size_t bound = 0;
   for (const SpecField& field : specFields()) {
