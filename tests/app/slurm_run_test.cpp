@@ -81,9 +81,15 @@ class SlurmRun : public testing::CliRunTest {
  protected:
   void SetUp() override {
     CliRunTest::SetUp();
-    cluster_ = std::make_unique<testing::SlurmCluster>();
-    if (!cluster_->available()) GTEST_SKIP() << cluster_->whyUnavailable();
-    cluster_->start();
+    if (const std::string why = testing::slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    cluster_ =
+        std::make_unique<testing::SlurmCluster>(testing::SlurmClusterOptions{.nodes = kNodes});
+  }
+
+  // Whether the job waits in the queue (PENDING).
+  bool jobQueued(const std::string& job_id) const {
+    return cluster_->squeue({"--noheader", "--jobs", job_id, "--format=%T"}).find("PENDING") !=
+           std::string::npos;
   }
 
   void TearDown() override {
@@ -206,7 +212,8 @@ TEST_F(SlurmRun, APyTorchProgramJobOnTwoNodesCompletes) {
 
 TEST_F(SlurmRun, APendingJobShowsItsReasonAndCancelTakesItOutOfTheQueue) {
   // Both nodes held by another job: ours waits for resources.
-  const std::string blocker = cluster_->submitBlocker();
+  const std::string blocker =
+      cluster_->sbatch({"--nodes=2", "--exclusive", "--output=/dev/null", "--wrap", "sleep 300"});
   CapturedProcess run =
       slurmRingmaster({"run", writeSpec("queued", ddpSpec("queued", 10)), "--detach", "-q"});
   ASSERT_TRUE(run.wait(60s).ok()) << run.err();
@@ -220,16 +227,16 @@ TEST_F(SlurmRun, APendingJobShowsItsReasonAndCancelTakesItOutOfTheQueue) {
   EXPECT_EQ(record["scheduler"]["state"], "PENDING") << record.dump(2);
   EXPECT_EQ(record["scheduler"]["reason"], "Resources") << record.dump(2);
   const std::string job_id = record["scheduler"]["job_id"];
-  EXPECT_TRUE(cluster_->jobQueued(job_id));
+  EXPECT_TRUE(jobQueued(job_id));
 
   CapturedProcess cancel = slurmRingmaster({"cancel", "1"});
   const ExitStatus cancelled = cancel.wait(90s);
   EXPECT_TRUE(cancelled.ok()) << cancelled.describe() << "\n" << cancel.err();
-  EXPECT_FALSE(cluster_->jobQueued(job_id));
+  EXPECT_FALSE(jobQueued(job_id));
   record = shown(1);
   EXPECT_EQ(record["status"], "cancelled") << record.dump(2);
   EXPECT_EQ(record["scheduler"]["state"], "CANCELLED") << record.dump(2);
-  cluster_->cancel(blocker);
+  cluster_->command("scancel", {blocker});
 }
 
 TEST_F(SlurmRun, AWorkerKilledFailsTheRunNamingItsRankNodeAndSignal) {
