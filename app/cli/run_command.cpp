@@ -186,7 +186,9 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
   const bool colour = colourFor(stderr);
   if (!options.quiet) {
     const std::string where =
-        run.local() ? "local" : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
+        run.local()         ? "local"
+        : spec.launch.slurm ? fmt::format("under Slurm on {} nodes,", spec.launch.slurm->nodes)
+                            : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
     fmt::print(stderr, "{} {}run {} '{}': {} on {} {} rank{}, recording to {}\n",
                paint("ringmaster", Colour::kBold, colour),
                run.attached()   ? "attached to "

@@ -442,14 +442,17 @@ std::optional<std::string> checkSlurmWord(std::string_view key, std::string_view
   return std::nullopt;
 }
 
-// The sbatch options the batch script sets itself (slurm_script.h), refused in extra_sbatch, with
-// every abbreviation sbatch would take for them.
+// The sbatch options refused in extra_sbatch, with every abbreviation sbatch would take for them:
+// those the batch script sets itself (slurm_script.h), and those that make sbatch print instead of
+// submit.
 constexpr std::string_view kSbatchOptionsSet[] = {
     "nodes",    "ntasks", "ntasks-per-node", "output", "error",
     "parsable", "wrap",   "chdir",           "export", "array"};
+constexpr std::string_view kSbatchOptionsPrinting[] = {"help", "usage", "version"};
 
 // Why `item` cannot be an extra sbatch option, or nullopt when it can: one --name=value or
-// --name word, the value without blank, quote, backslash or shell character.
+// --name word, the value printable ASCII without blank, quote, backslash, shell character or the
+// '#' that starts a comment in an #SBATCH line.
 std::optional<std::string> checkExtraSbatch(std::string_view item) {
   if (item.size() > static_cast<size_t>(kMaxSlurmWordBytes))
     return fmt::format("expected at most {} characters, got {}", kMaxSlurmWordBytes, item.size());
@@ -478,14 +481,18 @@ std::optional<std::string> checkExtraSbatch(std::string_view item) {
         "batch script); it cannot be given here",
         name, set);
   }
+  for (std::string_view printing : kSbatchOptionsPrinting) {
+    if (printing.starts_with(name))
+      return fmt::format("--{} makes sbatch print --{}'s text and submit nothing", name, printing);
+  }
   if (equals == std::string_view::npos) return std::nullopt;
   const std::string_view value = item.substr(equals + 1);
   if (value.empty()) return "expected a value after '=' (or --name alone)";
   for (char c : value) {
     const auto byte = static_cast<unsigned char>(c);
-    if (byte <= 0x20 || byte >= 0x7f || std::strchr("'\"\\$`;&|<>", c)) {
-      return "the value may hold printable ASCII but no blank, quote, backslash, $, `, ;, &, |, < "
-             "or >";
+    if (byte <= 0x20 || byte >= 0x7f || std::strchr("'\"\\$`;&|<>#", c)) {
+      return "the value may hold printable ASCII but no blank, quote, backslash, $, `, ;, &, |, "
+             "<, > or # (where sbatch's own reading of the line starts a comment)";
     }
   }
   return std::nullopt;

@@ -111,13 +111,6 @@ void setNonBlocking(int fd) {
   if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-// The global rank of local rank 0 on `node`: the ranks of the hosts before it.
-int firstRankOfNode(const JobSpec& spec, int node) {
-  int rank = 0;
-  for (int n = 0; n < node; ++n) rank += spec.launch.hosts[static_cast<size_t>(n)].ranks;
-  return rank;
-}
-
 double unixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -280,8 +273,8 @@ void Agent::startStore() {
 }
 
 void Agent::startWorkers() {
-  const LaunchHostSpec& host = options_.spec.launch.hosts[static_cast<size_t>(options_.node_rank)];
-  for (int local = 0; local < host.ranks; ++local) {
+  const int local_ranks = ranksOnNode(options_.spec, options_.node_rank);
+  for (int local = 0; local < local_ranks; ++local) {
     ChildOptions child;
     child.argv = options_.worker_command;
     for (const auto& [name, value] : options_.worker_environment) child.environment[name] = value;
@@ -305,7 +298,7 @@ void Agent::startWorkers() {
     child.own_process_group = true;
     Worker worker;
     worker.local_rank = local;
-    worker.rank = firstRankOfNode(options_.spec, options_.node_rank) + local;
+    worker.rank = firstRankOnNode(options_.spec, options_.node_rank) + local;
     worker.process = std::make_unique<ChildProcess>(child);
     setNonBlocking(worker.process->stdoutFd());
     setNonBlocking(worker.process->stderrFd());
@@ -773,8 +766,8 @@ AgentOutcome Agent::run() {
 std::vector<std::pair<std::string, std::string>> workerEnvironment(const AgentOptions& options,
                                                                    int master_port,
                                                                    int local_rank) {
-  const int first_rank = firstRankOfNode(options.spec, options.node_rank);
-  const int local_world = options.spec.launch.hosts[static_cast<size_t>(options.node_rank)].ranks;
+  const int first_rank = firstRankOnNode(options.spec, options.node_rank);
+  const int local_world = ranksOnNode(options.spec, options.node_rank);
   std::vector<std::pair<std::string, std::string>> env = {
       {"MASTER_ADDR", options.master_addr},
       {"MASTER_PORT", std::to_string(master_port)},
@@ -831,10 +824,10 @@ ProgramWorker programWorker(const JobSpec& spec, const std::string& spec_directo
 }
 
 AgentOutcome runAgent(const AgentOptions& options) {
-  const int hosts = static_cast<int>(options.spec.launch.hosts.size());
-  RM_CHECK_ARG(
-      options.nnodes == hosts,
-      fmt::format("--nnodes {} does not match the spec's {} launch.hosts", options.nnodes, hosts));
+  const int hosts = nodeCount(options.spec);
+  RM_CHECK_ARG(options.nnodes == hosts,
+               fmt::format("--nnodes {} does not match the spec's {} {}", options.nnodes, hosts,
+                           options.spec.launch.slurm ? "launch.scheduler.nodes" : "launch.hosts"));
   RM_CHECK_ARG(options.node_rank >= 0 && options.node_rank < hosts,
                fmt::format("--node-rank {} is outside 0..{}", options.node_rank, hosts - 1));
   RM_CHECK_ARG(!options.worker_command.empty(), "agent: no worker command");

@@ -36,7 +36,7 @@ bool isLocalHost(const LaunchHostSpec& host) {
 }
 
 bool runsLocally(const LaunchSpec& launch) {
-  return launch.hosts.size() == 1 && isLocalHost(launch.hosts[0]);
+  return !launch.slurm && launch.hosts.size() == 1 && isLocalHost(launch.hosts[0]);
 }
 
 std::string defaultNodeBinary() {

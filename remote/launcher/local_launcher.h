@@ -40,7 +40,8 @@ bool signalDetachedAgent(const std::string& job_dir, int signo);
 // port, user or identity file (any of those asks for SSH, even to this machine).
 bool isLocalHost(const LaunchHostSpec& host);
 // A job that LocalLauncher runs: exactly one host, and that host local. Every other job goes over
-// SSH to every one of its hosts (the CLI, the window and the run session all ask this).
+// SSH to every one of its hosts (the CLI, the window and the run session all ask this), but a
+// Slurm job (launch.slurm), which goes to the scheduler: never local.
 bool runsLocally(const LaunchSpec& launch);
 
 // The ringmaster-node beside this executable (the same build), or RINGMASTER_NODE when set.

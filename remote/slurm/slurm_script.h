@@ -32,7 +32,11 @@ std::vector<std::string> sbatchOptions(const JobSpec& spec, const SlurmScriptPat
 //   srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 --input=none \
 //     <node_binary> agent --spec <spec> --nnodes N --node-rank "$SLURM_NODEID" \
 //     --master "$MASTER_ADDR:$MASTER_PORT" --grace G --spool-dir <job_dir>/node-"$SLURM_NODEID"
-// with every path shell-quoted (shellQuote). Requires spec.launch.slurm.
+// with every path shell-quoted (shellQuote). $SLURM_NODEID is each node's own: srun runs
+// `/bin/bash -c 'exec "$1" agent ...' ringmaster-node-agent <node_binary> <spec> <master>
+// <job_dir>` there (the batch script's own is 0). Requires spec.launch.slurm; throws
+// kInvalidArgument for a job_dir that an #SBATCH --output line cannot carry (a blank, quote,
+// backslash, '#' or control character; '%' is written doubled).
 std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths);
 
 }  // namespace ringmaster::slurm

@@ -267,25 +267,4 @@ SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config
   return target;
 }
 
-std::string shellQuote(const std::string& text) {
-  RM_CHECK_ARG(text.find('\0') == std::string::npos, "a shell argument may not contain a NUL byte");
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
-}
-
-std::string shellCommand(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& word : words) {
-    if (!out.empty()) out += ' ';
-    out += shellQuote(word);
-  }
-  return out;
-}
-
 }  // namespace ringmaster

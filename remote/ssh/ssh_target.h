@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "process/shell_quote.h"  // shellQuote, shellCommand (kept reachable from here)
 #include "spec/job_spec.h"
 
 namespace ringmaster {
@@ -44,10 +45,6 @@ SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config
 void validateHostName(const std::string& name, const std::string& field);
 void validateUserName(const std::string& name, const std::string& field);
 
-// One POSIX shell word that the shell turns back into exactly `text` (single quotes; a quote
-// inside becomes '\''). Refuses text with a NUL byte (kInvalidArgument).
-std::string shellQuote(const std::string& text);
-// Words quoted and joined by spaces.
-std::string shellCommand(const std::vector<std::string>& words);
+// shellQuote and shellCommand: process/shell_quote.h (included above), without libssh.
 
 }  // namespace ringmaster

@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/injection_corpus.h"
 #include "common/sshd_server.h"
 #include "common/test_paths.h"
 #include "core/error.h"
@@ -712,32 +713,7 @@ TEST_F(SshLaunch, AThreadRefusedAtAnyPointOfTheLaunchIsAClearErrorAndLeavesNothi
 // ---------------------------------------------------------------------------------------------
 // Names and quoting.
 
-const std::vector<std::string>& injectionCorpus() {
-  static const std::vector<std::string> corpus = {"; touch CANARY",
-                                                  "$(touch CANARY)",
-                                                  "`touch CANARY`",
-                                                  "| touch CANARY",
-                                                  "& touch CANARY",
-                                                  "< /etc/passwd",
-                                                  "> CANARY",
-                                                  "*",
-                                                  "?",
-                                                  "~",
-                                                  "'",
-                                                  "\"",
-                                                  "it's \"quoted\"",
-                                                  "a\nb",
-                                                  "-rf",
-                                                  "--help",
-                                                  "with spaces",
-                                                  "tab\there",
-                                                  "Ünïcødé ✓",
-                                                  "'; touch CANARY; '",
-                                                  "\\",
-                                                  "$HOME",
-                                                  "${IFS}touch${IFS}CANARY"};
-  return corpus;
-}
+using testing::injectionCorpus;  // tests/common/injection_corpus.h
 
 TEST(ShellQuote, AShellGivesBackExactlyEachWordOfTheInjectionCorpus) {
   const fs::path dir = freshDir("quote");

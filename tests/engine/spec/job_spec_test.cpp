@@ -1511,6 +1511,11 @@ json documentReading(const SpecField& field) {
   if (field.path.starts_with("strategy.")) document["strategy"] = json::object();
   if (field.path.starts_with("checkpoint.")) document["checkpoint"] = {{"dir", "ckpt"}};
   if (field.path.starts_with("launch.hosts[].")) document["launch"] = {{"hosts", {{{"ranks", 1}}}}};
+  // Issue 35: launch.scheduler's fields in a Slurm job, its submit_from's with a login node.
+  if (field.path.starts_with("launch.scheduler."))
+    document["launch"] = {{"scheduler", {{"kind", "slurm"}}}};
+  if (field.path.starts_with("launch.scheduler.submit_from."))
+    document["launch"]["scheduler"]["submit_from"] = {{"host", "login1"}};
   if (!field.shown_when || field.form_condition_only) return document;
   const std::string& controller = field.shown_when->controller;
   const std::string& kind = field.shown_when->kinds.front();
@@ -1550,6 +1555,10 @@ std::string problemPath(const SpecField& field) {
 json validValue(const SpecField& field, const json& document) {
   if (document.contains(pointerTo(field))) return document[pointerTo(field)];
   if (!field.default_value.is_null()) return field.default_value;
+  // Slurm's words each have a form of their own (issue 35).
+  if (field.path == "launch.scheduler.mem") return "16G";
+  if (field.path == "launch.scheduler.time") return "1:30:00";
+  if (field.path.starts_with("launch.scheduler.") && field.type == FieldType::kText) return "gpu";
   switch (field.type) {
     case FieldType::kInteger:
       return static_cast<int64_t>(field.minimum.value_or(0)) + (field.exclusive_minimum ? 1 : 0);

@@ -190,9 +190,18 @@ std::optional<QString> editorLinesOf(FieldType type, const nlohmann::json& value
 }
 
 // The strategy kind a program job is recorded with when it names none: the parser's rule (ddp on
-// several ranks, single on one), from the document's hosts.
+// several ranks, single on one), from the document's hosts (or its Slurm allocation).
 std::string programStrategyKind(const nlohmann::json& document) {
   int64_t ranks = 0;
+  if (const nlohmann::json* slurm = getPath(document, "launch.scheduler");
+      slurm && slurm->is_object()) {
+    // A Slurm job's world: nodes × ranks_per_node (each 1 when left out).
+    ranks = 1;
+    for (const char* key : {"nodes", "ranks_per_node"})
+      if (slurm->contains(key) && (*slurm)[key].is_number_integer())
+        ranks *= (*slurm)[key].get<int64_t>();
+    return ranks > 1 ? "ddp" : "single";
+  }
   const nlohmann::json* hosts = getPath(document, "launch.hosts");
   if (!hosts) return "single";  // the default hosts: localhost, one rank
   if (hosts->is_array())

@@ -1,0 +1,114 @@
+// The Slurm batch script (slurm_script.h): #SBATCH lines of words the spec parser has validated,
+// then a body that finds the master in the allocation and starts one agent per node with srun.
+// Every path is shell-quoted; what differs per node (its rank, its spool) is expanded on that
+// node by the shell srun starts there, never in the batch script.
+#include "slurm/slurm_script.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "process/shell_quote.h"
+
+namespace ringmaster::slurm {
+
+namespace {
+
+// The first port of the range a master port is derived in from the job id, and its size, where
+// launch.master_port leaves it to the allocation.
+constexpr int kDerivedPortBase = 20000;
+constexpr int kDerivedPortRange = 20000;
+
+// The job directory as sbatch reads it in --output: no character the #SBATCH line's own parser
+// would split, quote, escape or end a comment at, and '%' (Slurm's file name patterns) doubled.
+std::string outputDirectory(const std::string& job_dir) {
+  const bool plain = std::none_of(job_dir.begin(), job_dir.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte <= 0x20 || byte == 0x7f || std::strchr("'\"\\#", c);
+  });
+  RM_CHECK_ARG(plain && !job_dir.empty(),
+               fmt::format("the run's job directory {} holds a blank, quote, backslash, '#' or "
+                           "control character, which an #SBATCH --output line cannot carry; "
+                           "keep the run database under a path without them",
+                           shellQuote(job_dir)));
+  std::string doubled;
+  for (char c : job_dir) doubled += c == '%' ? std::string("%%") : std::string(1, c);
+  return doubled;
+}
+
+const SlurmSpec& slurmOf(const JobSpec& spec) {
+  RM_CHECK_ARG(spec.launch.slurm.has_value(),
+               fmt::format("job spec '{}' has no launch.scheduler", spec.name));
+  return *spec.launch.slurm;
+}
+
+}  // namespace
+
+std::vector<std::string> sbatchOptions(const JobSpec& spec, const SlurmScriptPaths& paths) {
+  const SlurmSpec& slurm = slurmOf(spec);
+  std::vector<std::string> options = {
+      "--job-name=" + slurm.job_name.value_or(spec.name),
+      fmt::format("--nodes={}", slurm.nodes),
+      "--ntasks-per-node=1",
+  };
+  if (slurm.cpus_per_task)
+    options.push_back(fmt::format("--cpus-per-task={}", *slurm.cpus_per_task));
+  if (slurm.gpus_per_node)
+    options.push_back(fmt::format("--gpus-per-node={}", *slurm.gpus_per_node));
+  const std::pair<const char*, const std::optional<std::string>*> words[] = {
+      {"mem", &slurm.mem},
+      {"partition", &slurm.partition},
+      {"account", &slurm.account},
+      {"qos", &slurm.qos},
+      {"time", &slurm.time},
+      {"constraint", &slurm.constraint},
+      {"reservation", &slurm.reservation}};
+  for (const auto& [name, value] : words)
+    if (*value) options.push_back(fmt::format("--{}={}", name, **value));
+  options.push_back("--output=" + outputDirectory(paths.job_dir) + "/slurm-%j.out");
+  options.push_back("--no-requeue");
+  options.insert(options.end(), slurm.extra_sbatch.begin(), slurm.extra_sbatch.end());
+  return options;
+}
+
+std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths) {
+  const SlurmSpec& slurm = slurmOf(spec);
+  std::string script = fmt::format(
+      "#!/bin/bash\n"
+      "# Written by Ringmaster for job spec '{}': its Slurm batch script (docs/slurm.md), kept\n"
+      "# with the run in its job directory and submitted with `sbatch --parsable`. srun starts\n"
+      "# one ringmaster-node agent per node; each starts that node's {} worker(s).\n",
+      spec.name, slurm.ranks_per_node);
+  for (const std::string& option : sbatchOptions(spec, paths)) script += "#SBATCH " + option + "\n";
+  const std::string master_port =
+      spec.launch.master_port != 0
+          ? std::to_string(spec.launch.master_port)
+          : fmt::format("$(( {} + SLURM_JOB_ID % {} ))", kDerivedPortBase, kDerivedPortRange);
+  // The agent's command as each node's shell runs it: the paths are its positional parameters
+  // (quoted once, below), the node's rank its own $SLURM_NODEID.
+  const std::string agent = fmt::format(
+      "exec \"$1\" agent --spec \"$2\" --nnodes {} --node-rank \"$SLURM_NODEID\" "
+      "--master \"$3\" --grace {} --spool-dir \"$4\"/node-\"$SLURM_NODEID\"",
+      slurm.nodes, paths.grace_s);
+  script += fmt::format(
+      "\n"
+      "set -euo pipefail\n"
+      "# The master: the allocation's first node, at its NodeAddr (else its name).\n"
+      "nodes=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\")\n"
+      "first=$(head -n 1 <<<\"$nodes\")\n"
+      "addr=$(scontrol show node \"$first\" -o | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' "
+      "|| true)\n"
+      "MASTER_ADDR=${{addr:-$first}}\n"
+      "MASTER_PORT={}\n"
+      "export MASTER_ADDR MASTER_PORT\n"
+      "srun --nodes={} --ntasks-per-node=1 --kill-on-bad-exit=1 --input=none \\\n"
+      "  /bin/bash -c {} ringmaster-node-agent \\\n"
+      "  {} {} \"$MASTER_ADDR:$MASTER_PORT\" {}\n",
+      master_port, slurm.nodes, shellQuote(agent), shellQuote(paths.node_binary),
+      shellQuote(paths.spec_path), shellQuote(paths.job_dir));
+  return script;
+}
+
+}  // namespace ringmaster::slurm
