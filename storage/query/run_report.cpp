@@ -243,7 +243,8 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   for (const RankSummary& rank : report.summary.ranks)
     report.peak_memory = std::max(report.peak_memory, rank.peak_memory);
   // An ended run's reports are aged to its end, not to whenever the report is read.
-  const double clock = run.status == "running" ? now : run.ended_at.value_or(now);
+  const double clock =
+      run.status == "running" || run.status == "pending" ? now : run.ended_at.value_or(now);
   report.live = loadLiveProgress(db, run_id, clock);
   report.ranks = rankReports(db, report, estimates);
   report.attempts = attemptReports(loadAttempts(db, run_id));
@@ -261,23 +262,34 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   return report;
 }
 
+// A run handed to a scheduler (issue 35): its kind, job id, state, reason and nodes.
+static json schedulerJson(const SchedulerJob& job) {
+  return {{"kind", job.kind},
+          {"job_id", job.job_id},
+          {"state", job.state},
+          {"reason", job.reason},
+          {"nodes", job.nodes}};
+}
+
 json toJson(const RunRecord& run) {
-  return {{"id", run.id},
-          {"name", run.name},
-          {"strategy", run.strategy},
-          {"world_size", run.world_size},
-          {"mesh", {{"dp", run.mesh.dp}, {"tp", run.mesh.tp}, {"pp", run.mesh.pp}}},
-          {"status", run.status},
-          {"detached", run.detached},
-          {"created_at", number(run.created_at)},
-          {"started_at", optionalJson(run.started_at)},
-          {"ended_at", optionalJson(run.ended_at)},
-          {"duration_s", number(run.durationSeconds())},
-          {"error", optionalJson(run.error)},
-          {"error_rank", optionalJson(run.error_rank)},
-          {"error_host", optionalJson(run.error_host)},
-          {"tags", run.tags},
-          {"note", optionalJson(run.note)}};
+  json out = {{"id", run.id},
+              {"name", run.name},
+              {"strategy", run.strategy},
+              {"world_size", run.world_size},
+              {"mesh", {{"dp", run.mesh.dp}, {"tp", run.mesh.tp}, {"pp", run.mesh.pp}}},
+              {"status", run.status},
+              {"detached", run.detached},
+              {"created_at", number(run.created_at)},
+              {"started_at", optionalJson(run.started_at)},
+              {"ended_at", optionalJson(run.ended_at)},
+              {"duration_s", number(run.durationSeconds())},
+              {"error", optionalJson(run.error)},
+              {"error_rank", optionalJson(run.error_rank)},
+              {"error_host", optionalJson(run.error_host)},
+              {"tags", run.tags},
+              {"note", optionalJson(run.note)}};
+  if (run.scheduler) out["scheduler"] = schedulerJson(*run.scheduler);
+  return out;
 }
 
 json runListEntry(const Database& db, const RunRecord& run) {
