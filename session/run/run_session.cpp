@@ -387,7 +387,8 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
              fmt::format("run {} was not started detached (ringmaster run --detach): there is "
                          "nothing to attach to",
                          request.run_id));
-  if (run->status != "running")
+  // A run queued in its scheduler (pending, issue 35) goes on as a running one does.
+  if (run->status != "running" && run->status != "pending")
     RM_THROW(kInvalidArgument, fmt::format("run {} has ended ({}): there is nothing to attach to",
                                            request.run_id, run->status));
   SpecParseResult parsed = parseJobSpec(run->spec_json);
