@@ -3,7 +3,8 @@
 // launch records them, then `ringmaster show` (text and --json) and `ringmaster runs` (table,
 // --json, --status pending) read by the real binary: each names the job id, Slurm's state and
 // reason ("pending (Slurm 4242: PENDING, Resources)"), the JSON carries `scheduler` only for such
-// runs, and the scheduler's text reaches the terminal without its control characters.
+// runs, `flight` says a pending run has no workers yet, and the scheduler's text reaches the
+// terminal without its control characters.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -134,6 +135,11 @@ TEST_F(SchedulerJobCli, ShowAndRunsNameTheSlurmJobItsStateAndReason) {
   ASSERT_EQ(pending_only.size(), 1u);
   EXPECT_EQ(pending_only[0].at("id"), pending);
   EXPECT_EQ(pending_only[0].at("scheduler").at("reason"), "Resources");
+  // A pending run has no workers yet: `flight` says so rather than that they ended.
+  testing::CapturedProcess flight = ringmaster({"flight", std::to_string(pending)});
+  EXPECT_TRUE(exitedWith(flight.wait(60s), 2)) << flight.err();
+  EXPECT_NE(flight.err().find("pending (queued in its scheduler)"), std::string::npos)
+      << flight.err();
 }
 
 // Slurm's words are text from another program: a reason or node list holding terminal escapes
