@@ -262,33 +262,35 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   return report;
 }
 
-// A run handed to a scheduler (issue 35): its kind, job id, state, reason and nodes.
-static json schedulerJson(const SchedulerJob& job) {
-  return {{"kind", job.kind},
-          {"job_id", job.job_id},
-          {"state", job.state},
-          {"reason", job.reason},
-          {"nodes", job.nodes}};
+// The run's own fields, as every run has them.
+static json recordJson(const RunRecord& run) {
+  return {{"id", run.id},
+          {"name", run.name},
+          {"strategy", run.strategy},
+          {"world_size", run.world_size},
+          {"mesh", {{"dp", run.mesh.dp}, {"tp", run.mesh.tp}, {"pp", run.mesh.pp}}},
+          {"status", run.status},
+          {"detached", run.detached},
+          {"created_at", number(run.created_at)},
+          {"started_at", optionalJson(run.started_at)},
+          {"ended_at", optionalJson(run.ended_at)},
+          {"duration_s", number(run.durationSeconds())},
+          {"error", optionalJson(run.error)},
+          {"error_rank", optionalJson(run.error_rank)},
+          {"error_host", optionalJson(run.error_host)},
+          {"tags", run.tags},
+          {"note", optionalJson(run.note)}};
 }
 
 json toJson(const RunRecord& run) {
-  json out = {{"id", run.id},
-              {"name", run.name},
-              {"strategy", run.strategy},
-              {"world_size", run.world_size},
-              {"mesh", {{"dp", run.mesh.dp}, {"tp", run.mesh.tp}, {"pp", run.mesh.pp}}},
-              {"status", run.status},
-              {"detached", run.detached},
-              {"created_at", number(run.created_at)},
-              {"started_at", optionalJson(run.started_at)},
-              {"ended_at", optionalJson(run.ended_at)},
-              {"duration_s", number(run.durationSeconds())},
-              {"error", optionalJson(run.error)},
-              {"error_rank", optionalJson(run.error_rank)},
-              {"error_host", optionalJson(run.error_host)},
-              {"tags", run.tags},
-              {"note", optionalJson(run.note)}};
-  if (run.scheduler) out["scheduler"] = schedulerJson(*run.scheduler);
+  json out = recordJson(run);
+  // A run handed to a scheduler (issue 35): its kind, job id, state, reason and nodes.
+  if (const std::optional<SchedulerJob>& job = run.scheduler)
+    out["scheduler"] = {{"kind", job->kind},
+                        {"job_id", job->job_id},
+                        {"state", job->state},
+                        {"reason", job->reason},
+                        {"nodes", job->nodes}};
   return out;
 }
 
