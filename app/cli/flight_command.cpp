@@ -92,6 +92,11 @@ std::string describeRecord(const json& record) {
 
 int flightCommand(const storage::Database& db, const FlightOptions& options) {
   const storage::RunRecord run = storage::loadRun(db, options.run_id);
+  if (run.status == "pending")  // queued in its scheduler (issue 35)
+    RM_THROW(kInvalidArgument,
+             fmt::format("run {} is pending (queued in its scheduler): its workers have not "
+                         "started, so there is no flight recorder to dump yet",
+                         run.id));
   if (run.status != "running") {
     RM_THROW(kInvalidArgument,
              fmt::format("run {} is {}, not running: its flight recorders ended with its workers "

@@ -87,12 +87,30 @@ std::string tagCell(const std::vector<std::string>& tags, size_t widest = 32) {
   return cell.substr(0, cut) + "...";
 }
 
+// A run's status as the run list and `show` print it: a run handed to a scheduler (issue 35) with
+// its job, the scheduler's word and reason ("pending (Slurm 4242: PENDING, Resources)"), a
+// detached one running as "running (detached)".
+std::string statusText(const RunRecord& run) {
+  if (run.scheduler) {
+    const SchedulerJob& job = *run.scheduler;
+    std::string text = fmt::format("{} ({} {}", run.status,
+                                   job.kind == "slurm" ? "Slurm" : displaySafeLine(job.kind),
+                                   displaySafeLine(job.job_id));
+    if (!job.state.empty()) text += ": " + displaySafeLine(job.state);
+    if (!job.reason.empty()) text += ", " + displaySafeLine(job.reason);
+    return text + ")";
+  }
+  return run.detached && run.status == "running" ? "running (detached)" : run.status;
+}
+
 // The run's line, its program, its figures, the latest evaluation and its root cause.
 void printHeadline(const RunReport& report, bool colour, std::FILE* out) {
   const RunSummary& summary = report.summary;
   const RunRecord& run = summary.run;
   fmt::print(out, "{} {}  {}\n", paint(fmt::format("Run {}", run.id), Colour::kBold, colour),
-             displaySafeLine(run.name), paint(run.status, statusColour(run.status), colour));
+             displaySafeLine(run.name), paint(statusText(run), statusColour(run.status), colour));
+  if (run.scheduler && !run.scheduler->nodes.empty())
+    fmt::print(out, "  nodes: {}\n", displaySafeLine(run.scheduler->nodes));
   fmt::print(out, "  {} on {} rank{}, started {}, took {}\n", run.strategy, run.world_size,
              run.world_size == 1 ? "" : "s",
              formatTimestamp(run.started_at.value_or(run.created_at)),
@@ -353,9 +371,8 @@ int runsCommand(const Database& db, const RunFilter& filter, bool as_json) {
   for (const RunRecord& run : runs) {
     const std::optional<FinalLoss> loss = finalLoss(db, run.id, run.world_size);
     table.addRow({std::to_string(run.id), displaySafeLine(run.name), tagCell(run.tags),
-                  paint(run.detached && run.status == "running" ? "running (detached)" : run.status,
-                        statusColour(run.status), colour),
-                  run.strategy, std::to_string(run.world_size),
+                  paint(statusText(run), statusColour(run.status), colour), run.strategy,
+                  std::to_string(run.world_size),
                   formatTimestamp(run.started_at.value_or(run.created_at)),
                   formatDuration(run.durationSeconds()), loss ? std::to_string(loss->step) : "-",
                   loss ? formatNumber(loss->loss) : "-"});

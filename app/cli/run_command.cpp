@@ -528,7 +528,8 @@ int attachCommand(const RunCommandOptions& options, int64_t run_id, bool cancel)
     std::optional<CancelTarget> target;
     if (cancel) {
       target = findCancelTarget(options.db_path, run_id);
-      if (target->run.status != "running" && target->run.status != "pending")
+      const std::string& status = target->run.status;  // pending: queued in its scheduler
+      if (status != "running" && status != "pending")
         return cancelEndedRun(run_id, *target, options);
     }
     return followDetachedRun(options, run_id, cancel, target, events ? &*events : nullptr);

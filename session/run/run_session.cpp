@@ -392,6 +392,7 @@ RunSession::RunSession(AttachRequest request) : attach_(true) {
              fmt::format("run {} was not started detached (ringmaster run --detach): there is "
                          "nothing to attach to",
                          request.run_id));
+  // A run queued in its scheduler (pending, issue 35) goes on as a running one does.
   if (run->status != "running" && run->status != "pending")
     RM_THROW(kInvalidArgument, fmt::format("run {} has ended ({}): there is nothing to attach to",
                                            request.run_id, run->status));

@@ -453,6 +453,17 @@ UPDATE ranks SET (coord_dp, coord_tp, coord_pp) =
    FROM runs r WHERE r.id = ranks.run_id)
   WHERE host IS NOT NULL;
 )sql",
+      // 18 (issue 35): a run handed to a cluster scheduler: which one ('slurm'), the job's id
+      // there, and the scheduler's own word for the job (PENDING, RUNNING, TIMEOUT, ...), why it
+      // waits or ended, and its allocated nodes, kept beside the run's status. NULL for every
+      // other run, and for every run recorded before.
+      R"sql(
+ALTER TABLE runs ADD COLUMN scheduler TEXT;
+ALTER TABLE runs ADD COLUMN scheduler_job_id TEXT;
+ALTER TABLE runs ADD COLUMN scheduler_state TEXT;
+ALTER TABLE runs ADD COLUMN scheduler_reason TEXT;
+ALTER TABLE runs ADD COLUMN scheduler_nodes TEXT;
+)sql",
   };
   return kMigrations;
 }

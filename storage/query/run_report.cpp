@@ -243,7 +243,8 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   for (const RankSummary& rank : report.summary.ranks)
     report.peak_memory = std::max(report.peak_memory, rank.peak_memory);
   // An ended run's reports are aged to its end, not to whenever the report is read.
-  const double clock = run.status == "running" ? now : run.ended_at.value_or(now);
+  const double clock =
+      run.status == "running" || run.status == "pending" ? now : run.ended_at.value_or(now);
   report.live = loadLiveProgress(db, run_id, clock);
   report.ranks = rankReports(db, report, estimates);
   report.attempts = attemptReports(loadAttempts(db, run_id));
@@ -261,7 +262,8 @@ RunReport buildRunReport(const Database& db, int64_t run_id, double now) {
   return report;
 }
 
-json toJson(const RunRecord& run) {
+// The run's own fields, as every run has them.
+static json recordJson(const RunRecord& run) {
   return {{"id", run.id},
           {"name", run.name},
           {"strategy", run.strategy},
@@ -278,6 +280,18 @@ json toJson(const RunRecord& run) {
           {"error_host", optionalJson(run.error_host)},
           {"tags", run.tags},
           {"note", optionalJson(run.note)}};
+}
+
+json toJson(const RunRecord& run) {
+  json out = recordJson(run);
+  // A run handed to a scheduler (issue 35): its kind, job id, state, reason and nodes.
+  if (const std::optional<SchedulerJob>& job = run.scheduler)
+    out["scheduler"] = {{"kind", job->kind},
+                        {"job_id", job->job_id},
+                        {"state", job->state},
+                        {"reason", job->reason},
+                        {"nodes", job->nodes}};
+  return out;
 }
 
 json runListEntry(const Database& db, const RunRecord& run) {

@@ -21,7 +21,8 @@ namespace {
 constexpr const char* kRunColumns =
     "id, name, spec, strategy, world_size, status, created_at, started_at, ended_at, error, "
     "error_rank, error_host, detached, note, (SELECT json_group_array(tag) FROM (SELECT tag FROM "
-    "run_tags WHERE run_id = runs.id ORDER BY tag)), mesh_dp, mesh_tp, mesh_pp";
+    "run_tags WHERE run_id = runs.id ORDER BY tag)), mesh_dp, mesh_tp, mesh_pp, scheduler, "
+    "scheduler_job_id, scheduler_state, scheduler_reason, scheduler_nodes";
 
 std::vector<std::string> tagsFromJson(const std::string& text) {
   std::vector<std::string> tags;
@@ -52,6 +53,12 @@ RunRecord readRun(const Statement& row) {
   run.mesh = {.dp = static_cast<int>(row.columnInt(15)),
               .tp = static_cast<int>(row.columnInt(16)),
               .pp = static_cast<int>(row.columnInt(17))};
+  if (!row.isNull(18))
+    run.scheduler = SchedulerJob{.kind = row.columnText(18),
+                                 .job_id = row.columnText(19),
+                                 .state = row.columnText(20),
+                                 .reason = row.columnText(21),
+                                 .nodes = row.columnText(22)};
   return run;
 }
 

@@ -143,15 +143,46 @@ void markRunDetached(Database& db, int64_t run_id, const std::vector<std::string
   });
 }
 
+void recordSchedulerJob(Database& db, int64_t run_id, const std::string& kind,
+                        const std::string& job_id) {
+  Statement update(db,
+                   "UPDATE runs SET scheduler = ?, scheduler_job_id = ?, scheduler_state = '', "
+                   "scheduler_reason = '', scheduler_nodes = '' WHERE id = ?");
+  update.bind(1, kind).bind(2, job_id).bind(3, run_id).run();
+}
+
+void recordSchedulerState(Database& db, int64_t run_id, const SchedulerJob& job) {
+  // The words are Slurm's queued and started states, as runStatusOfSlurmState maps them
+  // (remote/slurm/slurm_state.h); every other word, a final one too, leaves the status alone.
+  Statement update(
+      db,
+      "UPDATE runs SET scheduler = coalesce(nullif(?1, ''), scheduler), scheduler_job_id = "
+      "coalesce(nullif(?2, ''), scheduler_job_id), scheduler_state = ?3, scheduler_reason = ?4, "
+      "scheduler_nodes = ?5, status = CASE WHEN status = 'running' AND ?3 IN ('PENDING', "
+      "'CONFIGURING', 'REQUEUED', 'RESIZING', 'SUSPENDED') THEN 'pending' WHEN status = "
+      "'pending' AND ?3 IN ('RUNNING', 'COMPLETING', 'STOPPED', 'SIGNALING', 'STAGE_OUT') THEN "
+      "'running' ELSE status END WHERE id = ?6");
+  update.bind(1, job.kind).bind(2, job.job_id).bind(3, job.state).bind(4, job.reason);
+  update.bind(5, job.nodes).bind(6, run_id).run();
+}
+
 std::optional<DetachedRun> findDetachedRun(Database& db, int64_t run_id) {
   DetachedRun run;
   {
-    Statement select(db, "SELECT spec, status, world_size, detached FROM runs WHERE id = ?");
+    Statement select(db,
+                     "SELECT spec, status, world_size, detached, scheduler, scheduler_job_id, "
+                     "scheduler_state, scheduler_reason, scheduler_nodes FROM runs WHERE id = ?");
     select.bind(1, run_id);
     if (!select.run()) return std::nullopt;
     run.spec_json = select.columnText(0);
     run.status = select.columnText(1);
     run.world_size = static_cast<int>(select.columnInt(2));
+    if (!select.isNull(4))
+      run.scheduler = SchedulerJob{.kind = select.columnText(4),
+                                   .job_id = select.columnText(5),
+                                   .state = select.columnText(6),
+                                   .reason = select.columnText(7),
+                                   .nodes = select.columnText(8)};
     if (select.columnInt(3) == 0) return run;
   }
   Statement dirs(db,

@@ -70,11 +70,15 @@ std::string Subscriber::frameLocked() {
 
 // --- the poller ----------------------------------------------------------------------------------
 
-// Every run's status and stored event count: two small scans (runs, seq_ranges).
+// Every run's status, scheduler job and stored event count: two small scans (runs, seq_ranges).
 std::map<int64_t, LiveFeed::RunState> LiveFeed::readRunStates(const storage::Database& db) {
   std::map<int64_t, RunState> states;
-  storage::Statement runs(db, "SELECT id, status, ended_at FROM runs");
-  while (runs.run()) states[runs.columnInt(0)] = {runs.columnText(1), runs.optionalDouble(2), 0};
+  storage::Statement runs(db,
+                          "SELECT id, status, ended_at, scheduler_job_id || '|' || "
+                          "scheduler_state || '|' || scheduler_reason || '|' || scheduler_nodes "
+                          "FROM runs");
+  while (runs.run())
+    states[runs.columnInt(0)] = {runs.columnText(1), runs.optionalDouble(2), 0, runs.columnText(3)};
   storage::Statement seqs(
       db, "SELECT run_id, sum(last_seq - first_seq + 1) FROM seq_ranges GROUP BY run_id");
   while (seqs.run()) {
@@ -158,7 +162,8 @@ void LiveFeed::poll(std::shared_ptr<storage::Database> db, std::map<int64_t, Run
           const auto before = known.find(id);
           const bool is_new = before == known.end();
           const bool row_changed = is_new || before->second.status != state.status ||
-                                   before->second.ended_at != state.ended_at;
+                                   before->second.ended_at != state.ended_at ||
+                                   before->second.scheduler != state.scheduler;
           const bool got_events = is_new || before->second.events != state.events;
           if (!row_changed && !got_events) continue;
           const json entry = runListEntry(*db, id);

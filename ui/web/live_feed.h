@@ -76,6 +76,8 @@ class LiveFeed {
     std::string status;
     std::optional<double> ended_at;
     int64_t events = 0;  // events stored: the summed lengths of its stored seq ranges
+    // Its scheduler job's state, reason and nodes (issue 35): a pending job's new reason is news.
+    std::string scheduler;
   };
   static std::map<int64_t, RunState> readRunStates(const storage::Database& db);
   void poll(std::shared_ptr<storage::Database> db, std::map<int64_t, RunState> known,

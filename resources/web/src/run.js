@@ -19,6 +19,7 @@ import { figureLabel, formatFigure, figureColumn } from './figures.js';
 import { organisePanel, deletedNotice } from './organise.js';
 import { GROUPINGS, groupRanks, coordsText, meshCoordinates } from './mesh.js';
 import { dimsTable, drawDimsChart } from './comm_dims.js';
+import { schedulerLine } from './scheduler.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -87,6 +88,7 @@ export function mount(root, route) {
     const s = detail;
     header.replaceChildren(
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
+      schedulerLine(r),
       el('div', { class: 'figures' },
         figure('Strategy', r.strategy), figure('Ranks', r.world_size),
         // The summary's figures by their names in the table of figures (figures.js); the loss is

@@ -4,10 +4,11 @@
 // value share a colour, with a legend counting each group's runs).
 
 import { getJson, onStream } from './api.js';
-import { el, table, num, duration, time, statusBadge, errorBox, finalLossCell } from './dom.js';
+import { el, table, num, duration, time, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
 import { colourSwatch, groupColours, legendBox } from './scatter.js';
 import { tagCells } from './organise.js';
+import { runStatusCell } from './scheduler.js';
 
 const STRATEGIES = ['', 'single', 'ddp', 'fsdp', 'pipeline'];
 const STATUSES = ['', 'pending', 'running', 'completed', 'failed', 'cancelled', 'interrupted'];
@@ -86,7 +87,7 @@ export function mount(root, route) {
         { title: 'Name', value: (r) => el('a', { href: `#/run/${r.id}` }, r.name) },
         { title: 'Tags', class: 'tags', value: (r) => tagCells(r.tags) },
         { title: 'Strategy', value: (r) => r.strategy },
-        { title: 'Status', value: (r) => statusBadge(r.status) },
+        { title: 'Status', value: (r) => runStatusCell(r) },
         { title: 'Ranks', class: 'num', value: (r) => num(r.world_size) },
         { title: 'Created', value: (r) => time(r.created_at) },
         { title: 'Duration', class: 'num', value: (r) => duration(r.duration_s) },
