@@ -74,7 +74,11 @@ int intFromEnvironment(const char* name, int fallback) {
   return static_cast<int>(value);
 }
 
+// This host as its ranks and messages name it: under Slurm the node's name (SLURMD_NODENAME),
+// which is how a person knows it (and nodes of one machine, a test cluster, share the host name).
 std::string hostName() {
+  if (const char* node = std::getenv("SLURMD_NODENAME"); node != nullptr && *node != '\0')
+    return node;
   char name[256] = {};
   gethostname(name, sizeof name - 1);
   return name;
@@ -554,10 +558,7 @@ int runAgentCommand(const AgentArgs& args) {
   } else {
     options.worker_command = {self, "worker", "--spec", spec_path.string()};
   }
-  // Under Slurm the node's name (SLURMD_NODENAME) is how a person knows it, and nodes of one
-  // host (a test cluster) share the host name.
-  const char* slurm_node = std::getenv("SLURMD_NODENAME");
-  options.host = slurm_node != nullptr && *slurm_node != '\0' ? slurm_node : hostName();
+  options.host = hostName();
   options.adopt_orphans = true;  // this process's only children are the workers
   options.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace_s * 1000));
   options.input_fd = args.ignore_stdin ? -1 : STDIN_FILENO;

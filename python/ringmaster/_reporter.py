@@ -124,8 +124,10 @@ class Reporter:
         device_name, memory_total = _device.describe_device(self._torch, cuda_index)
         self._memory = (_device.CudaMemory(self._torch, cuda_index) if cuda_index is not None
                         else _device.HostMemory())
+        # Under Slurm a node is known by its name (SLURMD_NODENAME), as the agent names it.
+        host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
         hello = {"world_size": environment.world_size, "local_rank": environment.local_rank,
-                 "host": socket.gethostname(), "pid": self._pid, "device": device_text,
+                 "host": host, "pid": self._pid, "device": device_text,
                  "device_name": device_name, "device_memory_total": memory_total,
                  "version": environment.version or _package_version()}
         if environment.run_id is not None:

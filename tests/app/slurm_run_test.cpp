@@ -124,7 +124,7 @@ class SlurmRun : public testing::CliRunTest {
     CapturedProcess show = slurmRingmaster({"show", std::to_string(run), "--json"});
     const ExitStatus status = show.wait(60s);
     EXPECT_TRUE(status.ok()) << show.err();
-    return json::parse(show.out());
+    return json::parse(show.out())["run"];
   }
 
   // Waits (bounded) until `file` lists `count` PIDs; the PIDs.
@@ -194,7 +194,7 @@ TEST_F(SlurmRun, DdpOnTwoNodesOfTwoRanksCompletesAndEveryEventIsStoredOnce) {
 
 TEST_F(SlurmRun, APyTorchProgramJobOnTwoNodesCompletes) {
   json spec = testing::exampleSpec("torch_ddp");
-  spec["program"]["workdir"] = testing::testSourceDir();
+  spec["program"]["workdir"] = std::string(testSourceDir());
   spec["program"]["args"] = {"--steps", "20", "--batch-size", "32"};
   spec["program"]["steps"] = 20;
   spec["launch"].erase("hosts");
