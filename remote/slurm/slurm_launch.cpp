@@ -259,10 +259,9 @@ ExitStatus SlurmLaunch::wait() {
   if (s.known && runStatusOfSlurmState(s.last.state) == "cancelled") return {.exit_code = 130};
   // The root of a failure, not its echo: one node's agent failing makes srun stop the others'
   // (SIGTERM: they end 130, as cancelled), so a node that failed by itself speaks first.
-  const auto failed = std::find_if(s.follower_status.begin(), s.follower_status.end(),
-                                   [](const ExitStatus& status) {
-                                     return !status.ok() && status.exit_code != 130;
-                                   });
+  const auto failed = std::find_if(
+      s.follower_status.begin(), s.follower_status.end(),
+      [](const ExitStatus& status) { return !status.ok() && status.exit_code != 130; });
   if (failed != s.follower_status.end()) return *failed;
   for (const ExitStatus& status : s.follower_status)
     if (!status.ok()) return status;
@@ -280,6 +279,11 @@ std::string SlurmLaunch::failure() const {
   std::string text = describeSlurmState(s.last);
   if (!s.down_nodes.empty()) text += fmt::format("; down: {}", s.down_nodes);
   return text;
+}
+
+void SlurmLaunch::refreshState() {
+  state_->last_poll = {};
+  state_->poll();
 }
 
 const std::string& SlurmLaunch::jobId() const {

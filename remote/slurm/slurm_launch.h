@@ -45,6 +45,9 @@ class SlurmLaunch final : public Launch {
   // The job's end when it did not complete: "Slurm job 42 ended TIMEOUT (timed out: its time
   // limit) on n[1-2]"; empty when it completed or was cancelled.
   std::string failure() const override;
+  // Reads the job's state now (on_state hears it when it changed): what a launch that is not
+  // followed (ringmaster run --detach) records before it returns.
+  void refreshState();
   const std::string& jobId() const;
   const SlurmJobState& lastState() const;
 

@@ -629,7 +629,12 @@ RunOutcome RunSession::run(const RunObserver& observer) {
   LaunchRecording recording(
       recorder, telemetry_copy_.get(), *progress_, observer, stop_requests_,
       request_.detach ? record_agent : std::function<void(const DetachedAgent&)>{});
-  if (underSlurm() && request_.detach) return {.status = "detached"};  // queued or running on
+  if (underSlurm() && request_.detach) {
+    // Queued (or already running) in Slurm, which goes on without us: its state as of now.
+    if (auto* slurm_launch = dynamic_cast<slurm::SlurmLaunch*>(launch.get()))
+      slurm_launch->refreshState();
+    return {.status = "detached"};
+  }
   return recordOutcome(db, run_id_, request_.detach && !underSlurm(), attach_ || underSlurm(),
                        recording.follow(*launch));
 }

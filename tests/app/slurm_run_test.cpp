@@ -214,29 +214,48 @@ TEST_F(SlurmRun, APendingJobShowsItsReasonAndCancelTakesItOutOfTheQueue) {
   // Both nodes held by another job: ours waits for resources.
   const std::string blocker =
       cluster_->sbatch({"--nodes=2", "--exclusive", "--output=/dev/null", "--wrap", "sleep 300"});
-  CapturedProcess run =
-      slurmRingmaster({"run", writeSpec("queued", ddpSpec("queued", 10)), "--detach", "-q"});
-  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  CapturedProcess run = slurmRingmaster({"run", writeSpec("queued", ddpSpec("queued", 10)), "-q"});
   json record;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
   do {
-    record = shown(1);
-  } while (record["scheduler"].value("reason", "") != "Resources" &&
+    run.readFor(500ms);
+    if (fs::exists(dbPath())) record = shown(1);
+  } while (record.value("scheduler", json::object()).value("reason", "") != "Resources" &&
            std::chrono::steady_clock::now() < deadline);
-  EXPECT_EQ(record["status"], "pending") << record.dump(2);
+  EXPECT_EQ(record.value("status", ""), "pending") << record.dump(2) << run.err();
+  ASSERT_TRUE(record.contains("scheduler")) << record.dump(2);
   EXPECT_EQ(record["scheduler"]["state"], "PENDING") << record.dump(2);
   EXPECT_EQ(record["scheduler"]["reason"], "Resources") << record.dump(2);
   const std::string job_id = record["scheduler"]["job_id"];
   EXPECT_TRUE(jobQueued(job_id));
+  // The launching process goes away (a closed window): the job stays queued, the run pending.
+  run.signal(SIGKILL);
+  run.wait(30s);
+  EXPECT_EQ(shown(1).value("status", ""), "pending");
+  EXPECT_TRUE(jobQueued(job_id));
 
   CapturedProcess cancel = slurmRingmaster({"cancel", "1"});
   const ExitStatus cancelled = cancel.wait(90s);
-  EXPECT_TRUE(cancelled.ok()) << cancelled.describe() << "\n" << cancel.err();
+  EXPECT_EQ(cancelled.exit_code, 130) << cancelled.describe() << "\n" << cancel.err();
+  EXPECT_NE(cancel.err().find("no process of it is left"), std::string::npos) << cancel.err();
   EXPECT_FALSE(jobQueued(job_id));
   record = shown(1);
   EXPECT_EQ(record["status"], "cancelled") << record.dump(2);
   EXPECT_EQ(record["scheduler"]["state"], "CANCELLED") << record.dump(2);
   cluster_->command("scancel", {blocker});
+}
+
+TEST_F(SlurmRun, RunDetachReturnsOnceQueuedWithTheJobsState) {
+  CapturedProcess run =
+      slurmRingmaster({"run", writeSpec("detached", ddpSpec("detached", 10)), "--detach", "-q"});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  const json record = shown(1);
+  ASSERT_TRUE(record.contains("scheduler")) << record.dump(2);
+  EXPECT_FALSE(record["scheduler"]["state"].get<std::string>().empty()) << record.dump(2);
+  CapturedProcess attach = slurmRingmaster({"attach", "1", "-q"});
+  ASSERT_TRUE(attach.wait(120s).ok()) << attach.err();
+  EXPECT_EQ(shown(1)["status"], "completed");
+  expectEveryEventStoredOnce(1, 10);
 }
 
 TEST_F(SlurmRun, AWorkerKilledFailsTheRunNamingItsRankNodeAndSignal) {
