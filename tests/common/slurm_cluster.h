@@ -35,6 +35,10 @@
 // - Finished jobs stay in squeue for MinJobAge seconds (default 300), then only `sacct -c` knows
 //   them.
 //
+// The daemons are children of the thread that built the cluster and die with it (PR_SET_PDEATHSIG),
+// so build it on the test's own thread. Client commands run through command() (or a child
+// process given env()) in dir(), so a job without --output writes its slurm-ID.out there.
+//
 // Use: SlurmClusterTest (a fixture that skips without Slurm), or
 //   if (auto why = slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
 //   SlurmCluster cluster({.nodes = 2});
