@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/proc_files.h"
@@ -59,7 +62,7 @@ std::string readAll(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Whether any of `pids` still runs.
+// Those of `pids` that still run.
 std::vector<pid_t> stillRunning(const std::vector<pid_t>& pids) {
   std::vector<pid_t> running;
   for (const pid_t pid : pids)
@@ -77,7 +80,8 @@ class SlurmClusterFixtureTest : public SlurmClusterTest {};
 
 TEST_F(SlurmClusterFixtureTest, StartsWithEveryNodeIdleAtLoopbackAddresses) {
   EXPECT_EQ(cluster().nodeNames(), (std::vector<std::string>{"n1", "n2"}));
-  for (const auto& [node, state] : cluster().nodeStates()) EXPECT_EQ(state, "idle") << node;
+  EXPECT_EQ(cluster().nodeStates(),
+            (std::map<std::string, std::string>{{"n1", "idle"}, {"n2", "idle"}}));
   const std::string n1 = cluster().command("scontrol", {"show", "node", "n1", "-o"}).out;
   EXPECT_NE(n1.find("NodeAddr=127.0.0.1"), std::string::npos) << n1;
   EXPECT_NE(n1.find("CPUTot=2"), std::string::npos) << n1;
