@@ -24,13 +24,20 @@
 //   to PID 1 (which does not reap here: they stay zombies once killed). Their /proc/PID/environ
 //   holds SLURM_CONF=<this cluster's slurm.conf> (slurmd sets it; the job's tasks inherit it):
 //   that is how teardown finds them.
-// - With SlurmdTimeout=5 a killed slurmd's node is set DOWN about 25 s later, and a job that had
-//   a step running there ends NODE_FAIL (with --no-requeue; without it the job is requeued). A
-//   slurmd killed before the job's step started on it gives FAILED (srun exits 233) instead.
-//   Slurm's default SlurmdTimeout is 300 s: set SlurmClusterOptions::slurmd_timeout_s for such
-//   tests. Time limits are checked about every 30 s (a 1-minute job ends TIMEOUT at 74-86 s).
+// - A killed slurmd's node is set DOWN once slurmctld's pings fail, and a job that had a step
+//   running there ends NODE_FAIL (with --no-requeue; without it the job is requeued). A slurmd
+//   killed before the job's step started on it gives FAILED (srun exits 233) instead. Slurm's
+//   defaults (SlurmdTimeout=300, MessageTimeout=10) make that minutes: with SlurmdTimeout=5 it
+//   takes about 25 s, with {.slurmd_timeout_s = 3, .message_timeout_s = 3} about 5-8 s from
+//   killSlurmd to `sacct -c` showing NODE_FAIL. restartSlurmd brings the node back idle at once
+//   (ReturnToService=2). Time limits are checked about every 30 s (a 1-minute job ends TIMEOUT
+//   at 74-86 s).
 // - Finished jobs stay in squeue for MinJobAge seconds (default 300), then only `sacct -c` knows
 //   them.
+//
+// The daemons are children of the thread that built the cluster and die with it (PR_SET_PDEATHSIG),
+// so build it on the test's own thread. Client commands run through command() (or a child
+// process given env()) in dir(), so a job without --output writes its slurm-ID.out there.
 //
 // Use: SlurmClusterTest (a fixture that skips without Slurm), or
 //   if (auto why = slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
@@ -94,6 +101,7 @@ struct SlurmClusterOptions {
   std::string max_time = "INFINITE";     // MaxTime= of the partitions ("5": 5 minutes)
   int min_job_age_s = 300;               // MinJobAge: how long a finished job stays in squeue
   int slurmd_timeout_s = 300;            // SlurmdTimeout: a silent slurmd's node goes DOWN after it
+  int message_timeout_s = 10;            // MessageTimeout: how long an RPC waits for its answer
   std::string extra_partition;           // "": none; else a second partition of every node
   std::vector<std::string> extra_conf;   // lines appended to slurm.conf
   std::chrono::seconds start_limit{30};  // until every node is idle, else the constructor throws
@@ -401,7 +409,8 @@ class SlurmCluster {
       << "SchedulerType=sched/backfill\nSelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
       << "JobCompType=jobcomp/filetxt\nJobCompLoc=" << d << "/jobcomp.txt\n"
       << "ReturnToService=2\nKillWait=5\nMinJobAge=" << options_.min_job_age_s
-      << "\nSlurmdTimeout=" << options_.slurmd_timeout_s << "\nFirstJobId=" << first_job_id_
+      << "\nSlurmdTimeout=" << options_.slurmd_timeout_s
+      << "\nMessageTimeout=" << options_.message_timeout_s << "\nFirstJobId=" << first_job_id_
       << "\n";
     for (const std::string& line : options_.extra_conf) c << line << "\n";
     for (size_t i = 0; i < node_names_.size(); ++i)

@@ -1,17 +1,21 @@
 // The Slurm test cluster (issue 35, tests/common/slurm_cluster.h) is a real one: a 2-node job runs
 // one task per node, a job waiting for resources shows PENDING with reason Resources in
-// `squeue --json` until scancel removes it, two clusters run side by side without sharing ports
-// or job ids, a start-up failure names the daemon's error, and teardown leaves no process of the
-// cluster, the slurmstepd of a killed slurmd included.
+// `squeue --json` until scancel removes it, a killed slurmd ends its job NODE_FAIL, two clusters
+// run side by side without sharing ports or job ids, a start-up failure names the daemon's error,
+// and teardown leaves no process of the cluster, the slurmstepd of a killed slurmd included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/proc_files.h"
@@ -58,7 +62,7 @@ std::string readAll(const std::filesystem::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Whether any of `pids` still runs.
+// Those of `pids` that still run.
 std::vector<pid_t> stillRunning(const std::vector<pid_t>& pids) {
   std::vector<pid_t> running;
   for (const pid_t pid : pids)
@@ -76,7 +80,8 @@ class SlurmClusterFixtureTest : public SlurmClusterTest {};
 
 TEST_F(SlurmClusterFixtureTest, StartsWithEveryNodeIdleAtLoopbackAddresses) {
   EXPECT_EQ(cluster().nodeNames(), (std::vector<std::string>{"n1", "n2"}));
-  for (const auto& [node, state] : cluster().nodeStates()) EXPECT_EQ(state, "idle") << node;
+  EXPECT_EQ(cluster().nodeStates(),
+            (std::map<std::string, std::string>{{"n1", "idle"}, {"n2", "idle"}}));
   const std::string n1 = cluster().command("scontrol", {"show", "node", "n1", "-o"}).out;
   EXPECT_NE(n1.find("NodeAddr=127.0.0.1"), std::string::npos) << n1;
   EXPECT_NE(n1.find("CPUTot=2"), std::string::npos) << n1;
@@ -108,26 +113,33 @@ TEST_F(SlurmClusterFixtureTest, AJobWaitingForResourcesIsPendingUntilScancelRemo
   EXPECT_EQ(waitForSqueueState(cluster(), holder, "RUNNING").value("job_state", ""), "RUNNING");
 }
 
-// A job holding both nodes, one slurmd killed (its slurmstepd lives on), then the cluster torn
-// down: none of the processes it had is left, and none of those the job's tasks name themselves
-// (each task prints its own PID and its parent's, its slurmstepd's).
-TEST(SlurmCluster, TeardownStopsEveryProcessByPidTheStepsOfAKilledSlurmdIncluded) {
+// A job holding both nodes, one slurmd killed: the job ends NODE_FAIL while that node's
+// slurmstepd lives on, and a restarted slurmd brings the node back. Then the cluster torn down:
+// none of the processes it had is left, nor any the job's tasks name themselves (each task prints
+// its node, its own PID and its parent's, its slurmstepd's).
+TEST(SlurmCluster, AKilledSlurmdFailsItsJobAndTeardownStopsItsStepsByPid) {
   if (const std::string why = slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
   std::vector<pid_t> had, named_by_tasks;
   std::filesystem::path dir;
   {
-    SlurmCluster cluster;
+    SlurmCluster cluster({.slurmd_timeout_s = 3, .message_timeout_s = 3});
     dir = cluster.dir();
     const std::filesystem::path out = dir / "sleepers.out";
-    cluster.sbatch({"-N2", "--output=" + out.string(), "--wrap",
-                    "srun sh -c 'echo $$ $PPID; exec sleep 300'"});
+    const std::string id =
+        cluster.sbatch({"-N2", "--no-requeue", "--output=" + out.string(), "--wrap",
+                        "srun sh -c 'echo $SLURMD_NODENAME $$ $PPID; exec sleep 300'"});
     const auto deadline = std::chrono::steady_clock::now() + seconds(60);
     while (linesOf(readAll(out)).size() < 2) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline) << cluster.logTails();
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    std::istringstream pids(readAll(out));
-    for (pid_t pid = 0; pids >> pid;) named_by_tasks.push_back(pid);
+    std::map<std::string, pid_t> stepd_of;
+    std::istringstream lines(readAll(out));
+    std::string node;
+    for (pid_t task = 0, stepd = 0; lines >> node >> task >> stepd;) {
+      named_by_tasks.insert(named_by_tasks.end(), {task, stepd});
+      stepd_of[node] = stepd;
+    }
     cluster.killSlurmd("n2");
     had = cluster.processes();
     // munged, slurmctld, n1's slurmd; the batch step and both nodes' job steps; both sleeps.
@@ -138,6 +150,12 @@ TEST(SlurmCluster, TeardownStopsEveryProcessByPidTheStepsOfAKilledSlurmdIncluded
     EXPECT_EQ(countWithName(had, "sleep"), 2);
     EXPECT_EQ(countWithName(named_by_tasks, "slurmstepd"), 2);
     EXPECT_EQ(countWithName(named_by_tasks, "sleep"), 2);
+
+    EXPECT_EQ(cluster.waitForSacct(id, seconds(120)), id + "|NODE_FAIL|0:0|n[1-2]")
+        << cluster.logTails();
+    EXPECT_TRUE(processRuns(stepd_of["n2"])) << "n2's slurmstepd, whose slurmd was killed";
+    cluster.restartSlurmd("n2");
+    EXPECT_TRUE(cluster.waitIdle(seconds(60))) << cluster.sinfo() << cluster.logTails();
   }
   EXPECT_EQ(stillRunning(had), std::vector<pid_t>{});
   EXPECT_EQ(stillRunning(named_by_tasks), std::vector<pid_t>{});
@@ -172,7 +190,8 @@ TEST(SlurmCluster, ADaemonThatCannotStartFailsTheStartWithItsError) {
     FAIL() << "started with a bad slurm.conf";
   } catch (const std::runtime_error& error) {
     const std::string message = error.what();
-    EXPECT_NE(message.find("slurmctld exit code"), std::string::npos) << message;
+    // slurmctld or a slurmd, whichever read slurm.conf and exited first.
+    EXPECT_NE(message.find(" exit code 1\n"), std::string::npos) << message;
     EXPECT_NE(message.find("unrecognized key: NoSuchKey"), std::string::npos) << message;
   }
 }
