@@ -82,9 +82,10 @@ class SlurmRun : public testing::CliRunTest {
   void SetUp() override {
     CliRunTest::SetUp();
     if (const std::string why = testing::slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
-    cluster_ =
-        std::make_unique<testing::SlurmCluster>(testing::SlurmClusterOptions{.nodes = kNodes});
+    cluster_ = std::make_unique<testing::SlurmCluster>(clusterOptions());
   }
+
+  virtual testing::SlurmClusterOptions clusterOptions() const { return {.nodes = kNodes}; }
 
   // Whether the job waits in the queue (PENDING).
   bool jobQueued(const std::string& job_id) const {
@@ -322,6 +323,57 @@ TEST_F(SlurmRun, RunKilledWhileTheJobRunsLeavesItToAttachWhichStoresEachEventOnc
   EXPECT_EQ(queryText(db, "SELECT status FROM runs WHERE id = 1"), "completed");
   expectEveryEventStoredOnce(1, kSteps);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
+}
+
+TEST_F(SlurmRun, AJobPastItsTimeLimitIsRecordedTimedOutWithEverythingItStored) {
+  json spec = ddpSpec("late", 1000000);
+  spec["launch"]["scheduler"]["time"] = "1";  // a minute; Slurm checks limits every ~30 s
+  CapturedProcess run = slurmRingmaster({"run", writeSpec("late", spec), "-q"});
+  const ExitStatus status = run.wait(240s);
+  EXPECT_FALSE(status.ok()) << run.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "failed") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "TIMEOUT") << record.dump(2);
+  EXPECT_NE(record.value("error", "").find("time limit"), std::string::npos) << record.dump(2);
+  // What the ranks reported until Slurm stopped them is stored, each event once.
+  const Spooled spooled = spooledTelemetry(jobDir(1));
+  storage::Database db(dbPath());
+  EXPECT_GT(spooled.of(0, "step"), 0);
+  for (int rank = 0; rank < kWorld; ++rank)
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE run_id = 1 AND rank = {}",
+                                       rank)),
+              spooled.of(rank, "step"))
+        << "rank " << rank;
+  EXPECT_EQ(queryInt(db, "SELECT sum(events_stored) FROM attempts WHERE run_id = 1"),
+            spooled.lines);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+}
+
+// Slurm notices a silent slurmd after SlurmdTimeout: short here, so that a node failure ends the
+// job within seconds.
+class SlurmNodeFailure : public SlurmRun {
+ protected:
+  testing::SlurmClusterOptions clusterOptions() const override {
+    return {.nodes = kNodes, .slurmd_timeout_s = 3, .message_timeout_s = 3};
+  }
+};
+
+TEST_F(SlurmNodeFailure, AKilledSlurmdEndsTheRunNodeFailNamingTheNode) {
+  CapturedProcess run =
+      slurmRingmaster({"run", writeSpec("lost", ddpSpec("lost", 1000000)), "--detach", "-q"});
+  ASSERT_TRUE(run.wait(60s).ok()) << run.err();
+  ASSERT_EQ(waitForPids(jobDir(1) / "node-1" / "workers.pid", kRanksPerNode).size(),
+            static_cast<size_t>(kRanksPerNode));
+  const std::string lost = cluster_->nodeNames().at(1);
+  cluster_->killSlurmd(lost);
+  CapturedProcess attach = slurmRingmaster({"attach", "1", "-q"});
+  EXPECT_FALSE(attach.wait(180s).ok()) << attach.err();
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "failed") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "NODE_FAIL") << record.dump(2);
+  const std::string error = record.value("error", "");
+  EXPECT_NE(error.find("NODE_FAIL"), std::string::npos) << record.dump(2);
+  EXPECT_NE(error.find("down: " + lost), std::string::npos) << record.dump(2);
 }
 
 }  // namespace
