@@ -80,7 +80,8 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   strategy_->addItems({"any strategy", "single", "ddp", "fsdp", "pipeline"});
   status_ = new QComboBox();
   status_->setObjectName("historyStatus");
-  status_->addItems({"any status", "running", "completed", "failed", "cancelled", "interrupted"});
+  status_->addItems(
+      {"any status", "pending", "running", "completed", "failed", "cancelled", "interrupted"});
   since_ = new QDateEdit(QDate(2000, 1, 1));
   since_->setObjectName("historySince");
   since_->setDisplayFormat("yyyy-MM-dd");
