@@ -2,9 +2,11 @@
 // own functions (createRun, recordSchedulerJob, recordSchedulerState): while the job waits in the
 // queue the run view's header says "pending" with "Slurm 4242: PENDING (Resources)" and the run
 // list says the same in the Status column (pending in its own colour, found by the status
-// filter); once Slurm runs it, both follow: running, with the allocated nodes. A run not handed to
-// a scheduler shows no such line.
+// filter, offered to Attach and Cancel as a detached run); once Slurm runs it, both follow:
+// running, with the allocated nodes. A run not handed to a scheduler shows no such line.
 #include <QComboBox>
+#include <QPushButton>
+#include <QTableView>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -50,6 +52,7 @@ class UiSlurmRunTest : public QObject {
         R"( "ranks_per_node": 2}}})";
     slurm_run_ = storage::createRun(
         db, {.name = "gpt", .spec_json = spec, .strategy = "ddp", .world_size = 4});
+    storage::markRunDetached(db, slurm_run_, {dir_.filePath("run-1/job").toStdString()});
     storage::recordSchedulerJob(db, slurm_run_, "slurm", "4242");
     storage::recordSchedulerState(
         db, slurm_run_,
@@ -83,6 +86,7 @@ class UiSlurmRunTest : public QObject {
   }
 
   void theRunListShowsTheJobAndFiltersPendingRuns() {
+    recordState({.kind = "slurm", .job_id = "4242", .state = "PENDING", .reason = "Priority"});
     HistoryView view;
     view.resize(1200, 600);
     view.show();
@@ -98,6 +102,14 @@ class UiSlurmRunTest : public QObject {
                  .data()
                  .toString(),
              QString("completed"));
+    // Queued in Slurm, it is attached to and cancelled as a running detached run is.
+    auto* attach = view.findChild<QPushButton*>("attachButton");
+    auto* cancel = view.findChild<QPushButton*>("cancelDetachedButton");
+    QVERIFY(attach && cancel);
+    view.table()->selectRow(view.model()->rowOfRun(plain_run_));
+    QVERIFY(!attach->isEnabled() && !cancel->isEnabled());
+    view.table()->selectRow(view.model()->rowOfRun(slurm_run_));
+    QVERIFY(attach->isEnabled() && cancel->isEnabled());
     auto* filter = view.findChild<QComboBox*>("historyStatus");
     QVERIFY(filter && filter->findText("pending") > 0);
     view.setStatusFilter("pending");

@@ -389,7 +389,8 @@ std::optional<int64_t> HistoryView::selectedDetachedRun() const {
   const QModelIndexList rows = table_->selectionModel()->selectedRows();
   if (rows.size() != 1) return std::nullopt;
   const storage::RunRecord& run = model_->runAt(rows.front().row());
-  if (!run.detached || run.status != "running") return std::nullopt;
+  // Pending too: a job waiting in Slurm's queue is attached to and cancelled as a live one.
+  if (!run.detached || !stillGoing(run.status)) return std::nullopt;
   return run.id;
 }
 

@@ -84,7 +84,7 @@ SlurmSection::SlurmSection(nlohmann::json& document, QWidget* parent)
       "a login node over SSH",
       "sbatch, squeue, sacct and scancel run on a login node reached over SSH, its host key "
       "verified as for launch.hosts (launch.scheduler.submit_from)");
-  submit_from_row_ = choiceRow("Submitted from", submit_from_);
+  submit_from_row_ = choiceRow("sbatch runs on", submit_from_);
   connect(runs_on_, &QComboBox::activated, this, [this](int index) { chooseSlurm(index == 1); });
   connect(submit_from_, &QComboBox::activated, this,
           [this](int index) { chooseLoginNode(index == 1); });
