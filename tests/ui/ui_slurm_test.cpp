@@ -264,6 +264,8 @@ class UiSlurmTest : public QObject {
     auto* group = editor().findChild<QGroupBox*>("SlurmGroup");
     QVERIFY(group && group->isVisibleTo(&editor()));
     QVERIFY(group->width() <= scroll->viewport()->width());
+    scroll->ensureWidgetVisible(slurm().scriptPreview());
+    saveGrab(editor(), "slurm_editor");
   }
 
   // A run handed to Slurm, drawn from its record: the run list and the run view's header show the

@@ -58,6 +58,11 @@ HistoryView::SpecGroups specGroups(const std::vector<storage::RunRecord>& runs,
   return groups;
 }
 
+// The status filter's items: any, then every run status (pending: queued in Slurm, issue 35).
+QStringList statusChoices() {
+  return {"any status", "pending", "running", "completed", "failed", "cancelled", "interrupted"};
+}
+
 }  // namespace
 
 HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
@@ -80,8 +85,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   strategy_->addItems({"any strategy", "single", "ddp", "fsdp", "pipeline"});
   status_ = new QComboBox();
   status_->setObjectName("historyStatus");
-  status_->addItems(
-      {"any status", "pending", "running", "completed", "failed", "cancelled", "interrupted"});
+  status_->addItems(statusChoices());
   since_ = new QDateEdit(QDate(2000, 1, 1));
   since_->setObjectName("historySince");
   since_->setDisplayFormat("yyyy-MM-dd");
