@@ -16,7 +16,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 #include <span>
 #include <utility>
@@ -1128,86 +1127,6 @@ class SpecParser {
     }
     readValues(value, path, path, spec);
     if (const json* v = find(value, "env")) parseEnv(*v, join(path, "env"), spec.launch.env);
-    if (const json* v = find(value, "scheduler")) {
-      if (find(value, "hosts")) report(join(path, "hosts"), "not read beside launch.scheduler");
-      parseSlurmPlaceholder(*v, join(path, "scheduler"), spec);
-    }
-  }
-
-  // PLACEHOLDER (issue 35, the desktop helper, for its tests): launch.scheduler read just enough
-  // for the job editor; the spec helper's parser replaces it.
-  void parseSlurmPlaceholder(const json& value, const std::string& path, JobSpec& spec) {
-    if (!expectObject(value, path)) return;
-    SlurmSpec slurm;
-    const std::regex word(R"([A-Za-z0-9_.,:%+=/@][A-Za-z0-9_.,:%+=/@-]{0,127})");
-    const std::regex time(R"((\d+-)?\d+(:\d+){0,2})"), mem(R"(\d+[KMGT]?)");
-    const std::regex option(R"(--[a-z][a-z0-9-]*(=[A-Za-z0-9_.,:%+=/@-]+)?)");
-    auto text = [&](std::string_view key, std::optional<std::string>& out, const std::regex& re,
-                    std::string_view expected) {
-      const json* v = find(value, key);
-      if (!v || v->is_null()) return;
-      if (!v->is_string() || !std::regex_match(v->get<std::string>(), re))
-        report(join(path, key), fmt::format("expected {}, got {}", expected, shown(*v)));
-      else
-        out = v->get<std::string>();
-    };
-    auto integer = [&](std::string_view key, int minimum, int maximum) -> std::optional<int> {
-      const json* v = find(value, key);
-      if (!v || v->is_null()) return std::nullopt;
-      if (!isIntegral(*v) || v->get<double>() < minimum || v->get<double>() > maximum) {
-        report(join(path, key),
-               fmt::format("expected an integer in {}..{}, got {}", minimum, maximum, shown(*v)));
-        return std::nullopt;
-      }
-      return v->get<int>();
-    };
-    for (const auto& [key, item] : value.items()) {
-      static const std::set<std::string> kKeys = {
-          "kind",       "nodes",       "ranks_per_node", "gpus_per_node", "cpus_per_task",
-          "mem",        "partition",   "account",        "qos",           "time",
-          "constraint", "reservation", "job_name",       "extra_sbatch",  "submit_from"};
-      if (!kKeys.contains(key)) report(join(path, key), "unknown field");
-    }
-    if (const json* kind = need(value, path, "kind"); kind && *kind != "slurm")
-      report(join(path, "kind"), "expected \"slurm\", got " + shown(*kind));
-    slurm.nodes = integer("nodes", 1, kMaxWorldSize).value_or(1);
-    slurm.ranks_per_node = integer("ranks_per_node", 1, kMaxRanksPerHost).value_or(1);
-    slurm.gpus_per_node = integer("gpus_per_node", 0, 1024);
-    slurm.cpus_per_task = integer("cpus_per_task", 1, 4096);
-    text("mem", slurm.mem, mem, "a size such as 16G");
-    text("time", slurm.time, time, "a time limit such as 30, 1:30:00 or 2-00:00:00");
-    text("partition", slurm.partition, word, "a partition name");
-    text("account", slurm.account, word, "an account name");
-    text("qos", slurm.qos, word, "a QOS name");
-    text("constraint", slurm.constraint, word, "a constraint");
-    text("reservation", slurm.reservation, word, "a reservation name");
-    text("job_name", slurm.job_name, word, "a job name");
-    if (const json* v = find(value, "extra_sbatch"); v && v->is_array()) {
-      for (size_t i = 0; i < v->size(); ++i) {
-        const json& o = (*v)[i];
-        static const std::regex ours(R"(--(nodes|ntasks|ntasks-per-node|output|no-requeue)(=.*)?)");
-        if (o.is_string() && std::regex_match(o.get<std::string>(), option) &&
-            !std::regex_match(o.get<std::string>(), ours))
-          slurm.extra_sbatch.push_back(o.get<std::string>());
-        else
-          report(indexed(join(path, "extra_sbatch"), i),
-                 "expected one --name=value option, got " + shown(o));
-      }
-    }
-    if (const json* v = find(value, "submit_from");
-        v && expectObject(*v, join(path, "submit_from"))) {
-      LaunchHostSpec host;
-      const json* name = find(*v, "host");
-      if (!name || !name->is_string() || !std::regex_match(name->get<std::string>(), word))
-        report(join(path, "submit_from.host"),
-               "expected a host name or address, got " + (name ? shown(*name) : "nothing"));
-      else
-        host.host = name->get<std::string>();
-      slurm.submit_from = host;
-    }
-    spec.launch.slurm = slurm;
-    spec.launch.hosts = {LaunchHostSpec{.ranks = slurm.nodes * slurm.ranks_per_node}};
-    world_size_ = slurm.nodes * slurm.ranks_per_node;
   }
 
   // launch.env: {"NAME": "value"}, each name one the workers may be given (checkEnvName).
