@@ -15,7 +15,18 @@ QColor statusColor(const std::string& status) {
   if (status == "completed") return QColor(0x2c, 0xa0, 0x2c);
   if (status == "failed") return QColor(0xd6, 0x27, 0x28);
   if (status == "cancelled" || status == "interrupted") return QColor(0xe3, 0x8a, 0x0c);
+  if (status == "pending") return QColor(0x94, 0x67, 0xbd);
   return QColor(0x7f, 0x7f, 0x7f);
+}
+
+QString schedulerLine(const storage::SchedulerJob& job) {
+  QString kind = untrustedLine(job.kind);
+  if (!kind.isEmpty()) kind[0] = kind[0].toUpper();
+  QString line = QString("%1 %2").arg(kind, untrustedLine(job.job_id));
+  if (!job.state.empty()) line += ": " + untrustedLine(job.state);
+  if (!job.reason.empty()) line += QString(" (%1)").arg(untrustedLine(job.reason));
+  if (!job.nodes.empty()) line += " on " + untrustedLine(job.nodes);
+  return line;
 }
 
 void RunListModel::setRuns(std::vector<storage::RunRecord> runs) {
@@ -67,9 +78,12 @@ QVariant RunListModel::data(const QModelIndex& index, int role) const {
       return untrustedLine(run.strategy);
     case kRanks:
       return run.world_size;
-    case kStatus:
-      return run.detached && run.status == "running" ? QString("running (detached)")
-                                                     : untrustedLine(run.status);
+    case kStatus: {
+      const QString status = run.detached && run.status == "running" ? QString("running (detached)")
+                                                                     : untrustedLine(run.status);
+      // A run handed to a scheduler: its job there beside the status (issue 35).
+      return run.scheduler ? QString("%1 · %2").arg(status, schedulerLine(*run.scheduler)) : status;
+    }
     case kCreated:
       return QDateTime::fromMSecsSinceEpoch(static_cast<qint64>(run.created_at * 1000))
           .toString("yyyy-MM-dd hh:mm");

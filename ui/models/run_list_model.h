@@ -38,7 +38,11 @@ class RunListModel : public RowTableModel<storage::RunRecord> {
   std::map<int64_t, QColor> colours_;
 };
 
-// The colour Ringmaster shows a run status in (also used by the run view's header).
+// The colour Ringmaster shows a run status in (also used by the run view's header); `pending`
+// (queued in a scheduler, issue 35) has its own.
 QColor statusColor(const std::string& status);
+// A run's scheduler job as a person reads it (issue 35): "Slurm 4242: PENDING (Resources)", the
+// nodes after "on" once allocated; its words are the scheduler's, shown as plain text.
+QString schedulerLine(const storage::SchedulerJob& job);
 
 }  // namespace ringmaster::ui

@@ -58,6 +58,11 @@ HistoryView::SpecGroups specGroups(const std::vector<storage::RunRecord>& runs,
   return groups;
 }
 
+// The status filter's items: any, then every run status (pending: queued in Slurm, issue 35).
+QStringList statusChoices() {
+  return {"any status", "pending", "running", "completed", "failed", "cancelled", "interrupted"};
+}
+
 }  // namespace
 
 HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
@@ -80,7 +85,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   strategy_->addItems({"any strategy", "single", "ddp", "fsdp", "pipeline"});
   status_ = new QComboBox();
   status_->setObjectName("historyStatus");
-  status_->addItems({"any status", "running", "completed", "failed", "cancelled", "interrupted"});
+  status_->addItems(statusChoices());
   since_ = new QDateEdit(QDate(2000, 1, 1));
   since_->setObjectName("historySince");
   since_->setDisplayFormat("yyyy-MM-dd");
@@ -388,7 +393,8 @@ std::optional<int64_t> HistoryView::selectedDetachedRun() const {
   const QModelIndexList rows = table_->selectionModel()->selectedRows();
   if (rows.size() != 1) return std::nullopt;
   const storage::RunRecord& run = model_->runAt(rows.front().row());
-  if (!run.detached || run.status != "running") return std::nullopt;
+  // Pending too: a job waiting in Slurm's queue is attached to and cancelled as a live one.
+  if (!run.detached || !stillGoing(run.status)) return std::nullopt;
   return run.id;
 }
 

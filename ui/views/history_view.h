@@ -45,7 +45,8 @@ class HistoryView : public QWidget {
   RunListModel* model() const { return model_; }
   QTableView* table() const { return table_; }
   std::vector<int64_t> selectedRuns() const;
-  // The one selected run when it is detached and running (what Attach and Cancel run act on).
+  // The one selected run when it is detached and running or pending (queued in Slurm: issue 35),
+  // what Attach and Cancel run act on.
   std::optional<int64_t> selectedDetachedRun() const;
   void setNameFilter(const QString& text);
   void setStatusFilter(const QString& status);  // "" for any

@@ -28,6 +28,7 @@
 #include "spec/strategies/plan.h"
 #include "views/job/estimate_panel.h"
 #include "views/job/mesh_view.h"
+#include "views/job/slurm_section.h"
 #include "views/job/spec_document.h"
 #include "views/job/spec_form.h"
 #include "widgets/one_line_label.h"
@@ -164,6 +165,21 @@ QWidget* JobEditor::buildFormSide() {
     refreshJson();
     check();
   });
+  // Issue 35: hosts or Slurm above the scheduler's fields, where sbatch runs above the login
+  // node's, the batch script under them.
+  slurm_ = new SlurmSection(document_);
+  const std::string slurm_group(kSlurmSection);
+  form_->addToSection(slurm_group, slurm_, SpecForm::RowPlace::kTop,
+                      [](const nlohmann::json&) { return true; });
+  form_->addToSection(slurm_group, slurm_->submitFromRow(), SpecForm::RowPlace::kBefore,
+                      &slurmChosen, "launch.scheduler.submit_from.");
+  form_->addToSection(slurm_group, slurm_->scriptPreview(), SpecForm::RowPlace::kBottom,
+                      &slurmChosen);
+  connect(slurm_, &SlurmSection::edited, this, [this] {
+    form_->refresh();
+    refreshJson();
+    check();
+  });
   scroll->setWidget(form_);
   // The form never needs a horizontal scroll bar: the scroll area is as wide as the form's
   // narrowest layout plus the vertical bar.
@@ -260,6 +276,7 @@ void JobEditor::showDocument(const nlohmann::json& document, nlohmann::ordered_j
   // Another spec: nothing of the previous one's other kind of job is kept for it.
   kept_engine_ = nlohmann::json::object();
   kept_program_ = nullptr;
+  slurm_->forgetKept();
   form_->refresh();
   refreshJson();
   check();
@@ -446,6 +463,7 @@ void JobEditor::check() {
   }
   form_->showProblems(problems_);
   mesh_->showMesh(spec_, problems_);
+  slurm_->showDocument(spec_);
   launch_->setEnabled(spec_.has_value());
   showLaunchStatus(reasons);
   estimates_->showEstimates(document_, spec_);

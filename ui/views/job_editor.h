@@ -1,8 +1,9 @@
 // The job editor: the spec's form (SpecForm, built from the spec's field description, with the
 // hosts table), checked on every edit by the engine's own spec parser with its message shown next
 // to the field, and the device mesh drawn under the strategy (MeshView); the spec's JSON beside the
-// form, kept in sync both ways; load and save; and, before launch, the estimate panel (memory per
-// rank and, for pipelines, the planned schedule). A job runs Ringmaster's engine or the user's
+// form, kept in sync both ways; the Slurm section (where the job runs, and the batch script it
+// would be submitted with: issue 35); load and save; and, before launch, the estimate panel (memory
+// per rank and, for pipelines, the planned schedule). A job runs Ringmaster's engine or the user's
 // PyTorch script (a program job, issue 19: its own section, no estimate or planned schedule). It
 // opens on the smallest shipped example and offers the others; beside Launch it lists every reason
 // the spec cannot be launched yet.
@@ -31,6 +32,7 @@ class EstimatePanel;
 class MeshView;
 class OneLineLabel;
 class GanttChart;
+class SlurmSection;
 class SpecForm;
 
 // A spec shipped with Ringmaster (resources/examples/*.json, built into the application).
@@ -83,6 +85,8 @@ class JobEditor : public QWidget {
   QString memoryText() const;
   // The device mesh: its sizes, its problems and its drawing (issue 34).
   MeshView* meshView() const { return mesh_; }
+  // Where the job runs (the hosts or Slurm) and the batch script (issue 35).
+  SlurmSection* slurmSection() const { return slurm_; }
   const GanttChart& plannedSchedule() const;
   QString plannedText() const;
   // Beside the planned schedule when its bubble is above half the step ("" when none).
@@ -129,6 +133,7 @@ class JobEditor : public QWidget {
 
   SpecForm* form_ = nullptr;
   MeshView* mesh_ = nullptr;
+  SlurmSection* slurm_ = nullptr;
   EstimatePanel* estimates_ = nullptr;
   QPlainTextEdit* json_ = nullptr;
   OneLineLabel* json_error_ = nullptr;

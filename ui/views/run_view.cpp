@@ -235,6 +235,9 @@ std::vector<MetricChart*> RunView::charts() const {
 QString RunView::statusText() const {
   return header_->statusText();
 }
+QString RunView::schedulerText() const {
+  return header_->schedulerText();
+}
 QString RunView::rootCauseText() const {
   return header_->rootCauseText();
 }

@@ -78,6 +78,8 @@ class RunView : public QWidget {
   PipelineView* pipelineView() const { return pipeline_; }
   QTabWidget* tabs() const { return tabs_; }
   QString statusText() const;
+  // A run handed to a scheduler: its job there ("Slurm 4242: PENDING (Resources)"); else empty.
+  QString schedulerText() const;
   QString rootCauseText() const;
   // The live hang view's banner ("rank 2 has not reached all_reduce #28 ..."); empty when hidden.
   QString hangText() const;

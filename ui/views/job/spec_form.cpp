@@ -18,6 +18,7 @@
 #include <algorithm>
 
 #include "views/job/hosts_table.h"
+#include "views/job/slurm_section.h"
 #include "views/job/spec_document.h"
 #include "widgets/one_line_label.h"
 
@@ -33,6 +34,12 @@ bool inForm(const SpecField& field) {
   if (field.path.starts_with("strategy.mesh.")) return false;
   if (field.type == FieldType::kIntegerListList) return false;
   return field.type != FieldType::kChoice || field.choices.size() > 1;
+}
+
+// The group a field's row is in: its section, but launch.scheduler's (issue 35) are together in
+// the Slurm group whatever their section.
+std::string groupOf(const SpecField& field) {
+  return field.path.starts_with("launch.scheduler.") ? std::string(kSlurmSection) : field.section;
 }
 
 // Fields the form shows away from their section, each after another field: what is read
@@ -123,14 +130,9 @@ void SpecForm::buildForm() {
   QFormLayout* form = nullptr;
   std::string section;
   for (const SpecField& field : specFields()) {
-    if (!form || field.section != section) {
-      section = field.section;
-      auto* box = new QGroupBox(QString::fromStdString(section));
-      box->setObjectName(QString::fromStdString(section + "Group"));
-      form = new QFormLayout(box);
-      form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-      layout->addWidget(box);
-      boxes_[form] = box;
+    if (!form || groupOf(field) != section) {
+      section = groupOf(field);
+      form = addGroup(section);
     }
     if (field.type == FieldType::kHostList)
       addHostsRow(form, field);
@@ -140,6 +142,41 @@ void SpecForm::buildForm() {
       if (after == field.path) addField(form, *findSpecField(placed));
   }
   layout->addStretch(1);
+}
+
+// A group box for `section`, last in the column, with its form.
+QFormLayout* SpecForm::addGroup(const std::string& section) {
+  auto* box = new QGroupBox(QString::fromStdString(section));
+  box->setObjectName(QString::fromStdString(section + "Group"));
+  auto* form = new QFormLayout(box);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  auto* column = static_cast<QVBoxLayout*>(layout());
+  // Before the stretch that ends the column, once it is there.
+  const bool ended = column->count() > 0 && column->itemAt(column->count() - 1)->spacerItem();
+  column->insertWidget(ended ? column->count() - 1 : column->count(), box);
+  boxes_[form] = box;
+  section_forms_.try_emplace(section, form);
+  return form;
+}
+
+void SpecForm::addToSection(const std::string& section, QWidget* widget, RowPlace place,
+                            std::function<bool(const nlohmann::json&)> shown,
+                            const std::string& before) {
+  auto found = section_forms_.find(section);
+  QFormLayout* form = found != section_forms_.end() ? found->second : addGroup(section);
+  auto row = std::make_unique<Field>(Field{.form = form, .cell = widget});
+  std::vector<Field*>& rows = form_rows_[form];
+  auto at = place == RowPlace::kTop ? rows.begin() : rows.end();
+  if (place == RowPlace::kBefore)
+    at = std::find_if(rows.begin(), rows.end(), [&](const Field* other) {
+      return other->spec && other->spec->path.starts_with(before);
+    });
+  // Rows are laid out in this order (layOutRows), and the form holds them so until then.
+  form->insertRow(static_cast<int>(at - rows.begin()), widget);
+  rows.insert(at, row.get());
+  // A form laid out already is laid out again, whole, next time.
+  if (auto it = laid_out_.find(form); it != laid_out_.end()) it->second = {nullptr};
+  whole_rows_.emplace_back(std::move(row), std::move(shown));
 }
 
 void SpecForm::addAfterSection(const std::string& section, QWidget* widget) {
@@ -326,7 +363,12 @@ void SpecForm::refresh() {
     // it (the parser then says why it does not belong, next to it).
     if (field->spec->shown_when || field->spec->job)
       field->shown = appliesTo(*field->spec, document_) || value;
+    if (path.starts_with("launch.scheduler."))
+      field->shown = slurmFieldApplies(document_, path) || value;
   }
+  // The hosts table, unless the job goes to a scheduler (where the parser refuses hosts).
+  hosts_row_->shown = !slurmChosen(document_) || getPath(document_, "launch.hosts");
+  for (auto& [row, shown] : whole_rows_) row->shown = shown(document_);
   const JobKind job = jobKindOf(document_);
   job_kind_->setCurrentIndex(
       static_cast<int>(std::find(kJobKinds.begin(), kJobKinds.end(), job) - kJobKinds.begin()));
@@ -402,9 +444,12 @@ void SpecForm::layOutRows() {
       delete row.fieldItem;
     }
     for (Field* field : fields) {
-      field->label->setVisible(field->shown);
+      if (field->label) field->label->setVisible(field->shown);
       field->cell->setVisible(field->shown);
-      if (field->shown) form->addRow(field->label, field->cell);
+      if (field->shown && field->label)
+        form->addRow(field->label, field->cell);
+      else if (field->shown)
+        form->addRow(field->cell);  // a row of the whole width (addToSection)
     }
     current = wanted;
   }

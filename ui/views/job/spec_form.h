@@ -4,7 +4,8 @@
 // check box, a line, one item or NAME=VALUE per line, a path with Choose…), and the hosts table at
 // launch.hosts. It edits the document it is given in place and says so (edited); rows of a kind
 // not chosen are taken out unless the document holds them; the parser's problems are shown at
-// their fields. It parses nothing itself.
+// their fields. launch.scheduler's fields (issue 35) are the Slurm group's, shown while the spec
+// has a scheduler (slurm_section.h), when the hosts table is not. It parses nothing itself.
 #pragma once
 
 #include <QWidget>
@@ -48,6 +49,14 @@ class SpecForm : public QWidget {
   // Puts `widget` (a part that edits fields of its own, as the mesh view does strategy.mesh) right
   // under the group of `section` ("Strategy").
   void addAfterSection(const std::string& section, QWidget* widget);
+  // Puts `widget` as a row of the whole width in the group of `section` (made, last, when the
+  // description has no field there): at its top, its bottom, or before the first row of a field
+  // whose path starts with `before` (the bottom when none does), shown while `shown(document)`
+  // holds: the Slurm section's choices and its batch script.
+  enum class RowPlace { kTop, kBottom, kBefore };
+  void addToSection(const std::string& section, QWidget* widget, RowPlace place,
+                    std::function<bool(const nlohmann::json& document)> shown,
+                    const std::string& before = {});
 
   QComboBox* jobKindChoice() const { return job_kind_; }
   QString fieldError(const std::string& path) const;
@@ -68,6 +77,7 @@ class SpecForm : public QWidget {
   void buildForm();
   void addField(QFormLayout* form, const SpecField& field);
   void addHostsRow(QFormLayout* form, const SpecField& hosts);
+  QFormLayout* addGroup(const std::string& section);
   void formEdited(const std::string& path);
   void choosePath(const std::string& path);
   void layOutRows();
@@ -81,6 +91,10 @@ class SpecForm : public QWidget {
   // group box of each form, hidden when none of its rows is shown.
   std::map<QFormLayout*, std::vector<Field*>> form_rows_, laid_out_;
   std::map<QFormLayout*, QWidget*> boxes_;
+  std::map<std::string, QFormLayout*> section_forms_;  // each section's (first) group
+  // The rows addToSection added, each with when it is shown.
+  std::vector<std::pair<std::unique_ptr<Field>, std::function<bool(const nlohmann::json&)>>>
+      whole_rows_;
   std::map<QObject*, QCheckBox*> check_help_;  // each check box's help label, and the box
   QComboBox* job_kind_ = nullptr;
   HostsTable* hosts_ = nullptr;

@@ -50,6 +50,12 @@ RunHeader::RunHeader(int64_t run_id, QWidget* parent) : QWidget(parent) {
   title_->setText(QString("Run %1 · loading…").arg(run_id));
   first_line->addWidget(title_);
   first_line->addWidget(status_);
+  scheduler_ = new QLabel();  // issue 35: the run's Slurm job, its state and why
+  scheduler_->setTextFormat(Qt::PlainText);
+  scheduler_->setObjectName("runScheduler");
+  scheduler_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  scheduler_->hide();
+  first_line->addWidget(scheduler_);
   first_line->addStretch(1);
   first_line->addWidget(progress_);
   first_line->addWidget(progress_text_);
@@ -112,6 +118,8 @@ void RunHeader::applyTitle(const RunSnapshot& s) {
   status_->setStyleSheet(QString("QLabel { color: white; background: %1; border-radius: 8px; "
                                  "padding: 2px 10px; font-weight: bold; }")
                              .arg(statusColor(s.run().status).name()));
+  scheduler_->setText(s.run().scheduler ? schedulerLine(*s.run().scheduler) : QString());
+  scheduler_->setVisible(s.run().scheduler.has_value());
 }
 
 // Steps done of those planned, with an ETA while running.
@@ -233,6 +241,10 @@ void RunHeader::setCancelVisible(bool visible) {
 
 QString RunHeader::statusText() const {
   return status_->text();
+}
+
+QString RunHeader::schedulerText() const {
+  return scheduler_->isHidden() ? QString() : scheduler_->text();
 }
 QString RunHeader::rootCauseText() const {
   return root_cause_->isHidden() ? QString() : root_cause_->text();

@@ -1,6 +1,7 @@
-// The run view's header: the run's title and status, its progress (steps of those planned, an
-// ETA), the summary figures, a "Cancel run…" button, and two banners: the root cause of a failure
-// and the live hang view's diagnosis (storage/query/hang.h). It draws a snapshot; it reads nothing.
+// The run view's header: the run's title and status (and a scheduler's job beside it: issue 35),
+// its progress (steps of those planned, an ETA), the summary figures, a "Cancel run…" button, and
+// two banners: the root cause of a failure and the live hang view's diagnosis
+// (storage/query/hang.h). It draws a snapshot; it reads nothing.
 #pragma once
 
 #include <QStringList>
@@ -26,6 +27,8 @@ class RunHeader : public QWidget {
   void setCancelVisible(bool visible);
 
   QString statusText() const;
+  // The run's scheduler job ("Slurm 4242: PENDING (Resources)"); empty for a run not handed to one.
+  QString schedulerText() const;
   QString rootCauseText() const;  // empty when hidden
   QString hangText() const;       // empty when hidden
   QString figuresText() const;
@@ -43,6 +46,7 @@ class RunHeader : public QWidget {
 
   QLabel* title_ = nullptr;
   QLabel* status_ = nullptr;
+  QLabel* scheduler_ = nullptr;
   QLabel* figures_ = nullptr;
   QLabel* root_cause_ = nullptr;
   QLabel* hang_ = nullptr;  // the live hang view's diagnosis, while the run is running
