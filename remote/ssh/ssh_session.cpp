@@ -397,12 +397,31 @@ void SshSession::upload(const std::string& remote_path, std::string_view content
   closer.file =
       sftp_open(sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, static_cast<mode_t>(mode));
   if (closer.file == nullptr) fail(fmt::format("cannot create {} by SFTP", remote_path));
+  if (sftp_chmod(sftp, remote_path.c_str(), static_cast<mode_t>(mode)) != 0)
+    fail(fmt::format("cannot set the mode of {} by SFTP", remote_path));
   constexpr size_t kChunk = 200 * 1024;  // below OpenSSH sftp-server's 256 KiB message limit
   while (!content.empty()) {
     const size_t n = std::min(kChunk, content.size());
     const ssize_t written = sftp_write(closer.file, content.data(), n);
     if (written <= 0) fail(fmt::format("writing {} by SFTP failed", remote_path));
     content.remove_prefix(static_cast<size_t>(written));
+  }
+}
+
+void SshSession::makeDirectories(const std::string& remote_dir, int mode) {
+  sftp_session sftp = sftp_new(session_);
+  if (sftp == nullptr) fail("cannot start SFTP");
+  const std::unique_ptr<sftp_session_struct, void (*)(sftp_session)> closer(sftp, sftp_free);
+  if (sftp_init(sftp) != SSH_OK) fail("cannot start SFTP");
+  std::string made;
+  for (const std::filesystem::path& part : std::filesystem::path(remote_dir)) {
+    made = made.empty() || made == "/" ? made + part.string() : made + "/" + part.string();
+    if (part == "/" || sftp_mkdir(sftp, made.c_str(), static_cast<mode_t>(mode)) == 0) continue;
+    // sftp-server says "failure" for a directory that is there: asked again, it answers.
+    sftp_attributes attributes = sftp_stat(sftp, made.c_str());
+    const bool directory = attributes != nullptr && attributes->type == SSH_FILEXFER_TYPE_DIRECTORY;
+    sftp_attributes_free(attributes);
+    if (!directory) fail(fmt::format("cannot create the directory {} by SFTP", made));
   }
 }
 

@@ -95,8 +95,12 @@ class SshSession {
   // bounded whatever the host sends: output past kMaxCommandOutputBytes is read and dropped.
   CommandResult run(const std::string& command, std::chrono::milliseconds timeout,
                     std::string_view input = {});
-  // Writes `content` to `remote_path` by SFTP with permissions `mode`.
+  // Writes `content` to `remote_path` by SFTP with permissions `mode` (also when the file was
+  // there before).
   void upload(const std::string& remote_path, std::string_view content, int mode);
+  // Creates `remote_dir` and the directories above it that are missing, each with `mode`, by SFTP
+  // (a relative path is under the remote user's home).
+  void makeDirectories(const std::string& remote_dir, int mode);
   // Sends an SSH keepalive (the reply keeps TCP's unacknowledged-data timer quiet); the socket's
   // TCP_USER_TIMEOUT then ends a connection whose host stopped answering.
   void keepalive();
