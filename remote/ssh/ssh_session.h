@@ -80,7 +80,9 @@ class SshChannel {
 class SshSession {
  public:
   // Connects, verifies the host key and authenticates; throws kComm (kTimeout for the connect
-  // timeout) naming the host and the reason.
+  // timeout) naming the host and the reason. A target with a jump host (`via`) is reached through
+  // a session to it (verified and authenticated first, the same way, naming it when refused) and
+  // a direct-tcpip channel there, which a thread of this session relays.
   SshSession(SshTarget target, const SshConnectOptions& options);
   ~SshSession();
   SshSession(const SshSession&) = delete;
@@ -112,7 +114,11 @@ class SshSession {
   void authenticate(const SshConnectOptions& options);
   [[noreturn]] void fail(const std::string& what) const;
 
+  struct Jump;
+  void connectThroughJump(const SshConnectOptions& options);
+
   SshTarget target_;
+  std::unique_ptr<Jump> jump_;  // the jump host's session and its relay; null without one
   ssh_session_struct* session_ = nullptr;
   std::string fingerprint_;
 };
