@@ -21,6 +21,8 @@
 #include "common/proc_files.h"
 #include "common/sshd_server.h"
 #include "core/error.h"
+#include "process/child_process.h"
+#include "ssh/host_check.h"
 #include "ssh/ssh_slurm_host.h"
 
 namespace ringmaster::slurm {
@@ -200,6 +202,31 @@ TEST_F(SshSlurmHostTest, ALoginNodeWithAnUnknownKeyIsRefusedBeforeAuthentication
   }
   std::this_thread::sleep_for(200ms);  // let sshd write its log
   EXPECT_EQ(server_->log().find("Accepted publickey"), std::string::npos) << server_->log();
+}
+
+// `hosts check` on a login node asks its sinfo (issue 35): none on the PATH is no Slurm; this
+// machine's sinfo, without a cluster to ask, is Slurm with the reason it could not answer.
+TEST_F(SshSlurmHostTest, HostsCheckAsksSinfoWhereThereIsOne) {
+  const SshTarget target = resolveSshTarget(login(), "");
+  const fs::path no_slurm = dir_ / "bin";
+  fs::create_directories(no_slurm);
+  for (const char* tool : {"sh", "nproc", "grep", "cat"})
+    fs::create_symlink(*findExecutable(tool), no_slurm / tool);
+  server_->restartWithConfig("SetEnv PATH=" + no_slurm.string() + "\n");
+  const HostReport without = checkHost(target, options(), "/nonexistent/ringmaster-node");
+  EXPECT_EQ(without.error, "");
+  EXPECT_GT(without.cpus, 0) << "the PATH lost the tools the check needs";
+  EXPECT_FALSE(without.slurm) << without.slurm->error;
+
+  if (!findExecutable("sinfo")) GTEST_SKIP() << "no sinfo here (apt-get install slurm-client)";
+  server_->restartWithConfig("");
+  const HostReport with = checkHost(target, options(), "/nonexistent/ringmaster-node");
+  EXPECT_EQ(with.error, "");
+  ASSERT_TRUE(with.slurm);
+  if (!fs::exists("/etc/slurm/slurm.conf")) {
+    EXPECT_NE(with.slurm->error.find("sinfo failed"), std::string::npos) << with.slurm->error;
+    EXPECT_TRUE(with.slurm->partitions.empty());
+  }
 }
 
 }  // namespace
