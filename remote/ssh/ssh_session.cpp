@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -201,6 +202,11 @@ struct SshSession::Jump {
   std::unique_ptr<SshSession> session;  // to the jump host (itself maybe through another)
   ssh_channel channel = nullptr;        // direct-tcpip to the target, on `session`
   int relay_fd = -1;                    // our end of the socket pair
+  // The target session's end. libssh closes it when ssh_connect fails early, and leaves it open
+  // otherwise: it is closed here if it is still this socket (same inode), never a descriptor
+  // number something else was given since.
+  int session_fd = -1;
+  ino_t session_inode = 0;
   std::atomic<bool> stop = false;
   std::thread relay;
 
@@ -208,6 +214,9 @@ struct SshSession::Jump {
     stop = true;
     if (relay.joinable()) relay.join();
     if (relay_fd >= 0) ::close(relay_fd);
+    struct stat info {};
+    if (session_fd >= 0 && ::fstat(session_fd, &info) == 0 && info.st_ino == session_inode)
+      ::close(session_fd);
     if (channel != nullptr) {
       if (ssh_channel_is_open(channel)) ssh_channel_close(channel);
       ssh_channel_free(channel);
@@ -289,11 +298,13 @@ void SshSession::connectThroughJump(const SshConnectOptions& options) {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
     RM_THROW(kIo, fmt::format("{}: socketpair: {}", where, std::strerror(errno)));
   jump_->relay_fd = pair[1];
+  jump_->session_fd = pair[0];
+  struct stat info {};
+  ::fstat(pair[0], &info);
+  jump_->session_inode = info.st_ino;
   socket_t session_end = pair[0];
-  if (ssh_options_set(session_, SSH_OPTIONS_FD, &session_end) != SSH_OK) {
-    ::close(pair[0]);
-    checkSsh(session_, SSH_ERROR, "ssh_options_set(SSH_OPTIONS_FD)", where);
-  }
+  checkSsh(session_, ssh_options_set(session_, SSH_OPTIONS_FD, &session_end),
+           "ssh_options_set(SSH_OPTIONS_FD)", where);
   jump_->relay = std::thread([jump = jump_.get()] { jump->run(); });
 }
 

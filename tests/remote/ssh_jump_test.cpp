@@ -15,10 +15,13 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/sshd_server.h"
+#include "common/test_paths.h"
 #include "core/error.h"
 #include "ssh/host_check.h"
+#include "ssh/ssh_launcher.h"
 #include "ssh/ssh_session.h"
 #include "ssh/ssh_slurm_host.h"
 #include "ssh/ssh_target.h"
@@ -99,9 +102,20 @@ class SshJumpTest : public ::testing::Test {
   std::unique_ptr<SshdServer> bastion_, login_;
 };
 
+size_t openDescriptors() {
+  return static_cast<size_t>(
+      std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
+}
+
 TEST_F(SshJumpTest, AHostBehindAJumpHostRunsCommandsThroughIt) {
   const SshTarget target = jumpedTarget();
   ASSERT_NE(target.via, nullptr);
+  { SshSession first(*target.via, options()); }  // libssh's first use opens what it keeps
+  const size_t descriptors = openDescriptors();
+  {
+    SshSession once(target, options());  // connected and closed: nothing is left open
+  }
+  EXPECT_EQ(openDescriptors(), descriptors);
   SshSession session(target, options());
   const CommandResult result = session.run("echo through; echo err >&2; exit 3", 10s);
   EXPECT_EQ(result.exit_status, 3);
@@ -110,6 +124,24 @@ TEST_F(SshJumpTest, AHostBehindAJumpHostRunsCommandsThroughIt) {
   session.upload((dir_ / "uploaded").string(), std::string(300000, 'x'), 0600);  // > one chunk
   EXPECT_EQ(fs::file_size(dir_ / "uploaded"), 300000u);
   EXPECT_TRUE(bastionAuthenticated());
+}
+
+// Two hops (the bastion twice: each relay runs over the one before it).
+TEST_F(SshJumpTest, AChainOfJumpHostsIsFollowedHopByHop) {
+  LaunchHostSpec entry = loginEntry();
+  entry.proxy_jump = *entry.proxy_jump + "," + *entry.proxy_jump;
+  const SshTarget target = resolveSshTarget(entry, (dir_ / "config").string());
+  ASSERT_NE(target.via, nullptr);
+  ASSERT_NE(target.via->via, nullptr);
+  SshSession session(target, options());
+  EXPECT_EQ(session.run("echo two hops", 10s).out, "two hops\n");
+  std::this_thread::sleep_for(200ms);
+  const std::string log = bastion_->log();
+  size_t accepted = 0;
+  for (size_t at = log.find("Accepted publickey"); at != std::string::npos;
+       at = log.find("Accepted publickey", at + 1))
+    ++accepted;
+  EXPECT_EQ(accepted, 2u) << log;
 }
 
 TEST_F(SshJumpTest, TheJumpIsUsedABastionRefusingForwardingFailsTheConnection) {
@@ -140,7 +172,10 @@ TEST_F(SshJumpTest, ABastionWithAChangedKeyIsRefusedBeforeAuthenticationNamingIt
 
 TEST_F(SshJumpTest, TheHostBehindTheBastionHasItsKeyVerifiedToo) {
   trust({bastion_.get()});
+  { SshSession first(*jumpedTarget().via, options()); }  // libssh's first use opens what it keeps
+  const size_t descriptors = openDescriptors();
   const std::string message = refusal(jumpedTarget());
+  EXPECT_EQ(openDescriptors(), descriptors) << "the refused session left a descriptor open";
   EXPECT_NE(message.find("REFUSED, the host is not in"), std::string::npos) << message;
   EXPECT_NE(message.find(fmt::format("127.0.0.1:{}", login_->port())), std::string::npos)
       << message;
@@ -165,6 +200,36 @@ TEST_F(SshJumpTest, TheSshConfigsProxyJumpLeadsTheSlurmLoginNodeAndHostsCheckThe
   const SshTarget direct =
       resolveSshTarget({.host = "login", .ranks = 1, .proxy_jump = "none"}, config);
   EXPECT_EQ(direct.via, nullptr);
+}
+
+// The SSH launcher reaches its hosts the same way: a program job's two workers on the login
+// node, started, read and ended through the bastion.
+TEST_F(SshJumpTest, TheSshLauncherRunsAJobOnAHostBehindTheBastion) {
+  const fs::path out = dir_ / "out";
+  fs::create_directories(out);
+  std::ofstream(dir_ / "worker.sh")
+      << fmt::format("printf '%s' \"$RANK/$WORLD_SIZE\" > '{}/RANK.'$RANK\n", out.string());
+  const nlohmann::json spec = {
+      {"name", "ssh-jump"},
+      {"program", {{"python", "sh"}, {"script", "worker.sh"}, {"workdir", dir_.string()}}},
+      {"launch", {{"hosts", {{{"host", "login"}, {"ranks", 2}}}}, {"timeout_s", 30}}}};
+  SshLaunchOptions options;
+  options.hosts = {LaunchHostSpec{.host = "login", .ranks = 2}};
+  options.spec_json = spec.dump();
+  options.node_binary = std::string(testBinaryDir()) + "/app/ringmaster-node";
+  options.local_node_binary = options.node_binary;
+  options.ssh_config_path = (dir_ / "config").string();
+  options.connect = this->options();
+  options.grace = 2s;
+  SshLauncher launch(options);
+  LaunchSink sink{.on_telemetry = [](std::string_view) {}, .on_log = [](std::string_view) {}};
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (launch.pump(100ms, sink) && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_TRUE(launch.wait().ok()) << launch.failure();
+  EXPECT_EQ(testing::readText(out / "RANK.0"), "0/2");
+  EXPECT_EQ(testing::readText(out / "RANK.1"), "1/2");
+  EXPECT_TRUE(bastionAuthenticated());
 }
 
 TEST(SshJumpHops, AreParsedAsUserHostAndPort) {
