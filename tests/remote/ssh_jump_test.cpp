@@ -126,6 +126,20 @@ TEST_F(SshJumpTest, AHostBehindAJumpHostRunsCommandsThroughIt) {
   EXPECT_TRUE(bastionAuthenticated());
 }
 
+// The bastion going away mid-session (its sshd and every connection it served killed) ends the
+// session behind it with an error, within the command's timeout, instead of leaving it hanging.
+TEST_F(SshJumpTest, ABastionThatGoesAwayFailsTheSessionBehindIt) {
+  SshSession session(jumpedTarget(), options());
+  EXPECT_EQ(session.run("echo before", 10s).out, "before\n");
+  bastion_->stop();
+  try {
+    session.run("sleep 1; echo after", 10s);
+    ADD_FAILURE() << "a command ran with the bastion gone";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.kind() == ErrorKind::kComm || e.kind() == ErrorKind::kTimeout) << e.message();
+  }
+}
+
 // Two hops (the bastion twice: each relay runs over the one before it).
 TEST_F(SshJumpTest, AChainOfJumpHostsIsFollowedHopByHop) {
   LaunchHostSpec entry = loginEntry();
