@@ -73,8 +73,13 @@ class SshCommandLaunch final : public Launch {
         name_(describeTarget(connection_->session.target())),
         channel_(connection_->session.start(groupedCommand(argv))) {}
 
+  // A command still running is killed, its group learnt first if it was never pumped (closing the
+  // channel alone would leave it running on the host until it next writes).
   ~SshCommandLaunch() override {
-    if (!ended_) kill();
+    if (ended_) return;
+    LaunchSink ignore;
+    for (int turn = 0; turn < 40 && pgid_ == 0 && !ended_; ++turn) pump(kReadSlice, ignore);
+    kill();
   }
 
   bool pump(std::chrono::milliseconds timeout, const LaunchSink& sink) override {

@@ -179,6 +179,17 @@ TEST_F(SshSlurmHostTest, KillEndsTheStartedCommandsWholeGroupWhileTheHostRunsCom
   EXPECT_TRUE(endsSoon(sleeper)) << "the remote sleep outlived the kill";
 }
 
+TEST_F(SshSlurmHostTest, AStartedCommandNeverPumpedIsKilledWhenItsLaunchGoes) {
+  auto host = connect();
+  const fs::path pid_file = dir_ / "sleeper.pid";
+  host->start({"/bin/sh", "-c",
+               "sleep 60 & echo $! > " + pid_file.string() + "; wait"});  // dropped at once
+  for (int i = 0; i < 500 && !fs::exists(pid_file); ++i) std::this_thread::sleep_for(10ms);
+  const pid_t sleeper = std::atoi(testing::readText(pid_file).c_str());
+  ASSERT_GT(sleeper, 0);
+  EXPECT_TRUE(endsSoon(sleeper)) << "the remote sleep outlived its launch";
+}
+
 TEST_F(SshSlurmHostTest, CancelSendsTermToTheStartedCommand) {
   auto host = connect();
   auto launch =
