@@ -316,10 +316,6 @@ std::string describeRoute(const SshTarget& target) {
   return out;
 }
 
-SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
-  return resolveHost(host, config_path, 0);
-}
-
 namespace {
 
 SshTarget resolveHost(const LaunchHostSpec& host, const std::string& config_path, int hops) {
@@ -346,6 +342,11 @@ SshTarget resolveHost(const LaunchHostSpec& host, const std::string& config_path
 }
 
 }  // namespace
+
+SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
+  SshTarget target = resolveHost(host, config_path, 0);
+  return target;
+}
 
 std::string shellQuote(const std::string& text) {
   RM_CHECK_ARG(text.find('\0') == std::string::npos, "a shell argument may not contain a NUL byte");
