@@ -27,6 +27,8 @@ using namespace std::chrono_literals;
 constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
 constexpr std::chrono::milliseconds kSignalTimeout = 10s;
 constexpr std::chrono::milliseconds kReadSlice = 50ms;  // the session's longest hold per read
+// Stderr held back while waiting for the process-group line, at most (then passed on as log).
+constexpr size_t kMaxPendingErr = 64 * 1024;
 
 // The connection, shared by the host and the commands it started.
 struct Connection {
@@ -47,12 +49,16 @@ std::string groupedCommand(const std::vector<std::string>& argv) {
   return fmt::format("echo {}$$ >&2; exec {}", kPgidPrefix, shellCommand(argv));
 }
 
-// Takes the process-group line off the front of `err` once it is whole; the group, 0 until then.
+// Takes the process-group line out of `err` once it is whole (the remote user's shell start-up
+// files may have written before it); the group, 0 until then.
 long takeProcessGroup(std::string& err) {
-  const size_t end = err.find('\n');
-  if (end == std::string::npos || err.rfind(kPgidPrefix, 0) != 0) return 0;
-  const long pgid = std::atol(err.c_str() + kPgidPrefix.size());
-  err.erase(0, end + 1);
+  size_t begin = err.rfind(kPgidPrefix, 0) == 0 ? 0 : err.find("\n" + std::string(kPgidPrefix));
+  if (begin == std::string::npos) return 0;
+  if (begin != 0) ++begin;  // past the '\n' that ends the line before
+  const size_t end = err.find('\n', begin);
+  if (end == std::string::npos) return 0;
+  const long pgid = std::atol(err.c_str() + begin + kPgidPrefix.size());
+  err.erase(begin, end + 1 - begin);
   return pgid;
 }
 
@@ -118,7 +124,8 @@ class SshCommandLaunch final : public Launch {
     if (pgid_ == 0) {
       pending_err_ += err;
       pgid_ = takeProcessGroup(pending_err_);
-      if (pgid_ != 0 || finished) log_.feed(std::exchange(pending_err_, {}));
+      if (pgid_ != 0 || finished || pending_err_.size() > kMaxPendingErr)
+        log_.feed(std::exchange(pending_err_, {}));
     } else {
       log_.feed(err);
     }
