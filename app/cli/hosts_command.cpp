@@ -19,6 +19,47 @@
 
 namespace ringmaster::cli {
 
+namespace {
+
+// A Slurm login node's answer (issue 35): null for a host without sinfo.
+nlohmann::json slurmJson(const std::optional<slurm::SlurmClusterInfo>& info) {
+  if (!info) return nullptr;
+  nlohmann::json partitions = nlohmann::json::array();
+  for (const slurm::SlurmPartition& p : info->partitions) {
+    partitions.push_back({{"name", p.name},
+                          {"default", p.is_default},
+                          {"availability", p.availability},
+                          {"allocated_nodes", p.allocated},
+                          {"idle_nodes", p.idle},
+                          {"other_nodes", p.other},
+                          {"total_nodes", p.total}});
+  }
+  return {{"version", info->version}, {"partitions", partitions}, {"error", info->error}};
+}
+
+// Under the table, each Slurm login node's version and partitions.
+void printSlurm(const std::vector<HostReport>& reports, bool colour) {
+  for (const HostReport& r : reports) {
+    if (!r.error.empty() || !r.slurm) continue;
+    const slurm::SlurmClusterInfo& info = *r.slurm;
+    fmt::print("\n{}: Slurm {}\n", displaySafeLine(r.target.alias),
+               info.version.empty() ? "(version unknown)" : displaySafeLine(info.version));
+    if (!info.error.empty())
+      fmt::print("  {}: {}\n", paint("sinfo", Colour::kRed, colour), displaySafe(info.error));
+    if (info.partitions.empty()) continue;
+    Table table({"PARTITION", "STATE", "IDLE NODES", "NODES"});
+    table.alignRight({2, 3});
+    for (const slurm::SlurmPartition& p : info.partitions) {
+      table.addRow({displaySafeLine(p.name + (p.is_default ? " (default)" : "")),
+                    displaySafeLine(p.availability), std::to_string(p.idle),
+                    std::to_string(p.total)});
+    }
+    table.print(stdout);
+  }
+}
+
+}  // namespace
+
 int hostsCheckCommand(const HostsCheckOptions& options) {
   const SshConnectOptions connect =
       interactiveConnectOptions(options.accept_new_host_keys, options.known_hosts);
@@ -57,6 +98,7 @@ int hostsCheckCommand(const HostsCheckOptions& options) {
                      {"cpus", r.cpus},
                      {"memory_bytes", r.memory_bytes},
                      {"gpus", gpus},
+                     {"slurm", slurmJson(r.slurm)},
                      {"error", r.error}});
       all_answered = all_answered && r.error.empty();
     }
@@ -87,6 +129,7 @@ int hostsCheckCommand(const HostsCheckOptions& options) {
          formatBytes(static_cast<double>(r.memory_bytes)), gpus});
   }
   if (!table.empty()) table.print(stdout);
+  printSlurm(reports, colour);
   for (const HostReport& r : reports)
     if (!r.error.empty())
       fmt::print(stderr, "{}: {}\n", paint("error", Colour::kRed, colour), displaySafe(r.error));

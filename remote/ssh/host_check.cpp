@@ -19,6 +19,20 @@ std::string firstLine(const std::string& text) {
   return text.substr(0, text.find('\n'));
 }
 
+// One of sinfo's commands: a failure of its own (a timeout: sinfo waits for an unreachable
+// controller) is the command's, not the host check's.
+slurm::CommandOutput runForSlurm(SshSession& session, const std::vector<std::string>& argv) {
+  try {
+    const CommandResult result = session.run(shellCommand(argv), 30s);
+    return {.status = {.exit_code = result.exit_status < 0 ? 255 : result.exit_status},
+            .out = result.out,
+            .err = result.err};
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::kTimeout) throw;
+    return {.status = {.exit_code = 255}, .out = "", .err = e.message()};
+  }
+}
+
 }  // namespace
 
 HostReport checkHost(const SshTarget& target, const SshConnectOptions& options,
@@ -54,6 +68,8 @@ HostReport checkHost(const SshTarget& target, const SshConnectOptions& options,
             {.name = line.substr(0, comma), .memory_mib = std::atoll(line.c_str() + comma + 1)});
       }
     }
+    report.slurm = slurm::querySlurmCluster(
+        [&](const std::vector<std::string>& argv) { return runForSlurm(session, argv); });
   } catch (const Error& e) {
     report.error = e.message();
   }

@@ -1,11 +1,13 @@
 // What a host offers a job, as `ringmaster hosts check` and the GUI's host list show it: the
-// verified host key, the ringmaster-node found there, CPUs, memory and GPUs.
+// verified host key, the ringmaster-node found there, CPUs, memory, GPUs, and on a Slurm login
+// node the Slurm version and partitions (issue 35).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "slurm/sinfo.h"
 #include "ssh/ssh_session.h"
 #include "ssh/ssh_target.h"
 
@@ -24,7 +26,9 @@ struct HostReport {
   int cpus = 0;
   int64_t memory_bytes = 0;
   std::vector<GpuInfo> gpus;  // from nvidia-smi, empty without it
-  std::string error;          // why the host could not be checked; the rest is then empty
+  // From sinfo; nullopt when the host has no sinfo on its PATH.
+  std::optional<slurm::SlurmClusterInfo> slurm;
+  std::string error;  // why the host could not be checked; the rest is then empty
 };
 
 // Connects (host key verified as for a launch) and asks; never throws for the host's faults,

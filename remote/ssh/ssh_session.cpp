@@ -10,8 +10,13 @@
 #include <libssh/sftp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -187,6 +192,123 @@ void checkSsh(ssh_session_struct* session, int code, std::string_view call,
 }
 
 // ------------------------------------------------------------------------------------------------
+// Jump hosts (ProxyJump). libssh 0.10 has no jump of its own: its config's ProxyJump becomes a
+// ProxyCommand running the system's ssh through a shell, which checks host keys by its own
+// rules, not ours. So the jump is ours: a verified session to the jump host, a direct-tcpip
+// channel there to the target, and a socket pair whose one end the target's session uses as its
+// connection while a thread relays the other end to the channel and back.
+
+struct SshSession::Jump {
+  std::unique_ptr<SshSession> session;  // to the jump host (itself maybe through another)
+  ssh_channel channel = nullptr;        // direct-tcpip to the target, on `session`
+  int relay_fd = -1;                    // our end of the socket pair
+  // The target session's end. libssh closes it when ssh_connect fails early, and leaves it open
+  // otherwise: it is closed here if it is still this socket (same inode), never a descriptor
+  // number something else was given since.
+  int session_fd = -1;
+  ino_t session_inode = 0;
+  std::atomic<bool> stop = false;
+  std::thread relay;
+
+  ~Jump() {
+    stop = true;
+    if (relay.joinable()) relay.join();
+    if (relay_fd >= 0) ::close(relay_fd);
+    struct stat info {};
+    if (session_fd >= 0 && ::fstat(session_fd, &info) == 0 && info.st_ino == session_inode)
+      ::close(session_fd);
+    if (channel != nullptr) {
+      if (ssh_channel_is_open(channel)) ssh_channel_close(channel);
+      ssh_channel_free(channel);
+    }
+  }
+
+  // Until either side ends or `stop`: the channel's bytes to the socket, the socket's to the
+  // channel. Runs on `relay`, the only thread that touches `session` once it started.
+  void run() {
+    std::string pending;  // from the channel, not yet taken by the socket
+    char buffer[1 << 15];
+    bool channel_ended = false;
+    while (!stop) {
+      bool moved = false;
+      if (pending.empty() && !channel_ended) {
+        const int n = ssh_channel_read_nonblocking(channel, buffer, sizeof buffer, 0);
+        if (n > 0) {
+          pending.assign(buffer, static_cast<size_t>(n));
+        } else if (n == SSH_EOF || (n == 0 && ssh_channel_is_eof(channel))) {
+          channel_ended = true;
+          ::shutdown(relay_fd, SHUT_WR);  // the target's session reads its end of file
+        } else if (n < 0) {
+          break;  // the jump host's connection failed: the target's session sees its end
+        }
+      }
+      if (!pending.empty()) {
+        const ssize_t n =
+            ::send(relay_fd, pending.data(), pending.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+          pending.erase(0, static_cast<size_t>(n));
+          moved = true;
+        } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+          break;
+        }
+      }
+      const ssize_t n = ::recv(relay_fd, buffer, sizeof buffer, MSG_DONTWAIT);
+      if (n > 0) {
+        if (ssh_channel_write(channel, buffer, static_cast<uint32_t>(n)) != n) break;
+        moved = true;
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        ssh_channel_send_eof(channel);  // the target's session closed: so does the channel
+        break;
+      }
+      if (!moved || channel_ended) waitForEither(!pending.empty());
+    }
+    ::shutdown(relay_fd, SHUT_RDWR);
+  }
+
+  // Waits at most 20 ms for the socket (to read, or to write when `to_write`) or the jump host.
+  void waitForEither(bool to_write) {
+    pollfd fds[2] = {{relay_fd, static_cast<short>(POLLIN | (to_write ? POLLOUT : 0)), 0},
+                     {ssh_get_fd(ssh_channel_get_session(channel)), POLLIN, 0}};
+    ::poll(fds, 2, 20);
+  }
+};
+
+void SshSession::connectThroughJump(const SshConnectOptions& options) {
+  const std::string where = describeTarget(target_);
+  jump_ = std::make_unique<Jump>();
+  try {
+    jump_->session = std::make_unique<SshSession>(*target_.via, options);
+  } catch (const Error& error) {
+    throwError(error.kind(),
+               fmt::format("{}: cannot reach it through its jump host: {}", where, error.message()),
+               __FILE__, __LINE__);
+  }
+  ssh_session bastion = jump_->session->session_;
+  jump_->channel = ssh_channel_new(bastion);
+  if (jump_->channel == nullptr)
+    RM_THROW(kComm, where + ": ssh_channel_new on its jump host failed");
+  if (ssh_channel_open_forward(jump_->channel, target_.hostname.c_str(), target_.port, "127.0.0.1",
+                               0) != SSH_OK) {
+    RM_THROW(kComm, fmt::format("{}: its jump host {} refused to forward a connection to {}:{} "
+                                "(AllowTcpForwarding?): {}",
+                                where, describeTarget(*target_.via), target_.hostname, target_.port,
+                                ssh_get_error(bastion)));
+  }
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    RM_THROW(kIo, fmt::format("{}: socketpair: {}", where, std::strerror(errno)));
+  jump_->relay_fd = pair[1];
+  jump_->session_fd = pair[0];
+  struct stat info {};
+  ::fstat(pair[0], &info);
+  jump_->session_inode = info.st_ino;
+  socket_t session_end = pair[0];
+  checkSsh(session_, ssh_options_set(session_, SSH_OPTIONS_FD, &session_end),
+           "ssh_options_set(SSH_OPTIONS_FD)", where);
+  jump_->relay = std::thread([jump = jump_.get()] { jump->run(); });
+}
+
+// ------------------------------------------------------------------------------------------------
 // SshSession
 
 SshSession::SshSession(SshTarget target, const SshConnectOptions& options)
@@ -211,6 +333,7 @@ SshSession::SshSession(SshTarget target, const SshConnectOptions& options)
     set(SSH_OPTIONS_KNOWNHOSTS, options.known_hosts_path.c_str(), "SSH_OPTIONS_KNOWNHOSTS");
     set(SSH_OPTIONS_TIMEOUT, &seconds, "SSH_OPTIONS_TIMEOUT");
     set(SSH_OPTIONS_TIMEOUT_USEC, &micros, "SSH_OPTIONS_TIMEOUT_USEC");
+    if (target_.via) connectThroughJump(options);
     const auto start = Clock::now();
     if (ssh_connect(session_) != SSH_OK) {
       const std::string reason = ssh_get_error(session_);
@@ -397,12 +520,31 @@ void SshSession::upload(const std::string& remote_path, std::string_view content
   closer.file =
       sftp_open(sftp, remote_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, static_cast<mode_t>(mode));
   if (closer.file == nullptr) fail(fmt::format("cannot create {} by SFTP", remote_path));
+  if (sftp_chmod(sftp, remote_path.c_str(), static_cast<mode_t>(mode)) != 0)
+    fail(fmt::format("cannot set the mode of {} by SFTP", remote_path));
   constexpr size_t kChunk = 200 * 1024;  // below OpenSSH sftp-server's 256 KiB message limit
   while (!content.empty()) {
     const size_t n = std::min(kChunk, content.size());
     const ssize_t written = sftp_write(closer.file, content.data(), n);
     if (written <= 0) fail(fmt::format("writing {} by SFTP failed", remote_path));
     content.remove_prefix(static_cast<size_t>(written));
+  }
+}
+
+void SshSession::makeDirectories(const std::string& remote_dir, int mode) {
+  sftp_session sftp = sftp_new(session_);
+  if (sftp == nullptr) fail("cannot start SFTP");
+  const std::unique_ptr<sftp_session_struct, void (*)(sftp_session)> closer(sftp, sftp_free);
+  if (sftp_init(sftp) != SSH_OK) fail("cannot start SFTP");
+  std::string made;
+  for (const std::filesystem::path& part : std::filesystem::path(remote_dir)) {
+    made = made.empty() || made == "/" ? made + part.string() : made + "/" + part.string();
+    if (part == "/" || sftp_mkdir(sftp, made.c_str(), static_cast<mode_t>(mode)) == 0) continue;
+    // sftp-server says "failure" for a directory that is there: asked again, it answers.
+    sftp_attributes attributes = sftp_stat(sftp, made.c_str());
+    const bool directory = attributes != nullptr && attributes->type == SSH_FILEXFER_TYPE_DIRECTORY;
+    sftp_attributes_free(attributes);
+    if (!directory) fail(fmt::format("cannot create the directory {} by SFTP", made));
   }
 }
 

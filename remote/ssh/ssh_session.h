@@ -80,7 +80,9 @@ class SshChannel {
 class SshSession {
  public:
   // Connects, verifies the host key and authenticates; throws kComm (kTimeout for the connect
-  // timeout) naming the host and the reason.
+  // timeout) naming the host and the reason. A target with a jump host (`via`) is reached through
+  // a session to it (verified and authenticated first, the same way, naming it when refused) and
+  // a direct-tcpip channel there, which a thread of this session relays.
   SshSession(SshTarget target, const SshConnectOptions& options);
   ~SshSession();
   SshSession(const SshSession&) = delete;
@@ -95,8 +97,12 @@ class SshSession {
   // bounded whatever the host sends: output past kMaxCommandOutputBytes is read and dropped.
   CommandResult run(const std::string& command, std::chrono::milliseconds timeout,
                     std::string_view input = {});
-  // Writes `content` to `remote_path` by SFTP with permissions `mode`.
+  // Writes `content` to `remote_path` by SFTP with permissions `mode` (also when the file was
+  // there before).
   void upload(const std::string& remote_path, std::string_view content, int mode);
+  // Creates `remote_dir` and the directories above it that are missing, each with `mode`, by SFTP
+  // (a relative path is under the remote user's home).
+  void makeDirectories(const std::string& remote_dir, int mode);
   // Sends an SSH keepalive (the reply keeps TCP's unacknowledged-data timer quiet); the socket's
   // TCP_USER_TIMEOUT then ends a connection whose host stopped answering.
   void keepalive();
@@ -108,7 +114,11 @@ class SshSession {
   void authenticate(const SshConnectOptions& options);
   [[noreturn]] void fail(const std::string& what) const;
 
+  struct Jump;
+  void connectThroughJump(const SshConnectOptions& options);
+
   SshTarget target_;
+  std::unique_ptr<Jump> jump_;  // the jump host's session and its relay; null without one
   ssh_session_struct* session_ = nullptr;
   std::string fingerprint_;
 };

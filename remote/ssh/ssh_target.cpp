@@ -241,7 +241,84 @@ void validateUserName(const std::string& name, const std::string& field) {
   }
 }
 
-SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
+namespace {
+
+SshTarget resolveHost(const LaunchHostSpec& host, const std::string& config_path, int hops);
+
+// The chain `text` names (hops joined by commas) in front of host `alias`: the last hop, reached
+// through the ones before it.
+std::shared_ptr<const SshTarget> resolveJumpChain(const std::string& text,
+                                                  const std::string& config_path,
+                                                  const std::string& alias, int hops) {
+  std::vector<std::string> hop_texts(1);
+  for (char c : text) {
+    if (c == ',')
+      hop_texts.emplace_back();
+    else
+      hop_texts.back() += c;
+  }
+  std::shared_ptr<const SshTarget> before;
+  for (size_t i = 0; i < hop_texts.size(); ++i) {
+    LaunchHostSpec hop =
+        parseJumpHop(hop_texts[i], fmt::format("host '{}': ProxyJump '{}'", alias, text));
+    if (i > 0) hop.proxy_jump = "none";  // reached through the hop before, whatever its config
+    if (++hops > kMaxJumpHops) {
+      RM_THROW(kInvalidArgument,
+               fmt::format("host '{}': ProxyJump leads through more than {} jump hosts (a loop "
+                           "in {}?)",
+                           alias, kMaxJumpHops, config_path));
+    }
+    SshTarget resolved = resolveHost(hop, config_path, hops);
+    if (i > 0) resolved.via = before;
+    before = std::make_shared<const SshTarget>(std::move(resolved));
+  }
+  return before;
+}
+
+}  // namespace
+
+LaunchHostSpec parseJumpHop(const std::string& text, const std::string& field) {
+  LaunchHostSpec hop;
+  std::string rest = text;
+  if (const size_t at = rest.rfind('@'); at != std::string::npos) {
+    hop.user = rest.substr(0, at);
+    validateUserName(*hop.user, field + ": user");
+    rest.erase(0, at + 1);
+  }
+  std::optional<std::string> port;
+  if (!rest.empty() && rest[0] == '[') {  // [v6 address] or [v6 address]:port
+    const size_t close = rest.find(']');
+    if (close == std::string::npos || (close + 1 < rest.size() && rest[close + 1] != ':'))
+      RM_THROW(kInvalidArgument, fmt::format("{}: '{}' is not [user@]host[:port]", field, text));
+    if (close + 1 < rest.size()) port = rest.substr(close + 2);
+    rest = rest.substr(1, close - 1);
+  } else if (const size_t colon = rest.find(':');
+             colon != std::string::npos && rest.find(':', colon + 1) == std::string::npos) {
+    port = rest.substr(colon + 1);
+    rest.erase(colon);
+  }
+  validateHostName(rest, field + ": host");
+  hop.host = rest;
+  if (port) {
+    const bool digits = !port->empty() && port->size() <= 5 &&
+                        port->find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(*port) < 1 || std::stoi(*port) > 65535)
+      RM_THROW(kInvalidArgument, fmt::format("{}: port '{}' is not in 1..65535", field, *port));
+    hop.port = std::stoi(*port);
+  }
+  return hop;
+}
+
+std::string describeRoute(const SshTarget& target) {
+  std::string out = describeTarget(target);
+  for (const SshTarget* hop = target.via.get(); hop != nullptr; hop = hop->via.get())
+    out += " through " + describeTarget(*hop);
+  return out;
+}
+
+namespace {
+
+SshTarget resolveHost(const LaunchHostSpec& host, const std::string& config_path, int hops) {
   SshTarget target;
   target.alias = host.host;
   validateHostName(host.host, fmt::format("host '{}'", host.host));
@@ -258,12 +335,16 @@ SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config
     target.identity_files.push_back(expandTokens(*host.identity_file, target));
   for (const auto& file : config.identity_files)
     target.identity_files.push_back(expandTokens(file, target));
-  if (config.proxy_jump) {
-    RM_THROW(kInvalidArgument,
-             fmt::format("host '{}': ProxyJump {} in {} is not supported by the SSH launcher; "
-                         "give launch.hosts an address it can reach directly",
-                         host.host, *config.proxy_jump, config_path));
-  }
+  const std::optional<std::string>& jump = host.proxy_jump ? host.proxy_jump : config.proxy_jump;
+  if (jump && lower(*jump) != "none")
+    target.via = resolveJumpChain(*jump, config_path, host.host, hops);
+  return target;
+}
+
+}  // namespace
+
+SshTarget resolveSshTarget(const LaunchHostSpec& host, const std::string& config_path) {
+  SshTarget target = resolveHost(host, config_path, 0);
   return target;
 }
 

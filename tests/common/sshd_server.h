@@ -125,6 +125,12 @@ class SshdServer {
     passwords_ = true;
     start(port_);
   }
+  // Restarts on the same port with `lines` added to its sshd_config ("AllowTcpForwarding no\n").
+  void restartWithConfig(const std::string& lines) {
+    stop();
+    extra_config_ = lines;
+    start(port_);
+  }
   // A fresh host key: what a reinstalled (or impersonated) host offers.
   void replaceHostKey() {
     stop();
@@ -176,7 +182,8 @@ class SshdServer {
              << "KbdInteractiveAuthentication no\nPubkeyAuthentication yes\n"
              << "AuthorizedKeysFile " << (dir_ / "authorized_keys").string() << "\n"
              << "Subsystem sftp internal-sftp\nLogLevel VERBOSE\nMaxStartups 64\n"
-             << "ClientAliveInterval 0\n";
+             << "ClientAliveInterval 0\n"
+             << extra_config_;
       config.close();
       std::filesystem::remove(dir_ / "sshd.log");
       std::vector<std::string> argv = {
@@ -205,6 +212,7 @@ class SshdServer {
   SshdPlacement placement_;
   int port_ = 0;
   bool passwords_ = false;
+  std::string extra_config_;
   std::unique_ptr<CapturedProcess> process_;
 };
 

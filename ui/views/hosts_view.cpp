@@ -105,7 +105,7 @@ int HostsView::addRow(const QString& host, const LaunchHostSpec& spec) {
 int HostsView::addHost(const QString& text) {
   try {
     const LaunchHostSpec spec = parseHostArgument(text.trimmed().toStdString());
-    resolveSshTarget(spec, paths_.ssh_config);  // validates names, refuses ProxyJump
+    resolveSshTarget(spec, paths_.ssh_config);  // validates names and any ProxyJump
     return addRow(text.trimmed(), spec);
   } catch (const Error& e) {
     add_->setToolTip(richTextShowingPlain(untrustedBlock(e.message())));
