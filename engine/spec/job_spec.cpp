@@ -277,8 +277,9 @@ const Keys& keysOf(std::string_view block) {
 // The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps"), in the
 // order they are tried.
 constexpr std::string_view kBlocks[] = {
-    "strategy", "strategy.mesh", "strategy.dp", "strategy.tp", "strategy.pp", "model",  "data",
-    "train",    "optimizer",     "launch",      "checkpoint",  "telemetry",   "program"};
+    "strategy",   "strategy.mesh", "strategy.dp", "strategy.tp",     "strategy.pp",
+    "model",      "data",          "train",       "optimizer",       "launch",
+    "checkpoint", "telemetry",     "program",     "launch.scheduler"};
 
 // The plans whose options the legacy form's strategy block holds beside its kind.
 std::vector<const DimensionPlan*> legacyPlans() {
