@@ -277,8 +277,9 @@ const Keys& keysOf(std::string_view block) {
 // The blocks whose keys a misplaced root key is looked up in ("steps" -> "train.steps"), in the
 // order they are tried.
 constexpr std::string_view kBlocks[] = {
-    "strategy", "strategy.mesh", "strategy.dp", "strategy.tp", "strategy.pp", "model",  "data",
-    "train",    "optimizer",     "launch",      "checkpoint",  "telemetry",   "program"};
+    "strategy",   "strategy.mesh", "strategy.dp", "strategy.tp",     "strategy.pp",
+    "model",      "data",          "train",       "optimizer",       "launch",
+    "checkpoint", "telemetry",     "program",     "launch.scheduler"};
 
 // The plans whose options the legacy form's strategy block holds beside its kind.
 std::vector<const DimensionPlan*> legacyPlans() {
@@ -344,7 +345,8 @@ std::string valueName(const SpecField& field, JobSpec& spec) {
 bool isHostName(std::string_view host) {
   return !host.empty() && host.size() <= 255 && host.front() != '-' &&
          std::all_of(host.begin(), host.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("._-:%[]", c);
+           return std::isalnum(static_cast<unsigned char>(c)) ||
+                  (c != '\0' && std::strchr("._-:%[]", c));
          });
 }
 
@@ -420,8 +422,9 @@ std::optional<std::string> checkSlurmWord(std::string_view key, std::string_view
                        key == "job_name" ? kMaxSlurmJobName : kMaxSlurmWordBytes, text.size());
   if (key == "mem") {
     const size_t digits = text.find_first_not_of("0123456789");
-    if (digits == 0 || (digits != std::string_view::npos &&
-                        (digits + 1 != text.size() || !std::strchr("KMGT", text[digits]))))
+    if (text.empty() || digits == 0 ||
+        (digits != std::string_view::npos &&
+         (digits + 1 != text.size() || !std::strchr("KMGT", text[digits]))))
       return "expected a size in Slurm's form: digits with an optional unit K, M, G or T (16G, "
              "2000M; 0: all of the node's memory)";
     return std::nullopt;

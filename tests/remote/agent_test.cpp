@@ -20,6 +20,7 @@
 #include "agent/node_agent.h"
 #include "common/captured_process.h"
 #include "common/test_paths.h"
+#include "core/error.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster {
@@ -107,6 +108,58 @@ TEST(AgentEnvironment, FollowsTorchrunAcrossNodes) {
   EXPECT_EQ(vars["LOCAL_WORLD_SIZE"], "3");
   EXPECT_EQ(vars["NODE_RANK"], "1");
   EXPECT_EQ(vars["TORCHELASTIC_USE_AGENT_STORE"], "True");
+}
+
+// Issue 35: under launch.scheduler the nodes are the allocation's, each with ranks_per_node
+// workers numbered node by node; an agent whose --nnodes is not the spec's node count is refused.
+JobSpec slurmSpec(int nodes, int ranks_per_node) {
+  JobSpec spec = ddpSpec(1, 1);
+  spec.launch.hosts.clear();
+  spec.launch.slurm = SlurmSpec{.nodes = nodes, .ranks_per_node = ranks_per_node};
+  applyLegacyStrategyKind("ddp", nodes * ranks_per_node, spec.strategy);
+  EXPECT_TRUE(validateJobSpec(spec).empty());
+  return spec;
+}
+
+TEST(AgentEnvironment, FollowsTheSlurmAllocationsNodes) {
+  AgentOptions options;
+  options.spec = slurmSpec(3, 4);
+  options.node_rank = 2;
+  options.nnodes = 3;
+  options.master_addr = "n1";
+  auto env = workerEnvironment(options, 24242, 1);
+  std::map<std::string, std::string> vars(env.begin(), env.end());
+  EXPECT_EQ(vars["RANK"], "9");  // four ranks on each of nodes 0 and 1, then local rank 1
+  EXPECT_EQ(vars["WORLD_SIZE"], "12");
+  EXPECT_EQ(vars["LOCAL_RANK"], "1");
+  EXPECT_EQ(vars["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(vars["NODE_RANK"], "2");
+  EXPECT_EQ(vars["GROUP_WORLD_SIZE"], "3");
+  options.nnodes = 2;
+  options.worker_command = {"/bin/true"};
+  EXPECT_THROW(runAgent(options), Error);
+}
+
+TEST(Agent, UnderSlurmItStartsRanksPerNodeWorkers) {
+  AgentOptions options;
+  options.spec = slurmSpec(1, 3);
+  options.worker_command = {std::string(testBinaryDir()) + "/tests/remote/telemetry_flood", "5"};
+  options.host = "test";
+  options.input_fd = -1;
+  std::FILE* out = std::tmpfile();
+  std::FILE* log = std::tmpfile();
+  options.output_fd = fileno(out);
+  options.log_fd = fileno(log);
+  EXPECT_EQ(runAgent(options), AgentOutcome::kCompleted);
+  std::rewind(out);
+  std::string text;
+  char buffer[1 << 16];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, out)) > 0;) text.append(buffer, n);
+  std::fclose(out);
+  std::fclose(log);
+  std::map<int, int> events;
+  for (const TelemetryEvent& e : decodeAll(text)) ++events[e.rank];
+  EXPECT_EQ(events, (std::map<int, int>{{0, 5}, {1, 5}, {2, 5}}));
 }
 
 TEST(Agent, EightFastWritersLoseNoLineAndTearNone) {

@@ -37,6 +37,10 @@ TEST(LocalHost, AJobRunsLocallyOnlyOnOneLocalHost) {
   EXPECT_FALSE(runsLocally(launch));
   launch.hosts.clear();
   EXPECT_FALSE(runsLocally(launch));
+  // Issue 35: a Slurm job goes to the scheduler, even with a local host left in its hosts.
+  launch.hosts = {host("localhost")};
+  launch.slurm = SlurmSpec{};
+  EXPECT_FALSE(runsLocally(launch));
 }
 
 }  // namespace

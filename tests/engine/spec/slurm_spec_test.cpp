@@ -125,6 +125,16 @@ TEST(SlurmSpec, HostsBesideASchedulerAreRefusedNamingLaunchHosts) {
   EXPECT_NE(parsed.problems[0].message.find("use one or the other"), std::string::npos);
 }
 
+TEST(SlurmSpec, AMisplacedSlurmKeyIsPointedToItsBlock) {
+  json document = engineJob({{"scheduler", {{"kind", "slurm"}}}});
+  document["partition"] = "gpu";
+  const SpecParseResult parsed = parseJobSpec(document);
+  ASSERT_EQ(parsed.problems.size(), 1u) << parsed.describe();
+  EXPECT_EQ(parsed.problems[0].path, "partition");
+  EXPECT_EQ(parsed.problems[0].message,
+            "unknown key (did you mean \"launch.scheduler.partition\"?)");
+}
+
 TEST(SlurmSpec, TheMeshIsCheckedAgainstTheAllocationNamingTheScheduler) {
   json document = engineJob({{"scheduler", {{"kind", "slurm"}, {"nodes", 2}}}});
   document["strategy"] = {{"mesh", {{"dp", 3}}}};

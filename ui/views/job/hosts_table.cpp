@@ -104,6 +104,16 @@ void HostsTable::showHosts(const nlohmann::json* hosts) {
       fillHostRow(hosts_, row, host);
     }
   }
+  // A bastion is rare: its column is shown once a host has one (written in the JSON text), so
+  // that a narrow form keeps the hosts' ranks in view.
+  const auto columns = hostColumns();
+  for (size_t c = 0; c < columns.size(); ++c) {
+    if (columns[c].first != "proxy_jump") continue;
+    bool used = false;
+    if (hosts && hosts->is_array())
+      for (const auto& host : *hosts) used |= host.is_object() && host.contains("proxy_jump");
+    hosts_->setColumnHidden(static_cast<int>(c), !used);
+  }
   updating_ = false;
 }
 
