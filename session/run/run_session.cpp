@@ -312,7 +312,7 @@ RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   // A Slurm job submitted from here reads this machine's files: its nodes share them.
   const bool files_here = local_ || underSlurm();
 #if !RINGMASTER_HAVE_LIBSSH
-  if (!local_) {
+  if (!local_ && !underSlurm()) {
     RM_THROW(kUnavailable,
              "launch.hosts names remote hosts, and this build has no SSH "
              "launcher (libssh was not found when it was configured)");
