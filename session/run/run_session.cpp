@@ -644,16 +644,25 @@ RunOutcome RunSession::run(const RunObserver& observer) {
 std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver& observer) {
   if (underSlurm()) {
     try {
-      return launchUnderSlurm(
-          {.worker_spec = worker_spec_,
-           .job_dir = job_dirs_.at(0),
-           .spec_path = (runDirectory(request_.db_path, run_id_) / "spec.json").string(),
-           .node_binary = spec_.launch.node_binary.value_or(node_binary_),
-           .grace_s = request_.grace_s,
-           .db = db,
-           .run_id = run_id_,
-           .job_id = slurm_job_id_,
-           .follow_from = attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : ""});
+      // Submitted from a login node, the job's directory is made there (job_dirs_ recorded at
+      // the launch names it again when attaching).
+      const bool from_login = spec_.launch.slurm->submit_from.has_value();
+      SlurmRun slurm{.worker_spec = worker_spec_,
+                     .job_dir = from_login && !attach_ ? "" : job_dirs_.at(0),
+                     .spec_path = (runDirectory(request_.db_path, run_id_) / "spec.json").string(),
+                     .node_binary = spec_.launch.node_binary.value_or(node_binary_),
+                     .grace_s = request_.grace_s,
+                     .db = db,
+                     .run_id = run_id_,
+                     .job_id = slurm_job_id_,
+                     .follow_from = attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "",
+                     .ssh_config = request_.ssh_config};
+#if RINGMASTER_HAVE_LIBSSH
+      slurm.connect = request_.connect;
+#endif
+      SlurmLaunched launched = launchUnderSlurm(slurm);
+      job_dirs_ = {launched.job_dir};
+      return std::move(launched.launch);
     } catch (const Error& e) {
       if (!attach_) {
         recordRunError(db, run_id_, e.message());

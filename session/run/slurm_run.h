@@ -11,6 +11,9 @@
 
 #include "slurm/slurm_launch.h"
 #include "spec/job_spec.h"
+#if RINGMASTER_HAVE_LIBSSH
+#include "ssh/ssh_session.h"
+#endif
 
 namespace ringmaster::storage {
 class Database;
@@ -20,14 +23,27 @@ namespace ringmaster::session {
 
 struct SlurmRun {
   const JobSpec& worker_spec;  // as the agents read it (spec_path)
-  std::string job_dir;         // the run's job directory (shared with the nodes)
-  std::string spec_path;
+  // The run's job directory on the submitting host (shared with the nodes). Submitted from a
+  // login node (launch.scheduler.submit_from) and not attaching, it is made there, under
+  // $HOME/.ringmaster/jobs, and the worker spec written into it.
+  std::string job_dir;
+  std::string spec_path;    // this machine's copy; under the job directory on a login node
   std::string node_binary;  // ringmaster-node here and on the nodes
   double grace_s = 5;
   storage::Database& db;
   int64_t run_id = 0;
   std::optional<std::string> job_id;  // attach: the job recorded
   std::string follow_from;            // attach: spool-follow --from
+  // The login node over SSH: the ssh config, and the host-key and credential questions.
+  std::optional<std::string> ssh_config;
+#if RINGMASTER_HAVE_LIBSSH
+  SshConnectOptions connect;
+#endif
+};
+
+struct SlurmLaunched {
+  std::unique_ptr<slurm::SlurmLaunch> launch;
+  std::string job_dir;  // where it is, on the submitting host
 };
 
 // The batch script of the run, as it is submitted (the job editor shows the same text).
@@ -35,7 +51,8 @@ std::string slurmScriptOf(const JobSpec& spec, const std::string& job_dir,
                           const std::string& spec_path, const std::string& node_binary,
                           double grace_s);
 
-// Submits the run's job (or takes the recorded one) and records it; throws as SlurmLaunch does.
-std::unique_ptr<slurm::SlurmLaunch> launchUnderSlurm(const SlurmRun& run);
+// Submits the run's job (or takes the recorded one) and records it; throws as SlurmLaunch does
+// (and kComm naming the login node when it cannot be reached).
+SlurmLaunched launchUnderSlurm(const SlurmRun& run);
 
 }  // namespace ringmaster::session
