@@ -25,6 +25,7 @@
 #include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/slurm_cluster.h"
+#include "common/ssh_hosts.h"
 #include "common/test_paths.h"
 #include "db/database.h"
 #include "storage/storage_test_support.h"
@@ -374,6 +375,57 @@ TEST_F(SlurmNodeFailure, AKilledSlurmdEndsTheRunNodeFailNamingTheNode) {
   const std::string error = record.value("error", "");
   EXPECT_NE(error.find("NODE_FAIL"), std::string::npos) << record.dump(2);
   EXPECT_NE(error.find("down: " + lost), std::string::npos) << record.dump(2);
+}
+
+TEST_F(SlurmRun, AJobSubmittedFromALoginNodeOverSshCompletesWithEveryEventStored) {
+  // The login node: an sshd on loopback whose sessions reach the test cluster (SLURM_CONF).
+  const fs::path ssh_dir = dir_ / "ssh";
+  testing::SshdServers servers = testing::startSshHosts(ssh_dir, 1);
+  servers[0]->restartWithConfig("SetEnv SLURM_CONF=" + cluster_->conf().string() + "\n");
+  json spec = ddpSpec("login", 20);
+  spec["launch"]["scheduler"]["submit_from"] = {{"host", "127.0.0.1"},
+                                                {"port", servers[0]->port()},
+                                                {"identity_file", (ssh_dir / "id_user").string()}};
+  std::vector<std::string> args = {"run", writeSpec("login", spec), "-q"};
+  for (const std::string& option : testing::sshOptions(ssh_dir)) args.push_back(option);
+  CapturedProcess run = slurmRingmaster(args);
+  const ExitStatus status = run.wait(240s);
+  // The job's directory, made in the login node's home.
+  std::string job_dir;
+  if (fs::exists(dbPath())) {
+    storage::Database db(dbPath());
+    job_dir = queryText(db, "SELECT job_dir FROM run_job_dirs WHERE run_id = 1");
+  }
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << run.err();
+  ASSERT_FALSE(job_dir.empty());
+  EXPECT_NE(job_dir.find("/.ringmaster/jobs/run-"), std::string::npos) << job_dir;
+  const json record = shown(1);
+  EXPECT_EQ(record["status"], "completed") << record.dump(2);
+  EXPECT_EQ(record["scheduler"]["state"], "COMPLETED") << record.dump(2);
+  const Spooled spooled = spooledTelemetry(job_dir);
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryInt(db, "SELECT sum(events_stored) FROM attempts WHERE run_id = 1"),
+            spooled.lines);
+  for (int rank = 0; rank < kWorld; ++rank)
+    EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM steps WHERE run_id = 1 AND rank = {}",
+                                       rank)),
+              spooled.of(rank, "step"))
+        << "rank " << rank;
+  EXPECT_EQ(spooled.of(kWorld - 1, "step"), 20);
+  // No process of the job is left: none names its job directory.
+  const auto left = [&] {
+    std::vector<pid_t> found;
+    for (pid_t pid : testing::processIds())
+      if (pid != ::getpid() &&
+          testing::readProcFile(pid, "cmdline").find(job_dir) != std::string::npos)
+        found.push_back(pid);
+    return found;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!left().empty() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(left().empty());
+  fs::remove_all(job_dir);
 }
 
 }  // namespace
