@@ -186,16 +186,19 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
   const bool colour = colourFor(stderr);
   if (!options.quiet) {
     const std::string where =
-        run.local()         ? "local"
-        : spec.launch.slurm ? fmt::format("under Slurm on {} nodes,", spec.launch.slurm->nodes)
-                            : fmt::format("over SSH on {} hosts,", spec.launch.hosts.size());
-    fmt::print(stderr, "{} {}run {} '{}': {} on {} {} rank{}, recording to {}\n",
+        run.local() ? fmt::format("{} local rank{}", world, world == 1 ? "" : "s")
+        : spec.launch.slurm
+            ? fmt::format("{} ranks under Slurm ({} node{} x {})", world, spec.launch.slurm->nodes,
+                          spec.launch.slurm->nodes == 1 ? "" : "s",
+                          spec.launch.slurm->ranks_per_node)
+            : fmt::format("{} rank{} over SSH on {} host{}", world, world == 1 ? "" : "s",
+                          spec.launch.hosts.size(), spec.launch.hosts.size() == 1 ? "" : "s");
+    fmt::print(stderr, "{} {}run {} '{}': {} on {}, recording to {}\n",
                paint("ringmaster", Colour::kBold, colour),
                run.attached()   ? "attached to "
                : options.detach ? "detached "
                                 : "",
-               run_id, displaySafeLine(spec.name), strategyLabel(spec), world, where,
-               world == 1 ? "" : "s", options.db_path);
+               run_id, displaySafeLine(spec.name), strategyLabel(spec), where, options.db_path);
     if (run.workerSpec().checkpoint) {
       fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(run.workerSpec().checkpoint->dir),
                  run.resumedFrom() ? fmt::format(" (resuming run {}'s)", *run.resumedFrom()) : "");
@@ -234,7 +237,10 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       .on_log =
           [&](std::string_view line) {
             if (on_log) on_log(line);
-            if (!options.verbose && !(run.attached() && !options.quiet && isSpoolWord(line)))
+            // Slurm's word on the job (queued, why, started) is news whatever the verbosity.
+            const bool slurm_word = !options.quiet && line.starts_with("[slurm] ");
+            if (!options.verbose && !slurm_word &&
+                !(run.attached() && !options.quiet && isSpoolWord(line)))
               return;
             display.clear();
             fmt::print(stderr, "{}\n", displaySafeMessageLine(line));
