@@ -10,6 +10,7 @@
 #include <QPlainTextEdit>
 #include <QVBoxLayout>
 
+#include "core/error.h"
 #include "slurm/slurm_script.h"
 #include "views/job/spec_document.h"
 
@@ -18,7 +19,7 @@ namespace ringmaster::ui {
 namespace {
 
 // The run's directory is named at launch (beside the run database): the script shows it so.
-constexpr char kRunDir[] = "<run dir>";
+constexpr char kRunDir[] = "<run-dir>";
 
 // The ranks the document's hosts give (at least 1): a switch to Slurm keeps the world size.
 int ranksOfHosts(const nlohmann::json& document) {
@@ -167,9 +168,16 @@ void SlurmSection::showDocument(const std::optional<JobSpec>& spec) {
   }
   slurm::SlurmScriptPaths paths;
   paths.job_dir = std::string(kRunDir) + "/job";
-  paths.spec_path = paths.job_dir + "/spec.json";
+  paths.spec_path = std::string(kRunDir) + "/spec.json";
   paths.node_binary = spec->launch.node_binary.value_or("ringmaster-node");
-  const QString script = QString::fromStdString(slurm::slurmBatchScript(*spec, paths));
+  QString script;
+  try {
+    script = QString::fromStdString(slurm::slurmBatchScript(*spec, paths));
+  } catch (const Error& e) {
+    script_->setEnabled(false);
+    note_->setText(QString("No batch script: %1").arg(QString::fromStdString(e.message())));
+    return;
+  }
   if (script_->toPlainText() != script) script_->setPlainText(script);
   script_->setEnabled(true);
   note_->setText(QString("The batch script Launch submits with <tt>sbatch --parsable</tt> "
