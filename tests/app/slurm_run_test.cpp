@@ -23,11 +23,14 @@
 
 #include "common/captured_process.h"
 #include "common/cli_run.h"
+#include "common/injection_corpus.h"
 #include "common/proc_files.h"
 #include "common/slurm_cluster.h"
 #include "common/ssh_hosts.h"
 #include "common/test_paths.h"
 #include "db/database.h"
+#include "slurm/slurm_script.h"
+#include "spec/job_spec.h"
 #include "storage/storage_test_support.h"
 #include "telemetry/codec.h"
 
@@ -426,6 +429,48 @@ TEST_F(SlurmRun, AJobSubmittedFromALoginNodeOverSshCompletesWithEveryEventStored
     std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(left().empty());
   fs::remove_all(job_dir);
+}
+
+TEST_F(SlurmRun, EveryCorpusValueOfEverySlurmFieldReachesSbatchAsDataOrIsRefusedNamingIt) {
+  // Each value in each text field and as an extra option: refused at its field, or the script it
+  // makes is read by the real sbatch (--test-only: validated and scheduled, never run), which
+  // answers about the value as data; nothing it holds is ever executed.
+  size_t accepted = 0, refused = 0;
+  const fs::path job_dir = dir_ / "job";
+  const auto check = [&](const std::string& key, const json& value, const std::string& field) {
+    json document = ddpSpec("corpus", 1);
+    document["launch"]["scheduler"][key] = value;
+    const SpecParseResult parsed = parseJobSpec(document.dump());
+    if (!parsed.ok()) {
+      ++refused;
+      ASSERT_EQ(parsed.problems.size(), 1u) << parsed.describe();
+      EXPECT_EQ(parsed.problems[0].path, field) << parsed.describe();
+      return;
+    }
+    ++accepted;
+    const fs::path script = dir_ / "corpus.sbatch";
+    std::ofstream(script) << slurm::slurmBatchScript(*parsed.spec,
+                                                     {.job_dir = job_dir.string(),
+                                                      .spec_path = (dir_ / "spec.json").string(),
+                                                      .node_binary = "/bin/false"});
+    const testing::SlurmCommandResult answer =
+        cluster_->command("sbatch", {"--test-only", script.string()});
+    SCOPED_TRACE(field + " = " + value.dump() + ": " + answer.err);
+    // sbatch either schedules it or refuses the value itself ("invalid partition", ...).
+    EXPECT_NE(answer.err.find(answer.ok() ? "to start at" : "error:"), std::string::npos);
+  };
+  for (const std::string& word : testing::injectionCorpus()) {
+    for (const char* key :
+         {"partition", "account", "qos", "reservation", "job_name", "constraint", "mem", "time"})
+      check(key, word, std::string("launch.scheduler.") + key);
+    for (const std::string& item : {word, "--comment=" + word})
+      check("extra_sbatch", json::array({item}), "launch.scheduler.extra_sbatch[0]");
+  }
+  EXPECT_GT(accepted, 0u);
+  EXPECT_GT(refused, accepted);
+  for (const fs::path& where : {dir_, cluster_->dir(), fs::current_path()})
+    EXPECT_FALSE(fs::exists(where / "CANARY")) << where;
+  EXPECT_EQ(cluster_->squeue({"--noheader"}), "");  // --test-only queued nothing
 }
 
 }  // namespace
