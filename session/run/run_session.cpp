@@ -309,8 +309,9 @@ void applyOverrides(nlohmann::json& document, const std::vector<std::string>& ov
 RunSession::RunSession(RunRequest request) : request_(std::move(request)) {
   spec_ = loadSpec(request_);
   local_ = runsLocally(spec_.launch);
-  // A Slurm job submitted from here reads this machine's files: its nodes share them.
-  const bool files_here = local_ || underSlurm();
+  // A Slurm job submitted from here reads this machine's files: its nodes share them. One
+  // submitted from a login node reads the login node's, as a remote host's job does.
+  const bool files_here = local_ || (underSlurm() && !spec_.launch.slurm->submit_from);
 #if !RINGMASTER_HAVE_LIBSSH
   if (!local_ && !underSlurm()) {
     RM_THROW(kUnavailable,
