@@ -116,7 +116,7 @@ def print_table(ranks, backend, best, args):
             if m is None:
                 row += f" {'-':>12} {'-':>15} {'-':>10}"
                 continue
-            row += f" {m:>12.1f} {size / (m * 1e3) * factor:>15.3f} {m / o:>10.3f}"
+            row += f" {m:>12.1f} {size / (m * 1e3) * factor:>15.3f} {m / o:>10.3g}"
         print(row, flush=True)
 
 
