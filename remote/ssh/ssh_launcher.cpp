@@ -399,9 +399,8 @@ void SshLauncher::installNode(Host& host, const std::string& found) {
     return ran.exit_status == 0 ? trimmed(ran.out) : std::string();
   };
   const std::string why =
-      found.empty()
-          ? fmt::format("{} is not there or does not run", host.node_binary)
-          : fmt::format("{} is '{}', not '{}'", host.node_binary, trimmed(found), expected);
+      found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
+                    : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
   if (!options_.upload_node_binary || options_.local_node_binary.empty()) {
     RM_THROW(kUnavailable, fmt::format("{}: {}; install this build's ringmaster-node "
                                        "there or allow the upload",
