@@ -2,7 +2,9 @@
 // (known, unknown, accepted, changed, and a hostile ~/.ssh/config), wrong keys, unreachable and
 // silent ports, the ssh_config reader, name validation, shell quoting against an injection corpus
 // (run by a real shell, here and through sshd), ringmaster-node uploaded to a host lacking it,
-// and launches to many hosts on a bounded number of threads, a refused thread included.
+// launches to many hosts on a bounded number of threads, a refused thread included, and (issue 36)
+// the one launch shell per host: the spec and the store's address passed exactly, every other node
+// version and a job directory that cannot be made refused naming the host, no agent started.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
