@@ -1,6 +1,7 @@
 // The SSH launcher's phases: prepare every host, max_threads at a time (connect, verify,
-// authenticate, find or upload ringmaster-node, write the spec into a fresh job directory), start
-// node 0's agent and read the store's port from it, start the others the same way, then serve the
+// authenticate, start its launch shell: the node's version checked and the spec written into a
+// fresh job directory, this build uploaded where the version differs), tell node 0's shell to
+// become the agent and read the store's port from it, tell the others that port, then serve the
 // hosts on at most max_threads threads, each host on one of them (the only one touching that
 // host's session) in turn with the others it has: lines in, signals out, keepalives.
 #include "ssh/ssh_launcher.h"
@@ -33,6 +34,9 @@ constexpr size_t kMaxQueuedBytes = size_t{64} << 20;
 constexpr std::string_view kPgidPrefix = "ringmaster-pgid ";
 constexpr std::string_view kStorePrefix = "rendezvous store on ";
 constexpr std::string_view kJobDirMarker = "ringmaster-job-dir";
+// What a launch shell may say before its job directory (the node's version, the start-up files'
+// noise) at most.
+constexpr size_t kMaxLaunchShellBytes = size_t{1} << 20;
 // When several hosts fail, the launch's error lists this many of them, then counts the rest.
 constexpr size_t kListedHostFailures = 20;
 
@@ -304,40 +308,96 @@ std::exception_ptr SshLauncher::hostsError() const {
 void SshLauncher::prepare(Host& host) {
   host.target = resolveSshTarget(host.spec, options_.ssh_config_path);
   host.session = std::make_unique<SshSession>(host.target, options_.connect);
-  SshSession& session = *host.session;
   if (following()) {
     RM_CHECK_ARG(options_.follow_dirs.size() == hosts_.size(),
                  "attach: one job directory per host");
     host.job_dir = options_.follow_dirs[static_cast<size_t>(host.node_rank)];
     return;
   }
+  // One remote shell checks the node, writes the spec and waits to become the agent: the host's
+  // shell start-up (a login's start-up files can take most of a second) is paid once.
+  host.node_binary = options_.node_binary;
+  host.command = launchCommand(host);
+  host.agent = host.session->start(host.command);
+  host.agent->write(options_.spec_json);
+  LaunchShellSaid said = readJobDir(host);
+  if (said.version != expectedNodeVersion()) {
+    host.agent.reset();  // that shell has ended: the node there is another build, or none
+    installNode(host, said.version);
+    // The installed node's shell: the job directory is there already.
+    host.command = fmt::format("d={}; {}", shellQuote(host.job_dir), agentCommand(host));
+    host.agent = host.session->start(host.command);
+  } else {
+    host.out.feed(said.out);
+    host.err.feed(said.err);
+  }
+  uploadFiles(host);
+}
+
+std::string SshLauncher::launchCommand(const Host& host) const {
+  // The spec comes on stdin, exactly its size of it (head), never on the command line; the
+  // version is compared by the shell as by readJobDir's caller, byte for byte.
+  return fmt::format(
+      "v=$({node} --version 2>/dev/null); printf '%s\\n{marker}\\n' \"$v\"; m=$(umask); "
+      "umask 077 && d=$(mktemp -d \"${{TMPDIR:-/tmp}}/ringmaster-job.XXXXXX\") && "
+      "head -c {bytes} > \"$d/spec.json\" && umask \"$m\" && echo \"$d\" || exit 1; "
+      "[ \"$v\" = {expected} ] || exit 0; {agent}",
+      fmt::arg("node", shellQuote(host.node_binary)), fmt::arg("marker", kJobDirMarker),
+      fmt::arg("bytes", options_.spec_json.size()),
+      fmt::arg("expected", shellQuote(expectedNodeVersion())),
+      fmt::arg("agent", agentCommand(host)));
+}
+
+std::string SshLauncher::agentCommand(const Host& host) const {
+  // sshd runs the command's shell as a session leader; `exec` keeps its pid, so the agent's
+  // process group id is the shell's $$, said first on stderr. The store's address is one word
+  // however it reads ("$master").
+  std::string command = fmt::format(
+      "IFS= read -r master && echo {}$$ >&2 && exec {} --spec \"$d/spec.json\" {} --master "
+      "\"$master\" {}",
+      kPgidPrefix, shellCommand({host.node_binary, "agent"}),
+      shellCommand({"--node-rank", std::to_string(host.node_rank), "--nnodes",
+                    std::to_string(hosts_.size())}),
+      shellCommand({"--grace", fmt::format("{:.3f}", options_.grace.count() / 1000.0)}));
+  if (options_.detach) command += " --detach \"$d\"";
+  return command;
+}
+
+SshLauncher::LaunchShellSaid SshLauncher::readJobDir(Host& host) {
+  const std::string alias = describeTarget(host.target);
+  const std::string marker = fmt::format("\n{}\n", kJobDirMarker);
+  std::string out, err;
+  size_t at = std::string::npos, end = std::string::npos;
+  const auto deadline = Clock::now() + kCommandTimeout;
+  for (;;) {
+    const bool open = host.agent->read(out, err, 50ms);
+    at = out.find(marker);
+    end = at == std::string::npos ? at : out.find('\n', at + marker.size());
+    if (end != std::string::npos || !open) break;
+    if (out.size() + err.size() > kMaxLaunchShellBytes)
+      RM_THROW(kIo, fmt::format("{}: the launch shell said more than {} bytes before its job "
+                                "directory (is {} ringmaster-node?)",
+                                alias, kMaxLaunchShellBytes, host.node_binary));
+    if (Clock::now() > deadline)
+      RM_THROW(kTimeout,
+               fmt::format("{}: no job directory within {} ms (the launch shell: {})", alias,
+                           std::chrono::milliseconds(kCommandTimeout).count(), trimmed(err)));
+  }
+  const size_t begin = at + marker.size();
+  host.job_dir = end == std::string::npos ? std::string() : out.substr(begin, end - begin);
+  if (host.job_dir.empty() || host.job_dir[0] != '/')
+    RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, err));
+  return {.version = out.substr(0, at), .out = out.substr(end + 1), .err = std::move(err)};
+}
+
+void SshLauncher::installNode(Host& host, const std::string& found) {
   const std::string alias = describeTarget(host.target);
   const std::string expected = expectedNodeVersion();
-
+  SshSession& session = *host.session;
   auto versionOf = [&](const std::string& binary) {
-    CommandResult found = session.run(shellCommand({binary, "--version"}), kCommandTimeout);
-    return found.exit_status == 0 ? trimmed(found.out) : std::string();
+    CommandResult ran = session.run(shellCommand({binary, "--version"}), kCommandTimeout);
+    return ran.exit_status == 0 ? trimmed(ran.out) : std::string();
   };
-  // One command asks for the node's version and writes the spec (its stdin, never the command
-  // line) into a fresh private job directory: each command is a shell forked on the host.
-  host.node_binary = options_.node_binary;
-  const CommandResult probe = session.run(
-      fmt::format("{} --version 2>/dev/null; echo {}; umask 077 && d=$(mktemp -d "
-                  "\"${{TMPDIR:-/tmp}}/ringmaster-job.XXXXXX\") && cat > \"$d/spec.json\" && "
-                  "echo \"$d\"",
-                  shellCommand({host.node_binary}), kJobDirMarker),
-      kCommandTimeout, options_.spec_json);
-  const size_t marker = probe.out.find(std::string(kJobDirMarker) + "\n");
-  host.job_dir = marker == std::string::npos
-                     ? std::string()
-                     : trimmed(probe.out.substr(marker + kJobDirMarker.size() + 1));
-  if (probe.exit_status != 0 || host.job_dir.empty() || host.job_dir[0] != '/' ||
-      host.job_dir.find('\n') != std::string::npos)
-    RM_THROW(kIo, fmt::format("{}: cannot create a job directory: {}", alias, probe.err));
-  uploadFiles(host);
-  const std::string found = trimmed(probe.out.substr(0, marker));
-  if (found == expected) return;
-
   const std::string why =
       found.empty() ? fmt::format("{} is not there or does not run", host.node_binary)
                     : fmt::format("{} is '{}', not '{}'", host.node_binary, found, expected);
@@ -395,28 +455,22 @@ void SshLauncher::uploadFiles(Host& host) {
 }
 
 void SshLauncher::startAgent(Host& host, int master_port) {
-  std::string master =
-      options_.master_addr.empty() ? hosts_[0]->target.hostname : options_.master_addr;
-  if (master.find(':') != std::string::npos) master = "[" + master + "]";
-  std::vector<std::string> argv = {
-      host.node_binary, "agent",
-      "--spec",         host.job_dir + "/spec.json",
-      "--node-rank",    std::to_string(host.node_rank),
-      "--nnodes",       std::to_string(hosts_.size()),
-      "--master",       fmt::format("{}:{}", master, master_port),
-      "--grace",        fmt::format("{:.3f}", options_.grace.count() / 1000.0)};
-  if (options_.detach) argv.insert(argv.end(), {"--detach", host.job_dir});
-  // sshd runs the command's shell as a session leader; `exec` keeps its pid, so the agent's
-  // process group id is the shell's $$, said first on stderr.
-  host.command = fmt::format("echo {}$$ >&2; exec {}", kPgidPrefix, shellCommand(argv));
   if (following()) {
     // The ringmaster-node the detached agent ran, as it wrote it in its job directory.
     host.node_binary = "$(cat " + shellQuote(host.job_dir + "/node-binary") + ")";
     host.command =
         fmt::format("echo {}$$ >&2; exec \"{}\" {}", kPgidPrefix, host.node_binary,
                     shellCommand({"spool-follow", host.job_dir, "--from", options_.follow_from}));
+    host.agent = host.session->start(host.command);
+    return;
   }
-  host.agent = host.session->start(host.command);
+  // The host's launch shell waits for this line (agentCommand) and becomes the agent.
+  std::string master =
+      options_.master_addr.empty() ? hosts_[0]->target.hostname : options_.master_addr;
+  if (master.find(':') != std::string::npos) master = "[" + master + "]";
+  RM_CHECK_ARG(master.find_first_of("\r\n") == std::string::npos,
+               fmt::format("the store's address '{}' holds a line break", master));
+  host.agent->write(fmt::format("{}:{}\n", master, master_port));
 }
 
 void SshLauncher::pushLine(AgentLine line) {

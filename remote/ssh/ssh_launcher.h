@@ -1,8 +1,10 @@
 // SshLauncher: a job on hosts reached over SSH, one `ringmaster-node agent` per host. Every host
 // is connected (host key verified first), checked and prepared in parallel on a bounded number
-// of threads, however many hosts there are (the spec travels on stdin into a private job
-// directory, ringmaster-node is uploaded by SFTP where missing); node 0's agent starts the
-// rendezvous store on a free port and the others are started against it. Each agent runs in its
+// of threads, however many hosts there are. Each host gets one remote shell (issue 36): it checks
+// ringmaster-node's version, writes the spec from its stdin into a private job directory and
+// waits; where the version differs, this build is uploaded by SFTP. Once every host is ready,
+// node 0's shell becomes the agent and starts the rendezvous store on a free port, and the others'
+// become agents against it. Each agent runs in its
 // own process group (sshd makes the remote shell a session leader and the agent `exec`s it), so
 // cancel and kill reach all of a host's processes from a second channel; a dropped connection
 // ends the remote agent, which exits when its stdin closes. A detached run (issue 21) is the
@@ -110,7 +112,29 @@ class SshLauncher final : public Launch {
  private:
   struct Host;
   struct Serving;
+  // Connects, then starts the host's launch shell (launchCommand) with the spec on its stdin and
+  // reads its job directory; installs this build's node where the version differs (installNode)
+  // and uploads the program's files. The shell then waits for startAgent.
   void prepare(Host& host);
+  // The one remote command of a host: prints the node's version, kJobDirMarker and a fresh
+  // private job directory holding the spec (read from stdin), then, where the version is this
+  // build's, goes on as agentCommand; else it ends.
+  std::string launchCommand(const Host& host) const;
+  // With $d the job directory: reads the store's address from stdin, says its process group on
+  // stderr and becomes the agent.
+  std::string agentCommand(const Host& host) const;
+  struct LaunchShellSaid {
+    std::string version;   // the node's --version, empty when it is not there or does not run
+    std::string out, err;  // what came after the job directory, and on stderr
+  };
+  // Reads the launch shell's first words into host.job_dir; throws naming the host when the
+  // shell could not make the directory.
+  LaunchShellSaid readJobDir(Host& host);
+  // The node found was `found` (another build's version, or empty): this build's is uploaded into
+  // the remote cache where allowed and missing there, and host.node_binary names it.
+  void installNode(Host& host, const std::string& found);
+  // Sends the launch shell the address of node 0's store (port 0 to node 0 itself: it picks one),
+  // so that it becomes the agent; for an attach, starts the host's spool follower instead.
   void startAgent(Host& host, int master_port);
   // Runs `step` for every host from index `first` on, max_threads at a time; a host's failure
   // is kept as its error.

@@ -2,7 +2,9 @@
 // (known, unknown, accepted, changed, and a hostile ~/.ssh/config), wrong keys, unreachable and
 // silent ports, the ssh_config reader, name validation, shell quoting against an injection corpus
 // (run by a real shell, here and through sshd), ringmaster-node uploaded to a host lacking it,
-// and launches to many hosts on a bounded number of threads, a refused thread included.
+// launches to many hosts on a bounded number of threads, a refused thread included, and (issue 36)
+// the one launch shell per host: the spec and the store's address passed exactly, every other node
+// version and a job directory that cannot be made refused naming the host, no agent started.
 #include <gtest/gtest.h>
 #include <pwd.h>
 
@@ -716,6 +718,193 @@ TEST_F(SshLaunch, AThreadRefusedAtAnyPointOfTheLaunchIsAClearErrorAndLeavesNothi
     // Nor does an agent whose shell was still starting when the launch stopped appear later.
     std::this_thread::sleep_for(1s);
     nothingLeft();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 36: one launch shell per host checks the node, writes the spec and becomes the agent.
+
+// A stand-in ringmaster-node saying `version`; as an agent it records under `dir` (by node rank)
+// its arguments one a line, its spec, the spec's mode and its umask, says where its store is and
+// prints "line from node N", then reads its stdin to the end.
+fs::path writeRecordingNode(const fs::path& dir, const std::string& version) {
+  const fs::path node = dir / "recording-node";
+  std::ofstream(node) << fmt::format(
+      "#!/bin/sh\n"
+      "if [ \"$1\" = --version ]; then printf '%s\\n' {0}; exit 0; fi\n"
+      "printf '%s\\n' \"$@\" > '{1}/args.'$5\n"
+      "cat \"$3\" > '{1}/spec.'$5\n"
+      "stat -c %a \"$3\" > '{1}/mode.'$5\n"
+      "umask > '{1}/umask.'$5\n"
+      "echo \"[agent node $5] rendezvous store on 127.0.0.1:1\" >&2\n"
+      "echo \"line from node $5\"\n"
+      "exec cat > /dev/null\n",
+      shellQuote(version), dir.string());
+  fs::permissions(node, fs::perms::owner_all);
+  return node;
+}
+
+std::vector<std::string> linesOf(const fs::path& path) {
+  std::vector<std::string> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The spec reaches every agent byte for byte whatever it holds (no trailing newline, shell
+// syntax, quotes, CR, NUL-free binary, several MiB: past the channel's window) and 0600, the
+// store's address (a hostile master_addr here) reaches it as one argument, and the agent keeps its
+// stdin (nothing read past the spec) and runs with the host's own umask.
+TEST_F(SshLaunch, TheSpecAndTheStoresAddressReachEveryAgentExactlyThroughItsLaunchShell) {
+  trustServer();
+  const fs::path canary = dir_ / "CANARY";
+  std::string large(3 << 20, 'x');
+  for (size_t i = 0; i < large.size(); i += 4099) large[i] = '\n';
+  const std::vector<std::string> specs = {
+      "{}",
+      fmt::format("{{\"a\": \"$(touch {0}) `touch {0}` ; touch {0}\\n'q' \\\"d\\\" \\\\\"}}\n\n",
+                  canary.string()),
+      "line one\r\nline two\twith tab \xc3\xa9\xe2\x82\xac\x01\x7f no newline at the end", large};
+  const std::string master = fmt::format("$(touch {0}) `touch {0}` 'q' \"d\" \\", canary.string());
+  const CommandResult host_umask = SshSession(target(), connectOptions()).run("umask", 10s);
+  for (size_t s = 0; s < specs.size(); ++s) {
+    SCOPED_TRACE(s);
+    SshLaunchOptions options = launchOptions(writeRecordingNode(dir_, expectedNodeVersion()));
+    options.hosts = std::vector<LaunchHostSpec>(2, options.hosts[0]);
+    options.spec_json = specs[s];
+    options.master_addr = master;
+    SshLauncher launch(options);
+    std::set<std::string> lines;
+    const LaunchSink sink{.on_telemetry = [&](std::string_view line) { lines.emplace(line); },
+                          .on_log = [](std::string_view) {}};
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (lines.size() < 2 && launch.pump(100ms, sink))
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    EXPECT_EQ(lines, (std::set<std::string>{"line from node 0", "line from node 1"}));
+    for (int rank = 0; rank < 2; ++rank) {
+      SCOPED_TRACE(rank);
+      EXPECT_TRUE(testing::readText(dir_ / fmt::format("spec.{}", rank)) == specs[s])
+          << "the spec differs";
+      EXPECT_EQ(testing::readText(dir_ / fmt::format("mode.{}", rank)), "600\n");
+      EXPECT_EQ(testing::readText(dir_ / fmt::format("umask.{}", rank)), host_umask.out);
+      const std::vector<std::string> args = linesOf(dir_ / fmt::format("args.{}", rank));
+      const auto at = std::find(args.begin(), args.end(), "--master");
+      ASSERT_NE(at, args.end());
+      ASSERT_NE(at + 1, args.end());
+      EXPECT_EQ(at[1], fmt::format("{}:{}", master, rank == 0 ? 0 : 1));
+    }
+    // The agents still read their stdin: they run until the launch ends it.
+    EXPECT_EQ(lines.size(), 2u);
+    launch.cancel();
+    while (launch.pump(100ms, sink)) ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    EXPECT_EQ(launch.wait().signal, SIGTERM);
+  }
+  EXPECT_FALSE(fs::exists(canary)) << "a value was executed";
+}
+
+// Every version other than this build's, byte for byte (another release, this one with a space
+// or a line after it, a prefix of it, nothing, shell syntax), is refused with the version found
+// and the host named when uploads are not allowed: no agent runs, and the job directory is
+// removed.
+TEST_F(SshLaunch, EveryOtherNodeVersionIsAClearErrorNamingTheHostAndStartsNoAgent) {
+  trustServer();
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  server_->restartWithConfig(fmt::format("SetEnv TMPDIR={}\n", tmp.string()));
+  const std::string expected = expectedNodeVersion();
+  const fs::path canary = dir_ / "CANARY";
+  const std::vector<std::string> versions = {
+      "ringmaster-node 0.0.1 (telemetry protocol 1)",
+      expected + " ",
+      expected + "\nanother line",
+      expected.substr(0, expected.size() - 1),
+      "",
+      fmt::format("$(touch {0}) `touch {0}` '", canary.string())};
+  for (const std::string& version : versions) {
+    SCOPED_TRACE(version);
+    const fs::path node = writeRecordingNode(dir_, version);
+    SshLaunchOptions options = launchOptions(node.string());
+    options.upload_node_binary = false;
+    try {
+      SshLauncher launch(options);
+      ADD_FAILURE() << "the launch started";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kUnavailable) << e.message();
+      EXPECT_NE(e.message().find(fmt::format("127.0.0.1:{}", server_->port())), std::string::npos)
+          << e.message();
+      const std::string why =
+          version.empty() ? fmt::format("{} is not there or does not run", node.string())
+                          : fmt::format("{} is '{}', not '{}'", node.string(), version, expected);
+      EXPECT_NE(e.message().find(why), std::string::npos) << e.message();
+    }
+    EXPECT_FALSE(fs::exists(dir_ / "args.0")) << "the agent ran";
+    EXPECT_TRUE(fs::is_empty(tmp)) << "a job directory was left";
+  }
+  EXPECT_FALSE(fs::exists(canary)) << "a version was executed";
+}
+
+// A host where no job directory can be made (its TMPDIR missing) fails the launch naming it and
+// the shell's reason; the other host's agent never starts and its job directory is removed.
+TEST_F(SshLaunch, AJobDirectoryThatCannotBeMadeFailsNamingTheHostAndStartsNoAgent) {
+  trustServer();
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  SshdServer other(dir_ / "sshd-other", dir_ / "id_user.pub");
+  std::ofstream(known_hosts_, std::ios::app) << other.knownHostsLine();
+  other.restartWithConfig(fmt::format("SetEnv TMPDIR={}\n", (dir_ / "missing-dir").string()));
+  server_->restartWithConfig(fmt::format("SetEnv TMPDIR={}\n", tmp.string()));
+  SshLaunchOptions options = launchOptions(writeRecordingNode(dir_, expectedNodeVersion()));
+  options.hosts.push_back(options.hosts[0]);
+  options.hosts[1].port = other.port();
+  try {
+    SshLauncher launch(options);
+    ADD_FAILURE() << "the launch started";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kIo) << e.message();
+    EXPECT_NE(e.message().find(
+                  fmt::format("@127.0.0.1:{}): cannot create a job directory: ", other.port())),
+              std::string::npos)
+        << e.message();
+    EXPECT_NE(e.message().find("missing-dir"), std::string::npos) << e.message();
+  }
+  std::this_thread::sleep_for(500ms);  // an agent told to start would have written by now
+  EXPECT_FALSE(fs::exists(dir_ / "args.0")) << "node 0's agent ran";
+  EXPECT_TRUE(fs::is_empty(tmp)) << "node 0's job directory was left";
+}
+
+// A host whose key is unknown, or changed, is refused before any authentication while the other
+// hosts connect in parallel: the launch names it, that sshd never saw a key offered, and no agent
+// starts anywhere.
+TEST_F(SshLaunch, AHostWithAnUnknownOrChangedKeyFailsTheLaunchBeforeAuthenticatingThere) {
+  trustServer();
+  const fs::path tmp = dir_ / "tmp";
+  fs::create_directories(tmp);
+  server_->restartWithConfig(fmt::format("SetEnv TMPDIR={}\n", tmp.string()));
+  SshdServer other(dir_ / "sshd-other", dir_ / "id_user.pub");
+  SshLaunchOptions options = launchOptions(writeRecordingNode(dir_, expectedNodeVersion()));
+  options.hosts.push_back(options.hosts[0]);
+  options.hosts[1].port = other.port();
+  options.connect.accept_unknown_key = [](const SshTarget&, const std::string&) { return false; };
+  for (const std::string refusal : {"the host is not in", "the host key has changed"}) {
+    SCOPED_TRACE(refusal);
+    if (refusal == "the host key has changed") {
+      std::ofstream(known_hosts_, std::ios::app) << other.knownHostsLine();
+      other.replaceHostKey();
+    }
+    try {
+      SshLauncher launch(options);
+      ADD_FAILURE() << "the launch started";
+    } catch (const Error& e) {
+      EXPECT_NE(e.message().find(fmt::format("127.0.0.1:{}): REFUSED, {}", other.port(), refusal)),
+                std::string::npos)
+          << e.message();
+    }
+    std::this_thread::sleep_for(500ms);  // let sshd write its log; an agent would have started
+    const std::string log = other.log();
+    EXPECT_EQ(log.find("publickey"), std::string::npos) << log;
+    EXPECT_EQ(log.find("Accepted"), std::string::npos) << log;
+    EXPECT_FALSE(fs::exists(dir_ / "args.0")) << "node 0's agent ran";
+    EXPECT_TRUE(fs::is_empty(tmp)) << "node 0's job directory was left";
   }
 }
 
