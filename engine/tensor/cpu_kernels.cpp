@@ -63,11 +63,15 @@ void mul(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
-void relu(const float* x, float* y, int64_t n) {
+// `omp simd` lets the selects read both sides (a plain loop may not read dy[i] where x[i] <= 0, so
+// GCC kept a branch per element, mispredicted on every sign change: 6 % of an MLP step).
+RM_VECTOR_CLONES void relu(const float* x, float* y, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+RM_VECTOR_CLONES void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 

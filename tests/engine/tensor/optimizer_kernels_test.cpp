@@ -2,8 +2,9 @@
 // loops they replaced, kept here as the reference: adamStep, sgdStep and scale byte for byte over
 // every size from 0 to 67 (each vector tail), larger ones, unaligned starts and every branch of the
 // update; sumSquares against its fixed blocked order byte for byte, and against one running sum
-// within 1e-12 relative. This file is built with -ffp-contract=off, so the reference rounds every
-// multiply and add on its own, as the code it copies did.
+// within 1e-12 relative; and the ReLU kernels (now `omp simd` selects) against their plain loops.
+// This file is built with -ffp-contract=off, so the reference rounds every multiply and add on
+// its own, as the code it copies did.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -310,6 +313,36 @@ TEST(OptimizerKernels, SumSquaresFollowsItsBlockedOrderExactly) {
   // The orders do differ somewhere on these inputs (else this test would not see a reordering).
   EXPECT_GT(worst, 0.0);
   std::printf("sumSquares vs one running sum: worst relative difference %.3g\n", worst);
+}
+
+// ------------------------------------------------------------------------------------------------
+// ReLU: a select per element, so the vectorised loops must give the plain ones' bits exactly,
+// signed zeros, infinities and NaNs included.
+
+TEST(ElementwiseKernels, ReluAndItsBackwardEqualThePlainLoops) {
+  Rng rng(40);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(),
+                            1e-40f,
+                            -1e-40f};
+  for (const int64_t n : sizes()) {
+    std::vector<float> x = gradients(rng, n), dy = gradients(rng, n);
+    for (int64_t i = 0; i < n; i += 5) x[i] = specials[rng.below(std::size(specials))];
+    for (int64_t i = 2; i < n; i += 7) dy[i] = specials[rng.below(std::size(specials))];
+    std::vector<float> want_y(n), want_dx(n);
+    for (int64_t i = 0; i < n; ++i) {
+      want_y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+      want_dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
+    }
+    std::vector<float> y(n), dx(n);
+    cpu::relu(x.data(), y.data(), n);
+    cpu::reluBackward(x.data(), dy.data(), dx.data(), n);
+    EXPECT_EQ(firstDifference("relu", y.data(), want_y.data(), n), "") << "n=" << n;
+    EXPECT_EQ(firstDifference("reluBackward", dx.data(), want_dx.data(), n), "") << "n=" << n;
+  }
 }
 
 }  // namespace
