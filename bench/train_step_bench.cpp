@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/random.h"
@@ -31,8 +31,9 @@ struct Timing {
 
 Timing timeOurs(const std::vector<int64_t>& layers, int batch, double seconds) {
   auto model = buildMlp({.layers = layers, .seed = 0});
-  Adam optimizer(model->namedParameters(), {.lr = 1e-3f, .weight_decay = 0.01f,
-                                            .decoupled_weight_decay = true});
+  model->setInputGradientNeeded(false);  // as PyTorch's inputs: no requires_grad
+  Adam optimizer(model->namedParameters(),
+                 {.lr = 1e-3f, .weight_decay = 0.01f, .decoupled_weight_decay = true});
   SoftmaxCrossEntropy loss;
   Rng rng(1);
   std::vector<float> x(batch * layers.front());
@@ -97,8 +98,9 @@ int main(int argc, char** argv) {
   fmt::print("MLP {} | AdamW | one CPU thread | {:.1f} s per cell\n", fmt::join(layers, "-"),
              seconds);
   if (torch.empty()) {
-    fmt::print("PyTorch anchor unavailable: install python3-torch (bash scripts/install-deps.sh "
-               "python3-torch)\n");
+    fmt::print(
+        "PyTorch anchor unavailable: install python3-torch (bash scripts/install-deps.sh "
+        "python3-torch)\n");
   }
   fmt::print("{:>6} | {:>14} | {:>14} | {:>12} | {:>16}\n", "batch", "ours samples/s",
              "torch samples/s", "ours / torch", "ours ms/step");
@@ -107,7 +109,8 @@ int main(int argc, char** argv) {
     std::string torch_rate = "n/a", ratio = "n/a";
     if (auto it = torch.find(batch); it != torch.end()) {
       torch_rate = fmt::format("{:.0f}", it->second.samplesPerSecond(batch));
-      ratio = fmt::format("{:.2f}", ours.samplesPerSecond(batch) / it->second.samplesPerSecond(batch));
+      ratio =
+          fmt::format("{:.2f}", ours.samplesPerSecond(batch) / it->second.samplesPerSecond(batch));
     }
     fmt::print("{:>6} | {:>14.0f} | {:>14} | {:>12} | {:>16.3f}\n", batch,
                ours.samplesPerSecond(batch), torch_rate, ratio, 1e3 * ours.seconds / ours.steps);

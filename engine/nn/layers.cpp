@@ -61,6 +61,7 @@ Tensor Linear::backward(const Tensor& grad_output) {
   const Tensor dy = autocastOperand(grad_output, compute);
   accumulateWeightGrad(dy, true, input_, false, weight_.grad, compute);  // dW += dy^T x
   accumulateBiasGrad(widened(dy), bias_.grad, compute);                  // db += sum dy
+  if (!input_gradient_needed_) return Tensor();
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
   autocastMatmul(dy, false, autocastOperand(weight_.value, compute), false, grad_input,
                  compute);  // dx = dy W
@@ -71,6 +72,7 @@ Tensor Linear::backwardInput(const Tensor& grad_output) {
   RM_CHECK_ARG(input_.defined(), "Linear::backwardInput before forward");
   const DType compute = compute_dtype_;
   grad_output_ = autocastOperand(grad_output, compute);
+  if (!input_gradient_needed_) return Tensor();
   Tensor grad_input = Tensor::empty(input_.shape(), DType::kF32, input_.device());
   autocastMatmul(grad_output_, false, autocastOperand(weight_.value, compute), false, grad_input,
                  compute);  // dx = dy W
@@ -219,6 +221,10 @@ void Sequential::collectParameters(const std::string& prefix, std::vector<NamedP
   for (size_t i = 0; i < children_.size(); ++i) {
     children_[i]->collectParameters(prefix + prefixes_[i], out);
   }
+}
+
+void Sequential::setInputGradientNeeded(bool needed) {
+  if (!children_.empty()) children_.front()->setInputGradientNeeded(needed);
 }
 
 void Sequential::setTraining(bool training) {

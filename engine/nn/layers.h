@@ -24,6 +24,7 @@ class Linear : public Module {
   // dx = dy W now; dW and db later, from the kept dy.
   Tensor backwardInput(const Tensor& grad_output) override;
   void backwardWeights() override;
+  void setInputGradientNeeded(bool needed) override { input_gradient_needed_ = needed; }
   std::vector<Tensor> saveContext() const override { return {input_, grad_output_}; }
   void restoreContext(const std::vector<Tensor>& context) override;
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
@@ -36,6 +37,7 @@ class Linear : public Module {
   Parameter bias_;      // [out]
   Tensor input_;        // [batch, in], from the last forward (16-bit under autocast)
   Tensor grad_output_;  // [batch, out], between backwardInput and backwardWeights (likewise)
+  bool input_gradient_needed_ = true;  // false: backward returns no dx (the input is data)
 };
 
 class ReLU : public Module {
@@ -145,6 +147,8 @@ class Sequential : public Module {
   void collectParameters(const std::string& prefix, std::vector<NamedParameter>& out) override;
   void forEachChild(const std::function<void(Module&)>& visit) override;
   void setTraining(bool training) override;
+  // To the first child (the one that reads the model's input).
+  void setInputGradientNeeded(bool needed) override;
 
   // Needs the blocks set (setBlocks) to turn on.
   void setActivationCheckpointing(bool on);

@@ -43,6 +43,12 @@ class Module {
   // everything in the first half.
   virtual Tensor backwardInput(const Tensor& grad_output) { return backward(grad_output); }
   virtual void backwardWeights() {}
+  // Whether backward (and backwardInput) must return d(loss)/d(input): yes by default. Turned off
+  // on a model whose input is data needing no gradient (PyTorch skips it for an input without
+  // requires_grad): a Linear then leaves out its dx = dy W product and returns an undefined
+  // Tensor; its parameter gradients are the same. A Sequential passes it to its first child;
+  // modules that cannot skip the work ignore it.
+  virtual void setInputGradientNeeded(bool needed) {}
   // Calls `visit` on each module directly inside this one (not recursively). Containers and
   // composite modules override it so that walks over a model (forEachModule) reach every module,
   // e.g. each Dropout whose mask counter activation checkpointing rewinds or a resume restores.

@@ -59,29 +59,19 @@ void axpy(float alpha, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 
-void scale(float* y, float alpha, int64_t n) {
-  if (alpha == 0.0f) {
-    std::fill(y, y + n, 0.0f);  // like BLAS: beta = 0 clears NaN and Inf too
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
-}
-
 void mul(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
 }
 
-double sumSquares(const float* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
-  return sum;
-}
-
-void relu(const float* x, float* y, int64_t n) {
+// `omp simd` lets the selects read both sides (a plain loop may not read dy[i] where x[i] <= 0, so
+// GCC kept a branch per element, mispredicted on every sign change: 6 % of an MLP step).
+RM_VECTOR_CLONES void relu(const float* x, float* y, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
 
-void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+RM_VECTOR_CLONES void reluBackward(const float* x, const float* dy, float* dx, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > 0.0f ? dy[i] : 0.0f;
 }
 
@@ -212,39 +202,7 @@ int64_t countCorrect(const float* logits, const int32_t* labels, int64_t rows, i
   return correct;
 }
 
-void sgdStep(float* param, const float* grad, float* momentum_buffer, int64_t n, float lr,
-             float momentum, float dampening, float weight_decay, bool nesterov, bool first_step) {
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i] + weight_decay * param[i];
-    if (momentum != 0.0f) {
-      float& buf = momentum_buffer[i];
-      buf = first_step ? g : momentum * buf + (1.0f - dampening) * g;
-      g = nesterov ? g + momentum * buf : buf;
-    }
-    param[i] -= lr * g;
-  }
-}
-
-void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
-              float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
-              bool decoupled) {
-  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
-  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), step);
-  const float step_size = static_cast<float>(lr / bias_correction1);
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  for (int64_t i = 0; i < n; ++i) {
-    float g = grad[i];
-    if (decoupled) {
-      param[i] *= 1.0f - lr * weight_decay;
-    } else {
-      g += weight_decay * param[i];
-    }
-    exp_avg[i] += (1.0f - beta1) * (g - exp_avg[i]);
-    exp_avg_sq[i] = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
-    const float denom = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + eps;
-    param[i] -= step_size * exp_avg[i] / denom;
-  }
-}
+// scale, sumSquares, sgdStep and adamStep: cpu_optimizer_kernels.cpp.
 
 // ------------------------------------------------------------------------------------------------
 // Transformer kernels

@@ -458,6 +458,7 @@ void Trainer::setUpModel(Session& session) {
                fmt::format("data: {} classes, but the model has {} outputs", classes.value_or(0),
                            model_outputs));
   session.model = buildModel(spec_.model, session.device);
+  session.model->setInputGradientNeeded(false);  // its input is the data: no gradient wanted
   setAutocast(*session.model, precisionDType(spec_.train.precision));  // torch.autocast
   session.parameter_count = session.model->parameterCount();
   if (spec_.model.init_checkpoint)

@@ -3,8 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/random.h"
 #include "nn/layers.h"
 #include "nn/loss.h"
 #include "nn/mlp.h"
@@ -53,8 +59,7 @@ TEST(Gelu, MatchesPyTorchExactForm) {
   GELU gelu;
   Tensor y = gelu.forward(Tensor::fromVector({-2, -0.5f, 0, 1, 3}, {1, 5}));
   expectNear(y.toFloatVector(),
-             {-0.04550026389635842, -0.15426876936299344, 0.0, 0.841344746068543,
-              2.99595030590511},
+             {-0.04550026389635842, -0.15426876936299344, 0.0, 0.841344746068543, 2.99595030590511},
              1e-6);
 }
 
@@ -62,8 +67,8 @@ TEST(LayerNorm, MatchesPyTorch) {
   LayerNorm norm(3);
   Tensor y = norm.forward(Tensor::fromVector({1, 2, 3, -1, 0.5f, 0}, {2, 3}));
   expectNear(y.toFloatVector(),
-             {-1.2247356859083902, 0.0, 1.2247356859083902, -1.3362890288136269,
-              1.0690312230509016, 0.2672578057627254},
+             {-1.2247356859083902, 0.0, 1.2247356859083902, -1.3362890288136269, 1.0690312230509016,
+              0.2672578057627254},
              1e-5);
 }
 
@@ -109,8 +114,8 @@ TEST(Mlp, NamesParametersLikeNnSequential) {
   auto model = buildMlp({.layers = {784, 256, 256, 10}, .dropout = 0.1f});
   std::vector<std::string> names;
   for (auto& p : model->namedParameters()) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias",
-                                             "6.weight", "6.bias"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias", "6.weight",
+                                             "6.bias"}));
   EXPECT_EQ(model->parameterCount(), 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
 }
 
@@ -121,6 +126,85 @@ TEST(Mlp, SameSeedBuildsTheSameModel) {
   auto pa = a->namedParameters(), pb = b->namedParameters(), pc = c->namedParameters();
   EXPECT_EQ(pa[0].parameter->value.toFloatVector(), pb[0].parameter->value.toFloatVector());
   EXPECT_NE(pa[0].parameter->value.toFloatVector(), pc[0].parameter->value.toFloatVector());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 36: a model whose input is data computes no input gradient (the first Linear's dx = dy W
+// is left out, as PyTorch leaves it out for an input without requires_grad), and every parameter
+// gradient stays the same, bit for bit: over one micro-batch and three accumulated, through the
+// plain backward, the split one (backwardInput, then backwardWeights: zero-bubble pipelines) and
+// activation checkpointing, for the MLP variants (ReLU, GELU + LayerNorm + dropout).
+
+enum class BackwardPath { kPlain, kSplit, kCheckpointed };
+
+struct GradientRun {
+  std::vector<std::vector<float>> gradients;  // per parameter, in namedParameters() order
+  int input_gradients = 0;                    // micro-batches whose backward returned a dx
+};
+
+GradientRun accumulateGradients(const MlpConfig& config, bool input_gradient_needed,
+                                int micro_batches, BackwardPath path) {
+  auto model = buildMlp(config);
+  model->setInputGradientNeeded(input_gradient_needed);
+  if (path == BackwardPath::kCheckpointed) model->setActivationCheckpointing(true);
+  model->zeroGrad();
+  SoftmaxCrossEntropy loss;
+  GradientRun run;
+  const int64_t batch = 5, features = config.layers.front(), classes = config.layers.back();
+  for (int micro = 0; micro < micro_batches; ++micro) {
+    Rng rng(100 + micro);
+    std::vector<float> x(batch * features);
+    for (float& v : x) v = static_cast<float>(rng.normal());
+    std::vector<int32_t> y(batch);
+    for (int32_t& v : y) v = static_cast<int32_t>(rng.below(classes));
+    loss.forward(model->forward(Tensor::fromVector(x, {batch, features})),
+                 Tensor::fromInts(y, {batch}));
+    Tensor grad = loss.backward(1.0f / static_cast<float>(micro_batches));
+    if (path == BackwardPath::kSplit) {
+      for (size_t m = model->size(); m-- > 0;) grad = model->backwardInputChild(m, grad);
+      for (size_t m = model->size(); m-- > 0;) model->child(m).backwardWeights();
+    } else {
+      grad = model->backward(grad);
+    }
+    if (grad.defined()) {
+      EXPECT_EQ(grad.shape(), (Shape{batch, features}));
+      ++run.input_gradients;
+    }
+  }
+  for (auto& named : model->namedParameters())
+    run.gradients.push_back(named.parameter->grad.toFloatVector());
+  return run;
+}
+
+TEST(Mlp, ModelOnDataComputesNoInputGradientAndTheSameParameterGradientsIssue36) {
+  const std::vector<MlpConfig> configs{{.layers = {12, 16, 16, 4}, .seed = 3},
+                                       {.layers = {9, 8, 8, 8, 3},
+                                        .activation = Activation::kGelu,
+                                        .dropout = 0.25f,
+                                        .layer_norm = true,
+                                        .seed = 4}};
+  for (const MlpConfig& config : configs) {
+    for (const int micro_batches : {1, 3}) {
+      for (const BackwardPath path :
+           {BackwardPath::kPlain, BackwardPath::kSplit, BackwardPath::kCheckpointed}) {
+        const std::string where =
+            fmt::format("{} widths, {} micro-batch(es), path {}", config.layers.size(),
+                        micro_batches, static_cast<int>(path));
+        const GradientRun reference = accumulateGradients(config, true, micro_batches, path);
+        const GradientRun on_data = accumulateGradients(config, false, micro_batches, path);
+        EXPECT_EQ(reference.input_gradients, micro_batches) << where;
+        EXPECT_EQ(on_data.input_gradients, 0) << where;
+        ASSERT_EQ(on_data.gradients.size(), reference.gradients.size()) << where;
+        for (size_t p = 0; p < reference.gradients.size(); ++p) {
+          const std::vector<float>& want = reference.gradients[p];
+          const std::vector<float>& got = on_data.gradients[p];
+          ASSERT_EQ(got.size(), want.size()) << where;
+          EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+              << where << ", parameter " << p;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
