@@ -51,13 +51,14 @@ void Sgd::step() {
       momentum_buffers_.push_back(Tensor::empty(value.shape(), value.dtype(), value.device()));
     }
   }
+  std::vector<ops::SgdTensors> tensors;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& p = *parameters_[i].parameter;
-    Tensor none;
-    Tensor& buffer = options_.momentum != 0.0f ? momentum_buffers_[i] : none;
-    ops::sgdStep(p.value, p.grad, buffer, lr_, options_.momentum, options_.dampening,
-                 options_.weight_decay, options_.nesterov, first_step);
+    tensors.push_back(ops::SgdTensors{&p.value, &p.grad,
+                                      options_.momentum != 0.0f ? &momentum_buffers_[i] : nullptr});
   }
+  ops::sgdStepMulti(tensors, lr_, options_.momentum, options_.dampening, options_.weight_decay,
+                    options_.nesterov, first_step);
   step_count_++;
 }
 
@@ -99,12 +100,14 @@ Adam::Adam(std::vector<NamedParameter> parameters, const AdamOptions& options)
 
 void Adam::step() {
   step_count_++;
+  std::vector<ops::AdamTensors> tensors;
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Parameter& p = *parameters_[i].parameter;
-    ops::adamStep(p.value, p.grad, exp_avg_[i], exp_avg_sq_[i], lr_, options_.beta1, options_.beta2,
-                  options_.eps, options_.weight_decay, step_count_,
-                  options_.decoupled_weight_decay);
+    tensors.push_back(ops::AdamTensors{&p.value, &p.grad, &exp_avg_[i], &exp_avg_sq_[i]});
   }
+  // One kernel launch for every parameter on CUDA (PyTorch's fused Adam); per tensor on the host.
+  ops::adamStepMulti(tensors, lr_, options_.beta1, options_.beta2, options_.eps,
+                     options_.weight_decay, step_count_, options_.decoupled_weight_decay);
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::stateTensors() const {

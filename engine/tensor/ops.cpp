@@ -257,6 +257,88 @@ void adamStep(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_av
               weight_decay, step, decoupled);
 }
 
+#if RINGMASTER_HAVE_CUDA
+namespace {
+
+// Whether the multi-tensor steps take the CUDA path: every tensor on one CUDA device.
+bool allOnOneCudaDevice(const std::vector<const Tensor*>& tensors) {
+  if (tensors.empty() || !tensors.front()->device().isCuda()) return false;
+  for (const Tensor* t : tensors) {
+    RM_CHECK_ARG(t->device() == tensors.front()->device(),
+                 fmt::format("a multi-tensor optimizer step spans {} and {}",
+                             tensors.front()->device().str(), t->device().str()));
+  }
+  return true;
+}
+
+}  // namespace
+#endif
+
+void adamStepMulti(const std::vector<AdamTensors>& tensors, float lr, float beta1, float beta2,
+                   float eps, float weight_decay, int64_t step, bool decoupled) {
+#if RINGMASTER_HAVE_CUDA
+  std::vector<const Tensor*> params;
+  for (const AdamTensors& t : tensors) params.push_back(t.param);
+  if (allOnOneCudaDevice(params)) {
+    RM_CHECK_ARG(step >= 1, "adam steps count from 1");
+    std::vector<float*> param_ptrs, exp_avg_ptrs, exp_avg_sq_ptrs;
+    std::vector<const float*> grad_ptrs;
+    std::vector<int64_t> sizes;
+    for (const AdamTensors& t : tensors) {
+      checkSameDevice({t.param, t.grad, t.exp_avg, t.exp_avg_sq});
+      checkSameNumel(*t.param, *t.grad);
+      checkSameNumel(*t.param, *t.exp_avg);
+      checkSameNumel(*t.param, *t.exp_avg_sq);
+      param_ptrs.push_back(t.param->data<float>());
+      grad_ptrs.push_back(t.grad->data<float>());
+      exp_avg_ptrs.push_back(t.exp_avg->data<float>());
+      exp_avg_sq_ptrs.push_back(t.exp_avg_sq->data<float>());
+      sizes.push_back(t.param->numel());
+    }
+    cuda::adamStepMulti(param_ptrs.data(), grad_ptrs.data(), exp_avg_ptrs.data(),
+                        exp_avg_sq_ptrs.data(), sizes.data(), static_cast<int64_t>(sizes.size()),
+                        lr, beta1, beta2, eps, weight_decay, step, decoupled);
+    return;
+  }
+#endif
+  for (const AdamTensors& t : tensors)
+    adamStep(*t.param, *t.grad, *t.exp_avg, *t.exp_avg_sq, lr, beta1, beta2, eps, weight_decay,
+             step, decoupled);
+}
+
+void sgdStepMulti(const std::vector<SgdTensors>& tensors, float lr, float momentum, float dampening,
+                  float weight_decay, bool nesterov, bool first_step) {
+#if RINGMASTER_HAVE_CUDA
+  std::vector<const Tensor*> params;
+  for (const SgdTensors& t : tensors) params.push_back(t.param);
+  if (allOnOneCudaDevice(params)) {
+    std::vector<float*> param_ptrs, buffer_ptrs;
+    std::vector<const float*> grad_ptrs;
+    std::vector<int64_t> sizes;
+    for (const SgdTensors& t : tensors) {
+      checkSameDevice({t.param, t.grad});
+      checkSameNumel(*t.param, *t.grad);
+      if (momentum != 0.0f) {
+        checkSameDevice({t.param, t.momentum_buffer});
+        checkSameNumel(*t.param, *t.momentum_buffer);
+      }
+      param_ptrs.push_back(t.param->data<float>());
+      grad_ptrs.push_back(t.grad->data<float>());
+      buffer_ptrs.push_back(momentum != 0.0f ? t.momentum_buffer->data<float>() : nullptr);
+      sizes.push_back(t.param->numel());
+    }
+    cuda::sgdStepMulti(param_ptrs.data(), grad_ptrs.data(), buffer_ptrs.data(), sizes.data(),
+                       static_cast<int64_t>(sizes.size()), lr, momentum, dampening, weight_decay,
+                       nesterov, first_step);
+    return;
+  }
+#endif
+  Tensor none;
+  for (const SgdTensors& t : tensors)
+    sgdStep(*t.param, *t.grad, t.momentum_buffer != nullptr ? *t.momentum_buffer : none, lr,
+            momentum, dampening, weight_decay, nesterov, first_step);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Transformer ops
 

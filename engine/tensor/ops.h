@@ -2,6 +2,8 @@
 // tensors' device. Layers and optimizers call these and never a kernel directly.
 #pragma once
 
+#include <vector>
+
 #include "tensor/tensor.h"
 
 namespace ringmaster::ops {
@@ -40,6 +42,24 @@ void sgdStep(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, float l
 void adamStep(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, float lr,
               float beta1, float beta2, float eps, float weight_decay, int64_t step,
               bool decoupled);
+// The same steps over many tensors of one device at once (torch.optim's foreach / fused form): on
+// CUDA one kernel launch for them all, on the host adamStep / sgdStep per tensor. The results are
+// those of the per-tensor ops, bit for bit. `momentum_buffers` is ignored when momentum is 0.
+struct AdamTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;
+  Tensor* exp_avg_sq;
+};
+void adamStepMulti(const std::vector<AdamTensors>& tensors, float lr, float beta1, float beta2,
+                   float eps, float weight_decay, int64_t step, bool decoupled);
+struct SgdTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* momentum_buffer;  // null when momentum is 0
+};
+void sgdStepMulti(const std::vector<SgdTensors>& tensors, float lr, float momentum, float dampening,
+                  float weight_decay, bool nesterov, bool first_step);
 
 // ------------------------------------------------------------------------------------------------
 // Transformer ops (kernels.inc's second half). B batch, T tokens, H heads, D head width, C = H * D.

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -543,43 +545,149 @@ int64_t countCorrect(const float* logits, const int32_t* labels, int64_t rows, i
 }
 
 // ------------------------------------------------------------------------------------------------
-// sgdStep, adamStep: one thread per element, the host's formulas
+// sgdStep, adamStep: one thread per element, the host's formulas; and their multi-tensor forms
 
 namespace {
+
+// One element of sgdStep / adamStep: the single- and multi-tensor kernels share it, so that the
+// two give the same bits.
+__device__ void sgdElement(float* param, const float* grad, float* momentum_buffer, int64_t i,
+                           float lr, float momentum, float dampening, float weight_decay,
+                           bool nesterov, bool first_step) {
+  float g = grad[i] + weight_decay * param[i];
+  if (momentum != 0.0f) {
+    const float buf = first_step ? g : momentum * momentum_buffer[i] + (1.0f - dampening) * g;
+    momentum_buffer[i] = buf;
+    g = nesterov ? g + momentum * buf : buf;
+  }
+  param[i] -= lr * g;
+}
+
+// Adam's per-step scalars, computed on the host exactly as the host kernel computes them.
+struct AdamScalars {
+  float beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  float decay;  // AdamW's multiplier, 1 - lr * weight_decay
+  float step_size;
+  float bias_correction2_sqrt;
+};
+
+AdamScalars adamScalars(float lr, float beta1, float beta2, float eps, float weight_decay,
+                        int64_t step, bool decoupled) {
+  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
+  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), step);
+  return AdamScalars{.beta1 = beta1,
+                     .beta2 = beta2,
+                     .eps = eps,
+                     .weight_decay = weight_decay,
+                     .decoupled = decoupled,
+                     .decay = 1.0f - lr * weight_decay,
+                     .step_size = static_cast<float>(lr / bias_correction1),
+                     .bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2))};
+}
+
+__device__ void adamElement(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
+                            int64_t i, const AdamScalars& a) {
+  float g = grad[i];
+  if (a.decoupled) {
+    param[i] *= a.decay;
+  } else {
+    g += a.weight_decay * param[i];
+  }
+  const float m = exp_avg[i] + (1.0f - a.beta1) * (g - exp_avg[i]);
+  const float v = a.beta2 * exp_avg_sq[i] + (1.0f - a.beta2) * g * g;
+  exp_avg[i] = m;
+  exp_avg_sq[i] = v;
+  const float denom = sqrtf(v) / a.bias_correction2_sqrt + a.eps;
+  param[i] -= a.step_size * m / denom;
+}
 
 __global__ void sgdStepKernel(float* param, const float* grad, float* momentum_buffer, int64_t n,
                               float lr, float momentum, float dampening, float weight_decay,
                               bool nesterov, bool first_step) {
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    float g = grad[i] + weight_decay * param[i];
-    if (momentum != 0.0f) {
-      const float buf = first_step ? g : momentum * momentum_buffer[i] + (1.0f - dampening) * g;
-      momentum_buffer[i] = buf;
-      g = nesterov ? g + momentum * buf : buf;
-    }
-    param[i] -= lr * g;
-  }
+  for (int64_t i = firstIndex(); i < n; i += gridStride())
+    sgdElement(param, grad, momentum_buffer, i, lr, momentum, dampening, weight_decay, nesterov,
+               first_step);
 }
 
 __global__ void adamStepKernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq,
-                               int64_t n, float beta1, float beta2, float eps, float weight_decay,
-                               bool decoupled, float decay, float step_size,
-                               float bias_correction2_sqrt) {
-  for (int64_t i = firstIndex(); i < n; i += gridStride()) {
-    float g = grad[i];
-    if (decoupled) {
-      param[i] *= decay;
-    } else {
-      g += weight_decay * param[i];
-    }
-    const float m = exp_avg[i] + (1.0f - beta1) * (g - exp_avg[i]);
-    const float v = beta2 * exp_avg_sq[i] + (1.0f - beta2) * g * g;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    const float denom = sqrtf(v) / bias_correction2_sqrt + eps;
-    param[i] -= step_size * m / denom;
-  }
+                               int64_t n, AdamScalars scalars) {
+  for (int64_t i = firstIndex(); i < n; i += gridStride())
+    adamElement(param, grad, exp_avg, exp_avg_sq, i, scalars);
 }
+
+// The multi-tensor kernels (PyTorch's multi_tensor_apply): the tensors are cut into chunks of
+// kChunkElements, one block per chunk, and a table on the device says which tensor and where each
+// chunk starts; the tensors' pointers sit in a second table.
+constexpr int64_t kChunkElements = 16 * 1024;
+
+struct TensorPointers {
+  float* param;
+  const float* grad;
+  float* state_a;  // exp_avg, or SGD's momentum buffer (may be null)
+  float* state_b;  // exp_avg_sq
+  int64_t n;
+};
+
+struct Chunk {
+  int64_t tensor;
+  int64_t start;
+};
+
+__global__ void adamStepMultiKernel(const TensorPointers* tensors, const Chunk* chunks,
+                                    AdamScalars scalars) {
+  const Chunk chunk = chunks[blockIdx.x];
+  const TensorPointers t = tensors[chunk.tensor];
+  const int64_t end = min(chunk.start + kChunkElements, t.n);
+  for (int64_t i = chunk.start + threadIdx.x; i < end; i += blockDim.x)
+    adamElement(t.param, t.grad, t.state_a, t.state_b, i, scalars);
+}
+
+__global__ void sgdStepMultiKernel(const TensorPointers* tensors, const Chunk* chunks, float lr,
+                                   float momentum, float dampening, float weight_decay,
+                                   bool nesterov, bool first_step) {
+  const Chunk chunk = chunks[blockIdx.x];
+  const TensorPointers t = tensors[chunk.tensor];
+  const int64_t end = min(chunk.start + kChunkElements, t.n);
+  for (int64_t i = chunk.start + threadIdx.x; i < end; i += blockDim.x)
+    sgdElement(t.param, t.grad, t.state_a, i, lr, momentum, dampening, weight_decay, nesterov,
+               first_step);
+}
+
+// The two tables of a multi-tensor launch, copied to the device in one transfer. The scratch
+// memory goes back to the caching allocator after the launch: every user of it is ordered after
+// this kernel on the default stream.
+class ChunkTables {
+ public:
+  explicit ChunkTables(const std::vector<TensorPointers>& tensors) {
+    std::vector<Chunk> chunks;
+    for (size_t i = 0; i < tensors.size(); ++i)
+      for (int64_t start = 0; start < tensors[i].n; start += kChunkElements)
+        chunks.push_back(Chunk{static_cast<int64_t>(i), start});
+    blocks_ = static_cast<int>(chunks.size());
+    if (chunks.empty()) return;
+    const size_t tensor_bytes = tensors.size() * sizeof(TensorPointers);
+    const size_t chunk_bytes = chunks.size() * sizeof(Chunk);
+    std::vector<char> host(tensor_bytes + chunk_bytes);
+    std::memcpy(host.data(), tensors.data(), tensor_bytes);
+    std::memcpy(host.data() + tensor_bytes, chunks.data(), chunk_bytes);
+    scratch_.emplace(host.size());
+    RM_CUDA_CHECK(
+        cudaMemcpy(scratch_->as<char>(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    tensors_on_device_ = reinterpret_cast<const TensorPointers*>(scratch_->as<char>());
+    chunks_on_device_ = reinterpret_cast<const Chunk*>(scratch_->as<char>() + tensor_bytes);
+  }
+
+  int blocks() const { return blocks_; }
+  const TensorPointers* tensors() const { return tensors_on_device_; }
+  const Chunk* chunks() const { return chunks_on_device_; }
+
+ private:
+  int blocks_ = 0;
+  std::optional<Scratch> scratch_;
+  const TensorPointers* tensors_on_device_ = nullptr;
+  const Chunk* chunks_on_device_ = nullptr;
+};
 
 }  // namespace
 
@@ -595,15 +703,37 @@ void adamStep(float* param, const float* grad, float* exp_avg, float* exp_avg_sq
               float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step,
               bool decoupled) {
   if (n <= 0) return;
-  // The per-step scalars, computed on the host exactly as the host kernel computes them.
-  const double bias_correction1 = 1.0 - std::pow(static_cast<double>(beta1), step);
-  const double bias_correction2 = 1.0 - std::pow(static_cast<double>(beta2), step);
-  const float step_size = static_cast<float>(lr / bias_correction1);
-  const float bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-  const float decay = 1.0f - lr * weight_decay;  // AdamW's multiplier
-  adamStepKernel<<<blocksFor(n), kThreads>>>(param, grad, exp_avg, exp_avg_sq, n, beta1, beta2, eps,
-                                             weight_decay, decoupled, decay, step_size,
-                                             bias_correction2_sqrt);
+  adamStepKernel<<<blocksFor(n), kThreads>>>(
+      param, grad, exp_avg, exp_avg_sq, n,
+      adamScalars(lr, beta1, beta2, eps, weight_decay, step, decoupled));
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void adamStepMulti(float* const* params, const float* const* grads, float* const* exp_avgs,
+                   float* const* exp_avg_sqs, const int64_t* sizes, int64_t count, float lr,
+                   float beta1, float beta2, float eps, float weight_decay, int64_t step,
+                   bool decoupled) {
+  std::vector<TensorPointers> tensors;
+  for (int64_t i = 0; i < count; ++i)
+    tensors.push_back(TensorPointers{params[i], grads[i], exp_avgs[i], exp_avg_sqs[i], sizes[i]});
+  ChunkTables tables(tensors);
+  if (tables.blocks() == 0) return;
+  adamStepMultiKernel<<<tables.blocks(), kThreads>>>(
+      tables.tensors(), tables.chunks(),
+      adamScalars(lr, beta1, beta2, eps, weight_decay, step, decoupled));
+  RM_CUDA_CHECK(cudaGetLastError());
+}
+
+void sgdStepMulti(float* const* params, const float* const* grads, float* const* momentum_buffers,
+                  const int64_t* sizes, int64_t count, float lr, float momentum, float dampening,
+                  float weight_decay, bool nesterov, bool first_step) {
+  std::vector<TensorPointers> tensors;
+  for (int64_t i = 0; i < count; ++i)
+    tensors.push_back(TensorPointers{params[i], grads[i], momentum_buffers[i], nullptr, sizes[i]});
+  ChunkTables tables(tensors);
+  if (tables.blocks() == 0) return;
+  sgdStepMultiKernel<<<tables.blocks(), kThreads>>>(tables.tensors(), tables.chunks(), lr, momentum,
+                                                    dampening, weight_decay, nesterov, first_step);
   RM_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -737,6 +737,78 @@ TEST_F(CudaKernels, AdamStepMatchesTheHost) {
   }
 }
 
+// The multi-tensor steps (one launch for every tensor) give the per-tensor kernels' bits: tensors
+// of every kSizes size at once, several spanning many chunks, over three steps.
+std::vector<uint32_t> bitsOf(const Tensor& t) {
+  const std::vector<float> values = t.toFloatVector();
+  std::vector<uint32_t> bits(values.size());
+  std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+  return bits;
+}
+
+TEST_F(CudaKernels, AdamStepMultiGivesThePerTensorBits) {
+  for (bool decoupled : {false, true}) {
+    std::vector<Tensor> single, multi, m1, v1, m2, v2;
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      const Tensor init = randomTensor({kSizes[i]}, 140 + i);
+      single.push_back(init.to(gpu()));
+      multi.push_back(init.to(gpu()));
+      for (auto* state : {&m1, &v1, &m2, &v2})
+        state->push_back(Tensor::zeros({kSizes[i]}, DType::kF32, gpu()));
+    }
+    for (int64_t step = 1; step <= 3; ++step) {
+      std::vector<Tensor> grads;
+      std::vector<ops::AdamTensors> tensors;
+      for (size_t i = 0; i < kSizes.size(); ++i)
+        grads.push_back(randomTensor({kSizes[i]}, 150 + 10 * step + i).to(gpu()));
+      for (size_t i = 0; i < kSizes.size(); ++i) {
+        ops::adamStep(single[i], grads[i], m1[i], v1[i], 1e-2f, 0.9f, 0.999f, 1e-8f, 1e-2f, step,
+                      decoupled);
+        tensors.push_back(ops::AdamTensors{&multi[i], &grads[i], &m2[i], &v2[i]});
+      }
+      ops::adamStepMulti(tensors, 1e-2f, 0.9f, 0.999f, 1e-8f, 1e-2f, step, decoupled);
+    }
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      EXPECT_EQ(bitsOf(multi[i]), bitsOf(single[i])) << "param n=" << kSizes[i];
+      EXPECT_EQ(bitsOf(m2[i]), bitsOf(m1[i])) << "exp_avg n=" << kSizes[i];
+      EXPECT_EQ(bitsOf(v2[i]), bitsOf(v1[i])) << "exp_avg_sq n=" << kSizes[i];
+    }
+  }
+}
+
+TEST_F(CudaKernels, SgdStepMultiGivesThePerTensorBits) {
+  for (float momentum : {0.0f, 0.9f}) {
+    std::vector<Tensor> single, multi, b1, b2;
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      const Tensor init = randomTensor({kSizes[i]}, 160 + i);
+      single.push_back(init.to(gpu()));
+      multi.push_back(init.to(gpu()));
+      b1.push_back(Tensor::zeros({kSizes[i]}, DType::kF32, gpu()));
+      b2.push_back(Tensor::zeros({kSizes[i]}, DType::kF32, gpu()));
+    }
+    for (int step = 1; step <= 3; ++step) {
+      std::vector<Tensor> grads;
+      std::vector<ops::SgdTensors> tensors;
+      for (size_t i = 0; i < kSizes.size(); ++i)
+        grads.push_back(randomTensor({kSizes[i]}, 170 + 10 * step + i).to(gpu()));
+      for (size_t i = 0; i < kSizes.size(); ++i) {
+        ops::sgdStep(single[i], grads[i], b1[i], 0.1f, momentum, 0.0f, 1e-2f, momentum != 0.0f,
+                     step == 1);
+        tensors.push_back(
+            ops::SgdTensors{&multi[i], &grads[i], momentum != 0.0f ? &b2[i] : nullptr});
+      }
+      ops::sgdStepMulti(tensors, 0.1f, momentum, 0.0f, 1e-2f, momentum != 0.0f, step == 1);
+    }
+    for (size_t i = 0; i < kSizes.size(); ++i) {
+      EXPECT_EQ(bitsOf(multi[i]), bitsOf(single[i]))
+          << "momentum " << momentum << " n=" << kSizes[i];
+      if (momentum != 0.0f) {
+        EXPECT_EQ(bitsOf(b2[i]), bitsOf(b1[i])) << "buffer n=" << kSizes[i];
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------------------------------------
 // Transformer kernels: batched GEMM, tanh GELU, embeddings, head layout, causal softmax
 
