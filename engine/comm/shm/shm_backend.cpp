@@ -78,9 +78,13 @@ struct ShmBackend::Wait {
     if (uint32_t by = backend->segment_->abortedBy().load(); by != 0)
       RM_THROW(kComm, fmt::format("shm {}: rank {} aborted the group", what, by - 1));
     for (int r = 0; r < backend->size_; ++r) {
-      if (r == backend->rank_ || backend->segment_->rankExited(r) == false) continue;
-      RM_THROW(kComm, fmt::format("shm {}: rank {} (pid {}) exited", what, r,
-                                  backend->segment_->rank(r).pid));
+      if (r == backend->rank_) continue;
+      if (backend->segment_->rankExited(r)) {
+        RM_THROW(kComm, fmt::format("shm {}: rank {} (pid {}) exited", what, r,
+                                    backend->segment_->rank(r).pid));
+      }
+      if (backend->segment_->rank(r).departed.load() != 0)
+        RM_THROW(kComm, fmt::format("shm {}: rank {} left the group", what, r));
     }
     if (Clock::now() >= deadline) {
       RM_THROW(kTimeout, fmt::format("shm {}: timed out after {} ms waiting for rank {}", what,
@@ -152,7 +156,9 @@ ShmBackend::ShmBackend(std::unique_ptr<ShmSegment> segment, int rank, int size, 
   }
 }
 
-ShmBackend::~ShmBackend() = default;
+ShmBackend::~ShmBackend() {
+  if (segment_) segment_->rank(rank_).departed.store(1);
+}
 
 std::unique_ptr<Backend> ShmBackend::split(std::shared_ptr<Store> store, int group_rank,
                                            int group_size) {

@@ -233,13 +233,14 @@ void shmWaitFor(ShmCounter& counter, uint32_t target, const std::function<void()
     ::sched_yield();
   }
   const timespec nap{0, 50'000'000};  // between checks of abort, deadline and the peers' lives
-  for (;;) {
+  // A peer that reached the target and then ended is no failure: the target is read before each
+  // check.
+  while (!shmReached(counter.value.load(std::memory_order_acquire), target)) {
     check();
     counter.sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = counter.value.load(std::memory_order_seq_cst);
     if (!shmReached(seen, target)) futex(&counter.value, FUTEX_WAIT, seen, &nap);
     counter.sleepers.fetch_sub(1, std::memory_order_seq_cst);
-    if (shmReached(counter.value.load(std::memory_order_acquire), target)) return;
   }
 }
 

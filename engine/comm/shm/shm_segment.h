@@ -27,10 +27,12 @@ struct alignas(64) ShmCounter {
 };
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "shm counters must be lock-free");
 
-// Per rank: its progress through the collectives, its pid (for liveness).
+// Per rank: its progress through the collectives, its pid (for liveness), and whether its backend
+// is gone (a communicator destroyed while its process lives on).
 struct ShmRankControl {
   ShmCounter progress;
   int32_t pid = 0;
+  std::atomic<uint32_t> departed{0};
 };
 
 // Per ordered pair (sender, receiver): the mailbox ring's byte counters (wrapping at 2^32; the
@@ -88,7 +90,8 @@ inline bool shmReached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
 // Waits until `counter` reaches `target`. `check` runs between sleeps (about every 50 ms, and
-// after the spin): it throws to end the wait (abort, deadline, a dead peer).
+// after the spin), only while the target is not reached: it throws to end the wait (abort,
+// deadline, a dead peer).
 void shmWaitFor(ShmCounter& counter, uint32_t target, const std::function<void()>& check);
 // Wakes every sleeper on `counter` (abort).
 void shmWakeAll(ShmCounter& counter);
