@@ -17,10 +17,13 @@ namespace {
 
 constexpr double kBytes = 4;  // float32
 
-// Whether the job's collectives run over Gloo: its backend, or `auto` on the CPU.
+// Whether the job's collectives run over Gloo's TCP: its backend, or `auto` on the CPU, with
+// ranks on more than one host (or a scheduler's nodes). Ranks that all run on one host use shared
+// memory instead (comm/shm, issue 36), whose reduce-scatter makes no copy.
 bool usesGloo(const JobSpec& spec) {
-  return spec.backend == BackendKind::kGloo ||
-         (spec.backend == BackendKind::kAuto && spec.device == DeviceKind::kCpu);
+  const bool cpu_backend = spec.backend == BackendKind::kGloo ||
+                           (spec.backend == BackendKind::kAuto && spec.device == DeviceKind::kCpu);
+  return cpu_backend && spec.launch.hosts.size() != 1;
 }
 
 // Bytes per element of a precision option (left out: float32).
