@@ -71,6 +71,9 @@ struct ShmBackend::Wait {
   const char* what;
   Clock::time_point deadline;
   std::chrono::milliseconds timeout;
+  // send / recv: only their peer's life matters (the other ranks may be done and gone); a
+  // collective needs every rank.
+  int only_peer = -1;
 
   void check(int peer) const {
     if (backend->aborted_.load())
@@ -78,7 +81,7 @@ struct ShmBackend::Wait {
     if (uint32_t by = backend->segment_->abortedBy().load(); by != 0)
       RM_THROW(kComm, fmt::format("shm {}: rank {} aborted the group", what, by - 1));
     for (int r = 0; r < backend->size_; ++r) {
-      if (r == backend->rank_) continue;
+      if (r == backend->rank_ || (only_peer >= 0 && r != only_peer)) continue;
       if (backend->segment_->rankExited(r)) {
         RM_THROW(kComm, fmt::format("shm {}: rank {} (pid {}) exited", what, r,
                                     backend->segment_->rank(r).pid));
@@ -100,7 +103,7 @@ class ShmBackend::P2POp : public PendingOp {
 
   void wait(Clock::time_point deadline) override {
     const bool send = call_.op == CommOp::kSend;
-    Wait wait{backend_, send ? "send" : "recv", deadline, call_.timeout};
+    Wait wait{backend_, send ? "send" : "recv", deadline, call_.timeout, call_.peer};
     if (send) {
       backend_->sendMessage(call_, wait);
     } else {

@@ -44,6 +44,7 @@ class ShmBackend : public Backend {
 
   std::string name() const override { return "shm"; }
   Device device() const override { return Device::cpu(); }
+  bool collectivesCompleteInLaunch() const override { return true; }
   std::unique_ptr<PendingOp> launch(const OpCall& call) override;
   void abort() override;
   std::unique_ptr<Backend> split(std::shared_ptr<Store> store, int group_rank,

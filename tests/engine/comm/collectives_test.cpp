@@ -474,6 +474,24 @@ TEST_P(Collectives, SendAndReceiveAroundTheRingWithTags) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
+// Issue 36: a send / recv pair goes on while the group's other ranks are done and have destroyed
+// their communicators (over shared memory a waiting receive checks its peer's life, and only its
+// peer's: a departed third rank once failed it). The receive waits long enough to sleep and check.
+TEST_P(Collectives, APointToPointPairOutlivesTheRanksThatLeft) {
+  if (world() < 3) GTEST_SKIP() << "needs a rank beside the pair";
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    if (comm.rank() == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      comm.send(makeTensor(DType::kI64, 3, [](int64_t i) { return 7 + i; }), 1, 9);
+    } else if (comm.rank() == 1) {
+      Tensor x = Tensor::empty({3}, DType::kI64);
+      comm.recv(x, 0, 9);
+      ASSERT_EQ(values(x), (std::vector<double>{7, 8, 9}));
+    }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
 TEST_P(Collectives, SubGroupsRunConcurrentlyWithTheWorld) {
   auto failures = runRanks(world(), [&](Communicator& comm) {
     std::vector<int> evens, odds;
