@@ -82,6 +82,7 @@ uint8_t* mapSegment(const std::string& name, size_t bytes, bool create, std::str
       *why = fmt::format("{} is not the size rank 0 made it", name);
   }
   if (base == MAP_FAILED && why->empty()) *why = fmt::format("mmap: {}", std::strerror(errno));
+  if (base == MAP_FAILED && create) ::shm_unlink(name.c_str());  // nobody will map it
   ::close(fd);
   return base == MAP_FAILED ? nullptr : static_cast<uint8_t*>(base);
 }
