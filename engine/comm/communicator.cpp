@@ -198,10 +198,16 @@ void Communicator::opLoop() {
       }
     }
     P2PLane* lane_to_wake = nullptr;
+    std::unique_ptr<Task> finish_here;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       launching_.reset();
-      if (p2p) {
+      if (!p2p && backend_->collectivesCompleteInLaunch() && completion_queue_.empty() &&
+          !completion_busy_) {
+        // Done already, and nothing before it waits to be completed: completing it here spares
+        // the hand-off to the completion thread (a wake-up per operation; issue 36).
+        finish_here = std::move(task);
+      } else if (p2p) {
         // Sends and receives to different peers, or in different directions, complete in any
         // order: each (peer, direction) has a lane whose thread waits for its ops in order, so a
         // send is seen complete when it is, not when the in-order completion thread reaches it
@@ -216,7 +222,9 @@ void Communicator::opLoop() {
         completion_queue_.push_back(std::move(task));
       }
     }
-    if (lane_to_wake)
+    if (finish_here)
+      finishTask(*finish_here);
+    else if (lane_to_wake)
       lane_to_wake->cv.notify_one();
     else
       completion_cv_.notify_one();
@@ -232,8 +240,11 @@ void Communicator::completionLoop() {
       if (completion_queue_.empty()) return;
       task = std::move(completion_queue_.front());
       completion_queue_.pop_front();
+      completion_busy_ = true;
     }
     finishTask(*task);
+    std::lock_guard<std::mutex> lock(mutex_);
+    completion_busy_ = false;
   }
 }
 

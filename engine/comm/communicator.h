@@ -246,11 +246,12 @@ class Communicator {
   std::map<uint64_t, WorkPtr> p2p_active_;  // guarded by mutex_: those being waited for, by id
   bool stopping_ = false;                   // guarded by mutex_
   bool op_done_ = false;                    // guarded by mutex_: the op thread ended
-  uint64_t next_id_ = 1;                    // guarded by mutex_
-  uint64_t next_collective_seq_ = 1;        // guarded by mutex_
-  uint64_t next_p2p_seq_ = 1;               // guarded by mutex_
-  uint64_t groups_created_ = 0;             // guarded by mutex_
-  int in_flight_ = 0;                       // guarded by mutex_: queued or running
+  bool completion_busy_ = false;  // guarded by mutex_: the completion thread is finishing a task
+  uint64_t next_id_ = 1;          // guarded by mutex_
+  uint64_t next_collective_seq_ = 1;  // guarded by mutex_
+  uint64_t next_p2p_seq_ = 1;         // guarded by mutex_
+  uint64_t groups_created_ = 0;       // guarded by mutex_
+  int in_flight_ = 0;                 // guarded by mutex_: queued or running
   WorkPtr launching_;  // guarded by mutex_: the op the op thread is inside the backend with
 
   std::atomic<uint64_t> last_started_seq_{0};    // collectives

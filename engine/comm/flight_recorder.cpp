@@ -35,15 +35,27 @@ void FlightRecorder::record(const FlightEntry& entry) {
 
 void FlightRecorder::transition(uint64_t id, OpState state, double time_us) {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto it = ring_.rbegin(); it != ring_.rend(); ++it) {
-    if (it->id != id) continue;
-    it->state = state;
+  const size_t n = ring_.size();
+  if (n == 0) return;
+  auto update = [&](FlightEntry& entry) {
+    entry.state = state;
     if (state == OpState::kStarted)
-      it->started_us = time_us;
+      entry.started_us = time_us;
     else
-      it->finished_us = time_us;
-    return;
+      entry.finished_us = time_us;
+  };
+  // Entries are recorded in id order, almost always: the entry sits as far before the newest as
+  // its id is below the newest's (one look instead of a scan of the ring per transition).
+  // An id further back than the ring holds was dropped (a burst of queued operations).
+  const size_t newest = n < capacity_ ? n - 1 : (next_ + n - 1) % n;
+  const uint64_t back = ring_[newest].id - id;
+  if (ring_[newest].id >= id) {
+    if (back >= n) return;
+    FlightEntry& guess = ring_[(newest + n - static_cast<size_t>(back)) % n];
+    if (guess.id == id) return update(guess);
   }
+  for (FlightEntry& entry : ring_)
+    if (entry.id == id) return update(entry);
 }
 
 std::vector<FlightEntry> FlightRecorder::entries() const {

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "comm/shm/shm_backend.h"
 #include "core/error.h"
 #if RINGMASTER_HAVE_NCCL
 #include "comm/nccl/nccl_backend.h"
@@ -64,6 +65,28 @@ std::string glooHostname(const Rendezvous& rdv, const ProcessGroupOptions& optio
   return name;
 }
 
+// The shared-memory backend when every rank wants it and runs on this host, else nullptr. Every
+// rank takes part (one store round) and reaches the same answer: a rank that does not want it
+// publishes an identity no other rank has.
+std::unique_ptr<Backend> sharedMemoryBackend(const Rendezvous& rdv, std::shared_ptr<Store> store,
+                                             const ProcessGroupOptions& options,
+                                             const EnvLookup& env) {
+  if (rdv.world_size == 1) return nullptr;
+  const auto flag = env("RINGMASTER_COMM_SHM");
+  const bool wanted = options.shared_memory && !(flag && *flag == "0");
+  bool same_host = false;
+  if (wanted) {
+    same_host =
+        ShmBackend::everyRankOnThisHost(*store, rdv.rank, rdv.world_size, options.comm.timeout);
+  } else {
+    store->set(fmt::format("shm/host/{}", rdv.rank), toBytes(fmt::format("off {}", rdv.rank)));
+  }
+  if (!same_host) return nullptr;
+  ShmOptions shm;
+  shm.timeout = options.comm.timeout;
+  return ShmBackend::connect(std::move(store), rdv.rank, rdv.world_size, shm);
+}
+
 }  // namespace
 
 bool backendAvailable(const std::string& backend) {
@@ -90,10 +113,14 @@ std::unique_ptr<Communicator> makeCommunicator(const Rendezvous& rdv,
     GlooOptions gloo;
     gloo.hostname = glooHostname(rdv, options, env, &gloo.interface);
     gloo.timeout = options.comm.timeout;
-    if (rdv.world_size > 1)
+    backend = sharedMemoryBackend(rdv, store, options, env);
+    if (backend) {
+      // every rank on this host: shared memory
+    } else if (rdv.world_size > 1) {
       backend = GlooBackend::connect(store, rdv.rank, rdv.world_size, gloo);
-    else
+    } else {
       backend = GlooBackend::connect(nullptr, 0, 1, gloo);
+    }
   } else {
 #if RINGMASTER_HAVE_NCCL
     backend = NcclBackend::connect(store, rdv.rank, rdv.world_size, options.cuda_device,

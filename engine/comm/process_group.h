@@ -1,6 +1,7 @@
 // initProcessGroup: torch.distributed.init_process_group for Ringmaster. Rendezvous through the
 // init method, connect the chosen backend ("gloo" on CPU, "nccl" on CUDA), and return the world
-// communicator, from which sub-groups are made with newGroup().
+// communicator, from which sub-groups are made with newGroup(). On CPU, a group whose ranks all
+// run on one host uses shared memory (backend "shm"); any other uses Gloo over TCP.
 #pragma once
 
 #include <memory>
@@ -20,6 +21,10 @@ struct ProcessGroupOptions {
   // gloo: the address peers reach this rank at. Empty: GLOO_SOCKET_IFNAME's interface when set,
   // 127.0.0.1 when the store is on a loopback address, else this host's name.
   std::string gloo_hostname;
+  // gloo: ranks that all run on one host talk through shared memory (comm/shm/, backend name
+  // "shm") instead of TCP. Off here, or RINGMASTER_COMM_SHM=0 in any rank's environment, keeps
+  // them on Gloo's TCP (benchmarks, tests).
+  bool shared_memory = true;
 };
 
 // Whether this build carries the backend ("gloo" always; "nccl" with the CUDA toolkit's NCCL).

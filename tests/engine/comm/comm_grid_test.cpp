@@ -1,23 +1,34 @@
 // The acceptance grid of the communication layer: every op x dtype x reduce op that applies, for
-// world sizes 1..4 and element counts 0, 1, 7, 1000 and 1 << 20, each result checked against
-// bench-comm's independent reference (computed per element in double). Its own executable: too
-// slow for the TSan build, which runs the label "comm".
+// world sizes 1..4 and element counts 0, 1, 7, 1000 and 1 << 20, over each CPU transport (Gloo's
+// TCP and shared memory), each result checked against bench-comm's independent reference
+// (computed per element in double). Its own executable: too slow for the TSan build, which runs
+// the label "comm".
 #include <gtest/gtest.h>
 
 #include "comm/bench/comm_benchmark.h"
 #include "comm_harness.h"
 
+#include <functional>
+#include <string>
 #include <thread>
+#include <tuple>
 
 namespace ringmaster {
 namespace {
 
 using namespace ringmaster::testing;
 
-class CommGrid : public ::testing::TestWithParam<int> {};
+// (transport, world size): "gloo" is Gloo over TCP, "shm" the shared-memory backend.
+class CommGrid : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  std::vector<RankFailure> runRanks(int world,
+                                    const std::function<void(Communicator&)>& body) const {
+    return testing::runRanks(world, body, {}, std::get<0>(GetParam()));
+  }
+};
 
 TEST_P(CommGrid, EveryOpDtypeAndReduceOpAtEveryCount) {
-  const int world = GetParam();
+  const int world = std::get<1>(GetParam());
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kU8, DType::kBF16,
                       DType::kF16}) {
     for (int64_t count : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{1} << 20}) {
@@ -51,7 +62,7 @@ TEST_P(CommGrid, EveryOpDtypeAndReduceOpAtEveryCount) {
 // ranks from last to first, rank 0 left out where the world has more than two ranks), while the
 // world group runs the same grid at the same time from another thread of each rank.
 TEST_P(CommGrid, EveryOpOnASubGroupConcurrentlyWithTheWorld) {
-  const int world = GetParam();
+  const int world = std::get<1>(GetParam());
   std::vector<int> members;
   for (int r = world - 1; r >= (world > 2 ? 1 : 0); --r) members.push_back(r);
   auto options = [&](DType dtype, int group_size) {
@@ -91,7 +102,14 @@ TEST_P(CommGrid, EveryOpOnASubGroupConcurrentlyWithTheWorld) {
   ASSERT_TRUE(failures.empty()) << describe(failures);
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, CommGrid, ::testing::Values(1, 2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CommGrid,
+                         ::testing::Combine(::testing::Values(std::string("gloo"),
+                                                              std::string("shm")),
+                                            ::testing::Values(1, 2, 3, 4)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_world" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace ringmaster

@@ -1,5 +1,6 @@
-// Runs N ranks as threads over a loopback TcpStore (rank 0 hosts it) with the Gloo (or NCCL)
-// backend, and collects every rank's failure, in the manner of gloo/test/base_test.h.
+// Runs N ranks as threads over a loopback TcpStore (rank 0 hosts it) with the Gloo (TCP), shm
+// (shared memory) or NCCL backend, and collects every rank's failure, in the manner of
+// gloo/test/base_test.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -51,12 +52,16 @@ inline std::vector<RankFailure> runRanksWith(int world,
           rdv.store = std::make_shared<TcpStore>(client);
         }
         ProcessGroupOptions options;
-        options.backend = backend;
+        // "gloo" is Gloo's TCP even on one host; "shm" is the CPU backend's shared memory.
+        options.backend = backend == "shm" ? "gloo" : backend;
+        options.shared_memory = backend == "shm";
         options.cuda_device = rank;  // nccl: rank r drives device r
         options.comm = options_of(rank);
         if (options.comm.timeout == std::chrono::seconds(300))
           options.comm.timeout = std::chrono::seconds(60);
         auto comm = makeCommunicator(rdv, options);
+        if (world > 1 && backend != "nccl" && comm->backendName() != backend)
+          throw std::runtime_error("asked for " + backend + ", got " + comm->backendName());
         body(*comm);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(mutex);

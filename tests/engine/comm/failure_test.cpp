@@ -1,10 +1,13 @@
 // Never hang: a rank that does not arrive makes the others time out with the op, its sequence
 // number and the missing ranks named; a rank that fails or dies makes the others abort within a
 // watchdog period instead of their own timeout; the flight recorder reaches the observer; and
-// every thread is released (each test ends by destroying its communicators).
+// every thread is released (each test ends by destroying its communicators). Over each CPU
+// transport: Gloo's TCP, and shared memory (issue 36).
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <string>
 
 #include "comm_harness.h"
 #include "comm_values.h"
@@ -15,6 +18,16 @@ namespace {
 using namespace ringmaster::testing;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+
+// Each test over "gloo" (TCP) and "shm" (shared memory).
+class CommFailure : public ::testing::TestWithParam<std::string> {
+ protected:
+  const std::string& backend() const { return GetParam(); }
+  std::vector<RankFailure> runRanks(int world, const std::function<void(Communicator&)>& body,
+                                    CommOptions options = {}) const {
+    return testing::runRanks(world, body, std::move(options), backend());
+  }
+};
 
 struct FailureLog : CommObserver {
   std::mutex mutex;
@@ -27,7 +40,7 @@ struct FailureLog : CommObserver {
   }
 };
 
-TEST(CommFailure, TimeoutNamesTheOpTheSequenceAndTheRanksThatDidNotArrive) {
+TEST_P(CommFailure, TimeoutNamesTheOpTheSequenceAndTheRanksThatDidNotArrive) {
   CommOptions options;
   options.timeout = 1500ms;
   options.watchdog_period = 50ms;
@@ -73,7 +86,7 @@ TEST(CommFailure, TimeoutNamesTheOpTheSequenceAndTheRanksThatDidNotArrive) {
 // called yet, each reports every progress period the op, its sequence number and its wait, and
 // once it has waited a period, that rank 2 has not started it (read in the store; its heartbeat
 // goes on, so it is not silent). Rank 2 joins once that was reported: nothing fails.
-TEST(CommFailure, WaitingRanksReportTheOpAndTheRankThatHasNotStartedIt) {
+TEST_P(CommFailure, WaitingRanksReportTheOpAndTheRankThatHasNotStartedIt) {
   struct ProgressLog : CommObserver {
     std::mutex mutex;
     std::vector<CommProgress> reports;
@@ -125,7 +138,7 @@ TEST(CommFailure, WaitingRanksReportTheOpAndTheRankThatHasNotStartedIt) {
   }
 }
 
-TEST(CommFailure, AFailingRankAbortsThePeersLongBeforeTheirTimeout) {
+TEST_P(CommFailure, AFailingRankAbortsThePeersLongBeforeTheirTimeout) {
   CommOptions options;
   // The peers must not wait for this, neither in wait() nor in their Gloo op, which the abort
   // unwinds so that destroying the communicators does not wait for it either.
@@ -164,7 +177,7 @@ TEST(CommFailure, AFailingRankAbortsThePeersLongBeforeTheirTimeout) {
   EXPECT_LT(Clock::now() - run_start, 10s) << "a rank's Gloo op ran into its timeout";
 }
 
-TEST(CommFailure, ADeadRankFailsThePeersPromptly) {
+TEST_P(CommFailure, ADeadRankFailsThePeersPromptly) {
   CommOptions options;
   options.timeout = 20s;
   options.watchdog_period = 50ms;
@@ -189,7 +202,9 @@ TEST(CommFailure, ADeadRankFailsThePeersPromptly) {
       }
       ProcessGroupOptions pg;
       pg.comm = options;
+      pg.shared_memory = backend() == "shm";
       auto comm = makeCommunicator(rdv, pg);
+      EXPECT_EQ(comm->backendName(), backend());
       Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
       comm->allReduce(t)->wait();
       if (rank == 1) {
@@ -213,7 +228,7 @@ TEST(CommFailure, ADeadRankFailsThePeersPromptly) {
   EXPECT_LT(slowest_ms.load(), 30000);
 }
 
-TEST(CommFailure, OperationsAfterAFailureFailAtOnceWithTheRootCause) {
+TEST_P(CommFailure, OperationsAfterAFailureFailAtOnceWithTheRootCause) {
   CommOptions options;
   options.watchdog_period = 50ms;
   auto failures = runRanks(
@@ -236,7 +251,7 @@ TEST(CommFailure, OperationsAfterAFailureFailAtOnceWithTheRootCause) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
-TEST(CommFailure, AnUnmatchedReceiveTimesOutNamingThePeer) {
+TEST_P(CommFailure, AnUnmatchedReceiveTimesOutNamingThePeer) {
   CommOptions options;
   options.timeout = 800ms;
   options.watchdog_period = 50ms;
@@ -258,6 +273,10 @@ TEST(CommFailure, AnUnmatchedReceiveTimesOutNamingThePeer) {
       std::string::npos)
       << failures[0].message;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, CommFailure,
+                         ::testing::Values(std::string("gloo"), std::string("shm")),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ringmaster

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     options.comm.observer = std::make_shared<TelemetryCommObserver>(telemetry);
     options.init.timeout = std::chrono::seconds(60);
     auto comm = initProcessGroup(options);
+    fmt::print(stderr, "backend: {}\n", comm->backendName());
     Tensor t = makeHostTensor(DType::kF32, elements, [](int64_t) { return 1.0; });
     for (int64_t op = 0; op < ops; ++op) {
       if (op == exit_after) {

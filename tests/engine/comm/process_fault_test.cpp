@@ -1,12 +1,14 @@
 // Never hang, with real processes: three ranks (fault_rank, one process each) run all_reduce over
-// Gloo; one of them exits, is killed with SIGKILL, or sleeps past the timeout. The survivors must
-// end on their own with an error naming the missing rank and the operation, well before their
-// timeout where the rank died, with the flight recorder in their telemetry; every process is
-// reaped by PID. The measured times are printed for the record (docs/comm.md).
+// Gloo's TCP or over shared memory (issue 36); one of them exits, is killed with SIGKILL, or sleeps
+// past the timeout. The survivors must end on their own with an error naming the missing rank and
+// the operation, well before their timeout where the rank died, with the flight recorder in their
+// telemetry; every process is reaped by PID; and over shared memory no segment is left in
+// /dev/shm. The measured times are printed for the record (docs/comm.md).
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <string>
@@ -33,10 +35,31 @@ struct RankRun {
   Clock::time_point ended;
 };
 
+// The entries of /dev/shm whose name says rank 0 (pid `pid`) made them for a group.
+std::vector<std::string> segmentsOf(int pid) {
+  std::vector<std::string> found;
+  const std::string prefix = "ringmaster-shm-" + std::to_string(pid) + "-";
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
 // Starts kWorld ranks around a store this test hosts (as an agent would); `args_for(rank)` gives
-// each rank's arguments.
-class FaultTest : public ::testing::Test {
+// each rank's arguments. The parameter is the transport: "gloo" (TCP) or "shm".
+class FaultTest : public ::testing::TestWithParam<std::string> {
  protected:
+  void TearDown() override {
+    if (runs_.empty()) return;
+    // Each rank names its backend first thing; rank 0 made the group's segment, if any.
+    for (const auto& run : runs_) {
+      EXPECT_NE(run.process->err().find("backend: " + GetParam()), std::string::npos)
+          << run.process->err();
+    }
+    EXPECT_EQ(segmentsOf(runs_[0].process->pid()), std::vector<std::string>{});
+  }
+
   void start(const std::function<std::vector<std::string>(int)>& args_for) {
     TcpStoreOptions options;
     options.is_server = true;
@@ -44,11 +67,13 @@ class FaultTest : public ::testing::Test {
     for (int rank = 0; rank < kWorld; ++rank) {
       runs_.push_back(RankRun{std::make_unique<CapturedProcess>(
           kFaultRank, args_for(rank),
-          std::map<std::string, std::string>{{"MASTER_ADDR", "127.0.0.1"},
-                                             {"MASTER_PORT", std::to_string(store_->port())},
-                                             {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                             {"RANK", std::to_string(rank)},
-                                             {"WORLD_SIZE", std::to_string(kWorld)}})});
+          std::map<std::string, std::string>{
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", std::to_string(store_->port())},
+              {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+              {"RANK", std::to_string(rank)},
+              {"WORLD_SIZE", std::to_string(kWorld)},
+              {"RINGMASTER_COMM_SHM", GetParam() == "shm" ? "1" : "0"}})});
     }
   }
 
@@ -109,7 +134,7 @@ class FaultTest : public ::testing::Test {
   std::vector<RankRun> runs_;
 };
 
-TEST_F(FaultTest, ARankThatExitsFailsTheOthersNamingIt) {
+TEST_P(FaultTest, ARankThatExitsFailsTheOthersNamingIt) {
   start([](int rank) -> std::vector<std::string> {
     if (rank == 1) return {"--exit-after", "50"};
     return {};
@@ -122,7 +147,7 @@ TEST_F(FaultTest, ARankThatExitsFailsTheOthersNamingIt) {
   EXPECT_LT(seconds, 30);
 }
 
-TEST_F(FaultTest, ARankKilledWithSigkillFailsTheOthersNamingIt) {
+TEST_P(FaultTest, ARankKilledWithSigkillFailsTheOthersNamingIt) {
   start([](int) { return std::vector<std::string>{}; });
   // Let the group run a while, then kill rank 2 mid-stream.
   ASSERT_TRUE(runs_[2].process->waitForOutput("\"seq_op\":30,", 60s)) << runs_[2].process->err();
@@ -136,7 +161,7 @@ TEST_F(FaultTest, ARankKilledWithSigkillFailsTheOthersNamingIt) {
   EXPECT_LT(seconds, 30);
 }
 
-TEST_F(FaultTest, ARankThatSleepsPastTheTimeoutIsNamedByTheOthers) {
+TEST_P(FaultTest, ARankThatSleepsPastTheTimeoutIsNamedByTheOthers) {
   start([](int rank) -> std::vector<std::string> {
     std::vector<std::string> args{"--timeout-s", "2"};
     if (rank == 0) args.insert(args.end(), {"--sleep-after", "20", "--sleep-s", "6"});
@@ -152,6 +177,10 @@ TEST_F(FaultTest, ARankThatSleepsPastTheTimeoutIsNamedByTheOthers) {
             << " s later (operation timeout 2 s)\n";
   EXPECT_LT(seconds, 30);
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, FaultTest,
+                         ::testing::Values(std::string("gloo"), std::string("shm")),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace ringmaster
