@@ -45,12 +45,24 @@ void require(bool condition, const char* what) {
   }
 }
 
-// One scratch directory per fuzzing process, emptied before every input.
+fs::path scratchBase() {
+  return fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
+}
+
+// Removes this process's scratch directory and template database when the fuzzer exits.
+void removeScratch() {
+  std::error_code ignored;
+  const std::string pid = std::to_string(::getpid());
+  fs::remove_all(scratchBase() / ("rm-fuzz-recorder-" + pid), ignored);
+  fs::remove(scratchBase() / ("rm-fuzz-recorder-template-" + pid + ".db"), ignored);
+}
+
+// One scratch directory per fuzzing process, emptied before every input, removed at exit.
 const fs::path& scratchDirectory() {
   static const fs::path dir = [] {
-    fs::path base = fs::exists("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path path = base / ("rm-fuzz-recorder-" + std::to_string(::getpid()));
+    fs::path path = scratchBase() / ("rm-fuzz-recorder-" + std::to_string(::getpid()));
     fs::create_directories(path);
+    std::atexit(removeScratch);
     return path;
   }();
   return dir;
