@@ -6,12 +6,14 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh python3-torch libdnnl-dev
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)" --target train_step_bench gpt_step_bench gemm_bench \
-  storage_bench ssh_launch_bench gui_bench ringmaster-node web_series_bench ringmaster \
+  storage_bench scale_bench ssh_launch_bench gui_bench ringmaster-node web_series_bench ringmaster \
   ringmaster_web_assets
 ./build/release/bench/train_step_bench
 ./build/release/bench/gpt_step_bench
 ./build/release/bench/gemm_bench
 ./build/release/bench/storage_bench
+# A simulated 16,384-rank run's telemetry for 150 s, a desktop view and the web's band request open.
+QT_QPA_PLATFORM=offscreen ./build/release/bench/scale_bench
 ./build/release/bench/ssh_launch_bench
 QT_QPA_PLATFORM=offscreen ./build/release/bench/gui_bench
 # Writes its 64-rank x 1M-step run once (tens of minutes), kept in build/release/bench/web_series_cache.
