@@ -32,7 +32,6 @@ Recorder::Recorder(std::string db_path, int64_t run_id, int attempt, RecorderOpt
     : db_path_(std::move(db_path)), run_id_(run_id), attempt_(attempt), options_(options) {
   options_.queue_capacity = std::max<size_t>(options_.queue_capacity, 1);
   options_.batch_size = std::max<size_t>(options_.batch_size, 1);
-  checkpointer_ = std::thread([this] { checkpointLoop(); });
   writer_ = std::thread([this] { writerLoop(); });
 }
 
@@ -43,58 +42,6 @@ Recorder::~Recorder() {
   }
   queued_.notify_all();
   writer_.join();
-  {
-    std::lock_guard lock(checkpoint_mutex_);
-    checkpoint_stopping_ = true;
-  }
-  checkpoint_asked_.notify_all();
-  checkpoint_done_.notify_all();
-  checkpointer_.join();
-}
-
-int Recorder::onWalCommit(void* recorder, sqlite3*, const char*, int pages) {
-  if (pages < kCheckpointPages) return SQLITE_OK;
-  auto& self = *static_cast<Recorder*>(recorder);
-  std::unique_lock lock(self.checkpoint_mutex_);
-  const uint64_t asked = ++self.checkpoints_asked_;
-  self.checkpoint_asked_.notify_one();
-  // A log that is never copied whole is never restarted, and a writer that never pauses never
-  // lets the checkpointer catch up: past four times the size, the writer waits for one pass that
-  // began after this commit (it then finds the log whole, most of it copied already), as SQLite's
-  // own checkpoint on commit would make it wait for the whole copy.
-  if (pages >= 4 * kCheckpointPages) {
-    self.checkpoint_done_.wait_for(lock, std::chrono::seconds(10), [&] {
-      return self.checkpoints_done_ >= asked || self.checkpoint_stopping_;
-    });
-  }
-  return SQLITE_OK;
-}
-
-void Recorder::checkpointLoop() {
-  std::optional<Database> db;
-  for (;;) {
-    uint64_t pass = 0;
-    {
-      std::unique_lock lock(checkpoint_mutex_);
-      checkpoint_asked_.wait(
-          lock, [&] { return checkpoints_asked_ > checkpoints_done_ || checkpoint_stopping_; });
-      if (checkpoint_stopping_) return;
-      pass = checkpoints_asked_;
-    }
-    // A checkpoint that cannot copy everything now (a reader holds frames, the disk failed) is
-    // tried again at the next ask; the writer's own commits report a failing database.
-    try {
-      if (!db) db.emplace(db_path_);
-      sqlite3_wal_checkpoint_v2(db->handle(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-    } catch (const std::exception&) {
-      db.reset();
-    }
-    {
-      std::lock_guard lock(checkpoint_mutex_);
-      checkpoints_done_ = pass;
-    }
-    checkpoint_done_.notify_all();
-  }
 }
 
 bool Recorder::waitForRoom(std::unique_lock<std::mutex>& lock) {
@@ -200,8 +147,6 @@ void Recorder::writerLoop() {
   std::optional<EventStore> store;
   try {
     db.emplace(db_path_);
-    // The checkpointer copies the log (this replaces SQLite's automatic checkpoint on commit).
-    sqlite3_wal_hook(db->handle(), &Recorder::onWalCommit, this);
     store.emplace(*db, run_id_, attempt_);
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);

@@ -21,18 +21,12 @@
 #include <vector>
 
 #include "recorder/run_lifecycle.h"
-
-struct sqlite3;
 #include "telemetry/events.h"
 
 namespace ringmaster::storage {
 
 class Database;
 class EventStore;
-
-// The log size (pages) at which the recorder's checkpointer copies the log into the database
-// file: SQLite's own automatic checkpoint's.
-inline constexpr int kCheckpointPages = 1000;
 
 struct RecorderOptions {
   // Events (and log lines) waiting for the writer's next turn; a producer finding the queue full
@@ -101,12 +95,6 @@ class Recorder {
   };
 
   void writerLoop();
-  // Copies the write-ahead log into the database file on its own connection whenever a commit
-  // of the writer left kCheckpointPages or more in it, so that the writer does not stop for the
-  // checkpoint's copying and fsyncs (only past four times that, for what is left to copy).
-  // Durability is the log's: a committed transaction is in the log whether or not it was copied.
-  void checkpointLoop();
-  static int onWalCommit(void* recorder, sqlite3* db, const char* schema, int pages);
   // Waits for something queued (and, for a group commit, for a full batch or the commit delay),
   // then takes it all; false when stopping with nothing queued.
   bool takeBatch(Batch& batch);
@@ -136,13 +124,7 @@ class Recorder {
   bool writer_done_ = false;  // the writer has returned: nothing queued now would be written
   RecorderCounts counts_;
   std::string failure_;
-  // The checkpointer's passes: asked by the writer's commits, counted as checkpointLoop ends them
-  // (a pass ends every ask made before it began).
-  std::mutex checkpoint_mutex_;
-  std::condition_variable checkpoint_asked_, checkpoint_done_;
-  uint64_t checkpoints_asked_ = 0, checkpoints_done_ = 0;
-  bool checkpoint_stopping_ = false;
-  std::thread writer_, checkpointer_;
+  std::thread writer_;
 };
 
 }  // namespace ringmaster::storage
