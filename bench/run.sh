@@ -18,6 +18,7 @@ benchmarks=(
   "gpt_step       | gpt_step_bench                            | ours / torch"
   "gemm           | gemm_bench                                | ours / oneDNN"
   "storage        | storage_bench                             | [ |]ratio([ |]|$)"
+  "scale          | scale_bench                               | events/s|p99|max ms"
   "ssh_launch     | ssh_launch_bench ringmaster-node          | [ |]ratio([ |]|$)"
   "gui            | gui_bench                                 | draw ms|max ms"
   "web_series     | web_series_bench ringmaster               | [ |]ratio([ |]|$)"
@@ -36,6 +37,8 @@ run_train_step() { ./$release/bench/train_step_bench; }
 run_gpt_step() { ./$release/bench/gpt_step_bench; }
 run_gemm() { ./$release/bench/gemm_bench; }
 run_storage() { ./$release/bench/storage_bench; }
+# A simulated 16,384-rank run's telemetry for 150 s, a desktop view and the web's band request open.
+run_scale() { QT_QPA_PLATFORM=offscreen ./$release/bench/scale_bench; }
 run_ssh_launch() { ./$release/bench/ssh_launch_bench; }
 run_gui() { QT_QPA_PLATFORM=offscreen ./$release/bench/gui_bench; }
 # Writes its 64-rank x 1M-step run once (tens of minutes), kept in build/release/bench/web_series_cache.

@@ -126,8 +126,8 @@ double bareInserts(const std::string& path, const std::vector<TelemetryEvent>& e
                  "VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   Statement comm(db,
                  "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, "
-                 "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) "
-                 "VALUES (?, 0, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?)");
+                 "group_size, bytes, dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps, seq_op) "
+                 "VALUES (?, 0, ?, ?, ?, ?, ?, 0, ?, ?, ?, NULL, ?, ?, ?)");
   const auto start = Clock::now();
   for (size_t first = 0; first < events.size(); first += 8192) {
     db.transaction([&] {
@@ -152,12 +152,37 @@ double bareInserts(const std::string& path, const std::vector<TelemetryEvent>& e
               .bind(9, c->duration_ms)
               .bind(10, c->algbw_gbps)
               .bind(11, c->busbw_gbps)
+              .bind(12, static_cast<int64_t>(c->seq_op))
               .run();
         }
       }
     });
   }
   return secondsSince(start);
+}
+
+// The rows of `steps` and `comm_events` in one database and not in the other (either way, the run
+// id aside): 0 when the anchor inserted exactly the rows the recorder stored.
+int64_t differingRows(const std::string& recorded, const std::string& anchor) {
+  Database db(recorded);
+  db.exec(fmt::format("ATTACH DATABASE '{}' AS anchor", anchor));
+  int64_t differing = 0;
+  for (const std::string columns :
+       {"rank, step, attempt, wall_time_s, loss, lr, samples, step_ms, compute_ms, comm_ms, "
+        "exposed_comm_ms, mem_allocated, mem_peak, mem_reserved, device_mem_used, grad_norm, "
+        "accuracy, tokens, tokens_per_s, mfu, loss_scale, skipped FROM steps",
+        "rowid, attempt, rank, t, step, op, group_name, group_size, bytes, dtype, duration_ms, "
+        "wait_ms, algbw_gbps, busbw_gbps, peer, seq_op, start_us, end_us, dim FROM comm_events"}) {
+    for (const auto& [from, less] : {std::pair{"main.", "anchor."}, {"anchor.", "main."}}) {
+      const size_t table = columns.rfind("FROM ") + 5;
+      const std::string a = columns.substr(0, table) + from + columns.substr(table);
+      const std::string b = columns.substr(0, table) + less + columns.substr(table);
+      Statement count(db, fmt::format("SELECT count(*) FROM (SELECT {} EXCEPT SELECT {})", a, b));
+      count.run();
+      differing += count.columnInt(0);
+    }
+  }
+  return differing;
 }
 
 // The flood's streams: per rank a hello, `steps` step events and a done, as lines.
@@ -227,6 +252,7 @@ void benchFlood(const std::string& dir) {
   for (const auto& stream : streams)
     for (const std::string& line : stream) flood_events.push_back(decodeEvent(line).event());
   const double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
+  const int64_t flood_differing = differingRows(flood_db, dir + "/raw.db");
   fmt::print(
       "Flood (issue 16): {} ranks x {} step events, a hello and a done each, pushed by {} "
       "threads at once\n\n",
@@ -238,9 +264,9 @@ void benchFlood(const std::string& dir) {
              raw_flood_s, flood_events.size() / raw_flood_s, 1.0);
   fmt::print(
       "stored {} of {} ({} dropped, {} bad); the queue held at most {} events; peak resident "
-      "size grew by {:.1f} MiB\n",
+      "size grew by {:.1f} MiB; rows of steps and comm_events differing from the anchor's: {}\n",
       counts.stored, flood_events.size(), counts.dropped, counts.malformed + counts.rejected,
-      counts.peak_queued, rss_growth / 1024.0);
+      counts.peak_queued, rss_growth / 1024.0, flood_differing);
 }
 
 // The bare inserts of `decoded` into leaner schemas, against `raw_s`, the full schema's time.
@@ -289,6 +315,7 @@ void benchIngest(const std::string& dir, const std::vector<std::string>& lines,
   }
   const std::string raw_db = dir + "/raw.db";
   const double raw_s = bareInserts(raw_db, decoded, {"anchor"});
+  const int64_t differing = differingRows(ingest_db, raw_db);
   fmt::print(
       "\nTelemetry ingest: {} events ({} of them step events, the rest comm), "
       "{}\n\n",
@@ -300,6 +327,10 @@ void benchIngest(const std::string& dir, const std::vector<std::string>& lines,
              raw_s, lines.size() / raw_s, 1.0);
   fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10}\n", "of which decoding alone (one thread)",
              decode_s, lines.size() / decode_s, "");
+  fmt::print(
+      "rows of steps and comm_events differing from the anchor's: {} (the recorder also writes "
+      "the rollups, sequence ranges and counts)\n",
+      differing);
   benchLeanerSchemas(raw_db, decoded, raw_s);
 }
 

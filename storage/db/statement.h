@@ -43,6 +43,13 @@ class Statement {
   Statement& bind(int index, const std::string& value) {
     return bind(index, std::string_view(value));
   }
+  // Binds `value` without copying it: it must stay unchanged until the statement has run (the
+  // recorder's hot inserts, whose texts live in the event being stored).
+  Statement& bindUncopied(int index, std::string_view value) {
+    sqlite3_bind_text(statement_, index, value.data(), static_cast<int>(value.size()),
+                      SQLITE_STATIC);
+    return *this;
+  }
   Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
   template <typename T>
   Statement& bind(int index, const std::optional<T>& value) {

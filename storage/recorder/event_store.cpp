@@ -378,11 +378,13 @@ void EventStore::storeBody(const TelemetryEvent& e, const CommEvent& c) {
 int64_t EventStore::insertComm(const CommRow& row, std::optional<double> wait_ms) {
   const CommEvent& c = row.event;
   comm_.bind(1, run_id_).bind(2, int64_t{row.attempt}).bind(3, int64_t{row.rank}).bind(4, row.t);
-  comm_.bind(5, c.step).bind(6, c.op).bind(7, c.group).bind(8, c.group_size.value_or(0));
-  comm_.bind(9, static_cast<int64_t>(c.bytes)).bind(10, c.dtype).bind(11, c.duration_ms);
+  // The texts are the event's, alive until the insert has run: bound without a copy.
+  comm_.bind(5, c.step).bindUncopied(6, c.op).bindUncopied(7, c.group);
+  comm_.bind(8, c.group_size.value_or(0)).bind(9, static_cast<int64_t>(c.bytes));
+  comm_.bindUncopied(10, c.dtype).bind(11, c.duration_ms);
   comm_.bind(12, wait_ms).bind(13, c.algbw_gbps).bind(14, c.busbw_gbps);
   comm_.bind(15, static_cast<int64_t>(c.seq_op)).bind(16, c.start_us).bind(17, c.end_us);
-  comm_.bind(18, c.dim).run();
+  comm_.bindUncopied(18, c.dim).run();
   return sqlite3_last_insert_rowid(database_.handle());
 }
 

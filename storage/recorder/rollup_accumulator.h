@@ -2,9 +2,11 @@
 // recorder touched, summarised in memory so that each bucket is written with one upsert per batch.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
-#include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -13,8 +15,8 @@
 namespace ringmaster::storage {
 
 // The rollup buckets a batch touched. Points of one series arrive in step order, so each series
-// keeps one open bucket per width and hands it over when a point falls outside it: a map lookup
-// per bucket, not per point. A bucket handed over twice (steps out of order) is merged by the
+// keeps one open bucket per width and hands it over when a point falls outside it: one hash lookup
+// per point, none per bucket. A bucket handed over twice (steps out of order) is merged by the
 // upsert.
 class RollupAccumulator {
  public:
@@ -52,7 +54,14 @@ class RollupAccumulator {
     int64_t bucket[std::size(kRollupWidths)] = {};
     SeriesSummary summary[std::size(kRollupWidths)];
   };
-  std::map<std::pair<int64_t, int64_t>, OpenBuckets> series_;  // by (metric, rank)
+  struct SeriesHash {
+    size_t operator()(const std::pair<int64_t, int64_t>& key) const {
+      return std::hash<uint64_t>()(static_cast<uint64_t>(key.first) * 0x9E3779B97F4A7C15ull +
+                                   static_cast<uint64_t>(key.second));
+    }
+  };
+  std::unordered_map<std::pair<int64_t, int64_t>, OpenBuckets, SeriesHash>
+      series_;  // by (metric, rank)
   std::vector<Bucket> done_;
 };
 
