@@ -2,15 +2,25 @@
 // (train/stop_agreement.h).
 #include "train/stop_agreement.h"
 
+#include <numeric>
+#include <vector>
+
 #include "core/error.h"
 
 namespace ringmaster {
 
 StopAgreement::StopAgreement(std::function<bool()> stop_requested, Communicator* world,
                              StopFlagCarrier* carrier)
-    : stop_requested_(std::move(stop_requested)),
-      world_(world != nullptr && world->size() > 1 ? world : nullptr),
-      carrier_(world_ != nullptr ? carrier : nullptr) {}
+    : stop_requested_(std::move(stop_requested)) {
+  if (world == nullptr || world->size() == 1) return;
+  world_ = world;
+  carrier_ = carrier;
+  if (carrier_ != nullptr) return;
+  std::vector<int> everyone(static_cast<size_t>(world->size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  group_ = world->newGroup(everyone, world->groupName() + ".stop");
+  group_->setMeshDimension("");  // the world's ranks, whatever mesh dimension the world spans
+}
 
 bool StopAgreement::stopBeforeStep(int64_t step, int64_t first) {
   if (world_ == nullptr) return stop_requested_();
@@ -37,8 +47,9 @@ void StopAgreement::finish() {
 
 void StopAgreement::startFlagReduction(bool here) {
   RM_ENFORCE(!work_, "stop agreement: a flag reduction is already in flight");
-  flag_ = Tensor::fromInts({here ? 1 : 0}, {1}, world_->device());
-  work_ = world_->allReduce(flag_, ReduceOp::max());
+  Communicator& ranks = group_ ? *group_ : *world_;
+  flag_ = Tensor::fromInts({here ? 1 : 0}, {1}, ranks.device());
+  work_ = ranks.allReduce(flag_, ReduceOp::max());
 }
 
 bool StopAgreement::waitFlagReduction() {

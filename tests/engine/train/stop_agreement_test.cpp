@@ -135,22 +135,46 @@ TEST(StopAgreement, RanksThatSeeTheStopOnDifferentStepsStillStopTogether) {
   }
 }
 
-// What a rank's communicator ran, by operation and size.
+// What a rank's communicators ran, by operation and size, and by group.
 class OperationLog : public CommObserver {
  public:
   void onOperation(const CommRecord& record) override {
     std::lock_guard lock(mutex_);
     ++counts_[{record.op, record.bytes}];
+    ++groups_[record.group];
   }
   std::map<std::pair<CommOp, uint64_t>, int> counts() const {
     std::lock_guard lock(mutex_);
     return counts_;
   }
+  std::map<std::string, int> groups() const {
+    std::lock_guard lock(mutex_);
+    return groups_;
+  }
 
  private:
   mutable std::mutex mutex_;
   std::map<std::pair<CommOp, uint64_t>, int> counts_;
+  std::map<std::string, int> groups_;
 };
+
+// Trains `spec` on `world` ranks as threads, each rank's communicators observed by its log.
+std::vector<std::shared_ptr<OperationLog>> trainLogged(const JobSpec& spec, int world) {
+  std::vector<std::shared_ptr<OperationLog>> logs;
+  for (int rank = 0; rank < world; ++rank) logs.push_back(std::make_shared<OperationLog>());
+  auto failures = testing::runRanksWith(
+      world,
+      [&](Communicator& comm) {
+        EXPECT_EQ(testing::trainRank(spec, &comm).result.final_step, spec.train.steps);
+      },
+      [&](int rank) {
+        CommOptions options;
+        options.observer = logs[static_cast<size_t>(rank)];
+        return options;
+      });
+  EXPECT_TRUE(failures.empty()) << testing::describe(failures);
+  return logs;
+}
 
 // A DDP step (with gradient clipping, as the README's job) runs its gradients' all-reduces and
 // nothing else: over 6 steps, one all-reduce per bucket per step, and beside them only the
@@ -161,27 +185,26 @@ TEST(StopAgreement, ADdpStepRunsOnlyItsGradientsAllReduces) {
   spec.train.steps = kSteps;
   // Parameters 16x24+24, 2 x (24x24+24), 24x8+8 = 1808 floats, plus the stop flag: one bucket.
   constexpr uint64_t kBucketBytes = (1808 + 1) * 4;
-  std::vector<std::shared_ptr<OperationLog>> logs;
-  for (int rank = 0; rank < kWorld; ++rank) logs.push_back(std::make_shared<OperationLog>());
-  std::vector<testing::RankTraining> runs(kWorld);
-  auto failures = testing::runRanksWith(
-      kWorld,
-      [&](Communicator& comm) {
-        runs[static_cast<size_t>(comm.rank())] = testing::trainRank(spec, &comm);
-      },
-      [&](int rank) {
-        CommOptions options;
-        options.observer = logs[static_cast<size_t>(rank)];
-        return options;
-      });
-  ASSERT_TRUE(failures.empty()) << testing::describe(failures);
+  const auto logs = trainLogged(spec, kWorld);
   const std::map<std::pair<CommOp, uint64_t>, int> expected{
       {{CommOp::kBroadcast, kBucketBytes}, 1},        // rank 0's parameters
       {{CommOp::kAllReduce, 4}, 1},                   // the stop agreement before step 1
       {{CommOp::kAllReduce, kBucketBytes}, kSteps}};  // the gradients, stop flag inside
-  for (int rank = 0; rank < kWorld; ++rank) {
-    EXPECT_EQ(runs[static_cast<size_t>(rank)].result.final_step, kSteps);
+  for (int rank = 0; rank < kWorld; ++rank)
     EXPECT_EQ(logs[static_cast<size_t>(rank)]->counts(), expected) << "rank " << rank;
+}
+
+// Where the traffic cannot carry the flags (FSDP), they are summed in a group of their own, so
+// that they never queue in front of the step's collectives: one all-reduce there per step, and
+// one more before the first step.
+TEST(StopAgreement, AFallbackStrategysFlagsRunInAGroupOfTheirOwn) {
+  constexpr int kWorld = 2, kSteps = 5;
+  JobSpec spec = stopSpec("fsdp", kWorld);
+  spec.train.steps = kSteps;
+  for (const auto& log : trainLogged(spec, kWorld)) {
+    const std::map<std::string, int> groups = log->groups();
+    ASSERT_EQ(groups.count("world.stop"), 1u) << ::testing::PrintToString(groups);
+    EXPECT_EQ(groups.at("world.stop"), kSteps + 1);
   }
 }
 
