@@ -219,6 +219,7 @@ TEST(StopAgreement, StepTimesHoldTheTimeBetweenSteps) {
        std::vector<std::pair<std::string, int>>{{"ddp", 1}, {"ddp", 2}, {"fsdp", 2}}) {
     JobSpec spec = stopSpec(strategy, world);
     spec.train.steps = kSteps;
+    spec.telemetry.every_steps = 1;  // each step's own step_ms
     // Rank 0's polls' sleeps: [start, end] of each, in order.
     std::vector<std::pair<Clock::time_point, Clock::time_point>> sleeps;
     const auto run_start = Clock::now();
