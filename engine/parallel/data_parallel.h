@@ -27,6 +27,9 @@ class DataParallelModel {
   // `sync`: the last backward of a step's accumulation, whose gradients are reduced over dp.
   virtual void backward(const Tensor& grad_output, bool sync) = 0;
   virtual GradientSyncTiming finishGradientSync() = 0;
+  // What carries the ranks' stop flags in each step's gradient reduction over the dp group, if
+  // anything does (parallel/ddp.h).
+  virtual StopFlagCarrier* stopFlagCarrier() { return nullptr; }
   virtual std::vector<NamedParameter> optimizerParameters() = 0;
   // The gradients the optimizer sees of the parameters `wanted` accepts (by state_dict name): the
   // parameters' own, or the slices of flat shards that hold them.

@@ -35,6 +35,11 @@ std::vector<Tensor> slices(const GradientBucket& bucket) {
   return out;
 }
 
+// The last bucket's last element, which no gradient occupies.
+Tensor stopFlagOf(const GradientBucket& bucket) {
+  return bucket.buffer.narrowRows(bucket.buffer.numel() - 1, 1);
+}
+
 }  // namespace
 
 void checkReduceDType(DType dtype, const char* option) {
@@ -100,7 +105,7 @@ void DistributedDataParallel::assignBuckets() {
     list.erase(std::unique(list.begin(), list.end()), list.end());
   }
   for (GradientBucket& bucket : buckets_) {
-    int64_t numel = 0;
+    int64_t numel = &bucket == &buckets_.back() ? 1 : 0;  // the stop flag
     for (Parameter* p : bucket.parameters) numel += p->value.numel();
     bucket.buffer = Tensor::zeros({numel}, DType::kF32, bucket.parameters.front()->value.device());
   }
@@ -123,6 +128,10 @@ void DistributedDataParallel::backward(const Tensor& grad_output, bool sync) {
       const size_t b = next_bucket++;
       GradientBucket& bucket = buckets_[b];
       bucket.ready_after_module = static_cast<int>(m);
+      if (b + 1 == buckets_.size()) {
+        Tensor flag = stopFlagOf(bucket);
+        ops::fill(flag, stop_flag_ ? 1.0f : 0.0f);
+      }
       if (options_.reduce_dtype == DType::kF32) {
         // The communicator's stream must see the finished gradients.
         if (bucket.buffer.device().isCuda()) synchronize(bucket.buffer.device());
@@ -150,6 +159,11 @@ GradientSyncTiming DistributedDataParallel::finishGradientSync() {
   }
   in_flight_.clear();
   return timing;
+}
+
+bool DistributedDataParallel::anyRankOfferedStop() const {
+  // Each rank's 0 or 1, averaged or pre-divided: positive exactly when some rank's was 1.
+  return stopFlagOf(buckets_.back()).toFloatVector()[0] > 0.0f;
 }
 
 }  // namespace ringmaster

@@ -4,6 +4,8 @@
 // so communication overlaps the backward of the earlier layers. With a 16-bit reduce dtype (FSDP's
 // MixedPrecision.reduce_dtype, DDP's bf16 / fp16 compress hooks) a bucket is divided by the world
 // size, cast to that dtype and summed across ranks in it, then widened back into the fp32 buffer.
+// The last bucket has one element more, no gradient's: the ranks' stop flags, which the trainer's
+// stop agreement sends with the gradients instead of in a collective of its own.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,8 @@ struct DdpOptions {
 // One bucket: a flat gradient buffer whose slices are the gradients of `parameters`.
 struct GradientBucket {
   std::vector<Parameter*> parameters;  // in the order they occupy the buffer
-  Tensor buffer;                       // 1-D, float32, on the model's device
+  // 1-D, float32, on the model's device; the last bucket's last element is the stop flag.
+  Tensor buffer;
   // 16-bit reduce dtype: the buffer divided by the world size and cast, from the bucket's
   // all-reduce start until finishGradientSync() widens the sum back into `buffer` (else undefined).
   Tensor reduce_buffer;
@@ -42,6 +45,19 @@ struct GradientSyncTiming {
   double exposed_comm_ms = 0;  // time the caller waited for them after backward had finished
 };
 
+// The ranks' stop flags carried by a strategy's own per-step traffic (a reduction that spans every
+// rank of the world each step), so that the trainer's stop agreement (train/stop_agreement.h)
+// needs no collective of its own.
+class StopFlagCarrier {
+ public:
+  virtual ~StopFlagCarrier() = default;
+  // This rank's flag for the next synchronised backward's reduction (kept until changed).
+  virtual void offerStopFlag(bool stop) = 0;
+  // After finishGradientSync(): whether any rank offered true to that reduction. Every rank reads
+  // the same verdict: the flags are summed with the gradients.
+  virtual bool anyRankOfferedStop() const = 0;
+};
+
 // strategy.reduce_dtype for DDP and FSDP: kF32, or a 16-bit format (kBF16, kF16) whose reduction
 // sums pre-divided copies. Throws kInvalidArgument naming `option` for any other dtype.
 void checkReduceDType(DType dtype, const char* option);
@@ -51,7 +67,7 @@ void checkReduceDType(DType dtype, const char* option);
 // average would not.
 Tensor preDividedCast(Tensor& grad, int world, DType dtype);
 
-class DistributedDataParallel {
+class DistributedDataParallel final : public StopFlagCarrier {
  public:
   // Broadcasts rank 0's parameters to every rank (blocking) and moves the gradients into
   // buckets. `model` and `comm` must outlive this object.
@@ -66,6 +82,11 @@ class DistributedDataParallel {
   // average over ranks, as every rank's optimizer expects (a 16-bit reduction's sum widened back
   // into the buckets).
   GradientSyncTiming finishGradientSync();
+  // The stop flag rides in the last bucket, the last to start in every synchronised backward: a
+  // 1 or a 0 averaged (or pre-divided and summed) with the gradients, positive when any rank
+  // offered 1.
+  void offerStopFlag(bool stop) override { stop_flag_ = stop; }
+  bool anyRankOfferedStop() const override;
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
 
@@ -83,6 +104,7 @@ class DistributedDataParallel {
     size_t bucket;
   };
   std::vector<PendingReduction> in_flight_;
+  bool stop_flag_ = false;
 };
 
 }  // namespace ringmaster

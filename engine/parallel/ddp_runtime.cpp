@@ -29,6 +29,9 @@ class DdpModel final : public DataParallelModel {
   GradientSyncTiming finishGradientSync() override {
     return ddp_ ? ddp_->finishGradientSync() : GradientSyncTiming{};
   }
+  StopFlagCarrier* stopFlagCarrier() override {
+    return ddp_ && !ddp_->buckets().empty() ? &*ddp_ : nullptr;
+  }
   std::vector<NamedParameter> optimizerParameters() override { return model_.namedParameters(); }
   std::vector<Tensor> gradientsOf(const std::function<bool(const std::string&)>& wanted) override {
     std::vector<Tensor> out;

@@ -118,10 +118,18 @@ class MeshModelStrategy final : public WholeModelStrategy {
           dp_->gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
     return timing;
   }
+  StopFlagCarrier* stopFlagCarrier() override {
+    const bool spans_world = parts_.group(MeshDim::kDp).size() == parts_.mesh().world().size();
+    return spans_world ? dp_->stopFlagCarrier() : nullptr;
+  }
   std::vector<NamedParameter> optimizerParameters() override { return dp_->optimizerParameters(); }
   // Each gradient element on exactly one rank: dp's shards are disjoint (unsharded replicas all
   // hold it, and dp rank 0 counts it), and of what every tp rank holds whole tp rank 0 counts it.
   double clipGradNorm(double max_norm) override {
+    // Whole replicas (DDP without tp) hold the same averaged gradients on every rank: each
+    // computes the norm alone, as clip_grad_norm_ does under PyTorch's DDP, with no collective.
+    if (!dp_->shardsGradients() && parts_.mesh().size(MeshDim::kTp) == 1)
+      return ringmaster::clipGradNorm(optimizerParameters(), max_norm);
     std::vector<Tensor> counted;
     if (dp_->shardsGradients() || parts_.mesh().coordinates().dp == 0)
       counted = dp_->gradientsOf([&](const std::string& name) { return parts_.tpCounts(name); });

@@ -67,6 +67,12 @@ class ParallelStrategy {
                                       const BatchMaker& make_batch);
   // Waits for the gradient reductions the last synchronised backward started.
   virtual GradientSyncTiming finishGradientSync() { return {}; }
+  // What carries the ranks' stop flags with each step's own traffic across every rank of the
+  // world (DDP over the whole world: its last gradient bucket), so that the trainer's stop
+  // agreement needs no collective of its own; nullptr where the traffic cannot (FSDP, a pipeline,
+  // tp, a dp group smaller than the world, one rank): the trainer then agrees asynchronously
+  // (train/stop_agreement.h).
+  virtual StopFlagCarrier* stopFlagCarrier() { return nullptr; }
   // What the optimizer updates on this rank, state_dict-named (a shard, a stage, or everything).
   virtual std::vector<NamedParameter> optimizerParameters() = 0;
   // clip_grad_norm_ over the whole model, across ranks where it is split.

@@ -98,10 +98,10 @@ struct StepEvent {
   int64_t step = 0;
   double loss = 0;  // may be NaN / infinite (sent as null, read back as NaN)
   double lr = 0;
-  int64_t samples = 0;              // samples this rank processed in this step
-  double step_ms = 0;               // wall time of the whole step
-  double compute_ms = 0;            // forward + backward + optimizer
-  double comm_ms = 0;               // time inside collectives, overlapped or not
+  int64_t samples = 0;    // samples this rank processed in this step
+  double step_ms = 0;     // wall time from the previous step's end to this one's
+  double compute_ms = 0;  // forward + backward + optimizer, and the trainer's work between steps
+  double comm_ms = 0;     // time inside collectives, overlapped or not
   double exposed_comm_ms = 0;       // communication time not hidden behind compute
   uint64_t mem_allocated = 0;       // allocator: bytes in use at the end of the step
   uint64_t mem_peak = 0;            // allocator: peak bytes in use during the step

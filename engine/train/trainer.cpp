@@ -26,6 +26,7 @@
 #include "tensor/allocator.h"
 #include "train/checkpoint_layout.h"
 #include "train/evaluation.h"
+#include "train/stop_agreement.h"
 #include "train/throughput.h"
 
 namespace ringmaster {
@@ -34,13 +35,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double millisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
 // Whether any rank says yes (one all-reduce, MAX, with several ranks): every rank reaches the same
-// verdict. Whether to stop before the next step (a rank that stopped alone would leave the others
-// waiting in a collective), and whether any rank's gradients overflowed (fp16: all skip the step).
+// verdict. Whether any rank's gradients overflowed (fp16: all skip the step). (Whether to stop is
+// agreed without a blocking collective: train/stop_agreement.h.)
 bool anyRankAgrees(bool here, Communicator* world) {
   if (world == nullptr || world->size() == 1) return here;
   Tensor flag = Tensor::fromInts({here ? 1 : 0}, {1}, world->device());
@@ -267,6 +264,8 @@ struct Trainer::Session {
   double flops_per_token = 0;
   std::optional<double> peak_flops;
   std::chrono::milliseconds test_compute_delay{0};  // test only: testComputeDelay
+  // Where the last step ended: the next step's wall time counts from there (trainStep).
+  std::optional<std::chrono::steady_clock::time_point> last_step_end;
 
   GradScaler* scalerOrNull() { return scaler ? &*scaler : nullptr; }
 };
@@ -276,6 +275,9 @@ struct Trainer::Session {
 struct Trainer::StepOutcome {
   double loss = 0;  // the mean over the micro-batches
   int64_t samples = 0, correct = 0;
+  // Wall time from the previous step's end (this step's own start for the first step run) to
+  // this one's: the step and whatever the trainer did after the previous one (its report,
+  // evaluation, checkpoint, the stop agreement), so that the steps' times add up to the loop's.
   double step_ms = 0;
   // The step's end, which stamps its step event (written later, after its sched events), so that
   // [t - step_ms, t] is the step on the trace's time axis.
@@ -367,8 +369,9 @@ TrainingResult Trainer::run() {
   // The loop: one optimizer step, its report every telemetry.every_steps, the evaluation and the
   // checkpoint when due.
   IntervalTimes interval;
+  StopAgreement stop(stop_requested_, world_, session.runner->stopFlagCarrier());
   for (int64_t step = first_step; step <= spec_.train.steps; ++step) {
-    if (anyRankAgrees(stop_requested_(), world_)) {
+    if (stop.stopBeforeStep(step, first_step)) {
       result.cancelled = true;
       break;
     }
@@ -391,6 +394,7 @@ TrainingResult Trainer::run() {
         step % spec_.checkpoint->every_steps == 0 && step != spec_.train.steps)
       saveCheckpointAt(session, step);
   }
+  stop.finish();
   // The end: the last step's checkpoint (when a step ran).
   if (spec_.checkpoint && result.final_step > steps_done) {
     if (std::optional<std::string> path = saveCheckpointAt(session, result.final_step))
@@ -594,9 +598,10 @@ void Trainer::setUpData(Session& session, int64_t steps_done) {
 
 // One optimizer step: the schedule's learning rate, every micro-batch's forward and backward, the
 // gradients' reduction, and the update (skipped on every rank when fp16 gradients overflowed).
+// Its wall time counts from the previous step's end (StepOutcome::step_ms).
 Trainer::StepOutcome Trainer::trainStep(Session& session, int64_t step, bool reported) {
   StepOutcome outcome;
-  const auto step_start = Clock::now();
+  const auto step_start = session.last_step_end.value_or(Clock::now());
   session.allocator->resetPeakStats();
   // The schedule's learning rate for this step, from the step alone: a resumed run continues it.
   session.optimizer->setLr(static_cast<float>(
@@ -621,7 +626,9 @@ Trainer::StepOutcome Trainer::trainStep(Session& session, int64_t step, bool rep
     outcome.grad_norm = session.runner->clipGradNorm(*spec_.optimizer.clip_grad_norm);
   if (!outcome.update_skipped) session.optimizer->step();
   synchronize(session.device);
-  outcome.step_ms = millisecondsSince(step_start);
+  session.last_step_end = Clock::now();
+  outcome.step_ms =
+      std::chrono::duration<double, std::milli>(*session.last_step_end - step_start).count();
   outcome.end_time = telemetryNow();
   if (!std::isfinite(outcome.loss)) {
     RM_THROW(kInvalidArgument, fmt::format("loss became {} at step {}; lower optimizer.lr or "
