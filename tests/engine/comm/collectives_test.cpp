@@ -286,6 +286,71 @@ TEST_P(Collectives, QueuedOperationsCompleteInAnyWaitOrder) {
   EXPECT_ALL_RANKS_OK(failures);
 }
 
+// Several threads of one communicator issue collectives at once, some waiting at once (on shm the
+// caller runs those itself: issue 36's fast path), some queueing a burst first. Whatever order
+// each rank's threads race into, the operations must reach the backend in the order they were
+// numbered: the all_reduce numbered k sums, on every rank, what each rank issued as number k.
+TEST_P(Collectives, CollectivesFromSeveralThreadsRunInTheirNumberedOrderOnEveryRank) {
+  constexpr int kThreads = 3, kRounds = 12, kBurst = 3;
+  constexpr int64_t kElements = 300;
+  struct Issued {
+    double input = 0;  // element i of the tensor was input + i
+    Tensor result;
+  };
+  std::mutex mutex;
+  std::vector<std::map<uint64_t, Issued>> by_rank(static_cast<size_t>(world()));
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    auto issue = [&](double value) {
+      Tensor t = makeTensor(DType::kF64, kElements, [&](int64_t i) { return value + i; });
+      WorkPtr work = comm.allReduce(t);
+      const std::string& what = work->what();  // "all_reduce #<seq> on <group>"
+      const uint64_t seq = std::stoull(what.substr(what.find('#') + 1));
+      std::lock_guard<std::mutex> lock(mutex);
+      by_rank[static_cast<size_t>(comm.rank())][seq] = {value, t};
+      return work;
+    };
+    std::vector<std::thread> threads;
+    std::vector<std::string> errors(kThreads);
+    for (int thread = 0; thread < kThreads; ++thread) {
+      threads.emplace_back([&, thread] {
+        try {
+          for (int round = 0; round < kRounds; ++round) {
+            // Distinct per rank, thread and round, so that a mismatched pairing shows in the sum.
+            auto value = [&](int k) {
+              return 1000.0 * (comm.rank() + 1) + 100.0 * thread + kBurst * round + k;
+            };
+            if (thread == 0) {
+              std::vector<WorkPtr> burst;
+              for (int k = 0; k < kBurst; ++k) burst.push_back(issue(value(k)));
+              for (const WorkPtr& work : burst) work->wait();
+            } else {
+              issue(value(0))->wait();
+            }
+          }
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(thread)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const std::string& error : errors)
+      if (!error.empty()) throw std::runtime_error(error);
+  });
+  ASSERT_TRUE(failures.empty()) << describe(failures);
+  const size_t per_rank = kRounds * (kBurst + kThreads - 1);
+  for (const auto& issued : by_rank) ASSERT_EQ(issued.size(), per_rank);
+  for (const auto& [seq, first] : by_rank[0]) {
+    double sum = 0;
+    for (const auto& issued : by_rank) sum += issued.at(seq).input;
+    for (int rank = 0; rank < world(); ++rank) {
+      auto got = values(by_rank[static_cast<size_t>(rank)].at(seq).result);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], sum + static_cast<double>(i) * world())
+            << "all_reduce #" << seq << " on rank " << rank << ", element " << i;
+    }
+  }
+}
+
 TEST_P(Collectives, TimingRecordsEveryOperation) {
   struct Collect : CommObserver {
     std::mutex mutex;
