@@ -60,9 +60,9 @@ Shape withLast(Shape shape, int64_t last) {
 }
 
 // y = op(a) op(b) of the attention, where a (causal_a) or y is a [T, T] causal matrix: in fp32
-// the masked blocks are skipped (ops::matmulBatchedCausal, same values; y above its diagonal left
-// unspecified, which only the causal softmax and the dropout read, and neither uses); under
-// autocast the full product of autocastMatmulBatched.
+// the masked blocks are skipped (ops::matmulBatchedCausal, the same sums to rounding; y above its
+// diagonal left unspecified, which only the causal softmax and the dropout read, and neither uses);
+// under autocast the full product of autocastMatmulBatched.
 void causalProduct(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& y,
                    bool causal_a, DType compute) {
   if (isLowPrecision(compute))

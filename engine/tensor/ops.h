@@ -74,7 +74,8 @@ void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
 // with causal_a every a_i is zero above its diagonal (the probabilities, the scores' gradient),
 // else c_i is the causal matrix and only its entries on and below the diagonal are written
 // (those above are unspecified). The host skips the masked blocks; the values written are those
-// of matmulBatched, bit for bit (only exact zeros are left out of the sums). F32 only.
+// of matmulBatched to rounding (only exact zeros are left out of the sums, but OpenBLAS may sum a
+// small block's products in another order than the whole matrix's). F32 only.
 void matmulBatchedCausal(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                          bool causal_a);
 
