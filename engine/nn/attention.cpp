@@ -59,6 +59,18 @@ Shape withLast(Shape shape, int64_t last) {
   return shape;
 }
 
+// y = op(a) op(b) of the attention, where a (causal_a) or y is a [T, T] causal matrix: in fp32
+// the masked blocks are skipped (ops::matmulBatchedCausal, the same sums to rounding; y above its
+// diagonal left unspecified, which only the causal softmax and the dropout read, and neither uses);
+// under autocast the full product of autocastMatmulBatched.
+void causalProduct(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& y,
+                   bool causal_a, DType compute) {
+  if (isLowPrecision(compute))
+    autocastMatmulBatched(a, trans_a, b, trans_b, y, compute);
+  else
+    ops::matmulBatchedCausal(a, trans_a, b, trans_b, y, causal_a);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
@@ -175,14 +187,14 @@ Tensor AttentionCore::forward(const Tensor& qkv) {
   k_ = autocastOperand(k, compute);
   v_ = autocastOperand(v, compute);
   Tensor scores = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  autocastMatmulBatched(q_, false, k_, true, scores, compute);  // q k^T
+  causalProduct(q_, false, k_, true, scores, false, compute);  // q k^T
   Tensor probs = Tensor::empty({B, H, T, T}, DType::kF32, device);
   ops::causalSoftmaxForward(scores, probs, static_cast<float>(1.0 / std::sqrt(double(D))));
   const Tensor attended = attn_dropout_.forward(probs);
   probs_ = autocastOperand(probs, compute);
   attended_ = attended.sharesStorageWith(probs) ? probs_ : autocastOperand(attended, compute);
   Tensor y = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  autocastMatmulBatched(attended_, false, v_, false, y, compute);  // probs v
+  causalProduct(attended_, false, v_, false, y, true, compute);  // probs v
   Tensor merged = Tensor::empty({B, T, H, D}, DType::kF32, device);
   ops::permute0213(y, merged);
   return merged.view({B, T, H * D});
@@ -197,18 +209,18 @@ Tensor AttentionCore::backward(const Tensor& grad_output) {
   ops::permute0213(grad_output.view({B, T, H, D}), dy_full);
   const Tensor dy = autocastOperand(dy_full, compute);
   Tensor dattended = Tensor::empty({B, H, T, T}, DType::kF32, device);
-  autocastMatmulBatched(dy, false, v_, true, dattended, compute);  // dy v^T
+  causalProduct(dy, false, v_, true, dattended, false, compute);  // dy v^T
   Tensor dv = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  autocastMatmulBatched(attended_, true, dy, false, dv, compute);  // probs^T dy
+  causalProduct(attended_, true, dy, false, dv, true, compute);  // probs^T dy
   const Tensor dprobs = attn_dropout_.backward(dattended);
   Tensor dscores_full = Tensor::empty({B, H, T, T}, DType::kF32, device);
   ops::causalSoftmaxBackward(widened(probs_), dprobs, dscores_full,
                              static_cast<float>(1.0 / std::sqrt(double(D))));
   const Tensor dscores = autocastOperand(dscores_full, compute);
   Tensor dq = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  autocastMatmulBatched(dscores, false, k_, false, dq, compute);  // dscores k
+  causalProduct(dscores, false, k_, false, dq, true, compute);  // dscores k
   Tensor dk = Tensor::empty({B, H, T, D}, DType::kF32, device);
-  autocastMatmulBatched(dscores, true, q_, false, dk, compute);  // dscores^T q
+  causalProduct(dscores, true, q_, false, dk, true, compute);  // dscores^T q
   Tensor dqkv = Tensor::empty({B, T, 3 * H * D}, DType::kF32, device);
   ops::mergeQkv(dq, dk, dv, dqkv);
   return dqkv;

@@ -370,6 +370,32 @@ void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
   }
 }
 
+void matmulBatchedCausal(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                         bool causal_a) {
+  checkSameDevice({&a, &b, &c});
+  checkDType(a, DType::kF32, "a causal batched matmul's a");
+  checkDType(b, DType::kF32, "a causal batched matmul's b");
+  checkDType(c, DType::kF32, "a causal batched matmul's c");
+  RM_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2,
+               fmt::format("batched matmul takes tensors of rank 2 or more, got {}, {} and {}",
+                           shapeStr(a.shape()), shapeStr(b.shape()), shapeStr(c.shape())));
+  const auto rows = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 2)); };
+  const auto cols = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 1)); };
+  const int64_t m = trans_a ? cols(a) : rows(a);
+  const int64_t k = trans_a ? rows(a) : cols(a);
+  const int64_t kb = trans_b ? cols(b) : rows(b);
+  const int64_t n = trans_b ? rows(b) : cols(b);
+  const int64_t batch = leadingNumel(c);
+  RM_CHECK_ARG(k == kb && rows(c) == m && cols(c) == n && leadingNumel(a) == batch &&
+                   leadingNumel(b) == batch && (causal_a ? m == k : m == n),
+               fmt::format("causal batched matmul shapes {}{} x {}{} -> {} do not agree (the {} "
+                           "must be square)",
+                           shapeStr(a.shape()), trans_a ? "^T" : "", shapeStr(b.shape()),
+                           trans_b ? "^T" : "", shapeStr(c.shape()), causal_a ? "a" : "c"));
+  RM_DISPATCH(c.device(), gemmBatchedCausal, causal_a, trans_a, trans_b, batch, m, n, k,
+              a.data<float>(), m * k, b.data<float>(), k * n, c.data<float>(), m * n);
+}
+
 void geluTanh(const Tensor& x, Tensor& y) {
   checkSameDevice({&x, &y});
   checkSameNumel(x, y);

@@ -70,6 +70,14 @@ void sgdStepMulti(const std::vector<SgdTensors>& tensors, float lr, float moment
 // dtypes as matmul's: a and b F32, BF16 or F16 alike, c F32.
 void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
                    float alpha = 1.0f, float beta = 0.0f);
+// c_i = op(a_i) op(b_i) for causal attention, whose [T, T] matrices are lower triangular:
+// with causal_a every a_i is zero above its diagonal (the probabilities, the scores' gradient),
+// else c_i is the causal matrix and only its entries on and below the diagonal are written
+// (those above are unspecified). The host skips the masked blocks; the values written are those
+// of matmulBatched to rounding (only exact zeros are left out of the sums, but OpenBLAS may sum a
+// small block's products in another order than the whole matrix's). F32 only.
+void matmulBatchedCausal(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                         bool causal_a);
 
 // GELU with the tanh approximation (GPT-2's gelu_new, PyTorch's approximate="tanh").
 void geluTanh(const Tensor& x, Tensor& y);

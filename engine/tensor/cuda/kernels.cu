@@ -761,6 +761,15 @@ void gemmBatched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n
       lda, stride_a, &beta, c, static_cast<int>(n), stride_c, static_cast<int>(batch)));
 }
 
+// Every block computed: the masked ones cost cuBLAS one strided batch, not more launches.
+void gemmBatchedCausal(bool causal_a, bool trans_a, bool trans_b, int64_t batch, int64_t m,
+                       int64_t n, int64_t k, const float* a, int64_t stride_a, const float* b,
+                       int64_t stride_b, float* c, int64_t stride_c) {
+  RM_ENFORCE(causal_a ? m == k : m == n,
+             fmt::format("a causal product of {} x {} x {} has no square causal matrix", m, n, k));
+  gemmBatched(trans_a, trans_b, batch, m, n, k, 1.0f, a, stride_a, b, stride_b, 0.0f, c, stride_c);
+}
+
 // ------------------------------------------------------------------------------------------------
 // geluTanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 

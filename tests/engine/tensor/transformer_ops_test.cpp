@@ -1,10 +1,13 @@
 // The ops.h wrappers of the transformer kernels on the host: what their shape and dtype checks
 // refuse (with messages naming the shapes), and that the shapes they accept reach the kernel as
 // the right sizes and strides (a batched matmul over leading axes equals one matmul per matrix; a
-// position table longer than the batch adds its first rows; a causal softmax over [B, H, T, T]
+// position table longer than the batch adds its first rows; a causal product skips only masked
+// blocks (the full product's values, to rounding); a causal softmax over [B, H, T, T]
 // treats every matrix alike). The kernels' values are H1's reference tests' and the CUDA tests'.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -80,6 +83,98 @@ TEST(TransformerOps, MatmulBatchedRefusesShapesThatDoNotAgree) {
         ops::matmulBatched(randomTensor({5}, 1), false, randomTensor({5, 6}, 2), false, c);
       },
       "rank 2 or more");
+}
+
+// A [batch, T, T] causal matrix as attention has them: random below and on the diagonal, exact
+// zeros above.
+Tensor causalTensor(int64_t batch, int64_t tokens, uint64_t seed) {
+  Tensor t = randomTensor({batch, tokens, tokens}, seed);
+  float* v = t.data<float>();
+  for (int64_t m = 0; m < batch; ++m)
+    for (int64_t i = 0; i < tokens; ++i)
+      for (int64_t j = i + 1; j < tokens; ++j) v[(m * tokens + i) * tokens + j] = 0.0f;
+  return t;
+}
+
+// The largest |got - want| over the entries of [batch, rows, cols] matrices that `wanted` keeps.
+template <typename Wanted>
+float worstDifference(const Tensor& got, const Tensor& want, int64_t rows, int64_t cols,
+                      Wanted wanted) {
+  const std::vector<float> g = got.toFloatVector(), w = want.toFloatVector();
+  float worst = 0.0f;
+  for (size_t at = 0; at < w.size(); ++at) {
+    const auto in_matrix = static_cast<int64_t>(at) % (rows * cols);
+    if (!wanted(in_matrix / cols, in_matrix % cols)) continue;
+    const float difference = std::fabs(g[at] - w[at]);
+    worst = std::isnan(difference) ? INFINITY : std::max(worst, difference);
+  }
+  return worst;
+}
+
+// Every transpose mode, token counts around the host's 32-row blocks (1, under, at, over, several
+// and a ragged last block) and head widths 1 to 64: the causal product gives matmulBatched's
+// values, where the causal matrix is the left operand (every entry of c) and where it is the
+// output (every entry on and below the diagonal; c starts as NaN, which beta 0 never reads). To
+// rounding, not bit for bit: OpenBLAS picks its kernel by size, and a small block's kernel sums
+// the same products in another order. A left-out block that was not zero, or a skipped one that
+// was needed, is off by O(1).
+TEST(TransformerOps, MatmulBatchedCausalGivesTheFullProductsValues) {
+  const int64_t batch = 3;
+  uint64_t seed = 100;
+  const auto everywhere = [](int64_t, int64_t) { return true; };
+  const auto on_and_below_diagonal = [](int64_t i, int64_t j) { return j <= i; };
+  for (int64_t tokens : {1, 2, 31, 32, 33, 64, 100, 128, 129})
+    for (int64_t width : {1, 7, 64})
+      for (bool trans_a : {false, true})
+        for (bool trans_b : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "T " << tokens << " D " << width << " trans_a "
+                                            << trans_a << " trans_b " << trans_b);
+          // The causal left operand: [T, T] x op(b) [T, D].
+          const Tensor a = causalTensor(batch, tokens, ++seed);
+          const Tensor b = randomTensor(
+              trans_b ? Shape{batch, width, tokens} : Shape{batch, tokens, width}, ++seed);
+          Tensor full = Tensor::zeros({batch, tokens, width});
+          Tensor causal = Tensor::full({batch, tokens, width}, std::nanf(""));
+          ops::matmulBatched(a, trans_a, b, trans_b, full);
+          ops::matmulBatchedCausal(a, trans_a, b, trans_b, causal, true);
+          EXPECT_LE(worstDifference(causal, full, tokens, width, everywhere), 1e-4f) << "causal a";
+
+          // The causal output: op(q) [T, D] x op(k) [D, T].
+          const Tensor q = randomTensor(
+              trans_a ? Shape{batch, width, tokens} : Shape{batch, tokens, width}, ++seed);
+          const Tensor k = randomTensor(
+              trans_b ? Shape{batch, tokens, width} : Shape{batch, width, tokens}, ++seed);
+          Tensor scores = Tensor::zeros({batch, tokens, tokens});
+          Tensor lower = Tensor::full({batch, tokens, tokens}, std::nanf(""));
+          ops::matmulBatched(q, trans_a, k, trans_b, scores);
+          ops::matmulBatchedCausal(q, trans_a, k, trans_b, lower, false);
+          EXPECT_LE(worstDifference(lower, scores, tokens, tokens, on_and_below_diagonal), 1e-4f)
+              << "causal output";
+        }
+}
+
+TEST(TransformerOps, MatmulBatchedCausalRefusesANonSquareCausalMatrix) {
+  Tensor c = Tensor::zeros({2, 4, 3});
+  expectRefused(
+      [&] {
+        ops::matmulBatchedCausal(randomTensor({2, 4, 5}, 1), false, randomTensor({2, 5, 3}, 2),
+                                 false, c, true);
+      },
+      "(the a must be square)");
+  expectRefused(
+      [&] {
+        ops::matmulBatchedCausal(randomTensor({2, 4, 5}, 1), false, randomTensor({2, 5, 3}, 2),
+                                 false, c, false);
+      },
+      "(the c must be square)");
+  Tensor square = Tensor::zeros({2, 4, 4});
+  expectRefused(
+      [&] {
+        ops::matmulBatchedCausal(ops::cast(causalTensor(2, 4, 3), DType::kBF16), false,
+                                 ops::cast(randomTensor({2, 4, 4}, 4), DType::kBF16), false, square,
+                                 true);
+      },
+      "must be F32");
 }
 
 TEST(TransformerOps, EmbeddingChecksIdsAndShapes) {
