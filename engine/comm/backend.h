@@ -54,8 +54,7 @@ class Backend {
   // Whether AVG / PREMUL_SUM reach the backend as such (else Communicator composes them from SUM).
   virtual bool nativeReduce(ReduceKind kind) const { return false; }
   // Whether launch() has finished every collective when it returns (its PendingOp waits for
-  // nothing): Communicator then runs a collective on the calling thread when nothing is queued or
-  // pending before it, and otherwise completes it on the op thread, sparing thread hand-offs.
+  // nothing): the op thread then completes it itself when nothing queued before it is pending.
   virtual bool collectivesCompleteInLaunch() const { return false; }
   // Starts `call`. A backend whose library is synchronous does all the work here.
   virtual std::unique_ptr<PendingOp> launch(const OpCall& call) = 0;

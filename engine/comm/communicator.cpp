@@ -1,8 +1,7 @@
 // The shared driver behind every backend, apart from the operation entry points
 // (communicator_ops.cpp): timing, flight recorder, failure propagation, the aligned clock and the
 // threads. Threads per communicator: the op thread launches operations in program order (the order
-// every rank must agree on; a collective that finds it idle may run on its caller instead,
-// runOnCaller), the completion thread waits for the collectives in the same order, a
+// every rank must agree on), the completion thread waits for the collectives in the same order, a
 // thread per (peer, direction) of point-to-point ops waits for those in their order, and the
 // watchdog publishes progress and watches for other ranks' failures.
 #include "comm/communicator.h"
@@ -161,9 +160,7 @@ void Communicator::opLoop() {
     std::unique_ptr<Task> task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      // A collective the caller runs itself (runOnCaller) reaches the backend before anything
-      // queued after it.
-      op_cv_.wait(lock, [&] { return !caller_op_running_ && (stopping_ || !op_queue_.empty()); });
+      op_cv_.wait(lock, [&] { return stopping_ || !op_queue_.empty(); });
       if (op_queue_.empty()) {
         op_done_ = true;
         completion_cv_.notify_all();
@@ -174,8 +171,32 @@ void Communicator::opLoop() {
       op_queue_.pop_front();
       launching_ = task->work;
     }
-    const bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
-    launchTask(*task);
+    bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
+    if (!failed_) {
+      task->started = Clock::now();
+      task->call.launched_us = alignedNowUs();
+      recorder_.transition(task->id, OpState::kStarted, nowUs());
+      if (!p2p) last_started_seq_ = task->call.seq;
+      try {
+        if (!p2p && options_.verify_calls) verifyCall(*task);
+        if (task->before) task->before();
+        task->pending = backend_->launch(task->call);
+        // A composed reduction's last part (AVG's division) belongs to the operation: it must be
+        // done before the next operation, which may use the same buffer, starts.
+        if (task->after) {
+          task->pending->wait(task->started + options_.timeout);
+          task->after();
+          task->after = nullptr;
+        }
+      } catch (const Error& e) {
+        if (!failed_) failWith(explainFailure(task->call, e), true);
+      } catch (const std::exception& e) {
+        if (!failed_)
+          failWith(
+              explainFailure(task->call, Error(ErrorKind::kComm, e.what(), __FILE__, __LINE__)),
+              true);
+      }
+    }
     P2PLane* lane_to_wake = nullptr;
     std::unique_ptr<Task> finish_here;
     {
@@ -208,49 +229,6 @@ void Communicator::opLoop() {
     else
       completion_cv_.notify_one();
   }
-}
-
-void Communicator::launchTask(Task& task) {
-  if (failed_) return;
-  const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
-  task.started = Clock::now();
-  task.call.launched_us = alignedNowUs();
-  recorder_.transition(task.id, OpState::kStarted, nowUs());
-  if (!p2p) last_started_seq_ = task.call.seq;
-  try {
-    if (!p2p && options_.verify_calls) verifyCall(task);
-    if (task.before) task.before();
-    task.pending = backend_->launch(task.call);
-    // A composed reduction's last part (AVG's division) belongs to the operation: it must be
-    // done before the next operation, which may use the same buffer, starts.
-    if (task.after) {
-      task.pending->wait(task.started + options_.timeout);
-      task.after();
-      task.after = nullptr;
-    }
-  } catch (const Error& e) {
-    if (!failed_) failWith(explainFailure(task.call, e), true);
-  } catch (const std::exception& e) {
-    if (!failed_)
-      failWith(explainFailure(task.call, Error(ErrorKind::kComm, e.what(), __FILE__, __LINE__)),
-               true);
-  }
-}
-
-WorkPtr Communicator::runOnCaller(Task& task) {
-  struct ReleaseOpThread {
-    Communicator& comm;
-    ~ReleaseOpThread() {
-      {
-        std::lock_guard<std::mutex> lock(comm.mutex_);
-        comm.caller_op_running_ = false;
-      }
-      comm.op_cv_.notify_one();
-    }
-  } release{*this};
-  launchTask(task);
-  finishTask(task);
-  return task.work;
 }
 
 void Communicator::completionLoop() {
@@ -294,10 +272,7 @@ void Communicator::finishTask(Task& task) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       --in_flight_;
-      if (p2p)
-        p2p_active_.erase(task.id);
-      else
-        --collectives_in_flight_;
+      if (p2p) p2p_active_.erase(task.id);
     }
     if (error)
       task.work->fail(error);

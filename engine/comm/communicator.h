@@ -69,8 +69,7 @@ struct CommProgress {
 };
 
 // Receives every finished operation and the failure of the communicator. Called from the
-// communicator's threads, or from a caller's that ran its collective itself (runOnCaller);
-// implementations must be thread-safe and quick.
+// communicator's threads; implementations must be thread-safe and quick.
 class CommObserver {
  public:
   virtual ~CommObserver() = default;
@@ -176,8 +175,8 @@ class Communicator {
     uint64_t bytes = 0;
     DType dtype = DType::kF32;
     WorkPtr work;
-    std::function<void()> before;  // runs on the launching thread just before launch
-    std::function<void()> after;   // runs on the launching thread once the backend finished it
+    std::function<void()> before;  // runs on the op thread just before launch
+    std::function<void()> after;   // runs on the op thread once the backend finished it
     std::chrono::steady_clock::time_point started;
     std::unique_ptr<PendingOp> pending;
   };
@@ -187,13 +186,6 @@ class Communicator {
   WorkPtr completedLocally(CommOp op, uint64_t bytes, DType dtype,
                            const std::function<void()>& run);
   void opLoop();
-  // Starts `task` in the backend as the op thread does: verify_calls, `before`, launch, and a
-  // composed reduction's `after`. A failure fails the communicator, explained; nothing once failed.
-  void launchTask(Task& task);
-  // The fast path (issue 36): a collective of a backend that completes it in launch, with nothing
-  // queued or in flight before it, runs on the calling thread, sparing two thread hand-offs.
-  // enqueue sets caller_op_running_ when it chooses it; this clears it and wakes the op thread.
-  WorkPtr runOnCaller(Task& task);
   void completionLoop();
   struct P2PLane {
     std::deque<std::unique_ptr<Task>> queue;  // guarded by mutex_
@@ -260,9 +252,6 @@ class Communicator {
   uint64_t next_p2p_seq_ = 1;         // guarded by mutex_
   uint64_t groups_created_ = 0;       // guarded by mutex_
   int in_flight_ = 0;                 // guarded by mutex_: queued or running
-  int collectives_in_flight_ = 0;     // guarded by mutex_: of in_flight_, the collectives
-  // guarded by mutex_: a caller runs a collective itself (runOnCaller); the op thread waits.
-  bool caller_op_running_ = false;
   WorkPtr launching_;  // guarded by mutex_: the op the op thread is inside the backend with
 
   std::atomic<uint64_t> last_started_seq_{0};    // collectives

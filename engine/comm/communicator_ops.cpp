@@ -1,7 +1,7 @@
 // The communicator's operation entry points: argument checks, every collective and
 // point-to-point op of communicator.h (one-rank short cuts, AVG and PREMUL_SUM composed where the
-// backend lacks them), their hand-off to the op thread (or the caller's fast path), and sub-groups.
-// The threads, the watchdog and failure handling are in communicator.cpp.
+// backend lacks them), their hand-off to the op thread, and sub-groups. The threads, the watchdog
+// and failure handling are in communicator.cpp.
 #include "comm/communicator.h"
 
 #include <algorithm>
@@ -98,19 +98,11 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
                               std::function<void()> before, std::function<void()> after) {
   auto task = std::make_unique<Task>();
   bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
-  bool on_caller;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     task->id = next_id_++;
     call.seq = p2p ? next_p2p_seq_++ : next_collective_seq_++;
     ++in_flight_;
-    // Decided with the numbering, under one lock, so that operations reach the backend in program
-    // order: nothing queued, nothing being launched, no collective waiting to complete. Sends and
-    // receives already launched may go on in their lanes, as beside the op thread's collectives.
-    on_caller = !p2p && backend_->collectivesCompleteInLaunch() && op_queue_.empty() &&
-                !launching_ && !caller_op_running_ && collectives_in_flight_ == 0;
-    if (!p2p) ++collectives_in_flight_;
-    if (on_caller) caller_op_running_ = true;
   }
   call.timeout = options_.timeout;
   task->call = std::move(call);
@@ -121,7 +113,6 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
   task->work = std::make_shared<Work>(describe(task->call), options_.timeout);
   recorder_.record({task->id, task->call.seq, task->call.op, group_name_, bytes, dtype,
                     task->call.peer, OpState::kScheduled, nowUs(), 0, 0});
-  if (on_caller) return runOnCaller(*task);
   WorkPtr work = task->work;
   {
     std::lock_guard<std::mutex> lock(mutex_);

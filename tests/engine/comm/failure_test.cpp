@@ -8,7 +8,6 @@
 #include <atomic>
 #include <functional>
 #include <string>
-#include <thread>
 
 #include "comm_harness.h"
 #include "comm_values.h"
@@ -247,39 +246,6 @@ TEST_P(CommFailure, OperationsAfterAFailureFailAtOnceWithTheRootCause) {
         }
         EXPECT_TRUE(work->isCompleted());
         EXPECT_FALSE(work->isSuccess());
-      },
-      options);
-  EXPECT_ALL_RANKS_OK(failures);
-}
-
-// On shm a collective with nothing before it runs on its caller's thread (issue 36): abort() from
-// another thread must still unblock it, with the abort's reason, not the operation's timeout.
-TEST_P(CommFailure, AnAbortFromAnotherThreadUnblocksACollectiveInProgress) {
-  CommOptions options;
-  options.timeout = 120s;  // unblocked by the timeout, the message would say so, not "stop here"
-  options.watchdog_period = 50ms;
-  auto failures = runRanks(
-      2,
-      [&](Communicator& comm) {
-        if (comm.rank() == 1) {  // never joins the all_reduce; leaves once rank 0 failed
-          const auto give_up = Clock::now() + 60s;
-          while (!comm.failed() && Clock::now() < give_up) std::this_thread::sleep_for(10ms);
-          return;
-        }
-        std::thread aborter([&] {
-          std::this_thread::sleep_for(300ms);
-          comm.abort("stop here");
-        });
-        Tensor t = makeTensor(DType::kF32, 1024, [](int64_t) { return 1.0; });
-        try {
-          comm.allReduce(t)->wait();
-          ADD_FAILURE() << "an all_reduce without its peer succeeded";
-        } catch (const Error& e) {
-          EXPECT_EQ(e.kind(), ErrorKind::kComm) << e.message();
-          EXPECT_NE(e.message().find("all_reduce #1 on world"), std::string::npos) << e.message();
-          EXPECT_NE(e.message().find("stop here"), std::string::npos) << e.message();
-        }
-        aborter.join();
       },
       options);
   EXPECT_ALL_RANKS_OK(failures);
