@@ -84,8 +84,10 @@ TEST_P(StopAgreementCases, EveryRankStopsAfterTheSameStep) {
   const auto [strategy, world] = GetParam();
   const JobSpec spec = stopSpec(strategy, world);
   for (const auto& [asks_from, last_step] : std::vector<std::pair<int, int64_t>>{{4, 3}, {1, 0}}) {
+    // Named copies: Debian 12's clang 14 cannot capture structured bindings.
+    const int last_rank = world - 1, asking_poll = asks_from;
     const auto runs = trainWithStops(
-        spec, world, [&](int rank) { return stopFromPoll(rank == world - 1 ? asks_from : 0); });
+        spec, world, [&](int rank) { return stopFromPoll(rank == last_rank ? asking_poll : 0); });
     for (int rank = 0; rank < world; ++rank) {
       const TrainingResult& result = runs[static_cast<size_t>(rank)].result;
       EXPECT_TRUE(result.cancelled) << strategy << ", rank " << rank << ", poll " << asks_from;
