@@ -19,7 +19,8 @@ StopAgreement::StopAgreement(std::function<bool()> stop_requested, Communicator*
   std::vector<int> everyone(static_cast<size_t>(world->size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   group_ = world->newGroup(everyone, world->groupName() + ".stop");
-  group_->setMeshDimension("");  // the world's ranks, whatever mesh dimension the world spans
+  // The group inherits the world's mesh dimension: its all-reduces show under the dimension the
+  // world spans (dp for DDP / FSDP, pp for a pipeline), not as a dimension of their own.
 }
 
 bool StopAgreement::stopBeforeStep(int64_t step, int64_t first) {
