@@ -342,24 +342,39 @@ void sgdStepMulti(const std::vector<SgdTensors>& tensors, float lr, float moment
 // ------------------------------------------------------------------------------------------------
 // Transformer ops
 
-void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
-                   float alpha, float beta) {
-  checkSameDevice({&a, &b, &c});
+namespace {
+
+// The sizes of a batched product op(a_i) op(b_i) -> c_i, checked: m x k by k x n, the same batch.
+struct BatchedSizes {
+  int64_t batch, m, n, k;
+};
+
+BatchedSizes batchedSizes(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                          const Tensor& c) {
   RM_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2,
                fmt::format("batched matmul takes tensors of rank 2 or more, got {}, {} and {}",
                            shapeStr(a.shape()), shapeStr(b.shape()), shapeStr(c.shape())));
   const auto rows = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 2)); };
   const auto cols = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 1)); };
-  const int64_t m = trans_a ? cols(a) : rows(a);
-  const int64_t k = trans_a ? rows(a) : cols(a);
+  const BatchedSizes sizes{.batch = leadingNumel(c),
+                           .m = trans_a ? cols(a) : rows(a),
+                           .n = trans_b ? rows(b) : cols(b),
+                           .k = trans_a ? rows(a) : cols(a)};
   const int64_t kb = trans_b ? cols(b) : rows(b);
-  const int64_t n = trans_b ? rows(b) : cols(b);
-  const int64_t batch = leadingNumel(c);
-  RM_CHECK_ARG(k == kb && rows(c) == m && cols(c) == n && leadingNumel(a) == batch &&
-                   leadingNumel(b) == batch,
+  RM_CHECK_ARG(sizes.k == kb && rows(c) == sizes.m && cols(c) == sizes.n &&
+                   leadingNumel(a) == sizes.batch && leadingNumel(b) == sizes.batch,
                fmt::format("batched matmul shapes {}{} x {}{} -> {} do not agree",
                            shapeStr(a.shape()), trans_a ? "^T" : "", shapeStr(b.shape()),
                            trans_b ? "^T" : "", shapeStr(c.shape())));
+  return sizes;
+}
+
+}  // namespace
+
+void matmulBatched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, Tensor& c,
+                   float alpha, float beta) {
+  checkSameDevice({&a, &b, &c});
+  const auto [batch, m, n, k] = batchedSizes(a, trans_a, b, trans_b, c);
   checkMatmulDTypes(a, b, c, "batched matmul");
   if (a.dtype() == DType::kF32) {
     RM_DISPATCH(c.device(), gemmBatched, trans_a, trans_b, batch, m, n, k, alpha, a.data<float>(),
@@ -376,18 +391,8 @@ void matmulBatchedCausal(const Tensor& a, bool trans_a, const Tensor& b, bool tr
   checkDType(a, DType::kF32, "a causal batched matmul's a");
   checkDType(b, DType::kF32, "a causal batched matmul's b");
   checkDType(c, DType::kF32, "a causal batched matmul's c");
-  RM_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2 && c.rank() >= 2,
-               fmt::format("batched matmul takes tensors of rank 2 or more, got {}, {} and {}",
-                           shapeStr(a.shape()), shapeStr(b.shape()), shapeStr(c.shape())));
-  const auto rows = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 2)); };
-  const auto cols = [](const Tensor& t) { return t.dim(static_cast<int>(t.rank() - 1)); };
-  const int64_t m = trans_a ? cols(a) : rows(a);
-  const int64_t k = trans_a ? rows(a) : cols(a);
-  const int64_t kb = trans_b ? cols(b) : rows(b);
-  const int64_t n = trans_b ? rows(b) : cols(b);
-  const int64_t batch = leadingNumel(c);
-  RM_CHECK_ARG(k == kb && rows(c) == m && cols(c) == n && leadingNumel(a) == batch &&
-                   leadingNumel(b) == batch && (causal_a ? m == k : m == n),
+  const auto [batch, m, n, k] = batchedSizes(a, trans_a, b, trans_b, c);
+  RM_CHECK_ARG(causal_a ? m == k : m == n,
                fmt::format("causal batched matmul shapes {}{} x {}{} -> {} do not agree (the {} "
                            "must be square)",
                            shapeStr(a.shape()), trans_a ? "^T" : "", shapeStr(b.shape()),
