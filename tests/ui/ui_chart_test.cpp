@@ -376,6 +376,23 @@ class UiChartTest : public QObject {
     QCOMPARE(chart.chart()->title(), QString("Values"));
   }
 
+  void leavingAShortTimeAxisForManyStepsKeepsTheTicksFew() {
+    // 100,000 steps in 0.01 s: at the time axis's interval the step range would be 10^7 ticks.
+    MetricChart chart("Loss", "loss");
+    chart.resize(600, 400);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setStepClock(StepClock({{0, 0}, {100000, 0.01}}));
+    chart.setLines({ChartLine{"rank 0", Qt::blue, {{0, 1}, {100000, 2}}, {}, {}}});
+    chart.setTimeAxis(true);
+    auto* x = static_cast<QValueAxis*>(chart.chart()->axes(Qt::Horizontal).first());
+    QVERIFY2(x->tickInterval() <= 0.01, qPrintable(QString::number(x->tickInterval())));
+    chart.setTimeAxis(false);
+    QCOMPARE(x->tickType(), QValueAxis::TicksDynamic);
+    QVERIFY2((x->max() - x->min()) / x->tickInterval() <= 20,
+             qPrintable(QString("%1 over %2").arg(x->max() - x->min()).arg(x->tickInterval())));
+  }
+
   void anEnvelopeArrivesWhenBucketsGrowWider() {
     // A live run's first snapshot has a step per point (no envelope); later ones bucket.
     MetricChart chart("Loss", "loss");

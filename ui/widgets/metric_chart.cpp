@@ -365,6 +365,7 @@ void MetricChart::fitAxes() {
                                : "step");
   if (!std::isfinite(data_min_x_)) {
     chart()->setTitle(title_ + title_note_ + " — " + empty_note_);
+    x->setTickType(QValueAxis::TicksFixed);
     x->setRange(0, 10);
     if (!log_shown_) static_cast<QValueAxis*>(y)->setRange(0, 1);
     return;
@@ -383,12 +384,15 @@ void MetricChart::fitAxes() {
     from = toX(static_cast<double>(zoom_range_.first));
     to = toX(static_cast<double>(zoom_range_.second));
   }
-  if (to <= from) to = from + (time ? 1.0 : 1.0);
+  if (to <= from) to = from + 1.0;
+  // Fixed ticks while the range moves: a dynamic axis would first lay out the new range at the
+  // old interval (a step axis of 2,000 at a time axis's 0.05 s is 40,000 tick items).
+  x->setTickType(QValueAxis::TicksFixed);
   x->setRange(from, to);
   x->setLabelFormat(time ? (to - from < 1 ? "%.3f" : to - from < 10 ? "%.1f" : "%.0f") : "%d");
-  x->setTickType(QValueAxis::TicksDynamic);
   x->setTickAnchor(0);
   x->setTickInterval(niceInterval(to - from, 5, time ? 1e-3 : 1.0));
+  x->setTickType(QValueAxis::TicksDynamic);
 
   if (log_shown_) {
     auto* ly = static_cast<QLogValueAxis*>(y);
