@@ -464,6 +464,39 @@ ALTER TABLE runs ADD COLUMN scheduler_state TEXT;
 ALTER TABLE runs ADD COLUMN scheduler_reason TEXT;
 ALTER TABLE runs ADD COLUMN scheduler_nodes TEXT;
 )sql",
+      // 19 (issue 37): sweeps. A sweep is a base spec and the members drawn from its axes, each a
+      // set of spec overrides run as one run. A member is planned, then started (its run), refused
+      // (its spec was invalid: the error kept) or not_started (the sweep was cancelled first); a
+      // deleted run leaves its member with no run. The sweep's driver (the process that starts the
+      // members) is kept for `attach --sweep` and `cancel --sweep` as a detached agent is.
+      R"sql(
+CREATE TABLE sweeps (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  spec_path TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  plan TEXT NOT NULL,
+  parallel INTEGER NOT NULL DEFAULT 1,
+  status TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  ended_at REAL,
+  detached INTEGER NOT NULL DEFAULT 0,
+  driver_pid INTEGER,
+  driver_start_time INTEGER,
+  driver_boot_id TEXT,
+  driver_host TEXT
+);
+CREATE TABLE sweep_members (
+  sweep_id INTEGER NOT NULL REFERENCES sweeps (id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  overrides TEXT NOT NULL,
+  state TEXT NOT NULL,
+  run INTEGER REFERENCES runs (id) ON DELETE SET NULL,
+  error TEXT,
+  PRIMARY KEY (sweep_id, position)
+) WITHOUT ROWID;
+CREATE INDEX sweep_members_by_run ON sweep_members (run);
+)sql",
   };
   return kMigrations;
 }
