@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -25,6 +26,7 @@
 #include "api.h"
 #include "common/captured_process.h"
 #include "common/test_paths.h"
+#include "process/process_identity.h"
 #include "recorder/sweep_records.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
@@ -54,6 +56,12 @@ const std::vector<Member> kGrid = {{0.01, 1}, {0.01, 12}, {1e30, 1}, {1e30, 12}}
 constexpr int kLearns = 1;  // the member whose loss goes down
 constexpr int kFails = 3;   // the member whose run fails
 
+std::string hostName() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 std::string overridesOf(const Member& member) {
   return json{{"optimizer.lr", member.lr}, {"train.steps", member.steps}}.dump();
 }
@@ -81,8 +89,16 @@ class WebSweepsTest : public ::testing::Test {
         .created_at = 1.0};
     for (const Member& member : kGrid) sweep.member_overrides_json.push_back(overridesOf(member));
     {
+      // Its driver is this process, alive throughout: no command takes the sweep for interrupted.
       storage::Database db(dbPath());
       sweep_id_ = storage::createSweep(db, sweep);
+      const std::optional<ProcessIdentity> self = processIdentity(getpid());
+      ASSERT_TRUE(self);
+      storage::recordSweepDriver(db, sweep_id_,
+                                 {.pid = self->pid,
+                                  .start_time = static_cast<int64_t>(self->start_time),
+                                  .boot_id = self->boot_id,
+                                  .host = hostName()});
     }
     for (size_t i = 0; i < kGrid.size(); ++i) {
       const int64_t run_id = runOnce({"--set", fmt::format("optimizer.lr={}", kGrid[i].lr), "--set",

@@ -1,0 +1,367 @@
+// Issue 37, the web sweep page in a real headless browser: a 2x2 grid sweep of the DDP example
+// (optimizer.lr 0.01 / 1e30 x train.steps 1 / 12; lr 1e30 makes the loss NaN at step 2, so its
+// 12-step member fails) made of real `ringmaster run`s on 2 ranks, recorded into the sweep by
+// sweep_fixture with the storage's own functions as the sweep runner records them, served by a real
+// `ringmaster serve`. The page follows the sweep live (members started, the sweep completed) with
+// no reload; then its table shows the 4 members with their values, states and runs and the failed
+// one's status and error; the parallel-coordinates chart has one polyline per run with a vertex on
+// each axis where that member's value lies (axes placed by value: every vertex on a line of its
+// axis's scale); the scatter one point per run; and "rank by" moves the best run where the data's
+// best moves. The runs list links the member runs to the sweep. No script error, no "null" /
+// "undefined" / "NaN" text. Exits 77 (CTest's skip) without chromium or playwright-core.
+//
+// node sweep_page_test.mjs --ringmaster BIN --fixture BIN --examples DIR --node-modules DIR
+//                          [--screenshots DIR]
+
+import { spawn, execFileSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+
+const SKIP = 77;
+const CHROMIUM = '/usr/bin/chromium';
+
+function argument(name) {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? process.argv[index + 1] : undefined;
+}
+const ringmaster = argument('ringmaster');
+const fixture = argument('fixture');
+const examples = argument('examples');
+const nodeModules = argument('node-modules');
+const screenshots = argument('screenshots');
+
+function skip(why) {
+  console.log(`SKIPPED: ${why}`);
+  process.exit(SKIP);
+}
+if (!fs.existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (apt-get install chromium)`);
+let chromium;
+try {
+  ({ chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core')));
+} catch (error) {
+  skip(`playwright-core not found under ${nodeModules} (build the ringmaster_web_assets target with npm present)`);
+}
+
+const failures = [];
+function check(condition, message) {
+  if (!condition) failures.push(message);
+  console.log(`${condition ? 'ok' : 'FAIL'}: ${message}`);
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+    server.on('error', reject);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function until(what, timeoutMs, probe) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
+async function json(base, apiPath) {
+  const response = await fetch(`${base}${apiPath}`);
+  if (!response.ok) throw new Error(`${apiPath}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+async function noMissingText(on, where) {
+  const found = await on.evaluate(() => {
+    const match = /.{0,40}(null|undefined|NaN).{0,40}/.exec(document.body.innerText);
+    return match ? match[0] : null;
+  });
+  check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
+}
+
+// The grid in plan order, and which member fails.
+const GRID = [{ lr: 0.01, steps: 1 }, { lr: 0.01, steps: 12 }, { lr: 1e30, steps: 1 }, { lr: 1e30, steps: 12 }];
+const FAILS = 3;
+const FIELDS = ['optimizer.lr', 'train.steps'];
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster_sweep_web_'));
+const db = path.join(dir, 'runs.db');
+const spec = path.join(examples, 'ddp_mlp.json');
+function storage(...args) {
+  return execFileSync(fixture, [db, ...args], { encoding: 'utf8', timeout: 30000 }).trim();
+}
+
+// A member's real run, to its end: its run id (the report's first line, "Run 3 ddp_mlp failed").
+const children = [];
+function runMember(member) {
+  const child = spawn(ringmaster, ['--db', db, 'run', spec, '-q', '--set', 'launch.hosts=[{"host": "localhost", "ranks": 2}]',
+    '--set', `optimizer.lr=${member.lr}`, '--set', `train.steps=${member.steps}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let output = '';
+  child.stdout.on('data', (d) => { output += d; });
+  child.stderr.on('data', (d) => { output += d; });
+  return new Promise((resolve) => child.on('exit', (code) => {
+    const id = /^Run (\d+) /m.exec(output);
+    resolve({ code, id: id ? Number(id[1]) : null, output });
+  }));
+}
+
+let serve = null;
+let serveOutput = '';
+let browser = null;
+let page = null;
+
+// The page's table: each member row's cells by column title.
+function memberRows(on) {
+  return on.evaluate(() => {
+    const heads = [...document.querySelectorAll('#sweep-members thead th')].map((h) => h.textContent);
+    return [...document.querySelectorAll('#sweep-members tbody tr')].map((row) => ({
+      position: Number(row.dataset.position),
+      run: row.dataset.run === '' ? null : Number(row.dataset.run),
+      best: row.classList.contains('best-row'),
+      cells: Object.fromEntries([...row.children].map((td, i) => [heads[i], td.textContent])),
+    }));
+  });
+}
+
+// The parallel-coordinates chart: its axes (key, x, top, bottom) and each line's run and vertices.
+function parallelCoordinates(on) {
+  return on.evaluate(() => ({
+    axes: [...document.querySelectorAll('#sweep-pc g.pc-axis')].map((g) => ({ key: g.dataset.key, x: Number(g.dataset.x),
+      top: Number(g.dataset.top), bottom: Number(g.dataset.bottom) })),
+    lines: [...document.querySelectorAll('#sweep-pc polyline.pc-line')].map((line) => ({ run: Number(line.dataset.run),
+      title: line.querySelector('title')?.textContent ?? '', stroke: line.getAttribute('stroke'),
+      points: line.getAttribute('points').trim().split(/\s+/).map((p) => p.split(',').map(Number)) })),
+    note: document.getElementById('sweep-pc-note')?.textContent ?? null,
+    legend: document.getElementById('sweep-pc-legend')?.textContent ?? null,
+  }));
+}
+
+// Whether every line's vertex k sits on axis k, where that run's value lies: by value on a numeric
+// axis (y linear in the value, higher up for more: one slope for all runs), evenly by category on
+// any other. `report`: the API's document the page drew.
+function verticesMatch(drawn, report, figure) {
+  const axes = [...FIELDS, figure].map((key) => report.axes.find((a) => a.key === key));
+  const problems = [];
+  if (drawn.axes.map((a) => a.key).join('|') !== axes.map((a) => a.key).join('|')) problems.push(`axes ${drawn.axes.map((a) => a.key)}`);
+  axes.forEach((axis, k) => {
+    const placed = drawn.lines.map((line) => {
+      const index = report.runs.indexOf(line.run);
+      return { run: line.run, value: axis.values[index], vertex: line.points[k] };
+    });
+    for (const p of placed) {
+      if (!p.vertex || Math.abs(p.vertex[0] - drawn.axes[k].x) > 0.5) problems.push(`run ${p.run} off axis ${axis.key}: ${p.vertex}`);
+    }
+    if (axis.numeric) {
+      const distinct = placed.filter((p, i) => placed.findIndex((q) => q.value === p.value) === i);
+      if (distinct.length < 2) return;
+      const [a, b] = distinct;
+      const slope = (b.vertex[1] - a.vertex[1]) / (b.value - a.value);
+      if (!(slope < 0)) problems.push(`${axis.key}: a higher value is not higher up (slope ${slope})`);
+      for (const p of placed) {
+        const expected = a.vertex[1] + slope * (p.value - a.value);
+        if (Math.abs(p.vertex[1] - expected) > 0.5) problems.push(`run ${p.run} at y ${p.vertex[1]} on ${axis.key}, expected ${expected}`);
+      }
+    } else {
+      const { top, bottom } = drawn.axes[k];
+      for (const p of placed) {
+        const expected = top + (1 - (axis.categories.indexOf(String(p.value)) + 0.5) / axis.categories.length) * (bottom - top);
+        if (Math.abs(p.vertex[1] - expected) > 0.5) problems.push(`run ${p.run} at y ${p.vertex[1]} on ${axis.key}, expected ${expected}`);
+      }
+    }
+  });
+  return problems;
+}
+
+// The data's best runs by a figure: every run with the lowest (or highest) value.
+function bestRuns(report, figure, higher) {
+  const valued = report.members.filter((m) => m.run !== null && typeof m.figures[figure] === 'number');
+  const values = valued.map((m) => m.figures[figure]);
+  const extreme = higher ? Math.max(...values) : Math.min(...values);
+  return valued.filter((m) => m.figures[figure] === extreme).map((m) => m.run);
+}
+
+async function main() {
+  const plan = JSON.stringify({ method: 'grid', axes: [{ field: 'optimizer.lr', values: [0.01, 1e30] }, { field: 'train.steps', values: [1, 12] }] });
+  const overrides = GRID.map((m) => JSON.stringify({ 'optimizer.lr': m.lr, 'train.steps': m.steps }));
+  const sweepId = Number(storage('create', 'ddp-grid', spec, String(process.pid), plan, ...overrides));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  serve.stdout.on('data', (d) => { serveOutput += d; });
+  serve.stderr.on('data', (d) => { serveOutput += d; });
+  const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
+  await until('the server', 30000, async () => {
+    try {
+      return (await json(base, '/api/v1/sweeps')).sweeps.length === 1;
+    } catch {
+      return false;
+    }
+  });
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
+  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
+
+  // The sweep before any run: 4 planned members.
+  await page.goto(`${base}/#/sweeps/${sweepId}`);
+  const planned = await until('the planned members', 15000, async () => {
+    const rows = await memberRows(page);
+    return rows.length === 4 && rows;
+  });
+  check(planned.every((r, i) => r.position === i && r.cells.State === 'planned' && r.run === null),
+    `the sweep's 4 members are listed planned before any run (${JSON.stringify(planned.map((r) => r.cells.State))})`);
+  await page.evaluate(() => { window.notReloaded = true; });
+
+  // The members run one after another; each is recorded once its run exists, and the page follows.
+  const runIds = [];
+  for (const [position, member] of GRID.entries()) {
+    const ran = await runMember(member);
+    check(ran.id !== null && ran.code === (position === FAILS ? 1 : 0),
+      `member ${position}'s run ${ran.id} exited ${ran.code}${ran.id === null ? `: ${ran.output}` : ''}`);
+    runIds.push(ran.id);
+    storage('started', String(sweepId), String(position), String(ran.id));
+    if (position === 0) {
+      const first = await until('the first member started on the page', 15000, async () => {
+        const rows = await memberRows(page);
+        return rows[0]?.run === ran.id && rows;
+      }).catch(() => memberRows(page));
+      check(first[0].run === ran.id && first[0].cells.State === 'started' && first[1].cells.State === 'planned',
+        `the page shows the first member started with its run ${ran.id}, the others planned, without a reload`);
+    }
+  }
+  storage('finish', String(sweepId), 'completed');
+  const status = await until('the sweep completed on the page', 15000, async () => {
+    const text = await page.evaluate(() => document.querySelector('h1 .status')?.textContent);
+    return text === 'completed' && text;
+  }).catch(() => page.evaluate(() => document.querySelector('h1 .status')?.textContent));
+  check(status === 'completed' && await page.evaluate(() => window.notReloaded === true),
+    `the page follows the sweep to completed without a reload (${status})`);
+
+  // The table: each member's swept values, state, run, status, and the failed one's error.
+  const report = await json(base, `/api/v1/sweeps/${sweepId}`);
+  const rows = await until('every member with its run', 15000, async () => {
+    const now = await memberRows(page);
+    return now.length === 4 && now.every((r, i) => r.run === runIds[i] && r.cells.Status !== '–') && now;
+  }).catch(() => memberRows(page));
+  check(rows.length === 4 && rows.every((r, i) => r.run === runIds[i] && r.cells.State === 'started'),
+    `4 rows, each member started with its run in plan order: ${JSON.stringify(rows.map((r) => [r.position, r.run, r.cells.State]))}`);
+  const lrText = (lr) => (lr === 0.01 ? '0.0100' : '1.00e+30');
+  check(rows.every((r, i) => r.cells['optimizer.lr'] === lrText(GRID[i].lr) && r.cells['train.steps'] === String(GRID[i].steps)),
+    `each row has its member's swept values: ${JSON.stringify(rows.map((r) => [r.cells['optimizer.lr'], r.cells['train.steps']]))}`);
+  const failed = rows[FAILS];
+  check(failed.cells.Status === 'failed' && failed.cells.Error.includes('loss became')
+    && rows.filter((r, i) => i !== FAILS).every((r) => r.cells.Status === 'completed' && r.cells.Error === ''),
+  `the failed member shows its status and error (${JSON.stringify([failed.cells.Status, failed.cells.Error])}), the others completed`);
+  const runLinks = await page.evaluate(() => [...document.querySelectorAll('#sweep-members tbody tr')]
+    .map((row) => row.querySelector('a[href^="#/run/"]')?.getAttribute('href')));
+  check(runLinks.join('|') === runIds.map((id) => `#/run/${id}`).join('|'), `each member links to its run: ${runLinks}`);
+
+  // The parallel coordinates by final loss: a line per run with the figure, a vertex per axis at
+  // the member's value; the runs without it said.
+  const withLoss = report.runs.filter((id, i) => typeof report.axes.find((a) => a.key === 'final_loss').values[i] === 'number');
+  const drawn = await until('the parallel coordinates', 10000, async () => {
+    const now = await parallelCoordinates(page);
+    return now.lines.length === withLoss.length && now;
+  }).catch(() => parallelCoordinates(page));
+  check(drawn.lines.length === withLoss.length && withLoss.length >= 3 && drawn.lines.every((l) => l.points.length === 3),
+    `one polyline per run with a final loss (${drawn.lines.length} of ${withLoss.length}), a vertex per axis`);
+  const problems = verticesMatch(drawn, report, 'final_loss');
+  check(problems.length === 0, `each vertex lies on its axis at the member's value${problems.length ? `: ${problems.join('; ')}` : ''}`);
+  check(drawn.lines.every((l) => l.title.startsWith(`run ${l.run} `)), `each line's title names its run: ${JSON.stringify(drawn.lines.map((l) => l.title))}`);
+  check(drawn.legend !== null && drawn.legend.includes('Final loss') && new Set(drawn.lines.map((l) => l.stroke)).size > 1,
+    `the lines are coloured by final loss, with its legend (${drawn.legend})`);
+  check((drawn.note === null) === (withLoss.length === report.runs.length),
+    `runs without the figure are said to be left out, only then (${drawn.note})`);
+
+  // The scatter: one point per run (the first swept field against the ranking figure by default).
+  const scatter = await page.evaluate(() => [...document.querySelectorAll('#sweep-scatter circle.point')].map((c) => Number(c.dataset.run)));
+  check(scatter.length === withLoss.length && withLoss.every((id) => scatter.includes(id)),
+    `the scatter has one point per run: ${JSON.stringify(scatter)}`);
+  await page.selectOption('#sweep-x', 'train.steps');
+  await page.selectOption('#sweep-y', 'mean_step_ms');
+  const moved = await page.evaluate(() => ({ x: document.querySelector('#sweep-scatter .axis-x')?.textContent,
+    points: [...document.querySelectorAll('#sweep-scatter circle.point')].map((c) => c.dataset.x) }));
+  check(moved.x === 'train.steps' && moved.points.length === 4 && moved.points.sort().join(',') === '1,1,12,12',
+    `the scatter takes any axis: ${JSON.stringify(moved)}`);
+  if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-sweep.png'), fullPage: true });
+
+  // Rank by: the best row and panel are the data's best, and move when the data's best moves.
+  const bestShown = () => page.evaluate(() => ({ rows: [...document.querySelectorAll('#sweep-members tr.best-row')].map((r) => Number(r.dataset.run)),
+    panel: Number(document.getElementById('sweep-best')?.dataset.run), thick: [...document.querySelectorAll('#sweep-pc polyline.best')].map((l) => Number(l.dataset.run)),
+    differences: [...document.querySelectorAll('#sweep-best tr[data-field]')].map((r) => r.dataset.field) }));
+  const byLoss = bestRuns(report, 'final_loss', false);
+  const lossBest = await bestShown();
+  check(byLoss.length === 1 && lossBest.rows.join() === byLoss.join() && lossBest.panel === byLoss[0] && lossBest.thick.join() === byLoss.join(),
+    `by final loss the best is run ${byLoss} (lowest, the member that trained 12 steps): ${JSON.stringify(lossBest)}`);
+  check(lossBest.differences.join('|') === report.best.differences.map((d) => d.field).join('|'),
+    `the best run's spec differences: ${JSON.stringify(lossBest.differences)}`);
+  await page.selectOption('#sweep-rank-by', 'final_step');
+  const byStep = await json(base, `/api/v1/sweeps/${sweepId}?by=final_step`);
+  const stepBest = bestRuns(byStep, 'final_step', false);
+  const stepShown = await until('the best by final step', 10000, async () => {
+    const now = await bestShown();
+    return now.panel !== byLoss[0] && now;
+  }).catch(bestShown);
+  check(!stepBest.includes(byLoss[0]) && stepBest.includes(stepShown.panel) && stepShown.rows.join() === String(stepShown.panel)
+    && stepShown.thick.join() === String(stepShown.panel),
+  `by final step (lower is better) the best moves to one of runs ${stepBest}: ${JSON.stringify(stepShown)}`);
+  check(page.url().includes('by=final_step'), 'the URL keeps the ranking figure');
+  const stepLines = await parallelCoordinates(page);
+  check(stepLines.axes.map((a) => a.key).join('|') === `${FIELDS.join('|')}|final_step`
+    && verticesMatch(stepLines, byStep, 'final_step').length === 0, 'the parallel coordinates\' last axis is the ranking figure');
+  await noMissingText(page, 'the sweep page');
+
+  // The runs list links each member run to its sweep, and the sweeps list has the sweep.
+  await page.goto(`${base}/#/runs`);
+  const links = await until('the runs list\'s sweep links', 15000, async () => {
+    const found = await page.evaluate(() => Object.fromEntries([...document.querySelectorAll('tr.run-row')]
+      .map((row) => [row.dataset.run, row.querySelector('a.sweep-link')?.getAttribute('href') ?? null])));
+    return Object.keys(found).length === 4 && found;
+  });
+  check(runIds.every((id) => links[id] === `#/sweeps/${sweepId}`), `each member run links to its sweep: ${JSON.stringify(links)}`);
+  await page.click('#sweeps-link');
+  const listed = await until('the sweeps list', 15000, async () => page.evaluate(() =>
+    [...document.querySelectorAll('#sweeps-table tr.sweep-row')].map((r) => r.innerText)));
+  check(listed.length === 1 && /ddp-grid\s+completed\s+4 \/ 4/.test(listed[0]), `the sweeps list: ${JSON.stringify(listed)}`);
+  await noMissingText(page, 'the sweeps list');
+  check(pageErrors.length === 0, `no script error (${pageErrors.join('; ')})`);
+
+  serve.kill('SIGINT');
+  const stopped = await Promise.race([served, sleep(10000).then(() => null)]);
+  check(stopped !== null, 'ringmaster serve stopped on Ctrl-C');
+}
+
+main().catch(async (error) => {
+  failures.push(error.stack || String(error));
+  console.log(`FAIL: ${error.stack || error}`);
+  if (page) {
+    const text = await page.evaluate(() => `${window.location.href}\n${document.body.innerText}`).catch((e) => e.message);
+    console.log(`--- the page then:\n${text.slice(0, 3000)}`);
+  }
+  console.log(`--- ringmaster serve output:\n${serveOutput}`);
+}).finally(async () => {
+  if (browser) await browser.close().catch(() => {});
+  for (const child of [serve, ...children]) {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+  console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
+  process.exit(failures.length ? 1 : 0);
+});
