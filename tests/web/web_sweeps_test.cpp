@@ -264,7 +264,8 @@ TEST_F(WebSweepsTest, ARefusedMemberKeepsItsErrorAndASweepWithNoRunHasNoBest) {
 TEST_F(WebSweepsTest, MemberRunsNameTheirSweepInTheRunsListAndOnTheStream) {
   start();
   std::set<int64_t> seen;
-  for (const json& run : getJson("/api/v1/runs")["runs"]) {
+  const json listed = getJson("/api/v1/runs");
+  for (const json& run : listed["runs"]) {
     const int64_t id = run["id"];
     seen.insert(id);
     if (id == plain_run_id_) {

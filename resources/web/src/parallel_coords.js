@@ -64,19 +64,21 @@ export function drawParallelCoordinates(box, { fields, figureAxis, runIds, posit
   const xOf = (k) => left + k * step;
   const kept = runIds.map((id, i) => i).filter((i) => typeof figureAxis.values[i] === 'number'
     && fields.every((axis) => axis.values[i] !== null && axis.values[i] !== undefined));
-  const parts = [];
+  const axisParts = [];
   axes.forEach((axis, k) => {
     const x = xOf(k);
-    const scale = scaleOf(axis);
+    // An axis no run has a value on (a figure none of them measured) has no scale to tick.
+    const scale = axis.values.some((v) => v !== null) ? scaleOf(axis) : { ticks: [] };
     const ticks = scale.ticks.map((tick) => {
       const y = top + (1 - tick.at) * plotH;
       return [svg('line', { x1: x - 4, x2: x, y1: y, y2: y, stroke: '#6b7280' }),
-        svg('text', { x: x - 6, y: y + 4, 'text-anchor': 'end', 'font-size': 10, fill: '#374151' }, tick.text)];
+        svg('text', { x: x - 6, y: y + 4, 'text-anchor': 'end', 'font-size': 10, fill: '#374151', stroke: '#ffffff', 'stroke-width': 3,
+          'paint-order': 'stroke' }, tick.text)];
     });
-    parts.push(svg('g', { class: 'pc-axis', 'data-key': axis.key, 'data-x': x, 'data-top': top, 'data-bottom': top + plotH },
+    axisParts.push(svg('g', { class: 'pc-axis', 'data-key': axis.key, 'data-x': x, 'data-top': top, 'data-bottom': top + plotH },
       svg('line', { x1: x, x2: x, y1: top, y2: top + plotH, stroke: '#374151' }),
       svg('text', { x, y: top - 26, 'text-anchor': 'middle', 'font-size': 12, 'font-weight': 600 }, axisTitle(axis)),
-      ticks));
+      ticks.flat()));
   });
   const colours = figureColours(figureAxis);
   const line = (i) => {
@@ -93,7 +95,8 @@ export function drawParallelCoordinates(box, { fields, figureAxis, runIds, posit
   };
   // The best run last, so that it is drawn over the others.
   const order = [...kept.filter((i) => runIds[i] !== bestRun), ...kept.filter((i) => runIds[i] === bestRun)];
-  parts.push(svg('g', { class: 'pc-lines' }, order.map(line)));
+  // The axes over the lines, their labels haloed, so that no line hides a value.
+  const parts = [svg('g', { class: 'pc-lines' }, order.map(line)), ...axisParts];
   const leftOut = runIds.filter((id, i) => !kept.includes(i));
   box.replaceChildren(
     svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, class: 'parallel-coordinates' }, parts),

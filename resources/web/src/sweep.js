@@ -7,10 +7,10 @@
 // (a member refused or the sweep ending is no run's news).
 
 import { getJson, onStream } from './api.js';
-import { el, table, time, statusBadge, errorBox } from './dom.js';
+import { el, table, time, statusBadge, errorBox, finalLossCell } from './dom.js';
 import { replaceParams } from './route.js';
 import { figureColumn, figureLabel, formatFigure } from './figures.js';
-import { drawScatter, valueText } from './scatter.js';
+import { axisTitle, drawScatter, valueText } from './scatter.js';
 import { drawParallelCoordinates } from './parallel_coords.js';
 
 const POLL_MS = 3000;
@@ -101,7 +101,11 @@ export function mount(root, route) {
       el('optgroup', { label: 'Swept fields' }, report.axes.filter((a) => !a.figure).map((a) => el('option', { value: a.key }, a.key))),
       el('optgroup', { label: 'Figures' }, report.axes.filter((a) => a.figure).map((a) => el('option', { value: a.key }, figureLabel(a.key)))),
     ];
-    const redraw = () => drawScatter(box, report.runs, axes[view.x], axes[view.y], colours.colourOf);
+    const redraw = () => {
+      const empty = [axes[view.x], axes[view.y]].find((axis) => axis.values.every((v) => v === null));
+      if (empty) box.replaceChildren(el('p', { class: 'muted' }, `No run has ${axisTitle(empty).toLowerCase()}.`));
+      else drawScatter(box, report.runs, axes[view.x], axes[view.y], colours.colourOf);
+    };
     const picker = (pickerId, key) => {
       const select = el('select', { id: pickerId, onchange: () => { view[key] = select.value; saveUrl(); redraw(); } }, options());
       select.value = view[key];
@@ -171,7 +175,10 @@ function membersTable(report) {
     { title: 'Run', class: 'num', value: (m) => (m.run === null ? '–' : el('a', { href: `#/run/${m.run}` }, m.run)) },
     { title: 'Status', value: (m) => (m.status ? statusBadge(m.status) : '–') },
     { title: 'Error', class: 'error-text', value: (m) => m.error ?? '' },
-    ...figures.map((figure) => figureColumn(figure, (m) => (m.figures ? m.figures[figure] : null))),
+    // A loss is final only for a completed run, else the last one logged (as on the runs list).
+    ...figures.map((figure) => (figure === 'final_loss'
+      ? { title: figureLabel(figure), class: 'num', value: (m) => finalLossCell(m.status, m.figures ? m.figures.final_loss : null) }
+      : figureColumn(figure, (m) => (m.figures ? m.figures[figure] : null)))),
   ], report.members, (m) => ({ 'data-position': m.position, 'data-run': m.run ?? '',
     class: `member-row${m.run !== null && m.run === bestRun ? ' best-row' : ''}` }))));
 }

@@ -327,6 +327,16 @@ async function main() {
   check(stepLines.axes.map((a) => a.key).join('|') === `${FIELDS.join('|')}|final_step`
     && verticesMatch(stepLines, byStep, 'final_step').length === 0, 'the parallel coordinates\' last axis is the ranking figure');
   await noMissingText(page, 'the sweep page');
+  // A figure no run has (a DDP run has no pipeline bubble): no line, every run named as left out.
+  await page.selectOption('#sweep-rank-by', 'bubble_fraction');
+  const none = await until('the chart by the bubble', 10000, async () => {
+    const now = await parallelCoordinates(page);
+    return now.axes.at(-1)?.key === 'bubble_fraction' && now;
+  }).catch(() => parallelCoordinates(page));
+  check(none.lines.length === 0 && none.note !== null && runIds.every((id) => none.note.includes(String(id)))
+    && (await page.evaluate(() => document.getElementById('sweep-best').innerText)).includes('No run has'),
+  `ranked by a figure no run has: no line, the runs said to be left out (${none.note}), no best run`);
+  await noMissingText(page, 'the sweep page ranked by a figure no run has');
 
   // The runs list links each member run to its sweep, and the sweeps list has the sweep.
   await page.goto(`${base}/#/runs`);
