@@ -190,35 +190,9 @@ function bestRuns(report, figure, higher) {
   return valued.filter((m) => m.figures[figure] === extreme).map((m) => m.run);
 }
 
-async function main() {
-  const plan = JSON.stringify({ method: 'grid', axes: [{ field: 'optimizer.lr', values: [0.01, 1e30] }, { field: 'train.steps', values: [1, 12] }] });
-  const overrides = GRID.map((m) => JSON.stringify({ 'optimizer.lr': m.lr, 'train.steps': m.steps }));
-  const sweepId = Number(storage('create', 'ddp-grid', spec, String(process.pid), plan, ...overrides));
-  const port = await freePort();
-  const base = `http://127.0.0.1:${port}`;
-  serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  serve.stdout.on('data', (d) => { serveOutput += d; });
-  serve.stderr.on('data', (d) => { serveOutput += d; });
-  const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
-  await until('the server', 30000, async () => {
-    try {
-      return (await json(base, '/api/v1/sweeps')).sweeps.length === 1;
-    } catch {
-      return false;
-    }
-  });
-
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
-  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
-  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
-
+// The sweep before any run, then its members run one after another, each recorded once its run
+// exists, and the sweep completed: the page follows without a reload. The members' run ids.
+async function followTheSweep(base, sweepId) {
   // The sweep before any run: 4 planned members.
   await page.goto(`${base}/#/sweeps/${sweepId}`);
   const planned = await until('the planned members', 15000, async () => {
@@ -254,8 +228,13 @@ async function main() {
   check(status === 'completed' && await page.evaluate(() => window.notReloaded === true),
     `the page follows the sweep to completed without a reload (${status})`);
 
-  // The table: each member's swept values, state, run, status, and the failed one's error.
+  return runIds;
+}
+
+// The table, against the API's report (returned).
+async function checkTheTable(base, sweepId, runIds) {
   const report = await json(base, `/api/v1/sweeps/${sweepId}`);
+  // The table: each member's swept values, state, run, status, and the failed one's error.
   const rows = await until('every member with its run', 15000, async () => {
     const now = await memberRows(page);
     return now.length === 4 && now.every((r, i) => r.run === runIds[i] && r.cells.Status !== '–') && now;
@@ -273,6 +252,11 @@ async function main() {
     .map((row) => row.querySelector('a[href^="#/run/"]')?.getAttribute('href')));
   check(runLinks.join('|') === runIds.map((id) => `#/run/${id}`).join('|'), `each member links to its run: ${runLinks}`);
 
+  return report;
+}
+
+// The parallel coordinates and the scatter by the default figure, final loss.
+async function checkTheCharts(report) {
   // The parallel coordinates by final loss: a line per run with the figure, a vertex per axis at
   // the member's value; the runs without it said.
   const withLoss = report.runs.filter((id, i) => typeof report.axes.find((a) => a.key === 'final_loss').values[i] === 'number');
@@ -302,6 +286,10 @@ async function main() {
     `the scatter takes any axis: ${JSON.stringify(moved)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-sweep.png'), fullPage: true });
 
+}
+
+// "Rank by" against the data, and a figure no run has.
+async function checkRankBy(base, sweepId, report, runIds) {
   // Rank by: the best row and panel are the data's best, and move when the data's best moves.
   const bestShown = () => page.evaluate(() => ({ rows: [...document.querySelectorAll('#sweep-members tr.best-row')].map((r) => Number(r.dataset.run)),
     panel: Number(document.getElementById('sweep-best')?.dataset.run), thick: [...document.querySelectorAll('#sweep-pc polyline.best')].map((l) => Number(l.dataset.run)),
@@ -338,6 +326,10 @@ async function main() {
   `ranked by a figure no run has: no line, the runs said to be left out (${none.note}), no best run`);
   await noMissingText(page, 'the sweep page ranked by a figure no run has');
 
+}
+
+// The runs list and the sweeps list.
+async function checkTheLists(base, sweepId, runIds) {
   // The runs list links each member run to its sweep, and the sweeps list has the sweep.
   await page.goto(`${base}/#/runs`);
   const links = await until('the runs list\'s sweep links', 15000, async () => {
@@ -351,6 +343,42 @@ async function main() {
     [...document.querySelectorAll('#sweeps-table tr.sweep-row')].map((r) => r.innerText)));
   check(listed.length === 1 && /ddp-grid\s+completed\s+4 \/ 4/.test(listed[0]), `the sweeps list: ${JSON.stringify(listed)}`);
   await noMissingText(page, 'the sweeps list');
+}
+
+async function main() {
+  const plan = JSON.stringify({ method: 'grid', axes: [{ field: 'optimizer.lr', values: [0.01, 1e30] }, { field: 'train.steps', values: [1, 12] }] });
+  const overrides = GRID.map((m) => JSON.stringify({ 'optimizer.lr': m.lr, 'train.steps': m.steps }));
+  const sweepId = Number(storage('create', 'ddp-grid', spec, String(process.pid), plan, ...overrides));
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+  serve.stdout.on('data', (d) => { serveOutput += d; });
+  serve.stderr.on('data', (d) => { serveOutput += d; });
+  const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
+  await until('the server', 30000, async () => {
+    try {
+      return (await json(base, '/api/v1/sweeps')).sweeps.length === 1;
+    } catch {
+      return false;
+    }
+  });
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  const pageErrors = [];
+  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
+  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
+
+  const runIds = await followTheSweep(base, sweepId);
+  const report = await checkTheTable(base, sweepId, runIds);
+  await checkTheCharts(report);
+  await checkRankBy(base, sweepId, report, runIds);
+  await checkTheLists(base, sweepId, runIds);
   check(pageErrors.length === 0, `no script error (${pageErrors.join('; ')})`);
 
   serve.kill('SIGINT');
