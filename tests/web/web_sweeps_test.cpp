@@ -1,9 +1,9 @@
-// Issue 37, the web API's sweeps over real HTTP: GET /api/v1/sweeps and /api/v1/sweeps/ID?by= on a
-// 2x2 grid sweep of real `ringmaster run`s of the DDP example (optimizer.lr x train.steps, the
-// member with lr 1e30 and 12 steps failing on a NaN loss at step 2), recorded into the sweep with
-// the storage API as the sweep runner records it; a cancelled sweep with a refused member; the runs
-// list's `sweep` on member runs only; every refusal (bad id, unknown sweep, bad figure) a JSON
-// 4xx naming what was wrong, and the token rule on the new paths.
+// Issue 37, the web API's sweeps over real HTTP: GET /api/v1/sweeps, /api/v1/sweeps/ID?by= and
+// /api/v1/runs/ID/sweep on a 2x2 grid sweep of real `ringmaster run`s of the DDP example
+// (optimizer.lr x train.steps, the member with lr 1e30 and 12 steps failing on a NaN loss at step
+// 2), recorded into the sweep with the storage API as the sweep runner records it; a cancelled sweep
+// with a refused member; the runs list's `sweep` on member runs only; every refusal (bad id, unknown
+// sweep, bad figure) a JSON 4xx naming what was wrong, and the token rule on the new paths.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -277,6 +277,10 @@ TEST_F(WebSweepsTest, MemberRunsNameTheirSweepInTheRunsListAndOnTheStream) {
     EXPECT_EQ(run["sweep"], json({{"id", sweep_id_}, {"position", at - run_ids_.begin()}}));
   }
   EXPECT_EQ(seen.size(), run_ids_.size() + 1);
+  // The run page asks for its run's sweep.
+  EXPECT_EQ(getJson(fmt::format("/api/v1/runs/{}/sweep", run_ids_[1]))["sweep"],
+            json({{"id", sweep_id_}, {"name", "grid"}, {"position", 1}, {"members", 4}}));
+  EXPECT_TRUE(getJson(fmt::format("/api/v1/runs/{}/sweep", plain_run_id_))["sweep"].is_null());
   // The stream's `runs` event carries the same entries.
   storage::Database db(dbPath(), {.read_only = true});
   EXPECT_EQ(web::runListEntry(db, run_ids_[2])["sweep"]["position"], 2);

@@ -564,6 +564,19 @@ int64_t sweepIdOf(const Database& db, std::string_view segment) {
   return *id;
 }
 
+// GET /runs/ID/sweep: the sweep the run was started for, for the run page's link to it:
+// {"sweep": {"id", "name", "position", "members"}}, or {"sweep": null} for a run of no sweep.
+json sweepOfRunDocument(const Database& db, int64_t run_id) {
+  const std::optional<SweepMembership> member = sweepOfRun(db, run_id);
+  if (!member) return {{"sweep", nullptr}};
+  const SweepRecord sweep = loadSweep(db, member->sweep_id);
+  return {{"sweep",
+           {{"id", sweep.id},
+            {"name", sweep.name},
+            {"position", member->position},
+            {"members", sweep.members.size()}}}};
+}
+
 // GET /sweeps/ID?by=FIGURE: the sweep's report (query/sweep_report.h), its best run by `by`, a run
 // figure of the table of figures (default final_loss).
 json sweepDetail(const Database& db, int64_t sweep_id, const QueryParams& params) {
@@ -664,6 +677,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
     if (what == "logs") return logs(db, run_id, params, limits);
     if (what == "flight-recorder") return flightRecorder(db, run_id);
     if (what == "schedule") return schedule(db, run_id, params);
+    if (what == "sweep") return sweepOfRunDocument(db, run_id);
   }
   if (parts.size() == 4 && what == "comm" && parts[3] == "heatmap")
     return commHeatmap(db, run_id, params, limits);

@@ -58,7 +58,7 @@ export function mount(root, route) {
     heading.replaceChildren(`Sweep ${sweep.id}: ${sweep.name} `, statusBadge(sweep.status));
     content.replaceChildren(
       el('p', { class: 'muted', id: 'sweep-summary' },
-        `${sweep.ended} of ${sweep.members} members ended · ${sweep.plan?.method ?? 'grid'} over ${sweep.fields.join(', ')}`
+        `${sweep.ended} of ${sweep.members} members ended · ${planMethod(sweep.plan)} over ${sweep.fields.join(', ')}`
         + ` · ${sweep.parallel} at once · from ${sweep.spec_path} · created ${time(sweep.created_at)}`
         + (sweep.ended_at ? ` · ended ${time(sweep.ended_at)}` : '')),
       el('div', { class: 'toolbar' }, el('label', {}, 'Rank by ', rankByPicker(report))),
@@ -134,6 +134,19 @@ export function mount(root, route) {
   };
 }
 
+// How the members were drawn: "grid", "random" (the plan as JSON, or as its text).
+function planMethod(plan) {
+  let parsed = plan;
+  if (typeof plan === 'string') {
+    try {
+      parsed = JSON.parse(plan);
+    } catch {
+      parsed = null;
+    }
+  }
+  return parsed && typeof parsed.method === 'string' ? parsed.method : 'grid';
+}
+
 // A swept field's value as its axis writes it; '–' for none.
 function fieldValue(axis, value) {
   return value === null || value === undefined ? '–' : valueText(axis, value);
@@ -181,4 +194,16 @@ function membersTable(report) {
       : figureColumn(figure, (m) => (m.figures ? m.figures[figure] : null)))),
   ], report.members, (m) => ({ 'data-position': m.position, 'data-run': m.run ?? '',
     class: `member-row${m.run !== null && m.run === bestRun ? ' best-row' : ''}` }))));
+}
+
+// The run page's line under its title for a run started for a sweep: "member 2 of 4 of sweep 3:
+// NAME", linking to the sweep's page; empty for any other run. Filled once the server answers.
+export function sweepOfRunLine(runId) {
+  const line = el('div', { class: 'sweep-of-run', id: 'sweep-of-run' });
+  getJson(`runs/${runId}/sweep`).then(({ sweep }) => {
+    if (!sweep) return;
+    line.replaceChildren(`member ${sweep.position} of ${sweep.members} of `,
+      el('a', { href: `#/sweeps/${sweep.id}` }, `sweep ${sweep.id}: ${sweep.name}`));
+  }).catch(() => {});
+  return line;
 }

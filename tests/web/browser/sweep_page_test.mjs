@@ -338,6 +338,16 @@ async function checkTheLists(base, sweepId, runIds) {
     return Object.keys(found).length === 4 && found;
   });
   check(runIds.every((id) => links[id] === `#/sweeps/${sweepId}`), `each member run links to its sweep: ${JSON.stringify(links)}`);
+  // A member run's page names its sweep and links to it.
+  await page.goto(`${base}/#/run/${runIds[1]}`);
+  const line = await until('the run page\'s sweep line', 15000, async () => page.evaluate(() => {
+    const found = document.getElementById('sweep-of-run');
+    return found && found.textContent && { text: found.textContent, href: found.querySelector('a')?.getAttribute('href') };
+  }));
+  check(line.text === `member 1 of 4 of sweep ${sweepId}: ddp-grid` && line.href === `#/sweeps/${sweepId}`,
+    `a member run's page links to its sweep: ${JSON.stringify(line)}`);
+  await page.goto(`${base}/#/runs`);
+  await until('the runs list again', 15000, async () => (await page.locator('#sweeps-link').count()) > 0);
   await page.click('#sweeps-link');
   const listed = await until('the sweeps list', 15000, async () => page.evaluate(() =>
     [...document.querySelectorAll('#sweeps-table tr.sweep-row')].map((r) => r.innerText)));
