@@ -133,24 +133,29 @@ function memberRows(on) {
   });
 }
 
-// The parallel-coordinates chart: its axes (key, x, top, bottom) and each line's run and vertices.
-function parallelCoordinates(on) {
-  return on.evaluate(() => ({
-    axes: [...document.querySelectorAll('#sweep-pc g.pc-axis')].map((g) => ({ key: g.dataset.key, x: Number(g.dataset.x),
-      top: Number(g.dataset.top), bottom: Number(g.dataset.bottom) })),
-    lines: [...document.querySelectorAll('#sweep-pc polyline.pc-line')].map((line) => ({ run: Number(line.dataset.run),
-      title: line.querySelector('title')?.textContent ?? '', stroke: line.getAttribute('stroke'),
-      points: line.getAttribute('points').trim().split(/\s+/).map((p) => p.split(',').map(Number)) })),
-    note: document.getElementById('sweep-pc-note')?.textContent ?? null,
-    legend: document.getElementById('sweep-pc-legend')?.textContent ?? null,
-  }));
+// A parallel-coordinates chart (the page's, or the one in box `boxId`): its axes (key, x, top,
+// bottom), each line's run, title, colour and vertices, its note and its legend.
+function parallelCoordinates(on, boxId = 'sweep-pc') {
+  return on.evaluate((id) => {
+    const box = document.getElementById(id);
+    if (!box) return { axes: [], lines: [], note: null, legend: null };
+    return {
+      axes: [...box.querySelectorAll('g.pc-axis')].map((g) => ({ key: g.dataset.key, x: Number(g.dataset.x),
+        top: Number(g.dataset.top), bottom: Number(g.dataset.bottom) })),
+      lines: [...box.querySelectorAll('polyline.pc-line')].map((line) => ({ run: Number(line.dataset.run),
+        title: line.querySelector('title')?.textContent ?? '', stroke: line.getAttribute('stroke'),
+        points: line.getAttribute('points').trim().split(/\s+/).map((p) => p.split(',').map(Number)) })),
+      note: box.querySelector('#sweep-pc-note')?.textContent ?? null,
+      legend: box.querySelector('#sweep-pc-legend')?.textContent ?? null,
+    };
+  }, boxId);
 }
 
 // Whether every line's vertex k sits on axis k, where that run's value lies: by value on a numeric
 // axis (y linear in the value, higher up for more: one slope for all runs), evenly by category on
-// any other. `report`: the API's document the page drew.
-function verticesMatch(drawn, report, figure) {
-  const axes = [...FIELDS, figure].map((key) => report.axes.find((a) => a.key === key));
+// any other. `report`: the API's document the page drew (its axes and runs).
+function verticesMatch(drawn, report, figure, fields = FIELDS) {
+  const axes = [...fields, figure].map((key) => report.axes.find((a) => a.key === key));
   const problems = [];
   if (drawn.axes.map((a) => a.key).join('|') !== axes.map((a) => a.key).join('|')) problems.push(`axes ${drawn.axes.map((a) => a.key)}`);
   axes.forEach((axis, k) => {
@@ -274,6 +279,8 @@ async function checkTheCharts(report) {
   check((drawn.note === null) === (withLoss.length === report.runs.length),
     `runs without the figure are said to be left out, only then (${drawn.note})`);
 
+  await checkCategoricalAxis();
+
   // The scatter: one point per run (the first swept field against the ranking figure by default).
   const scatter = await page.evaluate(() => [...document.querySelectorAll('#sweep-scatter circle.point')].map((c) => Number(c.dataset.run)));
   check(scatter.length === withLoss.length && withLoss.every((id) => scatter.includes(id)),
@@ -286,6 +293,35 @@ async function checkTheCharts(report) {
     `the scatter takes any axis: ${JSON.stringify(moved)}`);
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-sweep.png'), fullPage: true });
 
+}
+
+// A swept field that is no number (optimizer.kind) is placed by category, evenly: the page's own
+// module drawing axes as the API gives them, in the browser, with one run lacking the figure.
+async function checkCategoricalAxis() {
+  const report = {
+    runs: [7, 8, 9, 10],
+    axes: [
+      { key: 'optimizer.kind', name: 'optimizer.kind', unit: '', figure: false, numeric: false, categories: ['adam', 'adamw', 'sgd'],
+        values: ['sgd', 'adam', 'sgd', 'adamw'], groups: [2, 0, 2, 1] },
+      { key: 'final_loss', name: 'final loss', unit: '', figure: true, numeric: true, categories: ['2.1', '2.3', '2.4'],
+        values: [2.3, 2.1, null, 2.4], groups: [1, 0, null, 2] },
+    ],
+  };
+  const drawn = await page.evaluate(async (given) => {
+    const { drawParallelCoordinates } = await import('/assets/parallel_coords.js');
+    const box = document.createElement('div');
+    box.id = 'categorical-pc';
+    document.body.append(box);
+    drawParallelCoordinates(box, { fields: [given.axes[0]], figureAxis: given.axes[1], runIds: given.runs, positions: [0, 1, 2, 3],
+      bestRun: 8, higherIsBetter: false });
+    return true;
+  }, report);
+  const shown = await parallelCoordinates(page, 'categorical-pc');
+  await page.evaluate(() => document.getElementById('categorical-pc').remove());
+  const problems = verticesMatch(shown, report, 'final_loss', ['optimizer.kind']);
+  check(drawn && shown.lines.map((l) => l.run).sort((a, b) => a - b).join() === '7,8,10' && problems.length === 0,
+    `a field by category: a line per run with the figure, each vertex at its category${problems.length ? `: ${problems.join('; ')}` : ''}`);
+  check(shown.note !== null && shown.note.includes('run 9') && !shown.note.includes('7'), `the run without the figure is said to be left out: ${shown.note}`);
 }
 
 // "Rank by" against the data, and a figure no run has.
@@ -349,8 +385,10 @@ async function checkTheLists(base, sweepId, runIds) {
   await page.goto(`${base}/#/runs`);
   await until('the runs list again', 15000, async () => (await page.locator('#sweeps-link').count()) > 0);
   await page.click('#sweeps-link');
-  const listed = await until('the sweeps list', 15000, async () => page.evaluate(() =>
-    [...document.querySelectorAll('#sweeps-table tr.sweep-row')].map((r) => r.innerText)));
+  const listed = await until('the sweeps list', 15000, async () => {
+    const rows = await page.evaluate(() => [...document.querySelectorAll('#sweeps-table tr.sweep-row')].map((r) => r.innerText));
+    return rows.length > 0 && rows;
+  });
   check(listed.length === 1 && /ddp-grid\s+completed\s+4 \/ 4/.test(listed[0]), `the sweeps list: ${JSON.stringify(listed)}`);
   await noMissingText(page, 'the sweeps list');
 }
