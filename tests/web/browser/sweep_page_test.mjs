@@ -187,12 +187,15 @@ function verticesMatch(drawn, report, figure, fields = FIELDS) {
   return problems;
 }
 
-// The data's best runs by a figure: every run with the lowest (or highest) value.
+// The data's best runs by a figure: every run with the lowest (or highest) value, among the
+// completed runs where any completed (storage/query/sweep_report.h: a failed run is no winner).
 function bestRuns(report, figure, higher) {
   const valued = report.members.filter((m) => m.run !== null && typeof m.figures[figure] === 'number');
-  const values = valued.map((m) => m.figures[figure]);
+  const completed = valued.filter((m) => m.status === 'completed');
+  const candidates = completed.length ? completed : valued;
+  const values = candidates.map((m) => m.figures[figure]);
   const extreme = higher ? Math.max(...values) : Math.min(...values);
-  return valued.filter((m) => m.figures[figure] === extreme).map((m) => m.run);
+  return candidates.filter((m) => m.figures[figure] === extreme).map((m) => m.run);
 }
 
 // The sweep before any run, then its members run one after another, each recorded once its run
