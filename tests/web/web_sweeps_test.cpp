@@ -1,9 +1,9 @@
 // Issue 37, the web API's sweeps over real HTTP: GET /api/v1/sweeps, /api/v1/sweeps/ID?by= and
 // /api/v1/runs/ID/sweep on a 2x2 grid sweep of real `ringmaster run`s of the DDP example
 // (optimizer.lr x train.steps, the member with lr 1e30 and 12 steps failing on a NaN loss at step
-// 2), recorded into the sweep with the storage API as the sweep runner records it; a cancelled sweep
-// with a refused member; the runs list's `sweep` on member runs only; every refusal (bad id, unknown
-// sweep, bad figure) a JSON 4xx naming what was wrong, and the token rule on the new paths.
+// 2), recorded into the sweep with the storage API as the sweep runner records it; a cancelled
+// sweep with a refused member; the runs list's `sweep` on member runs only; every refusal (bad id,
+// unknown sweep, bad figure) a JSON 4xx naming what was wrong, and the token rule on the new paths.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -205,6 +205,9 @@ TEST_F(WebSweepsTest, TheListHasEverySweepNewestFirstWithItsMembersCounted) {
   EXPECT_EQ(grid["ended"], 4);
   EXPECT_EQ(grid["created_at"], 1.0);
   EXPECT_EQ(grid["ended_at"], 2.0);
+  const json newest = getJson("/api/v1/sweeps?limit=1")["sweeps"];
+  ASSERT_EQ(newest.size(), 1u);
+  EXPECT_EQ(newest[0]["id"], cancelled_id_);
 }
 
 TEST_F(WebSweepsTest, ASweepsReportHasEveryMemberItsAxesAndTheBestRunByTheChosenFigure) {
@@ -289,6 +292,7 @@ TEST_F(WebSweepsTest, MemberRunsNameTheirSweepInTheRunsListAndOnTheStream) {
 
 TEST_F(WebSweepsTest, BadIdsUnknownSweepsAndBadFiguresAreRefusedByName) {
   start();
+  expectError("/api/v1/sweeps?limit=0", 400, "limit");
   expectError("/api/v1/sweeps/x", 400, "sweep id");
   expectError("/api/v1/sweeps/0", 400, "sweep id");
   expectError("/api/v1/sweeps/-3", 400, "sweep id");

@@ -533,13 +533,15 @@ json compareAxes(const json& reports) {
           {"values", axes}};
 }
 
-// --- /sweeps (issue 37)
-// ---------------------------------------------------------------------------
+// --- /sweeps (issue 37) -------------------------------------------------------------------------
 
-// GET /sweeps: every sweep, newest first, with how many of its members there are and have ended.
-json sweepsList(const Database& db) {
+// GET /sweeps: the sweeps, newest first (at most `limit`), with how many of their members there are
+// and have ended.
+json sweepsList(const Database& db, const QueryParams& params) {
+  const int64_t limit = integerParameter(params, "limit", 1, 10000, 1000);
   json sweeps = json::array();
-  for (const SweepRecord& sweep : listSweeps(db))
+  for (const SweepRecord& sweep : listSweeps(db)) {
+    if (static_cast<int64_t>(sweeps.size()) == limit) break;
     sweeps.push_back({{"id", sweep.id},
                       {"name", sweep.name},
                       {"spec_path", sweep.spec_path},
@@ -548,6 +550,7 @@ json sweepsList(const Database& db) {
                       {"ended", sweep.membersEnded()},
                       {"created_at", sweep.created_at},
                       {"ended_at", optionalJson(sweep.ended_at)}});
+  }
   return {{"sweeps", sweeps}};
 }
 
@@ -662,7 +665,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   if (parts[0] == "compare" && parts.size() == 1) return compare(db, params, limits);
   if (parts[0] == "charts" && parts.size() == 1) return charts(db, params);
   if (parts[0] == "figures" && parts.size() == 1) return figures();
-  if (parts[0] == "sweeps" && parts.size() == 1) return sweepsList(db);
+  if (parts[0] == "sweeps" && parts.size() == 1) return sweepsList(db, params);
   if (parts[0] == "sweeps" && parts.size() == 2)
     return sweepDetail(db, sweepIdOf(db, parts[1]), params);
   if (parts[0] != "runs") return unknown();
