@@ -28,6 +28,19 @@ export function mount(root, route) {
     content.replaceChildren(errorBox(`No sweep '${route.path[1]}'.`));
     return null;
   }
+  // The pickers stay in place across the refreshes of a running sweep (one left open stays open);
+  // the parts between them are drawn anew from each report.
+  const rankBy = el('select', { id: 'sweep-rank-by', onchange: () => { view.by = rankBy.value; saveUrl(); load(); } });
+  const xPicker = el('select', { id: 'sweep-x', onchange: () => { view.x = xPicker.value; saveUrl(); drawScatterBox(); } });
+  const yPicker = el('select', { id: 'sweep-y', onchange: () => { view.y = yPicker.value; saveUrl(); drawScatterBox(); } });
+  const summary = el('p', { class: 'muted', id: 'sweep-summary' });
+  const best = el('div', {});
+  const members = el('div', {});
+  const chart = el('div', {});
+  const scatterBox = el('div', { class: 'scatter-box', id: 'sweep-scatter' });
+  const scatterSection = el('div', { hidden: true }, el('h2', {}, 'Runs on two axes'),
+    el('div', { class: 'toolbar' }, el('label', {}, 'X ', xPicker), el('label', {}, 'Y ', yPicker)), scatterBox);
+  let shown = null;  // the report drawn, and the runs' colours in it
   let controller = null;
   let poll = null;
   let pending = null;
@@ -53,68 +66,53 @@ export function mount(root, route) {
 
   function draw(report) {
     const { sweep } = report;
-    const best = report.best;
-    if (!view.by) view.by = best ? best.figure : 'final_loss';
+    if (!view.by) view.by = report.best ? report.best.figure : 'final_loss';
     heading.replaceChildren(`Sweep ${sweep.id}: ${sweep.name} `, statusBadge(sweep.status));
-    content.replaceChildren(
-      el('p', { class: 'muted', id: 'sweep-summary' },
-        `${sweep.ended} of ${sweep.members} members ended · ${planMethod(sweep.plan)} over ${sweep.fields.join(', ')}`
-        + ` · ${sweep.parallel} at once · from ${sweep.spec_path} · created ${time(sweep.created_at)}`
-        + (sweep.ended_at ? ` · ended ${time(sweep.ended_at)}` : '')),
-      el('div', { class: 'toolbar' }, el('label', {}, 'Rank by ', rankByPicker(report))),
-      bestPanel(report),
-      membersTable(report),
-      charts(report));
-  }
-
-  // Every run figure the report has an axis for; choosing one asks the server for its best run.
-  function rankByPicker(report) {
+    summary.textContent = `${sweep.ended} of ${sweep.members} members ended · ${planMethod(sweep.plan)} over ${sweep.fields.join(', ')}`
+      + ` · ${sweep.parallel} at once · from ${sweep.spec_path} · created ${time(sweep.created_at)}`
+      + (sweep.ended_at ? ` · ended ${time(sweep.ended_at)}` : '');
+    // Every run figure the report has an axis for; choosing one asks the server for its best run.
     const figures = report.axes.filter((a) => a.figure).map((a) => a.key);
-    if (!figures.includes(view.by)) figures.unshift(view.by);
-    const select = el('select', { id: 'sweep-rank-by', onchange: () => { view.by = select.value; saveUrl(); load(); } },
-      figures.map((key) => el('option', { value: key }, figureLabel(key))));
-    select.value = view.by;
-    return select;
+    setOptions(rankBy, [{ keys: figures.includes(view.by) ? figures : [view.by, ...figures], text: figureLabel }], view.by);
+    best.replaceChildren(bestPanel(report));
+    members.replaceChildren(membersTable(report));
+    drawCharts(report);
+    if (!content.contains(summary)) {
+      content.replaceChildren(summary, el('div', { class: 'toolbar' }, el('label', {}, 'Rank by ', rankBy)), best, members, chart,
+        scatterSection);
+    }
   }
 
-  function charts(report) {
+  function drawCharts(report) {
     const fields = report.sweep.fields.map((key) => report.axes.find((a) => a.key === key)).filter(Boolean);
     const figureAxis = report.axes.find((a) => a.key === view.by);
-    if (!figureAxis || report.runs.length === 0) {
-      return el('p', { class: 'muted', id: 'sweep-no-runs' }, 'No member has a run yet: the charts come with the first.');
+    scatterSection.hidden = !figureAxis || report.runs.length === 0;
+    if (scatterSection.hidden) {
+      chart.replaceChildren(el('p', { class: 'muted', id: 'sweep-no-runs' }, 'No member has a run yet: the charts come with the first.'));
+      return;
     }
     const positions = report.runs.map((run) => report.members.find((m) => m.run === run)?.position ?? '?');
     const pcBox = el('div', { class: 'pc-box', id: 'sweep-pc' });
     const colours = drawParallelCoordinates(pcBox, { fields, figureAxis, runIds: report.runs, positions,
       bestRun: report.best?.run ?? null, higherIsBetter: report.best?.higher_is_better ?? false });
-    return el('div', {}, el('h2', {}, `The swept fields and ${figureLabel(view.by).toLowerCase()}`), pcBox,
-      scatterSection(report, colours));
+    chart.replaceChildren(el('h2', {}, `The swept fields and ${figureLabel(view.by).toLowerCase()}`), pcBox);
+    // The scatter: any figure against any axis, the runs coloured as in the parallel coordinates.
+    const keys = (figure) => report.axes.filter((a) => a.figure === figure).map((a) => a.key);
+    if (!keys(false).includes(view.x) && !keys(true).includes(view.x)) view.x = report.sweep.fields[0] ?? 'final_step';
+    if (!keys(false).includes(view.y) && !keys(true).includes(view.y)) view.y = view.by;
+    const groups = [{ label: 'Swept fields', keys: keys(false), text: (k) => k }, { label: 'Figures', keys: keys(true), text: figureLabel }];
+    setOptions(xPicker, groups, view.x);
+    setOptions(yPicker, groups, view.y);
+    shown = { report, colours };
+    drawScatterBox();
   }
 
-  // Any figure against any axis, the runs coloured as in the parallel coordinates.
-  function scatterSection(report, colours) {
+  function drawScatterBox() {
+    const { report, colours } = shown;
     const axes = Object.fromEntries(report.axes.map((a) => [a.key, a]));
-    if (!axes[view.x]) view.x = report.sweep.fields[0] ?? 'final_step';
-    if (!axes[view.y]) view.y = view.by;
-    const box = el('div', { class: 'scatter-box', id: 'sweep-scatter' });
-    const options = () => [
-      el('optgroup', { label: 'Swept fields' }, report.axes.filter((a) => !a.figure).map((a) => el('option', { value: a.key }, a.key))),
-      el('optgroup', { label: 'Figures' }, report.axes.filter((a) => a.figure).map((a) => el('option', { value: a.key }, figureLabel(a.key)))),
-    ];
-    const redraw = () => {
-      const empty = [axes[view.x], axes[view.y]].find((axis) => axis.values.every((v) => v === null));
-      if (empty) box.replaceChildren(el('p', { class: 'muted' }, `No run has ${axisTitle(empty).toLowerCase()}.`));
-      else drawScatter(box, report.runs, axes[view.x], axes[view.y], colours.colourOf);
-    };
-    const picker = (pickerId, key) => {
-      const select = el('select', { id: pickerId, onchange: () => { view[key] = select.value; saveUrl(); redraw(); } }, options());
-      select.value = view[key];
-      return select;
-    };
-    redraw();
-    return el('div', {}, el('h2', {}, 'Runs on two axes'),
-      el('div', { class: 'toolbar' }, el('label', {}, 'X ', picker('sweep-x', 'x')), el('label', {}, 'Y ', picker('sweep-y', 'y'))),
-      box);
+    const empty = [axes[view.x], axes[view.y]].find((axis) => axis.values.every((v) => v === null));
+    if (empty) scatterBox.replaceChildren(el('p', { class: 'muted' }, `No run has ${axisTitle(empty).toLowerCase()}.`));
+    else drawScatter(scatterBox, report.runs, axes[view.x], axes[view.y], colours.colourOf);
   }
 
   load();
@@ -132,6 +130,18 @@ export function mount(root, route) {
     clearTimeout(pending);
     if (controller) controller.abort();
   };
+}
+
+// A picker's options, in groups ({label, keys, text(key)}; no label: no optgroup), replaced only
+// when they changed, so that a refresh leaves an open picker alone; then `value` chosen.
+function setOptions(select, groups, value) {
+  const signature = JSON.stringify(groups.map((g) => [g.label, g.keys]));
+  if (select.dataset.options !== signature) {
+    const options = (g) => g.keys.map((key) => el('option', { value: key }, g.text(key)));
+    select.replaceChildren(...groups.map((g) => (g.label ? el('optgroup', { label: g.label }, options(g)) : options(g))).flat());
+    select.dataset.options = signature;
+  }
+  if (select.value !== value) select.value = value;
 }
 
 // How the members were drawn: "grid", "random" (the plan as JSON, or as its text).

@@ -209,7 +209,7 @@ async function followTheSweep(base, sweepId) {
   });
   check(planned.every((r, i) => r.position === i && r.cells.State === 'planned' && r.run === null),
     `the sweep's 4 members are listed planned before any run (${JSON.stringify(planned.map((r) => r.cells.State))})`);
-  await page.evaluate(() => { window.notReloaded = true; });
+  await page.evaluate(() => { window.notReloaded = true; document.getElementById('sweep-rank-by').dataset.mark = 'kept'; });
 
   // The members run one after another; each is recorded once its run exists, and the page follows.
   const runIds = [];
@@ -235,6 +235,8 @@ async function followTheSweep(base, sweepId) {
   }).catch(() => page.evaluate(() => document.querySelector('h1 .status')?.textContent));
   check(status === 'completed' && await page.evaluate(() => window.notReloaded === true),
     `the page follows the sweep to completed without a reload (${status})`);
+  check(await page.evaluate(() => document.getElementById('sweep-rank-by').dataset.mark === 'kept'),
+    'the "rank by" picker stayed in place through the refreshes (one left open stays open)');
 
   return runIds;
 }
