@@ -105,8 +105,8 @@ class MemberLines {
   }
   void ended(int position, int64_t run_id, const std::string& status,
              const std::string& error) const {
-    say(position, fmt::format("run {} {}{}", run_id, status,
-                              error.empty() ? "" : ": " + displaySafe(error)));
+    say(position,
+        fmt::format("run {} {}{}", run_id, status, error.empty() ? "" : ": " + displaySafe(error)));
   }
 
  private:
@@ -156,15 +156,15 @@ void printBest(const json& report) {
     return;
   }
   const std::string figure_id = best["figure"].get<std::string>();
-  fmt::print("best by {} ({} is better): run {} (member {}), {}\n",
-             storage::figure(figure_id).name,
+  fmt::print("best by {} ({} is better): run {} (member {}), {}\n", storage::figure(figure_id).name,
              best["higher_is_better"].get<bool>() ? "higher" : "lower", best["run"].get<int64_t>(),
              best["position"].get<int>() + 1, valueCell(best["value"]));
   for (const json& difference : best["differences"]) {
     std::string others;
     for (const json& other : difference["others"])
       others += fmt::format("{}{}", others.empty() ? "" : ", ", valueCell(other));
-    fmt::print("  {} = {} (the others: {})\n", displaySafeLine(difference["field"].get<std::string>()),
+    fmt::print("  {} = {} (the others: {})\n",
+               displaySafeLine(difference["field"].get<std::string>()),
                valueCell(difference["value"]), others.empty() ? "-" : others);
   }
 }
@@ -181,14 +181,16 @@ void printSweepTable(const json& report, const std::string& rank_by) {
   std::vector<std::string> headers = {"MEMBER"};
   for (const std::string& field : fields) headers.push_back(upper(field));
   headers.insert(headers.end(), {"STATUS", "RUN"});
-  for (const std::string& id : figure_ids) headers.push_back(upper(std::string(storage::figure(id).name)));
+  for (const std::string& id : figure_ids)
+    headers.push_back(upper(std::string(storage::figure(id).name)));
   Table table(headers);
   const bool colour = colourFor(stdout);
   std::vector<std::string> errors;
   for (const json& member : report["members"]) {
     const int position = member["position"].get<int>();
     std::vector<std::string> row = {std::to_string(position + 1)};
-    for (const std::string& field : fields) row.push_back(valueCell(member["values"].value(field, json())));
+    for (const std::string& field : fields)
+      row.push_back(valueCell(member["values"].value(field, json())));
     const std::string status = member["status"].get<std::string>().empty()
                                    ? member["state"].get<std::string>()
                                    : member["status"].get<std::string>();
@@ -234,13 +236,15 @@ int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, boo
   SweepSignals signals;
   int forwarded = 0;
   const session::SweepOutcome outcome = runner.run(
-      {.on_tick = [&] { for (; forwarded < signals.count(); ++forwarded) runner.requestStop(); },
-       .on_started = [&](int position, int64_t run) { lines.started(position, run); },
-       .on_refused = [&](int position, const std::string& error) { lines.refused(position, error); },
-       .on_ended =
-           [&](int position, int64_t run, const std::string& status, const std::string& error) {
-             lines.ended(position, run, status, error);
+      {.on_tick =
+           [&] {
+             for (; forwarded < signals.count(); ++forwarded) runner.requestStop();
            },
+       .on_started = [&](int position, int64_t run) { lines.started(position, run); },
+       .on_refused = [&](int position,
+                         const std::string& error) { lines.refused(position, error); },
+       .on_ended = [&](int position, int64_t run, const std::string& status,
+                       const std::string& error) { lines.ended(position, run, status, error); },
        .on_cancelling =
            [&] {
              if (!quiet)
@@ -266,8 +270,13 @@ int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, boo
 void spawnDriver(const std::string& db_path, int64_t sweep_id, double grace_s,
                  const fs::path& log) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> args = {self, "--db", fs::absolute(db_path).string(), "sweep-driver",
-                                   std::to_string(sweep_id), "--grace", fmt::format("{}", grace_s)};
+  std::vector<std::string> args = {self,
+                                   "--db",
+                                   fs::absolute(db_path).string(),
+                                   "sweep-driver",
+                                   std::to_string(sweep_id),
+                                   "--grace",
+                                   fmt::format("{}", grace_s)};
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -357,16 +366,17 @@ int sweepCommand(const SweepCommandOptions& options) {
     sweep_id = session::recordSweep(db, prepared, parallel, options.detach, telemetryNow());
   }
   if (!options.quiet)
-    fmt::print(stderr, "ringmaster sweep {} '{}': {} {} member{} over {}, {} at once, recording to {}\n",
-               sweep_id, displaySafeLine(prepared.name), prepared.plan.random ? "random" : "grid",
-               prepared.members.size(), prepared.members.size() == 1 ? "" : "s",
-               [&] {
-                 std::string fields;
-                 for (const session::SweepAxis& axis : prepared.plan.axes)
-                   fields += (fields.empty() ? "" : ", ") + axis.field;
-                 return displaySafeLine(fields);
-               }(),
-               parallel, options.db_path);
+    fmt::print(
+        stderr, "ringmaster sweep {} '{}': {} {} member{} over {}, {} at once, recording to {}\n",
+        sweep_id, displaySafeLine(prepared.name), prepared.plan.random ? "random" : "grid",
+        prepared.members.size(), prepared.members.size() == 1 ? "" : "s",
+        [&] {
+          std::string fields;
+          for (const session::SweepAxis& axis : prepared.plan.axes)
+            fields += (fields.empty() ? "" : ", ") + axis.field;
+          return displaySafeLine(fields);
+        }(),
+        parallel, options.db_path);
   if (options.detach) return detachSweep(options, sweep_id);
   return driveSweep(options.db_path, sweep_id, options.grace_s, options.quiet, options.json);
 }
@@ -405,8 +415,7 @@ void printChanges(const storage::SweepRecord& sweep, const MemberLines& lines,
       lines.started(member.position, member.run_id.value_or(0));
     if (member.state == "refused" && before.state != "refused")
       lines.refused(member.position, member.error.value_or(""));
-    if (member.state == "started" && runEnded(member.run_status) &&
-        !runEnded(before.run_status))
+    if (member.state == "started" && runEnded(member.run_status) && !runEnded(before.run_status))
       lines.ended(member.position, member.run_id.value_or(0), member.run_status,
                   member.run_status == "completed" ? "" : member.error.value_or(""));
     before = {member.state, member.run_status};
@@ -511,7 +520,7 @@ int attachSweepCommand(const std::string& db_path, int64_t sweep_id, bool cancel
   bool killed = false;
   for (;;) {
     if (!db->readOnly()) {
-      storage::reconcileInterruptedSweeps(*db, telemetryNow());
+      storage::reconcileInterruptedSweeps(*db, telemetryNow(), session::sweepDriverRuns);
       storage::reconcileInterruptedRuns(*db);
     }
     sweep = storage::loadSweep(*db, sweep_id);
@@ -554,8 +563,9 @@ void addSweepCommands(CLI::App& app, Commands& commands) {
   sweep->add_option("--parallel", options->parallel,
                     "runs at once: a number, or auto (this machine's cores / the world size)");
   sweep->add_option("--name", options->name, "the sweep's name (default: the spec file's stem)");
-  sweep->add_option("--set", options->overrides,
-                    "override a spec field for every member, FIELD=VALUE; repeatable")
+  sweep
+      ->add_option("--set", options->overrides,
+                   "override a spec field for every member, FIELD=VALUE; repeatable")
       ->allow_extra_args(false);
   sweep->add_flag("--detach", options->detach,
                   "run the sweep in a driver process of its own and return, printing its id "
@@ -575,14 +585,19 @@ void addSweepCommands(CLI::App& app, Commands& commands) {
   sweeps->add_flag("--json", *list_json, "JSON instead of a table");
   commands.add(sweeps, [list_json](const CommonOptions& common) {
     const auto db = openDatabaseForReading(common.databasePath());
-    if (!db->readOnly()) storage::reconcileInterruptedSweeps(*db, telemetryNow());
+    if (!db->readOnly())
+      storage::reconcileInterruptedSweeps(*db, telemetryNow(), session::sweepDriverRuns);
     const std::vector<storage::SweepRecord> list = storage::listSweeps(*db);
     if (*list_json) {
       json rows = json::array();
       for (const storage::SweepRecord& s : list)
-        rows.push_back({{"id", s.id}, {"name", s.name}, {"status", s.status},
-                        {"members", s.members.size()}, {"ended", s.membersEnded()},
-                        {"created_at", s.created_at}, {"detached", s.detached}});
+        rows.push_back({{"id", s.id},
+                        {"name", s.name},
+                        {"status", s.status},
+                        {"members", s.members.size()},
+                        {"ended", s.membersEnded()},
+                        {"created_at", s.created_at},
+                        {"detached", s.detached}});
       fmt::print("{}\n", rows.dump(2));
       return static_cast<int>(kExitOk);
     }

@@ -48,8 +48,10 @@ std::vector<std::string> splitValues(std::string_view text) {
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (quoted) {
-      if (c == '\\') ++i;
-      else if (c == '"') quoted = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        quoted = false;
     } else if (c == '"') {
       quoted = true;
     } else if (c == '[' || c == '{') {
@@ -66,8 +68,8 @@ std::vector<std::string> splitValues(std::string_view text) {
 }
 
 std::optional<AxisDistribution> distributionNamed(std::string_view name) {
-  for (AxisDistribution d : {AxisDistribution::kUniform, AxisDistribution::kLogUniform,
-                             AxisDistribution::kIntUniform})
+  for (AxisDistribution d :
+       {AxisDistribution::kUniform, AxisDistribution::kLogUniform, AxisDistribution::kIntUniform})
     if (toString(d) == name) return d;
   return std::nullopt;
 }
@@ -81,10 +83,11 @@ void checkBounds(const SweepAxis& axis) {
   if (!std::isfinite(axis.min) || !std::isfinite(axis.max))
     refuse(axis.source, "its bounds must be finite numbers");
   if (axis.min > axis.max)
-    refuse(axis.source,
-           fmt::format("min {} is above max {}", fmt::format("{:g}", axis.min), fmt::format("{:g}", axis.max)));
+    refuse(axis.source, fmt::format("min {} is above max {}", fmt::format("{:g}", axis.min),
+                                    fmt::format("{:g}", axis.max)));
   if (axis.distribution == AxisDistribution::kLogUniform && axis.min <= 0)
-    refuse(axis.source, fmt::format("log_uniform needs min > 0 (got {})", fmt::format("{:g}", axis.min)));
+    refuse(axis.source,
+           fmt::format("log_uniform needs min > 0 (got {})", fmt::format("{:g}", axis.min)));
   if (axis.distribution == AxisDistribution::kIntUniform &&
       (axis.min != std::floor(axis.min) || axis.max != std::floor(axis.max) ||
        std::fabs(axis.min) > 9e15 || std::fabs(axis.max) > 9e15))
@@ -123,8 +126,9 @@ SweepAxis axisFromSection(const std::string& field, const ordered_json& value) {
   for (const auto& [key, item] : value.items()) {
     if (key != "distribution" && key != "min" && key != "max") {
       const std::string_view near = closestName(key, {"distribution", "min", "max"});
-      refuse(axis.source, fmt::format("unknown key '{}'{}", displaySafeLine(key),
-                                      near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
+      refuse(axis.source,
+             fmt::format("unknown key '{}'{}", displaySafeLine(key),
+                         near.empty() ? "" : fmt::format(" (did you mean '{}'?)", near)));
     }
   }
   if (!value.contains("distribution") || !value["distribution"].is_string())
@@ -155,8 +159,7 @@ int positiveInteger(const ordered_json& value, const std::string& key, int limit
 
 SectionSettings readSection(const ordered_json& section, std::vector<SweepAxis>& axes) {
   if (!section.is_object()) refuse("sweep", "expected an object with \"axes\"");
-  static const std::vector<std::string_view> keys = {"method", "count", "seed", "parallel",
-                                                      "axes"};
+  static const std::vector<std::string_view> keys = {"method", "count", "seed", "parallel", "axes"};
   SectionSettings settings;
   for (const auto& [key, value] : section.items()) {
     if (key == "method") {
@@ -299,13 +302,14 @@ SweepPlan makeSweepPlan(std::string_view spec_text, const SweepArguments& argume
     RM_THROW(kInvalidArgument,
              "a sweep needs at least one axis (--axis FIELD=V1,V2 or the spec's sweep.axes)");
   checkDistinctFields(plan.axes);
-  const bool any_random =
-      std::any_of(plan.axes.begin(), plan.axes.end(), [](const SweepAxis& a) { return a.random(); });
+  const bool any_random = std::any_of(plan.axes.begin(), plan.axes.end(),
+                                      [](const SweepAxis& a) { return a.random(); });
   if (settings.method == "grid" && any_random) {
     const auto axis = std::find_if(plan.axes.begin(), plan.axes.end(),
                                    [](const SweepAxis& a) { return a.random(); });
-    refuse(axis->source, "a random axis in a grid sweep (sweep.method \"grid\"): a grid needs "
-                         "lists of values");
+    refuse(axis->source,
+           "a random axis in a grid sweep (sweep.method \"grid\"): a grid needs "
+           "lists of values");
   }
   plan.random = any_random || settings.method == "random";
   plan.parallel = settings.parallel;
@@ -344,8 +348,7 @@ nlohmann::json SweepPlan::toJson() const {
       axes_json.push_back({{"field", axis.field}, {"values", axis.values}});
     }
   }
-  json plan_json = {
-      {"method", random ? "random" : "grid"}, {"axes", axes_json}, {"count", count}};
+  json plan_json = {{"method", random ? "random" : "grid"}, {"axes", axes_json}, {"count", count}};
   if (random) plan_json["seed"] = seed;
   return plan_json;
 }
@@ -366,7 +369,8 @@ std::vector<MemberOverrides> SweepPlan::members() const {
   std::vector<size_t> at(axes.size(), 0);
   for (int index = 0; index < count; ++index) {
     MemberOverrides member;
-    for (size_t a = 0; a < axes.size(); ++a) member.emplace_back(axes[a].field, axes[a].values[at[a]]);
+    for (size_t a = 0; a < axes.size(); ++a)
+      member.emplace_back(axes[a].field, axes[a].values[at[a]]);
     result.push_back(std::move(member));
     for (size_t a = axes.size(); a-- > 0;) {
       if (++at[a] < axes[a].values.size()) break;
@@ -405,9 +409,8 @@ void checkAxisFields(const SweepPlan& plan, const nlohmann::json& document) {
   for (const SweepAxis& axis : plan.axes) {
     if (findSpecField(axis.field) || documentHas(document, axis.field)) continue;
     const std::string_view near = closestName(axis.field, known);
-    refuse(axis.source,
-           fmt::format("no such spec field{} (`ringmaster spec fields` lists them)",
-                       near.empty() ? "" : fmt::format("; did you mean {}?", near)));
+    refuse(axis.source, fmt::format("no such spec field{} (`ringmaster spec fields` lists them)",
+                                    near.empty() ? "" : fmt::format("; did you mean {}?", near)));
   }
 }
 

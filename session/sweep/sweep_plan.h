@@ -23,8 +23,8 @@ enum class AxisDistribution { kNone, kUniform, kLogUniform, kIntUniform };
 std::string_view toString(AxisDistribution distribution);
 
 struct SweepAxis {
-  std::string field;                  // a dotted spec path: "optimizer.lr"
-  std::string source;                 // how messages name it: "--axis optimizer.lr"
+  std::string field;                   // a dotted spec path: "optimizer.lr"
+  std::string source;                  // how messages name it: "--axis optimizer.lr"
   std::vector<nlohmann::json> values;  // a grid axis: its values, in order
   AxisDistribution distribution = AxisDistribution::kNone;  // a random axis
   double min = 0, max = 0;                                  // a random axis's bounds (inclusive)
@@ -38,8 +38,8 @@ using MemberOverrides = std::vector<std::pair<std::string, nlohmann::json>>;
 struct SweepPlan {
   bool random = false;  // random search; else the grid
   std::vector<SweepAxis> axes;
-  int count = 0;       // random: the draws (a grid's is the product of its axes' sizes)
-  uint64_t seed = 0;   // random: the generator's seed
+  int count = 0;                // random: the draws (a grid's is the product of its axes' sizes)
+  uint64_t seed = 0;            // random: the generator's seed
   std::optional<int> parallel;  // the section's `parallel`, where it gave one
 
   // recorder/sweep_records.h NewSweep::plan_json: {"method", "axes": [...], "count", "seed"}.

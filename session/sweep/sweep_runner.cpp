@@ -85,8 +85,8 @@ int autoParallel(const PreparedSweep& sweep) {
   return std::max(1, cores / std::max(1, sweep.world_size));
 }
 
-int64_t recordSweep(storage::Database& db, const PreparedSweep& sweep, int parallel,
-                    bool detached, double now) {
+int64_t recordSweep(storage::Database& db, const PreparedSweep& sweep, int parallel, bool detached,
+                    double now) {
   storage::NewSweep record{.name = sweep.name,
                            .spec_path = sweep.spec_path,
                            .spec_json = sweep.base.dump(2),
@@ -148,9 +148,8 @@ SweepRunner::SweepRunner(std::string db_path, int64_t sweep_id, double grace_s)
   storage::Database db(db_path_);
   const storage::SweepRecord sweep = storage::loadSweep(db, sweep_id_);
   if (sweep.status != "running")
-    RM_THROW(kInvalidArgument,
-             fmt::format("sweep {} has ended ({}): there is nothing to run", sweep_id_,
-                         sweep.status));
+    RM_THROW(kInvalidArgument, fmt::format("sweep {} has ended ({}): there is nothing to run",
+                                           sweep_id_, sweep.status));
   parallel_ = std::max(1, sweep.parallel);
   spec_path_ = sweep.spec_path;
   spec_text_ = sweep.spec_json;
@@ -198,8 +197,7 @@ void SweepRunner::runMember(Member& member) {
     };
     forward();
     const RunOutcome outcome =
-        run.run({.on_tick = forward,
-                 .stop_launch = [this] { return stop_requests_.load() > 0; }});
+        run.run({.on_tick = forward, .stop_launch = [this] { return stop_requests_.load() > 0; }});
     events_->post({.kind = Kind::kEnded,
                    .position = member.position,
                    .run_id = run_id,
@@ -236,9 +234,12 @@ void SweepRunner::handleEvents(storage::Database& db, const SweepObserver& obser
         if (observer.on_refused) observer.on_refused(event.position, event.error);
         break;
       case Kind::kEnded:
-        if (event.status == "completed") ++outcome.completed;
-        else if (event.status == "cancelled") ++outcome.cancelled;
-        else ++outcome.failed;
+        if (event.status == "completed")
+          ++outcome.completed;
+        else if (event.status == "cancelled")
+          ++outcome.cancelled;
+        else
+          ++outcome.failed;
         if (observer.on_ended)
           observer.on_ended(event.position, event.run_id, event.status, event.error);
         break;
@@ -248,17 +249,28 @@ void SweepRunner::handleEvents(storage::Database& db, const SweepObserver& obser
 
 namespace {
 
-storage::SweepDriver thisDriver() {
-  const std::optional<ProcessIdentity> self = processIdentity(::getpid());
+std::string thisHost() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+storage::SweepDriver thisDriver() {
+  const std::optional<ProcessIdentity> self = processIdentity(::getpid());
   return {.pid = ::getpid(),
           .start_time = self ? static_cast<int64_t>(self->start_time) : 0,
           .boot_id = bootId(),
-          .host = host};
+          .host = thisHost()};
 }
 
 }  // namespace
+
+bool sweepDriverRuns(const storage::SweepDriver& driver) {
+  if (driver.host != thisHost()) return true;
+  return identityRuns({.pid = static_cast<pid_t>(driver.pid),
+                       .start_time = static_cast<uint64_t>(driver.start_time),
+                       .boot_id = driver.boot_id});
+}
 
 SweepOutcome SweepRunner::run(const SweepObserver& observer) {
   RM_ENFORCE(!ran_, "SweepRunner::run is called once");

@@ -23,19 +23,20 @@
 namespace ringmaster::storage {
 class Database;
 struct SweepRecord;
+struct SweepDriver;
 }  // namespace ringmaster::storage
 
 namespace ringmaster::session {
 
 // A sweep checked and expanded, before anything is recorded.
 struct PreparedSweep {
-  std::string name;         // --name, else the spec file's stem
-  std::string spec_path;    // the spec's file, as given
-  nlohmann::json base;      // the spec each member starts from: sweep section removed, --sets applied
+  std::string name;       // --name, else the spec file's stem
+  std::string spec_path;  // the spec's file, as given
+  nlohmann::json base;    // the spec each member starts from: sweep section removed, --sets applied
   SweepPlan plan;
   std::vector<MemberOverrides> members;
-  int world_size = 1;       // of the first member whose spec is valid
-  bool local = true;        // that member runs on this machine only
+  int world_size = 1;  // of the first member whose spec is valid
+  bool local = true;   // that member runs on this machine only
 };
 
 // Reads the spec at `spec_path` (its `sweep` section and `arguments`' axes), applies the user's
@@ -51,12 +52,16 @@ PreparedSweep prepareSweep(const std::string& spec_path, const SweepArguments& a
 int autoParallel(const PreparedSweep& sweep);
 
 // Records the sweep `running`, every member `planned`; returns its id.
-int64_t recordSweep(storage::Database& db, const PreparedSweep& sweep, int parallel,
-                    bool detached, double now);
+int64_t recordSweep(storage::Database& db, const PreparedSweep& sweep, int parallel, bool detached,
+                    double now);
 
 // The sweep's directory beside the database, as a run's (run_session.h runDirectory):
 // DB_DIR/DB_FILE-runs/sweep-ID (a detached driver's log is there).
 std::filesystem::path sweepDirectory(const std::string& db_path, int64_t sweep_id);
+
+// Whether a sweep's recorded driver still runs (reconcileInterruptedSweeps's check): by its PID,
+// start time and boot on this host; true for another host's, which cannot be judged from here.
+bool sweepDriverRuns(const storage::SweepDriver& driver);
 
 // What a front end hears while the sweep runs (every callback optional, all on the thread that
 // called run()).
@@ -69,7 +74,7 @@ struct SweepObserver {
   // The member's run ended: its status (completed, failed, cancelled) and, when the launch
   // itself failed, why.
   std::function<void(int position, int64_t run_id, const std::string& status,
-                      const std::string& error)>
+                     const std::string& error)>
       on_ended;
   // The first stop request was taken: the running runs are asked to stop.
   std::function<void()> on_cancelling;
