@@ -513,6 +513,8 @@ int attachSweepCommand(const std::string& db_path, int64_t sweep_id, bool cancel
   }
   const MemberLines lines(sweep, quiet);
   std::vector<SeenMember> seen;
+  // A cancel says what changes from now on; an attach first replays what happened so far.
+  if (cancel) printChanges(sweep, MemberLines(sweep, /*quiet=*/true), seen);
   SweepSignals signals;
   // A cancelled driver that does not end (its runs' grace, then 30 s) is killed.
   const auto kill_at =

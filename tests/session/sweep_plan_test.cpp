@@ -2,11 +2,13 @@
 // order (first axis slowest), random search reproducible from its seed and within its bounds on
 // every distribution, the section of a spec file (its axes in the file's order, beside --axis), and
 // every class of bad input refused with a message naming the axis and the problem.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -291,6 +293,12 @@ TEST_F(PrepareSweep, AMemberRefusedAloneIsLeftToRecordButASweepOfNoValidMemberIs
   EXPECT_EQ(sweep.base["train"]["steps"], 3);  // the --set applied
   EXPECT_EQ(sweep.world_size, 4);
   EXPECT_TRUE(sweep.local);
+  // --parallel auto: as many whole runs as the cores hold, at least one.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(autoParallel(sweep), std::max(1, cores / 4));
+  PreparedSweep remote = sweep;
+  remote.local = false;
+  EXPECT_EQ(autoParallel(remote), 1);
   try {
     prepareSweep(path, {.axes = {"train.batch_size=0,-3"}}, {});
     FAIL() << "a sweep of no valid member ran";
