@@ -51,10 +51,10 @@ std::string memberProblem(const json& base, const MemberOverrides& member) {
 PreparedSweep prepareSweep(const std::string& spec_path, const SweepArguments& arguments,
                            const std::vector<std::string>& overrides, std::string name) {
   const std::string text = readSpecFile(spec_path);
-  PreparedSweep sweep;
-  sweep.plan = makeSweepPlan(text, arguments);
   if (const std::optional<SpecProblem> problem = checkSpecText(text))
     RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", spec_path, problem->message));
+  PreparedSweep sweep;
+  sweep.plan = makeSweepPlan(text, arguments);
   sweep.base = withoutSweepSection(json::parse(text));
   applyOverrides(sweep.base, overrides);
   checkAxisFields(sweep.plan, sweep.base);
