@@ -2,7 +2,8 @@
 // steps): a 2x2 grid completes with 4 runs grouped under one sweep (read back through
 // query/sweeps.h, each run's spec holding its member's values); a member failing at run time and
 // one whose spec is refused do not stop the others; Ctrl-C cancels the running run and records the
-// rest not started, leaving no process (checked by PID); `--detach` then `attach --sweep` follows a
+// rest not started, leaving no process (checked by PID), and a SIGKILLed sweep leaves none either
+// and is found interrupted; `--detach` then `attach --sweep` follows a
 // sweep to its end, Ctrl-C on an attach leaves the sweep running, and `cancel --sweep` stops it
 // leaving neither its driver nor a run's process, and losing no run.
 #include <signal.h>
@@ -199,6 +200,27 @@ TEST_F(SweepCli, CtrlCCancelsTheRunningRunRecordsTheRestNotStartedAndLeavesNoPro
   storage::Database db(dbPath());
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM runs"), 1);
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM runs WHERE status = 'running'"), 0);
+}
+
+TEST_F(SweepCli, AKilledDriverLeavesNoProcessAndItsSweepIsFoundInterrupted) {
+  CapturedProcess command =
+      ringmaster({"sweep", smallSpec("killed", 1000000), "--axis", "optimizer.lr=0.001,0.002"});
+  ASSERT_TRUE(awaitStderr(command, "run 1 started")) << command.err();
+  const std::vector<pid_t> processes = awaitRunProcesses();
+  ASSERT_EQ(processes.size(), 3u) << command.err();
+  command.signal(SIGKILL);
+  command.wait(30s);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 15s));
+  EXPECT_FALSE(anyRuns(processes));
+  // The next reading command finds the sweep's driver gone.
+  CapturedProcess list = ringmaster({"sweeps", "--json"});
+  ASSERT_EQ(list.wait(30s).exit_code, 0) << list.err();
+  const json listed = json::parse(list.out());
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0]["status"], "interrupted");
+  const storage::SweepRecord s = sweep(1);
+  EXPECT_EQ(s.members[0].run_status, "interrupted");
+  EXPECT_EQ(s.members[1].state, "not_started");
 }
 
 TEST_F(SweepCli, DetachedSweepIsFollowedByAttachAndCancelLeavesNoProcessAndLosesNoRun) {
