@@ -163,7 +163,7 @@ void printBest(const json& report) {
     std::string others;
     for (const json& other : difference["others"])
       others += fmt::format("{}{}", others.empty() ? "" : ", ", valueCell(other));
-    fmt::print("  {} = {} (the others: {})\n",
+    fmt::print("  {} = {}, where others have {}\n",
                displaySafeLine(difference["field"].get<std::string>()),
                valueCell(difference["value"]), others.empty() ? "-" : others);
   }

@@ -34,10 +34,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string readSpecFile(const std::string& spec_path) {
-  return readJobSpecText(spec_path);
-}
-
 // Why each member's spec would be refused ("" where it is valid): the parser's problems.
 std::string memberProblem(const json& base, const MemberOverrides& member) {
   json document = base;
@@ -50,7 +46,7 @@ std::string memberProblem(const json& base, const MemberOverrides& member) {
 
 PreparedSweep prepareSweep(const std::string& spec_path, const SweepArguments& arguments,
                            const std::vector<std::string>& overrides, std::string name) {
-  const std::string text = readSpecFile(spec_path);
+  const std::string text = readJobSpecText(spec_path);
   if (const std::optional<SpecProblem> problem = checkSpecText(text))
     RM_THROW(kSpec, fmt::format("{} is not a valid job spec:\n{}", spec_path, problem->message));
   PreparedSweep sweep;
