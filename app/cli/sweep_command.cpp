@@ -477,6 +477,22 @@ int checkNoRunProcessLeft(const std::string& db_path, const storage::SweepRecord
   return kExitOk;
 }
 
+// After the sweep's end is recorded its driver prints its table and exits: waits (at most 30 s)
+// until it has, killing it after that.
+void awaitDriverGone(const ProcessIdentity& driver, int64_t sweep_id) {
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (identityRuns(driver)) {
+    if (Clock::now() > deadline) {
+      fmt::print(stderr, "sweep {}: its driver did not exit after the sweep ended; killing it\n",
+                 sweep_id);
+      signalIdentity(driver, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 // Refuses to cancel a sweep that has ended or whose driver is not this machine's to signal.
 ProcessIdentity cancelTarget(const storage::SweepRecord& sweep) {
   if (sweep.status != "running")
@@ -545,6 +561,7 @@ int attachSweepCommand(const std::string& db_path, int64_t sweep_id, bool cancel
   }
   showSweepCommand(*db, sweep_id, "", false);
   if (!cancel) return exitCodeOfSweep(sweep);
+  awaitDriverGone(*driver, sweep_id);
   const int left = checkNoRunProcessLeft(db_path, sweep, grace_s, quiet);
   return left != kExitOk ? left : (sweep.status == "cancelled" ? kExitOk : exitCodeOfSweep(sweep));
 }
