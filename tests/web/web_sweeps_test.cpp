@@ -1,9 +1,9 @@
 // Issue 37, the web API's sweeps over real HTTP: GET /api/v1/sweeps, /api/v1/sweeps/ID?by= and
-// /api/v1/runs/ID/sweep on a 2x2 grid sweep of real `ringmaster run`s of the DDP example
-// (optimizer.lr x train.steps, the member with lr 1e30 and 12 steps failing on a NaN loss at step
-// 2), recorded into the sweep with the storage API as the sweep runner records it; a cancelled
-// sweep with a refused member; the runs list's `sweep` on member runs only; every refusal (bad id,
-// unknown sweep, bad figure) a JSON 4xx naming what was wrong, and the token rule on the new paths.
+// /api/v1/runs/ID/sweep on real `ringmaster sweep`s of the DDP example: a 2x2 grid (optimizer.lr x
+// train.steps, the member with lr 1e30 and 12 steps failing on a NaN loss at step 2) and a sweep
+// with a member the spec refuses; the runs list's `sweep` on member runs only; every refusal (bad
+// id, unknown sweep, bad figure, bad limit) a JSON 4xx naming what was wrong, and the token rule on
+// the new paths.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
@@ -11,11 +11,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,8 +24,7 @@
 #include "api.h"
 #include "common/captured_process.h"
 #include "common/test_paths.h"
-#include "process/process_identity.h"
-#include "recorder/sweep_records.h"
+#include "query/sweeps.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
 
@@ -46,99 +43,56 @@ const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app
 const std::string kSpec =
     std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
 
-// The grid in plan order: lr 0.01 learns over 12 steps; lr 1e30 makes the loss NaN at step 2, so
-// only its 12-step member fails (a 1-step run ends before any update).
+// The grid in plan order (the first axis turning slowest): lr 0.01 learns over 12 steps; lr 1e30
+// makes the loss NaN at step 2, so only its 12-step member fails (a 1-step run ends before any
+// update).
 struct Member {
   double lr;
   int steps;
 };
 const std::vector<Member> kGrid = {{0.01, 1}, {0.01, 12}, {1e30, 1}, {1e30, 12}};
+constexpr char kTwoRanks[] = R"(launch.hosts=[{"host": "localhost", "ranks": 2}])";
 constexpr int kLearns = 1;  // the member whose loss goes down
 constexpr int kFails = 3;   // the member whose run fails
 
-std::string hostName() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
-
-std::string overridesOf(const Member& member) {
-  return json{{"optimizer.lr", member.lr}, {"train.steps", member.steps}}.dump();
-}
-
 class WebSweepsTest : public ::testing::Test {
  protected:
-  // The four members' runs, one after another as a sweep of parallel 1 runs them, each recorded
-  // as started once its run exists; then a plain run of no sweep; then a second sweep, cancelled
-  // with one member refused and one never started.
+  // Two real sweeps one after the other, and a run of no sweep between them: the grid, then a sweep
+  // whose first member's batch size of 0 the spec refuses.
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / fmt::format("ringmaster_web_sweeps_{}", getpid());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    std::stringstream spec;
-    spec << std::ifstream(kSpec).rdbuf();
-    storage::NewSweep sweep{
-        .name = "grid",
-        .spec_path = kSpec,
-        .spec_json = spec.str(),
-        .plan_json = json{{"method", "grid"},
-                          {"axes",
-                           {{{"field", "optimizer.lr"}, {"values", {0.01, 1e30}}},
-                            {{"field", "train.steps"}, {"values", {1, 12}}}}}}
-                         .dump(),
-        .created_at = 1.0};
-    for (const Member& member : kGrid) sweep.member_overrides_json.push_back(overridesOf(member));
-    {
-      // Its driver is this process, alive throughout: no command takes the sweep for interrupted.
-      storage::Database db(dbPath());
-      sweep_id_ = storage::createSweep(db, sweep);
-      const std::optional<ProcessIdentity> self = processIdentity(getpid());
-      ASSERT_TRUE(self);
-      storage::recordSweepDriver(db, sweep_id_,
-                                 {.pid = self->pid,
-                                  .start_time = static_cast<int64_t>(self->start_time),
-                                  .boot_id = self->boot_id,
-                                  .host = hostName()});
-    }
-    for (size_t i = 0; i < kGrid.size(); ++i) {
-      const int64_t run_id = runOnce({"--set", fmt::format("optimizer.lr={}", kGrid[i].lr), "--set",
-                                      fmt::format("train.steps={}", kGrid[i].steps)},
-                                     static_cast<int>(i) == kFails ? 1 : 0);
-      storage::Database db(dbPath());
-      storage::recordSweepMemberStarted(db, sweep_id_, static_cast<int>(i), run_id);
-      run_ids_.push_back(run_id);
-    }
-    plain_run_id_ = runOnce({"--set", "train.steps=1"}, 0);
-    storage::Database db(dbPath());
-    storage::finishSweep(db, sweep_id_, "completed", 2.0);
-    storage::NewSweep cancelled{
-        .name = "cancelled",
-        .spec_path = kSpec,
-        .spec_json = spec.str(),
-        .plan_json = json{{"method", "grid"},
-                          {"axes", {{{"field", "train.batch_size"}, {"values", {0, 64}}}}}}
-                         .dump(),
-        .member_overrides_json = {R"({"train.batch_size": 0})", R"({"train.batch_size": 64})"},
-        .created_at = 3.0};
-    cancelled_id_ = storage::createSweep(db, cancelled);
-    storage::recordSweepMemberRefused(db, cancelled_id_, 0, "train.batch_size: must be >= 1");
-    EXPECT_EQ(storage::recordSweepMembersNotStarted(db, cancelled_id_), 1);
-    storage::finishSweep(db, cancelled_id_, "cancelled", 4.0);
+    sweepOnce({"--name", "grid", "--axis", "optimizer.lr=0.01,1e30", "--axis", "train.steps=1,12"});
+    plain_run_id_ = runOnce();
+    sweepOnce({"--name", "refusing", "--axis", "train.batch_size=0,64", "--set", "train.steps=1"});
+    storage::Database db(dbPath(), {.read_only = true});
+    sweep_id_ = queryInt(db, "SELECT min(id) FROM sweeps");
+    refusing_id_ = queryInt(db, "SELECT max(id) FROM sweeps");
+    for (const storage::SweepMember& member : storage::loadSweep(db, sweep_id_).members)
+      run_ids_.push_back(member.run_id.value_or(0));
+    for (const storage::SweepMember& member : storage::loadSweep(db, refusing_id_).members)
+      if (member.run_id) refusing_run_id_ = *member.run_id;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  // A real 2-rank run of the DDP example with `sets`; its run id.
-  static int64_t runOnce(std::vector<std::string> sets, int expected_exit) {
-    std::vector<std::string> args = {
-        "--db", dbPath(), "run",
-        kSpec,  "--set",  R"(launch.hosts=[{"host": "localhost", "ranks": 2}])"};
-    args.insert(args.end(), sets.begin(), sets.end());
-    args.push_back("-q");
-    CapturedProcess run(kRingmaster, args);
+  // A real `ringmaster sweep` of the DDP example on 2 ranks, one member at a time; it exits 1, a
+  // member's run failing or a member refused.
+  static void sweepOnce(const std::vector<std::string>& options) {
+    std::vector<std::string> args = {"--db", dbPath(), "sweep", kSpec, "-q", "--set", kTwoRanks};
+    args.insert(args.end(), options.begin(), options.end());
+    CapturedProcess sweep(kRingmaster, args);
+    const ExitStatus status = sweep.wait(180s);
+    EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << sweep.out() << sweep.err();
+  }
+
+  // A real 1-step run of the DDP example on 2 ranks; its run id.
+  static int64_t runOnce() {
+    CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "-q", "--set", kTwoRanks,
+                                      "--set", "train.steps=1"});
     const ExitStatus status = run.wait(120s);
-    EXPECT_EQ(status.exit_code, expected_exit) << status.describe() << "\n"
-                                               << run.out() << run.err();
-    storage::Database db(dbPath());
+    EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
+    storage::Database db(dbPath(), {.read_only = true});
     return queryInt(db, "SELECT max(id) FROM runs");
   }
 
@@ -183,7 +137,7 @@ class WebSweepsTest : public ::testing::Test {
   }
 
   static inline fs::path dir_;
-  static inline int64_t sweep_id_ = 0, cancelled_id_ = 0, plain_run_id_ = 0;
+  static inline int64_t sweep_id_ = 0, refusing_id_ = 0, plain_run_id_ = 0, refusing_run_id_ = 0;
   static inline std::vector<int64_t> run_ids_;  // the grid's runs, in plan order
   std::unique_ptr<WebServer> server_;
   std::unique_ptr<httplib::Client> client_;
@@ -193,21 +147,23 @@ TEST_F(WebSweepsTest, TheListHasEverySweepNewestFirstWithItsMembersCounted) {
   start();
   const json sweeps = getJson("/api/v1/sweeps")["sweeps"];
   ASSERT_EQ(sweeps.size(), 2u) << sweeps.dump(2);
-  EXPECT_EQ(sweeps[0]["id"], cancelled_id_);
-  EXPECT_EQ(sweeps[0]["status"], "cancelled");
+  EXPECT_EQ(sweeps[0]["id"], refusing_id_);
+  EXPECT_EQ(sweeps[0]["name"], "refusing");
+  EXPECT_EQ(sweeps[0]["status"], "completed");
   EXPECT_EQ(sweeps[0]["members"], 2);
-  EXPECT_EQ(sweeps[0]["ended"], 2);  // refused and not started
+  EXPECT_EQ(sweeps[0]["ended"], 2);  // the refused member, and the run that completed
   const json& grid = sweeps[1];
   EXPECT_EQ(grid["id"], sweep_id_);
   EXPECT_EQ(grid["name"], "grid");
+  EXPECT_EQ(grid["spec_path"], kSpec);
   EXPECT_EQ(grid["status"], "completed");
   EXPECT_EQ(grid["members"], 4);
   EXPECT_EQ(grid["ended"], 4);
-  EXPECT_EQ(grid["created_at"], 1.0);
-  EXPECT_EQ(grid["ended_at"], 2.0);
+  EXPECT_GT(grid["ended_at"].get<double>(), grid["created_at"].get<double>());
+  EXPECT_LT(grid["ended_at"].get<double>(), sweeps[0]["created_at"].get<double>());
   const json newest = getJson("/api/v1/sweeps?limit=1")["sweeps"];
   ASSERT_EQ(newest.size(), 1u);
-  EXPECT_EQ(newest[0]["id"], cancelled_id_);
+  EXPECT_EQ(newest[0]["id"], refusing_id_);
 }
 
 TEST_F(WebSweepsTest, ASweepsReportHasEveryMemberItsAxesAndTheBestRunByTheChosenFigure) {
@@ -251,17 +207,25 @@ TEST_F(WebSweepsTest, ASweepsReportHasEveryMemberItsAxesAndTheBestRunByTheChosen
   EXPECT_TRUE(by_rate["higher_is_better"].get<bool>());
 }
 
-TEST_F(WebSweepsTest, ARefusedMemberKeepsItsErrorAndASweepWithNoRunHasNoBest) {
+TEST_F(WebSweepsTest, ARefusedMemberKeepsItsErrorAndAFigureNoRunHasNamesNoBest) {
   start();
-  const json report = getJson(fmt::format("/api/v1/sweeps/{}", cancelled_id_));
-  EXPECT_EQ(report["sweep"]["status"], "cancelled");
+  const json report = getJson(fmt::format("/api/v1/sweeps/{}", refusing_id_));
+  EXPECT_EQ(report["sweep"]["fields"], json({"train.batch_size"}));
   ASSERT_EQ(report["members"].size(), 2u);
-  EXPECT_EQ(report["members"][0]["state"], "refused");
-  EXPECT_EQ(report["members"][0]["error"], "train.batch_size: must be >= 1");
-  EXPECT_TRUE(report["members"][0]["run"].is_null());
-  EXPECT_EQ(report["members"][1]["state"], "not_started");
-  EXPECT_TRUE(report["best"].is_null());
-  EXPECT_TRUE(report["runs"].empty());
+  const json& refused = report["members"][0];
+  EXPECT_EQ(refused["state"], "refused");
+  EXPECT_EQ(refused["values"]["train.batch_size"], 0);
+  EXPECT_NE(refused["error"].get<std::string>().find("train.batch_size"), std::string::npos)
+      << refused["error"];
+  EXPECT_TRUE(refused["run"].is_null());
+  EXPECT_TRUE(refused["figures"].empty());
+  EXPECT_EQ(report["members"][1]["state"], "started");
+  EXPECT_EQ(report["members"][1]["run"], refusing_run_id_);
+  EXPECT_EQ(report["runs"], json({refusing_run_id_}));
+  EXPECT_EQ(report["best"]["run"], refusing_run_id_);
+  // A DDP run has no pipeline bubble: no best by it.
+  EXPECT_TRUE(
+      getJson(fmt::format("/api/v1/sweeps/{}?by=bubble_fraction", refusing_id_))["best"].is_null());
 }
 
 TEST_F(WebSweepsTest, MemberRunsNameTheirSweepInTheRunsListAndOnTheStream) {
@@ -275,11 +239,15 @@ TEST_F(WebSweepsTest, MemberRunsNameTheirSweepInTheRunsListAndOnTheStream) {
       EXPECT_FALSE(run.contains("sweep")) << run.dump();
       continue;
     }
+    if (id == refusing_run_id_) {
+      EXPECT_EQ(run["sweep"], json({{"id", refusing_id_}, {"position", 1}}));
+      continue;
+    }
     const auto at = std::find(run_ids_.begin(), run_ids_.end(), id);
     ASSERT_NE(at, run_ids_.end()) << id;
     EXPECT_EQ(run["sweep"], json({{"id", sweep_id_}, {"position", at - run_ids_.begin()}}));
   }
-  EXPECT_EQ(seen.size(), run_ids_.size() + 1);
+  EXPECT_EQ(seen.size(), run_ids_.size() + 2);
   // The run page asks for its run's sweep.
   EXPECT_EQ(getJson(fmt::format("/api/v1/runs/{}/sweep", run_ids_[1]))["sweep"],
             json({{"id", sweep_id_}, {"name", "grid"}, {"position", 1}, {"members", 4}}));

@@ -1,19 +1,18 @@
-// Issue 37, the web sweep page in a real headless browser: a 2x2 grid sweep of the DDP example
-// (optimizer.lr 0.01 / 1e30 x train.steps 1 / 12; lr 1e30 makes the loss NaN at step 2, so its
-// 12-step member fails) made of real `ringmaster run`s on 2 ranks, recorded into the sweep by
-// sweep_fixture with the storage's own functions as the sweep runner records them, served by a real
-// `ringmaster serve`. The page follows the sweep live (members started, the sweep completed) with
-// no reload; then its table shows the 4 members with their values, states and runs and the failed
-// one's status and error; the parallel-coordinates chart has one polyline per run with a vertex on
-// each axis where that member's value lies (axes placed by value: every vertex on a line of its
-// axis's scale); the scatter one point per run; and "rank by" moves the best run where the data's
-// best moves. The runs list links the member runs to the sweep. No script error, no "null" /
-// "undefined" / "NaN" text. Exits 77 (CTest's skip) without chromium or playwright-core.
+// Issue 37, the web sweep page in a real headless browser: a real `ringmaster sweep` of the DDP
+// example, a 2x2 grid (optimizer.lr 0.01 / 1e30 x train.steps 1 / 12, 2 ranks; lr 1e30 makes the
+// loss NaN at step 2, so its 12-step member fails and the others go on), served by a real
+// `ringmaster serve`. The page follows the sweep live (members starting and ending, the sweep
+// completed) with no reload and its pickers kept; then its table shows the 4 members with their
+// values, states and runs and the failed one's status and error; the parallel-coordinates chart has
+// one polyline per run with a vertex on each axis where that member's value lies (a number by
+// value: every vertex on a line of its axis's scale; a category evenly); the scatter one point per
+// run; and "rank by" moves the best run where the data's best moves. The runs list and a member
+// run's page link to the sweep. No script error, no "null" / "undefined" / "NaN" text. Exits 77
+// (CTest's skip) without chromium or playwright-core.
 //
-// node sweep_page_test.mjs --ringmaster BIN --fixture BIN --examples DIR --node-modules DIR
-//                          [--screenshots DIR]
+// node sweep_page_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
 
-import { spawn, execFileSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -28,7 +27,6 @@ function argument(name) {
   return index >= 0 ? process.argv[index + 1] : undefined;
 }
 const ringmaster = argument('ringmaster');
-const fixture = argument('fixture');
 const examples = argument('examples');
 const nodeModules = argument('node-modules');
 const screenshots = argument('screenshots');
@@ -88,7 +86,7 @@ async function noMissingText(on, where) {
   check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
 }
 
-// The grid in plan order, and which member fails.
+// The grid in plan order (the first axis turning slowest), and which member fails.
 const GRID = [{ lr: 0.01, steps: 1 }, { lr: 0.01, steps: 12 }, { lr: 1e30, steps: 1 }, { lr: 1e30, steps: 12 }];
 const FAILS = 3;
 const FIELDS = ['optimizer.lr', 'train.steps'];
@@ -96,23 +94,18 @@ const FIELDS = ['optimizer.lr', 'train.steps'];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster_sweep_web_'));
 const db = path.join(dir, 'runs.db');
 const spec = path.join(examples, 'ddp_mlp.json');
-function storage(...args) {
-  return execFileSync(fixture, [db, ...args], { encoding: 'utf8', timeout: 30000 }).trim();
-}
 
-// A member's real run, to its end: its run id (the report's first line, "Run 3 ddp_mlp failed").
+// A ringmaster command in the background: its exit and its output.
 const children = [];
-function runMember(member) {
-  const child = spawn(ringmaster, ['--db', db, 'run', spec, '-q', '--set', 'launch.hosts=[{"host": "localhost", "ranks": 2}]',
-    '--set', `optimizer.lr=${member.lr}`, '--set', `train.steps=${member.steps}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+function start(args) {
+  const child = spawn(ringmaster, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let output = '';
   child.stdout.on('data', (d) => { output += d; });
   child.stderr.on('data', (d) => { output += d; });
-  return new Promise((resolve) => child.on('exit', (code) => {
-    const id = /^Run (\d+) /m.exec(output);
-    resolve({ code, id: id ? Number(id[1]) : null, output });
-  }));
+  child.rmOutput = () => output;
+  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  return { child, exited, output: () => output };
 }
 
 let serve = null;
@@ -198,47 +191,30 @@ function bestRuns(report, figure, higher) {
   return candidates.filter((m) => m.figures[figure] === extreme).map((m) => m.run);
 }
 
-// The sweep before any run, then its members run one after another, each recorded once its run
-// exists, and the sweep completed: the page follows without a reload. The members' run ids.
-async function followTheSweep(base, sweepId) {
-  // The sweep before any run: 4 planned members.
+// The sweep's page from early on while `ringmaster sweep` runs its members one after another: it
+// sees the sweep running, then members start and end, then the sweep completed, with no reload.
+// The members' run ids, in plan order.
+async function followTheSweep(base, sweepId, sweep) {
   await page.goto(`${base}/#/sweeps/${sweepId}`);
-  const planned = await until('the planned members', 15000, async () => {
-    const rows = await memberRows(page);
-    return rows.length === 4 && rows;
-  });
-  check(planned.every((r, i) => r.position === i && r.cells.State === 'planned' && r.run === null),
-    `the sweep's 4 members are listed planned before any run (${JSON.stringify(planned.map((r) => r.cells.State))})`);
+  await until('the members', 15000, async () => (await memberRows(page)).length === 4);
   await page.evaluate(() => { window.notReloaded = true; document.getElementById('sweep-rank-by').dataset.mark = 'kept'; });
-
-  // The members run one after another; each is recorded once its run exists, and the page follows.
-  const runIds = [];
-  for (const [position, member] of GRID.entries()) {
-    const ran = await runMember(member);
-    check(ran.id !== null && ran.code === (position === FAILS ? 1 : 0),
-      `member ${position}'s run ${ran.id} exited ${ran.code}${ran.id === null ? `: ${ran.output}` : ''}`);
-    runIds.push(ran.id);
-    storage('started', String(sweepId), String(position), String(ran.id));
-    if (position === 0) {
-      const first = await until('the first member started on the page', 15000, async () => {
-        const rows = await memberRows(page);
-        return rows[0]?.run === ran.id && rows;
-      }).catch(() => memberRows(page));
-      check(first[0].run === ran.id && first[0].cells.State === 'started' && first[1].cells.State === 'planned',
-        `the page shows the first member started with its run ${ran.id}, the others planned, without a reload`);
-    }
-  }
-  storage('finish', String(sweepId), 'completed');
-  const status = await until('the sweep completed on the page', 15000, async () => {
-    const text = await page.evaluate(() => document.querySelector('h1 .status')?.textContent);
-    return text === 'completed' && text;
-  }).catch(() => page.evaluate(() => document.querySelector('h1 .status')?.textContent));
-  check(status === 'completed' && await page.evaluate(() => window.notReloaded === true),
-    `the page follows the sweep to completed without a reload (${status})`);
+  // What the page shows, every 100 ms, until the sweep ends there.
+  const seen = [];
+  const done = await until('the sweep completed on the page', 120000, async () => {
+    const now = await page.evaluate(() => document.querySelector('h1 .status')?.textContent);
+    const states = (await memberRows(page)).map((r) => `${r.cells.State}:${r.cells.Status}`).join(' ');
+    if (seen.at(-1)?.states !== states || seen.at(-1)?.status !== now) seen.push({ status: now, states });
+    return now === 'completed';
+  }).catch(() => false);
+  const ended = await sweep.exited;
+  check(ended.code === 1, `ringmaster sweep exited 1, a member's run having failed (${JSON.stringify(ended)})`);
+  check(done && seen[0].status === 'running' && new Set(seen.map((s) => s.states)).size >= 3
+    && await page.evaluate(() => window.notReloaded === true),
+  `the page followed the running sweep to completed without a reload: ${JSON.stringify(seen)}`);
   check(await page.evaluate(() => document.getElementById('sweep-rank-by').dataset.mark === 'kept'),
     'the "rank by" picker stayed in place through the refreshes (one left open stays open)');
-
-  return runIds;
+  const report = await json(base, `/api/v1/sweeps/${sweepId}`);
+  return report.members.map((m) => m.run);
 }
 
 // The table, against the API's report (returned).
@@ -399,20 +375,21 @@ async function checkTheLists(base, sweepId, runIds) {
 }
 
 async function main() {
-  const plan = JSON.stringify({ method: 'grid', axes: [{ field: 'optimizer.lr', values: [0.01, 1e30] }, { field: 'train.steps', values: [1, 12] }] });
-  const overrides = GRID.map((m) => JSON.stringify({ 'optimizer.lr': m.lr, 'train.steps': m.steps }));
-  const sweepId = Number(storage('create', 'ddp-grid', spec, String(process.pid), plan, ...overrides));
+  // The sweep first (it creates the database), then the server over it.
+  const sweep = start(['--db', db, 'sweep', spec, '--name', 'ddp-grid', '--axis', 'optimizer.lr=0.01,1e30',
+    '--axis', 'train.steps=1,12', '--set', 'launch.hosts=[{"host": "localhost", "ranks": 2}]']);
+  await until('the sweep\'s database', 30000, async () => fs.existsSync(db));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
   serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
   serve.stdout.on('data', (d) => { serveOutput += d; });
   serve.stderr.on('data', (d) => { serveOutput += d; });
   const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
-  await until('the server', 30000, async () => {
+  const sweepId = await until('the server and the sweep', 30000, async () => {
     try {
-      return (await json(base, '/api/v1/sweeps')).sweeps.length === 1;
+      return (await json(base, '/api/v1/sweeps')).sweeps[0]?.id;
     } catch {
-      return false;
+      return null;
     }
   });
 
@@ -427,7 +404,7 @@ async function main() {
   page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
   page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
 
-  const runIds = await followTheSweep(base, sweepId);
+  const runIds = await followTheSweep(base, sweepId, sweep);
   const report = await checkTheTable(base, sweepId, runIds);
   await checkTheCharts(report);
   await checkRankBy(base, sweepId, report, runIds);
@@ -447,6 +424,7 @@ main().catch(async (error) => {
     console.log(`--- the page then:\n${text.slice(0, 3000)}`);
   }
   console.log(`--- ringmaster serve output:\n${serveOutput}`);
+  for (const child of children) console.log(`--- ringmaster ${child.spawnargs.slice(3, 4)} output:\n${child.rmOutput()}`);
 }).finally(async () => {
   if (browser) await browser.close().catch(() => {});
   for (const child of [serve, ...children]) {
