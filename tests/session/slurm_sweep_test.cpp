@@ -1,0 +1,254 @@
+// Issue 37: a sweep's runs under Slurm in one allocation, against a real slurmctld and slurmd
+// (tests/common/slurm_cluster.h). Two DDP members run as job steps of one allocation and complete,
+// recorded with its job id and distinct steps; cancelling one member cancels only its step;
+// releasing the allocation leaves no job in squeue and no process; a member too large for the
+// allocation runs as its own job; a driver that dies without releasing it loses it to the
+// heartbeat. Skipped where the Slurm daemons are not installed.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "common/cli_run.h"
+#include "common/proc_files.h"
+#include "common/slurm_cluster.h"
+#include "common/test_paths.h"
+#include "db/database.h"
+#include "run/run_session.h"
+#include "run/slurm_sweep.h"
+#include "storage/storage_test_support.h"
+
+namespace ringmaster {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using nlohmann::json;
+using storage::testing::queryText;
+
+class SlurmSweep : public testing::CliRunTest {
+ protected:
+  void SetUp() override {
+    CliRunTest::SetUp();
+    if (const std::string why = testing::slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
+    cluster_ = std::make_unique<testing::SlurmCluster>(testing::SlurmClusterOptions{.nodes = 2});
+    cluster_->exportConf();
+    ::setenv("RINGMASTER_NODE", (std::string(testBinaryDir()) + "/app/ringmaster-node").c_str(),
+             1);
+  }
+
+  void TearDown() override {
+    for (pid_t pid : testing::processesOfRunsUnder(dir_)) ::kill(pid, SIGKILL);
+    cluster_.reset();
+    CliRunTest::TearDown();
+  }
+
+  // The DDP example on `nodes` nodes of two ranks each, `steps` steps.
+  JobSpec member(const std::string& name, int nodes, int steps) const {
+    json spec = testing::exampleSpec("ddp_mlp");
+    spec["name"] = name;
+    spec["launch"].erase("hosts");
+    spec["launch"]["scheduler"] = {{"kind", "slurm"}, {"nodes", nodes}, {"ranks_per_node", 2},
+                                   {"time", "10"}};
+    spec["train"]["steps"] = steps;
+    spec["telemetry"]["every_steps"] = 1;
+    return session::memberSpec(spec.dump(), {});
+  }
+
+  session::SlurmSweepAllocation allocate(const std::vector<JobSpec>& members, int parallel,
+                                         int max_nodes = 0) const {
+    return session::allocateForSweep({.members = members,
+                                      .parallel = parallel,
+                                      .dir = (dir_ / "sweep").string(),
+                                      .max_nodes = max_nodes,
+                                      .heartbeat_every = 500ms,
+                                      .heartbeat_timeout = 5s});
+  }
+
+  std::unique_ptr<session::RunSession> session(const JobSpec& spec,
+                                               std::optional<std::string> allocation) const {
+    return std::make_unique<session::RunSession>(
+        session::RunRequest{.spec_path = spec.name + ".json",
+                            .spec_text = toJson(spec).dump(),
+                            .db_path = dbPath(),
+                            .slurm_allocation = std::move(allocation)});
+  }
+
+  std::string recordedJob(int64_t run) const {
+    storage::Database db(dbPath());
+    return queryText(db, fmt::format("SELECT scheduler_job_id FROM runs WHERE id = {}", run));
+  }
+
+  // squeue's lines for the job (running, pending or completing).
+  std::string queued(const std::string& job_id) const {
+    return cluster_->squeue({"--noheader", "--jobs", job_id, "--format=%i %T"});
+  }
+  std::string steps(const std::string& job_id) const {
+    return cluster_->squeue({"--steps", "--noheader", "--jobs", job_id, "--format=%i"});
+  }
+
+  // Waits (bounded) until squeue no longer lists the job; whether it did.
+  bool goneFromQueue(const std::string& job_id) const {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (queued(job_id).find(job_id) != std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(200ms);
+    }
+    return true;
+  }
+
+  // Waits (bounded) until no process of the cluster but its daemons runs.
+  bool onlyDaemonsLeft() const {
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      std::vector<pid_t> left = cluster_->processes();
+      for (pid_t daemon : cluster_->daemonPids()) std::erase(left, daemon);
+      if (left.empty()) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  std::unique_ptr<testing::SlurmCluster> cluster_;
+};
+
+TEST_F(SlurmSweep, TwoMembersRunAsStepsOfOneAllocationAndItsReleaseLeavesNothing) {
+  const std::vector<JobSpec> members = {member("a", 1, 8), member("b", 1, 8)};
+  session::SlurmSweepAllocation allocation = allocate(members, 2);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(allocation.plan().allocation);
+  EXPECT_EQ(allocation.plan().allocation->nodes, 2);
+  EXPECT_EQ(allocation.allocationFor(0), job);
+  EXPECT_EQ(allocation.allocationFor(1), job);
+  std::vector<std::unique_ptr<session::RunSession>> runs;
+  for (size_t i = 0; i < members.size(); ++i)
+    runs.push_back(session(members[i], allocation.allocationFor(i)));
+  std::vector<std::string> statuses(runs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < runs.size(); ++i)
+    threads.emplace_back([&, i] { statuses[i] = runs[i]->run().status; });
+  for (std::thread& thread : threads) thread.join();
+  std::vector<std::string> recorded;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(statuses[i], "completed") << i;
+    recorded.push_back(recordedJob(runs[i]->runId()));
+    EXPECT_TRUE(recorded.back().starts_with(job + ".")) << recorded.back() << " in " << job;
+  }
+  EXPECT_NE(recorded[0], recorded[1]);
+  // The allocation outlives its members until it is released; then nothing of it is left.
+  EXPECT_NE(queued(job).find("RUNNING"), std::string::npos) << queued(job);
+  EXPECT_EQ(allocation.release(), "");
+  EXPECT_TRUE(goneFromQueue(job)) << queued(job);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
+  EXPECT_TRUE(onlyDaemonsLeft());
+}
+
+TEST_F(SlurmSweep, CancellingOneMemberCancelsOnlyItsStep) {
+  const std::vector<JobSpec> members = {member("a", 1, 1000000), member("b", 1, 1000000)};
+  session::SlurmSweepAllocation allocation = allocate(members, 2);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  std::vector<std::unique_ptr<session::RunSession>> runs;
+  for (size_t i = 0; i < members.size(); ++i)
+    runs.push_back(session(members[i], allocation.allocationFor(i)));
+  std::vector<std::string> statuses(runs.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < runs.size(); ++i)
+    threads.emplace_back([&, i] { statuses[i] = runs[i]->run().status; });
+  // Both steps run.
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while ((recordedJob(runs[0]->runId()).find('.') == std::string::npos ||
+          recordedJob(runs[1]->runId()).find('.') == std::string::npos) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  const std::string first = recordedJob(runs[0]->runId());
+  const std::string second = recordedJob(runs[1]->runId());
+  ASSERT_NE(first.find('.'), std::string::npos) << first;
+  ASSERT_NE(second.find('.'), std::string::npos) << second;
+  runs[0]->requestStop();
+  threads[0].join();
+  EXPECT_EQ(statuses[0], "cancelled");
+  // The other member's step and the allocation go on.
+  EXPECT_EQ(steps(job).find(first + "\n"), std::string::npos) << steps(job);
+  EXPECT_NE(steps(job).find(second + "\n"), std::string::npos) << steps(job);
+  EXPECT_NE(queued(job).find("RUNNING"), std::string::npos) << queued(job);
+  runs[1]->requestStop();
+  threads[1].join();
+  EXPECT_EQ(statuses[1], "cancelled");
+  EXPECT_EQ(allocation.release(), "");
+  EXPECT_TRUE(goneFromQueue(job)) << queued(job);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+  EXPECT_TRUE(onlyDaemonsLeft());
+}
+
+TEST_F(SlurmSweep, AMemberTooLargeForTheAllocationRunsAsItsOwnJob) {
+  const std::vector<JobSpec> members = {member("small", 1, 5), member("large", 2, 5)};
+  session::SlurmSweepAllocation allocation = allocate(members, 1, /*max_nodes=*/1);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(allocation.allocationFor(0), job);
+  EXPECT_EQ(allocation.allocationFor(1), std::nullopt);
+  EXPECT_NE(allocation.ownJobReason(1).find("needs 2 nodes"), std::string::npos)
+      << allocation.ownJobReason(1);
+  auto small = session(members[0], allocation.allocationFor(0));
+  EXPECT_EQ(small->run().status, "completed");
+  EXPECT_TRUE(recordedJob(small->runId()).starts_with(job + "."));
+  EXPECT_EQ(allocation.release(), "");
+  auto large = session(members[1], allocation.allocationFor(1));
+  EXPECT_EQ(large->run().status, "completed");
+  const std::string own = recordedJob(large->runId());
+  EXPECT_EQ(own.find('.'), std::string::npos) << own;
+  EXPECT_NE(own, job);
+  EXPECT_TRUE(goneFromQueue(job));
+  EXPECT_TRUE(onlyDaemonsLeft());
+}
+
+TEST_F(SlurmSweep, AnAllocationWhoseDriverDiesEndsWithItsHeartbeat) {
+  // The driver: a child process that obtains the allocation, says its id, and is killed.
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const std::vector<JobSpec> members = {member("a", 1, 5)};
+  const pid_t driver = ::fork();
+  ASSERT_GE(driver, 0);
+  if (driver == 0) {
+    ::close(pipe_fds[0]);
+    try {
+      session::SlurmSweepAllocation allocation = allocate(members, 1);
+      const std::string job = allocation.jobId() + "\n";
+      (void)!::write(pipe_fds[1], job.data(), job.size());
+      for (;;) ::pause();
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(pipe_fds[1]);
+  std::string job;
+  char byte = 0;
+  while (::read(pipe_fds[0], &byte, 1) == 1 && byte != '\n') job += byte;
+  ::close(pipe_fds[0]);
+  ASSERT_FALSE(job.empty());
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (queued(job).find("RUNNING") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_NE(queued(job).find("RUNNING"), std::string::npos) << queued(job);
+  ::kill(driver, SIGKILL);
+  ::waitpid(driver, nullptr, 0);
+  // heartbeat_timeout is 5 s: the holder ends, and the allocation with it.
+  EXPECT_TRUE(goneFromQueue(job)) << queued(job);
+  EXPECT_TRUE(onlyDaemonsLeft());
+}
+
+}  // namespace
+}  // namespace ringmaster
