@@ -111,10 +111,10 @@ TEST(SweepAllocationPlan, MembersThatDifferOrNeedMoreThanTheCapRunAsTheirOwnJobs
       << plan.members[1].reason;
   EXPECT_NE(plan.members[2].reason.find("needs 3 nodes"), std::string::npos);
   // The most common options win, not the first member's.
-  const slurm::SweepAllocationPlan majority = slurm::planSweepAllocation(
-      {member({{"partition", "cpu"}}), member({{"partition", "gpu"}}),
-       member({{"partition", "gpu"}})},
-      1);
+  const slurm::SweepAllocationPlan majority =
+      slurm::planSweepAllocation({member({{"partition", "cpu"}}), member({{"partition", "gpu"}}),
+                                  member({{"partition", "gpu"}})},
+                                 1);
   EXPECT_EQ(majority.allocation->partition, "gpu");
   EXPECT_EQ(majority.members[0].kind, Kind::kOwnJob);
 }
@@ -122,7 +122,8 @@ TEST(SweepAllocationPlan, MembersThatDifferOrNeedMoreThanTheCapRunAsTheirOwnJobs
 TEST(SweepAllocationPlan, NoMemberUnderSlurmOrNoneFittingMeansNoAllocation) {
   EXPECT_FALSE(slurm::planSweepAllocation({localMember(), localMember()}, 2).allocation);
   EXPECT_FALSE(slurm::planSweepAllocation({}, 2).allocation);
-  const slurm::SweepAllocationPlan plan = slurm::planSweepAllocation({member({{"nodes", 4}})}, 1, 2);
+  const slurm::SweepAllocationPlan plan =
+      slurm::planSweepAllocation({member({{"nodes", 4}})}, 1, 2);
   EXPECT_FALSE(plan.allocation);
   EXPECT_EQ(plan.members[0].kind, Kind::kOwnJob);
   EXPECT_THROW(slurm::planSweepAllocation({member(json::object())}, 0), Error);

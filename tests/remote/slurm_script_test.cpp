@@ -315,7 +315,6 @@ TEST_F(SlurmScript, EveryCorpusValueIsRefusedNamingItsFieldOrIsOneSbatchWord) {
   EXPECT_GT(accepted, 0u);
 }
 
-
 // ---- Issue 37: a sweep's member as a job step of the sweep's allocation
 
 class SlurmStepScript : public SlurmScript {
@@ -368,10 +367,10 @@ TEST_F(SlurmStepScript, WaitsForTheAllocationThenEachNodesAgentGetsItsWordsAndTh
   EXPECT_EQ(std::vector<std::string>(srun.begin(), srun.begin() + 7),
             slurm::stepOptions(spec, "4242"));
   EXPECT_EQ(srun[7], "/bin/bash");
-  EXPECT_EQ(slurm::stepOptions(spec, "4242"),
-            (std::vector<std::string>{"--jobid=4242", "--nodes=2", "--ntasks-per-node=1",
-                                      "--time=10", "--job-name=slurm_ddp", "--kill-on-bad-exit=1",
-                                      "--input=none"}));
+  EXPECT_EQ(
+      slurm::stepOptions(spec, "4242"),
+      (std::vector<std::string>{"--jobid=4242", "--nodes=2", "--ntasks-per-node=1", "--time=10",
+                                "--job-name=slurm_ddp", "--kill-on-bad-exit=1", "--input=none"}));
   // The master is the step's first node: scontrol asked for the step's nodes.
   EXPECT_EQ(linesOf(readText(dir_ / "scontrol.argv"))[2], "n[1-2]");
   EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step"), "4242.3\n");

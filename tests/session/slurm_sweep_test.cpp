@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -43,8 +44,7 @@ class SlurmSweep : public testing::CliRunTest {
     if (const std::string why = testing::slurmUnavailable(); !why.empty()) GTEST_SKIP() << why;
     cluster_ = std::make_unique<testing::SlurmCluster>(testing::SlurmClusterOptions{.nodes = 2});
     cluster_->exportConf();
-    ::setenv("RINGMASTER_NODE", (std::string(testBinaryDir()) + "/app/ringmaster-node").c_str(),
-             1);
+    ::setenv("RINGMASTER_NODE", (std::string(testBinaryDir()) + "/app/ringmaster-node").c_str(), 1);
   }
 
   void TearDown() override {
@@ -58,8 +58,8 @@ class SlurmSweep : public testing::CliRunTest {
     json spec = testing::exampleSpec("ddp_mlp");
     spec["name"] = name;
     spec["launch"].erase("hosts");
-    spec["launch"]["scheduler"] = {{"kind", "slurm"}, {"nodes", nodes}, {"ranks_per_node", 2},
-                                   {"time", "10"}};
+    spec["launch"]["scheduler"] = {
+        {"kind", "slurm"}, {"nodes", nodes}, {"ranks_per_node", 2}, {"time", "10"}};
     spec["train"]["steps"] = steps;
     spec["telemetry"]["every_steps"] = 1;
     return session::memberSpec(spec.dump(), {});
@@ -86,7 +86,16 @@ class SlurmSweep : public testing::CliRunTest {
 
   std::string recordedJob(int64_t run) const {
     storage::Database db(dbPath());
-    return queryText(db, fmt::format("SELECT scheduler_job_id FROM runs WHERE id = {}", run));
+    return queryText(
+        db, fmt::format("SELECT coalesce(scheduler_job_id, '') FROM runs WHERE id = {}", run));
+  }
+
+  // The run's status, its error and its Slurm state, for failure messages.
+  std::string recordedEnd(int64_t run) const {
+    storage::Database db(dbPath());
+    return queryText(db, fmt::format("SELECT status || ': ' || coalesce(error, '') || ' [' || "
+                                     "coalesce(scheduler_state, '') || ']' FROM runs WHERE id = {}",
+                                     run));
   }
 
   // squeue's lines for the job (running, pending or completing).
@@ -107,14 +116,28 @@ class SlurmSweep : public testing::CliRunTest {
     return true;
   }
 
-  // Waits (bounded) until no process of the cluster but its daemons runs.
-  bool onlyDaemonsLeft() const {
+  // Waits (bounded) until no process of the cluster but its daemons runs (no step, no step
+  // script, no holder); "" then, else the
+  // command lines of those left.
+  std::string processesLeft() const {
     const auto deadline = std::chrono::steady_clock::now() + 30s;
     for (;;) {
       std::vector<pid_t> left = cluster_->processes();
       for (pid_t daemon : cluster_->daemonPids()) std::erase(left, daemon);
-      if (left.empty()) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
+      // slurmctld's own helper (slurmscriptd) is part of the daemon.
+      std::erase_if(left, [](pid_t pid) {
+        return testing::readProcFile(pid, "cmdline").starts_with("slurmctld");
+      });
+      if (left.empty()) return "";
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::string text;
+        for (pid_t pid : left) {
+          std::string command = testing::readProcFile(pid, "cmdline");
+          std::replace(command.begin(), command.end(), '\0', ' ');
+          text += fmt::format("{}: {}\n", pid, command);
+        }
+        return text;
+      }
       std::this_thread::sleep_for(200ms);
     }
   }
@@ -141,7 +164,7 @@ TEST_F(SlurmSweep, TwoMembersRunAsStepsOfOneAllocationAndItsReleaseLeavesNothing
   for (std::thread& thread : threads) thread.join();
   std::vector<std::string> recorded;
   for (size_t i = 0; i < runs.size(); ++i) {
-    EXPECT_EQ(statuses[i], "completed") << i;
+    EXPECT_EQ(statuses[i], "completed") << recordedEnd(runs[i]->runId());
     recorded.push_back(recordedJob(runs[i]->runId()));
     EXPECT_TRUE(recorded.back().starts_with(job + ".")) << recorded.back() << " in " << job;
   }
@@ -151,7 +174,7 @@ TEST_F(SlurmSweep, TwoMembersRunAsStepsOfOneAllocationAndItsReleaseLeavesNothing
   EXPECT_EQ(allocation.release(), "");
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
-  EXPECT_TRUE(onlyDaemonsLeft());
+  EXPECT_EQ(processesLeft(), "");
 }
 
 TEST_F(SlurmSweep, CancellingOneMemberCancelsOnlyItsStep) {
@@ -178,18 +201,18 @@ TEST_F(SlurmSweep, CancellingOneMemberCancelsOnlyItsStep) {
   ASSERT_NE(second.find('.'), std::string::npos) << second;
   runs[0]->requestStop();
   threads[0].join();
-  EXPECT_EQ(statuses[0], "cancelled");
+  EXPECT_EQ(statuses[0], "cancelled") << recordedEnd(runs[0]->runId());
   // The other member's step and the allocation go on.
   EXPECT_EQ(steps(job).find(first + "\n"), std::string::npos) << steps(job);
   EXPECT_NE(steps(job).find(second + "\n"), std::string::npos) << steps(job);
   EXPECT_NE(queued(job).find("RUNNING"), std::string::npos) << queued(job);
   runs[1]->requestStop();
   threads[1].join();
-  EXPECT_EQ(statuses[1], "cancelled");
+  EXPECT_EQ(statuses[1], "cancelled") << recordedEnd(runs[1]->runId());
   EXPECT_EQ(allocation.release(), "");
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
-  EXPECT_TRUE(onlyDaemonsLeft());
+  EXPECT_EQ(processesLeft(), "");
 }
 
 TEST_F(SlurmSweep, AMemberTooLargeForTheAllocationRunsAsItsOwnJob) {
@@ -211,7 +234,7 @@ TEST_F(SlurmSweep, AMemberTooLargeForTheAllocationRunsAsItsOwnJob) {
   EXPECT_EQ(own.find('.'), std::string::npos) << own;
   EXPECT_NE(own, job);
   EXPECT_TRUE(goneFromQueue(job));
-  EXPECT_TRUE(onlyDaemonsLeft());
+  EXPECT_EQ(processesLeft(), "");
 }
 
 TEST_F(SlurmSweep, AnAllocationWhoseDriverDiesEndsWithItsHeartbeat) {
@@ -237,7 +260,11 @@ TEST_F(SlurmSweep, AnAllocationWhoseDriverDiesEndsWithItsHeartbeat) {
   char byte = 0;
   while (::read(pipe_fds[0], &byte, 1) == 1 && byte != '\n') job += byte;
   ::close(pipe_fds[0]);
-  ASSERT_FALSE(job.empty());
+  if (job.empty()) {
+    ::kill(driver, SIGKILL);
+    ::waitpid(driver, nullptr, 0);
+    FAIL() << "the driver obtained no allocation";
+  }
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   while (queued(job).find("RUNNING") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline)
@@ -247,7 +274,7 @@ TEST_F(SlurmSweep, AnAllocationWhoseDriverDiesEndsWithItsHeartbeat) {
   ::waitpid(driver, nullptr, 0);
   // heartbeat_timeout is 5 s: the holder ends, and the allocation with it.
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
-  EXPECT_TRUE(onlyDaemonsLeft());
+  EXPECT_EQ(processesLeft(), "");
 }
 
 }  // namespace
