@@ -99,15 +99,18 @@ struct SlurmLaunch::State {
     return out.out.substr(0, out.out.find('\n'));
   }
 
+  // The member's step, once node 0 of it said it.
+  void learnStep() {
+    if (!step_id.empty()) return;
+    const std::string said = firstLine(stepIdFile(options.job_dir));
+    if (said.starts_with(job_id + ".") && allDigits(said.substr(job_id.size() + 1))) step_id = said;
+  }
+
   // A member's state: its step's while squeue lists it, its srun's end once the step script wrote
   // it; before its step started, PENDING with the allocation's reason (an allocation that ended
   // without the step's end written ends the member as it ended).
   std::optional<SlurmJobState> queryStep() {
-    if (step_id.empty()) {
-      const std::string said = firstLine(stepIdFile(options.job_dir));
-      if (said.starts_with(job_id + ".") && allDigits(said.substr(job_id.size() + 1)))
-        step_id = said;
-    }
+    learnStep();
     if (!step_id.empty()) {
       const CommandOutput steps = host->run(
           {"squeue", "--steps", "--noheader", "--jobs", job_id, "--format=%i|%N"}, kCommandTimeout);
@@ -148,6 +151,7 @@ struct SlurmLaunch::State {
 
   // Stops a member: its step once it runs (scancel STEP), else its step script's process group.
   void stopStep(bool gracefully) {
+    learnStep();
     if (step_id.empty()) {
       const std::string pid = firstLine(stepPidFile(options.job_dir));
       if (allDigits(pid)) {

@@ -3,7 +3,8 @@
 // recorded with its job id and distinct steps; cancelling one member cancels only its step;
 // releasing the allocation leaves no job in squeue and no process; a member too large for the
 // allocation runs as its own job; a driver that dies without releasing it loses it to the
-// heartbeat. Skipped where the Slurm daemons are not installed.
+// heartbeat; `ringmaster cancel` of a detached member stops its step and not the allocation.
+// Skipped where the Slurm daemons are not installed.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/captured_process.h"
 #include "common/cli_run.h"
 #include "common/proc_files.h"
 #include "common/slurm_cluster.h"
@@ -36,6 +38,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
 using storage::testing::queryText;
+using testing::CapturedProcess;
 
 class SlurmSweep : public testing::CliRunTest {
  protected:
@@ -209,6 +212,53 @@ TEST_F(SlurmSweep, CancellingOneMemberCancelsOnlyItsStep) {
   runs[1]->requestStop();
   threads[1].join();
   EXPECT_EQ(statuses[1], "cancelled") << recordedEnd(runs[1]->runId());
+  EXPECT_EQ(allocation.release(), "");
+  EXPECT_TRUE(goneFromQueue(job)) << queued(job);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+  EXPECT_EQ(processesLeft(), "");
+}
+
+TEST_F(SlurmSweep, CancelOfADetachedMemberStopsOnlyItsStepNotTheAllocation) {
+  // `ringmaster cancel` of a member whose launching process left (recorded with the allocation's
+  // job id only: nobody followed it to its step) must find its step, never scancel the allocation.
+  const std::vector<JobSpec> members = {member("a", 1, 1000000), member("b", 1, 1000000)};
+  session::SlurmSweepAllocation allocation = allocate(members, 2);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  auto detached = std::make_unique<session::RunSession>(
+      session::RunRequest{.spec_path = "a.json",
+                          .spec_text = toJson(members[0]).dump(),
+                          .db_path = dbPath(),
+                          .detach = true,
+                          .slurm_allocation = job});
+  EXPECT_EQ(detached->run().status, "detached");
+  const int64_t cancelled = detached->runId();
+  detached.reset();
+  EXPECT_EQ(recordedJob(cancelled), job);
+  auto followed = session(members[1], job);
+  std::string followed_status;
+  std::thread thread([&] { followed_status = followed->run().status; });
+  const fs::path step_file = session::localJobDirectory(dbPath(), cancelled) / "slurm-step";
+  const auto deadline = std::chrono::steady_clock::now() + 90s;
+  while (
+      (!fs::exists(step_file) || recordedJob(followed->runId()).find('.') == std::string::npos) &&
+      std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  const std::string step = testing::fileBytes(step_file);
+  const std::string other = recordedJob(followed->runId());
+  ASSERT_TRUE(step.starts_with(job + ".")) << step;
+  ASSERT_NE(other.find('.'), std::string::npos) << other;
+
+  CapturedProcess cancel = ringmaster({"cancel", std::to_string(cancelled)}, cluster_->env());
+  const ExitStatus status = cancel.wait(120s);
+  EXPECT_EQ(status.exit_code, 130) << status.describe() << "\n" << cancel.err();
+  EXPECT_EQ(recordedEnd(cancelled), "cancelled:  [CANCELLED]");
+  EXPECT_EQ(recordedJob(cancelled), step.substr(0, step.find('\n')));
+  EXPECT_NE(steps(job).find(other + "\n"), std::string::npos) << steps(job);
+  EXPECT_NE(queued(job).find("RUNNING"), std::string::npos) << queued(job);
+  followed->requestStop();
+  thread.join();
+  EXPECT_EQ(followed_status, "cancelled") << recordedEnd(followed->runId());
   EXPECT_EQ(allocation.release(), "");
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
