@@ -3,7 +3,8 @@
 // recorded with its job id and distinct steps; cancelling one member cancels only its step;
 // releasing the allocation leaves no job in squeue and no process; a member too large for the
 // allocation runs as its own job; a driver that dies without releasing it loses it to the
-// heartbeat; `ringmaster cancel` of a detached member stops its step and not the allocation.
+// heartbeat; a member waits `pending` while the allocation is queued, and its cancel then starts
+// no step; `ringmaster cancel` of a detached member stops its step and not the allocation.
 // Skipped where the Slurm daemons are not installed.
 #include <signal.h>
 #include <sys/wait.h>
@@ -262,6 +263,44 @@ TEST_F(SlurmSweep, CancelOfADetachedMemberStopsOnlyItsStepNotTheAllocation) {
   EXPECT_EQ(allocation.release(), "");
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 60s));
+  EXPECT_EQ(processesLeft(), "");
+}
+
+TEST_F(SlurmSweep, AMemberWaitsPendingWhileTheAllocationIsQueuedAndItsCancelStartsNoStep) {
+  // Both nodes held by another job: the sweep's allocation waits in the queue, and so its member.
+  const std::string blocker =
+      cluster_->sbatch({"--nodes=2", "--exclusive", "--output=/dev/null", "--wrap", "sleep 300"});
+  const std::vector<JobSpec> members = {member("a", 1, 5)};
+  session::SlurmSweepAllocation allocation = allocate(members, 1);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  auto run = session(members[0], job);
+  std::string status;
+  std::thread thread([&] { status = run->run().status; });
+  storage::Database db(dbPath());
+  const auto reason = [&] {
+    return queryText(db,
+                     fmt::format("SELECT status || ' ' || coalesce(scheduler_state, '') || "
+                                 "' ' || coalesce(scheduler_reason, '') FROM runs WHERE id = {}",
+                                 run->runId()));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (reason().find("Resources") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(reason(),
+            fmt::format("pending PENDING the sweep's allocation {} waits: Resources", job));
+  run->requestStop();
+  thread.join();
+  EXPECT_EQ(status, "cancelled") << recordedEnd(run->runId());
+  EXPECT_EQ(recordedJob(run->runId()), job);  // no step was ever made
+  EXPECT_EQ(
+      testing::fileBytes(session::localJobDirectory(dbPath(), run->runId()) / "slurm-step-exit"),
+      "143\n");
+  EXPECT_EQ(allocation.release(), "");
+  cluster_->command("scancel", {blocker});
+  EXPECT_TRUE(goneFromQueue(job)) << queued(job);
+  EXPECT_TRUE(goneFromQueue(blocker)) << queued(blocker);
   EXPECT_EQ(processesLeft(), "");
 }
 
