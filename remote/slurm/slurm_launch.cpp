@@ -37,6 +37,9 @@ std::string stepExitFile(const std::string& job_dir) {
 std::string stepPidFile(const std::string& job_dir) {
   return job_dir + "/slurm-step.pid";
 }
+std::string stepCancelFile(const std::string& job_dir) {
+  return job_dir + "/slurm-step-cancel";
+}
 
 bool allDigits(std::string_view text) {
   return !text.empty() &&
@@ -107,8 +110,8 @@ struct SlurmLaunch::State {
   }
 
   // A member's state: its step's while squeue lists it, its srun's end once the step script wrote
-  // it; before its step started, PENDING with the allocation's reason (an allocation that ended
-  // without the step's end written ends the member as it ended).
+  // it (an end other than completed or cancelled is the allocation's when that ended); before its
+  // step started, PENDING with the allocation's reason.
   std::optional<SlurmJobState> queryStep() {
     learnStep();
     if (!step_id.empty()) {
@@ -118,14 +121,21 @@ struct SlurmLaunch::State {
         if (std::optional<SlurmJobState> state = parseSqueueSteps(steps.out, step_id)) return state;
       }
     }
+    // A step that ended well, or as asked, says so itself; any other end is the allocation's when
+    // that has ended (released, TIMEOUT, NODE_FAIL), whether or not the step had started.
     const std::string exit = firstLine(stepExitFile(options.job_dir));
-    if (!exit.empty()) return stepEnd(exit);
+    if (!exit.empty() && (exit == "0" || cancel_asked)) return stepEnd(exit);
     std::optional<SlurmJobState> allocation = query();
-    if (!allocation) return std::nullopt;
+    if (!allocation) return exit.empty() ? std::nullopt : std::optional(stepEnd(exit));
     if (isFinalSlurmState(allocation->state)) {
+      if (step_id.empty())
+        allocation->reason =
+            fmt::format("its step never started: the sweep's allocation {} ended {}", job_id,
+                        allocation->state);
       allocation->job_id = step_id.empty() ? job_id : step_id;
       return allocation;
     }
+    if (!exit.empty()) return stepEnd(exit);
     if (!step_id.empty()) return known ? std::optional(last) : std::nullopt;
     return SlurmJobState{.job_id = job_id,
                          .state = "PENDING",
@@ -146,6 +156,12 @@ struct SlurmLaunch::State {
     state.state = code == 0                                    ? "COMPLETED"
                   : cancel_asked || code == 130 || code == 143 ? "CANCELLED"
                                                                : "FAILED";
+    // No agent ran to say why: the script's own words are in its output.
+    if (state.state == "FAILED" && step_id.empty())
+      state.reason = fmt::format(
+          "its step never started in the sweep's allocation {}: "
+          "{}/slurm-step.out says why",
+          job_id, options.job_dir);
     return state;
   }
 
@@ -153,6 +169,8 @@ struct SlurmLaunch::State {
   void stopStep(bool gracefully) {
     learnStep();
     if (step_id.empty()) {
+      // The script checks this file before it starts srun, should it not have said its PID yet.
+      host->writeFile(stepCancelFile(options.job_dir), "cancelled\n");
       const std::string pid = firstLine(stepPidFile(options.job_dir));
       if (allDigits(pid)) {
         host->run({"kill", gracefully ? "-TERM" : "-KILL", "--", "-" + pid}, kCommandTimeout);
@@ -409,8 +427,9 @@ std::string SlurmLaunch::failure() const {
   if (!s.known) return {};
   const std::string_view status = runStatusOfSlurmState(s.last.state);
   if (status != "failed") return {};
-  // A job whose script failed because a worker did: the agents' own root cause says more.
-  if (s.last.state == "FAILED") return {};
+  // A job whose script failed because a worker did: the agents' own root cause says more (a
+  // sweep member whose step never started has no agent to say it).
+  if (s.last.state == "FAILED" && !(s.stepMode() && s.step_id.empty())) return {};
   std::string text = describeSlurmState(s.last);
   if (!s.down_nodes.empty()) text += fmt::format("; down: {}", s.down_nodes);
   return text;

@@ -42,7 +42,7 @@ std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths)
 // A sweep's member as a job step of the sweep's allocation (issue 37, docs/slurm.md "Sweeps in
 // one allocation"): the script the submitting host runs detached instead of sbatch. It writes its
 // own output to <job_dir>/slurm-step.out, waits while the allocation `allocation_id` (digits) is
-// queued, then starts the step with
+// queued (ending with 143 as soon as <job_dir>/slurm-step-cancel exists), then starts the step with
 //   srun --jobid=ALLOC --nodes=N --ntasks-per-node=1 [cpus, gpus, mem, time] --job-name=NAME
 //     --kill-on-bad-exit=1 --input=none /bin/bash -c '<agent>' ...
 // every option word shell-quoted; each node's task takes the master from the step's own first

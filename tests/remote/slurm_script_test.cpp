@@ -391,6 +391,19 @@ TEST_F(SlurmStepScript, AnAllocationThatEndedStartsNoStepAndSaysSo) {
   }
 }
 
+TEST_F(SlurmStepScript, ACancelAskedBeforeTheStepStartedEndsTheScriptWithoutOne) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
+  for (const std::string& state : {"PENDING", "RUNNING"}) {
+    SCOPED_TRACE(state);
+    fs::remove(dir_ / "srun.argv");
+    fs::create_directories(paths_.job_dir);
+    std::ofstream(fs::path(paths_.job_dir) / "slurm-step-cancel") << "cancelled\n";
+    EXPECT_EQ(runStepScript(slurm::slurmStepScript(spec, paths_, "4242"), {state}), 143);
+    EXPECT_FALSE(fs::exists(dir_ / "srun.argv"));
+    EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step-exit"), "143\n");
+  }
+}
+
 TEST_F(SlurmStepScript, AnAllocationIdThatIsNotAJobIdIsRefused) {
   const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
   for (const char* bad : {"", "42;rm -rf /", "4242.1", "$(touch CANARY)", "-1"})

@@ -4,8 +4,9 @@
 // releasing the allocation leaves no job in squeue and no process; a member too large for the
 // allocation runs as its own job; a driver that dies without releasing it loses it to the
 // heartbeat; a member waits `pending` while the allocation is queued, and its cancel then starts
-// no step; `ringmaster cancel` of a detached member stops its step and not the allocation.
-// Skipped where the Slurm daemons are not installed.
+// no step; a member given an allocation that has ended ends as it did, saying its step never
+// started; `ringmaster cancel` of a detached member stops its step and not the allocation. Skipped
+// where the Slurm daemons are not installed.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -301,6 +302,25 @@ TEST_F(SlurmSweep, AMemberWaitsPendingWhileTheAllocationIsQueuedAndItsCancelStar
   cluster_->command("scancel", {blocker});
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(goneFromQueue(blocker)) << queued(blocker);
+  EXPECT_EQ(processesLeft(), "");
+}
+
+TEST_F(SlurmSweep, AMemberGivenAnAllocationThatEndedEndsAsItSayingItsStepNeverStarted) {
+  const std::vector<JobSpec> members = {member("a", 1, 5)};
+  session::SlurmSweepAllocation allocation = allocate(members, 1);
+  const std::string job = allocation.jobId();
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(allocation.release(), "");
+  ASSERT_TRUE(goneFromQueue(job));
+  auto run = session(members[0], job);
+  EXPECT_EQ(run->run().status, "cancelled");
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryText(db, fmt::format("SELECT scheduler_state || ': ' || scheduler_reason FROM "
+                                      "runs WHERE id = {}",
+                                      run->runId())),
+            fmt::format("CANCELLED: its step never started: the sweep's allocation {} ended "
+                        "CANCELLED",
+                        job));
   EXPECT_EQ(processesLeft(), "");
 }
 
