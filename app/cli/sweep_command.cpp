@@ -252,6 +252,10 @@ int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, boo
                           "cancelling sweep {}: the running runs finish their step (Ctrl-C again "
                           "to kill them); the members not started are recorded so\n",
                           sweep_id);
+           },
+       .on_note =
+           [&](const std::string& note) {
+             if (!quiet) fmt::print(stderr, "sweep {}: {}\n", sweep_id, note);
            }});
   storage::Database db(db_path);
   sweep = storage::loadSweep(db, sweep_id);

@@ -105,6 +105,8 @@ fs::path sweepDirectory(const std::string& db_path, int64_t sweep_id) {
 struct SweepRunner::Member {
   int position = 0;
   std::vector<std::string> overrides;  // "field=<json>"
+  // Under Slurm: the sweep's allocation, when the member runs as a step of it.
+  std::optional<std::string> slurm_allocation;
   std::thread thread;
   std::atomic<bool> finished{false};
 };
@@ -184,7 +186,8 @@ void SweepRunner::runMember(Member& member) {
                               .spec_text = spec_text_,
                               .db_path = db_path_,
                               .overrides = member.overrides,
-                              .grace_s = grace_s_});
+                              .grace_s = grace_s_,
+                              .slurm_allocation = member.slurm_allocation});
     run_id = run.runId();
     events_->post({.kind = Kind::kStarted, .position = member.position, .run_id = run_id});
     int forwarded = 0;
@@ -268,11 +271,48 @@ bool sweepDriverRuns(const storage::SweepDriver& driver) {
                        .boot_id = driver.boot_id});
 }
 
+// Under Slurm, the allocation the members share where their sizes allow (run/slurm_sweep.h); none
+// for a sweep with no member under Slurm. Refused, each member runs as its own job.
+SlurmSweepAllocation SweepRunner::shareSlurmAllocation(const SweepObserver& observer) {
+  const auto note = [&](const std::string& text) {
+    if (observer.on_note) observer.on_note(text);
+  };
+  std::vector<JobSpec> specs;
+  for (const auto& member : members_) {
+    try {
+      specs.push_back(memberSpec(spec_text_, member->overrides));
+    } catch (const Error&) {
+      specs.emplace_back();  // refused by its own RunSession when it starts
+    }
+  }
+  try {
+    SlurmSweepAllocation allocation =
+        allocateForSweep({.members = specs,
+                          .parallel = parallel_,
+                          .dir = (sweepDirectory(db_path_, sweep_id_) / "slurm").string()});
+    if (!allocation.jobId().empty())
+      note(fmt::format("the members share Slurm allocation {}", allocation.jobId()));
+    for (size_t i = 0; i < members_.size(); ++i) {
+      members_[i]->slurm_allocation = allocation.allocationFor(i);
+      const std::string why = allocation.ownJobReason(i);
+      if (!why.empty())
+        note(fmt::format("member {} runs as its own Slurm job: {}", members_[i]->position, why));
+    }
+    return allocation;
+  } catch (const Error& error) {
+    note(fmt::format("no shared Slurm allocation ({}): each member runs as its own Slurm job",
+                     error.message()));
+    return {};
+  }
+}
+
 SweepOutcome SweepRunner::run(const SweepObserver& observer) {
   RM_ENFORCE(!ran_, "SweepRunner::run is called once");
   ran_ = true;
   storage::Database db(db_path_);
   storage::recordSweepDriver(db, sweep_id_, thisDriver());
+  // Released by its destructor on every path, after the members' threads are joined.
+  SlurmSweepAllocation allocation = shareSlurmAllocation(observer);
   SweepOutcome outcome;
   size_t next = 0;
   int running = 0;
@@ -299,6 +339,9 @@ SweepOutcome SweepRunner::run(const SweepObserver& observer) {
       if (running == 0 && (cancelling || next == members_.size())) break;
     }
     handleEvents(db, observer, outcome);
+    const std::string release_failure = allocation.release();
+    if (!release_failure.empty() && observer.on_note)
+      observer.on_note("releasing the Slurm allocation: " + release_failure);
     outcome.not_started = cancelling ? storage::recordSweepMembersNotStarted(db, sweep_id_) : 0;
     outcome.status = cancelling ? "cancelled" : "completed";
     storage::finishSweep(db, sweep_id_, outcome.status, telemetryNow());

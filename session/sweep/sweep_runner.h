@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "run/slurm_sweep.h"
 #include "sweep/sweep_plan.h"
 
 namespace ringmaster::storage {
@@ -78,6 +79,9 @@ struct SweepObserver {
       on_ended;
   // The first stop request was taken: the running runs are asked to stop.
   std::function<void()> on_cancelling;
+  // Where the runs go when that is worth saying: the Slurm allocation the members share, a member
+  // that runs as its own Slurm job and why.
+  std::function<void(const std::string& note)> on_note;
 };
 
 struct SweepOutcome {
@@ -109,6 +113,7 @@ class SweepRunner {
   void startMember(Member& member);
   void runMember(Member& member);
   void handleEvents(storage::Database& db, const SweepObserver& observer, SweepOutcome& outcome);
+  SlurmSweepAllocation shareSlurmAllocation(const SweepObserver& observer);
 
   std::string db_path_;
   int64_t sweep_id_ = 0;

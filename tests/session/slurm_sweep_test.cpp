@@ -29,6 +29,7 @@
 #include "common/slurm_cluster.h"
 #include "common/test_paths.h"
 #include "db/database.h"
+#include "query/sweeps.h"
 #include "run/run_session.h"
 #include "run/slurm_sweep.h"
 #include "storage/storage_test_support.h"
@@ -180,6 +181,35 @@ TEST_F(SlurmSweep, TwoMembersRunAsStepsOfOneAllocationAndItsReleaseLeavesNothing
   EXPECT_TRUE(goneFromQueue(job)) << queued(job);
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
   EXPECT_EQ(processesLeft(), "");
+}
+
+TEST_F(SlurmSweep, RingmasterSweepPutsItsMembersIntoOneAllocationAndReleasesIt) {
+  // The command itself: a 2-member grid over a Slurm spec, both members at once.
+  json spec = toJson(member("grid", 1, 4));
+  const std::string path = writeSpec("grid", spec);
+  CapturedProcess sweep =
+      ringmaster({"sweep", path, "--axis", "optimizer.lr=0.01,0.02", "--parallel", "2", "--json"});
+  const ExitStatus status = sweep.wait(240s);
+  ASSERT_TRUE(testing::exitedWith(status, 0)) << sweep.err();
+  EXPECT_NE(sweep.err().find("the members share Slurm allocation"), std::string::npos)
+      << sweep.err();
+  storage::Database db(dbPath());
+  const std::vector<storage::SweepRecord> sweeps = storage::listSweeps(db);
+  ASSERT_EQ(sweeps.size(), 1u);
+  ASSERT_EQ(sweeps[0].members.size(), 2u);
+  std::vector<std::string> jobs;
+  for (const storage::SweepMember& each : sweeps[0].members) {
+    ASSERT_TRUE(each.run_id) << each.state;
+    EXPECT_EQ(each.run_status, "completed") << recordedEnd(*each.run_id);
+    jobs.push_back(recordedJob(*each.run_id));
+  }
+  // One allocation, a step each.
+  const std::string allocation = jobs[0].substr(0, jobs[0].find('.'));
+  ASSERT_FALSE(allocation.empty());
+  EXPECT_TRUE(jobs[1].starts_with(allocation + ".")) << jobs[0] << " and " << jobs[1];
+  EXPECT_NE(jobs[0], jobs[1]);
+  EXPECT_TRUE(goneFromQueue(allocation)) << queued(allocation);
+  EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_));
 }
 
 TEST_F(SlurmSweep, CancellingOneMemberCancelsOnlyItsStep) {
