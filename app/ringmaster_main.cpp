@@ -32,6 +32,7 @@
 #if RINGMASTER_HAVE_WEB
 #include "cli/serve_command.h"
 #endif
+#include "cli/plan_command.h"
 #include "cli/spec_command.h"
 #include "core/error.h"
 #include "exit_codes.h"
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   cli::addHostsCommand(app, commands);
 #endif
   cli::addSpecCommand(app, commands);
+  cli::addPlanCommand(app, commands);
 #if RINGMASTER_HAVE_WEB
   cli::addServeCommand(app, commands);
 #endif

@@ -70,9 +70,13 @@ double microSteps(const JobSpec& spec) {
          (stageCount(spec) > 1 ? spec.train.micro_batches : 1);
 }
 
-DimensionCost costOf(MeshDim dim, const std::string& op, int ranks, double bytes,
-                     double operations, const Measurements& measured, std::string formula) {
-  return {.dim = dim, .op = op, .ranks = ranks, .bytes = bytes, .operations = operations,
+DimensionCost costOf(MeshDim dim, const std::string& op, int ranks, double bytes, double operations,
+                     const Measurements& measured, std::string formula) {
+  return {.dim = dim,
+          .op = op,
+          .ranks = ranks,
+          .bytes = bytes,
+          .operations = operations,
           .seconds = measured.curve(op, ranks).seconds(bytes, operations),
           .formula = std::move(formula)};
 }
@@ -89,18 +93,20 @@ DimensionCost dataParallelCost(const JobSpec& spec, const RankShare& share,
   if (!fsdp || spec.strategy.fsdp.sharding == FsdpSharding::kNoShard) {
     const double cap = spec.strategy.ddp.bucket_cap_mb * kMiB;
     const double buckets =
-        stageCount(spec) > 1 ? 1 : 1 + std::ceil(std::max(0.0, bytes - kDdpFirstBucketMb * kMiB) / cap);
-    return costOf(MeshDim::kDp, "all_reduce", dp, bytes, buckets, measured,
-                  fmt::format("all-reduce of the rank's gradients ({}) in {} op(s)", size, buckets));
+        stageCount(spec) > 1 ? 1
+                             : 1 + std::ceil(std::max(0.0, bytes - kDdpFirstBucketMb * kMiB) / cap);
+    return costOf(
+        MeshDim::kDp, "all_reduce", dp, bytes, buckets, measured,
+        fmt::format("all-reduce of the rank's gradients ({}) in {} op(s)", size, buckets));
   }
   const double gathers = spec.strategy.fsdp.sharding == FsdpSharding::kFullShard ? 2 : 1;
   const double units =
       spec.strategy.fsdp.units == FsdpUnits::kModel ? 1 : std::max(1, share.blocks);
-  DimensionCost cost = costOf(
-      MeshDim::kDp, "all_gather", dp, gathers * bytes, gathers * units, measured,
-      fmt::format("{} all-gather(s) of the parameters ({}) and one reduce-scatter of the "
-                  "gradients, {} unit(s) each",
-                  gathers, size, units));
+  DimensionCost cost =
+      costOf(MeshDim::kDp, "all_gather", dp, gathers * bytes, gathers * units, measured,
+             fmt::format("{} all-gather(s) of the parameters ({}) and one reduce-scatter of the "
+                         "gradients, {} unit(s) each",
+                         gathers, size, units));
   cost.op = "all_gather+reduce_scatter";
   cost.seconds += measured.curve("reduce_scatter", dp).seconds(bytes, units);
   cost.bytes += bytes;
@@ -155,10 +161,13 @@ const CommCurve& Measurements::curve(const std::string& op, int ranks) const {
 
 nlohmann::json Measurements::toJson() const {
   nlohmann::json flops = nlohmann::json::object();
-  for (const auto& [precision, value] : flops_per_s) flops[std::string(toString(precision))] = value;
+  for (const auto& [precision, value] : flops_per_s)
+    flops[std::string(toString(precision))] = value;
   nlohmann::json list = nlohmann::json::array();
   for (const CommCurve& c : curves) {
-    list.push_back({{"op", c.op}, {"ranks", c.ranks}, {"latency_s", c.latency_s},
+    list.push_back({{"op", c.op},
+                    {"ranks", c.ranks},
+                    {"latency_s", c.latency_s},
                     {"bytes_per_s", c.bytes_per_s}});
   }
   return {{"flops_per_s", flops}, {"comm", list}};
@@ -206,12 +215,14 @@ std::pair<double, double> pipelineUnits(const JobSpec& spec) {
   const double rerun = spec.train.activation_checkpointing ? 1 : 0;
   PhaseCosts costs{.forward = 1, .backward = 2 + rerun, .weight = 0};
   if (pipeline.schedule == PipelineSchedule::kZbH1) costs = {1, 1 + rerun, 1};
-  // Each action of a rank's chunk costs its share: a chunk holds 1 / virtual_stages of the rank's.
-  const double chunk = 1.0 / pipeline.virtual_stages;
-  costs = {costs.forward * chunk, costs.backward * chunk, costs.weight * chunk};
+  // simulateSchedule gives each of a rank's virtual stages its share of these costs.
   const ScheduleTimeline timeline = simulateSchedule(plan, costs);
-  const double busy = spec.train.micro_batches * (costs.forward + costs.backward + costs.weight) *
-                      pipeline.virtual_stages;
+  double busy = 0;
+  for (const std::vector<TimedAction>& actions : timeline.per_rank) {
+    double rank_busy = 0;
+    for (const TimedAction& action : actions) rank_busy += action.end - action.start;
+    busy = std::max(busy, rank_busy);
+  }
   return {busy, timeline.makespan};
 }
 
@@ -232,8 +243,8 @@ StepPrediction predictStep(const JobSpec& spec, const Measurements& measured) {
   const double per_sample =
       trainingFlopsPerToken(model, static_cast<int64_t>(out.tokens_per_sample)) *
       out.tokens_per_sample * (spec.train.activation_checkpointing ? 4.0 / 3.0 : 1.0);
-  out.compute_s = per_sample * replicaSamples(spec) * share.block_share /
-                  spec.strategy.mesh.tp / flops->second;
+  out.compute_s =
+      per_sample * replicaSamples(spec) * share.block_share / spec.strategy.mesh.tp / flops->second;
   if (stageCount(spec) > 1) {
     const auto [busy, makespan] = pipelineUnits(spec);
     out.bubble_s = out.compute_s * (makespan / busy - 1);
@@ -278,15 +289,20 @@ nlohmann::json planJson(const LayoutEnumeration& layouts, const std::vector<Rank
   for (const RankedLayout& entry : ranked) {
     const Layout& layout = entry.planned.layout;
     nlohmann::json row = {
-        {"rank", nullptr}, {"top", false}, {"label", layout.label()},
+        {"rank", nullptr},
+        {"top", false},
+        {"label", layout.label()},
         {"mesh", {{"dp", layout.mesh.dp}, {"tp", layout.mesh.tp}, {"pp", layout.mesh.pp}}},
         {"dp_mode", layout.dpMode()},
         {"schedule", layout.schedule ? nlohmann::json(toString(*layout.schedule)) : nullptr},
-        {"virtual_stages", layout.virtual_stages}, {"micro_batches", layout.micro_batches},
-        {"batch_size", layout.batch_size}, {"checkpointing", layout.checkpointing},
+        {"virtual_stages", layout.virtual_stages},
+        {"micro_batches", layout.micro_batches},
+        {"batch_size", layout.batch_size},
+        {"checkpointing", layout.checkpointing},
         {"precision", toString(layout.precision)},
         {"overrides", overridesObject(entry.planned.overrides)},
-        {"memory_bytes", entry.planned.memory_bytes}, {"memory_rank", entry.planned.memory_rank},
+        {"memory_bytes", entry.planned.memory_bytes},
+        {"memory_rank", entry.planned.memory_rank},
         {"dropped", entry.planned.dropped ? nlohmann::json(*entry.planned.dropped) : nullptr},
         {"prediction", nullptr}};
     if (const std::optional<StepPrediction>& p = entry.prediction) {
@@ -295,12 +311,18 @@ nlohmann::json planJson(const LayoutEnumeration& layouts, const std::vector<Rank
       row["top"] = position <= top;
       nlohmann::json comm = nlohmann::json::array();
       for (const DimensionCost& c : p->comm) {
-        comm.push_back({{"dim", toString(c.dim)}, {"op", c.op}, {"ranks", c.ranks},
-                        {"bytes", c.bytes}, {"operations", c.operations},
-                        {"ms", 1e3 * c.seconds}, {"formula", c.formula}});
+        comm.push_back({{"dim", toString(c.dim)},
+                        {"op", c.op},
+                        {"ranks", c.ranks},
+                        {"bytes", c.bytes},
+                        {"operations", c.operations},
+                        {"ms", 1e3 * c.seconds},
+                        {"formula", c.formula}});
       }
-      row["prediction"] = {{"step_ms", 1e3 * p->step_s}, {"compute_ms", 1e3 * p->compute_s},
-                           {"bubble_ms", 1e3 * p->bubble_s}, {"comm", comm},
+      row["prediction"] = {{"step_ms", 1e3 * p->step_s},
+                           {"compute_ms", 1e3 * p->compute_s},
+                           {"bubble_ms", 1e3 * p->bubble_s},
+                           {"comm", comm},
                            {"rate", p->rate()},
                            {"rate_unit", p->has_tokens ? "tokens/s" : "samples/s"}};
     }
@@ -309,13 +331,14 @@ nlohmann::json planJson(const LayoutEnumeration& layouts, const std::vector<Rank
   nlohmann::json refused = nlohmann::json::array();
   for (const RefusedLayout& r : layouts.refused)
     refused.push_back({{"label", r.layout.label()}, {"problem", r.problem}});
-  return {{"world", worldSize(layouts.base)},
-          {"global_batch", layouts.global_batch},
-          {"device_memory", layouts.device_memory ? nlohmann::json(*layouts.device_memory) : nullptr},
-          {"device_memory_source", layouts.device_memory_source},
-          {"measurements", measured.toJson()},
-          {"layouts", rows},
-          {"refused", refused}};
+  return {
+      {"world", worldSize(layouts.base)},
+      {"global_batch", layouts.global_batch},
+      {"device_memory", layouts.device_memory ? nlohmann::json(*layouts.device_memory) : nullptr},
+      {"device_memory_source", layouts.device_memory_source},
+      {"measurements", measured.toJson()},
+      {"layouts", rows},
+      {"refused", refused}};
 }
 
 }  // namespace ringmaster::plan

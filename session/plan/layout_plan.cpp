@@ -56,7 +56,9 @@ std::vector<Layout> withPipeline(Layout layout, const LayoutChoices& choices) {
   return out;
 }
 
-std::string memoryText(double bytes) { return formatBytes(bytes, kTerminalBytes); }
+std::string memoryText(double bytes) {
+  return formatBytes(bytes, kTerminalBytes);
+}
 
 // The most any rank's estimate needs, and that rank.
 std::pair<double, int> peakEstimate(const JobSpec& spec) {
@@ -89,9 +91,9 @@ std::string Layout::dpMode() const {
 std::string Layout::label() const {
   std::string text = fmt::format("dp{} tp{} pp{} {}", mesh.dp, mesh.tp, mesh.pp, dpMode());
   if (schedule) {
-    text += fmt::format(" {}{} m{}", toString(*schedule),
-                        virtual_stages > 1 ? fmt::format("x{}", virtual_stages) : "",
-                        micro_batches);
+    text +=
+        fmt::format(" {}{} m{}", toString(*schedule),
+                    virtual_stages > 1 ? fmt::format("x{}", virtual_stages) : "", micro_batches);
   }
   return text + (checkpointing ? " ckpt " : " ") + std::string(toString(precision));
 }
@@ -180,8 +182,9 @@ LayoutEnumeration enumerateLayouts(const nlohmann::json& base_document,
   SpecParseResult parsed = parseJobSpec(base_document);
   if (!parsed.ok()) RM_THROW(kSpec, parsed.describe());
   LayoutEnumeration out{.base = *parsed.spec};
-  RM_CHECK_ARG(!out.base.program, "a program job's script builds a model the spec does not "
-                                  "describe: the layout advisor plans engine jobs only");
+  RM_CHECK_ARG(!out.base.program,
+               "a program job's script builds a model the spec does not "
+               "describe: the layout advisor plans engine jobs only");
   const TrainSpec& train = out.base.train;
   out.global_batch = train.batch_size * dataParallelSize(out.base);
   if (device_memory) {
@@ -198,18 +201,19 @@ LayoutEnumeration enumerateLayouts(const nlohmann::json& base_document,
     SpecParseResult result = parseJobSpec(document);
     if (!result.ok()) {
       const SpecProblem& first = result.problems.front();
-      out.refused.push_back({layout, first.path.empty() ? first.message
-                                                        : first.path + ": " + first.message});
+      out.refused.push_back(
+          {layout, first.path.empty() ? first.message : first.path + ": " + first.message});
       continue;
     }
-    PlannedLayout planned{.layout = layout, .overrides = std::move(overrides),
-                          .spec = std::move(*result.spec)};
+    PlannedLayout planned{
+        .layout = layout, .overrides = std::move(overrides), .spec = std::move(*result.spec)};
     std::tie(planned.memory_bytes, planned.memory_rank) = peakEstimate(planned.spec);
     if (out.device_memory && planned.memory_bytes > *out.device_memory) {
-      planned.dropped = fmt::format("rank {} needs an estimated {}, more than the {} a rank has "
-                                    "({})",
-                                    planned.memory_rank, memoryText(planned.memory_bytes),
-                                    memoryText(*out.device_memory), out.device_memory_source);
+      planned.dropped = fmt::format(
+          "rank {} needs an estimated {}, more than the {} a rank has "
+          "({})",
+          planned.memory_rank, memoryText(planned.memory_bytes), memoryText(*out.device_memory),
+          out.device_memory_source);
     }
     out.layouts.push_back(std::move(planned));
   }

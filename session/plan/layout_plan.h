@@ -20,8 +20,8 @@ namespace ringmaster::plan {
 // stays the same in every layout: batch_size is the base's global batch over this layout's dp.
 struct Layout {
   MeshSpec mesh;
-  std::string dp_kind = "ddp";           // strategy.dp.kind: "ddp" or "fsdp"
-  std::optional<FsdpSharding> sharding;  // fsdp only
+  std::string dp_kind = "ddp";               // strategy.dp.kind: "ddp" or "fsdp"
+  std::optional<FsdpSharding> sharding;      // fsdp only
   std::optional<PipelineSchedule> schedule;  // pp > 1 only
   int virtual_stages = 1;                    // > 1 only with interleaved_1f1b
   int micro_batches = 1;                     // train.micro_batches (1 without a pipeline)

@@ -20,7 +20,6 @@
 #include "db/files.h"
 #include "tensor/ops.h"
 
-
 extern "C" {
 // OpenBLAS's own (the build links OpenBLAS: cmake/Dependencies.cmake): a worker among several on
 // its host runs with OPENBLAS_NUM_THREADS=1, and the probe does as it does.
@@ -152,20 +151,22 @@ std::vector<CommCurve> probeCommCurves(int ranks, uint64_t small_bytes, uint64_t
 
 std::string hostSetKey(const JobSpec& spec) {
   std::string key(toString(spec.device));
-  for (const LaunchHostSpec& host : spec.launch.hosts) key += fmt::format(" {}:{}", host.host, host.ranks);
+  for (const LaunchHostSpec& host : spec.launch.hosts)
+    key += fmt::format(" {}:{}", host.host, host.ranks);
   return key;
 }
 
 Measurements measureHosts(const JobSpec& spec, const std::vector<Precision>& precisions) {
-  const bool local = !spec.launch.slurm &&
-                     std::all_of(spec.launch.hosts.begin(), spec.launch.hosts.end(),
-                                 [](const LaunchHostSpec& h) {
-                                   return h.host == "localhost" || h.host == "127.0.0.1";
-                                 });
+  const bool local =
+      !spec.launch.slurm &&
+      std::all_of(spec.launch.hosts.begin(), spec.launch.hosts.end(), [](const LaunchHostSpec& h) {
+        return h.host == "localhost" || h.host == "127.0.0.1";
+      });
   if (!local) {
-    RM_THROW(kUnavailable, "the layout advisor measures local hosts only: run `ringmaster plan` "
-                           "on a spec whose launch.hosts are localhost (or give the "
-                           "measurements through the API)");
+    RM_THROW(kUnavailable,
+             "the layout advisor measures local hosts only: run `ringmaster plan` "
+             "on a spec whose launch.hosts are localhost (or give the "
+             "measurements through the API)");
   }
   int per_host = 1;
   for (const LaunchHostSpec& host : spec.launch.hosts) per_host = std::max(per_host, host.ranks);

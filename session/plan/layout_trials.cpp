@@ -29,9 +29,8 @@ std::vector<double> averageRanks(const std::vector<double>& values) {
 }
 
 std::vector<TermPair> predictedTerms(const StepPrediction& p) {
-  std::vector<TermPair> terms = {{"step", 1e3 * p.step_s},
-                                 {"compute", 1e3 * p.compute_s},
-                                 {"bubble", 1e3 * p.bubble_s}};
+  std::vector<TermPair> terms = {
+      {"step", 1e3 * p.step_s}, {"compute", 1e3 * p.compute_s}, {"bubble", 1e3 * p.bubble_s}};
   for (const DimensionCost& cost : p.comm)
     terms.push_back({fmt::format("comm {}", toString(cost.dim)), 1e3 * cost.seconds});
   return terms;
@@ -113,8 +112,10 @@ TrialsReport compareTrials(const storage::Database& db, const nlohmann::json& sw
       continue;
     const RankedLayout& layout = predicted[static_cast<size_t>(position)];
     const StepPrediction& p = *layout.prediction;
-    TrialComparison trial{.position = position, .label = layout.planned.layout.label(),
-                          .status = member.value("state", ""), .terms = predictedTerms(p),
+    TrialComparison trial{.position = position,
+                          .label = layout.planned.layout.label(),
+                          .status = member.value("state", ""),
+                          .terms = predictedTerms(p),
                           .predicted_rate = p.rate(),
                           .rate_unit = p.has_tokens ? "tokens/s" : "samples/s"};
     if (member.contains("run") && member["run"].is_number_integer()) {
@@ -167,13 +168,17 @@ nlohmann::json toJson(const TrialsReport& report) {
   for (const TrialComparison& trial : report.trials) {
     nlohmann::json terms = nlohmann::json::array();
     for (const TermPair& term : trial.terms) {
-      terms.push_back({{"term", term.term}, {"predicted_ms", term.predicted_ms},
-                       {"measured_ms", optional(term.measured_ms)}, {"ratio", optional(term.ratio())}});
+      terms.push_back({{"term", term.term},
+                       {"predicted_ms", term.predicted_ms},
+                       {"measured_ms", optional(term.measured_ms)},
+                       {"ratio", optional(term.ratio())}});
     }
-    trials.push_back({{"position", trial.position}, {"label", trial.label},
+    trials.push_back({{"position", trial.position},
+                      {"label", trial.label},
                       {"status", trial.status},
                       {"run", trial.run ? nlohmann::json(*trial.run) : nullptr},
-                      {"terms", terms}, {"predicted_rate", trial.predicted_rate},
+                      {"terms", terms},
+                      {"predicted_rate", trial.predicted_rate},
                       {"measured_rate", optional(trial.measured_rate)},
                       {"rate_unit", trial.rate_unit}});
   }
