@@ -20,6 +20,8 @@
 #include "common/cli_run.h"
 #include "plan/layout_cost.h"
 #include "plan/layout_probes.h"
+#include "plan/layout_trials.h"
+#include "query/run_report.h"
 
 namespace ringmaster {
 namespace {
@@ -165,6 +167,85 @@ TEST_F(PlanCli, WhatItCannotDoIsRefusedWithTheErrorPolicysExitCodes) {
   r = ringmaster({"plan", writeSpec("remote", remote)});
   EXPECT_TRUE(exitedWith(r.status, 3)) << r.status.describe() << r.err;
   EXPECT_NE(r.err.find("local hosts only"), std::string::npos) << r.err;
+}
+
+// A tiny GPT on 2 ranks: a few steps of each layout take a second or two.
+json tinyGpt() {
+  json spec = gptOnRanks(2);
+  spec["model"].update({{"context", 16}, {"dim", 32}, {"heads", 2}, {"layers", 2}});
+  spec["data"] = {{"kind", "text"}, {"path", "licenses.txt"}, {"val_fraction", 0.1}};
+  spec["train"].update({{"steps", 4}, {"batch_size", 8}, {"eval_every", 0}});
+  spec["telemetry"]["every_steps"] = 1;
+  return spec;
+}
+
+TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
+  // Two layouts run for real as a sweep would run its members; a third member never started.
+  json spec = tinyGpt();
+  spec["data"]["path"] = (dir_ / "licenses.txt").string();
+  std::filesystem::create_directories(dir_);
+  {
+    std::ofstream text(dir_ / "licenses.txt");
+    for (int i = 0; i < 400; ++i)
+      text << "The quick brown fox jumps over the lazy dog. " << i << "\n";
+  }
+  const plan::LayoutEnumeration layouts = plan::enumerateLayouts(spec, 1e15);
+  std::vector<plan::RankedLayout> predicted;
+  for (const char* label :
+       {"dp2 tp1 pp1 ddp fp32", "dp1 tp1 pp2 - 1f1b m4 fp32", "dp1 tp2 pp1 - fp32"}) {
+    for (const plan::PlannedLayout& planned : layouts.layouts) {
+      if (planned.layout.label() == label)
+        predicted.push_back({planned, plan::predictStep(planned.spec, keptFigures())});
+    }
+  }
+  ASSERT_EQ(predicted.size(), 3u);
+  const std::string path = writeSpec("tiny", spec);
+  json members = json::array();
+  for (int position = 0; position < 2; ++position) {
+    std::vector<std::string> args = {"run", path, "--json"};
+    for (const std::string& assignment :
+         plan::overrideAssignments(predicted[position].planned.overrides))
+      args.insert(args.end(), {"--set", assignment});
+    CapturedProcess run = testing::CliRunTest::ringmaster(args);
+    const ExitStatus status = run.wait(120s);
+    ASSERT_TRUE(exitedWith(status, 0)) << status.describe() << run.err();
+    members.push_back({{"position", position},
+                       {"state", "started"},
+                       {"run", json::parse(run.out())["run"]["id"]}});
+  }
+  members.push_back({{"position", 2}, {"state", "not_started"}, {"run", nullptr}});
+  storage::Database db(dbPath());
+  const plan::TrialsReport report = plan::compareTrials(db, {{"members", members}}, predicted, 0);
+  ASSERT_EQ(report.trials.size(), 3u);
+  auto term = [](const plan::TrialComparison& trial, const std::string& name) {
+    for (const plan::TermPair& t : trial.terms) {
+      if (t.term == name) return t;
+    }
+    ADD_FAILURE() << "no term " << name;
+    return plan::TermPair{};
+  };
+  for (int position = 0; position < 2; ++position) {
+    const plan::TrialComparison& trial = report.trials[position];
+    EXPECT_EQ(trial.status, "completed");
+    ASSERT_TRUE(trial.run.has_value());
+    const storage::RunReport run = storage::buildRunReport(db, *trial.run, 0);
+    EXPECT_EQ(term(trial, "step").measured_ms, run.summary.mean_step_ms);
+    EXPECT_EQ(trial.measured_rate, run.summary.tokens_per_second);
+    EXPECT_TRUE(term(trial, "compute").measured_ms.has_value());
+    EXPECT_EQ(trial.predicted_rate, predicted[position].prediction->rate());
+  }
+  EXPECT_TRUE(term(report.trials[0], "comm dp").measured_ms.has_value());
+  EXPECT_GT(*term(report.trials[1], "bubble").measured_ms, 0);  // the pipeline's, measured
+  EXPECT_TRUE(term(report.trials[1], "comm pp").measured_ms.has_value());
+  EXPECT_EQ(report.trials[2].status, "not_started");
+  EXPECT_FALSE(report.trials[2].measured_rate.has_value());
+  EXPECT_TRUE(report.rank_correlation.has_value());  // two measured trials
+  EXPECT_TRUE(report.furthest_term.has_value());
+  const std::string text = plan::trialsText(report);
+  for (const plan::RankedLayout& layout : predicted)
+    EXPECT_NE(text.find(layout.planned.layout.label()), std::string::npos) << text;
+  EXPECT_NE(text.find("rank correlation"), std::string::npos);
+  EXPECT_EQ(plan::toJson(report)["trials"].size(), 3u);
 }
 
 }  // namespace
