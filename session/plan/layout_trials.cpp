@@ -36,7 +36,9 @@ std::vector<TermPair> predictedTerms(const StepPrediction& p) {
   return terms;
 }
 
-// The run's measured terms, by the names predictedTerms gives.
+// The run's measured terms, by the names predictedTerms gives. Tensor parallelism's collectives
+// wait at once inside the forward and backward (parallel/tensor_parallel/README.md), so the step
+// event counts them as compute: its term is the tp dimension's time per step, taken out of compute.
 void measureTerms(const storage::RunReport& report, std::vector<TermPair>& terms) {
   const double step = report.summary.mean_step_ms;
   const double bubble = report.summary.bubble_fraction.value_or(0) * step;
@@ -46,15 +48,17 @@ void measureTerms(const storage::RunReport& report, std::vector<TermPair>& terms
     exposed += rank.comm.mean_exposed_comm_ms;
   }
   const double ranks = std::max<double>(1, static_cast<double>(report.ranks.size()));
-  double comm_per_step = 0;
-  for (const storage::DimensionComm& dim : report.comm_dims.dims) comm_per_step += dim.ms_per_step;
+  double tp = 0, overlappable = 0;  // ms per step: tp's, and the others' (exposed in part)
+  for (const storage::DimensionComm& dim : report.comm_dims.dims)
+    (dim.dim == "tp" ? tp : overlappable) += dim.ms_per_step;
   for (TermPair& term : terms) {
     if (term.term == "step") term.measured_ms = step;
     if (term.term == "bubble") term.measured_ms = bubble;
-    if (term.term == "compute") term.measured_ms = std::max(0.0, compute / ranks - bubble);
+    if (term.term == "compute") term.measured_ms = std::max(0.0, compute / ranks - bubble - tp);
+    if (term.term == "comm tp") term.measured_ms = tp;
     for (const storage::DimensionComm& dim : report.comm_dims.dims) {
-      if (term.term != "comm " + dim.dim || comm_per_step <= 0) continue;
-      term.measured_ms = exposed / ranks * dim.ms_per_step / comm_per_step;
+      if (dim.dim == "tp" || term.term != "comm " + dim.dim || overlappable <= 0) continue;
+      term.measured_ms = exposed / ranks * dim.ms_per_step / overlappable;
     }
   }
 }

@@ -52,9 +52,10 @@ struct TrialsReport {
 
 // `sweep_report`: storage::sweepReport of the sweep whose member i ran `predicted[i]`'s layout
 // (topLayoutMembers' order). Measured: step = the run's mean step; bubble = its measured bubble
-// fraction x step; exposed comm per dimension = the ranks' mean exposed communication split over
-// the dimensions by their time per step (comm_by_dimension.h: the step event does not split it);
-// compute = the ranks' mean compute (step minus exposed comm) minus the bubble.
+// fraction x step; tp = the tp dimension's time per step (its collectives wait at once, and the
+// step event counts them as compute); the other dimensions = the ranks' mean exposed
+// communication split over them by their time per step (comm_by_dimension.h: the step event does
+// not split it); compute = the ranks' mean compute (step minus exposed comm) minus bubble and tp.
 TrialsReport compareTrials(const storage::Database& db, const nlohmann::json& sweep_report,
                            const std::vector<RankedLayout>& predicted, double now);
 

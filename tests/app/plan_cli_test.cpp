@@ -180,7 +180,7 @@ json tinyGpt() {
 }
 
 TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
-  // Two layouts run for real as a sweep would run its members; a third member never started.
+  // Three layouts run for real as a sweep would run its members; a fourth never started.
   json spec = tinyGpt();
   spec["data"]["path"] = (dir_ / "licenses.txt").string();
   std::filesystem::create_directories(dir_);
@@ -191,17 +191,17 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
   }
   const plan::LayoutEnumeration layouts = plan::enumerateLayouts(spec, 1e15);
   std::vector<plan::RankedLayout> predicted;
-  for (const char* label :
-       {"dp2 tp1 pp1 ddp fp32", "dp1 tp1 pp2 - 1f1b m4 fp32", "dp1 tp2 pp1 - fp32"}) {
+  for (const char* label : {"dp2 tp1 pp1 ddp fp32", "dp1 tp1 pp2 - 1f1b m4 fp32",
+                            "dp1 tp2 pp1 - fp32", "dp1 tp1 pp2 - gpipe m2 fp32"}) {
     for (const plan::PlannedLayout& planned : layouts.layouts) {
       if (planned.layout.label() == label)
         predicted.push_back({planned, plan::predictStep(planned.spec, keptFigures())});
     }
   }
-  ASSERT_EQ(predicted.size(), 3u);
+  ASSERT_EQ(predicted.size(), 4u);
   const std::string path = writeSpec("tiny", spec);
   json members = json::array();
-  for (int position = 0; position < 2; ++position) {
+  for (int position = 0; position < 3; ++position) {
     std::vector<std::string> args = {"run", path, "--json"};
     for (const std::string& assignment :
          plan::overrideAssignments(predicted[position].planned.overrides))
@@ -213,10 +213,10 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
                        {"state", "started"},
                        {"run", json::parse(run.out())["run"]["id"]}});
   }
-  members.push_back({{"position", 2}, {"state", "not_started"}, {"run", nullptr}});
+  members.push_back({{"position", 3}, {"state", "not_started"}, {"run", nullptr}});
   storage::Database db(dbPath());
   const plan::TrialsReport report = plan::compareTrials(db, {{"members", members}}, predicted, 0);
-  ASSERT_EQ(report.trials.size(), 3u);
+  ASSERT_EQ(report.trials.size(), 4u);
   auto term = [](const plan::TrialComparison& trial, const std::string& name) {
     for (const plan::TermPair& t : trial.terms) {
       if (t.term == name) return t;
@@ -224,7 +224,7 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
     ADD_FAILURE() << "no term " << name;
     return plan::TermPair{};
   };
-  for (int position = 0; position < 2; ++position) {
+  for (int position = 0; position < 3; ++position) {
     const plan::TrialComparison& trial = report.trials[position];
     EXPECT_EQ(trial.status, "completed");
     ASSERT_TRUE(trial.run.has_value());
@@ -237,15 +237,20 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
   EXPECT_TRUE(term(report.trials[0], "comm dp").measured_ms.has_value());
   EXPECT_GT(*term(report.trials[1], "bubble").measured_ms, 0);  // the pipeline's, measured
   EXPECT_TRUE(term(report.trials[1], "comm pp").measured_ms.has_value());
-  EXPECT_EQ(report.trials[2].status, "not_started");
-  EXPECT_FALSE(report.trials[2].measured_rate.has_value());
-  EXPECT_TRUE(report.rank_correlation.has_value());  // two measured trials
+  // tp's collectives wait inside compute: its term is the dimension's time per step.
+  const storage::RunReport tp_run = storage::buildRunReport(db, *report.trials[2].run, 0);
+  ASSERT_EQ(tp_run.comm_dims.dims.at(0).dim, "tp");
+  EXPECT_EQ(term(report.trials[2], "comm tp").measured_ms, tp_run.comm_dims.dims[0].ms_per_step);
+  EXPECT_GT(*term(report.trials[2], "comm tp").measured_ms, 0);
+  EXPECT_EQ(report.trials[3].status, "not_started");
+  EXPECT_FALSE(report.trials[3].measured_rate.has_value());
+  EXPECT_TRUE(report.rank_correlation.has_value());  // three measured trials
   EXPECT_TRUE(report.furthest_term.has_value());
   const std::string text = plan::trialsText(report);
   for (const plan::RankedLayout& layout : predicted)
     EXPECT_NE(text.find(layout.planned.layout.label()), std::string::npos) << text;
   EXPECT_NE(text.find("rank correlation"), std::string::npos);
-  EXPECT_EQ(plan::toJson(report)["trials"].size(), 3u);
+  EXPECT_EQ(plan::toJson(report)["trials"].size(), 4u);
 }
 
 }  // namespace
