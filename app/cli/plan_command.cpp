@@ -118,7 +118,7 @@ int planCommand(const PlanCommandOptions& options) {
   const plan::LayoutEnumeration layouts = plan::enumerateLayouts(document, device_memory);
   const std::vector<Precision> precisions = plan::defaultChoices(layouts.base).precisions;
   const std::filesystem::path file = plan::measurementsPath(options.db_path);
-  storage::createDirectories(file.parent_path());
+  if (file.has_parent_path()) storage::createDirectories(file.parent_path());
   bool measured_now = false;
   const plan::Measurements measured = plan::keptMeasurements(
       file, plan::hostSetKey(layouts.base), options.remeasure,
