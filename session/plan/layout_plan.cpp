@@ -69,6 +69,14 @@ std::pair<double, int> peakEstimate(const JobSpec& spec) {
   return peak;
 }
 
+// {"strategy": the base's strategy in the mesh form} where the document has the legacy form.
+SpecOverrides meshFormReset(const nlohmann::json& document, const JobSpec& base) {
+  const auto strategy = document.find("strategy");
+  if (strategy == document.end() || !strategy->is_object() || !strategy->contains("kind"))
+    return {};
+  return {{"strategy", toJson(base)["strategy"]}};
+}
+
 std::optional<double> hostMemoryBytes() {
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
@@ -89,7 +97,8 @@ std::string Layout::dpMode() const {
 }
 
 std::string Layout::label() const {
-  std::string text = fmt::format("dp{} tp{} pp{} {}", mesh.dp, mesh.tp, mesh.pp, dpMode());
+  std::string text = fmt::format("dp{} tp{}{} pp{} {}", mesh.dp, mesh.tp,
+                                 sequence_parallel ? "sp" : "", mesh.pp, dpMode());
   if (schedule) {
     text +=
         fmt::format(" {}{} m{}", toString(*schedule),
@@ -101,19 +110,23 @@ std::string Layout::label() const {
 SpecOverrides layoutOverrides(const Layout& layout) {
   nlohmann::json dp = {{"kind", layout.dp_kind}};
   if (layout.sharding) dp["sharding"] = toString(*layout.sharding);
-  SpecOverrides overrides = {{"strategy.mesh.dp", layout.mesh.dp},
-                             {"strategy.mesh.tp", layout.mesh.tp},
-                             {"strategy.mesh.pp", layout.mesh.pp},
-                             {"strategy.dp", dp}};
+  nlohmann::json tp = nlohmann::json::object();
+  if (layout.mesh.tp > 1) tp["sequence_parallel"] = layout.sequence_parallel;
+  nlohmann::json pp = nlohmann::json::object();
   if (layout.schedule) {
-    overrides.emplace_back("strategy.pp.schedule", toString(*layout.schedule));
-    overrides.emplace_back("strategy.pp.virtual_stages", layout.virtual_stages);
+    pp["schedule"] = toString(*layout.schedule);
+    pp["virtual_stages"] = layout.virtual_stages;
   }
-  overrides.emplace_back("train.batch_size", layout.batch_size);
-  overrides.emplace_back("train.micro_batches", layout.micro_batches);
-  overrides.emplace_back("train.activation_checkpointing", layout.checkpointing);
-  overrides.emplace_back("train.precision", toString(layout.precision));
-  return overrides;
+  return {{"strategy.mesh.dp", layout.mesh.dp},
+          {"strategy.mesh.tp", layout.mesh.tp},
+          {"strategy.mesh.pp", layout.mesh.pp},
+          {"strategy.dp", dp},
+          {"strategy.tp", tp},
+          {"strategy.pp", pp},
+          {"train.batch_size", layout.batch_size},
+          {"train.micro_batches", layout.micro_batches},
+          {"train.activation_checkpointing", layout.checkpointing},
+          {"train.precision", toString(layout.precision)}};
 }
 
 std::vector<std::string> overrideAssignments(const SpecOverrides& overrides) {
@@ -134,6 +147,7 @@ LayoutChoices defaultChoices(const JobSpec& spec) {
                     (spec.device == DeviceKind::kAuto && RINGMASTER_HAVE_CUDA);
   choices.precisions = {Precision::kFp32, Precision::kBf16};
   if (cuda) choices.precisions.push_back(Precision::kFp16);
+  choices.sequence_parallel = spec.strategy.tp.sequence_parallel;
   return choices;
 }
 
@@ -142,7 +156,9 @@ std::vector<Layout> candidateLayouts(int world, int64_t global_batch,
   std::vector<Layout> out;
   for (const MeshSpec& mesh : meshFactorisations(world)) {
     if (global_batch % mesh.dp != 0) continue;
-    Layout base{.mesh = mesh, .batch_size = static_cast<int>(global_batch / mesh.dp)};
+    Layout base{.mesh = mesh,
+                .batch_size = static_cast<int>(global_batch / mesh.dp),
+                .sequence_parallel = mesh.tp > 1 && choices.sequence_parallel};
     for (const Layout& with_dp : withDataParallel(base, choices)) {
       for (const Layout& with_pp : withPipeline(with_dp, choices)) {
         for (bool checkpointing : {false, true}) {
@@ -194,8 +210,10 @@ LayoutEnumeration enumerateLayouts(const nlohmann::json& base_document,
     std::tie(out.device_memory, out.device_memory_source) = *known;
   }
   const LayoutChoices chosen = choices.value_or(defaultChoices(out.base));
+  const SpecOverrides reset = meshFormReset(base_document, out.base);
   for (const Layout& layout : candidateLayouts(worldSize(out.base), out.global_batch, chosen)) {
-    SpecOverrides overrides = layoutOverrides(layout);
+    SpecOverrides overrides = reset;
+    for (auto& field : layoutOverrides(layout)) overrides.push_back(std::move(field));
     nlohmann::json document = base_document;
     session::applyOverrides(document, overrideAssignments(overrides));
     SpecParseResult result = parseJobSpec(document);

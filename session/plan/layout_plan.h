@@ -26,10 +26,12 @@ struct Layout {
   int virtual_stages = 1;                    // > 1 only with interleaved_1f1b
   int micro_batches = 1;                     // train.micro_batches (1 without a pipeline)
   int batch_size = 1;                        // train.batch_size: samples per dp replica
+  bool sequence_parallel = false;            // strategy.tp.sequence_parallel (tp > 1 only)
   bool checkpointing = false;                // train.activation_checkpointing
   Precision precision = Precision::kFp32;    // train.precision
 
-  // "dp2 tp1 pp2 fsdp:full_shard 1f1b m4 ckpt bf16": every choice, in one word each.
+  // "dp2 tp1 pp2 fsdp:full_shard 1f1b m4 ckpt bf16" ("tp2sp" with sequence parallelism): every
+  // choice, in one word each.
   std::string label() const;
   // The data-parallel choice alone: "ddp", "fsdp:full_shard", or "-" with dp = 1.
   std::string dpMode() const;
@@ -41,10 +43,11 @@ struct Layout {
 // overridesObject).
 using SpecOverrides = std::vector<std::pair<std::string, nlohmann::json>>;
 
-// The overrides that make a base spec run `layout`: strategy.mesh.{dp,tp,pp}, strategy.dp (the
-// whole block: {"kind"[, "sharding"]}, so the other plan's options do not stay behind),
-// strategy.pp.schedule and virtual_stages where pp > 1, and train.batch_size, micro_batches,
-// activation_checkpointing, precision.
+// The overrides that make a base spec run `layout`: strategy.mesh.{dp,tp,pp}; strategy.dp,
+// strategy.tp and strategy.pp as whole blocks ({"kind"[, "sharding"]}, {["sequence_parallel"]},
+// {["schedule", "virtual_stages"]}: empty where the dimension is 1), so that no option of the
+// base's own layout (an explicit pipeline partition, another plan's options) stays behind; and
+// train.batch_size, micro_batches, activation_checkpointing, precision.
 SpecOverrides layoutOverrides(const Layout& layout);
 std::vector<std::string> overrideAssignments(const SpecOverrides& overrides);
 nlohmann::json overridesObject(const SpecOverrides& overrides);
@@ -59,9 +62,10 @@ struct LayoutChoices {
   std::vector<PipelineSchedule> schedules = {PipelineSchedule::kGpipe, PipelineSchedule::k1f1b,
                                              PipelineSchedule::kInterleaved1f1b,
                                              PipelineSchedule::kZbH1};
+  bool sequence_parallel = false;  // the base's strategy.tp option, kept where tp > 1
 };
 // The choices for the spec's device: CPU (also `auto` without CUDA in this build) fp32 and bf16;
-// CUDA fp32, bf16 and fp16.
+// CUDA fp32, bf16 and fp16; the base spec's sequence parallelism.
 LayoutChoices defaultChoices(const JobSpec& spec);
 
 // Every combination the choices give over `world` ranks (mesh factorisations in dp-major order,
@@ -72,6 +76,8 @@ std::vector<Layout> candidateLayouts(int world, int64_t global_batch, const Layo
 // A layout the spec validation accepted, with the spec it gives and its memory estimate.
 struct PlannedLayout {
   Layout layout;
+  // layoutOverrides(layout), after {"strategy": the base's strategy in the mesh form} where the
+  // base document has the legacy form (strategy.kind), which a mesh cannot be set beside.
   SpecOverrides overrides;
   JobSpec spec;
   double memory_bytes = 0;  // the most any rank needs (spec/memory_estimate.h)

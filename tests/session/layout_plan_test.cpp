@@ -117,6 +117,31 @@ TEST(LayoutPlan, EveryMeshFactorisationOfTheWorldIsTriedAndEachLayoutRunsAsItsOv
                         {4, 1, 1}, {2, 2, 1}, {2, 1, 2}, {1, 4, 1}, {1, 2, 2}, {1, 1, 4}}));
 }
 
+// The base's own layout (sequence parallelism, an explicit pipeline partition, the legacy form)
+// keeps no layout out: each member's overrides replace it.
+TEST(LayoutPlan, TheBasesOwnLayoutOptionsKeepNoLayoutOut) {
+  const size_t plain = enumerateLayouts(gptOnRanks(4), 1e15).layouts.size();
+  json sequence_parallel = gptOnRanks(4);
+  sequence_parallel["strategy"] = {{"mesh", {{"tp", 2}}}, {"tp", {{"sequence_parallel", true}}}};
+  const LayoutEnumeration sp = enumerateLayouts(sequence_parallel, 1e15);
+  EXPECT_EQ(sp.layouts.size(), plain);
+  for (const PlannedLayout& planned : sp.layouts)
+    EXPECT_EQ(planned.spec.strategy.tp.sequence_parallel, planned.layout.mesh.tp > 1);
+  json partitioned = gptOnRanks(4);
+  partitioned["strategy"] = {{"mesh", {{"pp", 2}}},
+                             {"pp", {{"schedule", "gpipe"}, {"stages", {{0, 1, 2}, {3, 4, 5}}}}}};
+  partitioned["train"]["micro_batches"] = 2;
+  EXPECT_EQ(enumerateLayouts(partitioned, 1e15).layouts.size(), plain);
+  json legacy = gptOnRanks(4);
+  legacy["strategy"] = {{"kind", "ddp"}, {"bucket_cap_mb", 10}};
+  const LayoutEnumeration from_legacy = enumerateLayouts(legacy, 1e15);
+  ASSERT_EQ(from_legacy.layouts.size(), plain);
+  for (const PlannedLayout& planned : from_legacy.layouts) {
+    ASSERT_EQ(planned.overrides.front().first, "strategy");  // the mesh form first
+    EXPECT_TRUE(validateWithOverrides(legacy, planned.overrides).empty());
+  }
+}
+
 TEST(LayoutPlan, DropsTheLayoutsOverTheDeviceMemoryAndSaysWhy) {
   const json base = gptOnRanks(4);
   const LayoutEnumeration all = enumerateLayouts(base, 1e15);
