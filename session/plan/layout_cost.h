@@ -33,8 +33,8 @@ struct CommCurve {
 struct Measurements {
   std::map<Precision, double> flops_per_s;
   std::vector<CommCurve> curves;
-  // The curve of `op` on `ranks` ranks: the exact size, else the nearest measured one (the
-  // bandwidth scaled by the ring's (n-1)/n traffic); throws kUnavailable when none of `op`.
+  // The curve of `op` on `ranks` ranks, else on the nearest group size measured (measureHosts
+  // measures every size a mesh of the world can have); throws kUnavailable when none of `op`.
   const CommCurve& curve(const std::string& op, int ranks) const;
   nlohmann::json toJson() const;
   static Measurements fromJson(const nlohmann::json& json);  // kFormat when malformed

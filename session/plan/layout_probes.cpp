@@ -69,11 +69,15 @@ std::unique_ptr<Communicator> connectRank(const std::shared_ptr<TcpStore>& serve
   return makeCommunicator(rendezvous, options);
 }
 
-// latency + bytes / bandwidth through the two sizes' times.
+// latency + bytes / bandwidth through the two sizes' times; where noise made the larger size no
+// slower, its own time is all bandwidth.
 CommCurve fitCurve(const std::string& op, int ranks, const CommBenchRow& small,
                    const CommBenchRow& large) {
-  const double dt = std::max(1e-9, (large.time_us - small.time_us) * 1e-6);
-  const double bandwidth = static_cast<double>(large.bytes - small.bytes) / dt;
+  const double large_s = std::max(1e-9, large.time_us * 1e-6);
+  if (large.time_us <= small.time_us)
+    return {op, ranks, 0, static_cast<double>(large.bytes) / large_s};
+  const double bandwidth =
+      static_cast<double>(large.bytes - small.bytes) / ((large.time_us - small.time_us) * 1e-6);
   const double latency = std::max(0.0, small.time_us * 1e-6 - small.bytes / bandwidth);
   return {op, ranks, latency, bandwidth};
 }
