@@ -34,6 +34,7 @@
 #endif
 #include "cli/plan_command.h"
 #include "cli/spec_command.h"
+#include "cli/sweep_command.h"
 #include "core/error.h"
 #include "exit_codes.h"
 
@@ -177,6 +178,7 @@ int main(int argc, char** argv) {
   cli::addHostsCommand(app, commands);
 #endif
   cli::addSpecCommand(app, commands);
+  cli::addSweepCommands(app, commands);
   cli::addPlanCommand(app, commands);
 #if RINGMASTER_HAVE_WEB
   cli::addServeCommand(app, commands);

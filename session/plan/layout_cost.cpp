@@ -273,11 +273,11 @@ std::vector<RankedLayout> rankLayouts(const LayoutEnumeration& layouts,
   return kept;
 }
 
-std::vector<nlohmann::json> topLayoutMembers(const std::vector<RankedLayout>& ranked, int k) {
-  std::vector<nlohmann::json> members;
+std::vector<SpecOverrides> topLayoutMembers(const std::vector<RankedLayout>& ranked, int k) {
+  std::vector<SpecOverrides> members;
   for (const RankedLayout& layout : ranked) {
     if (static_cast<int>(members.size()) >= k || !layout.prediction) break;
-    members.push_back(overridesObject(layout.planned.overrides));
+    members.push_back(layout.planned.overrides);
   }
   return members;
 }

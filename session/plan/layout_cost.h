@@ -83,10 +83,10 @@ struct RankedLayout {
 std::vector<RankedLayout> rankLayouts(const LayoutEnumeration& layouts,
                                       const Measurements& measured);
 
-// The top `k` ranked layouts as sweep members: each one's overrides as a JSON object of dotted
-// field to value (storage/recorder/sweep_records.h NewSweep::member_overrides_json's form), in
-// rank order, so member position i is the (i+1)-th best.
-std::vector<nlohmann::json> topLayoutMembers(const std::vector<RankedLayout>& ranked, int k);
+// The top `k` ranked layouts as sweep members, in rank order (member position i is the (i+1)-th
+// best): each one's overrides in their order, the type session::MemberOverrides is
+// (session/sweep/sweep_plan.h), so the sweep runner runs them as they are.
+std::vector<SpecOverrides> topLayoutMembers(const std::vector<RankedLayout>& ranked, int k);
 
 // The plan as JSON (`ringmaster plan --json`, docs/layout_advisor.md): {"world", "global_batch",
 // "device_memory", "device_memory_source", "measurements", "layouts": [{"rank" | null, "top",

@@ -23,6 +23,7 @@
 #include "plan/layout_trials.h"
 #include "run/run_session.h"
 #include "spec/strategies/pipeline_schedule.h"
+#include "sweep/sweep_plan.h"
 
 namespace ringmaster::plan {
 namespace {
@@ -172,7 +173,11 @@ TEST(LayoutPlan, DropsTheLayoutsOverTheDeviceMemoryAndSaysWhy) {
   for (size_t i = 1; i < kept; ++i)
     EXPECT_GE(ranked[i - 1].prediction->rate(), ranked[i].prediction->rate());
   EXPECT_EQ(topLayoutMembers(ranked, 3).size(), 3u);
-  EXPECT_EQ(topLayoutMembers(ranked, 3)[0], overridesObject(ranked[0].planned.overrides));
+  EXPECT_EQ(topLayoutMembers(ranked, 3)[0], ranked[0].planned.overrides);
+  // The sweep runner's own type: it runs them as they are.
+  const std::vector<session::MemberOverrides> members = topLayoutMembers(ranked, 2);
+  EXPECT_EQ(session::overrideArguments(members[1]),
+            overrideAssignments(ranked[1].planned.overrides));
 }
 
 // The predictions of every layout of the GPT on 4 ranks with the injected measurements.
