@@ -22,6 +22,8 @@
 #include "plan/layout_probes.h"
 #include "plan/layout_trials.h"
 #include "query/run_report.h"
+#include "query/sweep_report.h"
+#include "recorder/sweep_records.h"
 
 namespace ringmaster {
 namespace {
@@ -180,7 +182,7 @@ json tinyGpt() {
 }
 
 TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
-  // Three layouts run for real as a sweep would run its members; a fourth never started.
+  // Three layouts run for real as a sweep runs its members; a fourth never started.
   json spec = tinyGpt();
   spec["data"]["path"] = (dir_ / "licenses.txt").string();
   std::filesystem::create_directories(dir_);
@@ -200,7 +202,7 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
   }
   ASSERT_EQ(predicted.size(), 4u);
   const std::string path = writeSpec("tiny", spec);
-  json members = json::array();
+  std::vector<int64_t> runs;
   for (int position = 0; position < 3; ++position) {
     std::vector<std::string> args = {"run", path, "--json"};
     for (const std::string& assignment :
@@ -209,13 +211,25 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
     CapturedProcess run = testing::CliRunTest::ringmaster(args);
     const ExitStatus status = run.wait(120s);
     ASSERT_TRUE(exitedWith(status, 0)) << status.describe() << run.err();
-    members.push_back({{"position", position},
-                       {"state", "started"},
-                       {"run", json::parse(run.out())["run"]["id"]}});
+    runs.push_back(json::parse(run.out())["run"]["id"].get<int64_t>());
   }
-  members.push_back({{"position", 3}, {"state", "not_started"}, {"run", nullptr}});
+  // The sweep as its runner records it: every member planned, three started with their runs, the
+  // fourth not started (cancelled before it).
   storage::Database db(dbPath());
-  const plan::TrialsReport report = plan::compareTrials(db, {{"members", members}}, predicted, 0);
+  storage::NewSweep sweep{.name = "trials",
+                          .spec_path = path,
+                          .spec_json = spec.dump(),
+                          .plan_json = R"({"method": "grid", "axes": []})",
+                          .created_at = 1};
+  for (const plan::RankedLayout& layout : predicted)
+    sweep.member_overrides_json.push_back(plan::overridesObject(layout.planned.overrides).dump());
+  const int64_t sweep_id = storage::createSweep(db, sweep);
+  for (int position = 0; position < 3; ++position)
+    storage::recordSweepMemberStarted(db, sweep_id, position, runs[position]);
+  EXPECT_EQ(storage::recordSweepMembersNotStarted(db, sweep_id), 1);
+  storage::finishSweep(db, sweep_id, "cancelled", 2);
+  const plan::TrialsReport report =
+      plan::compareTrials(db, storage::sweepReport(db, sweep_id, 3), predicted, 3);
   ASSERT_EQ(report.trials.size(), 4u);
   auto term = [](const plan::TrialComparison& trial, const std::string& name) {
     for (const plan::TermPair& t : trial.terms) {
