@@ -285,6 +285,20 @@ TEST(LayoutProbes, MeasurementsAreKeptOwnerOnlyPerHostSetAndRemeasuredOnRequest)
       keptMeasurements(file, "cpu localhost:2", false, measure).flops_per_s.at(Precision::kFp32),
       2);  // kept beside it
   EXPECT_EQ(measured, 3);
+  // A malformed entry is measured again and replaced; the others stay.
+  {
+    std::ifstream in(file);
+    json kept = json::parse(in);
+    kept["cpu localhost:4"] = {{"flops_per_s", "fast"}};
+    std::ofstream(file) << kept.dump();
+  }
+  EXPECT_EQ(
+      keptMeasurements(file, "cpu localhost:4", false, measure).flops_per_s.at(Precision::kFp32),
+      4);
+  EXPECT_EQ(
+      keptMeasurements(file, "cpu localhost:2", false, measure).flops_per_s.at(Precision::kFp32),
+      2);
+  EXPECT_EQ(measured, 4);
   std::filesystem::remove_all(dir);
 }
 
