@@ -12,6 +12,7 @@
 #include "core/number_format.h"
 #include "run/run_session.h"
 #include "spec/memory_estimate.h"
+#include "tensor/device.h"
 
 namespace ringmaster::plan {
 namespace {
@@ -141,12 +142,15 @@ nlohmann::json overridesObject(const SpecOverrides& overrides) {
   return object;
 }
 
+bool computesOnCuda(const JobSpec& spec) {
+  if (spec.device == DeviceKind::kAuto) return cudaDeviceCount() > 0;
+  return spec.device == DeviceKind::kCuda;
+}
+
 LayoutChoices defaultChoices(const JobSpec& spec) {
   LayoutChoices choices;
-  const bool cuda = spec.device == DeviceKind::kCuda ||
-                    (spec.device == DeviceKind::kAuto && RINGMASTER_HAVE_CUDA);
   choices.precisions = {Precision::kFp32, Precision::kBf16};
-  if (cuda) choices.precisions.push_back(Precision::kFp16);
+  if (computesOnCuda(spec)) choices.precisions.push_back(Precision::kFp16);
   choices.sequence_parallel = spec.strategy.tp.sequence_parallel;
   return choices;
 }
@@ -183,7 +187,7 @@ std::vector<SpecProblem> validateWithOverrides(const nlohmann::json& base_docume
 }
 
 std::optional<std::pair<double, std::string>> deviceMemoryPerRank(const JobSpec& spec) {
-  if (spec.device == DeviceKind::kCuda) return std::nullopt;
+  if (computesOnCuda(spec)) return std::nullopt;
   const std::optional<double> host = hostMemoryBytes();
   if (!host) return std::nullopt;
   int most = 1;

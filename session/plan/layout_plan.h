@@ -64,8 +64,11 @@ struct LayoutChoices {
                                              PipelineSchedule::kZbH1};
   bool sequence_parallel = false;  // the base's strategy.tp option, kept where tp > 1
 };
-// The choices for the spec's device: CPU (also `auto` without CUDA in this build) fp32 and bf16;
-// CUDA fp32, bf16 and fp16; the base spec's sequence parallelism.
+// Whether the spec's ranks compute on CUDA: `cuda`, or `auto` where this host has a device (the
+// ranks resolve `auto` so: train/trainer.cpp). Asks the driver only for `auto`.
+bool computesOnCuda(const JobSpec& spec);
+// The choices for the spec's device: on the CPU fp32 and bf16; on CUDA fp32, bf16 and fp16; the
+// base spec's sequence parallelism.
 LayoutChoices defaultChoices(const JobSpec& spec);
 
 // Every combination the choices give over `world` ranks (mesh factorisations in dp-major order,
@@ -115,8 +118,8 @@ LayoutEnumeration enumerateLayouts(const nlohmann::json& base_document,
                                    std::optional<LayoutChoices> choices = std::nullopt);
 
 // The memory one rank has, with where the figure comes from: on the CPU the host's MemTotal
-// (/proc/meminfo) over the most ranks any host runs; nullopt on CUDA (this build asks no device
-// before launch) and where /proc/meminfo cannot be read.
+// (/proc/meminfo) over the most ranks any host runs; nullopt on CUDA (no device is asked before
+// launch: give it) and where /proc/meminfo cannot be read.
 std::optional<std::pair<double, std::string>> deviceMemoryPerRank(const JobSpec& spec);
 
 }  // namespace ringmaster::plan

@@ -154,7 +154,7 @@ std::vector<CommCurve> probeCommCurves(int ranks, uint64_t small_bytes, uint64_t
 }
 
 std::string hostSetKey(const JobSpec& spec) {
-  std::string key(toString(spec.device));
+  std::string key = computesOnCuda(spec) ? "cuda" : "cpu";
   for (const LaunchHostSpec& host : spec.launch.hosts)
     key += fmt::format(" {}:{}", host.host, host.ranks);
   return key;
@@ -174,7 +174,7 @@ Measurements measureHosts(const JobSpec& spec, const std::vector<Precision>& pre
   }
   int per_host = 1;
   for (const LaunchHostSpec& host : spec.launch.hosts) per_host = std::max(per_host, host.ranks);
-  const Device device = spec.device == DeviceKind::kCuda ? Device::cuda(0) : Device::cpu();
+  const Device device = computesOnCuda(spec) ? Device::cuda(0) : Device::cpu();
   Measurements out;
   for (Precision precision : precisions)
     out.flops_per_s[precision] = probeMatmulFlops(precision, per_host, device);

@@ -31,7 +31,8 @@ std::vector<CommCurve> probeCommCurves(int ranks, uint64_t small_bytes = 4096,
 // Throws kUnavailable for a spec with a remote host or a scheduler.
 Measurements measureHosts(const JobSpec& spec, const std::vector<Precision>& precisions);
 
-// What identifies a host set: "cpu localhost:4" (device, then each host with its ranks).
+// What identifies a host set: "cpu localhost:4" (where the ranks compute, cpu or cuda, then each
+// host with its ranks).
 std::string hostSetKey(const JobSpec& spec);
 
 // The file beside the database that keeps them: DB_PATH.plan-measurements.json.
