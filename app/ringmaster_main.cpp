@@ -32,6 +32,7 @@
 #if RINGMASTER_HAVE_WEB
 #include "cli/serve_command.h"
 #endif
+#include "cli/plan_command.h"
 #include "cli/spec_command.h"
 #include "cli/sweep_command.h"
 #include "core/error.h"
@@ -178,6 +179,7 @@ int main(int argc, char** argv) {
 #endif
   cli::addSpecCommand(app, commands);
   cli::addSweepCommands(app, commands);
+  cli::addPlanCommand(app, commands);
 #if RINGMASTER_HAVE_WEB
   cli::addServeCommand(app, commands);
 #endif
