@@ -2,18 +2,27 @@
 // them.
 #include "cli/plan_command.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "cli/run_command.h"
+#include "cli/sweep_command.h"
 #include "comm/bench/comm_benchmark.h"
 #include "core/error.h"
 #include "core/number_format.h"
+#include "db/database.h"
 #include "db/files.h"
 #include "plan/layout_cost.h"
 #include "plan/layout_probes.h"
+#include "plan/layout_trials.h"
+#include "query/sweep_report.h"
 #include "run/run_session.h"
+#include "sweep/sweep_runner.h"
+#include "telemetry/writer.h"
 
 namespace ringmaster::cli {
 namespace {
@@ -107,6 +116,87 @@ std::string planText(const plan::LayoutEnumeration& layouts,
   return text + dropsText(layouts);
 }
 
+// The top layouts as a sweep of short runs: each member one layout's overrides, the base spec
+// with --set applied and `trial_steps` steps.
+session::PreparedSweep trialSweep(const PlanCommandOptions& options, nlohmann::json document,
+                                  const std::vector<plan::SpecOverrides>& members) {
+  document["train"]["steps"] = options.trial_steps;
+  session::PreparedSweep sweep{
+      .name = "plan " + std::filesystem::path(options.spec_path).stem().string(),
+      .spec_path = options.spec_path,
+      .base = std::move(document),
+      .plan = {.count = static_cast<int>(members.size()), .given = true},
+      .members = members};
+  // An axis per field the layouts set, listing its values in the members' order.
+  for (const plan::SpecOverrides& member : members) {
+    for (const auto& [field, value] : member) {
+      auto axis = std::find_if(sweep.plan.axes.begin(), sweep.plan.axes.end(),
+                               [&](const session::SweepAxis& a) { return a.field == field; });
+      if (axis == sweep.plan.axes.end())
+        axis = sweep.plan.axes.insert(sweep.plan.axes.end(), {.field = field, .source = field});
+      if (std::find(axis->values.begin(), axis->values.end(), value) == axis->values.end())
+        axis->values.push_back(value);
+    }
+  }
+  return sweep;
+}
+
+struct TrialsOutcome {
+  int exit_code = 0;
+  plan::TrialsReport report;
+};
+
+// Runs the trials in the foreground (Ctrl-C cancels them) and compares them with the predictions.
+TrialsOutcome runTrials(const PlanCommandOptions& options, const nlohmann::json& document,
+                        const std::vector<plan::RankedLayout>& ranked) {
+  const std::vector<plan::SpecOverrides> members = plan::topLayoutMembers(ranked, options.trials);
+  RM_CHECK_ARG(!members.empty(), "--trials: no layout fits this spec's hosts");
+  const session::PreparedSweep sweep = trialSweep(options, document, members);
+  int64_t sweep_id = 0;
+  {
+    storage::Database db(options.db_path);
+    sweep_id = session::recordSweep(db, sweep, 1, false, telemetryNow());
+  }
+  fmt::print(stderr, "ringmaster plan: trials of the top {} layouts, {} steps each, as sweep {}\n",
+             members.size(), options.trial_steps, sweep_id);
+  TrialsOutcome outcome;
+  outcome.exit_code = driveSweep(options.db_path, sweep_id, options.grace_s, false, false);
+  const std::vector<plan::RankedLayout> predicted(
+      ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(members.size()));
+  storage::Database db(options.db_path);
+  outcome.report = plan::compareTrials(db, storage::sweepReport(db, sweep_id, telemetryNow()),
+                                       predicted, telemetryNow());
+  return outcome;
+}
+
+// The layout to launch: the trials' fastest measured where any completed, else the best
+// predicted.
+plan::SpecOverrides winnerOf(const std::vector<plan::RankedLayout>& ranked,
+                             const std::optional<plan::TrialsReport>& trials) {
+  const std::vector<plan::SpecOverrides> top =
+      plan::topLayoutMembers(ranked, trials ? static_cast<int>(trials->trials.size()) : 1);
+  RM_CHECK_ARG(!top.empty(), "--launch: no layout fits this spec's hosts");
+  std::optional<size_t> fastest;
+  for (size_t i = 0; trials && i < trials->trials.size() && i < top.size(); ++i) {
+    const std::optional<double> rate = trials->trials[i].measured_rate;
+    if (rate && trials->trials[i].status == "completed" &&
+        (!fastest || *rate > *trials->trials[*fastest].measured_rate))
+      fastest = i;
+  }
+  return top[fastest.value_or(0)];
+}
+
+int launchWinner(const PlanCommandOptions& options, const plan::SpecOverrides& winner) {
+  RunCommandOptions run{.spec_path = options.spec_path,
+                        .db_path = options.db_path,
+                        .overrides = options.overrides,
+                        .grace_s = options.grace_s};
+  for (const std::string& each : session::overrideArguments(winner)) run.overrides.push_back(each);
+  fmt::print(stderr, "ringmaster plan: launching {} {}\n", options.spec_path,
+             fmt::join(run.overrides, " "));
+  return runCommand(run);
+}
+
 }  // namespace
 
 int planCommand(const PlanCommandOptions& options) {
@@ -124,12 +214,23 @@ int planCommand(const PlanCommandOptions& options) {
       file, plan::hostSetKey(layouts.base), options.remeasure,
       [&] { return plan::measureHosts(layouts.base, precisions); }, &measured_now);
   const std::vector<plan::RankedLayout> ranked = plan::rankLayouts(layouts, measured);
-  if (options.json) {
-    fmt::print("{}\n", plan::planJson(layouts, ranked, measured, options.top).dump(2));
-  } else {
+  if (!options.json)
     fmt::print("{}", planText(layouts, ranked, measured, options.top, measured_now));
+  std::fflush(stdout);
+  std::optional<TrialsOutcome> trials;
+  if (options.trials > 0) trials = runTrials(options, document, ranked);
+  if (options.json) {
+    nlohmann::json out = plan::planJson(layouts, ranked, measured, options.top);
+    if (trials) out["trials"] = plan::toJson(trials->report);
+    fmt::print("{}\n", out.dump(2));
+  } else if (trials) {
+    fmt::print("\n{}", plan::trialsText(trials->report));
   }
-  return 0;
+  std::fflush(stdout);
+  if (options.launch)
+    return launchWinner(options,
+                        winnerOf(ranked, trials ? std::optional(trials->report) : std::nullopt));
+  return trials ? trials->exit_code : 0;
 }
 
 void addPlanCommand(CLI::App& app, Commands& commands) {
@@ -150,6 +251,16 @@ void addPlanCommand(CLI::App& app, Commands& commands) {
                  "figures (DB.plan-measurements.json)");
   plan->add_option("--device-memory", options->device_memory,
                    "memory a rank has (K / M / G), instead of the host's over its ranks");
+  plan->add_option("--trials", options->trials,
+                   "run the best K layouts as a sweep of short trials and compare predicted with "
+                   "measured step time, term by term")
+      ->check(CLI::Range(0, 1000));
+  plan->add_option("--trial-steps", options->trial_steps, "steps of each trial")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  plan->add_flag("--launch", options->launch,
+                 "run the winner (the trials' fastest, else the best predicted) as a run of the "
+                 "spec's own length");
   commands.add(plan, [options](const CommonOptions& common) {
     options->db_path = common.databasePath();
     return planCommand(*options);

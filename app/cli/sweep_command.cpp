@@ -223,8 +223,8 @@ int parallelOf(const SweepCommandOptions& options, const session::PreparedSweep&
   return parallel;
 }
 
-// Runs the recorded sweep's members from this process; returns the exit code. Ctrl-C cancels the
-// running runs (a second kills them) and records the rest not started.
+}  // namespace
+
 int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
                bool json_report) {
   session::SweepRunner runner(db_path, sweep_id, grace_s);
@@ -265,6 +265,8 @@ int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, boo
   showSweepCommand(db, sweep_id, "", json_report);
   return exitCodeOfSweep(sweep);
 }
+
+namespace {
 
 // ---------------------------------------------------------------- detached
 

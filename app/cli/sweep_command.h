@@ -36,6 +36,12 @@ struct SweepCommandOptions {
 // bad axes, a field no spec has, or a sweep none of whose members has a valid spec.
 int sweepCommand(const SweepCommandOptions& options);
 
+// Runs a recorded sweep's members from this process, printing each member's start and end and
+// at the end the sweep's table (as JSON with `json_report`); returns sweepCommand's exit code.
+// Ctrl-C cancels the running runs (a second kills them) and records the rest not started.
+int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
+               bool json_report);
+
 // `ringmaster show --sweep ID [--by FIGURE] [--json]`: the sweep's report
 // (storage/query/sweep_report.h) as a table and its best run, or as JSON.
 int showSweepCommand(const storage::Database& db, int64_t sweep_id, const std::string& rank_by,

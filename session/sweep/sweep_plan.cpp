@@ -348,7 +348,11 @@ nlohmann::json SweepPlan::toJson() const {
       axes_json.push_back({{"field", axis.field}, {"values", axis.values}});
     }
   }
-  json plan_json = {{"method", random ? "random" : "grid"}, {"axes", axes_json}, {"count", count}};
+  json plan_json = {{"method", given    ? "advisor"
+                               : random ? "random"
+                                        : "grid"},
+                    {"axes", axes_json},
+                    {"count", count}};
   if (random) plan_json["seed"] = seed;
   return plan_json;
 }

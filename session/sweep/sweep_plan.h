@@ -41,6 +41,9 @@ struct SweepPlan {
   int count = 0;                // random: the draws (a grid's is the product of its axes' sizes)
   uint64_t seed = 0;            // random: the generator's seed
   std::optional<int> parallel;  // the section's `parallel`, where it gave one
+  // Members given rather than drawn (the layout advisor's trials, `ringmaster plan --trials`):
+  // method "advisor", each axis listing the values its members take.
+  bool given = false;
 
   // recorder/sweep_records.h NewSweep::plan_json: {"method", "axes": [...], "count", "seed"}.
   nlohmann::json toJson() const;
