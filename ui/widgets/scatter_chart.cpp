@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "models/format.h"
-#include "query/figures.h"
 
 namespace ringmaster::ui {
 
@@ -28,19 +27,7 @@ std::pair<double, double> rangeOf(const storage::ComparisonAxis& axis) {
 }
 
 QString valueText(const storage::ComparisonAxis& axis, double value) {
-  if (!axis.is_figure) return formatFigure(value);
-  switch (storage::figure(axis.key).kind) {
-    case storage::FigureKind::kFraction:
-      return QString("%1%").arg(value * 100, 0, 'f', 1);
-    case storage::FigureKind::kBytes:
-      return formatBytes(value);
-    case storage::FigureKind::kMilliseconds:
-      return formatMs(value);
-    case storage::FigureKind::kSeconds:
-      return formatDuration(value);
-    default:
-      return formatFigure(value);
-  }
+  return axis.is_figure ? formatFigureValue(axis.key, value) : formatFigure(value);
 }
 
 }  // namespace
