@@ -13,11 +13,11 @@ namespace ringmaster::storage {
 class Database;
 
 struct SweepMember {
-  int position = 0;             // 0-based, in plan order
-  std::string overrides_json;   // {"optimizer.lr": 0.001, ...}
-  std::string state;            // planned, started, refused, not_started
+  int position = 0;               // 0-based, in plan order
+  std::string overrides_json;     // {"optimizer.lr": 0.001, ...}
+  std::string state;              // planned, started, refused, not_started
   std::optional<int64_t> run_id;  // started: its run (none again once that run is deleted)
-  std::string run_status;       // the run's status (running, completed, failed, ...); "" for none
+  std::string run_status;         // the run's status (running, completed, failed, ...); "" for none
   std::optional<std::string> error;  // refused: why; a failed run: its root cause
 };
 

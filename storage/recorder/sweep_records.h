@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,8 +58,11 @@ int recordSweepMembersNotStarted(Database& db, int64_t sweep_id);
 void finishSweep(Database& db, int64_t sweep_id, const std::string& status, double ended_at);
 
 // Sweeps `running` whose driver on this host is gone (a killed driver) become `interrupted`, their
-// planned members `not_started`; returns their ids. Reading commands call it as they do
-// reconcileInterruptedRuns.
-std::vector<int64_t> reconcileInterruptedSweeps(Database& db, double now);
+// planned members `not_started`; returns their ids. `driver_runs` says whether a recorded driver
+// still runs (remote/process: identityRuns), and true for one it cannot judge (another host's);
+// a running sweep with no driver recorded yet is left alone.
+// Reading commands call it as they do reconcileInterruptedRuns.
+std::vector<int64_t> reconcileInterruptedSweeps(
+    Database& db, double now, const std::function<bool(const SweepDriver&)>& driver_runs);
 
 }  // namespace ringmaster::storage
