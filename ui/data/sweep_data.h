@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "query/compare_axes.h"
+#include "recorder/sweep_records.h"
 
 namespace ringmaster::ui {
 
@@ -27,6 +28,11 @@ struct SweepData {
   // The sweep still runs, or a member's run is still going: its figures may change.
   bool live() const;
 };
+
+// Whether a sweep's recorded driver still runs (reconcileInterruptedSweeps' question): judged for
+// this host's driver by its PID, start time and boot (remote/process: identityRuns); true for
+// another host's, which cannot be judged from here.
+bool sweepDriverRuns(const storage::SweepDriver& driver);
 
 // toJson(ComparisonAxis) read back.
 storage::ComparisonAxis axisFromJson(const nlohmann::json& axis);

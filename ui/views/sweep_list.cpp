@@ -10,6 +10,7 @@
 #include <QVBoxLayout>
 
 #include "data/background_jobs.h"
+#include "data/sweep_data.h"
 #include "db/database.h"
 #include "models/sweep_models.h"
 #include "query/sweeps.h"
@@ -69,7 +70,7 @@ void SweepListView::setDatabase(const std::string& db_path) {
       [db_path](const JobToken&) {
         auto db = std::make_shared<storage::Database>(db_path, storage::readingOptions(db_path));
         storage::reconcileInterruptedSweeps(
-            *db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000);
+            *db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000, sweepDriverRuns);
         const int64_t version = db->dataVersion();
         return Opened{std::move(db), version};
       },
