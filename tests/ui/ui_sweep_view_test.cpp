@@ -144,6 +144,8 @@ class UiSweepViewTest : public QObject {
          {"position", "optimizer.lr", "train.batch_size", "state", "run", "status", "final_loss",
           "samples_per_second", "mean_step_ms", "peak_memory", "error"})
       QVERIFY2(model.columnOf(key) >= 0, qPrintable(key));
+    // The ranking figure leads the figures.
+    QCOMPARE(model.columnOf("final_loss"), model.columnOf("status") + 1);
     QCOMPARE(model.headerData(model.columnOf("samples_per_second"), Qt::Horizontal, Qt::DisplayRole)
                  .toString(),
              figureHeading("samples_per_second"));
@@ -162,6 +164,7 @@ class UiSweepViewTest : public QObject {
         QCOMPARE(
             cell(row, "samples_per_second"),
             formatFigureValue("samples_per_second", report["samples_per_second"].get<double>()));
+        QCOMPARE(cell(row, "final_step"), QString::number(report["final_step"].get<int64_t>()));
         QCOMPARE(cell(row, "error"), QString("–"));
       } else {
         QCOMPARE(cell(row, "state"), QString("refused"));

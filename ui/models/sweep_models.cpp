@@ -7,6 +7,7 @@
 #include <QFont>
 #include <QStringList>
 #include <algorithm>
+#include <cmath>
 
 #include "models/format.h"
 #include "models/run_list_model.h"
@@ -103,14 +104,16 @@ void SweepMembersModel::setReport(const json& report, const std::string& rank_by
     columns.push_back(QString::fromStdString(field));
   columns.insert(columns.end(), {kState, kRun, kStatus});
   std::vector<json> members = report.value("members", std::vector<json>{});
-  // Every run figure a member has, in the table's order, and the ranking one whatever.
+  // The ranking figure first, then every other run figure a member has, in the table's order.
+  const std::string ranking = rank_by.empty() ? "final_loss" : rank_by;
+  columns.push_back(QString::fromStdString(ranking));
   for (const storage::Figure& figure : storage::figureTable()) {
-    if (!storage::isRunFigure(figure)) continue;
+    if (!storage::isRunFigure(figure) || figure.id == ranking) continue;
     const std::string id(figure.id);
     const bool any = std::any_of(members.begin(), members.end(), [&](const json& member) {
       return member.contains("figures") && member["figures"].value(id, json()).is_number();
     });
-    if (any || id == rank_by) columns.push_back(QString::fromStdString(id));
+    if (any) columns.push_back(QString::fromStdString(id));
   }
   columns.push_back(kError);
   const json& best = report.value("best", json());
@@ -122,7 +125,6 @@ void SweepMembersModel::setReport(const json& report, const std::string& rank_by
   if (!same_shape) beginResetModel();
   columns_ = std::move(columns);
   best_run_ = best_run;
-  if (sort_column_ >= static_cast<int>(columns_.size())) sort_column_ = -1;
   if (same_shape) {
     // A live refresh: the rows are the same members, their figures moved (and with them, maybe,
     // their order), so the selection follows its member.
@@ -188,7 +190,11 @@ QVariant SweepMembersModel::display(const json& member, const QString& key) cons
   if (key == kError) return orDash(member.value("error", json()));
   if (storage::findFigure(id)) {
     const json& value = member.value("figures", json::object()).value(id, json());
-    return value.is_number() ? formatFigureValue(id, value.get<double>()) : QString("–");
+    if (!value.is_number()) return QString("–");
+    // A count (steps) as the integer it is; the other kinds as the charts write them.
+    return storage::figure(id).kind == storage::FigureKind::kCount
+               ? QString::number(std::llround(value.get<double>()))
+               : formatFigureValue(id, value.get<double>());
   }
   return orDash(member.value("values", json::object()).value(id, json()));
 }
@@ -265,8 +271,8 @@ QVariant SweepMembersModel::headerData(int section, Qt::Orientation orientation,
 }
 
 void SweepMembersModel::orderMembers() {
-  if (sort_column_ < 0) return;
-  const QString& key = columns_[static_cast<size_t>(sort_column_)];
+  if (columnOf(sort_key_) < 0) return;
+  const QString key = sort_key_;
   const bool descending = sort_order_ == Qt::DescendingOrder;
   std::stable_sort(members_.begin(), members_.end(), [&](const json& a, const json& b) {
     const QVariant va = sortValue(a, key), vb = sortValue(b, key);
@@ -279,7 +285,7 @@ void SweepMembersModel::orderMembers() {
 void SweepMembersModel::sort(int column, Qt::SortOrder order) {
   if (column < 0 || column >= columnCount()) return;
   reorder([&] {
-    sort_column_ = column;
+    sort_key_ = columns_[static_cast<size_t>(column)];
     sort_order_ = order;
     orderMembers();
   });

@@ -46,9 +46,13 @@ class SweepMembersModel : public QAbstractTableModel {
 
   explicit SweepMembersModel(QObject* parent = nullptr) : QAbstractTableModel(parent) {}
 
-  // The report's members (sweep_report.h): a column per swept field, and per run figure that a
-  // member has, `rank_by` always; the report's best run marked. The rows keep the last sort.
+  // The report's members (sweep_report.h): a column per swept field, then the ranking figure
+  // `rank_by` and every other run figure that a member has; the report's best run marked. The
+  // rows keep the last sort (by its column's key, wherever that column now is).
   void setReport(const nlohmann::json& report, const std::string& rank_by);
+  // The column the rows are sorted by (-1: plan order) and which way.
+  int sortColumn() const { return columnOf(sort_key_); }
+  Qt::SortOrder sortOrder() const { return sort_order_; }
 
   // Each column's key: "position", a swept field's path, "state", "run", "status", a figure's id,
   // "error"; and the column of a key (-1 for none).
@@ -78,7 +82,7 @@ class SweepMembersModel : public QAbstractTableModel {
   std::vector<QString> columns_;
   std::vector<nlohmann::json> members_;  // in the order shown
   std::optional<int64_t> best_run_;
-  int sort_column_ = -1;
+  QString sort_key_;  // the key of the column sorted by; "" for none
   Qt::SortOrder sort_order_ = Qt::AscendingOrder;
 };
 

@@ -166,14 +166,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   connect(colour_by_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(table_, &QTableView::doubleClicked, this,
           [this](const QModelIndex& index) { emit openRun(model_->runAt(index.row()).id); });
-  table_->setContextMenuPolicy(Qt::CustomContextMenu);
-  connect(table_, &QTableView::customContextMenuRequested, this, [this](const QPoint& at) {
-    const QModelIndex index = table_->indexAt(at);
-    if (!index.isValid()) return;
-    QMenu* menu = rowMenu(index.row());
-    menu->setAttribute(Qt::WA_DeleteOnClose);
-    menu->popup(table_->viewport()->mapToGlobal(at));
-  });
+  addRowMenu();
   connect(open, &QPushButton::clicked, this, [this] {
     for (int64_t id : selectedRuns()) emit openRun(id);
   });
@@ -329,6 +322,17 @@ std::optional<storage::SweepMembership> HistoryView::sweepOf(int64_t run_id) con
   const auto found = sweep_of_run_.find(run_id);
   return found == sweep_of_run_.end() ? std::nullopt
                                       : std::optional<storage::SweepMembership>(found->second);
+}
+
+void HistoryView::addRowMenu() {
+  table_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(table_, &QTableView::customContextMenuRequested, this, [this](const QPoint& at) {
+    const QModelIndex index = table_->indexAt(at);
+    if (!index.isValid()) return;
+    QMenu* menu = rowMenu(index.row());
+    menu->setAttribute(Qt::WA_DeleteOnClose);
+    menu->popup(table_->viewport()->mapToGlobal(at));
+  });
 }
 
 QMenu* HistoryView::rowMenu(int row) {

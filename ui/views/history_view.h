@@ -88,6 +88,8 @@ class HistoryView : public QWidget {
   // The Edit and Delete buttons and the search line (issue 33).
   void addOrganising(QVBoxLayout* layout, QHBoxLayout* buttons);
   void showNotice(const QString& text);
+  // The row's context menu on a right click (rowMenu).
+  void addRowMenu();
 
   std::string db_path_;
   // Polled for data_version by one job at a time, never on the GUI thread.

@@ -246,6 +246,10 @@ void SweepView::apply(SweepData data) {
           .arg(untrustedLine(sweep.value("plan", nlohmann::json::object()).value("method", "grid")),
                fields.join(" × ")));
   model_->setReport(data_->report, data_->rank_by);
+  // The header's arrow stays on the sorted column when the columns move (a new ranking figure).
+  if (const int sorted = model_->sortColumn();
+      sorted >= 0 && sorted != table_->horizontalHeader()->sortIndicatorSection())
+    table_->horizontalHeader()->setSortIndicator(sorted, model_->sortOrder());
   const nlohmann::json& best = data_->report.value("best", nlohmann::json());
   differences_model_->setBest(best);
   const QString figure = figureName(data_->rank_by);
