@@ -33,6 +33,7 @@
 #include "cli/serve_command.h"
 #endif
 #include "cli/spec_command.h"
+#include "cli/sweep_command.h"
 #include "core/error.h"
 #include "exit_codes.h"
 
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
   cli::addHostsCommand(app, commands);
 #endif
   cli::addSpecCommand(app, commands);
+  cli::addSweepCommands(app, commands);
 #if RINGMASTER_HAVE_WEB
   cli::addServeCommand(app, commands);
 #endif

@@ -15,6 +15,7 @@
 
 #include "cli/comm_dims_output.h"
 #include "cli/metric_overlay.h"
+#include "cli/sweep_command.h"
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "core/error.h"
@@ -633,9 +634,20 @@ void addHistoryCommands(CLI::App& app, Commands& commands) {
   });
 
   CLI::App* show = app.add_subcommand("show", "a run's summary, ranks, communication and errors");
-  show->add_option("run", options->run_id, "run id")->required();
+  CLI::Option* show_run = show->add_option("run", options->run_id, "run id");
   show->add_flag("--json", options->json, "JSON instead of tables");
-  commands.add(show, [options](const CommonOptions& common) {
+  // A sweep's report instead (issue 37, cli/sweep_command.h).
+  auto sweep = std::make_shared<std::pair<int64_t, std::string>>();
+  CLI::Option* show_sweep =
+      show->add_option("--sweep", sweep->first, "a sweep's report instead: its table and best run");
+  show->add_option("--by", sweep->second,
+                   "with --sweep: the run figure the best run is chosen by (default final_loss)");
+  show_run->excludes(show_sweep);
+  commands.add(show, [options, show_run, show_sweep, sweep](const CommonOptions& common) {
+    if (show_sweep->count() > 0)
+      return showSweepCommand(*openDatabaseForReading(common.databasePath()), sweep->first,
+                              sweep->second, options->json);
+    if (show_run->count() == 0) RM_THROW(kInvalidArgument, "show: a run id (or --sweep ID)");
     return showCommand(*openDatabaseForReading(common.databasePath()), options->run_id,
                        options->json);
   });

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "cli/history_commands.h"
+#include "cli/sweep_command.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include "cli/ssh_prompts.h"
 #endif
@@ -599,12 +600,23 @@ void addRunCommands(CLI::App& app, Commands& commands) {
       "cancel",
       "stop a detached run on every host, record it to its end as cancelled and check "
       "that none of its processes is left");
+  auto detached_sweep = std::make_shared<int64_t>(0);
   for (CLI::App* command : {attach, cancel}) {
-    command->add_option("run", *detached_run, "run id")->required();
+    CLI::Option* run_option = command->add_option("run", *detached_run, "run id");
+    // A detached sweep instead (issue 37, cli/sweep_command.h).
+    CLI::Option* sweep_option =
+        command->add_option("--sweep", *detached_sweep, "a detached sweep instead of a run");
+    run_option->excludes(sweep_option);
     addWatchOptions(*command, *options);
     const bool cancelling = command == cancel;
-    commands.add(command, [options, detached_run, cancelling](const CommonOptions& common) {
+    commands.add(command, [options, detached_run, detached_sweep, cancelling, run_option,
+                           sweep_option](const CommonOptions& common) {
       options->db_path = common.databasePath();
+      if (sweep_option->count() > 0)
+        return attachSweepCommand(options->db_path, *detached_sweep, cancelling, options->grace_s,
+                                  options->quiet);
+      if (run_option->count() == 0)
+        RM_THROW(kInvalidArgument, "a run id (or --sweep ID) is needed");
       return attachCommand(*options, *detached_run, cancelling);
     });
   }

@@ -30,7 +30,8 @@ bool higherIsBetter(std::string_view figure_id);
 //          that have a run (in members' order; "runs" lists those run ids),
 //  "runs": [run ids of the axes' points],
 //  "best": {"figure", "higher_is_better", "run", "position", "value",
-//           "differences": [{"field", "value", "others": [distinct values of the other runs]}]}
+//           "differences": [{"field", "value", "others": [the other runs' values that
+//                            differ from it, each once]}]}
 //          | null where no run has the figure}.
 nlohmann::json sweepReport(const Database& db, int64_t sweep_id, double now,
                            std::string_view rank_by = {});

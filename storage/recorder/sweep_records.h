@@ -53,7 +53,7 @@ void recordSweepMemberRefused(Database& db, int64_t sweep_id, int position,
 // Every member still `planned` becomes `not_started` (the sweep was cancelled); returns how many.
 int recordSweepMembersNotStarted(Database& db, int64_t sweep_id);
 // The sweep ended: `completed` (every member ran or was refused, whatever their runs' outcomes),
-// `cancelled` or `failed` (the driver could not go on: the reason kept in `error`). Only a
+// `cancelled` or `failed` (the driver could not go on: its output says why). Only a
 // `running` sweep changes.
 void finishSweep(Database& db, int64_t sweep_id, const std::string& status, double ended_at);
 
