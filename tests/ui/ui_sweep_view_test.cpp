@@ -1,9 +1,8 @@
 // Issue 37 on the desktop: the sweep view (the members' table, "rank by" and the best run, the
-// parallel coordinates, the scatter), the sweep list and "Open sweep" from the run list, on a
-// sweep of real runs: `ringmaster run` of the DDP example on 2 ranks for the 2 x 2 grid
-// optimizer.lr {0.01, 0.001} x train.batch_size {16, 64}, recorded as members of a sweep whose
-// grid also has train.batch_size 0, which the spec check refuses (its members refused with the
-// check's own message). And a running sweep whose members change under the open view. Every view
+// parallel coordinates, the scatter), the sweep list and "Open sweep" from the run list, on a real
+// sweep: `ringmaster sweep` of the DDP example on 2 ranks over optimizer.lr {0.01, 0.001} x
+// train.batch_size {16, 64, 0}: the 2 x 2 grid's 4 runs, and 2 members whose batch size 0 the
+// spec check refused. And a running sweep whose members change under the open view. Every view
 // reads off the GUI thread.
 #include <QAbstractItemModelTester>
 #include <QComboBox>
@@ -27,7 +26,6 @@
 #include "query/run_report.h"
 #include "query/sweeps.h"
 #include "recorder/sweep_records.h"
-#include "spec/job_spec.h"
 #include "ui_test_support.h"
 #include "views/history_view.h"
 #include "views/sweep_list.h"
@@ -75,53 +73,31 @@ class UiSweepViewTest : public QObject {
     installGuiThreadQueryCheck();
     QVERIFY(dir_.isValid());
     db_path_ = dir_.filePath("runs.db").toStdString();
-    std::string refusal;
-    int64_t next_run = 1;
-    for (double lr : kLearningRates) {
-      for (int batch : kBatchSizes) {
-        Member member{.position = static_cast<int>(members_.size()), .lr = lr, .batch_size = batch};
-        if (batch > 0) {
-          runMember(lr, batch);
-          member.run = next_run++;
-        }
-        members_.push_back(member);
-      }
-    }
+    runSweep();
     if (QTest::currentTestFailed()) return;
-    // What the spec check says of the refused value, as a sweep's driver records it.
-    json refused = json::parse(readExample());
-    refused["train"]["batch_size"] = 0;
-    const SpecParseResult check = parseJobSpec(refused);
-    QVERIFY(!check.ok());
-    refusal = check.describe();
-    QVERIFY2(refusal.find("train.batch_size") != std::string::npos, refusal.c_str());
-
     storage::AllowQueriesOnThisThread the_tests_own_queries;
     storage::Database db(db_path_);
-    storage::NewSweep sweep{
-        .name = "ddp_mlp",
-        .spec_path = ddpExample().toStdString(),
-        .spec_json = readExample(),
-        .plan_json = json{{"method", "grid"},
-                          {"axes",
-                           {{{"field", "optimizer.lr"}, {"values", kLearningRates}},
-                            {{"field", "train.batch_size"}, {"values", kBatchSizes}}}}}
-                         .dump(),
-        .created_at = 1.7e9};
-    for (const Member& member : members_)
-      sweep.member_overrides_json.push_back(
-          json{{"optimizer.lr", member.lr}, {"train.batch_size", member.batch_size}}.dump());
-    sweep_id_ = storage::createSweep(db, sweep);
-    for (const Member& member : members_) {
-      if (member.run)
-        storage::recordSweepMemberStarted(db, sweep_id_, member.position, *member.run);
-      else
-        storage::recordSweepMemberRefused(db, sweep_id_, member.position, refusal);
-    }
-    storage::finishSweep(db, sweep_id_, "completed", 1.7e9 + 60);
-    for (const Member& member : members_)
+    const std::vector<storage::SweepRecord> sweeps = storage::listSweeps(db);
+    QCOMPARE(sweeps.size(), size_t{1});
+    sweep_id_ = sweeps.front().id;
+    QCOMPARE(sweeps.front().status, std::string("completed"));
+    QCOMPARE(sweeps.front().members.size(), kLearningRates.size() * kBatchSizes.size());
+    for (const storage::SweepMember& recorded : sweeps.front().members) {
+      const json values = json::parse(recorded.overrides_json);
+      Member member{.position = recorded.position,
+                    .lr = values.at("optimizer.lr").get<double>(),
+                    .batch_size = values.at("train.batch_size").get<int>(),
+                    .run = recorded.run_id};
+      // The grid in plan order, the first axis turning slowest; batch size 0 refused by the spec
+      // check before a run existed.
+      QCOMPARE(member.lr, kLearningRates[size_t(member.position) / kBatchSizes.size()]);
+      QCOMPARE(member.batch_size, kBatchSizes[size_t(member.position) % kBatchSizes.size()]);
+      QCOMPARE(member.run.has_value(), member.batch_size > 0);
+      QCOMPARE(recorded.state, std::string(member.run ? "started" : "refused"));
       if (member.run)
         reports_[*member.run] = storage::toJson(storage::buildRunReport(db, *member.run, 0));
+      members_.push_back(member);
+    }
   }
 
   // The table: a row per member with its position, each swept field's value, its state, run and
@@ -241,8 +217,12 @@ class UiSweepViewTest : public QObject {
         QVERIFY(std::abs(line.points[a].y() - y) < 1e-6);
       }
     }
+    std::vector<int64_t> runs;
+    for (const Member& member : members_)
+      if (member.run) runs.push_back(*member.run);
     std::sort(drawn.begin(), drawn.end());
-    QCOMPARE(drawn, (std::vector<int64_t>{1, 2, 3, 4}));
+    std::sort(runs.begin(), runs.end());
+    QCOMPARE(drawn, runs);
     // Coloured along the final loss: the lowest at one end of the scale, the highest at the other.
     const auto by_loss = std::minmax_element(lines.begin(), lines.end(), [&](auto& a, auto& b) {
       return values[a.run_id][2] < values[b.run_id][2];
@@ -382,10 +362,10 @@ class UiSweepViewTest : public QObject {
       QTest::mouseRelease(view.table()->viewport(), Qt::LeftButton, {}, at);
       QTest::mouseDClick(view.table()->viewport(), Qt::LeftButton, {}, at);
     };
-    doubleClick(3);  // lr 0.001, batch 16: run 3
+    doubleClick(3);  // lr 0.001, batch 16
     QCOMPARE(opened.count(), 1);
-    QCOMPARE(opened.takeFirst().at(0).toLongLong(), 3);
-    doubleClick(2);  // refused
+    QCOMPARE(opened.takeFirst().at(0).toLongLong(), *members_[3].run);
+    doubleClick(2);  // batch 0: refused
     QCOMPARE(opened.count(), 0);
   }
 
@@ -396,11 +376,12 @@ class UiSweepViewTest : public QObject {
     history.show();
     history.setDatabase(db_path_);
     QTRY_COMPARE_WITH_TIMEOUT(history.model()->rowCount(), 4, 30000);
-    QTRY_VERIFY_WITH_TIMEOUT(history.sweepOf(4).has_value(), 30000);
-    QCOMPARE(history.sweepOf(4)->sweep_id, sweep_id_);
-    QCOMPARE(history.sweepOf(4)->position, 4);
+    const int64_t run = *members_[4].run;
+    QTRY_VERIFY_WITH_TIMEOUT(history.sweepOf(run).has_value(), 30000);
+    QCOMPARE(history.sweepOf(run)->sweep_id, sweep_id_);
+    QCOMPARE(history.sweepOf(run)->position, 4);
     QSignalSpy open_sweep(&history, &HistoryView::openSweep);
-    std::unique_ptr<QMenu> menu(history.rowMenu(history.model()->rowOfRun(4)));
+    std::unique_ptr<QMenu> menu(history.rowMenu(history.model()->rowOfRun(run)));
     QAction* action = nullptr;
     for (QAction* each : menu->actions())
       if (each->text() == QString("Open sweep %1 (member #4)").arg(sweep_id_)) action = each;
@@ -494,23 +475,29 @@ class UiSweepViewTest : public QObject {
     return file.readAll().toStdString();
   }
 
-  // One member's run: `ringmaster run` of the DDP example on 2 local ranks, a few steps.
-  void runMember(double lr, int batch) {
-    QProcess run;
-    run.setProcessChannelMode(QProcess::MergedChannels);
-    run.start(ringmasterExecutable(),
-              {"--db", QString::fromStdString(db_path_), "run", ddpExample(), "-q", "--set",
-               "train.steps=4", "--set", "telemetry.every_steps=1", "--set",
-               R"(launch.hosts=[{"host": "localhost", "ranks": 2}])", "--set",
-               QString("optimizer.lr=%1").arg(QString::fromStdString(json(lr).dump())), "--set",
-               QString("train.batch_size=%1").arg(batch)});
-    QVERIFY(run.waitForStarted(30000));
-    if (!run.waitForFinished(180000)) {
-      run.kill();  // our own child, by its handle
-      run.waitForFinished(10000);
-      QFAIL("ringmaster run did not finish in 180 s");
+  // The sweep: `ringmaster sweep` of the DDP example on 2 local ranks, a few steps, over the grid;
+  // exit code 1 since members were refused.
+  void runSweep() {
+    const auto values = [](const auto& list) {
+      QStringList texts;
+      for (const auto& value : list) texts << QString::fromStdString(json(value).dump());
+      return texts.join(',');
+    };
+    QProcess sweep;
+    sweep.setProcessChannelMode(QProcess::MergedChannels);
+    sweep.start(ringmasterExecutable(),
+                {"--db", QString::fromStdString(db_path_), "sweep", ddpExample(), "-q", "--axis",
+                 "optimizer.lr=" + values(kLearningRates), "--axis",
+                 "train.batch_size=" + values(kBatchSizes), "--set", "train.steps=4", "--set",
+                 "telemetry.every_steps=1", "--set",
+                 R"(launch.hosts=[{"host": "localhost", "ranks": 2}])"});
+    QVERIFY(sweep.waitForStarted(30000));
+    if (!sweep.waitForFinished(300000)) {
+      sweep.kill();  // our own child, by its handle
+      sweep.waitForFinished(10000);
+      QFAIL("ringmaster sweep did not finish in 300 s");
     }
-    QVERIFY2(run.exitCode() == 0, run.readAll().constData());
+    QVERIFY2(sweep.exitCode() == 1, sweep.readAll().constData());
   }
 
   QTemporaryDir dir_;

@@ -1,11 +1,10 @@
 // SweepData: sweepReport read through its own connection, and its axes parsed back.
 #include "data/sweep_data.h"
 
-#include <unistd.h>
-
 #include "db/database.h"
-#include "process/process_identity.h"
 #include "query/sweep_report.h"
+#include "recorder/sweep_records.h"
+#include "sweep/sweep_runner.h"
 
 namespace ringmaster::ui {
 
@@ -19,15 +18,6 @@ bool SweepData::live() const {
   const nlohmann::json& sweep = report.value("sweep", nlohmann::json::object());
   return sweep.value("status", "") == "running" ||
          sweep.value("ended", 0) < sweep.value("members", 0);
-}
-
-bool sweepDriverRuns(const storage::SweepDriver& driver) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  if (driver.host != host) return true;
-  return identityRuns({.pid = static_cast<pid_t>(driver.pid),
-                       .start_time = static_cast<uint64_t>(driver.start_time),
-                       .boot_id = driver.boot_id});
 }
 
 storage::ComparisonAxis axisFromJson(const nlohmann::json& json) {
@@ -64,7 +54,7 @@ SweepData sweepDataFromReport(nlohmann::json report, std::string rank_by) {
 SweepData loadSweepData(const std::string& db_path, int64_t sweep_id, const std::string& rank_by,
                         double now, bool reconcile) {
   storage::Database db(db_path, storage::readingOptions(db_path));
-  if (reconcile) storage::reconcileInterruptedSweeps(db, now, sweepDriverRuns);
+  if (reconcile) storage::reconcileInterruptedSweeps(db, now, session::sweepDriverRuns);
   return sweepDataFromReport(storage::sweepReport(db, sweep_id, now, rank_by), rank_by);
 }
 

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "query/compare_axes.h"
-#include "recorder/sweep_records.h"
 
 namespace ringmaster::ui {
 
@@ -29,18 +28,14 @@ struct SweepData {
   bool live() const;
 };
 
-// Whether a sweep's recorded driver still runs (reconcileInterruptedSweeps' question): judged for
-// this host's driver by its PID, start time and boot (remote/process: identityRuns); true for
-// another host's, which cannot be judged from here.
-bool sweepDriverRuns(const storage::SweepDriver& driver);
-
 // toJson(ComparisonAxis) read back.
 storage::ComparisonAxis axisFromJson(const nlohmann::json& axis);
 
 // The sweep's report with the best run by `rank_by` (a run figure's id; "" for the final loss).
 // `reconcile` first marks a sweep whose driver died interrupted (storage's
-// reconcileInterruptedSweeps), as the run list does for runs. Throws what storage throws (an
-// unknown sweep, a figure that is not a run figure, an unreadable database).
+// reconcileInterruptedSweeps with session::sweepDriverRuns), as the run list does for runs. Throws
+// what storage throws (an unknown sweep, a figure that is not a run figure, an unreadable
+// database).
 SweepData loadSweepData(const std::string& db_path, int64_t sweep_id, const std::string& rank_by,
                         double now, bool reconcile);
 

@@ -10,11 +10,11 @@
 #include <QVBoxLayout>
 
 #include "data/background_jobs.h"
-#include "data/sweep_data.h"
 #include "db/database.h"
 #include "models/sweep_models.h"
 #include "query/sweeps.h"
 #include "recorder/sweep_records.h"
+#include "sweep/sweep_runner.h"
 #include "views/table_copy.h"
 
 namespace ringmaster::ui {
@@ -70,7 +70,8 @@ void SweepListView::setDatabase(const std::string& db_path) {
       [db_path](const JobToken&) {
         auto db = std::make_shared<storage::Database>(db_path, storage::readingOptions(db_path));
         storage::reconcileInterruptedSweeps(
-            *db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000, sweepDriverRuns);
+            *db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000,
+            session::sweepDriverRuns);
         const int64_t version = db->dataVersion();
         return Opened{std::move(db), version};
       },
