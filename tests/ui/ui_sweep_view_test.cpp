@@ -130,6 +130,7 @@ class UiSweepViewTest : public QObject {
       QVERIFY(row >= 0);
       QCOMPARE(cell(row, "optimizer.lr"), QString::fromStdString(json(member.lr).dump()));
       QCOMPARE(cell(row, "train.batch_size"), QString::number(member.batch_size));
+      QCOMPARE(cell(row, "position"), QString::number(member.position + 1));  // as the CLI counts
       if (member.run) {
         const json& report = reports_.at(*member.run);
         QCOMPARE(cell(row, "state"), QString("started"));
@@ -384,7 +385,7 @@ class UiSweepViewTest : public QObject {
     std::unique_ptr<QMenu> menu(history.rowMenu(history.model()->rowOfRun(run)));
     QAction* action = nullptr;
     for (QAction* each : menu->actions())
-      if (each->text() == QString("Open sweep %1 (member #4)").arg(sweep_id_)) action = each;
+      if (each->text() == QString("Open sweep %1 (member 5)").arg(sweep_id_)) action = each;
     QVERIFY(action != nullptr);
     action->trigger();
     QCOMPARE(open_sweep.count(), 1);

@@ -183,7 +183,8 @@ QVariant SweepMembersModel::display(const json& member, const QString& key) cons
   const auto orDash = [](const json& value) {
     return value.is_null() ? QString("–") : untrustedLine(valueText(value));
   };
-  if (key == kPosition) return member.value("position", 0);
+  // Members are numbered from 1 on screen, as `ringmaster sweep` numbers them.
+  if (key == kPosition) return member.value("position", 0) + 1;
   if (key == kState) return untrustedLine(member.value("state", "")).replace('_', ' ');
   if (key == kRun) return orDash(member.value("run", json()));
   if (key == kStatus) return untrustedLine(member.value("status", ""));

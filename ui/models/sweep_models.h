@@ -1,7 +1,8 @@
 // The sweep tables (issue 37) as models over plain data: the sweeps of a database (one row per
-// sweep), a sweep's members (one row per member: its position, each swept field's value, its state,
-// run and run status, the run figures and the error; sortable, the best run marked) and the best
-// run's spec differences from the others'. Read from storage's SweepRecord and sweepReport JSON.
+// sweep), a sweep's members (one row per member: its number, from 1 as `ringmaster sweep` counts,
+// each swept field's value, its state, run and run status, the run figures and the error;
+// sortable, the best run marked) and the best run's spec differences from the others'. Read from
+// storage's SweepRecord and sweepReport JSON.
 #pragma once
 
 #include <QAbstractTableModel>

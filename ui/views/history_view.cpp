@@ -341,8 +341,9 @@ QMenu* HistoryView::rowMenu(int row) {
   menu->addAction(QString("Open run %1").arg(run_id), this,
                   [this, run_id] { emit openRun(run_id); });
   if (const std::optional<storage::SweepMembership> sweep = sweepOf(run_id))
-    menu->addAction(QString("Open sweep %1 (member #%2)").arg(sweep->sweep_id).arg(sweep->position),
-                    this, [this, id = sweep->sweep_id] { emit openSweep(id); });
+    menu->addAction(
+        QString("Open sweep %1 (member %2)").arg(sweep->sweep_id).arg(sweep->position + 1), this,
+        [this, id = sweep->sweep_id] { emit openSweep(id); });
   return menu;
 }
 

@@ -254,10 +254,10 @@ void SweepView::apply(SweepData data) {
   differences_model_->setBest(best);
   const QString figure = figureName(data_->rank_by);
   if (best.is_object() && best.value("value", nlohmann::json()).is_number())
-    best_->setText(QString("By %1 (%2 is better): run %3, member #%4, %5")
+    best_->setText(QString("By %1 (%2 is better): run %3, member %4, %5")
                        .arg(figure, best.value("higher_is_better", false) ? "higher" : "lower")
                        .arg(best.value("run", int64_t{0}))
-                       .arg(best.value("position", 0))
+                       .arg(best.value("position", 0) + 1)
                        .arg(formatFigureValue(data_->rank_by, best["value"].get<double>())));
   else
     best_->setText(QString("No run has its %1 yet.").arg(figure));

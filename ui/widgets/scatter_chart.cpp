@@ -27,7 +27,10 @@ std::pair<double, double> rangeOf(const storage::ComparisonAxis& axis) {
 }
 
 QString valueText(const storage::ComparisonAxis& axis, double value) {
-  return axis.is_figure ? formatFigureValue(axis.key, value) : formatFigure(value);
+  if (axis.is_figure) return formatFigureValue(axis.key, value);
+  // Below 1, a spec field's ticks to 3 significant digits: learning rates 0.00138 and 0.002 stay
+  // apart (3 decimals would write both 0.002).
+  return std::fabs(value) < 1 && value != 0 ? QString::number(value, 'g', 3) : formatFigure(value);
 }
 
 }  // namespace
