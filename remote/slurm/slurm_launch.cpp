@@ -26,6 +26,26 @@ std::string endedMarker(const std::string& job_dir) {
   return job_dir + "/slurm-ended";
 }
 
+// A sweep member's files in its job directory (slurmStepScript writes them): its step's id, the
+// exit status of its srun, and the PID of the step script (which leads its own process group).
+std::string stepIdFile(const std::string& job_dir) {
+  return job_dir + "/slurm-step";
+}
+std::string stepExitFile(const std::string& job_dir) {
+  return job_dir + "/slurm-step-exit";
+}
+std::string stepPidFile(const std::string& job_dir) {
+  return job_dir + "/slurm-step.pid";
+}
+std::string stepCancelFile(const std::string& job_dir) {
+  return job_dir + "/slurm-step-cancel";
+}
+
+bool allDigits(std::string_view text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
 std::string words(const CommandOutput& output) {
   std::string text = output.err.empty() ? output.out : output.err;
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
@@ -49,6 +69,9 @@ struct SlurmLaunch::State {
   bool cancel_asked = false;
   std::string failure;
   std::string down_nodes;  // a NODE_FAIL's nodes that Slurm marks down
+  std::string step_id;     // a sweep member's step, "ALLOC.STEP", once node 0 wrote it
+
+  bool stepMode() const { return options.allocation.has_value(); }
 
   void submit() {
     host->writeFile(options.script_path, options.script, /*executable=*/true);
@@ -58,6 +81,120 @@ struct SlurmLaunch::State {
       RM_THROW(kComm,
                fmt::format("sbatch on {} refused the job: {}", host->describe(), words(out)));
     job_id = parseSbatchJobId(out.out);
+  }
+
+  // A sweep's member: its step script, started detached (a session of its own, so that neither
+  // this process's end nor the command's process group reaches it); it writes its own output.
+  void startStep() {
+    host->writeFile(options.script_path, options.script, /*executable=*/true);
+    const CommandOutput out =
+        host->run({"setsid", "-f", "/bin/bash", options.script_path}, kCommandTimeout);
+    if (!out.status.ok())
+      RM_THROW(kComm, fmt::format("the step of the sweep's Slurm allocation {} could not be "
+                                  "started on {}: {}",
+                                  *options.allocation, host->describe(), words(out)));
+  }
+
+  // The first line of a file on the submitting host; "" when it is not there (yet).
+  std::string firstLine(const std::string& path) {
+    const CommandOutput out = host->run({"cat", path}, kCommandTimeout);
+    if (!out.status.ok()) return {};
+    return out.out.substr(0, out.out.find('\n'));
+  }
+
+  // The member's step, once node 0 of it said it.
+  void learnStep() {
+    if (!step_id.empty()) return;
+    const std::string said = firstLine(stepIdFile(options.job_dir));
+    if (said.starts_with(job_id + ".") && allDigits(said.substr(job_id.size() + 1))) step_id = said;
+  }
+
+  // A member's state: its step's while squeue lists it, its srun's end once the step script wrote
+  // it (an end other than completed or cancelled is the allocation's when that ended); before its
+  // step started, PENDING with the allocation's reason.
+  std::optional<SlurmJobState> queryStep() {
+    learnStep();
+    if (!step_id.empty()) {
+      const CommandOutput steps = host->run(
+          {"squeue", "--steps", "--noheader", "--jobs", job_id, "--format=%i|%N"}, kCommandTimeout);
+      if (steps.status.ok()) {
+        if (std::optional<SlurmJobState> state = parseSqueueSteps(steps.out, step_id)) return state;
+      }
+    }
+    // A step that ended well, or as asked, says so itself; any other end is the allocation's when
+    // that has ended (released, TIMEOUT, NODE_FAIL), whether or not the step had started.
+    const std::string exit = firstLine(stepExitFile(options.job_dir));
+    if (!exit.empty() && (exit == "0" || cancel_asked)) return stepEnd(exit);
+    std::optional<SlurmJobState> allocation = query();
+    if (!allocation) return exit.empty() ? std::nullopt : std::optional(stepEnd(exit));
+    if (isFinalSlurmState(allocation->state)) {
+      if (step_id.empty())
+        allocation->reason =
+            fmt::format("its step never started: the sweep's allocation {} ended {}", job_id,
+                        allocation->state);
+      allocation->job_id = step_id.empty() ? job_id : step_id;
+      return allocation;
+    }
+    if (!exit.empty()) return stepEnd(exit);
+    if (!step_id.empty()) return known ? std::optional(last) : std::nullopt;
+    return SlurmJobState{.job_id = job_id,
+                         .state = "PENDING",
+                         .reason = allocation->state == "PENDING"
+                                       ? fmt::format("the sweep's allocation {} waits: {}", job_id,
+                                                     allocation->reason)
+                                       : fmt::format("its step in the sweep's allocation {} has "
+                                                     "not started",
+                                                     job_id)};
+  }
+
+  // The step's end from its srun's exit status: 0 completed, a stop asked for (or TERM) cancelled.
+  SlurmJobState stepEnd(const std::string& exit) {
+    SlurmJobState state{.job_id = step_id.empty() ? job_id : step_id, .nodes = last.nodes};
+    int code = 1;
+    if (allDigits(exit) && exit.size() < 4) code = std::stoi(exit);
+    state.exit_code = code;
+    state.state = code == 0                                    ? "COMPLETED"
+                  : cancel_asked || code == 130 || code == 143 ? "CANCELLED"
+                                                               : "FAILED";
+    // No agent ran to say why: the script's own words are in its output.
+    if (state.state == "FAILED" && step_id.empty())
+      state.reason = fmt::format(
+          "its step never started in the sweep's allocation {}: "
+          "{}/slurm-step.out says why",
+          job_id, options.job_dir);
+    return state;
+  }
+
+  // Stops a member: its step once it runs (scancel STEP), else its step script's process group.
+  void stopStep(bool gracefully) {
+    learnStep();
+    if (step_id.empty()) {
+      // The script checks this file before it starts srun, should it not have said its PID yet.
+      host->writeFile(stepCancelFile(options.job_dir), "cancelled\n");
+      const std::string pid = firstLine(stepPidFile(options.job_dir));
+      if (allDigits(pid)) {
+        host->run({"kill", gracefully ? "-TERM" : "-KILL", "--", "-" + pid}, kCommandTimeout);
+        if (!gracefully && !ended_marked) {
+          last = {.job_id = job_id, .state = "CANCELLED", .reason = "stopped before its step"};
+          known = true;
+          if (options.on_state) options.on_state(last);
+          markEnded();
+        }
+      }
+      return;
+    }
+    std::vector<std::string> argv = {"scancel"};
+    if (gracefully) argv.push_back("--signal=TERM");
+    argv.push_back(step_id);
+    const CommandOutput out = host->run(argv, kCommandTimeout);
+    // Slurm 22.05's scancel signals a step (--signal) and then says "Kill job error on job step
+    // id ALLOC: Invalid job id specified", exiting 225: the signal was sent (seen on the test
+    // cluster), so that complaint is no failure of the cancel.
+    const bool signalled_anyway =
+        gracefully &&
+        out.err.find(fmt::format("Kill job error on job step id {}:", job_id)) != std::string::npos;
+    if (!out.status.ok() && !signalled_anyway && failure.empty())
+      failure = fmt::format("scancel of Slurm step {} failed: {}", step_id, words(out));
   }
 
   void startFollowers() {
@@ -120,7 +257,7 @@ struct SlurmLaunch::State {
   bool poll() {
     if (ended_marked || Clock::now() - last_poll < options.poll_every) return false;
     last_poll = Clock::now();
-    std::optional<SlurmJobState> state = query();
+    std::optional<SlurmJobState> state = stepMode() ? queryStep() : query();
     if (!state) {
       if (unknown_since == Clock::time_point{}) unknown_since = Clock::now();
       if (Clock::now() - unknown_since < kUnknownFor) return false;
@@ -183,7 +320,13 @@ SlurmLaunch::SlurmLaunch(std::unique_ptr<SlurmHost> host, SlurmLaunchOptions opt
   RM_CHECK_ARG(options.spec.launch.slurm.has_value(), "a Slurm launch of a spec without Slurm");
   state_->host = std::move(host);
   state_->options = std::move(options);
-  if (state_->options.job_id) {
+  const std::optional<std::string>& allocation = state_->options.allocation;
+  if (allocation) {
+    state_->job_id = *allocation;
+    const std::optional<std::string>& recorded = state_->options.job_id;
+    if (recorded && recorded->starts_with(*allocation + ".")) state_->step_id = *recorded;
+    if (!recorded) state_->startStep();
+  } else if (state_->options.job_id) {
     state_->job_id = *state_->options.job_id;
   } else {
     state_->submit();
@@ -226,6 +369,11 @@ bool SlurmLaunch::pump(milliseconds timeout, const LaunchSink& sink) {
 void SlurmLaunch::cancel() {
   State& s = *state_;
   s.cancel_asked = true;
+  if (s.stepMode()) {
+    s.stopStep(/*gracefully=*/true);
+    s.last_poll = {};
+    return;
+  }
   // A job still queued has nothing to stop gracefully: it leaves the queue. A running one's
   // agents get SIGTERM, which they forward to their workers, which end their step cancelled.
   const bool queued = !s.known || runStatusOfSlurmState(s.last.state) == "pending";
@@ -241,6 +389,11 @@ void SlurmLaunch::cancel() {
 void SlurmLaunch::kill() {
   State& s = *state_;
   s.cancel_asked = true;
+  if (s.stepMode()) {
+    s.stopStep(/*gracefully=*/false);
+    s.last_poll = {};
+    return;
+  }
   const CommandOutput out = s.host->run({"scancel", s.job_id}, kCommandTimeout);
   if (!out.status.ok() && s.failure.empty())
     s.failure = fmt::format("scancel of Slurm job {} failed: {}", s.job_id, words(out));
@@ -274,8 +427,9 @@ std::string SlurmLaunch::failure() const {
   if (!s.known) return {};
   const std::string_view status = runStatusOfSlurmState(s.last.state);
   if (status != "failed") return {};
-  // A job whose script failed because a worker did: the agents' own root cause says more.
-  if (s.last.state == "FAILED") return {};
+  // A job whose script failed because a worker did: the agents' own root cause says more (a
+  // sweep member whose step never started has no agent to say it).
+  if (s.last.state == "FAILED" && !(s.stepMode() && s.step_id.empty())) return {};
   std::string text = describeSlurmState(s.last);
   if (!s.down_nodes.empty()) text += fmt::format("; down: {}", s.down_nodes);
   return text;

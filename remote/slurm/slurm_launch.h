@@ -4,6 +4,10 @@
 // `ringmaster-node spool-follow` on the submitting host (the spools lie in the job directory,
 // which the nodes share with it). cancel() is `scancel --signal=TERM` (the agents stop their
 // workers, which end cancelled), kill() is `scancel`.
+// A sweep's member (issue 37, options.allocation) is a job step of the sweep's allocation instead:
+// its step script (slurmStepScript) is started detached on the submitting host (`setsid -f`), its
+// state is its step's (squeue --steps, then the exit status the script writes), and cancel and
+// kill stop only its step.
 #pragma once
 
 #include <chrono>
@@ -26,7 +30,10 @@ struct SlurmLaunchOptions {
   std::string script;                 // slurmBatchScript's text
   std::string node_binary;            // ringmaster-node on the submitting host (spool-follow)
   std::optional<std::string> job_id;  // attach: the job recorded; nothing is submitted
-  std::string follow_from;            // spool-follow --from, per rank (attach)
+  // A sweep's member: the sweep's allocation (its job id); `script` is then slurmStepScript's. When
+  // attaching, job_id is what was recorded: the allocation, or "ALLOC.STEP" once the step ran.
+  std::optional<std::string> allocation;
+  std::string follow_from;                     // spool-follow --from, per rank (attach)
   std::chrono::milliseconds poll_every{1000};  // squeue / sacct
   // Called on the pumping thread with every state Slurm reports that differs from the last (the
   // first right after submission: PENDING with its reason, or RUNNING).
@@ -48,6 +55,8 @@ class SlurmLaunch final : public Launch {
   // Reads the job's state now (on_state hears it when it changed): what a launch that is not
   // followed (ringmaster run --detach) records before it returns.
   void refreshState();
+  // The job submitted, or a member's allocation; a member's step is lastState().job_id once it
+  // started ("ALLOC.STEP").
   const std::string& jobId() const;
   const SlurmJobState& lastState() const;
 

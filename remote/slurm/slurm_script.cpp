@@ -111,4 +111,100 @@ std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths)
   return script;
 }
 
+// ---- A sweep's member as a job step of the sweep's allocation (issue 37)
+
+namespace {
+
+void checkAllocationId(const std::string& allocation_id) {
+  const bool digits = !allocation_id.empty() && allocation_id.size() <= 20 &&
+                      std::all_of(allocation_id.begin(), allocation_id.end(),
+                                  [](char c) { return c >= '0' && c <= '9'; });
+  RM_CHECK_ARG(digits, fmt::format("the sweep's allocation {} is not a Slurm job id",
+                                   shellQuote(allocation_id)));
+}
+
+}  // namespace
+
+std::vector<std::string> stepOptions(const JobSpec& spec, const std::string& allocation_id) {
+  const SlurmSpec& slurm = slurmOf(spec);
+  checkAllocationId(allocation_id);
+  std::vector<std::string> options = {
+      "--jobid=" + allocation_id, fmt::format("--nodes={}", slurm.nodes), "--ntasks-per-node=1"};
+  if (slurm.cpus_per_task)
+    options.push_back(fmt::format("--cpus-per-task={}", *slurm.cpus_per_task));
+  if (slurm.gpus_per_node)
+    options.push_back(fmt::format("--gpus-per-node={}", *slurm.gpus_per_node));
+  if (slurm.mem) options.push_back("--mem=" + *slurm.mem);
+  if (slurm.time) options.push_back("--time=" + *slurm.time);
+  options.push_back("--job-name=" + slurm.job_name.value_or(spec.name));
+  options.push_back("--kill-on-bad-exit=1");
+  options.push_back("--input=none");
+  return options;
+}
+
+std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
+                            const std::string& allocation_id) {
+  const SlurmSpec& slurm = slurmOf(spec);
+  const std::vector<std::string> options = stepOptions(spec, allocation_id);
+  // Two members of one allocation may share a node address: the port differs per step.
+  const std::string master_port =
+      spec.launch.master_port != 0
+          ? std::to_string(spec.launch.master_port)
+          : fmt::format("$(( {} + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) % {} ))", kDerivedPortBase,
+                        kDerivedPortRange);
+  // Each node's task: the master is the step's first node (not the allocation's), node 0 says
+  // the step's id, and the agent starts as in the batch script.
+  const std::string task = fmt::format(
+      "first=$(scontrol show hostnames \"$SLURM_STEP_NODELIST\" | head -n 1)\n"
+      "addr=$(scontrol show node \"$first\" -o | sed -n 's/.*NodeAddr=\\([^ ]*\\).*/\\1/p' "
+      "|| true)\n"
+      "port={}\n"
+      "if [ \"$SLURM_NODEID\" = 0 ]; then\n"
+      "  echo \"$SLURM_JOB_ID.$SLURM_STEP_ID\" >\"$3\"/slurm-step.tmp && "
+      "mv -f \"$3\"/slurm-step.tmp \"$3\"/slurm-step\n"
+      "fi\n"
+      "exec \"$1\" agent --spec \"$2\" --nnodes {} --node-rank \"$SLURM_NODEID\" "
+      "--master \"${{addr:-$first}}:$port\" --grace {} --spool-dir \"$3\"/node-\"$SLURM_NODEID\"",
+      master_port, slurm.nodes, paths.grace_s);
+  std::string srun = "srun";
+  for (const std::string& option : options) srun += " " + shellQuote(option);
+  const std::string dir = shellQuote(paths.job_dir);
+  return fmt::format(
+      "#!/bin/bash\n"
+      "# Written by Ringmaster for job spec '{name}': a member of a sweep, run as a job step of\n"
+      "# the sweep's Slurm allocation {job} (docs/slurm.md, \"Sweeps in one allocation\"). The\n"
+      "# submitting host runs it detached; srun starts one ringmaster-node agent per node.\n"
+      "umask 077\n"
+      "dir={dir}\n"
+      "exec </dev/null >>\"$dir\"/slurm-step.out 2>&1\n"
+      "echo $$ >\"$dir\"/slurm-step.pid\n"
+      "ended() {{\n"
+      "  echo \"$1\" >\"$dir\"/slurm-step-exit.tmp && mv -f \"$dir\"/slurm-step-exit.tmp "
+      "\"$dir\"/slurm-step-exit\n"
+      "  exit \"$1\"\n"
+      "}}\n"
+      "trap 'ended 143' TERM INT HUP\n"
+      "# srun refuses an allocation still queued: wait while it is.\n"
+      "while :; do\n"
+      "  [ ! -e \"$dir\"/slurm-step-cancel ] || ended 143\n"
+      "  if ! state=$(squeue --noheader --jobs={job} --format=%T 2>&1); then\n"
+      "    case \"$state\" in *'Invalid job id'*) state=gone ;; *) state=UNREACHABLE ;; esac\n"
+      "  fi\n"
+      "  case \"$state\" in\n"
+      "    RUNNING) break ;;\n"
+      "    PENDING | CONFIGURING | UNREACHABLE) sleep 2 ;;\n"
+      "    *) echo \"the sweep's allocation {job} is ${{state:-gone}}\"; ended 1 ;;\n"
+      "  esac\n"
+      "done\n"
+      "[ ! -e \"$dir\"/slurm-step-cancel ] || ended 143\n"
+      "{srun} \\\n"
+      "  /bin/bash -c {task} ringmaster-node-agent \\\n"
+      "  {binary} {spec} \"$dir\"\n"
+      "ended $?\n",
+      fmt::arg("name", spec.name), fmt::arg("job", allocation_id), fmt::arg("dir", dir),
+      fmt::arg("srun", srun), fmt::arg("task", shellQuote(task)),
+      fmt::arg("binary", shellQuote(paths.node_binary)),
+      fmt::arg("spec", shellQuote(paths.spec_path)));
+}
+
 }  // namespace ringmaster::slurm

@@ -39,4 +39,21 @@ std::vector<std::string> sbatchOptions(const JobSpec& spec, const SlurmScriptPat
 // backslash, '#' or control character; '%' is written doubled).
 std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths);
 
+// A sweep's member as a job step of the sweep's allocation (issue 37, docs/slurm.md "Sweeps in
+// one allocation"): the script the submitting host runs detached instead of sbatch. It writes its
+// own output to <job_dir>/slurm-step.out, waits while the allocation `allocation_id` (digits) is
+// queued (ending with 143 as soon as <job_dir>/slurm-step-cancel exists), then starts the step with
+//   srun --jobid=ALLOC --nodes=N --ntasks-per-node=1 [cpus, gpus, mem, time] --job-name=NAME
+//     --kill-on-bad-exit=1 --input=none /bin/bash -c '<agent>' ...
+// every option word shell-quoted; each node's task takes the master from the step's own first
+// node, MASTER_PORT launch.master_port or derived from the job and step ids (two members of one
+// allocation differ), and node 0's writes "ALLOC.STEP" to <job_dir>/slurm-step. When srun ends
+// (or the script is stopped by TERM, INT or HUP) its exit status goes to
+// <job_dir>/slurm-step-exit. Throws kInvalidArgument for an allocation id that is not a job id.
+std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
+                            const std::string& allocation_id);
+
+// The srun options of slurmStepScript's step, one word each (unquoted), in its order.
+std::vector<std::string> stepOptions(const JobSpec& spec, const std::string& allocation_id);
+
 }  // namespace ringmaster::slurm

@@ -160,6 +160,16 @@ std::optional<SlurmJobState> parseSqueueText(std::string_view text, std::string_
   return std::nullopt;
 }
 
+std::optional<SlurmJobState> parseSqueueSteps(std::string_view text, std::string_view step_id) {
+  for (std::string_view line : lines(text)) {
+    const std::vector<std::string_view> fields = splitFields(line, '|');
+    if (fields.size() < 2 || fields[0] != step_id) continue;
+    return SlurmJobState{
+        .job_id = std::string(fields[0]), .state = "RUNNING", .nodes = std::string(fields[1])};
+  }
+  return std::nullopt;
+}
+
 std::optional<SlurmJobState> parseSacct(std::string_view text, std::string_view job_id) {
   for (std::string_view line : lines(text)) {
     const std::vector<std::string_view> fields = splitFields(line, '|');

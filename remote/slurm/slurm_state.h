@@ -34,6 +34,9 @@ std::string describeSlurmState(const SlurmJobState& state);
 std::optional<SlurmJobState> parseSqueueJson(std::string_view text, std::string_view job_id);
 // `squeue --noheader --jobs ID --format=%i|%T|%r|%N`: the job's line; nullopt when not listed.
 std::optional<SlurmJobState> parseSqueueText(std::string_view text, std::string_view job_id);
+// `squeue --steps --noheader --jobs ALLOC --format=%i|%N` (issue 37): the step "ALLOC.STEP" as
+// RUNNING on its nodes while it is listed (squeue lists running steps only); nullopt when not.
+std::optional<SlurmJobState> parseSqueueSteps(std::string_view text, std::string_view step_id);
 // `sacct --jobs ID --allocations --noheader --parsable2 --format=JobID,State,ExitCode,NodeList`
 // (or `sacct -c`, the jobcomp file, where accounting storage is off): the job's allocation line;
 // nullopt when sacct does not know it (yet: slurmdbd lags a few seconds).

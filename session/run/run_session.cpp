@@ -656,6 +656,7 @@ std::unique_ptr<Launch> RunSession::startLaunch(Database& db, const RunObserver&
                      .db = db,
                      .run_id = run_id_,
                      .job_id = slurm_job_id_,
+                     .allocation = attach_ ? std::nullopt : request_.slurm_allocation,
                      .follow_from = attach_ ? followFrom(lastStoredSeqs(db, run_id_)) : "",
                      .ssh_config = request_.ssh_config};
 #if RINGMASTER_HAVE_LIBSSH

@@ -48,6 +48,10 @@ struct RunRequest {
   // lines in each host's job directory; run() returns "detached" once they run, and the run is
   // recorded by `attach` (AttachRequest) from then on.
   bool detach = false;
+  // A sweep's shared Slurm allocation (issue 37, run/slurm_sweep.h): the job id a spec with
+  // launch.scheduler runs in as a job step, instead of a Slurm job of its own. Ignored by a spec
+  // without launch.scheduler.
+  std::optional<std::string> slurm_allocation;
   // Over SSH (launch.hosts names other hosts):
   std::optional<std::string> ssh_config;  // default ~/.ssh/config
   std::string master_addr;  // node 0's address as the other hosts reach it; default its HostName

@@ -27,12 +27,41 @@ namespace {
 
 // Where Slurm's commands run: this machine, or the login node over SSH.
 std::unique_ptr<slurm::SlurmHost> submittingHost(const SlurmRun& run) {
-  const std::optional<LaunchHostSpec>& login = run.worker_spec.launch.slurm->submit_from;
+#if RINGMASTER_HAVE_LIBSSH
+  return slurmSubmittingHost(*run.worker_spec.launch.slurm, run.ssh_config, run.connect);
+#else
+  return slurmSubmittingHost(*run.worker_spec.launch.slurm, run.ssh_config);
+#endif
+}
+
+// A sweep member's allocation when attaching: the recorded "ALLOC.STEP", or a job id whose job
+// directory keeps the member's step script (its step never started).
+std::optional<std::string> recordedAllocation(const SlurmRun& run, slurm::SlurmHost& host) {
+  if (!run.job_id) return run.allocation;
+  const size_t dot = run.job_id->find('.');
+  if (dot != std::string::npos) return run.job_id->substr(0, dot);
+  const bool member =
+      host.run({"test", "-f", run.job_dir + "/slurm-step.sh"}, std::chrono::seconds(60))
+          .status.ok();
+  return member ? run.job_id : std::nullopt;
+}
+
+}  // namespace
+
+std::unique_ptr<slurm::SlurmHost> slurmSubmittingHost(const SlurmSpec& slurm,
+                                                      const std::optional<std::string>& ssh_config
+#if RINGMASTER_HAVE_LIBSSH
+                                                      ,
+                                                      const SshConnectOptions& connect
+#endif
+) {
+  const std::optional<LaunchHostSpec>& login = slurm.submit_from;
   if (!login) return slurm::localSlurmHost();
 #if RINGMASTER_HAVE_LIBSSH
-  return run.ssh_config ? slurm::sshSlurmHost(*login, run.connect, *run.ssh_config)
-                        : slurm::sshSlurmHost(*login, run.connect);
+  return ssh_config ? slurm::sshSlurmHost(*login, connect, *ssh_config)
+                    : slurm::sshSlurmHost(*login, connect);
 #else
+  (void)ssh_config;
   RM_THROW(kUnavailable,
            fmt::format("launch.scheduler.submit_from names the login node {}, and this build has "
                        "no SSH (libssh was not found when it was configured)",
@@ -40,13 +69,14 @@ std::unique_ptr<slurm::SlurmHost> submittingHost(const SlurmRun& run) {
 #endif
 }
 
-// A job directory of its own on the login node, in its home (which Slurm's nodes share), owner
-// only; the command is constant text, no value of the spec in it.
-std::string makeLoginJobDirectory(slurm::SlurmHost& host) {
+// A directory of its own on the login node, in its home (which Slurm's nodes share), owner only;
+// the command is constant text, the prefix passed as data.
+std::string makeLoginDirectory(slurm::SlurmHost& host, const std::string& prefix) {
   const slurm::CommandOutput made =
       host.run({"sh", "-c",
                 "umask 077 && mkdir -p \"$HOME/.ringmaster/jobs\" && mktemp -d "
-                "\"$HOME/.ringmaster/jobs/run-XXXXXXXX\""},
+                "\"$HOME/.ringmaster/jobs/$1-XXXXXXXX\"",
+                "sh", prefix},
                std::chrono::seconds(60));
   std::string dir = made.out.substr(0, made.out.find('\n'));
   if (!made.status.ok() || dir.empty() || dir.front() != '/')
@@ -55,26 +85,33 @@ std::string makeLoginJobDirectory(slurm::SlurmHost& host) {
   return dir;
 }
 
-}  // namespace
-
 SlurmLaunched launchUnderSlurm(const SlurmRun& run) {
   storage::Database& db = run.db;
   const int64_t run_id = run.run_id;
   std::unique_ptr<slurm::SlurmHost> host = submittingHost(run);
+  const std::optional<std::string> allocation = recordedAllocation(run, *host);
   std::string job_dir = run.job_dir;
   std::string spec_path = run.spec_path;
   if (run.worker_spec.launch.slurm->submit_from) {
-    if (job_dir.empty()) job_dir = makeLoginJobDirectory(*host);
+    if (job_dir.empty()) job_dir = makeLoginDirectory(*host, "run");
     spec_path = job_dir + "/spec.json";
     if (!run.job_id) host->writeFile(spec_path, toJson(run.worker_spec).dump(2) + "\n");
   }
   slurm::SlurmLaunchOptions options{
       .spec = run.worker_spec,
       .job_dir = job_dir,
-      .script_path = job_dir + "/slurm.sbatch",
-      .script = slurmScriptOf(run.worker_spec, job_dir, spec_path, run.node_binary, run.grace_s),
+      .script_path = job_dir + (allocation ? "/slurm-step.sh" : "/slurm.sbatch"),
+      .script = allocation ? slurm::slurmStepScript(run.worker_spec,
+                                                    {.job_dir = job_dir,
+                                                     .spec_path = spec_path,
+                                                     .node_binary = run.node_binary,
+                                                     .grace_s = run.grace_s},
+                                                    *allocation)
+                           : slurmScriptOf(run.worker_spec, job_dir, spec_path, run.node_binary,
+                                           run.grace_s),
       .node_binary = run.node_binary,
       .job_id = run.job_id,
+      .allocation = allocation,
       .follow_from = run.follow_from,
       .on_state = [&db, run_id](const slurm::SlurmJobState& state) {
         storage::recordSchedulerState(db, run_id,

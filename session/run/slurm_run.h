@@ -33,7 +33,11 @@ struct SlurmRun {
   storage::Database& db;
   int64_t run_id = 0;
   std::optional<std::string> job_id;  // attach: the job recorded
-  std::string follow_from;            // attach: spool-follow --from
+  // A sweep's member (issue 37): the sweep's allocation, which it runs in as a job step instead of
+  // a job of its own (slurmStepScript). Attaching, a member is known by its recorded job id
+  // ("ALLOC.STEP") or the step script kept in its job directory.
+  std::optional<std::string> allocation;
+  std::string follow_from;  // attach: spool-follow --from
   // The login node over SSH: the ssh config, and the host-key and credential questions.
   std::optional<std::string> ssh_config;
 #if RINGMASTER_HAVE_LIBSSH
@@ -54,5 +58,17 @@ std::string slurmScriptOf(const JobSpec& spec, const std::string& job_dir,
 // Submits the run's job (or takes the recorded one) and records it; throws as SlurmLaunch does
 // (and kComm naming the login node when it cannot be reached).
 SlurmLaunched launchUnderSlurm(const SlurmRun& run);
+
+// Where Slurm's commands run for `slurm`: this machine, or its submit_from login node over SSH.
+std::unique_ptr<slurm::SlurmHost> slurmSubmittingHost(const SlurmSpec& slurm,
+                                                      const std::optional<std::string>& ssh_config
+#if RINGMASTER_HAVE_LIBSSH
+                                                      ,
+                                                      const SshConnectOptions& connect
+#endif
+);
+
+// A directory of its own on a login node, $HOME/.ringmaster/jobs/PREFIX-XXXXXXXX (0700).
+std::string makeLoginDirectory(slurm::SlurmHost& host, const std::string& prefix);
 
 }  // namespace ringmaster::session

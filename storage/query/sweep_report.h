@@ -29,7 +29,8 @@ bool higherIsBetter(std::string_view figure_id);
 //  "axes": [toJson(ComparisonAxis)]: each swept field, then every run figure, over the members
 //          that have a run (in members' order; "runs" lists those run ids),
 //  "runs": [run ids of the axes' points],
-//  "best": {"figure", "higher_is_better", "run", "position", "value",
+//  "best" (among the completed runs where any completed, else among every run):
+//          {"figure", "higher_is_better", "run", "position", "value",
 //           "differences": [{"field", "value", "others": [the other runs' values that
 //                            differ from it, each once]}]}
 //          | null where no run has the figure}.

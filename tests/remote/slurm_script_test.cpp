@@ -315,5 +315,100 @@ TEST_F(SlurmScript, EveryCorpusValueIsRefusedNamingItsFieldOrIsOneSbatchWord) {
   EXPECT_GT(accepted, 0u);
 }
 
+// ---- Issue 37: a sweep's member as a job step of the sweep's allocation
+
+class SlurmStepScript : public SlurmScript {
+ protected:
+  // Runs the step script with bash, the stand-ins first on PATH (squeue answering the
+  // allocation's states from `states`, one a call, the last one repeated), as the submitting
+  // host would; srun's nodes see step 3 of job 4242 on n[1-2]. Its exit code.
+  int runStepScript(const std::string& script, const std::vector<std::string>& states) {
+    fs::create_directories(paths_.job_dir);
+    std::string answers;
+    for (const std::string& state : states) answers += state + "\n";
+    std::ofstream(dir_ / "squeue.states") << answers;
+    writeExecutable(dir_ / "stubs" / "squeue",
+                    "#!/bin/bash\n"
+                    "printf '%s\\n' \"$@\" >> \"$STUB_DIR/squeue.argv\"\n"
+                    "n=$(cat \"$STUB_DIR/squeue.calls\" 2>/dev/null || echo 0)\n"
+                    "echo $((n + 1)) > \"$STUB_DIR/squeue.calls\"\n"
+                    "total=$(wc -l < \"$STUB_DIR/squeue.states\")\n"
+                    "line=$(( n + 1 < total ? n + 1 : total ))\n"
+                    "sed -n \"${line}p\" \"$STUB_DIR/squeue.states\"\n");
+    const fs::path file = dir_ / "slurm-step.sh";
+    std::ofstream(file, std::ios::binary) << script;
+    std::map<std::string, std::string> env = {
+        {"PATH", (dir_ / "stubs").string() + ":" + std::getenv("PATH")},
+        {"SLURM_STEP_NODELIST", "n[1-2]"},
+        {"SLURM_JOB_ID", "4242"},
+        {"SLURM_STEP_ID", "3"},
+        {"STUB_DIR", dir_.string()},
+        {"STUB_NODE_ADDR", "10.1.2.3"}};
+    CapturedProcess bash("/bin/bash", {"-c", "cd \"$STUB_DIR\" && exec /bin/bash slurm-step.sh"},
+                         env);
+    const ExitStatus status = bash.wait(60s);
+    EXPECT_FALSE(bash.timedOut());
+    EXPECT_EQ(bash.err(), "") << script;  // the script writes into the job directory
+    return status.signal == 0 ? status.exit_code : 128 + status.signal;
+  }
+};
+
+TEST_F(SlurmStepScript, WaitsForTheAllocationThenEachNodesAgentGetsItsWordsAndTheStepIsSaid) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 2}, {"ranks_per_node", 2}, {"time", "10"}}));
+  const std::string script = slurm::slurmStepScript(spec, paths_, "4242");
+  ASSERT_EQ(runStepScript(script, {"PENDING", "RUNNING"}), 0) << script;
+  // Queued first: srun waited for the allocation to run.
+  EXPECT_EQ(readText(dir_ / "squeue.calls"), "2\n");
+  // The port derived from the job and the step: 20000 + (4242 * 64 + 3) % 20000.
+  for (int node = 0; node < 2; ++node)
+    EXPECT_EQ(agentArgv(node), expectedAgentArgv(node, "10.1.2.3:31491")) << node;
+  const std::vector<std::string> srun = linesOf(readText(dir_ / "srun.argv"));
+  ASSERT_GE(srun.size(), 9u);
+  EXPECT_EQ(std::vector<std::string>(srun.begin(), srun.begin() + 7),
+            slurm::stepOptions(spec, "4242"));
+  EXPECT_EQ(srun[7], "/bin/bash");
+  EXPECT_EQ(
+      slurm::stepOptions(spec, "4242"),
+      (std::vector<std::string>{"--jobid=4242", "--nodes=2", "--ntasks-per-node=1", "--time=10",
+                                "--job-name=slurm_ddp", "--kill-on-bad-exit=1", "--input=none"}));
+  // The master is the step's first node: scontrol asked for the step's nodes.
+  EXPECT_EQ(linesOf(readText(dir_ / "scontrol.argv"))[2], "n[1-2]");
+  EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step"), "4242.3\n");
+  EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step-exit"), "0\n");
+}
+
+TEST_F(SlurmStepScript, AnAllocationThatEndedStartsNoStepAndSaysSo) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
+  for (const std::string& state : {"CANCELLED", "TIMEOUT", ""}) {
+    SCOPED_TRACE(state);
+    fs::remove(dir_ / "squeue.calls");
+    fs::remove(dir_ / "srun.argv");
+    EXPECT_EQ(runStepScript(slurm::slurmStepScript(spec, paths_, "4242"), {state}), 1);
+    EXPECT_FALSE(fs::exists(dir_ / "srun.argv"));
+    EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step-exit"), "1\n");
+    EXPECT_NE(readText(fs::path(paths_.job_dir) / "slurm-step.out").find("allocation 4242 is"),
+              std::string::npos);
+  }
+}
+
+TEST_F(SlurmStepScript, ACancelAskedBeforeTheStepStartedEndsTheScriptWithoutOne) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
+  for (const std::string& state : {"PENDING", "RUNNING"}) {
+    SCOPED_TRACE(state);
+    fs::remove(dir_ / "srun.argv");
+    fs::create_directories(paths_.job_dir);
+    std::ofstream(fs::path(paths_.job_dir) / "slurm-step-cancel") << "cancelled\n";
+    EXPECT_EQ(runStepScript(slurm::slurmStepScript(spec, paths_, "4242"), {state}), 143);
+    EXPECT_FALSE(fs::exists(dir_ / "srun.argv"));
+    EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step-exit"), "143\n");
+  }
+}
+
+TEST_F(SlurmStepScript, AnAllocationIdThatIsNotAJobIdIsRefused) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
+  for (const char* bad : {"", "42;rm -rf /", "4242.1", "$(touch CANARY)", "-1"})
+    EXPECT_THROW(slurm::slurmStepScript(spec, paths_, bad), Error) << bad;
+}
+
 }  // namespace
 }  // namespace ringmaster

@@ -29,6 +29,8 @@
 #include "query/schedule.h"
 #include "query/series.h"
 #include "query/summary.h"
+#include "query/sweep_report.h"
+#include "query/sweeps.h"
 #include "spec/job_spec.h"
 #include "spec/strategies/pipeline_schedule.h"
 #include "telemetry/fields.h"
@@ -155,6 +157,14 @@ void addSpecGroups(json& document, const std::vector<RunRecord>& records,
   }
 }
 
+// Issue 37: a run started for a sweep has "sweep": {"id", "position"} (no key for other runs), so
+// the runs list links it to its sweep's page.
+json withSweep(const Database& db, json entry, int64_t run_id) {
+  if (const std::optional<SweepMembership> member = sweepOfRun(db, run_id))
+    entry["sweep"] = {{"id", member->sweep_id}, {"position", member->position}};
+  return entry;
+}
+
 json runsList(const Database& db, const QueryParams& params, const ApiLimits& limits) {
   RunFilter filter;
   filter.status = choiceParameter(
@@ -177,7 +187,7 @@ json runsList(const Database& db, const QueryParams& params, const ApiLimits& li
   }
   const std::vector<RunRecord> records = listRuns(db, filter);
   json runs = json::array();
-  for (const RunRecord& run : records) runs.push_back(runListEntry(db, run));
+  for (const RunRecord& run : records) runs.push_back(withSweep(db, runListEntry(db, run), run.id));
   json document = {{"runs", runs}};
   addSpecGroups(document, records, colour_by);
   return document;
@@ -523,6 +533,63 @@ json compareAxes(const json& reports) {
           {"values", axes}};
 }
 
+// --- /sweeps (issue 37) -------------------------------------------------------------------------
+
+// GET /sweeps: the sweeps, newest first (at most `limit`), with how many of their members there are
+// and have ended.
+json sweepsList(const Database& db, const QueryParams& params) {
+  const int64_t limit = integerParameter(params, "limit", 1, 10000, 1000);
+  json sweeps = json::array();
+  for (const SweepRecord& sweep : listSweeps(db)) {
+    if (static_cast<int64_t>(sweeps.size()) == limit) break;
+    sweeps.push_back({{"id", sweep.id},
+                      {"name", sweep.name},
+                      {"spec_path", sweep.spec_path},
+                      {"status", sweep.status},
+                      {"members", sweep.members.size()},
+                      {"ended", sweep.membersEnded()},
+                      {"created_at", sweep.created_at},
+                      {"ended_at", optionalJson(sweep.ended_at)}});
+  }
+  return {{"sweeps", sweeps}};
+}
+
+int64_t sweepIdOf(const Database& db, std::string_view segment) {
+  const std::optional<int64_t> id = parseInteger(segment);
+  if (!id || *id < 1)
+    throw ApiError(400,
+                   fmt::format("sweep id: expected a positive integer, got '{}'", shown(segment)));
+  Statement query(db, "SELECT 1 FROM sweeps WHERE id = ?");
+  query.bind(1, *id);
+  const bool found = query.run();
+  query.reset();
+  if (!found) throw ApiError(404, fmt::format("no sweep {}", *id));
+  return *id;
+}
+
+// GET /runs/ID/sweep: the sweep the run was started for, for the run page's link to it:
+// {"sweep": {"id", "name", "position", "members"}}, or {"sweep": null} for a run of no sweep.
+json sweepOfRunDocument(const Database& db, int64_t run_id) {
+  const std::optional<SweepMembership> member = sweepOfRun(db, run_id);
+  if (!member) return {{"sweep", nullptr}};
+  const SweepRecord sweep = loadSweep(db, member->sweep_id);
+  return {{"sweep",
+           {{"id", sweep.id},
+            {"name", sweep.name},
+            {"position", member->position},
+            {"members", sweep.members.size()}}}};
+}
+
+// GET /sweeps/ID?by=FIGURE: the sweep's report (query/sweep_report.h), its best run by `by`, a run
+// figure of the table of figures (default final_loss).
+json sweepDetail(const Database& db, int64_t sweep_id, const QueryParams& params) {
+  std::vector<std::string> run_figures;
+  for (const Figure& figure : figureTable())
+    if (isRunFigure(figure)) run_figures.emplace_back(figure.id);
+  const std::optional<std::string> by = choiceParameter(params, "by", run_figures);
+  return sweepReport(db, sweep_id, now(), by.value_or(""));
+}
+
 // GET /charts: the chart table (ui/charts/chart_table.h), every chart; with run=ID, the charts
 // that run shows (those that apply, and one per metric of its own, each with its panel).
 json charts(const Database& db, const QueryParams& params) {
@@ -585,7 +652,7 @@ std::vector<std::string_view> segments(std::string_view path) {
 }  // namespace
 
 json runListEntry(const Database& db, int64_t run_id) {
-  return storage::runListEntry(db, loadRun(db, run_id));
+  return withSweep(db, storage::runListEntry(db, loadRun(db, run_id)), run_id);
 }
 
 json handleApi(const Database& db, std::string_view path, const QueryParams& params,
@@ -598,6 +665,9 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
   if (parts[0] == "compare" && parts.size() == 1) return compare(db, params, limits);
   if (parts[0] == "charts" && parts.size() == 1) return charts(db, params);
   if (parts[0] == "figures" && parts.size() == 1) return figures();
+  if (parts[0] == "sweeps" && parts.size() == 1) return sweepsList(db, params);
+  if (parts[0] == "sweeps" && parts.size() == 2)
+    return sweepDetail(db, sweepIdOf(db, parts[1]), params);
   if (parts[0] != "runs") return unknown();
   if (parts.size() == 1) return runsList(db, params, limits);
   const int64_t run_id = runIdOf(db, parts[1]);
@@ -610,6 +680,7 @@ json handleApi(const Database& db, std::string_view path, const QueryParams& par
     if (what == "logs") return logs(db, run_id, params, limits);
     if (what == "flight-recorder") return flightRecorder(db, run_id);
     if (what == "schedule") return schedule(db, run_id, params);
+    if (what == "sweep") return sweepOfRunDocument(db, run_id);
   }
   if (parts.size() == 4 && what == "comm" && parts[3] == "heatmap")
     return commHeatmap(db, run_id, params, limits);

@@ -10,8 +10,9 @@ import * as runs from './runs.js';
 import * as run from './run.js';
 import * as pipeline from './pipeline.js';
 import * as compare from './compare.js';
+import * as sweeps from './sweeps.js';
 
-const views = { runs, run, pipeline, compare };
+const views = { runs, run, pipeline, compare, sweeps };
 let unmount = null;
 
 function route() {

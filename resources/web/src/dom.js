@@ -47,7 +47,8 @@ export function table(columns, rows, rowAttrs = () => ({})) {
 export function num(value, digits = 3) {
   if (value === undefined || value === null || Number.isNaN(value)) return '–';
   if (typeof value !== 'number') return String(value);
-  if (Number.isInteger(value)) return value.toLocaleString('en-US');
+  // An integer as digits up to 2^53 (a learning rate of 1e30 is no count to spell out).
+  if (Number.isInteger(value) && Math.abs(value) <= Number.MAX_SAFE_INTEGER) return value.toLocaleString('en-US');
   const abs = Math.abs(value);
   if (abs !== 0 && (abs < 1e-3 || abs >= 1e6)) return value.toExponential(2);
   return value.toFixed(digits);

@@ -20,6 +20,7 @@ import { organisePanel, deletedNotice } from './organise.js';
 import { GROUPINGS, groupRanks, coordsText, meshCoordinates } from './mesh.js';
 import { dimsTable, drawDimsChart } from './comm_dims.js';
 import { schedulerLine } from './scheduler.js';
+import { sweepOfRunLine } from './sweep.js';
 
 const TABS = [['charts', 'Charts'], ['ranks', 'Ranks'], ['comm', 'Communication'], ['logs', 'Logs'], ['flight', 'Flight recorder']];
 
@@ -62,6 +63,7 @@ export function mount(root, route) {
   }
 
   const header = el('div', { class: 'run-header' });
+  const sweepLine = sweepOfRunLine(runId);  // issue 37: the sweep the run belongs to, if any
   const organise = el('div', { class: 'run-organise' });
   const tabs = el('div', { class: 'tabs' });
   const body = el('div', { class: 'tab-body' });
@@ -89,6 +91,7 @@ export function mount(root, route) {
     header.replaceChildren(
       el('h1', {}, `Run ${r.id}: ${r.name} `, statusBadge(r.status)),
       schedulerLine(r),
+      sweepLine,
       el('div', { class: 'figures' },
         figure('Strategy', r.strategy), figure('Ranks', r.world_size),
         // The summary's figures by their names in the table of figures (figures.js); the loss is

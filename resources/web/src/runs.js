@@ -39,10 +39,11 @@ export function mount(root, route) {
     title: 'words in the name, a tag or the note; tag:T note:TEXT status:S strategy:S since:DATE until:DATE field=value',
     oninput: () => { filters.q = search.value.trim(); changedSoon(); } });
   const compareLink = el('a', { class: 'button disabled', href: '#/compare' }, 'Compare selected');
+  const sweepsLink = el('a', { class: 'button', href: '#/sweeps', id: 'sweeps-link' }, 'Sweeps');
   const count = el('span', { class: 'muted' });
   const legend = el('div', {});
   const body = el('div', { id: 'runs-table' });
-  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, search, status, strategy, name, colourBy, compareLink, count), legend, body);
+  root.append(el('h1', {}, 'Runs'), el('div', { class: 'toolbar' }, search, status, strategy, name, colourBy, compareLink, sweepsLink, count), legend, body);
 
   // The colour-by choices: every spec field of the listed runs (those that differ first).
   function updateColourBy(fields) {
@@ -94,6 +95,8 @@ export function mount(root, route) {
         { title: 'Steps', class: 'num', value: (r) => num(r.final_step) },
         { title: 'Final loss', class: 'num', value: (r) => finalLossCell(r.status, r.final_loss) },
         { title: 'Error', class: 'error-text', value: (r) => r.error || '' },
+        // Issue 37: a run started for a sweep links to the sweep's page.
+        ...(runs.some((r) => r.sweep) ? [{ title: 'Sweep', value: sweepCell }] : []),
       ], runs, (r) => ({ 'data-run': r.id, class: `run-row status-row-${r.status}` })));
     } catch (error) {
       if (error.name !== 'AbortError') body.replaceChildren(errorBox(error));
@@ -125,4 +128,10 @@ export function mount(root, route) {
     clearTimeout(pending);
     if (controller) controller.abort();
   };
+}
+
+// A sweep member's link to its sweep: "sweep 3 · #2" (the member's position); '' for other runs.
+function sweepCell(run) {
+  if (!run.sweep) return '';
+  return el('a', { class: 'sweep-link', href: `#/sweeps/${run.sweep.id}` }, `sweep ${run.sweep.id} · #${run.sweep.position}`);
 }

@@ -10,7 +10,7 @@ import { rankColor } from './chart.js';
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-function svg(tag, attrs = {}, ...children) {
+export function svg(tag, attrs = {}, ...children) {
   const node = document.createElementNS(SVG, tag);
   for (const [key, value] of Object.entries(attrs)) {
     if (value !== undefined && value !== null) node.setAttribute(key, String(value));
@@ -32,12 +32,13 @@ export function axisTitle(axis) {
   return axis.unit && axis.unit !== axis.name ? `${figureLabel(axis.key)} (${axis.unit})` : figureLabel(axis.key);
 }
 
-function valueText(axis, value) {
+export function valueText(axis, value) {
   return axis.figure ? formatFigure(axis.key, value) : (typeof value === 'number' ? num(value, 4) : String(value));
 }
 
-// Where a value lies in [0, 1], and the ticks: numbers by value (padded), categories evenly.
-function scaleOf(axis) {
+// Where a value lies in [0, 1], and the ticks: numbers by value (padded), categories evenly. The
+// sweep page's parallel coordinates place their axes with it too.
+export function scaleOf(axis) {
   if (axis.numeric) {
     const values = axis.values.filter((v) => v !== null);
     let lo = Math.min(...values);
