@@ -441,6 +441,8 @@ class UiSweepViewTest : public QObject {
       return opened;
     }();
     SweepView view(path, id);
+    QAbstractItemModelTester tester(view.model(),
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
     view.show();
     QTRY_COMPARE_WITH_TIMEOUT(view.model()->rowCount(), 3, 30000);
     QVERIFY(view.watching());
@@ -451,11 +453,19 @@ class UiSweepViewTest : public QObject {
           .toString();
     };
     QCOMPARE(stateOf(0), QString("planned"));
+    // Sorted by state with the first member selected: as it is refused it sorts after the planned
+    // ones, and the selection follows it.
+    view.table()->sortByColumn(view.model()->columnOf("state"), Qt::AscendingOrder);
+    view.table()->selectRow(view.model()->rowOfPosition(0));
     {
       storage::AllowQueriesOnThisThread the_tests_own_queries;
       storage::recordSweepMemberRefused(*db, id, 0, "train.batch_size: must be at least 1");
     }
     QTRY_COMPARE_WITH_TIMEOUT(stateOf(0), QString("refused"), 30000);
+    QCOMPARE(view.model()->rowOfPosition(0), 2);
+    const QModelIndexList selected = view.table()->selectionModel()->selectedRows();
+    QCOMPARE(selected.size(), qsizetype{1});
+    QCOMPARE(selected.front().row(), 2);
     QVERIFY(view.watching());
     {
       storage::AllowQueriesOnThisThread the_tests_own_queries;
