@@ -24,6 +24,8 @@
 #include "views/history_view.h"
 #include "views/job_editor.h"
 #include "views/run_view.h"
+#include "views/sweep_list.h"
+#include "views/sweep_view.h"
 #if RINGMASTER_HAVE_LIBSSH
 #include <QFutureWatcher>
 #include <QtConcurrent/QtConcurrentRun>
@@ -71,6 +73,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   connect(history_, &HistoryView::compareRuns, this,
           [this](const std::vector<int64_t>& ids) { compare(ids); });
   connect(history_, &HistoryView::attachRun, this, [this](qint64 id) { attachRun(id); });
+  connect(history_, &HistoryView::openSweep, this, [this](qint64 id) { openSweep(id); });
   connect(history_, &HistoryView::cancelDetachedRun, this,
           [this](qint64 id) { attachRun(id, /*cancel=*/true); });
 
@@ -131,6 +134,7 @@ void MainWindow::buildActions() {
   action(view, "&Compare selected runs", QKeySequence("Ctrl+D"), [this] {
     if (history_->selectedRuns().size() >= 2) compare(history_->selectedRuns());
   });
+  action(view, "S&weeps", QKeySequence("Ctrl+Shift+S"), [this] { showSweeps(); });
   action(view, "&Refresh", QKeySequence::Refresh, [this] { history_->refresh(); });
   if (hosts_)
     action(view, "&Hosts", QKeySequence("Ctrl+H"), [this] { tabs_->setCurrentWidget(hosts_); });
@@ -177,6 +181,35 @@ CompareView* MainWindow::compare(const std::vector<int64_t>& run_ids) {
   QStringList ids;
   for (int64_t id : run_ids) ids << QString::number(id);
   tabs_->setCurrentIndex(tabs_->addTab(view, "Compare " + ids.join(", ")));
+  return view;
+}
+
+SweepListView* MainWindow::showSweeps() {
+  if (!sweeps_) {
+    sweeps_ = new SweepListView();
+    sweeps_->setObjectName("sweepList");
+    sweeps_->setDatabase(options_.db_path);
+    connect(sweeps_, &SweepListView::openSweep, this, [this](qint64 id) { openSweep(id); });
+    tabs_->addTab(sweeps_, "Sweeps");
+  }
+  tabs_->setCurrentWidget(sweeps_);
+  return sweeps_;
+}
+
+SweepView* MainWindow::openSweep(int64_t sweep_id) {
+  for (int i = 0; i < tabs_->count(); ++i)
+    if (auto* view = qobject_cast<SweepView*>(tabs_->widget(i));
+        view && view->sweepId() == sweep_id) {
+      tabs_->setCurrentWidget(view);
+      return view;
+    }
+  auto* view = new SweepView(options_.db_path, sweep_id);
+  tabs_->setCurrentIndex(tabs_->addTab(view, QString("Sweep %1").arg(sweep_id)));
+  connect(view, &SweepView::openRun, this, [this](qint64 id) { openRun(id); });
+  connect(view, &SweepView::statusChanged, this, [this, view, sweep_id](const QString& status) {
+    if (const int i = tabs_->indexOf(view); i >= 0)
+      tabs_->setTabText(i, QString("Sweep %1 · %2").arg(sweep_id).arg(status));
+  });
   return view;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <QMainWindow>
+#include <QPointer>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,6 +25,8 @@ struct RunLaunch;
 class RunView;
 class CompareView;
 class HostsView;
+class SweepListView;
+class SweepView;
 
 struct MainWindowOptions {
   std::string db_path;
@@ -47,6 +50,10 @@ class MainWindow : public QMainWindow {
   RunView* openRun(int64_t run_id);
   RunView* runView(int64_t run_id) const;
   CompareView* compare(const std::vector<int64_t>& run_ids);
+  // Issue 37: the tab listing the sweeps (opened if needed), and a sweep's tab (opened if needed;
+  // an unknown sweep says so in its view).
+  SweepListView* showSweeps();
+  SweepView* openSweep(int64_t sweep_id);
   // Launches the spec through `ringmaster run`; the run's view opens as soon as it exists.
   // False (the reason in the status bar) when it could not start.
   bool launch(const nlohmann::json& spec);
@@ -85,6 +92,7 @@ class MainWindow : public QMainWindow {
   QDockWidget* history_dock_ = nullptr;
   JobEditor* editor_ = nullptr;
   HostsView* hosts_ = nullptr;
+  QPointer<SweepListView> sweeps_;
 #if RINGMASTER_HAVE_LIBSSH
   SshQuestions questions_;
 #endif

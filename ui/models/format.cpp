@@ -39,6 +39,21 @@ QString formatMs(double ms) {
   return QString("%1 ms").arg(formatFigure(ms));
 }
 
+QString formatFigureValue(std::string_view figure_id, double value) {
+  switch (storage::figure(figure_id).kind) {
+    case storage::FigureKind::kFraction:
+      return std::isfinite(value) ? QString("%1%").arg(value * 100, 0, 'f', 1) : "–";
+    case storage::FigureKind::kBytes:
+      return formatBytes(value);
+    case storage::FigureKind::kMilliseconds:
+      return formatMs(value);
+    case storage::FigureKind::kSeconds:
+      return formatDuration(value);
+    default:
+      return formatFigure(value);
+  }
+}
+
 QString figureName(std::string_view id) {
   const std::string_view name = storage::figure(id).name;
   return QString::fromUtf8(name.data(), static_cast<qsizetype>(name.size()));

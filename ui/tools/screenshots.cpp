@@ -18,6 +18,7 @@
 #include "views/job_editor.h"
 #include "views/pipeline_view.h"
 #include "views/run_view.h"
+#include "views/sweep_view.h"
 
 using namespace ringmaster::ui;
 
@@ -50,6 +51,8 @@ int main(int argc, char** argv) {
   cli.add_option("--failed", failed, "a failed run")->required();
   cli.add_option("--other", other, "a second run to compare with --ddp")->required();
   cli.add_option("--editor-spec", editor_spec, "a spec to show in the job editor")->required();
+  int64_t sweep = 0;
+  cli.add_option("--sweep", sweep, "a sweep (issue 37: `ringmaster sweep`), shown when given");
   CLI11_PARSE(cli, argc, argv);
 
   QApplication app(argc, argv);
@@ -91,6 +94,12 @@ int main(int argc, char** argv) {
 
   window.compare({live, other})->jobs()->waitForIdle();
   save(window, dir, "compare");
+
+  if (sweep > 0) {
+    window.openSweep(sweep)->jobs()->waitForIdle();
+    QTest::qWait(300);
+    save(window, dir, "sweep");
+  }
 
   RunView* broken = window.openRun(failed);
   waitFor([&] { return broken->snapshot() != nullptr; });

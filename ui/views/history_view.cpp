@@ -10,6 +10,7 @@
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QPushButton>
 #include <QSignalBlocker>
 #include <QTableView>
@@ -56,6 +57,15 @@ HistoryView::SpecGroups specGroups(const std::vector<storage::RunRecord>& runs,
       std::find(groups.fields.begin(), groups.fields.end(), field) != groups.fields.end())
     groups.axis = storage::comparisonAxis(specs, field);
   return groups;
+}
+
+// Which sweep each run of a sweep belongs to (issue 37).
+std::map<int64_t, storage::SweepMembership> sweepsOfRuns(const storage::Database& db) {
+  std::map<int64_t, storage::SweepMembership> of_run;
+  for (const storage::SweepRecord& sweep : storage::listSweeps(db))
+    for (const storage::SweepMember& member : sweep.members)
+      if (member.run_id) of_run[*member.run_id] = {sweep.id, member.position};
+  return of_run;
 }
 
 // The status filter's items: any, then every run status (pending: queued in Slurm, issue 35).
@@ -156,6 +166,7 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   connect(colour_by_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(table_, &QTableView::doubleClicked, this,
           [this](const QModelIndex& index) { emit openRun(model_->runAt(index.row()).id); });
+  addRowMenu();
   connect(open, &QPushButton::clicked, this, [this] {
     for (int64_t id : selectedRuns()) emit openRun(id);
   });
@@ -247,6 +258,7 @@ void HistoryView::refresh() {
   struct Listed {
     std::vector<storage::RunRecord> runs;
     SpecGroups groups;
+    std::map<int64_t, storage::SweepMembership> sweeps;
   };
   jobs_->run<Listed>(
       "list",
@@ -255,11 +267,13 @@ void HistoryView::refresh() {
         storage::Database db(path, storage::readingOptions(path));
         Listed listed{storage::listRuns(db, filter), {}};
         listed.groups = specGroups(listed.runs, field);
+        listed.sweeps = sweepsOfRuns(db);
         return listed;
       },
       [this](Listed listed) {
         error_->hide();
         applySpecGroups(listed.groups);
+        sweep_of_run_ = std::move(listed.sweeps);
         // Keep the selection across the refresh by run id.
         const std::vector<int64_t> selected = selectedRuns();
         model_->setRuns(std::move(listed.runs));
@@ -302,6 +316,35 @@ void HistoryView::applySpecGroups(const SpecGroups& groups) {
   model_->setRunColours(std::move(colours));
   legend_->setText(items.join("&nbsp;&nbsp; "));
   legend_->setVisible(!items.isEmpty());
+}
+
+std::optional<storage::SweepMembership> HistoryView::sweepOf(int64_t run_id) const {
+  const auto found = sweep_of_run_.find(run_id);
+  return found == sweep_of_run_.end() ? std::nullopt
+                                      : std::optional<storage::SweepMembership>(found->second);
+}
+
+void HistoryView::addRowMenu() {
+  table_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(table_, &QTableView::customContextMenuRequested, this, [this](const QPoint& at) {
+    const QModelIndex index = table_->indexAt(at);
+    if (!index.isValid()) return;
+    QMenu* menu = rowMenu(index.row());
+    menu->setAttribute(Qt::WA_DeleteOnClose);
+    menu->popup(table_->viewport()->mapToGlobal(at));
+  });
+}
+
+QMenu* HistoryView::rowMenu(int row) {
+  const int64_t run_id = model_->runAt(row).id;
+  auto* menu = new QMenu(this);
+  menu->addAction(QString("Open run %1").arg(run_id), this,
+                  [this, run_id] { emit openRun(run_id); });
+  if (const std::optional<storage::SweepMembership> sweep = sweepOf(run_id))
+    menu->addAction(
+        QString("Open sweep %1 (member %2)").arg(sweep->sweep_id).arg(sweep->position + 1), this,
+        [this, id = sweep->sweep_id] { emit openSweep(id); });
+  return menu;
 }
 
 QString HistoryView::legendText() const {

@@ -6,17 +6,22 @@
 // (listing, the data_version poll, reconciling interrupted runs) runs off the GUI thread through
 // BackgroundJobs. Issue 33: "colour by" a spec
 // field gives runs with the same value one colour (a swatch before the name), with a legend.
+// Issue 37: a run of a sweep has "Open sweep N" in its row's context menu.
 #pragma once
 
 #include <QWidget>
+#include <map>
 #include <memory>
 #include <optional>
+
+#include "query/sweeps.h"
 
 class QComboBox;
 class QDateEdit;
 class QLabel;
 class QLineEdit;
 class QHBoxLayout;
+class QMenu;
 class QPushButton;
 class QTableView;
 class QTimer;
@@ -62,6 +67,10 @@ class HistoryView : public QWidget {
   QComboBox* colourPicker() const { return colour_by_; }
   QString legendText() const;
   struct SpecGroups;  // what a list read says of the runs' specs (history_view.cpp)
+  // Issue 37: the sweep a listed run belongs to (none for a run of no sweep), and the context
+  // menu of a row: Open, and "Open sweep N" for a run of a sweep (the caller owns the menu).
+  std::optional<storage::SweepMembership> sweepOf(int64_t run_id) const;
+  QMenu* rowMenu(int row);
 
  signals:
   void openRun(qint64 run_id);
@@ -69,6 +78,7 @@ class HistoryView : public QWidget {
   // Attach to / cancel a detached run (the window runs `ringmaster attach` / `cancel`).
   void attachRun(qint64 run_id);
   void cancelDetachedRun(qint64 run_id);
+  void openSweep(qint64 sweep_id);
 
  private:
   void poll();
@@ -78,6 +88,8 @@ class HistoryView : public QWidget {
   // The Edit and Delete buttons and the search line (issue 33).
   void addOrganising(QVBoxLayout* layout, QHBoxLayout* buttons);
   void showNotice(const QString& text);
+  // The row's context menu on a right click (rowMenu).
+  void addRowMenu();
 
   std::string db_path_;
   // Polled for data_version by one job at a time, never on the GUI thread.
@@ -102,6 +114,7 @@ class HistoryView : public QWidget {
   QPushButton* edit_ = nullptr;
   QPushButton* delete_ = nullptr;
   QTimer* timer_ = nullptr;
+  std::map<int64_t, storage::SweepMembership> sweep_of_run_;
 };
 
 }  // namespace ringmaster::ui

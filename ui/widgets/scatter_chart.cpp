@@ -7,7 +7,6 @@
 #include <cmath>
 
 #include "models/format.h"
-#include "query/figures.h"
 
 namespace ringmaster::ui {
 
@@ -28,19 +27,10 @@ std::pair<double, double> rangeOf(const storage::ComparisonAxis& axis) {
 }
 
 QString valueText(const storage::ComparisonAxis& axis, double value) {
-  if (!axis.is_figure) return formatFigure(value);
-  switch (storage::figure(axis.key).kind) {
-    case storage::FigureKind::kFraction:
-      return QString("%1%").arg(value * 100, 0, 'f', 1);
-    case storage::FigureKind::kBytes:
-      return formatBytes(value);
-    case storage::FigureKind::kMilliseconds:
-      return formatMs(value);
-    case storage::FigureKind::kSeconds:
-      return formatDuration(value);
-    default:
-      return formatFigure(value);
-  }
+  if (axis.is_figure) return formatFigureValue(axis.key, value);
+  // Below 1, a spec field's ticks to 3 significant digits: learning rates 0.00138 and 0.002 stay
+  // apart (3 decimals would write both 0.002).
+  return std::fabs(value) < 1 && value != 0 ? QString::number(value, 'g', 3) : formatFigure(value);
 }
 
 }  // namespace

@@ -35,16 +35,17 @@ class ScatterChart : public QWidget {
 
   QSize sizeHint() const override { return {420, 300}; }
 
+  // How a chart of comparison axes reads one (the sweep view's parallel coordinates too): its
+  // title (a figure's name with its unit, a spec field's path), where a run's value lies along it
+  // in [0, 1] (none where the run has none), and its ticks (fraction, text).
+  static QString title(const storage::ComparisonAxis& axis);
+  static std::optional<double> fraction(const storage::ComparisonAxis& axis, size_t index);
+  static std::vector<std::pair<double, QString>> ticks(const storage::ComparisonAxis& axis);
+
  protected:
   void paintEvent(QPaintEvent* event) override;
 
  private:
-  // An axis's title: a figure's name with its unit, a spec field's path.
-  static QString title(const storage::ComparisonAxis& axis);
-  // Where a run's value lies along the axis, in [0, 1]; none where it has none.
-  static std::optional<double> fraction(const storage::ComparisonAxis& axis, size_t index);
-  // The ticks along the axis: (fraction, text).
-  static std::vector<std::pair<double, QString>> ticks(const storage::ComparisonAxis& axis);
   QRectF plotArea() const;
 
   storage::ComparisonAxis x_, y_;
