@@ -59,6 +59,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     tabs_->removeTab(index);
     page->deleteLater();
   });
+  editor_->setPlanCommand(options_.ringmaster, QString::fromStdString(options_.db_path));
   connect(editor_, &JobEditor::launchRequested, this,
           [this](const nlohmann::json& spec) { launch(spec); });
 

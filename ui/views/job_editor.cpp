@@ -24,10 +24,12 @@
 
 #include "core/bounded_file.h"
 #include "models/format.h"
+#include "run/run_session.h"
 #include "spec/spec_fields.h"
 #include "spec/strategies/plan.h"
 #include "views/job/estimate_panel.h"
 #include "views/job/mesh_view.h"
+#include "views/job/plan_view.h"
 #include "views/job/slurm_section.h"
 #include "views/job/spec_document.h"
 #include "views/job/spec_form.h"
@@ -254,6 +256,13 @@ QLayout* JobEditor::buildLaunchRow() {
   detach_->setToolTip(
       "Keep the job running when this window, the launch or the SSH connection goes away; "
       "Attach or Cancel run in the run list take it again (ringmaster run --detach)");
+  plan_ = new QPushButton("Plan layouts…");
+  plan_->setObjectName("planLayoutsButton");
+  plan_->setToolTip(
+      "The layout advisor: every valid layout of this spec's world ranked by a cost model, "
+      "short trials of the best, and launch the winner (ringmaster plan)");
+  connect(plan_, &QPushButton::clicked, this, &JobEditor::openPlanView);
+  launch_row->addWidget(plan_, 0, Qt::AlignTop);
   launch_row->addWidget(detach_, 0, Qt::AlignTop);
   launch_row->addWidget(launch_, 0, Qt::AlignTop);
   return launch_row;
@@ -465,6 +474,10 @@ void JobEditor::check() {
   mesh_->showMesh(spec_, problems_);
   slurm_->showDocument(spec_);
   launch_->setEnabled(spec_.has_value());
+  plan_->setEnabled(spec_.has_value() && jobKindOf(document_) == JobKind::kEngine &&
+                    !plan_ringmaster_.isEmpty());
+  // A program job's model is the user's script: nothing to plan, no button.
+  plan_->setVisible(jobKindOf(document_) == JobKind::kEngine);
   showLaunchStatus(reasons);
   estimates_->showEstimates(document_, spec_);
 }
@@ -481,6 +494,45 @@ void JobEditor::nameOpenSpec(const QString& name, const QString& file) {
                          file.isEmpty() ? QString("The spec open now (not from a file)") : file,
                          Qt::ToolTipRole);
   examples_->setCurrentIndex(examples_->count() - 1);
+}
+
+void JobEditor::setPlanCommand(const QString& ringmaster, const QString& db_path) {
+  plan_ringmaster_ = ringmaster;
+  plan_db_path_ = db_path;
+  check();
+}
+
+PlanView* JobEditor::openPlanView() {
+  if (!plan_->isEnabled()) return nullptr;
+  if (plan_view_) plan_view_->deleteLater();  // stops a plan still running
+  plan_view_ = new PlanView({plan_ringmaster_, plan_db_path_}, document_, this);
+  connect(plan_view_, &PlanView::useLayout, this, &JobEditor::applyOverrides);
+  connect(plan_view_, &PlanView::launchLayout, this, &JobEditor::launchWithOverrides);
+  plan_view_->show();
+  plan_view_->startPlan();
+  return plan_view_;
+}
+
+void JobEditor::applyOverrides(const nlohmann::json& overrides) {
+  std::vector<std::string> arguments;
+  for (const auto& [field, value] : overrides.items())
+    arguments.push_back(field + "=" + value.dump());
+  nlohmann::json document = document_;
+  try {
+    session::applyOverrides(document, arguments);
+  } catch (const std::exception& e) {  // the plan's overrides are well formed; never expected
+    json_error_->setMessage(QString("cannot apply the layout: %1").arg(e.what()));
+    return;
+  }
+  document_ = std::move(document);
+  form_->refresh();
+  refreshJson();
+  check();
+}
+
+void JobEditor::launchWithOverrides(const nlohmann::json& overrides) {
+  applyOverrides(overrides);
+  if (spec_) emit launchRequested(document_);
 }
 
 QString JobEditor::openSpecName() const {

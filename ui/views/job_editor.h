@@ -6,7 +6,8 @@
 // per rank and, for pipelines, the planned schedule). A job runs Ringmaster's engine or the user's
 // PyTorch script (a program job, issue 19: its own section, no estimate or planned schedule). It
 // opens on the smallest shipped example and offers the others; beside Launch it lists every reason
-// the spec cannot be launched yet.
+// the spec cannot be launched yet. "Plan layouts…" (issue 37, engine jobs) opens the layout
+// advisor (views/job/plan_view.h) on the spec as it is.
 #pragma once
 
 #include <QWidget>
@@ -31,6 +32,7 @@ namespace ringmaster::ui {
 class EstimatePanel;
 class MeshView;
 class OneLineLabel;
+class PlanView;
 class GanttChart;
 class SlurmSection;
 class SpecForm;
@@ -99,6 +101,20 @@ class JobEditor : public QWidget {
   // Beside Launch: every reason it is disabled, one per line ("Ready to launch" when none).
   QString launchStatusText() const;
 
+  // The layout advisor (issue 37): how it runs `ringmaster plan` (the window sets it; without it
+  // "Plan layouts…" is disabled), its button, and the advisor window last opened (nullptr for
+  // none). openPlanView runs the plan on the spec as it is now; nullptr when the spec is not a
+  // valid engine job or no command is set.
+  void setPlanCommand(const QString& ringmaster, const QString& db_path);
+  QPushButton* planButton() const { return plan_; }
+  PlanView* openPlanView();
+  PlanView* planView() const { return plan_view_; }
+  // Sets a layout's overrides (dotted field -> JSON value, as `session::applyOverrides` reads
+  // them) in the spec; the form and JSON follow. launchWithOverrides then launches the result
+  // as Launch does (when it is valid).
+  void applyOverrides(const nlohmann::json& overrides);
+  void launchWithOverrides(const nlohmann::json& overrides);
+
  signals:
   // The user asked to launch this (valid) spec.
   void launchRequested(const nlohmann::json& document);
@@ -143,6 +159,9 @@ class JobEditor : public QWidget {
   QLabel* example_note_ = nullptr;
   QPushButton* launch_ = nullptr;
   QCheckBox* detach_ = nullptr;
+  QPushButton* plan_ = nullptr;
+  QString plan_ringmaster_, plan_db_path_;
+  PlanView* plan_view_ = nullptr;
 };
 
 }  // namespace ringmaster::ui
