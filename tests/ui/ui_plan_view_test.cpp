@@ -206,6 +206,9 @@ class UiPlanViewTest : public QObject {
     QVERIFY2(view.result() && view.result()->trials, qPrintable(view.statusText()));
     const TrialsSummary& trials = *view.result()->trials;
     QCOMPARE(trials.trials.size(), size_t{2});
+    // The top K marked are the K the trials ran.
+    for (const PlanLayoutRow& layout : view.result()->layouts)
+      QCOMPARE(layout.top, layout.rank <= 2);
     std::set<int64_t> shown_runs;
     for (const TrialTermRow& term : view.trialsModel()->terms()) {
       QVERIFY(term.run.has_value());

@@ -58,9 +58,10 @@ QTableView* tableOver(QAbstractItemModel* model, const QString& name) {
 
 }  // namespace
 
-QStringList planArguments(const PlanCommand& command, const QString& spec_path, int trials,
+QStringList planArguments(const PlanCommand& command, const QString& spec_path, int top, int trials,
                           int trial_steps) {
-  QStringList args{"--db", command.db_path, "plan", spec_path, "--json"};
+  QStringList args{"--db",  command.db_path,     "plan", spec_path, "--json",
+                   "--top", QString::number(top)};
   if (trials > 0)
     args << "--trials" << QString::number(trials) << "--trial-steps"
          << QString::number(trial_steps);
@@ -208,8 +209,8 @@ bool PlanView::startPlan(int trials) {
   // The plan must not outlive the window: the kernel sends SIGTERM, which it forwards to its
   // trials, when this process dies.
   process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-  process_.start(command_.ringmaster,
-                 planArguments(command_, spec_path, trials, trial_steps_box_->value()));
+  process_.start(command_.ringmaster, planArguments(command_, spec_path, trials_box_->value(),
+                                                    trials, trial_steps_box_->value()));
   if (!process_.waitForStarted(10000)) {
     showStatus("Cannot run ringmaster plan: " + process_.errorString(), true);
     return false;

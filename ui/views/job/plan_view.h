@@ -32,9 +32,9 @@ struct PlanCommand {
   QString db_path;
 };
 
-// The arguments of `ringmaster --db DB plan SPEC --json [--trials K --trial-steps N]` (trials 0:
-// none).
-QStringList planArguments(const PlanCommand& command, const QString& spec_path, int trials,
+// The arguments of `ringmaster --db DB plan SPEC --json --top K [--trials T --trial-steps N]`
+// (trials 0: none). The top K marked are the layouts "Run trials" would run.
+QStringList planArguments(const PlanCommand& command, const QString& spec_path, int top, int trials,
                           int trial_steps);
 
 class PlanView : public QDialog {
@@ -44,7 +44,8 @@ class PlanView : public QDialog {
   PlanView(PlanCommand command, nlohmann::json document, QWidget* parent = nullptr);
   ~PlanView() override;  // a plan still running is stopped (SIGTERM, then SIGKILL) and waited for
 
-  // Runs the plan (trials: also `--trials trials`); false with statusText() when it cannot start.
+  // Runs the plan on the spec the window was opened with (trials: also `--trials trials`), the
+  // top trialsBox() marked; false with statusText() when it cannot start.
   bool startPlan(int trials = 0);
   // SIGTERM to the command (its sweep's trials stop with it), SIGKILL when it has not ended
   // within a grace period.
