@@ -160,7 +160,8 @@ TrialsOutcome runTrials(const PlanCommandOptions& options, const nlohmann::json&
   fmt::print(stderr, "ringmaster plan: trials of the top {} layouts, {} steps each, as sweep {}\n",
              members.size(), options.trial_steps, sweep_id);
   TrialsOutcome outcome;
-  outcome.exit_code = driveSweep(options.db_path, sweep_id, options.grace_s, false, false);
+  outcome.exit_code = driveSweep(options.db_path, sweep_id, options.grace_s, false, false,
+                                 /*print_report=*/!options.json);
   const std::vector<plan::RankedLayout> predicted(
       ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(members.size()));
   storage::Database db(options.db_path);
@@ -190,6 +191,7 @@ int launchWinner(const PlanCommandOptions& options, const plan::SpecOverrides& w
   RunCommandOptions run{.spec_path = options.spec_path,
                         .db_path = options.db_path,
                         .overrides = options.overrides,
+                        .report_on_stderr = options.json,
                         .grace_s = options.grace_s};
   for (const std::string& each : session::overrideArguments(winner)) run.overrides.push_back(each);
   fmt::print(stderr, "ringmaster plan: launching {} {}\n", options.spec_path,
