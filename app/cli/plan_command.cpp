@@ -130,10 +130,11 @@ session::PreparedSweep trialSweep(const PlanCommandOptions& options, nlohmann::j
   // An axis per field the layouts set, listing its values in the members' order.
   for (const plan::SpecOverrides& member : members) {
     for (const auto& [field, value] : member) {
+      const std::string& name = field;  // (Debian 12's clang 14 captures no structured binding)
       auto axis = std::find_if(sweep.plan.axes.begin(), sweep.plan.axes.end(),
-                               [&](const session::SweepAxis& a) { return a.field == field; });
+                               [&](const session::SweepAxis& a) { return a.field == name; });
       if (axis == sweep.plan.axes.end())
-        axis = sweep.plan.axes.insert(sweep.plan.axes.end(), {.field = field, .source = field});
+        axis = sweep.plan.axes.insert(sweep.plan.axes.end(), {.field = name, .source = name});
       if (std::find(axis->values.begin(), axis->values.end(), value) == axis->values.end())
         axis->values.push_back(value);
     }
