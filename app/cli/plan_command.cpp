@@ -130,10 +130,11 @@ session::PreparedSweep trialSweep(const PlanCommandOptions& options, nlohmann::j
   // An axis per field the layouts set, listing its values in the members' order.
   for (const plan::SpecOverrides& member : members) {
     for (const auto& [field, value] : member) {
+      const std::string& name = field;  // (Debian 12's clang 14 captures no structured binding)
       auto axis = std::find_if(sweep.plan.axes.begin(), sweep.plan.axes.end(),
-                               [&](const session::SweepAxis& a) { return a.field == field; });
+                               [&](const session::SweepAxis& a) { return a.field == name; });
       if (axis == sweep.plan.axes.end())
-        axis = sweep.plan.axes.insert(sweep.plan.axes.end(), {.field = field, .source = field});
+        axis = sweep.plan.axes.insert(sweep.plan.axes.end(), {.field = name, .source = name});
       if (std::find(axis->values.begin(), axis->values.end(), value) == axis->values.end())
         axis->values.push_back(value);
     }
@@ -160,7 +161,8 @@ TrialsOutcome runTrials(const PlanCommandOptions& options, const nlohmann::json&
   fmt::print(stderr, "ringmaster plan: trials of the top {} layouts, {} steps each, as sweep {}\n",
              members.size(), options.trial_steps, sweep_id);
   TrialsOutcome outcome;
-  outcome.exit_code = driveSweep(options.db_path, sweep_id, options.grace_s, false, false);
+  outcome.exit_code = driveSweep(options.db_path, sweep_id, options.grace_s, false, false,
+                                 /*print_report=*/!options.json);
   const std::vector<plan::RankedLayout> predicted(
       ranked.begin(), ranked.begin() + static_cast<std::ptrdiff_t>(members.size()));
   storage::Database db(options.db_path);
@@ -190,6 +192,7 @@ int launchWinner(const PlanCommandOptions& options, const plan::SpecOverrides& w
   RunCommandOptions run{.spec_path = options.spec_path,
                         .db_path = options.db_path,
                         .overrides = options.overrides,
+                        .report_on_stderr = options.json,
                         .grace_s = options.grace_s};
   for (const std::string& each : session::overrideArguments(winner)) run.overrides.push_back(each);
   fmt::print(stderr, "ringmaster plan: launching {} {}\n", options.spec_path,

@@ -293,7 +293,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
     return kExitOk;
   }
-  printRunReport(run.database(), run_id, options.json, stdout);
+  printRunReport(run.database(), run_id, options.json, options.report_on_stderr ? stderr : stdout);
   const int code = exitCodeOf(outcome.status);
   if (events)
     events->write(

@@ -22,7 +22,9 @@ struct RunCommandOptions {
   bool json = false;                          // the final summary as JSON on stdout
   bool quiet = false;                         // no progress output
   bool verbose = false;                       // the workers' own output on stderr
-  double grace_s = 5;                         // cancel: SIGTERM to SIGKILL
+  bool report_on_stderr = false;  // the final report on stderr (`plan --json --launch`'s stdout is
+                                  // its own JSON)
+  double grace_s = 5;             // cancel: SIGTERM to SIGKILL
   // Over SSH (launch.hosts names other hosts):
   bool accept_new_host_keys = false;       // record unknown host keys (their fingerprint is shown)
   std::optional<std::string> known_hosts;  // default ~/.ssh/known_hosts

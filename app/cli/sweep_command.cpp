@@ -226,7 +226,7 @@ int parallelOf(const SweepCommandOptions& options, const session::PreparedSweep&
 }  // namespace
 
 int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
-               bool json_report) {
+               bool json_report, bool print_report) {
   session::SweepRunner runner(db_path, sweep_id, grace_s);
   storage::SweepRecord sweep = [&] {
     storage::Database db(db_path);
@@ -262,7 +262,7 @@ int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, boo
   if (!quiet && outcome.not_started > 0)
     fmt::print(stderr, "{} member{} not started\n", outcome.not_started,
                outcome.not_started == 1 ? "" : "s");
-  showSweepCommand(db, sweep_id, "", json_report);
+  if (print_report) showSweepCommand(db, sweep_id, "", json_report);
   return exitCodeOfSweep(sweep);
 }
 

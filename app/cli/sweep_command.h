@@ -37,10 +37,11 @@ struct SweepCommandOptions {
 int sweepCommand(const SweepCommandOptions& options);
 
 // Runs a recorded sweep's members from this process, printing each member's start and end and
-// at the end the sweep's table (as JSON with `json_report`); returns sweepCommand's exit code.
-// Ctrl-C cancels the running runs (a second kills them) and records the rest not started.
+// at the end (unless !print_report) the sweep's table (as JSON with `json_report`); returns
+// sweepCommand's exit code. Ctrl-C cancels the running runs (a second kills them) and records the
+// rest not started.
 int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
-               bool json_report);
+               bool json_report, bool print_report = true);
 
 // `ringmaster show --sweep ID [--by FIGURE] [--json]`: the sweep's report
 // (storage/query/sweep_report.h) as a table and its best run, or as JSON.

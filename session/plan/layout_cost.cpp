@@ -1,5 +1,6 @@
 // The cost model of layout_cost.h: each term from the layout's spec (the model's description, the
-// plans' partition and schedule) and the measurements; the formulas are docs/layout_advisor.md's.
+// plans' partition and schedule) and the measurements; the formulas are in docs/sweeps.md ("The
+// layout advisor").
 #include "plan/layout_cost.h"
 
 #include <algorithm>

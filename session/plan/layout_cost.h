@@ -3,7 +3,7 @@
 // (the bytes its plan moves over the bandwidth measured for that group size) and the pipeline
 // bubble (the planned schedule played with the stage's compute), and the ranking by predicted
 // tokens/s (samples/s for a model without tokens). The measurements are inputs here
-// (layout_probes.h takes them); docs/layout_advisor.md has the formulas.
+// (layout_probes.h takes them); docs/sweeps.md ("The layout advisor") has the formulas.
 #pragma once
 
 #include <map>
@@ -88,7 +88,7 @@ std::vector<RankedLayout> rankLayouts(const LayoutEnumeration& layouts,
 // (session/sweep/sweep_plan.h), so the sweep runner runs them as they are.
 std::vector<SpecOverrides> topLayoutMembers(const std::vector<RankedLayout>& ranked, int k);
 
-// The plan as JSON (`ringmaster plan --json`, docs/layout_advisor.md): {"world", "global_batch",
+// The plan as JSON (`ringmaster plan --json`, docs/sweeps.md): {"world", "global_batch",
 // "device_memory", "device_memory_source", "measurements", "layouts": [{"rank" | null, "top",
 // "label", "mesh", "dp_mode", "schedule", "virtual_stages", "micro_batches", "batch_size",
 // "checkpointing", "precision", "overrides", "memory_bytes", "memory_rank", "dropped",

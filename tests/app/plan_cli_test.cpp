@@ -22,7 +22,9 @@
 #include "plan/layout_probes.h"
 #include "plan/layout_trials.h"
 #include "query/run_report.h"
+#include "query/runs.h"
 #include "query/sweep_report.h"
+#include "query/sweeps.h"
 #include "recorder/sweep_records.h"
 
 namespace ringmaster {
@@ -265,6 +267,57 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
     EXPECT_NE(text.find(layout.planned.layout.label()), std::string::npos) << text;
   EXPECT_NE(text.find("rank correlation"), std::string::npos);
   EXPECT_EQ(plan::toJson(report)["trials"].size(), 4u);
+}
+
+TEST_F(PlanCli, TrialsRunTheTopLayoutsAsASweepAndLaunchRunsTheFastest) {
+  json spec = tinyGpt();
+  spec["data"]["path"] = (dir_ / "licenses.txt").string();
+  spec["train"]["steps"] = 7;
+  std::filesystem::create_directories(dir_);
+  {
+    std::ofstream text(dir_ / "licenses.txt");
+    for (int i = 0; i < 400; ++i) text << "Pack my box with five dozen liquor jugs. " << i << "\n";
+  }
+  const std::string path = writeSpec("tiny", spec);
+  keep("cpu localhost:2", keptFigures());
+  const Result r =
+      ringmaster({"plan", path, "--json", "--trials", "2", "--trial-steps", "3", "--launch"});
+  ASSERT_TRUE(exitedWith(r.status, 0)) << r.status.describe() << r.err;
+  const json out = json::parse(r.out);
+  // The trials are the two best predicted layouts, in that order, each a real run of 3 steps.
+  std::vector<json> top;
+  for (const json& layout : out["layouts"])
+    if (layout["rank"].is_number() && layout["rank"].get<int>() <= 2) top.push_back(layout);
+  ASSERT_EQ(top.size(), 2u);
+  ASSERT_EQ(out["trials"]["trials"].size(), 2u);
+  storage::Database db(dbPath());
+  const storage::SweepRecord sweep = storage::loadSweep(db, 1);
+  EXPECT_EQ(json::parse(sweep.plan_json)["method"], "advisor");
+  ASSERT_EQ(sweep.members.size(), 2u);
+  double fastest_rate = 0;
+  int64_t fastest_run = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(json::parse(sweep.members[i].overrides_json), top[i]["overrides"]);
+    const json& trial = out["trials"]["trials"][i];
+    ASSERT_TRUE(sweep.members[i].run_id);
+    EXPECT_EQ(trial["run"], *sweep.members[i].run_id);
+    const storage::RunReport run = storage::buildRunReport(db, *sweep.members[i].run_id, 0);
+    EXPECT_EQ(run.summary.final_step, 3);
+    EXPECT_EQ(trial["measured_rate"].get<double>(), run.summary.tokens_per_second);
+    ASSERT_TRUE(run.summary.tokens_per_second.has_value());
+    if (*run.summary.tokens_per_second > fastest_rate)
+      fastest_rate = *run.summary.tokens_per_second, fastest_run = *sweep.members[i].run_id;
+  }
+  // --launch ran the fastest trial's layout at the spec's own length.
+  const std::vector<storage::RunRecord> runs = storage::listRuns(db);
+  ASSERT_EQ(runs.size(), 3u);
+  const storage::RunRecord& launched = runs.front();
+  EXPECT_FALSE(storage::sweepOfRun(db, launched.id).has_value());
+  EXPECT_EQ(storage::buildRunReport(db, launched.id, 0).summary.final_step, 7);
+  const json fastest_spec = json::parse(storage::loadRun(db, fastest_run).spec_json);
+  const json launched_spec = json::parse(launched.spec_json);
+  EXPECT_EQ(launched_spec["strategy"], fastest_spec["strategy"]);
+  EXPECT_EQ(launched_spec["train"]["batch_size"], fastest_spec["train"]["batch_size"]);
 }
 
 }  // namespace
