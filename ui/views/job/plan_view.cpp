@@ -35,15 +35,6 @@ QString specFileName(const nlohmann::json& document) {
   return base + ".json";
 }
 
-// The plan's document in the command's output: from its last line that is a lone "{" (the
-// document is printed indented, so only its own opening brace stands alone at the line's start).
-// With --trials the sweep's table is printed on stdout before it.
-nlohmann::json planDocumentIn(const QByteArray& output) {
-  const qsizetype start = output.startsWith("{\n") ? 0 : output.lastIndexOf("\n{\n") + 1;
-  if (!output.mid(start).startsWith("{\n")) return nlohmann::json();
-  return nlohmann::json::parse(output.mid(start).toStdString(), nullptr, false);
-}
-
 QTableView* tableOver(QAbstractItemModel* model, const QString& name) {
   auto* table = new QTableView();
   table->setObjectName(name);
@@ -239,7 +230,7 @@ void PlanView::processEnded(int exit_code, QProcess::ExitStatus status) {
   const QByteArray output = out.open(QIODevice::ReadOnly) ? out.readAll() : QByteArray();
   const QString errors =
       log.open(QIODevice::ReadOnly) ? QString::fromUtf8(log.readAll()).trimmed() : QString();
-  const nlohmann::json document = planDocumentIn(output);
+  const auto document = nlohmann::json::parse(output.toStdString(), nullptr, false);
   std::optional<PlanResult> read;
   QString why = QString("ringmaster plan ended without a plan (exit code %1)").arg(code);
   try {
