@@ -5,6 +5,7 @@
 // their measured terms; "Launch best" starts a real run of the winner from the window, as Launch
 // does; Cancel stops a plan running trials and leaves none of its processes (by PID). A program
 // job has no plan button. The functions build on each other: one CTest test.
+#include <QAbstractItemModelTester>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -118,6 +119,12 @@ class UiPlanViewTest : public QObject {
     QTest::mouseClick(editor().planButton(), Qt::LeftButton);
     PlanView* view = editor().planView();
     QVERIFY(view);
+    // The models watched through every reset that follows (this plan, the trials).
+    for (QAbstractItemModel* model :
+         {static_cast<QAbstractItemModel*>(view->layoutsModel()),
+          static_cast<QAbstractItemModel*>(view->trialsModel()), view->layoutsTable()->model()})
+      new QAbstractItemModelTester(model, QAbstractItemModelTester::FailureReportingMode::QtTest,
+                                   view);
     QCOMPARE(waitForPlan(*view, kPlanTimeoutMs), 0);
     QVERIFY2(view->result().has_value(), qPrintable(view->statusText()));
 
