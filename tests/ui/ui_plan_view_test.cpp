@@ -6,6 +6,7 @@
 // does; Cancel stops a plan running trials and leaves none of its processes (by PID). A program
 // job has no plan button. The functions build on each other: one CTest test.
 #include <QAbstractItemModelTester>
+#include <QFileInfo>
 #include <QProcess>
 #include <QPushButton>
 #include <QSettings>
@@ -290,6 +291,14 @@ class UiPlanViewTest : public QObject {
     const pid_t plan = static_cast<pid_t>(view.pid());
     QVERIFY(plan > 0);
     seen_.insert(plan);
+    // Its arguments a list, the spec a private file: `--db DB plan SPEC --json ...`.
+    const QList<QByteArray> args =
+        QByteArray::fromStdString(ringmaster::testing::readProcFile(plan, "cmdline")).split('\0');
+    const qsizetype at = args.indexOf("plan");
+    QVERIFY(at > 0 && at + 1 < args.size());
+    const QFileInfo spec_file(QString::fromUtf8(args[at + 1]));
+    QCOMPARE(spec_file.permissions() & ~(QFile::ReadUser | QFile::WriteUser),
+             QFile::ReadOwner | QFile::WriteOwner);
     // Until the trial's workers run under it.
     QTRY_VERIFY_WITH_TIMEOUT(
         [&] {
