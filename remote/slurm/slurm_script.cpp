@@ -143,7 +143,9 @@ std::vector<std::string> stepOptions(const JobSpec& spec, const std::string& all
 }
 
 std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
-                            const std::string& allocation_id) {
+                            const std::string& allocation_id, int unreachable_polls) {
+  RM_CHECK_ARG(unreachable_polls >= 1,
+               fmt::format("unreachable_polls is {}, at least 1", unreachable_polls));
   const SlurmSpec& slurm = slurmOf(spec);
   const std::vector<std::string> options = stepOptions(spec, allocation_id);
   // Two members of one allocation may share a node address: the port differs per step.
@@ -184,15 +186,25 @@ std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
       "  exit \"$1\"\n"
       "}}\n"
       "trap 'ended 143' TERM INT HUP\n"
-      "# srun refuses an allocation still queued: wait while it is.\n"
+      "# srun refuses an allocation still queued: wait while it is (a controller that does not\n"
+      "# answer for {unreachable_s} s in a row ends the wait: nothing is left waiting forever).\n"
+      "unreachable=0\n"
       "while :; do\n"
       "  [ ! -e \"$dir\"/slurm-step-cancel ] || ended 143\n"
       "  if ! state=$(squeue --noheader --jobs={job} --format=%T 2>&1); then\n"
-      "    case \"$state\" in *'Invalid job id'*) state=gone ;; *) state=UNREACHABLE ;; esac\n"
+      "    case \"$state\" in *'Invalid job id'*) state=gone ;; *) answer=$state; "
+      "state=UNREACHABLE ;; esac\n"
       "  fi\n"
       "  case \"$state\" in\n"
       "    RUNNING) break ;;\n"
-      "    PENDING | CONFIGURING | UNREACHABLE) sleep 2 ;;\n"
+      "    UNREACHABLE)\n"
+      "      unreachable=$((unreachable + 1))\n"
+      "      if [ \"$unreachable\" -ge {unreachable_polls} ]; then\n"
+      "        echo \"the Slurm controller did not answer for {unreachable_s} s: $answer\"; ended "
+      "1\n"
+      "      fi\n"
+      "      sleep 2 ;;\n"
+      "    PENDING | CONFIGURING) unreachable=0; sleep 2 ;;\n"
       "    *) echo \"the sweep's allocation {job} is ${{state:-gone}}\"; ended 1 ;;\n"
       "  esac\n"
       "done\n"
@@ -202,8 +214,9 @@ std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
       "  {binary} {spec} \"$dir\"\n"
       "ended $?\n",
       fmt::arg("name", spec.name), fmt::arg("job", allocation_id), fmt::arg("dir", dir),
-      fmt::arg("srun", srun), fmt::arg("task", shellQuote(task)),
-      fmt::arg("binary", shellQuote(paths.node_binary)),
+      fmt::arg("unreachable_polls", unreachable_polls),
+      fmt::arg("unreachable_s", 2 * unreachable_polls), fmt::arg("srun", srun),
+      fmt::arg("task", shellQuote(task)), fmt::arg("binary", shellQuote(paths.node_binary)),
       fmt::arg("spec", shellQuote(paths.spec_path)));
 }
 

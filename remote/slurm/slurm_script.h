@@ -49,9 +49,12 @@ std::string slurmBatchScript(const JobSpec& spec, const SlurmScriptPaths& paths)
 // node, MASTER_PORT launch.master_port or derived from the job and step ids (two members of one
 // allocation differ), and node 0's writes "ALLOC.STEP" to <job_dir>/slurm-step. When srun ends
 // (or the script is stopped by TERM, INT or HUP) its exit status goes to
-// <job_dir>/slurm-step-exit. Throws kInvalidArgument for an allocation id that is not a job id.
+// <job_dir>/slurm-step-exit. While it waits, squeue is asked every 2 s; `unreachable_polls` failed
+// answers in a row (a controller gone: 5 minutes by default) end the script with 1 and squeue's
+// words, so that no step script outlives a cluster that went away. Throws kInvalidArgument for an
+// allocation id that is not a job id.
 std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
-                            const std::string& allocation_id);
+                            const std::string& allocation_id, int unreachable_polls = 150);
 
 // The srun options of slurmStepScript's step, one word each (unquoted), in its order.
 std::vector<std::string> stepOptions(const JobSpec& spec, const std::string& allocation_id);

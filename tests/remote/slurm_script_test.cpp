@@ -334,7 +334,12 @@ class SlurmStepScript : public SlurmScript {
                     "echo $((n + 1)) > \"$STUB_DIR/squeue.calls\"\n"
                     "total=$(wc -l < \"$STUB_DIR/squeue.states\")\n"
                     "line=$(( n + 1 < total ? n + 1 : total ))\n"
-                    "sed -n \"${line}p\" \"$STUB_DIR/squeue.states\"\n");
+                    "state=$(sed -n \"${line}p\" \"$STUB_DIR/squeue.states\")\n"
+                    "if [ \"$state\" = NO_CONTROLLER ]; then\n"
+                    "  echo 'slurm_load_jobs error: Unable to contact slurm controller' >&2\n"
+                    "  exit 1\n"
+                    "fi\n"
+                    "echo \"$state\"\n");
     const fs::path file = dir_ / "slurm-step.sh";
     std::ofstream(file, std::ios::binary) << script;
     std::map<std::string, std::string> env = {
@@ -389,6 +394,24 @@ TEST_F(SlurmStepScript, AnAllocationThatEndedStartsNoStepAndSaysSo) {
     EXPECT_NE(readText(fs::path(paths_.job_dir) / "slurm-step.out").find("allocation 4242 is"),
               std::string::npos);
   }
+}
+
+TEST_F(SlurmStepScript, AControllerThatStopsAnsweringEndsTheWaitAfterItsBound) {
+  const JobSpec spec = parsed(slurmJob({{"nodes", 1}}));
+  // Failed answers count only in a row: a PENDING between them starts the count again.
+  const std::string script = slurm::slurmStepScript(spec, paths_, "4242", 3);
+  EXPECT_EQ(runStepScript(script, {"NO_CONTROLLER", "NO_CONTROLLER", "PENDING", "NO_CONTROLLER",
+                                   "NO_CONTROLLER", "NO_CONTROLLER"}),
+            1);
+  EXPECT_EQ(readText(dir_ / "squeue.calls"), "6\n");
+  EXPECT_FALSE(fs::exists(dir_ / "srun.argv"));
+  EXPECT_EQ(readText(fs::path(paths_.job_dir) / "slurm-step-exit"), "1\n");
+  EXPECT_NE(readText(fs::path(paths_.job_dir) / "slurm-step.out")
+                .find("the Slurm controller did not answer for 6 s: slurm_load_jobs error: "
+                      "Unable to contact slurm controller"),
+            std::string::npos)
+      << readText(fs::path(paths_.job_dir) / "slurm-step.out");
+  EXPECT_THROW(slurm::slurmStepScript(spec, paths_, "4242", 0), Error);
 }
 
 TEST_F(SlurmStepScript, ACancelAskedBeforeTheStepStartedEndsTheScriptWithoutOne) {
