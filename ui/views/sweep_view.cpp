@@ -59,10 +59,7 @@ QLabel* boldLabel(const QString& text) {
 }  // namespace
 
 SweepView::SweepView(std::string db_path, int64_t sweep_id, QWidget* parent)
-    : QWidget(parent),
-      db_path_(std::move(db_path)),
-      sweep_id_(sweep_id),
-      watch_(std::make_shared<WatchConnection>(WatchConnection{db_path_, nullptr})) {
+    : QWidget(parent), db_path_(std::move(db_path)), sweep_id_(sweep_id), watch_(db_path_) {
   jobs_ = new BackgroundJobs(this);
   setObjectName(QString("sweepView%1").arg(sweep_id));
   auto* layout = new QVBoxLayout(this);
@@ -192,18 +189,10 @@ void SweepView::reload() {
 void SweepView::poll() {
   if (dirty_ && !jobs_->busy("load")) startLoad();
   if (jobs_->busy("poll")) return;
-  // data_version on a connection of its own, opened and read by one poll job at a time.
   jobs_->run<int64_t>(
-      "poll",
-      [watch = watch_](const JobToken&) {
-        if (!watch->db)
-          watch->db = std::make_unique<storage::Database>(watch->path,
-                                                          storage::readingOptions(watch->path));
-        return watch->db->dataVersion();
-      },
+      "poll", watch_.reader(),
       [this](int64_t version) {
-        if (version == seen_version_) return;
-        seen_version_ = version;
+        if (!watch_.isNews(version)) return;
         reload();
       },
       [this](const QString&) { reload(); });  // the load says what is wrong
