@@ -22,6 +22,7 @@
 #include "models/untrusted_text.h"
 #include "query/figures.h"
 #include "query/sweep_report.h"
+#include "views/axis_picker.h"
 #include "views/table_copy.h"
 #include "widgets/parallel_coordinates.h"
 #include "widgets/scatter_chart.h"
@@ -142,12 +143,7 @@ QWidget* SweepView::makeChartsBox() {
   layout->setContentsMargins(0, 0, 0, 0);
   auto* pickers = new QHBoxLayout();
   const auto picker = [&](const QString& name, const QString& label) {
-    auto* combo = new QComboBox();
-    combo->setObjectName(name);
-    combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    combo->setMinimumContentsLength(10);
-    pickers->addWidget(new QLabel(label));
-    pickers->addWidget(combo, 1);
+    QComboBox* combo = addAxisPicker(pickers, name, label);
     connect(combo, &QComboBox::currentIndexChanged, this, [this] { redrawCharts(); });
     return combo;
   };
