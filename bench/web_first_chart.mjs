@@ -12,18 +12,14 @@
 import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const CHROMIUM = '/usr/bin/chromium';
+import { argument, CHROMIUM, freePort, launchBrowser, until } from '../tests/web/browser/browser_session.mjs';
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 
-function argument(name, fallback = undefined) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? process.argv[index + 1] : fallback;
-}
 const ringmaster = argument('ringmaster', path.join(here, '../build/dev/app/ringmaster'));
 const nodeModules = argument('node-modules', path.join(here, '../build/dev/resources/web/npm/node_modules'));
 const bigDb = argument('db', path.join(here, '../build/dev/bench/web_series_cache/web-64x1000000.db'));
@@ -38,28 +34,8 @@ if (!fs.existsSync(CHROMIUM)) {
 }
 const { chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core'));
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, timeoutMs, probe) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(20);
-  }
-}
+// The page's marks are polled often: they time the first chart.
+const poll = (what, timeoutMs, probe) => until(what, timeoutMs, probe, 20);
 
 // Runs `ringmaster args...` to its end; throws on a non-zero exit.
 function runToEnd(args) {
@@ -77,7 +53,7 @@ async function serve(db) {
   const child = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise((resolve) => child.on('exit', resolve));
   const base = `http://127.0.0.1:${port}`;
-  const runs = await until('ringmaster serve', 30000, async () => {
+  const runs = await poll('ringmaster serve', 30000, async () => {
     try {
       const response = await fetch(`${base}/api/v1/runs`);
       return response.ok ? (await response.json()).runs : null;
@@ -102,7 +78,7 @@ async function loadOnce(browser, url) {
   const errors = [];
   page.on('pageerror', (error) => errors.push(error.message));
   await page.goto(url);
-  const result = await until('every chart drawn', 120000, async () => page.evaluate(() => {
+  const result = await poll('every chart drawn', 120000, async () => page.evaluate(() => {
     const charts = document.querySelectorAll('.chart').length;
     const drawn = performance.getEntriesByName('ringmaster:chart-drawn');
     const first = performance.getEntriesByName('ringmaster:first-chart');
@@ -137,12 +113,7 @@ async function measure(browser, label, db, ranks) {
 }
 
 async function main() {
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchBrowser(chromium);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster-first-chart-'));
   try {
     console.log(`Time to the first drawn chart: headless chromium (${browser.version()}), 1280x900, a fresh context per load, `

@@ -25,21 +25,16 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::CapturedProcess;
+using testing::CliResult;
 using testing::exitedWith;
 
 const std::string kRingmaster = testing::ringmasterBinary();
 
 class CompareAxesCli : public storage::testing::StorageTest {
  protected:
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result ringmaster(std::vector<std::string> args) {
+  CliResult ringmaster(std::vector<std::string> args) {
     args.insert(args.begin(), {"--db", (dir_ / "runs.db").string()});
-    CapturedProcess process(kRingmaster, args);
-    const ExitStatus status = process.wait(120s);
-    return {status, process.out(), process.err()};
+    return testing::runToEnd(CapturedProcess(kRingmaster, args), 120s);
   }
   // Runs 1, 2 and 3 of the single-rank example: lr 0.01 (adamw), 0.001 (adamw), 0.05 (sgd); the
   // first `count` of them.
@@ -49,14 +44,14 @@ class CompareAxesCli : public storage::testing::StorageTest {
         {"0.01", "adamw"}, {"0.001", "adamw"}, {"0.05", "sgd"}};
     for (size_t i = 0; i < count; ++i) {
       const auto& [lr, optimizer] = runs[i];
-      const Result run =
+      const CliResult run =
           ringmaster({"run", testing::examplePath("single_mlp"), "-q", "--set", "train.steps=3",
                       "--set", "optimizer.lr=" + lr, "--set", "optimizer.kind=" + optimizer});
       ASSERT_TRUE(run.status.ok()) << run.status.describe() << "\n" << run.err;
     }
   }
   json points(const std::string& x, const std::string& y) {
-    const Result compared = ringmaster({"compare", "1", "2", "3", "--x", x, "--y", y, "--json"});
+    const CliResult compared = ringmaster({"compare", "1", "2", "3", "--x", x, "--y", y, "--json"});
     EXPECT_TRUE(compared.status.ok()) << x << " / " << y << ": " << compared.err;
     return compared.status.ok() ? json::parse(compared.out) : json();
   }
@@ -79,7 +74,7 @@ TEST_F(CompareAxesCli, FinalLossAgainstTheLearningRateIsOnePointPerRunAsShowRepo
   }
 
   // The table: the axes by their names, a row per run with its values.
-  const Result table =
+  const CliResult table =
       ringmaster({"compare", "1", "2", "3", "--x", "optimizer.lr", "--y", "final_loss"});
   ASSERT_TRUE(table.status.ok()) << table.err;
   EXPECT_NE(table.out.find("optimizer.lr"), std::string::npos) << table.out;
@@ -116,7 +111,7 @@ TEST_F(CompareAxesCli, EveryRunFigureIsAnAxisAndATextFieldIsACategory) {
 
 TEST_F(CompareAxesCli, AnUnknownAxisOrALoneXIsRefusedNamingTheChoices) {
   ASSERT_NO_FATAL_FAILURE(recordThreeRuns(2));
-  const Result unknown =
+  const CliResult unknown =
       ringmaster({"compare", "1", "2", "--x", "optimizer.lrr", "--y", "final_loss"});
   EXPECT_TRUE(exitedWith(unknown.status, 2)) << unknown.status.describe();
   EXPECT_NE(unknown.err.find("'optimizer.lrr' is neither a figure nor a spec field"),
@@ -124,7 +119,7 @@ TEST_F(CompareAxesCli, AnUnknownAxisOrALoneXIsRefusedNamingTheChoices) {
       << unknown.err;
   EXPECT_NE(unknown.err.find("comm_share"), std::string::npos) << unknown.err;
   EXPECT_NE(unknown.err.find("optimizer.lr"), std::string::npos) << unknown.err;
-  const Result lone = ringmaster({"compare", "1", "2", "--x", "final_loss"});
+  const CliResult lone = ringmaster({"compare", "1", "2", "--x", "final_loss"});
   EXPECT_TRUE(exitedWith(lone.status, 2)) << lone.status.describe();
   EXPECT_NE(lone.err.find("--x and --y go together"), std::string::npos) << lone.err;
 }

@@ -31,6 +31,7 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
+using testing::CliResult;
 using testing::exitedWith;
 
 const std::string kRingmaster = testing::ringmasterBinary();
@@ -54,30 +55,22 @@ class FirstHourCli : public storage::testing::StorageTest {
   std::string dbPath() const { return (dir_ / "db" / "runs.db").string(); }
 
   // `ringmaster --db DB ARGS...`, run to the end.
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result ringmaster(std::vector<std::string> args, std::chrono::seconds limit = 60s) {
+  CliResult ringmaster(std::vector<std::string> args, std::chrono::seconds limit = 60s) {
     args.insert(args.begin(), {"--db", dbPath()});
-    return finish(CapturedProcess(kRingmaster, args), limit);
+    return testing::runToEnd(CapturedProcess(kRingmaster, args), limit);
   }
   // A command line run by bash in `cwd` (where a spec's relative paths start).
-  Result inDirectory(const fs::path& cwd, const std::string& program,
-                     const std::vector<std::string>& args, std::chrono::seconds limit = 120s) {
+  CliResult inDirectory(const fs::path& cwd, const std::string& program,
+                        const std::vector<std::string>& args, std::chrono::seconds limit = 120s) {
     std::string command = "cd " + quoted(cwd.string()) + " && exec " + quoted(program);
     for (const std::string& arg : args) command += " " + quoted(arg);
-    return finish(CapturedProcess("/bin/bash", {"-c", command}), limit);
-  }
-  static Result finish(CapturedProcess process, std::chrono::seconds limit) {
-    const ExitStatus status = process.wait(limit);
-    return {status, process.out(), process.err()};
+    return testing::runToEnd(CapturedProcess("/bin/bash", {"-c", command}), limit);
   }
   // A short real run of `name` recorded in the test's database.
   void recordRun(const std::string& name, std::vector<std::string> sets) {
     std::vector<std::string> args = {"run", examplePath(name), "-q"};
     for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
-    const Result run = ringmaster(args, 120s);
+    const CliResult run = ringmaster(args, 120s);
     ASSERT_TRUE(run.status.ok()) << run.status.describe() << "\n" << run.err;
   }
 };
@@ -97,7 +90,7 @@ TEST_F(FirstHourCli, AMissingDatabaseIsAnErrorForEveryReadingCommandAndIsNotCrea
                                              {"cancel", "1"}}) {
     std::vector<std::string> args = {"--db", nowhere.string()};
     args.insert(args.end(), command.begin(), command.end());
-    const Result plain = finish(CapturedProcess(kRingmaster, args), 30s);
+    const CliResult plain = testing::runToEnd(CapturedProcess(kRingmaster, args), 30s);
     SCOPED_TRACE(command.front());
     EXPECT_TRUE(exitedWith(plain.status, 2)) << plain.status.describe() << plain.err;
     EXPECT_NE(plain.err.find("no run database at " + nowhere.string()), std::string::npos)
@@ -105,7 +98,7 @@ TEST_F(FirstHourCli, AMissingDatabaseIsAnErrorForEveryReadingCommandAndIsNotCrea
     EXPECT_EQ(plain.out, "");
 
     args.push_back("--json");
-    const Result as_json = finish(CapturedProcess(kRingmaster, args), 30s);
+    const CliResult as_json = testing::runToEnd(CapturedProcess(kRingmaster, args), 30s);
     EXPECT_TRUE(exitedWith(as_json.status, 2));
     const json error = json::parse(as_json.out)["error"];
     EXPECT_EQ(error["exit_code"], 2);
@@ -118,10 +111,11 @@ TEST_F(FirstHourCli, TheDefaultDatabaseNotYetCreatedIsAnEmptyHistory) {
   // Before the first run `runs` says so and succeeds; it still creates nothing.
   const std::map<std::string, std::string> env = {{"XDG_DATA_HOME", (dir_ / "xdg").string()}};
   CapturedProcess table(kRingmaster, {"runs"}, env);
-  const Result listed = finish(std::move(table), 30s);
+  const CliResult listed = testing::runToEnd(std::move(table), 30s);
   EXPECT_TRUE(listed.status.ok()) << listed.err;
   EXPECT_NE(listed.err.find("no runs yet"), std::string::npos) << listed.err;
-  const Result as_json = finish(CapturedProcess(kRingmaster, {"runs", "--json"}, env), 30s);
+  const CliResult as_json =
+      testing::runToEnd(CapturedProcess(kRingmaster, {"runs", "--json"}, env), 30s);
   EXPECT_TRUE(as_json.status.ok());
   EXPECT_EQ(json::parse(as_json.out), json::array());
   EXPECT_FALSE(fs::exists(dir_ / "xdg"));
@@ -132,28 +126,29 @@ TEST_F(FirstHourCli, TheDefaultDatabaseNotYetCreatedIsAnEmptyHistory) {
 
 TEST_F(FirstHourCli, AnUnknownStatusOrStrategyIsRefusedNamingTheChoices) {
   recordRun("single_mlp", {"train.steps=2"});
-  const Result status = ringmaster({"runs", "--status", "bogus"});
+  const CliResult status = ringmaster({"runs", "--status", "bogus"});
   EXPECT_TRUE(exitedWith(status.status, 2)) << status.err;
   EXPECT_NE(status.err.find("bogus"), std::string::npos) << status.err;
   EXPECT_NE(status.err.find("completed"), std::string::npos) << status.err;
   EXPECT_EQ(status.out, "");
 
-  const Result strategy = ringmaster({"runs", "--strategy", "zero3", "--json"});
+  const CliResult strategy = ringmaster({"runs", "--strategy", "zero3", "--json"});
   EXPECT_TRUE(exitedWith(strategy.status, 2)) << strategy.err;
   const json error = json::parse(strategy.out)["error"];
   EXPECT_EQ(error["kind"], "usage");
   EXPECT_NE(error["message"].get<std::string>().find("zero3"), std::string::npos);
 
   // A real value still filters.
-  const Result completed = ringmaster({"runs", "--status", "completed", "--json"});
+  const CliResult completed = ringmaster({"runs", "--status", "completed", "--json"});
   ASSERT_TRUE(completed.status.ok()) << completed.err;
   EXPECT_EQ(json::parse(completed.out).size(), 1u);
-  const Result failed = ringmaster({"runs", "--status", "failed", "--json"});
+  const CliResult failed = ringmaster({"runs", "--status", "failed", "--json"});
   EXPECT_EQ(json::parse(failed.out).size(), 0u);
 }
 
 TEST_F(FirstHourCli, CompareSaysTwoOrMoreAndComparesThree) {
-  const Result help = finish(CapturedProcess(kRingmaster, {"compare", "--help"}), 30s);
+  const CliResult help =
+      testing::runToEnd(CapturedProcess(kRingmaster, {"compare", "--help"}), 30s);
   EXPECT_TRUE(help.status.ok());
   EXPECT_NE(help.out.find("two or more"), std::string::npos) << help.out;
   EXPECT_EQ(help.out.find("x 2"), std::string::npos) << help.out;
@@ -161,21 +156,21 @@ TEST_F(FirstHourCli, CompareSaysTwoOrMoreAndComparesThree) {
 
   for (const char* steps : {"train.steps=2", "train.steps=3", "train.steps=4"})
     recordRun("single_mlp", {steps});
-  const Result compared = ringmaster({"compare", "1", "2", "3", "--json"});
+  const CliResult compared = ringmaster({"compare", "1", "2", "3", "--json"});
   ASSERT_TRUE(compared.status.ok()) << compared.err;
   const json document = json::parse(compared.out);
   ASSERT_EQ(document["runs"].size(), 3u);
   ASSERT_EQ(document["spec_differences"].size(), 1u);
   EXPECT_EQ(document["spec_differences"][0]["values"], json({"2", "3", "4"}));
 
-  const Result one = ringmaster({"compare", "1"});
+  const CliResult one = ringmaster({"compare", "1"});
   EXPECT_TRUE(exitedWith(one.status, 2));
 }
 
 TEST_F(FirstHourCli, ExportWritesCsvAndTraceTogetherAndSaysWhatItNeeds) {
   recordRun("single_mlp", {"train.steps=3"});
   const fs::path csv = dir_ / "csv", trace = dir_ / "trace.json";
-  const Result both =
+  const CliResult both =
       ringmaster({"export", "1", "--csv", csv.string(), "--trace", trace.string(), "--json"});
   ASSERT_TRUE(both.status.ok()) << both.err;
   const json written = json::parse(both.out);
@@ -186,10 +181,10 @@ TEST_F(FirstHourCli, ExportWritesCsvAndTraceTogetherAndSaysWhatItNeeds) {
   std::ifstream trace_file(trace);
   EXPECT_FALSE(json::parse(trace_file)["traceEvents"].empty());
 
-  const Result neither = ringmaster({"export", "1"});
+  const CliResult neither = ringmaster({"export", "1"});
   EXPECT_TRUE(exitedWith(neither.status, 2));
   EXPECT_NE(neither.err.find("--csv DIR, --trace FILE or both"), std::string::npos) << neither.err;
-  const Result help = finish(CapturedProcess(kRingmaster, {"export", "--help"}), 30s);
+  const CliResult help = testing::runToEnd(CapturedProcess(kRingmaster, {"export", "--help"}), 30s);
   EXPECT_NE(help.out.find("or both"), std::string::npos) << help.out;
 }
 
@@ -210,7 +205,7 @@ TEST_F(FirstHourCli, WithJsonEveryErrorIsAJsonDocumentOnStdout) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args.front() + " " + c.args[1]);
-    const Result result = ringmaster(c.args);
+    const CliResult result = ringmaster(c.args);
     EXPECT_TRUE(exitedWith(result.status, c.code)) << result.status.describe() << result.err;
     const json document = json::parse(result.out, nullptr, false);
     ASSERT_TRUE(document.is_object()) << result.out;
@@ -222,8 +217,9 @@ TEST_F(FirstHourCli, WithJsonEveryErrorIsAJsonDocumentOnStdout) {
 }
 
 TEST_F(FirstHourCli, ABadSetBlamesTheSetNotTheSpecFile) {
-  const Result run = ringmaster({"run", examplePath("ddp_mlp"), "--set", "train.steps=20", "--set",
-                                 "train.batch_size=-3", "--set", "optimizer.momentun=0.9"});
+  const CliResult run =
+      ringmaster({"run", examplePath("ddp_mlp"), "--set", "train.steps=20", "--set",
+                  "train.batch_size=-3", "--set", "optimizer.momentun=0.9"});
   EXPECT_TRUE(exitedWith(run.status, 2)) << run.err;
   EXPECT_NE(run.err.find("ddp_mlp.json itself is valid"), std::string::npos) << run.err;
   EXPECT_EQ(run.err.find("is not a valid job spec"), std::string::npos) << run.err;
@@ -238,7 +234,7 @@ TEST_F(FirstHourCli, ABadSetBlamesTheSetNotTheSpecFile) {
   // A broken file is still the file's, --set or not.
   const fs::path broken = dir_ / "broken.json";
   std::ofstream(broken) << R"({"name": "broken", "train": {"steps": 5}})";
-  const Result file = ringmaster({"run", broken.string(), "--set", "train.steps=3"});
+  const CliResult file = ringmaster({"run", broken.string(), "--set", "train.steps=3"});
   EXPECT_TRUE(exitedWith(file.status, 2));
   EXPECT_NE(file.err.find(broken.string() + " is not a valid job spec"), std::string::npos)
       << file.err;
@@ -256,7 +252,7 @@ TEST_F(FirstHourCli, CheckpointsGoUnderTheRunsOwnDirectoryAndResumeFindsThem) {
     for (const std::string& set : sets) args.insert(args.end(), {"--set", set});
     return inDirectory(work, kRingmaster, args, 240s);
   };
-  const Result first =
+  const CliResult first =
       run({"train.steps=4", "checkpoint.every_steps=2", "telemetry.every_steps=1"});
   ASSERT_TRUE(first.status.ok()) << first.status.describe() << first.err;
   EXPECT_TRUE(fs::is_empty(work)) << "the run wrote into the working directory";
@@ -272,8 +268,8 @@ TEST_F(FirstHourCli, CheckpointsGoUnderTheRunsOwnDirectoryAndResumeFindsThem) {
             "checkpoints/fsdp_mlp");
 
   // Resuming continues the earlier run's checkpoints: run 2 starts after step 4.
-  const Result resumed = run({"train.steps=6", "checkpoint.every_steps=2",
-                              "telemetry.every_steps=1", "checkpoint.resume=true"});
+  const CliResult resumed = run({"train.steps=6", "checkpoint.every_steps=2",
+                                 "telemetry.every_steps=1", "checkpoint.resume=true"});
   ASSERT_TRUE(resumed.status.ok()) << resumed.err;
   EXPECT_NE(resumed.err.find("resuming run 1's"), std::string::npos) << resumed.err;
   EXPECT_EQ(queryInt(db, "SELECT min(step) FROM steps WHERE run_id = 2"), 5);
@@ -293,7 +289,7 @@ TEST_F(FirstHourCli, TheIdxExampleTrainsOnGeneratedFilesAndMissingDataIsRefusedB
                                              "--json"};
 
   // No data yet: refused before anything is launched or recorded, saying how to get some.
-  const Result missing = inDirectory(work, kRingmaster, run_args);
+  const CliResult missing = inDirectory(work, kRingmaster, run_args);
   EXPECT_TRUE(exitedWith(missing.status, 2)) << missing.status.describe() << missing.err;
   EXPECT_NE(missing.err.find("data.images: no file data/train-images-idx3-ubyte (from " +
                              work.string() + ")"),
@@ -307,7 +303,7 @@ TEST_F(FirstHourCli, TheIdxExampleTrainsOnGeneratedFilesAndMissingDataIsRefusedB
   fs::create_directories(work / "data");
   std::ofstream(work / "data" / "train-images-idx3-ubyte") << "not an idx file";
   std::ofstream(work / "data" / "train-labels-idx1-ubyte") << "nor this";
-  const Result garbage = inDirectory(work, kRingmaster, run_args);
+  const CliResult garbage = inDirectory(work, kRingmaster, run_args);
   EXPECT_TRUE(exitedWith(garbage.status, 2)) << garbage.err;
   EXPECT_NE(garbage.err.find("data.images: data/train-images-idx3-ubyte: bad magic number"),
             std::string::npos)
@@ -315,11 +311,11 @@ TEST_F(FirstHourCli, TheIdxExampleTrainsOnGeneratedFilesAndMissingDataIsRefusedB
   EXPECT_FALSE(fs::exists(dbPath()));
 
   // The way the message gives, then the example as shipped: it trains.
-  const Result made = inDirectory(work, kNode, {"make-idx", "data", "--samples", "3000"});
+  const CliResult made = inDirectory(work, kNode, {"make-idx", "data", "--samples", "3000"});
   ASSERT_TRUE(made.status.ok()) << made.err;
   EXPECT_EQ(fs::file_size(work / "data" / "train-images-idx3-ubyte"), 16u + 3000u * 28 * 28);
   EXPECT_EQ(fs::file_size(work / "data" / "train-labels-idx1-ubyte"), 8u + 3000u);
-  const Result trained = inDirectory(work, kRingmaster, run_args, 240s);
+  const CliResult trained = inDirectory(work, kRingmaster, run_args, 240s);
   ASSERT_TRUE(trained.status.ok()) << trained.status.describe() << trained.err;
   const json summary = json::parse(trained.out);
   EXPECT_EQ(summary["run"]["status"], "completed");
@@ -345,7 +341,7 @@ TEST_F(FirstHourCli, TheGptTextExampleTrainsOnTheMadeTextAndMissingTextIsRefused
                                              "--json"};
 
   // No text yet: refused before anything is launched or recorded, saying how to make it.
-  const Result missing = inDirectory(work, kRingmaster, run_args);
+  const CliResult missing = inDirectory(work, kRingmaster, run_args);
   EXPECT_TRUE(exitedWith(missing.status, 2)) << missing.status.describe() << missing.err;
   EXPECT_NE(missing.err.find("data.path: no file data/licenses.txt (from " + work.string() + ")"),
             std::string::npos)
@@ -356,11 +352,11 @@ TEST_F(FirstHourCli, TheGptTextExampleTrainsOnTheMadeTextAndMissingTextIsRefused
   EXPECT_FALSE(fs::exists(dbPath()));
 
   // The way the message gives, then the example (shortened): its 2 DDP ranks train and evaluate.
-  const Result made = inDirectory(
+  const CliResult made = inDirectory(
       work, "/bin/bash", {std::string(ringmaster::testSourceDir()) + "/scripts/make-text.sh"});
   ASSERT_TRUE(made.status.ok()) << made.err;
   EXPECT_GT(fs::file_size(work / "data" / "licenses.txt"), 100000u);
-  const Result trained = inDirectory(work, kRingmaster, run_args, 240s);
+  const CliResult trained = inDirectory(work, kRingmaster, run_args, 240s);
   ASSERT_TRUE(trained.status.ok()) << trained.status.describe() << trained.err;
   const json summary = json::parse(trained.out);
   EXPECT_EQ(summary["run"]["status"], "completed");
@@ -384,12 +380,12 @@ TEST_F(FirstHourCli, ShowPutsTheSpecsMemoryEstimateBesideEachRanksMeasuredPeak) 
   const std::vector<double> expected =
       estimatedRankTotals(storage::testing::queryText(db, "SELECT spec FROM runs"));
   ASSERT_EQ(expected.size(), 1u);
-  const Result as_json = ringmaster({"show", "1", "--json"});
+  const CliResult as_json = ringmaster({"show", "1", "--json"});
   ASSERT_TRUE(as_json.status.ok()) << as_json.err;
   const json rank = json::parse(as_json.out)["ranks"].at(0);
   EXPECT_GT(rank["peak_memory"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(rank["estimated_memory"].get<double>(), expected[0]);
-  const Result table = ringmaster({"show", "1"});
+  const CliResult table = ringmaster({"show", "1"});
   ASSERT_TRUE(table.status.ok()) << table.err;
   EXPECT_NE(table.out.find("ESTIMATED"), std::string::npos) << table.out;
 }
@@ -414,14 +410,14 @@ TEST_F(FirstHourCli, StoredStepsFollowTheScheduleAndShowReportsTokensPerSecondAn
                      "SELECT count(*) FROM steps WHERE run_id = 1 AND tokens = 64 AND "
                      "tokens_per_s > 0 AND mfu > 0"),
             6);
-  const Result as_json = ringmaster({"show", "1", "--json"});
+  const CliResult as_json = ringmaster({"show", "1", "--json"});
   ASSERT_TRUE(as_json.status.ok()) << as_json.err;
   const json shown = json::parse(as_json.out);
   EXPECT_GT(shown["tokens_per_second"].get<double>(), 0);
   EXPECT_GT(shown["mfu"].get<double>(), 0);
   EXPECT_EQ(shown["lr"].get<double>(), static_cast<float>(scheduledLr(schedule, 1e-3, 6, 6)));
   EXPECT_GT(shown["ranks"].at(0)["tokens_per_second"].get<double>(), 0);
-  const Result table = ringmaster({"show", "1"});
+  const CliResult table = ringmaster({"show", "1"});
   ASSERT_TRUE(table.status.ok()) << table.err;
   // "learning rate": its name in the table of figures (issue 33; "lr" before).
   for (const char* text : {"tokens/s", "MFU", "learning rate ", "TOKENS/S"})
@@ -463,7 +459,7 @@ TEST_F(FirstHourCli, StoredFp16StepsCarryTheLossScaleAndShowCountsTheSkippedStep
                      "SELECT count(*) FROM scalar_points WHERE run_id = 1 AND metric = "
                      "'loss_scale'"),
             6);
-  const Result as_json = ringmaster({"show", "1", "--json"});
+  const CliResult as_json = ringmaster({"show", "1", "--json"});
   ASSERT_TRUE(as_json.status.ok()) << as_json.err;
   const json shown = json::parse(as_json.out);
   EXPECT_EQ(shown["skipped_steps"].get<int64_t>(), skipped);
@@ -472,7 +468,7 @@ TEST_F(FirstHourCli, StoredFp16StepsCarryTheLossScaleAndShowCountsTheSkippedStep
       shown["loss_scale"].get<double>(),
       std::stod(storage::testing::queryText(
           db, "SELECT printf('%.17g', loss_scale) FROM steps WHERE run_id = 1 AND step = 6")));
-  const Result table = ringmaster({"show", "1"});
+  const CliResult table = ringmaster({"show", "1"});
   ASSERT_TRUE(table.status.ok()) << table.err;
   const std::string skipped_text = fmt::format("{} skipped step", skipped);
   for (const std::string& text : {std::string("loss scale "), skipped_text})

@@ -29,6 +29,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using nlohmann::json;
 using testing::CapturedProcess;
+using testing::CliResult;
 
 const std::string kRingmaster = testing::ringmasterBinary();
 
@@ -79,15 +80,9 @@ class MeshCommCli : public storage::testing::StorageTest {
     recordMeshRun(db);
     recordOldDdpRun(db);
   }
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result ringmaster(std::vector<std::string> args) {
+  CliResult ringmaster(std::vector<std::string> args) {
     args.insert(args.begin(), {"--db", path_});
-    CapturedProcess process(kRingmaster, args);
-    const ExitStatus status = process.wait(60s);
-    return {status, process.out(), process.err()};
+    return testing::runToEnd(CapturedProcess(kRingmaster, args), 60s);
   }
   void record(storage::Database& db, int world, const std::vector<std::string>& lines) {
     const int64_t run = storage::createRun(
@@ -143,7 +138,7 @@ class MeshCommCli : public storage::testing::StorageTest {
 };
 
 TEST_F(MeshCommCli, ShowPrintsCommunicationPerDimension) {
-  const Result shown = ringmaster({"show", "1"});
+  const CliResult shown = ringmaster({"show", "1"});
   ASSERT_TRUE(shown.status.ok()) << shown.err;
   const std::string title = "Communication per mesh dimension";
   // DIM RANKS OPS BYTES TOTAL MS WAIT MS EXPOSED MS MS/STEP
@@ -173,7 +168,7 @@ TEST_F(MeshCommCli, ShowPrintsCommunicationPerDimension) {
   EXPECT_EQ(report["ranks"][2]["coords"], (json{{"dp", 1}, {"tp", 0}, {"pp", 0}}));
 
   // The old run's communication is all the world's, and so is its exposed time (none reported).
-  const Result old = ringmaster({"show", "2"});
+  const CliResult old = ringmaster({"show", "2"});
   const std::vector<std::string> world = row(old.out, title, "world");
   ASSERT_EQ(world.size(), 8u) << old.out;
   EXPECT_EQ(world[2], "10");
@@ -181,7 +176,7 @@ TEST_F(MeshCommCli, ShowPrintsCommunicationPerDimension) {
 }
 
 TEST_F(MeshCommCli, CompareGivesCommunicationPerDimensionPerRun) {
-  const Result compared = ringmaster({"compare", "1", "2"});
+  const CliResult compared = ringmaster({"compare", "1", "2"});
   ASSERT_TRUE(compared.status.ok()) << compared.err;
   const std::string title = "Communication per mesh dimension";
   EXPECT_EQ(row(compared.out, title, "dp"), (std::vector<std::string>{"dp", "1 (20)", "-"}))

@@ -40,24 +40,17 @@ class NodeEstimate : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  struct Printed {
-    ExitStatus status;
-    std::string out, err;
-  };
-
   // `ringmaster-node estimate --spec` on `spec`, written to a file, to its end.
-  Printed estimate(const json& spec) {
+  testing::CliResult estimate(const json& spec) {
     const fs::path path = dir_ / "spec.json";
     std::ofstream(path) << spec.dump(2);
-    CapturedProcess process(kNode, {"estimate", "--spec", path.string()});
-    const ExitStatus status = process.wait(60s);
-    return {status, process.out(), process.err()};
+    return testing::runToEnd(CapturedProcess(kNode, {"estimate", "--spec", path.string()}), 60s);
   }
 
   // The printed estimate equals the engine's, rank by rank and part by part.
   void expectPrintedEqualsEngine(const json& spec, const std::string& name) {
     SCOPED_TRACE(name);
-    const Printed printed = estimate(spec);
+    const testing::CliResult printed = estimate(spec);
     ASSERT_TRUE(printed.status.ok()) << printed.status.describe() << printed.err;
     const json ranks = json::parse(printed.out);
     const SpecParseResult parsed = parseJobSpec(spec.dump());
@@ -106,13 +99,13 @@ TEST_F(NodeEstimate, PrintsTheEnginesEstimateForEveryRankOfEveryLayout) {
 }
 
 TEST_F(NodeEstimate, AProgramJobHasNoEstimate) {
-  const Printed printed = estimate(testing::exampleSpec("torch_ddp"));
+  const testing::CliResult printed = estimate(testing::exampleSpec("torch_ddp"));
   ASSERT_TRUE(printed.status.ok()) << printed.status.describe() << printed.err;
   EXPECT_EQ(json::parse(printed.out), json::array());
 }
 
 TEST_F(NodeEstimate, AnInvalidSpecExitsWithTheUsageCodeNamingItsField) {
-  const Printed printed = estimate(gptOnMesh(3, 1, 1, "ddp"));  // 3 x 1 x 1 on 4 ranks
+  const testing::CliResult printed = estimate(gptOnMesh(3, 1, 1, "ddp"));  // 3 x 1 x 1 on 4 ranks
   EXPECT_TRUE(testing::exitedWith(printed.status, 2)) << printed.status.describe() << printed.err;
   EXPECT_NE(printed.err.find("strategy.mesh"), std::string::npos) << printed.err;
   EXPECT_EQ(printed.out, "");

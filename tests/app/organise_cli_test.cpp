@@ -25,29 +25,21 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::CliResult;
 using testing::exitedWith;
 
 class OrganiseCli : public testing::CliRunTest {
  protected:
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result run(std::vector<std::string> args) {
-    testing::CapturedProcess process = ringmaster(std::move(args));
-    const ExitStatus status = process.wait(120s);
-    return {status, process.out(), process.err()};
-  }
   // A real DDP run of `steps` steps; its id.
   int64_t record(int steps) {
-    const Result result = run({"run", testing::examplePath("ddp_mlp"), "--set",
-                               fmt::format("train.steps={}", steps), "--json"});
+    const CliResult result = runRingmaster({"run", testing::examplePath("ddp_mlp"), "--set",
+                                            fmt::format("train.steps={}", steps), "--json"});
     EXPECT_TRUE(exitedWith(result.status, 0)) << result.err;
     return json::parse(result.out).at("run").at("id").get<int64_t>();
   }
   std::vector<int64_t> listed(std::vector<std::string> args) {
     args.insert(args.begin(), {"runs", "--json"});
-    const Result result = run(args);
+    const CliResult result = runRingmaster(args);
     EXPECT_TRUE(exitedWith(result.status, 0)) << fmt::format("{}", fmt::join(args, " ")) << "\n"
                                               << result.err;
     std::vector<int64_t> ids;
@@ -80,31 +72,35 @@ TEST_F(OrganiseCli, TagsNotesNamesAndSearchOnRecordedRuns) {
   const int64_t second = record(6);
   using Ids = std::vector<int64_t>;
 
-  Result tagged = run({"tag", std::to_string(first), "+baseline", "+lr-sweep", "keep"});
+  CliResult tagged =
+      runRingmaster({"tag", std::to_string(first), "+baseline", "+lr-sweep", "keep"});
   ASSERT_TRUE(exitedWith(tagged.status, 0)) << tagged.err;
   EXPECT_EQ(tagged.out, fmt::format("run {} tags: baseline keep lr-sweep\n", first));
-  tagged = run({"tag", std::to_string(first), "-lr-sweep", "--json"});
+  tagged = runRingmaster({"tag", std::to_string(first), "-lr-sweep", "--json"});
   EXPECT_EQ(json::parse(tagged.out).at("tags"), json({"baseline", "keep"}));
+  EXPECT_TRUE(exitedWith(
+      runRingmaster({"note", std::to_string(second), "Diverged after warm-up"}).status, 0));
   EXPECT_TRUE(
-      exitedWith(run({"note", std::to_string(second), "Diverged after warm-up"}).status, 0));
-  EXPECT_TRUE(exitedWith(run({"rename", std::to_string(second), "lr 3e-3 try"}).status, 0));
+      exitedWith(runRingmaster({"rename", std::to_string(second), "lr 3e-3 try"}).status, 0));
   // A note from a file, and one asked for without any text.
   std::filesystem::create_directories(dir_);
   std::ofstream(dir_ / "note.txt") << "line one\nline two\n";
   EXPECT_TRUE(exitedWith(
-      run({"note", std::to_string(first), "--file", (dir_ / "note.txt").string()}).status, 0));
-  EXPECT_TRUE(exitedWith(run({"note", std::to_string(first)}).status, 2));
-  EXPECT_EQ(json::parse(run({"show", std::to_string(first), "--json"}).out)["run"]["note"],
-            "line one\nline two");
-  const Result shown = run({"show", std::to_string(first)});
+      runRingmaster({"note", std::to_string(first), "--file", (dir_ / "note.txt").string()}).status,
+      0));
+  EXPECT_TRUE(exitedWith(runRingmaster({"note", std::to_string(first)}).status, 2));
+  EXPECT_EQ(
+      json::parse(runRingmaster({"show", std::to_string(first), "--json"}).out)["run"]["note"],
+      "line one\nline two");
+  const CliResult shown = runRingmaster({"show", std::to_string(first)});
   EXPECT_NE(shown.out.find("  tags: baseline,keep\n"), std::string::npos) << shown.out;
-  EXPECT_TRUE(exitedWith(run({"note", std::to_string(first), "--clear"}).status, 0));
+  EXPECT_TRUE(exitedWith(runRingmaster({"note", std::to_string(first), "--clear"}).status, 0));
   // Bad values are usage errors and change nothing.
-  EXPECT_TRUE(exitedWith(run({"tag", std::to_string(first), "+two words"}).status, 2));
-  EXPECT_TRUE(exitedWith(run({"rename", std::to_string(first), ""}).status, 2));
-  EXPECT_TRUE(exitedWith(run({"tag", "999", "+x"}).status, 2));
+  EXPECT_TRUE(exitedWith(runRingmaster({"tag", std::to_string(first), "+two words"}).status, 2));
+  EXPECT_TRUE(exitedWith(runRingmaster({"rename", std::to_string(first), ""}).status, 2));
+  EXPECT_TRUE(exitedWith(runRingmaster({"tag", "999", "+x"}).status, 2));
 
-  const Result table = run({"runs"});
+  const CliResult table = runRingmaster({"runs"});
   EXPECT_NE(table.out.find("TAGS"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("baseline,keep"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("lr 3e-3 try"), std::string::npos) << table.out;
@@ -124,12 +120,13 @@ TEST_F(OrganiseCli, TagsNotesNamesAndSearchOnRecordedRuns) {
   EXPECT_EQ(listed({"--since", "1h"}), (Ids{second, first}));
   EXPECT_EQ(listed({"--until", "2000-01-01"}), Ids{});
   EXPECT_EQ(listed({"--since", "2000-01-01", "--until", "2999-12-31"}), (Ids{second, first}));
-  const json entry = json::parse(run({"runs", "--json", "--tag", "baseline"}).out).at(0);
+  const json entry = json::parse(runRingmaster({"runs", "--json", "--tag", "baseline"}).out).at(0);
   EXPECT_EQ(entry.at("tags"), json({"baseline", "keep"}));
-  EXPECT_EQ(json::parse(run({"show", std::to_string(second), "--json"}).out)["run"]["note"],
-            "Diverged after warm-up");
+  EXPECT_EQ(
+      json::parse(runRingmaster({"show", std::to_string(second), "--json"}).out)["run"]["note"],
+      "Diverged after warm-up");
   // Search terms that are none: a usage error naming each.
-  const Result bad = run({"runs", "--search", "status:done", "--since", "yesterday"});
+  const CliResult bad = runRingmaster({"runs", "--search", "status:done", "--since", "yesterday"});
   EXPECT_TRUE(exitedWith(bad.status, 2));
   EXPECT_NE(bad.err.find("status:done"), std::string::npos) << bad.err;
   EXPECT_NE(bad.err.find("since:yesterday"), std::string::npos) << bad.err;
@@ -138,13 +135,13 @@ TEST_F(OrganiseCli, TagsNotesNamesAndSearchOnRecordedRuns) {
 TEST_F(OrganiseCli, DeleteAsksRemovesEveryRowOfTheRunCountedPerTableAndKeepsTheOthers) {
   const int64_t kept = record(6);
   const int64_t doomed = record(6);
-  ASSERT_TRUE(exitedWith(run({"tag", std::to_string(doomed), "+gone"}).status, 0));
-  ASSERT_TRUE(exitedWith(run({"note", std::to_string(doomed), "to delete"}).status, 0));
+  ASSERT_TRUE(exitedWith(runRingmaster({"tag", std::to_string(doomed), "+gone"}).status, 0));
+  ASSERT_TRUE(exitedWith(runRingmaster({"note", std::to_string(doomed), "to delete"}).status, 0));
   const std::map<std::string, int64_t> doomed_rows = rowsOf(doomed);
   const std::map<std::string, int64_t> kept_rows = rowsOf(kept);
 
   // Nobody to ask: refused, nothing deleted.
-  const Result unasked = run({"delete", std::to_string(doomed)});
+  const CliResult unasked = runRingmaster({"delete", std::to_string(doomed)});
   EXPECT_TRUE(exitedWith(unasked.status, 2));
   EXPECT_NE(unasked.err.find("--yes"), std::string::npos) << unasked.err;
   // On a terminal (script(1) gives it one) the question is asked; "n" keeps the run.
@@ -156,7 +153,7 @@ TEST_F(OrganiseCli, DeleteAsksRemovesEveryRowOfTheRunCountedPerTableAndKeepsTheO
       << asked.out() << asked.err();
   EXPECT_EQ(rowsOf(doomed), doomed_rows);
 
-  const Result deleted = run({"delete", std::to_string(doomed), "--yes", "--json"});
+  const CliResult deleted = runRingmaster({"delete", std::to_string(doomed), "--yes", "--json"});
   ASSERT_TRUE(exitedWith(deleted.status, 0)) << deleted.err;
   const json report = json::parse(deleted.out).at(0);
   EXPECT_EQ(report.at("run"), doomed);
@@ -172,12 +169,13 @@ TEST_F(OrganiseCli, DeleteAsksRemovesEveryRowOfTheRunCountedPerTableAndKeepsTheO
   EXPECT_EQ(rowsOf(kept), kept_rows);
   // The table for people: a line per table with rows.
   const int64_t another = record(4);
-  const Result printed = run({"delete", std::to_string(another), "-y"});
+  const CliResult printed = runRingmaster({"delete", std::to_string(another), "-y"});
   ASSERT_TRUE(exitedWith(printed.status, 0)) << printed.err;
   EXPECT_NE(printed.out.find(fmt::format("deleted run {} (ddp_mlp): ", another)),
             std::string::npos);
   EXPECT_NE(printed.out.find("comm_events"), std::string::npos) << printed.out;
-  EXPECT_TRUE(exitedWith(run({"delete", std::to_string(another), "-y"}).status, 2)) << "gone";
+  EXPECT_TRUE(exitedWith(runRingmaster({"delete", std::to_string(another), "-y"}).status, 2))
+      << "gone";
 }
 
 TEST_F(OrganiseCli, DeleteRefusesARunWhoseRecorderIsLive) {
@@ -188,7 +186,7 @@ TEST_F(OrganiseCli, DeleteRefusesARunWhoseRecorderIsLive) {
     // Recorded by this test process, which is alive.
     live = storage::createRun(db, {.name = "live", .spec_json = "{}", .strategy = "ddp"});
   }
-  const Result refused = run({"delete", std::to_string(live), "--yes"});
+  const CliResult refused = runRingmaster({"delete", std::to_string(live), "--yes"});
   EXPECT_TRUE(exitedWith(refused.status, 2));
   EXPECT_NE(refused.err.find("still live"), std::string::npos) << refused.err;
   EXPECT_EQ(rowsOf(live).at("runs"), 1);

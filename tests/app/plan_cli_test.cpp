@@ -30,9 +30,8 @@
 namespace ringmaster {
 namespace {
 
-using namespace std::chrono_literals;
 using nlohmann::json;
-using testing::CapturedProcess;
+using testing::CliResult;
 using testing::exitedWith;
 
 constexpr double kDeviceMemory = 40.0 * 1024 * 1024;  // --device-memory 40M
@@ -56,16 +55,6 @@ plan::Measurements keptFigures() {
 
 class PlanCli : public testing::CliRunTest {
  protected:
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result ringmaster(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--db", dbPath()});
-    CapturedProcess process(testing::ringmasterBinary(), args);
-    ExitStatus status = process.wait(120s);
-    return {status, process.out(), process.err()};
-  }
   void keep(const std::string& host_set, const plan::Measurements& measured) {
     json kept = json::object();
     kept[host_set] = measured.toJson();
@@ -77,7 +66,8 @@ TEST_F(PlanCli, JsonListsEveryValidLayoutWithItsEstimatePredictionAndTheTopMarke
   const json spec = gptOnRanks(4);
   const std::string path = writeSpec("gpt4", spec);
   keep("cpu localhost:4", keptFigures());
-  const Result r = ringmaster({"plan", path, "--json", "--top", "3", "--device-memory", "40M"});
+  const CliResult r =
+      runRingmaster({"plan", path, "--json", "--top", "3", "--device-memory", "40M"});
   ASSERT_TRUE(exitedWith(r.status, 0)) << r.status.describe() << r.err;
   const json out = json::parse(r.out);
   const plan::LayoutEnumeration expected = plan::enumerateLayouts(spec, kDeviceMemory);
@@ -119,7 +109,7 @@ TEST_F(PlanCli, JsonListsEveryValidLayoutWithItsEstimatePredictionAndTheTopMarke
 TEST_F(PlanCli, TextPrintsTheTableTheDroppedWithWhyAndTheRefused) {
   const std::string path = writeSpec("gpt4", gptOnRanks(4));
   keep("cpu localhost:4", keptFigures());
-  const Result r = ringmaster({"plan", path, "--top", "2", "--device-memory", "40M"});
+  const CliResult r = runRingmaster({"plan", path, "--top", "2", "--device-memory", "40M"});
   ASSERT_TRUE(exitedWith(r.status, 0)) << r.status.describe() << r.err;
   const plan::LayoutEnumeration expected = plan::enumerateLayouts(gptOnRanks(4), kDeviceMemory);
   const std::regex kRow(R"(^[ *] *([0-9]+|-) +[0-9]+x[0-9]+x[0-9]+ )");  // rank, dp x tp x pp
@@ -146,7 +136,7 @@ TEST_F(PlanCli, TextPrintsTheTableTheDroppedWithWhyAndTheRefused) {
 TEST_F(PlanCli, RemeasureProbesTheHostsAndKeepsTheNewFiguresOwnerOnly) {
   const std::string path = writeSpec("gpt2", gptOnRanks(2));
   keep("cpu localhost:2", keptFigures());
-  const Result r = ringmaster({"plan", path, "--json", "--remeasure"});
+  const CliResult r = runRingmaster({"plan", path, "--json", "--remeasure"});
   ASSERT_TRUE(exitedWith(r.status, 0)) << r.status.describe() << r.err;
   const json measured = json::parse(r.out)["measurements"];
   EXPECT_NE(measured, keptFigures().toJson());
@@ -160,15 +150,15 @@ TEST_F(PlanCli, RemeasureProbesTheHostsAndKeepsTheNewFiguresOwnerOnly) {
 
 TEST_F(PlanCli, WhatItCannotDoIsRefusedWithTheErrorPolicysExitCodes) {
   const std::string path = writeSpec("gpt4", gptOnRanks(4));
-  Result r = ringmaster({"plan", path, "--top", "-1"});
+  CliResult r = runRingmaster({"plan", path, "--top", "-1"});
   EXPECT_TRUE(exitedWith(r.status, 2)) << r.status.describe() << r.err;
-  r = ringmaster({"plan", path, "--set", "train.batch_size=-3"});
+  r = runRingmaster({"plan", path, "--set", "train.batch_size=-3"});
   EXPECT_TRUE(exitedWith(r.status, 2)) << r.status.describe() << r.err;
   EXPECT_NE(r.err.find("train.batch_size"), std::string::npos) << r.err;
   // Ranks on another host: nothing kept for that host set, and this build measures local hosts.
   json remote = gptOnRanks(4);
   remote["launch"]["hosts"] = json::array({{{"host", "gpu-node-7"}, {"ranks", 4}}});
-  r = ringmaster({"plan", writeSpec("remote", remote)});
+  r = runRingmaster({"plan", writeSpec("remote", remote)});
   EXPECT_TRUE(exitedWith(r.status, 3)) << r.status.describe() << r.err;
   EXPECT_NE(r.err.find("local hosts only"), std::string::npos) << r.err;
 }
@@ -210,10 +200,9 @@ TEST_F(PlanCli, TrialsSetEachRunsMeasuredTermsBesideItsPrediction) {
     for (const std::string& assignment :
          plan::overrideAssignments(predicted[position].planned.overrides))
       args.insert(args.end(), {"--set", assignment});
-    CapturedProcess run = testing::CliRunTest::ringmaster(args);
-    const ExitStatus status = run.wait(120s);
-    ASSERT_TRUE(exitedWith(status, 0)) << status.describe() << run.err();
-    runs.push_back(json::parse(run.out())["run"]["id"].get<int64_t>());
+    const CliResult run = runRingmaster(args);
+    ASSERT_TRUE(exitedWith(run.status, 0)) << run.status.describe() << run.err;
+    runs.push_back(json::parse(run.out)["run"]["id"].get<int64_t>());
   }
   // The sweep as its runner records it: every member planned, three started with their runs, the
   // fourth not started (cancelled before it).
@@ -280,8 +269,8 @@ TEST_F(PlanCli, TrialsRunTheTopLayoutsAsASweepAndLaunchRunsTheFastest) {
   }
   const std::string path = writeSpec("tiny", spec);
   keep("cpu localhost:2", keptFigures());
-  const Result r =
-      ringmaster({"plan", path, "--json", "--trials", "2", "--trial-steps", "3", "--launch"});
+  const CliResult r =
+      runRingmaster({"plan", path, "--json", "--trials", "2", "--trial-steps", "3", "--launch"});
   ASSERT_TRUE(exitedWith(r.status, 0)) << r.status.describe() << r.err;
   const json out = json::parse(r.out);
   // The trials are the two best predicted layouts, in that order, each a real run of 3 steps.

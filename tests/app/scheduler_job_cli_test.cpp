@@ -25,19 +25,16 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using testing::CliResult;
 using testing::exitedWith;
 
 class SchedulerJobCli : public testing::CliRunTest {
  protected:
-  struct Result {
-    ExitStatus status;
-    std::string out, err;
-  };
-  Result run(std::vector<std::string> args) {
-    testing::CapturedProcess process = ringmaster(std::move(args));
-    const ExitStatus status = process.wait(60s);
-    EXPECT_TRUE(exitedWith(status, 0)) << process.err();
-    return {status, process.out(), process.err()};
+  // `ringmaster ARGS...` run to its end, expected to succeed.
+  CliResult run(std::vector<std::string> args) {
+    CliResult result = runRingmaster(std::move(args), 60s);
+    EXPECT_TRUE(exitedWith(result.status, 0)) << result.err;
+    return result;
   }
   // A run as the Slurm launch records it: created, handed to Slurm as `job_id`, and (where
   // `job.state` is given) Slurm's state recorded.
@@ -105,13 +102,13 @@ TEST_F(SchedulerJobCli, ShowAndRunsNameTheSlurmJobItsStateAndReason) {
       {plain, "completed", nullptr},
   };
 
-  const Result table = run({"runs"});
+  const CliResult table = run({"runs"});
   const json listed = json::parse(run({"runs", "--json"}).out);
   ASSERT_EQ(listed.size(), runs.size());
   for (const Expected& expected : runs) {
     SCOPED_TRACE(expected.status_text);
     EXPECT_NE(table.out.find(expected.status_text), std::string::npos) << table.out;
-    const Result shown = run({"show", std::to_string(expected.id)});
+    const CliResult shown = run({"show", std::to_string(expected.id)});
     EXPECT_NE(shown.out.find(fmt::format("  {}\n", expected.status_text)), std::string::npos)
         << shown.out;
     const json report = json::parse(run({"show", std::to_string(expected.id), "--json"}).out);

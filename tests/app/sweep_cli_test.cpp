@@ -35,6 +35,7 @@ using nlohmann::json;
 using storage::testing::queryInt;
 using storage::testing::queryText;
 using testing::CapturedProcess;
+using testing::CliResult;
 
 class SweepCli : public testing::CliRunTest {
  protected:
@@ -96,12 +97,12 @@ class SweepCli : public testing::CliRunTest {
 };
 
 TEST_F(SweepCli, AGridOf2x2CompletesWithFourRunsGroupedUnderOneSweep) {
-  CapturedProcess command =
-      ringmaster({"sweep", smallSpec("grid", 4), "--axis", "optimizer.lr=0.001,0.003", "--axis",
-                  "train.batch_size=16,32", "--parallel", "2", "--name", "lr-by-batch"});
-  const ExitStatus status = command.wait(180s);
-  ASSERT_EQ(status.exit_code, 0) << command.err() << command.out();
-  EXPECT_NE(command.out().find("best by final loss"), std::string::npos) << command.out();
+  const CliResult command =
+      runRingmaster({"sweep", smallSpec("grid", 4), "--axis", "optimizer.lr=0.001,0.003", "--axis",
+                     "train.batch_size=16,32", "--parallel", "2", "--name", "lr-by-batch"},
+                    180s);
+  ASSERT_EQ(command.status.exit_code, 0) << command.err << command.out;
+  EXPECT_NE(command.out.find("best by final loss"), std::string::npos) << command.out;
 
   storage::Database db(dbPath());
   const std::vector<storage::SweepRecord> sweeps = storage::listSweeps(db);
@@ -136,32 +137,31 @@ TEST_F(SweepCli, AGridOf2x2CompletesWithFourRunsGroupedUnderOneSweep) {
   EXPECT_EQ(runs.size(), 4u);
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM runs"), 4);
 
-  CapturedProcess list = ringmaster({"sweeps", "--json"});
-  ASSERT_EQ(list.wait(30s).exit_code, 0) << list.err();
-  const json listed = json::parse(list.out());
+  const CliResult list = runRingmaster({"sweeps", "--json"}, 30s);
+  ASSERT_EQ(list.status.exit_code, 0) << list.err;
+  const json listed = json::parse(list.out);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["ended"], 4);
-  CapturedProcess show = ringmaster({"show", "--sweep", std::to_string(s.id), "--json"});
-  ASSERT_EQ(show.wait(30s).exit_code, 0) << show.err();
-  const json report = json::parse(show.out());
+  const CliResult show = runRingmaster({"show", "--sweep", std::to_string(s.id), "--json"}, 30s);
+  ASSERT_EQ(show.status.exit_code, 0) << show.err;
+  const json report = json::parse(show.out);
   ASSERT_EQ(report["members"].size(), 4u);
   for (const json& member : report["members"])
     EXPECT_TRUE(member["figures"]["final_loss"].is_number()) << member.dump();
-  CapturedProcess by_rate =
-      ringmaster({"show", "--sweep", std::to_string(s.id), "--by", "samples_per_second"});
-  ASSERT_EQ(by_rate.wait(30s).exit_code, 0) << by_rate.err();
-  EXPECT_NE(by_rate.out().find("best by samples/s (higher is better)"), std::string::npos)
-      << by_rate.out();
+  const CliResult by_rate =
+      runRingmaster({"show", "--sweep", std::to_string(s.id), "--by", "samples_per_second"}, 30s);
+  ASSERT_EQ(by_rate.status.exit_code, 0) << by_rate.err;
+  EXPECT_NE(by_rate.out.find("best by samples/s (higher is better)"), std::string::npos)
+      << by_rate.out;
 }
 
 TEST_F(SweepCli, AMemberFailingAtRunTimeAndOneRefusedDoNotStopTheOthers) {
   // device=cuda is a valid spec that fails in the workers where no CUDA device is visible; "tpu"
   // is no device the spec knows.
-  CapturedProcess command =
-      ringmaster({"sweep", smallSpec("failing", 3), "--axis", "device=cuda,tpu,cpu"},
-                 {{"CUDA_VISIBLE_DEVICES", ""}});
-  const ExitStatus status = command.wait(180s);
-  EXPECT_EQ(status.exit_code, 1) << command.err();
+  const CliResult command =
+      runRingmaster({"sweep", smallSpec("failing", 3), "--axis", "device=cuda,tpu,cpu"}, 180s,
+                    {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(command.status.exit_code, 1) << command.err;
   const storage::SweepRecord s = sweep(1);
   EXPECT_EQ(s.status, "completed");
   ASSERT_EQ(s.members.size(), 3u);
@@ -173,10 +173,9 @@ TEST_F(SweepCli, AMemberFailingAtRunTimeAndOneRefusedDoNotStopTheOthers) {
   EXPECT_FALSE(s.members[1].run_id);
   EXPECT_EQ(s.members[2].state, "started");
   EXPECT_EQ(s.members[2].run_status, "completed");
-  EXPECT_NE(command.err().find("member 2/3 (device=tpu): refused"), std::string::npos)
-      << command.err();
-  EXPECT_NE(command.err().find("member 1/3 (device=cuda): run 1 failed"), std::string::npos)
-      << command.err();
+  EXPECT_NE(command.err.find("member 2/3 (device=tpu): refused"), std::string::npos) << command.err;
+  EXPECT_NE(command.err.find("member 1/3 (device=cuda): run 1 failed"), std::string::npos)
+      << command.err;
 }
 
 TEST_F(SweepCli, CtrlCCancelsTheRunningRunRecordsTheRestNotStartedAndLeavesNoProcess) {
@@ -213,9 +212,9 @@ TEST_F(SweepCli, AKilledDriverLeavesNoProcessAndItsSweepIsFoundInterrupted) {
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 15s));
   EXPECT_FALSE(anyRuns(processes));
   // The next reading command finds the sweep's driver gone.
-  CapturedProcess list = ringmaster({"sweeps", "--json"});
-  ASSERT_EQ(list.wait(30s).exit_code, 0) << list.err();
-  const json listed = json::parse(list.out());
+  const CliResult list = runRingmaster({"sweeps", "--json"}, 30s);
+  ASSERT_EQ(list.status.exit_code, 0) << list.err;
+  const json listed = json::parse(list.out);
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0]["status"], "interrupted");
   const storage::SweepRecord s = sweep(1);
@@ -225,21 +224,20 @@ TEST_F(SweepCli, AKilledDriverLeavesNoProcessAndItsSweepIsFoundInterrupted) {
 
 TEST_F(SweepCli, DetachedSweepIsFollowedByAttachAndCancelLeavesNoProcessAndLosesNoRun) {
   // A short sweep detached, followed to its end.
-  CapturedProcess detach = ringmaster(
-      {"sweep", smallSpec("short", 3), "--axis", "optimizer.lr=0.001,0.003", "--detach"});
-  ASSERT_EQ(detach.wait(60s).exit_code, 0) << detach.err();
-  EXPECT_EQ(detach.out(), "1\n");
+  const CliResult detach = runRingmaster(
+      {"sweep", smallSpec("short", 3), "--axis", "optimizer.lr=0.001,0.003", "--detach"}, 60s);
+  ASSERT_EQ(detach.status.exit_code, 0) << detach.err;
+  EXPECT_EQ(detach.out, "1\n");
   const fs::path log = dir_ / "runs.db-runs" / "sweep-1" / "driver.log";
   struct stat info {};
   ASSERT_EQ(::stat(log.c_str(), &info), 0);
   EXPECT_EQ(info.st_mode & 0777, 0600u);
   ASSERT_TRUE(sweep(1).driver_pid);
   const auto driver1 = static_cast<pid_t>(*sweep(1).driver_pid);
-  CapturedProcess attach = ringmaster({"attach", "--sweep", "1"});
-  ASSERT_EQ(attach.wait(120s).exit_code, 0) << attach.err();
-  EXPECT_NE(attach.err().find("member 2/2 (optimizer.lr=0.003): run 2 completed"),
-            std::string::npos)
-      << attach.err();
+  const CliResult attach = runRingmaster({"attach", "--sweep", "1"});
+  ASSERT_EQ(attach.status.exit_code, 0) << attach.err;
+  EXPECT_NE(attach.err.find("member 2/2 (optimizer.lr=0.003): run 2 completed"), std::string::npos)
+      << attach.err;
   EXPECT_EQ(sweep(1).status, "completed");
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (testing::processRuns(driver1) && std::chrono::steady_clock::now() < deadline)
@@ -247,9 +245,9 @@ TEST_F(SweepCli, DetachedSweepIsFollowedByAttachAndCancelLeavesNoProcessAndLoses
   EXPECT_FALSE(testing::processRuns(driver1));
 
   // A long one: Ctrl-C on its attach leaves it running; cancel stops it.
-  CapturedProcess long_detach = ringmaster(
-      {"sweep", smallSpec("long", 1000000), "--axis", "optimizer.lr=0.001,0.003", "--detach"});
-  ASSERT_EQ(long_detach.wait(60s).exit_code, 0) << long_detach.err();
+  const CliResult long_detach = runRingmaster(
+      {"sweep", smallSpec("long", 1000000), "--axis", "optimizer.lr=0.001,0.003", "--detach"}, 60s);
+  ASSERT_EQ(long_detach.status.exit_code, 0) << long_detach.err;
   const auto driver2 = static_cast<pid_t>(*sweep(2).driver_pid);
   CapturedProcess follower = ringmaster({"attach", "--sweep", "2"});
   ASSERT_TRUE(awaitStderr(follower, "run 3 started")) << follower.err();
@@ -261,9 +259,9 @@ TEST_F(SweepCli, DetachedSweepIsFollowedByAttachAndCancelLeavesNoProcessAndLoses
   EXPECT_EQ(sweep(2).status, "running");
   EXPECT_TRUE(testing::processRuns(driver2));
 
-  CapturedProcess cancel = ringmaster({"cancel", "--sweep", "2"});
-  ASSERT_EQ(cancel.wait(120s).exit_code, 0) << cancel.err();
-  EXPECT_NE(cancel.err().find("no process of its runs is left"), std::string::npos) << cancel.err();
+  const CliResult cancel = runRingmaster({"cancel", "--sweep", "2"});
+  ASSERT_EQ(cancel.status.exit_code, 0) << cancel.err;
+  EXPECT_NE(cancel.err.find("no process of its runs is left"), std::string::npos) << cancel.err;
   EXPECT_FALSE(testing::processRuns(driver2));
   EXPECT_FALSE(anyRuns(processes));
   EXPECT_TRUE(testing::noProcessOfRunsLeftUnder(dir_, 1s));
@@ -275,9 +273,9 @@ TEST_F(SweepCli, DetachedSweepIsFollowedByAttachAndCancelLeavesNoProcessAndLoses
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM runs"), 3);  // every run recorded, none running
   EXPECT_EQ(queryInt(db, "SELECT count(*) FROM runs WHERE status = 'running'"), 0);
   // A cancel of an ended sweep says so.
-  CapturedProcess again = ringmaster({"cancel", "--sweep", "2"});
-  EXPECT_EQ(again.wait(30s).exit_code, 2);
-  EXPECT_NE(again.err().find("has already ended (cancelled)"), std::string::npos) << again.err();
+  const CliResult again = runRingmaster({"cancel", "--sweep", "2"}, 30s);
+  EXPECT_EQ(again.status.exit_code, 2);
+  EXPECT_NE(again.err.find("has already ended (cancelled)"), std::string::npos) << again.err;
 }
 
 }  // namespace

@@ -37,10 +37,9 @@ class SweepStorage : public testing::CliRunTest {
     std::vector<std::string> args = {"run", testing::examplePath("ddp_mlp"), "--json", "--set",
                                      "train.steps=6"};
     for (const std::string& each : overrides) args.insert(args.end(), {"--set", each});
-    testing::CapturedProcess process = ringmaster(args);
-    const ExitStatus status = process.wait(120s);
-    EXPECT_TRUE(exitedWith(status, 0)) << process.err();
-    return json::parse(process.out()).at("run").at("id").get<int64_t>();
+    const testing::CliResult run = runRingmaster(args);
+    EXPECT_TRUE(exitedWith(run.status, 0)) << run.err;
+    return json::parse(run.out).at("run").at("id").get<int64_t>();
   }
 
   storage::NewSweep newSweep(std::vector<std::string> members) {

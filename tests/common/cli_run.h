@@ -1,8 +1,10 @@
 // The set-up of the tests that run this build's `ringmaster` on a spec and read what it recorded:
-// the command and the example specs, a fixture whose temporary directory (StorageTest's) holds the
-// spec files and the run database, and the DDP example on local ranks that most of them run.
+// the command and the example specs, a command run to its end (its status and output), a fixture
+// whose temporary directory (StorageTest's) holds the spec files and the run database, and the DDP
+// example on local ranks that most of them run.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -45,6 +47,18 @@ inline std::string fileBytes(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// What a command run to its end gave: how it ended and everything it printed.
+struct CliResult {
+  ExitStatus status;
+  std::string out, err;
+};
+
+// Waits for `process` (at most `limit`, then it is killed); its status and output.
+inline CliResult runToEnd(CapturedProcess process, std::chrono::seconds limit) {
+  const ExitStatus status = process.wait(limit);
+  return {status, process.out(), process.err()};
+}
+
 // A test of `ringmaster` runs recorded in dbPath(), inside the test's own directory.
 class CliRunTest : public storage::testing::StorageTest {
  protected:
@@ -63,6 +77,13 @@ class CliRunTest : public storage::testing::StorageTest {
                              const std::map<std::string, std::string>& env = {}) const {
     args.insert(args.begin(), {"--db", dbPath()});
     return CapturedProcess(ringmasterBinary(), args, env);
+  }
+
+  // `ringmaster --db DB ARGS...` run to its end (killed after `limit`).
+  CliResult runRingmaster(std::vector<std::string> args,
+                          std::chrono::seconds limit = std::chrono::seconds(120),
+                          const std::map<std::string, std::string>& env = {}) const {
+    return runToEnd(ringmaster(std::move(args), env), limit);
   }
 };
 

@@ -23,7 +23,7 @@
 #include "access.h"
 #include "api.h"
 #include "common/captured_process.h"
-#include "common/test_paths.h"
+#include "common/cli_run.h"
 #include "query/sweeps.h"
 #include "storage/storage_test_support.h"
 #include "web_server.h"
@@ -36,12 +36,12 @@ using namespace std::chrono_literals;
 using nlohmann::json;
 using storage::testing::queryInt;
 using testing::CapturedProcess;
+using testing::CliResult;
 using web::WebServer;
 using web::WebServerOptions;
 
-const std::string kRingmaster = std::string(ringmaster::testBinaryDir()) + "/app/ringmaster";
-const std::string kSpec =
-    std::string(ringmaster::testSourceDir()) + "/resources/examples/ddp_mlp.json";
+const std::string kRingmaster = testing::ringmasterBinary();
+const std::string kSpec = testing::examplePath("ddp_mlp");
 
 // The grid in plan order (the first axis turning slowest): lr 0.01 learns over 12 steps; lr 1e30
 // makes the loss NaN at step 2, so only its 12-step member fails (a 1-step run ends before any
@@ -81,17 +81,18 @@ class WebSweepsTest : public ::testing::Test {
   static void sweepOnce(const std::vector<std::string>& options) {
     std::vector<std::string> args = {"--db", dbPath(), "sweep", kSpec, "-q", "--set", kTwoRanks};
     args.insert(args.end(), options.begin(), options.end());
-    CapturedProcess sweep(kRingmaster, args);
-    const ExitStatus status = sweep.wait(180s);
-    EXPECT_EQ(status.exit_code, 1) << status.describe() << "\n" << sweep.out() << sweep.err();
+    const CliResult sweep = testing::runToEnd(CapturedProcess(kRingmaster, args), 180s);
+    EXPECT_EQ(sweep.status.exit_code, 1) << sweep.status.describe() << "\n"
+                                         << sweep.out << sweep.err;
   }
 
   // A real 1-step run of the DDP example on 2 ranks; its run id.
   static int64_t runOnce() {
-    CapturedProcess run(kRingmaster, {"--db", dbPath(), "run", kSpec, "-q", "--set", kTwoRanks,
-                                      "--set", "train.steps=1"});
-    const ExitStatus status = run.wait(120s);
-    EXPECT_TRUE(status.ok()) << status.describe() << "\n" << run.out() << run.err();
+    const CliResult run = testing::runToEnd(
+        CapturedProcess(kRingmaster, {"--db", dbPath(), "run", kSpec, "-q", "--set", kTwoRanks,
+                                      "--set", "train.steps=1"}),
+        120s);
+    EXPECT_TRUE(run.status.ok()) << run.status.describe() << "\n" << run.out << run.err;
     storage::Database db(dbPath(), {.read_only = true});
     return queryInt(db, "SELECT max(id) FROM runs");
   }

@@ -25,6 +25,7 @@
 #include "query/run_report.h"
 #include "query/runs.h"
 #include "query/series.h"
+#include "views/axis_picker.h"
 #include "views/table_copy.h"
 #include "widgets/metric_chart.h"
 #include "widgets/scatter_chart.h"
@@ -277,12 +278,7 @@ QWidget* CompareView::makeScatterBox() {
   layout->setContentsMargins(0, 0, 0, 0);
   auto* pickers = new QHBoxLayout();
   const auto picker = [&](const QString& name, const QString& label) {
-    auto* combo = new QComboBox();
-    combo->setObjectName(name);
-    combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    combo->setMinimumContentsLength(10);
-    pickers->addWidget(new QLabel(label));
-    pickers->addWidget(combo, 1);
+    QComboBox* combo = addAxisPicker(pickers, name, label);
     connect(combo, &QComboBox::currentIndexChanged, this, [this] { redrawScatter(); });
     return combo;
   };

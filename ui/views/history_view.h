@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 
+#include "data/data_version_watch.h"
 #include "query/sweeps.h"
 
 class QComboBox;
@@ -92,9 +93,7 @@ class HistoryView : public QWidget {
   void addRowMenu();
 
   std::string db_path_;
-  // Polled for data_version by one job at a time, never on the GUI thread.
-  std::shared_ptr<storage::Database> watch_db_;
-  int64_t seen_version_ = -1;
+  ListWatch watch_;
   BackgroundJobs* jobs_ = nullptr;
   QLabel* error_ = nullptr;
   RunListModel* model_ = nullptr;

@@ -31,10 +31,7 @@ constexpr int kPollMs = 40;  // 25 Hz
 }  // namespace
 
 RunView::RunView(std::string db_path, int64_t run_id, QWidget* parent)
-    : QWidget(parent),
-      db_path_(std::move(db_path)),
-      run_id_(run_id),
-      watch_(std::make_shared<WatchConnection>(WatchConnection{db_path_, nullptr})) {
+    : QWidget(parent), db_path_(std::move(db_path)), run_id_(run_id), watch_(db_path_) {
   jobs_ = new BackgroundJobs(this);
   setObjectName(QString("runView%1").arg(run_id));
   auto* layout = new QVBoxLayout(this);
@@ -129,18 +126,10 @@ void RunView::reload() {
 void RunView::poll() {
   if (dirty_ && !jobs_->busy("load")) startLoad();
   if (jobs_->busy("poll")) return;
-  // data_version on a connection of its own, opened and read by one poll job at a time.
   jobs_->run<int64_t>(
-      "poll",
-      [watch = watch_](const JobToken&) {
-        if (!watch->db)
-          watch->db = std::make_unique<storage::Database>(watch->path,
-                                                          storage::readingOptions(watch->path));
-        return watch->db->dataVersion();
-      },
+      "poll", watch_.reader(),
       [this](int64_t version) {
-        if (version == seen_version_) return;
-        seen_version_ = version;
+        if (!watch_.isNews(version)) return;
         dirty_ = true;
         if (!jobs_->busy("load")) startLoad();
       },

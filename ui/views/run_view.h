@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 
+#include "data/data_version_watch.h"
 #include "data/rank_groups.h"
 #include "data/run_snapshot.h"
 #include "views/run/charts_tab.h"
@@ -124,17 +125,10 @@ class RunView : public QWidget {
   void applyGrouping();
   SnapshotRequest request() const;
 
-  // The data_version watch: opened by the first poll job, used by one poll job at a time.
-  struct WatchConnection {
-    std::string path;
-    std::unique_ptr<storage::Database> db;
-  };
-
   std::string db_path_;
   int64_t run_id_;
-  std::shared_ptr<WatchConnection> watch_;
+  DataVersionWatch watch_;
   BackgroundJobs* jobs_ = nullptr;
-  int64_t seen_version_ = -1;
   bool dirty_ = true;
   bool charts_stale_ = false;  // a snapshot arrived while the charts' tab was hidden
   std::optional<RunSnapshot> snapshot_;

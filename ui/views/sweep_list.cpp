@@ -58,42 +58,18 @@ SweepListView::~SweepListView() {
 
 void SweepListView::setDatabase(const std::string& db_path) {
   db_path_ = db_path;
-  watch_db_.reset();
-  jobs_->cancel("poll");
-  seen_version_ = -1;
-  struct Opened {
-    std::shared_ptr<storage::Database> db;
-    int64_t version = -1;
-  };
-  jobs_->run<Opened>(
-      "open",
-      [db_path](const JobToken&) {
-        auto db = std::make_shared<storage::Database>(db_path, storage::readingOptions(db_path));
+  watch_.open(
+      jobs_, db_path,
+      [](storage::Database& db) {
         storage::reconcileInterruptedSweeps(
-            *db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000,
+            db, static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000,
             session::sweepDriverRuns);
-        const int64_t version = db->dataVersion();
-        return Opened{std::move(db), version};
       },
-      [this](Opened opened) {
-        watch_db_ = std::move(opened.db);
-        seen_version_ = opened.version;
-        refresh();
-      },
-      [this](const QString& error) { showError(error); });
+      [this] { refresh(); }, [this](const QString& error) { showError(error); });
 }
 
 void SweepListView::poll() {
-  if (!watch_db_ || jobs_->busy("poll")) return;
-  jobs_->run<int64_t>(
-      "poll", [db = watch_db_](const JobToken&) { return db->dataVersion(); },
-      [this](int64_t version) {
-        if (version != seen_version_) {
-          seen_version_ = version;
-          refresh();
-        }
-      },
-      [](const QString&) {});  // the next refresh says what is wrong
+  watch_.poll(jobs_, [this] { refresh(); });
 }
 
 void SweepListView::refresh() {

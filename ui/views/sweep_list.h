@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "data/data_version_watch.h"
+
 class QLabel;
 class QTableView;
 class QTimer;
@@ -44,9 +46,7 @@ class SweepListView : public QWidget {
   void showError(const QString& error);
 
   std::string db_path_;
-  // Polled for data_version by one job at a time, never on the GUI thread.
-  std::shared_ptr<storage::Database> watch_db_;
-  int64_t seen_version_ = -1;
+  ListWatch watch_;
   BackgroundJobs* jobs_ = nullptr;
   QLabel* error_ = nullptr;
   SweepListModel* model_ = nullptr;

@@ -22,6 +22,7 @@
 #include "models/untrusted_text.h"
 #include "query/figures.h"
 #include "query/sweep_report.h"
+#include "views/axis_picker.h"
 #include "views/table_copy.h"
 #include "widgets/parallel_coordinates.h"
 #include "widgets/scatter_chart.h"
@@ -59,10 +60,7 @@ QLabel* boldLabel(const QString& text) {
 }  // namespace
 
 SweepView::SweepView(std::string db_path, int64_t sweep_id, QWidget* parent)
-    : QWidget(parent),
-      db_path_(std::move(db_path)),
-      sweep_id_(sweep_id),
-      watch_(std::make_shared<WatchConnection>(WatchConnection{db_path_, nullptr})) {
+    : QWidget(parent), db_path_(std::move(db_path)), sweep_id_(sweep_id), watch_(db_path_) {
   jobs_ = new BackgroundJobs(this);
   setObjectName(QString("sweepView%1").arg(sweep_id));
   auto* layout = new QVBoxLayout(this);
@@ -145,12 +143,7 @@ QWidget* SweepView::makeChartsBox() {
   layout->setContentsMargins(0, 0, 0, 0);
   auto* pickers = new QHBoxLayout();
   const auto picker = [&](const QString& name, const QString& label) {
-    auto* combo = new QComboBox();
-    combo->setObjectName(name);
-    combo->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
-    combo->setMinimumContentsLength(10);
-    pickers->addWidget(new QLabel(label));
-    pickers->addWidget(combo, 1);
+    QComboBox* combo = addAxisPicker(pickers, name, label);
     connect(combo, &QComboBox::currentIndexChanged, this, [this] { redrawCharts(); });
     return combo;
   };
@@ -192,18 +185,10 @@ void SweepView::reload() {
 void SweepView::poll() {
   if (dirty_ && !jobs_->busy("load")) startLoad();
   if (jobs_->busy("poll")) return;
-  // data_version on a connection of its own, opened and read by one poll job at a time.
   jobs_->run<int64_t>(
-      "poll",
-      [watch = watch_](const JobToken&) {
-        if (!watch->db)
-          watch->db = std::make_unique<storage::Database>(watch->path,
-                                                          storage::readingOptions(watch->path));
-        return watch->db->dataVersion();
-      },
+      "poll", watch_.reader(),
       [this](int64_t version) {
-        if (version == seen_version_) return;
-        seen_version_ = version;
+        if (!watch_.isNews(version)) return;
         reload();
       },
       [this](const QString&) { reload(); });  // the load says what is wrong

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "data/data_version_watch.h"
 #include "data/sweep_data.h"
 
 class QComboBox;
@@ -66,10 +67,6 @@ class SweepView : public QWidget {
   void statusChanged(const QString& status);
 
  private:
-  struct WatchConnection {
-    std::string path;
-    std::unique_ptr<storage::Database> db;
-  };
   void poll();
   void reload();
   void startLoad();
@@ -83,9 +80,8 @@ class SweepView : public QWidget {
 
   std::string db_path_;
   int64_t sweep_id_ = 0;
-  std::shared_ptr<WatchConnection> watch_;
+  DataVersionWatch watch_;
   BackgroundJobs* jobs_ = nullptr;
-  int64_t seen_version_ = -1;
   bool dirty_ = true;
   bool reconciled_ = false;  // the first read marks a sweep whose driver died
   std::optional<SweepData> data_;

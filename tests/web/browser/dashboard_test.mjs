@@ -18,98 +18,23 @@
 // node dashboard_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
 
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-const SKIP = 77;
-const CHROMIUM = '/usr/bin/chromium';
+import {
+  argument, check, collectPageErrors, freePort, json, launchBrowser, noMissingText, requireChromium, runTest, sleep,
+  startCommand, until,
+} from './browser_session.mjs';
 
-function argument(name, fallback = undefined) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? process.argv[index + 1] : fallback;
-}
 const ringmaster = argument('ringmaster');
 const examples = argument('examples');
 const nodeModules = argument('node-modules');
 const screenshots = argument('screenshots');
 const steps = Number(argument('steps', '300'));
+const chromium = requireChromium(nodeModules);
 
-function skip(why) {
-  console.log(`SKIPPED: ${why}`);
-  process.exit(SKIP);
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (apt-get install chromium)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core')));
-} catch (error) {
-  skip(`playwright-core not found under ${nodeModules} (build the ringmaster_web_assets target with npm present)`);
-}
-
-const failures = [];
-function check(condition, message) {
-  if (!condition) {
-    failures.push(message);
-    console.log(`FAIL: ${message}`);
-  } else {
-    console.log(`ok: ${message}`);
-  }
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, timeoutMs, probe) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-const children = [];
-function start(args, name) {
-  const child = spawn(ringmaster, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (d) => { output += d; });
-  child.stderr.on('data', (d) => { output += d; });
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  child.rmName = name;
-  child.rmOutput = () => output;
-  children.push(child);
-  return { child, exited, output: () => output, name };
-}
-
-async function json(base, apiPath) {
-  const response = await fetch(`${base}${apiPath}`);
-  if (!response.ok) throw new Error(`${apiPath}: ${response.status} ${await response.text()}`);
-  return response.json();
-}
-
-// Issue 33: a page must never print a missing value as text ("nullnull" stood under every run's
-// header: an optional part returned null into replaceChildren).
-async function noMissingText(on, where) {
-  const found = await on.evaluate(() => {
-    const match = /.{0,40}(null|undefined|NaN).{0,40}/.exec(document.body.innerText);
-    return match ? match[0] : null;
-  });
-  check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
-}
+const start = (args, name) => startCommand(ringmaster, args, name);
 
 // Every chart's legend on the page: its id, the step its cursor is at (uPlot's first legend row)
 // and its series' values there ('--' where a series has none).
@@ -294,19 +219,10 @@ async function main() {
   });
   const runId = runs[0].id;
 
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser(chromium);
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
-  page.on('console', (message) => {
-    if (process.env.RINGMASTER_TEST_VERBOSE) console.log(`console ${message.type()}: ${message.text()}`);
-    if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`);
-  });
+  collectPageErrors(page, pageErrors);
 
   // The run page while the run records: the loss chart's point count grows without a reload.
   await page.goto(`${base}/#/run/${runId}?tab=charts&ranks=all`);
@@ -745,18 +661,4 @@ db.commit()
   if (screenshots) await page.screenshot({ path: path.join(screenshots, 'web-run-panels.png'), fullPage: true });
 }
 
-main().catch(async (error) => {
-  failures.push(error.stack || String(error));
-  console.log(`FAIL: ${error.stack || error}`);
-  if (page) {
-    const text = await page.evaluate(() => `${window.location.href}\n${document.body.innerText}`).catch((e) => e.message);
-    console.log(`--- the page then:\n${text.slice(0, 3000)}`);
-  }
-  for (const child of children) console.log(`--- ${child.rmName} output:\n${child.rmOutput()}`);
-}).finally(async () => {
-  if (browser) await browser.close().catch(() => {});
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  fs.rmSync(dir, { recursive: true, force: true });
-  console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
-  process.exit(failures.length ? 1 : 0);
-});
+runTest(main, { dir, browser: () => browser, page: () => page });

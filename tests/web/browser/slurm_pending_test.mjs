@@ -9,78 +9,20 @@
 //
 // node slurm_pending_test.mjs --ringmaster BIN --fixture BIN --node-modules DIR
 
-import { spawn, execFileSync } from 'node:child_process';
-import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-const SKIP = 77;
-const CHROMIUM = '/usr/bin/chromium';
+import {
+  argument, check, collectPageErrors, freePort, json, launchBrowser, noMissingText, requireChromium, runTest, sleep,
+  startCommand, until,
+} from './browser_session.mjs';
 
-function argument(name) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? process.argv[index + 1] : undefined;
-}
 const ringmaster = argument('ringmaster');
 const fixture = argument('fixture');
 const nodeModules = argument('node-modules');
-
-function skip(why) {
-  console.log(`SKIPPED: ${why}`);
-  process.exit(SKIP);
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (apt-get install chromium)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core')));
-} catch (error) {
-  skip(`playwright-core not found under ${nodeModules} (build the ringmaster_web_assets target with npm present)`);
-}
-
-const failures = [];
-function check(condition, message) {
-  if (!condition) failures.push(message);
-  console.log(`${condition ? 'ok' : 'FAIL'}: ${message}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, timeoutMs, probe) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-async function json(base, apiPath) {
-  const response = await fetch(`${base}${apiPath}`);
-  if (!response.ok) throw new Error(`${apiPath}: ${response.status} ${await response.text()}`);
-  return response.json();
-}
-
-async function noMissingText(on, where) {
-  const found = await on.evaluate(() => {
-    const match = /.{0,40}(null|undefined|NaN).{0,40}/.exec(document.body.innerText);
-    return match ? match[0] : null;
-  });
-  check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
-}
+const chromium = requireChromium(nodeModules);
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ringmaster_slurm_web_'));
 const db = path.join(dir, 'runs.db');
@@ -89,8 +31,6 @@ function storage(...args) {
   return execFileSync(fixture, [db, ...args], { encoding: 'utf8', timeout: 30000 }).trim();
 }
 
-let serve = null;
-let serveOutput = '';
 let browser = null;
 let page = null;
 
@@ -99,10 +39,7 @@ async function main() {
   const other = Number(storage('create', 'started', '4243', 'RUNNING', '', 'node[3-4]'));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  serve.stdout.on('data', (d) => { serveOutput += d; });
-  serve.stderr.on('data', (d) => { serveOutput += d; });
-  const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
+  const serve = startCommand(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], 'ringmaster serve');
 
   // The API: `scheduler` on both runs, as recorded.
   const listed = await until('the server', 30000, async () => {
@@ -122,16 +59,10 @@ async function main() {
   check(detail.run.status === 'pending' && detail.run.scheduler.job_id === '4242' && detail.run.scheduler.reason === 'Resources',
     `/api/v1/runs/${pending} gives the run pending with its job (${JSON.stringify(detail.run.scheduler)})`);
 
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser(chromium);
   page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
   const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
-  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
+  collectPageErrors(page, pageErrors);
 
   // The run page: pending, and the job's state and reason by the status.
   await page.goto(`${base}/#/run/${pending}`);
@@ -178,23 +109,9 @@ async function main() {
   await noMissingText(page, 'the runs list');
   check(pageErrors.length === 0, `no script error (${pageErrors.join('; ')})`);
 
-  serve.kill('SIGINT');
-  const stopped = await Promise.race([served, sleep(10000).then(() => null)]);
+  serve.child.kill('SIGINT');
+  const stopped = await Promise.race([serve.exited, sleep(10000).then(() => null)]);
   check(stopped !== null, 'ringmaster serve stopped on Ctrl-C');
 }
 
-main().catch(async (error) => {
-  failures.push(error.stack || String(error));
-  console.log(`FAIL: ${error.stack || error}`);
-  if (page) {
-    const text = await page.evaluate(() => `${window.location.href}\n${document.body.innerText}`).catch((e) => e.message);
-    console.log(`--- the page then:\n${text.slice(0, 3000)}`);
-  }
-  console.log(`--- ringmaster serve output:\n${serveOutput}`);
-}).finally(async () => {
-  if (browser) await browser.close().catch(() => {});
-  if (serve && serve.exitCode === null && serve.signalCode === null) serve.kill('SIGKILL');
-  fs.rmSync(dir, { recursive: true, force: true });
-  console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
-  process.exit(failures.length ? 1 : 0);
-});
+runTest(main, { dir, browser: () => browser, page: () => page });

@@ -12,79 +12,20 @@
 //
 // node sweep_page_test.mjs --ringmaster BIN --examples DIR --node-modules DIR [--screenshots DIR]
 
-import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
-const SKIP = 77;
-const CHROMIUM = '/usr/bin/chromium';
+import {
+  argument, check, collectPageErrors, freePort, json, launchBrowser, noMissingText, requireChromium, runTest, sleep,
+  startCommand, until,
+} from './browser_session.mjs';
 
-function argument(name) {
-  const index = process.argv.indexOf(`--${name}`);
-  return index >= 0 ? process.argv[index + 1] : undefined;
-}
 const ringmaster = argument('ringmaster');
 const examples = argument('examples');
 const nodeModules = argument('node-modules');
 const screenshots = argument('screenshots');
-
-function skip(why) {
-  console.log(`SKIPPED: ${why}`);
-  process.exit(SKIP);
-}
-if (!fs.existsSync(CHROMIUM)) skip(`no ${CHROMIUM} (apt-get install chromium)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(import.meta.url)(path.resolve(nodeModules, 'playwright-core')));
-} catch (error) {
-  skip(`playwright-core not found under ${nodeModules} (build the ringmaster_web_assets target with npm present)`);
-}
-
-const failures = [];
-function check(condition, message) {
-  if (!condition) failures.push(message);
-  console.log(`${condition ? 'ok' : 'FAIL'}: ${message}`);
-}
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function until(what, timeoutMs, probe) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-async function json(base, apiPath) {
-  const response = await fetch(`${base}${apiPath}`);
-  if (!response.ok) throw new Error(`${apiPath}: ${response.status} ${await response.text()}`);
-  return response.json();
-}
-
-async function noMissingText(on, where) {
-  const found = await on.evaluate(() => {
-    const match = /.{0,40}(null|undefined|NaN).{0,40}/.exec(document.body.innerText);
-    return match ? match[0] : null;
-  });
-  check(found === null, `no "null", "undefined" or "NaN" text on ${where}${found === null ? '' : `: ${JSON.stringify(found)}`}`);
-}
+const chromium = requireChromium(nodeModules);
 
 // The grid in plan order (the first axis turning slowest), and which member fails.
 const GRID = [{ lr: 0.01, steps: 1 }, { lr: 0.01, steps: 12 }, { lr: 1e30, steps: 1 }, { lr: 1e30, steps: 12 }];
@@ -96,20 +37,8 @@ const db = path.join(dir, 'runs.db');
 const spec = path.join(examples, 'ddp_mlp.json');
 
 // A ringmaster command in the background: its exit and its output.
-const children = [];
-function start(args) {
-  const child = spawn(ringmaster, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  let output = '';
-  child.stdout.on('data', (d) => { output += d; });
-  child.stderr.on('data', (d) => { output += d; });
-  child.rmOutput = () => output;
-  const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
-  return { child, exited, output: () => output };
-}
+const start = (args) => startCommand(ringmaster, args, `ringmaster ${args[2]}`);
 
-let serve = null;
-let serveOutput = '';
 let browser = null;
 let page = null;
 
@@ -381,10 +310,7 @@ async function main() {
   await until('the sweep\'s database', 30000, async () => fs.existsSync(db));
   const port = await freePort();
   const base = `http://127.0.0.1:${port}`;
-  serve = spawn(ringmaster, ['--db', db, 'serve', '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] });
-  serve.stdout.on('data', (d) => { serveOutput += d; });
-  serve.stderr.on('data', (d) => { serveOutput += d; });
-  const served = new Promise((resolve) => serve.on('exit', (code, signal) => resolve({ code, signal })));
+  const serve = start(['--db', db, 'serve', '--listen', `127.0.0.1:${port}`]);
   const sweepId = await until('the server and the sweep', 30000, async () => {
     try {
       return (await json(base, '/api/v1/sweeps')).sweeps[0]?.id;
@@ -393,16 +319,10 @@ async function main() {
     }
   });
 
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser(chromium);
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   const pageErrors = [];
-  page.on('pageerror', (error) => pageErrors.push(`page error: ${error.message}`));
-  page.on('console', (message) => { if (message.type() === 'error') pageErrors.push(`console error: ${message.text()}`); });
+  collectPageErrors(page, pageErrors);
 
   const runIds = await followTheSweep(base, sweepId, sweep);
   const report = await checkTheTable(base, sweepId, runIds);
@@ -411,26 +331,9 @@ async function main() {
   await checkTheLists(base, sweepId, runIds);
   check(pageErrors.length === 0, `no script error (${pageErrors.join('; ')})`);
 
-  serve.kill('SIGINT');
-  const stopped = await Promise.race([served, sleep(10000).then(() => null)]);
+  serve.child.kill('SIGINT');
+  const stopped = await Promise.race([serve.exited, sleep(10000).then(() => null)]);
   check(stopped !== null, 'ringmaster serve stopped on Ctrl-C');
 }
 
-main().catch(async (error) => {
-  failures.push(error.stack || String(error));
-  console.log(`FAIL: ${error.stack || error}`);
-  if (page) {
-    const text = await page.evaluate(() => `${window.location.href}\n${document.body.innerText}`).catch((e) => e.message);
-    console.log(`--- the page then:\n${text.slice(0, 3000)}`);
-  }
-  console.log(`--- ringmaster serve output:\n${serveOutput}`);
-  for (const child of children) console.log(`--- ringmaster ${child.spawnargs.slice(3, 4)} output:\n${child.rmOutput()}`);
-}).finally(async () => {
-  if (browser) await browser.close().catch(() => {});
-  for (const child of [serve, ...children]) {
-    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  }
-  fs.rmSync(dir, { recursive: true, force: true });
-  console.log(failures.length ? `${failures.length} failure(s)` : 'all passed');
-  process.exit(failures.length ? 1 : 0);
-});
+runTest(main, { dir, browser: () => browser, page: () => page });
