@@ -678,7 +678,8 @@ void MetricChart::drawForeground(QPainter* painter, const QRectF& rect) {
   QChartView::drawForeground(painter, rect);
   if (attempt_marks_.empty() || drawn_.empty()) return;
   const QRectF plot = chart()->mapRectToScene(chart()->plotArea());
-  const auto [from, to] = xAxisRange();
+  const std::pair<double, double> range = xAxisRange();
+  const double from = range.first, to = range.second;  // (clang 14 captures no structured binding)
   if (!(to > from) || plot.width() <= 0) return;
   // A step's x in the scene; half steps put the edges between steps.
   const auto sceneX = [&](double step) {
