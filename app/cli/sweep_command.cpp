@@ -24,6 +24,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/ssh_prompts.h"
 #include "cli/terminal.h"
 #include "core/display_text.h"
 #include "core/error.h"
@@ -226,8 +227,12 @@ int parallelOf(const SweepCommandOptions& options, const session::PreparedSweep&
 }  // namespace
 
 int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
-               bool json_report, bool print_report) {
+               bool json_report, bool print_report, const SweepSshOptions& ssh) {
   session::SweepRunner runner(db_path, sweep_id, grace_s);
+  runner.setSsh(ssh.ssh_config);
+#if RINGMASTER_HAVE_LIBSSH
+  runner.setSshConnect(interactiveConnectOptions(ssh.accept_new_host_keys, ssh.known_hosts));
+#endif
   storage::SweepRecord sweep = [&] {
     storage::Database db(db_path);
     return storage::loadSweep(db, sweep_id);
@@ -274,7 +279,7 @@ namespace {
 // and its output appended to `log`, as a daemon: a grandchild, so that no one waits for it and it
 // outlives this process. Everything it needs is prepared before the fork.
 void spawnDriver(const std::string& db_path, int64_t sweep_id, double grace_s,
-                 const fs::path& log) {
+                 const SweepSshOptions& ssh, const fs::path& log) {
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   std::vector<std::string> args = {self,
                                    "--db",
@@ -283,6 +288,9 @@ void spawnDriver(const std::string& db_path, int64_t sweep_id, double grace_s,
                                    std::to_string(sweep_id),
                                    "--grace",
                                    fmt::format("{}", grace_s)};
+  if (ssh.known_hosts) args.insert(args.end(), {"--known-hosts", *ssh.known_hosts});
+  if (ssh.ssh_config) args.insert(args.end(), {"--ssh-config", *ssh.ssh_config});
+  if (ssh.accept_new_host_keys) args.push_back("--accept-new-host-keys");
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
@@ -337,7 +345,7 @@ int detachSweep(const SweepCommandOptions& options, int64_t sweep_id) {
                               "database at {}; move it away or remove it",
                               directory.string(), options.db_path));
   const fs::path log = directory / "driver.log";
-  spawnDriver(options.db_path, sweep_id, options.grace_s, log);
+  spawnDriver(options.db_path, sweep_id, options.grace_s, options.ssh, log);
   const storage::SweepRecord sweep = awaitDriver(options.db_path, sweep_id, log);
   if (options.json) {
     fmt::print("{}\n", json{{"sweep", sweep_id},
@@ -384,7 +392,8 @@ int sweepCommand(const SweepCommandOptions& options) {
         }(),
         parallel, options.db_path);
   if (options.detach) return detachSweep(options, sweep_id);
-  return driveSweep(options.db_path, sweep_id, options.grace_s, options.quiet, options.json);
+  return driveSweep(options.db_path, sweep_id, options.grace_s, options.quiet, options.json, true,
+                    options.ssh);
 }
 
 int showSweepCommand(const storage::Database& db, int64_t sweep_id, const std::string& rank_by,
@@ -572,6 +581,19 @@ int attachSweepCommand(const std::string& db_path, int64_t sweep_id, bool cancel
   return left != kExitOk ? left : (sweep.status == "cancelled" ? kExitOk : exitCodeOfSweep(sweep));
 }
 
+namespace {
+
+// Members over SSH: `run`'s options of the same names (a detached driver is given them too).
+void addSweepSshOptions(CLI::App& command, SweepSshOptions& ssh) {
+  command.add_option("--known-hosts", ssh.known_hosts,
+                     "known_hosts file (default ~/.ssh/known_hosts)");
+  command.add_option("--ssh-config", ssh.ssh_config, "ssh config file (default ~/.ssh/config)");
+  command.add_flag("--accept-new-host-keys", ssh.accept_new_host_keys,
+                   "accept and record the key of a host not yet in known_hosts");
+}
+
+}  // namespace
+
 void addSweepCommands(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<SweepCommandOptions>();
   CLI::App* sweep = app.add_subcommand(
@@ -598,6 +620,7 @@ void addSweepCommands(CLI::App& app, Commands& commands) {
   sweep->add_option("--grace", options->grace_s, "seconds from SIGTERM to SIGKILL when cancelling")
       ->default_val(5.0)
       ->check(CLI::Range(0.0, 3600.0));
+  addSweepSshOptions(*sweep, options->ssh);
   sweep->add_flag("-q,--quiet", options->quiet, "no per-member lines");
   sweep->add_flag("--json", options->json, "print the final report as JSON");
   commands.add(sweep, [options](const CommonOptions& common) {
@@ -642,14 +665,17 @@ void addSweepCommands(CLI::App& app, Commands& commands) {
   struct DriverOptions {
     int64_t sweep_id = 0;
     double grace_s = 5;
+    SweepSshOptions ssh;
   };
   auto driver = std::make_shared<DriverOptions>();
   CLI::App* driver_command = app.add_subcommand("sweep-driver", "a detached sweep's driver");
   driver_command->add_option("sweep", driver->sweep_id, "sweep id")->required();
   driver_command->add_option("--grace", driver->grace_s, "seconds from SIGTERM to SIGKILL");
+  addSweepSshOptions(*driver_command, driver->ssh);
   driver_command->group("");
   commands.add(driver_command, [driver](const CommonOptions& common) {
-    return driveSweep(common.databasePath(), driver->sweep_id, driver->grace_s, false, false);
+    return driveSweep(common.databasePath(), driver->sweep_id, driver->grace_s, false, false, true,
+                      driver->ssh);
   });
 }
 

@@ -16,6 +16,13 @@
 
 namespace ringmaster::cli {
 
+// A sweep's members over SSH: as `ringmaster run`'s options of the same names.
+struct SweepSshOptions {
+  std::optional<std::string> known_hosts;  // default ~/.ssh/known_hosts
+  std::optional<std::string> ssh_config;   // default ~/.ssh/config
+  bool accept_new_host_keys = false;
+};
+
 struct SweepCommandOptions {
   std::string spec_path;
   std::string db_path;
@@ -29,6 +36,7 @@ struct SweepCommandOptions {
   bool json = false;   // the final report as JSON on stdout
   bool quiet = false;  // no per-member lines
   double grace_s = 5;  // a cancelled run: SIGTERM to SIGKILL
+  SweepSshOptions ssh;
 };
 
 // Exit codes: 0 every member's run completed, 1 a member failed or was refused, 130 cancelled;
@@ -41,7 +49,7 @@ int sweepCommand(const SweepCommandOptions& options);
 // sweepCommand's exit code. Ctrl-C cancels the running runs (a second kills them) and records the
 // rest not started.
 int driveSweep(const std::string& db_path, int64_t sweep_id, double grace_s, bool quiet,
-               bool json_report, bool print_report = true);
+               bool json_report, bool print_report = true, const SweepSshOptions& ssh = {});
 
 // `ringmaster show --sweep ID [--by FIGURE] [--json]`: the sweep's report
 // (storage/query/sweep_report.h) as a table and its best run, or as JSON.

@@ -182,12 +182,17 @@ void SweepRunner::runMember(Member& member) {
   using Kind = Events::Kind;
   int64_t run_id = 0;
   try {
-    RunSession run(RunRequest{.spec_path = spec_path_,
-                              .spec_text = spec_text_,
-                              .db_path = db_path_,
-                              .overrides = member.overrides,
-                              .grace_s = grace_s_,
-                              .slurm_allocation = member.slurm_allocation});
+    RunRequest request{.spec_path = spec_path_,
+                       .spec_text = spec_text_,
+                       .db_path = db_path_,
+                       .overrides = member.overrides,
+                       .grace_s = grace_s_,
+                       .slurm_allocation = member.slurm_allocation,
+                       .ssh_config = ssh_config_};
+#if RINGMASTER_HAVE_LIBSSH
+    request.connect = connect_;
+#endif
+    RunSession run(std::move(request));
     run_id = run.runId();
     events_->post({.kind = Kind::kStarted, .position = member.position, .run_id = run_id});
     int forwarded = 0;

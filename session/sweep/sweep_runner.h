@@ -107,6 +107,15 @@ class SweepRunner {
   // no other, the second kills them.
   void requestStop() { stop_requests_.fetch_add(1); }
 
+  // Members over SSH: the ssh config and the host-key and credential answers every member's
+  // RunRequest takes (as `ringmaster run`'s --ssh-config, --known-hosts). Before run().
+  void setSsh(std::optional<std::string> ssh_config) { ssh_config_ = std::move(ssh_config); }
+#if RINGMASTER_HAVE_LIBSSH
+  void setSshConnect(SshConnectOptions connect) {
+    connect_ = std::move(connect);
+  }
+#endif
+
  private:
   struct Member;
   struct Events;
@@ -124,6 +133,10 @@ class SweepRunner {
   std::unique_ptr<Events> events_;
   std::atomic<int> stop_requests_{0};
   bool ran_ = false;
+  std::optional<std::string> ssh_config_;
+#if RINGMASTER_HAVE_LIBSSH
+  SshConnectOptions connect_;
+#endif
 };
 
 }  // namespace ringmaster::session

@@ -168,6 +168,26 @@ TEST_F(SshRun, TrainsAcrossTwoHostsAndStoresEveryEventSent) {
 
 // A program job (issue 19): a PyTorch DDP script, its folder uploaded to each host's job
 // directory with the reporter package of this build, 2 ranks a host.
+TEST_F(SshRun, ASweepRunsEachMemberAcrossTheHostsWithTheSameSshOptions) {
+  // Issue 37: `sweep` takes run's SSH options and hands them to every member (and would to a
+  // detached driver): two members over the two sshd hosts, both completed, nothing left.
+  std::vector<std::string> args = {"--db",       dbPath(), "sweep",
+                                   writeSpec(4), "--axis", "optimizer.lr=0.01,0.02"};
+  for (const std::string& option : testing::sshOptions(dir_)) args.push_back(option);
+  CapturedProcess sweep(kRingmaster, args);
+  const ExitStatus status = sweep.wait(240s);
+  ASSERT_TRUE(status.ok()) << status.describe() << "\n" << sweep.err();
+  storage::Database db(dbPath());
+  EXPECT_EQ(queryInt(db, "SELECT count(*) FROM sweep_members WHERE state = 'started'"), 2);
+  EXPECT_EQ(queryInt(db,
+                     "SELECT count(*) FROM runs WHERE status = 'completed' AND id IN "
+                     "(SELECT run FROM sweep_members)"),
+            2);
+  // Each run reached both hosts, their keys verified against the test's known_hosts.
+  EXPECT_EQ(queryInt(db, "SELECT count(DISTINCT run_id || ':' || node_rank) FROM run_hosts"), 4);
+  EXPECT_TRUE(noJobProcessesLeft(15s));
+}
+
 TEST_F(SshRun, RunsAPyTorchScriptWithItsFolderUploadedToEachHost) {
   if (const std::string why = testing::pythonTorchUnavailable(RINGMASTER_PYTHON_TORCH);
       !why.empty())
