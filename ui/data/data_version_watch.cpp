@@ -17,19 +17,22 @@ struct DataVersionWatch::Connection {
 DataVersionWatch::DataVersionWatch(std::string db_path)
     : connection_(std::make_shared<Connection>(Connection{std::move(db_path), nullptr})) {}
 
-std::function<int64_t(const JobToken&)> DataVersionWatch::reader() const {
-  return [connection = connection_](const JobToken&) {
-    if (!connection->db)
-      connection->db = std::make_unique<storage::Database>(
-          connection->path, storage::readingOptions(connection->path));
-    return connection->db->dataVersion();
-  };
-}
-
-bool DataVersionWatch::isNews(int64_t version) {
-  if (version == seen_version_) return false;
-  seen_version_ = version;
-  return true;
+void DataVersionWatch::poll(BackgroundJobs* jobs, std::function<void()> changed) {
+  if (jobs->busy("poll")) return;
+  jobs->run<int64_t>(
+      "poll",
+      [connection = connection_](const JobToken&) {
+        if (!connection->db)
+          connection->db = std::make_unique<storage::Database>(
+              connection->path, storage::readingOptions(connection->path));
+        return connection->db->dataVersion();
+      },
+      [this, changed](int64_t version) {
+        if (version == seen_version_) return;
+        seen_version_ = version;
+        changed();
+      },
+      [changed](const QString&) { changed(); });
 }
 
 void ListWatch::open(BackgroundJobs* jobs, const std::string& db_path,

@@ -1,6 +1,6 @@
 // The data_version watches the views poll. DataVersionWatch (the run view, the sweep view): the
-// data_version read on a connection of its own, opened by the first read and used by one poll job
-// at a time, and whether a version read is news; it starts no job itself. ListWatch (the runs
+// data_version read in a "poll" job on a connection of its own, opened by the first read and used
+// by one poll job at a time. ListWatch (the runs
 // list, the sweeps list): the database opened by an "open" job that first reconciles what dead
 // processes left, then polled on that connection by one "poll" job at a time.
 #pragma once
@@ -25,11 +25,10 @@ class DataVersionWatch {
  public:
   explicit DataVersionWatch(std::string db_path);
 
-  // A poll job's body: the data_version now. The job shares the connection, so one still running
-  // when the view closes keeps it until the job ends.
-  std::function<int64_t(const JobToken&)> reader() const;
-  // Whether `version` differs from the one last seen; it is then the one seen.
-  bool isNews(int64_t version);
+  // A "poll" job of `jobs` (none while one runs): `changed()` when the data_version differs from
+  // the one last seen, and when it cannot be read (the view's load then says what is wrong). The
+  // job shares the connection, so one still running when the view closes keeps it until it ends.
+  void poll(BackgroundJobs* jobs, std::function<void()> changed);
 
  private:
   struct Connection;

@@ -125,18 +125,7 @@ void RunView::reload() {
 
 void RunView::poll() {
   if (dirty_ && !jobs_->busy("load")) startLoad();
-  if (jobs_->busy("poll")) return;
-  jobs_->run<int64_t>(
-      "poll", watch_.reader(),
-      [this](int64_t version) {
-        if (!watch_.isNews(version)) return;
-        dirty_ = true;
-        if (!jobs_->busy("load")) startLoad();
-      },
-      [this](const QString&) {
-        dirty_ = true;  // the load reports what is wrong
-        if (!jobs_->busy("load")) startLoad();
-      });
+  watch_.poll(jobs_, [this] { reload(); });
 }
 
 void RunView::startLoad() {

@@ -184,14 +184,7 @@ void SweepView::reload() {
 
 void SweepView::poll() {
   if (dirty_ && !jobs_->busy("load")) startLoad();
-  if (jobs_->busy("poll")) return;
-  jobs_->run<int64_t>(
-      "poll", watch_.reader(),
-      [this](int64_t version) {
-        if (!watch_.isNews(version)) return;
-        reload();
-      },
-      [this](const QString&) { reload(); });  // the load says what is wrong
+  watch_.poll(jobs_, [this] { reload(); });
 }
 
 void SweepView::startLoad() {
