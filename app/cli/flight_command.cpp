@@ -19,6 +19,7 @@
 
 #include "core/display_text.h"
 #include "core/error.h"
+#include "core/host_name.h"
 #include "db/statement.h"
 #include "query/runs.h"
 
@@ -27,12 +28,6 @@ namespace ringmaster::cli {
 using nlohmann::json;
 
 namespace {
-
-std::string thisHost() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
 
 // Whether `pid` runs `ringmaster-node worker` (a PID from the ranks table may have been reused).
 bool isWorker(int64_t pid) {
@@ -103,7 +98,7 @@ int flightCommand(const storage::Database& db, const FlightOptions& options) {
                          "(a failed rank's dump is kept: the desktop's Flight recorder tab)",
                          run.id, run.status));
   }
-  const std::string host = thisHost();
+  const std::string host = thisHostName();
   const int64_t before = lastDumpRow(db);
   std::vector<storage::RankRecord> asked, unreachable, not_worker;
   for (const storage::RankRecord& rank : storage::loadRanks(db, options.run_id)) {

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/host_name.h"
 #include "db/database.h"
 #include "launcher/local_launcher.h"
 #include "process/process_identity.h"
@@ -253,24 +254,18 @@ void SweepRunner::handleEvents(storage::Database& db, const SweepObserver& obser
 
 namespace {
 
-std::string thisHost() {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return host;
-}
-
 storage::SweepDriver thisDriver() {
   const std::optional<ProcessIdentity> self = processIdentity(::getpid());
   return {.pid = ::getpid(),
           .start_time = self ? static_cast<int64_t>(self->start_time) : 0,
           .boot_id = bootId(),
-          .host = thisHost()};
+          .host = thisHostName()};
 }
 
 }  // namespace
 
 bool sweepDriverRuns(const storage::SweepDriver& driver) {
-  if (driver.host != thisHost()) return true;
+  if (driver.host != thisHostName()) return true;
   return identityRuns({.pid = static_cast<pid_t>(driver.pid),
                        .start_time = static_cast<uint64_t>(driver.start_time),
                        .boot_id = driver.boot_id});

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/host_name.h"
 #include "db/database.h"
 #include "db/statement.h"
 #include "recorder/run_lifecycle.h"
@@ -49,12 +50,6 @@ std::vector<std::string> loadTags(const Database& db, int64_t run_id) {
   return tags;
 }
 
-std::string thisHost() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
-}
-
 // Why the run may still be live and cannot be deleted; empty when it has ended.
 std::string whyLive(const Database& db, int64_t run_id) {
   Statement select(db,
@@ -72,7 +67,7 @@ std::string whyLive(const Database& db, int64_t run_id) {
         "run {} is running detached and its processes may still run: `ringmaster "
         "cancel {}` stops them and records its end; delete it then",
         run_id, run_id);
-  if (host == thisHost())
+  if (host == thisHostName())
     return fmt::format(
         "run {} is {}: its recorder (PID {}) is still live; stop it first (Ctrl-C "
         "where it runs)",

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/host_name.h"
 #include "db/database.h"
 #include "db/statement.h"
 
@@ -22,13 +23,6 @@ namespace {
 double nowSeconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
-// The host name the runs table records as recorder_host.
-std::string thisHost() {
-  char name[256] = {};
-  ::gethostname(name, sizeof name - 1);
-  return name;
 }
 
 }  // namespace
@@ -55,7 +49,7 @@ int64_t createRun(Database& db, const NewRun& run) {
                      "?, ?, ?, ?, ?, ?, ?)");
     insert.bind(1, run.name).bind(2, run.spec_json).bind(3, run.strategy);
     insert.bind(4, int64_t{run.world_size}).bind(5, now).bind(6, now);
-    insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHost());
+    insert.bind(7, static_cast<int64_t>(getpid())).bind(8, thisHostName());
     insert.bind(9, int64_t{mesh.dp}).bind(10, int64_t{mesh.tp}).bind(11, int64_t{mesh.pp}).run();
     id = sqlite3_last_insert_rowid(db.handle());
     Statement attempt(db, "INSERT INTO attempts (run_id, attempt, started_at) VALUES (?, 0, ?)");
@@ -112,7 +106,7 @@ void recordRunRootCause(Database& db, int64_t run_id, const std::string& message
 }
 
 int reconcileInterruptedRuns(Database& db) {
-  const std::string host = thisHost();
+  const std::string host = thisHostName();
   std::vector<int64_t> orphaned;
   {
     Statement running(db,
@@ -218,7 +212,7 @@ void recordDetachedAgent(Database& db, int64_t run_id, int node_rank, const Reco
 
 void claimRun(Database& db, int64_t run_id) {
   Statement update(db, "UPDATE runs SET recorder_pid = ?, recorder_host = ? WHERE id = ?");
-  update.bind(1, static_cast<int64_t>(getpid())).bind(2, thisHost()).bind(3, run_id).run();
+  update.bind(1, static_cast<int64_t>(getpid())).bind(2, thisHostName()).bind(3, run_id).run();
 }
 
 int ranksThatSaidHello(Database& db, int64_t run_id) {
