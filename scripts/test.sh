@@ -70,6 +70,18 @@ smoke_run() {
   rm -rf "$smoke"
 }
 
+# The output of every test that did not pass in a CTest log (Testing/Temporary/LastTest.log),
+# without GoogleTest's banner lines: what a flaky failure said is gone once the test is rerun.
+first_run_output() {
+  awk '
+    / Testing: / { block = ""; keep = 0 }
+    { block = block $0 "\n" }
+    /^Test (Failed|Timeout)|Exception:|\*\*\*Failed|\*\*\*Timeout/ { keep = 1 }
+    /time elapsed:/ { if (keep) printf "%s", block; block = "" }
+  ' "$1" 2>/dev/null |
+    grep -vE '^(Running main|Note: Google Test|\[==========\]|\[----------\]|Directory:|-+$|$)' || true
+}
+
 # dev builds and runs what the sanitizer configurations cannot: the suites marked DEV_ONLY, GPU or
 # DEV_TOO (tests/README.md, "Which configuration runs what"), not asan's library suites once more.
 declare -A preset_options=([dev]=-DRINGMASTER_TEST_SANITIZED_SUITES=OFF)
@@ -98,8 +110,13 @@ if ((${#failed[@]})); then
     [ "$preset" = main-job ] && continue  # its output is above
     echo "=== [$preset] failed tests"
     cat "build/$preset/Testing/Temporary/LastTestsFailed.log" 2>/dev/null || true
-    echo "=== [$preset] the failed tests once more, with output"
-    ctest --preset "$preset" --rerun-failed --output-on-failure 2>&1 | tail -n 150 || true
+    first_run_output "build/$preset/Testing/Temporary/LastTest.log" >"build-$preset-failures.log"
+    echo "=== [$preset] the failed tests once more (a pass here means the failure is intermittent)"
+    ctest --preset "$preset" --rerun-failed 2>&1 | grep -E '^ *[0-9]+/[0-9]+ Test|tests passed' ||
+      true
+    echo "=== [$preset] the failed tests' own output, from the run that failed"
+    tail -n 120 "build-$preset-failures.log"
+    rm -f "build-$preset-failures.log"
   done
   echo "FAILED configurations: ${failed[*]}"
   exit 1

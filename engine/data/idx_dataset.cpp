@@ -22,8 +22,6 @@ namespace ringmaster {
 namespace {
 
 constexpr uint8_t kUnsignedByte = 0x08;
-constexpr uint32_t kImagesMagic = 0x00000803;
-constexpr uint32_t kLabelsMagic = 0x00000801;
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -75,13 +76,19 @@ struct ShmBackend::Wait {
   // collective needs every rank.
   int only_peer = -1;
 
-  void check(int peer) const {
+  // `progress_target`: in a collective, the progress every rank must reach for this wait to end.
+  // A rank already past it may be gone: a reduce's or gather's other ranks finish before the root
+  // and may leave while it still waits for a slow one.
+  void check(int peer, std::optional<uint32_t> progress_target = std::nullopt) const {
     if (backend->aborted_.load())
       RM_THROW(kComm, fmt::format("shm {}: the communicator was aborted", what));
     if (uint32_t by = backend->segment_->abortedBy().load(); by != 0)
       RM_THROW(kComm, fmt::format("shm {}: rank {} aborted the group", what, by - 1));
     for (int r = 0; r < backend->size_; ++r) {
       if (r == backend->rank_ || (only_peer >= 0 && r != only_peer)) continue;
+      if (progress_target &&
+          shmReached(backend->segment_->rank(r).progress.value.load(), *progress_target))
+        continue;
       if (backend->segment_->rankExited(r)) {
         RM_THROW(kComm, fmt::format("shm {}: rank {} (pid {}) exited", what, r,
                                     backend->segment_->rank(r).pid));
@@ -249,7 +256,7 @@ void ShmBackend::publish() {
 }
 
 void ShmBackend::waitFor(int peer, uint32_t target, Wait& wait) {
-  shmWaitFor(segment_->rank(peer).progress, target, [&] { wait.check(peer); });
+  shmWaitFor(segment_->rank(peer).progress, target, [&] { wait.check(peer, target); });
 }
 
 void ShmBackend::waitForAll(uint32_t target, Wait& wait) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <thread>
 
 #include "comm_harness.h"
 #include "comm_values.h"
@@ -272,6 +273,32 @@ TEST_P(CommFailure, AnUnmatchedReceiveTimesOutNamingThePeer) {
       failures[0].message.find("recv #1 on world (from rank 1, tag 5) timed out after 800 ms"),
       std::string::npos)
       << failures[0].message;
+}
+
+// A reduce's or gather's other ranks are done once they have contributed: they may destroy their
+// communicator while the root still waits for a slower rank, and the root must still finish.
+TEST_P(CommFailure, RanksDoneWithARootedOpMayLeaveWhileTheRootWaitsForASlowerOne) {
+  constexpr int kRoot = 2, kSlow = 1;
+  CommOptions options;
+  options.verify_calls = false;  // its exchange before every op would hold rank 0 back
+  auto failures = runRanks(
+      3,
+      [&](Communicator& comm) {
+        comm.barrier()->wait();  // the group is up (and its clocks aligned) on every rank
+        if (comm.rank() == kSlow) std::this_thread::sleep_for(500ms);
+        Tensor t = makeTensor(DType::kF32, 37, [&](int64_t i) { return comm.rank() + i; });
+        comm.reduce(t, kRoot, ReduceOp::sum())->wait();
+        Tensor in = makeTensor(DType::kI64, 5, [&](int64_t i) { return 10 * comm.rank() + i; });
+        Tensor out = comm.rank() == kRoot ? Tensor::empty({15}, DType::kI64) : Tensor();
+        comm.gather(out, in, kRoot)->wait();
+        if (comm.rank() != kRoot) return;  // rank 0 leaves here, long before rank 1 arrives
+        EXPECT_TRUE(
+            sameValues(t, makeTensor(DType::kF32, 37, [](int64_t i) { return 3 + 3 * i; })));
+        EXPECT_TRUE(sameValues(
+            out, makeTensor(DType::kI64, 15, [](int64_t j) { return 10 * (j / 5) + j % 5; })));
+      },
+      options);
+  EXPECT_ALL_RANKS_OK(failures);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, CommFailure,
