@@ -328,6 +328,7 @@ void Communicator::finishTask(Task& task) {
                         mesh_dimension_};
       options_.observer->onOperation(record);
     }
+    if (!p2p) completed_collective_ms_.fetch_add(ms, std::memory_order_relaxed);
     finished(nullptr, ms, wait_ms);
   } catch (const Error& e) {
     if (!failed_) failWith(explainFailure(task.call, e), true);

@@ -153,6 +153,11 @@ class Communicator {
   // unblocks the backend. Idempotent; the first reason wins.
   void abort(const std::string& reason);
   bool failed() const { return failed_.load(); }
+  // The summed durations (CommRecord::duration_ms) of this group's collectives completed so far.
+  // A caller that waits on each collective at once (tensor parallelism's) spends this in them.
+  double completedCollectiveMs() const {
+    return completed_collective_ms_.load(std::memory_order_relaxed);
+  }
 
   const FlightRecorder& flightRecorder() const { return recorder_; }
 
@@ -257,6 +262,7 @@ class Communicator {
   std::atomic<uint64_t> last_started_seq_{0};    // collectives
   std::atomic<uint64_t> last_completed_seq_{0};  // collectives
   std::atomic<bool> failed_{false};
+  std::atomic<double> completed_collective_ms_{0};  // written by the completion thread alone
   std::atomic<int64_t> clock_offset_us_{0};  // add to this rank's system clock to get rank 0's
   std::atomic<int64_t> clock_uncertainty_us_{0};
   std::mutex failure_mutex_;

@@ -85,9 +85,16 @@ class MeshParts {
   // Sequence parallelism: each tp rank's gradients of the parameters every tp rank holds whole
   // (`whole_gradients`, in any holder: the parameters' own, a flat shard's slices) are its
   // tokens' share; summed over tp they are the gradient.
-  void sumSequenceParallelGradients(const std::vector<Tensor>& whole_gradients) {
+  // Returns the time spent in the all-reduce (exposed: it is waited on at once).
+  double sumSequenceParallelGradients(const std::vector<Tensor>& whole_gradients) {
+    const double before = tensorParallelMs();
     allReduceSumPacked(whole_gradients, mesh_.group(MeshDim::kTp));
+    return tensorParallelMs() - before;
   }
+  // The time this rank has spent in tensor-parallel collectives so far. Every one is waited on at
+  // once (parallel/tensor_parallel/mappings.h), so all of it is exposed communication: a step
+  // counts it there, not as compute.
+  double tensorParallelMs() { return mesh_.group(MeshDim::kTp).completedCollectiveMs(); }
   bool tpWhole(const std::string& name) const { return model_.tp_whole(name); }
   // `local` (this rank's parameters, by name) with tp's slices gathered to full values.
   StateDict gatherTensorParallel(StateDict local) {
@@ -111,11 +118,25 @@ class MeshModelStrategy final : public WholeModelStrategy {
 
   Sequential& model() override { return parts_.model(); }
   Communicator* dataParallelGroup() override { return &parts_.group(MeshDim::kDp); }
+  // The pass's tensor-parallel collectives (the layers', the vocabulary-parallel loss's) are its
+  // communication, all of it exposed.
+  BatchPass trainBatch(const std::vector<int64_t>& indices, const BatchMaker& make_batch,
+                       int accumulation, bool sync) override {
+    const double tp_before = parts_.tensorParallelMs();
+    BatchPass pass = WholeModelStrategy::trainBatch(indices, make_batch, accumulation, sync);
+    const double tp_ms = parts_.tensorParallelMs() - tp_before;
+    pass.comm_ms += tp_ms;
+    pass.exposed_comm_ms += tp_ms;
+    return pass;
+  }
   GradientSyncTiming finishGradientSync() override {
-    const GradientSyncTiming timing = dp_->finishGradientSync();
-    if (parts_.sequenceParallel())
-      parts_.sumSequenceParallelGradients(
+    GradientSyncTiming timing = dp_->finishGradientSync();
+    if (parts_.sequenceParallel()) {
+      const double tp_ms = parts_.sumSequenceParallelGradients(
           dp_->gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
+      timing.comm_ms += tp_ms;
+      timing.exposed_comm_ms += tp_ms;
+    }
     return timing;
   }
   StopFlagCarrier* stopFlagCarrier() override {
@@ -181,6 +202,7 @@ class MeshPipelineStrategy final : public ParallelStrategy {
                        int accumulation, bool sync) override {
     if (replicas_) replicas_->gatherIfStale();
     sync_pending_ = sync_pending_ || sync;
+    const double tp_before = parts_.tensorParallelMs();
     const auto rows = static_cast<int64_t>(indices.size()) / micro_batches_;
     PipelineStepResult step = pipeline_.runStep(
         rows,
@@ -189,11 +211,13 @@ class MeshPipelineStrategy final : public ParallelStrategy {
               std::vector<int64_t>(indices.begin() + i * rows, indices.begin() + (i + 1) * rows));
         },
         lossScale() / static_cast<float>(accumulation * micro_batches_));
+    // The stages' transfers, and their layers' tensor-parallel collectives (all exposed).
+    const double tp_ms = parts_.tensorParallelMs() - tp_before;
     return BatchPass{.loss = step.loss_sum / micro_batches_,
                      .correct = step.correct,
                      .samples = step.samples,
-                     .comm_ms = step.transfer_ms,
-                     .exposed_comm_ms = step.exposed_transfer_ms,
+                     .comm_ms = step.transfer_ms + tp_ms,
+                     .exposed_comm_ms = step.exposed_transfer_ms + tp_ms,
                      .wait_ms = step.pipeline_wait_ms,
                      .actions = std::move(step.actions)};
   }
@@ -217,9 +241,12 @@ class MeshPipelineStrategy final : public ParallelStrategy {
       timing.comm_ms += replica.comm_ms;
       timing.exposed_comm_ms += replica.exposed_comm_ms;
     }
-    if (parts_.sequenceParallel())
-      parts_.sumSequenceParallelGradients(
+    if (parts_.sequenceParallel()) {
+      const double tp_ms = parts_.sumSequenceParallelGradients(
           gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
+      timing.comm_ms += tp_ms;
+      timing.exposed_comm_ms += tp_ms;
+    }
     return timing;
   }
   std::vector<NamedParameter> optimizerParameters() override {

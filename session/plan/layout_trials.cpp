@@ -36,9 +36,10 @@ std::vector<TermPair> predictedTerms(const StepPrediction& p) {
   return terms;
 }
 
-// The run's measured terms, by the names predictedTerms gives. Tensor parallelism's collectives
-// wait at once inside the forward and backward (parallel/tensor_parallel/README.md), so the step
-// event counts them as compute: its term is the tp dimension's time per step, taken out of compute.
+// The run's measured terms, by the names predictedTerms gives. A step event's compute excludes its
+// exposed communication and a pipeline stage's wait for another (the bubble); tensor parallelism's
+// collectives wait at once inside the forward and backward, so all of the tp dimension's time per
+// step is exposed, and the other dimensions share the rest of the exposed time.
 void measureTerms(const storage::RunReport& report, std::vector<TermPair>& terms) {
   const double step = report.summary.mean_step_ms;
   const double bubble = report.summary.bubble_fraction.value_or(0) * step;
@@ -54,11 +55,11 @@ void measureTerms(const storage::RunReport& report, std::vector<TermPair>& terms
   for (TermPair& term : terms) {
     if (term.term == "step") term.measured_ms = step;
     if (term.term == "bubble") term.measured_ms = bubble;
-    if (term.term == "compute") term.measured_ms = std::max(0.0, compute / ranks - bubble - tp);
+    if (term.term == "compute") term.measured_ms = compute / ranks;
     if (term.term == "comm tp") term.measured_ms = tp;
     for (const storage::DimensionComm& dim : report.comm_dims.dims) {
       if (dim.dim == "tp" || term.term != "comm " + dim.dim || overlappable <= 0) continue;
-      term.measured_ms = exposed / ranks * dim.ms_per_step / overlappable;
+      term.measured_ms = std::max(0.0, exposed / ranks - tp) * dim.ms_per_step / overlappable;
     }
   }
 }

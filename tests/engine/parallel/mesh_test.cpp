@@ -3,8 +3,12 @@
 // same model on the same token windows: each step's loss (every rank of a replica reports its
 // replica's), the gradient norm that clipping used (every element counted once across the mesh),
 // and the full state dict gathered from the mesh (tp's slices, pp's stages) in the plain GPT's
-// names.
+// names. Also: the time in tensor-parallel collectives is reported as exposed communication.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -232,6 +236,84 @@ INSTANTIATE_TEST_SUITE_P(
         MeshCase{
             .dp = 2, .tp = 2, .pp = 2, .sequence_parallel = true, .precision = Precision::kBf16}),
     caseName);
+
+// Tensor parallelism's collectives are waited on at once inside the forward and backward: their
+// time is the step's exposed communication, not its compute. Each pass (and, under sequence
+// parallelism, each gradient sync) reports the summed durations of the tp group's collectives that
+// the communicator recorded meanwhile, all of it exposed.
+struct TensorParallelDurations : CommObserver {
+  std::mutex mutex;
+  double ms = 0;
+  void onOperation(const CommRecord& record) override {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (record.dim == "tp") ms += record.duration_ms;
+  }
+  double total() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return ms;
+  }
+};
+
+class MeshCommunication : public ::testing::TestWithParam<MeshCase> {};
+
+TEST_P(MeshCommunication, TensorParallelCollectivesAreExposedCommunication) {
+  const MeshCase c = GetParam();
+  const JobSpec spec = meshSpec(c);
+  const int world = spec.strategy.mesh.size();
+  std::vector<std::shared_ptr<TensorParallelDurations>> observers;
+  for (int rank = 0; rank < world; ++rank)
+    observers.push_back(std::make_shared<TensorParallelDurations>());
+  const Training training{.global_batch = 24, .steps = 2};
+  auto failures = testing::runRanksWith(
+      world,
+      [&](Communicator& comm) {
+        auto model = buildFor(spec);
+        auto strategy = makeParallelStrategy({.model = *model, .world = &comm, .spec = spec});
+        TensorParallelDurations& tp = *observers[static_cast<size_t>(comm.rank())];
+        const MeshCoordinates at = meshCoordinates(spec.strategy.mesh, comm.rank());
+        const int64_t share = training.global_batch / c.dp;
+        for (int step = 0; step < training.steps; ++step) {
+          const std::vector<int64_t> all = testing::stepIndices(training, step);
+          const std::vector<int64_t> samples(all.begin() + at.dp * share,
+                                             all.begin() + (at.dp + 1) * share);
+          const double before_pass = tp.total();
+          const BatchPass pass = strategy->trainBatch(samples, tokenWindows, 1, /*sync=*/true);
+          const double pass_tp = tp.total() - before_pass;
+          const GradientSyncTiming sync = strategy->finishGradientSync();
+          const double sync_tp = tp.total() - before_pass - pass_tp;
+          const double eps = 1e-9 * std::max(1.0, pass_tp + sync_tp);
+          EXPECT_GT(pass_tp, 0) << "a tp layer's forward and backward make collectives";
+          if (c.pp == 1) {  // tp's collectives are the pass's only communication
+            EXPECT_NEAR(pass.comm_ms, pass_tp, eps) << "step " << step;
+            EXPECT_NEAR(pass.exposed_comm_ms, pass_tp, eps) << "step " << step;
+          } else {  // and the stages' transfers
+            EXPECT_GE(pass.comm_ms, pass_tp - eps) << "step " << step;
+            EXPECT_GE(pass.exposed_comm_ms, pass_tp - eps) << "step " << step;
+          }
+          if (c.dp == 1 && c.pp == 1) {  // no dp reduction, no tied weights across stages
+            EXPECT_NEAR(sync.comm_ms, sync_tp, eps) << "step " << step;
+            EXPECT_NEAR(sync.exposed_comm_ms, sync_tp, eps) << "step " << step;
+          } else {
+            EXPECT_GE(sync.exposed_comm_ms, sync_tp - eps) << "step " << step;
+          }
+          EXPECT_EQ(sync_tp > 0, c.sequence_parallel) << "step " << step;
+        }
+      },
+      [&](int rank) {
+        CommOptions options;
+        options.observer = observers[static_cast<size_t>(rank)];
+        return options;
+      });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, MeshCommunication,
+                         ::testing::Values(MeshCase{.tp = 2},
+                                           MeshCase{.tp = 2, .sequence_parallel = true},
+                                           MeshCase{.tp = 4},
+                                           MeshCase{.dp = 2, .tp = 2, .sequence_parallel = true},
+                                           MeshCase{.tp = 2, .pp = 2}),
+                         caseName);
 
 }  // namespace
 }  // namespace ringmaster
