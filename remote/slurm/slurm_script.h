@@ -28,9 +28,10 @@ std::vector<std::string> sbatchOptions(const JobSpec& spec, const SlurmScriptPat
 
 // The whole script: "#!/bin/bash", an "#SBATCH <option>" line per sbatchOptions word, then the
 // body: MASTER_ADDR from the first node of `scontrol show hostnames "$SLURM_JOB_NODELIST"` (its
-// NodeAddr), MASTER_PORT launch.master_port or derived from SLURM_JOB_ID, and
-//   srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 --input=none \
-//     <node_binary> agent --spec <spec> --nnodes N --node-rank "$SLURM_NODEID" \
+// NodeAddr), MASTER_PORT launch.master_port or derived from SLURM_JOB_ID, and (its lines continued
+// with a backslash)
+//   srun --nodes=N --ntasks-per-node=1 --kill-on-bad-exit=1 --input=none
+//     <node_binary> agent --spec <spec> --nnodes N --node-rank "$SLURM_NODEID"
 //     --master "$MASTER_ADDR:$MASTER_PORT" --grace G --spool-dir <job_dir>/node-"$SLURM_NODEID"
 // with every path shell-quoted (shellQuote). $SLURM_NODEID is each node's own: srun runs
 // `/bin/bash -c 'exec "$1" agent ...' ringmaster-node-agent <node_binary> <spec> <master>

@@ -79,6 +79,14 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   jobs_ = new BackgroundJobs(this);
   auto* layout = new QVBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
+  addFilters(layout);
+  addRunTable(layout);
+  QPushButton* open = addButtons(layout);
+  connectControls(open);
+}
+
+// The error line, the name filter, the strategy, status and date filters, colour-by and its legend.
+void HistoryView::addFilters(QVBoxLayout* layout) {
   error_ = new QLabel();
   error_->setObjectName("historyError");
   error_->setWordWrap(true);
@@ -118,6 +126,9 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   legend_->setWordWrap(true);
   legend_->hide();
   layout->addWidget(legend_);
+}
+
+void HistoryView::addRunTable(QVBoxLayout* layout) {
   table_ = new QTableView();
   table_->setObjectName("historyTable");
   model_ = new RunListModel(this);
@@ -133,6 +144,10 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   enableCsvCopy(table_);
   layout->addWidget(table_, 1);
+}
+
+// Open, Compare, Attach, Cancel run and the organising buttons; returns Open.
+QPushButton* HistoryView::addButtons(QVBoxLayout* layout) {
   auto* buttons = new QHBoxLayout();
   auto* open = new QPushButton("Open");
   compare_ = new QPushButton("Compare");
@@ -159,6 +174,11 @@ HistoryView::HistoryView(QWidget* parent) : QWidget(parent) {
   addOrganising(layout, buttons);
   layout->addLayout(buttons);
 
+  return open;
+}
+
+// The filters refresh the list; the buttons follow the selection; the list polls every 500 ms.
+void HistoryView::connectControls(QPushButton* open) {
   connect(name_, &QLineEdit::textChanged, this, &HistoryView::refresh);
   connect(strategy_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);
   connect(status_, &QComboBox::currentIndexChanged, this, &HistoryView::refresh);

@@ -82,6 +82,10 @@ class HistoryView : public QWidget {
   void openSweep(qint64 sweep_id);
 
  private:
+  void addFilters(QVBoxLayout* layout);
+  void addRunTable(QVBoxLayout* layout);
+  QPushButton* addButtons(QVBoxLayout* layout);
+  void connectControls(QPushButton* open);
   void poll();
   void showError(const QString& error);
   // The colour-by picker's fields and the runs' colours from a list's spec groups.

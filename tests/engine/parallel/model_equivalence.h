@@ -197,8 +197,9 @@ inline TrainedModel trainPipelineModel(int world, const ModelFactory& make_model
     if (comm.rank() == 0) out.losses = losses;
     for (const NamedParameter& p : pipeline.parameters()) {
       std::vector<float> value = p.parameter->value.toFloatVector();
-      if (copies[p.name]++ > 0)
+      if (copies[p.name]++ > 0) {
         EXPECT_EQ(value, out.values[p.name]) << p.name << ": a tied parameter's copies differ";
+      }
       out.values[p.name] = std::move(value);
     }
   });
