@@ -114,6 +114,15 @@ MeshRun trainOneProcess(const Training& training, Precision precision) {
   return run;
 }
 
+// The samples of `step` that `rank`'s replica trains on: its dp share of the global batch.
+std::vector<int64_t> replicaSamples(const JobSpec& spec, const Training& training, int rank,
+                                    int step) {
+  const MeshCoordinates at = meshCoordinates(spec.strategy.mesh, rank);
+  const int64_t share = training.global_batch / spec.strategy.mesh.dp;
+  const std::vector<int64_t> all = testing::stepIndices(training, step);
+  return {all.begin() + at.dp * share, all.begin() + (at.dp + 1) * share};
+}
+
 MeshRun trainOnMesh(const MeshCase& c, const Training& training) {
   const JobSpec spec = meshSpec(c);
   const int world = spec.strategy.mesh.size();
@@ -123,13 +132,9 @@ MeshRun trainOnMesh(const MeshCase& c, const Training& training) {
     auto model = buildFor(spec);
     auto strategy = makeParallelStrategy({.model = *model, .world = &comm, .spec = spec});
     Sgd sgd = testing::makeSgd(strategy->optimizerParameters());
-    const MeshCoordinates at = meshCoordinates(spec.strategy.mesh, comm.rank());
-    const int64_t share = training.global_batch / c.dp;
     for (int step = 0; step < training.steps; ++step) {
-      const std::vector<int64_t> all = testing::stepIndices(training, step);
-      const std::vector<int64_t> samples(all.begin() + at.dp * share,
-                                         all.begin() + (at.dp + 1) * share);
-      results[static_cast<size_t>(comm.rank())].push_back(trainStep(*strategy, sgd, samples));
+      results[static_cast<size_t>(comm.rank())].push_back(
+          trainStep(*strategy, sgd, replicaSamples(spec, training, comm.rank(), step)));
     }
     const StateDict state = strategy->fullStateDict();
     if (comm.rank() == 0) run.values = testing::valuesOf(state);
@@ -270,12 +275,8 @@ TEST_P(MeshCommunication, TensorParallelCollectivesAreExposedCommunication) {
         auto model = buildFor(spec);
         auto strategy = makeParallelStrategy({.model = *model, .world = &comm, .spec = spec});
         TensorParallelDurations& tp = *observers[static_cast<size_t>(comm.rank())];
-        const MeshCoordinates at = meshCoordinates(spec.strategy.mesh, comm.rank());
-        const int64_t share = training.global_batch / c.dp;
         for (int step = 0; step < training.steps; ++step) {
-          const std::vector<int64_t> all = testing::stepIndices(training, step);
-          const std::vector<int64_t> samples(all.begin() + at.dp * share,
-                                             all.begin() + (at.dp + 1) * share);
+          const std::vector<int64_t> samples = replicaSamples(spec, training, comm.rank(), step);
           const double before_pass = tp.total();
           const BatchPass pass = strategy->trainBatch(samples, tokenWindows, 1, /*sync=*/true);
           const double pass_tp = tp.total() - before_pass;
