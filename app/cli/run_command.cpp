@@ -174,37 +174,65 @@ bool isSpoolWord(std::string_view line) {
 // Thrown out of an attach's loop by Ctrl-C: the follower stops, the detached job goes on.
 struct LeaveDetached {};
 
+// What is being run, where, and where it is recorded (and its checkpoints), on stderr.
+void printRunHeader(session::RunSession& run, const RunCommandOptions& options) {
+  const int64_t run_id = run.runId();
+  const JobSpec& spec = run.spec();
+  const int world = run.worldSize();
+  const bool colour = colourFor(stderr);
+  const std::string where =
+      run.local() ? fmt::format("{} local rank{}", world, world == 1 ? "" : "s")
+      : spec.launch.slurm
+          ? fmt::format("{} ranks under Slurm ({} node{} x {})", world, spec.launch.slurm->nodes,
+                        spec.launch.slurm->nodes == 1 ? "" : "s", spec.launch.slurm->ranks_per_node)
+          : fmt::format("{} rank{} over SSH on {} host{}", world, world == 1 ? "" : "s",
+                        spec.launch.hosts.size(), spec.launch.hosts.size() == 1 ? "" : "s");
+  fmt::print(stderr, "{} {}run {} '{}': {} on {}, recording to {}\n",
+             paint("ringmaster", Colour::kBold, colour),
+             run.attached()   ? "attached to "
+             : options.detach ? "detached "
+                              : "",
+             run_id, displaySafeLine(spec.name), strategyLabel(spec), where, options.db_path);
+  if (run.workerSpec().checkpoint) {
+    fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(run.workerSpec().checkpoint->dir),
+               run.resumedFrom() ? fmt::format(" (resuming run {}'s)", *run.resumedFrom()) : "");
+  }
+}
+
+// A detached run: its id on stdout (for scripts), how to reach it again on stderr.
+int reportDetached(session::RunSession& run, const RunCommandOptions& options,
+                   session::RunEventWriter* events) {
+  const int64_t run_id = run.runId();
+  if (options.json) {
+    fmt::print("{}\n",
+               nlohmann::json{{"run", run_id}, {"status", "detached"}, {"job_dirs", run.jobDirs()}}
+                   .dump());
+  } else {
+    fmt::print("{}\n", run_id);
+  }
+  if (!options.quiet) {
+    fmt::print(stderr,
+               "run {} is detached: its workers go on without this process (spool in {}).\n"
+               "follow it: ringmaster --db {} attach {}\nstop it:   ringmaster --db {} cancel "
+               "{}\n",
+               run_id, displaySafeLine(run.jobDirs().empty() ? "" : run.jobDirs()[0]),
+               options.db_path, run_id, options.db_path, run_id);
+  }
+  if (events)
+    events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
+  return kExitOk;
+}
+
 // `stop_leaves`: a stop signal leaves the run (attach) instead of cancelling it.
 int runSession(session::RunSession& run, const RunCommandOptions& options,
                session::RunEventWriter* events,
                const std::function<void(std::string_view)>& on_log = {}, bool stop_leaves = false) {
   const int64_t run_id = run.runId();
-  const JobSpec& spec = run.spec();
   const int world = run.worldSize();
   if (events) events->write({.event = "created", .run = run_id, .world_size = world});
 
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
-  const bool colour = colourFor(stderr);
-  if (!options.quiet) {
-    const std::string where =
-        run.local() ? fmt::format("{} local rank{}", world, world == 1 ? "" : "s")
-        : spec.launch.slurm
-            ? fmt::format("{} ranks under Slurm ({} node{} x {})", world, spec.launch.slurm->nodes,
-                          spec.launch.slurm->nodes == 1 ? "" : "s",
-                          spec.launch.slurm->ranks_per_node)
-            : fmt::format("{} rank{} over SSH on {} host{}", world, world == 1 ? "" : "s",
-                          spec.launch.hosts.size(), spec.launch.hosts.size() == 1 ? "" : "s");
-    fmt::print(stderr, "{} {}run {} '{}': {} on {}, recording to {}\n",
-               paint("ringmaster", Colour::kBold, colour),
-               run.attached()   ? "attached to "
-               : options.detach ? "detached "
-                                : "",
-               run_id, displaySafeLine(spec.name), strategyLabel(spec), where, options.db_path);
-    if (run.workerSpec().checkpoint) {
-      fmt::print(stderr, "checkpoints in {}{}\n", displaySafeLine(run.workerSpec().checkpoint->dir),
-                 run.resumedFrom() ? fmt::format(" (resuming run {}'s)", *run.resumedFrom()) : "");
-    }
-  }
+  if (!options.quiet) printRunHeader(run, options);
 
   ProgressDisplay display(!options.quiet, terminal);
   StopSignals signals;
@@ -271,28 +299,7 @@ int runSession(session::RunSession& run, const RunCommandOptions& options,
       events->write({.event = "finished", .run = run_id, .status = "", .exit_code = kExitFailed});
     return kExitFailed;
   }
-  if (outcome.status == "detached") {
-    // The run id on stdout (for scripts), how to reach the run again on stderr.
-    if (options.json) {
-      fmt::print(
-          "{}\n",
-          nlohmann::json{{"run", run_id}, {"status", "detached"}, {"job_dirs", run.jobDirs()}}
-              .dump());
-    } else {
-      fmt::print("{}\n", run_id);
-    }
-    if (!options.quiet) {
-      fmt::print(stderr,
-                 "run {} is detached: its workers go on without this process (spool in {}).\n"
-                 "follow it: ringmaster --db {} attach {}\nstop it:   ringmaster --db {} cancel "
-                 "{}\n",
-                 run_id, displaySafeLine(run.jobDirs().empty() ? "" : run.jobDirs()[0]),
-                 options.db_path, run_id, options.db_path, run_id);
-    }
-    if (events)
-      events->write({.event = "finished", .run = run_id, .status = "detached", .exit_code = 0});
-    return kExitOk;
-  }
+  if (outcome.status == "detached") return reportDetached(run, options, events);
   printRunReport(run.database(), run_id, options.json, options.report_on_stderr ? stderr : stdout);
   const int code = exitCodeOf(outcome.status);
   if (events)
