@@ -103,6 +103,48 @@ MemoryPart reduceScatterCopies(double input_bytes, int world, double element_byt
                       element_bytes, world)};
 }
 
+// A unit's gradient while reduced: float32, and its 16-bit copy under a 16-bit reduce_dtype.
+double bytesInReduction(double reduce_bytes) {
+  return reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
+}
+
+// The gradients' reduction, `reduced_unit` parameters being the unit whose reduction is counted.
+void appendReductionParts(const MemoryInputs& inputs, double reduced_unit,
+                          std::vector<MemoryPart>& parts) {
+  const FsdpSpec& fsdp = inputs.spec.strategy.fsdp;
+  const int world = inputs.world;
+  const double p = static_cast<double>(inputs.parameters);
+  const double shard = p / world;
+  const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
+  const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
+  const double in_reduction = bytesInReduction(reduce_bytes);
+  const std::string reduce_what =
+      reduce_bytes < kBytes ? std::string(toString(*fsdp.reduce_dtype)) : std::string("float32");
+  if (!no_shard) {
+    // parallel/fsdp.h: a unit's full float32 gradient lives through its backward and is
+    // reduce-scattered (16-bit: cast to a copy, the float32 one dropped); each unit's reduced
+    // shard waits for the step's gradient sync.
+    parts.push_back(
+        {"gradients in reduction (transient)", shard * reduce_bytes + reduced_unit * in_reduction,
+         fmt::format("{} B × Ψ / N: each unit's reduced {} shard until the step's gradient "
+                     "sync, and {} B × the unit reduced: its flat float32 gradient{} while it "
+                     "is reduce-scattered",
+                     reduce_bytes, reduce_what, in_reduction,
+                     reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
+    // On one host (shared memory) the reduce-scatter copies nothing; but with a 16-bit
+    // reduction the measured peak there still holds about that much more than the parts above
+    // explain (fsdp_mlp_bf16: 12.95 MiB measured over shared memory, 11.42 MiB estimated without
+    // this part; issue 36), so the part stays for 16-bit reductions until that is found.
+    if (usesGloo(inputs.spec) || reduce_bytes < kBytes)
+      parts.push_back(reduceScatterCopies(reduced_unit * reduce_bytes, world, reduce_bytes));
+  } else if (reduce_bytes < kBytes) {
+    parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
+                     fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
+                                 "the step's gradient sync",
+                                 reduce_what)});
+  }
+}
+
 class FsdpPlan final : public DimensionPlan {
  public:
   MeshDim dim() const override { return MeshDim::kDp; }
@@ -152,7 +194,6 @@ class FsdpPlan final : public DimensionPlan {
     const int world = inputs.world;
     const int64_t psi = inputs.parameters, batch = inputs.spec.train.batch_size;
     const double p = static_cast<double>(psi);
-    const double shard = p / world;
     const bool no_shard = fsdp.sharding == FsdpSharding::kNoShard;
     const auto [units, spans] = layerUnits(inputs);
     double held = 0;  // the spanning units, gathered while the blocks between them run
@@ -172,8 +213,7 @@ class FsdpPlan final : public DimensionPlan {
     const double gather_bytes = bytesOf(fsdp.param_dtype);
     const bool low_gather = gather_bytes < kBytes;
     const double reduce_bytes = bytesOf(fsdp.reduce_dtype);
-    // A unit's gradient while reduced: float32, and its 16-bit copy under a 16-bit reduce_dtype.
-    const double in_reduction = reduce_bytes < kBytes ? kBytes + reduce_bytes : kBytes;
+    const double in_reduction = bytesInReduction(reduce_bytes);
     double reduced_unit = std::max(largest, held);  // the unit whose reduction is counted
     std::vector<MemoryPart> parts = {
         {"parameters", flat.held,
@@ -244,31 +284,7 @@ class FsdpPlan final : public DimensionPlan {
                                    "read (no_shard keeps the parameters whole)",
                                    toString(*fsdp.param_dtype))});
     }
-    const std::string reduce_what =
-        reduce_bytes < kBytes ? std::string(toString(*fsdp.reduce_dtype)) : std::string("float32");
-    if (!no_shard) {
-      // parallel/fsdp.h: a unit's full float32 gradient lives through its backward and is
-      // reduce-scattered (16-bit: cast to a copy, the float32 one dropped); each unit's reduced
-      // shard waits for the step's gradient sync.
-      parts.push_back(
-          {"gradients in reduction (transient)", shard * reduce_bytes + reduced_unit * in_reduction,
-           fmt::format("{} B × Ψ / N: each unit's reduced {} shard until the step's gradient "
-                       "sync, and {} B × the unit reduced: its flat float32 gradient{} while it "
-                       "is reduce-scattered",
-                       reduce_bytes, reduce_what, in_reduction,
-                       reduce_bytes < kBytes ? fmt::format(" and the {} copy", reduce_what) : "")});
-      // On one host (shared memory) the reduce-scatter copies nothing; but with a 16-bit
-      // reduction the measured peak there still holds about that much more than the parts above
-      // explain (fsdp_mlp_bf16: 12.95 MiB measured over shared memory, 11.42 MiB estimated without
-      // this part; issue 36), so the part stays for 16-bit reductions until that is found.
-      if (usesGloo(inputs.spec) || reduce_bytes < kBytes)
-        parts.push_back(reduceScatterCopies(reduced_unit * reduce_bytes, world, reduce_bytes));
-    } else if (reduce_bytes < kBytes) {
-      parts.push_back({"16-bit reduce buffers (transient)", p * reduce_bytes,
-                       fmt::format("2 B × Ψ: each unit's {} copy, from its all-reduce's start to "
-                                   "the step's gradient sync",
-                                   reduce_what)});
-    }
+    appendReductionParts(inputs, reduced_unit, parts);
     return parts;
   }
 };
