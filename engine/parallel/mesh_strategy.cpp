@@ -56,6 +56,13 @@ std::vector<ParameterInfo> wholeModelParameters(const JobSpec& spec, Sequential&
   return out;
 }
 
+// Communication the caller waited on at once (tensor parallelism's): all of it is exposed.
+template <typename Timing>
+void addBlockingComm(Timing& timing, double ms) {
+  timing.comm_ms += ms;
+  timing.exposed_comm_ms += ms;
+}
+
 // What every mesh runtime shares: the mesh, this rank's model and the rule of which tp rank
 // counts a parameter.
 class MeshParts {
@@ -124,18 +131,14 @@ class MeshModelStrategy final : public WholeModelStrategy {
                        int accumulation, bool sync) override {
     const double tp_before = parts_.tensorParallelMs();
     BatchPass pass = WholeModelStrategy::trainBatch(indices, make_batch, accumulation, sync);
-    const double tp_ms = parts_.tensorParallelMs() - tp_before;
-    pass.comm_ms += tp_ms;
-    pass.exposed_comm_ms += tp_ms;
+    addBlockingComm(pass, parts_.tensorParallelMs() - tp_before);
     return pass;
   }
   GradientSyncTiming finishGradientSync() override {
     GradientSyncTiming timing = dp_->finishGradientSync();
     if (parts_.sequenceParallel()) {
-      const double tp_ms = parts_.sumSequenceParallelGradients(
-          dp_->gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
-      timing.comm_ms += tp_ms;
-      timing.exposed_comm_ms += tp_ms;
+      addBlockingComm(timing, parts_.sumSequenceParallelGradients(dp_->gradientsOf(
+                                  [&](const std::string& name) { return parts_.tpWhole(name); })));
     }
     return timing;
   }
@@ -242,10 +245,8 @@ class MeshPipelineStrategy final : public ParallelStrategy {
       timing.exposed_comm_ms += replica.exposed_comm_ms;
     }
     if (parts_.sequenceParallel()) {
-      const double tp_ms = parts_.sumSequenceParallelGradients(
-          gradientsOf([&](const std::string& name) { return parts_.tpWhole(name); }));
-      timing.comm_ms += tp_ms;
-      timing.exposed_comm_ms += tp_ms;
+      addBlockingComm(timing, parts_.sumSequenceParallelGradients(gradientsOf(
+                                  [&](const std::string& name) { return parts_.tpWhole(name); })));
     }
     return timing;
   }
