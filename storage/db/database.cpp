@@ -21,12 +21,60 @@
 #include "core/error.h"
 #include "db/files.h"
 #include "db/step_columns.h"
+#include "db/step_rollups.h"
 
 namespace ringmaster::storage {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+// Migration 20 (issue 36): the step columns' rollups as one row per run, width, rank and bucket
+// holding every column (step_rollups.h), so a batch writes one rollup row per bucket, not one per
+// column: the upserts of scalar_rollups had cost the recorder a fifth of its writer's time. The
+// step columns' rows of scalar_rollups move there, pivoted. The columns are those of schema 19,
+// written out: a step column added later adds its rollup columns in its own migration.
+std::string stepRollupsMigrationSql() {
+  static constexpr std::string_view kColumnsAtSchema19[] = {
+      "wall_time_s",   "loss",       "lr",           "samples",
+      "step_ms",       "compute_ms", "comm_ms",      "exposed_comm_ms",
+      "mem_allocated", "mem_peak",   "mem_reserved", "device_mem_used",
+      "grad_norm",     "accuracy",   "tokens",       "tokens_per_s",
+      "mfu",           "loss_scale", "skipped"};
+  std::vector<std::string> definitions, columns, pivots, names;
+  for (std::string_view column : kColumnsAtSchema19) {
+    for (std::string_view part : kStepRollupParts) {
+      const bool whole = part == "n" || part == "first" || part == "last";
+      definitions.push_back(
+          fmt::format("  {} {}", stepRollupColumn(column, part), whole ? "INTEGER" : "REAL"));
+    }
+    columns.push_back(stepRollupColumns(column));
+    pivots.push_back(fmt::format(
+        "max(CASE WHEN m.name = '{0}' THEN r.n END), max(CASE WHEN m.name = '{0}' THEN r.sum END), "
+        "max(CASE WHEN m.name = '{0}' THEN r.min END), max(CASE WHEN m.name = '{0}' THEN r.max "
+        "END), max(CASE WHEN m.name = '{0}' THEN r.first_step END), max(CASE WHEN m.name = '{0}' "
+        "THEN r.last_step END), max(CASE WHEN m.name = '{0}' THEN r.last_value END)",
+        column));
+    names.push_back(fmt::format("'{}'", column));
+  }
+  return fmt::format(R"sql(
+CREATE TABLE step_rollups (
+  run_id INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  width INTEGER NOT NULL,             -- steps per bucket: 64, 512 or 4096
+  rank INTEGER NOT NULL,
+  bucket INTEGER NOT NULL,            -- step / width
+{0},
+  PRIMARY KEY (run_id, width, rank, bucket)
+);
+INSERT INTO step_rollups (run_id, width, rank, bucket, {1})
+  SELECT r.run_id, r.width, r.rank, r.bucket, {2}
+  FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id
+  WHERE m.name IN ({3}) GROUP BY r.run_id, r.width, r.rank, r.bucket;
+DELETE FROM scalar_rollups WHERE metric_id IN (SELECT id FROM metrics WHERE name IN ({3}));
+)sql",
+                     fmt::join(definitions, ",\n"), fmt::join(columns, ", "),
+                     fmt::join(pivots, ", "), fmt::join(names, ", "));
+}
 
 // Migration i (0-based) takes a database from user_version i to i + 1. Append, never edit: a
 // database written by an older build must reach the current version through every step.
@@ -35,8 +83,8 @@ namespace fs = std::filesystem;
 // holds anything else for it: a view holds no data, no later migration reads it, the only files
 // at versions 5 to 13 are earlier builds' (this build migrates every file it opens to the
 // latest), and migration 14 drops the view those left, so every file ends the same.
-const std::vector<const char*>& migrationSql() {
-  static const std::vector<const char*> kMigrations = {
+const std::vector<std::string>& migrationSql() {
+  static const std::vector<std::string> kMigrations = {
       // 1: runs, their attempts and ranks, and everything the telemetry protocol carries.
       R"sql(
 CREATE TABLE runs (
@@ -497,6 +545,7 @@ CREATE TABLE sweep_members (
 ) WITHOUT ROWID;
 CREATE INDEX sweep_members_by_run ON sweep_members (run);
 )sql",
+      stepRollupsMigrationSql(),
   };
   return kMigrations;
 }
@@ -516,6 +565,25 @@ std::string scalarPointsViewSql() {
         "\nUNION ALL SELECT run_id, rank, '{0}', step, {0}, attempt FROM steps WHERE {0} IS NOT "
         "NULL",
         column);
+  }
+  return sql;
+}
+
+// `series_rollups` (run_id, metric, rank, width, bucket, n, sum, min, max, first_step, last_step,
+// last_value): every rollup bucket of every series as one long table, as scalar_points is for the
+// points: the custom metrics' rows of `scalar_rollups` and a row per step column with values in a
+// row of `step_rollups`. A TEMP view of every connection, as scalar_points.
+std::string seriesRollupsViewSql() {
+  std::string sql =
+      "CREATE TEMP VIEW IF NOT EXISTS series_rollups (run_id, metric, rank, width, bucket, n, sum, "
+      "min, max, first_step, last_step, last_value) AS SELECT r.run_id, m.name, r.rank, r.width, "
+      "r.bucket, r.n, r.sum, r.min, r.max, r.first_step, r.last_step, r.last_value FROM "
+      "scalar_rollups r JOIN metrics m ON m.id = r.metric_id";
+  for (const std::string_view column : kStepColumns) {
+    sql += fmt::format(
+        "\nUNION ALL SELECT run_id, '{0}', rank, width, bucket, {1} FROM step_rollups WHERE {0}_n "
+        "> 0",
+        column, stepRollupColumns(column));
   }
   return sql;
 }
@@ -801,6 +869,7 @@ void Database::openReadOnly() {
                         : "open it once where it can be written, so that it is upgraded"));
   }
   exec(scalarPointsViewSql());
+  exec(seriesRollupsViewSql());
 }
 
 Database::~Database() {
@@ -856,7 +925,10 @@ void migrate(Database& db, int target) {
     });
   }
   // The view reads the current schema's step columns: an older one (a test's) goes without.
-  if (target == currentSchemaVersion()) db.exec(scalarPointsViewSql());
+  if (target == currentSchemaVersion()) {
+    db.exec(scalarPointsViewSql());
+    db.exec(seriesRollupsViewSql());
+  }
 }
 
 }  // namespace ringmaster::storage

@@ -12,35 +12,62 @@
 
 #include "db/statement.h"
 #include "db/step_columns.h"
+#include "db/step_rollups.h"
 
 namespace ringmaster::storage {
 
 namespace {
 
-// A metric's identity and where its points are: a step event's field is a column of `steps`, any
-// other metric rows of `scalars`. Its rollups are keyed by the metric's id either way.
+// A metric's identity and where its points and rollups are: a step event's field is a column of
+// `steps` with its rollups in `step_rollups`, any other metric rows of `scalars` and of
+// `scalar_rollups`, keyed by the metric's id.
 struct MetricSource {
   int64_t id = 0;
-  std::string points_sql;  // ?1 run, ?2 metric id (scalars only), ?3 rank, ?4..?5 the steps
+  std::string points_sql;   // ?1 run, ?2 metric id (scalars only), ?3 rank, ?4..?5 the steps
+  std::string rollups_sql;  // (bucket, n, sum, min, max, first, last, last value) of buckets with
+                            // points; ?1 run, ?2 metric id, ?3 rank, ?4 width, ?5..?6 the buckets
+  std::string extent_sql;   // the series' first and last step; ?1 run, ?2 metric id, ?3 rank,
+                            // ?4 width
 };
+
+MetricSource stepColumnSource(int64_t id, const std::string& column) {
+  // A fixed column name, never the caller's text.
+  const std::string n = stepRollupColumn(column, "n");
+  const std::string rollups =
+      fmt::format("FROM step_rollups WHERE run_id = ?1 AND width = ?4 AND rank = ?3 AND {} > 0", n);
+  return {.id = id,
+          .points_sql = fmt::format("SELECT step, {0} FROM steps WHERE run_id = ?1 AND rank = ?3 "
+                                    "AND step BETWEEN ?4 AND ?5 AND {0} IS NOT NULL",
+                                    column),
+          .rollups_sql = fmt::format("SELECT bucket, {} {} AND bucket BETWEEN ?5 AND ?6",
+                                     stepRollupColumns(column), rollups),
+          .extent_sql = fmt::format(
+              "SELECT (SELECT {0} {2} ORDER BY bucket LIMIT 1), (SELECT {1} {2} "
+              "ORDER BY bucket DESC LIMIT 1)",
+              stepRollupColumn(column, "first"), stepRollupColumn(column, "last"), rollups)};
+}
+
+MetricSource customMetricSource(int64_t id) {
+  const std::string rollups =
+      "FROM scalar_rollups WHERE run_id = ?1 AND metric_id = ?2 AND rank = ?3 AND width = ?4";
+  return {.id = id,
+          .points_sql =
+              "SELECT step, value FROM scalars WHERE run_id = ?1 AND metric_id = ?2 AND "
+              "rank = ?3 AND step BETWEEN ?4 AND ?5",
+          .rollups_sql = "SELECT bucket, n, sum, min, max, first_step, last_step, last_value " +
+                         rollups + " AND bucket BETWEEN ?5 AND ?6",
+          .extent_sql = fmt::format("SELECT (SELECT first_step {0} ORDER BY bucket LIMIT 1), "
+                                    "(SELECT last_step {0} ORDER BY bucket DESC LIMIT 1)",
+                                    rollups)};
+}
 
 std::optional<MetricSource> metricSource(const Database& db, const std::string& name) {
   Statement select(db, "SELECT id FROM metrics WHERE name = ?");
   select.bind(1, name);
   if (!select.run()) return std::nullopt;
-  MetricSource source{.id = select.columnInt(0)};
+  const int64_t id = select.columnInt(0);
   select.reset();
-  if (isStepColumn(name)) {  // a fixed column name, never the caller's text
-    source.points_sql = fmt::format(
-        "SELECT step, {0} FROM steps WHERE run_id = ?1 AND rank = ?3 AND step BETWEEN ?4 AND ?5 "
-        "AND {0} IS NOT NULL",
-        name);
-  } else {
-    source.points_sql =
-        "SELECT step, value FROM scalars WHERE run_id = ?1 AND metric_id = ?2 AND rank = ?3 AND "
-        "step BETWEEN ?4 AND ?5";
-  }
-  return source;
+  return isStepColumn(name) ? stepColumnSource(id, name) : customMetricSource(id);
 }
 
 struct Extent {
@@ -50,15 +77,12 @@ struct Extent {
 
 constexpr int64_t kLastStep = std::numeric_limits<int64_t>::max();
 
-// The first and last step of a rank's series, from its narrowest rollups (written in the same
-// transaction as the points): two index seeks whichever table holds the points.
-Extent stepExtent(const Database& db, int64_t run_id, int64_t metric_id, int rank) {
-  Statement select(db,
-                   "SELECT (SELECT first_step FROM scalar_rollups WHERE run_id = ?1 AND "
-                   "metric_id = ?2 AND rank = ?3 AND width = ?4 ORDER BY bucket LIMIT 1), "
-                   "(SELECT last_step FROM scalar_rollups WHERE run_id = ?1 AND metric_id = ?2 "
-                   "AND rank = ?3 AND width = ?4 ORDER BY bucket DESC LIMIT 1)");
-  select.bind(1, run_id).bind(2, metric_id).bind(3, rank).bind(4, kRollupWidths[0]);
+// The first and last step of a rank's series, from its widest rollups (written in the same
+// transaction as the points): the first bucket holds the first step, the last the last.
+Extent stepExtent(const Database& db, int64_t run_id, const MetricSource& metric, int rank) {
+  Statement select(db, metric.extent_sql);
+  select.bind(1, run_id).bind(2, metric.id).bind(3, rank);
+  select.bind(4, kRollupWidths[std::size(kRollupWidths) - 1]);
   Extent extent;
   if (select.run() && !select.isNull(0) && !select.isNull(1))
     extent = {std::max<int64_t>(0, select.columnInt(0)), select.columnInt(1)};
@@ -136,10 +160,7 @@ void readRank(const Database& db, int64_t run_id, const MetricSource& metric, in
   if (last_bucket * w - 1 < static_cast<uint64_t>(grid.last))
     readPoints(db, run_id, metric, rank, static_cast<int64_t>(last_bucket * w), grid.last, grid,
                into);
-  Statement select(db,
-                   "SELECT bucket, n, sum, min, max, first_step, last_step, last_value FROM "
-                   "scalar_rollups WHERE run_id = ? AND metric_id = ? AND rank = ? AND width = ? "
-                   "AND bucket BETWEEN ? AND ?");
+  Statement select(db, metric.rollups_sql);
   select.bind(1, run_id).bind(2, metric.id).bind(3, rank).bind(4, static_cast<int64_t>(w));
   select.bind(5, static_cast<int64_t>(first_bucket)).bind(6, static_cast<int64_t>(last_bucket) - 1);
   while (select.run()) {
@@ -183,7 +204,7 @@ Series loadSeries(const Database& db, int64_t run_id, const std::string& metric,
   Series series;
   const std::optional<MetricSource> source = metricSource(db, metric);
   if (!source) return series;
-  const std::optional<Grid> grid = gridFor(stepExtent(db, run_id, source->id, rank), range);
+  const std::optional<Grid> grid = gridFor(stepExtent(db, run_id, *source, rank), range);
   if (!grid) return series;
   std::vector<SeriesSummary> buckets(static_cast<size_t>(grid->count));
   readRank(db, run_id, *source, rank, *grid, buckets);
@@ -213,7 +234,7 @@ Band loadRankBand(const Database& db, int64_t run_id, const std::string& metric,
   Extent all;
   std::vector<int> ranks;
   for (int rank : among) {
-    const Extent extent = stepExtent(db, run_id, source->id, rank);
+    const Extent extent = stepExtent(db, run_id, *source, rank);
     if (extent.empty()) continue;
     ranks.push_back(rank);
     all = all.empty() ? extent

@@ -92,7 +92,7 @@ void CustomMetricStore::store(int64_t rank, int64_t step, int attempt, double t,
     }
     insert_.bind(1, run_id_).bind(2, *id).bind(3, rank).bind(4, step).bind(5, value);
     insert_.bind(6, int64_t{attempt}).run();
-    rollups.add(*id, rank, step, value);
+    rollups.add({*id, rank}, step, value);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "db/database.h"
 #include "db/run_mesh.h"
+#include "db/step_rollups.h"
 #include "telemetry/codec.h"
 
 namespace ringmaster::storage {
@@ -30,6 +31,59 @@ std::string stepUpdateSql() {
     sets.push_back(fmt::format("{} = ?{}", kStepColumns[i], i + 5));
   return fmt::format("UPDATE steps SET {} WHERE run_id = ?1 AND rank = ?2 AND step = ?3",
                      fmt::join(sets, ", "));
+}
+
+// The upsert of a step_rollups row: ?1 run, ?2 width, ?3 rank, ?4 bucket, then each column's
+// seven parts (kStepRollupParts) in the order of kStepColumns. A row already there (a bucket a
+// batch boundary cut, or steps out of order) is merged with it part by part; a part NULL on one
+// side (the column had no value there) takes the other's.
+std::string stepRollupUpsertSql() {
+  std::vector<std::string> columns, values, merges;
+  size_t next = 5;
+  for (std::string_view column : kStepColumns) {
+    columns.push_back(stepRollupColumns(column));
+    for (size_t part = 0; part < kStepRollupParts.size(); ++part)
+      values.push_back(fmt::format("?{}", next++));
+    const auto merged = [&](std::string_view part, std::string_view how) {
+      const std::string name = stepRollupColumn(column, part);
+      merges.push_back(fmt::format("{0} = coalesce({1}, {0}, excluded.{0})", name,
+                                   fmt::format(fmt::runtime(how), name)));
+    };
+    merged("n", "{0} + excluded.{0}");
+    merged("sum", "{0} + excluded.{0}");
+    merged("min", "min({0}, excluded.{0})");
+    merged("max", "max({0}, excluded.{0})");
+    merged("first", "min({0}, excluded.{0})");
+    merged("last", "max({0}, excluded.{0})");
+    merges.push_back(fmt::format(
+        "{0} = CASE WHEN {1} IS NULL OR excluded.{1} >= {1} THEN coalesce(excluded.{0}, {0}) "
+        "ELSE {0} END",
+        stepRollupColumn(column, "last_value"), stepRollupColumn(column, "last")));
+  }
+  return fmt::format(
+      "INSERT INTO step_rollups (run_id, width, rank, bucket, {}) VALUES (?1, ?2, ?3, ?4, {}) "
+      "ON CONFLICT (run_id, width, rank, bucket) DO UPDATE SET {}",
+      fmt::join(columns, ", "), fmt::join(values, ", "), fmt::join(merges, ", "));
+}
+
+// A step_rollups row computed from the `steps` rows of its bucket: ?1 run, ?2 width, ?3 rank,
+// ?4 bucket, ?5 .. ?6 its steps.
+std::string stepRollupRecomputeSql() {
+  std::vector<std::string> columns, parts;
+  const std::string where = "run_id = ?1 AND rank = ?3 AND step BETWEEN ?5 AND ?6";
+  for (std::string_view column : kStepColumns) {
+    columns.push_back(stepRollupColumns(column));
+    // NULL rather than 0 where the column has no value in the bucket, as the writer leaves it.
+    parts.push_back(fmt::format(
+        "nullif(count({0}), 0), CASE WHEN count({0}) > 0 THEN total({0}) END, min({0}), max({0}), "
+        "min(CASE WHEN {0} IS NOT NULL THEN step END), max(CASE WHEN {0} IS NOT NULL THEN step "
+        "END), (SELECT {0} FROM steps WHERE {1} AND {0} IS NOT NULL ORDER BY step DESC LIMIT 1)",
+        column, where));
+  }
+  return fmt::format(
+      "INSERT OR REPLACE INTO step_rollups (run_id, width, rank, bucket, {}) SELECT ?1, ?2, ?3, "
+      "?4, {} FROM steps WHERE {} HAVING count(*) > 0",
+      fmt::join(columns, ", "), fmt::join(parts, ", "), where);
 }
 
 }  // namespace
@@ -104,6 +158,7 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
               "first_step = min(first_step, excluded.first_step), "
               "last_value = CASE WHEN excluded.last_step >= last_step THEN excluded.last_value "
               "ELSE last_value END, last_step = max(last_step, excluded.last_step)"),
+      step_rollup_(db, stepRollupUpsertSql()),
       counts_(db,
               "UPDATE attempts SET events_stored = events_stored + ?, "
               "events_duplicate = events_duplicate + ?, lines_malformed = lines_malformed + ? "
@@ -171,17 +226,11 @@ void EventStore::loadRankAttempts(Database& db) {
   }
 }
 
+// The step columns are series by name like any metric (metricNames, the compare view's list).
 void EventStore::registerStepMetrics(Database& db) {
   db.transaction([&] {
     Statement insert(db, "INSERT OR IGNORE INTO metrics (name) VALUES (?)");
-    Statement select(db, "SELECT id FROM metrics WHERE name = ?");
-    for (size_t i = 0; i < kStepColumns.size(); ++i) {
-      insert.bind(1, kStepColumns[i]).run();
-      select.bind(1, kStepColumns[i]);
-      RM_ENFORCE(select.run(), "a metric row just inserted is missing");
-      step_metric_ids_[i] = select.columnInt(0);
-      select.reset();
-    }
+    for (std::string_view column : kStepColumns) insert.bind(1, column).run();
   });
 }
 
@@ -244,10 +293,27 @@ void EventStore::writeSeqRanges() {
 
 void EventStore::writeRollups() {
   for (const auto& b : rollups_.take()) {
-    rollup_.bind(1, run_id_).bind(2, b.metric_id).bind(3, b.rank).bind(4, b.width);
+    rollup_.bind(1, run_id_).bind(2, b.key.metric_id).bind(3, b.key.rank).bind(4, b.width);
     rollup_.bind(5, b.bucket).bind(6, b.summary.count).bind(7, b.summary.sum);
     rollup_.bind(8, b.summary.min).bind(9, b.summary.max).bind(10, b.summary.first_step);
     rollup_.bind(11, b.summary.last_step).bind(12, b.summary.last_value).run();
+  }
+  for (const auto& b : step_rollups_.take()) {
+    step_rollup_.bind(1, run_id_).bind(2, b.width).bind(3, b.key).bind(4, b.bucket);
+    int first = 5;  // the column's first part
+    for (const SeriesSummary& column : b.summary.columns) {
+      if (column.empty()) {
+        for (int part = 0; part < static_cast<int>(kStepRollupParts.size()); ++part)
+          step_rollup_.bind(first + part, std::optional<double>());
+      } else {
+        step_rollup_.bind(first, column.count).bind(first + 1, column.sum);
+        step_rollup_.bind(first + 2, column.min).bind(first + 3, column.max);
+        step_rollup_.bind(first + 4, column.first_step).bind(first + 5, column.last_step);
+        step_rollup_.bind(first + 6, column.last_value);
+      }
+      first += static_cast<int>(kStepRollupParts.size());
+    }
+    step_rollup_.run();
   }
 }
 
@@ -288,31 +354,14 @@ void EventStore::beginAttempt(const TelemetryEvent& e, int attempt) {
 // and an old minimum or maximum cannot be taken out.
 void EventStore::recomputeRestoredBuckets() {
   if (restored_buckets_.empty()) return;
-  if (recompute_.empty()) {
-    for (std::string_view column : kStepColumns) {
-      const std::string where = fmt::format(
-          "FROM steps WHERE run_id = ?1 AND rank = ?3 AND step BETWEEN ?6 AND ?7 AND {} IS NOT "
-          "NULL",
-          column);
-      recompute_.push_back(std::make_unique<Statement>(
-          database_,
-          fmt::format("INSERT INTO scalar_rollups (run_id, metric_id, rank, width, bucket, n, "
-                      "sum, min, max, first_step, last_step, last_value) SELECT ?1, ?2, ?3, "
-                      "?4, ?5, count(*), total({0}), min({0}), max({0}), min(step), max(step), "
-                      "(SELECT {0} {1} ORDER BY step DESC LIMIT 1) {1} HAVING count(*) > 0",
-                      column, where)));
-    }
-  }
+  if (!recompute_) recompute_ = std::make_unique<Statement>(database_, stepRollupRecomputeSql());
   Statement erase(database_,
                   "DELETE FROM scalar_rollups WHERE run_id = ? AND rank = ? AND width = ? AND "
                   "bucket = ?");
   for (const auto& [rank, width, bucket] : restored_buckets_) {
+    recompute_->bind(1, run_id_).bind(2, width).bind(3, rank).bind(4, bucket);
+    recompute_->bind(5, bucket * width).bind(6, bucket * width + width - 1).run();
     erase.bind(1, run_id_).bind(2, rank).bind(3, width).bind(4, bucket).run();
-    for (size_t i = 0; i < kStepColumns.size(); ++i) {
-      Statement& insert = *recompute_[i];
-      insert.bind(1, run_id_).bind(2, step_metric_ids_[i]).bind(3, rank).bind(4, width);
-      insert.bind(5, bucket).bind(6, bucket * width).bind(7, bucket * width + width - 1).run();
-    }
     custom_metrics_.recomputeBucket(rank, width, bucket);
   }
   restored_buckets_.clear();
@@ -363,8 +412,7 @@ void EventStore::storeBody(const TelemetryEvent& e, const StepEvent& s) {
     range->second.first = std::min(range->second.first, s.step);
     range->second.second = std::max(range->second.second, s.step);
   }
-  for (size_t i = 0; i < values.size(); ++i)
-    if (!std::isnan(values[i])) rollups_.add(step_metric_ids_[i], e.rank, s.step, values[i]);
+  step_rollups_.add(int64_t{e.rank}, s.step, values);
   custom_metrics_.store(e.rank, s.step, event_attempt_, e.time, restored, s.metrics, rollups_);
 }
 void EventStore::storeBody(const TelemetryEvent& e, const CommEvent& c) {

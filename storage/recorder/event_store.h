@@ -61,7 +61,7 @@ class EventStore : private CommRowWriter {
   void loadWorldSize(Database& db);
   void loadStoredSeqs(Database& db);
   void loadRankAttempts(Database& db);
-  // The metric ids of the step columns, inserted when missing.
+  // The step columns' names in `metrics`, inserted when missing.
   void registerStepMetrics(Database& db);
 
   int attemptOf(int64_t rank) const;
@@ -94,19 +94,20 @@ class EventStore : private CommRowWriter {
   MeshAxes mesh_;           // the run's, as stored (issue 34)
   Database& database_;
   Statement seq_write_, seq_erase_, rank_, run_mesh_, rank_done_, step_insert_, step_update_, comm_,
-      comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, counts_;
+      comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, step_rollup_,
+      counts_;
   Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
   CollectiveMatcher collectives_{*this};
-  std::array<int64_t, kStepColumns.size()> step_metric_ids_{};
   std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
   std::map<int64_t, int> rank_attempt_;                // by rank; absent: attempt_
-  RollupAccumulator rollups_;
-  CustomMetricStore custom_metrics_;  // the steps' custom metrics, as rows of `scalars`
+  RollupAccumulator rollups_;           // the custom metrics' buckets (scalar_rollups)
+  StepRollupAccumulator step_rollups_;  // the step columns' (step_rollups)
+  CustomMetricStore custom_metrics_;    // the steps' custom metrics, as rows of `scalars`
   // Since the last batch: (rank, width, bucket) of the rollups holding a step stored again, and
   // each attempt's first and last step stored.
   std::set<std::tuple<int64_t, int64_t, int64_t>> restored_buckets_;
   std::map<int, std::pair<int64_t, int64_t>> attempt_steps_seen_;
-  std::vector<std::unique_ptr<Statement>> recompute_;  // per step column, made when first needed
+  std::unique_ptr<Statement> recompute_;  // a step_rollups row from `steps`, made when first needed
 };
 
 }  // namespace ringmaster::storage

@@ -1,7 +1,11 @@
-// RollupAccumulator: the rollup buckets (scalar_rollups, widths kRollupWidths) one batch of the
-// recorder touched, summarised in memory so that each bucket is written with one upsert per batch.
+// The rollup buckets (widths kRollupWidths) one batch of the recorder touched, summarised in
+// memory so that each bucket is written with one upsert per batch: a custom metric's in
+// `scalar_rollups` (RollupAccumulator, a bucket per metric and rank), the step columns' in
+// `step_rollups` (StepRollupAccumulator, a bucket per rank holding every column).
 #pragma once
 
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -11,30 +15,34 @@
 #include <vector>
 
 #include "db/series_summary.h"
+#include "db/step_columns.h"
 
 namespace ringmaster::storage {
 
-// The rollup buckets a batch touched. Points of one series arrive in step order, so each series
-// keeps one open bucket per width and hands it over when a point falls outside it: one hash lookup
-// per point, none per bucket. A bucket handed over twice (steps out of order) is merged by the
-// upsert.
-class RollupAccumulator {
+// The buckets a batch touched, per series `Key`. Points of one series arrive in step order, so
+// each series keeps one open bucket per width and hands it over when a point falls outside it: one
+// hash lookup per point, none per bucket. A bucket handed over twice (steps out of order) is
+// merged by the upsert. `Summary` has add(step, point...) and empty().
+template <typename Key, typename Summary, typename Hash = std::hash<Key>>
+class BucketAccumulator {
  public:
   struct Bucket {
-    int64_t metric_id, rank, width, bucket;
-    SeriesSummary summary;
+    Key key;
+    int64_t width, bucket;
+    Summary summary;
   };
 
-  void add(int64_t metric_id, int64_t rank, int64_t step, double value) {
-    OpenBuckets& open = series_[{metric_id, rank}];
+  template <typename... Point>
+  void add(const Key& key, int64_t step, const Point&... point) {
+    OpenBuckets& open = series_[key];
     for (size_t w = 0; w < std::size(kRollupWidths); ++w) {
       const int64_t bucket = step / kRollupWidths[w];
       if (!open.summary[w].empty() && open.bucket[w] != bucket) {
-        done_.push_back({metric_id, rank, kRollupWidths[w], open.bucket[w], open.summary[w]});
+        done_.push_back({key, kRollupWidths[w], open.bucket[w], open.summary[w]});
         open.summary[w] = {};
       }
       open.bucket[w] = bucket;
-      open.summary[w].add(step, value);
+      open.summary[w].add(step, point...);
     }
   }
 
@@ -43,8 +51,7 @@ class RollupAccumulator {
     for (auto& [key, open] : series_)
       for (size_t w = 0; w < std::size(kRollupWidths); ++w)
         if (!open.summary[w].empty())
-          done_.push_back(
-              {key.first, key.second, kRollupWidths[w], open.bucket[w], open.summary[w]});
+          done_.push_back({key, kRollupWidths[w], open.bucket[w], open.summary[w]});
     series_.clear();
     return std::exchange(done_, {});
   }
@@ -52,17 +59,42 @@ class RollupAccumulator {
  private:
   struct OpenBuckets {
     int64_t bucket[std::size(kRollupWidths)] = {};
-    SeriesSummary summary[std::size(kRollupWidths)];
+    Summary summary[std::size(kRollupWidths)];
   };
-  struct SeriesHash {
-    size_t operator()(const std::pair<int64_t, int64_t>& key) const {
-      return std::hash<uint64_t>()(static_cast<uint64_t>(key.first) * 0x9E3779B97F4A7C15ull +
-                                   static_cast<uint64_t>(key.second));
-    }
-  };
-  std::unordered_map<std::pair<int64_t, int64_t>, OpenBuckets, SeriesHash>
-      series_;  // by (metric, rank)
+  std::unordered_map<Key, OpenBuckets, Hash> series_;
   std::vector<Bucket> done_;
 };
+
+struct MetricRank {
+  int64_t metric_id, rank;
+  bool operator==(const MetricRank&) const = default;
+};
+struct MetricRankHash {
+  size_t operator()(const MetricRank& key) const {
+    return std::hash<uint64_t>()(static_cast<uint64_t>(key.metric_id) * 0x9E3779B97F4A7C15ull +
+                                 static_cast<uint64_t>(key.rank));
+  }
+};
+
+// A custom metric's buckets, per (metric, rank).
+using RollupAccumulator = BucketAccumulator<MetricRank, SeriesSummary, MetricRankHash>;
+
+// The summaries of every step column over one bucket; a column absent from each of its steps
+// (NaN: the field was not sent) stays empty.
+struct StepColumnSummaries {
+  std::array<SeriesSummary, kStepColumns.size()> columns;
+
+  bool empty() const { return step_count == 0; }
+  void add(int64_t step, const std::array<double, kStepColumns.size()>& values) {
+    ++step_count;
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isnan(values[i])) columns[i].add(step, values[i]);
+  }
+
+  int64_t step_count = 0;  // step events added, with or without values
+};
+
+// The step columns' buckets, per rank.
+using StepRollupAccumulator = BucketAccumulator<int64_t, StepColumnSummaries>;
 
 }  // namespace ringmaster::storage

@@ -28,6 +28,7 @@
 #include "db/database.h"
 #include "db/statement.h"
 #include "db/step_columns.h"
+#include "db/step_rollups.h"
 #include "engine/telemetry/sample_events.h"
 #include "export/run_export.h"
 #include "query/comm_stats.h"
@@ -567,6 +568,18 @@ TEST_F(HostileNumbers, ADatabaseHoldingAnyValueIsReadSafely) {
       "(SELECT 64 AS width, -144115188075855872 AS bucket UNION ALL SELECT 64, 144115188075855871 "
       "UNION ALL SELECT 512, 0 UNION ALL SELECT 4096, 2251799813685247) w",
       run_id));
+  std::vector<std::string> step_columns, contradicting;
+  for (std::string_view column : storage::kStepColumns) {
+    step_columns.push_back(storage::stepRollupColumns(column));
+    contradicting.push_back(
+        "-3, 1e308, 1e308, -1e308, 9223372036854775807, -9223372036854775808, 1e308");
+  }
+  db.exec(fmt::format(
+      "INSERT OR REPLACE INTO step_rollups (run_id, width, rank, bucket, {1}) SELECT {0}, "
+      "w.width, 1, w.bucket, {2} FROM (SELECT 64 AS width, -144115188075855872 AS bucket UNION "
+      "ALL SELECT 64, 144115188075855871 UNION ALL SELECT 512, 0 UNION ALL SELECT 4096, "
+      "2251799813685247) w",
+      run_id, fmt::join(step_columns, ", "), fmt::join(contradicting, ", ")));
   db.exec(fmt::format(
       "INSERT INTO comm_events (run_id, attempt, rank, t, step, op, group_name, group_size, bytes, "
       "dtype, duration_ms, wait_ms, algbw_gbps, busbw_gbps) VALUES "

@@ -144,7 +144,8 @@ TEST_F(HostileTelemetry, EventsOfNoRankAndOversizedLinesAreCountedNotStored) {
   EXPECT_EQ(queryInt(db, "SELECT lines_malformed FROM attempts"),
             kRejected + kMalformed + kOversized);
   EXPECT_EQ(queryInt(db, "SELECT events_stored FROM attempts"), kWorld * 5);
-  for (const char* table : {"ranks", "steps", "logs", "seq_ranges", "scalar_rollups"}) {
+  for (const char* table :
+       {"ranks", "steps", "logs", "seq_ranges", "scalar_rollups", "step_rollups"}) {
     SCOPED_TRACE(table);
     EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM {} WHERE rank < 0 OR rank >= {}",
                                        table, kWorld)),

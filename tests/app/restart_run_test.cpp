@@ -170,17 +170,18 @@ TEST_F(RestartRun, AKilledWorkerRestartsEveryWorkerFromTheCheckpointAsAttemptOne
   }
 
   // Every step once in the rollups: each bucket equals the one recomputed from the stored points.
-  EXPECT_EQ(queryInt(db,
-                     "SELECT sum(n) FROM scalar_rollups r JOIN metrics m ON m.id = "
-                     "r.metric_id WHERE run_id = 2 AND m.name = 'loss' AND rank = 0 AND "
-                     "width = 64"),
-            kSteps);
+  EXPECT_EQ(
+      queryInt(
+          db,
+          "SELECT sum(n) FROM series_rollups WHERE run_id = 2 AND metric = 'loss' AND rank = 0 AND "
+          "width = 64"),
+      kSteps);
   const std::string points =
-      "FROM scalar_points p WHERE p.run_id = r.run_id AND p.metric = m.name AND p.rank = r.rank "
+      "FROM scalar_points p WHERE p.run_id = r.run_id AND p.metric = r.metric AND p.rank = r.rank "
       "AND p.step / r.width = r.bucket";
-  EXPECT_GT(queryInt(db, "SELECT count(*) FROM scalar_rollups WHERE run_id = 2"), 0);
-  EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM scalar_rollups r JOIN metrics m ON "
-                                     "m.id = r.metric_id WHERE r.run_id = 2 AND (r.n != (SELECT "
+  EXPECT_GT(queryInt(db, "SELECT count(*) FROM series_rollups WHERE run_id = 2"), 0);
+  EXPECT_EQ(queryInt(db, fmt::format("SELECT count(*) FROM series_rollups r "
+                                     "WHERE r.run_id = 2 AND (r.n != (SELECT "
                                      "count(*) {0}) OR abs(r.sum - (SELECT total(value) {0})) > "
                                      "1e-9 * (1 + abs(r.sum)) OR r.min != (SELECT min(value) {0}) "
                                      "OR r.max != (SELECT max(value) {0}) OR r.first_step != "

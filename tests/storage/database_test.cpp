@@ -198,26 +198,40 @@ TEST_F(DatabaseTest, MigratesFromEveryEarlierVersionAndKeepsTheData) {
                 "0:0-9 0:20-24 0:30-30 1:0-3");
     }
     if (from >= 1 && from < 2) {  // migration 2 summarised the existing series
-      EXPECT_EQ(queryInt(current,
-                         "SELECT count(*) FROM scalar_rollups WHERE metric_id = 1 AND width = 64"),
-                4);
       EXPECT_EQ(
-          queryInt(current, "SELECT sum(n) FROM scalar_rollups WHERE metric_id = 1 AND width = 64"),
-          200);
+          queryInt(current,
+                   "SELECT count(*) FROM series_rollups WHERE metric = 'loss' AND width = 64"),
+          4);
       EXPECT_EQ(queryInt(current,
-                         "SELECT max FROM scalar_rollups WHERE metric_id = 1 AND width = 64 AND "
+                         "SELECT sum(n) FROM series_rollups WHERE metric = 'loss' AND width = 64"),
+                200);
+      EXPECT_EQ(queryInt(current,
+                         "SELECT max FROM series_rollups WHERE metric = 'loss' AND width = 64 AND "
                          "bucket = 1"),
                 50);
       EXPECT_EQ(queryText(current,
                           "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || "
-                          "last_value FROM scalar_rollups WHERE metric_id = 1 AND width = 4096"),
+                          "last_value FROM series_rollups WHERE metric = 'loss' AND width = 4096"),
                 "200 1 200 0.005");
+    }
+    if (from >= 1 && from < 2) {  // migration 20 moved the step columns' rollups, not others'
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM scalar_rollups WHERE metric_id = 1"), 0);
+      EXPECT_EQ(queryInt(current, "SELECT sum(loss_n) FROM step_rollups WHERE width = 64"), 200);
+      EXPECT_EQ(queryInt(current, "SELECT count(*) FROM step_rollups WHERE lr_n IS NOT NULL"), 0);
+      EXPECT_EQ(queryInt(current,
+                         "SELECT sum(n) FROM scalar_rollups WHERE metric_id = 2 AND "
+                         "width = 64"),
+                10);
+      EXPECT_EQ(queryInt(current,
+                         "SELECT sum(n) FROM series_rollups WHERE metric = 'custom' AND "
+                         "width = 4096"),
+                10);
     }
     if (from >= 1 && from < 2) {  // migration 4 summarised migration 2's buckets per 512 steps
       EXPECT_EQ(
           queryText(current,
                     "SELECT n || ' ' || first_step || ' ' || last_step || ' ' || max || ' ' || "
-                    "last_value FROM scalar_rollups WHERE metric_id = 1 AND width = 512"),
+                    "last_value FROM series_rollups WHERE metric = 'loss' AND width = 512"),
           "200 1 200 50.0 0.005");
     }
     EXPECT_EQ(queryText(current, "PRAGMA integrity_check"), "ok");

@@ -567,9 +567,10 @@ TEST_F(QueryTest, RunsAreSummarisedAndComparedWithTheirSpecDifferences) {
   // Issue 20: metricNames seeks one metric at a time; the slow reference reads the run's widest
   // rollups. Same names, same order, for each run and for a run without any.
   for (const int64_t run : {fast, slow, int64_t{42}}) {
-    Statement reference(db,
-                        "SELECT name FROM metrics WHERE id IN (SELECT DISTINCT metric_id FROM "
-                        "scalar_rollups WHERE run_id = ? AND width = 4096) ORDER BY name");
+    Statement reference(
+        db,
+        "SELECT DISTINCT metric FROM series_rollups WHERE run_id = ? AND width = 4096 "
+        "ORDER BY metric");
     reference.bind(1, run);
     std::vector<std::string> expected;
     while (reference.run()) expected.push_back(reference.columnText(0));

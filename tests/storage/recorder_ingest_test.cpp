@@ -115,7 +115,7 @@ TEST_F(RecorderIngestTest, EventsSpanningAnyBatchBoundaryAllLandCountedOnceInThe
     for (const int width : {64, 512, 4096}) {
       SCOPED_TRACE(fmt::format("width {}", width));
       const std::string rollup = fmt::format(
-          "FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id WHERE m.name = 'loss' AND "
+          "FROM series_rollups r WHERE r.metric = 'loss' AND "
           "r.width = {}",
           width);
       EXPECT_EQ(queryInt(db, "SELECT sum(n) " + rollup), kRanks * kSteps);
@@ -216,11 +216,12 @@ TEST_F(RecorderIngestTest, ARecorderKilledMidBatchLosesNothingItCommitted) {
               2 * steps);
     EXPECT_LE(queryInt(db, fmt::format("SELECT count(*) {} AND step > {}", comm, steps)), 2);
     EXPECT_LE(queryInt(db, "SELECT max(step) " + comm), steps + 1);
-    EXPECT_EQ(queryInt(db, fmt::format("SELECT sum(n) FROM scalar_rollups r JOIN metrics m ON "
-                                       "m.id = r.metric_id WHERE m.name = 'loss' AND r.width = "
-                                       "64 AND r.rank = {}",
-                                       rank)),
-              steps);
+    EXPECT_EQ(
+        queryInt(db, fmt::format("SELECT sum(n) FROM series_rollups r WHERE r.metric = 'loss' "
+                                 "AND r.width = "
+                                 "64 AND r.rank = {}",
+                                 rank)),
+        steps);
   }
 }
 

@@ -94,10 +94,13 @@ TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
   EXPECT_EQ(count("SELECT count(*) FROM scalar_points"), 3 * 10 * 13);
   EXPECT_EQ(count("SELECT count(*) FROM scalars"), 0) << "only metrics outside the step event";
   // Every series is summarised per bucket of 64, 512 and 4096 steps: steps 1..10 are one bucket.
-  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 64"), 3 * 13);
-  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 512"), 3 * 13);
-  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups WHERE width = 4096"), 3 * 13);
-  EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups WHERE width = 64"), 3 * 10 * 13);
+  // The step columns' buckets are one row per rank and width, holding every column.
+  EXPECT_EQ(count("SELECT count(*) FROM series_rollups WHERE width = 64"), 3 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM series_rollups WHERE width = 512"), 3 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM series_rollups WHERE width = 4096"), 3 * 13);
+  EXPECT_EQ(count("SELECT sum(n) FROM series_rollups WHERE width = 64"), 3 * 10 * 13);
+  EXPECT_EQ(count("SELECT count(*) FROM step_rollups"), 3 * 3);
+  EXPECT_EQ(count("SELECT count(*) FROM scalar_rollups"), 0) << "only metrics outside the step";
   EXPECT_EQ(count("SELECT count(*) FROM scalar_points WHERE metric = 'loss' AND rank = 2"), 10);
   EXPECT_EQ(count("SELECT count(*) FROM steps WHERE grad_norm IS NOT NULL"), 0) << "absent";
   EXPECT_EQ(count("SELECT count(*) FROM logs WHERE rank IS NOT NULL"), 3);
@@ -135,13 +138,13 @@ TEST_F(RecorderTest, ReplayedAndReorderedEventsAreStoredOnce) {
   // The bucket summaries, built batch by batch from shuffled events, equal the points' own.
   for (int64_t width : kRollupWidths) {
     EXPECT_EQ(count(fmt::format(
-                  "SELECT count(*) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id "
+                  "SELECT count(*) FROM series_rollups r "
                   "JOIN (SELECT metric, rank, step / {0} AS bucket, count(*) AS n, min(value) AS "
                   "lo, max(value) AS hi, max(step) AS last FROM scalar_points GROUP BY 1, 2, 3) g "
-                  "ON g.metric = m.name AND g.rank = r.rank AND g.bucket = r.bucket "
+                  "ON g.metric = r.metric AND g.rank = r.rank AND g.bucket = r.bucket "
                   "WHERE r.width = {0} AND r.n = g.n AND r.min = g.lo AND r.max = g.hi AND "
                   "r.last_step = g.last AND r.last_value = (SELECT value FROM scalar_points s "
-                  "WHERE s.metric = m.name AND s.rank = r.rank AND s.step = r.last_step)",
+                  "WHERE s.metric = r.metric AND s.rank = r.rank AND s.step = r.last_step)",
                   width)),
               count(fmt::format("SELECT count(DISTINCT metric || '/' || rank || '/' || "
                                 "(step / {})) FROM scalar_points",

@@ -95,10 +95,10 @@ class RestartRecording : public testing::StorageTest {
   // Rollup buckets that differ from the buckets recomputed from the stored points.
   int64_t wrongRollups() {
     const std::string points =
-        "FROM scalar_points p WHERE p.run_id = r.run_id AND p.metric = m.name AND p.rank = "
+        "FROM scalar_points p WHERE p.run_id = r.run_id AND p.metric = r.metric AND p.rank = "
         "r.rank AND p.step / r.width = r.bucket";
     return count(fmt::format(
-        "SELECT count(*) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id WHERE "
+        "SELECT count(*) FROM series_rollups r WHERE "
         "r.run_id = {1} AND (r.n != (SELECT count(*) {0}) OR abs(r.sum - (SELECT total(value) "
         "{0})) > 1e-9 * (1 + abs(r.sum)) OR r.min != (SELECT min(value) {0}) OR r.max != (SELECT "
         "max(value) {0}) OR r.first_step != (SELECT min(step) {0}) OR r.last_step != (SELECT "
@@ -160,11 +160,11 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
   EXPECT_EQ(custom("eval/acc", "1"), 40);
   EXPECT_EQ(custom("eval/acc", "step > 20"), 0);
   // Every step once in the rollups.
-  EXPECT_EQ(count("SELECT sum(n) FROM scalar_rollups r JOIN metrics m ON m.id = r.metric_id "
-                  "WHERE m.name = 'loss' AND width = 64 AND " +
+  EXPECT_EQ(count("SELECT sum(n) FROM series_rollups "
+                  "WHERE metric = 'loss' AND width = 64 AND " +
                   run),
             80);
-  EXPECT_GT(count("SELECT count(*) FROM scalar_rollups WHERE " + run), 0);
+  EXPECT_GT(count("SELECT count(*) FROM series_rollups WHERE " + run), 0);
   EXPECT_EQ(wrongRollups(), 0);
   // Communication time per step: the re-run steps count attempt 1's operations only.
   const CommTimeByOp by_op = commTimeByOp(*db_, run_, 0, 1000, 1000);
@@ -194,7 +194,7 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
   // A replay of both attempts (attach, a restarted launcher) stores nothing and changes nothing.
   const std::string before = text(
       fmt::format("SELECT group_concat(n || ':' || sum || ':' || min || ':' || max, ',') FROM "
-                  "(SELECT * FROM scalar_rollups WHERE {} ORDER BY metric_id, rank, width, bucket)",
+                  "(SELECT * FROM series_rollups WHERE {} ORDER BY metric, rank, width, bucket)",
                   run));
   {
     Recorder replay(path_, run_, 0, {.batch_size = 5});
@@ -205,7 +205,7 @@ TEST_F(RestartRecording, EachAttemptIsStoredAndNoStepIsCountedTwice) {
   }
   EXPECT_EQ(text(fmt::format(
                 "SELECT group_concat(n || ':' || sum || ':' || min || ':' || max, ',') FROM "
-                "(SELECT * FROM scalar_rollups WHERE {} ORDER BY metric_id, rank, width, bucket)",
+                "(SELECT * FROM series_rollups WHERE {} ORDER BY metric, rank, width, bucket)",
                 run)),
             before);
   EXPECT_EQ(count("SELECT count(*) FROM attempts WHERE " + run), 2);

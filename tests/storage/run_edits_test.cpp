@@ -88,7 +88,11 @@ class RunEditsTest : public testing::StorageTest {
                       .end_us = 20,
                       .group_size = 2});
         add(SchedEvent{.step = 1, .stage = rank, .micro_batch = 0, .start_us = 1, .end_us = 2});
-        add(StepEvent{.step = 1, .loss = 1.5, .samples = 8, .step_ms = 3});
+        add(StepEvent{.step = 1,
+                      .loss = 1.5,
+                      .samples = 8,
+                      .step_ms = 3,
+                      .metrics = {{"my_custom_thing", 2.5}}});
         add(EvalEvent{.step = 1, .val_loss = 1.4, .perplexity = 4, .tokens = 8, .eval_ms = 1});
         add(ProgressEvent{.group = "world", .period_s = 1, .started = 1, .completed = 1});
         add(FlightEvent{.reason = "requested"});
@@ -102,11 +106,6 @@ class RunEditsTest : public testing::StorageTest {
     }
     recordRunHosts(*db_, run, {RunHost{.alias = "a", .hostname = "a", .user = "u"}});
     markRunDetached(*db_, run, {"/tmp/job"});
-    db_->exec("INSERT OR IGNORE INTO metrics (name) VALUES ('my_custom_thing')");
-    db_->exec(
-        fmt::format("INSERT INTO scalars (run_id, metric_id, rank, step, value, attempt) "
-                    "SELECT {}, id, 0, 1, 2.5, 0 FROM metrics WHERE name = 'my_custom_thing'",
-                    run));
     finishRun(*db_, run, "completed");
     setRunTags(*db_, run, {"baseline", "lr-sweep"}, {});
     setRunNote(*db_, run, "the first try");

@@ -175,8 +175,8 @@ class UiAnyMetricTest : public QObject {
       storage::AllowQueriesOnThisThread the_tests_own_queries;
       storage::Database db(db_);
       storage::Statement(db,
-                         "DELETE FROM scalar_rollups WHERE run_id = ? AND metric_id IN (SELECT "
-                         "id FROM metrics WHERE name IN ('tokens', 'tokens_per_s'))")
+                         "UPDATE step_rollups SET tokens_n = NULL, tokens_per_s_n = NULL "
+                         "WHERE run_id = ?")
           .bind(1, single_run_)
           .run();
       storage::Statement(db, "UPDATE steps SET tokens = NULL, tokens_per_s = NULL WHERE run_id = ?")
