@@ -22,6 +22,7 @@
 #include "data/run_snapshot.h"
 #include "db/database.h"
 #include "db/statement.h"
+#include "db/step_rollups.h"
 #include "recorder/recorder.h"
 #include "views/run_view.h"
 #include "widgets/metric_chart.h"
@@ -44,7 +45,7 @@ double median(std::vector<double> v) {
 }
 
 // A completed run of `ranks` x `steps` loss points, written with bare inserts of the points and
-// their rollups (the recorder's schema) so the benchmark does not wait for ingest.
+// their rollups (the recorder's schema: step_rollups) so the benchmark does not wait for ingest.
 int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
   Database db(path);
   const int64_t run =
@@ -53,31 +54,28 @@ int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
                      .strategy = "ddp",
                      .world_size = ranks});
   db.exec("INSERT OR IGNORE INTO metrics (name) VALUES ('loss')");
-  Statement metric(db, "SELECT id FROM metrics WHERE name = 'loss'");
-  metric.run();
-  const int64_t metric_id = metric.columnInt(0);
   for (int rank = 0; rank < ranks; ++rank) {
     db.transaction([&] {
       Statement point(
           db, "INSERT INTO steps (run_id, rank, step, attempt, loss) VALUES (?, ?, ?, 0, ?)");
-      Statement rollup(db,
-                       "INSERT INTO scalar_rollups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      Statement rollup(db, "INSERT INTO step_rollups (run_id, width, rank, bucket, " +
+                               stepRollupColumns("loss") +
+                               ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
       for (int64_t width : kRollupWidths) {
         SeriesSummary bucket;
         auto flush = [&](int64_t index) {
           if (bucket.empty()) return;
           rollup.bind(1, run)
-              .bind(2, metric_id)
+              .bind(2, width)
               .bind(3, rank)
-              .bind(4, width)
-              .bind(5, index)
-              .bind(6, bucket.count)
-              .bind(7, bucket.sum)
-              .bind(8, bucket.min)
-              .bind(9, bucket.max)
-              .bind(10, bucket.first_step)
-              .bind(11, bucket.last_step)
-              .bind(12, bucket.last_value)
+              .bind(4, index)
+              .bind(5, bucket.count)
+              .bind(6, bucket.sum)
+              .bind(7, bucket.min)
+              .bind(8, bucket.max)
+              .bind(9, bucket.first_step)
+              .bind(10, bucket.last_step)
+              .bind(11, bucket.last_value)
               .run();
           bucket = {};
         };

@@ -221,21 +221,20 @@ double median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// 1. The flood (issue 16): 4 ranks of 100,000 step events, each pushed into one Recorder by its
-// own thread as fast as it can, beside bare inserts of the same rows.
-void benchFlood(const std::string& dir) {
-  constexpr int kRanks = 4;
-  constexpr int64_t kSteps = 100'000;
-  const auto streams = floodLines(kRanks, kSteps);
-  const std::string flood_db = dir + "/flood.db";
-  Database db(flood_db);
-  const int64_t run =
-      createRun(db, {.name = "flood", .spec_json = "{}", .strategy = "ddp", .world_size = kRanks});
-  const int64_t rss_before = peakResidentKiB();
+// One flood: the streams pushed into a new run's Recorder, each by its own thread, as fast as
+// they can. Returns the seconds and the recorder's counts.
+std::pair<double, RecorderCounts> floodOnce(const std::string& path,
+                                            const std::vector<std::vector<std::string>>& streams) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+  Database db(path);
+  const int64_t run = createRun(db, {.name = "flood",
+                                     .spec_json = "{}",
+                                     .strategy = "ddp",
+                                     .world_size = static_cast<int>(streams.size())});
   const auto start = Clock::now();
   RecorderCounts counts;
   {
-    Recorder recorder(flood_db, run, 0);
+    Recorder recorder(path, run, 0);
     std::vector<std::thread> producers;
     for (const auto& stream : streams) {
       producers.emplace_back([&recorder, &stream] {
@@ -246,17 +245,34 @@ void benchFlood(const std::string& dir) {
     recorder.flush();
     counts = recorder.counts();
   }
-  const double flood_s = secondsSince(start);
+  return {secondsSince(start), counts};
+}
+
+// 1. The flood (issue 16): 4 ranks of 100,000 step events, each pushed into one Recorder by its
+// own thread as fast as it can, beside bare inserts of the same rows; `rounds` rounds, the two
+// alternating, best against best.
+void benchFlood(const std::string& dir, int rounds) {
+  constexpr int kRanks = 4;
+  constexpr int64_t kSteps = 100'000;
+  const auto streams = floodLines(kRanks, kSteps);
+  const std::string flood_db = dir + "/flood.db";
+  // The first round's peak, before the anchor's events are decoded: the recorder's own.
+  const int64_t rss_before = peakResidentKiB();
+  auto [flood_s, counts] = floodOnce(flood_db, streams);
   const int64_t rss_growth = peakResidentKiB() - rss_before;
-  std::vector<TelemetryEvent> flood_events;  // for the anchor, decoded once the peak is taken
+  std::vector<TelemetryEvent> flood_events;
   for (const auto& stream : streams)
     for (const std::string& line : stream) flood_events.push_back(decodeEvent(line).event());
-  const double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
+  double raw_flood_s = bareInserts(dir + "/raw.db", flood_events, {"anchor"});
+  for (int round = 1; round < rounds; ++round) {
+    flood_s = std::min(flood_s, floodOnce(flood_db, streams).first);
+    raw_flood_s = std::min(raw_flood_s, bareInserts(dir + "/raw.db", flood_events, {"anchor"}));
+  }
   const int64_t flood_differing = differingRows(flood_db, dir + "/raw.db");
   fmt::print(
       "Flood (issue 16): {} ranks x {} step events, a hello and a done each, pushed by {} "
-      "threads at once\n\n",
-      kRanks, kSteps, kRanks);
+      "threads at once; best of {} alternating rounds\n\n",
+      kRanks, kSteps, kRanks, rounds);
   fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
   fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder, default queue, 4 producers",
              flood_s, counts.stored / flood_s, raw_flood_s / flood_s);
@@ -285,10 +301,29 @@ void benchLeanerSchemas(const std::string& raw_db, const std::vector<TelemetryEv
   }
 }
 
+// The lines through a new run's Recorder from one thread: the seconds and the events stored.
+std::pair<double, int64_t> ingestOnce(const std::string& path,
+                                      const std::vector<std::string>& lines) {
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
+  Database db(path);
+  const int64_t run =
+      createRun(db, {.name = "bench", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
+  const auto start = Clock::now();
+  int64_t stored = 0;
+  {
+    Recorder recorder(path, run, 0);
+    for (const std::string& line : lines) recorder.submitLine(line);
+    recorder.flush();
+    stored = recorder.counts().stored;
+  }
+  return {secondsSince(start), stored};
+}
+
 // 2. Ingest: the lines through the Recorder, beside bare inserts of the same rows (and decoding
-// alone); then the bare inserts into leaner schemas.
+// alone), `rounds` rounds alternating, best against best; then the bare inserts into leaner
+// schemas.
 void benchIngest(const std::string& dir, const std::vector<std::string>& lines,
-                 const std::string& recorded) {
+                 const std::string& recorded, int rounds) {
   std::vector<TelemetryEvent> decoded;
   decoded.reserve(lines.size());
   const auto decode_start = Clock::now();
@@ -298,28 +333,21 @@ void benchIngest(const std::string& dir, const std::vector<std::string>& lines,
   for (const TelemetryEvent& e : decoded) steps += std::holds_alternative<StepEvent>(e.body);
 
   const std::string ingest_db = dir + "/ingest.db";
-  double recorder_s = 0;
-  int64_t stored = 0;
-  {
-    Database db(ingest_db);
-    const int64_t run =
-        createRun(db, {.name = "bench", .spec_json = "{}", .strategy = "ddp", .world_size = 4});
-    const auto start = Clock::now();
-    {
-      Recorder recorder(ingest_db, run, 0);
-      for (const std::string& line : lines) recorder.submitLine(line);
-      recorder.flush();
-      stored = recorder.counts().stored;
-    }
-    recorder_s = secondsSince(start);
-  }
   const std::string raw_db = dir + "/raw.db";
-  const double raw_s = bareInserts(raw_db, decoded, {"anchor"});
+  double recorder_s = 0, raw_s = 0;
+  int64_t stored = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const auto [seconds, stored_now] = ingestOnce(ingest_db, lines);
+    const double raw_now = bareInserts(raw_db, decoded, {"anchor"});
+    recorder_s = round == 0 ? seconds : std::min(recorder_s, seconds);
+    raw_s = round == 0 ? raw_now : std::min(raw_s, raw_now);
+    stored = stored_now;
+  }
   const int64_t differing = differingRows(ingest_db, raw_db);
   fmt::print(
       "\nTelemetry ingest: {} events ({} of them step events, the rest comm), "
-      "{}\n\n",
-      lines.size(), steps, recorded.empty() ? "synthetic DDP stream" : recorded);
+      "{}; best of {} alternating rounds\n\n",
+      lines.size(), steps, recorded.empty() ? "synthetic DDP stream" : recorded, rounds);
   fmt::print("{:<44} {:>12} {:>14} {:>10}\n", "", "seconds", "events/s", "ratio");
   fmt::print("{:<44} {:>12.3f} {:>14.0f} {:>10.2f}\n", "recorder (decode + store + rollups)",
              recorder_s, stored / recorder_s, raw_s / recorder_s);
@@ -384,21 +412,25 @@ int main(int argc, char** argv) {
   CLI::App app{"storage benchmark: telemetry ingest and reduced series loading"};
   std::string recorded, dir = (fs::temp_directory_path() / "ringmaster_storage_bench").string();
   int64_t events = 1'000'000, points = 1'000'000;
-  int buckets = 2000, repeats = 20;
+  int buckets = 2000, repeats = 20, rounds = 3;
   app.add_option("--telemetry", recorded,
                  "a recorded telemetry file (ringmaster run "
                  "--save-telemetry); default: a synthetic DDP stream");
   app.add_option("--events", events, "telemetry events to ingest")->default_val(events);
   app.add_option("--points", points, "points of the series to load")->default_val(points);
   app.add_option("--buckets", buckets, "buckets to reduce it to")->default_val(buckets);
+  app.add_option("--rounds", rounds,
+                 "rounds of the flood and of the ingest, each beside its anchor")
+      ->default_val(rounds)
+      ->check(CLI::PositiveNumber);
   app.add_option("--dir", dir, "where the benchmark databases go (removed afterwards)");
   CLI11_PARSE(app, argc, argv);
   fs::remove_all(dir);
   fs::create_directories(dir);
 
   // The flood first, so that the peak resident size it reports is the recorder's, not the ingest's.
-  benchFlood(dir);
-  benchIngest(dir, telemetryLines(recorded, events), recorded);
+  benchFlood(dir, rounds);
+  benchIngest(dir, telemetryLines(recorded, events), recorded, rounds);
   benchSeriesLoad(dir, points, buckets, repeats);
   fs::remove_all(dir);
   return 0;
