@@ -25,8 +25,17 @@ struct SeriesSummary {
   bool empty() const { return count == 0; }
   double mean() const { return count > 0 ? sum / static_cast<double>(count) : 0.0; }
 
+  // merge() of the one-point summary, written out: the recorder adds 57 points a step event.
   void add(int64_t step, double value) {
-    merge(SeriesSummary{1, value, value, value, step, step, value});
+    if (count < std::numeric_limits<int64_t>::max()) ++count;
+    sum += value;
+    min = std::min(min, value);
+    max = std::max(max, value);
+    first_step = std::min(first_step, step);
+    if (step >= last_step) {
+      last_step = step;
+      last_value = value;
+    }
   }
   void merge(const SeriesSummary& other) {
     if (other.count == 0) return;

@@ -33,20 +33,23 @@ std::string stepUpdateSql() {
                      fmt::join(sets, ", "));
 }
 
-// The upsert of a step_rollups row: ?1 run, ?2 width, ?3 rank, ?4 bucket, then each column's
-// seven parts (kStepRollupParts) in the order of kStepColumns. A row already there (a bucket a
-// batch boundary cut, or steps out of order) is merged with it part by part; a part NULL on one
-// side (the column had no value there) takes the other's.
-std::string stepRollupUpsertSql() {
+// The upsert of a step_rollups row of the step columns in `present` (bit i: kStepColumns[i]):
+// ?1 run, ?2 width, ?3 rank, ?4 bucket, then each present column's seven parts
+// (kStepRollupParts) in the order of kStepColumns; the others are left as they are (NULL in a new
+// row). A row already there (a bucket a batch boundary cut, or steps out of order) is merged with
+// it part by part; a column the row lacks takes the new parts.
+std::string stepRollupUpsertSql(uint32_t present) {
   std::vector<std::string> columns, values, merges;
   size_t next = 5;
-  for (std::string_view column : kStepColumns) {
+  for (size_t i = 0; i < kStepColumns.size(); ++i) {
+    if (!(present & (uint32_t{1} << i))) continue;
+    const std::string_view column = kStepColumns[i];
     columns.push_back(stepRollupColumns(column));
     for (size_t part = 0; part < kStepRollupParts.size(); ++part)
       values.push_back(fmt::format("?{}", next++));
     const auto merged = [&](std::string_view part, std::string_view how) {
       const std::string name = stepRollupColumn(column, part);
-      merges.push_back(fmt::format("{0} = coalesce({1}, {0}, excluded.{0})", name,
+      merges.push_back(fmt::format("{0} = coalesce({1}, excluded.{0})", name,
                                    fmt::format(fmt::runtime(how), name)));
     };
     merged("n", "{0} + excluded.{0}");
@@ -56,8 +59,7 @@ std::string stepRollupUpsertSql() {
     merged("first", "min({0}, excluded.{0})");
     merged("last", "max({0}, excluded.{0})");
     merges.push_back(fmt::format(
-        "{0} = CASE WHEN {1} IS NULL OR excluded.{1} >= {1} THEN coalesce(excluded.{0}, {0}) "
-        "ELSE {0} END",
+        "{0} = CASE WHEN {1} IS NULL OR excluded.{1} >= {1} THEN excluded.{0} ELSE {0} END",
         stepRollupColumn(column, "last_value"), stepRollupColumn(column, "last")));
   }
   return fmt::format(
@@ -158,7 +160,6 @@ EventStore::EventStore(Database& db, int64_t run_id, int attempt)
               "first_step = min(first_step, excluded.first_step), "
               "last_value = CASE WHEN excluded.last_step >= last_step THEN excluded.last_value "
               "ELSE last_value END, last_step = max(last_step, excluded.last_step)"),
-      step_rollup_(db, stepRollupUpsertSql()),
       counts_(db,
               "UPDATE attempts SET events_stored = events_stored + ?, "
               "events_duplicate = events_duplicate + ?, lines_malformed = lines_malformed + ? "
@@ -299,21 +300,23 @@ void EventStore::writeRollups() {
     rollup_.bind(11, b.summary.last_step).bind(12, b.summary.last_value).run();
   }
   for (const auto& b : step_rollups_.take()) {
-    step_rollup_.bind(1, run_id_).bind(2, b.width).bind(3, b.key).bind(4, b.bucket);
+    uint32_t present = 0;
+    for (size_t i = 0; i < b.summary.columns.size(); ++i)
+      if (!b.summary.columns[i].empty()) present |= uint32_t{1} << i;
+    if (present == 0) continue;  // step events without a value of any column
+    std::unique_ptr<Statement>& upsert = step_rollup_upserts_[present];
+    if (!upsert) upsert = std::make_unique<Statement>(database_, stepRollupUpsertSql(present));
+    upsert->bind(1, run_id_).bind(2, b.width).bind(3, b.key).bind(4, b.bucket);
     int first = 5;  // the column's first part
     for (const SeriesSummary& column : b.summary.columns) {
-      if (column.empty()) {
-        for (int part = 0; part < static_cast<int>(kStepRollupParts.size()); ++part)
-          step_rollup_.bind(first + part, std::optional<double>());
-      } else {
-        step_rollup_.bind(first, column.count).bind(first + 1, column.sum);
-        step_rollup_.bind(first + 2, column.min).bind(first + 3, column.max);
-        step_rollup_.bind(first + 4, column.first_step).bind(first + 5, column.last_step);
-        step_rollup_.bind(first + 6, column.last_value);
-      }
+      if (column.empty()) continue;
+      upsert->bind(first, column.count).bind(first + 1, column.sum);
+      upsert->bind(first + 2, column.min).bind(first + 3, column.max);
+      upsert->bind(first + 4, column.first_step).bind(first + 5, column.last_step);
+      upsert->bind(first + 6, column.last_value);
       first += static_cast<int>(kStepRollupParts.size());
     }
-    step_rollup_.run();
+    upsert->run();
   }
 }
 

@@ -94,8 +94,7 @@ class EventStore : private CommRowWriter {
   MeshAxes mesh_;           // the run's, as stored (issue 34)
   Database& database_;
   Statement seq_write_, seq_erase_, rank_, run_mesh_, rank_done_, step_insert_, step_update_, comm_,
-      comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, step_rollup_,
-      counts_;
+      comm_wait_, sched_, eval_, log_, root_cause_, progress_, dump_, rollup_, counts_;
   Statement attempt_begin_, attempt_end_, run_error_clear_, attempt_root_cause_, attempt_steps_;
   CollectiveMatcher collectives_{*this};
   std::map<std::pair<int, int64_t>, SeqRanges> seen_;  // by (attempt, rank)
@@ -107,6 +106,9 @@ class EventStore : private CommRowWriter {
   // each attempt's first and last step stored.
   std::set<std::tuple<int64_t, int64_t, int64_t>> restored_buckets_;
   std::map<int, std::pair<int64_t, int64_t>> attempt_steps_seen_;
+  // The step_rollups upserts, by the set of step columns they write (a run has one or two).
+  static_assert(kStepColumns.size() <= 32);
+  std::map<uint32_t, std::unique_ptr<Statement>> step_rollup_upserts_;
   std::unique_ptr<Statement> recompute_;  // a step_rollups row from `steps`, made when first needed
 };
 
