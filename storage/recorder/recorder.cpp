@@ -2,6 +2,8 @@
 // (recorder/event_store.h) in one transaction.
 #include "recorder/recorder.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
@@ -20,6 +22,12 @@
 namespace ringmaster::storage {
 
 namespace {
+
+double threadCpuSeconds() {
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+  return static_cast<double>(cpu.tv_sec) + static_cast<double>(cpu.tv_nsec) * 1e-9;
+}
 
 double nowSeconds() {
   using namespace std::chrono;
@@ -261,6 +269,7 @@ bool Recorder::writeBatch(Database& db, EventStore& store, const Batch& batch) {
     counts_.duplicates += counts.duplicates;
     counts_.rejected += counts.rejected;
     counts_.texts_cut += counts.texts_cut;
+    counts_.writer_cpu_s = threadCpuSeconds();
     committed_ += processed;
     written_.notify_all();
   }

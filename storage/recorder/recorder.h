@@ -52,6 +52,9 @@ struct RecorderCounts {
   // Events stored with a text cut to its bound (recorder/text_bounds.h), each logged to the run
   // with the fields and their sizes (a warning, so `show` counts it among the problems).
   int64_t texts_cut = 0;
+  // The writer thread's CPU time so far (storing, committing, its own share of the kernel's
+  // writes), in seconds: what the recorder costs apart from the producers' decoding.
+  double writer_cpu_s = 0;
 };
 
 class Recorder {

@@ -79,12 +79,19 @@ std::vector<TelemetryEvent> rankStream(int rank, int steps) {
 
 TEST_F(RecorderTest, StoresEveryKindOfEventFromEveryRank) {
   {
+    const auto started = std::chrono::steady_clock::now();
     Recorder recorder(path_, run_, 0);
     for (int rank = 0; rank < 3; ++rank)
       for (const TelemetryEvent& e : rankStream(rank, 10))
         EXPECT_TRUE(recorder.submitLine(encodeEvent(e)));
     recorder.flush();
     EXPECT_EQ(recorder.counts().stored, 3 * (10 * 3 + 3));
+    // The writer's own CPU time: some, and no more than the time it has existed (a process-wide
+    // clock would count the other threads too).
+    const double alive_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_GT(recorder.counts().writer_cpu_s, 0);
+    EXPECT_LE(recorder.counts().writer_cpu_s, alive_s);
   }
   EXPECT_EQ(count("SELECT count(*) FROM ranks WHERE status = 'completed'"), 3);
   EXPECT_EQ(count("SELECT count(*) FROM comm_events"), 30);
