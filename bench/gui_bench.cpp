@@ -65,18 +65,10 @@ int64_t writeLongRun(const std::string& path, int ranks, int64_t steps) {
         SeriesSummary bucket;
         auto flush = [&](int64_t index) {
           if (bucket.empty()) return;
-          rollup.bind(1, run)
-              .bind(2, width)
-              .bind(3, rank)
-              .bind(4, index)
-              .bind(5, bucket.count)
-              .bind(6, bucket.sum)
-              .bind(7, bucket.min)
-              .bind(8, bucket.max)
-              .bind(9, bucket.first_step)
-              .bind(10, bucket.last_step)
-              .bind(11, bucket.last_value)
-              .run();
+          rollup.bind(1, run).bind(2, width).bind(3, rank).bind(4, index);
+          rollup.bind(5, bucket.count).bind(6, bucket.sum).bind(7, bucket.min);
+          rollup.bind(8, bucket.max).bind(9, bucket.first_step).bind(10, bucket.last_step);
+          rollup.bind(11, bucket.last_value).run();
           bucket = {};
         };
         for (int64_t step = 1; step <= steps; ++step) {

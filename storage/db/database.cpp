@@ -550,23 +550,26 @@ CREATE INDEX sweep_members_by_run ON sweep_members (run);
   return kMigrations;
 }
 
+// `sql` followed by a UNION ALL of `arm` for each step column, {0} in it the column's name and {1}
+// its rollup columns (step_rollups.h): the views below, generated so that a new step column is in
+// them without more SQL.
+std::string withStepColumnArms(std::string sql, std::string_view arm) {
+  for (const std::string_view column : kStepColumns)
+    sql += "\nUNION ALL " + fmt::format(fmt::runtime(arm), column, stepRollupColumns(column));
+  return sql;
+}
+
 // `scalar_points` (run_id, rank, metric, step, value, attempt): every point of every series as one
 // long table, the metrics of `scalars` and a row per non-null step column of `steps` (named by
 // the column), built from kStepColumns so that a new step column is in it without more SQL. A
 // TEMP view, made by every connection when it opens: a read-only connection cannot create
 // anything in the file, but each connection has a temp schema of its own.
 std::string scalarPointsViewSql() {
-  std::string sql =
+  return withStepColumnArms(
       "CREATE TEMP VIEW IF NOT EXISTS scalar_points (run_id, rank, metric, step, value, attempt) "
       "AS SELECT s.run_id, s.rank, m.name, s.step, s.value, s.attempt FROM scalars s JOIN metrics "
-      "m ON m.id = s.metric_id";
-  for (const std::string_view column : kStepColumns) {
-    sql += fmt::format(
-        "\nUNION ALL SELECT run_id, rank, '{0}', step, {0}, attempt FROM steps WHERE {0} IS NOT "
-        "NULL",
-        column);
-  }
-  return sql;
+      "m ON m.id = s.metric_id",
+      "SELECT run_id, rank, '{0}', step, {0}, attempt FROM steps WHERE {0} IS NOT NULL");
 }
 
 // `series_rollups` (run_id, metric, rank, width, bucket, n, sum, min, max, first_step, last_step,
@@ -574,18 +577,12 @@ std::string scalarPointsViewSql() {
 // points: the custom metrics' rows of `scalar_rollups` and a row per step column with values in a
 // row of `step_rollups`. A TEMP view of every connection, as scalar_points.
 std::string seriesRollupsViewSql() {
-  std::string sql =
+  return withStepColumnArms(
       "CREATE TEMP VIEW IF NOT EXISTS series_rollups (run_id, metric, rank, width, bucket, n, sum, "
       "min, max, first_step, last_step, last_value) AS SELECT r.run_id, m.name, r.rank, r.width, "
       "r.bucket, r.n, r.sum, r.min, r.max, r.first_step, r.last_step, r.last_value FROM "
-      "scalar_rollups r JOIN metrics m ON m.id = r.metric_id";
-  for (const std::string_view column : kStepColumns) {
-    sql += fmt::format(
-        "\nUNION ALL SELECT run_id, '{0}', rank, width, bucket, {1} FROM step_rollups WHERE {0}_n "
-        "> 0",
-        column, stepRollupColumns(column));
-  }
-  return sql;
+      "scalar_rollups r JOIN metrics m ON m.id = r.metric_id",
+      "SELECT run_id, '{0}', rank, width, bucket, {1} FROM step_rollups WHERE {0}_n > 0");
 }
 
 // SQLite counts its allocations behind a global mutex unless told otherwise before it initialises,
