@@ -160,10 +160,13 @@ std::vector<RankCommStats> commStatsByRank(const Database& db, int64_t run_id) {
     }
   }
   std::map<int, std::vector<double>> computes;  // by work group
+  SeriesReader step_ms(db, run_id, step_field::kStepMs),
+      compute_ms(db, run_id, step_field::kComputeMs),
+      exposed_comm_ms(db, run_id, step_field::kExposedCommMs);
   for (RankCommStats& s : ranks) {
-    s.mean_step_ms = summarizeSeries(db, run_id, step_field::kStepMs, s.rank).mean();
-    s.mean_compute_ms = summarizeSeries(db, run_id, step_field::kComputeMs, s.rank).mean();
-    s.mean_exposed_comm_ms = summarizeSeries(db, run_id, step_field::kExposedCommMs, s.rank).mean();
+    s.mean_step_ms = step_ms.summarize(s.rank).mean();
+    s.mean_compute_ms = compute_ms.summarize(s.rank).mean();
+    s.mean_exposed_comm_ms = exposed_comm_ms.summarize(s.rank).mean();
     if (s.mean_step_ms > 0) computes[workGroupOf(s.rank)].push_back(s.mean_compute_ms);
   }
   // The compute rule: each rank against its work group's median.

@@ -95,32 +95,42 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
   double accuracy_sum = 0, step_ms_sum = 0, exposed_sum = 0, mfu_sum = 0;
   int accuracies = 0, mfus = 0;
   int64_t steps = 0;
+  // One reader per series, each prepared once for all the ranks.
+  SeriesReader loss_series(db, run_id, step_field::kLoss),
+      accuracy_series(db, run_id, step_field::kAccuracy),
+      step_ms_series(db, run_id, step_field::kStepMs),
+      samples_series(db, run_id, step_field::kSamples),
+      exposed_series(db, run_id, step_field::kExposedCommMs),
+      peak_series(db, run_id, step_field::kMemPeak), tokens_series(db, run_id, step_field::kTokens),
+      mfu_series(db, run_id, step_field::kMfu), lr_series(db, run_id, step_field::kLr),
+      scale_series(db, run_id, step_field::kLossScale),
+      skipped_series(db, run_id, step_field::kSkipped);
   for (int rank = 0; rank < world; ++rank) {
-    const SeriesSummary loss = summarizeSeries(db, run_id, step_field::kLoss, rank);
+    const SeriesSummary loss = loss_series.summarize(rank);
     RankSummary& figures = summary.ranks.emplace_back(RankSummary{.rank = rank});
     if (!loss.empty()) {
       figures.last_step = loss.last_step;
       summary.final_step = std::max(summary.final_step, loss.last_step);
     }
-    const SeriesSummary accuracy = summarizeSeries(db, run_id, step_field::kAccuracy, rank);
+    const SeriesSummary accuracy = accuracy_series.summarize(rank);
     if (!accuracy.empty()) {
       accuracy_sum += accuracy.last_value;
       ++accuracies;
     }
-    const SeriesSummary step_ms = summarizeSeries(db, run_id, step_field::kStepMs, rank);
-    const SeriesSummary samples = summarizeSeries(db, run_id, step_field::kSamples, rank);
+    const SeriesSummary step_ms = step_ms_series.summarize(rank);
+    const SeriesSummary samples = samples_series.summarize(rank);
     if (step_ms.sum > 0) figures.samples_per_second = samples.sum * 1000 / step_ms.sum;
     summary.samples_per_second += sample_share * figures.samples_per_second;
     figures.mean_step_ms = step_ms.mean();
     step_ms_sum += step_ms.sum;
     if (__builtin_add_overflow(steps, step_ms.count, &steps))  // counts of a hand-edited database
       steps = std::numeric_limits<int64_t>::max();
-    exposed_sum += summarizeSeries(db, run_id, step_field::kExposedCommMs, rank).sum;
-    const SeriesSummary peak = summarizeSeries(db, run_id, step_field::kMemPeak, rank);
+    exposed_sum += exposed_series.summarize(rank).sum;
+    const SeriesSummary peak = peak_series.summarize(rank);
     figures.peak_memory = peak.empty() ? 0 : bytesOf(peak.max);
     // Tokens over the step time of the steps that reported them (runs recorded before the step
     // event carried tokens have none).
-    const SeriesSummary tokens = summarizeSeries(db, run_id, step_field::kTokens, rank);
+    const SeriesSummary tokens = tokens_series.summarize(rank);
     if (!tokens.empty()) {
       const double tokens_ms = tokens.count == step_ms.count
                                    ? step_ms.sum
@@ -131,17 +141,17 @@ RunSummary summarizeRun(const Database& db, int64_t run_id) {
             summary.tokens_per_second.value_or(0) + sample_share * *figures.tokens_per_second;
       }
     }
-    const SeriesSummary mfu = summarizeSeries(db, run_id, step_field::kMfu, rank);
+    const SeriesSummary mfu = mfu_series.summarize(rank);
     if (!mfu.empty()) {
       figures.mfu = mfu.mean();
       mfu_sum += mfu.mean();
       ++mfus;
     }
-    const SeriesSummary lr = summarizeSeries(db, run_id, step_field::kLr, rank);
+    const SeriesSummary lr = lr_series.summarize(rank);
     if (!lr.empty()) figures.lr = lr.last_value;
-    const SeriesSummary scale = summarizeSeries(db, run_id, step_field::kLossScale, rank);
+    const SeriesSummary scale = scale_series.summarize(rank);
     if (!scale.empty()) figures.loss_scale = scale.last_value;
-    const SeriesSummary skipped = summarizeSeries(db, run_id, step_field::kSkipped, rank);
+    const SeriesSummary skipped = skipped_series.summarize(rank);
     if (!skipped.empty()) {
       figures.skipped_steps = countOf(skipped.sum);
       summary.skipped_steps = std::max(summary.skipped_steps.value_or(0), *figures.skipped_steps);
