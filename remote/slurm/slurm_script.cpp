@@ -17,9 +17,11 @@ namespace ringmaster::slurm {
 namespace {
 
 // The first port of the range a master port is derived in from the job id, and its size, where
-// launch.master_port leaves it to the allocation.
+// launch.master_port leaves it to the allocation: 20000-31999, below Linux's ephemeral ports
+// (32768 on), which any connection on the node may hold as its local port ("address already in
+// use" came from one in the tests).
 constexpr int kDerivedPortBase = 20000;
-constexpr int kDerivedPortRange = 20000;
+constexpr int kDerivedPortRange = 12000;
 
 // The job directory as sbatch reads it in --output: no character the #SBATCH line's own parser
 // would split, quote, escape or end a comment at, and '%' (Slurm's file name patterns) doubled.

@@ -278,19 +278,25 @@ class SlurmCluster {
     if (slurmctld_) killAndReap(*slurmctld_);
     slurmctld_.reset();
     for (const pid_t pid : before) ::kill(pid, SIGKILL);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    std::vector<pid_t> left = processes();  // what the daemons started before dying
-    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
-      for (const pid_t pid : left)
-        if (!munged_ || pid != munged_->pid()) ::kill(pid, SIGKILL);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      left = processes();
+    // What the daemons started before dying, and any process of before not gone yet: one killed
+    // can leave processes() (its environment no longer readable) while it still exits.
+    const auto survivors = [&] {
+      std::vector<pid_t> left = processes();
+      for (const pid_t pid : before)
+        if (processRuns(pid) && std::find(left.begin(), left.end(), pid) == left.end())
+          left.push_back(pid);
       if (munged_) std::erase(left, munged_->pid());
+      return left;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    std::vector<pid_t> left = survivors();
+    while (!left.empty() && std::chrono::steady_clock::now() < deadline) {
+      for (const pid_t pid : left) ::kill(pid, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      left = survivors();
     }
     if (munged_) killAndReap(*munged_);
     munged_.reset();
-    for (const pid_t pid : before)
-      if (processRuns(pid)) left.push_back(pid);
     if (!left.empty()) ADD_FAILURE() << "Slurm test cluster: " << left.size() << " processes left";
     restoreEnvironment();
     std::error_code ignored;
