@@ -160,7 +160,7 @@ void Communicator::opLoop() {
     std::unique_ptr<Task> task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      op_cv_.wait(lock, [&] { return stopping_ || !op_queue_.empty(); });
+      op_cv_.wait(lock, [&] { return !caller_launching_ && (stopping_ || !op_queue_.empty()); });
       if (op_queue_.empty()) {
         op_done_ = true;
         completion_cv_.notify_all();
@@ -171,32 +171,8 @@ void Communicator::opLoop() {
       op_queue_.pop_front();
       launching_ = task->work;
     }
-    bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
-    if (!failed_) {
-      task->started = Clock::now();
-      task->call.launched_us = alignedNowUs();
-      recorder_.transition(task->id, OpState::kStarted, nowUs());
-      if (!p2p) last_started_seq_ = task->call.seq;
-      try {
-        if (!p2p && options_.verify_calls) verifyCall(*task);
-        if (task->before) task->before();
-        task->pending = backend_->launch(task->call);
-        // A composed reduction's last part (AVG's division) belongs to the operation: it must be
-        // done before the next operation, which may use the same buffer, starts.
-        if (task->after) {
-          task->pending->wait(task->started + options_.timeout);
-          task->after();
-          task->after = nullptr;
-        }
-      } catch (const Error& e) {
-        if (!failed_) failWith(explainFailure(task->call, e), true);
-      } catch (const std::exception& e) {
-        if (!failed_)
-          failWith(
-              explainFailure(task->call, Error(ErrorKind::kComm, e.what(), __FILE__, __LINE__)),
-              true);
-      }
-    }
+    const bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
+    launchTask(*task);
     P2PLane* lane_to_wake = nullptr;
     std::unique_ptr<Task> finish_here;
     {
@@ -229,6 +205,50 @@ void Communicator::opLoop() {
     else
       completion_cv_.notify_one();
   }
+}
+
+void Communicator::launchTask(Task& task) {
+  if (failed_) return;
+  const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
+  task.started = Clock::now();
+  task.call.launched_us = alignedNowUs();
+  recorder_.transition(task.id, OpState::kStarted, nowUs());
+  if (!p2p) last_started_seq_ = task.call.seq;
+  try {
+    if (!p2p && options_.verify_calls) verifyCall(task);
+    if (task.before) task.before();
+    task.pending = backend_->launch(task.call);
+    // A composed reduction's last part (AVG's division) belongs to the operation: it must be
+    // done before the next operation, which may use the same buffer, starts.
+    if (task.after) {
+      task.pending->wait(task.started + options_.timeout);
+      task.after();
+      task.after = nullptr;
+    }
+  } catch (const Error& e) {
+    if (!failed_) failWith(explainFailure(task.call, e), true);
+  } catch (const std::exception& e) {
+    if (!failed_)
+      failWith(explainFailure(task.call, Error(ErrorKind::kComm, e.what(), __FILE__, __LINE__)),
+               true);
+  }
+}
+
+void Communicator::runOnCaller(Task& task) {
+  launchTask(task);
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    launching_.reset();
+  }
+  finishTask(task);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    caller_launching_ = false;
+    queued = !op_queue_.empty() || stopping_;
+  }
+  // Another thread of the caller's may have queued an operation meanwhile: it starts now.
+  if (queued) op_cv_.notify_one();
 }
 
 void Communicator::completionLoop() {

@@ -92,6 +92,13 @@ struct CommOptions {
   // instead of corrupting data or hanging (PyTorch's TORCH_DISTRIBUTED_DEBUG=DETAIL). Costs one
   // small all_gather per collective; bench-comm turns it off to time the collective alone.
   bool verify_calls = true;
+  // A collective of at most this many bytes, called while nothing else of this communicator is
+  // queued or in flight, runs on the caller's thread when the backend finishes collectives inside
+  // launch (shm): it returns completed, sparing the two thread hand-offs (to the op thread and back
+  // to the caller's wait) that cost a small collective most of its time (docs/comm.md). The caller
+  // gives up overlapping it with its own work, which such a small one hardly offers. 0: never.
+  static constexpr uint64_t kCallerThreadMaxBytes = 64 << 10;
+  uint64_t caller_thread_max_bytes = kCallerThreadMaxBytes;
   std::shared_ptr<CommObserver> observer;  // may be null
 };
 
@@ -190,7 +197,14 @@ class Communicator {
                   std::function<void()> after = {});
   WorkPtr completedLocally(CommOp op, uint64_t bytes, DType dtype,
                            const std::function<void()>& run);
+  // Whether a collective of `bytes` may run on its caller's thread (CommOptions).
+  bool mayRunOnCaller(const OpCall& call, uint64_t bytes) const;
+  // Runs `task`, claimed by enqueue for the caller's thread, to completion there.
+  void runOnCaller(Task& task);
   void opLoop();
+  // Hands `task` to the backend (after verify_calls and its `before`); a failure fails the
+  // communicator. The op thread's, or the caller's for a collective it runs itself.
+  void launchTask(Task& task);
   void completionLoop();
   struct P2PLane {
     std::deque<std::unique_ptr<Task>> queue;  // guarded by mutex_
@@ -257,7 +271,10 @@ class Communicator {
   uint64_t next_p2p_seq_ = 1;         // guarded by mutex_
   uint64_t groups_created_ = 0;       // guarded by mutex_
   int in_flight_ = 0;                 // guarded by mutex_: queued or running
-  WorkPtr launching_;  // guarded by mutex_: the op the op thread is inside the backend with
+  WorkPtr launching_;  // guarded by mutex_: the op being launched (op thread or caller's thread)
+  // guarded by mutex_: a caller's thread is running an operation (runOnCaller); the op thread
+  // launches nothing meanwhile, so that the backend still sees one operation at a time.
+  bool caller_launching_ = false;
 
   std::atomic<uint64_t> last_started_seq_{0};    // collectives
   std::atomic<uint64_t> last_completed_seq_{0};  // collectives

@@ -97,29 +97,49 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
 WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
                               std::function<void()> before, std::function<void()> after) {
   auto task = std::make_unique<Task>();
-  bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    task->id = next_id_++;
-    call.seq = p2p ? next_p2p_seq_++ : next_collective_seq_++;
-    ++in_flight_;
-  }
+  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  const bool may_run_here = mayRunOnCaller(call, bytes);
   call.timeout = options_.timeout;
   task->call = std::move(call);
   task->bytes = bytes;
   task->dtype = dtype;
   task->before = std::move(before);
   task->after = std::move(after);
-  task->work = std::make_shared<Work>(describe(task->call), options_.timeout);
-  recorder_.record({task->id, task->call.seq, task->call.op, group_name_, bytes, dtype,
-                    task->call.peer, OpState::kScheduled, nowUs(), 0, 0});
-  WorkPtr work = task->work;
+  WorkPtr work;
+  bool run_here = false;
   {
+    // Numbered and queued in one step: operations called from several threads are launched in
+    // the order of their numbers, which the ranks compare (verify_calls).
     std::lock_guard<std::mutex> lock(mutex_);
-    op_queue_.push_back(std::move(task));
+    task->id = next_id_++;
+    task->call.seq = p2p ? next_p2p_seq_++ : next_collective_seq_++;
+    task->work = std::make_shared<Work>(describe(task->call), options_.timeout);
+    work = task->work;
+    recorder_.record({task->id, task->call.seq, task->call.op, group_name_, bytes, dtype,
+                      task->call.peer, OpState::kScheduled, nowUs(), 0, 0});
+    ++in_flight_;
+    // Nothing else queued, launching or waited for: the op thread is idle, and stays so until
+    // runOnCaller is done.
+    run_here = may_run_here && in_flight_ == 1 && !caller_launching_ && !stopping_;
+    if (run_here) {
+      caller_launching_ = true;
+      launching_ = work;
+    } else {
+      op_queue_.push_back(std::move(task));
+    }
   }
-  op_cv_.notify_one();
+  if (run_here) {
+    runOnCaller(*task);
+  } else {
+    op_cv_.notify_one();
+  }
   return work;
+}
+
+bool Communicator::mayRunOnCaller(const OpCall& call, uint64_t bytes) const {
+  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  return !p2p && options_.caller_thread_max_bytes > 0 &&
+         bytes <= options_.caller_thread_max_bytes && backend_->collectivesCompleteInLaunch();
 }
 
 WorkPtr Communicator::allReduce(Tensor tensor, ReduceOp op) {

@@ -159,10 +159,15 @@ std::unique_ptr<ShmBackend> ShmBackend::connect(std::shared_ptr<Store> store, in
 }
 
 ShmBackend::ShmBackend(std::unique_ptr<ShmSegment> segment, int rank, int size, ShmOptions options)
-    : segment_(std::move(segment)), rank_(rank), size_(size), options_(options) {
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      most_spins_(options.spins > 0 ? options.spins : shmSpinsFor(size)),
+      collective_spins_(most_spins_) {
   for (int r = 0; r < size_; ++r) {
-    inboxes_.push_back(std::make_unique<Inbox>());
-    outboxes_.push_back(std::make_unique<std::mutex>());
+    inboxes_.push_back(std::make_unique<Inbox>(most_spins_));
+    outboxes_.push_back(std::make_unique<Outbox>(most_spins_));
   }
 }
 
@@ -256,7 +261,8 @@ void ShmBackend::publish() {
 }
 
 void ShmBackend::waitFor(int peer, uint32_t target, Wait& wait) {
-  shmWaitFor(segment_->rank(peer).progress, target, [&] { wait.check(peer, target); });
+  shmWaitFor(segment_->rank(peer).progress, target, collective_spins_,
+             [&] { wait.check(peer, target); });
 }
 
 void ShmBackend::waitForAll(uint32_t target, Wait& wait) {
@@ -451,10 +457,12 @@ void ShmBackend::blockExchange(const OpCall& call, Wait& wait) {
 // that arrive before it wait in the receiver's stash for their own receives.
 
 void ShmBackend::sendMessage(const OpCall& call, Wait& wait) {
-  std::lock_guard<std::mutex> lock(*outboxes_[static_cast<size_t>(call.peer)]);
+  Outbox& outbox = *outboxes_[static_cast<size_t>(call.peer)];
+  std::lock_guard<std::mutex> lock(outbox.mutex);
   MessageHeader header{call.tag, 0, call.input.nbytes(), call.launched_us};
-  writeRing(call.peer, reinterpret_cast<const uint8_t*>(&header), sizeof header, wait);
-  writeRing(call.peer, bytesOf(call.input), call.input.nbytes(), wait);
+  writeRing(call.peer, reinterpret_cast<const uint8_t*>(&header), sizeof header, outbox.spins,
+            wait);
+  writeRing(call.peer, bytesOf(call.input), call.input.nbytes(), outbox.spins, wait);
 }
 
 int64_t ShmBackend::receiveMessage(const OpCall& call, Wait& wait) {
@@ -475,19 +483,20 @@ int64_t ShmBackend::receiveMessage(const OpCall& call, Wait& wait) {
   }
   for (;;) {
     MessageHeader header;
-    readRing(call.peer, reinterpret_cast<uint8_t*>(&header), sizeof header, wait);
+    readRing(call.peer, reinterpret_cast<uint8_t*>(&header), sizeof header, inbox.spins, wait);
     if (header.tag == call.tag) {
       if (header.bytes != call.input.nbytes()) wrong_size(header.bytes);
-      readRing(call.peer, bytesOf(call.input), header.bytes, wait);
+      readRing(call.peer, bytesOf(call.input), header.bytes, inbox.spins, wait);
       return header.launched_us;
     }
     Stashed other{header.tag, header.launched_us, std::vector<uint8_t>(header.bytes)};
-    readRing(call.peer, other.bytes.data(), header.bytes, wait);
+    readRing(call.peer, other.bytes.data(), header.bytes, inbox.spins, wait);
     inbox.stash.push_back(std::move(other));
   }
 }
 
-void ShmBackend::writeRing(int peer, const uint8_t* data, size_t bytes, Wait& wait) {
+void ShmBackend::writeRing(int peer, const uint8_t* data, size_t bytes, ShmSpinBudget& spins,
+                           Wait& wait) {
   ShmRingControl& control = segment_->ringControl(rank_, peer);
   uint8_t* ring = segment_->ring(rank_, peer);
   const size_t capacity = segment_->layout().ring_bytes;
@@ -496,7 +505,7 @@ void ShmBackend::writeRing(int peer, const uint8_t* data, size_t bytes, Wait& wa
     const uint32_t tail = control.tail.value.load(std::memory_order_acquire);
     const size_t room = capacity - static_cast<uint32_t>(head - tail);
     if (room == 0) {
-      shmWaitFor(control.tail, head - static_cast<uint32_t>(capacity) + 1,
+      shmWaitFor(control.tail, head - static_cast<uint32_t>(capacity) + 1, spins,
                  [&] { wait.check(peer); });
       continue;
     }
@@ -512,7 +521,7 @@ void ShmBackend::writeRing(int peer, const uint8_t* data, size_t bytes, Wait& wa
   }
 }
 
-void ShmBackend::readRing(int peer, uint8_t* data, size_t bytes, Wait& wait) {
+void ShmBackend::readRing(int peer, uint8_t* data, size_t bytes, ShmSpinBudget& spins, Wait& wait) {
   ShmRingControl& control = segment_->ringControl(peer, rank_);
   const uint8_t* ring = segment_->ring(peer, rank_);
   const size_t capacity = segment_->layout().ring_bytes;
@@ -521,7 +530,7 @@ void ShmBackend::readRing(int peer, uint8_t* data, size_t bytes, Wait& wait) {
     const uint32_t head = control.head.value.load(std::memory_order_acquire);
     const size_t ready = static_cast<uint32_t>(head - tail);
     if (ready == 0) {
-      shmWaitFor(control.head, tail + 1, [&] { wait.check(peer); });
+      shmWaitFor(control.head, tail + 1, spins, [&] { wait.check(peer); });
       continue;
     }
     const size_t len = std::min(ready, bytes);

@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "comm/backend.h"
+#include "comm/shm/shm_segment.h"
 
 namespace ringmaster {
-
-class ShmSegment;
 
 struct ShmOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // the rendezvous
@@ -28,6 +27,9 @@ struct ShmOptions {
   // all_reduce up to this size: every rank reduces every slot (one round trip); above it, each
   // rank reduces its share and the others copy it (two).
   size_t small_allreduce_bytes = size_t{16} << 10;
+  // The most a waiting rank spins before yielding its core (ShmSpinBudget); 0: shmSpinsFor's
+  // choice.
+  int spins = 0;
 };
 
 class ShmBackend : public Backend {
@@ -60,8 +62,15 @@ class ShmBackend : public Backend {
     std::vector<uint8_t> bytes;
   };
   struct Inbox {
+    explicit Inbox(int most_spins) : spins(most_spins) {}
     std::mutex mutex;  // one receiving lane per peer; held while it reads
     std::deque<Stashed> stash;
+    ShmSpinBudget spins;
+  };
+  struct Outbox {
+    explicit Outbox(int most_spins) : spins(most_spins) {}
+    std::mutex mutex;  // one sending lane per peer; held while it writes
+    ShmSpinBudget spins;
   };
 
   ShmBackend(std::unique_ptr<ShmSegment> segment, int rank, int size, ShmOptions options);
@@ -88,20 +97,22 @@ class ShmBackend : public Backend {
 
   void sendMessage(const OpCall& call, Wait& wait);
   int64_t receiveMessage(const OpCall& call, Wait& wait);  // the sender's launch time
-  void writeRing(int peer, const uint8_t* data, size_t bytes, Wait& wait);
-  void readRing(int peer, uint8_t* data, size_t bytes, Wait& wait);
+  void writeRing(int peer, const uint8_t* data, size_t bytes, ShmSpinBudget& spins, Wait& wait);
+  void readRing(int peer, uint8_t* data, size_t bytes, ShmSpinBudget& spins, Wait& wait);
 
   std::unique_ptr<ShmSegment> segment_;
   int rank_;
   int size_;
   ShmOptions options_;
+  int most_spins_;  // before a wait yields the core (ShmOptions::spins)
   std::atomic<bool> aborted_{false};
   // The collectives run on the communicator's op thread, one at a time: these are its own.
   uint32_t progress_ = 0;
   uint64_t rounds_ = 0;
   uint32_t released_[2] = {0, 0};  // the progress at which every rank was done with each half
-  std::vector<std::unique_ptr<Inbox>> inboxes_;        // per peer
-  std::vector<std::unique_ptr<std::mutex>> outboxes_;  // per peer: one sending lane at a time
+  ShmSpinBudget collective_spins_;
+  std::vector<std::unique_ptr<Inbox>> inboxes_;    // per peer
+  std::vector<std::unique_ptr<Outbox>> outboxes_;  // per peer
 };
 
 }  // namespace ringmaster

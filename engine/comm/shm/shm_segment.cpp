@@ -221,16 +221,30 @@ void shmWakeAll(ShmCounter& counter) {
   futex(&counter.value, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void shmWaitFor(ShmCounter& counter, uint32_t target, const std::function<void()>& check) {
-  // A peer on another core answers within microseconds; ranks may share cores (4 ranks on 2), so
-  // the spin is short and then yields the core (to the peer, often) before sleeping. Measured with
-  // bench-comm on 2 cores, 2 and 4 ranks: spinning 4096 times cut small all_reduce's busbw tenfold
-  // against 64; yielding 64 times before sleeping beat 16 (docs/comm.md).
-  constexpr int kSpins = 64, kYields = 64;
-  for (int i = 0; i < kSpins; ++i) {
-    if (shmReached(counter.value.load(std::memory_order_acquire), target)) return;
+int shmSpinsFor(int ranks) {
+  // Measured with bench-comm on 2 cores (docs/comm.md): 4 ranks lose tenfold at 4 KiB when they
+  // spin 4,096 times instead of 64; 2 ranks, each on its own core, often wait longer than 64
+  // spins for a peer in a small all_reduce.
+  constexpr int kMostWithOwnCores = 1024;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int available = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return ranks <= available ? kMostWithOwnCores : ShmSpinBudget::kLeast;
+}
+
+void shmWaitFor(ShmCounter& counter, uint32_t target, ShmSpinBudget& spins,
+                const std::function<void()>& check) {
+  // Yielding 64 times before sleeping beat 16 (docs/comm.md).
+  constexpr int kYields = 64;
+  const int limit = spins.limit();
+  for (int i = 0; i < limit; ++i) {
+    if (shmReached(counter.value.load(std::memory_order_acquire), target)) {
+      spins.reachedAfter(i);
+      return;
+    }
     cpuRelax();
   }
+  spins.missed();
   for (int i = 0; i < kYields; ++i) {
     if (shmReached(counter.value.load(std::memory_order_acquire), target)) return;
     ::sched_yield();

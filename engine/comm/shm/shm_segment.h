@@ -6,6 +6,7 @@
 // life. It knows nothing of the collectives (shm_backend.cpp).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -89,10 +90,41 @@ void shmPublish(ShmCounter& counter, uint32_t value);
 inline bool shmReached(uint32_t value, uint32_t target) {
   return static_cast<int32_t>(value - target) >= 0;
 }
-// Waits until `counter` reaches `target`. `check` runs between sleeps (about every 50 ms, and
-// after the spin), only while the target is not reached: it throws to end the wait (abort,
-// deadline, a dead peer).
-void shmWaitFor(ShmCounter& counter, uint32_t target, const std::function<void()>& check);
+// How long a waiting rank spins before it yields its core, adapting as glibc's adaptive mutexes
+// do. Spinning wins while the awaited rank runs on another core (a small all_reduce's peer answers
+// within microseconds); it loses when the two share a core, because then the peer cannot run until
+// the spinner yields. Which holds is not known in advance (another job may take the other core).
+// A wait that reached its target while spinning keeps the limit at least twice what it took; one
+// that had to yield lowers it by an eighth (a run of them, as on a shared core, brings it to the
+// least within about twenty waits; one late peer hardly moves it); every kProbeEvery-th wait spins
+// the whole `most` to find out whether spinning pays again. Not thread-safe: one per waiting
+// thread or lane.
+class ShmSpinBudget {
+ public:
+  static constexpr int kLeast = 64;  // about 1.5 us of pauses on an AMD EPYC
+  static constexpr int kProbeEvery = 32;
+  explicit ShmSpinBudget(int most) : most_(std::max(most, kLeast)), limit_(most_) {}
+  // The spins the next wait may make.
+  int limit() { return ++waits_ % kProbeEvery == 0 ? most_ : limit_; }
+  void reachedAfter(int spins) { limit_ = std::min(most_, std::max(limit_, 2 * spins + kLeast)); }
+  void missed() { limit_ = std::max(kLeast, limit_ - limit_ / 8); }
+
+ private:
+  int most_;
+  int limit_;
+  uint32_t waits_ = 0;
+};
+
+// The most a rank of a group of `ranks` on this host spins before yielding: ShmSpinBudget's
+// adaptive limit when each can hold a core of its own (this process may run on at least `ranks`
+// CPUs); its least when they must share cores, where a spinner keeps the rank it waits for off its
+// core.
+int shmSpinsFor(int ranks);
+// Waits until `counter` reaches `target`: spins up to `spins.limit()` times, then yields its core a
+// while, then sleeps. `check` runs between sleeps (about every 50 ms, and after the spin), only
+// while the target is not reached: it throws to end the wait (abort, deadline, a dead peer).
+void shmWaitFor(ShmCounter& counter, uint32_t target, ShmSpinBudget& spins,
+                const std::function<void()>& check);
 // Wakes every sleeper on `counter` (abort).
 void shmWakeAll(ShmCounter& counter);
 

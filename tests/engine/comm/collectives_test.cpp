@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +16,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "comm_harness.h"
 #include "comm_values.h"
@@ -282,6 +285,86 @@ TEST_P(Collectives, QueuedOperationsCompleteInAnyWaitOrder) {
       auto got = values(tensors[static_cast<size_t>(k)]);
       for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], e[i] + k * comm.size());
     }
+  });
+  EXPECT_ALL_RANKS_OK(failures);
+}
+
+// Issue 36: shm finishes a collective inside launch, so a small one called while nothing else is
+// in flight runs on the caller's thread (CommOptions::caller_thread_max_bytes), sparing the
+// hand-offs to the op thread and back. A larger one, any one with the option at 0, and every one
+// over Gloo go through the op thread; one-rank groups complete on the caller's thread. The
+// observer hears each operation on the thread that finished it.
+TEST_P(Collectives, ASmallCollectiveWithNothingInFlightRunsOnItsCallersThread) {
+  struct Threads : CommObserver {
+    std::mutex mutex;
+    std::map<uint64_t, std::thread::id> by_seq;  // this rank's operations only
+    void onOperation(const CommRecord& r) override {
+      std::lock_guard<std::mutex> lock(mutex);
+      by_seq[r.seq] = std::this_thread::get_id();
+    }
+  };
+  constexpr int64_t kSmall = 257;                                                // floats
+  const int64_t large = CommOptions::kCallerThreadMaxBytes / sizeof(float) + 1;  // just above
+  for (uint64_t max_bytes : {CommOptions::kCallerThreadMaxBytes, uint64_t{0}}) {
+    SCOPED_TRACE(::testing::Message() << "caller_thread_max_bytes " << max_bytes);
+    std::vector<std::shared_ptr<Threads>> observers;
+    for (int r = 0; r < world(); ++r) observers.push_back(std::make_shared<Threads>());
+    auto failures = testing::runRanksWith(
+        world(),
+        [&](Communicator& comm) {
+          const auto caller = std::this_thread::get_id();
+          for (int64_t n : {kSmall, large}) {
+            auto inputs = allInputs(world(), DType::kF32, n, input);
+            Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
+            comm.allReduce(t)->wait();
+            ASSERT_TRUE(sameValues(t, referenceReduce(inputs, ReduceOp::sum())));
+          }
+          Threads& seen = *observers[static_cast<size_t>(comm.rank())];
+          std::lock_guard<std::mutex> lock(seen.mutex);
+          ASSERT_EQ(seen.by_seq.size(), 2u);
+          const bool small_here = world() == 1 || (backend() == "shm" && max_bytes > 0);
+          EXPECT_EQ(seen.by_seq.at(1) == caller, small_here);
+          EXPECT_EQ(seen.by_seq.at(2) == caller, world() == 1);
+        },
+        [&](int rank) {
+          CommOptions options;
+          options.caller_thread_max_bytes = max_bytes;
+          options.observer = observers[static_cast<size_t>(rank)];
+          return options;
+        },
+        backend());
+    EXPECT_ALL_RANKS_OK(failures);
+  }
+}
+
+// Two threads of each rank all-reduce at once, so one may run on its caller's thread while the
+// other is queued: the backend still sees one operation at a time (TSan watches), in an order the
+// communicator numbers the same on every rank. Every input is ones, so whichever calls the ranks
+// pair, every result is the world size.
+TEST_P(Collectives, CallersOnSeveralThreadsGetTheBackendOneAtATime) {
+  constexpr int kThreads = 2, kCalls = 40;
+  auto failures = runRanks(world(), [&](Communicator& comm) {
+    std::mutex mutex;
+    std::exception_ptr error;
+    std::vector<std::thread> threads;
+    for (int k = 0; k < kThreads; ++k) {
+      threads.emplace_back([&] {
+        try {
+          for (int i = 0; i < kCalls; ++i) {
+            Tensor t = Tensor::full({64}, 1.0f);
+            comm.allReduce(t)->wait();
+            for (float v : t.toFloatVector())
+              if (v != static_cast<float>(world()))
+                throw std::runtime_error(fmt::format("got {}, expected {}", v, world()));
+          }
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(mutex);
+          if (!error) error = std::current_exception();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
   });
   EXPECT_ALL_RANKS_OK(failures);
 }
