@@ -83,11 +83,6 @@ Communicator::~Communicator() {
 
 namespace {
 
-int64_t systemClockUs() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
-
 // The kernel's boot id: processes that share it read one system clock.
 std::string bootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -97,6 +92,11 @@ std::string bootId() {
 }
 
 }  // namespace
+
+int64_t Communicator::systemClockUs() {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+}
 
 int64_t Communicator::alignedNowUs() const {
   return systemClockUs() + clock_offset_us_.load();
@@ -172,7 +172,7 @@ void Communicator::opLoop() {
       launching_ = task->work;
     }
     const bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
-    launchTask(*task);
+    launchTask(*task, systemClockUs());
     P2PLane* lane_to_wake = nullptr;
     std::unique_ptr<Task> finish_here;
     {
@@ -207,12 +207,12 @@ void Communicator::opLoop() {
   }
 }
 
-void Communicator::launchTask(Task& task) {
+void Communicator::launchTask(Task& task, int64_t now_us) {
   if (failed_) return;
   const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
   task.started = Clock::now();
-  task.call.launched_us = alignedNowUs();
-  recorder_.transition(task.id, OpState::kStarted, nowUs());
+  task.call.launched_us = now_us + clock_offset_us_.load();
+  recorder_.transition(task.id, OpState::kStarted, static_cast<double>(now_us));
   if (!p2p) last_started_seq_ = task.call.seq;
   try {
     if (!p2p && options_.verify_calls) verifyCall(task);
@@ -234,8 +234,8 @@ void Communicator::launchTask(Task& task) {
   }
 }
 
-void Communicator::runOnCaller(Task& task) {
-  launchTask(task);
+void Communicator::runOnCaller(Task& task, int64_t now_us) {
+  launchTask(task, now_us);
   bool queued;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -318,14 +318,15 @@ void Communicator::finishTask(Task& task) {
     task.before = nullptr;
     // Bandwidth describes the transfer: the time spent waiting for a peer is not part of it.
     const double transfer_ms = std::max(0.0, ms - wait_ms.value_or(0.0));
-    recorder_.transition(task.id, OpState::kCompleted, nowUs());
+    const int64_t end_system_us = systemClockUs();
+    recorder_.transition(task.id, OpState::kCompleted, static_cast<double>(end_system_us));
     if (!p2p) last_completed_seq_ = task.call.seq;
     if (options_.observer) {
       // A collective's start and end on the aligned clock; storage splits its wait from them. On
       // NCCL the duration is the kernel's, which began no earlier than end - duration.
       std::optional<int64_t> start_us, end_us;
       if (!p2p) {
-        end_us = alignedNowUs();
+        end_us = end_system_us + clock_offset_us_.load();
         start_us = task.call.launched_us;
         if (device_ms) start_us = std::max(*start_us, *end_us - static_cast<int64_t>(ms * 1000.0));
       }
@@ -342,7 +343,7 @@ void Communicator::finishTask(Task& task) {
                         algbw * busFactor(task.call.op, size_),
                         wait_ms,
                         task.call.peer,
-                        telemetryNow(),
+                        static_cast<double>(end_system_us) / 1e6,
                         start_us,
                         end_us,
                         mesh_dimension_};

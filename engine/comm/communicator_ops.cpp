@@ -107,6 +107,7 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
   task->after = std::move(after);
   WorkPtr work;
   bool run_here = false;
+  const int64_t now_us = systemClockUs();
   {
     // Numbered and queued in one step: operations called from several threads are launched in
     // the order of their numbers, which the ranks compare (verify_calls).
@@ -116,7 +117,7 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
     task->work = std::make_shared<Work>(describe(task->call), options_.timeout);
     work = task->work;
     recorder_.record({task->id, task->call.seq, task->call.op, group_name_, bytes, dtype,
-                      task->call.peer, OpState::kScheduled, nowUs(), 0, 0});
+                      task->call.peer, OpState::kScheduled, static_cast<double>(now_us), 0, 0});
     ++in_flight_;
     // Nothing else queued, launching or waited for: the op thread is idle, and stays so until
     // runOnCaller is done.
@@ -129,7 +130,7 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
     }
   }
   if (run_here) {
-    runOnCaller(*task);
+    runOnCaller(*task, now_us);
   } else {
     op_cv_.notify_one();
   }

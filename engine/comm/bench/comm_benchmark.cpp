@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <deque>
 
 #include <fmt/format.h>
 
@@ -184,32 +185,40 @@ class Case {
                                            : ReduceOp{kind_};
   }
 
-  // Starts one operation; returns the Works to wait for.
-  std::vector<WorkPtr> launch() {
+  // Starts one operation; appends the Works to wait for to `works` (no allocation per
+  // operation beyond the communicator's own).
+  void launch(std::deque<WorkPtr>& works) {
     const int root = options_.root;
     switch (op_) {
       case BenchOp::kAllReduce:
-        return {comm_.allReduce(input_, reduceOp())};
+        return works.push_back(comm_.allReduce(input_, reduceOp()));
       case BenchOp::kBroadcast:
-        return {comm_.broadcast(input_, root)};
+        return works.push_back(comm_.broadcast(input_, root));
       case BenchOp::kReduce:
-        return {comm_.reduce(input_, root, reduceOp())};
+        return works.push_back(comm_.reduce(input_, root, reduceOp()));
       case BenchOp::kAllGather:
-        return {comm_.allGather(output_, input_)};
+        return works.push_back(comm_.allGather(output_, input_));
       case BenchOp::kReduceScatter:
-        return {comm_.reduceScatter(output_, input_, reduceOp())};
+        return works.push_back(comm_.reduceScatter(output_, input_, reduceOp()));
       case BenchOp::kAllToAll:
-        return {comm_.allToAll(output_, input_)};
+        return works.push_back(comm_.allToAll(output_, input_));
       case BenchOp::kGather:
-        return {comm_.gather(output_, input_, root)};
+        return works.push_back(comm_.gather(output_, input_, root));
       case BenchOp::kScatter:
-        return {comm_.scatter(output_, input_, root)};
+        return works.push_back(comm_.scatter(output_, input_, root));
       case BenchOp::kSendRecv: {
         const int n = comm_.size(), r = comm_.rank();
-        return {comm_.isend(input_, (r + 1) % n), comm_.irecv(output_, (r + n - 1) % n)};
+        works.push_back(comm_.isend(input_, (r + 1) % n));
+        return works.push_back(comm_.irecv(output_, (r + n - 1) % n));
       }
     }
-    return {};
+  }
+
+  // Launches one operation and waits for it.
+  void run() {
+    std::deque<WorkPtr> works;
+    launch(works);
+    for (auto& work : works) work->wait();
   }
 
   // Fills the input with this rank's predictable values (only the root's matters for broadcast
@@ -227,7 +236,7 @@ class Case {
   // The wrong elements of this rank's result after one operation on fresh inputs.
   int64_t check() {
     fillInput();
-    for (auto& work : launch()) work->wait();
+    run();
     const int n = comm_.size(), r = comm_.rank(), root = options_.root;
     const DType dtype = options_.dtype;
     auto v = [&](int q, int64_t i) { return roundTrip(dtype, inputValue(kind_, q, i)); };
@@ -435,13 +444,20 @@ std::vector<CommBenchRow> runCommBenchmark(Communicator& comm, const CommBenchOp
       for (uint64_t size : sizes) {
         Case c(comm, options, op, static_cast<int64_t>(size / width), kind);
         c.fillInput();
-        for (int i = 0; i < options.warmup; ++i)
-          for (auto& work : c.launch()) work->wait();
+        for (int i = 0; i < options.warmup; ++i) c.run();
         comm.barrier()->wait();
-        std::vector<WorkPtr> works;
+        // Every operation is launched without waiting for the previous one, as nccl-tests does;
+        // those already complete are let go on the way (wait() rethrows a failure), so that the
+        // loop reuses their memory instead of faulting in pages for thousands of handles.
+        std::deque<WorkPtr> works;
         const auto start = Clock::now();
-        for (int i = 0; i < options.iters; ++i)
-          for (auto& work : c.launch()) works.push_back(std::move(work));
+        for (int i = 0; i < options.iters; ++i) {
+          c.launch(works);
+          while (!works.empty() && works.front()->isCompleted()) {
+            works.front()->wait();
+            works.pop_front();
+          }
+        }
         for (auto& work : works) work->wait();
         const double us =
             std::chrono::duration<double, std::micro>(Clock::now() - start).count() / options.iters;

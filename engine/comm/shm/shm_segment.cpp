@@ -222,9 +222,9 @@ void shmWakeAll(ShmCounter& counter) {
 }
 
 int shmSpinsFor(int ranks) {
-  // Measured with bench-comm on 2 cores (docs/comm.md): 4 ranks lose tenfold at 4 KiB when they
-  // spin 4,096 times instead of 64; 2 ranks, each on its own core, often wait longer than 64
-  // spins for a peer in a small all_reduce.
+  // Measured with bench-comm on 2 cores (docs/comm.md): 4 ranks take 5-6 times as long at 4 KiB
+  // spinning 4,096 times as 64; 2 ranks, each on its own core, often wait longer than 64 spins for
+  // a peer in a small all_reduce.
   constexpr int kMostWithOwnCores = 1024;
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
