@@ -33,7 +33,12 @@ benchmarks=(
 
 release=build/release
 node=$release/app/ringmaster-node
-run_train_step() { ./$release/bench/train_step_bench; }
+# Both of issue 36's MLPs: the default 784-256-256-10, and 784-8x1024-10.
+run_train_step() {
+  ./$release/bench/train_step_bench
+  echo
+  ./$release/bench/train_step_bench --layers 784,1024,1024,1024,1024,1024,1024,1024,1024,10
+}
 run_gpt_step() { ./$release/bench/gpt_step_bench; }
 run_gemm() { ./$release/bench/gemm_bench; }
 run_storage() { ./$release/bench/storage_bench; }

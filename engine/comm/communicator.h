@@ -124,6 +124,11 @@ class Communicator {
   std::string backendName() const { return backend_->name(); }
   Device device() const { return backend_->device(); }
   const CommOptions& options() const { return options_; }
+  // Keeps every operation of this communicator off its caller's thread (caller_thread_max_bytes
+  // 0), for a caller that starts a small collective to overlap it with its own work and wait a
+  // step later (StopAgreement's flags): on the caller's thread it would wait there for the
+  // slowest rank to arrive. Before the group's first operation, on the thread that makes them.
+  void keepSmallCollectivesAsynchronous() { options_.caller_thread_max_bytes = 0; }
   // The group's key-value store (keys scoped to this group), for rendezvous beside the collectives.
   Store& store() const { return *store_; }
 

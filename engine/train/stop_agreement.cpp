@@ -19,6 +19,9 @@ StopAgreement::StopAgreement(std::function<bool()> stop_requested, Communicator*
   std::vector<int> everyone(static_cast<size_t>(world->size()));
   std::iota(everyone.begin(), everyone.end(), 0);
   group_ = world->newGroup(everyone, world->groupName() + ".stop");
+  // The flags' all-reduce is started before a step and waited for before the next: it must not
+  // run on this thread, which would then wait for every rank to reach the step.
+  group_->keepSmallCollectivesAsynchronous();
   // The group inherits the world's mesh dimension: its all-reduces show under the dimension the
   // world spans (dp for DDP / FSDP, pp for a pipeline), not as a dimension of their own.
 }

@@ -291,9 +291,10 @@ TEST_P(Collectives, QueuedOperationsCompleteInAnyWaitOrder) {
 
 // Issue 36: shm finishes a collective inside launch, so a small one called while nothing else is
 // in flight runs on the caller's thread (CommOptions::caller_thread_max_bytes), sparing the
-// hand-offs to the op thread and back. A larger one, any one with the option at 0, and every one
-// over Gloo go through the op thread; one-rank groups complete on the caller's thread. The
-// observer hears each operation on the thread that finished it.
+// hand-offs to the op thread and back. A larger one, any one with the option at 0 or after
+// keepSmallCollectivesAsynchronous, and every one over Gloo go through the op thread; one-rank
+// groups complete on the caller's thread. The observer hears each operation on the thread that
+// finished it.
 TEST_P(Collectives, ASmallCollectiveWithNothingInFlightRunsOnItsCallersThread) {
   struct Threads : CommObserver {
     std::mutex mutex;
@@ -305,14 +306,16 @@ TEST_P(Collectives, ASmallCollectiveWithNothingInFlightRunsOnItsCallersThread) {
   };
   constexpr int64_t kSmall = 257;                                                // floats
   const int64_t large = CommOptions::kCallerThreadMaxBytes / sizeof(float) + 1;  // just above
-  for (uint64_t max_bytes : {CommOptions::kCallerThreadMaxBytes, uint64_t{0}}) {
-    SCOPED_TRACE(::testing::Message() << "caller_thread_max_bytes " << max_bytes);
+  enum class Setting { kDefault, kOptionZero, kKeptAsynchronous };
+  for (Setting setting : {Setting::kDefault, Setting::kOptionZero, Setting::kKeptAsynchronous}) {
+    SCOPED_TRACE(::testing::Message() << "setting " << static_cast<int>(setting));
     std::vector<std::shared_ptr<Threads>> observers;
     for (int r = 0; r < world(); ++r) observers.push_back(std::make_shared<Threads>());
     auto failures = testing::runRanksWith(
         world(),
         [&](Communicator& comm) {
           const auto caller = std::this_thread::get_id();
+          if (setting == Setting::kKeptAsynchronous) comm.keepSmallCollectivesAsynchronous();
           for (int64_t n : {kSmall, large}) {
             auto inputs = allInputs(world(), DType::kF32, n, input);
             Tensor t = inputs[static_cast<size_t>(comm.rank())].clone();
@@ -322,13 +325,14 @@ TEST_P(Collectives, ASmallCollectiveWithNothingInFlightRunsOnItsCallersThread) {
           Threads& seen = *observers[static_cast<size_t>(comm.rank())];
           std::lock_guard<std::mutex> lock(seen.mutex);
           ASSERT_EQ(seen.by_seq.size(), 2u);
-          const bool small_here = world() == 1 || (backend() == "shm" && max_bytes > 0);
+          const bool small_here =
+              world() == 1 || (backend() == "shm" && setting == Setting::kDefault);
           EXPECT_EQ(seen.by_seq.at(1) == caller, small_here);
           EXPECT_EQ(seen.by_seq.at(2) == caller, world() == 1);
         },
         [&](int rank) {
           CommOptions options;
-          options.caller_thread_max_bytes = max_bytes;
+          if (setting == Setting::kOptionZero) options.caller_thread_max_bytes = 0;
           options.observer = observers[static_cast<size_t>(rank)];
           return options;
         },
