@@ -3,7 +3,9 @@
 // threads. Threads per communicator: the op thread launches operations in program order (the order
 // every rank must agree on), the completion thread waits for the collectives in the same order, a
 // thread per (peer, direction) of point-to-point ops waits for those in their order, and the
-// watchdog publishes progress and watches for other ranks' failures.
+// watchdog publishes progress and watches for other ranks' failures. A small collective called
+// while nothing else is in flight, on a backend that finishes collectives inside launch (shm),
+// runs on the caller's thread instead (runOnCaller; docs/comm.md).
 #include "comm/communicator.h"
 
 #include <array>
