@@ -22,6 +22,9 @@ namespace {
 // use" came from one in the tests).
 constexpr int kDerivedPortBase = 20000;
 constexpr int kDerivedPortRange = 12000;
+// A sweep's members in one allocation: the ports a job id's steps take before the next id's
+// (a prime, so coprime with the range).
+constexpr int kStepPorts = 67;
 
 // The job directory as sbatch reads it in --output: no character the #SBATCH line's own parser
 // would split, quote, escape or end a comment at, and '%' (Slurm's file name patterns) doubled.
@@ -150,12 +153,16 @@ std::string slurmStepScript(const JobSpec& spec, const SlurmScriptPaths& paths,
                fmt::format("unreachable_polls is {}, at least 1", unreachable_polls));
   const SlurmSpec& slurm = slurmOf(spec);
   const std::vector<std::string> options = stepOptions(spec, allocation_id);
-  // Two members of one allocation may share a node address: the port differs per step.
+  // Two members of one allocation may share a node address: the port differs per step. Each job
+  // id owns kStepPorts ports in a row, and kStepPorts shares no factor with the range, so that
+  // distinct job ids start at every port of it: with 64 (a factor 16 in common with 12,000)
+  // allocations whose ids agreed modulo 750 derived the same ports, and two tests' sweeps on one
+  // machine met on them ("run failed" for both members of one).
   const std::string master_port =
       spec.launch.master_port != 0
           ? std::to_string(spec.launch.master_port)
-          : fmt::format("$(( {} + (SLURM_JOB_ID * 64 + SLURM_STEP_ID) % {} ))", kDerivedPortBase,
-                        kDerivedPortRange);
+          : fmt::format("$(( {} + (SLURM_JOB_ID * {} + SLURM_STEP_ID) % {} ))", kDerivedPortBase,
+                        kStepPorts, kDerivedPortRange);
   // Each node's task: the master is the step's first node (not the allocation's), node 0 says
   // the step's id, and the agent starts as in the batch script.
   const std::string task = fmt::format(

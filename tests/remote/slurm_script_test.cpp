@@ -364,9 +364,9 @@ TEST_F(SlurmStepScript, WaitsForTheAllocationThenEachNodesAgentGetsItsWordsAndTh
   ASSERT_EQ(runStepScript(script, {"PENDING", "RUNNING"}), 0) << script;
   // Queued first: srun waited for the allocation to run.
   EXPECT_EQ(readText(dir_ / "squeue.calls"), "2\n");
-  // The port derived from the job and the step: 20000 + (4242 * 64 + 3) % 12000.
+  // The port derived from the job and the step: 20000 + (4242 * 67 + 3) % 12000.
   for (int node = 0; node < 2; ++node)
-    EXPECT_EQ(agentArgv(node), expectedAgentArgv(node, "10.1.2.3:27491")) << node;
+    EXPECT_EQ(agentArgv(node), expectedAgentArgv(node, "10.1.2.3:28217")) << node;
   const std::vector<std::string> srun = linesOf(readText(dir_ / "srun.argv"));
   ASSERT_GE(srun.size(), 9u);
   EXPECT_EQ(std::vector<std::string>(srun.begin(), srun.begin() + 7),

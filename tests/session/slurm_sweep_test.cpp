@@ -104,6 +104,15 @@ class SlurmSweep : public testing::CliRunTest {
                                      run));
   }
 
+  // Every recorded run's end (recordedEnd), one per line, for failure messages.
+  std::string everyRunsEnd() const {
+    storage::Database db(dbPath());
+    return queryText(db,
+                     "SELECT coalesce(group_concat('run ' || id || ': ' || status || ': ' || "
+                     "coalesce(error, '') || ' [' || coalesce(scheduler_state, '') || ']', "
+                     "char(10)), 'no run recorded') FROM runs");
+  }
+
   // squeue's lines for the job (running, pending or completing).
   std::string queued(const std::string& job_id) const {
     return cluster_->squeue({"--noheader", "--jobs", job_id, "--format=%i %T"});
@@ -190,7 +199,7 @@ TEST_F(SlurmSweep, RingmasterSweepPutsItsMembersIntoOneAllocationAndReleasesIt) 
   CapturedProcess sweep =
       ringmaster({"sweep", path, "--axis", "optimizer.lr=0.01,0.02", "--parallel", "2", "--json"});
   const ExitStatus status = sweep.wait(240s);
-  ASSERT_TRUE(testing::exitedWith(status, 0)) << sweep.err();
+  ASSERT_TRUE(testing::exitedWith(status, 0)) << sweep.err() << everyRunsEnd();
   EXPECT_NE(sweep.err().find("the members share Slurm allocation"), std::string::npos)
       << sweep.err();
   storage::Database db(dbPath());
