@@ -54,7 +54,8 @@ class Backend {
   // Whether AVG / PREMUL_SUM reach the backend as such (else Communicator composes them from SUM).
   virtual bool nativeReduce(ReduceKind kind) const { return false; }
   // Whether launch() has finished every collective when it returns (its PendingOp waits for
-  // nothing): the op thread then completes it itself when nothing queued before it is pending.
+  // nothing): the op thread then completes it itself when nothing queued before it is pending,
+  // and a small one called while nothing is in flight runs on its caller's thread.
   virtual bool collectivesCompleteInLaunch() const { return false; }
   // Starts `call`. A backend whose library is synchronous does all the work here.
   virtual std::unique_ptr<PendingOp> launch(const OpCall& call) = 0;

@@ -197,7 +197,8 @@ void ShmBackend::abort() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Dispatch. Collectives run to the end here, on the op thread; send and receive return a P2POp.
+// Dispatch. Collectives run to the end here, on the op thread or a caller's; send and receive
+// return a P2POp.
 // An op with no elements does nothing (as over Gloo).
 
 std::unique_ptr<PendingOp> ShmBackend::launch(const OpCall& call) {

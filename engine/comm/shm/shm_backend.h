@@ -106,7 +106,8 @@ class ShmBackend : public Backend {
   ShmOptions options_;
   int most_spins_;  // before a wait yields the core (ShmOptions::spins)
   std::atomic<bool> aborted_{false};
-  // The collectives run on the communicator's op thread, one at a time: these are its own.
+  // The collectives run one at a time, on the communicator's op thread or on a caller's thread
+  // (Communicator::runOnCaller), never on both at once: these are theirs.
   uint32_t progress_ = 0;
   uint64_t rounds_ = 0;
   uint32_t released_[2] = {0, 0};  // the progress at which every rank was done with each half
