@@ -78,7 +78,8 @@ class UiDetachedRunTest : public QObject {
     }
     return finished.first().at(0).toLongLong();
   }
-  // Selects `run` in the run list once the list shows it; its row's status text.
+  // Asks the run list to refresh, and selects `run` once the list shows it: its row's status
+  // text, possibly from the refresh before (the list refreshes on a worker thread).
   QString selectInHistory(int64_t run) {
     HistoryView& history = *window_->history();
     history.refresh();
@@ -125,9 +126,10 @@ class UiDetachedRunTest : public QObject {
           queryText(db, "SELECT status FROM runs WHERE id = " + std::to_string(run));
       QVERIFY2(status == "running" || status == "completed", status.c_str());
     }
-    // Still running (the workers take their steps): the list offers Attach and Cancel run.
-    const QString shown = selectInHistory(run);
-    QCOMPARE(shown, QString("running (detached)"));
+    // Still running (the workers take their steps): the list offers Attach and Cancel run. The
+    // list refreshes on a worker thread, so it may first show the row an earlier refresh read,
+    // from before the launch marked the run detached.
+    QTRY_COMPARE_WITH_TIMEOUT(selectInHistory(run), QString("running (detached)"), 10000);
     auto* attach = window_->history()->findChild<QPushButton*>("attachButton");
     auto* cancel = window_->history()->findChild<QPushButton*>("cancelDetachedButton");
     QVERIFY(attach && cancel);
@@ -156,7 +158,7 @@ class UiDetachedRunTest : public QObject {
     const std::vector<pid_t> processes = jobProcesses(run);
     QCOMPARE(processes.size(), size_t{3});
     for (pid_t pid : processes) QVERIFY(ringmaster::testing::processRuns(pid));
-    QCOMPARE(selectInHistory(run), QString("running (detached)"));
+    QTRY_COMPARE_WITH_TIMEOUT(selectInHistory(run), QString("running (detached)"), 10000);
     auto* cancel = window_->history()->findChild<QPushButton*>("cancelDetachedButton");
     QTRY_VERIFY(cancel->isEnabled());
     QSignalSpy finished(window_.get(), &MainWindow::launchFinished);
