@@ -24,5 +24,9 @@ std::string_view toString(CommOp op);
 // nccl-tests' bus-bandwidth factor for `op` over `ranks` ranks (docs/comm.md):
 // all_reduce 2(n-1)/n; all_gather, reduce_scatter, all_to_all, gather, scatter (n-1)/n; others 1.
 double busFactor(CommOp op, int ranks);
+// Whether `op` is a send or a receive (numbered and completed apart from the collectives).
+inline bool isPointToPoint(CommOp op) {
+  return op == CommOp::kSend || op == CommOp::kRecv;
+}
 
 }  // namespace ringmaster

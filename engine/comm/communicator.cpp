@@ -173,7 +173,7 @@ void Communicator::opLoop() {
       op_queue_.pop_front();
       launching_ = task->work;
     }
-    const bool p2p = task->call.op == CommOp::kSend || task->call.op == CommOp::kRecv;
+    const bool p2p = isPointToPoint(task->call.op);
     launchTask(*task, systemClockUs());
     P2PLane* lane_to_wake = nullptr;
     std::unique_ptr<Task> finish_here;
@@ -211,7 +211,7 @@ void Communicator::opLoop() {
 
 void Communicator::launchTask(Task& task, int64_t now_us) {
   if (failed_) return;
-  const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
+  const bool p2p = isPointToPoint(task.call.op);
   task.started = Clock::now();
   task.call.launched_us = now_us + clock_offset_us_.load();
   recorder_.transition(task.id, OpState::kStarted, static_cast<double>(now_us));
@@ -288,7 +288,7 @@ void Communicator::p2pLaneLoop(P2PLane& lane) {
 void Communicator::finishTask(Task& task) {
   // The operation leaves in_flight_ before its caller hears of it, so that a caller that destroys
   // the communicator right after wait() does not find it busy.
-  const bool p2p = task.call.op == CommOp::kSend || task.call.op == CommOp::kRecv;
+  const bool p2p = isPointToPoint(task.call.op);
   auto finished = [this, &task, p2p](std::exception_ptr error, std::optional<double> duration_ms,
                                      std::optional<double> wait_ms) {
     {
@@ -492,7 +492,7 @@ void Communicator::reportProgress(std::vector<PeerProgress>& previous) {
     // costs the store nothing more than the heartbeats.
     if (p.waiting_ms >= p.period_s * 1000) {
       read_peers = true;
-      const bool p2p = op->op == CommOp::kSend || op->op == CommOp::kRecv;
+      const bool p2p = isPointToPoint(op->op);
       std::vector<PeerProgress> peers = peerProgress();
       for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
@@ -530,7 +530,7 @@ Error Communicator::explainFailure(const OpCall& call, const Error& error) {
       behind.push_back(r);
     }
   }
-  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  const bool p2p = isPointToPoint(call.op);
   std::string message =
       error.kind() == ErrorKind::kTimeout
           ? fmt::format("{} timed out after {} ms", describe(call), options_.timeout.count())

@@ -36,7 +36,7 @@ void Communicator::checkTensor(const Tensor& t, const char* what) const {
 }
 
 std::string Communicator::describe(const OpCall& call) const {
-  bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  bool p2p = isPointToPoint(call.op);
   std::string text = fmt::format("{} #{} on {}", toString(call.op), call.seq, group_name_);
   if (p2p)
     text += fmt::format(" ({} rank {}, tag {})", call.op == CommOp::kSend ? "to" : "from",
@@ -97,7 +97,7 @@ WorkPtr Communicator::completedLocally(CommOp op, uint64_t bytes, DType dtype,
 WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
                               std::function<void()> before, std::function<void()> after) {
   auto task = std::make_unique<Task>();
-  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  const bool p2p = isPointToPoint(call.op);
   const bool may_run_here = mayRunOnCaller(call, bytes);
   call.timeout = options_.timeout;
   task->call = std::move(call);
@@ -138,7 +138,7 @@ WorkPtr Communicator::enqueue(OpCall call, uint64_t bytes, DType dtype,
 }
 
 bool Communicator::mayRunOnCaller(const OpCall& call, uint64_t bytes) const {
-  const bool p2p = call.op == CommOp::kSend || call.op == CommOp::kRecv;
+  const bool p2p = isPointToPoint(call.op);
   return !p2p && options_.caller_thread_max_bytes > 0 &&
          bytes <= options_.caller_thread_max_bytes && backend_->collectivesCompleteInLaunch();
 }
