@@ -10,9 +10,10 @@ namespace ringmaster {
 
 namespace {
 
-// a + b, a new tensor.
-Tensor added(const Tensor& a, const Tensor& b) {
-  Tensor out = b.clone();
+// a + b, written into b when b is the sole handle on its storage (a sublayer's fresh output or
+// gradient), else into a new tensor.
+Tensor added(const Tensor& a, Tensor b) {
+  Tensor out = b.isSoleHandle() ? std::move(b) : b.clone();
   ops::axpy(1.0f, a, out);
   return out;
 }

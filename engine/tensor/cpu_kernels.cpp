@@ -101,46 +101,60 @@ void dropout(const float* x, float* y, float* mask, int64_t n, float p, uint64_t
   }
 }
 
-void layerNormForward(const float* x, const float* gamma, const float* beta, float* y, float* mean,
-                      float* rstd, int64_t rows, int64_t cols, float eps) {
+// LayerNorm sums each row in double, in `omp simd` reductions: vector lanes of partial sums, so
+// that the row is not one chain of dependent adds (the order differs from a plain loop's in the
+// last bits of the double, far below the float result's).
+RM_VECTOR_CLONES void layerNormForward(const float* x, const float* gamma, const float* beta,
+                                       float* y, float* mean, float* rstd, int64_t rows,
+                                       int64_t cols, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
-    double sum = 0.0, sum_sq = 0.0;
+    float* yr = y + r * cols;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
     for (int64_t c = 0; c < cols; ++c) sum += xr[c];
     const double mu = cols > 0 ? sum / cols : 0.0;
+    double sum_sq = 0.0;
+#pragma omp simd reduction(+ : sum_sq)
     for (int64_t c = 0; c < cols; ++c) sum_sq += (xr[c] - mu) * (xr[c] - mu);
     const double var = cols > 0 ? sum_sq / cols : 0.0;
-    const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-    mean[r] = static_cast<float>(mu);
+    const auto row_mean = static_cast<float>(mu);
+    const auto inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+    mean[r] = row_mean;
     rstd[r] = inv;
-    float* yr = y + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      yr[c] = (xr[c] - mean[r]) * inv * gamma[c] + beta[c];
-    }
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - row_mean) * inv * gamma[c] + beta[c];
   }
 }
 
-void layerNormBackward(const float* x, const float* gamma, const float* mean, const float* rstd,
-                       const float* dy, float* dx, float* dgamma, float* dbeta, int64_t rows,
-                       int64_t cols) {
+RM_VECTOR_CLONES void layerNormBackward(const float* x, const float* gamma, const float* mean,
+                                        const float* rstd, const float* dy, float* dx,
+                                        float* dgamma, float* dbeta, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * cols;
     const float* dyr = dy + r * cols;
     float* dxr = dx + r * cols;
+    const float row_mean = mean[r], inv = rstd[r];
     double sum_dxhat = 0.0, sum_dxhat_xhat = 0.0;
+#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
     for (int64_t c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - mean[r]) * rstd[r];
+      const float xhat = (xr[c] - row_mean) * inv;
       const float dxhat = dyr[c] * gamma[c];
       sum_dxhat += dxhat;
       sum_dxhat_xhat += static_cast<double>(dxhat) * xhat;
+    }
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) {
+      const float xhat = (xr[c] - row_mean) * inv;
       dgamma[c] += dyr[c] * xhat;
       dbeta[c] += dyr[c];
     }
-    const float mean_dxhat = static_cast<float>(sum_dxhat / cols);
-    const float mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / cols);
+    const auto mean_dxhat = static_cast<float>(sum_dxhat / cols);
+    const auto mean_dxhat_xhat = static_cast<float>(sum_dxhat_xhat / cols);
+#pragma omp simd
     for (int64_t c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - mean[r]) * rstd[r];
-      dxr[c] = rstd[r] * (dyr[c] * gamma[c] - mean_dxhat - xhat * mean_dxhat_xhat);
+      const float xhat = (xr[c] - row_mean) * inv;
+      dxr[c] = inv * (dyr[c] * gamma[c] - mean_dxhat - xhat * mean_dxhat_xhat);
     }
   }
 }
@@ -272,7 +286,8 @@ constexpr float kGeluTanhCubic = 0.044715f;
 
 // The GELU and (below) the softmaxes call vmath::exp / tanh inline in `omp simd` loops
 // (-fopenmp-simd, no OpenMP runtime), which vectorise where glibc's expf / tanhf calls kept them
-// scalar; RM_VECTOR_CLONES adds an AVX2 + FMA build of each, picked where the CPU has it.
+// scalar; RM_VECTOR_CLONES adds AVX2 + FMA and AVX-512 builds of each, picked where the CPU has
+// them.
 RM_VECTOR_CLONES void geluTanh(const float* x, float* y, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -281,13 +296,23 @@ RM_VECTOR_CLONES void geluTanh(const float* x, float* y, int64_t n) {
   }
 }
 
+// The derivative in the sigmoid form of the tanh GELU: 0.5 (1 + tanh u) = s with s = 1 / (1 + e)
+// and e = e^{-2u}, so d/dx [x s] = s + x 2 s (1 - s) u', one exp and one division an element
+// (tanh's two branches cost both). s (1 - s) is written s (e s), exact where s rounds to 1 (1 - s
+// would lose every digit there). The exponent is capped at 80 so that e stays finite: e s then
+// stays in [0, 1] instead of giving inf * 0 in the far negative tail. The forward keeps the tanh
+// form: its output feeds the next product, where autocast rounds it to 16 bits, and the tanh form
+// rounds as PyTorch's does (gpt_reference_test compares the two roundings).
 RM_VECTOR_CLONES void geluTanhBackward(const float* x, const float* dy, float* dx, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float t = vmath::tanh(kGeluTanhScale * (v + kGeluTanhCubic * v * v * v));
+    float minus_2u = -2.0f * kGeluTanhScale * (v + kGeluTanhCubic * v * v * v);
+    minus_2u = minus_2u > 80.0f ? 80.0f : minus_2u;  // NaN fails the comparison and stays NaN
+    const float e = vmath::exp(minus_2u);
+    const float s = 1.0f / (1.0f + e);
     const float dinner = kGeluTanhScale * (1.0f + 3.0f * kGeluTanhCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+    dx[i] = dy[i] * (s + 2.0f * v * (s * (e * s)) * dinner);
   }
 }
 
@@ -361,6 +386,7 @@ RM_VECTOR_CLONES void causalSoftmaxForward(const float* scores, float* probs, in
     const float* in = scores + r * tokens;
     float* out = probs + r * tokens;
     float max = in[0] * scale;
+#pragma omp simd reduction(max : max)
     for (int64_t j = 1; j <= i; ++j) max = std::max(max, in[j] * scale);
 #pragma omp simd
     for (int64_t j = 0; j <= i; ++j) out[j] = vmath::exp(in[j] * scale - max);
@@ -371,16 +397,19 @@ RM_VECTOR_CLONES void causalSoftmaxForward(const float* scores, float* probs, in
   }
 }
 
-void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscores,
-                           int64_t matrices, int64_t tokens, float scale) {
+RM_VECTOR_CLONES void causalSoftmaxBackward(const float* probs, const float* dprobs, float* dscores,
+                                            int64_t matrices, int64_t tokens, float scale) {
   for (int64_t r = 0; r < matrices * tokens; ++r) {
     const int64_t i = r % tokens;
     const float* p = probs + r * tokens;
     const float* dp = dprobs + r * tokens;
     float* out = dscores + r * tokens;
     double dot = 0;
+#pragma omp simd reduction(+ : dot)
     for (int64_t j = 0; j <= i; ++j) dot += static_cast<double>(p[j]) * dp[j];
-    for (int64_t j = 0; j <= i; ++j) out[j] = scale * p[j] * (dp[j] - static_cast<float>(dot));
+    const auto row_dot = static_cast<float>(dot);
+#pragma omp simd
+    for (int64_t j = 0; j <= i; ++j) out[j] = scale * p[j] * (dp[j] - row_dot);
     std::fill(out + i + 1, out + tokens, 0.0f);
   }
 }

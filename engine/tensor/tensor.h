@@ -68,6 +68,9 @@ class Tensor {
   // Rows [start, start + count) along the first axis, sharing storage.
   Tensor narrowRows(int64_t start, int64_t count) const;
   bool sharesStorageWith(const Tensor& other) const { return storage_ == other.storage_; }
+  // Whether this is the only handle on its storage (no view, copy or pending operation holds it),
+  // so that writing into it in place changes nothing anyone else can read.
+  bool isSoleHandle() const { return storage_.use_count() == 1; }
 
  private:
   struct Storage;
