@@ -73,7 +73,7 @@ def main():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     print(f"DDP on CPU, batch {args.batch} per rank, SGD momentum, {args.steps - args.warmup} timed "
           f"steps after {args.warmup}; best of {args.rounds} rounds; {os.cpu_count()} cores")
