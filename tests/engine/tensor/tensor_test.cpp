@@ -35,6 +35,27 @@ TEST(Tensor, CloneIsDeep) {
   EXPECT_FALSE(c.sharesStorageWith(t));
 }
 
+// A transformer block adds the residual in place into a sublayer's output only when nothing else
+// can read that storage: no view, copy or clone of the handle may be alive.
+TEST(Tensor, SoleHandleUntilAViewOrCopyShareTheStorage) {
+  Tensor t = Tensor::zeros({2, 3});
+  EXPECT_TRUE(t.isSoleHandle());
+  {
+    const Tensor view = t.view({3, 2});
+    EXPECT_FALSE(t.isSoleHandle());
+    EXPECT_FALSE(view.isSoleHandle());
+  }
+  EXPECT_TRUE(t.isSoleHandle());
+  {
+    const Tensor copy = t;  // NOLINT(performance-unnecessary-copy-initialization): the point
+    EXPECT_FALSE(t.isSoleHandle());
+  }
+  const Tensor clone = t.clone();
+  EXPECT_TRUE(t.isSoleHandle());
+  EXPECT_TRUE(clone.isSoleHandle());
+  EXPECT_FALSE(Tensor().isSoleHandle());
+}
+
 TEST(Tensor, ZeroElementTensors) {
   Tensor t = Tensor::zeros({0, 4});
   EXPECT_EQ(t.numel(), 0);
