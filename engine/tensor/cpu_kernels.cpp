@@ -142,10 +142,6 @@ RM_VECTOR_CLONES void layerNormBackward(const float* x, const float* gamma, cons
       const float dxhat = dyr[c] * gamma[c];
       sum_dxhat += dxhat;
       sum_dxhat_xhat += static_cast<double>(dxhat) * xhat;
-    }
-#pragma omp simd
-    for (int64_t c = 0; c < cols; ++c) {
-      const float xhat = (xr[c] - row_mean) * inv;
       dgamma[c] += dyr[c] * xhat;
       dbeta[c] += dyr[c];
     }

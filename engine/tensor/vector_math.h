@@ -8,7 +8,8 @@
 // Put on a host kernel whose loop uses these: GCC builds it three times, for baseline x86-64 (SSE2,
 // 4 floats a vector), x86-64-v3 (AVX2 + FMA, 8) and x86-64-v4 (AVX-512, 16), and picks one per
 // machine when the program loads (an ifunc). Results differ between them in the last bits (FMA
-// contraction, the order of `omp simd` reductions), within the bounds stated below. Elsewhere (other compilers, other architectures) one build.
+// contraction, the order of `omp simd` reductions), within the bounds stated below. Elsewhere
+// (other compilers, other architectures) one build.
 // Not under ThreadSanitizer: the loader runs an ifunc's resolver before the TSan runtime is up, and
 // the instrumented resolver crashes the program at start-up.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
