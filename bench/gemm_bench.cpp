@@ -1,9 +1,9 @@
-// Benchmark of the engine's fp32 GEMM (ringmaster::cpu::gemm, OpenBLAS's cblas_sgemm) beside
-// oneDNN's dnnl_sgemm on the shapes of a small GPT step, in the three transpose modes a Linear's
-// forward and backward use, measured in the same run. Prints GFLOP/s per cell and the ratio.
+// Benchmark of the two fp32 GEMMs the engine chooses between (host_gemm.h): OpenBLAS's cblas_sgemm
+// and oneDNN's dnnl_sgemm, on the shapes of a small GPT step in the three transpose modes a
+// Linear's forward and backward use, measured in the same run. Prints GFLOP/s per cell, the
+// library the engine picks for it, and the picked one's speed over each.
 #include <cblas.h>
 #include <dnnl.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -17,7 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/random.h"
-#include "tensor/kernels.h"
+#include "tensor/host_gemm.h"
 
 namespace {
 
@@ -41,19 +41,9 @@ void addLayer(std::vector<Cell>& cells, const std::string& name, int64_t rows, i
   cells.push_back({name, "TN dW=x'dy", true, false, in, out, rows});
 }
 
-void ours(const Cell& c, const float* a, const float* b, float* out) {
-  cpu::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a, b, 0.0f, out);
-}
-
-void onednn(const Cell& c, const float* a, const float* b, float* out) {
-  const int64_t lda = c.trans_a ? c.m : c.k;
-  const int64_t ldb = c.trans_b ? c.k : c.n;
-  const dnnl_status_t status = dnnl_sgemm(c.trans_a ? 'T' : 'N', c.trans_b ? 'T' : 'N', c.m, c.n,
-                                          c.k, 1.0f, a, lda, b, ldb, 0.0f, out, c.n);
-  if (status != dnnl_success) {
-    fmt::print(stderr, "dnnl_sgemm failed with status {}\n", static_cast<int>(status));
-    std::exit(1);
-  }
+void multiply(cpu::GemmLibrary library, const Cell& c, const float* a, const float* b, float* out) {
+  cpu::sgemmWith(library, c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a, c.trans_a ? c.m : c.k, b,
+                 c.trans_b ? c.k : c.n, 0.0f, out, c.n);
 }
 
 // Best (shortest) time of one call over `seconds` of calls (at least two), after one warm-up.
@@ -75,7 +65,8 @@ double bestSeconds(Fn&& call, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"fp32 GEMM: the engine's (OpenBLAS) beside oneDNN on a small GPT step's shapes"};
+  CLI::App app{
+      "fp32 GEMM: OpenBLAS beside oneDNN on a small GPT step's shapes, and the engine's pick"};
   int threads = 1;
   int64_t rows = 1024, dim = 256;
   std::vector<int64_t> vocabs{256, 50257};
@@ -90,8 +81,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
-  openblas_set_num_threads(threads);
-  omp_set_num_threads(threads);
+  cpu::setGemmThreads(threads);
 
   std::vector<Cell> cells;
   addLayer(cells, "64x1024x1024", 64, 1024, 1024);  // the shape of the figure in issue 18
@@ -112,29 +102,40 @@ int main(int argc, char** argv) {
   fmt::print("fp32 GEMM | {} thread(s) | {} | oneDNN {}.{}.{} | best of {} x {:.2f} s\n", threads,
              openblas, dnnl_version()->major, dnnl_version()->minor, dnnl_version()->patch, repeats,
              seconds);
-  fmt::print("{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>13} | {:>13} | {:>14} | {:>9}\n", "layer",
-             "mode", "M", "N", "K", "ours GFLOP/s", "oneDNN GFLOP/s", "ours / oneDNN",
-             "max |diff|");
+  fmt::print(
+      "{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>15} | {:>14} | {:>12} | {:>15} | {:>14} | {:>9}\n",
+      "layer", "mode", "M", "N", "K", "OpenBLAS GFLOP/s", "oneDNN GFLOP/s", "engine picks",
+      "engine/OpenBLAS", "engine/oneDNN", "max |diff|");
   Rng rng(7);
   for (const Cell& c : cells) {
-    std::vector<float> a(c.m * c.k), b(c.k * c.n), c_ours(c.m * c.n), c_dnnl(c.m * c.n);
+    std::vector<float> a(c.m * c.k), b(c.k * c.n), c_blas(c.m * c.n), c_dnnl(c.m * c.n);
     for (float& v : a) v = static_cast<float>(rng.normal());
     for (float& v : b) v = static_cast<float>(rng.normal());
-    double best_ours = 1e30, best_dnnl = 1e30;
+    double best_blas = 1e30, best_dnnl = 1e30;
     for (int r = 0; r < repeats; ++r) {
-      best_ours = std::min(
-          best_ours, bestSeconds([&] { ours(c, a.data(), b.data(), c_ours.data()); }, seconds));
+      best_blas = std::min(
+          best_blas,
+          bestSeconds(
+              [&] { multiply(cpu::GemmLibrary::kOpenBlas, c, a.data(), b.data(), c_blas.data()); },
+              seconds));
       best_dnnl = std::min(
-          best_dnnl, bestSeconds([&] { onednn(c, a.data(), b.data(), c_dnnl.data()); }, seconds));
+          best_dnnl,
+          bestSeconds(
+              [&] { multiply(cpu::GemmLibrary::kOneDnn, c, a.data(), b.data(), c_dnnl.data()); },
+              seconds));
     }
     float diff = 0;
-    for (size_t i = 0; i < c_ours.size(); ++i)
-      diff = std::max(diff, std::abs(c_ours[i] - c_dnnl[i]));
+    for (size_t i = 0; i < c_blas.size(); ++i)
+      diff = std::max(diff, std::abs(c_blas[i] - c_dnnl[i]));
+    const bool picks_dnnl = cpu::gemmLibraryFor(c.trans_a, c.trans_b) == cpu::GemmLibrary::kOneDnn;
+    const double engine = picks_dnnl ? best_dnnl : best_blas;
     const double flops = 2.0 * c.m * c.n * c.k;
     fmt::print(
-        "{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>13.1f} | {:>14.1f} | {:>14.2f} | {:>9.2e}\n",
-        c.shape, c.mode, c.m, c.n, c.k, flops / best_ours / 1e9, flops / best_dnnl / 1e9,
-        best_dnnl / best_ours, diff);
+        "{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>16.1f} | {:>14.1f} | {:>12} | {:>15.2f} | "
+        "{:>14.2f} | "
+        "{:>9.2e}\n",
+        c.shape, c.mode, c.m, c.n, c.k, flops / best_blas / 1e9, flops / best_dnnl / 1e9,
+        picks_dnnl ? "oneDNN" : "OpenBLAS", best_blas / engine, best_dnnl / engine, diff);
   }
   return 0;
 }

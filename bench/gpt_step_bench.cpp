@@ -6,7 +6,6 @@
 // tokens/s, the ratio, each side's time per phase and both sides' first and last losses (equal
 // in fp32: both ran the same model and optimizer; in bf16 close, the two round in different
 // places).
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +27,7 @@
 #include "nn/loss.h"
 #include "one_cpu.h"
 #include "optim/optimizer.h"
+#include "tensor/host_gemm.h"
 
 namespace {
 
@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   bool anchor_missing = false;
   for (const std::string& precision : precisions)
     for (int threads : thread_counts) {
-      openblas_set_num_threads(threads);
+      cpu::setGemmThreads(threads);
       const DType dtype = precision == "bf16" ? DType::kBF16 : DType::kF32;
       // Rounds alternate the two sides, so that a slow spell of the machine hits both; each side's
       // best round is kept.

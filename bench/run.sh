@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the release configuration and runs the benchmarks with their anchors (python3-torch;
-# oneDNN from libdnnl-dev for gemm_bench; OpenMPI for comm_vs_mpi.py), each one's output also kept
+# OpenBLAS and oneDNN for gemm_bench; OpenMPI for comm_vs_mpi.py), each one's output also kept
 # in build/release/bench/logs/NAME.log; then prints every benchmark's ratio table(s) again,
 # together, with the processor named. A benchmark that fails is reported and the others still run.
 #
@@ -82,7 +82,7 @@ for name in "${chosen[@]}"; do
   [[ -v "targets[$name]" ]] || { echo "unknown benchmark: $name (bash bench/run.sh --list)" >&2; exit 2; }
 done
 
-bash scripts/install-deps.sh python3-torch libdnnl-dev openmpi-bin libopenmpi-dev
+bash scripts/install-deps.sh python3-torch openmpi-bin libopenmpi-dev
 cmake --preset release >/dev/null
 # shellcheck disable=SC2046 # the targets are words
 cmake --build --preset release -j "$(nproc)" --target $(for n in "${chosen[@]}"; do echo "${targets[$n]}"; done | tr ' ' '\n' | sort -u)

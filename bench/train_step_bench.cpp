@@ -2,7 +2,6 @@
 // 784-256-256-10 MLP on one CPU thread, beside PyTorch (Debian's python3-torch) doing the same step
 // single-threaded, measured in the same run: both pinned to one CPU, in rounds that alternate the
 // two sides, each side's best round kept. Prints a table of samples/s and the ratio to PyTorch.
-#include <cblas.h>
 
 #include <chrono>
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include "nn/mlp.h"
 #include "one_cpu.h"
 #include "optim/optimizer.h"
+#include "tensor/host_gemm.h"
 
 namespace {
 
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
   app.add_option("--python", python, "Python with torch, the anchor");
   CLI11_PARSE(app, argc, argv);
 
-  openblas_set_num_threads(1);
+  cpu::setGemmThreads(1);
   const bench::PinnedToOneCpu pin(true);
   std::map<int, Timing> torch, ours;
   for (int round = 0; round < rounds; ++round) {

@@ -13,6 +13,11 @@ find_package(BLAS REQUIRED)
 find_path(CBLAS_INCLUDE_DIR openblas_config.h
   PATH_SUFFIXES openblas-pthread openblas x86_64-linux-gnu/openblas-pthread aarch64-linux-gnu/openblas-pthread
   REQUIRED)
+# oneDNN (libdnnl-dev): the host GEMM in the modes where it beats OpenBLAS (engine/tensor/host_gemm.h),
+# and the OpenMP runtime it runs its threads on, whose thread setting the engine sets.
+find_library(DNNL_LIBRARY dnnl REQUIRED)
+find_path(DNNL_INCLUDE_DIR dnnl.h REQUIRED)
+find_library(GOMP_LIBRARY NAMES libgomp.so.1 gomp REQUIRED)
 
 # The SONAME of a shared library: the name the engine passes to dlopen (objdump -p), or the file's
 # name when it has none.

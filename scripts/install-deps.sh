@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git python3     # toolchain
   ccache                                                       # compiler cache (tests/README.md)
-  libopenblas-dev                                              # CPU GEMM
+  libopenblas-dev libdnnl-dev                                  # CPU GEMM (OpenBLAS, oneDNN)
   nlohmann-json3-dev libfmt-dev libcli11-dev                   # JSON, formatting, command lines
   libsimdjson-dev                                              # the telemetry decoder's fast path
   libgtest-dev libgmock-dev                                    # tests
@@ -24,7 +24,7 @@ packages=(
   libcpp-httplib-dev                                           # `ringmaster serve`, the web dashboard
   nodejs chromium                                              # its pages (npm ci) and browser tests
 )
-# Extra packages named on the command line (e.g. libdnnl-dev for the benchmarks' anchor).
+# Extra packages named on the command line (e.g. openmpi-bin for a benchmark's anchor).
 packages+=("$@")
 
 SUDO=""

@@ -1,7 +1,6 @@
-// The host implementation of kernels.inc: GEMM through OpenBLAS's cblas_sgemm, everything else as
-// plain loops that double as the obvious reference the CUDA kernels are tested against.
-#include <cblas.h>
-
+// The host implementation of kernels.inc: GEMM through oneDNN or OpenBLAS (host_gemm.h),
+// everything else as plain loops that double as the obvious reference the CUDA kernels are tested
+// against.
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -16,6 +15,7 @@
 #include "core/error.h"
 #include "core/random.h"
 #include "tensor/allocator.h"
+#include "tensor/host_gemm.h"
 #include "tensor/kernels.h"
 #include "tensor/vector_math.h"
 
@@ -28,12 +28,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     scale(c, beta, m * n);
     return;
   }
-  const int64_t lda = trans_a ? m : k;
-  const int64_t ldb = trans_b ? k : n;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
-              static_cast<blasint>(ldb), beta, c, static_cast<blasint>(n));
+  sgemm(trans_a, trans_b, m, n, k, alpha, a, trans_a ? m : k, b, trans_b ? k : n, beta, c, n);
 }
 
 void fill(float* y, int64_t n, float value) {
@@ -248,11 +243,8 @@ void causalRowBlock(bool causal_a, bool trans_a, bool trans_b, int64_t m, int64_
     k_first = r0;
   const float* a_part = a_rows + (trans_a ? k_first * lda : k_first);
   const float* b_part = b + (trans_b ? k_first : k_first * ldb);
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(r1 - r0),
-              static_cast<blasint>(cols), static_cast<blasint>(k_end - k_first), 1.0f, a_part,
-              static_cast<blasint>(lda), b_part, static_cast<blasint>(ldb), 0.0f, c + r0 * n,
-              static_cast<blasint>(n));
+  sgemm(trans_a, trans_b, r1 - r0, cols, k_end - k_first, 1.0f, a_part, lda, b_part, ldb, 0.0f,
+        c + r0 * n, n);
 }
 
 }  // namespace

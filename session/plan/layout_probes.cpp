@@ -18,14 +18,8 @@
 #include "comm/tcp_store.h"
 #include "core/error.h"
 #include "db/files.h"
+#include "tensor/host_gemm.h"
 #include "tensor/ops.h"
-
-extern "C" {
-// OpenBLAS's own (the build links OpenBLAS: cmake/Dependencies.cmake): a worker among several on
-// its host runs with OPENBLAS_NUM_THREADS=1, and the probe does as it does.
-int openblas_get_num_threads(void);
-void openblas_set_num_threads(int threads);
-}
 
 namespace ringmaster::plan {
 namespace {
@@ -94,8 +88,10 @@ nlohmann::json readKept(const std::filesystem::path& file) {
 double probeMatmulFlops(Precision precision, int concurrent, Device device, int iterations) {
   RM_CHECK_ARG(concurrent >= 1 && iterations >= 1, "the GEMM probe needs a rank and an iteration");
   constexpr int64_t m = 256, k = 1024, n = 1024;
-  const int blas_threads = openblas_get_num_threads();
-  if (!device.isCuda()) openblas_set_num_threads(1);
+  // A worker among several on its host runs with one GEMM thread (OMP_NUM_THREADS and
+  // OPENBLAS_NUM_THREADS=1), and the probe does as it does.
+  const int gemm_threads = cpu::gemmThreads();
+  if (!device.isCuda()) cpu::setGemmThreads(1);
   std::vector<double> seconds(static_cast<size_t>(concurrent));
   try {
     onThreads(!device.isCuda() ? concurrent : 1, [&](int rank) {
@@ -112,10 +108,10 @@ double probeMatmulFlops(Precision precision, int concurrent, Device device, int 
           std::chrono::duration<double>(Clock::now() - start).count();
     });
   } catch (...) {
-    openblas_set_num_threads(blas_threads);
+    cpu::setGemmThreads(gemm_threads);
     throw;
   }
-  openblas_set_num_threads(blas_threads);
+  cpu::setGemmThreads(gemm_threads);
   const double slowest = *std::max_element(seconds.begin(), seconds.end());
   return 2.0 * m * n * k * iterations / std::max(slowest, 1e-9);
 }

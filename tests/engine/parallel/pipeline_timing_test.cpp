@@ -13,8 +13,7 @@
 #include "engine/comm/comm_harness.h"
 #include "engine/parallel/equivalence.h"
 #include "parallel/pipeline.h"
-
-extern "C" void openblas_set_num_threads(int threads);  // OpenBLAS
+#include "tensor/host_gemm.h"
 
 namespace ringmaster {
 namespace {
@@ -34,7 +33,7 @@ TimedStep timePipelineStep(int world, const MlpConfig& config,
   // One BLAS thread per rank, as the node agent gives each worker: a matrix product that took
   // every core while its peer idled and half of them while both computed would stretch compute
   // exactly where the stages overlap, and hide the bubble.
-  openblas_set_num_threads(1);
+  cpu::setGemmThreads(1);
   constexpr int64_t kWideRows = 64;
   TimedStep timed;
   timed.actions.resize(world);

@@ -1,0 +1,32 @@
+// The host's fp32 matrix product behind one entry point: oneDNN's dnnl_sgemm or OpenBLAS's
+// cblas_sgemm, whichever measured faster for the transpose mode on this processor's instruction
+// set, and one thread count that both libraries follow.
+#pragma once
+
+#include <cstdint>
+
+namespace ringmaster::cpu {
+
+// The library a product goes to (named so that benchmarks and tests can say which ran).
+enum class GemmLibrary { kOneDnn, kOpenBlas };
+
+// C[m, n] (row stride ldc) = alpha * op(A) op(B) + beta * C, every matrix row-major with its own
+// row stride; op transposes when the flag is set. m, n and k are positive.
+void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
+// The same product through one library, for benchmarks and the tests that compare the two.
+void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+               float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+               float* c, int64_t ldc);
+
+// Which library sgemm gives a product in this mode on this processor.
+GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b);
+
+// Threads per product for both libraries, from every thread of the process that calls sgemm
+// (OpenMP's own setting is per thread). 0, as at start, leaves each library at its default:
+// OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, else one per CPU. gemmThreads() is the setting.
+void setGemmThreads(int threads);
+int gemmThreads();
+
+}  // namespace ringmaster::cpu

@@ -1,0 +1,122 @@
+// Tests of the host GEMM's two libraries behind one entry point (tensor/host_gemm.h): each gives
+// the product a double reference gives, in every transpose mode with padded row strides, and the
+// thread setting reaches threads that start after it.
+#include "tensor/host_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "core/random.h"
+
+extern "C" int omp_get_max_threads();  // the libgomp oneDNN runs on
+
+namespace ringmaster::cpu {
+namespace {
+
+struct Matrices {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool trans_a, trans_b;
+  std::vector<float> a, b, c;
+};
+
+// op(A) [m, k] and op(B) [k, n] with `pad` unused columns at the end of every stored row, and a C
+// whose padding holds a sentinel that must survive.
+Matrices randomProduct(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t pad,
+                       uint64_t seed) {
+  Matrices x{m,  n,  k, (trans_a ? m : k) + pad, (trans_b ? k : n) + pad, n + pad, trans_a, trans_b,
+             {}, {}, {}};
+  Rng rng(seed);
+  x.a.resize(static_cast<size_t>((trans_a ? k : m) * x.lda));
+  x.b.resize(static_cast<size_t>((trans_b ? n : k) * x.ldb));
+  x.c.resize(static_cast<size_t>(m * x.ldc));
+  for (float& v : x.a) v = static_cast<float>(rng.normal());
+  for (float& v : x.b) v = static_cast<float>(rng.normal());
+  for (float& v : x.c) v = static_cast<float>(rng.normal());
+  return x;
+}
+
+float elementA(const Matrices& x, int64_t i, int64_t p) {
+  return x.trans_a ? x.a[p * x.lda + i] : x.a[i * x.lda + p];
+}
+float elementB(const Matrices& x, int64_t p, int64_t j) {
+  return x.trans_b ? x.b[j * x.ldb + p] : x.b[p * x.ldb + j];
+}
+
+// Runs alpha op(A) op(B) + beta C through `library` and compares every element with the product
+// summed in double, to a bound that grows with k; the padding of C is left as it was.
+void expectProduct(GemmLibrary library, Matrices x, float alpha, float beta) {
+  const std::vector<float> before = x.c;
+  sgemmWith(library, x.trans_a, x.trans_b, x.m, x.n, x.k, alpha, x.a.data(), x.lda, x.b.data(),
+            x.ldb, beta, x.c.data(), x.ldc);
+  for (int64_t i = 0; i < x.m; ++i) {
+    for (int64_t j = 0; j < x.ldc; ++j) {
+      const size_t at = static_cast<size_t>(i * x.ldc + j);
+      if (j >= x.n) {
+        ASSERT_EQ(x.c[at], before[at]) << "padding of C at row " << i << " column " << j;
+        continue;
+      }
+      double sum = 0, magnitude = 0;
+      for (int64_t p = 0; p < x.k; ++p) {
+        sum += static_cast<double>(elementA(x, i, p)) * elementB(x, p, j);
+        magnitude += std::abs(static_cast<double>(elementA(x, i, p)) * elementB(x, p, j));
+      }
+      const double want = alpha * sum + beta * static_cast<double>(before[at]);
+      const double bound = 4e-7 * (static_cast<double>(x.k) + 2) * (magnitude + 1);
+      ASSERT_NEAR(x.c[at], want, bound)
+          << "C[" << i << ", " << j << "] of " << x.m << " x " << x.n << " x " << x.k;
+    }
+  }
+}
+
+TEST(HostGemm, EveryLibraryAndModeMatchesTheDoubleProductWithPaddedRows) {
+  for (const GemmLibrary library : {GemmLibrary::kOneDnn, GemmLibrary::kOpenBlas})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true})
+        for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1},
+                                      {7, 5, 3},
+                                      {33, 17, 65},
+                                      {64, 130, 257}}) {
+          SCOPED_TRACE(::testing::Message()
+                       << (library == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS") << " "
+                       << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N'));
+          expectProduct(library, randomProduct(trans_a, trans_b, m, n, k, 3, 11 + m), 1.0f, 0.0f);
+          expectProduct(library, randomProduct(trans_a, trans_b, m, n, k, 0, 13 + k), -0.5f, 1.5f);
+        }
+}
+
+TEST(HostGemm, TheEngineEntryPointGivesThePickedLibrarysBits) {
+  for (const bool trans_a : {false, true})
+    for (const bool trans_b : {false, true}) {
+      Matrices picked = randomProduct(trans_a, trans_b, 48, 72, 96, 1, 5);
+      Matrices direct = picked;
+      sgemm(trans_a, trans_b, picked.m, picked.n, picked.k, 1.0f, picked.a.data(), picked.lda,
+            picked.b.data(), picked.ldb, 0.5f, picked.c.data(), picked.ldc);
+      sgemmWith(gemmLibraryFor(trans_a, trans_b), trans_a, trans_b, direct.m, direct.n, direct.k,
+                1.0f, direct.a.data(), direct.lda, direct.b.data(), direct.ldb, 0.5f,
+                direct.c.data(), direct.ldc);
+      EXPECT_EQ(picked.c, direct.c) << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N');
+    }
+}
+
+TEST(HostGemm, TheThreadSettingReachesAThreadStartedAfterIt) {
+  const int before = gemmThreads();
+  setGemmThreads(1);
+  int seen = 0;
+  std::thread worker([&] {
+    Matrices x = randomProduct(false, false, 8, 8, 8, 0, 3);
+    sgemmWith(GemmLibrary::kOneDnn, false, false, x.m, x.n, x.k, 1.0f, x.a.data(), x.lda,
+              x.b.data(), x.ldb, 0.0f, x.c.data(), x.ldc);
+    seen = omp_get_max_threads();
+  });
+  worker.join();
+  setGemmThreads(before);
+  EXPECT_EQ(seen, 1);
+  EXPECT_EQ(gemmThreads(), before);
+  EXPECT_THROW(setGemmThreads(-1), std::exception);
+}
+
+}  // namespace
+}  // namespace ringmaster::cpu
