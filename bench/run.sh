@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 benchmarks=(
   "train_step     | train_step_bench                          | ours / torch"
   "gpt_step       | gpt_step_bench                            | ours / torch"
-  "gemm           | gemm_bench                                | ours / oneDNN"
+  "gemm           | gemm_bench                                | engine picks"
   "storage        | storage_bench                             | [ |]ratio([ |]|$)"
   "scale          | scale_bench                               | events/s|p99|max ms"
   "ssh_launch     | ssh_launch_bench ringmaster-node          | [ |]ratio([ |]|$)"
