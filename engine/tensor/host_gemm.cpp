@@ -25,6 +25,9 @@ namespace {
 
 std::atomic<int> gemm_threads{0};
 
+// Below this many rows a multi-threaded product with B transposed goes to OpenBLAS.
+constexpr int64_t kFewRowsForOneDnnThreads = 512;
+
 // oneDNN's weight-gradient kernel (op(A) = A^T: dW = x^T dy) runs at 43 GFLOP/s against
 // OpenBLAS's 95-99 on an AVX2 core when K is long and N short, and at 104-115 against 93-99 with
 // AVX-512 (gemm_bench, bench/README.md); in the other modes oneDNN is the faster or within 6 %.
@@ -66,8 +69,12 @@ void openBlasSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 
 }  // namespace
 
-GemmLibrary gemmLibraryFor(bool trans_a, bool /*trans_b*/) {
-  return !trans_a || oneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
+GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b, int64_t m, int threads) {
+  if (trans_a) return oneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
+  // oneDNN 2.6 does not split a product with B transposed and few rows among its threads: on two
+  // threads 40-105 GFLOP/s against OpenBLAS's 100-165 at m = 32-128, 0.77x at 256, even at 512.
+  if (trans_b && threads > 1 && m < kFewRowsForOneDnnThreads) return GemmLibrary::kOpenBlas;
+  return GemmLibrary::kOneDnn;
 }
 
 void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
@@ -81,8 +88,9 @@ void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  sgemmWith(gemmLibraryFor(trans_a, trans_b), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb,
-            beta, c, ldc);
+  applyThreadsToThisThread();
+  sgemmWith(gemmLibraryFor(trans_a, trans_b, m, omp_get_max_threads()), trans_a, trans_b, m, n, k,
+            alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void setGemmThreads(int threads) {

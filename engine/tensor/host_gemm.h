@@ -20,8 +20,10 @@ void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc);
 
-// Which library sgemm gives a product in this mode on this processor.
-GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b);
+// Which library sgemm gives an m-row product in this mode, on this processor, with this many
+// threads: a rule from gemm_bench's measurements (host_gemm.cpp), never from timing this run, so
+// that results do not change from one start to the next.
+GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b, int64_t m, int threads);
 
 // Threads per product for both libraries, from every thread of the process that calls sgemm
 // (OpenMP's own setting is per thread). 0, as at start, leaves each library at its default:
