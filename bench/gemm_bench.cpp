@@ -127,8 +127,7 @@ int main(int argc, char** argv) {
     float diff = 0;
     for (size_t i = 0; i < c_blas.size(); ++i)
       diff = std::max(diff, std::abs(c_blas[i] - c_dnnl[i]));
-    const bool picks_dnnl =
-        cpu::gemmLibraryFor(c.trans_a, c.trans_b, c.m, threads) == cpu::GemmLibrary::kOneDnn;
+    const bool picks_dnnl = cpu::gemmLibraryFor(c.trans_a, threads) == cpu::GemmLibrary::kOneDnn;
     const double engine = picks_dnnl ? best_dnnl : best_blas;
     const double flops = 2.0 * c.m * c.n * c.k;
     fmt::print(

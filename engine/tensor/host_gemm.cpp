@@ -25,9 +25,6 @@ namespace {
 
 std::atomic<int> gemm_threads{0};
 
-// Below this many rows a multi-threaded product with B transposed goes to OpenBLAS.
-constexpr int64_t kFewRowsForOneDnnThreads = 512;
-
 // oneDNN's weight-gradient kernel (op(A) = A^T: dW = x^T dy) runs at 43 GFLOP/s against
 // OpenBLAS's 95-99 on an AVX2 core when K is long and N short, and at 104-115 against 93-99 with
 // AVX-512 (gemm_bench, bench/README.md); in the other modes oneDNN is the faster or within 6 %.
@@ -69,11 +66,13 @@ void openBlasSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
 
 }  // namespace
 
-GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b, int64_t m, int threads) {
+GemmLibrary gemmLibraryFor(bool trans_a, int threads) {
+  // Several threads: OpenBLAS's pool alone. oneDNN 2.6 leaves a product with B transposed and few
+  // rows on one thread (40-105 GFLOP/s against OpenBLAS's 100-165 at 32-128 rows on two), and
+  // the two libraries' pools, each spinning a while after its products, took the cores from each
+  // other when both were in use (a 1-rank DDP run fell to 0.24-0.61x PyTorch).
+  if (threads > 1) return GemmLibrary::kOpenBlas;
   if (trans_a) return oneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
-  // oneDNN 2.6 does not split a product with B transposed and few rows among its threads: on two
-  // threads 40-105 GFLOP/s against OpenBLAS's 100-165 at m = 32-128, 0.77x at 256, even at 512.
-  if (trans_b && threads > 1 && m < kFewRowsForOneDnnThreads) return GemmLibrary::kOpenBlas;
   return GemmLibrary::kOneDnn;
 }
 
@@ -89,8 +88,8 @@ void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   applyThreadsToThisThread();
-  sgemmWith(gemmLibraryFor(trans_a, trans_b, m, omp_get_max_threads()), trans_a, trans_b, m, n, k,
-            alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemmWith(gemmLibraryFor(trans_a, omp_get_max_threads()), trans_a, trans_b, m, n, k, alpha, a,
+            lda, b, ldb, beta, c, ldc);
 }
 
 void setGemmThreads(int threads) {

@@ -1,6 +1,6 @@
 // The host's fp32 matrix product behind one entry point: oneDNN's dnnl_sgemm or OpenBLAS's
-// cblas_sgemm, whichever measured faster for the transpose mode on this processor's instruction
-// set, and one thread count that both libraries follow.
+// cblas_sgemm, whichever measured faster for the transpose mode, the processor's instruction set
+// and the thread count, and one thread count that both libraries follow.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,10 @@ void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc);
 
-// Which library sgemm gives an m-row product in this mode, on this processor, with this many
+// Which library sgemm gives a product (op(A) = A^T when trans_a) on this processor with this many
 // threads: a rule from gemm_bench's measurements (host_gemm.cpp), never from timing this run, so
 // that results do not change from one start to the next.
-GemmLibrary gemmLibraryFor(bool trans_a, bool trans_b, int64_t m, int threads);
+GemmLibrary gemmLibraryFor(bool trans_a, int threads);
 
 // Threads per product for both libraries, from every thread of the process that calls sgemm
 // (OpenMP's own setting is per thread). 0, as at start, leaves each library at its default:

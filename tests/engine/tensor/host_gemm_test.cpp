@@ -87,8 +87,8 @@ TEST(HostGemm, EveryLibraryAndModeMatchesTheDoubleProductWithPaddedRows) {
         }
 }
 
-// sgemm hands each product to the library gemmLibraryFor names for its mode, rows and threads
-// (few rows with B transposed on several threads go elsewhere than on one).
+// sgemm hands each product to the library gemmLibraryFor names for its mode and threads (one
+// thread and two go to different libraries).
 TEST(HostGemm, TheEngineEntryPointGivesThePickedLibrarysBits) {
   const int before = gemmThreads();
   for (const int threads : {1, 2}) {
@@ -100,9 +100,9 @@ TEST(HostGemm, TheEngineEntryPointGivesThePickedLibrarysBits) {
           Matrices direct = picked;
           sgemm(trans_a, trans_b, picked.m, picked.n, picked.k, 1.0f, picked.a.data(), picked.lda,
                 picked.b.data(), picked.ldb, 0.5f, picked.c.data(), picked.ldc);
-          sgemmWith(gemmLibraryFor(trans_a, trans_b, m, threads), trans_a, trans_b, direct.m,
-                    direct.n, direct.k, 1.0f, direct.a.data(), direct.lda, direct.b.data(),
-                    direct.ldb, 0.5f, direct.c.data(), direct.ldc);
+          sgemmWith(gemmLibraryFor(trans_a, threads), trans_a, trans_b, direct.m, direct.n,
+                    direct.k, 1.0f, direct.a.data(), direct.lda, direct.b.data(), direct.ldb, 0.5f,
+                    direct.c.data(), direct.ldc);
           EXPECT_EQ(picked.c, direct.c) << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N') << " m "
                                         << m << ", " << threads << " thread(s)";
         }
