@@ -132,8 +132,7 @@ int main(int argc, char** argv) {
     const double flops = 2.0 * c.m * c.n * c.k;
     fmt::print(
         "{:<20} | {:<11} | {:>6} {:>6} {:>6} | {:>16.1f} | {:>14.1f} | {:>12} | {:>15.2f} | "
-        "{:>14.2f} | "
-        "{:>9.2e}\n",
+        "{:>14.2f} | {:>9.2e}\n",
         c.shape, c.mode, c.m, c.n, c.k, flops / best_blas / 1e9, flops / best_dnnl / 1e9,
         picks_dnnl ? "oneDNN" : "OpenBLAS", best_blas / engine, best_dnnl / engine, diff);
   }

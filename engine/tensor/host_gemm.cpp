@@ -1,5 +1,5 @@
-// The host's fp32 matrix product: oneDNN or OpenBLAS by transpose mode and instruction set, and
-// one thread count for both (host_gemm.h).
+// The host's fp32 matrix product: oneDNN or OpenBLAS by threads, transpose mode and instruction
+// set, and one thread count for both (host_gemm.h).
 #include "tensor/host_gemm.h"
 
 #include <cblas.h>
@@ -38,16 +38,16 @@ bool oneDnnHasAvx512() {
 }
 
 // OpenMP's thread count is a setting of each thread, so every thread that multiplies takes the
-// process's before oneDNN reads it.
-void applyThreadsToThisThread() {
+// process's before oneDNN reads it. Returns the calling thread's count.
+int applyThreadsToThisThread() {
   const int threads = gemm_threads.load(std::memory_order_relaxed);
   if (threads > 0 && omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  return omp_get_max_threads();
 }
 
 void oneDnnSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
-  applyThreadsToThisThread();
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
                                           a, lda, b, ldb, beta, c, ldc);
   RM_ENFORCE(status == dnnl_success,
@@ -62,6 +62,15 @@ void openBlasSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
               trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m), static_cast<blasint>(n),
               static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+}
+
+void multiply(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+              float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
+              float* c, int64_t ldc) {
+  if (library == GemmLibrary::kOneDnn)
+    oneDnnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    openBlasSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -79,17 +88,15 @@ GemmLibrary gemmLibraryFor(bool trans_a, int threads) {
 void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc) {
-  if (library == GemmLibrary::kOneDnn)
-    oneDnnSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
-    openBlasSgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  applyThreadsToThisThread();
+  multiply(library, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  applyThreadsToThisThread();
-  sgemmWith(gemmLibraryFor(trans_a, omp_get_max_threads()), trans_a, trans_b, m, n, k, alpha, a,
-            lda, b, ldb, beta, c, ldc);
+  const int threads = applyThreadsToThisThread();
+  multiply(gemmLibraryFor(trans_a, threads), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
+           c, ldc);
 }
 
 void setGemmThreads(int threads) {
