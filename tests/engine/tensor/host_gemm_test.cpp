@@ -1,11 +1,18 @@
 // Tests of the host GEMM's two libraries behind one entry point (tensor/host_gemm.h): each gives
-// the product a double reference gives, in every transpose mode with padded row strides, and the
-// thread setting reaches threads that start after it.
+// the product a double reference gives, in every transpose mode with padded row strides, the
+// thread setting reaches threads that start after it, and signals handled while a product runs
+// leave the heap and the product intact.
 #include "tensor/host_gemm.h"
+
+#include <pthread.h>
+#include <signal.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -124,6 +131,55 @@ TEST(HostGemm, TheThreadSettingReachesAThreadStartedAfterIt) {
   EXPECT_EQ(seen, 1);
   EXPECT_EQ(gemmThreads(), before);
   EXPECT_THROW(setGemmThreads(-1), std::exception);
+}
+
+std::atomic<int> signals_handled{0};
+
+void countSignal(int) {
+  signals_handled.fetch_add(1, std::memory_order_relaxed);
+}
+
+// In this (forked) process: every library multiplies over and over, each product on freshly
+// allocated matrices, while another thread aims SIGUSR1 (handled) at the multiplying thread every
+// 20 us. Exits 0 when every product equals the first and signals were handled, 1 otherwise; a
+// corrupted heap aborts it.
+[[noreturn]] void multiplyWhileSignalled() {
+  struct sigaction action {};
+  action.sa_handler = countSignal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGUSR1, &action, nullptr);
+  setGemmThreads(1);
+  const pthread_t multiplier = ::pthread_self();
+  std::atomic<bool> done{false};
+  std::thread signaller([&] {
+    while (!done.load()) {
+      ::pthread_kill(multiplier, SIGUSR1);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+  bool same = true;
+  for (const bool trans_a : {false, true}) {
+    const Matrices x = randomProduct(trans_a, false, 256, 384, 512, 0, 17);
+    std::vector<float> first;
+    for (int round = 0; round < 40; ++round) {
+      Matrices y = x;  // fresh heap blocks around every product
+      sgemm(trans_a, false, y.m, y.n, y.k, 1.0f, y.a.data(), y.lda, y.b.data(), y.ldb, 0.0f,
+            y.c.data(), y.ldc);
+      if (first.empty()) first = y.c;
+      same = same && y.c == first;
+    }
+  }
+  done.store(true);
+  signaller.join();
+  std::_Exit(same && signals_handled.load() > 0 ? 0 : 1);
+}
+
+// oneDNN 2.7's JIT sgemm kernels point the stack pointer into the heap while they run (oneDNN
+// issue 4845, fixed in 3.x): a signal handled on the multiplying thread then writes its frame into
+// the heap. A cancelled run's worker (SIGTERM, handled) died of it, "corrupted size vs. prev_size".
+TEST(HostGemmDeathTest, SignalsHandledWhileAProductRunsLeaveTheHeapAndTheProductIntact) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(multiplyWhileSignalled(), ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
