@@ -215,6 +215,7 @@ int64_t countCorrect(const float* logits, const int32_t* labels, int64_t rows, i
 void gemmBatched(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                  float alpha, const float* a, int64_t stride_a, const float* b, int64_t stride_b,
                  float beta, float* c, int64_t stride_c) {
+  const GemmSignalHold held;  // once for the batch, not per product
   for (int64_t i = 0; i < batch; ++i)
     gemm(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, b + i * stride_b, beta,
          c + i * stride_c);
@@ -259,6 +260,7 @@ void gemmBatchedCausal(bool causal_a, bool trans_a, bool trans_b, int64_t batch,
                 stride_c);
     return;
   }
+  const GemmSignalHold held;  // once for the batch, not per product
   for (int64_t i = 0; i < batch; ++i)
     for (int64_t r0 = 0; r0 < m; r0 += kCausalRowBlock)
       causalRowBlock(causal_a, trans_a, trans_b, m, n, k, a + i * stride_a, b + i * stride_b,

@@ -47,36 +47,26 @@ int applyThreadsToThisThread() {
   return omp_get_max_threads();
 }
 
-// Holds the signals a handler could catch on this thread for the length of a oneDNN product, and
-// lets the pending ones through after it. oneDNN 2.7's JIT sgemm kernels point the stack pointer
-// into the heap while they run (oneDNN issue 4845, fixed in 3.x): a handler run meanwhile writes
-// its frame there and corrupts the heap, as SIGTERM did to a cancelled worker. The faults a
-// product itself raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP) stay open for their handlers.
-// Two system calls, about 0.4 us together, against a product's tens of microseconds or more.
-class SignalsHeldOnThisThread {
- public:
-  SignalsHeldOnThisThread() { ::pthread_sigmask(SIG_BLOCK, &asynchronous(), &previous_); }
-  ~SignalsHeldOnThisThread() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
-  SignalsHeldOnThisThread(const SignalsHeldOnThisThread&) = delete;
-  SignalsHeldOnThisThread& operator=(const SignalsHeldOnThisThread&) = delete;
+// The signals a handler could catch: all but the faults a product itself raises (SIGSEGV, SIGBUS,
+// SIGFPE, SIGILL, SIGTRAP), which stay open for their handlers.
+const sigset_t& asynchronousSignals() {
+  static const sigset_t set = [] {
+    sigset_t all;
+    sigfillset(&all);
+    for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, fault);
+    return all;
+  }();
+  return set;
+}
 
- private:
-  static const sigset_t& asynchronous() {
-    static const sigset_t set = [] {
-      sigset_t all;
-      sigfillset(&all);
-      for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP}) sigdelset(&all, fault);
-      return all;
-    }();
-    return set;
-  }
-  sigset_t previous_;
-};
+// This thread's open GemmSignalHold scopes, and the mask the outermost one found.
+thread_local int signal_hold_depth = 0;
+thread_local sigset_t mask_before_hold;
 
 void oneDnnSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                  const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                  int64_t ldc) {
-  SignalsHeldOnThisThread held;
+  const GemmSignalHold held;
   const dnnl_status_t status = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha,
                                           a, lda, b, ldb, beta, c, ldc);
   RM_ENFORCE(status == dnnl_success,
@@ -103,6 +93,15 @@ void multiply(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64_
 }
 
 }  // namespace
+
+GemmSignalHold::GemmSignalHold() {
+  if (signal_hold_depth++ == 0)
+    ::pthread_sigmask(SIG_BLOCK, &asynchronousSignals(), &mask_before_hold);
+}
+
+GemmSignalHold::~GemmSignalHold() {
+  if (--signal_hold_depth == 0) ::pthread_sigmask(SIG_SETMASK, &mask_before_hold, nullptr);
+}
 
 GemmLibrary gemmLibraryFor(bool trans_a, int threads) {
   // Several threads: OpenBLAS's pool alone. oneDNN 2.6 leaves a product with B transposed and few

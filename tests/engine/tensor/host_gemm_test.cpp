@@ -174,6 +174,36 @@ void countSignal(int) {
   std::_Exit(same && signals_handled.load() > 0 ? 0 : 1);
 }
 
+bool signalBlockedHere(int signo) {
+  sigset_t mask;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  return sigismember(&mask, signo) == 1;
+}
+
+// A hold blocks what a handler could catch and leaves the faults open; nested, the outermost one
+// gives the thread back the mask it found, a signal blocked before included.
+TEST(HostGemm, ASignalHoldNestsAndGivesBackTheMaskItFound) {
+  sigset_t usr2;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  ::pthread_sigmask(SIG_BLOCK, &usr2, nullptr);
+  {
+    const GemmSignalHold outer;
+    EXPECT_TRUE(signalBlockedHere(SIGTERM));
+    EXPECT_TRUE(signalBlockedHere(SIGINT));
+    EXPECT_FALSE(signalBlockedHere(SIGSEGV));
+    {
+      const GemmSignalHold inner;
+      EXPECT_TRUE(signalBlockedHere(SIGTERM));
+    }
+    EXPECT_TRUE(signalBlockedHere(SIGTERM)) << "the inner hold let go of the outer one's signals";
+  }
+  EXPECT_FALSE(signalBlockedHere(SIGTERM));
+  EXPECT_FALSE(signalBlockedHere(SIGINT));
+  EXPECT_TRUE(signalBlockedHere(SIGUSR2));
+  ::pthread_sigmask(SIG_UNBLOCK, &usr2, nullptr);
+}
+
 // oneDNN 2.7's JIT sgemm kernels point the stack pointer into the heap while they run (oneDNN
 // issue 4845, fixed in 3.x): a signal handled on the multiplying thread then writes its frame into
 // the heap. A cancelled run's worker (SIGTERM, handled) died of it, "corrupted size vs. prev_size".
