@@ -411,10 +411,11 @@ RM_VECTOR_CLONES void causalSoftmaxBackward(const float* probs, const float* dpr
 // fp16 goes through x86's F16C (vcvtps2ph with round to nearest even, vcvtph2ps; 8 values an
 // instruction) where the processor has it, else through device.h's scalar floatToHalf /
 // halfToFloat, which give the same bits (low_precision_test checks every half and a sweep of
-// floats). The host GEMM widens its 16-bit operands to fp32 (exact) and calls sgemm: this
-// processor has no avx512_bf16 / AMX matrix unit and Debian's OpenBLAS 0.3.21 exports no
-// cblas_sbgemm, so the products and their fp32 sums are those a bf16 unit accumulating in fp32
-// computes too, up to the summation order; the cost is one pass over the operands.
+// floats). bf16 products run on the processor's bf16 instructions where it has them (avx512_bf16:
+// oneDNN's matmul, host_gemm.h's bf16GemmNative, one thread); elsewhere, and for fp16, the host
+// GEMM widens its 16-bit operands to fp32 (exact) and calls sgemm (Debian's OpenBLAS 0.3.21 exports
+// no cblas_sbgemm). Both multiply the pairs exactly and sum in fp32, in different orders; widening
+// costs one pass over the operands and runs at fp32's rate, half the bf16 instructions'.
 
 namespace {
 
@@ -564,6 +565,9 @@ void gemmLowPrecision(DType format, bool trans_a, bool trans_b, int64_t m, int64
     gemm(trans_a, trans_b, m, n, k, alpha, nullptr, nullptr, beta, c);
     return;
   }
+  if (format == DType::kBF16 &&
+      bf16GemmNative(trans_a, trans_b, 1, m, n, k, alpha, a, m * k, b, k * n, beta, c, m * n))
+    return;
   const Widened wide_a(a, m * k, format);
   const Widened wide_b(b, k * n, format);
   gemm(trans_a, trans_b, m, n, k, alpha, wide_a.data(), wide_b.data(), beta, c);
@@ -579,6 +583,9 @@ void gemmBatchedLowPrecision(DType format, bool trans_a, bool trans_b, int64_t b
     for (int64_t i = 0; i < batch; ++i) scale(c + i * stride_c, beta, m * n);
     return;
   }
+  if (format == DType::kBF16 && bf16GemmNative(trans_a, trans_b, batch, m, n, k, alpha, a, stride_a,
+                                               b, stride_b, beta, c, stride_c))
+    return;
   const Widened wide_a(a, batchExtent(batch, stride_a, m * k), format);
   const Widened wide_b(b, batchExtent(batch, stride_b, k * n), format);
   gemmBatched(trans_a, trans_b, batch, m, n, k, alpha, wide_a.data(), stride_a, wide_b.data(),

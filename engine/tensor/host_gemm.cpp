@@ -1,5 +1,6 @@
 // The host's fp32 matrix product: oneDNN or OpenBLAS by threads, transpose mode and instruction
-// set, and one thread count for both (host_gemm.h).
+// set, and one thread count for both; bf16 products on oneDNN's matmul where the cores have bf16
+// instructions (host_gemm.h).
 #include "tensor/host_gemm.h"
 
 #include <cblas.h>
@@ -7,7 +8,13 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <array>
 #include <atomic>
+#include <bit>
+#include <map>
+#include <string_view>
+
+#include <dnnl.hpp>
 
 #include <fmt/format.h>
 
@@ -74,6 +81,81 @@ void oneDnnSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
                          static_cast<int>(status)));
 }
 
+// ------------------------------------------------------------------------------------------------
+// bf16 products through oneDNN's matmul primitive. A primitive is made for one shape (a few hundred
+// microseconds), so each thread keeps those it made, by shape, transposes, alpha and beta.
+
+bool oneDnnHasBf16() {
+  static const bool have = [] {
+    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+    const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
+    return (isa & bf16) == bf16;
+  }();
+  return have;
+}
+
+// Everything a matmul primitive is made for: transposes, batch, m, n, k, the three batch strides,
+// and alpha and beta as their bits.
+using Bf16ProductKey = std::array<int64_t, 11>;
+
+struct Bf16Product {
+  bool native = false;  // false: oneDNN offers only its reference kernel here (widen instead)
+  dnnl::matmul primitive;
+  dnnl::memory::desc a, b, c;
+};
+
+// A batch of row-major matrices [rows, cols], each stored transposed when `transposed`, the
+// batch `stride` elements apart.
+dnnl::memory::desc matricesDesc(dnnl::memory::data_type type, int64_t batch, int64_t rows,
+                                int64_t cols, bool transposed, int64_t stride) {
+  const dnnl::memory::dims strides =
+      transposed ? dnnl::memory::dims{stride, 1, rows} : dnnl::memory::dims{stride, cols, 1};
+  return dnnl::memory::desc({batch, rows, cols}, type, strides);
+}
+
+struct Bf16Products {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream{engine};
+  std::map<Bf16ProductKey, Bf16Product> made;
+};
+
+// The calling thread's engine, stream and primitives; at most kMaxBf16Products of them, the
+// oldest set dropped whole when a run's shapes outgrow it.
+constexpr size_t kMaxBf16Products = 512;
+Bf16Products& threadBf16Products() {
+  thread_local Bf16Products products;
+  return products;
+}
+
+const Bf16Product& bf16Product(const Bf16ProductKey& key, bool trans_a, bool trans_b, int64_t batch,
+                               int64_t m, int64_t n, int64_t k, float alpha, float beta,
+                               int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+  Bf16Products& products = threadBf16Products();
+  if (auto found = products.made.find(key); found != products.made.end()) return found->second;
+  if (products.made.size() >= kMaxBf16Products) products.made.clear();
+  using type = dnnl::memory::data_type;
+  Bf16Product product;
+  product.a = matricesDesc(type::bf16, batch, m, k, trans_a, stride_a);
+  product.b = matricesDesc(type::bf16, batch, k, n, trans_b, stride_b);
+  product.c = matricesDesc(type::f32, batch, m, n, false, stride_c);
+  dnnl::primitive_attr attr;
+  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  if (beta != 0.0f) {
+    dnnl::post_ops accumulate;
+    accumulate.append_sum(beta);
+    attr.set_post_ops(accumulate);
+  }
+  try {
+    const dnnl::matmul::primitive_desc made(dnnl::matmul::desc(product.a, product.b, product.c),
+                                            attr, products.engine);
+    product.native = std::string_view(made.impl_info_str()).substr(0, 3) != "ref";
+    if (product.native) product.primitive = dnnl::matmul(made);
+  } catch (const dnnl::error&) {
+    product.native = false;  // no implementation for this shape and these strides
+  }
+  return products.made.emplace(key, std::move(product)).first->second;
+}
+
 void openBlasSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
                    const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                    int64_t ldc) {
@@ -125,6 +207,46 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
   const int threads = applyThreadsToThisThread();
   multiply(gemmLibraryFor(trans_a, threads), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta,
            c, ldc);
+}
+
+bool haveNativeBf16Gemm() {
+  return oneDnnHasBf16();
+}
+
+bool bf16GemmNative(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    float alpha, const uint16_t* a, int64_t stride_a, const uint16_t* b,
+                    int64_t stride_b, float beta, float* c, int64_t stride_c) {
+  if (!oneDnnHasBf16() || applyThreadsToThisThread() > 1) return false;
+  const Bf16ProductKey key{trans_a,
+                           trans_b,
+                           batch,
+                           m,
+                           n,
+                           k,
+                           stride_a,
+                           stride_b,
+                           stride_c,
+                           std::bit_cast<int32_t>(alpha),
+                           std::bit_cast<int32_t>(beta)};
+  const Bf16Product& product =
+      bf16Product(key, trans_a, trans_b, batch, m, n, k, alpha, beta, stride_a, stride_b, stride_c);
+  if (!product.native) return false;
+  Bf16Products& products = threadBf16Products();
+  const dnnl::memory a_memory(product.a, products.engine, const_cast<uint16_t*>(a));
+  const dnnl::memory b_memory(product.b, products.engine, const_cast<uint16_t*>(b));
+  const dnnl::memory c_memory(product.c, products.engine, c);
+  const GemmSignalHold held;  // its kernels are generated code, as sgemm's
+  try {
+    product.primitive.execute(
+        products.stream,
+        {{DNNL_ARG_SRC, a_memory}, {DNNL_ARG_WEIGHTS, b_memory}, {DNNL_ARG_DST, c_memory}});
+    products.stream.wait();
+  } catch (const dnnl::error& e) {
+    RM_THROW(kInternal,
+             fmt::format("oneDNN's bf16 matmul failed on {} products of {} x {} x {}: {}", batch, m,
+                         n, k, e.what()));
+  }
+  return true;
 }
 
 void setGemmThreads(int threads) {

@@ -34,6 +34,20 @@ void sgemmWith(GemmLibrary library, bool trans_a, bool trans_b, int64_t m, int64
                float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta,
                float* c, int64_t ldc);
 
+// C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch, with A and B in bf16 (the top half of each
+// float, stored as uint16_t) and C in fp32, every matrix row-major and packed (A_i at a + i *
+// stride_a, each [m, k], or [k, m] when trans_a; likewise B_i and C_i): oneDNN's matmul on the
+// processor's bf16 instructions (avx512_bf16), which multiply bf16 pairs exactly and sum them in
+// fp32, twice as fast as fp32 products. Returns false, having done nothing, where there are none
+// or the calling thread multiplies on several threads (sgemm's rule: OpenBLAS alone there); the
+// caller then widens the operands to fp32 for sgemm, the same products summed in another order.
+bool bf16GemmNative(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
+                    float alpha, const uint16_t* a, int64_t stride_a, const uint16_t* b,
+                    int64_t stride_b, float beta, float* c, int64_t stride_c);
+
+// Whether bf16GemmNative multiplies on this processor, on one thread.
+bool haveNativeBf16Gemm();
+
 // Which library sgemm gives a product (op(A) = A^T when trans_a) on this processor with this many
 // threads: a rule from gemm_bench's measurements (host_gemm.cpp), never from timing this run, so
 // that results do not change from one start to the next.

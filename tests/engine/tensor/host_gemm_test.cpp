@@ -1,5 +1,6 @@
 // Tests of the host GEMM's two libraries behind one entry point (tensor/host_gemm.h): each gives
-// the product a double reference gives, in every transpose mode with padded row strides, the
+// the product a double reference gives, in every transpose mode with padded row strides (bf16 on
+// the processor's bf16 instructions too, where it has them), the
 // thread setting reaches threads that start after it, and signals handled while a product runs
 // leave the heap and the product intact.
 #include "tensor/host_gemm.h"
@@ -10,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -172,6 +174,66 @@ void countSignal(int) {
   done.store(true);
   signaller.join();
   std::_Exit(same && signals_handled.load() > 0 ? 0 : 1);
+}
+
+// bf16's bits of a float, rounded to nearest even (finite values).
+uint16_t toBf16(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+float fromBf16(uint16_t half) {
+  return std::bit_cast<float>(static_cast<uint32_t>(half) << 16);
+}
+
+// bf16 products on the processor's bf16 instructions, in every transpose mode, a batch of three
+// matrices with alpha and beta: each element against the product of the same bf16 values summed
+// in double. The pairs multiply exactly; only the fp32 sum rounds.
+TEST(HostGemm, NativeBf16ProductsMatchTheDoubleProductInEveryMode) {
+  if (!haveNativeBf16Gemm())
+    GTEST_SKIP() << "this processor has no bf16 instructions (avx512_bf16): bf16 products widen "
+                    "to fp32 for sgemm";
+  const int before = gemmThreads();
+  setGemmThreads(1);
+  const int64_t batch = 3, m = 37, n = 45, k = 130;
+  const float alpha = 0.75f, beta = -0.5f;
+  for (const bool trans_a : {false, true})
+    for (const bool trans_b : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << (trans_a ? 'T' : 'N') << (trans_b ? 'T' : 'N'));
+      Rng rng(29);
+      std::vector<uint16_t> a(static_cast<size_t>(batch * m * k)),
+          b(static_cast<size_t>(batch * k * n));
+      std::vector<float> c(static_cast<size_t>(batch * m * n));
+      for (uint16_t& v : a) v = toBf16(static_cast<float>(rng.normal()));
+      for (uint16_t& v : b) v = toBf16(static_cast<float>(rng.normal()));
+      for (float& v : c) v = static_cast<float>(rng.normal());
+      const std::vector<float> before_c = c;
+      ASSERT_TRUE(bf16GemmNative(trans_a, trans_b, batch, m, n, k, alpha, a.data(), m * k, b.data(),
+                                 k * n, beta, c.data(), m * n));
+      for (int64_t i = 0; i < batch; ++i)
+        for (int64_t r = 0; r < m; ++r)
+          for (int64_t col = 0; col < n; ++col) {
+            double sum = 0, magnitude = 0;
+            for (int64_t p = 0; p < k; ++p) {
+              const float x = fromBf16(a[i * m * k + (trans_a ? p * m + r : r * k + p)]);
+              const float y = fromBf16(b[i * k * n + (trans_b ? col * k + p : p * n + col)]);
+              sum += static_cast<double>(x) * y;
+              magnitude += std::abs(static_cast<double>(x) * y);
+            }
+            const size_t at = static_cast<size_t>(i * m * n + r * n + col);
+            const double want = alpha * sum + beta * static_cast<double>(before_c[at]);
+            const double bound = static_cast<double>(k + 3) * 0x1p-24 *
+                                 (alpha * magnitude + std::abs(beta * before_c[at]));
+            ASSERT_NEAR(c[at], want, bound) << "matrix " << i << " C[" << r << ", " << col << "]";
+          }
+    }
+  // Several threads: declined, as sgemm leaves them to OpenBLAS; the caller widens.
+  setGemmThreads(2);
+  uint16_t one = toBf16(1.0f);
+  float out = 0;
+  EXPECT_FALSE(bf16GemmNative(false, false, 1, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &out, 1));
+  EXPECT_EQ(out, 0.0f);
+  setGemmThreads(before);
 }
 
 bool signalBlockedHere(int signo) {

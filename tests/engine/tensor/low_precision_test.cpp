@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/random.h"
+#include "tensor/host_gemm.h"
 #include "tensor/kernels.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -322,26 +323,51 @@ void expectNearDoubleReference(const std::vector<float>& a, bool ta, const std::
   }
 }
 
+// The host GEMM's threads for one test's length (both GEMM libraries follow them).
+class GemmThreadsForTest {
+ public:
+  explicit GemmThreadsForTest(int threads) : before_(cpu::gemmThreads()) {
+    cpu::setGemmThreads(threads);
+  }
+  ~GemmThreadsForTest() { cpu::setGemmThreads(before_); }
+  GemmThreadsForTest(const GemmThreadsForTest&) = delete;
+  GemmThreadsForTest& operator=(const GemmThreadsForTest&) = delete;
+
+ private:
+  int before_;
+};
+
+// bf16 on one thread of a processor with bf16 instructions runs natively (host_gemm.h), summing
+// in another order than the fp32 product; everything else widens to fp32, bit for bit.
+bool widensToFp32(DType format, int threads) {
+  return format != DType::kBF16 || threads > 1 || !cpu::haveNativeBf16Gemm();
+}
+
 TEST(LowPrecisionMatmul, EqualsTheFp32MatmulOfTheWidenedOperands) {
   const int64_t m = 5, n = 7, k = 33;
   const float alpha = 0.75f, beta = -1.5f;
-  for (DType format : kFormats) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        const std::string what =
-            fmt::format("{} matmul, a{} b{}", dtypeName(format), ta ? "^T" : "", tb ? "^T" : "");
-        const Tensor a = ops::cast(randomTensor(ta ? Shape{k, m} : Shape{m, k}, 10), format);
-        const Tensor b = ops::cast(randomTensor(tb ? Shape{n, k} : Shape{k, n}, 11), format);
-        const Tensor c_before = randomTensor({m, n}, 12);
-        Tensor c = c_before.clone();
-        ops::matmul(a, ta, b, tb, c, alpha, beta);
-        Tensor expected = c_before.clone();
-        ops::matmul(ops::cast(a, DType::kF32), ta, ops::cast(b, DType::kF32), tb, expected, alpha,
-                    beta);
-        EXPECT_EQ(c.toFloatVector(), expected.toFloatVector()) << what;
-        expectNearDoubleReference(a.toFloatVector(), ta, b.toFloatVector(), tb,
-                                  c_before.toFloatVector(), c.toFloatVector(), m, n, k, alpha, beta,
-                                  what);
+  for (const int threads : {1, 2}) {
+    const GemmThreadsForTest pinned(threads);
+    for (DType format : kFormats) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const std::string what =
+              fmt::format("{} matmul, a{} b{}, {} thread(s)", dtypeName(format), ta ? "^T" : "",
+                          tb ? "^T" : "", threads);
+          const Tensor a = ops::cast(randomTensor(ta ? Shape{k, m} : Shape{m, k}, 10), format);
+          const Tensor b = ops::cast(randomTensor(tb ? Shape{n, k} : Shape{k, n}, 11), format);
+          const Tensor c_before = randomTensor({m, n}, 12);
+          Tensor c = c_before.clone();
+          ops::matmul(a, ta, b, tb, c, alpha, beta);
+          Tensor expected = c_before.clone();
+          ops::matmul(ops::cast(a, DType::kF32), ta, ops::cast(b, DType::kF32), tb, expected, alpha,
+                      beta);
+          if (widensToFp32(format, threads))
+            EXPECT_EQ(c.toFloatVector(), expected.toFloatVector()) << what;
+          expectNearDoubleReference(a.toFloatVector(), ta, b.toFloatVector(), tb,
+                                    c_before.toFloatVector(), c.toFloatVector(), m, n, k, alpha,
+                                    beta, what);
+        }
       }
     }
   }
@@ -350,32 +376,37 @@ TEST(LowPrecisionMatmul, EqualsTheFp32MatmulOfTheWidenedOperands) {
 TEST(LowPrecisionMatmul, BatchedEqualsTheFp32BatchedMatmulOfTheWidenedOperands) {
   // scores [B, H, T, T] = q [B, H, T, D] x k^T, and the other transposes, over 2 x 3 matrices.
   const int64_t m = 4, n = 6, k = 9;
-  for (DType format : kFormats) {
-    for (bool ta : {false, true}) {
-      for (bool tb : {false, true}) {
-        const std::string what = fmt::format("{} batched matmul, a{} b{}", dtypeName(format),
-                                             ta ? "^T" : "", tb ? "^T" : "");
-        const Tensor a =
-            ops::cast(randomTensor(ta ? Shape{2, 3, k, m} : Shape{2, 3, m, k}, 20), format);
-        const Tensor b =
-            ops::cast(randomTensor(tb ? Shape{2, 3, n, k} : Shape{2, 3, k, n}, 21), format);
-        const Tensor c_before = randomTensor({2, 3, m, n}, 22);
-        Tensor c = c_before.clone();
-        ops::matmulBatched(a, ta, b, tb, c, 1.25f, 0.5f);
-        Tensor expected = c_before.clone();
-        ops::matmulBatched(ops::cast(a, DType::kF32), ta, ops::cast(b, DType::kF32), tb, expected,
-                           1.25f, 0.5f);
-        EXPECT_EQ(c.toFloatVector(), expected.toFloatVector()) << what;
-        // Each matrix against the double reference, so that the strides are checked too.
-        const std::vector<float> av = a.toFloatVector(), bv = b.toFloatVector();
-        const std::vector<float> cb = c_before.toFloatVector(), cv = c.toFloatVector();
-        for (int64_t i = 0; i < 6; ++i) {
-          const auto slice = [i](const std::vector<float>& v, int64_t size) {
-            return std::vector<float>(v.begin() + i * size, v.begin() + (i + 1) * size);
-          };
-          expectNearDoubleReference(slice(av, m * k), ta, slice(bv, k * n), tb, slice(cb, m * n),
-                                    slice(cv, m * n), m, n, k, 1.25f, 0.5f,
-                                    what + fmt::format(" matrix {}", i));
+  for (const int threads : {1, 2}) {
+    const GemmThreadsForTest pinned(threads);
+    for (DType format : kFormats) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const std::string what =
+              fmt::format("{} batched matmul, a{} b{}, {} thread(s)", dtypeName(format),
+                          ta ? "^T" : "", tb ? "^T" : "", threads);
+          const Tensor a =
+              ops::cast(randomTensor(ta ? Shape{2, 3, k, m} : Shape{2, 3, m, k}, 20), format);
+          const Tensor b =
+              ops::cast(randomTensor(tb ? Shape{2, 3, n, k} : Shape{2, 3, k, n}, 21), format);
+          const Tensor c_before = randomTensor({2, 3, m, n}, 22);
+          Tensor c = c_before.clone();
+          ops::matmulBatched(a, ta, b, tb, c, 1.25f, 0.5f);
+          Tensor expected = c_before.clone();
+          ops::matmulBatched(ops::cast(a, DType::kF32), ta, ops::cast(b, DType::kF32), tb, expected,
+                             1.25f, 0.5f);
+          if (widensToFp32(format, threads))
+            EXPECT_EQ(c.toFloatVector(), expected.toFloatVector()) << what;
+          // Each matrix against the double reference, so that the strides are checked too.
+          const std::vector<float> av = a.toFloatVector(), bv = b.toFloatVector();
+          const std::vector<float> cb = c_before.toFloatVector(), cv = c.toFloatVector();
+          for (int64_t i = 0; i < 6; ++i) {
+            const auto slice = [i](const std::vector<float>& v, int64_t size) {
+              return std::vector<float>(v.begin() + i * size, v.begin() + (i + 1) * size);
+            };
+            expectNearDoubleReference(slice(av, m * k), ta, slice(bv, k * n), tb, slice(cb, m * n),
+                                      slice(cv, m * n), m, n, k, 1.25f, 0.5f,
+                                      what + fmt::format(" matrix {}", i));
+          }
         }
       }
     }
