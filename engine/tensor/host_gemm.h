@@ -16,11 +16,11 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
            int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
 // Holds, for its scope, the signals a handler could catch on this thread, and lets the pending
-// ones through at its end. Every oneDNN product takes one: oneDNN 2.7's JIT sgemm kernels point
-// the stack pointer into the heap while they run (oneDNN issue 4845, fixed in 3.x), so a handler
-// run meanwhile would write its frame into the heap. A loop of many small products (the causal
-// blocks) takes one around the loop: nested holds cost nothing, the outermost two system calls
-// (about 0.4 us together).
+// ones through at its end. Every oneDNN product takes one: oneDNN 2.6's JIT sgemm kernels point
+// the stack pointer into the heap while they run (oneDNN issue 4845, fixed upstream after 3.11 by
+// pull request 4855), so a handler run meanwhile would write its frame into the heap. A loop of
+// many small products (the causal blocks) takes one around the loop: nested holds cost nothing, the
+// outermost two system calls (about 0.4 us together).
 class GemmSignalHold {
  public:
   GemmSignalHold();
