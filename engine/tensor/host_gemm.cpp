@@ -34,16 +34,12 @@ namespace {
 
 std::atomic<int> gemm_threads{0};
 
-// oneDNN's weight-gradient kernel (op(A) = A^T: dW = x^T dy) runs at 43 GFLOP/s against
-// OpenBLAS's 95-99 on an AVX2 core when K is long and N short, and at 104-115 against 93-99 with
-// AVX-512 (gemm_bench, bench/README.md); in the other modes oneDNN is the faster or within 6 %.
-bool oneDnnHasAvx512() {
-  static const bool have = [] {
-    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-    const unsigned avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-    return (isa & avx512) == avx512;
-  }();
-  return have;
+// Whether oneDNN's kernels for `isa` run here (dnnl_get_effective_cpu_isa, so DNNL_MAX_CPU_ISA
+// is followed).
+bool oneDnnRuns(dnnl_cpu_isa_t isa) {
+  static const unsigned effective = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+  const unsigned wanted = static_cast<unsigned>(isa);
+  return (effective & wanted) == wanted;
 }
 
 // OpenMP's thread count is a setting of each thread, so every thread that multiplies takes the
@@ -85,18 +81,27 @@ void oneDnnSgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
 // bf16 products through oneDNN's matmul primitive. A primitive is made for one shape (a few hundred
 // microseconds), so each thread keeps those it made, by shape, transposes, alpha and beta.
 
-bool oneDnnHasBf16() {
-  static const bool have = [] {
-    const unsigned isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-    const unsigned bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-    return (isa & bf16) == bf16;
-  }();
-  return have;
-}
+// Everything a matmul primitive is made for.
+struct Bf16Shape {
+  bool trans_a, trans_b;
+  int64_t batch, m, n, k, stride_a, stride_b, stride_c;
+  float alpha, beta;
 
-// Everything a matmul primitive is made for: transposes, batch, m, n, k, the three batch strides,
-// and alpha and beta as their bits.
-using Bf16ProductKey = std::array<int64_t, 11>;
+  // The same, as one ordered key (alpha and beta as their bits).
+  std::array<int64_t, 11> key() const {
+    return {trans_a,
+            trans_b,
+            batch,
+            m,
+            n,
+            k,
+            stride_a,
+            stride_b,
+            stride_c,
+            std::bit_cast<int32_t>(alpha),
+            std::bit_cast<int32_t>(beta)};
+  }
+};
 
 struct Bf16Product {
   bool native = false;  // false: oneDNN offers only its reference kernel here (widen instead)
@@ -116,7 +121,7 @@ dnnl::memory::desc matricesDesc(dnnl::memory::data_type type, int64_t batch, int
 struct Bf16Products {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::map<Bf16ProductKey, Bf16Product> made;
+  std::map<std::array<int64_t, 11>, Bf16Product> made;
 };
 
 // The calling thread's engine, stream and primitives; at most kMaxBf16Products of them, the
@@ -127,22 +132,22 @@ Bf16Products& threadBf16Products() {
   return products;
 }
 
-const Bf16Product& bf16Product(const Bf16ProductKey& key, bool trans_a, bool trans_b, int64_t batch,
-                               int64_t m, int64_t n, int64_t k, float alpha, float beta,
-                               int64_t stride_a, int64_t stride_b, int64_t stride_c) {
+const Bf16Product& bf16Product(const Bf16Shape& shape) {
   Bf16Products& products = threadBf16Products();
+  const auto key = shape.key();
   if (auto found = products.made.find(key); found != products.made.end()) return found->second;
   if (products.made.size() >= kMaxBf16Products) products.made.clear();
   using type = dnnl::memory::data_type;
   Bf16Product product;
-  product.a = matricesDesc(type::bf16, batch, m, k, trans_a, stride_a);
-  product.b = matricesDesc(type::bf16, batch, k, n, trans_b, stride_b);
-  product.c = matricesDesc(type::f32, batch, m, n, false, stride_c);
+  const Bf16Shape& s = shape;
+  product.a = matricesDesc(type::bf16, s.batch, s.m, s.k, s.trans_a, s.stride_a);
+  product.b = matricesDesc(type::bf16, s.batch, s.k, s.n, s.trans_b, s.stride_b);
+  product.c = matricesDesc(type::f32, s.batch, s.m, s.n, false, s.stride_c);
   dnnl::primitive_attr attr;
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
+  if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
+  if (s.beta != 0.0f) {
     dnnl::post_ops accumulate;
-    accumulate.append_sum(beta);
+    accumulate.append_sum(s.beta);
     attr.set_post_ops(accumulate);
   }
   try {
@@ -191,7 +196,12 @@ GemmLibrary gemmLibraryFor(bool trans_a, int threads) {
   // the two libraries' pools, each spinning a while after its products, took the cores from each
   // other when both were in use (a 1-rank DDP run fell to 0.24-0.61x PyTorch).
   if (threads > 1) return GemmLibrary::kOpenBlas;
-  if (trans_a) return oneDnnHasAvx512() ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
+  // oneDNN's weight-gradient kernel (op(A) = A^T: dW = x^T dy) runs at 43 GFLOP/s against
+  // OpenBLAS's 95-99 on an AVX2 core when K is long and N short, and at 104-115 against 93-99
+  // with AVX-512 (gemm_bench, bench/README.md); in the other modes oneDNN is the faster or within
+  // 6 %.
+  if (trans_a)
+    return oneDnnRuns(dnnl_cpu_isa_avx512_core) ? GemmLibrary::kOneDnn : GemmLibrary::kOpenBlas;
   return GemmLibrary::kOneDnn;
 }
 
@@ -210,26 +220,15 @@ void sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float al
 }
 
 bool haveNativeBf16Gemm() {
-  return oneDnnHasBf16();
+  return oneDnnRuns(dnnl_cpu_isa_avx512_core_bf16);
 }
 
 bool bf16GemmNative(bool trans_a, bool trans_b, int64_t batch, int64_t m, int64_t n, int64_t k,
                     float alpha, const uint16_t* a, int64_t stride_a, const uint16_t* b,
                     int64_t stride_b, float beta, float* c, int64_t stride_c) {
-  if (!oneDnnHasBf16() || applyThreadsToThisThread() > 1) return false;
-  const Bf16ProductKey key{trans_a,
-                           trans_b,
-                           batch,
-                           m,
-                           n,
-                           k,
-                           stride_a,
-                           stride_b,
-                           stride_c,
-                           std::bit_cast<int32_t>(alpha),
-                           std::bit_cast<int32_t>(beta)};
+  if (!haveNativeBf16Gemm() || applyThreadsToThisThread() > 1) return false;
   const Bf16Product& product =
-      bf16Product(key, trans_a, trans_b, batch, m, n, k, alpha, beta, stride_a, stride_b, stride_c);
+      bf16Product({trans_a, trans_b, batch, m, n, k, stride_a, stride_b, stride_c, alpha, beta});
   if (!product.native) return false;
   Bf16Products& products = threadBf16Products();
   const dnnl::memory a_memory(product.a, products.engine, const_cast<uint16_t*>(a));

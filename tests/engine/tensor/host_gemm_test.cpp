@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "core/random.h"
+#include "tensor/device.h"  // floatToBf16, bf16ToFloat
 
 extern "C" int omp_get_max_threads();  // the libgomp oneDNN runs on
 
@@ -176,16 +176,6 @@ void countSignal(int) {
   std::_Exit(same && signals_handled.load() > 0 ? 0 : 1);
 }
 
-// bf16's bits of a float, rounded to nearest even (finite values).
-uint16_t toBf16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-float fromBf16(uint16_t half) {
-  return std::bit_cast<float>(static_cast<uint32_t>(half) << 16);
-}
-
 // bf16 products on the processor's bf16 instructions, in every transpose mode, a batch of three
 // matrices with alpha and beta: each element against the product of the same bf16 values summed
 // in double. The pairs multiply exactly; only the fp32 sum rounds.
@@ -204,8 +194,8 @@ TEST(HostGemm, NativeBf16ProductsMatchTheDoubleProductInEveryMode) {
       std::vector<uint16_t> a(static_cast<size_t>(batch * m * k)),
           b(static_cast<size_t>(batch * k * n));
       std::vector<float> c(static_cast<size_t>(batch * m * n));
-      for (uint16_t& v : a) v = toBf16(static_cast<float>(rng.normal()));
-      for (uint16_t& v : b) v = toBf16(static_cast<float>(rng.normal()));
+      for (uint16_t& v : a) v = floatToBf16(static_cast<float>(rng.normal()));
+      for (uint16_t& v : b) v = floatToBf16(static_cast<float>(rng.normal()));
       for (float& v : c) v = static_cast<float>(rng.normal());
       const std::vector<float> before_c = c;
       ASSERT_TRUE(bf16GemmNative(trans_a, trans_b, batch, m, n, k, alpha, a.data(), m * k, b.data(),
@@ -215,8 +205,8 @@ TEST(HostGemm, NativeBf16ProductsMatchTheDoubleProductInEveryMode) {
           for (int64_t col = 0; col < n; ++col) {
             double sum = 0, magnitude = 0;
             for (int64_t p = 0; p < k; ++p) {
-              const float x = fromBf16(a[i * m * k + (trans_a ? p * m + r : r * k + p)]);
-              const float y = fromBf16(b[i * k * n + (trans_b ? col * k + p : p * n + col)]);
+              const float x = bf16ToFloat(a[i * m * k + (trans_a ? p * m + r : r * k + p)]);
+              const float y = bf16ToFloat(b[i * k * n + (trans_b ? col * k + p : p * n + col)]);
               sum += static_cast<double>(x) * y;
               magnitude += std::abs(static_cast<double>(x) * y);
             }
@@ -229,7 +219,7 @@ TEST(HostGemm, NativeBf16ProductsMatchTheDoubleProductInEveryMode) {
     }
   // Several threads: declined, as sgemm leaves them to OpenBLAS; the caller widens.
   setGemmThreads(2);
-  uint16_t one = toBf16(1.0f);
+  uint16_t one = floatToBf16(1.0f);
   float out = 0;
   EXPECT_FALSE(bf16GemmNative(false, false, 1, 1, 1, 1, 1.0f, &one, 1, &one, 1, 0.0f, &out, 1));
   EXPECT_EQ(out, 0.0f);
