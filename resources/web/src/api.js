@@ -37,13 +37,17 @@ export async function getJson(path, params = {}, signal = undefined) {
   let body = null;
   try {
     body = await response.json();
-  } catch {
+  } catch (error) {
+    // Aborted while the body was arriving (a newer request replaced this one): the caller's
+    // abort, which pages ignore, never an answer of null.
+    if (error.name === 'AbortError') throw error;
     body = null;
   }
   if (!response.ok) {
     const message = body && body.error ? body.error.message : `${response.status} ${response.statusText}`;
     throw new ApiError(response.status, message);
   }
+  if (body === null) throw new ApiError(response.status, `the answer to ${path} is not JSON`);
   return body;
 }
 
